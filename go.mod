@@ -1,0 +1,3 @@
+module github.com/finedge/idempotent-consumer
+
+go 1.26

@@ -1,0 +1,257 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"time"
+)
+
+// Clock tells the time. Inject one in tests; production uses SystemClock.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Outcome is the result of a claim attempt.
+type Outcome int
+
+// The claim outcomes. Acquired and Reclaimed mean the caller now holds the
+// key and must run the work; every other outcome means it must not.
+const (
+	Acquired Outcome = iota + 1
+	Reclaimed
+	DuplicateDone
+	DuplicateInProgress
+	DuplicateFailed
+	Conflict
+)
+
+var outcomeNames = map[Outcome]string{
+	Acquired:            "acquired",
+	Reclaimed:           "reclaimed",
+	DuplicateDone:       "duplicate_done",
+	DuplicateInProgress: "duplicate_in_progress",
+	DuplicateFailed:     "duplicate_failed",
+	Conflict:            "conflict",
+}
+
+func (o Outcome) String() string {
+	if s, ok := outcomeNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
+
+// Owned reports whether the outcome gives the caller the key.
+func (o Outcome) Owned() bool { return o == Acquired || o == Reclaimed }
+
+// Options configure a Guard. The zero value of each field takes its default.
+type Options struct {
+	// Lease is how long a claim holds the key before another worker may
+	// reclaim it. Default 60s. Keep it longer than the slowest expected
+	// unit of work between heartbeats.
+	Lease time.Duration
+	// Retention is how long a record is kept after its last write; past it
+	// the key counts as absent. Default 30 days: longer than SQS's maximum
+	// retention (14 days) plus a DLQ redrive window.
+	Retention time.Duration
+	// Clock defaults to SystemClock.
+	Clock Clock
+	// NewToken makes fencing tokens. Default: 128 random bits, hex.
+	NewToken func() (string, error)
+}
+
+// Defaults for Options.
+const (
+	DefaultLease     = 60 * time.Second
+	DefaultRetention = 30 * 24 * time.Hour
+)
+
+// Guard runs the claim state machine over a Store.
+type Guard struct {
+	store Store
+	opts  Options
+}
+
+// NewGuard returns a Guard over store. It returns ErrInvalid for a nil store
+// or a negative duration.
+func NewGuard(store Store, opts Options) (*Guard, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
+	}
+	if opts.Lease < 0 || opts.Retention < 0 {
+		return nil, fmt.Errorf("%w: lease and retention must not be negative", ErrInvalid)
+	}
+	if opts.Lease == 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.Retention == 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.Retention < opts.Lease {
+		return nil, fmt.Errorf("%w: retention %s is shorter than the lease %s", ErrInvalid, opts.Retention, opts.Lease)
+	}
+	if opts.Clock == nil {
+		opts.Clock = SystemClock{}
+	}
+	if opts.NewToken == nil {
+		opts.NewToken = RandomToken
+	}
+	return &Guard{store: store, opts: opts}, nil
+}
+
+// Lease returns the configured lease duration.
+func (g *Guard) Lease() time.Duration { return g.opts.Lease }
+
+// Now returns the guard's clock reading.
+func (g *Guard) Now() time.Time { return g.opts.Clock.Now() }
+
+// Claim is the result of Guard.Claim.
+type Claim struct {
+	Outcome Outcome
+	// Record is the record we wrote (Owned outcomes) or the existing one.
+	Record Record
+}
+
+// Lease returns the handle the claimant uses for later writes. Only
+// meaningful when Outcome.Owned().
+func (c Claim) Lease() Lease {
+	return Lease{Key: c.Record.Key, Token: c.Record.Token, Until: c.Record.LeaseUntil, Attempt: c.Record.Attempt}
+}
+
+// Lease is a held claim.
+type Lease struct {
+	Key     string
+	Token   string
+	Until   time.Time
+	Attempt int
+}
+
+// Claim tries to take key for fingerprint. It costs one store round trip in
+// every case but a store that cannot return the existing record on a failed
+// condition. The error is ErrInvalid for an empty key, else whatever the
+// store returned (ErrUnavailable when it could not be reached).
+func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, error) {
+	if key == "" {
+		return Claim{}, fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	token, err := g.opts.NewToken()
+	if err != nil {
+		return Claim{}, fmt.Errorf("idempotency: new token: %w", err)
+	}
+	now := g.opts.Clock.Now()
+	res, err := g.store.Claim(ctx, ClaimRequest{
+		Key:         key,
+		Token:       token,
+		Fingerprint: fingerprint,
+		Now:         now,
+		LeaseUntil:  now.Add(g.opts.Lease),
+		ExpiresAt:   now.Add(g.opts.Retention),
+	})
+	if err != nil {
+		return Claim{}, err
+	}
+	return Claim{Outcome: Classify(res, fingerprint), Record: res.Record}, nil
+}
+
+// Classify maps a store's ClaimResult to an Outcome for a claimant with
+// fingerprint. A different fingerprint on an existing record is a Conflict
+// whatever its state; the work must never run for it.
+func Classify(res ClaimResult, fingerprint string) Outcome {
+	switch {
+	case res.Acquired && res.Reclaimed:
+		return Reclaimed
+	case res.Acquired:
+		return Acquired
+	case res.Record.Fingerprint != fingerprint:
+		return Conflict
+	case res.Record.State == StateDone:
+		return DuplicateDone
+	case res.Record.State == StateFailed:
+		return DuplicateFailed
+	default:
+		return DuplicateInProgress
+	}
+}
+
+// Complete records the work as DONE with the application's status and
+// detail. ErrLeaseLost means the key is no longer ours.
+func (g *Guard) Complete(ctx context.Context, l Lease, status, detail string) error {
+	return g.finish(ctx, l, StateDone, status, detail)
+}
+
+// Fail records the work as permanently FAILED. ErrLeaseLost as Complete.
+func (g *Guard) Fail(ctx context.Context, l Lease, status, detail string) error {
+	return g.finish(ctx, l, StateFailed, status, detail)
+}
+
+func (g *Guard) finish(ctx context.Context, l Lease, s State, status, detail string) error {
+	if l.Key == "" || l.Token == "" {
+		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
+	}
+	now := g.opts.Clock.Now()
+	return g.store.Finish(ctx, Finish{
+		Key: l.Key, Token: l.Token, State: s, Status: status, Detail: detail,
+		Now: now, ExpiresAt: now.Add(g.opts.Retention),
+	})
+}
+
+// Extend pushes the lease out to now + Lease (the heartbeat) and returns the
+// extended lease. ErrLeaseLost means the key is no longer ours.
+func (g *Guard) Extend(ctx context.Context, l Lease) (Lease, error) {
+	if l.Key == "" || l.Token == "" {
+		return l, fmt.Errorf("%w: lease without key or token", ErrInvalid)
+	}
+	now := g.opts.Clock.Now()
+	until := now.Add(g.opts.Lease)
+	if err := g.store.Extend(ctx, l.Key, l.Token, until, now); err != nil {
+		return l, err
+	}
+	l.Until = until
+	return l, nil
+}
+
+// Release gives the key up without a result so that the next delivery can
+// claim it at once (for work that did not start, such as a transient failure
+// before any side effect). ErrLeaseLost means it was not ours any more.
+func (g *Guard) Release(ctx context.Context, l Lease) error {
+	if l.Key == "" || l.Token == "" {
+		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
+	}
+	return g.store.Release(ctx, l.Key, l.Token)
+}
+
+// Get returns the record for key (ErrNotFound when absent or past retention).
+func (g *Guard) Get(ctx context.Context, key string) (Record, error) {
+	return g.store.Get(ctx, key, g.opts.Clock.Now())
+}
+
+// RandomToken returns 128 random bits as 32 hex characters.
+func RandomToken() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Fingerprint hashes the parts of a business payload into a stable hex
+// string (SHA-256 over length-prefixed parts, so ("ab","c") and ("a","bc")
+// differ).
+func Fingerprint(parts ...string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,100 @@
+package idempotency
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// State is where a key is in the claim state machine.
+type State string
+
+// The three states of a record. There is no "absent" state: absence is the
+// lack of a record.
+const (
+	StateInProgress State = "IN_PROGRESS"
+	StateDone       State = "DONE"
+	StateFailed     State = "FAILED"
+)
+
+// Valid reports whether s is one of the three states.
+func (s State) Valid() bool {
+	switch s {
+	case StateInProgress, StateDone, StateFailed:
+		return true
+	}
+	return false
+}
+
+// Record is the one item kept per business key.
+type Record struct {
+	Key   string
+	State State
+	// LeaseUntil is when the current claim expires. An IN_PROGRESS record
+	// whose lease has passed may be reclaimed.
+	LeaseUntil time.Time
+	// Token is random per claim (the fencing token).
+	Token string
+	// Attempt is 1 on the first claim and grows by one on every reclaim.
+	Attempt int
+	// Fingerprint is a hash of the business payload (see Fingerprint).
+	Fingerprint string
+	// Status and Detail are the application's result, written with the final
+	// state: for charges DEBITED / DEBITED_NOTIFICATION_FAILED / FAILED and a
+	// reason or core-banking reference.
+	Status string
+	Detail string
+	// CreatedAt is the time of the first claim; UpdatedAt of the last write.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// ExpiresAt is the retention deadline; past it the record counts as
+	// absent (a DynamoDB TTL attribute deletes it some time later).
+	ExpiresAt time.Time
+}
+
+// LeaseLive reports whether r is IN_PROGRESS with a lease that has not passed
+// at now.
+func (r Record) LeaseLive(now time.Time) bool {
+	return r.State == StateInProgress && now.Before(r.LeaseUntil)
+}
+
+// Expired reports whether r is past its retention at now.
+func (r Record) Expired(now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
+}
+
+// Errors returned by the Guard and by every Store. Check them with errors.Is.
+var (
+	// ErrNotFound: no record for the key (or only one past its retention).
+	ErrNotFound = errors.New("idempotency: record not found")
+	// ErrLeaseLost: the write was conditional on state IN_PROGRESS and our
+	// token, and the condition failed: the claim was reclaimed by another
+	// worker, or already finished. Do not ack, do not overwrite.
+	ErrLeaseLost = errors.New("idempotency: lease lost")
+	// ErrUnavailable: the store could not be reached or answered with a
+	// retryable error. Nothing was decided; back off and retry.
+	ErrUnavailable = errors.New("idempotency: store unavailable")
+	// ErrInvalid: the caller passed something the state machine refuses
+	// (empty key, bad state, zero lease).
+	ErrInvalid = errors.New("idempotency: invalid argument")
+)
+
+// Unavailable wraps err so that errors.Is(err, ErrUnavailable) holds, keeping
+// the original error in the chain. Store implementations use it for network
+// errors, throttling and timeouts.
+func Unavailable(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{op: op, err: err}
+}
+
+type unavailableError struct {
+	op  string
+	err error
+}
+
+func (e *unavailableError) Error() string { return fmt.Sprintf("idempotency: %s: store unavailable: %v", e.op, e.err) }
+func (e *unavailableError) Unwrap() []error {
+	return []error{ErrUnavailable, e.err}
+}

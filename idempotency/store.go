@@ -1,0 +1,72 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the storage port of the state machine. Every method is one atomic
+// conditional operation in the backing store. Implementations must pass
+// storetest.Run.
+type Store interface {
+	// Claim writes a new IN_PROGRESS record for req.Key, atomically, iff
+	//   - no record exists for the key, or
+	//   - the existing record is past its retention (ExpiresAt <= req.Now), or
+	//   - the existing record is IN_PROGRESS, its lease has passed
+	//     (LeaseUntil <= req.Now) and its Fingerprint equals req.Fingerprint.
+	// A fresh claim has Attempt 1; a reclaim has the old Attempt + 1 and keeps
+	// CreatedAt. Status and Detail are cleared.
+	//
+	// When the condition fails, Claim returns Acquired=false and the existing
+	// record, read in the same round trip where the backend can.
+	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+
+	// Get returns the record for key, or ErrNotFound (also for a record past
+	// its retention at now).
+	Get(ctx context.Context, key string, now time.Time) (Record, error)
+
+	// Finish moves an IN_PROGRESS record held by t.Token to t.State (DONE or
+	// FAILED) with t.Status and t.Detail, and sets ExpiresAt. If the record is
+	// missing, not IN_PROGRESS, or holds another token, it returns
+	// ErrLeaseLost and changes nothing.
+	Finish(ctx context.Context, t Finish) error
+
+	// Extend sets LeaseUntil of an IN_PROGRESS record held by token. Same
+	// condition and error as Finish.
+	Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error
+
+	// Release deletes an IN_PROGRESS record held by token, so that the key can
+	// be claimed again at once. Same condition and error as Finish.
+	Release(ctx context.Context, key, token string) error
+}
+
+// ClaimRequest is the record a claimant wants to write.
+type ClaimRequest struct {
+	Key         string
+	Token       string
+	Fingerprint string
+	Now         time.Time
+	LeaseUntil  time.Time
+	ExpiresAt   time.Time
+}
+
+// ClaimResult is what a Claim did.
+type ClaimResult struct {
+	// Acquired: the record is now ours (Record is the record written).
+	Acquired bool
+	// Reclaimed: Acquired by taking over an expired IN_PROGRESS claim.
+	Reclaimed bool
+	// Record is ours when Acquired, else the existing record.
+	Record Record
+}
+
+// Finish is a conditional transition to a final state.
+type Finish struct {
+	Key       string
+	Token     string
+	State     State // DONE or FAILED
+	Status    string
+	Detail    string
+	Now       time.Time
+	ExpiresAt time.Time
+}

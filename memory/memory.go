@@ -1,0 +1,140 @@
+// Package memory is an in-process idempotency.Store: a map behind a mutex.
+// It is exact (it passes storetest) but keeps nothing across restarts, so it
+// is for tests, single-process tools and as the reference implementation.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// Store is the in-memory store. The zero value is not usable; call New.
+type Store struct {
+	mu   sync.Mutex
+	recs map[string]idempotency.Record
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store { return &Store{recs: make(map[string]idempotency.Record)} }
+
+// Claim implements idempotency.Store.
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+	}
+	if req.Key == "" || req.Token == "" {
+		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, exists := s.recs[req.Key]
+	fresh := !exists || old.Expired(req.Now)
+	reclaim := !fresh && old.State == idempotency.StateInProgress &&
+		!req.Now.Before(old.LeaseUntil) && old.Fingerprint == req.Fingerprint
+	if !fresh && !reclaim {
+		return idempotency.ClaimResult{Record: old}, nil
+	}
+	rec := idempotency.Record{
+		Key:         req.Key,
+		State:       idempotency.StateInProgress,
+		LeaseUntil:  req.LeaseUntil,
+		Token:       req.Token,
+		Attempt:     1,
+		Fingerprint: req.Fingerprint,
+		CreatedAt:   req.Now,
+		UpdatedAt:   req.Now,
+		ExpiresAt:   req.ExpiresAt,
+	}
+	if reclaim {
+		rec.Attempt = old.Attempt + 1
+		rec.CreatedAt = old.CreatedAt
+	}
+	s.recs[req.Key] = rec
+	return idempotency.ClaimResult{Acquired: true, Reclaimed: reclaim, Record: rec}, nil
+}
+
+// Get implements idempotency.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("get", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.recs[key]
+	if !ok || rec.Expired(now) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, nil
+}
+
+// held returns the record iff it is IN_PROGRESS under token. Caller holds mu.
+func (s *Store) held(key, token string) (idempotency.Record, error) {
+	rec, ok := s.recs[key]
+	if !ok || rec.State != idempotency.StateInProgress || rec.Token != token {
+		return idempotency.Record{}, idempotency.ErrLeaseLost
+	}
+	return rec, nil
+}
+
+// Finish implements idempotency.Store.
+func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Unavailable("finish", err)
+	}
+	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.held(f.Key, f.Token)
+	if err != nil {
+		return err
+	}
+	rec.State, rec.Status, rec.Detail = f.State, f.Status, f.Detail
+	rec.UpdatedAt, rec.ExpiresAt = f.Now, f.ExpiresAt
+	s.recs[f.Key] = rec
+	return nil
+}
+
+// Extend implements idempotency.Store.
+func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Unavailable("extend", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, err := s.held(key, token)
+	if err != nil {
+		return err
+	}
+	rec.LeaseUntil, rec.UpdatedAt = leaseUntil, now
+	s.recs[key] = rec
+	return nil
+}
+
+// Release implements idempotency.Store.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Unavailable("release", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.held(key, token); err != nil {
+		return err
+	}
+	delete(s.recs, key)
+	return nil
+}
+
+// Len returns how many records are held (including ones past retention).
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs)
+}

@@ -1,0 +1,14 @@
+package memory_test
+
+import (
+	"testing"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/memory"
+)
+
+func TestConformance(t *testing.T) {
+	s := memory.New()
+	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+}
