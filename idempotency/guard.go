@@ -255,3 +255,14 @@ func Fingerprint(parts ...string) string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// Yield ends the lease now while keeping the record IN_PROGRESS with its
+// attempt count, so the next delivery reclaims at once (attempt + 1). Use it
+// after a transient failure whose side effect may or may not have happened.
+func (g *Guard) Yield(ctx context.Context, l Lease) error {
+	if l.Key == "" || l.Token == "" {
+		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
+	}
+	now := g.opts.Clock.Now()
+	return g.store.Extend(ctx, l.Key, l.Token, now, now)
+}

@@ -1,0 +1,98 @@
+// Package charge is the domain of pre-debit charge recovery: a bank is owed
+// a fee (an SMS alert fee, a cheque-book fee, locker rent), the consumer
+// debits the customer's account through the core-banking API and sends a
+// pre-debit notification, exactly once per charge however often the queue
+// delivers it.
+//
+// The package imports only the standard library and this module's
+// idempotency package. It defines the ports it needs (Debiter, Notifier) and
+// the Service that runs claim → debit → notify → done.
+package charge
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Type is the kind of fee.
+type Type string
+
+// The fee types the bank recovers.
+const (
+	SMSAlertFee   Type = "SMS_ALERT_FEE"
+	ChequeBookFee Type = "CHEQUE_BOOK_FEE"
+	LockerRent    Type = "LOCKER_RENT"
+)
+
+// Types lists every valid Type.
+var Types = []Type{SMSAlertFee, ChequeBookFee, LockerRent}
+
+// Valid reports whether t is a known fee type.
+func (t Type) Valid() bool {
+	for _, v := range Types {
+		if t == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Charge is one fee owed by one account. ID is the business key of the
+// billing system: the idempotency key here and at the core-banking API.
+type Charge struct {
+	ID        string
+	AccountID string
+	Amount    Money
+	Type      Type
+	// DueDate is a calendar date, at midnight UTC.
+	DueDate time.Time
+}
+
+// Fingerprint identifies the business payload: the same ID with another
+// fingerprint is a different charge reusing an id, a conflict.
+func (c Charge) Fingerprint() string {
+	return fingerprint(c.AccountID, c.Amount, c.Type, c.DueDate)
+}
+
+// LogValue masks the account number so that no log line ever holds it whole.
+func (c Charge) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("charge_id", c.ID),
+		slog.String("account", MaskAccount(c.AccountID)),
+		slog.String("amount", c.Amount.String()),
+		slog.String("type", string(c.Type)),
+		slog.String("due_date", c.DueDate.Format(time.DateOnly)),
+	)
+}
+
+// MaskAccount keeps the last four characters of an account number and
+// masks the rest; an account of four characters or fewer is masked whole.
+func MaskAccount(acct string) string {
+	r := []rune(acct)
+	if len(r) <= 4 {
+		return "****"
+	}
+	out := make([]rune, len(r))
+	for i := range r {
+		if i < len(r)-4 {
+			out[i] = '*'
+		} else {
+			out[i] = r[i]
+		}
+	}
+	return string(out)
+}
+
+// Status is the recorded result of a charge.
+type Status string
+
+// The recorded results.
+const (
+	// Debited: the debit succeeded and the notification was sent.
+	Debited Status = "DEBITED"
+	// DebitedNotificationFailed: the debit succeeded and the notification
+	// did not. Money moved; the debit is never retried or reversed for it.
+	DebitedNotificationFailed Status = "DEBITED_NOTIFICATION_FAILED"
+	// Failed: the core-banking system declined the debit permanently.
+	Failed Status = "FAILED"
+)

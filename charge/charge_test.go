@@ -1,0 +1,118 @@
+package charge_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+func TestMoneyString(t *testing.T) {
+	tests := []struct {
+		m    charge.Money
+		want string
+	}{
+		{charge.Money{Minor: 2500, Currency: "INR"}, "INR 25.00"},
+		{charge.Money{Minor: 5, Currency: "USD"}, "USD 0.05"},
+		{charge.Money{Minor: 1234, Currency: "KWD"}, "KWD 1.234"},
+		{charge.Money{Minor: 500, Currency: "JPY"}, "JPY 500"},
+		{charge.Money{Minor: -150, Currency: "EUR"}, "EUR -1.50"},
+		{charge.Money{Minor: math.MinInt64, Currency: "USD"}, "USD -92233720368547758.08"},
+		{charge.Money{Minor: math.MaxInt64, Currency: "USD"}, "USD 92233720368547758.07"},
+	}
+	for _, tt := range tests {
+		if got := tt.m.String(); got != tt.want {
+			t.Errorf("%#v.String() = %q, want %q", tt.m, got, tt.want)
+		}
+	}
+}
+
+func TestMaskAccount(t *testing.T) {
+	for in, want := range map[string]string{
+		"001234567890": "********7890",
+		"12345":        "*2345",
+		"1234":         "****",
+		"":             "****",
+	} {
+		if got := charge.MaskAccount(in); got != want {
+			t.Errorf("MaskAccount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestChargeLogValueNeverHoldsTheAccount(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	log.Info("x", "charge", smsFee("CHG-LOG"))
+	if strings.Contains(buf.String(), "001234567890") || !strings.Contains(buf.String(), "********7890") {
+		t.Fatalf("log line = %s", buf.String())
+	}
+}
+
+func TestFingerprintCoversThePayload(t *testing.T) {
+	base := smsFee("CHG-FP")
+	variants := map[string]func(*charge.Charge){
+		"account":  func(c *charge.Charge) { c.AccountID = "009999999999" },
+		"amount":   func(c *charge.Charge) { c.Amount.Minor++ },
+		"currency": func(c *charge.Charge) { c.Amount.Currency = "USD" },
+		"type":     func(c *charge.Charge) { c.Type = charge.LockerRent },
+		"due date": func(c *charge.Charge) { c.DueDate = c.DueDate.AddDate(0, 0, 1) },
+	}
+	for name, change := range variants {
+		c := base
+		change(&c)
+		if c.Fingerprint() == base.Fingerprint() {
+			t.Errorf("changing the %s kept the fingerprint", name)
+		}
+	}
+	if smsFee("CHG-FP").Fingerprint() != base.Fingerprint() {
+		t.Error("fingerprint is not stable")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want charge.Class
+	}{
+		{"decline", &charge.DeclineError{Code: "ACCOUNT_CLOSED"}, charge.ClassPermanent},
+		{"wrapped decline", fmt.Errorf("debit: %w", &charge.DeclineError{Code: "X"}), charge.ClassPermanent},
+		{"permanent wrapper", charge.Permanent(errors.New("422")), charge.ClassPermanent},
+		{"invalid event", &charge.InvalidEventError{Field: "chargeId", Reason: "empty"}, charge.ClassInvalid},
+		{"lease lost", fmt.Errorf("complete: %w", idempotency.ErrLeaseLost), charge.ClassLeaseLost},
+		{"store down", idempotency.Unavailable("claim", errors.New("dial tcp: refused")), charge.ClassRetryable},
+		{"timeout", context.DeadlineExceeded, charge.ClassRetryable},
+		{"cancelled", fmt.Errorf("debit: %w", context.Canceled), charge.ClassRetryable},
+		{"unknown", errors.New("boom"), charge.ClassRetryable},
+	}
+	for _, tt := range tests {
+		if got := charge.Classify(tt.err); got != tt.want {
+			t.Errorf("%s: Classify = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestEveryOutcomeHasAnAction(t *testing.T) {
+	want := map[charge.Outcome]charge.Action{
+		charge.Processed: charge.Ack, charge.DuplicateDone: charge.Ack,
+		charge.DebitFailed: charge.DeadLetter, charge.DuplicateFailed: charge.DeadLetter,
+		charge.Conflict: charge.DeadLetter, charge.Invalid: charge.DeadLetter,
+		charge.RetryLater: charge.Retry, charge.DuplicateInProgress: charge.Retry, charge.LeaseLost: charge.Retry,
+	}
+	for o, a := range want {
+		if o.Action() != a {
+			t.Errorf("%v.Action() = %v, want %v", o, o.Action(), a)
+		}
+		if strings.HasPrefix(o.String(), "outcome(") {
+			t.Errorf("%d has no name", o)
+		}
+	}
+}

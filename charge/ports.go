@@ -1,0 +1,43 @@
+package charge
+
+import "context"
+
+// DebitRequest asks the core-banking system to debit an account.
+type DebitRequest struct {
+	// IdempotencyKey is always the charge id. The core-banking API must
+	// treat a repeat of the same key as the same debit: that is what closes
+	// the crash window between a successful debit and the DONE record.
+	IdempotencyKey string
+	AccountID      string
+	Amount         Money
+	ChargeType     Type
+	Narrative      string
+}
+
+// DebitReceipt is the core-banking system's answer to a successful debit.
+type DebitReceipt struct {
+	// Reference is the core-banking transaction reference.
+	Reference string
+}
+
+// Debiter debits accounts (the core-banking port). An error that is
+// errors.Is(err, ErrPermanent) (for example a *DeclineError) is a final
+// refusal; any other error is transient and the debit will be retried with
+// the same idempotency key.
+type Debiter interface {
+	Debit(ctx context.Context, req DebitRequest) (DebitReceipt, error)
+}
+
+// Notifier tells the customer about the debit (the pre-debit notification).
+// Its failure never retries or reverses a debit.
+type Notifier interface {
+	NotifyPreDebit(ctx context.Context, c Charge, receipt DebitReceipt) error
+}
+
+// Heartbeat keeps work alive while it runs. The consumer runtime calls every
+// registered function on each beat, together with extending the message's
+// visibility; the service registers one that extends its claim's lease.
+// Register returns the function that unregisters it.
+type Heartbeat interface {
+	Register(beat func(ctx context.Context) error) (unregister func())
+}

@@ -1,0 +1,437 @@
+package charge_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/memory"
+)
+
+const lease = 30 * time.Second
+
+type fixture struct {
+	svc    *charge.Service
+	guard  *idempotency.Guard
+	store  *flakyStore
+	clock  *storetest.Clock
+	ledger *ledger
+	notes  *notifier
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{
+		store:  &flakyStore{Store: memory.New()},
+		clock:  storetest.NewClock(storetest.Epoch),
+		ledger: newLedger(),
+		notes:  &notifier{},
+	}
+	g, err := idempotency.NewGuard(f.store, idempotency.Options{Lease: lease, Clock: f.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.guard = g
+	f.svc, err = charge.NewService(charge.Options{Guard: g, Debiter: f.ledger, Notifier: f.notes, FinishTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) record(t *testing.T, id string) idempotency.Record {
+	t.Helper()
+	r, err := f.guard.Get(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return r
+}
+
+func smsFee(id string) charge.Charge {
+	return charge.Charge{
+		ID: id, AccountID: "001234567890",
+		Amount:  charge.Money{Minor: 2500, Currency: "INR"},
+		Type:    charge.SMSAlertFee,
+		DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+	}
+}
+
+func wantOutcome(t *testing.T, got charge.Result, want charge.Outcome, action charge.Action) {
+	t.Helper()
+	if got.Outcome != want {
+		t.Fatalf("outcome = %v (%s), want %v", got.Outcome, got.Reason, want)
+	}
+	if got.Outcome.Action() != action {
+		t.Fatalf("action for %v = %v, want %v", got.Outcome, got.Outcome.Action(), action)
+	}
+}
+
+func TestFirstDeliveryDebitsNotifiesAndRecordsDone(t *testing.T) {
+	f := newFixture(t)
+	res := f.svc.Process(t.Context(), smsFee("CHG-1"), nil)
+	wantOutcome(t, res, charge.Processed, charge.Ack)
+	if res.Status != charge.Debited || res.Reference != "TXN-CHG-1" || res.Attempt != 1 {
+		t.Fatalf("result = %+v", res)
+	}
+	if f.ledger.posted("CHG-1") != 1 || f.notes.count() != 1 {
+		t.Fatalf("ledger entries %d, notifications %d; want 1 and 1", f.ledger.posted("CHG-1"), f.notes.count())
+	}
+	r := f.record(t, "CHG-1")
+	if r.State != idempotency.StateDone || r.Status != string(charge.Debited) || r.Detail != "TXN-CHG-1" {
+		t.Fatalf("record = %+v", r)
+	}
+	got := f.ledger.entries["CHG-1"]
+	if got.IdempotencyKey != "CHG-1" || got.Amount != (charge.Money{Minor: 2500, Currency: "INR"}) || got.AccountID != "001234567890" {
+		t.Fatalf("debit request = %+v: the charge id must be the idempotency key", got)
+	}
+}
+
+func TestDuplicateDeliveryIsDroppedNotDebited(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-DUP")
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	for range 3 {
+		f.clock.Advance(24 * time.Hour) // SQS redelivers a day later
+		res := f.svc.Process(t.Context(), c, nil)
+		wantOutcome(t, res, charge.DuplicateDone, charge.Ack)
+		if res.Status != charge.Debited || res.Reference != "TXN-CHG-DUP" {
+			t.Fatalf("duplicate result = %+v, want the recorded status and reference", res)
+		}
+	}
+	if calls := f.ledger.callsFor("CHG-DUP"); calls != 1 {
+		t.Fatalf("core banking called %d times, want 1", calls)
+	}
+	if f.notes.count() != 1 {
+		t.Fatalf("notifications = %d, want 1", f.notes.count())
+	}
+}
+
+func TestInFlightDuplicateIsNotAcked(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.gate = make(chan struct{})
+	f.ledger.entered = make(chan string, 1)
+	c := smsFee("CHG-INFLIGHT")
+	first := make(chan charge.Result, 1)
+	go func() { first <- f.svc.Process(context.Background(), c, nil) }()
+	<-f.ledger.entered // the first delivery is debiting
+
+	f.clock.Advance(10 * time.Second)
+	dup := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, dup, charge.DuplicateInProgress, charge.Retry)
+	if dup.RetryAfter != lease-10*time.Second {
+		t.Fatalf("RetryAfter = %v, want the rest of the lease %v", dup.RetryAfter, lease-10*time.Second)
+	}
+	close(f.ledger.gate)
+	wantOutcome(t, <-first, charge.Processed, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateDone, charge.Ack)
+	if calls := f.ledger.callsFor(c.ID); calls != 1 {
+		t.Fatalf("core banking called %d times, want 1", calls)
+	}
+}
+
+func TestExpiredLeaseIsReclaimedAndDebitedOnce(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-CRASH")
+	// A worker claimed and died before debiting.
+	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress, charge.Retry)
+	f.clock.Advance(lease)
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed, charge.Ack)
+	if res.Attempt != 2 {
+		t.Fatalf("attempt = %d, want 2", res.Attempt)
+	}
+	if r := f.record(t, c.ID); r.State != idempotency.StateDone || r.Attempt != 2 {
+		t.Fatalf("record = %+v", r)
+	}
+	if f.ledger.total() != 1 {
+		t.Fatalf("ledger entries = %d, want 1", f.ledger.total())
+	}
+}
+
+func TestCrashAfterDebitBeforeDoneIsSafeAtTheBoundary(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-WINDOW")
+	// A worker claimed, debited, and died before recording DONE.
+	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.Debit(t.Context(), charge.DebitRequest{IdempotencyKey: c.ID, AccountID: c.AccountID, Amount: c.Amount}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(lease)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	if f.ledger.callsFor(c.ID) != 2 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("calls %d, entries %d: want the retry to reach core banking and post nothing new",
+			f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
+	}
+}
+
+func TestPermanentDebitFailureRecordsFailedAndDeadLetters(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.fail = func(charge.DebitRequest, int) error {
+		return &charge.DeclineError{Code: "INSUFFICIENT_FUNDS", Message: "balance below fee"}
+	}
+	c := smsFee("CHG-DECLINED")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.DebitFailed, charge.DeadLetter)
+	if res.Status != charge.Failed || res.Reason == "" {
+		t.Fatalf("result = %+v", res)
+	}
+	r := f.record(t, c.ID)
+	if r.State != idempotency.StateFailed || r.Status != string(charge.Failed) || r.Detail != res.Reason {
+		t.Fatalf("record = %+v", r)
+	}
+	f.clock.Advance(time.Hour)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateFailed, charge.DeadLetter)
+	if f.ledger.total() != 0 || f.ledger.callsFor(c.ID) != 1 || f.notes.count() != 0 {
+		t.Fatalf("entries %d calls %d notes %d; want 0, 1, 0", f.ledger.total(), f.ledger.callsFor(c.ID), f.notes.count())
+	}
+}
+
+func TestTransientDebitFailureIsRetriedAndDebitedOnce(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
+		if call == 1 {
+			return errors.New("core banking: 503 service unavailable")
+		}
+		return nil
+	}
+	c := smsFee("CHG-FLAKY")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	r := f.record(t, c.ID)
+	if r.State != idempotency.StateInProgress {
+		t.Fatalf("after a transient failure the record is %s, want IN_PROGRESS (never FAILED)", r.State)
+	}
+	// The lease was given up: the redelivery need not wait it out.
+	res = f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed, charge.Ack)
+	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
+	}
+}
+
+func TestTimedOutDebitIsRetryableNotFailed(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.gate = make(chan struct{}) // never answers
+	c := smsFee("CHG-TIMEOUT")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	wantOutcome(t, f.svc.Process(ctx, c, nil), charge.RetryLater, charge.Retry)
+	if r := f.record(t, c.ID); r.State != idempotency.StateInProgress {
+		t.Fatalf("record state %s, want IN_PROGRESS", r.State)
+	}
+}
+
+func TestNotificationFailureKeepsTheDebitAndIsNotRetried(t *testing.T) {
+	f := newFixture(t)
+	f.notes.err = errors.New("sms gateway down")
+	c := smsFee("CHG-NONOTE")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed, charge.Ack)
+	if res.Status != charge.DebitedNotificationFailed {
+		t.Fatalf("status = %s, want DEBITED_NOTIFICATION_FAILED", res.Status)
+	}
+	r := f.record(t, c.ID)
+	if r.State != idempotency.StateDone || r.Status != string(charge.DebitedNotificationFailed) {
+		t.Fatalf("record = %+v", r)
+	}
+	f.notes.err = nil
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateDone, charge.Ack)
+	if f.ledger.callsFor(c.ID) != 1 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("debit calls %d entries %d; want exactly 1 and 1 (neither retried nor reversed)",
+			f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
+	}
+}
+
+func TestStaleWorkerIsFencedAndDoesNotAck(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-STALE")
+	f.ledger.gate = make(chan struct{})
+	f.ledger.entered = make(chan string, 1)
+	stale := make(chan charge.Result, 1)
+	go func() { stale <- f.svc.Process(context.Background(), c, nil) }()
+	<-f.ledger.entered // worker A is stuck in the debit
+
+	f.clock.Advance(lease + time.Second) // A's lease expires
+	f.ledger.mu.Lock()
+	gate := f.ledger.gate
+	f.ledger.gate = nil // worker B's debit answers at once
+	f.ledger.mu.Unlock()
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed, charge.Ack)
+	owner := f.record(t, c.ID)
+
+	close(gate) // A's debit returns (core banking replays the same result)
+	res = <-stale
+	wantOutcome(t, res, charge.LeaseLost, charge.Retry)
+	if !errors.Is(res.Err, idempotency.ErrLeaseLost) {
+		t.Fatalf("stale err = %v", res.Err)
+	}
+	if r := f.record(t, c.ID); r.Token != owner.Token || r.State != idempotency.StateDone || r.Attempt != 2 {
+		t.Fatalf("record after the stale worker finished = %+v, want the owner's DONE record %+v", r, owner)
+	}
+	if f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("ledger entries = %d, want 1", f.ledger.posted(c.ID))
+	}
+}
+
+func TestConflictingPayloadIsNeverDebited(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-REUSED")
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	other := c
+	other.Amount.Minor = 250000 // same id, a hundred times the amount
+	res := f.svc.Process(t.Context(), other, nil)
+	wantOutcome(t, res, charge.Conflict, charge.DeadLetter)
+	if res.Reason == "" {
+		t.Fatal("a conflict needs a reason for the DLQ")
+	}
+	if f.ledger.callsFor(c.ID) != 1 || f.ledger.entries[c.ID].Amount.Minor != 2500 {
+		t.Fatalf("calls %d, posted %+v: the conflicting payload reached core banking", f.ledger.callsFor(c.ID), f.ledger.entries[c.ID])
+	}
+	// A conflict against a claim still in flight is refused too.
+	f2 := newFixture(t)
+	if _, err := f2.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	f2.clock.Advance(2 * lease)
+	wantOutcome(t, f2.svc.Process(t.Context(), other, nil), charge.Conflict, charge.DeadLetter)
+	if f2.ledger.total() != 0 {
+		t.Fatal("conflicting payload debited after the first claim's lease expired")
+	}
+}
+
+func TestFiftyConcurrentDeliveriesDebitOnce(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-RACE")
+	var wg sync.WaitGroup
+	results := make(chan charge.Result, 50)
+	start := make(chan struct{})
+	for range 50 {
+		wg.Go(func() {
+			<-start
+			results <- f.svc.Process(t.Context(), c, nil)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	counts := map[charge.Outcome]int{}
+	for r := range results {
+		counts[r.Outcome]++
+	}
+	if counts[charge.Processed] != 1 || counts[charge.Processed]+counts[charge.DuplicateInProgress]+counts[charge.DuplicateDone] != 50 {
+		t.Fatalf("outcomes = %v, want exactly one processed and the rest duplicates", counts)
+	}
+	if calls := f.ledger.callsFor(c.ID); calls != 1 {
+		t.Fatalf("core banking called %d times, want exactly 1", calls)
+	}
+}
+
+func TestStoreUnavailableMeansNoDebitNoAck(t *testing.T) {
+	f := newFixture(t)
+	f.store.failClaims = 1
+	c := smsFee("CHG-NOSTORE")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	if !errors.Is(res.Err, idempotency.ErrUnavailable) || f.ledger.callsFor(c.ID) != 0 {
+		t.Fatalf("err %v, debit calls %d; want ErrUnavailable and none", res.Err, f.ledger.callsFor(c.ID))
+	}
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+}
+
+func TestRecordingDoneRetriesThroughABriefStoreOutage(t *testing.T) {
+	f := newFixture(t)
+	f.store.failFinishes = 2 // the third try succeeds
+	c := smsFee("CHG-BLIP")
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	if r := f.record(t, c.ID); r.State != idempotency.StateDone {
+		t.Fatalf("record = %+v", r)
+	}
+}
+
+func TestRecordingDoneGivesUpWithoutAckingWhenTheStoreStaysDown(t *testing.T) {
+	f := newFixture(t)
+	f.store.failFinishes = 100
+	c := smsFee("CHG-DOWN")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	f.store.failFinishes = 0
+	f.clock.Advance(lease)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	if f.ledger.posted(c.ID) != 1 || f.ledger.callsFor(c.ID) != 2 {
+		t.Fatalf("entries %d calls %d; want 1 entry from 2 calls", f.ledger.posted(c.ID), f.ledger.callsFor(c.ID))
+	}
+}
+
+func TestHeartbeatExtendsTheLeaseDuringASlowDebit(t *testing.T) {
+	f := newFixture(t)
+	hb := &heartbeat{}
+	f.ledger.gate = make(chan struct{})
+	f.ledger.entered = make(chan string, 1)
+	c := smsFee("CHG-SLOW")
+	done := make(chan charge.Result, 1)
+	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
+	<-f.ledger.entered
+	for range 4 { // two full leases pass while the debit runs
+		f.clock.Advance(lease / 2)
+		for _, err := range hb.fire(t.Context()) {
+			if err != nil {
+				t.Fatalf("beat: %v", err)
+			}
+		}
+	}
+	if r := f.record(t, c.ID); !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
+		t.Fatalf("LeaseUntil = %v, want %v", r.LeaseUntil, f.clock.Now().Add(lease))
+	}
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress, charge.Retry)
+	close(f.ledger.gate)
+	wantOutcome(t, <-done, charge.Processed, charge.Ack)
+	if errs := hb.fire(t.Context()); len(errs) != 0 {
+		t.Fatalf("beat still registered after Process returned")
+	}
+}
+
+// flakyStore fails the first N claims or finishes with ErrUnavailable.
+type flakyStore struct {
+	idempotency.Store
+	mu           sync.Mutex
+	failClaims   int
+	failFinishes int
+}
+
+func (s *flakyStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	s.mu.Lock()
+	fail := s.failClaims > 0
+	if fail {
+		s.failClaims--
+	}
+	s.mu.Unlock()
+	if fail {
+		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", errors.New("connection refused"))
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *flakyStore) Finish(ctx context.Context, f idempotency.Finish) error {
+	s.mu.Lock()
+	fail := s.failFinishes > 0
+	if fail {
+		s.failFinishes--
+	}
+	s.mu.Unlock()
+	if fail {
+		return idempotency.Unavailable("finish", errors.New("throttled"))
+	}
+	return s.Store.Finish(ctx, f)
+}

@@ -1,0 +1,224 @@
+package charge
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// MaxEventBytes is the largest ChargeDueEvent body accepted. A real event is
+// about 200 bytes; anything near this size is not one.
+const MaxEventBytes = 16 << 10
+
+// SchemaVersion is the wire-format version this package reads and writes.
+const SchemaVersion = 1
+
+// wireEvent is the JSON form of a ChargeDueEvent (see the README).
+type wireEvent struct {
+	SchemaVersion *int       `json:"schemaVersion,omitempty"`
+	ChargeID      string     `json:"chargeId"`
+	AccountID     string     `json:"accountId"`
+	Amount        *wireMoney `json:"amount"`
+	ChargeType    string     `json:"chargeType"`
+	DueDate       string     `json:"dueDate"`
+}
+
+type wireMoney struct {
+	Minor    json.RawMessage `json:"minor"`
+	Currency string          `json:"currency"`
+}
+
+var (
+	chargeIDPattern  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
+	accountIDPattern = regexp.MustCompile(`^[A-Za-z0-9]{4,34}$`)
+)
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidEventError{Field: field, Reason: fmt.Sprintf(format, args...)}
+}
+
+// ParseEvent reads a ChargeDueEvent strictly: one JSON object, no unknown or
+// repeated fields, every field present and valid. Every error it returns is
+// an *InvalidEventError (errors.Is(err, ErrInvalidEvent)) saying which field
+// is wrong, so the listener can dead-letter the message with that reason.
+func ParseEvent(body []byte) (Charge, error) {
+	if len(body) > MaxEventBytes {
+		return Charge{}, invalid("", "body is %d bytes, the limit is %d", len(body), MaxEventBytes)
+	}
+	if !utf8.Valid(body) {
+		return Charge{}, invalid("", "body is not valid UTF-8")
+	}
+	if err := checkNoDuplicateKeys(body); err != nil {
+		return Charge{}, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	var w wireEvent
+	if err := dec.Decode(&w); err != nil {
+		return Charge{}, invalid("", "not a ChargeDueEvent JSON object: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Charge{}, invalid("", "trailing data after the JSON object")
+	}
+	return w.charge()
+}
+
+func (w *wireEvent) charge() (Charge, error) {
+	if w.SchemaVersion != nil && *w.SchemaVersion != SchemaVersion {
+		return Charge{}, invalid("schemaVersion", "version %d is not supported (want %d)", *w.SchemaVersion, SchemaVersion)
+	}
+	if w.ChargeID == "" {
+		return Charge{}, invalid("chargeId", "missing or empty")
+	}
+	if !chargeIDPattern.MatchString(w.ChargeID) {
+		return Charge{}, invalid("chargeId", "must be 1-128 characters of A-Z a-z 0-9 . _ : / - starting with a letter or digit")
+	}
+	if w.AccountID == "" {
+		return Charge{}, invalid("accountId", "missing or empty")
+	}
+	if !accountIDPattern.MatchString(w.AccountID) {
+		return Charge{}, invalid("accountId", "must be 4-34 letters or digits")
+	}
+	if w.Amount == nil {
+		return Charge{}, invalid("amount", "missing")
+	}
+	minor, err := parseMinor(w.Amount.Minor)
+	if err != nil {
+		return Charge{}, err
+	}
+	cur := Currency(w.Amount.Currency)
+	if cur == "" {
+		return Charge{}, invalid("amount.currency", "missing or empty")
+	}
+	if !cur.Valid() {
+		return Charge{}, invalid("amount.currency", "%q is not an ISO-4217 currency code", w.Amount.Currency)
+	}
+	t := Type(w.ChargeType)
+	if w.ChargeType == "" {
+		return Charge{}, invalid("chargeType", "missing or empty")
+	}
+	if !t.Valid() {
+		return Charge{}, invalid("chargeType", "%q is not one of %v", w.ChargeType, Types)
+	}
+	if w.DueDate == "" {
+		return Charge{}, invalid("dueDate", "missing or empty")
+	}
+	due, err := time.Parse(time.DateOnly, w.DueDate)
+	if err != nil {
+		return Charge{}, invalid("dueDate", "%q is not a date YYYY-MM-DD", w.DueDate)
+	}
+	return Charge{
+		ID:        w.ChargeID,
+		AccountID: w.AccountID,
+		Amount:    Money{Minor: minor, Currency: cur},
+		Type:      t,
+		DueDate:   due,
+	}, nil
+}
+
+// parseMinor accepts only a JSON integer literal: no string, no fraction, no
+// exponent, nothing that overflows int64, nothing below 1.
+func parseMinor(raw json.RawMessage) (int64, error) {
+	const field = "amount.minor"
+	s := string(bytes.TrimSpace(raw))
+	if s == "" || s == "null" {
+		return 0, invalid(field, "missing")
+	}
+	if s[0] == '"' {
+		return 0, invalid(field, "must be a JSON integer, not a string")
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return 0, invalid(field, "%s overflows a 64-bit integer", s)
+	}
+	if err != nil {
+		return 0, invalid(field, "%s is not an integer number of minor units", s)
+	}
+	if n <= 0 {
+		return 0, invalid(field, "%d is not positive", n)
+	}
+	return n, nil
+}
+
+// checkNoDuplicateKeys refuses an object that names a field twice:
+// encoding/json would silently keep the last, and an amount given twice is
+// not something to guess about.
+func checkNoDuplicateKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object  bool
+		wantKey bool
+		keys    map[string]bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return nil // syntax errors are reported by the real decode
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.wantKey {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 {
+					stack[len(stack)-1].wantKey = stack[len(stack)-1].object
+				}
+				continue
+			}
+			key, _ := tok.(string)
+			if top.keys[key] {
+				return invalid(key, "field appears more than once")
+			}
+			top.keys[key] = true
+			top.wantKey = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, wantKey: true, keys: map[string]bool{}})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 {
+			stack[len(stack)-1].wantKey = stack[len(stack)-1].object
+		}
+	}
+}
+
+// MarshalEvent renders c as a ChargeDueEvent body.
+func MarshalEvent(c Charge) ([]byte, error) {
+	v := SchemaVersion
+	return json.Marshal(wireEvent{
+		SchemaVersion: &v,
+		ChargeID:      c.ID,
+		AccountID:     c.AccountID,
+		Amount: &wireMoney{
+			Minor:    json.RawMessage(strconv.FormatInt(c.Amount.Minor, 10)),
+			Currency: string(c.Amount.Currency),
+		},
+		ChargeType: string(c.Type),
+		DueDate:    c.DueDate.Format(time.DateOnly),
+	})
+}
+
+func fingerprint(account string, amount Money, t Type, due time.Time) string {
+	return idempotency.Fingerprint(account, strconv.FormatInt(amount.Minor, 10), string(amount.Currency), string(t), due.Format(time.DateOnly))
+}
