@@ -94,7 +94,9 @@ type unavailableError struct {
 	err error
 }
 
-func (e *unavailableError) Error() string { return fmt.Sprintf("idempotency: %s: store unavailable: %v", e.op, e.err) }
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("idempotency: %s: store unavailable: %v", e.op, e.err)
+}
 func (e *unavailableError) Unwrap() []error {
 	return []error{ErrUnavailable, e.err}
 }

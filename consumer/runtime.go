@@ -1,0 +1,398 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxVisibility is SQS's ceiling on a visibility timeout.
+const MaxVisibility = 12 * time.Hour
+
+// Options configure a Runtime. Zero fields take the documented defaults.
+type Options struct {
+	// Concurrency is the most messages handled at once. Default 16.
+	Concurrency int
+	// BatchSize is the most messages asked for per Receive (1-10). Default
+	// 10. The runtime asks only when that many handler slots are free, so
+	// batches are full under load and no received message waits for a slot.
+	BatchSize int
+	// VisibilityTimeout is the queue's visibility timeout; each heartbeat
+	// extends an in-flight message by this much. Default 30s.
+	VisibilityTimeout time.Duration
+	// HeartbeatInterval is how often in-flight messages are kept alive
+	// (visibility extended, registered beats run). Default
+	// VisibilityTimeout/3. Must be shorter than VisibilityTimeout.
+	HeartbeatInterval time.Duration
+	// ShutdownTimeout is how long in-flight handlers may run after Run's
+	// context is cancelled before their contexts are cancelled. Default 30s.
+	ShutdownTimeout time.Duration
+	// AckBatchSize (1-10, default 10) and AckFlushInterval (default 100ms)
+	// control delete batching: a batch is sent when full or when its oldest
+	// ack has waited the interval.
+	AckBatchSize     int
+	AckFlushInterval time.Duration
+	// Backoff gives the delay before a retried message is seen again when
+	// the handler did not say (Decision.RetryAfter == 0). Default
+	// ExponentialBackoff(time.Second, 15*time.Minute).
+	Backoff func(receiveCount int) time.Duration
+	// OpTimeout bounds each ack, visibility change and dead-letter call.
+	// Default 10s.
+	OpTimeout time.Duration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// OnDecision, when set, is called after each message's decision has been
+	// applied, with the time the handler took (for metrics and tests).
+	OnDecision func(m Message, d Decision, took time.Duration)
+}
+
+// ExponentialBackoff returns min(base·2^(n-1), max) for receive count n.
+func ExponentialBackoff(base, max time.Duration) func(int) time.Duration {
+	return func(n int) time.Duration {
+		d := base
+		for i := 1; i < n && d < max; i++ {
+			d *= 2
+		}
+		return min(d, max)
+	}
+}
+
+func (o *Options) setDefaults() error {
+	if o.Concurrency < 0 || o.BatchSize < 0 || o.BatchSize > 10 || o.AckBatchSize < 0 || o.AckBatchSize > 10 {
+		return errors.New("consumer: Concurrency must be positive, BatchSize and AckBatchSize 1-10")
+	}
+	if o.VisibilityTimeout < 0 || o.HeartbeatInterval < 0 || o.ShutdownTimeout < 0 || o.AckFlushInterval < 0 || o.OpTimeout < 0 {
+		return errors.New("consumer: durations must not be negative")
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 16
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 10
+	}
+	if o.VisibilityTimeout == 0 {
+		o.VisibilityTimeout = 30 * time.Second
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = o.VisibilityTimeout / 3
+	}
+	if o.HeartbeatInterval >= o.VisibilityTimeout {
+		return fmt.Errorf("consumer: HeartbeatInterval %s must be shorter than VisibilityTimeout %s", o.HeartbeatInterval, o.VisibilityTimeout)
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 30 * time.Second
+	}
+	if o.AckBatchSize == 0 {
+		o.AckBatchSize = 10
+	}
+	if o.AckFlushInterval == 0 {
+		o.AckFlushInterval = 100 * time.Millisecond
+	}
+	if o.Backoff == nil {
+		o.Backoff = ExponentialBackoff(time.Second, 15*time.Minute)
+	}
+	if o.OpTimeout == 0 {
+		o.OpTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Runtime consumes one Source with one Handler.
+type Runtime struct {
+	src   Source
+	h     Handler
+	opts  Options
+	stats counters
+}
+
+// New checks opts and returns a Runtime.
+func New(src Source, h Handler, opts Options) (*Runtime, error) {
+	if src == nil || h == nil {
+		return nil, errors.New("consumer: New needs a Source and a Handler")
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Runtime{src: src, h: h, opts: opts}, nil
+}
+
+// Stats are the runtime's running totals.
+type Stats struct {
+	Received, Acked, Retried, DeadLettered, Released int64
+	AckErrors, ReceiveErrors, Heartbeats, Panics     int64
+	InFlight                                         int64
+}
+
+type counters struct {
+	received, acked, retried, deadLettered, released atomic.Int64
+	ackErrors, receiveErrors, heartbeats, panics     atomic.Int64
+	inFlight                                         atomic.Int64
+}
+
+// Stats returns a snapshot of the totals.
+func (r *Runtime) Stats() Stats {
+	c := &r.stats
+	return Stats{
+		Received: c.received.Load(), Acked: c.acked.Load(), Retried: c.retried.Load(),
+		DeadLettered: c.deadLettered.Load(), Released: c.released.Load(),
+		AckErrors: c.ackErrors.Load(), ReceiveErrors: c.receiveErrors.Load(),
+		Heartbeats: c.heartbeats.Load(), Panics: c.panics.Load(), InFlight: c.inFlight.Load(),
+	}
+}
+
+// Run consumes until ctx is cancelled, then shuts down gracefully: it stops
+// receiving, lets in-flight handlers finish for up to ShutdownTimeout, then
+// cancels the ones still running and waits for them, sends every pending
+// ack, and returns. A message whose handler has not returned a decision is
+// never acked: it stays on the queue and is delivered again. Run returns nil
+// after a shutdown.
+func (r *Runtime) Run(ctx context.Context) error {
+	// Handlers run on work, which outlives ctx by up to ShutdownTimeout.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	acks := newAcker(r)
+	ackerDone := make(chan struct{})
+	go func() { defer close(ackerDone); acks.run(work) }()
+
+	slots := make(chan struct{}, r.opts.Concurrency)
+	var handlers sync.WaitGroup
+	want := min(r.opts.BatchSize, r.opts.Concurrency)
+	failures := 0
+	for ctx.Err() == nil {
+		// Take want slots before asking for want messages.
+		got := 0
+		for got < want {
+			select {
+			case slots <- struct{}{}:
+				got++
+				continue
+			case <-ctx.Done():
+			}
+			break
+		}
+		if ctx.Err() != nil {
+			releaseSlots(slots, got)
+			break
+		}
+		msgs, err := r.src.Receive(ctx, want)
+		if err != nil {
+			releaseSlots(slots, got)
+			if ctx.Err() != nil {
+				break
+			}
+			r.stats.receiveErrors.Add(1)
+			failures++
+			delay := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 5*time.Second)
+			r.opts.Logger.Warn("receive failed; backing off", "error", err, "backoff", delay)
+			sleep(ctx, delay)
+			continue
+		}
+		failures = 0
+		r.stats.received.Add(int64(len(msgs)))
+		if ctx.Err() != nil {
+			// Received while shutting down: hand them straight back.
+			r.release(msgs)
+			releaseSlots(slots, got)
+			break
+		}
+		releaseSlots(slots, got-len(msgs))
+		for _, m := range msgs {
+			handlers.Add(1)
+			r.stats.inFlight.Add(1)
+			go func() {
+				defer func() { <-slots; r.stats.inFlight.Add(-1); handlers.Done() }()
+				r.handle(work, m, acks)
+			}()
+		}
+	}
+
+	// Shutdown: no more receives. Give handlers ShutdownTimeout, then cancel.
+	finished := make(chan struct{})
+	go func() { handlers.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(r.opts.ShutdownTimeout):
+		r.opts.Logger.Warn("shutdown timeout: cancelling in-flight handlers; their messages will be redelivered",
+			"in_flight", r.stats.inFlight.Load())
+		cancelWork()
+		<-finished
+	}
+	acks.close()
+	<-ackerDone
+	return nil
+}
+
+func releaseSlots(slots chan struct{}, n int) {
+	for range n {
+		<-slots
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// release makes unhandled messages visible again at once.
+func (r *Runtime) release(msgs []Message) {
+	for _, m := range msgs {
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.OpTimeout)
+		if err := r.src.ChangeVisibility(ctx, m, 0); err != nil {
+			r.opts.Logger.Warn("could not release an unhandled message; it returns after its visibility timeout",
+				"message_id", m.ID, "error", err)
+		}
+		cancel()
+		r.stats.released.Add(1)
+	}
+}
+
+func (r *Runtime) handle(work context.Context, m Message, acks *acker) {
+	d := &Delivery{Message: m}
+	stopBeat := r.heartbeat(work, d)
+	start := time.Now()
+	dec := r.safeHandle(work, d)
+	took := time.Since(start)
+	stopBeat()
+
+	opCtx := func() (context.Context, context.CancelFunc) {
+		// Applying a decision is quick and must not be cut short by shutdown.
+		return context.WithTimeout(context.WithoutCancel(work), r.opts.OpTimeout)
+	}
+	switch dec.Action {
+	case Ack:
+		acks.add(m)
+	case DeadLetter:
+		ctx, cancel := opCtx()
+		err := r.src.DeadLetter(ctx, m, dec.Reason)
+		cancel()
+		if err != nil {
+			r.opts.Logger.Error("dead-letter failed; the message stays on the queue and will be redelivered",
+				"message_id", m.ID, "reason", dec.Reason, "error", err)
+		} else {
+			r.stats.deadLettered.Add(1)
+		}
+	default: // Retry, and anything unknown: never ack.
+		if dec.Action != Retry {
+			r.opts.Logger.Error("handler returned an unknown action; leaving the message for redelivery",
+				"message_id", m.ID, "action", dec.Action)
+			dec = Decision{Action: Retry, Reason: "unknown action"}
+		}
+		delay := dec.RetryAfter
+		if delay <= 0 {
+			delay = r.opts.Backoff(m.ReceiveCount)
+		}
+		delay = min(max(delay, 0), MaxVisibility)
+		ctx, cancel := opCtx()
+		if err := r.src.ChangeVisibility(ctx, m, delay); err != nil {
+			r.opts.Logger.Warn("could not set the retry delay; the message returns after its visibility timeout",
+				"message_id", m.ID, "error", err)
+		}
+		cancel()
+		r.stats.retried.Add(1)
+	}
+	if r.opts.OnDecision != nil {
+		r.opts.OnDecision(m, dec, took)
+	}
+}
+
+func (r *Runtime) safeHandle(ctx context.Context, d *Delivery) (dec Decision) {
+	defer func() {
+		if p := recover(); p != nil {
+			r.stats.panics.Add(1)
+			r.opts.Logger.Error("handler panicked; leaving the message for redelivery",
+				"message_id", d.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			dec = Decision{Action: Retry, Reason: fmt.Sprintf("handler panic: %v", p)}
+		}
+	}()
+	return r.h.Handle(ctx, d)
+}
+
+// heartbeat keeps d alive until the returned stop function is called: every
+// HeartbeatInterval it extends the message's visibility and runs the beats
+// the handler registered (such as extending a claim's lease).
+func (r *Runtime) heartbeat(work context.Context, d *Delivery) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(r.opts.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-work.Done():
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(work, r.opts.OpTimeout)
+			if err := r.src.ChangeVisibility(ctx, d.Message, r.opts.VisibilityTimeout); err != nil {
+				r.opts.Logger.Warn("heartbeat: could not extend visibility", "message_id", d.ID, "error", err)
+			}
+			for _, err := range d.beat(ctx) {
+				r.opts.Logger.Warn("heartbeat: a registered beat failed", "message_id", d.ID, "error", err)
+			}
+			cancel()
+			r.stats.heartbeats.Add(1)
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// Delivery is the message being handled, plus its heartbeat registry.
+type Delivery struct {
+	Message
+	mu    sync.Mutex
+	next  int
+	beats map[int]func(context.Context) error
+}
+
+// Register adds a function to run on every heartbeat while the message is
+// handled (charge.Heartbeat). A beat that returns an error is logged and
+// dropped. The returned function unregisters it.
+func (d *Delivery) Register(beat func(ctx context.Context) error) (unregister func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.beats == nil {
+		d.beats = map[int]func(context.Context) error{}
+	}
+	id := d.next
+	d.next++
+	d.beats[id] = beat
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		delete(d.beats, id)
+	}
+}
+
+func (d *Delivery) beat(ctx context.Context) []error {
+	d.mu.Lock()
+	beats := make(map[int]func(context.Context) error, len(d.beats))
+	for id, b := range d.beats {
+		beats[id] = b
+	}
+	d.mu.Unlock()
+	var errs []error
+	for id, b := range beats {
+		if err := b(ctx); err != nil {
+			errs = append(errs, err)
+			d.mu.Lock()
+			delete(d.beats, id)
+			d.mu.Unlock()
+		}
+	}
+	return errs
+}

@@ -1,0 +1,308 @@
+package consumer_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/memqueue"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func newQueue(vis time.Duration) (*memqueue.Queue, *memqueue.Queue) {
+	dlq := memqueue.New(memqueue.Options{WaitTime: 20 * time.Millisecond})
+	q := memqueue.New(memqueue.Options{VisibilityTimeout: vis, WaitTime: 20 * time.Millisecond, DLQ: dlq})
+	return q, dlq
+}
+
+func send(t *testing.T, q *memqueue.Queue, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := q.Send(t.Context(), fmt.Appendf(nil, "m%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// start runs rt until the returned stop is called; stop waits for Run.
+func start(t *testing.T, rt *consumer.Runtime) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestAcksAreBatchedAndEveryMessageDeleted(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 95)
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 20, Logger: quiet, AckFlushInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	stop()
+	c := q.Counts()
+	if c.AckedMessages != 95 || rt.Stats().Acked != 95 {
+		t.Fatalf("acked %d (stats %d), want 95", c.AckedMessages, rt.Stats().Acked)
+	}
+	if c.Acks > 15 {
+		t.Fatalf("%d delete calls for 95 messages: acks are not batched", c.Acks)
+	}
+}
+
+func TestConcurrencyIsBounded(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 60)
+	var cur, peak atomic.Int64
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+		n := cur.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		cur.Add(-1)
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 4, BatchSize: 10, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	stop()
+	if p := peak.Load(); p > 4 || p < 2 {
+		t.Fatalf("peak concurrency %d, want 2..4", p)
+	}
+}
+
+func TestRetryLeavesTheMessageForRedelivery(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 1)
+	var seen []int
+	var mu sync.Mutex
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, d.ReceiveCount)
+		if d.ReceiveCount < 3 {
+			return consumer.Decision{Action: consumer.Retry, RetryAfter: 30 * time.Millisecond}
+		}
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen) != "[1 2 3]" {
+		t.Fatalf("receive counts seen = %v, want [1 2 3]", seen)
+	}
+	if s := rt.Stats(); s.Retried != 2 || s.Acked != 1 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func TestDefaultBackoffGrowsWithReceiveCount(t *testing.T) {
+	b := consumer.ExponentialBackoff(time.Second, time.Minute)
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 7: time.Minute, 100: time.Minute} {
+		if got := b(n); got != want {
+			t.Errorf("backoff(%d) = %v, want %v", n, got, want)
+		}
+	}
+}
+
+func TestDeadLetterForwardsWithReasonAndDeletes(t *testing.T) {
+	q, dlq := newQueue(time.Minute)
+	send(t, q, 3)
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		return consumer.Decision{Action: consumer.DeadLetter, Reason: "invalid: " + string(d.Body)}
+	}), consumer.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	stop()
+	msgs := dlq.Messages()
+	if len(msgs) != 3 {
+		t.Fatalf("DLQ holds %d, want 3", len(msgs))
+	}
+	for _, m := range msgs {
+		if m.Attributes[memqueue.ReasonAttribute] != "invalid: "+string(m.Body) {
+			t.Fatalf("DLQ message %q has reason %q", m.Body, m.Attributes[memqueue.ReasonAttribute])
+		}
+	}
+}
+
+func TestPanicIsRetriedNotAcked(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 1)
+	var calls atomic.Int64
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+		if calls.Add(1) == 1 {
+			panic("boom")
+		}
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Logger: quiet, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	stop()
+	if s := rt.Stats(); s.Panics != 1 || s.Acked != 1 || calls.Load() != 2 {
+		t.Fatalf("stats %+v, calls %d", s, calls.Load())
+	}
+}
+
+func TestHeartbeatKeepsASlowMessageInvisibleAndRunsBeats(t *testing.T) {
+	q, _ := newQueue(150 * time.Millisecond)
+	send(t, q, 1)
+	var beats, handled atomic.Int64
+	release := make(chan struct{})
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		handled.Add(1)
+		unregister := d.Register(func(context.Context) error { beats.Add(1); return nil })
+		defer unregister()
+		<-release
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 2, VisibilityTimeout: 150 * time.Millisecond, HeartbeatInterval: 40 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	time.Sleep(600 * time.Millisecond) // four visibility timeouts
+	close(release)
+	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	stop()
+	if handled.Load() != 1 {
+		t.Fatalf("handled %d times: the heartbeat did not keep the message invisible", handled.Load())
+	}
+	if beats.Load() < 5 {
+		t.Fatalf("registered beat ran %d times, want >= 5", beats.Load())
+	}
+}
+
+func TestGracefulShutdownFinishesInFlightWork(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 8)
+	entered := make(chan struct{}, 8)
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+		entered <- struct{}{}
+		time.Sleep(100 * time.Millisecond)
+		if ctx.Err() != nil {
+			return consumer.Decision{Action: consumer.Retry}
+		}
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 8, BatchSize: 8, ShutdownTimeout: 5 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	for range 8 {
+		<-entered
+	}
+	stop() // all eight are mid-flight
+	if q.Depth() != 0 || rt.Stats().Acked != 8 {
+		t.Fatalf("after shutdown: depth %d, acked %d; in-flight work should have finished and been acked", q.Depth(), rt.Stats().Acked)
+	}
+}
+
+func TestShutdownDeadlineNeverAcksUnfinishedWork(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 10)
+	var (
+		mu       sync.Mutex
+		finished = map[string]bool{} // message ids whose handler completed its work
+	)
+	entered := make(chan struct{}, 10)
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+		entered <- struct{}{}
+		var n int
+		fmt.Sscanf(string(d.Body), "m%d", &n)
+		if n%2 == 0 { // quick ones finish
+			mu.Lock()
+			finished[d.ID] = true
+			mu.Unlock()
+			return consumer.Decision{Action: consumer.Ack}
+		}
+		<-ctx.Done() // slow ones outlive the shutdown deadline
+		return consumer.Decision{Action: consumer.Retry, Reason: "cancelled"}
+	}), consumer.Options{Concurrency: 10, BatchSize: 10, ShutdownTimeout: 100 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	for range 10 {
+		<-entered
+	}
+	stop()
+	left := map[string]bool{}
+	for _, m := range q.Messages() {
+		left[m.ID] = true
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(finished) != 5 || len(left) != 5 {
+		t.Fatalf("finished %d, left on the queue %d; want 5 and 5", len(finished), len(left))
+	}
+	for id := range finished {
+		if left[id] {
+			t.Errorf("message %s finished but was not acked before Run returned", id)
+		}
+	}
+	if rt.Stats().Acked != 5 {
+		t.Fatalf("acked %d, want 5", rt.Stats().Acked)
+	}
+}
+
+func TestOptionsAreChecked(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	h := consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision { return consumer.Decision{} })
+	for name, o := range map[string]consumer.Options{
+		"batch over 10":                  {BatchSize: 11},
+		"negative concurrency":           {Concurrency: -1},
+		"heartbeat not below visibility": {VisibilityTimeout: time.Second, HeartbeatInterval: time.Second},
+	} {
+		if _, err := consumer.New(q, h, o); err == nil {
+			t.Errorf("%s: New accepted %+v", name, o)
+		}
+	}
+}

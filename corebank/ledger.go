@@ -1,0 +1,201 @@
+// Package corebank simulates the bank's core-banking debit API and holds the
+// adapters that talk to it. Ledger is the simulator's state: it honours an
+// idempotency key the way a real core-banking API must (the same key and
+// body replay the first result and post nothing; the same key with another
+// body is refused), and injects latency and faults.
+package corebank
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+)
+
+// ErrKeyReuse: an idempotency key was sent again with a different body
+// (HTTP 422).
+var ErrKeyReuse = errors.New("corebank: idempotency key reused with a different request")
+
+// ErrUnavailable is the simulator's injected transient failure (HTTP 503).
+var ErrUnavailable = errors.New("corebank: service unavailable")
+
+// Entry is one posting in the ledger.
+type Entry struct {
+	Seq            int64     `json:"seq"`
+	IdempotencyKey string    `json:"idempotencyKey"`
+	AccountID      string    `json:"accountId"`
+	AmountMinor    int64     `json:"amountMinor"`
+	Currency       string    `json:"currency"`
+	ChargeType     string    `json:"chargeType"`
+	Narrative      string    `json:"narrative"`
+	Reference      string    `json:"reference"`
+	PostedAt       time.Time `json:"postedAt"`
+}
+
+// Faults are injected into debits. The zero value injects nothing.
+type Faults struct {
+	// Latency is added to every debit (before it posts).
+	Latency time.Duration
+	// DeclineAccounts declines every debit of these accounts with the
+	// given code (e.g. INSUFFICIENT_FUNDS, ACCOUNT_CLOSED): permanent.
+	DeclineAccounts map[string]string
+	// TransientRate is the chance (0-1) that a debit fails with
+	// ErrUnavailable before posting.
+	TransientRate float64
+	// TransientAfterPostRate is the chance (0-1) that a debit posts and then
+	// answers ErrUnavailable anyway: the caller sees a failure although the
+	// money moved (a lost response), the case idempotency keys exist for.
+	TransientAfterPostRate float64
+	// FailFirst makes the first N calls for a key fail with ErrUnavailable.
+	FailFirst map[string]int
+}
+
+// Ledger is safe for concurrent use.
+type Ledger struct {
+	mu      sync.Mutex
+	faults  Faults
+	seq     int64
+	byKey   map[string]*posting
+	entries []Entry
+	calls   map[string]int
+	total   int64
+	rng     *rand.Rand
+	now     func() time.Time
+}
+
+type posting struct {
+	req   charge.DebitRequest
+	entry Entry
+	err   error // a recorded decline replays too
+}
+
+var _ charge.Debiter = (*Ledger)(nil)
+
+// NewLedger returns an empty ledger with faults.
+func NewLedger(f Faults) *Ledger {
+	return &Ledger{
+		faults: f, byKey: map[string]*posting{}, calls: map[string]int{},
+		rng: rand.New(rand.NewPCG(1, 2)), now: time.Now,
+	}
+}
+
+// SetFaults replaces the injected faults.
+func (l *Ledger) SetFaults(f Faults) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.faults = f
+}
+
+// Debit implements charge.Debiter against the simulated ledger.
+func (l *Ledger) Debit(ctx context.Context, req charge.DebitRequest) (charge.DebitReceipt, error) {
+	if req.IdempotencyKey == "" {
+		return charge.DebitReceipt{}, charge.Permanent(errors.New("corebank: missing idempotency key"))
+	}
+	l.mu.Lock()
+	l.calls[req.IdempotencyKey]++
+	l.total++
+	call := l.calls[req.IdempotencyKey]
+	f := l.faults
+	failPre := call <= f.FailFirst[req.IdempotencyKey] || (f.TransientRate > 0 && l.rng.Float64() < f.TransientRate)
+	failPost := f.TransientAfterPostRate > 0 && l.rng.Float64() < f.TransientAfterPostRate
+	l.mu.Unlock()
+
+	if f.Latency > 0 {
+		t := time.NewTimer(f.Latency)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return charge.DebitReceipt{}, ctx.Err()
+		}
+	}
+	if failPre {
+		return charge.DebitReceipt{}, ErrUnavailable
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.byKey[req.IdempotencyKey]; ok {
+		if p.req != req {
+			return charge.DebitReceipt{}, charge.Permanent(ErrKeyReuse)
+		}
+		if p.err != nil {
+			return charge.DebitReceipt{}, p.err
+		}
+		return charge.DebitReceipt{Reference: p.entry.Reference}, nil
+	}
+	if code, ok := f.DeclineAccounts[req.AccountID]; ok {
+		err := &charge.DeclineError{Code: code, Message: "declined by core banking"}
+		l.byKey[req.IdempotencyKey] = &posting{req: req, err: err}
+		return charge.DebitReceipt{}, err
+	}
+	l.seq++
+	e := Entry{
+		Seq: l.seq, IdempotencyKey: req.IdempotencyKey, AccountID: req.AccountID,
+		AmountMinor: req.Amount.Minor, Currency: string(req.Amount.Currency),
+		ChargeType: string(req.ChargeType), Narrative: req.Narrative,
+		Reference: fmt.Sprintf("CBS%010d", l.seq), PostedAt: l.now().UTC(),
+	}
+	l.entries = append(l.entries, e)
+	l.byKey[req.IdempotencyKey] = &posting{req: req, entry: e}
+	if failPost {
+		return charge.DebitReceipt{}, ErrUnavailable
+	}
+	return charge.DebitReceipt{Reference: e.Reference}, nil
+}
+
+// Entries returns every posting, in order.
+func (l *Ledger) Entries() []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Entry(nil), l.entries...)
+}
+
+// PostingsByKey counts postings per idempotency key (the exactly-once check:
+// every value must be 1).
+func (l *Ledger) PostingsByKey() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.entries))
+	for _, e := range l.entries {
+		out[e.IdempotencyKey]++
+	}
+	return out
+}
+
+// Calls returns how many debit calls arrived for key (postings or not).
+func (l *Ledger) Calls(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls[key]
+}
+
+// TotalCalls returns how many debit calls arrived in all.
+func (l *Ledger) TotalCalls() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.total
+}
+
+// Keys returns the keys posted, sorted.
+func (l *Ledger) Keys() []string {
+	m := l.PostingsByKey()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Reset forgets every posting and call (for a hermetic demo).
+func (l *Ledger) Reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq, l.total = 0, 0
+	l.byKey, l.calls, l.entries = map[string]*posting{}, map[string]int{}, nil
+}

@@ -1,0 +1,130 @@
+// Package recovery is the inbound adapter of charge recovery: it turns one
+// queue delivery into one call of charge.Service and the service's Outcome
+// into the runtime's ack decision (the design's outcome → ack table). It
+// parses, delegates, maps and logs; it holds no business logic.
+package recovery
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/consumer"
+)
+
+// Options configure a Handler.
+type Options struct {
+	// Service runs the charge. Required.
+	Service *charge.Service
+	// Logger gets one structured line per decision. Default slog.Default().
+	Logger *slog.Logger
+	// InProgressMargin is added to the rest of a live lease before a
+	// DUPLICATE_IN_PROGRESS message is seen again, so it comes back just
+	// after the lease could have expired. Default 1s.
+	InProgressMargin time.Duration
+	// OnResult, when set, is called with every result (metrics, tests).
+	OnResult func(m consumer.Message, c charge.Charge, r charge.Result)
+}
+
+// Handler implements consumer.Handler for ChargeDueEvent messages.
+type Handler struct {
+	opts Options
+}
+
+var _ consumer.Handler = (*Handler)(nil)
+
+// NewHandler returns a Handler; it panics on a nil Service (a wiring bug).
+func NewHandler(opts Options) *Handler {
+	if opts.Service == nil {
+		panic("recovery: NewHandler needs a Service")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.InProgressMargin == 0 {
+		opts.InProgressMargin = time.Second
+	}
+	return &Handler{opts: opts}
+}
+
+// Handle implements consumer.Handler.
+func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+	start := time.Now()
+	c, err := charge.ParseEvent(d.Body)
+	var res charge.Result
+	if err != nil {
+		res = charge.Result{Outcome: charge.Invalid, Reason: err.Error(), Err: err}
+	} else {
+		res = h.opts.Service.Process(ctx, c, d)
+	}
+	dec := Decide(res, h.opts.InProgressMargin)
+	h.log(ctx, d.Message, c, res, dec, time.Since(start))
+	if h.opts.OnResult != nil {
+		h.opts.OnResult(d.Message, c, res)
+	}
+	return dec
+}
+
+// Decide maps a charge result to the runtime's decision. A dead-letter
+// reason starts with the outcome's name ("conflict: ...") so that tools can
+// filter the DLQ by it.
+func Decide(res charge.Result, inProgressMargin time.Duration) consumer.Decision {
+	switch res.Outcome.Action() {
+	case charge.Ack:
+		return consumer.Decision{Action: consumer.Ack}
+	case charge.DeadLetter:
+		return consumer.Decision{Action: consumer.DeadLetter, Reason: res.Outcome.String() + ": " + res.Reason}
+	}
+	dec := consumer.Decision{Action: consumer.Retry, Reason: res.Outcome.String() + ": " + res.Reason}
+	if res.Outcome == charge.DuplicateInProgress {
+		dec.RetryAfter = max(res.RetryAfter, 0) + inProgressMargin
+	}
+	return dec
+}
+
+func (h *Handler) log(ctx context.Context, m consumer.Message, c charge.Charge, res charge.Result, dec consumer.Decision, took time.Duration) {
+	attrs := []slog.Attr{
+		slog.String("message_id", m.ID),
+		slog.Int("receive_count", m.ReceiveCount),
+		slog.String("outcome", res.Outcome.String()),
+		slog.String("action", dec.Action.String()),
+		slog.Duration("latency", took),
+	}
+	if c.ID != "" {
+		attrs = append(attrs, slog.Any("charge", c), slog.Int("attempt", res.Attempt))
+	}
+	if res.Status != "" {
+		attrs = append(attrs, slog.String("status", string(res.Status)))
+	}
+	if res.Reference != "" {
+		attrs = append(attrs, slog.String("reference", res.Reference))
+	}
+	if res.Reason != "" {
+		attrs = append(attrs, slog.String("reason", res.Reason))
+	}
+	if dec.RetryAfter > 0 {
+		attrs = append(attrs, slog.Duration("retry_after", dec.RetryAfter))
+	}
+	level, msg := slog.LevelInfo, "charge processed"
+	switch res.Outcome {
+	case charge.DuplicateDone, charge.DuplicateFailed, charge.DuplicateInProgress:
+		msg = "duplicate delivery dropped"
+		if res.Outcome == charge.DuplicateInProgress {
+			msg = "duplicate delivery while another holds the claim; left for redelivery"
+		}
+		attrs = append(attrs, slog.Bool("audit", true))
+	case charge.DebitFailed:
+		level, msg = slog.LevelWarn, "debit declined; recorded FAILED and dead-lettered"
+	case charge.Invalid:
+		level, msg = slog.LevelWarn, "malformed message dead-lettered; nothing debited"
+	case charge.Conflict:
+		level, msg = slog.LevelError, "ALERT: charge id reused with a different payload; dead-lettered, nothing debited"
+		attrs = append(attrs, slog.Bool("alert", true))
+	case charge.RetryLater:
+		level, msg = slog.LevelWarn, "transient failure; left for redelivery"
+	case charge.LeaseLost:
+		level, msg = slog.LevelWarn, "lease lost to another worker; not acked"
+	}
+	h.opts.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
