@@ -162,7 +162,7 @@ func TestSameChargeFiveTimesDebitsOnce(t *testing.T) {
 
 func TestRedeliveryDuringASlowDebitIsNotAckedThenDroppedAsDone(t *testing.T) {
 	// The debit takes longer than the time a duplicate needs to arrive.
-	p := newPipeline(t, config{faults: corebank.Faults{Latency: 300 * time.Millisecond}, lease: 2 * time.Second})
+	p := newPipeline(t, config{faults: corebank.Faults{Latency: 300 * time.Millisecond}, lease: time.Second})
 	p.send(t, fee("CHG-SLOW", "001234567890", 2500), 2)
 	stop := p.run(t, consumer.Options{Concurrency: 2})
 	waitDrained(t, p)
@@ -227,7 +227,7 @@ func TestConflictingPayloadIsDeadLetteredNotDebited(t *testing.T) {
 }
 
 func TestTransientFailuresAndLostResponsesStillDebitEachChargeOnce(t *testing.T) {
-	p := newPipeline(t, config{faults: corebank.Faults{TransientRate: 0.3, TransientAfterPostRate: 0.2}})
+	p := newPipeline(t, config{faults: corebank.Faults{TransientRate: 0.3, TransientAfterPostRate: 0.2}, lease: 500 * time.Millisecond})
 	const n = 40
 	for i := range n {
 		p.send(t, fee(fmt.Sprintf("CHG-%03d", i), "001234567890", int64(100+i)), 1+i%3)

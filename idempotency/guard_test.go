@@ -1,0 +1,81 @@
+package idempotency_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/memory"
+)
+
+func TestNewGuardChecksOptions(t *testing.T) {
+	s := memory.New()
+	for name, o := range map[string]idempotency.Options{
+		"negative lease":            {Lease: -time.Second},
+		"negative retention":        {Retention: -time.Second},
+		"retention below the lease": {Lease: time.Hour, Retention: time.Minute},
+	} {
+		if _, err := idempotency.NewGuard(s, o); !errors.Is(err, idempotency.ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := idempotency.NewGuard(nil, idempotency.Options{}); !errors.Is(err, idempotency.ErrInvalid) {
+		t.Errorf("nil store: err = %v", err)
+	}
+	g, err := idempotency.NewGuard(s, idempotency.Options{})
+	if err != nil || g.Lease() != idempotency.DefaultLease {
+		t.Fatalf("defaults: %v, lease %v", err, g.Lease())
+	}
+}
+
+func TestClaimRefusesAnEmptyKey(t *testing.T) {
+	g, _ := idempotency.NewGuard(memory.New(), idempotency.Options{})
+	if _, err := g.Claim(t.Context(), "", "fp"); !errors.Is(err, idempotency.ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	rec := func(s idempotency.State, fp string) idempotency.Record {
+		return idempotency.Record{State: s, Fingerprint: fp}
+	}
+	tests := []struct {
+		name string
+		res  idempotency.ClaimResult
+		want idempotency.Outcome
+	}{
+		{"fresh", idempotency.ClaimResult{Acquired: true}, idempotency.Acquired},
+		{"reclaim", idempotency.ClaimResult{Acquired: true, Reclaimed: true}, idempotency.Reclaimed},
+		{"done", idempotency.ClaimResult{Record: rec(idempotency.StateDone, "a")}, idempotency.DuplicateDone},
+		{"failed", idempotency.ClaimResult{Record: rec(idempotency.StateFailed, "a")}, idempotency.DuplicateFailed},
+		{"in progress", idempotency.ClaimResult{Record: rec(idempotency.StateInProgress, "a")}, idempotency.DuplicateInProgress},
+		{"conflict beats done", idempotency.ClaimResult{Record: rec(idempotency.StateDone, "b")}, idempotency.Conflict},
+		{"conflict beats in progress", idempotency.ClaimResult{Record: rec(idempotency.StateInProgress, "b")}, idempotency.Conflict},
+	}
+	for _, tt := range tests {
+		if got := idempotency.Classify(tt.res, "a"); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestFingerprintIsUnambiguous(t *testing.T) {
+	if idempotency.Fingerprint("ab", "c") == idempotency.Fingerprint("a", "bc") {
+		t.Fatal("part boundaries are not part of the fingerprint")
+	}
+	if idempotency.Fingerprint("x") != idempotency.Fingerprint("x") {
+		t.Fatal("fingerprint is not stable")
+	}
+}
+
+func TestRandomTokensDiffer(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		tok, err := idempotency.RandomToken()
+		if err != nil || len(tok) != 32 || seen[tok] {
+			t.Fatalf("token %q err %v (seen before: %v)", tok, err, seen[tok])
+		}
+		seen[tok] = true
+	}
+}
