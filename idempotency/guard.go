@@ -110,8 +110,9 @@ func NewGuard(store Store, opts Options) (*Guard, error) {
 // Lease returns the configured lease duration.
 func (g *Guard) Lease() time.Duration { return g.opts.Lease }
 
-// Now returns the guard's clock reading.
-func (g *Guard) Now() time.Time { return g.opts.Clock.Now() }
+// Now returns the guard's clock reading, to the millisecond (the resolution
+// every store keeps).
+func (g *Guard) Now() time.Time { return g.opts.Clock.Now().Truncate(time.Millisecond) }
 
 // Claim is the result of Guard.Claim.
 type Claim struct {
@@ -146,7 +147,7 @@ func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, erro
 	if err != nil {
 		return Claim{}, fmt.Errorf("idempotency: new token: %w", err)
 	}
-	now := g.opts.Clock.Now()
+	now := g.Now()
 	res, err := g.store.Claim(ctx, ClaimRequest{
 		Key:         key,
 		Token:       token,
@@ -196,7 +197,7 @@ func (g *Guard) finish(ctx context.Context, l Lease, s State, status, detail str
 	if l.Key == "" || l.Token == "" {
 		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
-	now := g.opts.Clock.Now()
+	now := g.Now()
 	return g.store.Finish(ctx, Finish{
 		Key: l.Key, Token: l.Token, State: s, Status: status, Detail: detail,
 		Now: now, ExpiresAt: now.Add(g.opts.Retention),
@@ -209,7 +210,7 @@ func (g *Guard) Extend(ctx context.Context, l Lease) (Lease, error) {
 	if l.Key == "" || l.Token == "" {
 		return l, fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
-	now := g.opts.Clock.Now()
+	now := g.Now()
 	until := now.Add(g.opts.Lease)
 	if err := g.store.Extend(ctx, l.Key, l.Token, until, now); err != nil {
 		return l, err
@@ -230,7 +231,7 @@ func (g *Guard) Release(ctx context.Context, l Lease) error {
 
 // Get returns the record for key (ErrNotFound when absent or past retention).
 func (g *Guard) Get(ctx context.Context, key string) (Record, error) {
-	return g.store.Get(ctx, key, g.opts.Clock.Now())
+	return g.store.Get(ctx, key, g.Now())
 }
 
 // RandomToken returns 128 random bits as 32 hex characters.
@@ -263,6 +264,6 @@ func (g *Guard) Yield(ctx context.Context, l Lease) error {
 	if l.Key == "" || l.Token == "" {
 		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
-	now := g.opts.Clock.Now()
+	now := g.Now()
 	return g.store.Extend(ctx, l.Key, l.Token, now, now)
 }

@@ -1,0 +1,345 @@
+// Package dynamodb is the idempotency.Store on Amazon DynamoDB: the claim is
+// one conditional UpdateItem whose failure returns the existing item in the
+// same round trip (ReturnValuesOnConditionCheckFailure=ALL_OLD), and every
+// later write is conditional on state = IN_PROGRESS and the claim's token.
+//
+// Table layout: partition key "pk" (S); attributes state, token, fingerprint
+// (S), attempt (N), leaseUntil, createdAt, updatedAt, expiresAt (N, Unix
+// milliseconds), status and detail (S), and ttl (N, Unix seconds), the
+// DynamoDB TTL attribute that deletes a record some time after its
+// retention. A record past expiresAt counts as absent whether or not TTL has
+// deleted it yet.
+package dynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// API is the part of the DynamoDB client the store uses.
+type API interface {
+	UpdateItem(ctx context.Context, in *awsddb.UpdateItemInput, opts ...func(*awsddb.Options)) (*awsddb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *awsddb.GetItemInput, opts ...func(*awsddb.Options)) (*awsddb.GetItemOutput, error)
+	DeleteItem(ctx context.Context, in *awsddb.DeleteItemInput, opts ...func(*awsddb.Options)) (*awsddb.DeleteItemOutput, error)
+}
+
+var _ API = (*awsddb.Client)(nil)
+
+// Attribute names.
+const (
+	attrKey         = "pk"
+	attrState       = "state"
+	attrToken       = "token"
+	attrFingerprint = "fingerprint"
+	attrAttempt     = "attempt"
+	attrLeaseUntil  = "leaseUntil"
+	attrCreatedAt   = "createdAt"
+	attrUpdatedAt   = "updatedAt"
+	attrExpiresAt   = "expiresAt"
+	attrStatus      = "status"
+	attrDetail      = "detail"
+	// AttrTTL is the table's TTL attribute (Unix seconds).
+	AttrTTL = "ttl"
+)
+
+// names maps a placeholder to every attribute (several are reserved words).
+var names = map[string]string{
+	"#pk": attrKey, "#state": attrState, "#token": attrToken, "#fp": attrFingerprint,
+	"#attempt": attrAttempt, "#lease": attrLeaseUntil, "#created": attrCreatedAt,
+	"#updated": attrUpdatedAt, "#expires": attrExpiresAt, "#status": attrStatus,
+	"#detail": attrDetail, "#ttl": AttrTTL,
+}
+
+func pick(keys ...string) map[string]string {
+	m := make(map[string]string, len(keys))
+	for _, k := range keys {
+		m[k] = names[k]
+	}
+	return m
+}
+
+// Store implements idempotency.Store on one DynamoDB table.
+type Store struct {
+	api   API
+	table string
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// New returns a store on table through api (an *awsddb.Client).
+func New(api API, table string) (*Store, error) {
+	if api == nil || table == "" {
+		return nil, errors.New("dynamodb: New needs a client and a table name")
+	}
+	return &Store{api: api, table: table}, nil
+}
+
+// Table returns the table name.
+func (s *Store) Table() string { return s.table }
+
+func ms(t time.Time) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(t.UnixMilli(), 10)}
+}
+
+func str(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+
+func num(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func (s *Store) key(k string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrKey: str(k)}
+}
+
+// ttlSeconds rounds up, so that TTL never deletes a record before its
+// retention.
+func ttlSeconds(t time.Time) int64 {
+	sec := t.Unix()
+	if t.UnixMilli()%1000 != 0 {
+		sec++
+	}
+	return sec
+}
+
+const claimCondition = `attribute_not_exists(#pk) OR #expires <= :now OR (#state = :ip AND #lease <= :now AND #fp = :fp)`
+
+const claimUpdate = `SET #state = :ip, #token = :token, #fp = :fp, #lease = :lease, ` +
+	`#attempt = if_not_exists(#attempt, :zero) + :one, #created = if_not_exists(#created, :now), ` +
+	`#updated = :now, #expires = :exp, #ttl = :ttl REMOVE #status, #detail`
+
+// Claim implements idempotency.Store with one conditional UpdateItem. On
+// success ReturnValues=ALL_OLD tells a fresh claim from a reclaim; on
+// failure the existing item comes back with the error. Only a backend that
+// does not return it costs a second, strongly consistent, read.
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if req.Key == "" || req.Token == "" {
+		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+	}
+	for range 3 {
+		out, err := s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+			TableName:                aws.String(s.table),
+			Key:                      s.key(req.Key),
+			ConditionExpression:      aws.String(claimCondition),
+			UpdateExpression:         aws.String(claimUpdate),
+			ExpressionAttributeNames: names,
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":ip": str(string(idempotency.StateInProgress)), ":token": str(req.Token), ":fp": str(req.Fingerprint),
+				":lease": ms(req.LeaseUntil), ":now": ms(req.Now), ":exp": ms(req.ExpiresAt),
+				":ttl": num(ttlSeconds(req.ExpiresAt)), ":zero": num(0), ":one": num(1),
+			},
+			ReturnValues:                        types.ReturnValueAllOld,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		})
+		if err == nil {
+			return s.claimed(ctx, req, out.Attributes)
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+		}
+		if len(ccf.Item) > 0 {
+			rec, err := decode(ccf.Item)
+			if err != nil {
+				return idempotency.ClaimResult{}, err
+			}
+			return idempotency.ClaimResult{Record: rec}, nil
+		}
+		rec, err := s.Get(ctx, req.Key, req.Now)
+		if errors.Is(err, idempotency.ErrNotFound) {
+			continue // released or expired between the write and the read: try again
+		}
+		if err != nil {
+			return idempotency.ClaimResult{}, err
+		}
+		return idempotency.ClaimResult{Record: rec}, nil
+	}
+	return idempotency.ClaimResult{}, idempotency.Unavailable("claim", errors.New("the key kept changing under the claim"))
+}
+
+// claimed builds the result of a successful claim from the old item.
+func (s *Store) claimed(ctx context.Context, req idempotency.ClaimRequest, oldItem map[string]types.AttributeValue) (idempotency.ClaimResult, error) {
+	rec := idempotency.Record{
+		Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+		Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+	}
+	if len(oldItem) == 0 {
+		return idempotency.ClaimResult{Acquired: true, Record: rec}, nil
+	}
+	old, err := decode(oldItem)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if !old.Expired(req.Now) {
+		rec.Attempt, rec.CreatedAt = old.Attempt+1, old.CreatedAt
+		return idempotency.ClaimResult{Acquired: true, Reclaimed: true, Record: rec}, nil
+	}
+	// We took over a record past its retention, which TTL had not deleted
+	// yet: the update counted on from its attempt and kept its creation
+	// time. Make it the fresh record it is (rare: only a key reused after
+	// its retention).
+	_, err = s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(req.Key),
+		ConditionExpression:      aws.String(`#token = :token`),
+		UpdateExpression:         aws.String(`SET #attempt = :one, #created = :now`),
+		ExpressionAttributeNames: pick("#token", "#attempt", "#created"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":token": str(req.Token), ":one": num(1), ":now": ms(req.Now),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+	}
+	return idempotency.ClaimResult{Acquired: true, Record: rec}, nil
+}
+
+// Get implements idempotency.Store with a strongly consistent read.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+	out, err := s.api.GetItem(ctx, &awsddb.GetItemInput{
+		TableName: aws.String(s.table), Key: s.key(key), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("get", err)
+	}
+	if len(out.Item) == 0 {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	rec, err := decode(out.Item)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	if rec.Expired(now) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, nil
+}
+
+const heldCondition = `#state = :ip AND #token = :token`
+
+// Finish implements idempotency.Store.
+func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
+	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+	}
+	return s.held(ctx, "finish", f.Key, f.Token,
+		`SET #state = :state, #status = :status, #detail = :detail, #updated = :now, #expires = :exp, #ttl = :ttl`,
+		pick("#state", "#token", "#status", "#detail", "#updated", "#expires", "#ttl"),
+		map[string]types.AttributeValue{
+			":state": str(string(f.State)), ":status": str(f.Status), ":detail": str(f.Detail),
+			":now": ms(f.Now), ":exp": ms(f.ExpiresAt), ":ttl": num(ttlSeconds(f.ExpiresAt)),
+		})
+}
+
+// Extend implements idempotency.Store.
+func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+	return s.held(ctx, "extend", key, token, `SET #lease = :lease, #updated = :now`,
+		pick("#state", "#token", "#lease", "#updated"),
+		map[string]types.AttributeValue{":lease": ms(leaseUntil), ":now": ms(now)})
+}
+
+// held runs an UpdateItem conditional on state IN_PROGRESS and token.
+func (s *Store) held(ctx context.Context, op, key, token, update string, names map[string]string, values map[string]types.AttributeValue) error {
+	values[":ip"] = str(string(idempotency.StateInProgress))
+	values[":token"] = str(token)
+	_, err := s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       s.key(key),
+		ConditionExpression:       aws.String(heldCondition),
+		UpdateExpression:          aws.String(update),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+	})
+	return s.conditional(op, err)
+}
+
+// Release implements idempotency.Store.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	_, err := s.api.DeleteItem(ctx, &awsddb.DeleteItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(key),
+		ConditionExpression:      aws.String(heldCondition),
+		ExpressionAttributeNames: pick("#state", "#token"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ip": str(string(idempotency.StateInProgress)), ":token": str(token),
+		},
+	})
+	return s.conditional("release", err)
+}
+
+func (s *Store) conditional(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return idempotency.ErrLeaseLost
+	}
+	return idempotency.Unavailable(op, err)
+}
+
+// decode reads an item into a Record.
+func decode(item map[string]types.AttributeValue) (idempotency.Record, error) {
+	d := decoder{item: item}
+	rec := idempotency.Record{
+		Key:         d.s(attrKey),
+		State:       idempotency.State(d.s(attrState)),
+		Token:       d.s(attrToken),
+		Fingerprint: d.s(attrFingerprint),
+		Attempt:     int(d.n(attrAttempt)),
+		LeaseUntil:  d.t(attrLeaseUntil),
+		CreatedAt:   d.t(attrCreatedAt),
+		UpdatedAt:   d.t(attrUpdatedAt),
+		ExpiresAt:   d.t(attrExpiresAt),
+		Status:      d.s(attrStatus),
+		Detail:      d.s(attrDetail),
+	}
+	if d.err != nil {
+		return idempotency.Record{}, d.err
+	}
+	if rec.Key == "" || !rec.State.Valid() {
+		return idempotency.Record{}, fmt.Errorf("dynamodb: item %q is not an idempotency record (state %q)", rec.Key, rec.State)
+	}
+	return rec, nil
+}
+
+type decoder struct {
+	item map[string]types.AttributeValue
+	err  error
+}
+
+func (d *decoder) s(name string) string {
+	v, ok := d.item[name].(*types.AttributeValueMemberS)
+	if !ok {
+		return ""
+	}
+	return v.Value
+}
+
+func (d *decoder) n(name string) int64 {
+	v, ok := d.item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	n, err := strconv.ParseInt(v.Value, 10, 64)
+	if err != nil && d.err == nil {
+		d.err = fmt.Errorf("dynamodb: attribute %s = %q: %w", name, v.Value, err)
+	}
+	return n
+}
+
+func (d *decoder) t(name string) time.Time {
+	if _, ok := d.item[name]; !ok {
+		return time.Time{}
+	}
+	return time.UnixMilli(d.n(name)).UTC()
+}
