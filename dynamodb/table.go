@@ -28,7 +28,10 @@ func CreateTable(ctx context.Context, c *awsddb.Client, table string) error {
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("dynamodb: create table %s: %w", table, err)
 	}
-	w := awsddb.NewTableExistsWaiter(c, func(o *awsddb.TableExistsWaiterOptions) { o.MinDelay = 100 * time.Millisecond; o.MaxDelay = time.Second })
+	w := awsddb.NewTableExistsWaiter(c, func(o *awsddb.TableExistsWaiterOptions) {
+		o.MinDelay = 100 * time.Millisecond
+		o.MaxDelay = time.Second
+	})
 	if err := w.Wait(ctx, &awsddb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute); err != nil {
 		return fmt.Errorf("dynamodb: wait for table %s: %w", table, err)
 	}
@@ -63,7 +66,10 @@ func DeleteTable(ctx context.Context, c *awsddb.Client, table string) error {
 	if err != nil {
 		return fmt.Errorf("dynamodb: delete table %s: %w", table, err)
 	}
-	w := awsddb.NewTableNotExistsWaiter(c, func(o *awsddb.TableNotExistsWaiterOptions) { o.MinDelay = 100 * time.Millisecond; o.MaxDelay = time.Second })
+	w := awsddb.NewTableNotExistsWaiter(c, func(o *awsddb.TableNotExistsWaiterOptions) {
+		o.MinDelay = 100 * time.Millisecond
+		o.MaxDelay = time.Second
+	})
 	return w.Wait(ctx, &awsddb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute)
 }
 
