@@ -19,9 +19,13 @@ type Options struct {
 	// Concurrency is the most messages handled at once. Default 16.
 	Concurrency int
 	// BatchSize is the most messages asked for per Receive (1-10). Default
-	// 10. The runtime asks only when that many handler slots are free, so
-	// batches are full under load and no received message waits for a slot.
+	// 10. The runtime asks for as many as it has free handler slots, so no
+	// received message waits for a slot.
 	BatchSize int
+	// BatchFillWait is how long the receiver, once one slot is free, waits
+	// for more to free up before asking, so that a busy runtime receives
+	// full batches. Default 10ms.
+	BatchFillWait time.Duration
 	// VisibilityTimeout is the queue's visibility timeout; each heartbeat
 	// extends an in-flight message by this much. Default 30s.
 	VisibilityTimeout time.Duration
@@ -66,7 +70,7 @@ func (o *Options) setDefaults() error {
 	if o.Concurrency < 0 || o.BatchSize < 0 || o.BatchSize > 10 || o.AckBatchSize < 0 || o.AckBatchSize > 10 {
 		return errors.New("consumer: Concurrency must be positive, BatchSize and AckBatchSize 1-10")
 	}
-	if o.VisibilityTimeout < 0 || o.HeartbeatInterval < 0 || o.ShutdownTimeout < 0 || o.AckFlushInterval < 0 || o.OpTimeout < 0 {
+	if o.VisibilityTimeout < 0 || o.HeartbeatInterval < 0 || o.BatchFillWait < 0 || o.ShutdownTimeout < 0 || o.AckFlushInterval < 0 || o.OpTimeout < 0 {
 		return errors.New("consumer: durations must not be negative")
 	}
 	if o.Concurrency == 0 {
@@ -74,6 +78,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.BatchSize == 0 {
 		o.BatchSize = 10
+	}
+	if o.BatchFillWait == 0 {
+		o.BatchFillWait = 10 * time.Millisecond
 	}
 	if o.VisibilityTimeout == 0 {
 		o.VisibilityTimeout = 30 * time.Second
@@ -168,22 +175,12 @@ func (r *Runtime) Run(ctx context.Context) error {
 	want := min(r.opts.BatchSize, r.opts.Concurrency)
 	failures := 0
 	for ctx.Err() == nil {
-		// Take want slots before asking for want messages.
-		got := 0
-		for got < want {
-			select {
-			case slots <- struct{}{}:
-				got++
-				continue
-			case <-ctx.Done():
-			}
-			break
-		}
+		got := r.takeSlots(ctx, slots, want)
 		if ctx.Err() != nil {
 			releaseSlots(slots, got)
 			break
 		}
-		msgs, err := r.src.Receive(ctx, want)
+		msgs, err := r.src.Receive(ctx, got)
 		if err != nil {
 			releaseSlots(slots, got)
 			if ctx.Err() != nil {
@@ -229,6 +226,34 @@ func (r *Runtime) Run(ctx context.Context) error {
 	acks.close()
 	<-ackerDone
 	return nil
+}
+
+// takeSlots waits for one free handler slot, then for up to BatchFillWait
+// takes more, up to want: a busy runtime asks for full batches, and a slow
+// message in flight never stops the others from being received.
+func (r *Runtime) takeSlots(ctx context.Context, slots chan struct{}, want int) int {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	got := 1
+	if got == want {
+		return got
+	}
+	fill := time.NewTimer(r.opts.BatchFillWait)
+	defer fill.Stop()
+	for got < want {
+		select {
+		case slots <- struct{}{}:
+			got++
+		case <-fill.C:
+			return got
+		case <-ctx.Done():
+			return got
+		}
+	}
+	return got
 }
 
 func releaseSlots(slots chan struct{}, n int) {

@@ -306,3 +306,36 @@ func TestOptionsAreChecked(t *testing.T) {
 		}
 	}
 }
+
+func TestASlowMessageDoesNotStopOthersBeingReceived(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	release := make(chan struct{})
+	handledFast := make(chan struct{})
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		if string(d.Body) == "slow" {
+			<-release
+		} else {
+			close(handledFast)
+		}
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 2, BatchSize: 10, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Send(t.Context(), []byte("slow"), nil); err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "the slow message in flight", func() bool { return rt.Stats().InFlight == 1 })
+	if _, err := q.Send(t.Context(), []byte("fast"), nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-handledFast:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a free slot was not used while another message was in flight")
+	}
+	close(release)
+	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	stop()
+}
