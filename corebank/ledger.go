@@ -51,6 +51,9 @@ type Faults struct {
 	// answers ErrUnavailable anyway: the caller sees a failure although the
 	// money moved (a lost response), the case idempotency keys exist for.
 	TransientAfterPostRate float64
+	// TimeoutRate is the chance (0-1) that a debit never answers: it waits
+	// until the caller gives up (its context ends), posting nothing.
+	TimeoutRate float64
 	// FailFirst makes the first N calls for a key fail with ErrUnavailable.
 	FailFirst map[string]int
 }
@@ -93,8 +96,14 @@ func (l *Ledger) SetFaults(f Faults) {
 
 // Debit implements charge.Debiter against the simulated ledger.
 func (l *Ledger) Debit(ctx context.Context, req charge.DebitRequest) (charge.DebitReceipt, error) {
+	r, _, err := l.debit(ctx, req)
+	return r, err
+}
+
+// debit also reports whether the answer replays an earlier posting.
+func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.DebitReceipt, replayed bool, _ error) {
 	if req.IdempotencyKey == "" {
-		return charge.DebitReceipt{}, charge.Permanent(errors.New("corebank: missing idempotency key"))
+		return charge.DebitReceipt{}, false, charge.Permanent(errors.New("corebank: missing idempotency key"))
 	}
 	l.mu.Lock()
 	l.calls[req.IdempotencyKey]++
@@ -103,35 +112,40 @@ func (l *Ledger) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 	f := l.faults
 	failPre := call <= f.FailFirst[req.IdempotencyKey] || (f.TransientRate > 0 && l.rng.Float64() < f.TransientRate)
 	failPost := f.TransientAfterPostRate > 0 && l.rng.Float64() < f.TransientAfterPostRate
+	hang := f.TimeoutRate > 0 && l.rng.Float64() < f.TimeoutRate
 	l.mu.Unlock()
 
+	if hang {
+		<-ctx.Done()
+		return charge.DebitReceipt{}, false, ctx.Err()
+	}
 	if f.Latency > 0 {
 		t := time.NewTimer(f.Latency)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return charge.DebitReceipt{}, ctx.Err()
+			return charge.DebitReceipt{}, false, ctx.Err()
 		}
 	}
 	if failPre {
-		return charge.DebitReceipt{}, ErrUnavailable
+		return charge.DebitReceipt{}, false, ErrUnavailable
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if p, ok := l.byKey[req.IdempotencyKey]; ok {
 		if p.req != req {
-			return charge.DebitReceipt{}, charge.Permanent(ErrKeyReuse)
+			return charge.DebitReceipt{}, false, charge.Permanent(ErrKeyReuse)
 		}
 		if p.err != nil {
-			return charge.DebitReceipt{}, p.err
+			return charge.DebitReceipt{}, true, p.err
 		}
-		return charge.DebitReceipt{Reference: p.entry.Reference}, nil
+		return charge.DebitReceipt{Reference: p.entry.Reference}, true, nil
 	}
 	if code, ok := f.DeclineAccounts[req.AccountID]; ok {
 		err := &charge.DeclineError{Code: code, Message: "declined by core banking"}
 		l.byKey[req.IdempotencyKey] = &posting{req: req, err: err}
-		return charge.DebitReceipt{}, err
+		return charge.DebitReceipt{}, false, err
 	}
 	l.seq++
 	e := Entry{
@@ -143,9 +157,9 @@ func (l *Ledger) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 	l.entries = append(l.entries, e)
 	l.byKey[req.IdempotencyKey] = &posting{req: req, entry: e}
 	if failPost {
-		return charge.DebitReceipt{}, ErrUnavailable
+		return charge.DebitReceipt{}, false, ErrUnavailable
 	}
-	return charge.DebitReceipt{Reference: e.Reference}, nil
+	return charge.DebitReceipt{Reference: e.Reference}, false, nil
 }
 
 // Entries returns every posting, in order.
