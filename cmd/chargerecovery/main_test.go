@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+)
+
+// syncBuffer is a bytes.Buffer safe for the concurrent writes of a command
+// running in a goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCmd(ctx context.Context, env map[string]string, args ...string) result {
+	var out, errb syncBuffer
+	e := &environment{stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
+	code := run(ctx, e, args)
+	return result{code, out.String(), errb.String()}
+}
+
+// useEmulator points the standard AWS chain (which reads the process
+// environment) at the test emulator.
+func useEmulator(t *testing.T) {
+	t.Helper()
+	awstest.Config(t) // fails in CI / skips elsewhere when unreachable
+	t.Setenv("AWS_ENDPOINT_URL", os.Getenv(awstest.EndpointEnv))
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+}
+
+func TestServeAgainstTheEmulatorDebitsACharge3TimesSentOnce(t *testing.T) {
+	useEmulator(t)
+	ledger := corebank.NewLedger(corebank.Faults{})
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	defer bank.Close()
+	name := awstest.Name("cmd")
+	env := map[string]string{
+		"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name,
+		"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text",
+	}
+	ctx := t.Context()
+	if r := runCmd(ctx, env, "setup", "--visibility", "5s"); r.code != 0 {
+		t.Fatalf("setup: %d %s", r.code, r.stderr)
+	}
+	if r := runCmd(ctx, env, "send", "--charge-id", "CHG-CMD-1", "--account", "001234567890", "--amount-minor", "2500", "--copies", "3"); r.code != 0 || strings.Count(r.stdout, "sent ") != 3 {
+		t.Fatalf("send: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan result, 1)
+	go func() { done <- runCmd(sctx, env, "serve", "--visibility", "5s", "--lease", "5s", "--concurrency", "4") }()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(ledger.Entries()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(7 * time.Second) // let the duplicates come back and be dropped
+	stop()                       // what SIGTERM does
+	r := <-done
+	if r.code != 0 {
+		t.Fatalf("serve exited %d: %s", r.code, r.stderr)
+	}
+	if got := ledger.PostingsByKey(); len(got) != 1 || got["CHG-CMD-1"] != 1 {
+		t.Fatalf("ledger = %v, want one debit", got)
+	}
+	if !strings.Contains(r.stderr, "consumer stopped") || strings.Contains(r.stderr, "001234567890") {
+		t.Fatalf("serve log: %s", r.stderr)
+	}
+}
+
+func TestBadConfigurationExitsTwoWithWhatToSet(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no command", nil, nil, "usage"},
+		{"unknown command", nil, []string{"frobnicate"}, "unknown command"},
+		{"unknown flag", nil, []string{"serve", "--nope"}, "flag provided but not defined"},
+		{"missing corebank", nil, []string{"serve"}, "--corebank-url (IC_COREBANK_URL) is required"},
+		{"bad env duration", map[string]string{"IC_LEASE": "soon"}, []string{"serve"}, `IC_LEASE="soon" is not a duration`},
+		{"bad backend", nil, []string{"serve", "--backend", "kafka", "--corebank-url", "http://x"}, `--backend "kafka"`},
+		{"lease below visibility", nil, []string{"serve", "--corebank-url", "http://x", "--lease", "10s", "--visibility", "30s"}, "--lease 10s must be at least --visibility"},
+		{"short retention", nil, []string{"serve", "--corebank-url", "http://x", "--retention", "1h"}, "--retention 1h0m0s is under 24h"},
+		{"bad send", nil, []string{"send", "--charge-id", "", "--account", "1"}, "chargeId: missing or empty"},
+		{"bad decline list", nil, []string{"corebank", "--decline", "nope"}, "want ACCOUNT=CODE"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runCmd(t.Context(), tt.env, tt.args...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestNoAWSRegionSaysWhatToSet(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	r := runCmd(t.Context(), nil, "serve", "--backend", "aws", "--corebank-url", "http://127.0.0.1:1")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "set AWS_REGION") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestMissingTableFailsWithWhatToCreate(t *testing.T) {
+	useEmulator(t)
+	name := awstest.Name("nosuch")
+	r := runCmd(t.Context(), map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name, "IC_TABLE": name},
+		"serve", "--corebank-url", "http://127.0.0.1:1")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "chargerecovery setup --backend aws") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}

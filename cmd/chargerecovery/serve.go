@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/recovery"
+)
+
+// consumerConfig is the processing configuration of serve (and demo).
+type consumerConfig struct {
+	concurrency     int
+	visibility      time.Duration
+	lease           time.Duration
+	retention       time.Duration
+	shutdownTimeout time.Duration
+	corebankURL     string
+	corebankTimeout time.Duration
+	notifyFailRate  float64
+}
+
+func (c *consumerConfig) bind(f *flagSet) {
+	f.Int(&c.concurrency, "concurrency", "IC_CONCURRENCY", 16, "messages handled at once")
+	f.Duration(&c.visibility, "visibility", "IC_VISIBILITY", 30*time.Second, "the queue's visibility timeout; the heartbeat extends in-flight messages by this every visibility/3")
+	f.Duration(&c.lease, "lease", "IC_LEASE", 60*time.Second, "claim lease; a crashed worker's charge is reclaimed after this (at least --visibility)")
+	f.Duration(&c.retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long idempotency records are kept (longer than queue retention + DLQ redrive window)")
+	f.Duration(&c.shutdownTimeout, "shutdown-timeout", "IC_SHUTDOWN_TIMEOUT", 30*time.Second, "how long in-flight charges may finish after SIGTERM")
+	f.String(&c.corebankURL, "corebank-url", "IC_COREBANK_URL", "", "core-banking debit API base URL, e.g. http://127.0.0.1:8081 (required)")
+	f.Duration(&c.corebankTimeout, "corebank-timeout", "IC_COREBANK_TIMEOUT", 10*time.Second, "timeout of one debit call (a timeout is retried with the same idempotency key)")
+	f.Float(&c.notifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "simulated notification failure rate, 0-1 (the built-in notifier records and logs)")
+}
+
+func (c *consumerConfig) check(p *problems, needCorebank bool) {
+	if c.concurrency < 1 || c.concurrency > 1000 {
+		p.add("--concurrency %d is outside 1-1000", c.concurrency)
+	}
+	if c.visibility < 3*time.Second || c.visibility > consumer.MaxVisibility {
+		p.add("--visibility %s is outside 3s-12h", c.visibility)
+	}
+	if c.lease < c.visibility {
+		p.add("--lease %s must be at least --visibility %s, so that the heartbeat keeps the claim alive", c.lease, c.visibility)
+	}
+	if c.retention < 24*time.Hour {
+		p.add("--retention %s is under 24h: a redelivery could then debit again; keep it longer than the queue's retention plus the DLQ redrive window", c.retention)
+	}
+	if c.shutdownTimeout <= 0 {
+		p.add("--shutdown-timeout must be positive")
+	}
+	if needCorebank && c.corebankURL == "" {
+		p.add("--corebank-url (IC_COREBANK_URL) is required: the core-banking debit API, or the simulator (chargerecovery corebank --addr 127.0.0.1:8081)")
+	}
+	if c.corebankTimeout <= 0 {
+		p.add("--corebank-timeout must be positive")
+	}
+	if c.notifyFailRate < 0 || c.notifyFailRate > 1 {
+		p.add("--notify-fail-rate %v is outside 0-1", c.notifyFailRate)
+	}
+}
+
+// pipeline wires the service over a backend and a debiter.
+type pipeline struct {
+	guard   *idempotency.Guard
+	handler *recovery.Handler
+	runtime *consumer.Runtime
+}
+
+func newPipeline(b *backend, c consumerConfig, debiter charge.Debiter, notifier charge.Notifier, log *slog.Logger,
+	onResult func(consumer.Message, charge.Charge, charge.Result)) (*pipeline, error) {
+	guard, err := idempotency.NewGuard(b.store, idempotency.Options{Lease: c.lease, Retention: c.retention})
+	if err != nil {
+		return nil, err
+	}
+	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: debiter, Notifier: notifier, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	h := recovery.NewHandler(recovery.Options{Service: svc, Logger: log, OnResult: onResult})
+	rt, err := consumer.New(b.source, h, consumer.Options{
+		Concurrency:       c.concurrency,
+		VisibilityTimeout: c.visibility,
+		ShutdownTimeout:   c.shutdownTimeout,
+		Logger:            log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pipeline{guard: guard, handler: h, runtime: rt}, nil
+}
+
+func runServe(ctx context.Context, env *environment, args []string) error {
+	f := newFlagSet(env, "serve", "serve [flags]")
+	var (
+		bc backendConfig
+		cc consumerConfig
+		lc logConfig
+	)
+	bc.bind(f)
+	cc.bind(f)
+	lc.bind(f)
+	if err := f.parse(args, false); err != nil {
+		return err
+	}
+	var p problems
+	bc.check(&p)
+	cc.check(&p, true)
+	lc.check(&p)
+	if err := p.err(); err != nil {
+		return err
+	}
+	log := lc.logger(env.stderr)
+
+	debiter, err := corebank.NewClient(cc.corebankURL, corebank.ClientOptions{Timeout: cc.corebankTimeout})
+	if err != nil {
+		return usagef("--corebank-url: %v", err)
+	}
+	b, err := openBackend(ctx, bc, nil)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err = b.ready(rctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("backend not ready: %w", err)
+	}
+	pl, err := newPipeline(b, cc, debiter, notify.NewRecorder(cc.notifyFailRate, log), log, nil)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	log.Info("consumer starting", "backend", b.desc, "concurrency", cc.concurrency,
+		"visibility", cc.visibility, "lease", cc.lease, "corebank", cc.corebankURL)
+	if err := pl.runtime.Run(ctx); err != nil {
+		return err
+	}
+	s := pl.runtime.Stats()
+	log.Info("consumer stopped", "received", s.Received, "acked", s.Acked, "retried", s.Retried,
+		"dead_lettered", s.DeadLettered, "released", s.Released, "ack_errors", s.AckErrors)
+	return nil
+}
