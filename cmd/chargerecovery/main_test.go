@@ -77,13 +77,15 @@ func TestServeAgainstTheEmulatorDebitsACharge3TimesSentOnce(t *testing.T) {
 	}
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan result, 1)
-	go func() { done <- runCmd(sctx, env, "serve", "--visibility", "5s", "--lease", "5s", "--concurrency", "4") }()
+	go func() {
+		done <- runCmd(sctx, env, "serve", "--visibility", "5s", "--lease", "5s", "--concurrency", "4")
+	}()
 	deadline := time.Now().Add(30 * time.Second)
 	for len(ledger.Entries()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(7 * time.Second) // let the duplicates come back and be dropped
-	stop()                       // what SIGTERM does
+	stop()                      // what SIGTERM does
 	r := <-done
 	if r.code != 0 {
 		t.Fatalf("serve exited %d: %s", r.code, r.stderr)
