@@ -1,0 +1,327 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"maragu.dev/goqite"
+
+	"github.com/finedge/idempotent-consumer/consumer"
+)
+
+// ErrStaleReceipt: the receipt is not the message's latest delivery, or the
+// message is gone.
+var ErrStaleReceipt = errors.New("sqlite: receipt is stale or the message is gone")
+
+// timeFormat is goqite's timestamp format (UTC, millisecond precision).
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// QueueOptions configure a Queue.
+type QueueOptions struct {
+	// Name of the queue; the DLQ is Name + "-dlq". Default "charges".
+	Name string
+	// VisibilityTimeout of every receive. Default 30s.
+	VisibilityTimeout time.Duration
+	// MaxReceiveCount: a message received this many times and still not
+	// deleted moves to the DLQ (SQS's redrive policy). Default 10.
+	MaxReceiveCount int
+	// WaitTime is the long-poll wait of Receive. Default 1s.
+	WaitTime time.Duration
+	// PollInterval is how often an empty long poll looks again. Default 25ms.
+	PollInterval time.Duration
+}
+
+// Queue is a consumer.Source on goqite: a queue and its DLQ in the SQLite
+// file. A batch receive, a batch ack and a dead-letter forward are each one
+// transaction. Receipts are the message id plus its receive count, so a
+// stale delivery cannot ack, extend or dead-letter a newer one.
+type Queue struct {
+	db   *sql.DB
+	q    *goqite.Queue
+	dlq  *goqite.Queue
+	opts QueueOptions
+}
+
+var _ consumer.Source = (*Queue)(nil)
+
+// DLQEntry is a dead-lettered message: the original body and attributes
+// plus why (the DLQ holds it as JSON).
+type DLQEntry struct {
+	Body         []byte            `json:"body"`
+	Attributes   map[string]string `json:"attributes,omitempty"`
+	Reason       string            `json:"reason"`
+	SourceID     string            `json:"sourceMessageId"`
+	ReceiveCount int               `json:"receiveCount"`
+	At           time.Time         `json:"at"`
+}
+
+// NewQueue returns the queue named in opts on db (from Open).
+func NewQueue(db *sql.DB, opts QueueOptions) (*Queue, error) {
+	if opts.Name == "" {
+		opts.Name = "charges"
+	}
+	if opts.VisibilityTimeout == 0 {
+		opts.VisibilityTimeout = 30 * time.Second
+	}
+	if opts.MaxReceiveCount == 0 {
+		opts.MaxReceiveCount = 10
+	}
+	if opts.WaitTime == 0 {
+		opts.WaitTime = time.Second
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 25 * time.Millisecond
+	}
+	if opts.VisibilityTimeout < 0 || opts.MaxReceiveCount < 0 || opts.WaitTime < 0 || opts.PollInterval < 0 {
+		return nil, errors.New("sqlite: queue options must not be negative")
+	}
+	return &Queue{
+		db:   db,
+		q:    goqite.New(goqite.NewOpts{DB: db, Name: opts.Name, MaxReceive: opts.MaxReceiveCount, Timeout: opts.VisibilityTimeout}),
+		dlq:  goqite.New(goqite.NewOpts{DB: db, Name: opts.Name + "-dlq", MaxReceive: 1 << 30, Timeout: opts.VisibilityTimeout}),
+		opts: opts,
+	}, nil
+}
+
+// Send enqueues body and returns the message id.
+func (q *Queue) Send(ctx context.Context, body []byte) (string, error) {
+	id, err := q.q.SendAndGetID(ctx, goqite.Message{Body: body})
+	if err != nil {
+		return "", fmt.Errorf("sqlite: send: %w", err)
+	}
+	return string(id), nil
+}
+
+func receipt(id string, received int) string { return id + "#" + strconv.Itoa(received) }
+
+func parseReceipt(r string) (string, int, error) {
+	id, n, ok := strings.Cut(r, "#")
+	count, err := strconv.Atoi(n)
+	if !ok || err != nil || id == "" {
+		return "", 0, ErrStaleReceipt
+	}
+	return id, count, nil
+}
+
+// Receive implements consumer.Source: up to max messages in one
+// transaction, long polling up to WaitTime when none is ready.
+func (q *Queue) Receive(ctx context.Context, max int) ([]consumer.Message, error) {
+	if max < 1 || max > 10 {
+		return nil, fmt.Errorf("sqlite: receive of %d messages (1-10)", max)
+	}
+	deadline := time.Now().Add(q.opts.WaitTime)
+	for {
+		msgs, err := q.receiveOnce(ctx, max)
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, nil
+		}
+		t := time.NewTimer(min(q.opts.PollInterval, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, error) {
+	var out []consumer.Message
+	err := inTx(ctx, q.db, func(tx *sql.Tx) error {
+		if err := q.redriveExhausted(ctx, tx); err != nil {
+			return err
+		}
+		for len(out) < max {
+			m, err := q.q.ReceiveTx(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if m == nil {
+				break
+			}
+			var received int
+			var created string
+			if err := tx.QueryRowContext(ctx, `select received, created from goqite where id = ?`, string(m.ID)).Scan(&received, &created); err != nil {
+				return err
+			}
+			sent, _ := time.Parse(time.RFC3339Nano, created)
+			out = append(out, consumer.Message{
+				ID: string(m.ID), Body: m.Body, ReceiveCount: received, Receipt: receipt(string(m.ID), received), SentAt: sent,
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: receive: %w", err)
+	}
+	return out, nil
+}
+
+// redriveExhausted moves messages that were received MaxReceiveCount times
+// and are visible again into the DLQ (goqite itself just stops handing them
+// out), as SQS's redrive policy does.
+func (q *Queue) redriveExhausted(ctx context.Context, tx *sql.Tx) error {
+	now := time.Now().UTC().Format(timeFormat)
+	rows, err := tx.QueryContext(ctx, `select id, body, received from goqite
+		where queue = ? and received >= ? and timeout <= ? limit 10`, q.opts.Name, q.opts.MaxReceiveCount, now)
+	if err != nil {
+		return err
+	}
+	type exhausted struct {
+		id       string
+		body     []byte
+		received int
+	}
+	var ex []exhausted
+	for rows.Next() {
+		var e exhausted
+		if err := rows.Scan(&e.id, &e.body, &e.received); err != nil {
+			rows.Close()
+			return err
+		}
+		ex = append(ex, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, e := range ex {
+		reason := fmt.Sprintf("redrive: received %d times without being deleted (max receive count %d)", e.received, q.opts.MaxReceiveCount)
+		if err := q.forward(ctx, tx, consumer.Message{ID: e.id, Body: e.body, ReceiveCount: e.received}, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// current checks, inside tx, that m's receipt is its latest delivery.
+func (q *Queue) current(ctx context.Context, tx *sql.Tx, m consumer.Message) error {
+	id, count, err := parseReceipt(m.Receipt)
+	if err != nil {
+		return err
+	}
+	var received int
+	err = tx.QueryRowContext(ctx, `select received from goqite where queue = ? and id = ?`, q.opts.Name, id).Scan(&received)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && received != count) {
+		return ErrStaleReceipt
+	}
+	return err
+}
+
+// Ack implements consumer.Source: one transaction for the batch.
+func (q *Queue) Ack(ctx context.Context, msgs []consumer.Message) error {
+	if len(msgs) > 10 {
+		return fmt.Errorf("sqlite: ack of %d messages (at most 10)", len(msgs))
+	}
+	failed := map[string]error{}
+	err := inTx(ctx, q.db, func(tx *sql.Tx) error {
+		for _, m := range msgs {
+			if err := q.current(ctx, tx, m); err != nil {
+				if errors.Is(err, ErrStaleReceipt) {
+					failed[m.ID] = err
+					continue
+				}
+				return err
+			}
+			if err := q.q.DeleteTx(ctx, tx, goqite.ID(m.ID)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: ack: %w", err)
+	}
+	if len(failed) > 0 {
+		return &consumer.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// ChangeVisibility implements consumer.Source.
+func (q *Queue) ChangeVisibility(ctx context.Context, m consumer.Message, d time.Duration) error {
+	return inTx(ctx, q.db, func(tx *sql.Tx) error {
+		if err := q.current(ctx, tx, m); err != nil {
+			return err
+		}
+		return q.q.ExtendTx(ctx, tx, goqite.ID(m.ID), max(d, 0))
+	})
+}
+
+// DeadLetter implements consumer.Source: the forward and the delete are one
+// transaction, so a message is never both in the DLQ and on the queue.
+func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason string) error {
+	return inTx(ctx, q.db, func(tx *sql.Tx) error {
+		if err := q.current(ctx, tx, m); err != nil {
+			return err
+		}
+		return q.forward(ctx, tx, m, reason)
+	})
+}
+
+func (q *Queue) forward(ctx context.Context, tx *sql.Tx, m consumer.Message, reason string) error {
+	entry, err := json.Marshal(DLQEntry{
+		Body: m.Body, Attributes: maps.Clone(m.Attributes), Reason: reason, SourceID: m.ID,
+		ReceiveCount: m.ReceiveCount, At: time.Now().UTC(),
+	})
+	if err != nil {
+		return err
+	}
+	if err := q.dlq.SendTx(ctx, tx, goqite.Message{Body: entry}); err != nil {
+		return err
+	}
+	return q.q.DeleteTx(ctx, tx, goqite.ID(m.ID))
+}
+
+// Depth counts the messages on the queue and on its DLQ.
+func (q *Queue) Depth(ctx context.Context) (main, dlq int, err error) {
+	err = q.db.QueryRowContext(ctx, `select
+		coalesce(sum(queue = ?), 0), coalesce(sum(queue = ?), 0) from goqite where queue in (?, ?)`,
+		q.opts.Name, q.opts.Name+"-dlq", q.opts.Name, q.opts.Name+"-dlq").Scan(&main, &dlq)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlite: depth: %w", err)
+	}
+	return main, dlq, nil
+}
+
+// DLQEntries returns up to limit dead-lettered entries, oldest first, with
+// their DLQ message ids.
+func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry, []string, error) {
+	rows, err := q.db.QueryContext(ctx, `select id, body from goqite where queue = ? order by created limit ?`, q.opts.Name+"-dlq", limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	entries := map[string]DLQEntry{}
+	var order []string
+	for rows.Next() {
+		var id string
+		var body []byte
+		if err := rows.Scan(&id, &body); err != nil {
+			return nil, nil, err
+		}
+		var e DLQEntry
+		if err := json.Unmarshal(body, &e); err != nil {
+			return nil, nil, fmt.Errorf("sqlite: DLQ entry %s: %w", id, err)
+		}
+		entries[id] = e
+		order = append(order, id)
+	}
+	return entries, order, rows.Err()
+}
+
+// Purge deletes every message of the queue and its DLQ (demo reset).
+func (q *Queue) Purge(ctx context.Context) error {
+	_, err := q.db.ExecContext(ctx, `delete from goqite where queue in (?, ?)`, q.opts.Name, q.opts.Name+"-dlq")
+	return err
+}

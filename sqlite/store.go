@@ -1,0 +1,143 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// Store is the idempotency.Store on the SQLite file. The claim is one
+// INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING; when the
+// condition fails, the existing row is read in the same transaction.
+type Store struct {
+	db *sql.DB
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// NewStore returns a store on db (from Open).
+func NewStore(db *sql.DB) *Store { return &Store{db: db} }
+
+const claimSQL = `
+insert into idempotency_records
+  (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
+values (?1, 'IN_PROGRESS', ?2, ?3, 1, ?4, ?5, ?5, ?6, '', '')
+on conflict (key) do update set
+  attempt = case when expires_at <= ?5 then 1 else attempt + 1 end,
+  created_at = case when expires_at <= ?5 then ?5 else created_at end,
+  state = 'IN_PROGRESS', token = ?2, fingerprint = ?3, lease_until = ?4,
+  updated_at = ?5, expires_at = ?6, status = '', detail = ''
+where expires_at <= ?5
+   or (state = 'IN_PROGRESS' and lease_until <= ?5 and fingerprint = ?3)
+returning attempt, created_at`
+
+const selectSQL = `select key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail
+from idempotency_records where key = ?`
+
+// Claim implements idempotency.Store.
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if req.Key == "" || req.Token == "" {
+		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+	}
+	var res idempotency.ClaimResult
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		var attempt int
+		var created int64
+		err := tx.QueryRowContext(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
+			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli()).Scan(&attempt, &created)
+		if err == nil {
+			res = idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
+				Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+				Attempt: attempt, Fingerprint: req.Fingerprint, CreatedAt: time.UnixMilli(created).UTC(),
+				UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+			}}
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		rec, err := scan(tx.QueryRowContext(ctx, selectSQL, req.Key))
+		if err != nil {
+			return err
+		}
+		res = idempotency.ClaimResult{Record: rec}
+		return nil
+	})
+	if err != nil {
+		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+	}
+	return res, nil
+}
+
+// Get implements idempotency.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+	rec, err := scan(s.db.QueryRowContext(ctx, selectSQL, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("get", err)
+	}
+	if rec.Expired(now) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, nil
+}
+
+type row interface{ Scan(...any) error }
+
+func scan(r row) (idempotency.Record, error) {
+	var rec idempotency.Record
+	var state string
+	var lease, created, updated, expires int64
+	if err := r.Scan(&rec.Key, &state, &rec.Token, &rec.Fingerprint, &rec.Attempt, &lease, &created, &updated, &expires, &rec.Status, &rec.Detail); err != nil {
+		return idempotency.Record{}, err
+	}
+	rec.State = idempotency.State(state)
+	rec.LeaseUntil = time.UnixMilli(lease).UTC()
+	rec.CreatedAt = time.UnixMilli(created).UTC()
+	rec.UpdatedAt = time.UnixMilli(updated).UTC()
+	rec.ExpiresAt = time.UnixMilli(expires).UTC()
+	return rec, nil
+}
+
+// Finish implements idempotency.Store.
+func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
+	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+	}
+	return s.held(ctx, "finish", `update idempotency_records set state = ?, status = ?, detail = ?, updated_at = ?, expires_at = ?
+		where key = ? and state = 'IN_PROGRESS' and token = ?`,
+		string(f.State), f.Status, f.Detail, f.Now.UnixMilli(), f.ExpiresAt.UnixMilli(), f.Key, f.Token)
+}
+
+// Extend implements idempotency.Store.
+func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+	return s.held(ctx, "extend", `update idempotency_records set lease_until = ?, updated_at = ?
+		where key = ? and state = 'IN_PROGRESS' and token = ?`, leaseUntil.UnixMilli(), now.UnixMilli(), key, token)
+}
+
+// Release implements idempotency.Store.
+func (s *Store) Release(ctx context.Context, key, token string) error {
+	return s.held(ctx, "release", `delete from idempotency_records where key = ? and state = 'IN_PROGRESS' and token = ?`, key, token)
+}
+
+// held runs one statement conditional on IN_PROGRESS and the token.
+func (s *Store) held(ctx context.Context, op, query string, args ...any) error {
+	res, err := s.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return idempotency.Unavailable(op, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return idempotency.Unavailable(op, err)
+	}
+	if n == 0 {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
