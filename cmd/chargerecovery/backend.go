@@ -14,37 +14,58 @@ import (
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/dynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/sqlite"
 	"github.com/finedge/idempotent-consumer/sqs"
 )
 
 // backendConfig selects and locates the queue and the idempotency store.
 type backendConfig struct {
 	kind       string
+	db         string
+	sync       string
 	queue, dlq string
 	table      string
 	wait       time.Duration
+	maxReceive int
 }
 
 const (
-	backendAWS = "aws"
+	backendEmbedded = "embedded"
+	backendAWS      = "aws"
 )
 
 func (c *backendConfig) bind(f *flagSet) {
-	f.String(&c.kind, "backend", "IC_BACKEND", backendAWS, "where the queue and the idempotency records live: aws (SQS + DynamoDB)")
-	f.String(&c.queue, "queue", "IC_QUEUE", "charge-due-events", "aws: SQS queue name or URL")
+	f.String(&c.kind, "backend", "IC_BACKEND", backendEmbedded, "where the queue and the idempotency records live: embedded (one SQLite file) or aws (SQS + DynamoDB)")
+	f.String(&c.db, "db", "IC_DB", "chargerecovery.db", "embedded: SQLite file (queue, DLQ and idempotency records)")
+	f.String(&c.sync, "sqlite-sync", "IC_SQLITE_SYNC", string(sqlite.SyncFull), "embedded: FULL (fsync every commit; survives power loss) or NORMAL (faster; survives a process crash)")
+	f.String(&c.queue, "queue", "IC_QUEUE", "charge-due-events", "queue name (aws: or URL)")
 	f.String(&c.dlq, "dlq", "IC_DLQ", "charge-due-events-dlq", "aws: dead-letter queue name or URL")
 	f.String(&c.table, "table", "IC_TABLE", "charge-idempotency", "aws: DynamoDB idempotency table")
-	f.Duration(&c.wait, "poll-wait", "IC_POLL_WAIT", 20*time.Second, "long-poll wait per receive (0-20s)")
+	f.Duration(&c.wait, "poll-wait", "IC_POLL_WAIT", 20*time.Second, "long-poll wait per receive (0-20s; embedded polls at most 2s per call)")
+	f.Int(&c.maxReceive, "max-receive", "IC_MAX_RECEIVE", 10, "redrive: receives before the queue itself moves a message to the DLQ (aws: set by setup)")
 }
 
 func (c *backendConfig) check(p *problems) {
 	switch c.kind {
+	case backendEmbedded:
+		if c.db == "" {
+			p.add("--db (IC_DB) must name the SQLite file with --backend embedded")
+		}
+		if c.sync != string(sqlite.SyncFull) && c.sync != string(sqlite.SyncNormal) {
+			p.add("--sqlite-sync %q is not FULL or NORMAL", c.sync)
+		}
+		if c.queue == "" {
+			p.add("--queue (IC_QUEUE) must not be empty")
+		}
 	case backendAWS:
 		if c.queue == "" || c.dlq == "" || c.table == "" {
 			p.add("--queue, --dlq and --table (IC_QUEUE, IC_DLQ, IC_TABLE) must not be empty with --backend aws")
 		}
 	default:
-		p.add("--backend %q is not aws", c.kind)
+		p.add("--backend %q is not embedded or aws", c.kind)
+	}
+	if c.maxReceive < 1 || c.maxReceive > 1000 {
+		p.add("--max-receive %d is outside 1-1000", c.maxReceive)
 	}
 	if c.wait < 0 || c.wait > 20*time.Second {
 		p.add("--poll-wait %s is outside 0-20s", c.wait)
@@ -63,22 +84,52 @@ type backend struct {
 	// depth is how many messages the main queue and the DLQ hold.
 	depth func(ctx context.Context) (main, dlq int, err error)
 	close func()
+	// embedded is the SQLite queue, for tools that reach into it.
+	embedded *sqlite.Queue
 }
 
-// setupSpec is what `setup` (and the demo) create.
-type setupSpec struct {
-	visibility time.Duration
-	maxReceive int
-}
-
-// openBackend opens the configured backend; with create it first creates
-// the queues and the table (development only).
-func openBackend(ctx context.Context, c backendConfig, create *setupSpec) (*backend, error) {
+// openBackend opens the configured backend. visibility is the consumer's
+// visibility timeout: every receive uses it, so the runtime's heartbeat and
+// the queue agree. With create it first creates the queues and the table
+// (development; the embedded file is always created as needed).
+func openBackend(ctx context.Context, c backendConfig, visibility time.Duration, create bool) (*backend, error) {
 	switch c.kind {
+	case backendEmbedded:
+		return openEmbedded(ctx, c, visibility)
 	case backendAWS:
-		return openAWS(ctx, c, create)
+		return openAWS(ctx, c, visibility, create)
 	}
 	return nil, usagef("unknown backend %q", c.kind)
+}
+
+// openEmbedded opens the SQLite file (creating it and its schema if
+// needed: an embedded backend needs no separate setup).
+func openEmbedded(ctx context.Context, c backendConfig, visibility time.Duration) (*backend, error) {
+	db, err := sqlite.Open(ctx, c.db, sqlite.OpenOptions{Sync: sqlite.Sync(c.sync)})
+	if err != nil {
+		return nil, err
+	}
+	qo := sqlite.QueueOptions{Name: c.queue, WaitTime: min(c.wait, 2*time.Second), VisibilityTimeout: visibility, MaxReceiveCount: c.maxReceive}
+	if qo.WaitTime == 0 {
+		qo.WaitTime = 100 * time.Millisecond
+	}
+	q, err := sqlite.NewQueue(db, qo)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &backend{
+		desc:     fmt.Sprintf("embedded (SQLite %s, queue %s, sync %s)", c.db, c.queue, c.sync),
+		source:   q,
+		store:    sqlite.NewStore(db),
+		embedded: q,
+		send: func(ctx context.Context, body []byte) (string, error) {
+			return q.Send(ctx, body)
+		},
+		ready: func(ctx context.Context) error { return db.PingContext(ctx) },
+		depth: q.Depth,
+		close: func() { db.Close() },
+	}, nil
 }
 
 // loadAWS reads the standard AWS configuration chain and checks that it
@@ -99,18 +150,18 @@ func loadAWS(ctx context.Context) (aws.Config, error) {
 	return cfg, nil
 }
 
-func openAWS(ctx context.Context, c backendConfig, create *setupSpec) (*backend, error) {
+func openAWS(ctx context.Context, c backendConfig, visibility time.Duration, create bool) (*backend, error) {
 	cfg, err := loadAWS(ctx)
 	if err != nil {
 		return nil, err
 	}
 	sqsc := awssqs.NewFromConfig(cfg)
 	ddb := awsddb.NewFromConfig(cfg)
-	if create != nil {
+	if create {
 		if strings.Contains(c.queue, "://") || strings.Contains(c.dlq, "://") {
 			return nil, usagef("setup needs queue names, not URLs, in --queue and --dlq")
 		}
-		if _, err := sqs.CreateQueues(ctx, sqsc, sqs.QueueSpec{Name: c.queue, DLQName: c.dlq, VisibilityTimeout: create.visibility, MaxReceiveCount: create.maxReceive}); err != nil {
+		if _, err := sqs.CreateQueues(ctx, sqsc, sqs.QueueSpec{Name: c.queue, DLQName: c.dlq, VisibilityTimeout: visibility, MaxReceiveCount: c.maxReceive}); err != nil {
 			return nil, err
 		}
 		if err := dynamodb.CreateTable(ctx, ddb, c.table); err != nil {
@@ -136,7 +187,7 @@ func openAWS(ctx context.Context, c backendConfig, create *setupSpec) (*backend,
 	if err != nil {
 		return nil, err
 	}
-	src, err := sqs.New(sqsc, sqs.Options{QueueURL: qURL, DLQURL: dlqURL, WaitTime: c.wait})
+	src, err := sqs.New(sqsc, sqs.Options{QueueURL: qURL, DLQURL: dlqURL, WaitTime: c.wait, VisibilityTimeout: visibility})
 	if err != nil {
 		return nil, usagef("%v", err)
 	}

@@ -58,7 +58,7 @@ func runSend(ctx context.Context, env *environment, args []string) error {
 	if err := p.err(); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, bc, nil)
+	b, err := openBackend(ctx, bc, 30*time.Second, false)
 	if err != nil {
 		return err
 	}

@@ -97,13 +97,15 @@ func newPipeline(b *backend, c consumerConfig, debiter charge.Debiter, notifier 
 func runServe(ctx context.Context, env *environment, args []string) error {
 	f := newFlagSet(env, "serve", "serve [flags]")
 	var (
-		bc backendConfig
-		cc consumerConfig
-		lc logConfig
+		bc      backendConfig
+		cc      consumerConfig
+		lc      logConfig
+		crashAt string
 	)
 	bc.bind(f)
 	cc.bind(f)
 	lc.bind(f)
+	f.String(&crashAt, "crash-at", "IC_CRASH_AT", "", "testing and drills only: SIGKILL this process right after a step: after-claim, after-debit or after-done")
 	if err := f.parse(args, false); err != nil {
 		return err
 	}
@@ -111,6 +113,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	bc.check(&p)
 	cc.check(&p, true)
 	lc.check(&p)
+	if !validCrashPoint(crashAt) {
+		p.add("--crash-at %q is not after-claim, after-debit or after-done", crashAt)
+	}
 	if err := p.err(); err != nil {
 		return err
 	}
@@ -120,7 +125,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return usagef("--corebank-url: %v", err)
 	}
-	b, err := openBackend(ctx, bc, nil)
+	b, err := openBackend(ctx, bc, cc.visibility, false)
 	if err != nil {
 		return err
 	}
@@ -131,12 +136,14 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return fmt.Errorf("backend not ready: %w", err)
 	}
-	pl, err := newPipeline(b, cc, debiter, notify.NewRecorder(cc.notifyFailRate, log), log, nil)
+	var d charge.Debiter = debiter
+	b.store, d = withCrashes(crashAt, b.store, d)
+	pl, err := newPipeline(b, cc, d, notify.NewRecorder(cc.notifyFailRate, log), log, nil)
 	if err != nil {
 		return usagef("%v", err)
 	}
 	log.Info("consumer starting", "backend", b.desc, "concurrency", cc.concurrency,
-		"visibility", cc.visibility, "lease", cc.lease, "corebank", cc.corebankURL)
+		"visibility", cc.visibility.String(), "lease", cc.lease.String(), "corebank", cc.corebankURL)
 	if err := pl.runtime.Run(ctx); err != nil {
 		return err
 	}

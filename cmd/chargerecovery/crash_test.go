@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/sqlite"
+)
+
+// TestMain lets the test binary run as chargerecovery in a child process
+// (IC_TEST_RUN_MAIN=1), so crash tests can SIGKILL a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("IC_TEST_RUN_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// child starts `chargerecovery args...` as a separate process.
+func child(t *testing.T, env map[string]string, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "IC_TEST_RUN_MAIN=1")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if !testing.Verbose() {
+		cmd.Stdout, cmd.Stderr = nil, nil
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
+	tests := []struct {
+		at        string
+		postedAt  int // ledger entries when the process dies
+		bankCalls int // debit calls in all
+	}{
+		{crashAfterClaim, 0, 1},
+		{crashAfterDebit, 1, 2}, // the retry reaches core banking, which replays the first posting
+		{crashAfterDone, 1, 1},  // the redelivery is dropped as a duplicate
+	}
+	for _, tt := range tests {
+		t.Run(tt.at, func(t *testing.T) {
+			ledger := corebank.NewLedger(corebank.Faults{})
+			bank := httptest.NewServer(corebank.Handler(ledger))
+			defer bank.Close()
+			db := filepath.Join(t.TempDir(), "crash.db")
+			env := map[string]string{
+				"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s",
+				"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_LOG_FORMAT": "text",
+			}
+			if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-CRASH-1", "--account", "001234567890", "--amount-minor", "40000", "--type", "LOCKER_RENT"); r.code != 0 {
+				t.Fatalf("send: %s", r.stderr)
+			}
+
+			// The first consumer dies by SIGKILL in the window.
+			proc := child(t, env, "serve", "--crash-at", tt.at)
+			done := make(chan error, 1)
+			go func() { done <- proc.Wait() }()
+			select {
+			case err := <-done:
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+					t.Fatalf("consumer ended with %v, want SIGKILL at %s", err, tt.at)
+				}
+			case <-time.After(30 * time.Second):
+				_ = proc.Process.Kill()
+				t.Fatal("the consumer did not reach the crash point")
+			}
+			if n := len(ledger.Entries()); n != tt.postedAt {
+				t.Fatalf("ledger entries at the crash = %d, want %d", n, tt.postedAt)
+			}
+
+			// A fresh consumer finishes the job after the lease expires.
+			ctx, stop := context.WithCancel(t.Context())
+			served := make(chan result, 1)
+			go func() { served <- runCmd(ctx, env, "serve") }()
+			store, q := openEmbeddedForTest(t, db)
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				rec, err := store.Get(t.Context(), "CHG-CRASH-1", time.Now())
+				main, _, derr := q.Depth(t.Context())
+				if err == nil && rec.State == idempotency.StateDone && derr == nil && main == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("not finished: record %+v (%v), queue %d", rec, err, main)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			stop()
+			if r := <-served; r.code != 0 {
+				t.Fatalf("second consumer exited %d: %s", r.code, r.stderr)
+			}
+			if got := ledger.PostingsByKey(); len(got) != 1 || got["CHG-CRASH-1"] != 1 {
+				t.Fatalf("ledger = %v, want exactly one debit", got)
+			}
+			if calls := ledger.Calls("CHG-CRASH-1"); calls != tt.bankCalls {
+				t.Fatalf("core-banking calls = %d, want %d", calls, tt.bankCalls)
+			}
+			if _, dlq, _ := q.Depth(t.Context()); dlq != 0 {
+				t.Fatalf("DLQ holds %d", dlq)
+			}
+		})
+	}
+}
+
+func openEmbeddedForTest(t *testing.T, path string) (*sqlite.Store, *sqlite.Queue) {
+	t.Helper()
+	db, err := sqlite.Open(t.Context(), path, sqlite.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	q, err := sqlite.NewQueue(db, sqlite.QueueOptions{Name: "charge-due-events"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sqlite.NewStore(db), q
+}
