@@ -4,6 +4,7 @@
 //	chargerecovery setup      create the queue(s) and the idempotency table (development)
 //	chargerecovery send       put a ChargeDueEvent (or N copies) on the queue
 //	chargerecovery corebank   run the core-banking simulator (HTTP)
+//	chargerecovery demo       the whole exactly-once proof in one command
 //
 // Every flag can also be set by an environment variable (IC_*, shown in
 // each command's -h). AWS region, credentials and endpoint come from the
@@ -50,6 +51,7 @@ var commands = []command{
 	{"setup", "create the queues and the idempotency table (development, tests)", runSetup},
 	{"send", "put a ChargeDueEvent (or N copies of it) on the queue", runSend},
 	{"corebank", "run the core-banking simulator over HTTP", runCorebank},
+	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", runDemo},
 }
 
 func main() {

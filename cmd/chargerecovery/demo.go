@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/dynamodb"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/sqs"
+)
+
+// demoReport is the demo's result (--json prints it as one object).
+type demoReport struct {
+	Backend            string         `json:"backend"`
+	Charges            int            `json:"charges"`
+	MessagesSent       int            `json:"messages_sent"`
+	DebitedOnce        int            `json:"debited_once"`
+	DoubleDebits       int            `json:"double_debits"`
+	NotDebited         int            `json:"not_debited"`
+	DuplicatesDropped  int            `json:"duplicates_dropped"`
+	DuplicatesDeferred int            `json:"duplicates_deferred"`
+	Retries            int            `json:"retries"`
+	DeadLettered       int            `json:"dead_lettered"`
+	Outcomes           map[string]int `json:"outcomes"`
+	ElapsedMS          int64          `json:"elapsed_ms"`
+	OK                 bool           `json:"ok"`
+	Problem            string         `json:"problem,omitempty"`
+}
+
+type demoConfig struct {
+	bc          backendConfig
+	charges     int
+	dupRatio    float64
+	concurrency int
+	timeout     time.Duration
+	seed        uint64
+	asJSON      bool
+	verbose     bool
+	keep        bool
+	faults      corebank.FaultsBody
+	latency     time.Duration
+}
+
+func runDemo(ctx context.Context, env *environment, args []string) error {
+	f := newFlagSet(env, "demo", "demo [flags]")
+	var c demoConfig
+	f.String(&c.bc.kind, "backend", "IC_BACKEND", backendEmbedded, "embedded (a fresh SQLite file) or aws (fresh SQS queues and DynamoDB table at the configured endpoint)")
+	f.Int(&c.charges, "charges", "", 20, "how many distinct charges")
+	f.Float(&c.dupRatio, "dup-ratio", "", 0.3, "fraction of charges sent a second time under the same chargeId (simulated redelivery)")
+	f.Int(&c.concurrency, "concurrency", "", 8, "consumer concurrency")
+	f.Duration(&c.timeout, "timeout", "", 2*time.Minute, "give up waiting for the queue to drain after this")
+	f.fs.Uint64Var(&c.seed, "seed", 0, "random seed for accounts, amounts and which charges repeat (0: random)")
+	f.Bool(&c.asJSON, "json", "", false, "print one JSON object instead of the summary")
+	f.Bool(&c.verbose, "verbose", "", false, "log every decision to stderr")
+	f.Bool(&c.keep, "keep", "", false, "keep the demo's SQLite file / queues / table afterwards")
+	f.Duration(&c.latency, "corebank-latency", "", 5*time.Millisecond, "simulated core-banking latency")
+	f.Float(&c.faults.TransientRate, "transient-rate", "", 0, "simulated core-banking 503s before posting (0-1)")
+	f.Float(&c.faults.TransientAfterPostRate, "lost-response-rate", "", 0, "simulated lost responses after posting (0-1)")
+	if err := f.parse(args, false); err != nil {
+		return err
+	}
+	var p problems
+	if c.bc.kind != backendEmbedded && c.bc.kind != backendAWS {
+		p.add("--backend %q is not embedded or aws", c.bc.kind)
+	}
+	if c.charges < 1 || c.charges > 100000 {
+		p.add("--charges %d is outside 1-100000", c.charges)
+	}
+	if c.dupRatio < 0 || c.dupRatio > 1 {
+		p.add("--dup-ratio %v is outside 0-1", c.dupRatio)
+	}
+	if c.concurrency < 1 || c.concurrency > 1000 {
+		p.add("--concurrency %d is outside 1-1000", c.concurrency)
+	}
+	if c.timeout <= 0 || c.latency < 0 {
+		p.add("--timeout must be positive and --corebank-latency not negative")
+	}
+	for _, r := range []float64{c.faults.TransientRate, c.faults.TransientAfterPostRate} {
+		if r < 0 || r >= 1 {
+			p.add("fault rates must be within 0-1 (below 1, or nothing is ever debited)")
+			break
+		}
+	}
+	if err := p.err(); err != nil {
+		return err
+	}
+	rep, err := demo(ctx, env, c)
+	if err != nil {
+		return err
+	}
+	if c.asJSON {
+		enc := json.NewEncoder(env.stdout)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printDemo(env.stdout, rep)
+	}
+	if !rep.OK {
+		return fmt.Errorf("exactly-once check failed: %s", rep.Problem)
+	}
+	return nil
+}
+
+func printDemo(w io.Writer, r demoReport) {
+	verdict := "OK: every charge was debited exactly once"
+	if !r.OK {
+		verdict = "FAILED: " + r.Problem
+	}
+	fmt.Fprintf(w, `charge-recovery demo (%s)
+  charges             %d
+  messages sent       %d (%d redeliveries of the same chargeId)
+  debited once        %d
+  double debits       %d
+  not debited         %d
+  duplicates dropped  %d (already DONE) + %d deferred while in progress
+  retries             %d
+  dead-lettered       %d
+  elapsed             %s
+%s
+`, r.Backend, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.NotDebited,
+		r.DuplicatesDropped, r.DuplicatesDeferred, r.Retries, r.DeadLettered,
+		(time.Duration(r.ElapsedMS) * time.Millisecond).String(), verdict)
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// demo runs the whole proof: fresh state, simulator, consumer, workload,
+// verification from the simulator's ledger.
+func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, error) {
+	start := time.Now()
+	run := randomID()
+	logOut := io.Discard
+	if c.verbose {
+		logOut = env.stderr
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	// 1. Fresh state of its own.
+	const visibility, lease = 3 * time.Second, 3 * time.Second
+	c.bc.queue, c.bc.dlq, c.bc.table = "ic-demo-"+run, "ic-demo-"+run+"-dlq", "ic-demo-"+run
+	c.bc.wait, c.bc.maxReceive, c.bc.sync = time.Second, 20, "NORMAL"
+	var cleanup []func()
+	defer func() {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+	}()
+	if c.bc.kind == backendEmbedded {
+		dir, err := os.MkdirTemp("", "chargerecovery-demo-")
+		if err != nil {
+			return demoReport{}, err
+		}
+		c.bc.db = filepath.Join(dir, "demo.db")
+		if c.keep {
+			fmt.Fprintf(env.stderr, "demo: keeping %s\n", c.bc.db)
+		} else {
+			cleanup = append(cleanup, func() { os.RemoveAll(dir) })
+		}
+	}
+	b, err := openBackend(ctx, c.bc, visibility, true)
+	if err != nil {
+		return demoReport{}, err
+	}
+	cleanup = append(cleanup, b.close)
+	if c.bc.kind == backendAWS && !c.keep {
+		cleanup = append(cleanup, func() { dropAWSDemo(c.bc) })
+	}
+
+	// 2. The core-banking simulator, over real HTTP on loopback.
+	faults := c.faults
+	faults.LatencyMS = c.latency.Milliseconds()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return demoReport{}, err
+	}
+	srv := &http.Server{Handler: corebank.Handler(corebank.NewLedger(faults.Faults())), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	cleanup = append(cleanup, func() { _ = srv.Close() })
+	bank, err := corebank.NewClient("http://"+ln.Addr().String(), corebank.ClientOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		return demoReport{}, err
+	}
+
+	// 3. The consumer.
+	var mu sync.Mutex
+	outcomes := map[charge.Outcome]int{}
+	cc := consumerConfig{concurrency: c.concurrency, visibility: visibility, lease: lease,
+		retention: idempotency.DefaultRetention, shutdownTimeout: 10 * time.Second}
+	pl, err := newPipeline(b, cc, bank, notify.NewRecorder(0, log), log, func(_ consumer.Message, _ charge.Charge, r charge.Result) {
+		mu.Lock()
+		outcomes[r.Outcome]++
+		mu.Unlock()
+	})
+	if err != nil {
+		return demoReport{}, err
+	}
+	rctx, stopConsumer := context.WithCancel(ctx)
+	consumerDone := make(chan error, 1)
+	go func() { consumerDone <- pl.runtime.Run(rctx) }()
+	stop := sync.OnceFunc(func() { stopConsumer(); <-consumerDone })
+	defer stop()
+
+	// 4. The workload: N charges, about dupRatio of them sent twice.
+	seed := c.seed
+	if seed == 0 {
+		seed = mrand.Uint64()
+	}
+	rng := mrand.New(mrand.NewPCG(seed, 0x1dc0))
+	charges := make([]charge.Charge, c.charges)
+	fees := []struct {
+		t     charge.Type
+		minor int64
+	}{{charge.SMSAlertFee, 2500}, {charge.ChequeBookFee, 15000}, {charge.LockerRent, 250000}}
+	due := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	for i := range charges {
+		fee := fees[rng.IntN(len(fees))]
+		charges[i] = charge.Charge{
+			ID: fmt.Sprintf("DEMO-%s-%05d", run, i+1), AccountID: fmt.Sprintf("%012d", rng.Int64N(1e12)),
+			Amount: charge.Money{Minor: fee.minor, Currency: "INR"}, Type: fee.t, DueDate: due,
+		}
+	}
+	var bodies [][]byte
+	for _, ch := range charges {
+		body, err := charge.MarshalEvent(ch)
+		if err != nil {
+			return demoReport{}, err
+		}
+		bodies = append(bodies, body)
+	}
+	dups := int(float64(c.charges)*c.dupRatio + 0.5)
+	for _, i := range rng.Perm(c.charges)[:dups] {
+		bodies = append(bodies, bodies[i])
+	}
+	rng.Shuffle(len(bodies), func(i, j int) { bodies[i], bodies[j] = bodies[j], bodies[i] })
+	for _, body := range bodies {
+		if _, err := b.send(ctx, body); err != nil {
+			return demoReport{}, fmt.Errorf("send: %w", err)
+		}
+	}
+
+	// 5. Wait until every charge has a final record and the queue is empty.
+	guard := pl.guard
+	deadline := time.Now().Add(c.timeout)
+	pending := charges
+	for {
+		var still []charge.Charge
+		for _, ch := range pending {
+			r, err := guard.Get(ctx, ch.ID)
+			if err != nil || r.State == idempotency.StateInProgress {
+				still = append(still, ch)
+			}
+		}
+		pending = still
+		mainDepth, _, err := b.depth(ctx)
+		if err == nil && len(pending) == 0 && mainDepth == 0 {
+			break
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			stop()
+			return demoReport{}, fmt.Errorf("the queue did not drain within %s (%d charges unfinished, %d messages left)", c.timeout, len(pending), mainDepth)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+
+	// 6. Verify from the simulator's ledger.
+	entries, err := bank.Ledger(ctx)
+	if err != nil {
+		return demoReport{}, fmt.Errorf("read the ledger: %w", err)
+	}
+	posted := map[string]int{}
+	for _, e := range entries {
+		posted[e.IdempotencyKey]++
+	}
+	rep := demoReport{Backend: b.desc, Charges: c.charges, MessagesSent: len(bodies), Outcomes: map[string]int{}}
+	for _, ch := range charges {
+		switch n := posted[ch.ID]; {
+		case n == 1:
+			rep.DebitedOnce++
+		case n > 1:
+			rep.DoubleDebits++
+		default:
+			rep.NotDebited++
+		}
+	}
+	mu.Lock()
+	for o, n := range outcomes {
+		rep.Outcomes[o.String()] = n
+	}
+	rep.DuplicatesDropped = outcomes[charge.DuplicateDone]
+	rep.DuplicatesDeferred = outcomes[charge.DuplicateInProgress]
+	rep.Retries = outcomes[charge.RetryLater] + outcomes[charge.LeaseLost]
+	rep.DeadLettered = outcomes[charge.DebitFailed] + outcomes[charge.DuplicateFailed] + outcomes[charge.Conflict] + outcomes[charge.Invalid]
+	mu.Unlock()
+	rep.ElapsedMS = time.Since(start).Milliseconds()
+	rep.OK = rep.DebitedOnce == c.charges && rep.DoubleDebits == 0 && rep.NotDebited == 0
+	if !rep.OK {
+		var bad []string
+		for _, ch := range charges {
+			if posted[ch.ID] != 1 {
+				bad = append(bad, fmt.Sprintf("%s debited %d times", ch.ID, posted[ch.ID]))
+			}
+		}
+		sort.Strings(bad)
+		rep.Problem = fmt.Sprintf("%d of %d charges not debited exactly once (e.g. %s)", len(bad), c.charges, bad[0])
+	}
+	return rep, nil
+}
+
+// dropAWSDemo deletes the demo's queues and table.
+func dropAWSDemo(c backendConfig) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg, err := loadAWS(ctx)
+	if err != nil {
+		return
+	}
+	sqsc := awssqs.NewFromConfig(cfg)
+	for _, name := range []string{c.queue, c.dlq} {
+		if u, err := sqs.QueueURL(ctx, sqsc, name); err == nil {
+			_ = sqs.DeleteQueue(ctx, sqsc, u)
+		}
+	}
+	if err := dynamodb.DeleteTable(ctx, awsddb.NewFromConfig(cfg), c.table); err != nil && !errors.Is(err, context.Canceled) {
+		return
+	}
+}

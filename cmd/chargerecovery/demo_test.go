@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func runDemoJSON(t *testing.T, args ...string) demoReport {
+	t.Helper()
+	r := runCmd(t.Context(), nil, append([]string{"demo", "--json"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("demo exited %d: %s %s", r.code, r.stdout, r.stderr)
+	}
+	var rep demoReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("demo --json printed %q: %v", r.stdout, err)
+	}
+	return rep
+}
+
+func wantExactlyOnce(t *testing.T, rep demoReport, charges, sent int) {
+	t.Helper()
+	if !rep.OK || rep.Charges != charges || rep.MessagesSent != sent || rep.DebitedOnce != charges ||
+		rep.DoubleDebits != 0 || rep.NotDebited != 0 {
+		t.Fatalf("report = %+v", rep)
+	}
+	if rep.Outcomes["processed"] != charges {
+		t.Fatalf("processed %d, want %d", rep.Outcomes["processed"], charges)
+	}
+	if rep.DuplicatesDropped != sent-charges {
+		t.Fatalf("duplicates dropped %d, want %d", rep.DuplicatesDropped, sent-charges)
+	}
+}
+
+func TestDemoIsHermeticTwiceInARow(t *testing.T) {
+	for range 2 {
+		wantExactlyOnce(t, runDemoJSON(t), 20, 26)
+	}
+}
+
+func TestDemoSummaryIsReadable(t *testing.T) {
+	r := runCmd(t.Context(), nil, "demo", "--charges", "5", "--dup-ratio", "1")
+	if r.code != 0 || !strings.Contains(r.stdout, "OK: every charge was debited exactly once") ||
+		!strings.Contains(r.stdout, "messages sent       10 (5 redeliveries") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestDemoUnderCoreBankingFaultsStillDebitsEachChargeOnce(t *testing.T) {
+	rep := runDemoJSON(t, "--charges", "60", "--transient-rate", "0.2", "--lost-response-rate", "0.1", "--seed", "7")
+	wantExactlyOnce(t, rep, 60, 78)
+	if rep.Retries == 0 {
+		t.Fatal("no fault was injected; the test proves nothing")
+	}
+}
+
+func TestDemoOnTheAWSEmulator(t *testing.T) {
+	useEmulator(t)
+	wantExactlyOnce(t, runDemoJSON(t, "--backend", "aws"), 20, 26)
+}
+
+func TestDemoRefusesBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"--charges", "0"}, {"--dup-ratio", "2"}, {"--backend", "redis"}, {"--transient-rate", "1"}} {
+		r := runCmd(t.Context(), nil, append([]string{"demo"}, args...)...)
+		if r.code != exitUsage {
+			t.Errorf("demo %v: exit %d, want 2 (%s)", args, r.code, r.stderr)
+		}
+	}
+}
