@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -73,7 +74,10 @@ type Store struct {
 	table string
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var (
+	_ idempotency.Store       = (*Store)(nil)
+	_ idempotency.StuckLister = (*Store)(nil)
+)
 
 // New returns a store on table through api (an *awsddb.Client).
 func New(api API, table string) (*Store, error) {
@@ -342,4 +346,42 @@ func (d *decoder) t(name string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(d.n(name)).UTC()
+}
+
+// Stuck returns the IN_PROGRESS records whose lease passed before now,
+// oldest lease first (at most limit), and how many there are in all. It
+// scans the table (read capacity grows with the table): an operator's tool,
+// not a hot path. For a very large table, add a sparse index on leaseUntil.
+func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
+	scanner, ok := s.api.(interface {
+		Scan(ctx context.Context, in *awsddb.ScanInput, opts ...func(*awsddb.Options)) (*awsddb.ScanOutput, error)
+	})
+	if !ok {
+		return nil, 0, errors.New("dynamodb: the client cannot Scan")
+	}
+	p := awsddb.NewScanPaginator(scanner, &awsddb.ScanInput{
+		TableName:                aws.String(s.table),
+		ConsistentRead:           aws.Bool(true),
+		FilterExpression:         aws.String(`#state = :ip AND #lease <= :now AND #expires > :now`),
+		ExpressionAttributeNames: pick("#state", "#lease", "#expires"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ip": str(string(idempotency.StateInProgress)), ":now": ms(now),
+		},
+	})
+	var all []idempotency.Record
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, 0, idempotency.Unavailable("stuck", err)
+		}
+		for _, item := range out.Items {
+			rec, err := decode(item)
+			if err != nil {
+				return nil, 0, err
+			}
+			all = append(all, rec)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].LeaseUntil.Before(all[j].LeaseUntil) })
+	return all[:min(limit, len(all))], len(all), nil
 }

@@ -70,3 +70,11 @@ type Finish struct {
 	Now       time.Time
 	ExpiresAt time.Time
 }
+
+// StuckLister is an optional Store capability for operators: the
+// IN_PROGRESS records whose lease passed at or before now (their worker
+// died or hangs), oldest lease first, at most limit, plus how many there are
+// in all. Records past retention are not listed.
+type StuckLister interface {
+	Stuck(ctx context.Context, now time.Time, limit int) ([]Record, int, error)
+}

@@ -6,6 +6,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -18,7 +19,10 @@ type Store struct {
 	recs map[string]idempotency.Record
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var (
+	_ idempotency.Store       = (*Store)(nil)
+	_ idempotency.StuckLister = (*Store)(nil)
+)
 
 // New returns an empty store.
 func New() *Store { return &Store{recs: make(map[string]idempotency.Record)} }
@@ -137,4 +141,19 @@ func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.recs)
+}
+
+// Stuck returns the IN_PROGRESS records whose lease passed before now,
+// oldest lease first (at most limit), and how many there are in all.
+func (s *Store) Stuck(_ context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
+	s.mu.Lock()
+	var all []idempotency.Record
+	for _, r := range s.recs {
+		if r.State == idempotency.StateInProgress && !now.Before(r.LeaseUntil) && !r.Expired(now) {
+			all = append(all, r)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].LeaseUntil.Before(all[j].LeaseUntil) })
+	return all[:min(limit, len(all))], len(all), nil
 }

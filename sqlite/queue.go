@@ -14,6 +14,7 @@ import (
 	"maragu.dev/goqite"
 
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/dlq"
 )
 
 // ErrStaleReceipt: the receipt is not the message's latest delivery, or the
@@ -324,4 +325,31 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 func (q *Queue) Purge(ctx context.Context) error {
 	_, err := q.db.ExecContext(ctx, `delete from goqite where queue in (?, ?)`, q.opts.Name, q.opts.Name+"-dlq")
 	return err
+}
+
+// Redrive moves DLQ entries back to the queue (oldest first) as opts
+// decides; each move (send + delete) is one transaction.
+func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, error) {
+	rep := dlq.Report{DryRun: opts.DryRun}
+	entries, order, err := q.DLQEntries(ctx, 1<<30)
+	if err != nil {
+		return rep, err
+	}
+	for _, id := range order {
+		e := entries[id]
+		d := opts.Decide(dlq.Entry{ID: id, Reason: e.Reason}, rep.Moved)
+		if d == dlq.Move && !opts.DryRun {
+			err := inTx(ctx, q.db, func(tx *sql.Tx) error {
+				if err := q.q.SendTx(ctx, tx, goqite.Message{Body: e.Body}); err != nil {
+					return err
+				}
+				return q.dlq.DeleteTx(ctx, tx, goqite.ID(id))
+			})
+			if err != nil {
+				return rep, fmt.Errorf("sqlite: redrive %s: %w", id, err)
+			}
+		}
+		rep.Count(dlq.Entry{ID: id, Reason: e.Reason}, d)
+	}
+	return rep, nil
 }

@@ -17,7 +17,10 @@ type Store struct {
 	db *sql.DB
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var (
+	_ idempotency.Store       = (*Store)(nil)
+	_ idempotency.StuckLister = (*Store)(nil)
+)
 
 // NewStore returns a store on db (from Open).
 func NewStore(db *sql.DB) *Store { return &Store{db: db} }
@@ -140,4 +143,30 @@ func (s *Store) held(ctx context.Context, op, query string, args ...any) error {
 		return idempotency.ErrLeaseLost
 	}
 	return nil
+}
+
+// Stuck returns the IN_PROGRESS records whose lease passed before now,
+// oldest lease first (at most limit), and how many there are in all.
+func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
+	var total int
+	if err := s.db.QueryRowContext(ctx, `select count(*) from idempotency_records
+		where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?`, now.UnixMilli(), now.UnixMilli()).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	rows, err := s.db.QueryContext(ctx, `select key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail
+		from idempotency_records where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?
+		order by lease_until limit ?`, now.UnixMilli(), now.UnixMilli(), limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []idempotency.Record
+	for rows.Next() {
+		rec, err := scan(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, rec)
+	}
+	return out, total, rows.Err()
 }

@@ -12,6 +12,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/dlq"
 	"github.com/finedge/idempotent-consumer/dynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/sqlite"
@@ -84,8 +85,8 @@ type backend struct {
 	// depth is how many messages the main queue and the DLQ hold.
 	depth func(ctx context.Context) (main, dlq int, err error)
 	close func()
-	// embedded is the SQLite queue, for tools that reach into it.
-	embedded *sqlite.Queue
+	// redrive moves DLQ messages back to the main queue.
+	redrive func(ctx context.Context, o dlq.Options) (dlq.Report, error)
 }
 
 // openBackend opens the configured backend. visibility is the consumer's
@@ -119,10 +120,10 @@ func openEmbedded(ctx context.Context, c backendConfig, visibility time.Duration
 		return nil, err
 	}
 	return &backend{
-		desc:     fmt.Sprintf("embedded (SQLite %s, queue %s, sync %s)", c.db, c.queue, c.sync),
-		source:   q,
-		store:    sqlite.NewStore(db),
-		embedded: q,
+		desc:    fmt.Sprintf("embedded (SQLite %s, queue %s, sync %s)", c.db, c.queue, c.sync),
+		source:  q,
+		store:   sqlite.NewStore(db),
+		redrive: q.Redrive,
 		send: func(ctx context.Context, body []byte) (string, error) {
 			return q.Send(ctx, body)
 		},
@@ -221,6 +222,9 @@ func openAWS(ctx context.Context, c backendConfig, visibility time.Duration, cre
 			return m.Total(), d.Total(), err
 		},
 		close: func() {},
+		redrive: func(ctx context.Context, o dlq.Options) (dlq.Report, error) {
+			return sqs.Redrive(ctx, sqsc, dlqURL, qURL, o)
+		},
 	}
 	return b, nil
 }

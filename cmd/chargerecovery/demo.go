@@ -212,7 +212,7 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	outcomes := map[charge.Outcome]int{}
 	cc := consumerConfig{concurrency: c.concurrency, visibility: visibility, lease: lease,
 		retention: idempotency.DefaultRetention, shutdownTimeout: 10 * time.Second}
-	pl, err := newPipeline(b, cc, bank, notify.NewRecorder(0, log), log, func(_ consumer.Message, _ charge.Charge, r charge.Result) {
+	pl, err := newPipeline(b, cc, bank, notify.NewRecorder(0, log), log, nil, func(_ consumer.Message, _ charge.Charge, r charge.Result) {
 		mu.Lock()
 		outcomes[r.Outcome]++
 		mu.Unlock()

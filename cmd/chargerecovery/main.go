@@ -4,6 +4,9 @@
 //	chargerecovery setup      create the queue(s) and the idempotency table (development)
 //	chargerecovery send       put a ChargeDueEvent (or N copies) on the queue
 //	chargerecovery corebank   run the core-banking simulator (HTTP)
+//	chargerecovery inspect    show the idempotency record of a charge
+//	chargerecovery stuck      list claims IN_PROGRESS past their lease
+//	chargerecovery redrive    move dead-lettered messages back to the queue
 //	chargerecovery demo       the whole exactly-once proof in one command
 //
 // Every flag can also be set by an environment variable (IC_*, shown in
@@ -51,6 +54,9 @@ var commands = []command{
 	{"setup", "create the queues and the idempotency table (development, tests)", runSetup},
 	{"send", "put a ChargeDueEvent (or N copies of it) on the queue", runSend},
 	{"corebank", "run the core-banking simulator over HTTP", runCorebank},
+	{"inspect", "show the idempotency record of a charge", runInspect},
+	{"stuck", "list claims IN_PROGRESS past their lease, oldest first", runStuck},
+	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --max; conflicts need --force)", runRedrive},
 	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", runDemo},
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/notify"
 	"github.com/finedge/idempotent-consumer/recovery"
 )
@@ -71,9 +72,18 @@ type pipeline struct {
 	runtime *consumer.Runtime
 }
 
+// newPipeline wires the service over b. With m set, every port is
+// instrumented.
 func newPipeline(b *backend, c consumerConfig, debiter charge.Debiter, notifier charge.Notifier, log *slog.Logger,
-	onResult func(consumer.Message, charge.Charge, charge.Result)) (*pipeline, error) {
-	guard, err := idempotency.NewGuard(b.store, idempotency.Options{Lease: c.lease, Retention: c.retention})
+	m *metrics.Metrics, onResult func(consumer.Message, charge.Charge, charge.Result)) (*pipeline, error) {
+	store, source := b.store, b.source
+	var onDecision func(consumer.Message, consumer.Decision, time.Duration)
+	if m != nil {
+		store, source = m.Store(store), m.Source(source)
+		debiter, notifier = m.Debiter(debiter), m.Notifier(notifier)
+		onDecision = m.OnDecision
+	}
+	guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: c.lease, Retention: c.retention})
 	if err != nil {
 		return nil, err
 	}
@@ -82,14 +92,18 @@ func newPipeline(b *backend, c consumerConfig, debiter charge.Debiter, notifier 
 		return nil, err
 	}
 	h := recovery.NewHandler(recovery.Options{Service: svc, Logger: log, OnResult: onResult})
-	rt, err := consumer.New(b.source, h, consumer.Options{
+	rt, err := consumer.New(source, h, consumer.Options{
 		Concurrency:       c.concurrency,
 		VisibilityTimeout: c.visibility,
 		ShutdownTimeout:   c.shutdownTimeout,
 		Logger:            log,
+		OnDecision:        onDecision,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if m != nil {
+		m.RuntimeGauges(rt)
 	}
 	return &pipeline{guard: guard, handler: h, runtime: rt}, nil
 }
@@ -97,14 +111,16 @@ func newPipeline(b *backend, c consumerConfig, debiter charge.Debiter, notifier 
 func runServe(ctx context.Context, env *environment, args []string) error {
 	f := newFlagSet(env, "serve", "serve [flags]")
 	var (
-		bc      backendConfig
-		cc      consumerConfig
-		lc      logConfig
-		crashAt string
+		bc       backendConfig
+		cc       consumerConfig
+		lc       logConfig
+		crashAt  string
+		httpAddr string
 	)
 	bc.bind(f)
 	cc.bind(f)
 	lc.bind(f)
+	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (empty: off)")
 	f.String(&crashAt, "crash-at", "IC_CRASH_AT", "", "testing and drills only: SIGKILL this process right after a step: after-claim, after-debit or after-done")
 	if err := f.parse(args, false); err != nil {
 		return err
@@ -138,9 +154,18 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	var d charge.Debiter = debiter
 	b.store, d = withCrashes(crashAt, b.store, d)
-	pl, err := newPipeline(b, cc, d, notify.NewRecorder(cc.notifyFailRate, log), log, nil)
+	m := metrics.New()
+	pl, err := newPipeline(b, cc, d, notify.NewRecorder(cc.notifyFailRate, log), log, m, nil)
 	if err != nil {
 		return usagef("%v", err)
+	}
+	if httpAddr != "" {
+		ops, err := startOpsServer(httpAddr, m, b.ready, log)
+		if err != nil {
+			return err
+		}
+		defer ops.close()
+		log.Info("serving /metrics, /healthz and /readyz", "addr", ops.addr())
 	}
 	log.Info("consumer starting", "backend", b.desc, "concurrency", cc.concurrency,
 		"visibility", cc.visibility.String(), "lease", cc.lease.String(), "corebank", cc.corebankURL)

@@ -304,6 +304,50 @@ var cases = []struct {
 			t.Fatalf("attempt after one reclaim = %d, want 2", got.Attempt)
 		}
 	}},
+	{"StuckListsExpiredClaimsOldestFirst", func(t *testing.T, e *env) {
+		sl, ok := e.s.(idempotency.StuckLister)
+		if !ok {
+			t.Skip("the store does not list stuck claims (optional)")
+		}
+		ctx := t.Context()
+		claim := func(key string) idempotency.Claim {
+			c, err := e.g.Claim(ctx, key, fpA)
+			if err != nil || !c.Outcome.Owned() {
+				t.Fatalf("claim %s: %v %v", key, c.Outcome, err)
+			}
+			return c
+		}
+		oldest := claim(e.key + "-a")
+		e.clock.Advance(time.Second)
+		newer := claim(e.key + "-b")
+		done := claim(e.key + "-done")
+		if err := e.g.Complete(ctx, done.Lease(), "DEBITED", ""); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(Lease) // a and b are past their lease
+		live := claim(e.key + "-live")
+		recs, total, err := sl.Stuck(ctx, e.clock.Now(), 1000)
+		if err != nil {
+			t.Fatalf("Stuck: %v", err)
+		}
+		var ours []string
+		for _, r := range recs {
+			if len(r.Key) > len(e.key) && r.Key[:len(e.key)] == e.key {
+				ours = append(ours, r.Key)
+			}
+			if r.State != idempotency.StateInProgress || r.LeaseUntil.After(e.clock.Now()) {
+				t.Errorf("listed a claim that is not stuck: %+v", r)
+			}
+		}
+		if len(ours) != 2 || ours[0] != oldest.Record.Key || ours[1] != newer.Record.Key || total < 2 {
+			t.Fatalf("stuck = %v (total %d), want [%s %s]; live %s and done must not be listed",
+				ours, total, oldest.Record.Key, newer.Record.Key, live.Record.Key)
+		}
+		limited, total2, err := sl.Stuck(ctx, e.clock.Now(), 1)
+		if err != nil || len(limited) != 1 || total2 != total {
+			t.Fatalf("Stuck with limit 1: %d records, total %d (want %d), err %v", len(limited), total2, total, err)
+		}
+	}},
 	{"OpaqueKeys", func(t *testing.T, e *env) {
 		e.key += "/चार्ज #1 'quoted' \"and\" spaces"
 		c := e.claim(t, fpA, idempotency.Acquired)

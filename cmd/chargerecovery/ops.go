@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/dlq"
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// recordJSON is the --json form of an idempotency record.
+type recordJSON struct {
+	ChargeID    string    `json:"chargeId"`
+	State       string    `json:"state"`
+	Status      string    `json:"status,omitempty"`
+	Detail      string    `json:"detail,omitempty"`
+	Attempt     int       `json:"attempt"`
+	LeaseUntil  time.Time `json:"leaseUntil"`
+	LeaseLive   bool      `json:"leaseLive"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	Fingerprint string    `json:"fingerprint"`
+	TokenPrefix string    `json:"tokenPrefix"`
+}
+
+func toJSON(r idempotency.Record, now time.Time) recordJSON {
+	return recordJSON{
+		ChargeID: r.Key, State: string(r.State), Status: r.Status, Detail: r.Detail, Attempt: r.Attempt,
+		LeaseUntil: r.LeaseUntil, LeaseLive: r.LeaseLive(now), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ExpiresAt: r.ExpiresAt, Fingerprint: r.Fingerprint, TokenPrefix: prefix(r.Token, 8),
+	}
+}
+
+func prefix(s string, n int) string { return s[:min(n, len(s))] }
+
+// opsFlags are the flags every operator command shares.
+func opsFlags(env *environment, name, synopsis string) (*flagSet, *backendConfig, *bool) {
+	f := newFlagSet(env, name, synopsis)
+	bc := &backendConfig{}
+	bc.bind(f)
+	asJSON := new(bool)
+	f.Bool(asJSON, "json", "", false, "print JSON")
+	return f, bc, asJSON
+}
+
+func openForOps(ctx context.Context, bc *backendConfig) (*backend, error) {
+	var p problems
+	bc.check(&p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return openBackend(ctx, *bc, 30*time.Second, false)
+}
+
+func runInspect(ctx context.Context, env *environment, args []string) error {
+	f, bc, asJSON := opsFlags(env, "inspect", "inspect [flags] CHARGE_ID")
+	if err := f.parse(args, true); err != nil {
+		return err
+	}
+	if f.fs.NArg() != 1 {
+		return usagef("give exactly one CHARGE_ID (see -h)")
+	}
+	id := f.fs.Arg(0)
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	now := time.Now()
+	rec, err := b.store.Get(ctx, id, now)
+	if errors.Is(err, idempotency.ErrNotFound) {
+		return fmt.Errorf("no idempotency record for %s: never claimed, released after a transient failure, or past its retention", id)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(env.stdout).Encode(toJSON(rec, now))
+	}
+	printRecord(env.stdout, rec, now)
+	return nil
+}
+
+func printRecord(w io.Writer, r idempotency.Record, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	lease := "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago"
+	if r.LeaseLive(now) {
+		lease = "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
+	}
+	meaning := map[idempotency.State]string{
+		idempotency.StateDone:       "finished; redeliveries are dropped",
+		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
+		idempotency.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
+	}[r.State]
+	fmt.Fprintf(tw, "charge\t%s\n", r.Key)
+	fmt.Fprintf(tw, "state\t%s (%s)\n", r.State, meaning)
+	if r.Status != "" {
+		fmt.Fprintf(tw, "status\t%s\n", r.Status)
+	}
+	if r.Detail != "" {
+		fmt.Fprintf(tw, "detail\t%s\n", r.Detail)
+	}
+	fmt.Fprintf(tw, "attempt\t%d\n", r.Attempt)
+	fmt.Fprintf(tw, "lease until\t%s (%s)\n", r.LeaseUntil.UTC().Format(time.RFC3339), lease)
+	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "updated\t%s\n", r.UpdatedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "kept until\t%s\n", r.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "fingerprint\t%s…\n", prefix(r.Fingerprint, 16))
+	fmt.Fprintf(tw, "token\t%s…\n", prefix(r.Token, 8))
+	tw.Flush()
+}
+
+func runStuck(ctx context.Context, env *environment, args []string) error {
+	f, bc, asJSON := opsFlags(env, "stuck", "stuck [flags]")
+	var limit int
+	f.Int(&limit, "limit", "", 20, "list at most this many")
+	if err := f.parse(args, false); err != nil {
+		return err
+	}
+	if limit < 1 {
+		return usagef("--limit must be at least 1")
+	}
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	sl, ok := b.store.(idempotency.StuckLister)
+	if !ok {
+		return fmt.Errorf("the %s store cannot list stuck claims", bc.kind)
+	}
+	now := time.Now()
+	recs, total, err := sl.Stuck(ctx, now, limit)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		out := struct {
+			Total  int          `json:"total"`
+			Claims []recordJSON `json:"claims"`
+		}{Total: total, Claims: []recordJSON{}}
+		for _, r := range recs {
+			out.Claims = append(out.Claims, toJSON(r, now))
+		}
+		return json.NewEncoder(env.stdout).Encode(out)
+	}
+	fmt.Fprintf(env.stdout, "%d claim(s) IN_PROGRESS past their lease", total)
+	if total == 0 {
+		fmt.Fprintln(env.stdout)
+		return nil
+	}
+	fmt.Fprintf(env.stdout, " (oldest first, %d shown). Each is reclaimed by its next delivery; if the message is gone, see the DLQ.\n", len(recs))
+	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHARGE\tLEASE EXPIRED\tOVERDUE\tATTEMPT\tCLAIMED")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Key, r.LeaseUntil.UTC().Format(time.RFC3339),
+			now.Sub(r.LeaseUntil).Round(time.Second), r.Attempt, r.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func runRedrive(ctx context.Context, env *environment, args []string) error {
+	f, bc, asJSON := opsFlags(env, "redrive", "redrive [flags]")
+	var o dlq.Options
+	f.Bool(&o.DryRun, "dry-run", "", false, "count what would move; move nothing")
+	f.String(&o.ReasonPrefix, "reason", "", "", "move only entries whose reason starts with this (e.g. invalid, debit_failed, redrive)")
+	f.Int(&o.Max, "max", "", 0, "move at most this many (0: all that match)")
+	f.Bool(&o.Force, "force", "", false, "also move CONFLICT entries (a charge id reused with another payload; they will conflict again)")
+	if err := f.parse(args, false); err != nil {
+		return err
+	}
+	if o.Max < 0 {
+		return usagef("--max must not be negative")
+	}
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	rep, err := b.redrive(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(env.stdout).Encode(rep)
+	}
+	verb := "moved"
+	if o.DryRun {
+		verb = "would move"
+	}
+	fmt.Fprintf(env.stdout, "DLQ entries seen: %d; %s back to the queue: %d; held back (conflicts, need --force): %d; not matching: %d\n",
+		rep.Seen, verb, rep.Moved, rep.HeldBack, rep.Skipped)
+	if len(rep.ByReason) > 0 {
+		var parts []string
+		for k, v := range rep.ByReason {
+			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
+		}
+		sort.Strings(parts)
+		fmt.Fprintf(env.stdout, "by reason: %s\n", strings.Join(parts, " "))
+	}
+	return nil
+}

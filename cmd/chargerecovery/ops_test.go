@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+)
+
+// startCmd runs a command in the background; its stderr can be read while
+// it runs.
+func startCmd(ctx context.Context, env map[string]string, args ...string) (*syncBuffer, <-chan int) {
+	var out, errb syncBuffer
+	e := &environment{stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, e, args) }()
+	return &errb, done
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// metricValue reads one sample from a Prometheus text exposition.
+func metricValue(t *testing.T, text, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, series)), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no sample %s in /metrics", series)
+	return 0
+}
+
+func opsScenario(t *testing.T, env map[string]string) {
+	ctx := t.Context()
+	ledger := corebank.NewLedger(corebank.Faults{DeclineAccounts: map[string]string{"005555555555": "INSUFFICIENT_FUNDS"}})
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	defer bank.Close()
+	env["IC_COREBANK_URL"] = bank.URL
+	env["IC_HTTP_ADDR"] = "127.0.0.1:0"
+	env["IC_LOG_FORMAT"] = "text"
+	env["IC_POLL_WAIT"] = "1s"
+
+	send := func(args ...string) {
+		t.Helper()
+		if r := runCmd(ctx, env, append([]string{"send"}, args...)...); r.code != 0 {
+			t.Fatalf("send %v: %s", args, r.stderr)
+		}
+	}
+	send("--charge-id", "CHG-OPS-GOOD", "--account", "001234567890", "--amount-minor", "2500", "--due", "2026-11-30", "--copies", "2")
+	send("--charge-id", "CHG-OPS-NSF", "--account", "005555555555", "--amount-minor", "15000", "--type", "CHEQUE_BOOK_FEE")
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"chargeId":"CHG-OPS-BAD","amount":{"minor":"25"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	send("--body-file", bad)
+
+	ctxServe, stop := context.WithCancel(ctx)
+	defer stop()
+	logs, done := startCmd(ctxServe, env, "serve", "--visibility", "3s", "--lease", "3s")
+	addrRe := regexp.MustCompile(`serving /metrics[^\n]*addr=(127\.0\.0\.1:\d+)`)
+	var base string
+	deadline := time.Now().Add(30 * time.Second)
+	for base == "" && time.Now().Before(deadline) {
+		if m := addrRe.FindStringSubmatch(logs.String()); m != nil {
+			base = "http://" + m[1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if base == "" {
+		t.Fatalf("serve did not start its HTTP endpoint: %s", logs.String())
+	}
+	for len(ledger.Entries()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The same charge id with another amount: a conflict.
+	send("--charge-id", "CHG-OPS-GOOD", "--account", "001234567890", "--amount-minor", "999999", "--due", "2026-11-30")
+	var metrics string
+	for time.Now().Before(deadline) {
+		_, metrics = httpGet(t, base+"/metrics")
+		if strings.Contains(metrics, `chargerecovery_dlq_forwards_total{reason="conflict"} 1`) &&
+			strings.Contains(metrics, `chargerecovery_dlq_forwards_total{reason="invalid"} 1`) &&
+			strings.Contains(metrics, `chargerecovery_dlq_forwards_total{reason="debit_failed"} 1`) &&
+			metricValue(t, metrics, `chargerecovery_claim_outcomes_total{outcome="duplicate_done"}`)+
+				metricValue(t, metrics, `chargerecovery_claim_outcomes_total{outcome="duplicate_in_progress"}`) >= 1 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for series, want := range map[string]float64{
+		`chargerecovery_claim_outcomes_total{outcome="acquired"}`: 2,
+		`chargerecovery_claim_outcomes_total{outcome="conflict"}`: 1,
+		`chargerecovery_debits_total{result="success"}`:           1,
+		`chargerecovery_debits_total{result="declined"}`:          1,
+		`chargerecovery_notifications_total{result="sent"}`:       1,
+		`chargerecovery_dlq_forwards_total{reason="invalid"}`:     1,
+		`chargerecovery_dlq_forwards_total{reason="conflict"}`:    1,
+	} {
+		if got := metricValue(t, metrics, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	if metricValue(t, metrics, "chargerecovery_messages_received_total") < 5 ||
+		metricValue(t, metrics, "chargerecovery_processing_seconds_count") < 5 {
+		t.Errorf("received/processing counters too low:\n%s", metrics)
+	}
+	if code, body := httpGet(t, base+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	if code, body := httpGet(t, base+"/readyz"); code != 200 {
+		t.Errorf("/readyz = %d %q", code, body)
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exited %d: %s", code, logs.String())
+	}
+	if l := logs.String(); strings.Contains(l, "001234567890") || !strings.Contains(l, "audit=true") || !strings.Contains(l, "alert=true") {
+		t.Errorf("logs must mask accounts, audit duplicates and alert on conflicts:\n%s", l)
+	}
+
+	// inspect
+	r := runCmd(ctx, env, "inspect", "CHG-OPS-GOOD")
+	if r.code != 0 || !strings.Contains(r.stdout, "DONE (finished") || !strings.Contains(r.stdout, "DEBITED") {
+		t.Fatalf("inspect: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runCmd(ctx, env, "inspect", "--json", "CHG-OPS-NSF")
+	var rec recordJSON
+	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || rec.State != "FAILED" || rec.Status != "FAILED" || !strings.Contains(rec.Detail, "INSUFFICIENT_FUNDS") {
+		t.Fatalf("inspect --json: %v %+v %s", err, rec, r.stderr)
+	}
+	if r := runCmd(ctx, env, "inspect", "CHG-NEVER"); r.code != exitFailed || !strings.Contains(r.stderr, "no idempotency record") {
+		t.Fatalf("inspect of an unknown charge: %d %s", r.code, r.stderr)
+	}
+
+	// stuck: a worker claimed a charge an hour ago and died.
+	b, err := openForOps(ctx, backendFor(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := idempotency.NewGuard(b.store, idempotency.Options{Lease: time.Minute, Clock: storetest.NewClock(time.Now().Add(-time.Hour))})
+	dead := charge.Charge{ID: "CHG-OPS-STUCK", AccountID: "001234567890", Amount: charge.Money{Minor: 1, Currency: "INR"}, Type: charge.LockerRent}
+	if _, err := g.Claim(ctx, dead.ID, dead.Fingerprint()); err != nil {
+		t.Fatal(err)
+	}
+	b.close()
+	r = runCmd(ctx, env, "stuck")
+	if r.code != 0 || !strings.Contains(r.stdout, "1 claim(s) IN_PROGRESS past their lease") || !strings.Contains(r.stdout, "CHG-OPS-STUCK") {
+		t.Fatalf("stuck: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// redrive: dry run, by reason, conflicts held back, then forced.
+	redrive := func(args ...string) map[string]any {
+		t.Helper()
+		r := runCmd(ctx, env, append([]string{"redrive", "--json"}, args...)...)
+		var rep map[string]any
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil {
+			t.Fatalf("redrive %v: %d %s %s", args, r.code, r.stdout, r.stderr)
+		}
+		return rep
+	}
+	want := func(rep map[string]any, key string, n float64) {
+		t.Helper()
+		if rep[key] != n {
+			t.Fatalf("redrive report %v: %s != %v", rep, key, n)
+		}
+	}
+	rep := redrive("--dry-run")
+	want(rep, "seen", 3)
+	want(rep, "moved", 2)
+	want(rep, "held_back_conflicts", 1)
+	rep = redrive("--reason", "invalid")
+	want(rep, "moved", 1)
+	rep = redrive()
+	want(rep, "moved", 1) // debit_failed; the conflict stays
+	want(rep, "held_back_conflicts", 1)
+	rep = redrive("--force", "--reason", "conflict")
+	want(rep, "moved", 1)
+	rep = redrive("--dry-run")
+	want(rep, "seen", 0)
+}
+
+func backendFor(env map[string]string) *backendConfig {
+	bc := &backendConfig{kind: env["IC_BACKEND"], db: env["IC_DB"], sync: "FULL", queue: env["IC_QUEUE"], dlq: env["IC_DLQ"],
+		table: env["IC_TABLE"], wait: time.Second, maxReceive: 10}
+	if bc.queue == "" {
+		bc.queue = "charge-due-events"
+	}
+	return bc
+}
+
+func TestOperatorToolsOnTheEmbeddedBackend(t *testing.T) {
+	opsScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "ops.db")})
+}
+
+func TestOperatorToolsOnAWS(t *testing.T) {
+	useEmulator(t)
+	name := awstest.Name("ops")
+	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name}
+	if r := runCmd(t.Context(), env, "setup", "--visibility", "3s"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	opsScenario(t, env)
+}

@@ -1,0 +1,239 @@
+// Package metrics exposes the consumer's Prometheus metrics. It instruments
+// the pipeline from the outside, by wrapping the ports (idempotency.Store,
+// charge.Debiter, charge.Notifier, consumer.Source) and by the runtime's
+// decision hook, so the domain and the runtime stay free of it.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+const ns = "chargerecovery"
+
+// Metrics holds the collectors on a registry of their own.
+type Metrics struct {
+	reg             *prometheus.Registry
+	received        prometheus.Counter
+	queueCalls      *prometheus.CounterVec
+	claims          *prometheus.CounterVec
+	debits          *prometheus.CounterVec
+	notifications   *prometheus.CounterVec
+	deadLetters     *prometheus.CounterVec
+	decisions       *prometheus.CounterVec
+	leaseLost       prometheus.Counter
+	leaseExtensions prometheus.Counter
+	processing      prometheus.Histogram
+	storeLatency    *prometheus.HistogramVec
+}
+
+// New registers every metric (plus Go and process collectors).
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	m := &Metrics{
+		reg: reg,
+		received: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "messages_received_total",
+			Help: "Messages received from the queue."}),
+		queueCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "queue_calls_total",
+			Help: "Calls to the queue by operation."}, []string{"op"}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "claim_outcomes_total",
+			Help: "Claim results: acquired, reclaimed, duplicate_done, duplicate_in_progress, duplicate_failed, conflict."}, []string{"outcome"}),
+		debits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "debits_total",
+			Help: "Core-banking debit calls by result: success, declined (permanent), transient."}, []string{"result"}),
+		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "notifications_total",
+			Help: "Pre-debit notifications by result: sent, failed."}, []string{"result"}),
+		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dlq_forwards_total",
+			Help: "Messages forwarded to the dead-letter queue, by reason (invalid, conflict, debit_failed, duplicate_failed, ...)."}, []string{"reason"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "decisions_total",
+			Help: "What was done with each handled message: ack, retry, dead_letter."}, []string{"action"}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lease_lost_total",
+			Help: "Writes refused because the claim was taken over (fencing)."}),
+		leaseExtensions: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lease_extensions_total",
+			Help: "Heartbeat lease extensions that succeeded."}),
+		processing: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "processing_seconds",
+			Help:    "Time to handle one message (parse, claim, debit, notify, record).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
+		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "store_seconds",
+			Help:    "Idempotency store call latency by operation.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"op"}),
+	}
+	for _, c := range []prometheus.Collector{m.received, m.queueCalls, m.claims, m.debits, m.notifications,
+		m.deadLetters, m.decisions, m.leaseLost, m.leaseExtensions, m.processing, m.storeLatency} {
+		f(c)
+	}
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Pre-create the label values an operator alerts on, so they read 0
+	// rather than being absent.
+	for _, o := range []string{"acquired", "reclaimed", "duplicate_done", "duplicate_in_progress", "duplicate_failed", "conflict"} {
+		m.claims.WithLabelValues(o)
+	}
+	for _, r := range []string{"success", "declined", "transient"} {
+		m.debits.WithLabelValues(r)
+	}
+	m.notifications.WithLabelValues("sent")
+	m.notifications.WithLabelValues("failed")
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry, for more collectors (e.g. the runtime gauges).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// RuntimeGauges registers the runtime's in-flight gauge and heartbeat count.
+func (m *Metrics) RuntimeGauges(rt *consumer.Runtime) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "in_flight",
+			Help: "Messages being handled now."}, func() float64 { return float64(rt.Stats().InFlight) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "heartbeats_total",
+			Help: "Heartbeats (visibility extension plus registered beats) of in-flight messages."}, func() float64 { return float64(rt.Stats().Heartbeats) }),
+	)
+}
+
+// OnDecision is the runtime hook (consumer.Options.OnDecision).
+func (m *Metrics) OnDecision(_ consumer.Message, d consumer.Decision, took time.Duration) {
+	m.processing.Observe(took.Seconds())
+	m.decisions.WithLabelValues(d.Action.String()).Inc()
+	if d.Action == consumer.DeadLetter {
+		m.deadLetters.WithLabelValues(ReasonCode(d.Reason)).Inc()
+	}
+}
+
+// ReasonCode is the bounded label of a dead-letter reason: the outcome name
+// before the first colon ("conflict: ..." → "conflict").
+func ReasonCode(reason string) string {
+	code, _, _ := strings.Cut(reason, ":")
+	switch code {
+	case "invalid", "conflict", "debit_failed", "duplicate_failed":
+		return code
+	}
+	return "other"
+}
+
+// Store wraps s to count claim outcomes, lease losses, extensions and
+// latency.
+func (m *Metrics) Store(s idempotency.Store) idempotency.Store { return &store{Store: s, m: m} }
+
+type store struct {
+	idempotency.Store
+	m *Metrics
+}
+
+func (s *store) observe(op string, start time.Time) {
+	s.m.storeLatency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+func (s *store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	defer s.observe("claim", time.Now())
+	res, err := s.Store.Claim(ctx, req)
+	if err == nil {
+		s.m.claims.WithLabelValues(idempotency.Classify(res, req.Fingerprint).String()).Inc()
+	}
+	return res, err
+}
+
+func (s *store) Finish(ctx context.Context, f idempotency.Finish) error {
+	defer s.observe("finish", time.Now())
+	err := s.Store.Finish(ctx, f)
+	if errors.Is(err, idempotency.ErrLeaseLost) {
+		s.m.leaseLost.Inc()
+	}
+	return err
+}
+
+func (s *store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+	defer s.observe("extend", time.Now())
+	err := s.Store.Extend(ctx, key, token, leaseUntil, now)
+	switch {
+	case err == nil:
+		s.m.leaseExtensions.Inc()
+	case errors.Is(err, idempotency.ErrLeaseLost):
+		s.m.leaseLost.Inc()
+	}
+	return err
+}
+
+// Debiter wraps d to count debits by result.
+func (m *Metrics) Debiter(d charge.Debiter) charge.Debiter { return &debiter{Debiter: d, m: m} }
+
+type debiter struct {
+	charge.Debiter
+	m *Metrics
+}
+
+func (d *debiter) Debit(ctx context.Context, req charge.DebitRequest) (charge.DebitReceipt, error) {
+	r, err := d.Debiter.Debit(ctx, req)
+	result := "success"
+	if err != nil {
+		result = "transient"
+		if charge.Classify(err) == charge.ClassPermanent {
+			result = "declined"
+		}
+	}
+	d.m.debits.WithLabelValues(result).Inc()
+	return r, err
+}
+
+// Notifier wraps n to count notifications by result.
+func (m *Metrics) Notifier(n charge.Notifier) charge.Notifier { return &notifier{Notifier: n, m: m} }
+
+type notifier struct {
+	charge.Notifier
+	m *Metrics
+}
+
+func (n *notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, r charge.DebitReceipt) error {
+	err := n.Notifier.NotifyPreDebit(ctx, c, r)
+	if err != nil {
+		n.m.notifications.WithLabelValues("failed").Inc()
+	} else {
+		n.m.notifications.WithLabelValues("sent").Inc()
+	}
+	return err
+}
+
+// Source wraps s to count received messages and queue calls.
+func (m *Metrics) Source(s consumer.Source) consumer.Source { return &source{Source: s, m: m} }
+
+type source struct {
+	consumer.Source
+	m *Metrics
+}
+
+func (s *source) Receive(ctx context.Context, max int) ([]consumer.Message, error) {
+	s.m.queueCalls.WithLabelValues("receive").Inc()
+	msgs, err := s.Source.Receive(ctx, max)
+	s.m.received.Add(float64(len(msgs)))
+	return msgs, err
+}
+
+func (s *source) Ack(ctx context.Context, msgs []consumer.Message) error {
+	s.m.queueCalls.WithLabelValues("ack").Inc()
+	return s.Source.Ack(ctx, msgs)
+}
+
+func (s *source) ChangeVisibility(ctx context.Context, msg consumer.Message, d time.Duration) error {
+	s.m.queueCalls.WithLabelValues("change_visibility").Inc()
+	return s.Source.ChangeVisibility(ctx, msg, d)
+}
+
+func (s *source) DeadLetter(ctx context.Context, msg consumer.Message, reason string) error {
+	s.m.queueCalls.WithLabelValues("dead_letter").Inc()
+	return s.Source.DeadLetter(ctx, msg, reason)
+}

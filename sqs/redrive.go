@@ -1,0 +1,93 @@
+package sqs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/finedge/idempotent-consumer/dlq"
+)
+
+// Redrive moves messages from the DLQ at dlqURL back to queueURL as opts
+// decides: each moved message is sent with its body and original
+// attributes (the dlq-* ones dropped) and then deleted from the DLQ. The
+// others are made visible again when the run ends. It stops when the DLQ
+// has nothing new to show.
+func Redrive(ctx context.Context, api API, dlqURL, queueURL string, opts dlq.Options) (dlq.Report, error) {
+	rep := dlq.Report{DryRun: opts.DryRun}
+	seen := map[string]bool{}
+	var keep []string // receipts to release at the end
+	defer func() {
+		for _, r := range keep {
+			_, _ = api.ChangeMessageVisibility(context.WithoutCancel(ctx), &awssqs.ChangeMessageVisibilityInput{
+				QueueUrl: aws.String(dlqURL), ReceiptHandle: aws.String(r), VisibilityTimeout: 0,
+			})
+		}
+	}()
+	empty := 0
+	for empty < 2 {
+		out, err := api.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
+			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300,
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+		})
+		if err != nil {
+			return rep, fmt.Errorf("sqs: redrive: receive from the DLQ: %w", err)
+		}
+		fresh := 0
+		for _, m := range out.Messages {
+			id := aws.ToString(m.MessageId)
+			if seen[id] {
+				keep = append(keep, aws.ToString(m.ReceiptHandle))
+				continue
+			}
+			seen[id] = true
+			fresh++
+			reason := ""
+			if v, ok := m.MessageAttributes[ReasonAttribute]; ok && v.StringValue != nil {
+				reason = *v.StringValue
+			}
+			e := dlq.Entry{ID: id, Reason: reason}
+			d := opts.Decide(e, rep.Moved)
+			if d != dlq.Move || opts.DryRun {
+				keep = append(keep, aws.ToString(m.ReceiptHandle))
+				rep.Count(e, d)
+				continue
+			}
+			attrs := map[string]types.MessageAttributeValue{}
+			for k, v := range m.MessageAttributes {
+				if !strings.HasPrefix(k, "dlq-") {
+					attrs[k] = v
+				}
+			}
+			in := &awssqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: m.Body}
+			if len(attrs) > 0 {
+				in.MessageAttributes = attrs
+			}
+			if _, err := api.SendMessage(ctx, in); err != nil {
+				keep = append(keep, aws.ToString(m.ReceiptHandle))
+				return rep, fmt.Errorf("sqs: redrive %s: send: %w", id, err)
+			}
+			if _, err := api.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				// It is on the main queue now; the DLQ copy stays (safe: the
+				// claim makes a second delivery a duplicate).
+				return rep, fmt.Errorf("sqs: redrive %s: sent, but delete from the DLQ failed: %w", id, err)
+			}
+			rep.Count(e, d)
+		}
+		if fresh == 0 {
+			empty++
+			if len(out.Messages) == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		} else {
+			empty = 0
+		}
+	}
+	return rep, nil
+}
