@@ -89,7 +89,7 @@ func (h *Handler) log(ctx context.Context, m consumer.Message, c charge.Charge, 
 		slog.Int("receive_count", m.ReceiveCount),
 		slog.String("outcome", res.Outcome.String()),
 		slog.String("action", dec.Action.String()),
-		slog.Duration("latency", took),
+		slog.Float64("latency_ms", float64(took.Microseconds())/1000),
 	}
 	if c.ID != "" {
 		attrs = append(attrs, slog.Any("charge", c), slog.Int("attempt", res.Attempt))
@@ -104,7 +104,7 @@ func (h *Handler) log(ctx context.Context, m consumer.Message, c charge.Charge, 
 		attrs = append(attrs, slog.String("reason", res.Reason))
 	}
 	if dec.RetryAfter > 0 {
-		attrs = append(attrs, slog.Duration("retry_after", dec.RetryAfter))
+		attrs = append(attrs, slog.String("retry_after", dec.RetryAfter.Round(time.Millisecond).String()))
 	}
 	level, msg := slog.LevelInfo, "charge processed"
 	switch res.Outcome {

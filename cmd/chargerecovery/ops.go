@@ -91,9 +91,14 @@ func runInspect(ctx context.Context, env *environment, args []string) error {
 
 func printRecord(w io.Writer, r idempotency.Record, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	lease := "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago"
-	if r.LeaseLive(now) {
+	var lease string
+	switch {
+	case r.State != idempotency.StateInProgress:
+		lease = "not held: the record is final"
+	case r.LeaseLive(now):
 		lease = "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
+	default:
+		lease = "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago: the next delivery reclaims it"
 	}
 	meaning := map[idempotency.State]string{
 		idempotency.StateDone:       "finished; redeliveries are dropped",
