@@ -106,11 +106,15 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 
 // Ledger fetches every posting (the demo's exactly-once check).
 func (c *Client) Ledger(ctx context.Context) ([]Entry, error) {
+	out, err := c.LedgerReport(ctx)
+	return out.Entries, err
+}
+
+// LedgerReport fetches the postings and the duplicate requests.
+func (c *Client) LedgerReport(ctx context.Context) (LedgerResponse, error) {
 	var out LedgerResponse
-	if err := c.call(ctx, http.MethodGet, "/v1/ledger", nil, &out); err != nil {
-		return nil, err
-	}
-	return out.Entries, nil
+	err := c.call(ctx, http.MethodGet, "/v1/ledger", nil, &out)
+	return out, err
 }
 
 // SetFaults replaces the simulator's injected faults.

@@ -189,3 +189,25 @@ func TestNewClientRefusesABadURL(t *testing.T) {
 		}
 	}
 }
+
+func TestDuplicateRequestsCountOnlyRequestsAfterAConfirmedDebit(t *testing.T) {
+	l, c, _ := serve(t, corebank.Faults{}, time.Second)
+	l.SetFaults(corebank.Faults{TransientAfterPostRate: 1}) // posts, answers 503
+	if _, err := c.Debit(t.Context(), req("CHG-6", "001234567890", 100)); err == nil {
+		t.Fatal("want the lost response")
+	}
+	l.SetFaults(corebank.Faults{})
+	if _, err := c.Debit(t.Context(), req("CHG-6", "001234567890", 100)); err != nil { // the retry: not a duplicate
+		t.Fatal(err)
+	}
+	if _, err := c.Debit(t.Context(), req("CHG-6", "001234567890", 100)); err != nil { // after a confirmation: a duplicate
+		t.Fatal(err)
+	}
+	rep, err := c.LedgerReport(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Count != 1 || rep.DuplicateRequests["CHG-6"] != 1 {
+		t.Fatalf("report = %+v, want one posting and one duplicate request", rep)
+	}
+}

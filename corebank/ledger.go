@@ -66,7 +66,12 @@ type Ledger struct {
 	byKey   map[string]*posting
 	entries []Entry
 	calls   map[string]int
-	total   int64
+	// confirmed keys got a success answer; dupRequests counts requests
+	// that arrived for a key after that: a double debit at any bank that
+	// did not honour the idempotency key.
+	confirmed   map[string]bool
+	dupRequests map[string]int
+	total       int64
 	rng     *rand.Rand
 	now     func() time.Time
 }
@@ -83,6 +88,7 @@ var _ charge.Debiter = (*Ledger)(nil)
 func NewLedger(f Faults) *Ledger {
 	return &Ledger{
 		faults: f, byKey: map[string]*posting{}, calls: map[string]int{},
+		confirmed: map[string]bool{}, dupRequests: map[string]int{},
 		rng: rand.New(rand.NewPCG(1, 2)), now: time.Now,
 	}
 }
@@ -140,6 +146,13 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 		if p.err != nil {
 			return charge.DebitReceipt{}, true, p.err
 		}
+		// A replay of a debit already confirmed to someone: a double debit
+		// had the key not been honoured. (A replay after a lost response is
+		// the retry the key exists for, and is not counted.)
+		if l.confirmed[req.IdempotencyKey] {
+			l.dupRequests[req.IdempotencyKey]++
+		}
+		l.confirmed[req.IdempotencyKey] = true
 		return charge.DebitReceipt{Reference: p.entry.Reference}, true, nil
 	}
 	if code, ok := f.DeclineAccounts[req.AccountID]; ok {
@@ -159,6 +172,7 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 	if failPost {
 		return charge.DebitReceipt{}, false, ErrUnavailable
 	}
+	l.confirmed[req.IdempotencyKey] = true
 	return charge.DebitReceipt{Reference: e.Reference}, false, nil
 }
 
@@ -177,6 +191,19 @@ func (l *Ledger) PostingsByKey() map[string]int {
 	out := make(map[string]int, len(l.entries))
 	for _, e := range l.entries {
 		out[e.IdempotencyKey]++
+	}
+	return out
+}
+
+// DuplicateRequests returns, per key, the debit requests that arrived after
+// the bank had already confirmed that key's debit: what the idempotency key
+// absorbed, and what a bank without one would have posted twice.
+func (l *Ledger) DuplicateRequests() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.dupRequests))
+	for k, v := range l.dupRequests {
+		out[k] = v
 	}
 	return out
 }
@@ -212,4 +239,5 @@ func (l *Ledger) Reset() {
 	defer l.mu.Unlock()
 	l.seq, l.total = 0, 0
 	l.byKey, l.calls, l.entries = map[string]*posting{}, map[string]int{}, nil
+	l.confirmed, l.dupRequests = map[string]bool{}, map[string]int{}
 }

@@ -58,6 +58,9 @@ type ErrorResponse struct {
 type LedgerResponse struct {
 	Count   int     `json:"count"`
 	Entries []Entry `json:"entries"`
+	// DuplicateRequests counts, per idempotency key, debit requests that
+	// arrived after the debit had been confirmed (absorbed by the key).
+	DuplicateRequests map[string]int `json:"duplicateRequests"`
 }
 
 // FaultsBody is the body of PUT /v1/faults (rates 0-1, latency in ms).
@@ -78,7 +81,7 @@ func Handler(l *Ledger) http.Handler {
 		if e == nil {
 			e = []Entry{}
 		}
-		writeJSON(w, http.StatusOK, LedgerResponse{Count: len(e), Entries: e})
+		writeJSON(w, http.StatusOK, LedgerResponse{Count: len(e), Entries: e, DuplicateRequests: l.DuplicateRequests()})
 	})
 	mux.HandleFunc("PUT /v1/faults", func(w http.ResponseWriter, r *http.Request) {
 		var f FaultsBody

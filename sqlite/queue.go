@@ -353,3 +353,15 @@ func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, erro
 	}
 	return rep, nil
 }
+
+// SendBatch enqueues bodies in one transaction (bulk loads, benchmarks).
+func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
+	return inTx(ctx, q.db, func(tx *sql.Tx) error {
+		for _, b := range bodies {
+			if err := q.q.SendTx(ctx, tx, goqite.Message{Body: b}); err != nil {
+				return fmt.Errorf("sqlite: send batch: %w", err)
+			}
+		}
+		return nil
+	})
+}

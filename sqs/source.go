@@ -238,3 +238,25 @@ func Send(ctx context.Context, api API, queueURL string, body []byte, attrs map[
 	}
 	return aws.ToString(out.MessageId), nil
 }
+
+// SendBatch puts up to 10 bodies on queueURL with one SendMessageBatch.
+func SendBatch(ctx context.Context, api interface {
+	SendMessageBatch(ctx context.Context, in *awssqs.SendMessageBatchInput, opts ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error)
+}, queueURL string, bodies [][]byte) error {
+	if len(bodies) == 0 || len(bodies) > 10 {
+		return fmt.Errorf("sqs: send batch of %d (1-10)", len(bodies))
+	}
+	entries := make([]types.SendMessageBatchRequestEntry, len(bodies))
+	for i, b := range bodies {
+		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(b))}
+	}
+	out, err := api.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+	if err != nil {
+		return fmt.Errorf("sqs: send batch: %w", err)
+	}
+	if len(out.Failed) > 0 {
+		f := out.Failed[0]
+		return fmt.Errorf("sqs: send batch: %d failed, e.g. %s: %s", len(out.Failed), aws.ToString(f.Code), aws.ToString(f.Message))
+	}
+	return nil
+}

@@ -80,6 +80,9 @@ type backend struct {
 	store  idempotency.Store
 	// send puts one message on the main queue.
 	send func(ctx context.Context, body []byte) (string, error)
+	// sendBatch puts up to 10 (aws) or any number (embedded) at once.
+	sendBatch func(ctx context.Context, bodies [][]byte) error
+	batchMax  int
 	// ready checks that the queues and the store are reachable.
 	ready func(ctx context.Context) error
 	// depth is how many messages the main queue and the DLQ hold.
@@ -203,6 +206,10 @@ func openAWS(ctx context.Context, c backendConfig, visibility time.Duration, cre
 		send: func(ctx context.Context, body []byte) (string, error) {
 			return sqs.Send(ctx, sqsc, qURL, body, nil)
 		},
+		sendBatch: func(ctx context.Context, bodies [][]byte) error {
+			return sqs.SendBatch(ctx, sqsc, qURL, bodies)
+		},
+		batchMax: 10,
 		ready: func(ctx context.Context) error {
 			if err := dynamodb.Ping(ctx, ddb, c.table); err != nil {
 				return fmt.Errorf("%w (create it with chargerecovery setup --backend aws, or set --table / IC_TABLE)", err)

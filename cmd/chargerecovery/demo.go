@@ -38,6 +38,7 @@ type demoReport struct {
 	DebitedOnce        int            `json:"debited_once"`
 	DoubleDebits       int            `json:"double_debits"`
 	NotDebited         int            `json:"not_debited"`
+	DuplicateRequests  int            `json:"duplicate_debit_requests"`
 	DuplicatesDropped  int            `json:"duplicates_dropped"`
 	DuplicatesDeferred int            `json:"duplicates_deferred"`
 	Retries            int            `json:"retries"`
@@ -60,6 +61,7 @@ type demoConfig struct {
 	keep        bool
 	faults      corebank.FaultsBody
 	latency     time.Duration
+	baseline    bool
 }
 
 func runDemo(ctx context.Context, env *environment, args []string) error {
@@ -77,6 +79,7 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 	f.Duration(&c.latency, "corebank-latency", "", 5*time.Millisecond, "simulated core-banking latency")
 	f.Float(&c.faults.TransientRate, "transient-rate", "", 0, "simulated core-banking 503s before posting (0-1)")
 	f.Float(&c.faults.TransientAfterPostRate, "lost-response-rate", "", 0, "simulated lost responses after posting (0-1)")
+	f.Bool(&c.baseline, "baseline", "", false, "run WITHOUT the idempotency claim, to see what it prevents (the check then fails)")
 	if err := f.parse(args, false); err != nil {
 		return err
 	}
@@ -124,7 +127,7 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 }
 
 func printDemo(w io.Writer, r demoReport) {
-	verdict := "OK: every charge was debited exactly once"
+	verdict := "OK: every charge was debited exactly once, and core banking never saw a debit request for a charge it had already confirmed"
 	if !r.OK {
 		verdict = "FAILED: " + r.Problem
 	}
@@ -132,14 +135,14 @@ func printDemo(w io.Writer, r demoReport) {
   charges             %d
   messages sent       %d (%d redeliveries of the same chargeId)
   debited once        %d
-  double debits       %d
+  double debits       %d (charges asked again after core banking confirmed them: %d requests)
   not debited         %d
   duplicates dropped  %d (already DONE) + %d deferred while in progress
   retries             %d
   dead-lettered       %d
   elapsed             %s
 %s
-`, r.Backend, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.NotDebited,
+`, r.Backend, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.DuplicateRequests, r.NotDebited,
 		r.DuplicatesDropped, r.DuplicatesDeferred, r.Retries, r.DeadLettered,
 		(time.Duration(r.ElapsedMS) * time.Millisecond).String(), verdict)
 }
@@ -207,7 +210,7 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 		return demoReport{}, err
 	}
 
-	// 3. The consumer.
+	// 3. The consumer (or, with --baseline, the same pipeline without the claim).
 	var mu sync.Mutex
 	outcomes := map[charge.Outcome]int{}
 	cc := consumerConfig{concurrency: c.concurrency, visibility: visibility, lease: lease,
@@ -220,9 +223,17 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	if err != nil {
 		return demoReport{}, err
 	}
+	rt := pl.runtime
+	if c.baseline {
+		rt, err = consumer.New(b.source, baselineHandler(bank, notify.NewRecorder(0, log)), consumer.Options{
+			Concurrency: c.concurrency, VisibilityTimeout: visibility, Logger: log})
+		if err != nil {
+			return demoReport{}, err
+		}
+	}
 	rctx, stopConsumer := context.WithCancel(ctx)
 	consumerDone := make(chan error, 1)
-	go func() { consumerDone <- pl.runtime.Run(rctx) }()
+	go func() { consumerDone <- rt.Run(rctx) }()
 	stop := sync.OnceFunc(func() { stopConsumer(); <-consumerDone })
 	defer stop()
 
@@ -264,21 +275,24 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 		}
 	}
 
-	// 5. Wait until every charge has a final record and the queue is empty.
+	// 5. Wait until every charge has a final record (baseline: nothing in
+	// flight) and the queue is empty.
 	guard := pl.guard
 	deadline := time.Now().Add(c.timeout)
 	pending := charges
 	for {
 		var still []charge.Charge
-		for _, ch := range pending {
-			r, err := guard.Get(ctx, ch.ID)
-			if err != nil || r.State == idempotency.StateInProgress {
-				still = append(still, ch)
+		if !c.baseline {
+			for _, ch := range pending {
+				r, err := guard.Get(ctx, ch.ID)
+				if err != nil || r.State == idempotency.StateInProgress {
+					still = append(still, ch)
+				}
 			}
 		}
 		pending = still
 		mainDepth, _, err := b.depth(ctx)
-		if err == nil && len(pending) == 0 && mainDepth == 0 {
+		if err == nil && len(pending) == 0 && mainDepth == 0 && rt.Stats().InFlight == 0 {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -290,21 +304,29 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	stop()
 
 	// 6. Verify from the simulator's ledger.
-	entries, err := bank.Ledger(ctx)
+	ledger, err := bank.LedgerReport(ctx)
 	if err != nil {
 		return demoReport{}, fmt.Errorf("read the ledger: %w", err)
 	}
 	posted := map[string]int{}
-	for _, e := range entries {
+	for _, e := range ledger.Entries {
 		posted[e.IdempotencyKey]++
 	}
 	rep := demoReport{Backend: b.desc, Charges: c.charges, MessagesSent: len(bodies), Outcomes: map[string]int{}}
+	if c.baseline {
+		rep.Backend += ", baseline: no idempotency claim"
+	}
+	// A charge is double-debited if it was posted twice, or if core banking
+	// was asked to debit it again after confirming it: only the idempotency
+	// key stopped that one, and a bank without one would have posted it.
 	for _, ch := range charges {
+		dup := ledger.DuplicateRequests[ch.ID]
+		rep.DuplicateRequests += dup
 		switch n := posted[ch.ID]; {
+		case n > 1 || (n == 1 && dup > 0):
+			rep.DoubleDebits++
 		case n == 1:
 			rep.DebitedOnce++
-		case n > 1:
-			rep.DoubleDebits++
 		default:
 			rep.NotDebited++
 		}
@@ -323,8 +345,8 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	if !rep.OK {
 		var bad []string
 		for _, ch := range charges {
-			if posted[ch.ID] != 1 {
-				bad = append(bad, fmt.Sprintf("%s debited %d times", ch.ID, posted[ch.ID]))
+			if n, dup := posted[ch.ID], ledger.DuplicateRequests[ch.ID]; n != 1 || dup > 0 {
+				bad = append(bad, fmt.Sprintf("%s posted %d time(s), %d debit request(s) after confirmation", ch.ID, n, dup))
 			}
 		}
 		sort.Strings(bad)

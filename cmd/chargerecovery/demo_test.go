@@ -22,7 +22,7 @@ func runDemoJSON(t *testing.T, args ...string) demoReport {
 func wantExactlyOnce(t *testing.T, rep demoReport, charges, sent int) {
 	t.Helper()
 	if !rep.OK || rep.Charges != charges || rep.MessagesSent != sent || rep.DebitedOnce != charges ||
-		rep.DoubleDebits != 0 || rep.NotDebited != 0 {
+		rep.DoubleDebits != 0 || rep.DuplicateRequests != 0 || rep.NotDebited != 0 {
 		t.Fatalf("report = %+v", rep)
 	}
 	if rep.Outcomes["processed"] != charges {
@@ -66,5 +66,21 @@ func TestDemoRefusesBadFlags(t *testing.T) {
 		if r.code != exitUsage {
 			t.Errorf("demo %v: exit %d, want 2 (%s)", args, r.code, r.stderr)
 		}
+	}
+}
+
+// Without the claim, every redelivery reaches core banking again: the
+// demo's check must see it and fail.
+func TestDemoWithoutTheGuardFailsWithDoubleDebits(t *testing.T) {
+	r := runCmd(t.Context(), nil, "demo", "--json", "--baseline", "--charges", "30", "--dup-ratio", "0.5", "--seed", "3")
+	if r.code != exitFailed {
+		t.Fatalf("baseline demo exited %d, want 1: %s", r.code, r.stderr)
+	}
+	var rep demoReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || rep.DoubleDebits != 15 || rep.DuplicateRequests != 15 || rep.NotDebited != 0 {
+		t.Fatalf("baseline report = %+v, want the 15 redelivered charges double-debited", rep)
 	}
 }
