@@ -37,13 +37,32 @@ type OpenOptions struct {
 	// BusyTimeout is how long a connection waits for another process's
 	// write lock before failing. Default 10s.
 	BusyTimeout time.Duration
-	// MaxConns bounds open connections. Default 8.
+	// MaxConns bounds open connections (one of them the writer's). Default 8.
 	MaxConns int
+	// MaxBatch bounds the writes committed together. Default 256.
+	MaxBatch int
 }
+
+// DB is an open database file: a pool of connections for reads and one
+// group-committing writer for every write of this process.
+type DB struct {
+	sql *sql.DB
+	w   *writer
+}
+
+// Close stops the writer (after the writes already queued) and closes the
+// file.
+func (db *DB) Close() error {
+	db.w.close()
+	return db.sql.Close()
+}
+
+// Ping checks that the file answers.
+func (db *DB) Ping(ctx context.Context) error { return db.sql.PingContext(ctx) }
 
 // Open opens (creating if needed) the database file at path and brings its
 // schema up to date.
-func Open(ctx context.Context, path string, opts OpenOptions) (*sql.DB, error) {
+func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty database path")
 	}
@@ -58,6 +77,12 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*sql.DB, error) {
 	}
 	if opts.MaxConns == 0 {
 		opts.MaxConns = 8
+	}
+	if opts.MaxConns < 2 {
+		return nil, errors.New("sqlite: MaxConns must be at least 2 (a writer and a reader)")
+	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = 256
 	}
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -76,7 +101,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
-	return db, nil
+	return &DB{sql: db, w: newWriter(db, opts.MaxBatch)}, nil
 }
 
 // schema is goqite's SQLite schema (the library leaves creating it to its
@@ -129,15 +154,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return tx.Commit()
 }
 
-// inTx runs fn in one immediate (write) transaction.
-func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+// write runs fn atomically in the writer's next group commit.
+func (db *DB) write(ctx context.Context, fn func(*sql.Tx) error) error {
+	return db.w.do(ctx, fn)
 }

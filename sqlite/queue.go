@@ -9,6 +9,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"maragu.dev/goqite"
@@ -37,6 +38,10 @@ type QueueOptions struct {
 	WaitTime time.Duration
 	// PollInterval is how often an empty long poll looks again. Default 25ms.
 	PollInterval time.Duration
+	// SweepInterval is how often a receive looks for messages past
+	// MaxReceiveCount to move to the DLQ (a read of the queue table, so not
+	// on every receive). Default 5s.
+	SweepInterval time.Duration
 }
 
 // Queue is a consumer.Source on goqite: a queue and its DLQ in the SQLite
@@ -44,11 +49,15 @@ type QueueOptions struct {
 // transaction. Receipts are the message id plus its receive count, so a
 // stale delivery cannot ack, extend or dead-letter a newer one.
 type Queue struct {
-	db   *sql.DB
+	db   *DB
 	q    *goqite.Queue
 	dlq  *goqite.Queue
 	opts QueueOptions
+
+	sweepMu   sync.Mutex
+	nextSweep time.Time
 }
+
 
 var _ consumer.Source = (*Queue)(nil)
 
@@ -64,7 +73,7 @@ type DLQEntry struct {
 }
 
 // NewQueue returns the queue named in opts on db (from Open).
-func NewQueue(db *sql.DB, opts QueueOptions) (*Queue, error) {
+func NewQueue(db *DB, opts QueueOptions) (*Queue, error) {
 	if opts.Name == "" {
 		opts.Name = "charges"
 	}
@@ -80,20 +89,28 @@ func NewQueue(db *sql.DB, opts QueueOptions) (*Queue, error) {
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 25 * time.Millisecond
 	}
-	if opts.VisibilityTimeout < 0 || opts.MaxReceiveCount < 0 || opts.WaitTime < 0 || opts.PollInterval < 0 {
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = 5 * time.Second
+	}
+	if opts.VisibilityTimeout < 0 || opts.MaxReceiveCount < 0 || opts.WaitTime < 0 || opts.PollInterval < 0 || opts.SweepInterval < 0 {
 		return nil, errors.New("sqlite: queue options must not be negative")
 	}
 	return &Queue{
 		db:   db,
-		q:    goqite.New(goqite.NewOpts{DB: db, Name: opts.Name, MaxReceive: opts.MaxReceiveCount, Timeout: opts.VisibilityTimeout}),
-		dlq:  goqite.New(goqite.NewOpts{DB: db, Name: opts.Name + "-dlq", MaxReceive: 1 << 30, Timeout: opts.VisibilityTimeout}),
+		q:    goqite.New(goqite.NewOpts{DB: db.sql, Name: opts.Name, MaxReceive: opts.MaxReceiveCount, Timeout: opts.VisibilityTimeout}),
+		dlq:  goqite.New(goqite.NewOpts{DB: db.sql, Name: opts.Name + "-dlq", MaxReceive: 1 << 30, Timeout: opts.VisibilityTimeout}),
 		opts: opts,
 	}, nil
 }
 
 // Send enqueues body and returns the message id.
 func (q *Queue) Send(ctx context.Context, body []byte) (string, error) {
-	id, err := q.q.SendAndGetID(ctx, goqite.Message{Body: body})
+	var id goqite.ID
+	err := q.db.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		id, err = q.q.SendAndGetIDTx(ctx, tx, goqite.Message{Body: body})
+		return err
+	})
 	if err != nil {
 		return "", fmt.Errorf("sqlite: send: %w", err)
 	}
@@ -137,11 +154,12 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]consumer.Message, error
 }
 
 func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, error) {
+	if err := q.sweep(ctx); err != nil {
+		return nil, fmt.Errorf("sqlite: redrive exhausted messages: %w", err)
+	}
 	var out []consumer.Message
-	err := inTx(ctx, q.db, func(tx *sql.Tx) error {
-		if err := q.redriveExhausted(ctx, tx); err != nil {
-			return err
-		}
+	err := q.db.write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
 		for len(out) < max {
 			m, err := q.q.ReceiveTx(ctx, tx)
 			if err != nil {
@@ -168,41 +186,57 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, e
 	return out, nil
 }
 
-// redriveExhausted moves messages that were received MaxReceiveCount times
-// and are visible again into the DLQ (goqite itself just stops handing them
-// out), as SQS's redrive policy does.
-func (q *Queue) redriveExhausted(ctx context.Context, tx *sql.Tx) error {
+// sweep moves messages that were received MaxReceiveCount times and are
+// visible again into the DLQ (goqite itself just stops handing them out),
+// as SQS's redrive policy does. It looks at most every sweepEvery, with a
+// read outside the writer; each move re-checks its row in the write.
+// (SweepInterval)
+func (q *Queue) sweep(ctx context.Context) error {
+	q.sweepMu.Lock()
+	if time.Now().Before(q.nextSweep) {
+		q.sweepMu.Unlock()
+		return nil
+	}
+	q.nextSweep = time.Now().Add(q.opts.SweepInterval)
+	q.sweepMu.Unlock()
 	now := time.Now().UTC().Format(timeFormat)
-	rows, err := tx.QueryContext(ctx, `select id, body, received from goqite
-		where queue = ? and received >= ? and timeout <= ? limit 10`, q.opts.Name, q.opts.MaxReceiveCount, now)
+	rows, err := q.db.sql.QueryContext(ctx, `select id from goqite
+		where queue = ? and received >= ? and timeout <= ? limit 100`, q.opts.Name, q.opts.MaxReceiveCount, now)
 	if err != nil {
 		return err
 	}
-	type exhausted struct {
-		id       string
-		body     []byte
-		received int
-	}
-	var ex []exhausted
+	var ids []string
 	for rows.Next() {
-		var e exhausted
-		if err := rows.Scan(&e.id, &e.body, &e.received); err != nil {
+		var id string
+		if err := rows.Scan(&id); err != nil {
 			rows.Close()
 			return err
 		}
-		ex = append(ex, e)
+		ids = append(ids, id)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := rows.Err(); err != nil || len(ids) == 0 {
 		return err
 	}
-	for _, e := range ex {
-		reason := fmt.Sprintf("redrive: received %d times without being deleted (max receive count %d)", e.received, q.opts.MaxReceiveCount)
-		if err := q.forward(ctx, tx, consumer.Message{ID: e.id, Body: e.body, ReceiveCount: e.received}, reason); err != nil {
-			return err
+	return q.db.write(ctx, func(tx *sql.Tx) error {
+		for _, id := range ids {
+			var body []byte
+			var received int
+			err := tx.QueryRowContext(ctx, `select body, received from goqite
+				where queue = ? and id = ? and received >= ? and timeout <= ?`, q.opts.Name, id, q.opts.MaxReceiveCount, now).Scan(&body, &received)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // acked or redriven meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			reason := fmt.Sprintf("redrive: received %d times without being deleted (max receive count %d)", received, q.opts.MaxReceiveCount)
+			if err := q.forward(ctx, tx, consumer.Message{ID: id, Body: body, ReceiveCount: received}, reason); err != nil {
+				return err
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // current checks, inside tx, that m's receipt is its latest delivery.
@@ -225,7 +259,7 @@ func (q *Queue) Ack(ctx context.Context, msgs []consumer.Message) error {
 		return fmt.Errorf("sqlite: ack of %d messages (at most 10)", len(msgs))
 	}
 	failed := map[string]error{}
-	err := inTx(ctx, q.db, func(tx *sql.Tx) error {
+	err := q.db.write(ctx, func(tx *sql.Tx) error {
 		for _, m := range msgs {
 			if err := q.current(ctx, tx, m); err != nil {
 				if errors.Is(err, ErrStaleReceipt) {
@@ -251,7 +285,7 @@ func (q *Queue) Ack(ctx context.Context, msgs []consumer.Message) error {
 
 // ChangeVisibility implements consumer.Source.
 func (q *Queue) ChangeVisibility(ctx context.Context, m consumer.Message, d time.Duration) error {
-	return inTx(ctx, q.db, func(tx *sql.Tx) error {
+	return q.db.write(ctx, func(tx *sql.Tx) error {
 		if err := q.current(ctx, tx, m); err != nil {
 			return err
 		}
@@ -262,7 +296,7 @@ func (q *Queue) ChangeVisibility(ctx context.Context, m consumer.Message, d time
 // DeadLetter implements consumer.Source: the forward and the delete are one
 // transaction, so a message is never both in the DLQ and on the queue.
 func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason string) error {
-	return inTx(ctx, q.db, func(tx *sql.Tx) error {
+	return q.db.write(ctx, func(tx *sql.Tx) error {
 		if err := q.current(ctx, tx, m); err != nil {
 			return err
 		}
@@ -286,7 +320,7 @@ func (q *Queue) forward(ctx context.Context, tx *sql.Tx, m consumer.Message, rea
 
 // Depth counts the messages on the queue and on its DLQ.
 func (q *Queue) Depth(ctx context.Context) (main, dlq int, err error) {
-	err = q.db.QueryRowContext(ctx, `select
+	err = q.db.sql.QueryRowContext(ctx, `select
 		coalesce(sum(queue = ?), 0), coalesce(sum(queue = ?), 0) from goqite where queue in (?, ?)`,
 		q.opts.Name, q.opts.Name+"-dlq", q.opts.Name, q.opts.Name+"-dlq").Scan(&main, &dlq)
 	if err != nil {
@@ -298,7 +332,7 @@ func (q *Queue) Depth(ctx context.Context) (main, dlq int, err error) {
 // DLQEntries returns up to limit dead-lettered entries, oldest first, with
 // their DLQ message ids.
 func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry, []string, error) {
-	rows, err := q.db.QueryContext(ctx, `select id, body from goqite where queue = ? order by created limit ?`, q.opts.Name+"-dlq", limit)
+	rows, err := q.db.sql.QueryContext(ctx, `select id, body from goqite where queue = ? order by created limit ?`, q.opts.Name+"-dlq", limit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -323,8 +357,10 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 
 // Purge deletes every message of the queue and its DLQ (demo reset).
 func (q *Queue) Purge(ctx context.Context) error {
-	_, err := q.db.ExecContext(ctx, `delete from goqite where queue in (?, ?)`, q.opts.Name, q.opts.Name+"-dlq")
-	return err
+	return q.db.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `delete from goqite where queue in (?, ?)`, q.opts.Name, q.opts.Name+"-dlq")
+		return err
+	})
 }
 
 // Redrive moves DLQ entries back to the queue (oldest first) as opts
@@ -339,7 +375,7 @@ func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, erro
 		e := entries[id]
 		d := opts.Decide(dlq.Entry{ID: id, Reason: e.Reason}, rep.Moved)
 		if d == dlq.Move && !opts.DryRun {
-			err := inTx(ctx, q.db, func(tx *sql.Tx) error {
+			err := q.db.write(ctx, func(tx *sql.Tx) error {
 				if err := q.q.SendTx(ctx, tx, goqite.Message{Body: e.Body}); err != nil {
 					return err
 				}
@@ -356,7 +392,7 @@ func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, erro
 
 // SendBatch enqueues bodies in one transaction (bulk loads, benchmarks).
 func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
-	return inTx(ctx, q.db, func(tx *sql.Tx) error {
+	return q.db.write(ctx, func(tx *sql.Tx) error {
 		for _, b := range bodies {
 			if err := q.q.SendTx(ctx, tx, goqite.Message{Body: b}); err != nil {
 				return fmt.Errorf("sqlite: send batch: %w", err)

@@ -133,7 +133,7 @@ func TestDeadLetterMovesBodyAndReasonAtomically(t *testing.T) {
 }
 
 func TestExhaustedMessagesAreRedrivenToTheDLQ(t *testing.T) {
-	q := openQueue(t, "", sqlite.QueueOptions{MaxReceiveCount: 2})
+	q := openQueue(t, "", sqlite.QueueOptions{MaxReceiveCount: 2, SweepInterval: time.Millisecond})
 	sendN(t, q, 1)
 	for range 2 {
 		m, _ := q.Receive(t.Context(), 1)

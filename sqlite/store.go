@@ -14,7 +14,7 @@ import (
 // INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING; when the
 // condition fails, the existing row is read in the same transaction.
 type Store struct {
-	db *sql.DB
+	db *DB
 }
 
 var (
@@ -23,7 +23,7 @@ var (
 )
 
 // NewStore returns a store on db (from Open).
-func NewStore(db *sql.DB) *Store { return &Store{db: db} }
+func NewStore(db *DB) *Store { return &Store{db: db} }
 
 const claimSQL = `
 insert into idempotency_records
@@ -47,7 +47,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
 	}
 	var res idempotency.ClaimResult
-	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.db.write(ctx, func(tx *sql.Tx) error {
 		var attempt int
 		var created int64
 		err := tx.QueryRowContext(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
@@ -78,7 +78,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 
 // Get implements idempotency.Store.
 func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
-	rec, err := scan(s.db.QueryRowContext(ctx, selectSQL, key))
+	rec, err := scan(s.db.sql.QueryRowContext(ctx, selectSQL, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return idempotency.Record{}, idempotency.ErrNotFound
 	}
@@ -131,11 +131,15 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 
 // held runs one statement conditional on IN_PROGRESS and the token.
 func (s *Store) held(ctx context.Context, op, query string, args ...any) error {
-	res, err := s.db.ExecContext(ctx, query, args...)
-	if err != nil {
-		return idempotency.Unavailable(op, err)
-	}
-	n, err := res.RowsAffected()
+	var n int64
+	err := s.db.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return idempotency.Unavailable(op, err)
 	}
@@ -149,11 +153,11 @@ func (s *Store) held(ctx context.Context, op, query string, args ...any) error {
 // oldest lease first (at most limit), and how many there are in all.
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
 	var total int
-	if err := s.db.QueryRowContext(ctx, `select count(*) from idempotency_records
+	if err := s.db.sql.QueryRowContext(ctx, `select count(*) from idempotency_records
 		where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?`, now.UnixMilli(), now.UnixMilli()).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	rows, err := s.db.QueryContext(ctx, `select key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail
+	rows, err := s.db.sql.QueryContext(ctx, `select key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail
 		from idempotency_records where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?
 		order by lease_until limit ?`, now.UnixMilli(), now.UnixMilli(), limit)
 	if err != nil {

@@ -123,14 +123,16 @@ func openEmbedded(ctx context.Context, c backendConfig, visibility time.Duration
 		return nil, err
 	}
 	return &backend{
-		desc:    fmt.Sprintf("embedded (SQLite %s, queue %s, sync %s)", c.db, c.queue, c.sync),
-		source:  q,
-		store:   sqlite.NewStore(db),
-		redrive: q.Redrive,
+		desc:      fmt.Sprintf("embedded (SQLite %s, queue %s, sync %s)", c.db, c.queue, c.sync),
+		source:    q,
+		store:     sqlite.NewStore(db),
+		redrive:   q.Redrive,
+		sendBatch: q.SendBatch,
+		batchMax:  1000,
 		send: func(ctx context.Context, body []byte) (string, error) {
 			return q.Send(ctx, body)
 		},
-		ready: func(ctx context.Context) error { return db.PingContext(ctx) },
+		ready: func(ctx context.Context) error { return db.Ping(ctx) },
 		depth: q.Depth,
 		close: func() { db.Close() },
 	}, nil

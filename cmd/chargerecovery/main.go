@@ -8,6 +8,7 @@
 //	chargerecovery stuck      list claims IN_PROGRESS past their lease
 //	chargerecovery redrive    move dead-lettered messages back to the queue
 //	chargerecovery demo       the whole exactly-once proof in one command
+//	chargerecovery bench      month-end load benchmark with exactly-once verification
 //
 // Every flag can also be set by an environment variable (IC_*, shown in
 // each command's -h). AWS region, credentials and endpoint come from the
@@ -57,6 +58,7 @@ var commands = []command{
 	{"inspect", "show the idempotency record of a charge", runInspect},
 	{"stuck", "list claims IN_PROGRESS past their lease, oldest first", runStuck},
 	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --max; conflicts need --force)", runRedrive},
+	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", runBench},
 	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", runDemo},
 }
 

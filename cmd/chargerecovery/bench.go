@@ -1,0 +1,398 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/recovery"
+)
+
+type benchConfig struct {
+	kind        string
+	charges     int
+	dupRatio    float64
+	dupLag      int
+	latency     time.Duration
+	concurrency int
+	baseline    bool
+	asJSON      bool
+	sync        string
+	timeout     time.Duration
+	progress    time.Duration
+	dir         string
+}
+
+type latencyMS struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+type benchRun struct {
+	Mode               string           `json:"mode"` // guarded or baseline
+	Backend            string           `json:"backend"`
+	Charges            int              `json:"charges"`
+	Messages           int              `json:"messages"`
+	Concurrency        int              `json:"concurrency"`
+	CorebankLatencyMS  float64          `json:"corebank_latency_ms"`
+	EnqueueSeconds     float64          `json:"enqueue_seconds"`
+	Seconds            float64          `json:"seconds"`
+	ChargesPerSecond   float64          `json:"charges_per_second"`
+	MessagesPerSecond  float64          `json:"messages_per_second"`
+	HandlingLatencyMS  latencyMS        `json:"handling_latency_ms"`
+	StorePerFresh      float64          `json:"store_calls_per_fresh_charge"`
+	StorePerDuplicate  float64          `json:"store_calls_per_duplicate"`
+	StoreCalls         map[string]int64 `json:"store_calls"`
+	QueueCallsPerMsg   float64          `json:"queue_calls_per_message"`
+	QueueCalls         map[string]int64 `json:"queue_calls"`
+	PeakHeapMB         float64          `json:"peak_heap_inuse_mb"`
+	PeakRSSMB          float64          `json:"peak_rss_mb"`
+	DuplicatesDropped  int64            `json:"duplicates_dropped"`
+	DuplicatesDeferred int64            `json:"duplicates_deferred"`
+	Retries            int64            `json:"retries"`
+	DebitCalls         int64            `json:"debit_calls"`
+	DebitedOnce        int              `json:"debited_once"`
+	DoubleDebits       int              `json:"double_debits"`
+	NotDebited         int              `json:"not_debited"`
+	OK                 bool             `json:"ok"`
+}
+
+type benchReport struct {
+	Guarded  benchRun  `json:"guarded"`
+	Baseline *benchRun `json:"baseline,omitempty"`
+	// GuardCost is baseline throughput / guarded throughput, both measured
+	// in this run (1.0: the guard is free; 2.0: half the throughput).
+	GuardCost  float64 `json:"guard_cost,omitempty"`
+	GoMaxProcs int     `json:"gomaxprocs"`
+}
+
+func runBench(ctx context.Context, env *environment, args []string) error {
+	f := newFlagSet(env, "bench", "bench [flags]")
+	var c benchConfig
+	f.String(&c.kind, "backend", "IC_BACKEND", backendEmbedded, "embedded (a fresh SQLite file) or aws (fresh queues and table at the configured endpoint)")
+	f.Int(&c.charges, "charges", "", 100000, "distinct charges to enqueue")
+	f.Float(&c.dupRatio, "dup-ratio", "", 0.3, "fraction of charges delivered a second time")
+	f.Int(&c.dupLag, "dup-lag", "", 1000, "a duplicate is enqueued this many messages after its original")
+	f.Duration(&c.latency, "corebank-latency", "", 0, "simulated core-banking latency per debit")
+	f.Int(&c.concurrency, "concurrency", "", 64, "consumer concurrency")
+	f.Bool(&c.baseline, "baseline", "", false, "also run the same pipeline without the idempotency claim first, and report the guard's cost")
+	f.Bool(&c.asJSON, "json", "", false, "print one JSON object")
+	f.String(&c.sync, "sqlite-sync", "IC_SQLITE_SYNC", "FULL", "embedded: FULL or NORMAL")
+	f.Duration(&c.timeout, "timeout", "", time.Hour, "give up after this")
+	f.Duration(&c.progress, "progress", "", time.Second, "progress line interval on stderr (0: none)")
+	f.String(&c.dir, "dir", "", os.TempDir(), "embedded: directory for the bench's SQLite file (deleted afterwards)")
+	if err := f.parse(args, false); err != nil {
+		return err
+	}
+	var p problems
+	if c.kind != backendEmbedded && c.kind != backendAWS {
+		p.add("--backend %q is not embedded or aws", c.kind)
+	}
+	if c.charges < 1 || c.charges > 10_000_000 {
+		p.add("--charges %d is outside 1-10000000", c.charges)
+	}
+	if c.dupRatio < 0 || c.dupRatio > 1 {
+		p.add("--dup-ratio %v is outside 0-1", c.dupRatio)
+	}
+	if c.concurrency < 1 || c.concurrency > 4096 {
+		p.add("--concurrency %d is outside 1-4096", c.concurrency)
+	}
+	if c.sync != "FULL" && c.sync != "NORMAL" {
+		p.add("--sqlite-sync %q is not FULL or NORMAL", c.sync)
+	}
+	if c.dupLag < 0 || c.latency < 0 || c.timeout <= 0 {
+		p.add("--dup-lag and --corebank-latency must not be negative, --timeout must be positive")
+	}
+	if err := p.err(); err != nil {
+		return err
+	}
+	rep := benchReport{GoMaxProcs: runtime.GOMAXPROCS(0)}
+	if c.baseline {
+		b, err := benchOnce(ctx, env, c, true)
+		if err != nil {
+			return err
+		}
+		rep.Baseline = &b
+	}
+	g, err := benchOnce(ctx, env, c, false)
+	if err != nil {
+		return err
+	}
+	rep.Guarded = g
+	if rep.Baseline != nil && g.MessagesPerSecond > 0 {
+		rep.GuardCost = rep.Baseline.MessagesPerSecond / g.MessagesPerSecond
+	}
+	if c.asJSON {
+		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printBench(env.stdout, rep)
+	}
+	if !g.OK {
+		return fmt.Errorf("exactly-once check failed: %d double debits, %d not debited", g.DoubleDebits, g.NotDebited)
+	}
+	return nil
+}
+
+func printBench(w io.Writer, r benchReport) {
+	runs := []benchRun{r.Guarded}
+	if r.Baseline != nil {
+		runs = []benchRun{*r.Baseline, r.Guarded}
+	}
+	for _, b := range runs {
+		fmt.Fprintf(w, `%s run (%s), GOMAXPROCS=%d
+  charges %d, messages %d (%d duplicates), concurrency %d, core-banking latency %.1fms
+  enqueue             %.1fs
+  consume             %.2fs: %.0f charges/s, %.0f messages/s
+  handling latency    p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.1fms
+  store calls         %.2f per fresh charge, %.2f per duplicate  %v
+  queue calls         %.3f per message  %v
+  peak memory         heap in use %.1f MiB, RSS %.1f MiB
+  duplicates          %d dropped as done, %d deferred while in progress; %d retries
+  exactly once        %d debited once, %d double debits, %d not debited (%d debit calls) -> %s
+`, b.Mode, b.Backend, r.GoMaxProcs, b.Charges, b.Messages, b.Messages-b.Charges, b.Concurrency, b.CorebankLatencyMS,
+			b.EnqueueSeconds, b.Seconds, b.ChargesPerSecond, b.MessagesPerSecond,
+			b.HandlingLatencyMS.P50, b.HandlingLatencyMS.P95, b.HandlingLatencyMS.P99, b.HandlingLatencyMS.Max,
+			b.StorePerFresh, b.StorePerDuplicate, b.StoreCalls, b.QueueCallsPerMsg, b.QueueCalls,
+			b.PeakHeapMB, b.PeakRSSMB, b.DuplicatesDropped, b.DuplicatesDeferred, b.Retries,
+			b.DebitedOnce, b.DoubleDebits, b.NotDebited, b.DebitCalls, map[bool]string{true: "OK", false: "FAILED"}[b.OK])
+	}
+	if r.Baseline != nil {
+		fmt.Fprintf(w, "guard cost: the baseline handles %.2fx the messages per second of the guarded run\n", r.GuardCost)
+	}
+}
+
+// benchCharge builds charge i of a run.
+func benchCharge(run string, i int) charge.Charge {
+	fees := []struct {
+		t     charge.Type
+		minor int64
+	}{{charge.SMSAlertFee, 2500}, {charge.ChequeBookFee, 15000}, {charge.LockerRent, 250000}}
+	fee := fees[i%len(fees)]
+	return charge.Charge{
+		ID: fmt.Sprintf("B%s-%d", run, i), AccountID: fmt.Sprintf("%012d", 100000000000+i),
+		Amount: charge.Money{Minor: fee.minor, Currency: "INR"}, Type: fee.t,
+		DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+	}
+}
+
+// duplicated decides, spread evenly and deterministically, which charges
+// are delivered twice.
+func duplicated(i int, ratio float64) bool {
+	return float64((uint64(i)*2654435761)%10000) < ratio*10000
+}
+
+func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bool) (benchRun, error) {
+	run := randomID()
+	mode := "guarded"
+	if baseline {
+		mode = "baseline"
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	const visibility, lease = 60 * time.Second, 60 * time.Second
+	bc := backendConfig{kind: c.kind, sync: c.sync, queue: "ic-bench-" + run, dlq: "ic-bench-" + run + "-dlq",
+		table: "ic-bench-" + run, wait: time.Second, maxReceive: 50}
+	if c.kind == backendEmbedded {
+		dir, err := os.MkdirTemp(c.dir, "chargerecovery-bench-")
+		if err != nil {
+			return benchRun{}, err
+		}
+		defer os.RemoveAll(dir)
+		bc.db = filepath.Join(dir, "bench.db")
+	}
+	b, err := openBackend(ctx, bc, visibility, true)
+	if err != nil {
+		return benchRun{}, err
+	}
+	defer b.close()
+	if c.kind == backendAWS {
+		defer dropAWSDemo(bc)
+	}
+
+	// Enqueue: originals in order, each duplicate dupLag messages later.
+	enqStart := time.Now()
+	messages := 0
+	batch := make([][]byte, 0, b.batchMax)
+	var sendMu sync.Mutex
+	var wg sync.WaitGroup
+	var sendErr error
+	sem := make(chan struct{}, 8)
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		bodies := batch
+		batch = make([][]byte, 0, b.batchMax)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := b.sendBatch(ctx, bodies); err != nil {
+				sendMu.Lock()
+				sendErr = err
+				sendMu.Unlock()
+			}
+		})
+		if c.kind == backendEmbedded {
+			wg.Wait() // one SQLite writer: parallel sends only contend
+		}
+	}
+	add := func(i int) error {
+		body, err := charge.MarshalEvent(benchCharge(run, i))
+		if err != nil {
+			return err
+		}
+		batch = append(batch, body)
+		messages++
+		if len(batch) == b.batchMax {
+			flush()
+		}
+		return nil
+	}
+	for i := 0; i < c.charges+c.dupLag; i++ {
+		if i < c.charges {
+			if err := add(i); err != nil {
+				return benchRun{}, err
+			}
+		}
+		if j := i - c.dupLag; j >= 0 && j < c.charges && duplicated(j, c.dupRatio) {
+			if err := add(j); err != nil {
+				return benchRun{}, err
+			}
+		}
+	}
+	flush()
+	wg.Wait()
+	if sendErr != nil {
+		return benchRun{}, fmt.Errorf("enqueue: %w", sendErr)
+	}
+	enqSeconds := time.Since(enqStart).Seconds()
+
+	// Consume.
+	runtime.GC()
+	mem := startMemSampler()
+	ledger := newBenchLedger(c.charges, c.latency)
+	store := &countingStore{Store: b.store}
+	src := &countingSource{Source: b.source}
+	var hist histogram
+	var decided, dropped, deferred, retries atomic.Int64
+	done := make(chan struct{})
+	var doneOnce sync.Once
+	onDecision := func(_ consumer.Message, d consumer.Decision, took time.Duration) {
+		hist.add(took)
+		if d.Action != consumer.Retry && decided.Add(1) == int64(messages) {
+			doneOnce.Do(func() { close(done) })
+		}
+	}
+	onResult := func(_ consumer.Message, _ charge.Charge, r charge.Result) {
+		switch r.Outcome {
+		case charge.DuplicateDone:
+			dropped.Add(1)
+		case charge.DuplicateInProgress:
+			deferred.Add(1)
+		case charge.RetryLater, charge.LeaseLost:
+			retries.Add(1)
+		}
+	}
+	var h consumer.Handler = baselineHandler(ledger, nopNotifier{})
+	if !baseline {
+		guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: lease})
+		if err != nil {
+			return benchRun{}, err
+		}
+		svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: ledger, Notifier: nopNotifier{}, Logger: quiet})
+		if err != nil {
+			return benchRun{}, err
+		}
+		h = recovery.NewHandler(recovery.Options{Service: svc, Logger: quiet, OnResult: onResult})
+	}
+	rt, err := consumer.New(src, h, consumer.Options{Concurrency: c.concurrency, VisibilityTimeout: visibility,
+		Logger: quiet, OnDecision: onDecision})
+	if err != nil {
+		return benchRun{}, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	start := time.Now()
+	go func() { runDone <- rt.Run(rctx) }()
+	var tick <-chan time.Time
+	if c.progress > 0 {
+		t := time.NewTicker(c.progress)
+		defer t.Stop()
+		tick = t.C
+	}
+	timeout := time.After(c.timeout)
+	last, lastAt := int64(0), start
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-tick:
+			n := decided.Load()
+			now := time.Now()
+			fmt.Fprintf(env.stderr, "bench %s: %d/%d messages (%.0f msg/s now), in flight %d\n",
+				mode, n, messages, float64(n-last)/now.Sub(lastAt).Seconds(), rt.Stats().InFlight)
+			last, lastAt = n, now
+		case <-timeout:
+			cancel()
+			<-runDone
+			return benchRun{}, fmt.Errorf("bench %s: timed out after %s with %d of %d messages done", mode, c.timeout, decided.Load(), messages)
+		case <-ctx.Done():
+			cancel()
+			<-runDone
+			return benchRun{}, ctx.Err()
+		}
+	}
+	elapsed := time.Since(start)
+	cancel()
+	if err := <-runDone; err != nil {
+		return benchRun{}, err
+	}
+	heapMB, rssMB := mem.finish()
+
+	once, double, none := ledger.verify()
+	fresh := float64(c.charges)
+	dups := float64(messages - c.charges)
+	r := benchRun{
+		Mode: mode, Backend: b.desc, Charges: c.charges, Messages: messages, Concurrency: c.concurrency,
+		CorebankLatencyMS: float64(c.latency.Microseconds()) / 1000, EnqueueSeconds: enqSeconds,
+		Seconds: elapsed.Seconds(), ChargesPerSecond: fresh / elapsed.Seconds(), MessagesPerSecond: float64(messages) / elapsed.Seconds(),
+		HandlingLatencyMS: latencyMS{P50: ms(hist.quantile(.5)), P95: ms(hist.quantile(.95)), P99: ms(hist.quantile(.99)), Max: ms(hist.max)},
+		StoreCalls: map[string]int64{"claim_won": store.claimOwned.Load(), "claim_duplicate": store.claimDup.Load(),
+			"finish": store.finish.Load(), "extend": store.extend.Load(), "release": store.release.Load(), "get": store.gets.Load()},
+		QueueCalls: map[string]int64{"receive": src.receives.Load(), "ack": src.acks.Load(),
+			"change_visibility": src.visibility.Load(), "dead_letter": src.deadLetters.Load()},
+		PeakHeapMB: heapMB, PeakRSSMB: rssMB,
+		DuplicatesDropped: dropped.Load(), DuplicatesDeferred: deferred.Load(), Retries: retries.Load(),
+		DebitCalls: ledger.calls.Load(), DebitedOnce: once, DoubleDebits: double, NotDebited: none,
+	}
+	if !baseline {
+		r.StorePerFresh = float64(store.claimOwned.Load()+store.finish.Load()+store.extend.Load()+store.release.Load()) / fresh
+		if dups > 0 {
+			r.StorePerDuplicate = float64(store.claimDup.Load()) / dups
+		}
+	}
+	var qcalls int64
+	for _, v := range r.QueueCalls {
+		qcalls += v
+	}
+	r.QueueCallsPerMsg = float64(qcalls) / float64(messages)
+	r.OK = once == c.charges && double == 0 && none == 0
+	return r, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,0 +1,145 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+)
+
+// writer is group commit for one SQLite file: SQLite has a single writer,
+// so instead of many goroutines contending for the write lock (and sleeping
+// in SQLite's busy handler), one goroutine on one pinned connection runs
+// every write of this process. It takes whatever writes are waiting (up to
+// maxBatch), runs each in its own SAVEPOINT (one write's failure never
+// touches another's), and commits them together: one transaction, one
+// fsync for the whole batch. Another process on the same file is still kept
+// apart by SQLite's locking (immediate transactions, busy timeout).
+type writer struct {
+	db       *sql.DB
+	reqs     chan *writeReq
+	maxBatch int
+	done     chan struct{}
+	closeMu  sync.RWMutex
+	closed   bool
+}
+
+type writeReq struct {
+	ctx  context.Context
+	fn   func(*sql.Tx) error
+	err  error
+	done chan error
+}
+
+var errClosed = errors.New("sqlite: database closed")
+
+func newWriter(db *sql.DB, maxBatch int) *writer {
+	w := &writer{db: db, reqs: make(chan *writeReq, maxBatch), maxBatch: maxBatch, done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+// do runs fn in a write transaction shared with other writes, and returns
+// once that transaction has committed (or fn's own error). A write whose
+// ctx ended before its turn is skipped with ctx's error.
+func (w *writer) do(ctx context.Context, fn func(*sql.Tx) error) error {
+	w.closeMu.RLock()
+	if w.closed {
+		w.closeMu.RUnlock()
+		return errClosed
+	}
+	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case w.reqs <- r:
+	case <-ctx.Done():
+		w.closeMu.RUnlock()
+		return ctx.Err()
+	}
+	w.closeMu.RUnlock()
+	return <-r.done
+}
+
+func (w *writer) close() {
+	w.closeMu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.reqs)
+	}
+	w.closeMu.Unlock()
+	<-w.done
+}
+
+func (w *writer) loop() {
+	defer close(w.done)
+	var conn *sql.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close()
+		}
+	}()
+	batch := make([]*writeReq, 0, w.maxBatch)
+	for first := range w.reqs {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < w.maxBatch {
+			select {
+			case r, ok := <-w.reqs:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		var err error
+		if conn == nil {
+			conn, err = w.db.Conn(context.Background())
+		}
+		if err == nil {
+			err = w.run(conn, batch)
+		}
+		if err != nil && conn != nil {
+			conn.Close() // start the next batch on a fresh connection
+			conn = nil
+		}
+		for _, r := range batch {
+			if err != nil {
+				r.done <- err
+			} else {
+				r.done <- r.err
+			}
+		}
+	}
+}
+
+// run executes one batch in one transaction.
+func (w *writer) run(conn *sql.Conn, batch []*writeReq) error {
+	ctx := context.Background()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, "savepoint w"); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		r.err = r.fn(tx)
+		if r.err != nil {
+			if _, err := tx.ExecContext(ctx, "rollback to w"); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "release w"); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	return tx.Commit()
+}
