@@ -72,8 +72,8 @@ type Ledger struct {
 	confirmed   map[string]bool
 	dupRequests map[string]int
 	total       int64
-	rng     *rand.Rand
-	now     func() time.Time
+	rng         *rand.Rand
+	now         func() time.Time
 }
 
 type posting struct {

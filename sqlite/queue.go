@@ -58,7 +58,6 @@ type Queue struct {
 	nextSweep time.Time
 }
 
-
 var _ consumer.Source = (*Queue)(nil)
 
 // DLQEntry is a dead-lettered message: the original body and attributes
