@@ -155,6 +155,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 }
 
 // write runs fn atomically in the writer's next group commit.
-func (db *DB) write(ctx context.Context, fn func(*sql.Tx) error) error {
-	return db.w.do(ctx, fn)
+func (db *DB) write(ctx context.Context, fn func(*wtx) error) error {
+	return db.w.do(ctx, false, fn)
+}
+
+// write1 is write for a fn that makes at most one change (one statement,
+// plus reads): it needs no savepoint.
+func (db *DB) write1(ctx context.Context, fn func(*wtx) error) error {
+	return db.w.do(ctx, true, fn)
 }

@@ -105,9 +105,9 @@ func NewQueue(db *DB, opts QueueOptions) (*Queue, error) {
 // Send enqueues body and returns the message id.
 func (q *Queue) Send(ctx context.Context, body []byte) (string, error) {
 	var id goqite.ID
-	err := q.db.write(ctx, func(tx *sql.Tx) error {
+	err := q.db.write(ctx, func(tx *wtx) error {
 		var err error
-		id, err = q.q.SendAndGetIDTx(ctx, tx, goqite.Message{Body: body})
+		id, err = q.q.SendAndGetIDTx(ctx, tx.Tx, goqite.Message{Body: body})
 		return err
 	})
 	if err != nil {
@@ -157,10 +157,10 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, e
 		return nil, fmt.Errorf("sqlite: redrive exhausted messages: %w", err)
 	}
 	var out []consumer.Message
-	err := q.db.write(ctx, func(tx *sql.Tx) error {
+	err := q.db.write(ctx, func(tx *wtx) error {
 		out = out[:0]
 		for len(out) < max {
-			m, err := q.q.ReceiveTx(ctx, tx)
+			m, err := q.q.ReceiveTx(ctx, tx.Tx)
 			if err != nil {
 				return err
 			}
@@ -169,7 +169,7 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, e
 			}
 			var received int
 			var created string
-			if err := tx.QueryRowContext(ctx, `select received, created from goqite where id = ?`, string(m.ID)).Scan(&received, &created); err != nil {
+			if err := tx.QueryRow(ctx, `select received, created from goqite where id = ?`, string(m.ID)).Scan(&received, &created); err != nil {
 				return err
 			}
 			sent, _ := time.Parse(time.RFC3339Nano, created)
@@ -217,11 +217,11 @@ func (q *Queue) sweep(ctx context.Context) error {
 	if err := rows.Err(); err != nil || len(ids) == 0 {
 		return err
 	}
-	return q.db.write(ctx, func(tx *sql.Tx) error {
+	return q.db.write(ctx, func(tx *wtx) error {
 		for _, id := range ids {
 			var body []byte
 			var received int
-			err := tx.QueryRowContext(ctx, `select body, received from goqite
+			err := tx.QueryRow(ctx, `select body, received from goqite
 				where queue = ? and id = ? and received >= ? and timeout <= ?`, q.opts.Name, id, q.opts.MaxReceiveCount, now).Scan(&body, &received)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // acked or redriven meanwhile
@@ -239,36 +239,43 @@ func (q *Queue) sweep(ctx context.Context) error {
 }
 
 // current checks, inside tx, that m's receipt is its latest delivery.
-func (q *Queue) current(ctx context.Context, tx *sql.Tx, m consumer.Message) error {
+func (q *Queue) current(ctx context.Context, tx *wtx, m consumer.Message) error {
 	id, count, err := parseReceipt(m.Receipt)
 	if err != nil {
 		return err
 	}
 	var received int
-	err = tx.QueryRowContext(ctx, `select received from goqite where queue = ? and id = ?`, q.opts.Name, id).Scan(&received)
+	err = tx.QueryRow(ctx, `select received from goqite where queue = ? and id = ?`, q.opts.Name, id).Scan(&received)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && received != count) {
 		return ErrStaleReceipt
 	}
 	return err
 }
 
-// Ack implements consumer.Source: one transaction for the batch.
+// Ack implements consumer.Source: one transaction for the batch, one
+// statement per message that deletes it only if the receipt is its latest
+// delivery.
 func (q *Queue) Ack(ctx context.Context, msgs []consumer.Message) error {
 	if len(msgs) > 10 {
 		return fmt.Errorf("sqlite: ack of %d messages (at most 10)", len(msgs))
 	}
 	failed := map[string]error{}
-	err := q.db.write(ctx, func(tx *sql.Tx) error {
+	err := q.db.write(ctx, func(tx *wtx) error {
+		clear(failed)
 		for _, m := range msgs {
-			if err := q.current(ctx, tx, m); err != nil {
-				if errors.Is(err, ErrStaleReceipt) {
-					failed[m.ID] = err
-					continue
-				}
+			id, count, err := parseReceipt(m.Receipt)
+			if err != nil {
+				failed[m.ID] = err
+				continue
+			}
+			res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ? and received = ?`, q.opts.Name, id, count)
+			if err != nil {
 				return err
 			}
-			if err := q.q.DeleteTx(ctx, tx, goqite.ID(m.ID)); err != nil {
+			if n, err := res.RowsAffected(); err != nil {
 				return err
+			} else if n == 0 {
+				failed[m.ID] = ErrStaleReceipt
 			}
 		}
 		return nil
@@ -284,18 +291,18 @@ func (q *Queue) Ack(ctx context.Context, msgs []consumer.Message) error {
 
 // ChangeVisibility implements consumer.Source.
 func (q *Queue) ChangeVisibility(ctx context.Context, m consumer.Message, d time.Duration) error {
-	return q.db.write(ctx, func(tx *sql.Tx) error {
+	return q.db.write(ctx, func(tx *wtx) error {
 		if err := q.current(ctx, tx, m); err != nil {
 			return err
 		}
-		return q.q.ExtendTx(ctx, tx, goqite.ID(m.ID), max(d, 0))
+		return q.q.ExtendTx(ctx, tx.Tx, goqite.ID(m.ID), max(d, 0))
 	})
 }
 
 // DeadLetter implements consumer.Source: the forward and the delete are one
 // transaction, so a message is never both in the DLQ and on the queue.
 func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason string) error {
-	return q.db.write(ctx, func(tx *sql.Tx) error {
+	return q.db.write(ctx, func(tx *wtx) error {
 		if err := q.current(ctx, tx, m); err != nil {
 			return err
 		}
@@ -303,7 +310,7 @@ func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason strin
 	})
 }
 
-func (q *Queue) forward(ctx context.Context, tx *sql.Tx, m consumer.Message, reason string) error {
+func (q *Queue) forward(ctx context.Context, tx *wtx, m consumer.Message, reason string) error {
 	entry, err := json.Marshal(DLQEntry{
 		Body: m.Body, Attributes: maps.Clone(m.Attributes), Reason: reason, SourceID: m.ID,
 		ReceiveCount: m.ReceiveCount, At: time.Now().UTC(),
@@ -311,10 +318,10 @@ func (q *Queue) forward(ctx context.Context, tx *sql.Tx, m consumer.Message, rea
 	if err != nil {
 		return err
 	}
-	if err := q.dlq.SendTx(ctx, tx, goqite.Message{Body: entry}); err != nil {
+	if err := q.dlq.SendTx(ctx, tx.Tx, goqite.Message{Body: entry}); err != nil {
 		return err
 	}
-	return q.q.DeleteTx(ctx, tx, goqite.ID(m.ID))
+	return q.q.DeleteTx(ctx, tx.Tx, goqite.ID(m.ID))
 }
 
 // Depth counts the messages on the queue and on its DLQ.
@@ -356,8 +363,8 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 
 // Purge deletes every message of the queue and its DLQ (demo reset).
 func (q *Queue) Purge(ctx context.Context) error {
-	return q.db.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `delete from goqite where queue in (?, ?)`, q.opts.Name, q.opts.Name+"-dlq")
+	return q.db.write(ctx, func(tx *wtx) error {
+		_, err := tx.Exec(ctx, `delete from goqite where queue in (?, ?)`, q.opts.Name, q.opts.Name+"-dlq")
 		return err
 	})
 }
@@ -374,11 +381,11 @@ func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, erro
 		e := entries[id]
 		d := opts.Decide(dlq.Entry{ID: id, Reason: e.Reason}, rep.Moved)
 		if d == dlq.Move && !opts.DryRun {
-			err := q.db.write(ctx, func(tx *sql.Tx) error {
-				if err := q.q.SendTx(ctx, tx, goqite.Message{Body: e.Body}); err != nil {
+			err := q.db.write(ctx, func(tx *wtx) error {
+				if err := q.q.SendTx(ctx, tx.Tx, goqite.Message{Body: e.Body}); err != nil {
 					return err
 				}
-				return q.dlq.DeleteTx(ctx, tx, goqite.ID(id))
+				return q.dlq.DeleteTx(ctx, tx.Tx, goqite.ID(id))
 			})
 			if err != nil {
 				return rep, fmt.Errorf("sqlite: redrive %s: %w", id, err)
@@ -391,9 +398,9 @@ func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, erro
 
 // SendBatch enqueues bodies in one transaction (bulk loads, benchmarks).
 func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
-	return q.db.write(ctx, func(tx *sql.Tx) error {
+	return q.db.write(ctx, func(tx *wtx) error {
 		for _, b := range bodies {
-			if err := q.q.SendTx(ctx, tx, goqite.Message{Body: b}); err != nil {
+			if err := q.q.SendTx(ctx, tx.Tx, goqite.Message{Body: b}); err != nil {
 				return fmt.Errorf("sqlite: send batch: %w", err)
 			}
 		}

@@ -47,10 +47,10 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
 	}
 	var res idempotency.ClaimResult
-	err := s.db.write(ctx, func(tx *sql.Tx) error {
+	err := s.db.write1(ctx, func(tx *wtx) error {
 		var attempt int
 		var created int64
-		err := tx.QueryRowContext(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
+		err := tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
 			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli()).Scan(&attempt, &created)
 		if err == nil {
 			res = idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
@@ -63,7 +63,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		rec, err := scan(tx.QueryRowContext(ctx, selectSQL, req.Key))
+		rec, err := scan(tx.QueryRow(ctx, selectSQL, req.Key))
 		if err != nil {
 			return err
 		}
@@ -132,8 +132,8 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 // held runs one statement conditional on IN_PROGRESS and the token.
 func (s *Store) held(ctx context.Context, op, query string, args ...any) error {
 	var n int64
-	err := s.db.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, query, args...)
+	err := s.db.write1(ctx, func(tx *wtx) error {
+		res, err := tx.Exec(ctx, query, args...)
 		if err != nil {
 			return err
 		}

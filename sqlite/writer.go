@@ -17,6 +17,7 @@ import (
 // apart by SQLite's locking (immediate transactions, busy timeout).
 type writer struct {
 	db       *sql.DB
+	stmts    stmtCache
 	reqs     chan *writeReq
 	maxBatch int
 	done     chan struct{}
@@ -25,8 +26,9 @@ type writer struct {
 }
 
 type writeReq struct {
-	ctx  context.Context
-	fn   func(*sql.Tx) error
+	ctx    context.Context
+	single bool // fn makes at most one change, atomic on its own: no savepoint
+	fn     func(*wtx) error
 	err  error
 	done chan error
 }
@@ -34,7 +36,7 @@ type writeReq struct {
 var errClosed = errors.New("sqlite: database closed")
 
 func newWriter(db *sql.DB, maxBatch int) *writer {
-	w := &writer{db: db, reqs: make(chan *writeReq, maxBatch), maxBatch: maxBatch, done: make(chan struct{})}
+	w := &writer{db: db, stmts: stmtCache{db: db, m: map[string]*sql.Stmt{}}, reqs: make(chan *writeReq, maxBatch), maxBatch: maxBatch, done: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -42,13 +44,13 @@ func newWriter(db *sql.DB, maxBatch int) *writer {
 // do runs fn in a write transaction shared with other writes, and returns
 // once that transaction has committed (or fn's own error). A write whose
 // ctx ended before its turn is skipped with ctx's error.
-func (w *writer) do(ctx context.Context, fn func(*sql.Tx) error) error {
+func (w *writer) do(ctx context.Context, single bool, fn func(*wtx) error) error {
 	w.closeMu.RLock()
 	if w.closed {
 		w.closeMu.RUnlock()
 		return errClosed
 	}
-	r := &writeReq{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	r := &writeReq{ctx: ctx, single: single, fn: fn, done: make(chan error, 1)}
 	select {
 	case w.reqs <- r:
 	case <-ctx.Done():
@@ -67,6 +69,7 @@ func (w *writer) close() {
 	}
 	w.closeMu.Unlock()
 	<-w.done
+	w.stmts.close()
 }
 
 func (w *writer) loop() {
@@ -120,26 +123,97 @@ func (w *writer) run(conn *sql.Conn, batch []*writeReq) error {
 	if err != nil {
 		return err
 	}
+	t := &wtx{Tx: tx, stmts: &w.stmts}
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, "savepoint w"); err != nil {
+		if r.single {
+			// One statement: SQLite undoes a failed statement by itself.
+			r.err = r.fn(t)
+			continue
+		}
+		if _, err := t.Exec(ctx, "savepoint w"); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
-		r.err = r.fn(tx)
+		r.err = r.fn(t)
 		if r.err != nil {
-			if _, err := tx.ExecContext(ctx, "rollback to w"); err != nil {
+			if _, err := t.Exec(ctx, "rollback to w"); err != nil {
 				_ = tx.Rollback()
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, "release w"); err != nil {
+		if _, err := t.Exec(ctx, "release w"); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
 	}
 	return tx.Commit()
+}
+
+// wtx is the writer's transaction: Exec and QueryRow run cached prepared
+// statements (parsing SQL is a large share of SQLite's CPU otherwise).
+type wtx struct {
+	*sql.Tx
+	stmts *stmtCache
+}
+
+func (t *wtx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	s, err := t.stmts.get(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return t.Tx.StmtContext(ctx, s), nil
+}
+
+// Exec runs a cached statement in the transaction.
+func (t *wtx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	s, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.ExecContext(ctx, args...)
+}
+
+// QueryRow runs a cached statement in the transaction.
+func (t *wtx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := t.stmt(ctx, query)
+	if err != nil {
+		return t.Tx.QueryRowContext(ctx, query, args...) // reports the same error
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+// stmtCache holds statements prepared on the pool: database/sql keeps one
+// per connection and reuses it when the statement is bound to a
+// transaction on that connection.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) (*sql.Stmt, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.m[query]; ok {
+		return s, nil
+	}
+	s, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	c.m[query] = s
+	return s, nil
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.m {
+		s.Close()
+	}
+	c.m = map[string]*sql.Stmt{}
 }

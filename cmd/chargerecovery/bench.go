@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ type benchConfig struct {
 	timeout     time.Duration
 	progress    time.Duration
 	dir         string
+	cpuProfile  string
 }
 
 type latencyMS struct {
@@ -94,6 +96,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	f.Duration(&c.timeout, "timeout", "", time.Hour, "give up after this")
 	f.Duration(&c.progress, "progress", "", time.Second, "progress line interval on stderr (0: none)")
 	f.String(&c.dir, "dir", "", os.TempDir(), "embedded: directory for the bench's SQLite file (deleted afterwards)")
+	f.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the consume phase(s) to this file (go tool pprof)")
 	if err := f.parse(args, false); err != nil {
 		return err
 	}
@@ -120,6 +123,17 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	rep := benchReport{GoMaxProcs: runtime.GOMAXPROCS(0)}
+	if c.cpuProfile != "" {
+		pf, err := os.Create(c.cpuProfile)
+		if err != nil {
+			return usagef("--cpuprofile: %v", err)
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if c.baseline {
 		b, err := benchOnce(ctx, env, c, true)
 		if err != nil {
