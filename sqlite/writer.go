@@ -29,8 +29,8 @@ type writeReq struct {
 	ctx    context.Context
 	single bool // fn makes at most one change, atomic on its own: no savepoint
 	fn     func(*wtx) error
-	err  error
-	done chan error
+	err    error
+	done   chan error
 }
 
 var errClosed = errors.New("sqlite: database closed")
