@@ -1,6 +1,7 @@
 package dynamodb_test
 
 import (
+	"context"
 	"testing"
 
 	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -29,4 +30,20 @@ func newStore(t *testing.T) (*dynamodb.Store, *awsddb.Client) {
 func TestConformance(t *testing.T) {
 	s, _ := newStore(t)
 	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+}
+
+// BenchmarkClaim runs against the emulator: it measures this code plus
+// moto, not DynamoDB's own latency (single-digit milliseconds in-region).
+func BenchmarkClaim(b *testing.B) {
+	client := awsddb.NewFromConfig(awstest.Config(b))
+	table := awstest.Name("bench")
+	if err := dynamodb.CreateTable(b.Context(), client, table); err != nil {
+		b.Fatal(err)
+	}
+	defer dynamodb.DeleteTable(context.Background(), client, table)
+	s, err := dynamodb.New(client, table)
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.Benchmark(b, s)
 }

@@ -12,3 +12,5 @@ func TestConformance(t *testing.T) {
 	s := memory.New()
 	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
 }
+
+func BenchmarkClaim(b *testing.B) { storetest.Benchmark(b, memory.New()) }

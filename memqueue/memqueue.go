@@ -10,7 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -46,6 +46,8 @@ type Queue struct {
 	mu     sync.Mutex
 	seq    int
 	msgs   map[string]*entry
+	order  []*entry // by send order; deleted entries are skipped, then compacted
+	head   int
 	wake   chan struct{}
 	counts Counts
 }
@@ -59,6 +61,7 @@ type entry struct {
 	seq       int
 	msg       consumer.Message
 	visibleAt time.Time
+	deleted   bool
 }
 
 var _ consumer.Source = (*Queue)(nil)
@@ -84,9 +87,11 @@ func (q *Queue) Send(_ context.Context, body []byte, attrs map[string]string) (s
 	q.counts.Sends++
 	q.seq++
 	id := fmt.Sprintf("mem-%08d", q.seq)
-	q.msgs[id] = &entry{seq: q.seq, msg: consumer.Message{
+	e := &entry{seq: q.seq, msg: consumer.Message{
 		ID: id, Body: append([]byte(nil), body...), Attributes: maps.Clone(attrs), SentAt: q.opts.Now(),
 	}}
+	q.msgs[id] = e
+	q.order = append(q.order, e)
 	q.signal()
 	return id, nil
 }
@@ -129,20 +134,23 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]consumer.Message, error
 // take delivers up to max visible messages, oldest first. Caller holds mu.
 func (q *Queue) take(max int) []consumer.Message {
 	now := q.opts.Now()
-	var ready []*entry
-	for _, e := range q.msgs {
-		if !now.Before(e.visibleAt) {
-			ready = append(ready, e)
-		}
+	for q.head < len(q.order) && q.order[q.head].deleted {
+		q.head++
 	}
-	sort.Slice(ready, func(i, j int) bool { return ready[i].seq < ready[j].seq })
+	if q.head > 1024 && q.head > len(q.order)/2 {
+		q.order = append([]*entry(nil), q.order[q.head:]...)
+		q.head = 0
+	}
 	var out []consumer.Message
-	for _, e := range ready {
+	for _, e := range q.order[q.head:] {
 		if len(out) == max {
 			break
 		}
+		if e.deleted || now.Before(e.visibleAt) {
+			continue
+		}
 		if q.opts.MaxReceiveCount > 0 && e.msg.ReceiveCount >= q.opts.MaxReceiveCount && q.opts.DLQ != nil {
-			delete(q.msgs, e.msg.ID)
+			q.remove(e)
 			attrs := maps.Clone(e.msg.Attributes)
 			if attrs == nil {
 				attrs = map[string]string{}
@@ -160,6 +168,12 @@ func (q *Queue) take(max int) []consumer.Message {
 		out = append(out, m)
 	}
 	return out
+}
+
+// remove deletes e. Caller holds mu.
+func (q *Queue) remove(e *entry) {
+	e.deleted = true
+	delete(q.msgs, e.msg.ID)
 }
 
 // current returns the entry iff receipt is its latest delivery. Caller holds mu.
@@ -185,7 +199,7 @@ func (q *Queue) Ack(_ context.Context, msgs []consumer.Message) error {
 			failed[m.ID] = err
 			continue
 		}
-		delete(q.msgs, m.ID)
+		q.remove(q.msgs[m.ID])
 		q.counts.AckedMessages++
 	}
 	if len(failed) > 0 {
@@ -232,8 +246,8 @@ func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason strin
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if _, err := q.current(m); err == nil {
-		delete(q.msgs, m.ID)
+	if e, err := q.current(m); err == nil {
+		q.remove(e)
 	}
 	return nil
 }
@@ -257,11 +271,7 @@ func (q *Queue) Counts() Counts {
 func (q *Queue) Messages() []consumer.Message {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	es := make([]*entry, 0, len(q.msgs))
-	for _, e := range q.msgs {
-		es = append(es, e)
-	}
-	sort.Slice(es, func(i, j int) bool { return es[i].seq < es[j].seq })
+	es := slices.DeleteFunc(slices.Clone(q.order[q.head:]), func(e *entry) bool { return e.deleted })
 	out := make([]consumer.Message, len(es))
 	for i, e := range es {
 		out[i] = e.msg

@@ -62,3 +62,17 @@ func TestOneWinnerAcrossSeparateConnectionPools(t *testing.T) {
 		t.Fatalf("%d winners across pools, want 1", won)
 	}
 }
+
+func BenchmarkClaim(b *testing.B) {
+	for _, sync := range []sqlite.Sync{sqlite.SyncFull, sqlite.SyncNormal} {
+		b.Run(string(sync), func(b *testing.B) {
+			db, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.OpenOptions{Sync: sync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			b.SetParallelism(16) // group commit pays off with concurrent claimants
+			storetest.Benchmark(b, sqlite.NewStore(db))
+		})
+	}
+}

@@ -1,0 +1,57 @@
+package storetest
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// Benchmark measures the claim on a store, the same way for every store:
+// a fresh claim (a new key each time, then DONE, as a charge's first
+// delivery does: two store calls), and a duplicate claim (a key already
+// DONE: one store call). Run it from each store's own benchmark.
+func Benchmark(b *testing.B, s idempotency.Store) {
+	g, err := idempotency.NewGuard(s, idempotency.Options{Lease: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var seq atomic.Int64
+	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
+	b.Run("FreshClaimAndComplete", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				key := prefix + fmt.Sprint(seq.Add(1))
+				c, err := g.Claim(b.Context(), key, "fp")
+				if err != nil || c.Outcome != idempotency.Acquired {
+					b.Fatalf("claim: %v %v", c.Outcome, err)
+				}
+				if err := g.Complete(b.Context(), c.Lease(), "DEBITED", "ref"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	done := prefix + "done"
+	c, err := g.Claim(b.Context(), done, "fp")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := g.Complete(b.Context(), c.Lease(), "DEBITED", "ref"); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("DuplicateClaim", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				c, err := g.Claim(b.Context(), done, "fp")
+				if err != nil || c.Outcome != idempotency.DuplicateDone {
+					b.Fatalf("claim: %v %v", c.Outcome, err)
+				}
+			}
+		})
+	})
+}
