@@ -39,19 +39,7 @@ func newSource(t *testing.T, c *awssqs.Client, qs sqs.Queues, url string) *sqs.S
 
 func receiveAll(t *testing.T, src *sqs.Source, want int) []consumer.Message {
 	t.Helper()
-	var got []consumer.Message
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) < want && time.Now().Before(deadline) {
-		msgs, err := src.Receive(t.Context(), 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, msgs...)
-	}
-	if len(got) != want {
-		t.Fatalf("received %d messages, want %d", len(got), want)
-	}
-	return got
+	return awstest.Receive(t, src, want)
 }
 
 func TestReceiveBatchesAckDeletesInBatches(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"sync"
@@ -218,24 +217,12 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const visibility, lease = 60 * time.Second, 60 * time.Second
-	bc := backendConfig{kind: c.kind, sync: c.sync, queue: "ic-bench-" + run, dlq: "ic-bench-" + run + "-dlq",
-		table: "ic-bench-" + run, wait: time.Second, maxReceive: 50}
-	if c.kind == backendEmbedded {
-		dir, err := os.MkdirTemp(c.dir, "chargerecovery-bench-")
-		if err != nil {
-			return benchRun{}, err
-		}
-		defer os.RemoveAll(dir)
-		bc.db = filepath.Join(dir, "bench.db")
-	}
-	b, err := openBackend(ctx, bc, visibility, true)
+	bc := backendConfig{kind: c.kind, sync: c.sync, wait: time.Second, maxReceive: 50}
+	b, drop, err := openFresh(ctx, env, bc, "bench", c.dir, visibility, false)
 	if err != nil {
 		return benchRun{}, err
 	}
-	defer b.close()
-	if c.kind == backendAWS {
-		defer dropAWSDemo(bc)
-	}
+	defer drop()
 
 	// Enqueue: originals in order, each duplicate dupLag messages later.
 	enqStart := time.Now()

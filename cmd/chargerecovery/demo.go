@@ -5,29 +5,21 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
-	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
-	"github.com/finedge/idempotent-consumer/dynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/notify"
-	"github.com/finedge/idempotent-consumer/sqs"
 )
 
 // demoReport is the demo's result (--json prints it as one object).
@@ -166,7 +158,6 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 
 	// 1. Fresh state of its own.
 	const visibility, lease = 3 * time.Second, 3 * time.Second
-	c.bc.queue, c.bc.dlq, c.bc.table = "ic-demo-"+run, "ic-demo-"+run+"-dlq", "ic-demo-"+run
 	c.bc.wait, c.bc.maxReceive, c.bc.sync = time.Second, 20, "NORMAL"
 	var cleanup []func()
 	defer func() {
@@ -174,26 +165,11 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 			cleanup[i]()
 		}
 	}()
-	if c.bc.kind == backendEmbedded {
-		dir, err := os.MkdirTemp("", "chargerecovery-demo-")
-		if err != nil {
-			return demoReport{}, err
-		}
-		c.bc.db = filepath.Join(dir, "demo.db")
-		if c.keep {
-			fmt.Fprintf(env.stderr, "demo: keeping %s\n", c.bc.db)
-		} else {
-			cleanup = append(cleanup, func() { os.RemoveAll(dir) })
-		}
-	}
-	b, err := openBackend(ctx, c.bc, visibility, true)
+	b, drop, err := openFresh(ctx, env, c.bc, "demo", "", visibility, c.keep)
 	if err != nil {
 		return demoReport{}, err
 	}
-	cleanup = append(cleanup, b.close)
-	if c.bc.kind == backendAWS && !c.keep {
-		cleanup = append(cleanup, func() { dropAWSDemo(c.bc) })
-	}
+	cleanup = append(cleanup, drop)
 
 	// 2. The core-banking simulator, over real HTTP on loopback.
 	faults := c.faults
@@ -353,23 +329,4 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 		rep.Problem = fmt.Sprintf("%d of %d charges not debited exactly once (e.g. %s)", len(bad), c.charges, bad[0])
 	}
 	return rep, nil
-}
-
-// dropAWSDemo deletes the demo's queues and table.
-func dropAWSDemo(c backendConfig) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cfg, err := loadAWS(ctx)
-	if err != nil {
-		return
-	}
-	sqsc := awssqs.NewFromConfig(cfg)
-	for _, name := range []string{c.queue, c.dlq} {
-		if u, err := sqs.QueueURL(ctx, sqsc, name); err == nil {
-			_ = sqs.DeleteQueue(ctx, sqsc, u)
-		}
-	}
-	if err := dynamodb.DeleteTable(ctx, awsddb.NewFromConfig(cfg), c.table); err != nil && !errors.Is(err, context.Canceled) {
-		return
-	}
 }

@@ -177,19 +177,7 @@ func (e *env) dlq(t *testing.T, want int) []consumer.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []consumer.Message
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) < want && time.Now().Before(deadline) {
-		msgs, err := src.Receive(t.Context(), 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, msgs...)
-	}
-	if len(got) != want {
-		t.Fatalf("DLQ holds %d messages, want %d", len(got), want)
-	}
-	return got
+	return awstest.Receive(t, src, want)
 }
 
 func TestSameChargeSentFiveTimesIsDebitedOnceAndRecordedDoneOnce(t *testing.T) {
