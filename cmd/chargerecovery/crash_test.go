@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 			db := filepath.Join(t.TempDir(), "crash.db")
 			env := map[string]string{
 				"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s",
-				"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_LOG_FORMAT": "text",
+				"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "127.0.0.1:0",
 			}
 			if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-CRASH-1", "--account", "001234567890", "--amount-minor", "40000", "--type", "LOCKER_RENT"); r.code != 0 {
 				t.Fatalf("send: %s", r.stderr)
@@ -136,4 +137,56 @@ func openEmbeddedForTest(t *testing.T, path string) (*sqlite.Store, *sqlite.Queu
 		t.Fatal(err)
 	}
 	return sqlite.NewStore(db), q
+}
+
+// Several consumer processes share one SQLite file: every charge is debited
+// once, whatever process handles which copy.
+func TestThreeConsumerProcessesOnOneFile(t *testing.T) {
+	ledger := corebank.NewLedger(corebank.Faults{Latency: 2 * time.Millisecond})
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	defer bank.Close()
+	db := filepath.Join(t.TempDir(), "shared.db")
+	env := map[string]string{
+		"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s",
+		"IC_VISIBILITY": "5s", "IC_LEASE": "5s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn",
+	}
+	const n = 120
+	for i := range n {
+		if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-MP-"+strconv.Itoa(i), "--account", "001234567890",
+			"--amount-minor", "2500", "--copies", strconv.Itoa(1+i%2)); r.code != 0 {
+			t.Fatalf("send: %s", r.stderr)
+		}
+	}
+	var procs []*exec.Cmd
+	for range 3 {
+		procs = append(procs, child(t, env, "serve"))
+	}
+	_, q := openEmbeddedForTest(t, db)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		main, _, err := q.Depth(t.Context())
+		if err == nil && main == 0 && len(ledger.Entries()) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not drained: %d messages left, %d posted", main, len(ledger.Entries()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, p := range procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Errorf("consumer exited with %v after SIGTERM, want 0", err)
+		}
+	}
+	for k, c := range ledger.PostingsByKey() {
+		if c != 1 {
+			t.Errorf("%s posted %d times", k, c)
+		}
+	}
+	if d := ledger.DuplicateRequests(); len(d) != 0 {
+		t.Fatalf("core banking was asked again for confirmed charges: %v", d)
+	}
 }

@@ -66,7 +66,7 @@ func TestServeAgainstTheEmulatorDebitsACharge3TimesSentOnce(t *testing.T) {
 	name := awstest.Name("cmd")
 	env := map[string]string{
 		"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name,
-		"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text",
+		"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "127.0.0.1:0",
 	}
 	ctx := t.Context()
 	if r := runCmd(ctx, env, "setup", "--visibility", "5s"); r.code != 0 {

@@ -120,7 +120,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	bc.bind(f)
 	cc.bind(f)
 	lc.bind(f)
-	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (empty: off)")
+	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (--http-addr \"\" turns it off)")
 	f.String(&crashAt, "crash-at", "IC_CRASH_AT", "", "testing and drills only: SIGKILL this process right after a step: after-claim, after-debit or after-done")
 	if err := f.parse(args, false); err != nil {
 		return err
