@@ -193,7 +193,7 @@ func TestPanicIsRetriedNotAcked(t *testing.T) {
 }
 
 func TestHeartbeatKeepsASlowMessageInvisibleAndRunsBeats(t *testing.T) {
-	q, _ := newQueue(150 * time.Millisecond)
+	q, _ := newQueue(time.Second)
 	send(t, q, 1)
 	var beats, handled atomic.Int64
 	release := make(chan struct{})
@@ -203,20 +203,20 @@ func TestHeartbeatKeepsASlowMessageInvisibleAndRunsBeats(t *testing.T) {
 		defer unregister()
 		<-release
 		return consumer.Decision{Action: consumer.Ack}
-	}), consumer.Options{Concurrency: 2, VisibilityTimeout: 150 * time.Millisecond, HeartbeatInterval: 40 * time.Millisecond, Logger: quiet})
+	}), consumer.Options{Concurrency: 2, VisibilityTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := start(t, rt)
-	time.Sleep(600 * time.Millisecond) // four visibility timeouts
+	time.Sleep(2500 * time.Millisecond) // two and a half visibility timeouts
 	close(release)
 	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
 	stop()
 	if handled.Load() != 1 {
 		t.Fatalf("handled %d times: the heartbeat did not keep the message invisible", handled.Load())
 	}
-	if beats.Load() < 5 {
-		t.Fatalf("registered beat ran %d times, want >= 5", beats.Load())
+	if beats.Load() < 10 {
+		t.Fatalf("registered beat ran %d times, want >= 10", beats.Load())
 	}
 }
 
