@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,34 +157,46 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, e
 	if err := q.sweep(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: redrive exhausted messages: %w", err)
 	}
+	// One statement for the whole batch: the same selection and update as
+	// goqite's ReceiveTx (oldest visible first, under the max receive
+	// count), for up to max messages at once, returning what the receipt
+	// and the runtime need.
 	var out []consumer.Message
-	err := q.db.write(ctx, func(tx *wtx) error {
+	now := time.Now().UTC()
+	err := q.db.write1(ctx, func(tx *wtx) error {
 		out = out[:0]
-		for len(out) < max {
-			m, err := q.q.ReceiveTx(ctx, tx.Tx)
-			if err != nil {
-				return err
-			}
-			if m == nil {
-				break
-			}
-			var received int
-			var created string
-			if err := tx.QueryRow(ctx, `select received, created from goqite where id = ?`, string(m.ID)).Scan(&received, &created); err != nil {
-				return err
-			}
-			sent, _ := time.Parse(time.RFC3339Nano, created)
-			out = append(out, consumer.Message{
-				ID: string(m.ID), Body: m.Body, ReceiveCount: received, Receipt: receipt(string(m.ID), received), SentAt: sent,
-			})
+		rows, err := tx.Query(ctx, receiveSQL, now.Add(q.opts.VisibilityTimeout).Format(timeFormat),
+			q.opts.Name, now.Format(timeFormat), q.opts.MaxReceiveCount, max)
+		if err != nil {
+			return err
 		}
-		return nil
+		defer rows.Close()
+		for rows.Next() {
+			var m consumer.Message
+			var created string
+			if err := rows.Scan(&m.ID, &m.Body, &m.ReceiveCount, &created); err != nil {
+				return err
+			}
+			m.SentAt, _ = time.Parse(time.RFC3339Nano, created)
+			m.Receipt = receipt(m.ID, m.ReceiveCount)
+			out = append(out, m)
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: receive: %w", err)
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].SentAt.Before(out[j].SentAt) })
 	return out, nil
 }
+
+const receiveSQL = `update goqite set timeout = ?, received = received + 1
+where id in (
+  select id from goqite
+  where queue = ? and ? >= timeout and received < ?
+  order by priority desc, created
+  limit ?)
+returning id, body, received, created`
 
 // sweep moves messages that were received MaxReceiveCount times and are
 // visible again into the DLQ (goqite itself just stops handing them out),

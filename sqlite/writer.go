@@ -177,6 +177,15 @@ func (t *wtx) Exec(ctx context.Context, query string, args ...any) (sql.Result, 
 	return s.ExecContext(ctx, args...)
 }
 
+// Query runs a cached statement in the transaction.
+func (t *wtx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
 // QueryRow runs a cached statement in the transaction.
 func (t *wtx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
 	s, err := t.stmt(ctx, query)
