@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"time"
 
@@ -71,7 +70,6 @@ type Ledger struct {
 	// did not honour the idempotency key.
 	confirmed   map[string]bool
 	dupRequests map[string]int
-	total       int64
 	rng         *rand.Rand
 	now         func() time.Time
 }
@@ -113,7 +111,6 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 	}
 	l.mu.Lock()
 	l.calls[req.IdempotencyKey]++
-	l.total++
 	call := l.calls[req.IdempotencyKey]
 	f := l.faults
 	failPre := call <= f.FailFirst[req.IdempotencyKey] || (f.TransientRate > 0 && l.rng.Float64() < f.TransientRate)
@@ -215,29 +212,11 @@ func (l *Ledger) Calls(key string) int {
 	return l.calls[key]
 }
 
-// TotalCalls returns how many debit calls arrived in all.
-func (l *Ledger) TotalCalls() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total
-}
-
-// Keys returns the keys posted, sorted.
-func (l *Ledger) Keys() []string {
-	m := l.PostingsByKey()
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // Reset forgets every posting and call (for a hermetic demo).
 func (l *Ledger) Reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.seq, l.total = 0, 0
+	l.seq = 0
 	l.byKey, l.calls, l.entries = map[string]*posting{}, map[string]int{}, nil
 	l.confirmed, l.dupRequests = map[string]bool{}, map[string]int{}
 }

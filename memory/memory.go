@@ -136,13 +136,6 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	return nil
 }
 
-// Len returns how many records are held (including ones past retention).
-func (s *Store) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.recs)
-}
-
 // Stuck returns the IN_PROGRESS records whose lease passed before now,
 // oldest lease first (at most limit), and how many there are in all.
 func (s *Store) Stuck(_ context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {

@@ -93,9 +93,6 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// Registry is the registry, for more collectors (e.g. the runtime gauges).
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // RuntimeGauges registers the runtime's in-flight gauge and heartbeat count.
 func (m *Metrics) RuntimeGauges(rt *consumer.Runtime) {
 	m.reg.MustRegister(

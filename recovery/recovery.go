@@ -84,6 +84,10 @@ func Decide(res charge.Result, inProgressMargin time.Duration) consumer.Decision
 }
 
 func (h *Handler) log(ctx context.Context, m consumer.Message, c charge.Charge, res charge.Result, dec consumer.Decision, took time.Duration) {
+	level, msg := describe(res.Outcome)
+	if !h.opts.Logger.Enabled(ctx, level) {
+		return // build nothing on the hot path for a line nobody keeps
+	}
 	attrs := []slog.Attr{
 		slog.String("message_id", m.ID),
 		slog.Int("receive_count", m.ReceiveCount),
@@ -106,25 +110,32 @@ func (h *Handler) log(ctx context.Context, m consumer.Message, c charge.Charge, 
 	if dec.RetryAfter > 0 {
 		attrs = append(attrs, slog.String("retry_after", dec.RetryAfter.Round(time.Millisecond).String()))
 	}
-	level, msg := slog.LevelInfo, "charge processed"
 	switch res.Outcome {
 	case charge.DuplicateDone, charge.DuplicateFailed, charge.DuplicateInProgress:
-		msg = "duplicate delivery dropped"
-		if res.Outcome == charge.DuplicateInProgress {
-			msg = "duplicate delivery while another holds the claim; left for redelivery"
-		}
 		attrs = append(attrs, slog.Bool("audit", true))
-	case charge.DebitFailed:
-		level, msg = slog.LevelWarn, "debit declined; recorded FAILED and dead-lettered"
-	case charge.Invalid:
-		level, msg = slog.LevelWarn, "malformed message dead-lettered; nothing debited"
 	case charge.Conflict:
-		level, msg = slog.LevelError, "ALERT: charge id reused with a different payload; dead-lettered, nothing debited"
 		attrs = append(attrs, slog.Bool("alert", true))
-	case charge.RetryLater:
-		level, msg = slog.LevelWarn, "transient failure; left for redelivery"
-	case charge.LeaseLost:
-		level, msg = slog.LevelWarn, "lease lost to another worker; not acked"
 	}
 	h.opts.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+// describe gives the level and message of the decision line for an outcome.
+func describe(o charge.Outcome) (slog.Level, string) {
+	switch o {
+	case charge.DuplicateDone, charge.DuplicateFailed:
+		return slog.LevelInfo, "duplicate delivery dropped"
+	case charge.DuplicateInProgress:
+		return slog.LevelInfo, "duplicate delivery while another holds the claim; left for redelivery"
+	case charge.DebitFailed:
+		return slog.LevelWarn, "debit declined; recorded FAILED and dead-lettered"
+	case charge.Invalid:
+		return slog.LevelWarn, "malformed message dead-lettered; nothing debited"
+	case charge.Conflict:
+		return slog.LevelError, "ALERT: charge id reused with a different payload; dead-lettered, nothing debited"
+	case charge.RetryLater:
+		return slog.LevelWarn, "transient failure; left for redelivery"
+	case charge.LeaseLost:
+		return slog.LevelWarn, "lease lost to another worker; not acked"
+	}
+	return slog.LevelInfo, "charge processed"
 }

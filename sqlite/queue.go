@@ -374,14 +374,6 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 	return entries, order, rows.Err()
 }
 
-// Purge deletes every message of the queue and its DLQ (demo reset).
-func (q *Queue) Purge(ctx context.Context) error {
-	return q.db.write(ctx, func(tx *wtx) error {
-		_, err := tx.Exec(ctx, `delete from goqite where queue in (?, ?)`, q.opts.Name, q.opts.Name+"-dlq")
-		return err
-	})
-}
-
 // Redrive moves DLQ entries back to the queue (oldest first) as opts
 // decides; each move (send + delete) is one transaction.
 func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -67,7 +66,5 @@ func dropAWS(c backendConfig) {
 			_ = sqs.DeleteQueue(ctx, sqsc, u)
 		}
 	}
-	if err := dynamodb.DeleteTable(ctx, awsddb.NewFromConfig(cfg), c.table); err != nil && !errors.Is(err, context.Canceled) {
-		return
-	}
+	_ = dynamodb.DeleteTable(ctx, awsddb.NewFromConfig(cfg), c.table)
 }
