@@ -154,6 +154,15 @@ func (s *store) Finish(ctx context.Context, f idempotency.Finish) error {
 	return err
 }
 
+func (s *store) Release(ctx context.Context, key, token string) error {
+	defer s.observe("release", time.Now())
+	err := s.Store.Release(ctx, key, token)
+	if errors.Is(err, idempotency.ErrLeaseLost) {
+		s.m.leaseLost.Inc()
+	}
+	return err
+}
+
 func (s *store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
 	defer s.observe("extend", time.Now())
 	err := s.Store.Extend(ctx, key, token, leaseUntil, now)
@@ -233,4 +242,40 @@ func (s *source) ChangeVisibility(ctx context.Context, msg consumer.Message, d t
 func (s *source) DeadLetter(ctx context.Context, msg consumer.Message, reason string) error {
 	s.m.queueCalls.WithLabelValues("dead_letter").Inc()
 	return s.Source.DeadLetter(ctx, msg, reason)
+}
+
+// Counts is a snapshot of the call counters, by label value.
+type Counts struct {
+	Received      int64
+	ClaimOutcomes map[string]int64 // acquired, reclaimed, duplicate_done, ...
+	StoreCalls    map[string]int64 // claim, finish, extend, release
+	QueueCalls    map[string]int64 // receive, ack, change_visibility, dead_letter
+}
+
+// Counts reads the counters (the bench reports them).
+func (m *Metrics) Counts() (Counts, error) {
+	fams, err := m.reg.Gather()
+	if err != nil {
+		return Counts{}, err
+	}
+	c := Counts{ClaimOutcomes: map[string]int64{}, StoreCalls: map[string]int64{}, QueueCalls: map[string]int64{}}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			label := ""
+			if l := mt.GetLabel(); len(l) > 0 {
+				label = l[0].GetValue()
+			}
+			switch f.GetName() {
+			case ns + "_messages_received_total":
+				c.Received = int64(mt.GetCounter().GetValue())
+			case ns + "_claim_outcomes_total":
+				c.ClaimOutcomes[label] = int64(mt.GetCounter().GetValue())
+			case ns + "_store_seconds":
+				c.StoreCalls[label] = int64(mt.GetHistogram().GetSampleCount())
+			case ns + "_queue_calls_total":
+				c.QueueCalls[label] = int64(mt.GetCounter().GetValue())
+			}
+		}
+	}
+	return c, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/recovery"
 )
 
@@ -286,8 +287,8 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 	runtime.GC()
 	mem := startMemSampler()
 	ledger := newBenchLedger(c.charges, c.latency)
-	store := &countingStore{Store: b.store}
-	src := &countingSource{Source: b.source}
+	m := metrics.New() // counts store and queue calls by wrapping the ports
+	store, src := m.Store(b.store), m.Source(b.source)
 	var hist histogram
 	var decided, dropped, deferred, retries atomic.Int64
 	done := make(chan struct{})
@@ -366,6 +367,12 @@ wait:
 	heapMB, rssMB := mem.finish()
 
 	once, double, none := ledger.verify()
+	counts, err := m.Counts()
+	if err != nil {
+		return benchRun{}, err
+	}
+	won := counts.ClaimOutcomes["acquired"] + counts.ClaimOutcomes["reclaimed"]
+	claimedDup := counts.StoreCalls["claim"] - won
 	fresh := float64(c.charges)
 	dups := float64(messages - c.charges)
 	r := benchRun{
@@ -373,18 +380,15 @@ wait:
 		CorebankLatencyMS: float64(c.latency.Microseconds()) / 1000, EnqueueSeconds: enqSeconds,
 		Seconds: elapsed.Seconds(), ChargesPerSecond: fresh / elapsed.Seconds(), MessagesPerSecond: float64(messages) / elapsed.Seconds(),
 		HandlingLatencyMS: latencyMS{P50: ms(hist.quantile(.5)), P95: ms(hist.quantile(.95)), P99: ms(hist.quantile(.99)), Max: ms(hist.max)},
-		StoreCalls: map[string]int64{"claim_won": store.claimOwned.Load(), "claim_duplicate": store.claimDup.Load(),
-			"finish": store.finish.Load(), "extend": store.extend.Load(), "release": store.release.Load(), "get": store.gets.Load()},
-		QueueCalls: map[string]int64{"receive": src.receives.Load(), "ack": src.acks.Load(),
-			"change_visibility": src.visibility.Load(), "dead_letter": src.deadLetters.Load()},
+		StoreCalls:        counts.StoreCalls, QueueCalls: counts.QueueCalls,
 		PeakHeapMB: heapMB, PeakRSSMB: rssMB,
 		DuplicatesDropped: dropped.Load(), DuplicatesDeferred: deferred.Load(), Retries: retries.Load(),
 		DebitCalls: ledger.calls.Load(), DebitedOnce: once, DoubleDebits: double, NotDebited: none,
 	}
 	if !baseline {
-		r.StorePerFresh = float64(store.claimOwned.Load()+store.finish.Load()+store.extend.Load()+store.release.Load()) / fresh
+		r.StorePerFresh = float64(won+counts.StoreCalls["finish"]+counts.StoreCalls["extend"]+counts.StoreCalls["release"]) / fresh
 		if dups > 0 {
-			r.StorePerDuplicate = float64(store.claimDup.Load()) / dups
+			r.StorePerDuplicate = float64(claimedDup) / dups
 		}
 	}
 	var qcalls int64

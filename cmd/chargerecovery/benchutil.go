@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/consumer"
-	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
 // benchLedger is a compact core-banking simulator for N charges whose ids
@@ -88,72 +86,6 @@ type nopNotifier struct{}
 
 func (nopNotifier) NotifyPreDebit(context.Context, charge.Charge, charge.DebitReceipt) error {
 	return nil
-}
-
-// countingStore counts store calls by kind (the round trips of the claim
-// state machine).
-type countingStore struct {
-	idempotency.Store
-	claimOwned, claimDup          atomic.Int64
-	finish, extend, release, gets atomic.Int64
-}
-
-func (s *countingStore) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
-	res, err := s.Store.Claim(ctx, r)
-	if err == nil && res.Acquired {
-		s.claimOwned.Add(1)
-	} else {
-		s.claimDup.Add(1)
-	}
-	return res, err
-}
-
-func (s *countingStore) Finish(ctx context.Context, f idempotency.Finish) error {
-	s.finish.Add(1)
-	return s.Store.Finish(ctx, f)
-}
-
-func (s *countingStore) Extend(ctx context.Context, key, token string, until, now time.Time) error {
-	s.extend.Add(1)
-	return s.Store.Extend(ctx, key, token, until, now)
-}
-
-func (s *countingStore) Release(ctx context.Context, key, token string) error {
-	s.release.Add(1)
-	return s.Store.Release(ctx, key, token)
-}
-
-func (s *countingStore) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
-	s.gets.Add(1)
-	return s.Store.Get(ctx, key, now)
-}
-
-// countingSource counts queue calls.
-type countingSource struct {
-	consumer.Source
-	receives, acks, visibility, deadLetters, received atomic.Int64
-}
-
-func (s *countingSource) Receive(ctx context.Context, max int) ([]consumer.Message, error) {
-	s.receives.Add(1)
-	m, err := s.Source.Receive(ctx, max)
-	s.received.Add(int64(len(m)))
-	return m, err
-}
-
-func (s *countingSource) Ack(ctx context.Context, msgs []consumer.Message) error {
-	s.acks.Add(1)
-	return s.Source.Ack(ctx, msgs)
-}
-
-func (s *countingSource) ChangeVisibility(ctx context.Context, m consumer.Message, d time.Duration) error {
-	s.visibility.Add(1)
-	return s.Source.ChangeVisibility(ctx, m, d)
-}
-
-func (s *countingSource) DeadLetter(ctx context.Context, m consumer.Message, reason string) error {
-	s.deadLetters.Add(1)
-	return s.Source.DeadLetter(ctx, m, reason)
 }
 
 // histogram is a fixed-size log-bucketed latency histogram (2% buckets

@@ -61,52 +61,35 @@ func (f *flagSet) String(p *string, name, envName, def, usage string) {
 	f.fs.StringVar(p, name, def, f.desc(usage, envName))
 }
 
-func (f *flagSet) Int(p *int, name, envName string, def int, usage string) {
+// fromEnv returns def, or envName's value parsed when it is set; a value
+// that does not parse is recorded as a usage problem.
+func fromEnv[T any](f *flagSet, name, envName string, def T, parse func(string) (T, error), want string) T {
 	if v, ok := f.lookup(envName); ok {
-		n, err := strconv.Atoi(v)
+		x, err := parse(v)
 		if err != nil {
-			f.bad(name, envName, v, "a whole number")
-		} else {
-			def = n
+			f.bad(name, envName, v, want)
+			return def
 		}
+		return x
 	}
-	f.fs.IntVar(p, name, def, f.desc(usage, envName))
+	return def
+}
+
+func (f *flagSet) Int(p *int, name, envName string, def int, usage string) {
+	f.fs.IntVar(p, name, fromEnv(f, name, envName, def, strconv.Atoi, "a whole number"), f.desc(usage, envName))
 }
 
 func (f *flagSet) Float(p *float64, name, envName string, def float64, usage string) {
-	if v, ok := f.lookup(envName); ok {
-		n, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			f.bad(name, envName, v, "a number")
-		} else {
-			def = n
-		}
-	}
-	f.fs.Float64Var(p, name, def, f.desc(usage, envName))
+	parse := func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
+	f.fs.Float64Var(p, name, fromEnv(f, name, envName, def, parse, "a number"), f.desc(usage, envName))
 }
 
 func (f *flagSet) Duration(p *time.Duration, name, envName string, def time.Duration, usage string) {
-	if v, ok := f.lookup(envName); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			f.bad(name, envName, v, "a duration such as 30s or 5m")
-		} else {
-			def = d
-		}
-	}
-	f.fs.DurationVar(p, name, def, f.desc(usage, envName))
+	f.fs.DurationVar(p, name, fromEnv(f, name, envName, def, time.ParseDuration, "a duration such as 30s or 5m"), f.desc(usage, envName))
 }
 
 func (f *flagSet) Bool(p *bool, name, envName string, def bool, usage string) {
-	if v, ok := f.lookup(envName); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			f.bad(name, envName, v, "true or false")
-		} else {
-			def = b
-		}
-	}
-	f.fs.BoolVar(p, name, def, f.desc(usage, envName))
+	f.fs.BoolVar(p, name, fromEnv(f, name, envName, def, strconv.ParseBool, "true or false"), f.desc(usage, envName))
 }
 
 // parse parses args; it returns errHelp after -h, a usage error for bad
