@@ -48,6 +48,11 @@ const (
 	attrExpiresAt   = "expiresAt"
 	attrStatus      = "status"
 	attrDetail      = "detail"
+	attrReopens     = "reopens"
+	attrReopenedAt  = "reopenedAt"
+	attrReopenWhy   = "reopenReason"
+	attrPrevStatus  = "prevStatus"
+	attrPrevDetail  = "prevDetail"
 	// AttrTTL is the table's TTL attribute (Unix seconds).
 	AttrTTL = "ttl"
 )
@@ -57,7 +62,8 @@ var names = map[string]string{
 	"#pk": attrKey, "#state": attrState, "#token": attrToken, "#fp": attrFingerprint,
 	"#attempt": attrAttempt, "#lease": attrLeaseUntil, "#created": attrCreatedAt,
 	"#updated": attrUpdatedAt, "#expires": attrExpiresAt, "#status": attrStatus,
-	"#detail": attrDetail, "#ttl": AttrTTL,
+	"#detail": attrDetail, "#ttl": AttrTTL, "#reopens": attrReopens, "#reopenedAt": attrReopenedAt,
+	"#reopenWhy": attrReopenWhy, "#prevStatus": attrPrevStatus, "#prevDetail": attrPrevDetail,
 }
 
 func pick(keys ...string) map[string]string {
@@ -120,6 +126,8 @@ const claimUpdate = `SET #state = :ip, #token = :token, #fp = :fp, #lease = :lea
 	`#attempt = if_not_exists(#attempt, :zero) + :one, #created = if_not_exists(#created, :now), ` +
 	`#updated = :now, #expires = :exp, #ttl = :ttl REMOVE #status, #detail`
 
+var claimNames = pick("#pk", "#state", "#token", "#fp", "#attempt", "#lease", "#created", "#updated", "#expires", "#status", "#detail", "#ttl")
+
 // Claim implements idempotency.Store with one conditional UpdateItem. On
 // success ReturnValues=ALL_OLD tells a fresh claim from a reclaim; on
 // failure the existing item comes back with the error. Only a backend that
@@ -134,7 +142,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			Key:                      s.key(req.Key),
 			ConditionExpression:      aws.String(claimCondition),
 			UpdateExpression:         aws.String(claimUpdate),
-			ExpressionAttributeNames: names,
+			ExpressionAttributeNames: claimNames,
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":ip": str(string(idempotency.StateInProgress)), ":token": str(req.Token), ":fp": str(req.Fingerprint),
 				":lease": ms(req.LeaseUntil), ":now": ms(req.Now), ":exp": ms(req.ExpiresAt),
@@ -194,8 +202,8 @@ func (s *Store) claimed(ctx context.Context, req idempotency.ClaimRequest, oldIt
 		TableName:                aws.String(s.table),
 		Key:                      s.key(req.Key),
 		ConditionExpression:      aws.String(`#token = :token`),
-		UpdateExpression:         aws.String(`SET #attempt = :one, #created = :now`),
-		ExpressionAttributeNames: pick("#token", "#attempt", "#created"),
+		UpdateExpression:         aws.String(`SET #attempt = :one, #created = :now REMOVE #reopens, #reopenedAt, #reopenWhy, #prevStatus, #prevDetail`),
+		ExpressionAttributeNames: pick("#token", "#attempt", "#created", "#reopens", "#reopenedAt", "#reopenWhy", "#prevStatus", "#prevDetail"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":token": str(req.Token), ":one": num(1), ":now": ms(req.Now),
 		},
@@ -235,13 +243,29 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
 		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
 	}
-	return s.held(ctx, "finish", f.Key, f.Token,
-		`SET #state = :state, #status = :status, #detail = :detail, #updated = :now, #expires = :exp, #ttl = :ttl`,
-		pick("#state", "#token", "#status", "#detail", "#updated", "#expires", "#ttl"),
-		map[string]types.AttributeValue{
+	_, err := s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      s.key(f.Key),
+		ConditionExpression:      aws.String(heldCondition),
+		UpdateExpression:         aws.String(`SET #state = :state, #status = :status, #detail = :detail, #updated = :now, #expires = :exp, #ttl = :ttl`),
+		ExpressionAttributeNames: pick("#state", "#token", "#status", "#detail", "#updated", "#expires", "#ttl"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":ip": str(string(idempotency.StateInProgress)), ":token": str(f.Token),
 			":state": str(string(f.State)), ":status": str(f.Status), ":detail": str(f.Detail),
 			":now": ms(f.Now), ":exp": ms(f.ExpiresAt), ":ttl": num(ttlSeconds(f.ExpiresAt)),
-		})
+		},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
+		// The SDK retried a finish whose first attempt landed (a 500 or a
+		// dropped connection after the write): the item is already in the
+		// target state under our token. Success, nothing to change.
+		if old, derr := decode(ccf.Item); derr == nil && old.State == f.State && old.Token == f.Token {
+			return nil
+		}
+	}
+	return s.conditional("finish", err)
 }
 
 // Extend implements idempotency.Store.
@@ -280,6 +304,57 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	return s.conditional("release", err)
 }
 
+const reopenUpdate = `SET #state = :ip, #token = :token, #lease = :now, #updated = :now, #expires = :exp, #ttl = :ttl, ` +
+	`#prevStatus = if_not_exists(#status, :empty), #prevDetail = if_not_exists(#detail, :empty), ` +
+	`#reopens = if_not_exists(#reopens, :zero) + :one, #reopenedAt = :now, #reopenWhy = :reason REMOVE #status, #detail`
+
+// Reopen implements idempotency.Store with one UpdateItem conditional on
+// state FAILED (and not past retention); on failure the existing item comes
+// back with the error and says why.
+func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+	if r.Key == "" || r.Token == "" {
+		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+	}
+	out, err := s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 s.key(r.Key),
+		ConditionExpression: aws.String(`#state = :failed AND #expires > :now`),
+		UpdateExpression:    aws.String(reopenUpdate),
+		ExpressionAttributeNames: pick("#state", "#token", "#lease", "#updated", "#expires", "#ttl", "#status", "#detail",
+			"#prevStatus", "#prevDetail", "#reopens", "#reopenedAt", "#reopenWhy"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":failed": str(string(idempotency.StateFailed)), ":ip": str(string(idempotency.StateInProgress)),
+			":token": str(r.Token), ":now": ms(r.Now), ":exp": ms(r.ExpiresAt), ":ttl": num(ttlSeconds(r.ExpiresAt)),
+			":empty": str(""), ":zero": num(0), ":one": num(1), ":reason": str(r.Reason),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return decode(out.Attributes)
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+	}
+	if len(ccf.Item) == 0 {
+		// Missing, or a backend that does not return the item: read it.
+		rec, err := s.Get(ctx, r.Key, r.Now)
+		if err != nil {
+			return idempotency.Record{}, err
+		}
+		return rec, idempotency.ErrNotFailed
+	}
+	rec, err := decode(ccf.Item)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	if rec.Expired(r.Now) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, idempotency.ErrNotFailed
+}
+
 func (s *Store) conditional(op string, err error) error {
 	if err == nil {
 		return nil
@@ -295,17 +370,24 @@ func (s *Store) conditional(op string, err error) error {
 func decode(item map[string]types.AttributeValue) (idempotency.Record, error) {
 	d := decoder{item: item}
 	rec := idempotency.Record{
-		Key:         d.s(attrKey),
-		State:       idempotency.State(d.s(attrState)),
-		Token:       d.s(attrToken),
-		Fingerprint: d.s(attrFingerprint),
-		Attempt:     int(d.n(attrAttempt)),
-		LeaseUntil:  d.t(attrLeaseUntil),
-		CreatedAt:   d.t(attrCreatedAt),
-		UpdatedAt:   d.t(attrUpdatedAt),
-		ExpiresAt:   d.t(attrExpiresAt),
-		Status:      d.s(attrStatus),
-		Detail:      d.s(attrDetail),
+		Key:          d.s(attrKey),
+		State:        idempotency.State(d.s(attrState)),
+		Token:        d.s(attrToken),
+		Fingerprint:  d.s(attrFingerprint),
+		Attempt:      int(d.n(attrAttempt)),
+		LeaseUntil:   d.t(attrLeaseUntil),
+		CreatedAt:    d.t(attrCreatedAt),
+		UpdatedAt:    d.t(attrUpdatedAt),
+		ExpiresAt:    d.t(attrExpiresAt),
+		Status:       d.s(attrStatus),
+		Detail:       d.s(attrDetail),
+		Reopens:      int(d.n(attrReopens)),
+		ReopenReason: d.s(attrReopenWhy),
+		PrevStatus:   d.s(attrPrevStatus),
+		PrevDetail:   d.s(attrPrevDetail),
+	}
+	if _, ok := item[attrReopenedAt]; ok {
+		rec.ReopenedAt = d.t(attrReopenedAt)
 	}
 	if d.err != nil {
 		return idempotency.Record{}, d.err

@@ -159,17 +159,22 @@ func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, erro
 	if err != nil {
 		return Claim{}, err
 	}
-	return Claim{Outcome: Classify(res, fingerprint), Record: res.Record}, nil
+	return Claim{Outcome: Classify(res, token, fingerprint), Record: res.Record}, nil
 }
 
 // Classify maps a store's ClaimResult to an Outcome for a claimant with
-// fingerprint. A different fingerprint on an existing record is a Conflict
-// whatever its state; the work must never run for it.
-func Classify(res ClaimResult, fingerprint string) Outcome {
+// token and fingerprint. A different fingerprint on an existing record is a
+// Conflict whatever its state; the work must never run for it. An
+// IN_PROGRESS record under the claimant's own token means its claim landed
+// and the store's answer was lost (the SDK retried the write, and the retry
+// found our record): the key is ours.
+func Classify(res ClaimResult, token, fingerprint string) Outcome {
+	ours := token != "" && res.Record.Token == token &&
+		res.Record.State == StateInProgress && res.Record.Fingerprint == fingerprint
 	switch {
-	case res.Acquired && res.Reclaimed:
+	case res.Acquired && res.Reclaimed, !res.Acquired && ours && res.Record.Attempt > 1:
 		return Reclaimed
-	case res.Acquired:
+	case res.Acquired, ours:
 		return Acquired
 	case res.Record.Fingerprint != fingerprint:
 		return Conflict
@@ -227,6 +232,23 @@ func (g *Guard) Release(ctx context.Context, l Lease) error {
 		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
 	return g.store.Release(ctx, l.Key, l.Token)
+}
+
+// Reopen turns the FAILED record of key back into one the next delivery
+// claims at once (see Store.Reopen), for an operator who fixed the cause of
+// the failure. reason is kept in the record. It returns the reopened record;
+// ErrNotFailed (with the record) when it is not FAILED, ErrNotFound when
+// there is none.
+func (g *Guard) Reopen(ctx context.Context, key, reason string) (Record, error) {
+	if key == "" || reason == "" {
+		return Record{}, fmt.Errorf("%w: reopen needs a key and a reason", ErrInvalid)
+	}
+	token, err := g.opts.NewToken()
+	if err != nil {
+		return Record{}, fmt.Errorf("idempotency: new token: %w", err)
+	}
+	now := g.Now()
+	return g.store.Reopen(ctx, Reopen{Key: key, Token: token, Reason: reason, Now: now, ExpiresAt: now.Add(g.opts.Retention)})
 }
 
 // Get returns the record for key (ErrNotFound when absent or past retention).

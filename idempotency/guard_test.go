@@ -38,7 +38,10 @@ func TestClaimRefusesAnEmptyKey(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	rec := func(s idempotency.State, fp string) idempotency.Record {
-		return idempotency.Record{State: s, Fingerprint: fp}
+		return idempotency.Record{State: s, Fingerprint: fp, Token: "theirs", Attempt: 1}
+	}
+	ours := func(s idempotency.State, attempt int) idempotency.Record {
+		return idempotency.Record{State: s, Fingerprint: "a", Token: "ours", Attempt: attempt}
 	}
 	tests := []struct {
 		name string
@@ -52,9 +55,13 @@ func TestClassify(t *testing.T) {
 		{"in progress", idempotency.ClaimResult{Record: rec(idempotency.StateInProgress, "a")}, idempotency.DuplicateInProgress},
 		{"conflict beats done", idempotency.ClaimResult{Record: rec(idempotency.StateDone, "b")}, idempotency.Conflict},
 		{"conflict beats in progress", idempotency.ClaimResult{Record: rec(idempotency.StateInProgress, "b")}, idempotency.Conflict},
+		// A retried write whose first attempt landed finds our own record.
+		{"our own claim landed", idempotency.ClaimResult{Record: ours(idempotency.StateInProgress, 1)}, idempotency.Acquired},
+		{"our own reclaim landed", idempotency.ClaimResult{Record: ours(idempotency.StateInProgress, 3)}, idempotency.Reclaimed},
+		{"our token but finished is not ours to work", idempotency.ClaimResult{Record: ours(idempotency.StateDone, 1)}, idempotency.DuplicateDone},
 	}
 	for _, tt := range tests {
-		if got := idempotency.Classify(tt.res, "a"); got != tt.want {
+		if got := idempotency.Classify(tt.res, "ours", "a"); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -50,6 +50,15 @@ type Record struct {
 	// ExpiresAt is the retention deadline; past it the record counts as
 	// absent (a DynamoDB TTL attribute deletes it some time later).
 	ExpiresAt time.Time
+	// The audit trail of operator reopenings (Guard.Reopen) of a FAILED
+	// record: how many there were, and the last one's time, reason and the
+	// status and detail the record held before it. Claims and finishes keep
+	// these fields; a record taken over past its retention starts without.
+	Reopens      int
+	ReopenedAt   time.Time
+	ReopenReason string
+	PrevStatus   string
+	PrevDetail   string
 }
 
 // LeaseLive reports whether r is IN_PROGRESS with a lease that has not passed
@@ -77,6 +86,9 @@ var (
 	// ErrInvalid: the caller passed something the state machine refuses
 	// (empty key, bad state, zero lease).
 	ErrInvalid = errors.New("idempotency: invalid argument")
+	// ErrNotFailed: Reopen found the record in a state other than FAILED
+	// (DONE or IN_PROGRESS are never reopened) and changed nothing.
+	ErrNotFailed = errors.New("idempotency: record is not FAILED")
 )
 
 // Unavailable wraps err so that errors.Is(err, ErrUnavailable) holds, keeping

@@ -26,9 +26,11 @@ type Store interface {
 	Get(ctx context.Context, key string, now time.Time) (Record, error)
 
 	// Finish moves an IN_PROGRESS record held by t.Token to t.State (DONE or
-	// FAILED) with t.Status and t.Detail, and sets ExpiresAt. If the record is
-	// missing, not IN_PROGRESS, or holds another token, it returns
-	// ErrLeaseLost and changes nothing.
+	// FAILED) with t.Status and t.Detail, and sets ExpiresAt. A record
+	// already in t.State under t.Token is a retry of a Finish that landed (an
+	// SDK retry after a lost answer): Finish returns nil for it. If the
+	// record is missing, holds another token, or is in another state, it
+	// returns ErrLeaseLost and changes nothing.
 	Finish(ctx context.Context, t Finish) error
 
 	// Extend sets LeaseUntil of an IN_PROGRESS record held by token. Same
@@ -38,6 +40,25 @@ type Store interface {
 	// Release deletes an IN_PROGRESS record held by token, so that the key can
 	// be claimed again at once. Same condition and error as Finish.
 	Release(ctx context.Context, key, token string) error
+
+	// Reopen turns a FAILED record back into one the next delivery claims
+	// at once: state IN_PROGRESS under r.Token (a token nobody holds) with
+	// its lease already passed, Status and Detail moved to PrevStatus and
+	// PrevDetail, Reopens + 1, ReopenedAt and ReopenReason set, ExpiresAt
+	// renewed; Attempt, Fingerprint and CreatedAt kept. It is one
+	// conditional write on state FAILED: it returns ErrNotFound for a
+	// missing record (or one past retention) and ErrNotFailed, with the
+	// record, for any other state. It returns the reopened record.
+	Reopen(ctx context.Context, r Reopen) (Record, error)
+}
+
+// Reopen is an operator's request to reopen a FAILED record.
+type Reopen struct {
+	Key       string
+	Token     string
+	Reason    string
+	Now       time.Time
+	ExpiresAt time.Time
 }
 
 // ClaimRequest is the record a claimant wants to write.

@@ -58,6 +58,8 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if reclaim {
 		rec.Attempt = old.Attempt + 1
 		rec.CreatedAt = old.CreatedAt
+		rec.Reopens, rec.ReopenedAt, rec.ReopenReason = old.Reopens, old.ReopenedAt, old.ReopenReason
+		rec.PrevStatus, rec.PrevDetail = old.PrevStatus, old.PrevDetail
 	}
 	s.recs[req.Key] = rec
 	return idempotency.ClaimResult{Acquired: true, Reclaimed: reclaim, Record: rec}, nil
@@ -96,6 +98,9 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if rec, ok := s.recs[f.Key]; ok && rec.State == f.State && rec.Token == f.Token {
+		return nil // a retry of a finish that landed: nothing to change
+	}
 	rec, err := s.held(f.Key, f.Token)
 	if err != nil {
 		return err
@@ -134,6 +139,32 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	}
 	delete(s.recs, key)
 	return nil
+}
+
+// Reopen implements idempotency.Store.
+func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+	}
+	if r.Key == "" || r.Token == "" {
+		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.recs[r.Key]
+	if !ok || rec.Expired(r.Now) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	if rec.State != idempotency.StateFailed {
+		return rec, idempotency.ErrNotFailed
+	}
+	rec.PrevStatus, rec.PrevDetail = rec.Status, rec.Detail
+	rec.State, rec.Token, rec.Status, rec.Detail = idempotency.StateInProgress, r.Token, "", ""
+	rec.LeaseUntil, rec.UpdatedAt, rec.ExpiresAt = r.Now, r.Now, r.ExpiresAt
+	rec.Reopens++
+	rec.ReopenedAt, rec.ReopenReason = r.Now, r.Reason
+	s.recs[r.Key] = rec
+	return rec, nil
 }
 
 // Stuck returns the IN_PROGRESS records whose lease passed before now,

@@ -140,7 +140,7 @@ func (s *store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	defer s.observe("claim", time.Now())
 	res, err := s.Store.Claim(ctx, req)
 	if err == nil {
-		s.m.claims.WithLabelValues(idempotency.Classify(res, req.Fingerprint).String()).Inc()
+		s.m.claims.WithLabelValues(idempotency.Classify(res, req.Token, req.Fingerprint).String()).Inc()
 	}
 	return res, err
 }

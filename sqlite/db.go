@@ -142,14 +142,40 @@ create index if not exists idempotency_records_state_lease_idx on idempotency_re
 create index if not exists idempotency_records_expires_idx on idempotency_records (expires_at);
 `
 
+// migrations bring a file made by an older version up to date, in order;
+// the file's user_version counts those applied. Each runs once, in the same
+// transaction as the version bump.
+var migrations = []string{
+	// 1: the audit trail of operator reopenings (Store.Reopen).
+	`alter table idempotency_records add column reopens integer not null default 0;
+	 alter table idempotency_records add column reopened_at integer not null default 0;
+	 alter table idempotency_records add column reopen_reason text not null default '';
+	 alter table idempotency_records add column prev_status text not null default '';
+	 alter table idempotency_records add column prev_detail text not null default '';`,
+}
+
 func migrate(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := db.BeginTx(ctx, nil) // immediate: one process migrates at a time
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("create schema: %w", err)
+	}
+	var version int
+	if err := tx.QueryRowContext(ctx, "pragma user_version").Scan(&version); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	for i := version; i < len(migrations); i++ {
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+	}
+	if version < len(migrations) {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("pragma user_version = %d", len(migrations))); err != nil {
+			return fmt.Errorf("set schema version: %w", err)
+		}
 	}
 	return tx.Commit()
 }

@@ -33,13 +33,20 @@ on conflict (key) do update set
   attempt = case when expires_at <= ?5 then 1 else attempt + 1 end,
   created_at = case when expires_at <= ?5 then ?5 else created_at end,
   state = 'IN_PROGRESS', token = ?2, fingerprint = ?3, lease_until = ?4,
-  updated_at = ?5, expires_at = ?6, status = '', detail = ''
+  updated_at = ?5, expires_at = ?6, status = '', detail = '',
+  reopens = case when expires_at <= ?5 then 0 else reopens end,
+  reopened_at = case when expires_at <= ?5 then 0 else reopened_at end,
+  reopen_reason = case when expires_at <= ?5 then '' else reopen_reason end,
+  prev_status = case when expires_at <= ?5 then '' else prev_status end,
+  prev_detail = case when expires_at <= ?5 then '' else prev_detail end
 where expires_at <= ?5
    or (state = 'IN_PROGRESS' and lease_until <= ?5 and fingerprint = ?3)
 returning attempt, created_at`
 
-const selectSQL = `select key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail
-from idempotency_records where key = ?`
+const columns = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
+  reopens, reopened_at, reopen_reason, prev_status, prev_detail`
+
+const selectSQL = `select ` + columns + ` from idempotency_records where key = ?`
 
 // Claim implements idempotency.Store.
 func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
@@ -96,9 +103,13 @@ type row interface{ Scan(...any) error }
 func scan(r row) (idempotency.Record, error) {
 	var rec idempotency.Record
 	var state string
-	var lease, created, updated, expires int64
-	if err := r.Scan(&rec.Key, &state, &rec.Token, &rec.Fingerprint, &rec.Attempt, &lease, &created, &updated, &expires, &rec.Status, &rec.Detail); err != nil {
+	var lease, created, updated, expires, reopened int64
+	if err := r.Scan(&rec.Key, &state, &rec.Token, &rec.Fingerprint, &rec.Attempt, &lease, &created, &updated, &expires, &rec.Status, &rec.Detail,
+		&rec.Reopens, &reopened, &rec.ReopenReason, &rec.PrevStatus, &rec.PrevDetail); err != nil {
 		return idempotency.Record{}, err
+	}
+	if reopened != 0 {
+		rec.ReopenedAt = time.UnixMilli(reopened).UTC()
 	}
 	rec.State = idempotency.State(state)
 	rec.LeaseUntil = time.UnixMilli(lease).UTC()
@@ -113,9 +124,35 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
 		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
 	}
-	return s.held(ctx, "finish", `update idempotency_records set state = ?, status = ?, detail = ?, updated_at = ?, expires_at = ?
-		where key = ? and state = 'IN_PROGRESS' and token = ?`,
-		string(f.State), f.Status, f.Detail, f.Now.UnixMilli(), f.ExpiresAt.UnixMilli(), f.Key, f.Token)
+	var n int64
+	var landed bool
+	err := s.db.write1(ctx, func(tx *wtx) error {
+		res, err := tx.Exec(ctx, `update idempotency_records set state = ?, status = ?, detail = ?, updated_at = ?, expires_at = ?
+			where key = ? and state = 'IN_PROGRESS' and token = ?`,
+			string(f.State), f.Status, f.Detail, f.Now.UnixMilli(), f.ExpiresAt.UnixMilli(), f.Key, f.Token)
+		if err != nil {
+			return err
+		}
+		if n, err = res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		// Already in the target state under our token: a retry of a finish
+		// that landed. Success, and nothing to change.
+		var state, token string
+		err = tx.QueryRow(ctx, `select state, token from idempotency_records where key = ?`, f.Key).Scan(&state, &token)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		landed = err == nil && state == string(f.State) && token == f.Token
+		return err
+	})
+	switch {
+	case err != nil:
+		return idempotency.Unavailable("finish", err)
+	case n == 0 && !landed:
+		return idempotency.ErrLeaseLost
+	}
+	return nil
 }
 
 // Extend implements idempotency.Store.
@@ -127,6 +164,49 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now t
 // Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
 	return s.held(ctx, "release", `delete from idempotency_records where key = ? and state = 'IN_PROGRESS' and token = ?`, key, token)
+}
+
+const reopenSQL = `update idempotency_records set
+  state = 'IN_PROGRESS', token = ?2, lease_until = ?3, updated_at = ?3, expires_at = ?4,
+  prev_status = status, prev_detail = detail, status = '', detail = '',
+  reopens = reopens + 1, reopened_at = ?3, reopen_reason = ?5
+where key = ?1 and state = 'FAILED' and expires_at > ?3
+returning ` + columns
+
+// Reopen implements idempotency.Store: one conditional UPDATE … RETURNING;
+// when it matches nothing, the row is read in the same transaction to say
+// why.
+func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+	if r.Key == "" || r.Token == "" {
+		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+	}
+	var rec idempotency.Record
+	var found bool
+	err := s.db.write1(ctx, func(tx *wtx) error {
+		var err error
+		rec, err = scan(tx.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now.UnixMilli(), r.ExpiresAt.UnixMilli(), r.Reason))
+		if err == nil {
+			found = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		rec, err = scan(tx.QueryRow(ctx, selectSQL, r.Key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+	case found:
+		return rec, nil
+	case rec.Key == "" || rec.Expired(r.Now):
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, idempotency.ErrNotFailed
 }
 
 // held runs one statement conditional on IN_PROGRESS and the token.
@@ -157,7 +237,7 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempote
 		where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?`, now.UnixMilli(), now.UnixMilli()).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	rows, err := s.db.sql.QueryContext(ctx, `select key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail
+	rows, err := s.db.sql.QueryContext(ctx, `select `+columns+`
 		from idempotency_records where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?
 		order by lease_until limit ?`, now.UnixMilli(), now.UnixMilli(), limit)
 	if err != nil {

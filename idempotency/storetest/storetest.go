@@ -62,6 +62,18 @@ func (e *env) get(t *testing.T) idempotency.Record {
 	return r
 }
 
+// fixedTokenGuard is a guard on the same store and clock whose every claim
+// uses token: what an SDK retry of one claim request looks like.
+func (e *env) fixedTokenGuard(t *testing.T, token string) *idempotency.Guard {
+	t.Helper()
+	g, err := idempotency.NewGuard(e.s, idempotency.Options{Lease: Lease, Retention: Retention, Clock: e.clock,
+		NewToken: func() (string, error) { return token, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func uniqueKey(t *testing.T) string {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -204,7 +216,11 @@ var cases = []struct {
 		if err := e.g.Complete(ctx, c.Lease(), "DEBITED", "first"); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
-		wantErr(t, "second Complete", e.g.Complete(ctx, c.Lease(), "DEBITED", "second"), idempotency.ErrLeaseLost)
+		// The same lease finishing again is a retried write that landed:
+		// success, and the record keeps its first result.
+		if err := e.g.Complete(ctx, c.Lease(), "DEBITED", "second"); err != nil {
+			t.Fatalf("second Complete under the same lease: %v, want nil (a retry that landed)", err)
+		}
 		wantErr(t, "Fail after Complete", e.g.Fail(ctx, c.Lease(), "FAILED", "late"), idempotency.ErrLeaseLost)
 		_, err := e.g.Extend(ctx, c.Lease())
 		wantErr(t, "Extend after Complete", err, idempotency.ErrLeaseLost)
@@ -346,6 +362,127 @@ var cases = []struct {
 		limited, total2, err := sl.Stuck(ctx, e.clock.Now(), 1)
 		if err != nil || len(limited) != 1 || total2 != total {
 			t.Fatalf("Stuck with limit 1: %d records, total %d (want %d), err %v", len(limited), total2, total, err)
+		}
+	}},
+	{"RetriedClaimThatLandedIsOurs", func(t *testing.T, e *env) {
+		// The SDK retries a claim whose first write landed and whose answer
+		// was lost: the retry finds the record under our own token.
+		g := e.fixedTokenGuard(t, "token-retried-claim")
+		first, err := g.Claim(t.Context(), e.key, fpA)
+		if err != nil || first.Outcome != idempotency.Acquired {
+			t.Fatalf("first claim: %v %v", first.Outcome, err)
+		}
+		again, err := g.Claim(t.Context(), e.key, fpA)
+		if err != nil || again.Outcome != idempotency.Acquired {
+			t.Fatalf("retried claim: %v %v, want acquired (our own record)", again.Outcome, err)
+		}
+		if again.Record.Attempt != 1 || again.Record.Token != "token-retried-claim" {
+			t.Fatalf("retried claim record = %+v", again.Record)
+		}
+		// Anyone else still sees a claim in progress.
+		e.claim(t, fpA, idempotency.DuplicateInProgress)
+		if err := g.Complete(t.Context(), again.Lease(), "DEBITED", "ref"); err != nil {
+			t.Fatalf("Complete under the retried claim's lease: %v", err)
+		}
+		if got := e.get(t); got.State != idempotency.StateDone || got.Attempt != 1 {
+			t.Fatalf("record = %+v", got)
+		}
+	}},
+	{"RetriedReclaimThatLandedIsOurs", func(t *testing.T, e *env) {
+		e.claim(t, fpA, idempotency.Acquired)
+		e.clock.Advance(Lease)
+		g := e.fixedTokenGuard(t, "token-retried-reclaim")
+		for i := range 2 {
+			c, err := g.Claim(t.Context(), e.key, fpA)
+			if err != nil || c.Outcome != idempotency.Reclaimed || c.Record.Attempt != 2 {
+				t.Fatalf("reclaim %d: %v attempt %d err %v, want reclaimed attempt 2", i+1, c.Outcome, c.Record.Attempt, err)
+			}
+		}
+	}},
+	{"RetriedFinishThatLandedSucceeds", func(t *testing.T, e *env) {
+		for _, st := range []idempotency.State{idempotency.StateDone, idempotency.StateFailed} {
+			key := e.key + "-" + string(st)
+			c, err := e.g.Claim(t.Context(), key, fpA)
+			if err != nil || c.Outcome != idempotency.Acquired {
+				t.Fatalf("claim: %v %v", c.Outcome, err)
+			}
+			finish := e.g.Complete
+			if st == idempotency.StateFailed {
+				finish = e.g.Fail
+			}
+			for i := range 2 {
+				if err := finish(t.Context(), c.Lease(), "S", "detail"); err != nil {
+					t.Fatalf("%s finish %d: %v, want nil", st, i+1, err)
+				}
+			}
+			other := e.g.Complete
+			if st == idempotency.StateDone {
+				other = e.g.Fail
+			}
+			wantErr(t, "finish to the other final state", other(t.Context(), c.Lease(), "X", "x"), idempotency.ErrLeaseLost)
+			got, err := e.g.Get(t.Context(), key)
+			if err != nil || got.State != st || got.Status != "S" || got.Detail != "detail" {
+				t.Fatalf("record = %+v, %v", got, err)
+			}
+		}
+	}},
+	{"ReopenFailed", func(t *testing.T, e *env) {
+		c := e.claim(t, fpA, idempotency.Acquired)
+		if err := e.g.Fail(t.Context(), c.Lease(), "FAILED", "debit declined: UNAUTHORIZED"); err != nil {
+			t.Fatalf("Fail: %v", err)
+		}
+		e.clock.Advance(time.Hour)
+		reopenedAt := e.clock.Now()
+		r, err := e.g.Reopen(t.Context(), e.key, "gateway token fixed, INC-42")
+		if err != nil {
+			t.Fatalf("Reopen: %v", err)
+		}
+		if r.State != idempotency.StateInProgress || r.Attempt != 1 || r.Fingerprint != fpA || r.Status != "" || r.Detail != "" ||
+			r.PrevStatus != "FAILED" || r.PrevDetail != "debit declined: UNAUTHORIZED" || r.Reopens != 1 ||
+			r.ReopenReason != "gateway token fixed, INC-42" || r.Token == c.Record.Token || r.Token == "" {
+			t.Fatalf("reopened record = %+v", r)
+		}
+		sameTime(t, "ReopenedAt", r.ReopenedAt, reopenedAt)
+		sameTime(t, "ExpiresAt renewed", r.ExpiresAt, reopenedAt.Add(Retention))
+		if got := e.get(t); got.Token != r.Token || got.State != idempotency.StateInProgress || got.Reopens != 1 || got.PrevDetail != r.PrevDetail {
+			t.Fatalf("stored after Reopen = %+v", got)
+		}
+		// The old owner cannot write over it; a different payload is still a
+		// conflict; the next delivery reclaims it at once.
+		wantErr(t, "old lease Complete", e.g.Complete(t.Context(), c.Lease(), "DEBITED", "stale"), idempotency.ErrLeaseLost)
+		e.claim(t, fpB, idempotency.Conflict)
+		again := e.claim(t, fpA, idempotency.Reclaimed)
+		if again.Record.Attempt != 2 {
+			t.Fatalf("claim after reopen: attempt %d, want 2", again.Record.Attempt)
+		}
+		if err := e.g.Complete(t.Context(), again.Lease(), "DEBITED", "CBS1"); err != nil {
+			t.Fatalf("Complete after reopen: %v", err)
+		}
+		got := e.get(t)
+		if got.State != idempotency.StateDone || got.Detail != "CBS1" || got.Reopens != 1 || got.PrevStatus != "FAILED" ||
+			got.ReopenReason != "gateway token fixed, INC-42" || !got.ReopenedAt.Equal(reopenedAt) {
+			t.Fatalf("record after the reopened charge finished = %+v (the audit trail must stay)", got)
+		}
+	}},
+	{"ReopenOnlyFailed", func(t *testing.T, e *env) {
+		_, err := e.g.Reopen(t.Context(), e.key, "why")
+		wantErr(t, "Reopen of a missing key", err, idempotency.ErrNotFound)
+		c := e.claim(t, fpA, idempotency.Acquired)
+		rec, err := e.g.Reopen(t.Context(), e.key, "why")
+		wantErr(t, "Reopen of IN_PROGRESS", err, idempotency.ErrNotFailed)
+		if rec.State != idempotency.StateInProgress {
+			t.Fatalf("Reopen of IN_PROGRESS returned %+v, want the record", rec)
+		}
+		if err := e.g.Complete(t.Context(), c.Lease(), "DEBITED", "ref"); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+		rec, err = e.g.Reopen(t.Context(), e.key, "why")
+		wantErr(t, "Reopen of DONE", err, idempotency.ErrNotFailed)
+		if rec.State != idempotency.StateDone {
+			t.Fatalf("Reopen of DONE returned %+v", rec)
+		}
+		if got := e.get(t); got.State != idempotency.StateDone || got.Detail != "ref" || got.Reopens != 0 || got.Token != c.Record.Token {
+			t.Fatalf("a refused Reopen changed the record: %+v", got)
 		}
 	}},
 	{"OpaqueKeys", func(t *testing.T, e *env) {
