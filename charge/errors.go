@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
@@ -44,6 +45,86 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string   { return e.err.Error() }
 func (e *permanentError) Unwrap() []error { return []error{ErrPermanent, e.err} }
+
+// BankFailure says what kind of not-final answer the bank gave.
+type BankFailure int
+
+// The kinds of not-final answer. Neither is ever recorded as FAILED: the
+// charge is retried with the same idempotency key.
+const (
+	// BankUnavailable: the bank could not answer now (5xx, 408, 429, 409
+	// request in progress, 423, 425, a timeout, a reset, an unreadable 2xx).
+	BankUnavailable BankFailure = iota + 1
+	// BankRejected: the bank refused our request as wrong or unauthorised
+	// (400, 401, 403, 404, 405, 410, a redirect, any other 4xx that is not a
+	// configured decline). Nothing is wrong with the charge; something is
+	// wrong with us (an expired gateway token, a bad URL): alert a person.
+	BankRejected
+)
+
+func (k BankFailure) String() string {
+	switch k {
+	case BankUnavailable:
+		return "unavailable"
+	case BankRejected:
+		return "rejected"
+	}
+	return fmt.Sprintf("bank_failure(%d)", int(k))
+}
+
+// BankError is a not-final answer from the core-banking system, or no
+// answer at all. It is never permanent.
+type BankError struct {
+	Kind BankFailure
+	// Status is the HTTP status, 0 when there was no answer.
+	Status int
+	// Code is the bank's error code, if it gave one (REQUEST_IN_PROGRESS).
+	Code string
+	// NotSent: the request provably never reached the bank (the connection
+	// was refused, the circuit breaker is open). Only then may the claim be
+	// given up early; any other failure may have posted.
+	NotSent bool
+	Err     error
+}
+
+func (e *BankError) Error() string {
+	var b strings.Builder
+	b.WriteString("core banking ")
+	b.WriteString(e.Kind.String())
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": HTTP %d", e.Status)
+	}
+	if e.Code != "" {
+		b.WriteString(" " + e.Code)
+	}
+	if e.NotSent {
+		b.WriteString(" (not sent)")
+	}
+	if e.Err != nil {
+		b.WriteString(": " + e.Err.Error())
+	}
+	return b.String()
+}
+
+func (e *BankError) Unwrap() error { return e.Err }
+
+// MayHavePosted reports whether a failed debit could have moved money: true
+// for every error but a decline and a *BankError that says it was never
+// sent. When in doubt, it may have.
+func MayHavePosted(err error) bool {
+	var be *BankError
+	if errors.As(err, &be) {
+		return !be.NotSent
+	}
+	return !errors.Is(err, ErrPermanent)
+}
+
+// IsRejected reports whether err is the bank refusing our requests as wrong
+// or unauthorised (an operator must act).
+func IsRejected(err error) bool {
+	var be *BankError
+	return errors.As(err, &be) && be.Kind == BankRejected
+}
 
 // InvalidEventError says which field of a message is wrong and why.
 type InvalidEventError struct {
@@ -92,6 +173,8 @@ func Classify(err error) Class {
 		return ClassInvalid
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return ClassRetryable
+	case errors.As(err, new(*BankError)):
+		return ClassRetryable // never final, whatever it wraps
 	case errors.Is(err, ErrPermanent):
 		return ClassPermanent
 	default:

@@ -1,6 +1,9 @@
 package charge
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // DebitRequest asks the core-banking system to debit an account.
 type DebitRequest struct {
@@ -28,6 +31,49 @@ type Debiter interface {
 	Debit(ctx context.Context, req DebitRequest) (DebitReceipt, error)
 }
 
+// DebitState is what the bank knows of a debit, asked by its idempotency key.
+type DebitState int
+
+// The answers of a status enquiry.
+const (
+	// DebitNotFound: the bank never saw the key; posting is safe.
+	DebitNotFound DebitState = iota + 1
+	// DebitInProgress: a request with the key is still being processed.
+	DebitInProgress
+	// DebitPosted: the debit posted; Enquiry.Reference is its reference.
+	DebitPosted
+	// DebitDeclined: the bank declined it; Enquiry.Decline says why.
+	DebitDeclined
+)
+
+func (s DebitState) String() string {
+	switch s {
+	case DebitNotFound:
+		return "NOT_FOUND"
+	case DebitInProgress:
+		return "IN_PROGRESS"
+	case DebitPosted:
+		return "POSTED"
+	case DebitDeclined:
+		return "DECLINED"
+	}
+	return fmt.Sprintf("debit_state(%d)", int(s))
+}
+
+// Enquiry is the answer to a status enquiry.
+type Enquiry struct {
+	State     DebitState
+	Reference string        // DebitPosted
+	Decline   *DeclineError // DebitDeclined
+}
+
+// Enquirer asks the bank what became of a debit by its idempotency key
+// (GET /v1/debits/{key}): the optional status-enquiry port. Its errors are
+// classified like the Debiter's.
+type Enquirer interface {
+	Enquire(ctx context.Context, idempotencyKey string) (Enquiry, error)
+}
+
 // Notifier tells the customer about the debit (the pre-debit notification).
 // Its failure never retries or reverses a debit.
 type Notifier interface {
@@ -36,7 +82,8 @@ type Notifier interface {
 
 // Heartbeat keeps work alive while it runs. The consumer runtime calls every
 // registered function on each beat, together with extending the message's
-// visibility; the service registers one that extends its claim's lease.
+// visibility; the service registers one that extends its claim's lease. A
+// beat that returns an error stays registered (the next beat tries again).
 // Register returns the function that unregisters it.
 type Heartbeat interface {
 	Register(beat func(ctx context.Context) error) (unregister func())

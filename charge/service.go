@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -102,6 +103,9 @@ type Result struct {
 	RetryAfter time.Duration
 	// Err is the underlying error for RetryLater and LeaseLost.
 	Err error
+	// Alert: the bank rejected our request as wrong or unauthorised; a
+	// person must act (RetryLater).
+	Alert bool
 }
 
 // Options configure a Service.
@@ -111,6 +115,11 @@ type Options struct {
 	// Debiter and Notifier are the outbound ports. Required.
 	Debiter  Debiter
 	Notifier Notifier
+	// Enquirer, when set, is asked what became of the debit before a
+	// reclaimed charge (one whose earlier attempt may have posted) is posted
+	// again: POSTED is recorded DONE with the bank's reference without a
+	// second post, IN_PROGRESS waits, NOT_FOUND posts. Optional.
+	Enquirer Enquirer
 	// Logger for what the Result cannot carry (a notification failure after a
 	// debit). Default: slog.Default().
 	Logger *slog.Logger
@@ -121,6 +130,12 @@ type Options struct {
 	// FinishAttempts is how many times recording DONE or FAILED is tried
 	// while the store is unavailable before giving up (RetryLater). Default 3.
 	FinishAttempts int
+	// NotifyTimeout bounds the pre-debit notification. A notification that
+	// has not answered by then is a failed notification
+	// (DEBITED_NOTIFICATION_FAILED), never a reason to retry the debit; the
+	// service stops waiting even for a notifier that ignores its context.
+	// Default 5s.
+	NotifyTimeout time.Duration
 }
 
 // Service runs claim → debit → notify → done for one charge.
@@ -133,8 +148,8 @@ func NewService(opts Options) (*Service, error) {
 	if opts.Guard == nil || opts.Debiter == nil || opts.Notifier == nil {
 		return nil, errors.New("charge: NewService needs a Guard, a Debiter and a Notifier")
 	}
-	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 {
-		return nil, errors.New("charge: FinishTimeout and FinishAttempts must not be negative")
+	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 || opts.NotifyTimeout < 0 {
+		return nil, errors.New("charge: FinishTimeout, FinishAttempts and NotifyTimeout must not be negative")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -145,12 +160,16 @@ func NewService(opts Options) (*Service, error) {
 	if opts.FinishAttempts == 0 {
 		opts.FinishAttempts = 3
 	}
+	if opts.NotifyTimeout == 0 {
+		opts.NotifyTimeout = 5 * time.Second
+	}
 	return &Service{opts: opts}, nil
 }
 
 // Process handles one delivery of c. hb may be nil; when set, the service
 // registers a beat that extends its lease while the debit and notification
-// run.
+// run. If the lease is lost while it works, the work is cancelled and the
+// outcome is LeaseLost.
 func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 	g := s.opts.Guard
 	claim, err := g.Claim(ctx, c.ID, c.Fingerprint())
@@ -172,27 +191,29 @@ func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 			Reason: fmt.Sprintf("charge id %s was already seen with a different payload (state %s)", c.ID, rec.State)}
 	}
 
-	lease := claim.Lease()
+	// The work runs on a context the heartbeat cancels when the lease is
+	// lost: a worker that no longer owns the charge stops talking to the bank.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	held := &heldLease{l: claim.Lease()}
 	if hb != nil {
-		leaseCh := make(chan idempotency.Lease, 1)
-		leaseCh <- lease
-		unregister := hb.Register(func(ctx context.Context) error {
-			l := <-leaseCh
-			nl, err := g.Extend(ctx, l)
-			leaseCh <- nl
-			return err
+		unregister := hb.Register(func(bctx context.Context) error {
+			err := held.extend(bctx, g)
+			if errors.Is(err, idempotency.ErrLeaseLost) {
+				cancel(idempotency.ErrLeaseLost)
+			}
+			return err // logged by the runtime; a transient error keeps the beat
 		})
 		defer unregister()
 	}
+	lease := held.get()
 
-	receipt, err := s.opts.Debiter.Debit(ctx, DebitRequest{
-		IdempotencyKey: c.ID,
-		AccountID:      c.AccountID,
-		Amount:         c.Amount,
-		ChargeType:     c.Type,
-		Narrative:      fmt.Sprintf("%s %s", c.Type, c.DueDate.Format(time.DateOnly)),
-	})
+	receipt, err := s.debit(ctx, c, claim.Outcome == idempotency.Reclaimed)
 	if err != nil {
+		if errors.Is(context.Cause(ctx), idempotency.ErrLeaseLost) {
+			return Result{Outcome: LeaseLost, Reason: "lease lost while debiting; the new owner finishes (same idempotency key)",
+				Attempt: lease.Attempt, Err: idempotency.ErrLeaseLost}
+		}
 		if Classify(err) == ClassPermanent {
 			reason := err.Error()
 			if ferr := s.finish(ctx, lease, g.Fail, Failed, reason); ferr != nil {
@@ -200,23 +221,105 @@ func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 			}
 			return Result{Outcome: DebitFailed, Status: Failed, Reason: reason, Attempt: lease.Attempt}
 		}
-		// Transient: record nothing final. Give the lease up early (keeping
-		// the record and its attempt count) so the next delivery reclaims
-		// at once instead of waiting out the lease.
-		s.yield(ctx, lease)
-		return Result{Outcome: RetryLater, Reason: "debit: " + err.Error(), Attempt: lease.Attempt, Err: err}
+		res := Result{Outcome: RetryLater, Reason: "debit: " + err.Error(), Attempt: lease.Attempt, Err: err, Alert: IsRejected(err)}
+		if !MayHavePosted(err) {
+			// The request never reached the bank: give the lease up early
+			// (keeping the record and its attempt count) so that the next
+			// delivery reclaims at once.
+			s.yield(ctx, held.get())
+			return res
+		}
+		// The debit may have posted, or may still be posting: keep the claim,
+		// so that no other delivery posts while the first request may still
+		// be running at the bank, and come back once the lease has passed
+		// (the reclaim asks the bank first, where it can).
+		res.RetryAfter = max(held.get().Until.Sub(g.Now()), 0)
+		return res
 	}
 
 	status := Debited
-	if nerr := s.opts.Notifier.NotifyPreDebit(ctx, c, receipt); nerr != nil {
+	if nerr := s.notify(ctx, c, receipt); nerr != nil {
 		status = DebitedNotificationFailed
 		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
 			slog.Any("charge", c), slog.String("reference", receipt.Reference), slog.String("error", nerr.Error()))
 	}
+	lease = held.get()
 	if ferr := s.finish(ctx, lease, g.Complete, status, receipt.Reference); ferr != nil {
 		return s.finishError(ferr, lease.Attempt)
 	}
 	return Result{Outcome: Processed, Status: status, Reference: receipt.Reference, Attempt: lease.Attempt}
+}
+
+// debit posts the charge. On a reclaim, with an Enquirer, it first asks the
+// bank what became of the earlier attempt and posts only if the bank never
+// saw the key.
+func (s *Service) debit(ctx context.Context, c Charge, reclaimed bool) (DebitReceipt, error) {
+	if reclaimed && s.opts.Enquirer != nil {
+		e, err := s.opts.Enquirer.Enquire(ctx, c.ID)
+		if err != nil {
+			return DebitReceipt{}, fmt.Errorf("status enquiry: %w", err)
+		}
+		switch e.State {
+		case DebitPosted:
+			return DebitReceipt{Reference: e.Reference}, nil
+		case DebitDeclined:
+			if e.Decline != nil {
+				return DebitReceipt{}, e.Decline
+			}
+			return DebitReceipt{}, &DeclineError{Code: "DECLINED"}
+		case DebitInProgress:
+			return DebitReceipt{}, &BankError{Kind: BankUnavailable, Code: "IN_PROGRESS",
+				Err: errors.New("status enquiry: the bank is still processing an earlier request with this key")}
+		case DebitNotFound:
+		default:
+			return DebitReceipt{}, &BankError{Kind: BankUnavailable, Err: fmt.Errorf("status enquiry: unknown state %v", e.State)}
+		}
+	}
+	return s.opts.Debiter.Debit(ctx, DebitRequest{
+		IdempotencyKey: c.ID,
+		AccountID:      c.AccountID,
+		Amount:         c.Amount,
+		ChargeType:     c.Type,
+		Narrative:      fmt.Sprintf("%s %s", c.Type, c.DueDate.Format(time.DateOnly)),
+	})
+}
+
+// notify sends the pre-debit notification, waiting at most NotifyTimeout
+// even for a notifier that ignores its context.
+func (s *Service) notify(ctx context.Context, c Charge, receipt DebitReceipt) error {
+	nctx, cancel := context.WithTimeout(ctx, s.opts.NotifyTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.opts.Notifier.NotifyPreDebit(nctx, c, receipt) }()
+	select {
+	case err := <-done:
+		return err
+	case <-nctx.Done():
+		return fmt.Errorf("notification gave no answer within %s: %w", s.opts.NotifyTimeout, context.Cause(nctx))
+	}
+}
+
+// heldLease is the lease as the heartbeat last extended it.
+type heldLease struct {
+	mu sync.Mutex
+	l  idempotency.Lease
+}
+
+func (h *heldLease) get() idempotency.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.l
+}
+
+// extend pushes the lease out; on failure the lease stays as it was.
+func (h *heldLease) extend(ctx context.Context, g *idempotency.Guard) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	nl, err := g.Extend(ctx, h.l)
+	if err == nil {
+		h.l = nl
+	}
+	return err
 }
 
 // finish records the final state. The money has moved (or been refused) by

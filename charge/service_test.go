@@ -197,26 +197,168 @@ func TestPermanentDebitFailureRecordsFailedAndDeadLetters(t *testing.T) {
 	}
 }
 
-func TestTransientDebitFailureIsRetriedAndDebitedOnce(t *testing.T) {
+func TestAmbiguousDebitFailureKeepsTheLeaseAndDebitsOnce(t *testing.T) {
 	f := newFixture(t)
 	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
 		if call == 1 {
-			return errors.New("core banking: 503 service unavailable")
+			return errors.New("core banking: 503 service unavailable") // may have posted
 		}
 		return nil
 	}
 	c := smsFee("CHG-FLAKY")
 	res := f.svc.Process(t.Context(), c, nil)
 	wantOutcome(t, res, charge.RetryLater, charge.Retry)
-	r := f.record(t, c.ID)
-	if r.State != idempotency.StateInProgress {
-		t.Fatalf("after a transient failure the record is %s, want IN_PROGRESS (never FAILED)", r.State)
+	if res.RetryAfter != lease {
+		t.Fatalf("RetryAfter = %s, want the rest of the kept lease %s", res.RetryAfter, lease)
 	}
-	// The lease was given up: the redelivery need not wait it out.
+	r := f.record(t, c.ID)
+	if r.State != idempotency.StateInProgress || !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
+		t.Fatalf("after an answer that may have posted the record is %+v, want IN_PROGRESS under a live lease (never FAILED)", r)
+	}
+	// The claim is kept: a redelivery during the lease does not post again
+	// while the first request may still be running at the bank.
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress, charge.Retry)
+	if f.ledger.callsFor(c.ID) != 1 {
+		t.Fatalf("bank calls = %d during the kept lease, want 1", f.ledger.callsFor(c.ID))
+	}
+	f.clock.Advance(lease)
 	res = f.svc.Process(t.Context(), c, nil)
 	wantOutcome(t, res, charge.Processed, charge.Ack)
 	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
 		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
+	}
+}
+
+func TestUnsentDebitGivesTheLeaseUpAtOnce(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
+		if call == 1 {
+			return &charge.BankError{Kind: charge.BankUnavailable, NotSent: true, Err: errors.New("connection refused")}
+		}
+		return nil
+	}
+	c := smsFee("CHG-REFUSED")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	if res.RetryAfter != 0 {
+		t.Fatalf("RetryAfter = %s, want 0 (the runtime's backoff): nothing can be posting", res.RetryAfter)
+	}
+	// The request never reached the bank: the next delivery reclaims at once.
+	res = f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed, charge.Ack)
+	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
+	}
+}
+
+func TestRejectedRequestAlertsAndIsNeverFinal(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
+		if call == 1 {
+			return &charge.BankError{Kind: charge.BankRejected, Status: 401, Code: "UNAUTHORIZED"}
+		}
+		return nil
+	}
+	c := smsFee("CHG-401")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	if !res.Alert {
+		t.Fatal("a 401 did not raise an alert")
+	}
+	if r := f.record(t, c.ID); r.State != idempotency.StateInProgress {
+		t.Fatalf("record after a 401 = %s, want IN_PROGRESS (a 401 is never FAILED)", r.State)
+	}
+	f.clock.Advance(lease)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	if f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("entries %d, want 1", f.ledger.posted(c.ID))
+	}
+}
+
+// enquirer answers status enquiries from a fixed table.
+type enquirer struct {
+	mu      sync.Mutex
+	answers map[string]charge.Enquiry
+	err     error
+	asked   int
+}
+
+func (e *enquirer) Enquire(_ context.Context, key string) (charge.Enquiry, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.asked++
+	if e.err != nil {
+		return charge.Enquiry{}, e.err
+	}
+	if a, ok := e.answers[key]; ok {
+		return a, nil
+	}
+	return charge.Enquiry{State: charge.DebitNotFound}, nil
+}
+
+func TestReclaimAsksTheBankBeforePostingAgain(t *testing.T) {
+	tests := []struct {
+		name       string
+		answer     charge.Enquiry
+		enqErr     error
+		want       charge.Outcome
+		action     charge.Action
+		wantCalls  int // debit calls on the reclaim
+		wantState  idempotency.State
+		wantDetail string
+	}{
+		{"posted: DONE with the bank's reference, no second post",
+			charge.Enquiry{State: charge.DebitPosted, Reference: "CBS-FIRST"}, nil, charge.Processed, charge.Ack, 0, idempotency.StateDone, "CBS-FIRST"},
+		{"in progress: wait under the lease",
+			charge.Enquiry{State: charge.DebitInProgress}, nil, charge.RetryLater, charge.Retry, 0, idempotency.StateInProgress, ""},
+		{"not found: post",
+			charge.Enquiry{State: charge.DebitNotFound}, nil, charge.Processed, charge.Ack, 1, idempotency.StateDone, "TXN-CHG-ENQ"},
+		{"declined: FAILED without posting",
+			charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: "ACCOUNT_CLOSED"}}, nil, charge.DebitFailed, charge.DeadLetter, 0, idempotency.StateFailed, ""},
+		{"enquiry fails: not final, no post",
+			charge.Enquiry{}, &charge.BankError{Kind: charge.BankUnavailable, Status: 503}, charge.RetryLater, charge.Retry, 0, idempotency.StateInProgress, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			enq := &enquirer{answers: map[string]charge.Enquiry{"CHG-ENQ": tt.answer}, err: tt.enqErr}
+			svc, err := charge.NewService(charge.Options{Guard: f.guard, Debiter: f.ledger, Notifier: f.notes, Enquirer: enq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := smsFee("CHG-ENQ")
+			// A first attempt that died after claiming (its debit may have posted).
+			first, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint())
+			if err != nil || first.Outcome != idempotency.Acquired {
+				t.Fatal(first.Outcome, err)
+			}
+			f.clock.Advance(lease)
+			res := svc.Process(t.Context(), c, nil)
+			wantOutcome(t, res, tt.want, tt.action)
+			if enq.asked != 1 || f.ledger.callsFor(c.ID) != tt.wantCalls {
+				t.Fatalf("enquiries %d, debit calls %d; want 1 and %d", enq.asked, f.ledger.callsFor(c.ID), tt.wantCalls)
+			}
+			r := f.record(t, c.ID)
+			if r.State != tt.wantState || (tt.wantDetail != "" && r.Detail != tt.wantDetail) {
+				t.Fatalf("record = %+v, want state %s detail %q", r, tt.wantState, tt.wantDetail)
+			}
+			if tt.want == charge.RetryLater && (res.RetryAfter != lease || !r.LeaseUntil.After(f.clock.Now())) {
+				t.Fatalf("RetryAfter %s, lease until %v: the claim must be kept", res.RetryAfter, r.LeaseUntil)
+			}
+		})
+	}
+}
+
+func TestFirstClaimDoesNotAskTheBank(t *testing.T) {
+	f := newFixture(t)
+	enq := &enquirer{}
+	svc, err := charge.NewService(charge.Options{Guard: f.guard, Debiter: f.ledger, Notifier: f.notes, Enquirer: enq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome(t, svc.Process(t.Context(), smsFee("CHG-NEW"), nil), charge.Processed, charge.Ack)
+	if enq.asked != 0 {
+		t.Fatalf("a first claim made %d status enquiries, want 0 (it costs a round trip for nothing)", enq.asked)
 	}
 }
 
@@ -402,12 +544,117 @@ func TestHeartbeatExtendsTheLeaseDuringASlowDebit(t *testing.T) {
 	}
 }
 
-// flakyStore fails the first N claims or finishes with ErrUnavailable.
+func TestHeartbeatKeepsBeatingThroughATransientExtendError(t *testing.T) {
+	f := newFixture(t)
+	hb := &heartbeat{}
+	f.ledger.gate = make(chan struct{})
+	f.ledger.entered = make(chan string, 1)
+	c := smsFee("CHG-BEAT")
+	done := make(chan charge.Result, 1)
+	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
+	<-f.ledger.entered
+	f.store.mu.Lock()
+	f.store.failExtends = 1
+	f.store.mu.Unlock()
+	f.clock.Advance(lease / 2)
+	if errs := hb.fire(t.Context()); len(errs) != 1 || !errors.Is(errs[0], idempotency.ErrUnavailable) {
+		t.Fatalf("first beat errors = %v, want one ErrUnavailable", errs)
+	}
+	f.clock.Advance(lease / 4)
+	if errs := hb.fire(t.Context()); len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("second beat = %v: the beat must survive a transient error and extend", errs)
+	}
+	if r := f.record(t, c.ID); !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
+		t.Fatalf("LeaseUntil = %v, want %v (renewed after the transient error)", r.LeaseUntil, f.clock.Now().Add(lease))
+	}
+	// Past the original lease: nobody may reclaim.
+	f.clock.Advance(lease / 2)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress, charge.Retry)
+	close(f.ledger.gate)
+	wantOutcome(t, <-done, charge.Processed, charge.Ack)
+	if f.ledger.callsFor(c.ID) != 1 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("debit calls %d, entries %d; want one debit", f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
+	}
+}
+
+func TestLostLeaseCancelsTheWork(t *testing.T) {
+	f := newFixture(t)
+	hb := &heartbeat{}
+	f.ledger.gate = make(chan struct{}) // answers only when the ctx ends
+	f.ledger.entered = make(chan string, 1)
+	c := smsFee("CHG-TAKEN")
+	done := make(chan charge.Result, 1)
+	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
+	<-f.ledger.entered
+	// Another worker takes the charge over (the lease passed unrenewed).
+	f.clock.Advance(lease)
+	other, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint())
+	if err != nil || other.Outcome != idempotency.Reclaimed {
+		t.Fatal(other.Outcome, err)
+	}
+	if errs := hb.fire(t.Context()); len(errs) != 1 || !errors.Is(errs[0], idempotency.ErrLeaseLost) {
+		t.Fatalf("beat = %v, want ErrLeaseLost", errs)
+	}
+	select {
+	case res := <-done:
+		wantOutcome(t, res, charge.LeaseLost, charge.Retry)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the debit was not cancelled when the lease was lost")
+	}
+	if r := f.record(t, c.ID); r.Token != other.Record.Token || r.State != idempotency.StateInProgress {
+		t.Fatalf("the old worker wrote over the new owner: %+v", r)
+	}
+}
+
+// hangingNotifier never answers and ignores its context.
+type hangingNotifier struct{ release chan struct{} }
+
+func (n hangingNotifier) NotifyPreDebit(context.Context, charge.Charge, charge.DebitReceipt) error {
+	<-n.release
+	return nil
+}
+
+func TestHangingNotifierTimesOutAsANotificationFailure(t *testing.T) {
+	f := newFixture(t)
+	n := hangingNotifier{release: make(chan struct{})}
+	defer close(n.release)
+	svc, err := charge.NewService(charge.Options{Guard: f.guard, Debiter: f.ledger, Notifier: n, NotifyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := smsFee("CHG-HANG")
+	res := svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed, charge.Ack)
+	if res.Status != charge.DebitedNotificationFailed {
+		t.Fatalf("status = %s, want %s", res.Status, charge.DebitedNotificationFailed)
+	}
+	r := f.record(t, c.ID)
+	if r.State != idempotency.StateDone || r.Status != string(charge.DebitedNotificationFailed) || f.ledger.callsFor(c.ID) != 1 {
+		t.Fatalf("record %+v, debit calls %d; want DONE DEBITED_NOTIFICATION_FAILED after one debit", r, f.ledger.callsFor(c.ID))
+	}
+}
+
+// flakyStore fails the first N claims, finishes or extends with
+// ErrUnavailable.
 type flakyStore struct {
 	idempotency.Store
 	mu           sync.Mutex
 	failClaims   int
 	failFinishes int
+	failExtends  int
+}
+
+func (s *flakyStore) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+	s.mu.Lock()
+	fail := s.failExtends > 0
+	if fail {
+		s.failExtends--
+	}
+	s.mu.Unlock()
+	if fail {
+		return idempotency.Unavailable("extend", errors.New("throttled"))
+	}
+	return s.Store.Extend(ctx, key, token, leaseUntil, now)
 }
 
 func (s *flakyStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {

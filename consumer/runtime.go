@@ -53,6 +53,18 @@ type Options struct {
 	// OnDecision, when set, is called after each message's decision has been
 	// applied, with the time the handler took (for metrics and tests).
 	OnDecision func(m Message, d Decision, took time.Duration)
+	// Gate, when set, is waited on before every receive: while a dependency
+	// is down (an open circuit breaker) the runtime receives nothing, so
+	// that no message's receive count grows and nothing is dead-lettered by
+	// the queue's redrive policy during an outage. In-flight messages finish
+	// or return as usual.
+	Gate Gate
+}
+
+// Gate holds receiving back (a circuit breaker's Wait).
+type Gate interface {
+	// Wait returns nil when receiving may go on, or ctx's error.
+	Wait(ctx context.Context) error
 }
 
 // ExponentialBackoff returns min(base·2^(n-1), max) for receive count n.
@@ -176,6 +188,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 	failures := 0
 	for ctx.Err() == nil {
 		got := r.takeSlots(ctx, slots, want)
+		if ctx.Err() == nil && r.opts.Gate != nil {
+			_ = r.opts.Gate.Wait(ctx) // returns early only when ctx ends
+		}
 		if ctx.Err() != nil {
 			releaseSlots(slots, got)
 			break
@@ -386,7 +401,9 @@ type Delivery struct {
 
 // Register adds a function to run on every heartbeat while the message is
 // handled (charge.Heartbeat). A beat that returns an error is logged and
-// dropped. The returned function unregisters it.
+// runs again on the next heartbeat (a transient store error must not stop
+// a lease from being renewed); the handler unregisters it with the returned
+// function.
 func (d *Delivery) Register(beat func(ctx context.Context) error) (unregister func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -411,12 +428,9 @@ func (d *Delivery) beat(ctx context.Context) []error {
 	}
 	d.mu.Unlock()
 	var errs []error
-	for id, b := range beats {
+	for _, b := range beats {
 		if err := b(ctx); err != nil {
 			errs = append(errs, err)
-			d.mu.Lock()
-			delete(d.beats, id)
-			d.mu.Unlock()
 		}
 	}
 	return errs

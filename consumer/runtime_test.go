@@ -339,3 +339,91 @@ func TestASlowMessageDoesNotStopOthersBeingReceived(t *testing.T) {
 	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
 	stop()
 }
+
+// gate is a hand-made consumer.Gate: closed until open is called.
+type gate struct {
+	mu   sync.Mutex
+	ch   chan struct{}
+	open bool
+}
+
+func newGate() *gate { return &gate{ch: make(chan struct{})} }
+
+func (g *gate) Wait(ctx context.Context) error {
+	g.mu.Lock()
+	ch := g.ch
+	g.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gate) Open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.open {
+		g.open = true
+		close(g.ch)
+	}
+}
+
+func TestClosedGateReceivesNothingAndReceiveCountsStayPut(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 5)
+	var handled atomic.Int64
+	g := newGate()
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		handled.Add(1)
+		if d.ReceiveCount != 1 {
+			t.Errorf("message %s received %d times, want once", d.ID, d.ReceiveCount)
+		}
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 4, Gate: g, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	time.Sleep(300 * time.Millisecond) // many receive opportunities
+	if n := handled.Load(); n != 0 || q.Depth() != 5 {
+		t.Fatalf("handled %d, queue %d while the gate was shut; want 0 and 5", n, q.Depth())
+	}
+	for _, m := range q.Messages() {
+		if m.ReceiveCount != 0 {
+			t.Fatalf("message %s receive count %d while the gate was shut, want 0", m.ID, m.ReceiveCount)
+		}
+	}
+	g.Open()
+	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	stop()
+	if handled.Load() != 5 {
+		t.Fatalf("handled %d, want 5", handled.Load())
+	}
+}
+
+func TestABeatThatFailsRunsAgain(t *testing.T) {
+	q, _ := newQueue(time.Second)
+	send(t, q, 1)
+	var beats atomic.Int64
+	release := make(chan struct{})
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		unregister := d.Register(func(context.Context) error {
+			if beats.Add(1) == 1 {
+				return fmt.Errorf("store throttled")
+			}
+			return nil
+		})
+		defer unregister()
+		<-release
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{VisibilityTimeout: time.Second, HeartbeatInterval: 50 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "beats after a failed one", func() bool { return beats.Load() >= 3 })
+	close(release)
+	stop()
+}

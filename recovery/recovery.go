@@ -77,7 +77,10 @@ func Decide(res charge.Result, inProgressMargin time.Duration) consumer.Decision
 		return consumer.Decision{Action: consumer.DeadLetter, Reason: res.Outcome.String() + ": " + res.Reason}
 	}
 	dec := consumer.Decision{Action: consumer.Retry, Reason: res.Outcome.String() + ": " + res.Reason}
-	if res.Outcome == charge.DuplicateInProgress {
+	if res.Outcome == charge.DuplicateInProgress || res.RetryAfter > 0 {
+		// Come back just after the lease could have passed: a live claim
+		// (ours, kept after an answer that may have posted, or another
+		// delivery's) makes an earlier return a wasted receive.
 		dec.RetryAfter = max(res.RetryAfter, 0) + inProgressMargin
 	}
 	return dec
@@ -85,6 +88,9 @@ func Decide(res charge.Result, inProgressMargin time.Duration) consumer.Decision
 
 func (h *Handler) log(ctx context.Context, m consumer.Message, c charge.Charge, res charge.Result, dec consumer.Decision, took time.Duration) {
 	level, msg := describe(res.Outcome)
+	if res.Alert {
+		level = slog.LevelError
+	}
 	if !h.opts.Logger.Enabled(ctx, level) {
 		return // build nothing on the hot path for a line nobody keeps
 	}
@@ -114,6 +120,10 @@ func (h *Handler) log(ctx context.Context, m consumer.Message, c charge.Charge, 
 	case charge.DuplicateDone, charge.DuplicateFailed, charge.DuplicateInProgress:
 		attrs = append(attrs, slog.Bool("audit", true))
 	case charge.Conflict:
+		attrs = append(attrs, slog.Bool("alert", true))
+	}
+	if res.Alert {
+		level, msg = slog.LevelError, "ALERT: core banking rejected our request as wrong or unauthorised; nothing recorded, left for redelivery"
 		attrs = append(attrs, slog.Bool("alert", true))
 	}
 	h.opts.Logger.LogAttrs(ctx, level, msg, attrs...)
