@@ -7,33 +7,89 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
 )
 
-// Client is the HTTP debit adapter: it sends the charge id as the
-// Idempotency-Key and classifies the answer: 2xx success; 4xx (but 408 and
-// 429) a permanent decline; 408, 429, 5xx, a timeout or a connection error
-// transient.
+// Client is the HTTP debit adapter. It sends the charge id as the
+// Idempotency-Key and classifies every answer in one place (classify): only
+// an answer that matches a configured decline rule is a final refusal
+// (*charge.DeclineError); every other failure is a *charge.BankError, never
+// final: BankUnavailable (5xx, 408, 409, 423, 425, 429, timeouts, resets, an
+// unreadable 2xx) or BankRejected (any other 3xx/4xx: our requests are wrong
+// or unauthorised). Only a request that provably never left (connection
+// refused, open circuit) is marked NotSent.
 type Client struct {
-	base    *url.URL
-	http    *http.Client
-	timeout time.Duration
+	base     *url.URL
+	http     *http.Client
+	timeout  time.Duration
+	declines []DeclineRule
+	breaker  Breaker
+	health   string
 }
 
-var _ charge.Debiter = (*Client)(nil)
+var (
+	_ charge.Debiter  = (*Client)(nil)
+	_ charge.Enquirer = (*Client)(nil)
+)
+
+// Breaker is the circuit breaker the client reports to (circuit.Breaker).
+type Breaker interface {
+	// Allow returns an error while calls must not be made.
+	Allow() error
+	// Record reports a call's result: nil when the bank answered as a
+	// working bank does (a success or a decline), else the failure.
+	Record(err error)
+}
+
+// DeclineRule says which answer is the bank's explicit, final decline: the
+// HTTP status and the "error" field of the JSON body.
+type DeclineRule struct {
+	Status int
+	Error  string
+}
+
+func (r DeclineRule) String() string { return fmt.Sprintf("%d:%s", r.Status, r.Error) }
+
+// DefaultDeclines is the simulator's decline: 422 {"error":"DECLINED","code":…}.
+var DefaultDeclines = []DeclineRule{{Status: http.StatusUnprocessableEntity, Error: "DECLINED"}}
+
+// ParseDeclineRules reads "STATUS:ERROR,..." (e.g. "422:DECLINED,402:INSUFFICIENT_FUNDS").
+func ParseDeclineRules(s string) ([]DeclineRule, error) {
+	var out []DeclineRule
+	for _, part := range strings.Split(s, ",") {
+		status, errCode, ok := strings.Cut(strings.TrimSpace(part), ":")
+		n, err := strconv.Atoi(status)
+		if !ok || err != nil || n < 400 || n > 499 || errCode == "" {
+			return nil, fmt.Errorf("decline rule %q: want STATUS:ERROR with a 4xx status, e.g. 422:DECLINED", part)
+		}
+		out = append(out, DeclineRule{Status: n, Error: errCode})
+	}
+	return out, nil
+}
 
 // ClientOptions configure a Client.
 type ClientOptions struct {
-	// Timeout bounds each debit call. Default 10s. A timed-out debit is
-	// transient: it may have posted, and the retry with the same key is
-	// answered from the first posting.
+	// Timeout bounds each call. Default 10s. A timed-out debit may have
+	// posted: the retry uses the same key, under the kept claim.
 	Timeout time.Duration
-	// HTTPClient defaults to a client with sensible connection pooling.
+	// HTTPClient defaults to a client with sensible connection pooling. The
+	// client never follows redirects: a 3xx is an answer (rejected).
 	HTTPClient *http.Client
+	// Declines are the answers that mean a final decline. Default
+	// DefaultDeclines. Everything else that is not 2xx is retried.
+	Declines []DeclineRule
+	// Breaker, when set, is asked before every call (an open circuit
+	// refuses at once, NotSent) and told every result.
+	Breaker Breaker
+	// HealthPath is what Probe asks. Default "/healthz".
+	HealthPath string
 }
 
 // NewClient returns a Client for the API at baseURL (http://host:port).
@@ -48,12 +104,22 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 10 * time.Second
 	}
-	if opts.HTTPClient == nil {
+	var hc http.Client
+	if opts.HTTPClient != nil {
+		hc = *opts.HTTPClient
+	} else {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 256
-		opts.HTTPClient = &http.Client{Transport: t}
+		hc.Transport = t
 	}
-	return &Client{base: u, http: opts.HTTPClient, timeout: opts.Timeout}, nil
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	if opts.Declines == nil {
+		opts.Declines = DefaultDeclines
+	}
+	if opts.HealthPath == "" {
+		opts.HealthPath = "/healthz"
+	}
+	return &Client{base: u, http: &hc, timeout: opts.Timeout, declines: opts.Declines, breaker: opts.Breaker, health: opts.HealthPath}, nil
 }
 
 // Debit implements charge.Debiter.
@@ -63,45 +129,175 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 		Amount: MoneyBody{Minor: req.Amount.Minor, Currency: string(req.Amount.Currency)},
 	})
 	if err != nil {
-		return charge.DebitReceipt{}, charge.Permanent(err)
+		return charge.DebitReceipt{}, &charge.BankError{Kind: charge.BankRejected, NotSent: true, Err: err}
 	}
+	status, raw, err := c.do(ctx, http.MethodPost, c.base.JoinPath("/v1/debits").String(), req.IdempotencyKey, body)
+	if err != nil {
+		return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err)
+	}
+	if status >= 200 && status < 300 {
+		var ok DebitResponse
+		if err := json.Unmarshal(raw, &ok); err != nil || ok.Reference == "" {
+			// Money may have moved: never final. The retry replays it.
+			err = c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: errors.New("unreadable answer")})
+			return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err)
+		}
+		c.record(nil)
+		return charge.DebitReceipt{Reference: ok.Reference}, nil
+	}
+	err = c.record(c.classify(status, raw))
+	return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err)
+}
+
+// Enquire implements charge.Enquirer: GET /v1/debits/{key}. A 404 is
+// NOT_FOUND only with the body {"status":"NOT_FOUND"}; a bare 404 is a wrong
+// URL (rejected), never a reason to post again.
+func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error) {
+	status, raw, err := c.do(ctx, http.MethodGet, c.base.JoinPath("/v1/debits", key).String(), "", nil)
+	if err != nil {
+		return charge.Enquiry{}, fmt.Errorf("corebank: enquiry %s: %w", key, err)
+	}
+	var st StatusResponse
+	readable := json.Unmarshal(raw, &st) == nil
+	switch {
+	case status == http.StatusOK && readable && st.Status == StatusPosted && st.Reference != "":
+		c.record(nil)
+		return charge.Enquiry{State: charge.DebitPosted, Reference: st.Reference}, nil
+	case status == http.StatusOK && readable && st.Status == StatusInProgress:
+		c.record(nil)
+		return charge.Enquiry{State: charge.DebitInProgress}, nil
+	case status == http.StatusOK && readable && st.Status == StatusDeclined:
+		c.record(nil)
+		return charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: st.Code, Message: st.Message}}, nil
+	case status == http.StatusNotFound && readable && st.Status == StatusNotFound:
+		c.record(nil)
+		return charge.Enquiry{State: charge.DebitNotFound}, nil
+	case status >= 200 && status < 300:
+		err = c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: errors.New("unreadable status answer")})
+	default:
+		err = c.record(c.classify(status, raw))
+		var d *charge.DeclineError
+		if errors.As(err, &d) { // a decline rule matched the enquiry's own answer: not an answer about the debit
+			err = &charge.BankError{Kind: charge.BankRejected, Status: status, Code: d.Code}
+		}
+	}
+	return charge.Enquiry{}, fmt.Errorf("corebank: enquiry %s: %w", key, err)
+}
+
+// Probe asks the bank's health endpoint; nil when it answers 2xx. The
+// circuit breaker calls it while open.
+func (c *Client) Probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base.JoinPath("/v1/debits").String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.JoinPath(c.health).String(), nil)
 	if err != nil {
-		return charge.DebitReceipt{}, charge.Permanent(err)
+		return err
 	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set(IdempotencyHeader, req.IdempotencyKey)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("health %s: HTTP %d", c.health, resp.StatusCode)
+	}
+	return nil
+}
+
+// do sends one request and reads the answer. Its error is a
+// *charge.BankError (NotSent when the circuit is open or the connection was
+// refused) or, when the caller's ctx ended, that context error.
+func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (int, []byte, error) {
+	if c.breaker != nil {
+		if err := c.breaker.Allow(); err != nil {
+			return 0, nil, &charge.BankError{Kind: charge.BankUnavailable, NotSent: true, Err: err}
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(cctx, method, u, rd)
+	if err != nil {
+		return 0, nil, &charge.BankError{Kind: charge.BankRejected, NotSent: true, Err: err}
+	}
+	if body != nil {
+		hreq.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		hreq.Header.Set(IdempotencyHeader, key)
+	}
 	resp, err := c.http.Do(hreq)
 	if err != nil {
-		return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err) // transient
+		if ctx.Err() != nil {
+			// Our caller gave up (shutdown, lost lease): it may have posted,
+			// and it says nothing about the bank.
+			return 0, nil, fmt.Errorf("%w (the request may have reached the bank)", ctx.Err())
+		}
+		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, NotSent: neverSent(err), Err: err})
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: read answer: %w", req.IdempotencyKey, err)
-	}
-	switch s := resp.StatusCode; {
-	case s >= 200 && s < 300:
-		var ok DebitResponse
-		if err := json.Unmarshal(raw, &ok); err != nil || ok.Reference == "" {
-			// Money may have moved: never permanent. The retry replays it.
-			return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: HTTP %d with an unreadable body", req.IdempotencyKey, s)
+		if ctx.Err() != nil {
+			return 0, nil, fmt.Errorf("%w (the request reached the bank)", ctx.Err())
 		}
-		return charge.DebitReceipt{Reference: ok.Reference}, nil
-	case s == http.StatusRequestTimeout || s == http.StatusTooManyRequests || s >= 500:
-		var e ErrorResponse
-		_ = json.Unmarshal(raw, &e)
-		return charge.DebitReceipt{}, statusError(s, e)
-	default:
-		var e ErrorResponse
-		_ = json.Unmarshal(raw, &e)
-		if e.Error == "DECLINED" && e.Code != "" {
-			return charge.DebitReceipt{}, &charge.DeclineError{Code: e.Code, Message: e.Message}
-		}
-		return charge.DebitReceipt{}, charge.Permanent(statusError(s, e))
+		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err)})
 	}
+	return resp.StatusCode, raw, nil
+}
+
+// neverSent reports whether a transport error proves the request never
+// reached the bank: the connection could not be made.
+func neverSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// classify is THE table of non-2xx answers: a configured decline is final;
+// everything else is retried with the same key.
+func (c *Client) classify(status int, raw []byte) error {
+	var e ErrorResponse
+	_ = json.Unmarshal(raw, &e)
+	for _, r := range c.declines {
+		if status == r.Status && e.Error == r.Error {
+			code := e.Code
+			if code == "" {
+				code = e.Error
+			}
+			return &charge.DeclineError{Code: code, Message: e.Message}
+		}
+	}
+	be := &charge.BankError{Kind: charge.BankRejected, Status: status, Code: e.Error}
+	if e.Message != "" {
+		be.Err = errors.New(e.Message)
+	}
+	switch {
+	case status >= 500, status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusLocked,
+		status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		be.Kind = charge.BankUnavailable
+	}
+	return be
+}
+
+// record tells the breaker about a result and returns err. A decline is a
+// working bank's answer.
+func (c *Client) record(err error) error {
+	if c.breaker != nil {
+		if errors.Is(err, charge.ErrPermanent) {
+			c.breaker.Record(nil)
+		} else {
+			c.breaker.Record(err)
+		}
+	}
+	return err
 }
 
 // Ledger fetches every posting (the demo's exactly-once check).

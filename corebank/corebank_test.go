@@ -75,14 +75,15 @@ func TestReplayAnswers200WithTheReplayHeader(t *testing.T) {
 	}
 }
 
-func TestSameKeyDifferentBodyIsRefusedPermanently(t *testing.T) {
+func TestSameKeyDifferentBodyIsRejectedNotDeclined(t *testing.T) {
 	l, c, _ := serve(t, corebank.Faults{}, time.Second)
 	if _, err := c.Debit(t.Context(), req("CHG-2", "001234567890", 100)); err != nil {
 		t.Fatal(err)
 	}
 	_, err := c.Debit(t.Context(), req("CHG-2", "001234567890", 999))
-	if charge.Classify(err) != charge.ClassPermanent || !strings.Contains(err.Error(), "422") {
-		t.Fatalf("err = %v, want a permanent 422", err)
+	// Not a decline of the charge: our request is wrong. Never final; alert.
+	if charge.Classify(err) != charge.ClassRetryable || !charge.IsRejected(err) || !strings.Contains(err.Error(), "422") {
+		t.Fatalf("err = %v, want a rejected (not final) 422", err)
 	}
 	if len(l.Entries()) != 1 {
 		t.Fatal("the reused key posted again")
@@ -126,25 +127,24 @@ func TestOutagesAndTimeoutsAreTransient(t *testing.T) {
 }
 
 func TestStatusClassification(t *testing.T) {
-	for status, want := range map[int]charge.Class{
-		http.StatusTooManyRequests: charge.ClassRetryable, http.StatusRequestTimeout: charge.ClassRetryable,
-		http.StatusBadGateway: charge.ClassRetryable, http.StatusBadRequest: charge.ClassPermanent,
-		http.StatusForbidden: charge.ClassPermanent,
+	for status, want := range map[int]charge.BankFailure{
+		http.StatusTooManyRequests: charge.BankUnavailable, http.StatusRequestTimeout: charge.BankUnavailable,
+		http.StatusConflict: charge.BankUnavailable, http.StatusBadGateway: charge.BankUnavailable,
+		http.StatusBadRequest: charge.BankRejected, http.StatusUnauthorized: charge.BankRejected,
+		http.StatusForbidden: charge.BankRejected, http.StatusNotFound: charge.BankRejected,
+		http.StatusMovedPermanently: charge.BankRejected,
 	} {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Location", "/v1/debits")
+			w.WriteHeader(status)
+		}))
 		c, _ := corebank.NewClient(srv.URL, corebank.ClientOptions{})
 		_, err := c.Debit(context.Background(), req("K", "001234567890", 1))
 		srv.Close()
-		if got := charge.Classify(err); got != want {
-			t.Errorf("HTTP %d: class %v, want %v (err %v)", status, got, want, err)
+		var be *charge.BankError
+		if !errors.As(err, &be) || be.Kind != want || be.Status != status || charge.Classify(err) != charge.ClassRetryable || !charge.MayHavePosted(err) {
+			t.Errorf("HTTP %d: err %v, want a %v BankError, retryable", status, err, want)
 		}
-	}
-	// A 2xx whose body cannot be read may have moved money: never permanent.
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) }))
-	defer srv.Close()
-	c, _ := corebank.NewClient(srv.URL, corebank.ClientOptions{})
-	if _, err := c.Debit(context.Background(), req("K", "001234567890", 1)); charge.Classify(err) != charge.ClassRetryable {
-		t.Fatalf("unreadable 201: err %v", err)
 	}
 }
 
@@ -209,5 +209,143 @@ func TestDuplicateRequestsCountOnlyRequestsAfterAConfirmedDebit(t *testing.T) {
 	}
 	if rep.Count != 1 || rep.DuplicateRequests["CHG-6"] != 1 {
 		t.Fatalf("report = %+v, want one posting and one duplicate request", rep)
+	}
+}
+
+func TestInProgress409WhileAnEarlierRequestRuns(t *testing.T) {
+	l, c, _ := serve(t, corebank.Faults{InProgress409: true, Latency: 300 * time.Millisecond}, time.Second)
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Debit(context.Background(), req("CHG-409", "001234567890", 100))
+		first <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the first request is being processed
+	_, err := c.Debit(t.Context(), req("CHG-409", "001234567890", 100))
+	var be *charge.BankError
+	if !errors.As(err, &be) || be.Status != http.StatusConflict || be.Code != "REQUEST_IN_PROGRESS" || be.Kind != charge.BankUnavailable {
+		t.Fatalf("second request: %v, want 409 REQUEST_IN_PROGRESS (unavailable)", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("first request: %v", err)
+	}
+	if len(l.Entries()) != 1 {
+		t.Fatalf("postings = %d, want 1", len(l.Entries()))
+	}
+}
+
+func TestSlowPostOutlastsTheCallerAndPostsAllTheSame(t *testing.T) {
+	l, c, _ := serve(t, corebank.Faults{SlowRate: 1, SlowLatency: 300 * time.Millisecond}, 50*time.Millisecond)
+	_, err := c.Debit(t.Context(), req("CHG-SLOW", "001234567890", 100))
+	if err == nil || !charge.MayHavePosted(err) {
+		t.Fatalf("err = %v, want a timeout that may have posted", err)
+	}
+	if len(l.Entries()) != 0 {
+		t.Fatal("posted before the slow post finished")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(l.Entries()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow post never posted after the caller gave up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestAnswersLostAfterPostingAreNotFinal(t *testing.T) {
+	for name, f := range map[string]corebank.Faults{
+		"502 after posting":   {BadGatewayAfterPostRate: 1},
+		"reset after posting": {ResetAfterPostRate: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l, c, _ := serve(t, f, time.Second)
+			_, err := c.Debit(t.Context(), req("CHG-LOST", "001234567890", 100))
+			if err == nil || charge.Classify(err) != charge.ClassRetryable || !charge.MayHavePosted(err) {
+				t.Fatalf("err = %v, want not final, may have posted", err)
+			}
+			if len(l.Entries()) != 1 {
+				t.Fatalf("postings = %d, want 1 (it posted before the answer was lost)", len(l.Entries()))
+			}
+			l.SetFaults(corebank.Faults{})
+			r, err := c.Debit(t.Context(), req("CHG-LOST", "001234567890", 100))
+			if err != nil || r.Reference != l.Entries()[0].Reference || len(l.Entries()) != 1 {
+				t.Fatalf("retry: %v %v, postings %d; want the first posting replayed", r, err, len(l.Entries()))
+			}
+		})
+	}
+}
+
+func TestOutageWindowAnswersItsStatusEverywhereThenEnds(t *testing.T) {
+	l, c, _ := serve(t, corebank.Faults{}, time.Second)
+	if err := c.SetFaults(t.Context(), corebank.FaultsBody{OutageStatus: 401, OutageMS: 300}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Debit(t.Context(), req("CHG-OUT", "001234567890", 100))
+	var be *charge.BankError
+	if !errors.As(err, &be) || be.Status != 401 || be.Kind != charge.BankRejected {
+		t.Fatalf("debit in a 401 window: %v, want a rejected 401", err)
+	}
+	if _, err := c.Enquire(t.Context(), "CHG-OUT"); !errors.As(err, &be) || be.Status != 401 {
+		t.Fatalf("enquiry in a 401 window: %v", err)
+	}
+	if err := c.Probe(t.Context()); err == nil {
+		t.Fatal("health answered 200 during the outage")
+	}
+	if len(l.Entries()) != 0 {
+		t.Fatal("posted during the outage")
+	}
+	time.Sleep(350 * time.Millisecond)
+	if err := c.Probe(t.Context()); err != nil {
+		t.Fatalf("health after the window: %v", err)
+	}
+	if _, err := c.Debit(t.Context(), req("CHG-OUT", "001234567890", 100)); err != nil {
+		t.Fatalf("debit after the window: %v", err)
+	}
+}
+
+func TestStatusEnquiry(t *testing.T) {
+	l, c, _ := serve(t, corebank.Faults{DeclineAccounts: map[string]string{"007777777777": "ACCOUNT_CLOSED"}, InProgress409: true}, time.Second)
+	e, err := c.Enquire(t.Context(), "CHG-NEVER")
+	if err != nil || e.State != charge.DebitNotFound {
+		t.Fatalf("unknown key: %+v %v, want NOT_FOUND", e, err)
+	}
+	r, err := c.Debit(t.Context(), req("CHG-E1", "001234567890", 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, err := c.Enquire(t.Context(), "CHG-E1"); err != nil || e.State != charge.DebitPosted || e.Reference != r.Reference {
+		t.Fatalf("posted key: %+v %v, want POSTED %s", e, err, r.Reference)
+	}
+	_, _ = c.Debit(t.Context(), req("CHG-E2", "007777777777", 100))
+	if e, err := c.Enquire(t.Context(), "CHG-E2"); err != nil || e.State != charge.DebitDeclined || e.Decline == nil || e.Decline.Code != "ACCOUNT_CLOSED" {
+		t.Fatalf("declined key: %+v %v", e, err)
+	}
+	l.SetFaults(corebank.Faults{Latency: 300 * time.Millisecond})
+	go func() { _, _ = c.Debit(context.Background(), req("CHG-E3", "001234567890", 100)) }()
+	time.Sleep(100 * time.Millisecond)
+	if e, err := c.Enquire(t.Context(), "CHG-E3"); err != nil || e.State != charge.DebitInProgress {
+		t.Fatalf("key being processed: %+v %v, want IN_PROGRESS", e, err)
+	}
+}
+
+func TestBare404IsNotNotFound(t *testing.T) {
+	// A status enquiry against a bank (or a URL) without the endpoint must
+	// never read as "never posted".
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	c, _ := corebank.NewClient(srv.URL, corebank.ClientOptions{})
+	if e, err := c.Enquire(t.Context(), "CHG-X"); err == nil || !charge.IsRejected(err) {
+		t.Fatalf("bare 404: %+v %v, want a rejected error", e, err)
+	}
+}
+
+func TestParseDeclineRules(t *testing.T) {
+	got, err := corebank.ParseDeclineRules("422:DECLINED, 402:NSF")
+	if err != nil || len(got) != 2 || got[1] != (corebank.DeclineRule{Status: 402, Error: "NSF"}) {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, bad := range []string{"", "422", "500:X", "abc:X", "422:"} {
+		if _, err := corebank.ParseDeclineRules(bad); err == nil {
+			t.Errorf("ParseDeclineRules(%q) accepted", bad)
+		}
 	}
 }

@@ -23,6 +23,26 @@ var ErrKeyReuse = errors.New("corebank: idempotency key reused with a different 
 // ErrUnavailable is the simulator's injected transient failure (HTTP 503).
 var ErrUnavailable = errors.New("corebank: service unavailable")
 
+// ErrInProgress: a request with the same key is still being processed
+// (HTTP 409 REQUEST_IN_PROGRESS, as in the IETF Idempotency-Key draft).
+var ErrInProgress = errors.New("corebank: a request with this idempotency key is still being processed")
+
+// FaultError is an injected answer with a given HTTP status (an outage
+// window's 401 or 503, a 502 after posting), or a connection reset.
+type FaultError struct {
+	Status int    // HTTP status to answer; 0 with Reset
+	Code   string // the body's "error" field
+	Reset  bool   // drop the connection instead of answering
+	Posted bool   // the debit posted before the fault
+}
+
+func (e *FaultError) Error() string {
+	if e.Reset {
+		return "corebank: connection reset (injected)"
+	}
+	return fmt.Sprintf("corebank: HTTP %d %s (injected)", e.Status, e.Code)
+}
+
 // Entry is one posting in the ledger.
 type Entry struct {
 	Seq            int64     `json:"seq"`
@@ -55,6 +75,40 @@ type Faults struct {
 	TimeoutRate float64
 	// FailFirst makes the first N calls for a key fail with ErrUnavailable.
 	FailFirst map[string]int
+	// InProgress409 answers 409 REQUEST_IN_PROGRESS to a request whose key
+	// has an earlier request still being processed.
+	InProgress409 bool
+	// SlowRate is the chance (0-1) that a debit takes SlowLatency and goes
+	// on after the caller gave up: it posts all the same.
+	SlowRate    float64
+	SlowLatency time.Duration
+	// BadGatewayAfterPostRate is the chance (0-1) that a debit posts and the
+	// answer is 502 (a gateway lost the bank's answer).
+	BadGatewayAfterPostRate float64
+	// ResetAfterPostRate is the chance (0-1) that a debit posts and the
+	// connection is dropped without an answer.
+	ResetAfterPostRate float64
+	// OutageStatus and OutageUntil: until then every call, the status
+	// enquiry and the health check answer OutageStatus (401: an expired
+	// gateway token; 503: an end-of-day window), posting nothing.
+	OutageStatus int
+	OutageUntil  time.Time
+}
+
+// outage returns the injected outage answer now, or nil. Caller holds mu.
+func (l *Ledger) outage() error {
+	f := l.faults
+	if f.OutageStatus == 0 || !l.now().Before(f.OutageUntil) {
+		return nil
+	}
+	code := "UNAVAILABLE"
+	switch f.OutageStatus {
+	case 401:
+		code = "UNAUTHORIZED"
+	case 403:
+		code = "FORBIDDEN"
+	}
+	return &FaultError{Status: f.OutageStatus, Code: code}
 }
 
 // Ledger is safe for concurrent use.
@@ -70,8 +124,10 @@ type Ledger struct {
 	// did not honour the idempotency key.
 	confirmed   map[string]bool
 	dupRequests map[string]int
-	rng         *rand.Rand
-	now         func() time.Time
+	// inflight counts requests per key being processed now.
+	inflight map[string]int
+	rng      *rand.Rand
+	now      func() time.Time
 }
 
 type posting struct {
@@ -86,7 +142,7 @@ var _ charge.Debiter = (*Ledger)(nil)
 func NewLedger(f Faults) *Ledger {
 	return &Ledger{
 		faults: f, byKey: map[string]*posting{}, calls: map[string]int{},
-		confirmed: map[string]bool{}, dupRequests: map[string]int{},
+		confirmed: map[string]bool{}, dupRequests: map[string]int{}, inflight: map[string]int{},
 		rng: rand.New(rand.NewPCG(1, 2)), now: time.Now,
 	}
 }
@@ -113,17 +169,41 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 	l.calls[req.IdempotencyKey]++
 	call := l.calls[req.IdempotencyKey]
 	f := l.faults
+	if err := l.outage(); err != nil {
+		l.mu.Unlock()
+		return charge.DebitReceipt{}, false, err
+	}
+	if f.InProgress409 && l.inflight[req.IdempotencyKey] > 0 {
+		l.mu.Unlock()
+		return charge.DebitReceipt{}, false, ErrInProgress
+	}
+	l.inflight[req.IdempotencyKey]++
 	failPre := call <= f.FailFirst[req.IdempotencyKey] || (f.TransientRate > 0 && l.rng.Float64() < f.TransientRate)
 	failPost := f.TransientAfterPostRate > 0 && l.rng.Float64() < f.TransientAfterPostRate
 	hang := f.TimeoutRate > 0 && l.rng.Float64() < f.TimeoutRate
+	slow := f.SlowRate > 0 && l.rng.Float64() < f.SlowRate
+	badGateway := f.BadGatewayAfterPostRate > 0 && l.rng.Float64() < f.BadGatewayAfterPostRate
+	reset := f.ResetAfterPostRate > 0 && l.rng.Float64() < f.ResetAfterPostRate
 	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.inflight[req.IdempotencyKey]--
+		l.mu.Unlock()
+	}()
 
 	if hang {
 		<-ctx.Done()
 		return charge.DebitReceipt{}, false, ctx.Err()
 	}
-	if f.Latency > 0 {
-		t := time.NewTimer(f.Latency)
+	latency := f.Latency
+	if slow {
+		// A slow post outlasts the caller and posts all the same: the bank
+		// does not stop processing because a client hung up.
+		ctx = context.WithoutCancel(ctx)
+		latency = max(latency, f.SlowLatency)
+	}
+	if latency > 0 {
+		t := time.NewTimer(latency)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -166,11 +246,47 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 	}
 	l.entries = append(l.entries, e)
 	l.byKey[req.IdempotencyKey] = &posting{req: req, entry: e}
-	if failPost {
+	switch {
+	case failPost:
 		return charge.DebitReceipt{}, false, ErrUnavailable
+	case badGateway:
+		return charge.DebitReceipt{}, false, &FaultError{Status: 502, Code: "BAD_GATEWAY", Posted: true}
+	case reset:
+		return charge.DebitReceipt{}, false, &FaultError{Reset: true, Posted: true}
 	}
 	l.confirmed[req.IdempotencyKey] = true
 	return charge.DebitReceipt{Reference: e.Reference}, false, nil
+}
+
+// Status answers a status enquiry for key: what the bank knows of it. An
+// answer of POSTED confirms the debit to the caller.
+func (l *Ledger) Status(key string) (charge.Enquiry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.outage(); err != nil {
+		return charge.Enquiry{}, err
+	}
+	if p, ok := l.byKey[key]; ok {
+		var d *charge.DeclineError
+		if errors.As(p.err, &d) {
+			return charge.Enquiry{State: charge.DebitDeclined, Decline: d}, nil
+		}
+		if p.err == nil {
+			l.confirmed[key] = true
+			return charge.Enquiry{State: charge.DebitPosted, Reference: p.entry.Reference}, nil
+		}
+	}
+	if l.inflight[key] > 0 {
+		return charge.Enquiry{State: charge.DebitInProgress}, nil
+	}
+	return charge.Enquiry{State: charge.DebitNotFound}, nil
+}
+
+// Health is the answer of the health check: the outage's, or nil.
+func (l *Ledger) Health() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.outage()
 }
 
 // Entries returns every posting, in order.
@@ -219,4 +335,5 @@ func (l *Ledger) Reset() {
 	l.seq = 0
 	l.byKey, l.calls, l.entries = map[string]*posting{}, map[string]int{}, nil
 	l.confirmed, l.dupRequests = map[string]bool{}, map[string]int{}
+	l.faults.OutageStatus, l.faults.OutageUntil = 0, time.Time{}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
 )
@@ -15,12 +16,18 @@ import (
 //
 //	POST /v1/debits        Idempotency-Key header + DebitBody → 201 (posted) or
 //	                       200 (replay of the same key and body, header
-//	                       Idempotent-Replayed: true); 422 for a decline or a
-//	                       key reused with another body; 503 injected outage
+//	                       Idempotent-Replayed: true); 422 DECLINED for a
+//	                       decline; 422 IDEMPOTENCY_KEY_REUSED for a key
+//	                       reused with another body; 409 REQUEST_IN_PROGRESS
+//	                       while an earlier request with the key runs; 503,
+//	                       502, 401, resets: injected faults
+//	GET  /v1/debits/{key}  status enquiry → 200 {"status":"POSTED","reference"},
+//	                       200 {"status":"IN_PROGRESS"}, 200 {"status":"DECLINED",
+//	                       "code"}, or 404 {"status":"NOT_FOUND"}
 //	GET  /v1/ledger        every posting, with its idempotency key
 //	PUT  /v1/faults        replace the injected faults (FaultsBody)
 //	POST /v1/reset         forget every posting
-//	GET  /healthz          200
+//	GET  /healthz          200, or the outage window's status
 const (
 	IdempotencyHeader = "Idempotency-Key"
 	ReplayedHeader    = "Idempotent-Replayed"
@@ -47,6 +54,24 @@ type DebitResponse struct {
 	Status         string `json:"status"`
 }
 
+// The states of a status enquiry's answer.
+const (
+	StatusPosted     = "POSTED"
+	StatusInProgress = "IN_PROGRESS"
+	StatusDeclined   = "DECLINED"
+	StatusNotFound   = "NOT_FOUND"
+)
+
+// StatusResponse is the body of GET /v1/debits/{key}.
+type StatusResponse struct {
+	IdempotencyKey string `json:"idempotencyKey"`
+	Status         string `json:"status"`
+	Reference      string `json:"reference,omitempty"`
+	Code           string `json:"code,omitempty"`
+	Message        string `json:"message,omitempty"`
+	Error          string `json:"error,omitempty"`
+}
+
 // ErrorResponse is the body of every 4xx/5xx.
 type ErrorResponse struct {
 	Error   string `json:"error"`
@@ -70,12 +95,43 @@ type FaultsBody struct {
 	TransientRate          float64           `json:"transientRate"`
 	TransientAfterPostRate float64           `json:"transientAfterPostRate"`
 	TimeoutRate            float64           `json:"timeoutRate"`
+	// InProgress409: answer 409 to a key whose earlier request still runs.
+	InProgress409 bool `json:"inProgress409"`
+	// SlowRate of posts take SlowMS and post even after the caller gave up.
+	SlowRate float64 `json:"slowRate"`
+	SlowMS   int64   `json:"slowMs"`
+	// BadGatewayAfterPostRate: post, then answer 502.
+	BadGatewayAfterPostRate float64 `json:"badGatewayAfterPostRate"`
+	// ResetAfterPostRate: post, then drop the connection.
+	ResetAfterPostRate float64 `json:"resetAfterPostRate"`
+	// OutageStatus for OutageMS from now (401 or 503, say): every call,
+	// enquiry and health check answers it.
+	OutageStatus int   `json:"outageStatus,omitempty"`
+	OutageMS     int64 `json:"outageMs,omitempty"`
 }
 
 // Handler serves the simulator's API over l.
 func Handler(l *Ledger) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/debits", func(w http.ResponseWriter, r *http.Request) { debit(l, w, r) })
+	mux.HandleFunc("GET /v1/debits/{key}", func(w http.ResponseWriter, r *http.Request) {
+		key := r.PathValue("key")
+		e, err := l.Status(key)
+		if err != nil {
+			writeFault(w, err)
+			return
+		}
+		switch e.State {
+		case charge.DebitPosted:
+			writeJSON(w, http.StatusOK, StatusResponse{IdempotencyKey: key, Status: StatusPosted, Reference: e.Reference})
+		case charge.DebitInProgress:
+			writeJSON(w, http.StatusOK, StatusResponse{IdempotencyKey: key, Status: StatusInProgress})
+		case charge.DebitDeclined:
+			writeJSON(w, http.StatusOK, StatusResponse{IdempotencyKey: key, Status: StatusDeclined, Code: e.Decline.Code, Message: e.Decline.Message})
+		default:
+			writeJSON(w, http.StatusNotFound, StatusResponse{IdempotencyKey: key, Status: StatusNotFound, Error: "NOT_FOUND"})
+		}
+	})
 	mux.HandleFunc("GET /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
 		e := l.Entries()
 		if e == nil {
@@ -91,26 +147,41 @@ func Handler(l *Ledger) http.Handler {
 			writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: "BAD_REQUEST", Message: err.Error()})
 			return
 		}
-		l.SetFaults(f.Faults())
+		l.SetFaults(f.Faults(time.Now()))
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST /v1/reset", func(w http.ResponseWriter, r *http.Request) {
 		l.Reset()
 		w.WriteHeader(http.StatusNoContent)
 	})
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := l.Health(); err != nil {
+			writeFault(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 	return mux
 }
 
-// Faults converts the wire form.
-func (f FaultsBody) Faults() Faults {
-	return Faults{
-		Latency:                durationMS(f.LatencyMS),
-		DeclineAccounts:        f.DeclineAccounts,
-		TransientRate:          f.TransientRate,
-		TransientAfterPostRate: f.TransientAfterPostRate,
-		TimeoutRate:            f.TimeoutRate,
+// Faults converts the wire form; an outage window starts at now.
+func (f FaultsBody) Faults(now time.Time) Faults {
+	out := Faults{
+		Latency:                 durationMS(f.LatencyMS),
+		DeclineAccounts:         f.DeclineAccounts,
+		TransientRate:           f.TransientRate,
+		TransientAfterPostRate:  f.TransientAfterPostRate,
+		TimeoutRate:             f.TimeoutRate,
+		InProgress409:           f.InProgress409,
+		SlowRate:                f.SlowRate,
+		SlowLatency:             durationMS(f.SlowMS),
+		BadGatewayAfterPostRate: f.BadGatewayAfterPostRate,
+		ResetAfterPostRate:      f.ResetAfterPostRate,
 	}
+	if f.OutageStatus != 0 && f.OutageMS > 0 {
+		out.OutageStatus, out.OutageUntil = f.OutageStatus, now.Add(durationMS(f.OutageMS))
+	}
+	return out
 }
 
 func debit(l *Ledger, w http.ResponseWriter, r *http.Request) {
@@ -136,7 +207,12 @@ func debit(l *Ledger, w http.ResponseWriter, r *http.Request) {
 		ChargeType: charge.Type(b.ChargeType), Narrative: b.Narrative,
 	})
 	var decline *charge.DeclineError
+	var fault *FaultError
 	switch {
+	case errors.As(err, &fault):
+		writeFault(w, fault)
+	case errors.Is(err, ErrInProgress):
+		writeJSON(w, http.StatusConflict, ErrorResponse{Error: "REQUEST_IN_PROGRESS", Message: err.Error()})
 	case err == nil:
 		status := http.StatusCreated
 		if replayed {
@@ -153,6 +229,26 @@ func debit(l *Ledger, w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "UNAVAILABLE", Message: err.Error()})
 	}
+}
+
+// writeFault answers an injected fault: its status, or a dropped
+// connection.
+func writeFault(w http.ResponseWriter, err error) {
+	var f *FaultError
+	if !errors.As(err, &f) {
+		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "UNAVAILABLE", Message: err.Error()})
+		return
+	}
+	if f.Reset {
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler) // drops the connection where hijacking is not possible
+	}
+	writeJSON(w, f.Status, ErrorResponse{Error: f.Code, Message: "injected fault"})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
@@ -80,7 +81,7 @@ func New() *Metrics {
 	for _, o := range []string{"acquired", "reclaimed", "duplicate_done", "duplicate_in_progress", "duplicate_failed", "conflict"} {
 		m.claims.WithLabelValues(o)
 	}
-	for _, r := range []string{"success", "declined", "transient"} {
+	for _, r := range []string{"success", "declined", "transient", "rejected"} {
 		m.debits.WithLabelValues(r)
 	}
 	m.notifications.WithLabelValues("sent")
@@ -100,6 +101,18 @@ func (m *Metrics) RuntimeGauges(rt *consumer.Runtime) {
 			Help: "Messages being handled now."}, func() float64 { return float64(rt.Stats().InFlight) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "heartbeats_total",
 			Help: "Heartbeats (visibility extension plus registered beats) of in-flight messages."}, func() float64 { return float64(rt.Stats().Heartbeats) }),
+	)
+}
+
+// Circuit registers the core-banking circuit breaker's gauges.
+func (m *Metrics) Circuit(status func() circuit.Status) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "circuit_state",
+			Help: "Core-banking circuit breaker: 0 closed, 1 half-open, 2 open (not receiving)."},
+			func() float64 { return float64(status().State) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "circuit_consecutive_failures",
+			Help: "Consecutive failed core-banking calls (the circuit opens at the threshold)."},
+			func() float64 { return float64(status().Failures) }),
 	)
 }
 
@@ -186,11 +199,14 @@ type debiter struct {
 func (d *debiter) Debit(ctx context.Context, req charge.DebitRequest) (charge.DebitReceipt, error) {
 	r, err := d.Debiter.Debit(ctx, req)
 	result := "success"
-	if err != nil {
+	switch {
+	case err == nil:
+	case charge.Classify(err) == charge.ClassPermanent:
+		result = "declined"
+	case charge.IsRejected(err):
+		result = "rejected" // the bank refused our requests as wrong or unauthorised: alert
+	default:
 		result = "transient"
-		if charge.Classify(err) == charge.ClassPermanent {
-			result = "declined"
-		}
 	}
 	d.m.debits.WithLabelValues(result).Inc()
 	return r, err

@@ -53,6 +53,8 @@ type demoConfig struct {
 	keep        bool
 	faults      corebank.FaultsBody
 	latency     time.Duration
+	bankTimeout time.Duration
+	hostile     hostileFlags
 	baseline    bool
 }
 
@@ -71,6 +73,9 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 	f.Duration(&c.latency, "corebank-latency", "", 5*time.Millisecond, "simulated core-banking latency")
 	f.Float(&c.faults.TransientRate, "transient-rate", "", 0, "simulated core-banking 503s before posting (0-1)")
 	f.Float(&c.faults.TransientAfterPostRate, "lost-response-rate", "", 0, "simulated lost responses after posting (0-1)")
+	f.Float(&c.faults.TimeoutRate, "timeout-rate", "", 0, "simulated debits that never answer (0-1)")
+	f.Duration(&c.bankTimeout, "corebank-timeout", "", 2*time.Second, "the consumer's timeout of one debit call")
+	c.hostile.bind(f, "")
 	f.Bool(&c.baseline, "baseline", "", false, "run WITHOUT the idempotency claim, to see what it prevents (the check then fails)")
 	if err := f.parse(args, false); err != nil {
 		return err
@@ -91,7 +96,12 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 	if c.timeout <= 0 || c.latency < 0 {
 		p.add("--timeout must be positive and --corebank-latency not negative")
 	}
-	for _, r := range []float64{c.faults.TransientRate, c.faults.TransientAfterPostRate} {
+	c.hostile.apply(&p, &c.faults)
+	if c.bankTimeout <= 0 {
+		p.add("--corebank-timeout must be positive")
+	}
+	for _, r := range []float64{c.faults.TransientRate, c.faults.TransientAfterPostRate, c.faults.TimeoutRate,
+		c.faults.SlowRate, c.faults.BadGatewayAfterPostRate, c.faults.ResetAfterPostRate} {
 		if r < 0 || r >= 1 {
 			p.add("fault rates must be within 0-1 (below 1, or nothing is ever debited)")
 			break
@@ -178,20 +188,24 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	if err != nil {
 		return demoReport{}, err
 	}
-	srv := &http.Server{Handler: corebank.Handler(corebank.NewLedger(faults.Faults())), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: corebank.Handler(corebank.NewLedger(faults.Faults(time.Now()))), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	cleanup = append(cleanup, func() { _ = srv.Close() })
-	bank, err := corebank.NewClient("http://"+ln.Addr().String(), corebank.ClientOptions{Timeout: 5 * time.Second})
-	if err != nil {
-		return demoReport{}, err
-	}
 
 	// 3. The consumer (or, with --baseline, the same pipeline without the claim).
 	var mu sync.Mutex
 	outcomes := map[charge.Outcome]int{}
 	cc := consumerConfig{concurrency: c.concurrency, visibility: visibility, lease: lease,
-		retention: idempotency.DefaultRetention, shutdownTimeout: 10 * time.Second}
-	pl, err := newPipeline(b, cc, bank, notify.NewRecorder(0, log), log, nil, func(_ consumer.Message, _ charge.Charge, r charge.Result) {
+		retention: idempotency.DefaultRetention, shutdownTimeout: 10 * time.Second,
+		corebankURL: "http://" + ln.Addr().String(), corebankTimeout: c.bankTimeout, declines: "422:DECLINED",
+		enquiry: true, healthPath: "/healthz", circuitAfter: 5, probeEvery: 200 * time.Millisecond, probeMax: time.Second,
+		notifyTimeout: time.Second}
+	ports, err := newBank(cc, log)
+	if err != nil {
+		return demoReport{}, err
+	}
+	bank := ports.client
+	pl, err := newPipeline(b, cc, ports, notify.NewRecorder(0, log), log, nil, func(_ consumer.Message, _ charge.Charge, r charge.Result) {
 		mu.Lock()
 		outcomes[r.Outcome]++
 		mu.Unlock()
@@ -199,17 +213,18 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	if err != nil {
 		return demoReport{}, err
 	}
-	rt := pl.runtime
+	rt, runConsumer := pl.runtime, pl.run
 	if c.baseline {
 		rt, err = consumer.New(b.source, baselineHandler(bank, notify.NewRecorder(0, log)), consumer.Options{
 			Concurrency: c.concurrency, VisibilityTimeout: visibility, Logger: log})
 		if err != nil {
 			return demoReport{}, err
 		}
+		runConsumer = rt.Run
 	}
 	rctx, stopConsumer := context.WithCancel(ctx)
 	consumerDone := make(chan error, 1)
-	go func() { consumerDone <- rt.Run(rctx) }()
+	go func() { consumerDone <- runConsumer(rctx) }()
 	stop := sync.OnceFunc(func() { stopConsumer(); <-consumerDone })
 	defer stop()
 
