@@ -2,6 +2,12 @@ package dynamodb_test
 
 import (
 	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
 	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -46,4 +52,101 @@ func BenchmarkClaim(b *testing.B) {
 		b.Fatal(err)
 	}
 	storetest.Benchmark(b, s)
+}
+
+// lossyTransport forwards every request to the emulator; while armed for an
+// operation, it lets the write land and then loses the answer, the way a
+// 500 from DynamoDB's front end or a dropped connection does. The SDK's
+// retryer then sends the same write again.
+type lossyTransport struct {
+	base   http.RoundTripper
+	mu     sync.Mutex
+	target string // X-Amz-Target suffix to hit, e.g. "UpdateItem"
+	left   int    // answers still to lose
+	mode   string // "500" or "drop"
+	lost   int
+}
+
+func (l *lossyTransport) arm(target, mode string, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.target, l.mode, l.left, l.lost = target, mode, n, 0
+}
+
+func (l *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(req)
+	if err != nil {
+		return resp, err
+	}
+	l.mu.Lock()
+	hit := l.left > 0 && strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+l.target)
+	if hit {
+		l.left--
+		l.lost++
+	}
+	mode := l.mode
+	l.mu.Unlock()
+	if !hit {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, resp.Body) // the write landed; its answer is lost
+	resp.Body.Close()
+	if mode == "drop" {
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	}
+	body := `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected after the write landed"}`
+	return &http.Response{
+		StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
+		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body:       io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
+		Request:    req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+	}, nil
+}
+
+// TestSDKRetryOfAWriteThatLanded: the first UpdateItem of a claim, and of a
+// DONE, lands and its answer is lost; the SDK retries the same write. The
+// claim must come back Acquired (not duplicate_in_progress) and the DONE
+// succeed (not lease_lost), with one record in the table.
+func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
+	for _, mode := range []string{"500", "drop"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := awstest.Config(t)
+			lossy := &lossyTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
+			cfg.HTTPClient = &http.Client{Transport: lossy}
+			client := awsddb.NewFromConfig(cfg)
+			table := awstest.Name("lossy")
+			if err := dynamodb.CreateTable(t.Context(), client, table); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = dynamodb.DeleteTable(context.Background(), client, table) })
+			s, err := dynamodb.New(client, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, err := idempotency.NewGuard(s, idempotency.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := t.Context()
+
+			lossy.arm("UpdateItem", mode, 1)
+			c, err := g.Claim(ctx, "CHG-LOSSY", "fp")
+			if err != nil || c.Outcome != idempotency.Acquired || lossy.lost != 1 {
+				t.Fatalf("claim whose first answer was lost: %v %v (answers lost %d), want acquired", c.Outcome, err, lossy.lost)
+			}
+			lossy.arm("UpdateItem", mode, 1)
+			if err := g.Complete(ctx, c.Lease(), "DEBITED", "CBS0000000001"); err != nil || lossy.lost != 1 {
+				t.Fatalf("DONE whose first answer was lost: %v (answers lost %d), want success", err, lossy.lost)
+			}
+			rec, err := g.Get(ctx, "CHG-LOSSY")
+			if err != nil || rec.State != idempotency.StateDone || rec.Attempt != 1 || rec.Token != c.Record.Token || rec.Detail != "CBS0000000001" {
+				t.Fatalf("record = %+v (%v), want one DONE record, attempt 1", rec, err)
+			}
+			// Anyone else's claim is still a duplicate of a DONE charge.
+			dup, err := g.Claim(ctx, "CHG-LOSSY", "fp")
+			if err != nil || dup.Outcome != idempotency.DuplicateDone {
+				t.Fatalf("a later claim: %v %v", dup.Outcome, err)
+			}
+		})
+	}
 }

@@ -20,6 +20,9 @@ type flagSet struct {
 	fs   *flag.FlagSet
 	env  *environment
 	errs []string
+	// args are the positional arguments, wherever they stood among the
+	// flags ("reopen CHG-1 --reason X" and "reopen --reason X CHG-1").
+	args []string
 }
 
 func newFlagSet(env *environment, name, synopsis string) *flagSet {
@@ -96,18 +99,30 @@ func (f *flagSet) Bool(p *bool, name, envName string, def bool, usage string) {
 // flags, bad environment values or leftover arguments (unless positional
 // arguments are allowed).
 func (f *flagSet) parse(args []string, allowArgs bool) error {
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			f.fs.Usage()
-			return errHelp
+	rest := args
+	for {
+		if err := f.fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				f.fs.Usage()
+				return errHelp
+			}
+			return usagef("%v (see -h)", err)
 		}
-		return usagef("%v (see -h)", err)
+		if f.fs.NArg() == 0 {
+			break
+		}
+		if len(rest) > 0 && len(rest)-f.fs.NArg() > 0 && rest[len(rest)-f.fs.NArg()-1] == "--" {
+			f.args = append(f.args, f.fs.Args()...) // everything after "--" is positional
+			break
+		}
+		f.args = append(f.args, f.fs.Arg(0))
+		rest = f.fs.Args()[1:]
 	}
 	if len(f.errs) > 0 {
 		return usagef("%s", strings.Join(f.errs, "; "))
 	}
-	if !allowArgs && f.fs.NArg() > 0 {
-		return usagef("unexpected argument %q (see -h)", f.fs.Arg(0))
+	if !allowArgs && len(f.args) > 0 {
+		return usagef("unexpected argument %q (see -h)", f.args[0])
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -29,13 +30,24 @@ type recordJSON struct {
 	ExpiresAt   time.Time `json:"expiresAt"`
 	Fingerprint string    `json:"fingerprint"`
 	TokenPrefix string    `json:"tokenPrefix"`
+	// The audit trail of operator reopenings (the last one's details).
+	Reopens      int        `json:"reopens,omitempty"`
+	ReopenedAt   *time.Time `json:"reopenedAt,omitempty"`
+	ReopenReason string     `json:"reopenReason,omitempty"`
+	PrevStatus   string     `json:"previousStatus,omitempty"`
+	PrevDetail   string     `json:"previousDetail,omitempty"`
 }
 
 func toJSON(r idempotency.Record, now time.Time) recordJSON {
-	return recordJSON{
+	var reopened *time.Time
+	if !r.ReopenedAt.IsZero() {
+		reopened = &r.ReopenedAt
+	}
+	return recordJSON{ReopenedAt: reopened,
 		ChargeID: r.Key, State: string(r.State), Status: r.Status, Detail: r.Detail, Attempt: r.Attempt,
 		LeaseUntil: r.LeaseUntil, LeaseLive: r.LeaseLive(now), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, Fingerprint: r.Fingerprint, TokenPrefix: prefix(r.Token, 8),
+		Reopens: r.Reopens, ReopenReason: r.ReopenReason, PrevStatus: r.PrevStatus, PrevDetail: r.PrevDetail,
 	}
 }
 
@@ -65,10 +77,10 @@ func runInspect(ctx context.Context, env *environment, args []string) error {
 	if err := f.parse(args, true); err != nil {
 		return err
 	}
-	if f.fs.NArg() != 1 {
+	if len(f.args) != 1 {
 		return usagef("give exactly one CHARGE_ID (see -h)")
 	}
-	id := f.fs.Arg(0)
+	id := f.args[0]
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
@@ -120,7 +132,66 @@ func printRecord(w io.Writer, r idempotency.Record, now time.Time) {
 	fmt.Fprintf(tw, "kept until\t%s\n", r.ExpiresAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "fingerprint\t%s…\n", prefix(r.Fingerprint, 16))
 	fmt.Fprintf(tw, "token\t%s…\n", prefix(r.Token, 8))
+	if r.Reopens > 0 {
+		fmt.Fprintf(tw, "reopened\t%d time(s), last %s: %s\n", r.Reopens, r.ReopenedAt.UTC().Format(time.RFC3339), r.ReopenReason)
+		fmt.Fprintf(tw, "before reopening\t%s %s\n", r.PrevStatus, r.PrevDetail)
+	}
 	tw.Flush()
+}
+
+// runReopen turns a FAILED record back into one the next delivery claims
+// afresh, for an operator who fixed the cause (a charge failed by a bank
+// answer that was wrongly taken as final, say). The flow: fix the cause →
+// reopen → redrive --reason debit_failed.
+func runReopen(ctx context.Context, env *environment, args []string) error {
+	f, bc, asJSON := opsFlags(env, "reopen", "reopen [flags] CHARGE_ID --reason TEXT")
+	var reason string
+	var retention time.Duration
+	f.String(&reason, "reason", "", "", "why the charge is reopened (kept in the record and the audit log; required), e.g. \"INC-4711: gateway token fixed\"")
+	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the reopened record is kept")
+	if err := f.parse(args, true); err != nil {
+		return err
+	}
+	if len(f.args) != 1 {
+		return usagef("give exactly one CHARGE_ID (see -h)")
+	}
+	if strings.TrimSpace(reason) == "" {
+		return usagef("--reason is required: say why the charge may be debited now (it stays in the record)")
+	}
+	if retention < 24*time.Hour {
+		return usagef("--retention %s is under 24h", retention)
+	}
+	id := f.args[0]
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	guard, err := idempotency.NewGuard(b.store, idempotency.Options{Retention: retention})
+	if err != nil {
+		return err
+	}
+	rec, err := guard.Reopen(ctx, id, reason)
+	switch {
+	case errors.Is(err, idempotency.ErrNotFound):
+		return fmt.Errorf("no idempotency record for %s (never claimed, or past its retention): nothing to reopen; redriving its message debits it as a new charge", id)
+	case errors.Is(err, idempotency.ErrNotFailed):
+		return fmt.Errorf("%s is %s, not FAILED: only a FAILED record is reopened (a DONE charge was debited; an IN_PROGRESS one is reclaimed by its next delivery)", id, rec.State)
+	case err != nil:
+		return err
+	}
+	audit := slog.New(slog.NewJSONHandler(env.stderr, nil))
+	audit.LogAttrs(ctx, slog.LevelWarn, "FAILED charge reopened by an operator",
+		slog.Bool("audit", true), slog.String("charge_id", rec.Key), slog.String("reason", reason),
+		slog.String("previous_status", rec.PrevStatus), slog.String("previous_detail", rec.PrevDetail),
+		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.String("operator", env.getenv("USER")))
+	if *asJSON {
+		return json.NewEncoder(env.stdout).Encode(toJSON(rec, time.Now()))
+	}
+	fmt.Fprintf(env.stdout, "reopened %s (was %s: %s); its next delivery claims it afresh.\n", rec.Key, rec.PrevStatus, rec.PrevDetail)
+	fmt.Fprintf(env.stdout, "next: chargerecovery redrive --reason debit_failed (moves its dead-lettered message back to the queue)\n\n")
+	printRecord(env.stdout, rec, time.Now())
+	return nil
 }
 
 func runStuck(ctx context.Context, env *environment, args []string) error {

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/dlq"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+)
+
+// childLogged starts `chargerecovery args...` as a separate process whose
+// log goes to logPath.
+func childLogged(t *testing.T, env map[string]string, logPath string, args ...string) *exec.Cmd {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "IC_TEST_RUN_MAIN=1")
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	return cmd
+}
+
+// decisionLine is the part of serve's per-message log line the test reads.
+type decisionLine struct {
+	Time         time.Time `json:"time"`
+	MessageID    string    `json:"message_id"`
+	ReceiveCount int       `json:"receive_count"`
+	Outcome      string    `json:"outcome"`
+	Alert        bool      `json:"alert"`
+}
+
+func readDecisions(t *testing.T, paths ...string) []decisionLine {
+	t.Helper()
+	var out []decisionLine
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var d decisionLine
+			if json.Unmarshal(sc.Bytes(), &d) == nil && d.MessageID != "" && d.Outcome != "" {
+				out = append(out, d)
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// bankOutageScenario runs two real serve processes on one queue against a
+// simulator that behaves like a real bank: 409 while a key is in progress,
+// posts slower than the client's timeout that post all the same, answers
+// lost after posting (503, 502, reset), declines, a 10 s 401 window (an
+// expired gateway token) and a 60 s 503 window (end of day), with the
+// queue's redrive limit at 4. Every non-declined charge must be posted
+// exactly once and DONE, every declined one FAILED and dead-lettered,
+// nothing else dead-lettered, and no message received more than twice
+// during an outage.
+func bankOutageScenario(t *testing.T, env map[string]string) {
+	const (
+		charges  = 200
+		dupRatio = 0.3
+		w401     = 10 * time.Second
+		w503     = 60 * time.Second
+	)
+	faults := corebank.Faults{
+		Latency: 5 * time.Millisecond, InProgress409: true,
+		SlowRate: 0.04, SlowLatency: 2 * time.Second, // the client gives up after 500ms
+		TransientAfterPostRate: 0.03, BadGatewayAfterPostRate: 0.03, ResetAfterPostRate: 0.03,
+		DeclineAccounts: map[string]string{},
+	}
+	ledger := corebank.NewLedger(faults)
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	t.Cleanup(bank.Close)
+	for k, v := range map[string]string{
+		"IC_COREBANK_URL": bank.URL, "IC_COREBANK_TIMEOUT": "500ms", "IC_COREBANK_ENQUIRY": "true",
+		"IC_CIRCUIT_PROBE": "500ms", "IC_CIRCUIT_PROBE_MAX": "2s", "IC_CIRCUIT_FAILURES": "5",
+		"IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s", "IC_LEASE": "6s", "IC_MAX_RECEIVE": "4",
+		"IC_CONCURRENCY": "8", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_FORMAT": "json", "IC_LOG_LEVEL": "info",
+	} {
+		env[k] = v
+	}
+
+	// The workload: 200 charges, 30% sent twice, one in ten declined (half
+	// of those sent twice).
+	due := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	run := randomID()
+	all := make([]charge.Charge, charges)
+	declined := map[string]bool{}
+	for i := range all {
+		acct := fmt.Sprintf("00%010d", 1000+i)
+		all[i] = charge.Charge{ID: fmt.Sprintf("CHG-%s-%03d", run, i), AccountID: acct,
+			Amount: charge.Money{Minor: 2500 + int64(i), Currency: "INR"}, Type: charge.SMSAlertFee, DueDate: due}
+		if i%20 == 2 || i%20 == 13 {
+			faults.DeclineAccounts[acct] = "ACCOUNT_CLOSED"
+			declined[all[i].ID] = true
+		}
+	}
+	ledger.SetFaults(faults)
+	copies := map[string]int{}
+	waves := make([][][]byte, 3)
+	for i, c := range all {
+		body, err := charge.MarshalEvent(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 1
+		if float64(i%10) < dupRatio*10 {
+			n = 2
+		}
+		copies[c.ID] = n
+		for range n {
+			waves[i%3] = append(waves[i%3], body)
+		}
+	}
+	ctx := t.Context()
+	b, err := openBackend(ctx, *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.close)
+	send := func(bodies [][]byte) {
+		for i := 0; i < len(bodies); i += b.batchMax {
+			if err := b.sendBatch(ctx, bodies[i:min(i+b.batchMax, len(bodies))]); err != nil {
+				t.Fatalf("send: %v", err)
+			}
+		}
+	}
+
+	dir := t.TempDir()
+	logs := []string{filepath.Join(dir, "serve-1.log"), filepath.Join(dir, "serve-2.log")}
+	var procs []*exec.Cmd
+	for _, l := range logs {
+		procs = append(procs, childLogged(t, env, l, "serve"))
+	}
+	outage := func(status int, d time.Duration) (start, end time.Time) {
+		f := faults
+		f.OutageStatus, f.OutageUntil = status, time.Now().Add(d)
+		ledger.SetFaults(f)
+		return time.Now(), f.OutageUntil
+	}
+
+	send(waves[0])
+	time.Sleep(3 * time.Second)
+	s401, e401 := outage(401, w401)
+	send(waves[1]) // a backlog arrives while the gateway refuses us
+	time.Sleep(w401 + 3*time.Second)
+	s503, e503 := outage(503, w503)
+	send(waves[2]) // and more during the end-of-day window
+	time.Sleep(w503)
+
+	// After the windows: everything finishes.
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		unfinished := 0
+		for _, c := range all {
+			rec, err := b.store.Get(ctx, c.ID, time.Now())
+			if err != nil || rec.State == idempotency.StateInProgress {
+				unfinished++
+			}
+		}
+		main, _, err := b.depth(ctx)
+		if err == nil && unfinished == 0 && main == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not finished 120s after the outage: %d charges unfinished, %d messages left (logs in %s)", unfinished, main, dir)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, p := range procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Errorf("consumer exited with %v after SIGTERM, want 0", err)
+		}
+	}
+
+	// Money and records.
+	posted := ledger.PostingsByKey()
+	wantDLQ := 0
+	for _, c := range all {
+		rec, err := b.store.Get(ctx, c.ID, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", c.ID, err)
+		}
+		if declined[c.ID] {
+			wantDLQ += copies[c.ID]
+			if rec.State != idempotency.StateFailed || posted[c.ID] != 0 {
+				t.Errorf("declined %s: record %s, posted %d; want FAILED and never posted", c.ID, rec.State, posted[c.ID])
+			}
+			continue
+		}
+		if rec.State != idempotency.StateDone || posted[c.ID] != 1 {
+			t.Errorf("%s: record %s %s, posted %d times; want DONE and posted exactly once", c.ID, rec.State, rec.Detail, posted[c.ID])
+		}
+	}
+	if len(posted) != charges-len(declined) {
+		t.Errorf("ledger has %d keys, want %d", len(posted), charges-len(declined))
+	}
+	if d := ledger.DuplicateRequests(); len(d) != 0 {
+		t.Errorf("core banking was asked to debit charges it had already confirmed: %v", d)
+	}
+
+	// The DLQ holds the declined charges' messages and nothing else.
+	r := runCmd(ctx, env, "redrive", "--dry-run", "--json")
+	var rep dlq.Report
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil {
+		t.Fatalf("redrive --dry-run: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	for reason, n := range rep.ByReason {
+		if reason != "debit_failed" && reason != "duplicate_failed" {
+			t.Errorf("DLQ holds %d message(s) for %q: an outage or an ambiguous answer dead-lettered work", n, reason)
+		}
+	}
+	if rep.Seen != wantDLQ {
+		t.Errorf("DLQ holds %d messages (%v), want the %d of declined charges", rep.Seen, rep.ByReason, wantDLQ)
+	}
+
+	// No message was received more than twice during either outage, and
+	// the 401s raised alerts.
+	decisions := readDecisions(t, logs...)
+	if len(decisions) < charges {
+		t.Fatalf("only %d decision lines in the logs", len(decisions))
+	}
+	alerts := 0
+	for _, w := range []struct {
+		name       string
+		start, end time.Time
+	}{{"401 window", s401, e401}, {"503 window", s503, e503}} {
+		per := map[string]int{}
+		for _, d := range decisions {
+			if !d.Time.Before(w.start) && d.Time.Before(w.end) {
+				per[d.MessageID]++
+			}
+		}
+		for id, n := range per {
+			if n > 2 {
+				t.Errorf("message %s was handled %d times during the %s, want at most 2", id, n, w.name)
+			}
+		}
+	}
+	for _, d := range decisions {
+		if d.Alert && !d.Time.Before(s401) && d.Time.Before(e401.Add(time.Second)) {
+			alerts++
+		}
+	}
+	if alerts == 0 {
+		t.Error("the 401 window raised no alert in the logs")
+	}
+	text := ""
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		text += string(b)
+	}
+	if !strings.Contains(text, `"circuit":"open"`) || !strings.Contains(text, `"circuit":"closed"`) {
+		t.Error("the logs do not show the circuit opening and closing")
+	}
+	t.Logf("decisions %d, alerts in the 401 window %d, DLQ %v", len(decisions), alerts, rep.ByReason)
+}
+
+func TestBankOutagesOnTheEmbeddedBackend(t *testing.T) {
+	t.Parallel()
+	bankOutageScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "bank.db")})
+}
+
+func TestBankOutagesOnTheAWSEmulator(t *testing.T) {
+	emulatorInParallel(t)
+	name := awstest.Name("bank")
+	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name}
+	if r := runCmd(t.Context(), env, "setup", "--visibility", "3s", "--max-receive", "4"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	bankOutageScenario(t, env)
+}
+
+// emulatorInParallel is useEmulator for a test that runs in parallel with
+// others: when the process environment already points the AWS chain at the
+// test emulator (scripts/with-moto.sh does), nothing needs setting.
+func emulatorInParallel(t *testing.T) {
+	t.Helper()
+	awstest.Config(t) // fails in CI / skips elsewhere when unreachable
+	if os.Getenv("AWS_ENDPOINT_URL") == os.Getenv(awstest.EndpointEnv) && os.Getenv("AWS_REGION") != "" && os.Getenv("AWS_ACCESS_KEY_ID") != "" {
+		t.Parallel()
+		return
+	}
+	useEmulator(t)
+}

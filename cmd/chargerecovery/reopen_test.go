@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/dlq"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+)
+
+// reopenScenario: charges recorded FAILED by a 401 (a consumer configured
+// to take the gateway's 401 as a decline, as this one did before the bank
+// boundary was fixed) → fix → reopen → redrive → each debited once, DONE,
+// with the audit trail in the record.
+func reopenScenario(t *testing.T, env map[string]string) {
+	ledger := corebank.NewLedger(corebank.Faults{OutageStatus: 401, OutageUntil: time.Now().Add(time.Hour)})
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	t.Cleanup(bank.Close)
+	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s",
+		"IC_LEASE": "3s", "IC_HTTP_ADDR": "", "IC_LOG_FORMAT": "json"} {
+		env[k] = v
+	}
+	ctx := t.Context()
+	b, err := openBackend(ctx, *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.close)
+	run := randomID()
+	ids := []string{"CHG-RO-" + run + "-1", "CHG-RO-" + run + "-2", "CHG-RO-" + run + "-3"}
+	for i, id := range ids {
+		if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", fmt.Sprintf("0012345678%02d", i), "--amount-minor", "2500"); r.code != 0 {
+			t.Fatalf("send: %s", r.stderr)
+		}
+	}
+	serveUntil := func(extra []string, done func() bool) result {
+		t.Helper()
+		sctx, stop := context.WithCancel(ctx)
+		out := make(chan result, 1)
+		go func() { out <- runCmd(sctx, env, append([]string{"serve"}, extra...)...) }()
+		deadline := time.Now().Add(60 * time.Second)
+		for !done() {
+			if time.Now().After(deadline) {
+				stop()
+				t.Fatalf("serve did not get there: %s", (<-out).stderr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		stop()
+		r := <-out
+		if r.code != 0 {
+			t.Fatalf("serve exited %d: %s", r.code, r.stderr)
+		}
+		return r
+	}
+	all := func(state idempotency.State) func() bool {
+		return func() bool {
+			for _, id := range ids {
+				rec, err := b.store.Get(ctx, id, time.Now())
+				if err != nil || rec.State != state {
+					return false
+				}
+			}
+			main, dl, err := b.depth(ctx)
+			return err == nil && main == 0 && (state != idempotency.StateFailed || dl == len(ids))
+		}
+	}
+
+	// 1. The misconfigured consumer records every charge FAILED on the 401.
+	serveUntil([]string{"--corebank-declines", "422:DECLINED,401:UNAUTHORIZED"}, all(idempotency.StateFailed))
+	if n := len(ledger.Entries()); n != 0 {
+		t.Fatalf("%d postings during the 401 window", n)
+	}
+
+	// 2. Fix the cause (the gateway token) and reopen each charge.
+	ledger.SetFaults(corebank.Faults{})
+	for _, id := range ids {
+		r := runCmd(ctx, env, "reopen", id, "--reason", "INC-4711: gateway token renewed")
+		if r.code != 0 || !strings.Contains(r.stdout, "reopened "+id) || !strings.Contains(r.stdout, "redrive --reason debit_failed") {
+			t.Fatalf("reopen %s: %d %s %s", id, r.code, r.stdout, r.stderr)
+		}
+		var audit map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimSpace(r.stderr)), &audit); err != nil || audit["audit"] != true ||
+			audit["charge_id"] != id || audit["previous_status"] != "FAILED" || audit["reason"] != "INC-4711: gateway token renewed" {
+			t.Fatalf("audit line %q (%v)", r.stderr, err)
+		}
+	}
+	if r := runCmd(ctx, env, "reopen", ids[0], "--reason", "twice"); r.code != 1 || !strings.Contains(r.stderr, "not FAILED") {
+		t.Fatalf("reopening a reopened charge: %d %s", r.code, r.stderr)
+	}
+	if r := runCmd(ctx, env, "reopen", ids[0]); r.code != 2 || !strings.Contains(r.stderr, "--reason is required") {
+		t.Fatalf("reopen without a reason: %d %s", r.code, r.stderr)
+	}
+
+	// 3. Redrive the dead-lettered messages; the fixed consumer debits each once.
+	r := runCmd(ctx, env, "redrive", "--reason", "debit_failed", "--json")
+	var rep dlq.Report
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Moved != len(ids) {
+		t.Fatalf("redrive: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	serveUntil(nil, all(idempotency.StateDone))
+	posted := ledger.PostingsByKey()
+	for _, id := range ids {
+		if posted[id] != 1 {
+			t.Errorf("%s posted %d times, want 1", id, posted[id])
+		}
+		rec, err := b.store.Get(ctx, id, time.Now())
+		if err != nil || rec.State != idempotency.StateDone || rec.Reopens != 1 || rec.PrevStatus != "FAILED" ||
+			!strings.Contains(rec.PrevDetail, "UNAUTHORIZED") || rec.ReopenReason != "INC-4711: gateway token renewed" || rec.Attempt != 2 {
+			t.Errorf("%s: record %+v (%v), want DONE with the reopening's audit trail", id, rec, err)
+		}
+	}
+	if r := runCmd(ctx, env, "inspect", ids[0]); r.code != 0 || !strings.Contains(r.stdout, "reopened") || !strings.Contains(r.stdout, "INC-4711") {
+		t.Fatalf("inspect: %s %s", r.stdout, r.stderr)
+	}
+	if r := runCmd(ctx, env, "reopen", ids[0], "--reason", "again"); r.code != 1 || !strings.Contains(r.stderr, "is DONE") {
+		t.Fatalf("reopening a DONE charge: %d %s", r.code, r.stderr)
+	}
+}
+
+func TestReopenOnTheEmbeddedBackend(t *testing.T) {
+	t.Parallel()
+	reopenScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "reopen.db")})
+}
+
+func TestReopenOnAWS(t *testing.T) {
+	emulatorInParallel(t)
+	name := awstest.Name("reopen")
+	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name}
+	if r := runCmd(t.Context(), env, "setup", "--visibility", "3s"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	reopenScenario(t, env)
+}
