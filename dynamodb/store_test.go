@@ -97,9 +97,9 @@ func (l *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body := `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected after the write landed"}`
 	return &http.Response{
 		StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
-		Header:     http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
-		Body:       io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
-		Request:    req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
+		Body:   io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)),
+		Request: req, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 	}, nil
 }
 
