@@ -52,7 +52,7 @@ func New() *Metrics {
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "claim_outcomes_total",
 			Help: "Claim results: acquired, reclaimed, duplicate_done, duplicate_in_progress, duplicate_failed, conflict."}, []string{"outcome"}),
 		debits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "debits_total",
-			Help: "Core-banking debit calls by result: success, declined (permanent), transient."}, []string{"result"}),
+			Help: "Core-banking debit calls by result: success, declined (final), transient (not final: outage, timeout, 409, lost answer), rejected (not final: 400/401/403/404..., our requests are wrong or unauthorised; alert)."}, []string{"result"}),
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "notifications_total",
 			Help: "Pre-debit notifications by result: sent, failed."}, []string{"result"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dlq_forwards_total",

@@ -2,8 +2,12 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -14,10 +18,12 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/dlq"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/metrics"
 )
 
 // childLogged starts `chargerecovery args...` as a separate process whose
@@ -320,4 +326,28 @@ func emulatorInParallel(t *testing.T) {
 		return
 	}
 	useEmulator(t)
+}
+
+func TestReadyzSaysWhyWhileTheCircuitIsOpen(t *testing.T) {
+	br, err := circuit.New(circuit.Options{Threshold: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pipeline{breaker: br}
+	ops, err := startOpsServer("127.0.0.1:0", metrics.New(), p.ready(func(context.Context) error { return nil }),
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ops.close()
+	url := "http://" + ops.addr() + "/readyz"
+	if code, body := httpGet(t, url); code != 200 {
+		t.Fatalf("closed circuit: %d %s", code, body)
+	}
+	br.Record(errors.New("core banking unavailable: HTTP 503"))
+	br.Record(errors.New("core banking unavailable: HTTP 503"))
+	code, body := httpGet(t, url)
+	if code != 503 || !strings.Contains(body, "circuit open") || !strings.Contains(body, "HTTP 503") || !strings.Contains(body, "not receiving") {
+		t.Fatalf("open circuit: %d %q, want 503 saying the circuit is open and why", code, body)
+	}
 }

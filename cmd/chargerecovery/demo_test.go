@@ -48,7 +48,12 @@ func TestDemoSummaryIsReadable(t *testing.T) {
 }
 
 func TestDemoUnderCoreBankingFaultsStillDebitsEachChargeOnce(t *testing.T) {
-	rep := runDemoJSON(t, "--charges", "60", "--transient-rate", "0.2", "--lost-response-rate", "0.1", "--seed", "7")
+	rep := runDemoJSON(t, "--charges", "60", "--transient-rate", "0.2", "--lost-response-rate", "0.1", "--seed", "7",
+		// and a bank as hostile as real ones: 409 while a key is in
+		// progress, posts slower than the client's timeout, 502 and resets
+		// after posting, debits that never answer
+		"--in-progress-409", "--slow-rate", "0.1", "--slow-latency", "1s", "--corebank-timeout", "300ms",
+		"--bad-gateway-rate", "0.05", "--reset-rate", "0.05", "--timeout-rate", "0.05")
 	wantExactlyOnce(t, rep, 60, 78)
 	if rep.Retries == 0 {
 		t.Fatal("no fault was injected; the test proves nothing")
