@@ -30,6 +30,7 @@ type Metrics struct {
 	queueCalls      *prometheus.CounterVec
 	claims          *prometheus.CounterVec
 	debits          *prometheus.CounterVec
+	enquiries       *prometheus.CounterVec
 	notifications   *prometheus.CounterVec
 	deadLetters     *prometheus.CounterVec
 	decisions       *prometheus.CounterVec
@@ -53,6 +54,8 @@ func New() *Metrics {
 			Help: "Claim results: acquired, reclaimed, duplicate_done, duplicate_in_progress, duplicate_failed, conflict."}, []string{"outcome"}),
 		debits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "debits_total",
 			Help: "Core-banking debit calls by result: success, declined (final), transient (not final: outage, timeout, 409, lost answer), rejected (not final: 400/401/403/404..., our requests are wrong or unauthorised; alert)."}, []string{"result"}),
+		enquiries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "enquiries_total",
+			Help: "Status enquiries before re-posting a reclaimed charge, by answer: posted, in_progress, not_found, declined, failed."}, []string{"answer"}),
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "notifications_total",
 			Help: "Pre-debit notifications by result: sent, failed."}, []string{"result"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dlq_forwards_total",
@@ -70,7 +73,7 @@ func New() *Metrics {
 			Help:    "Idempotency store call latency by operation.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"op"}),
 	}
-	for _, c := range []prometheus.Collector{m.received, m.queueCalls, m.claims, m.debits, m.notifications,
+	for _, c := range []prometheus.Collector{m.received, m.queueCalls, m.claims, m.debits, m.enquiries, m.notifications,
 		m.deadLetters, m.decisions, m.leaseLost, m.leaseExtensions, m.processing, m.storeLatency} {
 		f(c)
 	}
@@ -209,6 +212,24 @@ func (d *debiter) Debit(ctx context.Context, req charge.DebitRequest) (charge.De
 		result = "transient"
 	}
 	d.m.debits.WithLabelValues(result).Inc()
+	return r, err
+}
+
+// Enquirer wraps e to count status enquiries by answer.
+func (m *Metrics) Enquirer(e charge.Enquirer) charge.Enquirer { return &enquirer{Enquirer: e, m: m} }
+
+type enquirer struct {
+	charge.Enquirer
+	m *Metrics
+}
+
+func (e *enquirer) Enquire(ctx context.Context, key string) (charge.Enquiry, error) {
+	r, err := e.Enquirer.Enquire(ctx, key)
+	answer := "failed"
+	if err == nil {
+		answer = strings.ToLower(r.State.String())
+	}
+	e.m.enquiries.WithLabelValues(answer).Inc()
 	return r, err
 }
 

@@ -31,6 +31,12 @@ func (d fixedDebiter) Debit(context.Context, charge.DebitRequest) (charge.DebitR
 	return charge.DebitReceipt{Reference: "R"}, d.err
 }
 
+type fixedEnquirer struct{}
+
+func (fixedEnquirer) Enquire(context.Context, string) (charge.Enquiry, error) {
+	return charge.Enquiry{State: charge.DebitPosted, Reference: "R"}, nil
+}
+
 func TestDebitsAreCountedByWhatTheBankSaid(t *testing.T) {
 	m := New()
 	for _, err := range []error{
@@ -42,6 +48,7 @@ func TestDebitsAreCountedByWhatTheBankSaid(t *testing.T) {
 	} {
 		_, _ = m.Debiter(fixedDebiter{err}).Debit(context.Background(), charge.DebitRequest{})
 	}
+	_, _ = m.Enquirer(fixedEnquirer{}).Enquire(context.Background(), "K")
 	br, err := circuit.New(circuit.Options{Threshold: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +63,7 @@ func TestDebitsAreCountedByWhatTheBankSaid(t *testing.T) {
 		`chargerecovery_debits_total{result="declined"} 1`,
 		`chargerecovery_debits_total{result="rejected"} 2`,
 		`chargerecovery_debits_total{result="transient"} 1`,
+		`chargerecovery_enquiries_total{answer="posted"} 1`,
 		`chargerecovery_circuit_state 2`,
 		`chargerecovery_circuit_consecutive_failures 1`,
 	} {

@@ -144,11 +144,14 @@ type pipeline struct {
 // instrumented.
 func newPipeline(b *backend, c consumerConfig, bank bankPorts, notifier charge.Notifier, log *slog.Logger,
 	m *metrics.Metrics, onResult func(consumer.Message, charge.Charge, charge.Result)) (*pipeline, error) {
-	store, source, debiter := b.store, b.source, bank.debiter
+	store, source, debiter, enquirer := b.store, b.source, bank.debiter, bank.enquirer
 	var onDecision func(consumer.Message, consumer.Decision, time.Duration)
 	if m != nil {
 		store, source = m.Store(store), m.Source(source)
 		debiter, notifier = m.Debiter(debiter), m.Notifier(notifier)
+		if enquirer != nil {
+			enquirer = m.Enquirer(enquirer)
+		}
 		onDecision = m.OnDecision
 		if bank.breaker != nil {
 			m.Circuit(bank.breaker.Status)
@@ -158,7 +161,7 @@ func newPipeline(b *backend, c consumerConfig, bank bankPorts, notifier charge.N
 	if err != nil {
 		return nil, err
 	}
-	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: debiter, Notifier: notifier, Enquirer: bank.enquirer,
+	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: debiter, Notifier: notifier, Enquirer: enquirer,
 		NotifyTimeout: c.notifyTimeout, Logger: log})
 	if err != nil {
 		return nil, err
