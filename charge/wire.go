@@ -45,8 +45,9 @@ func invalid(field, format string, args ...any) error {
 	return &InvalidEventError{Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
-// ParseEvent reads a ChargeDueEvent strictly: one JSON object, no unknown or
-// repeated fields, every field present and valid. Every error it returns is
+// ParseEvent reads a ChargeDueEvent strictly: one JSON object, field names
+// spelt exactly (case-sensitive), no unknown or repeated fields, every field
+// present and valid. Every error it returns is
 // an *InvalidEventError (errors.Is(err, ErrInvalidEvent)) saying which field
 // is wrong, so the listener can dead-letter the message with that reason.
 func ParseEvent(body []byte) (Charge, error) {
@@ -56,7 +57,7 @@ func ParseEvent(body []byte) (Charge, error) {
 	if !utf8.Valid(body) {
 		return Charge{}, invalid("", "body is not valid UTF-8")
 	}
-	if err := checkNoDuplicateKeys(body); err != nil {
+	if err := checkFieldNames(body); err != nil {
 		return Charge{}, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -148,15 +149,28 @@ func parseMinor(raw json.RawMessage) (int64, error) {
 	return n, nil
 }
 
-// checkNoDuplicateKeys refuses an object that names a field twice:
-// encoding/json would silently keep the last, and an amount given twice is
-// not something to guess about.
-func checkNoDuplicateKeys(body []byte) error {
+// The field names of the wire format, spelt exactly. encoding/json matches
+// field names case-insensitively; checkFieldNames makes any other spelling
+// an unknown field first.
+var (
+	eventFields  = map[string]bool{"schemaVersion": true, "chargeId": true, "accountId": true, "amount": true, "chargeType": true, "dueDate": true}
+	amountFields = map[string]bool{"minor": true, "currency": true}
+)
+
+// checkFieldNames refuses an object that names a field twice (encoding/json
+// would silently keep the last, and an amount given twice is not something
+// to guess about) or names a field in any spelling but the exact one
+// ("AMOUNT", "accountID"): a case-sensitive reader, such as the producer's
+// validator or an audit tool, would read another value than we do.
+func checkFieldNames(body []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	type frame struct {
 		object  bool
 		wantKey bool
+		path    string          // "" for the event, "amount" for its amount
+		allowed map[string]bool // exact field names; nil: not checked here (a type error later)
 		keys    map[string]bool
+		lastKey string
 	}
 	var stack []*frame
 	for {
@@ -180,16 +194,31 @@ func checkNoDuplicateKeys(body []byte) error {
 				continue
 			}
 			key, _ := tok.(string)
+			name := key
+			if top.path != "" {
+				name = top.path + "." + key
+			}
+			if top.allowed != nil && !top.allowed[key] {
+				return invalid(name, "unknown field (field names are case-sensitive)")
+			}
 			if top.keys[key] {
-				return invalid(key, "field appears more than once")
+				return invalid(name, "field appears more than once")
 			}
 			top.keys[key] = true
 			top.wantKey = false
+			top.lastKey = key
 			continue
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &frame{object: true, wantKey: true, keys: map[string]bool{}})
+			f := &frame{object: true, wantKey: true, keys: map[string]bool{}}
+			switch {
+			case top == nil:
+				f.allowed = eventFields
+			case top.object && top.path == "" && top.allowed != nil && top.lastKey == "amount":
+				f.path, f.allowed = "amount", amountFields
+			}
+			stack = append(stack, f)
 			continue
 		case json.Delim('['):
 			stack = append(stack, &frame{})

@@ -75,9 +75,16 @@ func TestParseEventRejects(t *testing.T) {
 		{"missing type", replace(`"chargeType":"SMS_ALERT_FEE",`, ``), "chargeType"},
 		{"bad date", replace(`"2026-11-30"`, `"2026-02-30"`), "dueDate"},
 		{"datetime not date", replace(`"2026-11-30"`, `"2026-11-30T00:00:00Z"`), "dueDate"},
-		{"unknown field", replace(`"dueDate"`, `"ammount":1,"dueDate"`), ""},
+		{"unknown field", replace(`"dueDate"`, `"ammount":1,"dueDate"`), "ammount"},
+		// encoding/json matches names case-insensitively, last one wins: a
+		// case-sensitive reader would see another amount and account.
+		{"case variant of a field", validEvent[:len(validEvent)-1] + `,"AMOUNT":{"minor":999999,"currency":"INR"},"ACCOUNTID":"009999999999"}`, "AMOUNT"},
+		{"case variant alone", replace(`"accountId"`, `"accountID"`), "accountID"},
+		{"case variant nested", replace(`"minor":2500`, `"Minor":2500`), "amount.Minor"},
+		{"case variant nested after the real one", replace(`"currency":"INR"`, `"currency":"INR","CURRENCY":"USD"`), "amount.CURRENCY"},
+		{"unknown nested field", replace(`"currency":"INR"`, `"currency":"INR","scale":2`), "amount.scale"},
 		{"duplicate field", replace(`"chargeType"`, `"amount":{"minor":1,"currency":"INR"},"chargeType"`), "amount"},
-		{"duplicate nested field", replace(`"minor":2500`, `"minor":2500,"minor":1`), "minor"},
+		{"duplicate nested field", replace(`"minor":2500`, `"minor":2500,"minor":1`), "amount.minor"},
 		{"trailing data", validEvent + `{}`, ""},
 		{"unsupported version", replace(`"schemaVersion":1`, `"schemaVersion":2`), "schemaVersion"},
 		{"oversize body", validEvent + strings.Repeat(" ", charge.MaxEventBytes), ""},
