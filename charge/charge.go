@@ -11,6 +11,7 @@ package charge
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -96,3 +97,36 @@ const (
 	// Failed: the core-banking system declined the debit permanently.
 	Failed Status = "FAILED"
 )
+
+// MaskText masks what may be an account number in text that came from
+// outside (a bank's error message): every occurrence of the given account
+// numbers, and every run of 8 or more digits, keeps its last four
+// characters. Our own references and ids are not passed through it.
+func MaskText(text string, accounts ...string) string {
+	for _, a := range accounts {
+		if len(a) >= 4 && strings.Contains(text, a) {
+			text = strings.ReplaceAll(text, a, MaskAccount(a))
+		}
+	}
+	var b strings.Builder
+	run := 0
+	flush := func(end int) {
+		if run >= 8 {
+			b.WriteString(strings.Repeat("*", run-4))
+			b.WriteString(text[end-4 : end])
+		} else {
+			b.WriteString(text[end-run : end])
+		}
+		run = 0
+	}
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; c >= '0' && c <= '9' {
+			run++
+			continue
+		}
+		flush(i)
+		b.WriteByte(text[i])
+	}
+	flush(len(text))
+	return b.String()
+}

@@ -116,3 +116,17 @@ func TestEveryOutcomeHasAnAction(t *testing.T) {
 		}
 	}
 }
+
+func TestMaskText(t *testing.T) {
+	for in, want := range map[string]string{
+		"account 009999999999 is closed":           "account ********9999 is closed",
+		"acct AB12CD34 frozen":                     "acct ****CD34 frozen",
+		"due 2026-11-30, amount 2500, ref 1234567": "due 2026-11-30, amount 2500, ref 1234567",
+		"12345678": "****5678",
+		"":         "",
+	} {
+		if got := charge.MaskText(in, "AB12CD34"); got != want {
+			t.Errorf("MaskText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -185,7 +185,7 @@ func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 			Reason: "charge previously failed: " + rec.Detail}
 	case idempotency.DuplicateInProgress:
 		return Result{Outcome: DuplicateInProgress, Attempt: rec.Attempt,
-			Reason: "another delivery holds the claim", RetryAfter: rec.LeaseUntil.Sub(g.Now())}
+			Reason: "another delivery holds the claim", RetryAfter: g.ReclaimableAt(rec.LeaseUntil).Sub(g.Now())}
 	case idempotency.Conflict:
 		return Result{Outcome: Conflict, Attempt: rec.Attempt,
 			Reason: fmt.Sprintf("charge id %s was already seen with a different payload (state %s)", c.ID, rec.State)}
@@ -233,7 +233,7 @@ func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 		// so that no other delivery posts while the first request may still
 		// be running at the bank, and come back once the lease has passed
 		// (the reclaim asks the bank first, where it can).
-		res.RetryAfter = max(held.get().Until.Sub(g.Now()), 0)
+		res.RetryAfter = max(g.ReclaimableAt(held.get().Until).Sub(g.Now()), 0)
 		return res
 	}
 

@@ -32,7 +32,7 @@ func newFixture(t *testing.T) *fixture {
 		ledger: newLedger(),
 		notes:  &notifier{},
 	}
-	g, err := idempotency.NewGuard(f.store, idempotency.Options{Lease: lease, Clock: f.clock})
+	g, err := idempotency.NewGuard(f.store, idempotency.Options{Lease: lease, Clock: f.clock, SkewMargin: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

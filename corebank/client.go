@@ -145,7 +145,7 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 		c.record(nil)
 		return charge.DebitReceipt{Reference: ok.Reference}, nil
 	}
-	err = c.record(c.classify(status, raw))
+	err = c.record(c.classify(status, raw, req.AccountID))
 	return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err)
 }
 
@@ -168,7 +168,7 @@ func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error
 		return charge.Enquiry{State: charge.DebitInProgress}, nil
 	case status == http.StatusOK && readable && st.Status == StatusDeclined:
 		c.record(nil)
-		return charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: st.Code, Message: st.Message}}, nil
+		return charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: charge.MaskText(st.Code), Message: charge.MaskText(st.Message)}}, nil
 	case status == http.StatusNotFound && readable && st.Status == StatusNotFound:
 		c.record(nil)
 		return charge.Enquiry{State: charge.DebitNotFound}, nil
@@ -262,10 +262,14 @@ func neverSent(err error) bool {
 }
 
 // classify is THE table of non-2xx answers: a configured decline is final;
-// everything else is retried with the same key.
-func (c *Client) classify(status int, raw []byte) error {
+// everything else is retried with the same key. The bank's text is masked
+// (accounts, and digit runs that may be account numbers) before it goes
+// anywhere: records, DLQ reasons, logs.
+func (c *Client) classify(status int, raw []byte, accounts ...string) error {
 	var e ErrorResponse
 	_ = json.Unmarshal(raw, &e)
+	e.Message = charge.MaskText(e.Message, accounts...)
+	e.Code = charge.MaskText(e.Code, accounts...)
 	for _, r := range c.declines {
 		if status == r.Status && e.Error == r.Error {
 			code := e.Code

@@ -233,7 +233,9 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 		return charge.DebitReceipt{Reference: p.entry.Reference}, true, nil
 	}
 	if code, ok := f.DeclineAccounts[req.AccountID]; ok {
-		err := &charge.DeclineError{Code: code, Message: "declined by core banking"}
+		// Like real banks, the message names the account: the consumer
+		// must mask it before it reaches a record, a DLQ reason or a log.
+		err := &charge.DeclineError{Code: code, Message: "declined by core banking: account " + req.AccountID}
 		l.byKey[req.IdempotencyKey] = &posting{req: req, err: err}
 		return charge.DebitReceipt{}, false, err
 	}

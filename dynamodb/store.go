@@ -120,7 +120,7 @@ func ttlSeconds(t time.Time) int64 {
 	return sec
 }
 
-const claimCondition = `attribute_not_exists(#pk) OR #expires <= :now OR (#state = :ip AND #lease <= :now AND #fp = :fp)`
+const claimCondition = `attribute_not_exists(#pk) OR #expires <= :now OR (#state = :ip AND #lease <= :expiredBy AND #fp = :fp)`
 
 const claimUpdate = `SET #state = :ip, #token = :token, #fp = :fp, #lease = :lease, ` +
 	`#attempt = if_not_exists(#attempt, :zero) + :one, #created = if_not_exists(#created, :now), ` +
@@ -145,7 +145,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			ExpressionAttributeNames: claimNames,
 			ExpressionAttributeValues: map[string]types.AttributeValue{
 				":ip": str(string(idempotency.StateInProgress)), ":token": str(req.Token), ":fp": str(req.Fingerprint),
-				":lease": ms(req.LeaseUntil), ":now": ms(req.Now), ":exp": ms(req.ExpiresAt),
+				":lease": ms(req.LeaseUntil), ":now": ms(req.Now), ":exp": ms(req.ExpiresAt), ":expiredBy": ms(req.LeaseExpiredBy),
 				":ttl": num(ttlSeconds(req.ExpiresAt)), ":zero": num(0), ":one": num(1),
 			},
 			ReturnValues:                        types.ReturnValueAllOld,
@@ -304,7 +304,7 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 	return s.conditional("release", err)
 }
 
-const reopenUpdate = `SET #state = :ip, #token = :token, #lease = :now, #updated = :now, #expires = :exp, #ttl = :ttl, ` +
+const reopenUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #updated = :now, #expires = :exp, #ttl = :ttl, ` +
 	`#prevStatus = if_not_exists(#status, :empty), #prevDetail = if_not_exists(#detail, :empty), ` +
 	`#reopens = if_not_exists(#reopens, :zero) + :one, #reopenedAt = :now, #reopenWhy = :reason REMOVE #status, #detail`
 
@@ -324,7 +324,7 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 			"#prevStatus", "#prevDetail", "#reopens", "#reopenedAt", "#reopenWhy"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":failed": str(string(idempotency.StateFailed)), ":ip": str(string(idempotency.StateInProgress)),
-			":token": str(r.Token), ":now": ms(r.Now), ":exp": ms(r.ExpiresAt), ":ttl": num(ttlSeconds(r.ExpiresAt)),
+			":token": str(r.Token), ":now": ms(r.Now), ":lease": ms(r.LeaseUntil), ":exp": ms(r.ExpiresAt), ":ttl": num(ttlSeconds(r.ExpiresAt)),
 			":empty": str(""), ":zero": num(0), ":one": num(1), ":reason": str(r.Reason),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,

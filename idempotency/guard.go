@@ -62,6 +62,15 @@ type Options struct {
 	// the key counts as absent. Default 30 days: longer than SQS's maximum
 	// retention (14 days) plus a DLQ redrive window.
 	Retention time.Duration
+	// SkewMargin is how long past its LeaseUntil a lease must be before
+	// another claimant may take it: the largest disagreement between the
+	// clocks of the hosts sharing the store that the guard tolerates (every
+	// store compares against the claimant's clock). Default 2s (NTP keeps
+	// hosts within milliseconds); negative: no margin (tests with a manual
+	// clock). A host whose clock runs ahead by more than the margin can
+	// reclaim a live lease, and a second debit with the same idempotency key
+	// may then run while the first is still in flight.
+	SkewMargin time.Duration
 	// Clock defaults to SystemClock.
 	Clock Clock
 	// NewToken makes fencing tokens. Default: 128 random bits, hex.
@@ -70,8 +79,9 @@ type Options struct {
 
 // Defaults for Options.
 const (
-	DefaultLease     = 60 * time.Second
-	DefaultRetention = 30 * 24 * time.Hour
+	DefaultLease      = 60 * time.Second
+	DefaultRetention  = 30 * 24 * time.Hour
+	DefaultSkewMargin = 2 * time.Second
 )
 
 // Guard runs the claim state machine over a Store.
@@ -95,6 +105,12 @@ func NewGuard(store Store, opts Options) (*Guard, error) {
 	if opts.Retention == 0 {
 		opts.Retention = DefaultRetention
 	}
+	switch {
+	case opts.SkewMargin == 0:
+		opts.SkewMargin = DefaultSkewMargin
+	case opts.SkewMargin < 0:
+		opts.SkewMargin = 0
+	}
 	if opts.Retention < opts.Lease {
 		return nil, fmt.Errorf("%w: retention %s is shorter than the lease %s", ErrInvalid, opts.Retention, opts.Lease)
 	}
@@ -109,6 +125,12 @@ func NewGuard(store Store, opts Options) (*Guard, error) {
 
 // Lease returns the configured lease duration.
 func (g *Guard) Lease() time.Duration { return g.opts.Lease }
+
+// ReclaimableAt is when a lease that runs until leaseUntil may be taken
+// by another claimant: leaseUntil plus the skew margin.
+func (g *Guard) ReclaimableAt(leaseUntil time.Time) time.Time {
+	return leaseUntil.Add(g.opts.SkewMargin)
+}
 
 // Now returns the guard's clock reading, to the millisecond (the resolution
 // every store keeps).
@@ -149,12 +171,13 @@ func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, erro
 	}
 	now := g.Now()
 	res, err := g.store.Claim(ctx, ClaimRequest{
-		Key:         key,
-		Token:       token,
-		Fingerprint: fingerprint,
-		Now:         now,
-		LeaseUntil:  now.Add(g.opts.Lease),
-		ExpiresAt:   now.Add(g.opts.Retention),
+		Key:            key,
+		Token:          token,
+		Fingerprint:    fingerprint,
+		Now:            now,
+		LeaseExpiredBy: now.Add(-g.opts.SkewMargin),
+		LeaseUntil:     now.Add(g.opts.Lease),
+		ExpiresAt:      now.Add(g.opts.Retention),
 	})
 	if err != nil {
 		return Claim{}, err
@@ -248,7 +271,8 @@ func (g *Guard) Reopen(ctx context.Context, key, reason string) (Record, error) 
 		return Record{}, fmt.Errorf("idempotency: new token: %w", err)
 	}
 	now := g.Now()
-	return g.store.Reopen(ctx, Reopen{Key: key, Token: token, Reason: reason, Now: now, ExpiresAt: now.Add(g.opts.Retention)})
+	return g.store.Reopen(ctx, Reopen{Key: key, Token: token, Reason: reason, Now: now,
+		LeaseUntil: now.Add(-g.opts.SkewMargin), ExpiresAt: now.Add(g.opts.Retention)})
 }
 
 // Get returns the record for key (ErrNotFound when absent or past retention).
@@ -280,12 +304,13 @@ func Fingerprint(parts ...string) string {
 }
 
 // Yield ends the lease now while keeping the record IN_PROGRESS with its
-// attempt count, so the next delivery reclaims at once (attempt + 1). Use it
-// after a transient failure whose side effect may or may not have happened.
+// attempt count, so the next delivery reclaims at once (attempt + 1): the
+// lease is set to have passed by the skew margin. Use it only after a
+// failure that provably had no side effect (the request never left).
 func (g *Guard) Yield(ctx context.Context, l Lease) error {
 	if l.Key == "" || l.Token == "" {
 		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
 	now := g.Now()
-	return g.store.Extend(ctx, l.Key, l.Token, now, now)
+	return g.store.Extend(ctx, l.Key, l.Token, now.Add(-g.opts.SkewMargin), now)
 }

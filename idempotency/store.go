@@ -12,8 +12,9 @@ type Store interface {
 	// Claim writes a new IN_PROGRESS record for req.Key, atomically, iff
 	//   - no record exists for the key, or
 	//   - the existing record is past its retention (ExpiresAt <= req.Now), or
-	//   - the existing record is IN_PROGRESS, its lease has passed
-	//     (LeaseUntil <= req.Now) and its Fingerprint equals req.Fingerprint.
+	//   - the existing record is IN_PROGRESS, its lease has passed by the
+	//     skew margin (LeaseUntil <= req.LeaseExpiredBy) and its Fingerprint
+	//     equals req.Fingerprint.
 	// A fresh claim has Attempt 1; a reclaim has the old Attempt + 1 and keeps
 	// CreatedAt. Status and Detail are cleared.
 	//
@@ -43,7 +44,7 @@ type Store interface {
 
 	// Reopen turns a FAILED record back into one the next delivery claims
 	// at once: state IN_PROGRESS under r.Token (a token nobody holds) with
-	// its lease already passed, Status and Detail moved to PrevStatus and
+	// LeaseUntil r.LeaseUntil (already passed), Status and Detail moved to PrevStatus and
 	// PrevDetail, Reopens + 1, ReopenedAt and ReopenReason set, ExpiresAt
 	// renewed; Attempt, Fingerprint and CreatedAt kept. It is one
 	// conditional write on state FAILED: it returns ErrNotFound for a
@@ -54,11 +55,12 @@ type Store interface {
 
 // Reopen is an operator's request to reopen a FAILED record.
 type Reopen struct {
-	Key       string
-	Token     string
-	Reason    string
-	Now       time.Time
-	ExpiresAt time.Time
+	Key        string
+	Token      string
+	Reason     string
+	Now        time.Time
+	LeaseUntil time.Time // passed by the skew margin: reclaimable at once
+	ExpiresAt  time.Time
 }
 
 // ClaimRequest is the record a claimant wants to write.
@@ -67,8 +69,13 @@ type ClaimRequest struct {
 	Token       string
 	Fingerprint string
 	Now         time.Time
-	LeaseUntil  time.Time
-	ExpiresAt   time.Time
+	// LeaseExpiredBy: an IN_PROGRESS record whose LeaseUntil is at or before
+	// it may be reclaimed. The Guard sets it to Now minus the skew margin,
+	// so that a claimant whose clock runs ahead of the owner's cannot take
+	// a live lease.
+	LeaseExpiredBy time.Time
+	LeaseUntil     time.Time
+	ExpiresAt      time.Time
 }
 
 // ClaimResult is what a Claim did.

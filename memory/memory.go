@@ -40,7 +40,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	old, exists := s.recs[req.Key]
 	fresh := !exists || old.Expired(req.Now)
 	reclaim := !fresh && old.State == idempotency.StateInProgress &&
-		!req.Now.Before(old.LeaseUntil) && old.Fingerprint == req.Fingerprint
+		!req.LeaseExpiredBy.Before(old.LeaseUntil) && old.Fingerprint == req.Fingerprint
 	if !fresh && !reclaim {
 		return idempotency.ClaimResult{Record: old}, nil
 	}
@@ -160,7 +160,7 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	}
 	rec.PrevStatus, rec.PrevDetail = rec.Status, rec.Detail
 	rec.State, rec.Token, rec.Status, rec.Detail = idempotency.StateInProgress, r.Token, "", ""
-	rec.LeaseUntil, rec.UpdatedAt, rec.ExpiresAt = r.Now, r.Now, r.ExpiresAt
+	rec.LeaseUntil, rec.UpdatedAt, rec.ExpiresAt = r.LeaseUntil, r.Now, r.ExpiresAt
 	rec.Reopens++
 	rec.ReopenedAt, rec.ReopenReason = r.Now, r.Reason
 	s.recs[r.Key] = rec

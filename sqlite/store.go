@@ -40,7 +40,7 @@ on conflict (key) do update set
   prev_status = case when expires_at <= ?5 then '' else prev_status end,
   prev_detail = case when expires_at <= ?5 then '' else prev_detail end
 where expires_at <= ?5
-   or (state = 'IN_PROGRESS' and lease_until <= ?5 and fingerprint = ?3)
+   or (state = 'IN_PROGRESS' and lease_until <= ?7 and fingerprint = ?3)
 returning attempt, created_at`
 
 const columns = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
@@ -58,7 +58,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		var attempt int
 		var created int64
 		err := tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
-			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli()).Scan(&attempt, &created)
+			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created)
 		if err == nil {
 			res = idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
 				Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
@@ -167,7 +167,7 @@ func (s *Store) Release(ctx context.Context, key, token string) error {
 }
 
 const reopenSQL = `update idempotency_records set
-  state = 'IN_PROGRESS', token = ?2, lease_until = ?3, updated_at = ?3, expires_at = ?4,
+  state = 'IN_PROGRESS', token = ?2, lease_until = ?6, updated_at = ?3, expires_at = ?4,
   prev_status = status, prev_detail = detail, status = '', detail = '',
   reopens = reopens + 1, reopened_at = ?3, reopen_reason = ?5
 where key = ?1 and state = 'FAILED' and expires_at > ?3
@@ -184,7 +184,7 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	var found bool
 	err := s.db.write1(ctx, func(tx *wtx) error {
 		var err error
-		rec, err = scan(tx.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now.UnixMilli(), r.ExpiresAt.UnixMilli(), r.Reason))
+		rec, err = scan(tx.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now.UnixMilli(), r.ExpiresAt.UnixMilli(), r.Reason, r.LeaseUntil.UnixMilli()))
 		if err == nil {
 			found = true
 			return nil

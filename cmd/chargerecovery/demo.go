@@ -30,6 +30,7 @@ type demoReport struct {
 	DebitedOnce        int            `json:"debited_once"`
 	DoubleDebits       int            `json:"double_debits"`
 	NotDebited         int            `json:"not_debited"`
+	Declined           int            `json:"declined"`
 	DuplicateRequests  int            `json:"duplicate_debit_requests"`
 	DuplicatesDropped  int            `json:"duplicates_dropped"`
 	DuplicatesDeferred int            `json:"duplicates_deferred"`
@@ -54,6 +55,7 @@ type demoConfig struct {
 	faults      corebank.FaultsBody
 	latency     time.Duration
 	bankTimeout time.Duration
+	declineRate float64
 	hostile     hostileFlags
 	baseline    bool
 }
@@ -75,6 +77,7 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 	f.Float(&c.faults.TransientAfterPostRate, "lost-response-rate", "", 0, "simulated lost responses after posting (0-1)")
 	f.Float(&c.faults.TimeoutRate, "timeout-rate", "", 0, "simulated debits that never answer (0-1)")
 	f.Duration(&c.bankTimeout, "corebank-timeout", "", 2*time.Second, "the consumer's timeout of one debit call")
+	f.Float(&c.declineRate, "decline-rate", "", 0, "fraction of charges whose account the bank declines (recorded FAILED and dead-lettered, never debited)")
 	c.hostile.bind(f, "")
 	f.Bool(&c.baseline, "baseline", "", false, "run WITHOUT the idempotency claim, to see what it prevents (the check then fails)")
 	if err := f.parse(args, false); err != nil {
@@ -97,6 +100,9 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 		p.add("--timeout must be positive and --corebank-latency not negative")
 	}
 	c.hostile.apply(&p, &c.faults)
+	if c.declineRate < 0 || c.declineRate > 1 {
+		p.add("--decline-rate %v is outside 0-1", c.declineRate)
+	}
 	if c.bankTimeout <= 0 {
 		p.add("--corebank-timeout must be positive")
 	}
@@ -139,12 +145,13 @@ func printDemo(w io.Writer, r demoReport) {
   debited once        %d
   double debits       %d (charges asked again after core banking confirmed them: %d requests)
   not debited         %d
+  declined            %d (FAILED and dead-lettered, never debited)
   duplicates dropped  %d (already DONE) + %d deferred while in progress
   retries             %d
   dead-lettered       %d
   elapsed             %s
 %s
-`, r.Backend, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.DuplicateRequests, r.NotDebited,
+`, r.Backend, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.DuplicateRequests, r.NotDebited, r.Declined,
 		r.DuplicatesDropped, r.DuplicatesDeferred, r.Retries, r.DeadLettered,
 		(time.Duration(r.ElapsedMS) * time.Millisecond).String(), verdict)
 }
@@ -188,7 +195,8 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	if err != nil {
 		return demoReport{}, err
 	}
-	srv := &http.Server{Handler: corebank.Handler(corebank.NewLedger(faults.Faults(time.Now()))), ReadHeaderTimeout: 5 * time.Second}
+	simLedger := corebank.NewLedger(faults.Faults(time.Now()))
+	srv := &http.Server{Handler: corebank.Handler(simLedger), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	cleanup = append(cleanup, func() { _ = srv.Close() })
 
@@ -246,6 +254,15 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 			ID: fmt.Sprintf("DEMO-%s-%05d", run, i+1), AccountID: fmt.Sprintf("%012d", rng.Int64N(1e12)),
 			Amount: charge.Money{Minor: fee.minor, Currency: "INR"}, Type: fee.t, DueDate: due,
 		}
+	}
+	declined := map[string]bool{}
+	if n := int(float64(c.charges)*c.declineRate + 0.5); n > 0 {
+		faults.DeclineAccounts = map[string]string{}
+		for _, i := range rng.Perm(c.charges)[:n] {
+			faults.DeclineAccounts[charges[i].AccountID] = "ACCOUNT_CLOSED"
+			declined[charges[i].ID] = true
+		}
+		simLedger.SetFaults(faults.Faults(start))
 	}
 	var bodies [][]byte
 	for _, ch := range charges {
@@ -314,6 +331,8 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 		dup := ledger.DuplicateRequests[ch.ID]
 		rep.DuplicateRequests += dup
 		switch n := posted[ch.ID]; {
+		case declined[ch.ID] && n == 0:
+			rep.Declined++
 		case n > 1 || (n == 1 && dup > 0):
 			rep.DoubleDebits++
 		case n == 1:
@@ -332,11 +351,11 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	rep.DeadLettered = outcomes[charge.DebitFailed] + outcomes[charge.DuplicateFailed] + outcomes[charge.Conflict] + outcomes[charge.Invalid]
 	mu.Unlock()
 	rep.ElapsedMS = time.Since(start).Milliseconds()
-	rep.OK = rep.DebitedOnce == c.charges && rep.DoubleDebits == 0 && rep.NotDebited == 0
+	rep.OK = rep.DebitedOnce+rep.Declined == c.charges && rep.Declined == len(declined) && rep.DoubleDebits == 0 && rep.NotDebited == 0
 	if !rep.OK {
 		var bad []string
 		for _, ch := range charges {
-			if n, dup := posted[ch.ID], ledger.DuplicateRequests[ch.ID]; n != 1 || dup > 0 {
+			if n, dup := posted[ch.ID], ledger.DuplicateRequests[ch.ID]; (n != 1 && !declined[ch.ID]) || (declined[ch.ID] && n != 0) || dup > 0 {
 				bad = append(bad, fmt.Sprintf("%s posted %d time(s), %d debit request(s) after confirmation", ch.ID, n, dup))
 			}
 		}

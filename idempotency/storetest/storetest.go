@@ -25,7 +25,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
 			clock := NewClock(Epoch)
-			g, err := idempotency.NewGuard(s, idempotency.Options{Lease: Lease, Retention: Retention, Clock: clock})
+			g, err := idempotency.NewGuard(s, idempotency.Options{Lease: Lease, Retention: Retention, Clock: clock, SkewMargin: -1})
 			if err != nil {
 				t.Fatalf("NewGuard: %v", err)
 			}
@@ -66,7 +66,7 @@ func (e *env) get(t *testing.T) idempotency.Record {
 // uses token: what an SDK retry of one claim request looks like.
 func (e *env) fixedTokenGuard(t *testing.T, token string) *idempotency.Guard {
 	t.Helper()
-	g, err := idempotency.NewGuard(e.s, idempotency.Options{Lease: Lease, Retention: Retention, Clock: e.clock,
+	g, err := idempotency.NewGuard(e.s, idempotency.Options{Lease: Lease, Retention: Retention, Clock: e.clock, SkewMargin: -1,
 		NewToken: func() (string, error) { return token, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -483,6 +483,51 @@ var cases = []struct {
 		}
 		if got := e.get(t); got.State != idempotency.StateDone || got.Detail != "ref" || got.Reopens != 0 || got.Token != c.Record.Token {
 			t.Fatalf("a refused Reopen changed the record: %+v", got)
+		}
+	}},
+	{"ClocksThatDisagreeWithinTheSkewMargin", func(t *testing.T, e *env) {
+		// Two hosts share the store; B's clock runs 1.5 s ahead of A's.
+		// With the default 2 s margin, B cannot take A's live lease.
+		const skew = 1500 * time.Millisecond
+		clockA, clockB := NewClock(Epoch), NewClock(Epoch.Add(skew))
+		guard := func(c *Clock) *idempotency.Guard {
+			g, err := idempotency.NewGuard(e.s, idempotency.Options{Lease: Lease, Retention: Retention, Clock: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g
+		}
+		a, b := guard(clockA), guard(clockB)
+		claimA, err := a.Claim(t.Context(), e.key, fpA)
+		if err != nil || claimA.Outcome != idempotency.Acquired {
+			t.Fatalf("A's claim: %v %v", claimA.Outcome, err)
+		}
+		// On A's clock the lease has 1 ms left; B reads it as 1.5 s past.
+		clockA.Advance(Lease - time.Millisecond)
+		clockB.Advance(Lease - time.Millisecond)
+		if c, err := b.Claim(t.Context(), e.key, fpA); err != nil || c.Outcome != idempotency.DuplicateInProgress {
+			t.Fatalf("B, 1.5 s fast, while A's lease is live: %v %v, want duplicate_in_progress", c.Outcome, err)
+		}
+		if at := b.ReclaimableAt(claimA.Record.LeaseUntil); !at.Equal(claimA.Record.LeaseUntil.Add(idempotency.DefaultSkewMargin)) {
+			t.Fatalf("ReclaimableAt = %v", at)
+		}
+		// Once the lease has passed by the margin on B's clock, B reclaims.
+		clockB.Advance(idempotency.DefaultSkewMargin - skew + time.Millisecond)
+		if c, err := b.Claim(t.Context(), e.key, fpA); err != nil || c.Outcome != idempotency.Reclaimed {
+			t.Fatalf("B after the margin: %v %v, want reclaimed", c.Outcome, err)
+		}
+		// A yield (or a reopen) makes a key reclaimable at once for a guard
+		// with the margin.
+		key2 := e.key + "-yield"
+		c2, err := a.Claim(t.Context(), key2, fpA)
+		if err != nil || c2.Outcome != idempotency.Acquired {
+			t.Fatal(c2.Outcome, err)
+		}
+		if err := a.Yield(t.Context(), c2.Lease()); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := a.Claim(t.Context(), key2, fpA); err != nil || c.Outcome != idempotency.Reclaimed {
+			t.Fatalf("claim right after a yield: %v %v, want reclaimed", c.Outcome, err)
 		}
 	}},
 	{"OpaqueKeys", func(t *testing.T, e *env) {
