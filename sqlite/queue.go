@@ -384,7 +384,7 @@ func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, erro
 	}
 	for _, id := range order {
 		e := entries[id]
-		d := opts.Decide(dlq.Entry{ID: id, Reason: e.Reason}, rep.Moved)
+		d := opts.Decide(dlq.Entry{ID: id, Reason: e.Reason, At: e.At}, rep.Moved)
 		if d == dlq.Move && !opts.DryRun {
 			err := q.db.write(ctx, func(tx *wtx) error {
 				if err := q.q.SendTx(ctx, tx.Tx, goqite.Message{Body: e.Body}); err != nil {
@@ -396,7 +396,7 @@ func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, erro
 				return rep, fmt.Errorf("sqlite: redrive %s: %w", id, err)
 			}
 		}
-		rep.Count(dlq.Entry{ID: id, Reason: e.Reason}, d)
+		rep.Count(dlq.Entry{ID: id, Reason: e.Reason, At: e.At}, d)
 	}
 	return rep, nil
 }

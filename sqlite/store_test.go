@@ -1,9 +1,14 @@
 package sqlite_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
@@ -75,4 +80,76 @@ func BenchmarkClaim(b *testing.B) {
 			storetest.Benchmark(b, sqlite.NewStore(db))
 		})
 	}
+}
+
+// Many writers share group commits while some of them are cancelled at
+// random moments. Each caller must be told the true result of its own
+// write: nil → its record is in the file under its token; an error → no
+// record (its write never started). A cancellation must never undo another
+// caller's write.
+func TestCancelledCallersNeverPoisonAGroupCommit(t *testing.T) {
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "cancel.db"), sqlite.OpenOptions{Sync: sqlite.SyncNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s := sqlite.NewStore(db)
+	const n = 2000
+	type told struct {
+		token string
+		err   error
+	}
+	results := make([]told, n)
+	var wg sync.WaitGroup
+	rng := rand.New(rand.NewPCG(7, 11))
+	delays := make([]time.Duration, n)
+	for i := range delays {
+		if rng.IntN(2) == 0 {
+			delays[i] = time.Duration(rng.IntN(3000)) * time.Microsecond
+		} else {
+			delays[i] = -1 // never cancelled
+		}
+	}
+	now := time.Now().Truncate(time.Millisecond)
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if d := delays[i]; d >= 0 {
+				time.AfterFunc(d, cancel)
+			}
+			token := fmt.Sprintf("tok-%d", i)
+			res, err := s.Claim(ctx, idempotency.ClaimRequest{
+				Key: fmt.Sprintf("K-%d", i), Token: token, Fingerprint: "fp", Now: now,
+				LeaseExpiredBy: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
+			})
+			if err == nil && !res.Acquired {
+				err = fmt.Errorf("not acquired: %+v", res.Record)
+			}
+			results[i] = told{token, err}
+		})
+	}
+	wg.Wait()
+	var ok, cancelled int
+	for i, r := range results {
+		rec, gerr := s.Get(t.Context(), fmt.Sprintf("K-%d", i), now)
+		switch {
+		case r.err == nil:
+			ok++
+			if gerr != nil || rec.Token != r.token {
+				t.Fatalf("writer %d was told its claim committed, but the file has %+v (%v)", i, rec, gerr)
+			}
+		case errors.Is(r.err, context.Canceled):
+			cancelled++
+			if !errors.Is(gerr, idempotency.ErrNotFound) {
+				t.Fatalf("writer %d was told it was cancelled (%v), but its record is in the file: %+v", i, r.err, rec)
+			}
+		default:
+			t.Fatalf("writer %d: unexpected error %v (a cancellation reached another caller's write?)", i, r.err)
+		}
+	}
+	if ok == 0 || cancelled == 0 {
+		t.Fatalf("committed %d, cancelled %d: the test needs both to prove anything", ok, cancelled)
+	}
+	t.Logf("%d committed, %d cancelled before their write started", ok, cancelled)
 }

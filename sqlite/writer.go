@@ -43,7 +43,12 @@ func newWriter(db *sql.DB, maxBatch int) *writer {
 
 // do runs fn in a write transaction shared with other writes, and returns
 // once that transaction has committed (or fn's own error). A write whose
-// ctx ended before its turn is skipped with ctx's error.
+// ctx ended before its turn is skipped with ctx's error and writes nothing.
+// Once started, a write runs to the end whatever happens to ctx: fn's
+// statements run on the writer's own context (the ctx fn passes to the wtx
+// is ignored), because SQLite answers an interrupted statement by rolling
+// back the whole transaction, which holds other callers' writes too. The
+// caller is told the true result of its own write.
 func (w *writer) do(ctx context.Context, single bool, fn func(*wtx) error) error {
 	w.closeMu.RLock()
 	if w.closed {
@@ -123,7 +128,7 @@ func (w *writer) run(conn *sql.Conn, batch []*writeReq) error {
 	if err != nil {
 		return err
 	}
-	t := &wtx{Tx: tx, stmts: &w.stmts}
+	t := &wtx{Tx: tx, stmts: &w.stmts, ctx: ctx}
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
 			r.err = err
@@ -154,45 +159,49 @@ func (w *writer) run(conn *sql.Conn, batch []*writeReq) error {
 }
 
 // wtx is the writer's transaction: Exec and QueryRow run cached prepared
-// statements (parsing SQL is a large share of SQLite's CPU otherwise).
+// statements (parsing SQL is a large share of SQLite's CPU otherwise), all
+// on the writer's context: a caller's cancellation must never interrupt a
+// statement of the shared transaction (see writer.do). The ctx argument of
+// each method is ignored.
 type wtx struct {
 	*sql.Tx
 	stmts *stmtCache
+	ctx   context.Context
 }
 
-func (t *wtx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	s, err := t.stmts.get(ctx, query)
+func (t *wtx) stmt(query string) (*sql.Stmt, error) {
+	s, err := t.stmts.get(t.ctx, query)
 	if err != nil {
 		return nil, err
 	}
-	return t.Tx.StmtContext(ctx, s), nil
+	return t.Tx.StmtContext(t.ctx, s), nil
 }
 
 // Exec runs a cached statement in the transaction.
-func (t *wtx) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	s, err := t.stmt(ctx, query)
+func (t *wtx) Exec(_ context.Context, query string, args ...any) (sql.Result, error) {
+	s, err := t.stmt(query)
 	if err != nil {
 		return nil, err
 	}
-	return s.ExecContext(ctx, args...)
+	return s.ExecContext(t.ctx, args...)
 }
 
 // Query runs a cached statement in the transaction.
-func (t *wtx) Query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	s, err := t.stmt(ctx, query)
+func (t *wtx) Query(_ context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := t.stmt(query)
 	if err != nil {
 		return nil, err
 	}
-	return s.QueryContext(ctx, args...)
+	return s.QueryContext(t.ctx, args...)
 }
 
 // QueryRow runs a cached statement in the transaction.
-func (t *wtx) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	s, err := t.stmt(ctx, query)
+func (t *wtx) QueryRow(_ context.Context, query string, args ...any) *sql.Row {
+	s, err := t.stmt(query)
 	if err != nil {
-		return t.Tx.QueryRowContext(ctx, query, args...) // reports the same error
+		return t.Tx.QueryRowContext(t.ctx, query, args...) // reports the same error
 	}
-	return s.QueryRowContext(ctx, args...)
+	return s.QueryRowContext(t.ctx, args...)
 }
 
 // stmtCache holds statements prepared on the pool: database/sql keeps one

@@ -3,6 +3,7 @@ package sqs
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,7 +35,7 @@ func Redrive(ctx context.Context, api API, dlqURL, queueURL string, opts dlq.Opt
 		out, err := api.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
 			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300,
 			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
 		})
 		if err != nil {
 			return rep, fmt.Errorf("sqs: redrive: receive from the DLQ: %w", err)
@@ -53,6 +54,9 @@ func Redrive(ctx context.Context, api API, dlqURL, queueURL string, opts dlq.Opt
 				reason = *v.StringValue
 			}
 			e := dlq.Entry{ID: id, Reason: reason}
+			if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+				e.At = time.UnixMilli(ms)
+			}
 			d := opts.Decide(e, rep.Moved)
 			if d != dlq.Move || opts.DryRun {
 				keep = append(keep, aws.ToString(m.ReceiptHandle))

@@ -249,13 +249,23 @@ func runRedrive(ctx context.Context, env *environment, args []string) error {
 	f.Bool(&o.DryRun, "dry-run", "", false, "count what would move; move nothing")
 	f.String(&o.ReasonPrefix, "reason", "", "", "move only entries whose reason starts with this (e.g. invalid, debit_failed, redrive)")
 	f.Int(&o.Max, "max", "", 0, "move at most this many (0: all that match)")
-	f.Bool(&o.Force, "force", "", false, "also move CONFLICT entries (a charge id reused with another payload; they will conflict again)")
+	f.Bool(&o.Force, "force", "", false, "also move CONFLICT entries (a charge id reused with another payload; they will conflict again) and entries older than --max-age")
+	var retention time.Duration
+	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
+	f.Duration(&o.MaxAge, "max-age", "", 0, "hold back entries older than this (default: --retention minus 24h, so that the record that stops a second debit still exists when the message comes back)")
 	if err := f.parse(args, false); err != nil {
 		return err
 	}
-	if o.Max < 0 {
-		return usagef("--max must not be negative")
+	if o.Max < 0 || o.MaxAge < 0 {
+		return usagef("--max and --max-age must not be negative")
 	}
+	if o.MaxAge == 0 {
+		o.MaxAge = retention - 24*time.Hour
+	}
+	if o.MaxAge <= 0 || o.MaxAge >= retention {
+		return usagef("--max-age %s must be positive and shorter than --retention %s", o.MaxAge, retention)
+	}
+	o.Now = time.Now()
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
@@ -274,6 +284,10 @@ func runRedrive(ctx context.Context, env *environment, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "DLQ entries seen: %d; %s back to the queue: %d; held back (conflicts, need --force): %d; not matching: %d\n",
 		rep.Seen, verb, rep.Moved, rep.HeldBack, rep.Skipped)
+	if rep.TooOld > 0 {
+		fmt.Fprintf(env.stdout, "held back as too old: %d (older than %s: their idempotency records may be past retention, so a redrive could debit them again; check each with inspect, then --force)\n",
+			rep.TooOld, o.MaxAge)
+	}
 	if len(rep.ByReason) > 0 {
 		var parts []string
 		for k, v := range rep.ByReason {

@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A caller's context ends while its statement runs inside a group commit
+// that holds other callers' writes. SQLite answers an interrupted statement
+// by rolling back the whole transaction; the writer must never let a
+// caller's cancellation reach the shared transaction, and every caller must
+// be told the true result of its own write.
+func TestCancellationMidStatementDoesNotUndoOtherWrites(t *testing.T) {
+	db, err := Open(t.Context(), filepath.Join(t.TempDir(), "mid.db"), OpenOptions{Sync: SyncNormal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.sql.ExecContext(t.Context(), `create table w (k text primary key)`); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(ctx context.Context, k string) error {
+		return db.write1(ctx, func(tx *wtx) error {
+			_, err := tx.Exec(ctx, `insert into w (k) values (?)`, k)
+			return err
+		})
+	}
+	// Hold the writer busy so that everything below lands in one batch.
+	release := make(chan struct{})
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- db.write1(context.Background(), func(*wtx) error { <-release; return nil })
+	}()
+	time.Sleep(50 * time.Millisecond)
+
+	slowCtx, cancelSlow := context.WithCancel(context.Background())
+	results := map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	record := func(k string, err error) { mu.Lock(); results[k] = err; mu.Unlock() }
+	wg.Go(func() {
+		// A slow statement (a few hundred ms) that then inserts its row.
+		err := db.write1(slowCtx, func(tx *wtx) error {
+			_, err := tx.Exec(slowCtx, `insert into w (k)
+				select 'slow' from (with recursive c(x) as (select 1 union all select x + 1 from c limit 3000000) select count(*) from c)`)
+			return err
+		})
+		record("slow", err)
+	})
+	time.Sleep(20 * time.Millisecond)
+	for i := range 20 {
+		k := fmt.Sprintf("k%02d", i)
+		wg.Go(func() { record(k, insert(context.Background(), k)) })
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release) // the batch: slow, then the 20 others
+	time.Sleep(100 * time.Millisecond)
+	cancelSlow() // while the slow statement runs
+	wg.Wait()
+	if err := <-blocked; err != nil {
+		t.Fatal(err)
+	}
+
+	for k, told := range results {
+		var n int
+		if err := db.sql.QueryRowContext(t.Context(), `select count(*) from w where k = ?`, k).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case told == nil && n != 1:
+			t.Errorf("%s was told its write committed, but it is not in the file", k)
+		case told != nil && n != 0:
+			t.Errorf("%s was told %v, but its write is in the file", k, told)
+		case told != nil && !errors.Is(told, context.Canceled):
+			t.Errorf("%s was told %v: another caller's cancellation reached its write", k, told)
+		}
+	}
+	if results["slow"] != nil {
+		t.Errorf("the slow write had started when its caller gave up: it must run to the end and report nil, got %v", results["slow"])
+	}
+}
