@@ -106,3 +106,14 @@ type Finish struct {
 type StuckLister interface {
 	Stuck(ctx context.Context, now time.Time, limit int) ([]Record, int, error)
 }
+
+// Purger is an optional Store capability, for stores that do not delete
+// records past retention themselves (DynamoDB does, by TTL). A record past
+// its retention already counts as absent; purging only frees the space.
+type Purger interface {
+	// Purge deletes up to limit records whose ExpiresAt is at or before now
+	// and returns how many it deleted.
+	Purge(ctx context.Context, now time.Time, limit int) (int, error)
+	// Expired counts the records whose ExpiresAt is at or before now.
+	Expired(ctx context.Context, now time.Time) (int, error)
+}

@@ -22,6 +22,7 @@ type Store struct {
 var (
 	_ idempotency.Store       = (*Store)(nil)
 	_ idempotency.StuckLister = (*Store)(nil)
+	_ idempotency.Purger      = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -180,4 +181,34 @@ func (s *Store) Stuck(_ context.Context, now time.Time, limit int) ([]idempotenc
 	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].LeaseUntil.Before(all[j].LeaseUntil) })
 	return all[:min(limit, len(all))], len(all), nil
+}
+
+// Purge implements idempotency.Purger.
+func (s *Store) Purge(_ context.Context, now time.Time, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for k, r := range s.recs {
+		if n >= limit {
+			break
+		}
+		if r.Expired(now) {
+			delete(s.recs, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Expired implements idempotency.Purger.
+func (s *Store) Expired(_ context.Context, now time.Time) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.recs {
+		if r.Expired(now) {
+			n++
+		}
+	}
+	return n, nil
 }

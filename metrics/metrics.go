@@ -31,6 +31,8 @@ type Metrics struct {
 	claims          *prometheus.CounterVec
 	debits          *prometheus.CounterVec
 	enquiries       *prometheus.CounterVec
+	purged          prometheus.Counter
+	expired         *prometheus.CounterVec
 	notifications   *prometheus.CounterVec
 	deadLetters     *prometheus.CounterVec
 	decisions       *prometheus.CounterVec
@@ -54,6 +56,10 @@ func New() *Metrics {
 			Help: "Claim results: acquired, reclaimed, duplicate_done, duplicate_in_progress, duplicate_failed, conflict."}, []string{"outcome"}),
 		debits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "debits_total",
 			Help: "Core-banking debit calls by result: success, declined (final), transient (not final: outage, timeout, 409, lost answer), rejected (not final: 400/401/403/404..., our requests are wrong or unauthorised; alert)."}, []string{"result"}),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "records_purged_total",
+			Help: "Idempotency records deleted past retention by the sweeper (stores without TTL)."}),
+		expired: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "messages_expired_total",
+			Help: "Queue messages deleted past retention by the sweeper (embedded queue), by queue: main, dlq."}, []string{"queue"}),
 		enquiries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "enquiries_total",
 			Help: "Status enquiries before re-posting a reclaimed charge, by answer: posted, in_progress, not_found, declined, failed."}, []string{"answer"}),
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "notifications_total",
@@ -73,7 +79,7 @@ func New() *Metrics {
 			Help:    "Idempotency store call latency by operation.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"op"}),
 	}
-	for _, c := range []prometheus.Collector{m.received, m.queueCalls, m.claims, m.debits, m.enquiries, m.notifications,
+	for _, c := range []prometheus.Collector{m.received, m.queueCalls, m.claims, m.debits, m.enquiries, m.purged, m.expired, m.notifications,
 		m.deadLetters, m.decisions, m.leaseLost, m.leaseExtensions, m.processing, m.storeLatency} {
 		f(c)
 	}
@@ -87,6 +93,8 @@ func New() *Metrics {
 	for _, r := range []string{"success", "declined", "transient", "rejected"} {
 		m.debits.WithLabelValues(r)
 	}
+	m.expired.WithLabelValues("main")
+	m.expired.WithLabelValues("dlq")
 	m.notifications.WithLabelValues("sent")
 	m.notifications.WithLabelValues("failed")
 	return m
@@ -105,6 +113,13 @@ func (m *Metrics) RuntimeGauges(rt *consumer.Runtime) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "heartbeats_total",
 			Help: "Heartbeats (visibility extension plus registered beats) of in-flight messages."}, func() float64 { return float64(rt.Stats().Heartbeats) }),
 	)
+}
+
+// Swept counts what one retention sweep deleted.
+func (m *Metrics) Swept(records, messages, dlqMessages int) {
+	m.purged.Add(float64(records))
+	m.expired.WithLabelValues("main").Add(float64(messages))
+	m.expired.WithLabelValues("dlq").Add(float64(dlqMessages))
 }
 
 // Circuit registers the core-banking circuit breaker's gauges.

@@ -43,7 +43,19 @@ type QueueOptions struct {
 	// MaxReceiveCount to move to the DLQ (a read of the queue table, so not
 	// on every receive). Default 5s.
 	SweepInterval time.Duration
+	// Retention and DLQRetention are how long a message stays on the queue
+	// and on the DLQ (from when it was put there) before Expire deletes it,
+	// like SQS's MessageRetentionPeriod. Defaults 4 days and 14 days (SQS's
+	// default and maximum).
+	Retention    time.Duration
+	DLQRetention time.Duration
 }
+
+// The default message retentions.
+const (
+	DefaultRetention    = 4 * 24 * time.Hour
+	DefaultDLQRetention = 14 * 24 * time.Hour
+)
 
 // Queue is a consumer.Source on goqite: a queue and its DLQ in the SQLite
 // file. A batch receive, a batch ack and a dead-letter forward are each one
@@ -92,7 +104,14 @@ func NewQueue(db *DB, opts QueueOptions) (*Queue, error) {
 	if opts.SweepInterval == 0 {
 		opts.SweepInterval = 5 * time.Second
 	}
-	if opts.VisibilityTimeout < 0 || opts.MaxReceiveCount < 0 || opts.WaitTime < 0 || opts.PollInterval < 0 || opts.SweepInterval < 0 {
+	if opts.Retention == 0 {
+		opts.Retention = DefaultRetention
+	}
+	if opts.DLQRetention == 0 {
+		opts.DLQRetention = DefaultDLQRetention
+	}
+	if opts.VisibilityTimeout < 0 || opts.MaxReceiveCount < 0 || opts.WaitTime < 0 || opts.PollInterval < 0 || opts.SweepInterval < 0 ||
+		opts.Retention < 0 || opts.DLQRetention < 0 {
 		return nil, errors.New("sqlite: queue options must not be negative")
 	}
 	return &Queue{
@@ -335,6 +354,46 @@ func (q *Queue) forward(ctx context.Context, tx *wtx, m consumer.Message, reason
 		return err
 	}
 	return q.q.DeleteTx(ctx, tx.Tx, goqite.ID(m.ID))
+}
+
+// Expire deletes up to limit messages past retention at now from the queue
+// and up to limit from the DLQ, and says how many from each. One small
+// delete per queue, so that it never holds the write lock for long.
+func (q *Queue) Expire(ctx context.Context, now time.Time, limit int) (main, dlq int, err error) {
+	del := func(name string, retention time.Duration) (int, error) {
+		cutoff := now.Add(-retention).UTC().Format(timeFormat)
+		var n int64
+		err := q.db.write1(ctx, func(tx *wtx) error {
+			res, err := tx.Exec(ctx, `delete from goqite where id in
+				(select id from goqite where queue = ? and created < ? order by created limit ?)`, name, cutoff, limit)
+			if err != nil {
+				return err
+			}
+			n, err = res.RowsAffected()
+			return err
+		})
+		return int(n), err
+	}
+	if main, err = del(q.opts.Name, q.opts.Retention); err != nil {
+		return 0, 0, fmt.Errorf("sqlite: expire: %w", err)
+	}
+	if dlq, err = del(q.opts.Name+"-dlq", q.opts.DLQRetention); err != nil {
+		return main, 0, fmt.Errorf("sqlite: expire DLQ: %w", err)
+	}
+	return main, dlq, nil
+}
+
+// Expired counts the messages past retention at now on the queue and the DLQ.
+func (q *Queue) Expired(ctx context.Context, now time.Time) (main, dlq int, err error) {
+	err = q.db.sql.QueryRowContext(ctx, `select
+		coalesce(sum(queue = ? and created < ?), 0), coalesce(sum(queue = ? and created < ?), 0) from goqite where queue in (?, ?)`,
+		q.opts.Name, now.Add(-q.opts.Retention).UTC().Format(timeFormat),
+		q.opts.Name+"-dlq", now.Add(-q.opts.DLQRetention).UTC().Format(timeFormat),
+		q.opts.Name, q.opts.Name+"-dlq").Scan(&main, &dlq)
+	if err != nil {
+		return 0, 0, fmt.Errorf("sqlite: expired: %w", err)
+	}
+	return main, dlq, nil
 }
 
 // Depth counts the messages on the queue and on its DLQ.

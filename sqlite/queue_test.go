@@ -194,3 +194,46 @@ func TestTwoProcessesOnOneFileShareTheWork(t *testing.T) {
 		}
 	}
 }
+
+func TestMessagesExpireAfterTheirRetention(t *testing.T) {
+	q := openQueue(t, "", sqlite.QueueOptions{Name: "exp", Retention: time.Hour, DLQRetention: 3 * time.Hour})
+	sendN(t, q, 5)
+	msgs, err := q.Receive(t.Context(), 2)
+	if err != nil || len(msgs) != 2 {
+		t.Fatalf("receive: %d %v", len(msgs), err)
+	}
+	for _, m := range msgs {
+		if err := q.DeadLetter(t.Context(), m, "debit_failed: declined"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := t.Context()
+	check := func(at time.Time, wantMain, wantDLQ int) {
+		t.Helper()
+		m, d, err := q.Expired(ctx, at)
+		if err != nil || m != wantMain || d != wantDLQ {
+			t.Fatalf("Expired at +%s = %d, %d (%v), want %d, %d", time.Until(at).Round(time.Minute), m, d, err, wantMain, wantDLQ)
+		}
+	}
+	now := time.Now()
+	check(now, 0, 0)
+	check(now.Add(2*time.Hour), 3, 0) // past the queue's retention, not the DLQ's
+	total := 0
+	for {
+		m, d, err := q.Expire(ctx, now.Add(2*time.Hour), 2)
+		if err != nil || d != 0 {
+			t.Fatalf("Expire: %d %d %v", m, d, err)
+		}
+		if m == 0 {
+			break
+		}
+		total += m
+	}
+	if main, dl, _ := q.Depth(ctx); total != 3 || main != 0 || dl != 2 {
+		t.Fatalf("expired %d; queue %d, DLQ %d; want 3 expired, 0 and 2 left", total, main, dl)
+	}
+	m, d, err := q.Expire(ctx, now.Add(4*time.Hour), 100)
+	if err != nil || m != 0 || d != 2 {
+		t.Fatalf("DLQ expiry: %d %d %v, want 0 and 2", m, d, err)
+	}
+}

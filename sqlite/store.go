@@ -20,6 +20,7 @@ type Store struct {
 var (
 	_ idempotency.Store       = (*Store)(nil)
 	_ idempotency.StuckLister = (*Store)(nil)
+	_ idempotency.Purger      = (*Store)(nil)
 )
 
 // NewStore returns a store on db (from Open).
@@ -253,4 +254,32 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempote
 		out = append(out, rec)
 	}
 	return out, total, rows.Err()
+}
+
+// Purge implements idempotency.Purger: one small delete (by the expires_at
+// index) per call, so that a sweep never holds the write lock for long.
+func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error) {
+	var n int64
+	err := s.db.write1(ctx, func(tx *wtx) error {
+		res, err := tx.Exec(ctx, `delete from idempotency_records where key in
+			(select key from idempotency_records where expires_at <= ? limit ?)`, now.UnixMilli(), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, idempotency.Unavailable("purge", err)
+	}
+	return int(n), nil
+}
+
+// Expired implements idempotency.Purger.
+func (s *Store) Expired(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	if err := s.db.sql.QueryRowContext(ctx, `select count(*) from idempotency_records where expires_at <= ?`, now.UnixMilli()).Scan(&n); err != nil {
+		return 0, idempotency.Unavailable("expired", err)
+	}
+	return n, nil
 }

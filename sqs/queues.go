@@ -123,3 +123,19 @@ func DeleteQueue(ctx context.Context, c *awssqs.Client, url string) error {
 	}
 	return nil
 }
+
+// RetentionPeriod reads a queue's MessageRetentionPeriod.
+func RetentionPeriod(ctx context.Context, c *awssqs.Client, url string) (time.Duration, error) {
+	out, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(url),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqs: retention of %s: %w", url, err)
+	}
+	s, err := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameMessageRetentionPeriod)])
+	if err != nil {
+		return 0, fmt.Errorf("sqs: retention of %s: %q is not a number of seconds", url, out.Attributes[string(types.QueueAttributeNameMessageRetentionPeriod)])
+	}
+	return time.Duration(s) * time.Second, nil
+}

@@ -28,6 +28,8 @@ type backendConfig struct {
 	table      string
 	wait       time.Duration
 	maxReceive int
+	// embedded: message retention of the queue and the DLQ
+	queueRetention, dlqRetention time.Duration
 }
 
 const (
@@ -44,6 +46,8 @@ func (c *backendConfig) bind(f *flagSet) {
 	f.String(&c.table, "table", "IC_TABLE", "charge-idempotency", "aws: DynamoDB idempotency table")
 	f.Duration(&c.wait, "poll-wait", "IC_POLL_WAIT", 20*time.Second, "long-poll wait per receive (0-20s; embedded polls at most 2s per call)")
 	f.Int(&c.maxReceive, "max-receive", "IC_MAX_RECEIVE", 10, "redrive: receives before the queue itself moves a message to the DLQ (aws: set by setup)")
+	f.Duration(&c.queueRetention, "queue-retention", "IC_QUEUE_RETENTION", sqlite.DefaultRetention, "embedded: how long a message stays on the queue before it expires (aws: the queue's MessageRetentionPeriod)")
+	f.Duration(&c.dlqRetention, "dlq-retention", "IC_DLQ_RETENTION", sqlite.DefaultDLQRetention, "embedded: how long a message stays on the DLQ before it expires")
 }
 
 func (c *backendConfig) check(p *problems) {
@@ -71,6 +75,9 @@ func (c *backendConfig) check(p *problems) {
 	if c.wait < 0 || c.wait > 20*time.Second {
 		p.add("--poll-wait %s is outside 0-20s", c.wait)
 	}
+	if c.queueRetention < time.Minute || c.dlqRetention < time.Minute {
+		p.add("--queue-retention and --dlq-retention must be at least 1m")
+	}
 }
 
 // backend is an opened queue + store pair.
@@ -90,6 +97,12 @@ type backend struct {
 	close func()
 	// redrive moves DLQ messages back to the main queue.
 	redrive func(ctx context.Context, o dlq.Options) (dlq.Report, error)
+	// retentions are how long the queue and the DLQ keep a message.
+	retentions func(ctx context.Context) (queue, dlq time.Duration, err error)
+	// expire and expired delete / count messages past retention (nil
+	// where the queue expires them itself, as SQS does).
+	expire  func(ctx context.Context, now time.Time, limit int) (main, dlq int, err error)
+	expired func(ctx context.Context, now time.Time) (main, dlq int, err error)
 }
 
 // openBackend opens the configured backend. visibility is the consumer's
@@ -113,7 +126,8 @@ func openEmbedded(ctx context.Context, c backendConfig, visibility time.Duration
 	if err != nil {
 		return nil, err
 	}
-	qo := sqlite.QueueOptions{Name: c.queue, WaitTime: min(c.wait, 2*time.Second), VisibilityTimeout: visibility, MaxReceiveCount: c.maxReceive}
+	qo := sqlite.QueueOptions{Name: c.queue, WaitTime: min(c.wait, 2*time.Second), VisibilityTimeout: visibility, MaxReceiveCount: c.maxReceive,
+		Retention: c.queueRetention, DLQRetention: c.dlqRetention}
 	if qo.WaitTime == 0 {
 		qo.WaitTime = 100 * time.Millisecond
 	}
@@ -132,9 +146,14 @@ func openEmbedded(ctx context.Context, c backendConfig, visibility time.Duration
 		send: func(ctx context.Context, body []byte) (string, error) {
 			return q.Send(ctx, body)
 		},
-		ready: func(ctx context.Context) error { return db.Ping(ctx) },
-		depth: q.Depth,
-		close: func() { db.Close() },
+		ready:   func(ctx context.Context) error { return db.Ping(ctx) },
+		depth:   q.Depth,
+		close:   func() { db.Close() },
+		expire:  q.Expire,
+		expired: q.Expired,
+		retentions: func(context.Context) (time.Duration, time.Duration, error) {
+			return c.queueRetention, c.dlqRetention, nil
+		},
 	}, nil
 }
 
@@ -233,6 +252,14 @@ func openAWS(ctx context.Context, c backendConfig, visibility time.Duration, cre
 		close: func() {},
 		redrive: func(ctx context.Context, o dlq.Options) (dlq.Report, error) {
 			return sqs.Redrive(ctx, sqsc, dlqURL, qURL, o)
+		},
+		retentions: func(ctx context.Context) (time.Duration, time.Duration, error) {
+			q, err := sqs.RetentionPeriod(ctx, sqsc, qURL)
+			if err != nil {
+				return 0, 0, err
+			}
+			d, err := sqs.RetentionPeriod(ctx, sqsc, dlqURL)
+			return q, d, err
 		},
 	}
 	return b, nil

@@ -34,6 +34,7 @@ type benchConfig struct {
 	progress    time.Duration
 	dir         string
 	cpuProfile  string
+	expired     int
 }
 
 type latencyMS struct {
@@ -69,7 +70,11 @@ type benchRun struct {
 	DebitedOnce        int              `json:"debited_once"`
 	DoubleDebits       int              `json:"double_debits"`
 	NotDebited         int              `json:"not_debited"`
-	OK                 bool             `json:"ok"`
+	// With --expired: records past retention seeded before the consume
+	// phase, and how many the retention sweeper deleted during it.
+	ExpiredSeeded int  `json:"expired_seeded,omitempty"`
+	RecordsPurged int  `json:"records_purged,omitempty"`
+	OK            bool `json:"ok"`
 }
 
 type benchReport struct {
@@ -97,6 +102,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	f.Duration(&c.progress, "progress", "", time.Second, "progress line interval on stderr (0: none)")
 	f.String(&c.dir, "dir", "", os.TempDir(), "embedded: directory for the bench's SQLite file (deleted afterwards)")
 	f.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the consume phase(s) to this file (go tool pprof)")
+	f.Int(&c.expired, "expired", "", 0, "embedded: seed this many idempotency records past retention, and run serve's retention sweeper (every 1s, 500 rows per write, 100ms apart) during the consume phase, to measure its cost")
 	if err := f.parse(args, false); err != nil {
 		return err
 	}
@@ -115,6 +121,9 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	}
 	if c.sync != "FULL" && c.sync != "NORMAL" {
 		p.add("--sqlite-sync %q is not FULL or NORMAL", c.sync)
+	}
+	if c.expired < 0 || (c.expired > 0 && c.kind != backendEmbedded) {
+		p.add("--expired needs --backend embedded and must not be negative (DynamoDB expires records by TTL)")
 	}
 	if c.dupLag < 0 || c.latency < 0 || c.timeout <= 0 {
 		p.add("--dup-lag and --corebank-latency must not be negative, --timeout must be positive")
@@ -189,6 +198,38 @@ func printBench(w io.Writer, r benchReport) {
 		fmt.Fprintf(w, "guard cost: the baseline handles %.2fx the messages per second of the guarded run\n", r.GuardCost)
 	}
 }
+
+// seedExpired writes n idempotency records whose retention has passed (as
+// a guard whose clock reads 31 days ago would), in parallel batches.
+func seedExpired(ctx context.Context, store idempotency.Store, n int) error {
+	if n == 0 {
+		return nil
+	}
+	past := time.Now().Add(-31 * 24 * time.Hour)
+	g, err := idempotency.NewGuard(store, idempotency.Options{Clock: fixedClock(past)})
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 64 {
+		wg.Go(func() {
+			for i := w; i < n; i += 64 {
+				if _, err := g.Claim(ctx, fmt.Sprintf("EXPIRED-%08d", i), "fp"); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 // benchCharge builds charge i of a run.
 func benchCharge(run string, i int) charge.Charge {
@@ -282,6 +323,9 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 		return benchRun{}, fmt.Errorf("enqueue: %w", sendErr)
 	}
 	enqSeconds := time.Since(enqStart).Seconds()
+	if err := seedExpired(ctx, b.store, c.expired); err != nil {
+		return benchRun{}, fmt.Errorf("seed expired records: %w", err)
+	}
 
 	// Consume.
 	runtime.GC()
@@ -330,6 +374,16 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 	runDone := make(chan error, 1)
 	start := time.Now()
 	go func() { runDone <- rt.Run(rctx) }()
+	var purged atomic.Int64
+	if c.expired > 0 {
+		sweepDone := make(chan struct{})
+		defer func() { <-sweepDone }()
+		go func() {
+			defer close(sweepDone)
+			runSweeper(rctx, b, b.store, sweepConfig{interval: time.Second, batch: 500, pause: 100 * time.Millisecond}, quiet,
+				func(s sweepCounts) { purged.Add(int64(s.Records)) })
+		}()
+	}
 	var tick <-chan time.Time
 	if c.progress > 0 {
 		t := time.NewTicker(c.progress)
@@ -384,6 +438,7 @@ wait:
 		PeakHeapMB: heapMB, PeakRSSMB: rssMB,
 		DuplicatesDropped: dropped.Load(), DuplicatesDeferred: deferred.Load(), Retries: retries.Load(),
 		DebitCalls: ledger.calls.Load(), DebitedOnce: once, DoubleDebits: double, NotDebited: none,
+		ExpiredSeeded: c.expired, RecordsPurged: int(purged.Load()),
 	}
 	if !baseline {
 		r.StorePerFresh = float64(won+counts.StoreCalls["finish"]+counts.StoreCalls["extend"]+counts.StoreCalls["release"]) / fresh

@@ -7,6 +7,7 @@
 //	chargerecovery inspect    show the idempotency record of a charge
 //	chargerecovery stuck      list claims IN_PROGRESS past their lease
 //	chargerecovery reopen     turn a FAILED charge back into one the next delivery debits
+//	chargerecovery purge      delete records and messages past retention (embedded)
 //	chargerecovery redrive    move dead-lettered messages back to the queue
 //	chargerecovery demo       the whole exactly-once proof in one command
 //	chargerecovery bench      month-end load benchmark with exactly-once verification
@@ -59,6 +60,7 @@ var commands = []command{
 	{"inspect", "show the idempotency record of a charge", runInspect},
 	{"stuck", "list claims IN_PROGRESS past their lease, oldest first", runStuck},
 	{"reopen", "turn a FAILED charge back into one the next delivery debits (--reason; then redrive --reason debit_failed)", runReopen},
+	{"purge", "delete idempotency records and queue messages past retention (embedded; --dry-run counts)", runPurge},
 	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --max; conflicts need --force)", runRedrive},
 	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", runBench},
 	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", runDemo},

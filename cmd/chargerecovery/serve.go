@@ -216,12 +216,14 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	var (
 		bc       backendConfig
 		cc       consumerConfig
+		sc       sweepConfig
 		lc       logConfig
 		crashAt  string
 		httpAddr string
 	)
 	bc.bind(f)
 	cc.bind(f)
+	sc.bind(f)
 	lc.bind(f)
 	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (--http-addr \"\" turns it off)")
 	f.String(&crashAt, "crash-at", "IC_CRASH_AT", "", "testing and drills only: SIGKILL this process right after a step: after-claim, after-debit or after-done")
@@ -231,6 +233,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	var p problems
 	bc.check(&p)
 	cc.check(&p, true)
+	sc.check(&p)
 	lc.check(&p)
 	if !validCrashPoint(crashAt) {
 		p.add("--crash-at %q is not after-claim, after-debit or after-done", crashAt)
@@ -255,6 +258,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return fmt.Errorf("backend not ready: %w", err)
 	}
+	rctx, cancel = context.WithTimeout(ctx, 15*time.Second)
+	err = checkRetention(rctx, b, cc.retention)
+	cancel()
+	if err != nil {
+		return err
+	}
 	b.store, bank.debiter = withCrashes(crashAt, b.store, bank.debiter)
 	m := metrics.New()
 	pl, err := newPipeline(b, cc, bank, notify.NewRecorder(cc.notifyFailRate, log), log, m, nil)
@@ -269,6 +278,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		defer ops.close()
 		log.Info("serving /metrics, /healthz and /readyz", "addr", ops.addr())
 	}
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go runSweeper(sweepCtx, b, b.store, sc, log, func(c sweepCounts) { m.Swept(c.Records, c.Messages, c.DLQMessages) })
 	log.Info("consumer starting", "backend", b.desc, "concurrency", cc.concurrency,
 		"visibility", cc.visibility.String(), "lease", cc.lease.String(), "corebank", cc.corebankURL)
 	if err := pl.run(ctx); err != nil {

@@ -530,6 +530,51 @@ var cases = []struct {
 			t.Fatalf("claim right after a yield: %v %v, want reclaimed", c.Outcome, err)
 		}
 	}},
+	{"PurgeDeletesOnlyRecordsPastRetention", func(t *testing.T, e *env) {
+		p, ok := e.s.(idempotency.Purger)
+		if !ok {
+			t.Skip("the store expires records itself (optional)")
+		}
+		ctx := t.Context()
+		old := e.claim(t, fpA, idempotency.Acquired)
+		if err := e.g.Complete(ctx, old.Lease(), "DEBITED", "ref"); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Hour)
+		young, err := e.g.Claim(ctx, e.key+"-young", fpA)
+		if err != nil || !young.Outcome.Owned() {
+			t.Fatal(young.Outcome, err)
+		}
+		e.clock.Advance(Retention - time.Hour) // the first is past retention, the second is not
+		now := e.clock.Now()
+		before, err := p.Expired(ctx, now)
+		if err != nil || before < 1 {
+			t.Fatalf("Expired = %d, %v; want at least the one record past retention", before, err)
+		}
+		total := 0
+		for {
+			n, err := p.Purge(ctx, now, 1)
+			if err != nil {
+				t.Fatalf("Purge: %v", err)
+			}
+			if n > 1 {
+				t.Fatalf("Purge deleted %d records with limit 1", n)
+			}
+			if n == 0 {
+				break
+			}
+			total += n
+		}
+		if after, err := p.Expired(ctx, now); err != nil || after != 0 || total != before {
+			t.Fatalf("after purging: %d expired left, %d purged of %d (%v)", after, total, before, err)
+		}
+		if _, err := e.s.Get(ctx, e.key, time.Time{}); !errors.Is(err, idempotency.ErrNotFound) {
+			t.Fatalf("the expired record is still there: %v", err)
+		}
+		if r, err := e.g.Get(ctx, e.key+"-young"); err != nil || r.Token != young.Record.Token {
+			t.Fatalf("Purge deleted a record inside its retention: %v", err)
+		}
+	}},
 	{"OpaqueKeys", func(t *testing.T, e *env) {
 		e.key += "/चार्ज #1 'quoted' \"and\" spaces"
 		c := e.claim(t, fpA, idempotency.Acquired)

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+)
+
+func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "purge.db")
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": db}
+	ctx := t.Context()
+	b, err := openBackend(ctx, *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.close)
+	if err := seedExpired(ctx, b.store, 7); err != nil {
+		t.Fatal(err)
+	}
+	live, err := idempotency.NewGuard(b.store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := live.Claim(ctx, "CHG-LIVE", "fp"); err != nil || !c.Outcome.Owned() {
+		t.Fatal(c.Outcome, err)
+	}
+	purge := func(args ...string) sweepCounts {
+		t.Helper()
+		r := runCmd(ctx, env, append([]string{"purge", "--json"}, args...)...)
+		var got struct {
+			sweepCounts
+			DryRun bool `json:"dry_run"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil {
+			t.Fatalf("purge %v: %d %s %s", args, r.code, r.stdout, r.stderr)
+		}
+		return got.sweepCounts
+	}
+	if got := purge("--dry-run"); got.Records != 7 {
+		t.Fatalf("dry run: %+v, want 7 records", got)
+	}
+	if got := purge("--sweep-batch", "3", "--sweep-pause", "0s"); got.Records != 7 {
+		t.Fatalf("purge: %+v, want 7 records deleted in batches of 3", got)
+	}
+	if got := purge("--dry-run"); got.Records != 0 {
+		t.Fatalf("after purge: %+v", got)
+	}
+	if _, err := live.Get(ctx, "CHG-LIVE"); err != nil {
+		t.Fatalf("purge deleted a live record: %v", err)
+	}
+
+	// serve sweeps by itself, and counts it.
+	if err := seedExpired(ctx, b.store, 5); err != nil {
+		t.Fatal(err)
+	}
+	bank := httptest.NewServer(corebank.Handler(corebank.NewLedger(corebank.Faults{})))
+	defer bank.Close()
+	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_SWEEP_INTERVAL": "200ms", "IC_HTTP_ADDR": ""} {
+		env[k] = v
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan result, 1)
+	go func() { done <- runCmd(sctx, env, "serve") }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if got := purge("--dry-run"); got.Records == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("serve did not sweep: %s", (<-done).stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	r := <-done
+	if r.code != 0 || !strings.Contains(r.stderr, `"records_purged":5`) {
+		t.Fatalf("serve: %d %s", r.code, r.stderr)
+	}
+}
+
+func TestServeRefusesARecordRetentionShorterThanTheQueues(t *testing.T) {
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "r.db"), "IC_COREBANK_URL": "http://127.0.0.1:1", "IC_HTTP_ADDR": ""}
+	r := runCmd(t.Context(), env, "serve", "--retention", "400h") // < 96h + 336h
+	if r.code != 2 || !strings.Contains(r.stderr, "shorter than the queue's message retention 96h0m0s plus the DLQ's 336h0m0s") ||
+		!strings.Contains(r.stderr, "at least 432h0m0s") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if r := runCmd(ctx, env, "serve", "--retention", "100h", "--queue-retention", "24h", "--dlq-retention", "72h", "--shutdown-timeout", "1s"); r.code != 0 {
+		t.Fatalf("a retention covering both queues was refused: %s", r.stderr)
+	}
+}
+
+func TestServeOnAWSReadsTheQueuesRetention(t *testing.T) {
+	emulatorInParallel(t)
+	name := awstest.Name("ret")
+	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name,
+		"IC_COREBANK_URL": "http://127.0.0.1:1", "IC_HTTP_ADDR": ""}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	r := runCmd(t.Context(), env, "serve", "--retention", "300h") // setup: 4 days + 14 days = 432h
+	if r.code != 2 || !strings.Contains(r.stderr, fmt.Sprintf("at least %s", 432*time.Hour)) {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+}
