@@ -156,6 +156,25 @@ func printDemo(w io.Writer, r demoReport) {
 		(time.Duration(r.ElapsedMS) * time.Millisecond).String(), verdict)
 }
 
+// demoWorkload makes n charges from rng: a seed gives the same accounts,
+// amounts and types every time.
+func demoWorkload(rng *mrand.Rand, run string, n int) []charge.Charge {
+	charges := make([]charge.Charge, n)
+	fees := []struct {
+		t     charge.Type
+		minor int64
+	}{{charge.SMSAlertFee, 2500}, {charge.ChequeBookFee, 15000}, {charge.LockerRent, 250000}}
+	due := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	for i := range charges {
+		fee := fees[rng.IntN(len(fees))]
+		charges[i] = charge.Charge{
+			ID: fmt.Sprintf("DEMO-%s-%05d", run, i+1), AccountID: fmt.Sprintf("%012d", rng.Int64N(1e12)),
+			Amount: charge.Money{Minor: fee.minor, Currency: "INR"}, Type: fee.t, DueDate: due,
+		}
+	}
+	return charges
+}
+
 func randomID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -242,19 +261,7 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 		seed = mrand.Uint64()
 	}
 	rng := mrand.New(mrand.NewPCG(seed, 0x1dc0))
-	charges := make([]charge.Charge, c.charges)
-	fees := []struct {
-		t     charge.Type
-		minor int64
-	}{{charge.SMSAlertFee, 2500}, {charge.ChequeBookFee, 15000}, {charge.LockerRent, 250000}}
-	due := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	for i := range charges {
-		fee := fees[rng.IntN(len(fees))]
-		charges[i] = charge.Charge{
-			ID: fmt.Sprintf("DEMO-%s-%05d", run, i+1), AccountID: fmt.Sprintf("%012d", rng.Int64N(1e12)),
-			Amount: charge.Money{Minor: fee.minor, Currency: "INR"}, Type: fee.t, DueDate: due,
-		}
-	}
+	charges := demoWorkload(rng, run, c.charges)
 	declined := map[string]bool{}
 	if n := int(float64(c.charges)*c.declineRate + 0.5); n > 0 {
 		faults.DeclineAccounts = map[string]string{}
