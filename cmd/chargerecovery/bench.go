@@ -102,7 +102,7 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	f.Duration(&c.progress, "progress", "", time.Second, "progress line interval on stderr (0: none)")
 	f.String(&c.dir, "dir", "", os.TempDir(), "embedded: directory for the bench's SQLite file (deleted afterwards)")
 	f.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the consume phase(s) to this file (go tool pprof)")
-	f.Int(&c.expired, "expired", "", 0, "embedded: seed this many idempotency records past retention, and run serve's retention sweeper (every 1s, 500 rows per write, 100ms apart) during the consume phase, to measure its cost")
+	f.Int(&c.expired, "expired", "", 0, "embedded: seed this many idempotency records past retention, and run serve's retention sweeper (every 1s, 500 rows per write, 1s apart, serve's defaults but the interval) during the consume phase, to measure its cost")
 	if err := f.parse(args, false); err != nil {
 		return err
 	}
@@ -380,7 +380,7 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 		defer func() { <-sweepDone }()
 		go func() {
 			defer close(sweepDone)
-			runSweeper(rctx, b, b.store, sweepConfig{interval: time.Second, batch: 500, pause: 100 * time.Millisecond}, quiet,
+			runSweeper(rctx, b, b.store, sweepConfig{interval: time.Second, batch: 500, pause: time.Second}, quiet,
 				func(s sweepCounts) { purged.Add(int64(s.Records)) })
 		}()
 	}

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	if spec := os.Getenv("IC_TEST_HOLD_WRITE_LOCK"); spec != "" {
+		os.Exit(holdWriteLock(spec))
+	}
 	os.Exit(m.Run())
 }
 

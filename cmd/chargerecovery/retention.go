@@ -22,7 +22,7 @@ type sweepConfig struct {
 func (c *sweepConfig) bind(f *flagSet) {
 	f.Duration(&c.interval, "sweep-interval", "IC_SWEEP_INTERVAL", time.Minute, "how often records and messages past retention are deleted (embedded; 0: never)")
 	f.Int(&c.batch, "sweep-batch", "IC_SWEEP_BATCH", 500, "rows deleted per write while sweeping")
-	f.Duration(&c.pause, "sweep-pause", "IC_SWEEP_PAUSE", 100*time.Millisecond, "pause between two sweeping writes (rate limit: the consumer's writes go first)")
+	f.Duration(&c.pause, "sweep-pause", "IC_SWEEP_PAUSE", time.Second, "pause between two sweeping writes (rate limit: the consumer's writes go first)")
 }
 
 func (c *sweepConfig) check(p *problems) {

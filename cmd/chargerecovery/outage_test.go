@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+)
+
+// holdWriteLock is a child process's job (IC_TEST_HOLD_WRITE_LOCK=path|30s):
+// take the SQLite file's write lock, say so on stdout, hold it, let go.
+func holdWriteLock(spec string) int {
+	path, d, _ := strings.Cut(spec, "|")
+	hold, err := time.ParseDuration(d)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := conn.ExecContext(context.Background(), "begin immediate"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("locked")
+	time.Sleep(hold)
+	_, _ = conn.ExecContext(context.Background(), "commit")
+	return 0
+}
+
+// storeOutageScenario: a consumer drains the queue while the store is
+// down for 30 s (outage starts it, and returns when it is over). The
+// consumer must keep running, post no debit without a claim, finish every
+// charge exactly once afterwards, and dead-letter nothing.
+func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
+	const n = 300
+	ledger := corebank.NewLedger(corebank.Faults{Latency: 40 * time.Millisecond})
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	t.Cleanup(bank.Close)
+	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s",
+		"IC_VISIBILITY": "6s", "IC_LEASE": "6s", "IC_CONCURRENCY": "4", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn"} {
+		env[k] = v
+	}
+	ctx := t.Context()
+	b, err := openBackend(ctx, *backendFor(env), 6*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.close)
+	run := randomID()
+	var bodies [][]byte
+	ids := make([]string, n)
+	for i := range n {
+		c := charge.Charge{ID: fmt.Sprintf("CHG-SO-%s-%03d", run, i), AccountID: "001234567890",
+			Amount: charge.Money{Minor: 100 + int64(i), Currency: "INR"}, Type: charge.SMSAlertFee, DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+		ids[i] = c.ID
+		body, _ := charge.MarshalEvent(c)
+		bodies = append(bodies, body)
+	}
+	for i := 0; i < len(bodies); i += b.batchMax {
+		if err := b.sendBatch(ctx, bodies[i:min(i+b.batchMax, len(bodies))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	proc := childLogged(t, env, logPath, "serve")
+	for len(ledger.Entries()) < 20 { // the drain is under way
+		time.Sleep(20 * time.Millisecond)
+	}
+	outage()
+	during := len(ledger.Entries())
+	if proc.ProcessState != nil {
+		t.Fatal("the consumer exited during the store outage")
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for {
+		main, _, err := b.depth(ctx)
+		if err == nil && main == 0 && len(ledger.Entries()) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			logb, _ := os.ReadFile(logPath)
+			t.Fatalf("not finished after the outage: %d messages left, %d posted\n%s", main, len(ledger.Entries()), logb)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = proc.Process.Signal(syscall.SIGTERM)
+	if err := proc.Wait(); err != nil {
+		t.Errorf("consumer exited with %v after SIGTERM", err)
+	}
+	posted := ledger.PostingsByKey()
+	for _, id := range ids {
+		rec, err := b.store.Get(ctx, id, time.Now())
+		if err != nil || rec.State != idempotency.StateDone || posted[id] != 1 {
+			t.Errorf("%s: record %+v (%v), posted %d; want DONE and posted once", id, rec.State, err, posted[id])
+		}
+	}
+	if len(posted) != n {
+		t.Errorf("%d keys posted, want %d: a debit without a claim?", len(posted), n)
+	}
+	r := runCmd(ctx, env, "redrive", "--dry-run", "--json")
+	if r.code != 0 || !strings.Contains(r.stdout, `"seen":0`) {
+		t.Errorf("the DLQ is not empty after a store outage: %s %s", r.stdout, r.stderr)
+	}
+	t.Logf("%d of %d posted when the outage ended", during, n)
+}
+
+func TestStoreOutageOnTheEmbeddedBackend(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "outage.db")
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": db}
+	storeOutageScenario(t, env, func() {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		locker := exec.Command(exe)
+		locker.Env = append(os.Environ(), "IC_TEST_HOLD_WRITE_LOCK="+db+"|30s")
+		out, err := locker.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := locker.Start(); err != nil {
+			t.Fatal(err)
+		}
+		line := make([]byte, 16)
+		if k, _ := out.Read(line); !strings.HasPrefix(string(line[:k]), "locked") {
+			t.Fatalf("the lock holder did not take the lock: %q", line[:k])
+		}
+		if err := locker.Wait(); err != nil {
+			t.Fatalf("lock holder: %v", err)
+		}
+	})
+}
+
+// faultProxy forwards to the emulator, failing every DynamoDB request with
+// a 500 while down is set (SQS requests pass).
+type faultProxy struct {
+	proxy *httputil.ReverseProxy
+	down  atomic.Bool
+	hits  atomic.Int64
+}
+
+func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.down.Load() && strings.HasPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_") {
+		p.hits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected outage"}`)
+		return
+	}
+	p.proxy.ServeHTTP(w, r)
+}
+
+func TestStoreOutageOnTheAWSEmulator(t *testing.T) {
+	emulatorInParallel(t)
+	target, err := url.Parse(os.Getenv(awstest.EndpointEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := &faultProxy{proxy: httputil.NewSingleHostReverseProxy(target)}
+	proxy := httptest.NewServer(fp)
+	t.Cleanup(proxy.Close)
+	name := awstest.Name("so")
+	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name}
+	if r := runCmd(t.Context(), env, "setup", "--visibility", "6s"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	env["AWS_ENDPOINT_URL_DYNAMODB"] = proxy.URL // the child's DynamoDB calls go through the proxy
+	storeOutageScenario(t, env, func() {
+		fp.down.Store(true)
+		time.Sleep(30 * time.Second)
+		fp.down.Store(false)
+		if fp.hits.Load() == 0 {
+			t.Fatal("no DynamoDB request reached the proxy during the outage")
+		}
+	})
+}
