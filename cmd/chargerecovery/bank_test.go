@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,37 +24,6 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/metrics"
 )
-
-// childLogged starts `chargerecovery args...` as a separate process whose
-// log goes to logPath.
-func childLogged(t *testing.T, env map[string]string, logPath string, args ...string) *exec.Cmd {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	cmd := exec.Command(exe, args...)
-	cmd.Env = append(os.Environ(), "IC_TEST_RUN_MAIN=1")
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	return cmd
-}
 
 // decisionLine is the part of serve's per-message log line the test reads.
 type decisionLine struct {
@@ -208,14 +176,7 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, p := range procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-	}
-	for _, p := range procs {
-		if err := p.Wait(); err != nil {
-			t.Errorf("consumer exited with %v after SIGTERM, want 0", err)
-		}
-	}
+	stopAll(t, procs...)
 
 	// Money and records.
 	posted := ledger.PostingsByKey()

@@ -30,8 +30,30 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// child starts `chargerecovery args...` as a separate process.
+// child starts `chargerecovery args...` as a separate process (its log on
+// the test's stderr with -v).
 func child(t *testing.T, env map[string]string, args ...string) *exec.Cmd {
+	t.Helper()
+	var out *os.File
+	if testing.Verbose() {
+		out = os.Stderr
+	}
+	return startChild(t, env, out, args...)
+}
+
+// childLogged starts `chargerecovery args...` as a separate process whose
+// log goes to logPath.
+func childLogged(t *testing.T, env map[string]string, logPath string, args ...string) *exec.Cmd {
+	t.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return startChild(t, env, f, args...)
+}
+
+func startChild(t *testing.T, env map[string]string, out *os.File, args ...string) *exec.Cmd {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -42,14 +64,27 @@ func child(t *testing.T, env map[string]string, args ...string) *exec.Cmd {
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if !testing.Verbose() {
-		cmd.Stdout, cmd.Stderr = nil, nil
+	if out != nil {
+		cmd.Stdout, cmd.Stderr = out, out
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // a no-op for one that exited
 	return cmd
+}
+
+// stopAll sends SIGTERM to every consumer and expects each to exit 0.
+func stopAll(t *testing.T, procs ...*exec.Cmd) {
+	t.Helper()
+	for _, p := range procs {
+		_ = p.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		if err := p.Wait(); err != nil {
+			t.Errorf("consumer exited with %v after SIGTERM, want 0", err)
+		}
+	}
 }
 
 func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
@@ -176,14 +211,7 @@ func TestThreeConsumerProcessesOnOneFile(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	for _, p := range procs {
-		_ = p.Process.Signal(syscall.SIGTERM)
-	}
-	for _, p := range procs {
-		if err := p.Wait(); err != nil {
-			t.Errorf("consumer exited with %v after SIGTERM, want 0", err)
-		}
-	}
+	stopAll(t, procs...)
 	for k, c := range ledger.PostingsByKey() {
 		if c != 1 {
 			t.Errorf("%s posted %d times", k, c)

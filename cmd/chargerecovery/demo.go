@@ -223,7 +223,7 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	var mu sync.Mutex
 	outcomes := map[charge.Outcome]int{}
 	cc := consumerConfig{concurrency: c.concurrency, visibility: visibility, lease: lease,
-		retention: idempotency.DefaultRetention, shutdownTimeout: 10 * time.Second,
+		retention: idempotency.DefaultRetention, skew: idempotency.DefaultSkewMargin, shutdownTimeout: 10 * time.Second,
 		corebankURL: "http://" + ln.Addr().String(), corebankTimeout: c.bankTimeout, declines: "422:DECLINED",
 		enquiry: true, healthPath: "/healthz", circuitAfter: 5, probeEvery: 200 * time.Millisecond, probeMax: time.Second,
 		notifyTimeout: time.Second}

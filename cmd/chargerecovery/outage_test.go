@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -110,10 +109,7 @@ func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	_ = proc.Process.Signal(syscall.SIGTERM)
-	if err := proc.Wait(); err != nil {
-		t.Errorf("consumer exited with %v after SIGTERM", err)
-	}
+	stopAll(t, proc)
 	posted := ledger.PostingsByKey()
 	for _, id := range ids {
 		rec, err := b.store.Get(ctx, id, time.Now())

@@ -23,6 +23,7 @@ type consumerConfig struct {
 	visibility      time.Duration
 	lease           time.Duration
 	retention       time.Duration
+	skew            time.Duration
 	shutdownTimeout time.Duration
 	corebankURL     string
 	corebankTimeout time.Duration
@@ -41,6 +42,7 @@ func (c *consumerConfig) bind(f *flagSet) {
 	f.Duration(&c.visibility, "visibility", "IC_VISIBILITY", 30*time.Second, "the queue's visibility timeout; the heartbeat extends in-flight messages by this every visibility/3")
 	f.Duration(&c.lease, "lease", "IC_LEASE", 60*time.Second, "claim lease; a crashed worker's charge is reclaimed after this (at least --visibility)")
 	f.Duration(&c.retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long idempotency records are kept (longer than queue retention + DLQ redrive window)")
+	f.Duration(&c.skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "a lease is reclaimable only this long after it ends: the largest clock difference between consumer hosts tolerated (keep hosts on NTP)")
 	f.Duration(&c.shutdownTimeout, "shutdown-timeout", "IC_SHUTDOWN_TIMEOUT", 30*time.Second, "how long in-flight charges may finish after SIGTERM")
 	f.String(&c.corebankURL, "corebank-url", "IC_COREBANK_URL", "", "core-banking debit API base URL, e.g. http://127.0.0.1:8081 (required)")
 	f.Duration(&c.corebankTimeout, "corebank-timeout", "IC_COREBANK_TIMEOUT", 10*time.Second, "timeout of one debit call (a timeout is retried with the same idempotency key)")
@@ -69,6 +71,9 @@ func (c *consumerConfig) check(p *problems, needCorebank bool) {
 	}
 	if c.shutdownTimeout <= 0 {
 		p.add("--shutdown-timeout must be positive")
+	}
+	if c.skew < 0 || c.skew >= c.lease {
+		p.add("--skew-margin %s must be at least 0 and shorter than --lease %s", c.skew, c.lease)
 	}
 	if needCorebank && c.corebankURL == "" {
 		p.add("--corebank-url (IC_COREBANK_URL) is required: the core-banking debit API, or the simulator (chargerecovery corebank --addr 127.0.0.1:8081)")
@@ -157,7 +162,11 @@ func newPipeline(b *backend, c consumerConfig, bank bankPorts, notifier charge.N
 			m.Circuit(bank.breaker.Status)
 		}
 	}
-	guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: c.lease, Retention: c.retention})
+	skew := c.skew
+	if skew == 0 {
+		skew = -1 // the guard's "no margin"
+	}
+	guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: c.lease, Retention: c.retention, SkewMargin: skew})
 	if err != nil {
 		return nil, err
 	}
