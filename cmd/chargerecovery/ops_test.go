@@ -18,6 +18,7 @@ import (
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/sqlite"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 
@@ -208,7 +209,8 @@ func opsScenario(t *testing.T, env map[string]string) {
 
 func backendFor(env map[string]string) *backendConfig {
 	bc := &backendConfig{kind: env["IC_BACKEND"], db: env["IC_DB"], sync: "FULL", queue: env["IC_QUEUE"], dlq: env["IC_DLQ"],
-		table: env["IC_TABLE"], wait: time.Second, maxReceive: 10}
+		table: env["IC_TABLE"], wait: time.Second, maxReceive: 10,
+		queueRetention: sqlite.DefaultRetention, dlqRetention: sqlite.DefaultDLQRetention}
 	if bc.queue == "" {
 		bc.queue = "charge-due-events"
 	}
