@@ -18,8 +18,8 @@ import (
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/sqlite"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
 // startCmd runs a command in the background; its stderr can be read while
