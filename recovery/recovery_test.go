@@ -55,7 +55,7 @@ func newPipeline(t *testing.T, cfg config) *pipeline {
 	p.dlq = memqueue.New(memqueue.Options{WaitTime: 20 * time.Millisecond})
 	p.q = memqueue.New(memqueue.Options{VisibilityTimeout: cfg.visibility, WaitTime: 20 * time.Millisecond, DLQ: p.dlq, MaxReceiveCount: 50})
 	var err error
-	p.guard, err = idempotency.NewGuard(p.store, idempotency.Options{Lease: cfg.lease})
+	p.guard, err = idempotency.NewGuard(p.store, idempotency.Options{Lease: cfg.lease, SkewMargin: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
