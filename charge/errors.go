@@ -12,7 +12,8 @@ import (
 // ErrPermanent marks a failure that will never succeed on retry (a declined
 // debit: insufficient funds, closed account). Adapters wrap their errors
 // with Permanent or return a *DeclineError; everything else is transient.
-var ErrPermanent = errors.New("permanent failure")
+// It is the idempotency package's marker, so that Guard.Do records FAILED.
+var ErrPermanent = idempotency.ErrPermanent
 
 // ErrInvalidEvent marks a message that is not a valid ChargeDueEvent.
 var ErrInvalidEvent = errors.New("invalid charge event")
@@ -107,6 +108,10 @@ func (e *BankError) Error() string {
 }
 
 func (e *BankError) Unwrap() error { return e.Err }
+
+// Is makes a request that never left the bank's door read as
+// idempotency.ErrNotStarted, so that Guard.Do gives the lease up at once.
+func (e *BankError) Is(target error) bool { return e.NotSent && target == idempotency.ErrNotStarted }
 
 // MayHavePosted reports whether a failed debit could have moved money: true
 // for every error but a decline and a *BankError that says it was never

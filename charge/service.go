@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -166,88 +165,64 @@ func NewService(opts Options) (*Service, error) {
 	return &Service{opts: opts}, nil
 }
 
-// Process handles one delivery of c. hb may be nil; when set, the service
-// registers a beat that extends its lease while the debit and notification
-// run. If the lease is lost while it works, the work is cancelled and the
-// outcome is LeaseLost.
+// Process handles one delivery of c: a short user of idempotency.Guard.Do,
+// whose work is debit → notify. hb may be nil; when set, the lease is
+// extended on every beat while the work runs, and a lost lease cancels it.
 func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
-	g := s.opts.Guard
-	claim, err := g.Claim(ctx, c.ID, c.Fingerprint())
-	if err != nil {
-		return Result{Outcome: RetryLater, Reason: "claim: " + err.Error(), Err: err}
-	}
-	rec := claim.Record
-	switch claim.Outcome {
-	case idempotency.DuplicateDone:
-		return Result{Outcome: DuplicateDone, Status: Status(rec.Status), Reference: rec.Detail, Attempt: rec.Attempt}
-	case idempotency.DuplicateFailed:
-		return Result{Outcome: DuplicateFailed, Status: Status(rec.Status), Attempt: rec.Attempt,
-			Reason: "charge previously failed: " + rec.Detail}
-	case idempotency.DuplicateInProgress:
-		return Result{Outcome: DuplicateInProgress, Attempt: rec.Attempt,
-			Reason: "another delivery holds the claim", RetryAfter: g.ReclaimableAt(rec.LeaseUntil).Sub(g.Now())}
-	case idempotency.Conflict:
-		return Result{Outcome: Conflict, Attempt: rec.Attempt,
-			Reason: fmt.Sprintf("charge id %s was already seen with a different payload (state %s)", c.ID, rec.State)}
-	}
-
-	// The work runs on a context the heartbeat cancels when the lease is
-	// lost: a worker that no longer owns the charge stops talking to the bank.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	held := &heldLease{l: claim.Lease()}
+	var beat idempotency.Heartbeat
 	if hb != nil {
-		unregister := hb.Register(func(bctx context.Context) error {
-			err := held.extend(bctx, g)
-			if errors.Is(err, idempotency.ErrLeaseLost) {
-				cancel(idempotency.ErrLeaseLost)
-			}
-			return err // logged by the runtime; a transient error keeps the beat
-		})
-		defer unregister()
+		beat = hb
 	}
-	lease := held.get()
+	res, err := s.opts.Guard.Do(ctx, c.ID, c.Fingerprint(), func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
+		receipt, err := s.debit(ctx, c, run.Reclaimed)
+		if err != nil {
+			return idempotency.Done{}, err
+		}
+		status := Debited
+		if nerr := s.notify(ctx, c, receipt); nerr != nil {
+			status = DebitedNotificationFailed
+			s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
+				slog.Any("charge", c), slog.String("reference", receipt.Reference), slog.String("error", nerr.Error()))
+		}
+		return idempotency.Done{Status: string(status), Detail: receipt.Reference}, nil
+	}, idempotency.DoOptions{Heartbeat: beat, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
+	return s.result(c, res, err)
+}
 
-	receipt, err := s.debit(ctx, c, claim.Outcome == idempotency.Reclaimed)
-	if err != nil {
-		if errors.Is(context.Cause(ctx), idempotency.ErrLeaseLost) {
-			return Result{Outcome: LeaseLost, Reason: "lease lost while debiting; the new owner finishes (same idempotency key)",
-				Attempt: lease.Attempt, Err: idempotency.ErrLeaseLost}
-		}
-		if Classify(err) == ClassPermanent {
-			reason := err.Error()
-			if ferr := s.finish(ctx, lease, g.Fail, Failed, reason); ferr != nil {
-				return s.finishError(ferr, lease.Attempt)
-			}
-			return Result{Outcome: DebitFailed, Status: Failed, Reason: reason, Attempt: lease.Attempt}
-		}
-		res := Result{Outcome: RetryLater, Reason: "debit: " + err.Error(), Attempt: lease.Attempt, Err: err, Alert: IsRejected(err)}
-		if !MayHavePosted(err) {
-			// The request never reached the bank: give the lease up early
-			// (keeping the record and its attempt count) so that the next
-			// delivery reclaims at once.
-			s.yield(ctx, held.get())
-			return res
-		}
-		// The debit may have posted, or may still be posting: keep the claim,
-		// so that no other delivery posts while the first request may still
-		// be running at the bank, and come back once the lease has passed
-		// (the reclaim asks the bank first, where it can).
-		res.RetryAfter = max(g.ReclaimableAt(held.get().Until).Sub(g.Now()), 0)
-		return res
+// result maps what Guard.Do said to the charge's outcome.
+func (s *Service) result(c Charge, res idempotency.DoResult, err error) Result {
+	var (
+		busy     *idempotency.BusyError
+		conflict *idempotency.ConflictError
+		failed   *idempotency.FailedError
+		retry    *idempotency.RetryError
+	)
+	switch {
+	case err == nil && res.Outcome == idempotency.DuplicateDone:
+		return Result{Outcome: DuplicateDone, Status: Status(res.Done.Status), Reference: res.Done.Detail, Attempt: res.Attempt}
+	case err == nil:
+		return Result{Outcome: Processed, Status: Status(res.Done.Status), Reference: res.Done.Detail, Attempt: res.Attempt}
+	case errors.As(err, &busy):
+		return Result{Outcome: DuplicateInProgress, Attempt: busy.Record.Attempt,
+			Reason: "another delivery holds the claim", RetryAfter: busy.RetryAfter}
+	case errors.As(err, &conflict):
+		return Result{Outcome: Conflict, Attempt: conflict.Record.Attempt,
+			Reason: fmt.Sprintf("charge id %s was already seen with a different payload (state %s)", c.ID, conflict.Record.State)}
+	case errors.As(err, &failed) && failed.Previously:
+		return Result{Outcome: DuplicateFailed, Status: Status(failed.Record.Status), Attempt: failed.Record.Attempt,
+			Reason: "charge previously failed: " + failed.Record.Detail}
+	case errors.As(err, &failed):
+		return Result{Outcome: DebitFailed, Status: Failed, Reason: failed.Err.Error(), Attempt: res.Attempt}
+	case errors.Is(err, idempotency.ErrLeaseLost):
+		return Result{Outcome: LeaseLost, Reason: "lease lost: " + err.Error(), Attempt: res.Attempt, Err: err}
+	case errors.As(err, &retry):
+		return Result{Outcome: RetryLater, Reason: "debit: " + retry.Err.Error(), Attempt: res.Attempt, Err: retry.Err,
+			RetryAfter: retry.RetryAfter, Alert: IsRejected(retry.Err)}
+	case res.Attempt == 0:
+		return Result{Outcome: RetryLater, Reason: "claim: " + err.Error(), Err: err}
+	default: // the result could not be recorded
+		return Result{Outcome: RetryLater, Reason: err.Error(), Attempt: res.Attempt, Err: err}
 	}
-
-	status := Debited
-	if nerr := s.notify(ctx, c, receipt); nerr != nil {
-		status = DebitedNotificationFailed
-		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
-			slog.Any("charge", c), slog.String("reference", receipt.Reference), slog.String("error", nerr.Error()))
-	}
-	lease = held.get()
-	if ferr := s.finish(ctx, lease, g.Complete, status, receipt.Reference); ferr != nil {
-		return s.finishError(ferr, lease.Attempt)
-	}
-	return Result{Outcome: Processed, Status: status, Reference: receipt.Reference, Attempt: lease.Attempt}
 }
 
 // debit posts the charge. On a reclaim, with an Enquirer, it first asks the
@@ -296,66 +271,5 @@ func (s *Service) notify(ctx context.Context, c Charge, receipt DebitReceipt) er
 		return err
 	case <-nctx.Done():
 		return fmt.Errorf("notification gave no answer within %s: %w", s.opts.NotifyTimeout, context.Cause(nctx))
-	}
-}
-
-// heldLease is the lease as the heartbeat last extended it.
-type heldLease struct {
-	mu sync.Mutex
-	l  idempotency.Lease
-}
-
-func (h *heldLease) get() idempotency.Lease {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.l
-}
-
-// extend pushes the lease out; on failure the lease stays as it was.
-func (h *heldLease) extend(ctx context.Context, g *idempotency.Guard) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	nl, err := g.Extend(ctx, h.l)
-	if err == nil {
-		h.l = nl
-	}
-	return err
-}
-
-// finish records the final state. The money has moved (or been refused) by
-// now, so it runs on a context that the delivery's cancellation does not
-// reach, and retries while the store is unavailable.
-func (s *Service) finish(ctx context.Context, l idempotency.Lease,
-	write func(context.Context, idempotency.Lease, string, string) error, status Status, detail string) error {
-	base := context.WithoutCancel(ctx)
-	var err error
-	for i := range s.opts.FinishAttempts {
-		if i > 0 {
-			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
-		}
-		fctx, cancel := context.WithTimeout(base, s.opts.FinishTimeout)
-		err = write(fctx, l, string(status), detail)
-		cancel()
-		if err == nil || errors.Is(err, idempotency.ErrLeaseLost) {
-			return err
-		}
-	}
-	return err
-}
-
-func (s *Service) finishError(err error, attempt int) Result {
-	if errors.Is(err, idempotency.ErrLeaseLost) {
-		return Result{Outcome: LeaseLost, Reason: "lease lost before the result was recorded; the new owner finishes", Attempt: attempt, Err: err}
-	}
-	return Result{Outcome: RetryLater, Reason: "record result: " + err.Error(), Attempt: attempt, Err: err}
-}
-
-// yield ends the lease now, so that the next delivery may reclaim the key
-// without waiting; failure to do so only delays that.
-func (s *Service) yield(ctx context.Context, l idempotency.Lease) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.FinishTimeout)
-	defer cancel()
-	if err := s.opts.Guard.Yield(fctx, l); err != nil && !errors.Is(err, idempotency.ErrLeaseLost) {
-		s.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "could not end the lease early", slog.String("error", err.Error()))
 	}
 }

@@ -1,0 +1,44 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/memory"
+)
+
+// A webhook that an upstream delivers at least once: the welcome e-mail
+// must go out once per signup, however often the event arrives. The key is
+// the business id of the event; the fingerprint, a hash of its payload.
+func ExampleGuard_Do() {
+	guard, err := idempotency.NewGuard(memory.New(), idempotency.Options{}) // DynamoDB, SQLite, … in production
+	if err != nil {
+		panic(err)
+	}
+	sent := 0
+	sendWelcome := func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
+		sent++ // the side effect: call the mail API here
+		return idempotency.Done{Status: "SENT", Detail: "msg-0001"}, nil
+	}
+	ctx := context.Background()
+	fp := idempotency.Fingerprint("user-42", "welcome")
+	for delivery := 1; delivery <= 3; delivery++ {
+		res, err := guard.Do(ctx, "signup-user-42", fp, sendWelcome, idempotency.DoOptions{})
+		switch {
+		case errors.Is(err, idempotency.ErrInProgress):
+			fmt.Println("another worker is on it; retry later")
+		case err != nil:
+			fmt.Println("not done:", err)
+		default:
+			fmt.Printf("delivery %d: %s, %s %s\n", delivery, res.Outcome, res.Done.Status, res.Done.Detail)
+		}
+	}
+	fmt.Println("e-mails sent:", sent)
+	// Output:
+	// delivery 1: acquired, SENT msg-0001
+	// delivery 2: duplicate_done, SENT msg-0001
+	// delivery 3: duplicate_done, SENT msg-0001
+	// e-mails sent: 1
+}
