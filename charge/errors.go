@@ -114,14 +114,11 @@ func (e *BankError) Unwrap() error { return e.Err }
 func (e *BankError) Is(target error) bool { return e.NotSent && target == idempotency.ErrNotStarted }
 
 // MayHavePosted reports whether a failed debit could have moved money: true
-// for every error but a decline and a *BankError that says it was never
-// sent. When in doubt, it may have.
+// for every error but a decline and one that never left (ErrNotStarted, as
+// a *BankError with NotSent says): the same marker Guard.Do reads to keep
+// or give up the lease. When in doubt, it may have.
 func MayHavePosted(err error) bool {
-	var be *BankError
-	if errors.As(err, &be) {
-		return !be.NotSent
-	}
-	return !errors.Is(err, ErrPermanent)
+	return !errors.Is(err, idempotency.ErrNotStarted) && !errors.Is(err, ErrPermanent)
 }
 
 // IsRejected reports whether err is the bank refusing our requests as wrong

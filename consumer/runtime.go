@@ -422,11 +422,11 @@ func (d *Delivery) Register(beat func(ctx context.Context) error) (unregister fu
 
 func (d *Delivery) beat(ctx context.Context) []error {
 	d.mu.Lock()
-	beats := make(map[int]func(context.Context) error, len(d.beats))
-	for id, b := range d.beats {
-		beats[id] = b
+	beats := make([]func(context.Context) error, 0, len(d.beats))
+	for _, b := range d.beats {
+		beats = append(beats, b)
 	}
-	d.mu.Unlock()
+	d.mu.Unlock() // a beat may unregister itself
 	var errs []error
 	for _, b := range beats {
 		if err := b(ctx); err != nil {

@@ -175,11 +175,12 @@ func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error
 	case status >= 200 && status < 300:
 		err = c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: errors.New("unreadable status answer")})
 	default:
-		err = c.record(c.classify(status, raw))
+		err = c.classify(status, raw)
 		var d *charge.DeclineError
 		if errors.As(err, &d) { // a decline rule matched the enquiry's own answer: not an answer about the debit
 			err = &charge.BankError{Kind: charge.BankRejected, Status: status, Code: d.Code}
 		}
+		err = c.record(err)
 	}
 	return charge.Enquiry{}, fmt.Errorf("corebank: enquiry %s: %w", key, err)
 }

@@ -268,12 +268,19 @@ func TestBankOutagesOnTheEmbeddedBackend(t *testing.T) {
 
 func TestBankOutagesOnTheAWSEmulator(t *testing.T) {
 	emulatorInParallel(t)
-	name := awstest.Name("bank")
+	bankOutageScenario(t, awsSetup(t, "bank", "--visibility", "3s", "--max-receive", "4"))
+}
+
+// awsSetup names fresh queues and a table, creates them with
+// `setup setupArgs...`, and returns the environment that selects them.
+func awsSetup(t *testing.T, prefix string, setupArgs ...string) map[string]string {
+	t.Helper()
+	name := awstest.Name(prefix)
 	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name}
-	if r := runCmd(t.Context(), env, "setup", "--visibility", "3s", "--max-receive", "4"); r.code != 0 {
+	if r := runCmd(t.Context(), env, append([]string{"setup"}, setupArgs...)...); r.code != 0 {
 		t.Fatalf("setup: %s", r.stderr)
 	}
-	bankOutageScenario(t, env)
+	return env
 }
 
 // emulatorInParallel is useEmulator for a test that runs in parallel with

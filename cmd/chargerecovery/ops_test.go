@@ -18,7 +18,6 @@ import (
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -223,10 +222,5 @@ func TestOperatorToolsOnTheEmbeddedBackend(t *testing.T) {
 
 func TestOperatorToolsOnAWS(t *testing.T) {
 	useEmulator(t)
-	name := awstest.Name("ops")
-	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name}
-	if r := runCmd(t.Context(), env, "setup", "--visibility", "3s"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	opsScenario(t, env)
+	opsScenario(t, awsSetup(t, "ops", "--visibility", "3s"))
 }

@@ -184,11 +184,7 @@ func TestStoreOutageOnTheAWSEmulator(t *testing.T) {
 	fp := &faultProxy{proxy: httputil.NewSingleHostReverseProxy(target)}
 	proxy := httptest.NewServer(fp)
 	t.Cleanup(proxy.Close)
-	name := awstest.Name("so")
-	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name}
-	if r := runCmd(t.Context(), env, "setup", "--visibility", "6s"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	env := awsSetup(t, "so", "--visibility", "6s")
 	env["AWS_ENDPOINT_URL_DYNAMODB"] = proxy.URL // the child's DynamoDB calls go through the proxy
 	storeOutageScenario(t, env, func() {
 		fp.down.Store(true)

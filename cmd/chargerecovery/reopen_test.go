@@ -13,7 +13,6 @@ import (
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/dlq"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 
 // reopenScenario: charges recorded FAILED by a 401 (a consumer configured
@@ -133,10 +132,5 @@ func TestReopenOnTheEmbeddedBackend(t *testing.T) {
 
 func TestReopenOnAWS(t *testing.T) {
 	emulatorInParallel(t)
-	name := awstest.Name("reopen")
-	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name}
-	if r := runCmd(t.Context(), env, "setup", "--visibility", "3s"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	reopenScenario(t, env)
+	reopenScenario(t, awsSetup(t, "reopen", "--visibility", "3s"))
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 
 func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
@@ -105,12 +104,8 @@ func TestServeRefusesARecordRetentionShorterThanTheQueues(t *testing.T) {
 
 func TestServeOnAWSReadsTheQueuesRetention(t *testing.T) {
 	emulatorInParallel(t)
-	name := awstest.Name("ret")
-	env := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name,
-		"IC_COREBANK_URL": "http://127.0.0.1:1", "IC_HTTP_ADDR": ""}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	env := awsSetup(t, "ret")
+	env["IC_COREBANK_URL"], env["IC_HTTP_ADDR"] = "http://127.0.0.1:1", ""
 	r := runCmd(t.Context(), env, "serve", "--retention", "300h") // setup: 4 days + 14 days = 432h
 	if r.code != 2 || !strings.Contains(r.stderr, fmt.Sprintf("at least %s", 432*time.Hour)) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
