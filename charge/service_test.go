@@ -10,7 +10,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/memory"
+	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 const lease = 30 * time.Second
@@ -27,7 +27,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{
-		store:  &flakyStore{Store: memory.New()},
+		store:  &flakyStore{Store: memstore.New()},
 		clock:  storetest.NewClock(storetest.Epoch),
 		ledger: newLedger(),
 		notes:  &notifier{},

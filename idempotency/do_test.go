@@ -9,13 +9,13 @@ import (
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/memory"
+	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 func doGuard(t *testing.T) (*idempotency.Guard, *storetest.Clock) {
 	t.Helper()
 	clock := storetest.NewClock(storetest.Epoch)
-	g, err := idempotency.NewGuard(memory.New(), idempotency.Options{Lease: time.Minute, Clock: clock, SkewMargin: -1})
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: time.Minute, Clock: clock, SkewMargin: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

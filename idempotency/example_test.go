@@ -6,14 +6,14 @@ import (
 	"fmt"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/memory"
+	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 // A webhook that an upstream delivers at least once: the welcome e-mail
 // must go out once per signup, however often the event arrives. The key is
 // the business id of the event; the fingerprint, a hash of its payload.
 func ExampleGuard_Do() {
-	guard, err := idempotency.NewGuard(memory.New(), idempotency.Options{}) // DynamoDB, SQLite, … in production
+	guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{}) // DynamoDB, SQLite, … in production
 	if err != nil {
 		panic(err)
 	}

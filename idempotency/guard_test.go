@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/memory"
+	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 func TestNewGuardChecksOptions(t *testing.T) {
-	s := memory.New()
+	s := memstore.New()
 	for name, o := range map[string]idempotency.Options{
 		"negative lease":            {Lease: -time.Second},
 		"negative retention":        {Retention: -time.Second},
@@ -30,7 +30,7 @@ func TestNewGuardChecksOptions(t *testing.T) {
 }
 
 func TestClaimRefusesAnEmptyKey(t *testing.T) {
-	g, _ := idempotency.NewGuard(memory.New(), idempotency.Options{})
+	g, _ := idempotency.NewGuard(memstore.New(), idempotency.Options{})
 	if _, err := g.Claim(t.Context(), "", "fp"); !errors.Is(err, idempotency.ErrInvalid) {
 		t.Fatalf("err = %v, want ErrInvalid", err)
 	}

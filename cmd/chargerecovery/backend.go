@@ -8,15 +8,15 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
+	"github.com/finedge/idempotent-consumer/awssqs"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/dlq"
-	"github.com/finedge/idempotent-consumer/dynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/sqlite"
-	"github.com/finedge/idempotent-consumer/sqs"
 )
 
 // backendConfig selects and locates the queue and the idempotency store.
@@ -180,16 +180,16 @@ func openAWS(ctx context.Context, c backendConfig, visibility time.Duration, cre
 	if err != nil {
 		return nil, err
 	}
-	sqsc := awssqs.NewFromConfig(cfg)
-	ddb := awsddb.NewFromConfig(cfg)
+	sqsc := sqs.NewFromConfig(cfg)
+	ddb := dynamodb.NewFromConfig(cfg)
 	if create {
 		if strings.Contains(c.queue, "://") || strings.Contains(c.dlq, "://") {
 			return nil, usagef("setup needs queue names, not URLs, in --queue and --dlq")
 		}
-		if _, err := sqs.CreateQueues(ctx, sqsc, sqs.QueueSpec{Name: c.queue, DLQName: c.dlq, VisibilityTimeout: visibility, MaxReceiveCount: c.maxReceive}); err != nil {
+		if _, err := awssqs.CreateQueues(ctx, sqsc, awssqs.QueueSpec{Name: c.queue, DLQName: c.dlq, VisibilityTimeout: visibility, MaxReceiveCount: c.maxReceive}); err != nil {
 			return nil, err
 		}
-		if err := dynamodb.CreateTable(ctx, ddb, c.table); err != nil {
+		if err := awsdynamodb.CreateTable(ctx, ddb, c.table); err != nil {
 			return nil, err
 		}
 	}
@@ -198,7 +198,7 @@ func openAWS(ctx context.Context, c backendConfig, visibility time.Duration, cre
 		if strings.Contains(nameOrURL, "://") {
 			return nameOrURL, nil
 		}
-		u, err := sqs.QueueURL(ctx, sqsc, nameOrURL)
+		u, err := awssqs.QueueURL(ctx, sqsc, nameOrURL)
 		if err != nil {
 			return "", fmt.Errorf("queue %q not found %s: create it (chargerecovery setup --backend aws) or set %s: %w", nameOrURL, where, flag, err)
 		}
@@ -212,11 +212,11 @@ func openAWS(ctx context.Context, c backendConfig, visibility time.Duration, cre
 	if err != nil {
 		return nil, err
 	}
-	src, err := sqs.New(sqsc, sqs.Options{QueueURL: qURL, DLQURL: dlqURL, WaitTime: c.wait, VisibilityTimeout: visibility})
+	src, err := awssqs.New(sqsc, awssqs.Options{QueueURL: qURL, DLQURL: dlqURL, WaitTime: c.wait, VisibilityTimeout: visibility})
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	store, err := dynamodb.New(ddb, c.table)
+	store, err := awsdynamodb.New(ddb, c.table)
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
@@ -225,40 +225,40 @@ func openAWS(ctx context.Context, c backendConfig, visibility time.Duration, cre
 		source: src,
 		store:  store,
 		send: func(ctx context.Context, body []byte) (string, error) {
-			return sqs.Send(ctx, sqsc, qURL, body, nil)
+			return awssqs.Send(ctx, sqsc, qURL, body, nil)
 		},
 		sendBatch: func(ctx context.Context, bodies [][]byte) error {
-			return sqs.SendBatch(ctx, sqsc, qURL, bodies)
+			return awssqs.SendBatch(ctx, sqsc, qURL, bodies)
 		},
 		batchMax: 10,
 		ready: func(ctx context.Context) error {
-			if err := dynamodb.Ping(ctx, ddb, c.table); err != nil {
+			if err := awsdynamodb.Ping(ctx, ddb, c.table); err != nil {
 				return fmt.Errorf("%w (create it with chargerecovery setup --backend aws, or set --table / IC_TABLE)", err)
 			}
-			if _, err := sqs.QueueDepth(ctx, sqsc, qURL); err != nil {
+			if _, err := awssqs.QueueDepth(ctx, sqsc, qURL); err != nil {
 				return err
 			}
-			_, err := sqs.QueueDepth(ctx, sqsc, dlqURL)
+			_, err := awssqs.QueueDepth(ctx, sqsc, dlqURL)
 			return err
 		},
 		depth: func(ctx context.Context) (int, int, error) {
-			m, err := sqs.QueueDepth(ctx, sqsc, qURL)
+			m, err := awssqs.QueueDepth(ctx, sqsc, qURL)
 			if err != nil {
 				return 0, 0, err
 			}
-			d, err := sqs.QueueDepth(ctx, sqsc, dlqURL)
+			d, err := awssqs.QueueDepth(ctx, sqsc, dlqURL)
 			return m.Total(), d.Total(), err
 		},
 		close: func() {},
 		redrive: func(ctx context.Context, o dlq.Options) (dlq.Report, error) {
-			return sqs.Redrive(ctx, sqsc, dlqURL, qURL, o)
+			return awssqs.Redrive(ctx, sqsc, dlqURL, qURL, o)
 		},
 		retentions: func(ctx context.Context) (time.Duration, time.Duration, error) {
-			q, err := sqs.RetentionPeriod(ctx, sqsc, qURL)
+			q, err := awssqs.RetentionPeriod(ctx, sqsc, qURL)
 			if err != nil {
 				return 0, 0, err
 			}
-			d, err := sqs.RetentionPeriod(ctx, sqsc, dlqURL)
+			d, err := awssqs.RetentionPeriod(ctx, sqsc, dlqURL)
 			return q, d, err
 		},
 	}

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/metrics"
-	"github.com/finedge/idempotent-consumer/recovery"
 )
 
 type benchConfig struct {
@@ -363,7 +363,7 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 		if err != nil {
 			return benchRun{}, err
 		}
-		h = recovery.NewHandler(recovery.Options{Service: svc, Logger: quiet, OnResult: onResult})
+		h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet, OnResult: onResult})
 	}
 	rt, err := consumer.New(src, h, consumer.Options{Concurrency: c.concurrency, VisibilityTimeout: visibility,
 		Logger: quiet, OnDecision: onDecision})

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"time"
 
-	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/finedge/idempotent-consumer/dynamodb"
-	"github.com/finedge/idempotent-consumer/sqs"
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
+	"github.com/finedge/idempotent-consumer/awssqs"
 )
 
 // openFresh opens a backend of its own for a demo or bench run: a new
@@ -60,11 +60,11 @@ func dropAWS(c backendConfig) {
 	if err != nil {
 		return
 	}
-	sqsc := awssqs.NewFromConfig(cfg)
+	sqsc := sqs.NewFromConfig(cfg)
 	for _, name := range []string{c.queue, c.dlq} {
-		if u, err := sqs.QueueURL(ctx, sqsc, name); err == nil {
-			_ = sqs.DeleteQueue(ctx, sqsc, u)
+		if u, err := awssqs.QueueURL(ctx, sqsc, name); err == nil {
+			_ = awssqs.DeleteQueue(ctx, sqsc, u)
 		}
 	}
-	_ = dynamodb.DeleteTable(ctx, awsddb.NewFromConfig(cfg), c.table)
+	_ = awsdynamodb.DeleteTable(ctx, dynamodb.NewFromConfig(cfg), c.table)
 }

@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/notify"
-	"github.com/finedge/idempotent-consumer/recovery"
 )
 
 // consumerConfig is the processing configuration of serve (and demo).
@@ -140,7 +140,7 @@ func newBank(c consumerConfig, log *slog.Logger) (bankPorts, error) {
 // pipeline wires the service over a backend and the bank.
 type pipeline struct {
 	guard   *idempotency.Guard
-	handler *recovery.Handler
+	handler *chargehandler.Handler
 	runtime *consumer.Runtime
 	breaker *circuit.Breaker
 }
@@ -175,7 +175,7 @@ func newPipeline(b *backend, c consumerConfig, bank bankPorts, notifier charge.N
 	if err != nil {
 		return nil, err
 	}
-	h := recovery.NewHandler(recovery.Options{Service: svc, Logger: log, OnResult: onResult})
+	h := chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: log, OnResult: onResult})
 	opts := consumer.Options{
 		Concurrency:       c.concurrency,
 		VisibilityTimeout: c.visibility,

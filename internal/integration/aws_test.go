@@ -14,26 +14,26 @@ import (
 	"testing"
 	"time"
 
-	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
+	"github.com/finedge/idempotent-consumer/awssqs"
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
-	"github.com/finedge/idempotent-consumer/dynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/notify"
-	"github.com/finedge/idempotent-consumer/recovery"
-	"github.com/finedge/idempotent-consumer/sqs"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type env struct {
-	sqsc   *awssqs.Client
-	qs     sqs.Queues
-	src    *sqs.Source
+	sqsc   *sqs.Client
+	qs     awssqs.Queues
+	src    *awssqs.Source
 	guard  *idempotency.Guard
 	svc    *charge.Service
 	ledger *corebank.Ledger
@@ -51,28 +51,28 @@ type setup struct {
 func newEnv(t *testing.T, s setup) *env {
 	t.Helper()
 	cfg := awstest.Config(t)
-	e := &env{sqsc: awssqs.NewFromConfig(cfg), ledger: corebank.NewLedger(s.faults), outcomes: map[charge.Outcome]int{}}
-	ddb := awsddb.NewFromConfig(cfg)
+	e := &env{sqsc: sqs.NewFromConfig(cfg), ledger: corebank.NewLedger(s.faults), outcomes: map[charge.Outcome]int{}}
+	ddb := dynamodb.NewFromConfig(cfg)
 	table := awstest.Name("idem")
-	if err := dynamodb.CreateTable(t.Context(), ddb, table); err != nil {
+	if err := awsdynamodb.CreateTable(t.Context(), ddb, table); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dynamodb.DeleteTable(context.Background(), ddb, table) })
+	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), ddb, table) })
 	name := awstest.Name("charges")
 	var err error
-	e.qs, err = sqs.CreateQueues(t.Context(), e.sqsc, sqs.QueueSpec{Name: name, DLQName: name + "-dlq", VisibilityTimeout: s.queueVisibility})
+	e.qs, err = awssqs.CreateQueues(t.Context(), e.sqsc, awssqs.QueueSpec{Name: name, DLQName: name + "-dlq", VisibilityTimeout: s.queueVisibility})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = sqs.DeleteQueue(context.Background(), e.sqsc, e.qs.URL)
-		_ = sqs.DeleteQueue(context.Background(), e.sqsc, e.qs.DLQURL)
+		_ = awssqs.DeleteQueue(context.Background(), e.sqsc, e.qs.URL)
+		_ = awssqs.DeleteQueue(context.Background(), e.sqsc, e.qs.DLQURL)
 	})
-	e.src, err = sqs.New(e.sqsc, sqs.Options{QueueURL: e.qs.URL, DLQURL: e.qs.DLQURL, WaitTime: time.Second})
+	e.src, err = awssqs.New(e.sqsc, awssqs.Options{QueueURL: e.qs.URL, DLQURL: e.qs.DLQURL, WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := dynamodb.New(ddb, table)
+	store, err := awsdynamodb.New(ddb, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func newEnv(t *testing.T, s setup) *env {
 // run starts the listener; the returned function stops it gracefully.
 func (e *env) run(t *testing.T, opts consumer.Options) func() {
 	t.Helper()
-	h := recovery.NewHandler(recovery.Options{Service: e.svc, Logger: quiet, OnResult: func(_ consumer.Message, _ charge.Charge, r charge.Result) {
+	h := chargehandler.NewHandler(chargehandler.Options{Service: e.svc, Logger: quiet, OnResult: func(_ consumer.Message, _ charge.Charge, r charge.Result) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.outcomes[r.Outcome]++
@@ -122,7 +122,7 @@ func (e *env) count(o charge.Outcome) int {
 func (e *env) send(t *testing.T, body string, copies int) {
 	t.Helper()
 	for range copies {
-		if _, err := sqs.Send(t.Context(), e.sqsc, e.qs.URL, []byte(body), nil); err != nil {
+		if _, err := awssqs.Send(t.Context(), e.sqsc, e.qs.URL, []byte(body), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,7 +146,7 @@ func (e *env) waitEmpty(t *testing.T, url string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		d, err := sqs.QueueDepth(t.Context(), e.sqsc, url)
+		d, err := awssqs.QueueDepth(t.Context(), e.sqsc, url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +173,7 @@ func (e *env) wantRecord(t *testing.T, id string, state idempotency.State, statu
 
 func (e *env) dlq(t *testing.T, want int) []consumer.Message {
 	t.Helper()
-	src, err := sqs.New(e.sqsc, sqs.Options{QueueURL: e.qs.DLQURL, DLQURL: e.qs.DLQURL, WaitTime: time.Second})
+	src, err := awssqs.New(e.sqsc, awssqs.Options{QueueURL: e.qs.DLQURL, DLQURL: e.qs.DLQURL, WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestMalformedAndPermanentlyFailingChargesGoToTheDLQWithAReason(t *testing.T
 	}
 	reasons := map[string]string{}
 	for _, m := range e.dlq(t, 2) {
-		reasons[m.Attributes[sqs.ReasonAttribute]] = string(m.Body)
+		reasons[m.Attributes[awssqs.ReasonAttribute]] = string(m.Body)
 	}
 	var sawInvalid, sawDeclined bool
 	for r := range reasons {

@@ -1,4 +1,4 @@
-package dynamodb_test
+package awsdynamodb_test
 
 import (
 	"context"
@@ -10,23 +10,23 @@ import (
 	"syscall"
 	"testing"
 
-	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/finedge/idempotent-consumer/dynamodb"
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 
-func newStore(t *testing.T) (*dynamodb.Store, *awsddb.Client) {
+func newStore(t *testing.T) (*awsdynamodb.Store, *dynamodb.Client) {
 	t.Helper()
-	client := awsddb.NewFromConfig(awstest.Config(t))
+	client := dynamodb.NewFromConfig(awstest.Config(t))
 	table := awstest.Name("idem")
-	if err := dynamodb.CreateTable(t.Context(), client, table); err != nil {
+	if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dynamodb.DeleteTable(t.Context(), client, table) })
-	s, err := dynamodb.New(client, table)
+	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(t.Context(), client, table) })
+	s, err := awsdynamodb.New(client, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +41,13 @@ func TestConformance(t *testing.T) {
 // BenchmarkClaim runs against the emulator: it measures this code plus
 // moto, not DynamoDB's own latency (single-digit milliseconds in-region).
 func BenchmarkClaim(b *testing.B) {
-	client := awsddb.NewFromConfig(awstest.Config(b))
+	client := dynamodb.NewFromConfig(awstest.Config(b))
 	table := awstest.Name("bench")
-	if err := dynamodb.CreateTable(b.Context(), client, table); err != nil {
+	if err := awsdynamodb.CreateTable(b.Context(), client, table); err != nil {
 		b.Fatal(err)
 	}
-	defer dynamodb.DeleteTable(context.Background(), client, table)
-	s, err := dynamodb.New(client, table)
+	defer awsdynamodb.DeleteTable(context.Background(), client, table)
+	s, err := awsdynamodb.New(client, table)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func (l *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if mode == "drop" {
 		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
 	}
-	body := `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"injected after the write landed"}`
+	body := `{"__type":"com.amazonaws.awsdynamodb.v20120810#InternalServerError","message":"injected after the write landed"}`
 	return &http.Response{
 		StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error",
 		Header: http.Header{"Content-Type": {"application/x-amz-json-1.0"}},
@@ -113,13 +113,13 @@ func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
 			cfg := awstest.Config(t)
 			lossy := &lossyTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
 			cfg.HTTPClient = &http.Client{Transport: lossy}
-			client := awsddb.NewFromConfig(cfg)
+			client := dynamodb.NewFromConfig(cfg)
 			table := awstest.Name("lossy")
-			if err := dynamodb.CreateTable(t.Context(), client, table); err != nil {
+			if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = dynamodb.DeleteTable(context.Background(), client, table) })
-			s, err := dynamodb.New(client, table)
+			t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
+			s, err := awsdynamodb.New(client, table)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,51 +1,51 @@
-package sqs_test
+package awssqs_test
 
 import (
 	"fmt"
 	"testing"
 	"time"
 
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/finedge/idempotent-consumer/awssqs"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
-	"github.com/finedge/idempotent-consumer/sqs"
 )
 
-func newQueues(t *testing.T, spec sqs.QueueSpec) (*awssqs.Client, sqs.Queues) {
+func newQueues(t *testing.T, spec awssqs.QueueSpec) (*sqs.Client, awssqs.Queues) {
 	t.Helper()
-	c := awssqs.NewFromConfig(awstest.Config(t))
+	c := sqs.NewFromConfig(awstest.Config(t))
 	name := awstest.Name("charges")
 	spec.Name, spec.DLQName = name, name+"-dlq"
-	qs, err := sqs.CreateQueues(t.Context(), c, spec)
+	qs, err := awssqs.CreateQueues(t.Context(), c, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = sqs.DeleteQueue(t.Context(), c, qs.URL)
-		_ = sqs.DeleteQueue(t.Context(), c, qs.DLQURL)
+		_ = awssqs.DeleteQueue(t.Context(), c, qs.URL)
+		_ = awssqs.DeleteQueue(t.Context(), c, qs.DLQURL)
 	})
 	return c, qs
 }
 
-func newSource(t *testing.T, c *awssqs.Client, qs sqs.Queues, url string) *sqs.Source {
+func newSource(t *testing.T, c *sqs.Client, qs awssqs.Queues, url string) *awssqs.Source {
 	t.Helper()
-	src, err := sqs.New(c, sqs.Options{QueueURL: url, DLQURL: qs.DLQURL, WaitTime: time.Second})
+	src, err := awssqs.New(c, awssqs.Options{QueueURL: url, DLQURL: qs.DLQURL, WaitTime: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return src
 }
 
-func receiveAll(t *testing.T, src *sqs.Source, want int) []consumer.Message {
+func receiveAll(t *testing.T, src *awssqs.Source, want int) []consumer.Message {
 	t.Helper()
 	return awstest.Receive(t, src, want)
 }
 
 func TestReceiveBatchesAckDeletesInBatches(t *testing.T) {
-	c, qs := newQueues(t, sqs.QueueSpec{VisibilityTimeout: 30 * time.Second})
+	c, qs := newQueues(t, awssqs.QueueSpec{VisibilityTimeout: 30 * time.Second})
 	for i := range 15 {
-		if _, err := sqs.Send(t.Context(), c, qs.URL, fmt.Appendf(nil, "body-%d", i), map[string]string{"trace": fmt.Sprint(i)}); err != nil {
+		if _, err := awssqs.Send(t.Context(), c, qs.URL, fmt.Appendf(nil, "body-%d", i), map[string]string{"trace": fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ func TestReceiveBatchesAckDeletesInBatches(t *testing.T) {
 	if err := src.Ack(t.Context(), msgs[10:]); err != nil {
 		t.Fatal(err)
 	}
-	d, err := sqs.QueueDepth(t.Context(), c, qs.URL)
+	d, err := awssqs.QueueDepth(t.Context(), c, qs.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +79,8 @@ func TestReceiveBatchesAckDeletesInBatches(t *testing.T) {
 }
 
 func TestChangeVisibilityRedeliversWithAHigherReceiveCount(t *testing.T) {
-	c, qs := newQueues(t, sqs.QueueSpec{VisibilityTimeout: 30 * time.Second})
-	if _, err := sqs.Send(t.Context(), c, qs.URL, []byte("x"), nil); err != nil {
+	c, qs := newQueues(t, awssqs.QueueSpec{VisibilityTimeout: 30 * time.Second})
+	if _, err := awssqs.Send(t.Context(), c, qs.URL, []byte("x"), nil); err != nil {
 		t.Fatal(err)
 	}
 	src := newSource(t, c, qs, qs.URL)
@@ -95,8 +95,8 @@ func TestChangeVisibilityRedeliversWithAHigherReceiveCount(t *testing.T) {
 }
 
 func TestDeadLetterForwardsBodyReasonAndDeletes(t *testing.T) {
-	c, qs := newQueues(t, sqs.QueueSpec{})
-	if _, err := sqs.Send(t.Context(), c, qs.URL, []byte(`{"bad":true}`), map[string]string{"producer": "billing"}); err != nil {
+	c, qs := newQueues(t, awssqs.QueueSpec{})
+	if _, err := awssqs.Send(t.Context(), c, qs.URL, []byte(`{"bad":true}`), map[string]string{"producer": "billing"}); err != nil {
 		t.Fatal(err)
 	}
 	src := newSource(t, c, qs, qs.URL)
@@ -110,22 +110,22 @@ func TestDeadLetterForwardsBodyReasonAndDeletes(t *testing.T) {
 		t.Fatalf("DLQ body = %q", got.Body)
 	}
 	want := map[string]string{
-		sqs.ReasonAttribute: "invalid: invalid charge event: chargeId: missing or empty", sqs.SourceIDAttribute: m.ID,
-		sqs.ReceiveCountAttribute: "1", "producer": "billing",
+		awssqs.ReasonAttribute: "invalid: invalid charge event: chargeId: missing or empty", awssqs.SourceIDAttribute: m.ID,
+		awssqs.ReceiveCountAttribute: "1", "producer": "billing",
 	}
 	for k, v := range want {
 		if got.Attributes[k] != v {
 			t.Errorf("DLQ attribute %s = %q, want %q", k, got.Attributes[k], v)
 		}
 	}
-	if d, err := sqs.QueueDepth(t.Context(), c, qs.URL); err != nil || d.Total() != 0 {
+	if d, err := awssqs.QueueDepth(t.Context(), c, qs.URL); err != nil || d.Total() != 0 {
 		t.Fatalf("main queue after dead-letter: %+v %v", d, err)
 	}
 }
 
 func TestRedrivePolicyIsTheLastResort(t *testing.T) {
-	c, qs := newQueues(t, sqs.QueueSpec{MaxReceiveCount: 2})
-	if _, err := sqs.Send(t.Context(), c, qs.URL, []byte("poison"), nil); err != nil {
+	c, qs := newQueues(t, awssqs.QueueSpec{MaxReceiveCount: 2})
+	if _, err := awssqs.Send(t.Context(), c, qs.URL, []byte("poison"), nil); err != nil {
 		t.Fatal(err)
 	}
 	src := newSource(t, c, qs, qs.URL)
@@ -145,13 +145,13 @@ func TestRedrivePolicyIsTheLastResort(t *testing.T) {
 }
 
 func TestNewChecksOptions(t *testing.T) {
-	c := awssqs.New(awssqs.Options{Region: "us-east-1"})
-	for name, o := range map[string]sqs.Options{
+	c := sqs.New(sqs.Options{Region: "us-east-1"})
+	for name, o := range map[string]awssqs.Options{
 		"no queue":      {DLQURL: "d"},
 		"no dlq":        {QueueURL: "q"},
 		"wait over 20s": {QueueURL: "q", DLQURL: "d", WaitTime: 21 * time.Second},
 	} {
-		if _, err := sqs.New(c, o); err == nil {
+		if _, err := awssqs.New(c, o); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

@@ -1,4 +1,4 @@
-package recovery_test
+package chargehandler_test
 
 import (
 	"context"
@@ -11,24 +11,24 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/memory"
 	"github.com/finedge/idempotent-consumer/memqueue"
+	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/notify"
-	"github.com/finedge/idempotent-consumer/recovery"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type pipeline struct {
 	q, dlq *memqueue.Queue
-	store  *memory.Store
+	store  *memstore.Store
 	guard  *idempotency.Guard
 	ledger *corebank.Ledger
 	notes  *notify.Recorder
-	h      *recovery.Handler
+	h      *chargehandler.Handler
 
 	mu       sync.Mutex
 	outcomes map[charge.Outcome]int
@@ -49,7 +49,7 @@ func newPipeline(t *testing.T, cfg config) *pipeline {
 		cfg.visibility = 5 * time.Second
 	}
 	p := &pipeline{
-		store: memory.New(), ledger: corebank.NewLedger(cfg.faults), notes: notify.NewRecorder(0, nil),
+		store: memstore.New(), ledger: corebank.NewLedger(cfg.faults), notes: notify.NewRecorder(0, nil),
 		outcomes: map[charge.Outcome]int{},
 	}
 	p.dlq = memqueue.New(memqueue.Options{WaitTime: 20 * time.Millisecond})
@@ -63,7 +63,7 @@ func newPipeline(t *testing.T, cfg config) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.h = recovery.NewHandler(recovery.Options{Service: svc, Logger: quiet, InProgressMargin: 10 * time.Millisecond,
+	p.h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet, InProgressMargin: 10 * time.Millisecond,
 		OnResult: func(_ consumer.Message, _ charge.Charge, r charge.Result) {
 			p.mu.Lock()
 			defer p.mu.Unlock()

@@ -1,4 +1,4 @@
-package sqs
+package awssqs
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/finedge/idempotent-consumer/dlq"
@@ -25,14 +25,14 @@ func Redrive(ctx context.Context, api API, dlqURL, queueURL string, opts dlq.Opt
 	var keep []string // receipts to release at the end
 	defer func() {
 		for _, r := range keep {
-			_, _ = api.ChangeMessageVisibility(context.WithoutCancel(ctx), &awssqs.ChangeMessageVisibilityInput{
+			_, _ = api.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
 				QueueUrl: aws.String(dlqURL), ReceiptHandle: aws.String(r), VisibilityTimeout: 0,
 			})
 		}
 	}()
 	empty := 0
 	for empty < 2 {
-		out, err := api.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{
+		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300,
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
@@ -69,7 +69,7 @@ func Redrive(ctx context.Context, api API, dlqURL, queueURL string, opts dlq.Opt
 					attrs[k] = v
 				}
 			}
-			in := &awssqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: m.Body}
+			in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: m.Body}
 			if len(attrs) > 0 {
 				in.MessageAttributes = attrs
 			}
@@ -77,7 +77,7 @@ func Redrive(ctx context.Context, api API, dlqURL, queueURL string, opts dlq.Opt
 				keep = append(keep, aws.ToString(m.ReceiptHandle))
 				return rep, fmt.Errorf("sqs: redrive %s: send: %w", id, err)
 			}
-			if _, err := api.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
 				// It is on the main queue now; the DLQ copy stays (safe: the
 				// claim makes a second delivery a duplicate).
 				return rep, fmt.Errorf("sqs: redrive %s: sent, but delete from the DLQ failed: %w", id, err)

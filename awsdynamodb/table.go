@@ -1,4 +1,4 @@
-package dynamodb
+package awsdynamodb
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -17,8 +17,8 @@ import (
 // the table is active. A table that already exists is left as it is (its TTL
 // is still switched on). Production tables belong in infrastructure code;
 // this is the same shape.
-func CreateTable(ctx context.Context, c *awsddb.Client, table string) error {
-	_, err := c.CreateTable(ctx, &awsddb.CreateTableInput{
+func CreateTable(ctx context.Context, c *dynamodb.Client, table string) error {
+	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(attrKey), AttributeType: types.ScalarAttributeTypeS}},
@@ -28,14 +28,14 @@ func CreateTable(ctx context.Context, c *awsddb.Client, table string) error {
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("dynamodb: create table %s: %w", table, err)
 	}
-	w := awsddb.NewTableExistsWaiter(c, func(o *awsddb.TableExistsWaiterOptions) {
+	w := dynamodb.NewTableExistsWaiter(c, func(o *dynamodb.TableExistsWaiterOptions) {
 		o.MinDelay = 100 * time.Millisecond
 		o.MaxDelay = time.Second
 	})
-	if err := w.Wait(ctx, &awsddb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute); err != nil {
+	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute); err != nil {
 		return fmt.Errorf("dynamodb: wait for table %s: %w", table, err)
 	}
-	_, err = c.UpdateTimeToLive(ctx, &awsddb.UpdateTimeToLiveInput{
+	_, err = c.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(table),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(AttrTTL), Enabled: aws.Bool(true)},
 	})
@@ -57,8 +57,8 @@ func isTTLAlreadyOn(err error) bool {
 
 // DeleteTable drops the table and waits until it is gone (for a hermetic
 // demo or test). A missing table is not an error.
-func DeleteTable(ctx context.Context, c *awsddb.Client, table string) error {
-	_, err := c.DeleteTable(ctx, &awsddb.DeleteTableInput{TableName: aws.String(table)})
+func DeleteTable(ctx context.Context, c *dynamodb.Client, table string) error {
+	_, err := c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	var nf *types.ResourceNotFoundException
 	if errors.As(err, &nf) {
 		return nil
@@ -66,16 +66,16 @@ func DeleteTable(ctx context.Context, c *awsddb.Client, table string) error {
 	if err != nil {
 		return fmt.Errorf("dynamodb: delete table %s: %w", table, err)
 	}
-	w := awsddb.NewTableNotExistsWaiter(c, func(o *awsddb.TableNotExistsWaiterOptions) {
+	w := dynamodb.NewTableNotExistsWaiter(c, func(o *dynamodb.TableNotExistsWaiterOptions) {
 		o.MinDelay = 100 * time.Millisecond
 		o.MaxDelay = time.Second
 	})
-	return w.Wait(ctx, &awsddb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute)
+	return w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, 2*time.Minute)
 }
 
 // Ping checks that the table exists and is reachable (readiness).
-func Ping(ctx context.Context, c *awsddb.Client, table string) error {
-	out, err := c.DescribeTable(ctx, &awsddb.DescribeTableInput{TableName: aws.String(table)})
+func Ping(ctx context.Context, c *dynamodb.Client, table string) error {
+	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
 		return fmt.Errorf("dynamodb: table %s: %w", table, err)
 	}

@@ -1,8 +1,8 @@
-// Package recovery is the inbound adapter of charge recovery: it turns one
+// Package chargehandler is the inbound adapter of charge recovery: it turns one
 // queue delivery into one call of charge.Service and the service's Outcome
 // into the runtime's ack decision (the design's outcome → ack table). It
 // parses, delegates, maps and logs; it holds no business logic.
-package recovery
+package chargehandler
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package sqs
+package awssqs
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
@@ -33,7 +33,7 @@ type Queues struct {
 // CreateQueues creates (or finds) the DLQ and the main queue with a redrive
 // policy to it, for development and tests. Production queues belong in
 // infrastructure code; this is the same shape.
-func CreateQueues(ctx context.Context, c *awssqs.Client, spec QueueSpec) (Queues, error) {
+func CreateQueues(ctx context.Context, c *sqs.Client, spec QueueSpec) (Queues, error) {
 	if spec.Name == "" || spec.DLQName == "" {
 		return Queues{}, errors.New("sqs: CreateQueues needs Name and DLQName")
 	}
@@ -47,14 +47,14 @@ func CreateQueues(ctx context.Context, c *awssqs.Client, spec QueueSpec) (Queues
 	if retention == 0 {
 		retention = 4 * 24 * time.Hour
 	}
-	dlq, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{
+	dlq, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(spec.DLQName),
 		Attributes: map[string]string{string(types.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int((14 * 24 * time.Hour).Seconds()))},
 	})
 	if err != nil {
 		return Queues{}, fmt.Errorf("sqs: create DLQ %s: %w", spec.DLQName, err)
 	}
-	attrs, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{
+	attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: dlq.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
 	})
 	if err != nil {
@@ -62,7 +62,7 @@ func CreateQueues(ctx context.Context, c *awssqs.Client, spec QueueSpec) (Queues
 	}
 	arn := attrs.Attributes[string(types.QueueAttributeNameQueueArn)]
 	redrive, _ := json.Marshal(map[string]string{"deadLetterTargetArn": arn, "maxReceiveCount": strconv.Itoa(spec.MaxReceiveCount)})
-	q, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName: aws.String(spec.Name),
 		Attributes: map[string]string{
 			string(types.QueueAttributeNameVisibilityTimeout):      strconv.Itoa(int(seconds(spec.VisibilityTimeout))),
@@ -77,8 +77,8 @@ func CreateQueues(ctx context.Context, c *awssqs.Client, spec QueueSpec) (Queues
 }
 
 // QueueURL looks a queue's URL up by name.
-func QueueURL(ctx context.Context, c *awssqs.Client, name string) (string, error) {
-	out, err := c.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: aws.String(name)})
+func QueueURL(ctx context.Context, c *sqs.Client, name string) (string, error) {
+	out, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if err != nil {
 		return "", fmt.Errorf("sqs: queue %s: %w", name, err)
 	}
@@ -94,8 +94,8 @@ type Depth struct {
 func (d Depth) Total() int { return d.Visible + d.InFlight + d.Delayed }
 
 // QueueDepth reads the approximate counts (also the readiness check).
-func QueueDepth(ctx context.Context, c *awssqs.Client, url string) (Depth, error) {
-	out, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{
+func QueueDepth(ctx context.Context, c *sqs.Client, url string) (Depth, error) {
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url),
 		AttributeNames: []types.QueueAttributeName{
 			types.QueueAttributeNameApproximateNumberOfMessages,
@@ -115,8 +115,8 @@ func QueueDepth(ctx context.Context, c *awssqs.Client, url string) (Depth, error
 }
 
 // DeleteQueue deletes a queue (tests, demo reset). A missing queue is fine.
-func DeleteQueue(ctx context.Context, c *awssqs.Client, url string) error {
-	_, err := c.DeleteQueue(ctx, &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+func DeleteQueue(ctx context.Context, c *sqs.Client, url string) error {
+	_, err := c.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 	var missing *types.QueueDoesNotExist
 	if err != nil && !errors.As(err, &missing) {
 		return fmt.Errorf("sqs: delete queue %s: %w", url, err)
@@ -125,8 +125,8 @@ func DeleteQueue(ctx context.Context, c *awssqs.Client, url string) error {
 }
 
 // RetentionPeriod reads a queue's MessageRetentionPeriod.
-func RetentionPeriod(ctx context.Context, c *awssqs.Client, url string) (time.Duration, error) {
-	out, err := c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{
+func RetentionPeriod(ctx context.Context, c *sqs.Client, url string) (time.Duration, error) {
+	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod},
 	})

@@ -1,10 +1,10 @@
-// Package sqs is the consumer.Source on Amazon SQS (standard queues):
+// Package awssqs is the consumer.Source on Amazon SQS (standard queues):
 // long-polling receives of up to 10 messages, batched deletes, visibility
 // changes for the heartbeat and for retries, and a dead-letter forward that
 // sends the original body and attributes plus the reason to the DLQ and then
 // deletes the original. A redrive policy on the main queue (see
 // CreateQueues) stays the last resort for messages that keep failing.
-package sqs
+package awssqs
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/finedge/idempotent-consumer/consumer"
@@ -24,14 +24,14 @@ import (
 
 // API is the part of the SQS client the source uses.
 type API interface {
-	ReceiveMessage(ctx context.Context, in *awssqs.ReceiveMessageInput, opts ...func(*awssqs.Options)) (*awssqs.ReceiveMessageOutput, error)
-	DeleteMessageBatch(ctx context.Context, in *awssqs.DeleteMessageBatchInput, opts ...func(*awssqs.Options)) (*awssqs.DeleteMessageBatchOutput, error)
-	DeleteMessage(ctx context.Context, in *awssqs.DeleteMessageInput, opts ...func(*awssqs.Options)) (*awssqs.DeleteMessageOutput, error)
-	ChangeMessageVisibility(ctx context.Context, in *awssqs.ChangeMessageVisibilityInput, opts ...func(*awssqs.Options)) (*awssqs.ChangeMessageVisibilityOutput, error)
-	SendMessage(ctx context.Context, in *awssqs.SendMessageInput, opts ...func(*awssqs.Options)) (*awssqs.SendMessageOutput, error)
+	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
-var _ API = (*awssqs.Client)(nil)
+var _ API = (*sqs.Client)(nil)
 
 // Attributes the dead-letter forward adds to the copy it sends.
 const (
@@ -95,7 +95,7 @@ func (s *Source) Receive(ctx context.Context, max int) ([]consumer.Message, erro
 	if max < 1 || max > 10 {
 		return nil, fmt.Errorf("sqs: receive of %d messages (1-10)", max)
 	}
-	in := &awssqs.ReceiveMessageInput{
+	in := &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(s.opts.QueueURL),
 		MaxNumberOfMessages:         int32(max),
 		WaitTimeSeconds:             seconds(s.opts.WaitTime),
@@ -147,7 +147,7 @@ func (s *Source) Ack(ctx context.Context, msgs []consumer.Message) error {
 	for i, m := range msgs {
 		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(m.Receipt)}
 	}
-	out, err := s.api.DeleteMessageBatch(ctx, &awssqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.opts.QueueURL), Entries: entries})
+	out, err := s.api.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(s.opts.QueueURL), Entries: entries})
 	if err != nil {
 		return fmt.Errorf("sqs: delete batch: %w", err)
 	}
@@ -167,7 +167,7 @@ func (s *Source) Ack(ctx context.Context, msgs []consumer.Message) error {
 
 // ChangeVisibility implements consumer.Source (d is rounded up to seconds).
 func (s *Source) ChangeVisibility(ctx context.Context, m consumer.Message, d time.Duration) error {
-	_, err := s.api.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{
+	_, err := s.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: aws.String(s.opts.QueueURL), ReceiptHandle: aws.String(m.Receipt), VisibilityTimeout: seconds(d),
 	})
 	if err != nil {
@@ -193,12 +193,12 @@ func (s *Source) DeadLetter(ctx context.Context, m consumer.Message, reason stri
 			attrs[k] = strAttr(v)
 		}
 	}
-	if _, err := s.api.SendMessage(ctx, &awssqs.SendMessageInput{
+	if _, err := s.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(s.opts.DLQURL), MessageBody: aws.String(string(m.Body)), MessageAttributes: attrs,
 	}); err != nil {
 		return fmt.Errorf("sqs: forward %s to the DLQ: %w", m.ID, err)
 	}
-	if _, err := s.api.DeleteMessage(ctx, &awssqs.DeleteMessageInput{
+	if _, err := s.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{
 		QueueUrl: aws.String(s.opts.QueueURL), ReceiptHandle: aws.String(m.Receipt),
 	}); err != nil {
 		return fmt.Errorf("sqs: delete %s after forwarding it to the DLQ: %w", m.ID, err)
@@ -225,7 +225,7 @@ func truncate(s string, n int) string {
 // Send puts body on queueURL with string attributes and returns the
 // message id (the `send` command, tests).
 func Send(ctx context.Context, api API, queueURL string, body []byte, attrs map[string]string) (string, error) {
-	in := &awssqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(string(body))}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(string(body))}
 	if len(attrs) > 0 {
 		in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(attrs))
 		for k, v := range attrs {
@@ -241,7 +241,7 @@ func Send(ctx context.Context, api API, queueURL string, body []byte, attrs map[
 
 // SendBatch puts up to 10 bodies on queueURL with one SendMessageBatch.
 func SendBatch(ctx context.Context, api interface {
-	SendMessageBatch(ctx context.Context, in *awssqs.SendMessageBatchInput, opts ...func(*awssqs.Options)) (*awssqs.SendMessageBatchOutput, error)
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 }, queueURL string, bodies [][]byte) error {
 	if len(bodies) == 0 || len(bodies) > 10 {
 		return fmt.Errorf("sqs: send batch of %d (1-10)", len(bodies))
@@ -250,7 +250,7 @@ func SendBatch(ctx context.Context, api interface {
 	for i, b := range bodies {
 		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(b))}
 	}
-	out, err := api.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+	out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
 	if err != nil {
 		return fmt.Errorf("sqs: send batch: %w", err)
 	}

@@ -1,4 +1,4 @@
-// Package dynamodb is the idempotency.Store on Amazon DynamoDB: the claim is
+// Package awsdynamodb is the idempotency.Store on Amazon DynamoDB: the claim is
 // one conditional UpdateItem whose failure returns the existing item in the
 // same round trip (ReturnValuesOnConditionCheckFailure=ALL_OLD), and every
 // later write is conditional on state = IN_PROGRESS and the claim's token.
@@ -9,7 +9,7 @@
 // DynamoDB TTL attribute that deletes a record some time after its
 // retention. A record past expiresAt counts as absent whether or not TTL has
 // deleted it yet.
-package dynamodb
+package awsdynamodb
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsddb "github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -28,12 +28,12 @@ import (
 
 // API is the part of the DynamoDB client the store uses.
 type API interface {
-	UpdateItem(ctx context.Context, in *awsddb.UpdateItemInput, opts ...func(*awsddb.Options)) (*awsddb.UpdateItemOutput, error)
-	GetItem(ctx context.Context, in *awsddb.GetItemInput, opts ...func(*awsddb.Options)) (*awsddb.GetItemOutput, error)
-	DeleteItem(ctx context.Context, in *awsddb.DeleteItemInput, opts ...func(*awsddb.Options)) (*awsddb.DeleteItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
-var _ API = (*awsddb.Client)(nil)
+var _ API = (*dynamodb.Client)(nil)
 
 // Attribute names.
 const (
@@ -85,7 +85,7 @@ var (
 	_ idempotency.StuckLister = (*Store)(nil)
 )
 
-// New returns a store on table through api (an *awsddb.Client).
+// New returns a store on table through api (an *dynamodb.Client).
 func New(api API, table string) (*Store, error) {
 	if api == nil || table == "" {
 		return nil, errors.New("dynamodb: New needs a client and a table name")
@@ -137,7 +137,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
 	}
 	for range 3 {
-		out, err := s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+		out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                aws.String(s.table),
 			Key:                      s.key(req.Key),
 			ConditionExpression:      aws.String(claimCondition),
@@ -198,7 +198,7 @@ func (s *Store) claimed(ctx context.Context, req idempotency.ClaimRequest, oldIt
 	// yet: the update counted on from its attempt and kept its creation
 	// time. Make it the fresh record it is (rare: only a key reused after
 	// its retention).
-	_, err = s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(req.Key),
 		ConditionExpression:      aws.String(`#token = :token`),
@@ -217,7 +217,7 @@ func (s *Store) claimed(ctx context.Context, req idempotency.ClaimRequest, oldIt
 
 // Get implements idempotency.Store with a strongly consistent read.
 func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
-	out, err := s.api.GetItem(ctx, &awsddb.GetItemInput{
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: s.key(key), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
@@ -243,7 +243,7 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
 		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
 	}
-	_, err := s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(f.Key),
 		ConditionExpression:      aws.String(heldCondition),
@@ -279,7 +279,7 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now t
 func (s *Store) held(ctx context.Context, op, key, token, update string, names map[string]string, values map[string]types.AttributeValue) error {
 	values[":ip"] = str(string(idempotency.StateInProgress))
 	values[":token"] = str(token)
-	_, err := s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       s.key(key),
 		ConditionExpression:       aws.String(heldCondition),
@@ -292,7 +292,7 @@ func (s *Store) held(ctx context.Context, op, key, token, update string, names m
 
 // Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, key, token string) error {
-	_, err := s.api.DeleteItem(ctx, &awsddb.DeleteItemInput{
+	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(key),
 		ConditionExpression:      aws.String(heldCondition),
@@ -315,7 +315,7 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	if r.Key == "" || r.Token == "" {
 		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
 	}
-	out, err := s.api.UpdateItem(ctx, &awsddb.UpdateItemInput{
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
 		Key:                 s.key(r.Key),
 		ConditionExpression: aws.String(`#state = :failed AND #expires > :now`),
@@ -436,12 +436,12 @@ func (d *decoder) t(name string) time.Time {
 // not a hot path. For a very large table, add a sparse index on leaseUntil.
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
 	scanner, ok := s.api.(interface {
-		Scan(ctx context.Context, in *awsddb.ScanInput, opts ...func(*awsddb.Options)) (*awsddb.ScanOutput, error)
+		Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	})
 	if !ok {
 		return nil, 0, errors.New("dynamodb: the client cannot Scan")
 	}
-	p := awsddb.NewScanPaginator(scanner, &awsddb.ScanInput{
+	p := dynamodb.NewScanPaginator(scanner, &dynamodb.ScanInput{
 		TableName:                aws.String(s.table),
 		ConsistentRead:           aws.Bool(true),
 		FilterExpression:         aws.String(`#state = :ip AND #lease <= :now AND #expires > :now`),

@@ -1,4 +1,4 @@
-package recovery_test
+package chargehandler_test
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/memory"
+	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/notify"
-	"github.com/finedge/idempotent-consumer/recovery"
 )
 
 // lease is what the table's guard holds a claim for.
@@ -141,7 +141,7 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			guard, err := idempotency.NewGuard(memory.New(), idempotency.Options{Lease: boundaryLease})
+			guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: boundaryLease})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,7 +152,7 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 			c := charge.Charge{ID: "CHG-T", AccountID: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
 				Type: charge.SMSAlertFee, DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
 			res := svc.Process(context.Background(), c, nil)
-			dec := recovery.Decide(res, time.Second)
+			dec := chargehandler.Decide(res, time.Second)
 			if res.Outcome != tt.want.outcome || dec.Action != tt.want.action {
 				t.Fatalf("outcome %v → %v, want %v → %v (reason %q)", res.Outcome, dec.Action, tt.want.outcome, tt.want.action, res.Reason)
 			}

@@ -1,7 +1,7 @@
-// Package memory is an in-process idempotency.Store: a map behind a mutex.
+// Package memstore is an in-process idempotency.Store: a map behind a mutex.
 // It is exact (it passes storetest) but keeps nothing across restarts, so it
 // is for tests, single-process tools and as the reference implementation.
-package memory
+package memstore
 
 import (
 	"context"

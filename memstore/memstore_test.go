@@ -1,16 +1,16 @@
-package memory_test
+package memstore_test
 
 import (
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/memory"
+	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 func TestConformance(t *testing.T) {
-	s := memory.New()
+	s := memstore.New()
 	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
 }
 
-func BenchmarkClaim(b *testing.B) { storetest.Benchmark(b, memory.New()) }
+func BenchmarkClaim(b *testing.B) { storetest.Benchmark(b, memstore.New()) }
