@@ -8,11 +8,12 @@ import (
 
 const module = "github.com/finedge/idempotent-consumer/"
 
-// The domain (charge) and the state machine (idempotency) import only the
-// standard library and each other: no AWS, SQL or HTTP client.
+// The domain (charge), the state machine (idempotency), the queue port
+// (queue) and the runtime (consumer) import only the standard library and
+// each other: no AWS, SQL or HTTP client.
 func TestDomainImportsOnlyTheStandardLibrary(t *testing.T) {
-	allowed := map[string]bool{module + "idempotency": true}
-	for _, dir := range []string{"charge", "idempotency"} {
+	allowed := map[string]bool{module + "idempotency": true, module + "queue": true}
+	for _, dir := range []string{"charge", "idempotency", "queue", "consumer"} {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)

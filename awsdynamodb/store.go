@@ -290,20 +290,6 @@ func (s *Store) held(ctx context.Context, op, key, token, update string, names m
 	return s.conditional(op, err)
 }
 
-// Release implements idempotency.Store.
-func (s *Store) Release(ctx context.Context, key, token string) error {
-	_, err := s.api.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      s.key(key),
-		ConditionExpression:      aws.String(heldCondition),
-		ExpressionAttributeNames: pick("#state", "#token"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(idempotency.StateInProgress)), ":token": str(token),
-		},
-	})
-	return s.conditional("release", err)
-}
-
 const reopenUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #updated = :now, #expires = :exp, #ttl = :ttl, ` +
 	`#prevStatus = if_not_exists(#status, :empty), #prevDetail = if_not_exists(#detail, :empty), ` +
 	`#reopens = if_not_exists(#reopens, :zero) + :one, #reopenedAt = :now, #reopenWhy = :reason REMOVE #status, #detail`

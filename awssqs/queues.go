@@ -93,8 +93,8 @@ type Depth struct {
 // Total is every message the queue holds.
 func (d Depth) Total() int { return d.Visible + d.InFlight + d.Delayed }
 
-// QueueDepth reads the approximate counts (also the readiness check).
-func QueueDepth(ctx context.Context, c *sqs.Client, url string) (Depth, error) {
+// counts reads a queue's approximate counts.
+func counts(ctx context.Context, c API, url string) (Depth, error) {
 	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url),
 		AttributeNames: []types.QueueAttributeName{
@@ -124,8 +124,8 @@ func DeleteQueue(ctx context.Context, c *sqs.Client, url string) error {
 	return nil
 }
 
-// RetentionPeriod reads a queue's MessageRetentionPeriod.
-func RetentionPeriod(ctx context.Context, c *sqs.Client, url string) (time.Duration, error) {
+// retentionPeriod reads a queue's MessageRetentionPeriod.
+func retentionPeriod(ctx context.Context, c API, url string) (time.Duration, error) {
 	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(url),
 		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameMessageRetentionPeriod},

@@ -4,23 +4,22 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/finedge/idempotent-consumer/dlq"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
-// Redrive moves messages from the DLQ at dlqURL back to queueURL as opts
-// decides: each moved message is sent with its body and original
-// attributes (the dlq-* ones dropped) and then deleted from the DLQ. The
-// others are made visible again when the run ends. It stops when the DLQ
-// has nothing new to show.
-func Redrive(ctx context.Context, api API, dlqURL, queueURL string, opts dlq.Options) (dlq.Report, error) {
-	rep := dlq.Report{DryRun: opts.DryRun}
+// Redrive implements queue.Queue: each moved message is sent with its body
+// and original attributes (the dead-letter ones dropped) and then deleted
+// from the DLQ. The others are made visible again when the run ends. It
+// stops when the DLQ has nothing new to show.
+func (s *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.RedriveReport, error) {
+	api, dlqURL, queueURL := s.api, s.opts.DLQURL, s.opts.QueueURL
+	rep := queue.RedriveReport{DryRun: opts.DryRun}
 	seen := map[string]bool{}
 	var keep []string // receipts to release at the end
 	defer func() {
@@ -49,30 +48,19 @@ func Redrive(ctx context.Context, api API, dlqURL, queueURL string, opts dlq.Opt
 			}
 			seen[id] = true
 			fresh++
-			reason := ""
-			if v, ok := m.MessageAttributes[ReasonAttribute]; ok && v.StringValue != nil {
-				reason = *v.StringValue
-			}
-			e := dlq.Entry{ID: id, Reason: reason}
+			attrs := fromAttrs(m.MessageAttributes)
+			e := queue.DLQEntry{ID: id, Reason: queue.ReasonFromAttributes(attrs)}
 			if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
 				e.At = time.UnixMilli(ms)
 			}
 			d := opts.Decide(e, rep.Moved)
-			if d != dlq.Move || opts.DryRun {
+			if d != queue.Move || opts.DryRun {
 				keep = append(keep, aws.ToString(m.ReceiptHandle))
 				rep.Count(e, d)
 				continue
 			}
-			attrs := map[string]types.MessageAttributeValue{}
-			for k, v := range m.MessageAttributes {
-				if !strings.HasPrefix(k, "dlq-") {
-					attrs[k] = v
-				}
-			}
-			in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: m.Body}
-			if len(attrs) > 0 {
-				in.MessageAttributes = attrs
-			}
+			in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: m.Body,
+				MessageAttributes: toAttrs(queue.OriginalAttributes(attrs))}
 			if _, err := api.SendMessage(ctx, in); err != nil {
 				keep = append(keep, aws.ToString(m.ReceiptHandle))
 				return rep, fmt.Errorf("sqs: redrive %s: send: %w", id, err)

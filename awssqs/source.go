@@ -1,4 +1,4 @@
-// Package awssqs is the consumer.Source on Amazon SQS (standard queues):
+// Package awssqs is the queue.Queue on Amazon SQS (standard queues):
 // long-polling receives of up to 10 messages, batched deletes, visibility
 // changes for the heartbeat and for retries, and a dead-letter forward that
 // sends the original body and attributes plus the reason to the DLQ and then
@@ -13,17 +13,18 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
-// API is the part of the SQS client the source uses.
+// API is the part of the SQS client the queue uses.
 type API interface {
+	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, opts ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 	ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, opts ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
@@ -33,20 +34,10 @@ type API interface {
 
 var _ API = (*sqs.Client)(nil)
 
-// Attributes the dead-letter forward adds to the copy it sends.
-const (
-	ReasonAttribute       = "dlq-reason"
-	SourceIDAttribute     = "dlq-source-message-id"
-	ReceiveCountAttribute = "dlq-receive-count"
-)
-
 // maxAttributes is SQS's limit of message attributes per message.
 const maxAttributes = 10
 
-// maxReasonBytes bounds the reason attribute.
-const maxReasonBytes = 1024
-
-// Options configure a Source.
+// Options configure a Queue.
 type Options struct {
 	// QueueURL is the queue consumed. Required.
 	QueueURL string
@@ -59,39 +50,39 @@ type Options struct {
 	VisibilityTimeout time.Duration
 }
 
-// Source implements consumer.Source.
-type Source struct {
+// Queue implements queue.Queue on an SQS queue and its DLQ.
+type Queue struct {
 	api  API
 	opts Options
 }
 
-var _ consumer.Source = (*Source)(nil)
+var _ queue.Queue = (*Queue)(nil)
 
-// New returns a Source.
-func New(api API, opts Options) (*Source, error) {
+// New returns a Queue.
+func New(api API, opts Options) (*Queue, error) {
 	if api == nil || opts.QueueURL == "" || opts.DLQURL == "" {
 		return nil, errors.New("sqs: New needs a client, QueueURL and DLQURL")
 	}
 	if opts.WaitTime < 0 || opts.WaitTime > 20*time.Second {
 		return nil, fmt.Errorf("sqs: WaitTime %s is outside 0-20s", opts.WaitTime)
 	}
-	if opts.VisibilityTimeout < 0 || opts.VisibilityTimeout > consumer.MaxVisibility {
+	if opts.VisibilityTimeout < 0 || opts.VisibilityTimeout > queue.MaxVisibility {
 		return nil, fmt.Errorf("sqs: VisibilityTimeout %s is outside 0-12h", opts.VisibilityTimeout)
 	}
 	if opts.WaitTime == 0 {
 		opts.WaitTime = 20 * time.Second
 	}
-	return &Source{api: api, opts: opts}, nil
+	return &Queue{api: api, opts: opts}, nil
 }
 
 // seconds rounds d up to whole seconds within SQS's visibility range.
 func seconds(d time.Duration) int32 {
 	s := math.Ceil(d.Seconds())
-	return int32(min(max(s, 0), consumer.MaxVisibility.Seconds()))
+	return int32(min(max(s, 0), queue.MaxVisibility.Seconds()))
 }
 
-// Receive implements consumer.Source.
-func (s *Source) Receive(ctx context.Context, max int) ([]consumer.Message, error) {
+// Receive implements queue.Queue.
+func (s *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 	if max < 1 || max > 10 {
 		return nil, fmt.Errorf("sqs: receive of %d messages (1-10)", max)
 	}
@@ -109,9 +100,9 @@ func (s *Source) Receive(ctx context.Context, max int) ([]consumer.Message, erro
 	if err != nil {
 		return nil, fmt.Errorf("sqs: receive: %w", err)
 	}
-	msgs := make([]consumer.Message, 0, len(out.Messages))
+	msgs := make([]queue.Message, 0, len(out.Messages))
 	for _, m := range out.Messages {
-		cm := consumer.Message{
+		cm := queue.Message{
 			ID:      aws.ToString(m.MessageId),
 			Body:    []byte(aws.ToString(m.Body)),
 			Receipt: aws.ToString(m.ReceiptHandle),
@@ -122,21 +113,14 @@ func (s *Source) Receive(ctx context.Context, max int) ([]consumer.Message, erro
 		if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
 			cm.SentAt = time.UnixMilli(ms).UTC()
 		}
-		if len(m.MessageAttributes) > 0 {
-			cm.Attributes = make(map[string]string, len(m.MessageAttributes))
-			for k, v := range m.MessageAttributes {
-				if v.StringValue != nil {
-					cm.Attributes[k] = *v.StringValue
-				}
-			}
-		}
+		cm.Attributes = fromAttrs(m.MessageAttributes)
 		msgs = append(msgs, cm)
 	}
 	return msgs, nil
 }
 
-// Ack implements consumer.Source with one DeleteMessageBatch.
-func (s *Source) Ack(ctx context.Context, msgs []consumer.Message) error {
+// Ack implements queue.Queue with one DeleteMessageBatch.
+func (s *Queue) Ack(ctx context.Context, msgs []queue.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -162,11 +146,11 @@ func (s *Source) Ack(ctx context.Context, msgs []consumer.Message) error {
 		}
 		failed[msgs[i].ID] = fmt.Errorf("sqs: delete: %s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
 	}
-	return &consumer.BatchError{Failed: failed}
+	return &queue.BatchError{Failed: failed}
 }
 
-// ChangeVisibility implements consumer.Source (d is rounded up to seconds).
-func (s *Source) ChangeVisibility(ctx context.Context, m consumer.Message, d time.Duration) error {
+// ChangeVisibility implements queue.Queue (d is rounded up to seconds).
+func (s *Queue) ChangeVisibility(ctx context.Context, m queue.Message, d time.Duration) error {
 	_, err := s.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
 		QueueUrl: aws.String(s.opts.QueueURL), ReceiptHandle: aws.String(m.Receipt), VisibilityTimeout: seconds(d),
 	})
@@ -176,25 +160,13 @@ func (s *Source) ChangeVisibility(ctx context.Context, m consumer.Message, d tim
 	return nil
 }
 
-// DeadLetter implements consumer.Source: send to the DLQ, then delete. If
+// DeadLetter implements queue.Queue: send to the DLQ, then delete. If
 // the delete fails after the send, the message is delivered again and may
 // be forwarded twice; the DLQ copy carries the source message id to tell.
-func (s *Source) DeadLetter(ctx context.Context, m consumer.Message, reason string) error {
-	attrs := map[string]types.MessageAttributeValue{
-		ReasonAttribute:       strAttr(truncate(reason, maxReasonBytes)),
-		SourceIDAttribute:     strAttr(m.ID),
-		ReceiveCountAttribute: {DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(m.ReceiveCount))},
-	}
-	for k, v := range m.Attributes {
-		if len(attrs) == maxAttributes {
-			break
-		}
-		if _, ours := attrs[k]; !ours && v != "" {
-			attrs[k] = strAttr(v)
-		}
-	}
+func (s *Queue) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason) error {
 	if _, err := s.api.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(s.opts.DLQURL), MessageBody: aws.String(string(m.Body)), MessageAttributes: attrs,
+		QueueUrl: aws.String(s.opts.DLQURL), MessageBody: aws.String(string(m.Body)),
+		MessageAttributes: toAttrs(queue.DeadLetterAttributes(m, r, maxAttributes)),
 	}); err != nil {
 		return fmt.Errorf("sqs: forward %s to the DLQ: %w", m.ID, err)
 	}
@@ -210,53 +182,95 @@ func strAttr(v string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 }
 
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
+// toAttrs turns string attributes into SQS message attributes (nil for none).
+func toAttrs(attrs map[string]string) map[string]types.MessageAttributeValue {
+	if len(attrs) == 0 {
+		return nil
 	}
-	s = s[:n]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	out := make(map[string]types.MessageAttributeValue, len(attrs))
+	for k, v := range attrs {
+		out[k] = strAttr(v)
 	}
-	return s
+	return out
 }
 
-// Send puts body on queueURL with string attributes and returns the
-// message id (the `send` command, tests).
-func Send(ctx context.Context, api API, queueURL string, body []byte, attrs map[string]string) (string, error) {
-	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(string(body))}
-	if len(attrs) > 0 {
-		in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(attrs))
-		for k, v := range attrs {
-			in.MessageAttributes[k] = strAttr(v)
+// fromAttrs reads the string-valued attributes of a received message.
+func fromAttrs(attrs map[string]types.MessageAttributeValue) map[string]string {
+	if len(attrs) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(attrs))
+	for k, v := range attrs {
+		if v.StringValue != nil {
+			out[k] = *v.StringValue
 		}
 	}
-	out, err := api.SendMessage(ctx, in)
+	return out
+}
+
+// Send implements queue.Queue.
+func (s *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) (string, error) {
+	out, err := s.api.SendMessage(ctx, &sqs.SendMessageInput{
+		QueueUrl: aws.String(s.opts.QueueURL), MessageBody: aws.String(string(body)), MessageAttributes: toAttrs(attrs),
+	})
 	if err != nil {
 		return "", fmt.Errorf("sqs: send: %w", err)
 	}
 	return aws.ToString(out.MessageId), nil
 }
 
-// SendBatch puts up to 10 bodies on queueURL with one SendMessageBatch.
-func SendBatch(ctx context.Context, api interface {
-	SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
-}, queueURL string, bodies [][]byte) error {
-	if len(bodies) == 0 || len(bodies) > 10 {
-		return fmt.Errorf("sqs: send batch of %d (1-10)", len(bodies))
+// SendBatch implements queue.Queue: one SendMessageBatch per 10 messages,
+// in order; it stops at the first batch with a failure.
+func (s *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, error) {
+	for start := 0; start < len(msgs); start += 10 {
+		chunk := msgs[start:min(start+10, len(msgs))]
+		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(m.Body)),
+				MessageAttributes: toAttrs(m.Attributes)}
+		}
+		out, err := s.api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(s.opts.QueueURL), Entries: entries})
+		if err != nil {
+			return start, fmt.Errorf("sqs: send batch: %w", err)
+		}
+		if len(out.Failed) > 0 {
+			first := len(chunk)
+			for _, f := range out.Failed {
+				if i, err := strconv.Atoi(aws.ToString(f.Id)); err == nil {
+					first = min(first, i)
+				}
+			}
+			f := out.Failed[0]
+			return start + first, fmt.Errorf("sqs: send batch: %d of %d failed, e.g. %s: %s", len(out.Failed), len(chunk), aws.ToString(f.Code), aws.ToString(f.Message))
+		}
 	}
-	entries := make([]types.SendMessageBatchRequestEntry, len(bodies))
-	for i, b := range bodies {
-		entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(b))}
-	}
-	out, err := api.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: entries})
+	return len(msgs), nil
+}
+
+// Depth implements queue.Queue from the queues' approximate counts.
+func (s *Queue) Depth(ctx context.Context) (queue.Depth, error) {
+	m, err := counts(ctx, s.api, s.opts.QueueURL)
 	if err != nil {
-		return fmt.Errorf("sqs: send batch: %w", err)
+		return queue.Depth{}, err
 	}
-	if len(out.Failed) > 0 {
-		f := out.Failed[0]
-		return fmt.Errorf("sqs: send batch: %d failed, e.g. %s: %s", len(out.Failed), aws.ToString(f.Code), aws.ToString(f.Message))
+	d, err := counts(ctx, s.api, s.opts.DLQURL)
+	if err != nil {
+		return queue.Depth{}, err
 	}
-	return nil
+	return queue.Depth{Waiting: m.Visible + m.Delayed, InFlight: m.InFlight, DLQ: d.Total()}, nil
+}
+
+// Ping implements queue.Queue: both queues answer GetQueueAttributes.
+func (s *Queue) Ping(ctx context.Context) error {
+	_, err := s.Depth(ctx)
+	return err
+}
+
+// RetentionPeriods reads the MessageRetentionPeriod of the queue and the DLQ.
+func (s *Queue) RetentionPeriods(ctx context.Context) (main, dlq time.Duration, err error) {
+	if main, err = retentionPeriod(ctx, s.api, s.opts.QueueURL); err != nil {
+		return 0, 0, err
+	}
+	dlq, err = retentionPeriod(ctx, s.api, s.opts.DLQURL)
+	return main, dlq, err
 }

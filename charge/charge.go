@@ -10,6 +10,7 @@
 package charge
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -53,6 +54,18 @@ type Charge struct {
 // fingerprint is a different charge reusing an id, a conflict.
 func (c Charge) Fingerprint() string {
 	return fingerprint(c.AccountID, c.Amount, c.Type, c.DueDate)
+}
+
+// DebitRequest is the request that debits c; every attempt sends the same
+// one, keyed by the charge id.
+func (c Charge) DebitRequest() DebitRequest {
+	return DebitRequest{
+		IdempotencyKey: c.ID,
+		AccountID:      c.AccountID,
+		Amount:         c.Amount,
+		ChargeType:     c.Type,
+		Narrative:      fmt.Sprintf("%s %s", c.Type, c.DueDate.Format(time.DateOnly)),
+	}
 }
 
 // LogValue masks the account number so that no log line ever holds it whole.

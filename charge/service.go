@@ -10,8 +10,8 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
-// Outcome is what processing one delivery of a charge came to. The listener
-// maps each to an ack decision (see Outcome.Action).
+// Outcome is what processing one delivery of a charge came to. The inbound
+// adapter (chargehandler) maps each to an ack decision, in one table.
 type Outcome int
 
 // The outcomes, one per row of the design's outcome table.
@@ -55,34 +55,6 @@ func (o Outcome) String() string {
 		return s
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
-}
-
-// Action is what the listener does with the message.
-type Action int
-
-// The three things a listener can do with a message.
-const (
-	// Ack deletes the message: its effect is recorded (or it is a recorded
-	// duplicate).
-	Ack Action = iota + 1
-	// Retry leaves the message on the queue, to be delivered again after a
-	// delay; it is never acked.
-	Retry
-	// DeadLetter forwards the message to the dead-letter queue with a reason
-	// and then deletes it from the main queue.
-	DeadLetter
-)
-
-// Action maps an outcome to what the listener does: the design's table.
-func (o Outcome) Action() Action {
-	switch o {
-	case Processed, DuplicateDone:
-		return Ack
-	case DebitFailed, DuplicateFailed, Conflict, Invalid:
-		return DeadLetter
-	default: // RetryLater, DuplicateInProgress, LeaseLost, and anything unknown
-		return Retry
-	}
 }
 
 // Result is what Service.Process did with one delivery.
@@ -250,13 +222,7 @@ func (s *Service) debit(ctx context.Context, c Charge, reclaimed bool) (DebitRec
 			return DebitReceipt{}, &BankError{Kind: BankUnavailable, Err: fmt.Errorf("status enquiry: unknown state %v", e.State)}
 		}
 	}
-	return s.opts.Debiter.Debit(ctx, DebitRequest{
-		IdempotencyKey: c.ID,
-		AccountID:      c.AccountID,
-		Amount:         c.Amount,
-		ChargeType:     c.Type,
-		Narrative:      fmt.Sprintf("%s %s", c.Type, c.DueDate.Format(time.DateOnly)),
-	})
+	return s.opts.Debiter.Debit(ctx, c.DebitRequest())
 }
 
 // notify sends the pre-debit notification, waiting at most NotifyTimeout

@@ -62,20 +62,17 @@ func smsFee(id string) charge.Charge {
 	}
 }
 
-func wantOutcome(t *testing.T, got charge.Result, want charge.Outcome, action charge.Action) {
+func wantOutcome(t *testing.T, got charge.Result, want charge.Outcome) {
 	t.Helper()
 	if got.Outcome != want {
 		t.Fatalf("outcome = %v (%s), want %v", got.Outcome, got.Reason, want)
-	}
-	if got.Outcome.Action() != action {
-		t.Fatalf("action for %v = %v, want %v", got.Outcome, got.Outcome.Action(), action)
 	}
 }
 
 func TestFirstDeliveryDebitsNotifiesAndRecordsDone(t *testing.T) {
 	f := newFixture(t)
 	res := f.svc.Process(t.Context(), smsFee("CHG-1"), nil)
-	wantOutcome(t, res, charge.Processed, charge.Ack)
+	wantOutcome(t, res, charge.Processed)
 	if res.Status != charge.Debited || res.Reference != "TXN-CHG-1" || res.Attempt != 1 {
 		t.Fatalf("result = %+v", res)
 	}
@@ -95,11 +92,11 @@ func TestFirstDeliveryDebitsNotifiesAndRecordsDone(t *testing.T) {
 func TestDuplicateDeliveryIsDroppedNotDebited(t *testing.T) {
 	f := newFixture(t)
 	c := smsFee("CHG-DUP")
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
 	for range 3 {
 		f.clock.Advance(24 * time.Hour) // SQS redelivers a day later
 		res := f.svc.Process(t.Context(), c, nil)
-		wantOutcome(t, res, charge.DuplicateDone, charge.Ack)
+		wantOutcome(t, res, charge.DuplicateDone)
 		if res.Status != charge.Debited || res.Reference != "TXN-CHG-DUP" {
 			t.Fatalf("duplicate result = %+v, want the recorded status and reference", res)
 		}
@@ -123,13 +120,13 @@ func TestInFlightDuplicateIsNotAcked(t *testing.T) {
 
 	f.clock.Advance(10 * time.Second)
 	dup := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, dup, charge.DuplicateInProgress, charge.Retry)
+	wantOutcome(t, dup, charge.DuplicateInProgress)
 	if dup.RetryAfter != lease-10*time.Second {
 		t.Fatalf("RetryAfter = %v, want the rest of the lease %v", dup.RetryAfter, lease-10*time.Second)
 	}
 	close(f.ledger.gate)
-	wantOutcome(t, <-first, charge.Processed, charge.Ack)
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateDone, charge.Ack)
+	wantOutcome(t, <-first, charge.Processed)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateDone)
 	if calls := f.ledger.callsFor(c.ID); calls != 1 {
 		t.Fatalf("core banking called %d times, want 1", calls)
 	}
@@ -142,10 +139,10 @@ func TestExpiredLeaseIsReclaimedAndDebitedOnce(t *testing.T) {
 	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress, charge.Retry)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
 	f.clock.Advance(lease)
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.Processed, charge.Ack)
+	wantOutcome(t, res, charge.Processed)
 	if res.Attempt != 2 {
 		t.Fatalf("attempt = %d, want 2", res.Attempt)
 	}
@@ -168,7 +165,7 @@ func TestCrashAfterDebitBeforeDoneIsSafeAtTheBoundary(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.clock.Advance(lease)
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
 	if f.ledger.callsFor(c.ID) != 2 || f.ledger.posted(c.ID) != 1 {
 		t.Fatalf("calls %d, entries %d: want the retry to reach core banking and post nothing new",
 			f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
@@ -182,7 +179,7 @@ func TestPermanentDebitFailureRecordsFailedAndDeadLetters(t *testing.T) {
 	}
 	c := smsFee("CHG-DECLINED")
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.DebitFailed, charge.DeadLetter)
+	wantOutcome(t, res, charge.DebitFailed)
 	if res.Status != charge.Failed || res.Reason == "" {
 		t.Fatalf("result = %+v", res)
 	}
@@ -191,7 +188,7 @@ func TestPermanentDebitFailureRecordsFailedAndDeadLetters(t *testing.T) {
 		t.Fatalf("record = %+v", r)
 	}
 	f.clock.Advance(time.Hour)
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateFailed, charge.DeadLetter)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateFailed)
 	if f.ledger.total() != 0 || f.ledger.callsFor(c.ID) != 1 || f.notes.count() != 0 {
 		t.Fatalf("entries %d calls %d notes %d; want 0, 1, 0", f.ledger.total(), f.ledger.callsFor(c.ID), f.notes.count())
 	}
@@ -207,7 +204,7 @@ func TestAmbiguousDebitFailureKeepsTheLeaseAndDebitsOnce(t *testing.T) {
 	}
 	c := smsFee("CHG-FLAKY")
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	wantOutcome(t, res, charge.RetryLater)
 	if res.RetryAfter != lease {
 		t.Fatalf("RetryAfter = %s, want the rest of the kept lease %s", res.RetryAfter, lease)
 	}
@@ -217,13 +214,13 @@ func TestAmbiguousDebitFailureKeepsTheLeaseAndDebitsOnce(t *testing.T) {
 	}
 	// The claim is kept: a redelivery during the lease does not post again
 	// while the first request may still be running at the bank.
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress, charge.Retry)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
 	if f.ledger.callsFor(c.ID) != 1 {
 		t.Fatalf("bank calls = %d during the kept lease, want 1", f.ledger.callsFor(c.ID))
 	}
 	f.clock.Advance(lease)
 	res = f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.Processed, charge.Ack)
+	wantOutcome(t, res, charge.Processed)
 	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
 		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
 	}
@@ -239,13 +236,13 @@ func TestUnsentDebitGivesTheLeaseUpAtOnce(t *testing.T) {
 	}
 	c := smsFee("CHG-REFUSED")
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	wantOutcome(t, res, charge.RetryLater)
 	if res.RetryAfter != 0 {
 		t.Fatalf("RetryAfter = %s, want 0 (the runtime's backoff): nothing can be posting", res.RetryAfter)
 	}
 	// The request never reached the bank: the next delivery reclaims at once.
 	res = f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.Processed, charge.Ack)
+	wantOutcome(t, res, charge.Processed)
 	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
 		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
 	}
@@ -261,7 +258,7 @@ func TestRejectedRequestAlertsAndIsNeverFinal(t *testing.T) {
 	}
 	c := smsFee("CHG-401")
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	wantOutcome(t, res, charge.RetryLater)
 	if !res.Alert {
 		t.Fatal("a 401 did not raise an alert")
 	}
@@ -269,7 +266,7 @@ func TestRejectedRequestAlertsAndIsNeverFinal(t *testing.T) {
 		t.Fatalf("record after a 401 = %s, want IN_PROGRESS (a 401 is never FAILED)", r.State)
 	}
 	f.clock.Advance(lease)
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
 	if f.ledger.posted(c.ID) != 1 {
 		t.Fatalf("entries %d, want 1", f.ledger.posted(c.ID))
 	}
@@ -302,21 +299,20 @@ func TestReclaimAsksTheBankBeforePostingAgain(t *testing.T) {
 		answer     charge.Enquiry
 		enqErr     error
 		want       charge.Outcome
-		action     charge.Action
 		wantCalls  int // debit calls on the reclaim
 		wantState  idempotency.State
 		wantDetail string
 	}{
 		{"posted: DONE with the bank's reference, no second post",
-			charge.Enquiry{State: charge.DebitPosted, Reference: "CBS-FIRST"}, nil, charge.Processed, charge.Ack, 0, idempotency.StateDone, "CBS-FIRST"},
+			charge.Enquiry{State: charge.DebitPosted, Reference: "CBS-FIRST"}, nil, charge.Processed, 0, idempotency.StateDone, "CBS-FIRST"},
 		{"in progress: wait under the lease",
-			charge.Enquiry{State: charge.DebitInProgress}, nil, charge.RetryLater, charge.Retry, 0, idempotency.StateInProgress, ""},
+			charge.Enquiry{State: charge.DebitInProgress}, nil, charge.RetryLater, 0, idempotency.StateInProgress, ""},
 		{"not found: post",
-			charge.Enquiry{State: charge.DebitNotFound}, nil, charge.Processed, charge.Ack, 1, idempotency.StateDone, "TXN-CHG-ENQ"},
+			charge.Enquiry{State: charge.DebitNotFound}, nil, charge.Processed, 1, idempotency.StateDone, "TXN-CHG-ENQ"},
 		{"declined: FAILED without posting",
-			charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: "ACCOUNT_CLOSED"}}, nil, charge.DebitFailed, charge.DeadLetter, 0, idempotency.StateFailed, ""},
+			charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: "ACCOUNT_CLOSED"}}, nil, charge.DebitFailed, 0, idempotency.StateFailed, ""},
 		{"enquiry fails: not final, no post",
-			charge.Enquiry{}, &charge.BankError{Kind: charge.BankUnavailable, Status: 503}, charge.RetryLater, charge.Retry, 0, idempotency.StateInProgress, ""},
+			charge.Enquiry{}, &charge.BankError{Kind: charge.BankUnavailable, Status: 503}, charge.RetryLater, 0, idempotency.StateInProgress, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -334,7 +330,7 @@ func TestReclaimAsksTheBankBeforePostingAgain(t *testing.T) {
 			}
 			f.clock.Advance(lease)
 			res := svc.Process(t.Context(), c, nil)
-			wantOutcome(t, res, tt.want, tt.action)
+			wantOutcome(t, res, tt.want)
 			if enq.asked != 1 || f.ledger.callsFor(c.ID) != tt.wantCalls {
 				t.Fatalf("enquiries %d, debit calls %d; want 1 and %d", enq.asked, f.ledger.callsFor(c.ID), tt.wantCalls)
 			}
@@ -356,7 +352,7 @@ func TestFirstClaimDoesNotAskTheBank(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantOutcome(t, svc.Process(t.Context(), smsFee("CHG-NEW"), nil), charge.Processed, charge.Ack)
+	wantOutcome(t, svc.Process(t.Context(), smsFee("CHG-NEW"), nil), charge.Processed)
 	if enq.asked != 0 {
 		t.Fatalf("a first claim made %d status enquiries, want 0 (it costs a round trip for nothing)", enq.asked)
 	}
@@ -368,7 +364,7 @@ func TestTimedOutDebitIsRetryableNotFailed(t *testing.T) {
 	c := smsFee("CHG-TIMEOUT")
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
-	wantOutcome(t, f.svc.Process(ctx, c, nil), charge.RetryLater, charge.Retry)
+	wantOutcome(t, f.svc.Process(ctx, c, nil), charge.RetryLater)
 	if r := f.record(t, c.ID); r.State != idempotency.StateInProgress {
 		t.Fatalf("record state %s, want IN_PROGRESS", r.State)
 	}
@@ -379,7 +375,7 @@ func TestNotificationFailureKeepsTheDebitAndIsNotRetried(t *testing.T) {
 	f.notes.err = errors.New("sms gateway down")
 	c := smsFee("CHG-NONOTE")
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.Processed, charge.Ack)
+	wantOutcome(t, res, charge.Processed)
 	if res.Status != charge.DebitedNotificationFailed {
 		t.Fatalf("status = %s, want DEBITED_NOTIFICATION_FAILED", res.Status)
 	}
@@ -388,7 +384,7 @@ func TestNotificationFailureKeepsTheDebitAndIsNotRetried(t *testing.T) {
 		t.Fatalf("record = %+v", r)
 	}
 	f.notes.err = nil
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateDone, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateDone)
 	if f.ledger.callsFor(c.ID) != 1 || f.ledger.posted(c.ID) != 1 {
 		t.Fatalf("debit calls %d entries %d; want exactly 1 and 1 (neither retried nor reversed)",
 			f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
@@ -410,12 +406,12 @@ func TestStaleWorkerIsFencedAndDoesNotAck(t *testing.T) {
 	f.ledger.gate = nil // worker B's debit answers at once
 	f.ledger.mu.Unlock()
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.Processed, charge.Ack)
+	wantOutcome(t, res, charge.Processed)
 	owner := f.record(t, c.ID)
 
 	close(gate) // A's debit returns (core banking replays the same result)
 	res = <-stale
-	wantOutcome(t, res, charge.LeaseLost, charge.Retry)
+	wantOutcome(t, res, charge.LeaseLost)
 	if !errors.Is(res.Err, idempotency.ErrLeaseLost) {
 		t.Fatalf("stale err = %v", res.Err)
 	}
@@ -430,11 +426,11 @@ func TestStaleWorkerIsFencedAndDoesNotAck(t *testing.T) {
 func TestConflictingPayloadIsNeverDebited(t *testing.T) {
 	f := newFixture(t)
 	c := smsFee("CHG-REUSED")
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
 	other := c
 	other.Amount.Minor = 250000 // same id, a hundred times the amount
 	res := f.svc.Process(t.Context(), other, nil)
-	wantOutcome(t, res, charge.Conflict, charge.DeadLetter)
+	wantOutcome(t, res, charge.Conflict)
 	if res.Reason == "" {
 		t.Fatal("a conflict needs a reason for the DLQ")
 	}
@@ -447,7 +443,7 @@ func TestConflictingPayloadIsNeverDebited(t *testing.T) {
 		t.Fatal(err)
 	}
 	f2.clock.Advance(2 * lease)
-	wantOutcome(t, f2.svc.Process(t.Context(), other, nil), charge.Conflict, charge.DeadLetter)
+	wantOutcome(t, f2.svc.Process(t.Context(), other, nil), charge.Conflict)
 	if f2.ledger.total() != 0 {
 		t.Fatal("conflicting payload debited after the first claim's lease expired")
 	}
@@ -485,18 +481,18 @@ func TestStoreUnavailableMeansNoDebitNoAck(t *testing.T) {
 	f.store.failClaims = 1
 	c := smsFee("CHG-NOSTORE")
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	wantOutcome(t, res, charge.RetryLater)
 	if !errors.Is(res.Err, idempotency.ErrUnavailable) || f.ledger.callsFor(c.ID) != 0 {
 		t.Fatalf("err %v, debit calls %d; want ErrUnavailable and none", res.Err, f.ledger.callsFor(c.ID))
 	}
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
 }
 
 func TestRecordingDoneRetriesThroughABriefStoreOutage(t *testing.T) {
 	f := newFixture(t)
 	f.store.failFinishes = 2 // the third try succeeds
 	c := smsFee("CHG-BLIP")
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
 	if r := f.record(t, c.ID); r.State != idempotency.StateDone {
 		t.Fatalf("record = %+v", r)
 	}
@@ -507,10 +503,10 @@ func TestRecordingDoneGivesUpWithoutAckingWhenTheStoreStaysDown(t *testing.T) {
 	f.store.failFinishes = 100
 	c := smsFee("CHG-DOWN")
 	res := f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.RetryLater, charge.Retry)
+	wantOutcome(t, res, charge.RetryLater)
 	f.store.failFinishes = 0
 	f.clock.Advance(lease)
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed, charge.Ack)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
 	if f.ledger.posted(c.ID) != 1 || f.ledger.callsFor(c.ID) != 2 {
 		t.Fatalf("entries %d calls %d; want 1 entry from 2 calls", f.ledger.posted(c.ID), f.ledger.callsFor(c.ID))
 	}
@@ -536,9 +532,9 @@ func TestHeartbeatExtendsTheLeaseDuringASlowDebit(t *testing.T) {
 	if r := f.record(t, c.ID); !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
 		t.Fatalf("LeaseUntil = %v, want %v", r.LeaseUntil, f.clock.Now().Add(lease))
 	}
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress, charge.Retry)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
 	close(f.ledger.gate)
-	wantOutcome(t, <-done, charge.Processed, charge.Ack)
+	wantOutcome(t, <-done, charge.Processed)
 	if errs := hb.fire(t.Context()); len(errs) != 0 {
 		t.Fatalf("beat still registered after Process returned")
 	}
@@ -569,9 +565,9 @@ func TestHeartbeatKeepsBeatingThroughATransientExtendError(t *testing.T) {
 	}
 	// Past the original lease: nobody may reclaim.
 	f.clock.Advance(lease / 2)
-	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress, charge.Retry)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
 	close(f.ledger.gate)
-	wantOutcome(t, <-done, charge.Processed, charge.Ack)
+	wantOutcome(t, <-done, charge.Processed)
 	if f.ledger.callsFor(c.ID) != 1 || f.ledger.posted(c.ID) != 1 {
 		t.Fatalf("debit calls %d, entries %d; want one debit", f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
 	}
@@ -597,7 +593,7 @@ func TestLostLeaseCancelsTheWork(t *testing.T) {
 	}
 	select {
 	case res := <-done:
-		wantOutcome(t, res, charge.LeaseLost, charge.Retry)
+		wantOutcome(t, res, charge.LeaseLost)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the debit was not cancelled when the lease was lost")
 	}
@@ -624,7 +620,7 @@ func TestHangingNotifierTimesOutAsANotificationFailure(t *testing.T) {
 	}
 	c := smsFee("CHG-HANG")
 	res := svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.Processed, charge.Ack)
+	wantOutcome(t, res, charge.Processed)
 	if res.Status != charge.DebitedNotificationFailed {
 		t.Fatalf("status = %s, want %s", res.Status, charge.DebitedNotificationFailed)
 	}

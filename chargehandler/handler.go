@@ -11,6 +11,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // Options configure a Handler.
@@ -24,7 +25,7 @@ type Options struct {
 	// after the lease could have expired. Default 1s.
 	InProgressMargin time.Duration
 	// OnResult, when set, is called with every result (metrics, tests).
-	OnResult func(m consumer.Message, c charge.Charge, r charge.Result)
+	OnResult func(m queue.Message, c charge.Charge, r charge.Result)
 }
 
 // Handler implements consumer.Handler for ChargeDueEvent messages.
@@ -66,17 +67,46 @@ func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Dec
 	return dec
 }
 
-// Decide maps a charge result to the runtime's decision. A dead-letter
-// reason starts with the outcome's name ("conflict: ...") so that tools can
-// filter the DLQ by it.
+// Actions is the design's outcome → ack table, the only one: what the
+// runtime does with a message for each outcome. An outcome missing here is
+// retried (never acked).
+var Actions = map[charge.Outcome]consumer.Action{
+	charge.Processed:           consumer.Ack,        // debited and recorded DONE
+	charge.DuplicateDone:       consumer.Ack,        // an earlier delivery did it
+	charge.DebitFailed:         consumer.DeadLetter, // declined, recorded FAILED
+	charge.DuplicateFailed:     consumer.DeadLetter, // an earlier delivery recorded FAILED
+	charge.Conflict:            consumer.DeadLetter, // id reused with another payload: alert
+	charge.Invalid:             consumer.DeadLetter, // not a ChargeDueEvent: never debited
+	charge.RetryLater:          consumer.Retry,      // transient: nothing final recorded
+	charge.DuplicateInProgress: consumer.Retry,      // another delivery holds the lease
+	charge.LeaseLost:           consumer.Retry,      // the new owner finishes
+}
+
+// Code is the reason code a message carries to the DLQ (or logs, on a
+// retry) for an outcome: its name ("invalid", "conflict", "debit_failed",
+// "duplicate_failed" on the DLQ).
+func Code(o charge.Outcome) queue.Code { return queue.Code(o.String()) }
+
+// HoldBack are the DLQ codes a redrive moves only when forced: a charge id
+// reused with another payload needs a person, not a retry.
+var HoldBack = []queue.Code{Code(charge.Conflict)}
+
+// Decide maps a charge result to the runtime's decision, by Actions. The
+// reason carries the outcome's code, so that metrics and redrive read a
+// field, not text.
 func Decide(res charge.Result, inProgressMargin time.Duration) consumer.Decision {
-	switch res.Outcome.Action() {
-	case charge.Ack:
-		return consumer.Decision{Action: consumer.Ack}
-	case charge.DeadLetter:
-		return consumer.Decision{Action: consumer.DeadLetter, Reason: res.Outcome.String() + ": " + res.Reason}
+	action, ok := Actions[res.Outcome]
+	if !ok {
+		action = consumer.Retry
 	}
-	dec := consumer.Decision{Action: consumer.Retry, Reason: res.Outcome.String() + ": " + res.Reason}
+	reason := queue.Reason{Code: Code(res.Outcome), Detail: res.Reason}
+	switch action {
+	case consumer.Ack:
+		return consumer.Decision{Action: consumer.Ack}
+	case consumer.DeadLetter:
+		return consumer.Decision{Action: consumer.DeadLetter, Reason: reason}
+	}
+	dec := consumer.Decision{Action: consumer.Retry, Reason: reason}
 	if res.Outcome == charge.DuplicateInProgress || res.RetryAfter > 0 {
 		// Come back just after the lease could have passed: a live claim
 		// (ours, kept after an answer that may have posted, or another
@@ -86,7 +116,7 @@ func Decide(res charge.Result, inProgressMargin time.Duration) consumer.Decision
 	return dec
 }
 
-func (h *Handler) log(ctx context.Context, m consumer.Message, c charge.Charge, res charge.Result, dec consumer.Decision, took time.Duration) {
+func (h *Handler) log(ctx context.Context, m queue.Message, c charge.Charge, res charge.Result, dec consumer.Decision, took time.Duration) {
 	level, msg := describe(res.Outcome)
 	if res.Alert {
 		level = slog.LevelError

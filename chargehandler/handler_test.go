@@ -18,6 +18,7 @@ import (
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -64,7 +65,7 @@ func newPipeline(t *testing.T, cfg config) *pipeline {
 		t.Fatal(err)
 	}
 	p.h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet, InProgressMargin: 10 * time.Millisecond,
-		OnResult: func(_ consumer.Message, _ charge.Charge, r charge.Result) {
+		OnResult: func(_ queue.Message, _ charge.Charge, r charge.Result) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			p.outcomes[r.Outcome]++
@@ -118,9 +119,9 @@ func (p *pipeline) send(t *testing.T, c charge.Charge, copies int) {
 func waitDrained(t *testing.T, p *pipeline) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
-	for p.q.Depth() != 0 {
+	for p.q.Len() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("queue not drained: depth %d, outcomes %v", p.q.Depth(), p.outcomes)
+			t.Fatalf("queue not drained: depth %d, outcomes %v", p.q.Len(), p.outcomes)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -188,7 +189,7 @@ func TestMalformedAndDeclinedGoToTheDLQWithAReasonAndAreNeverDebited(t *testing.
 	}
 	reasons := map[string]bool{}
 	for _, m := range p.dlq.Messages() {
-		reasons[m.Attributes[memqueue.ReasonAttribute]] = true
+		reasons[queue.ReasonFromAttributes(m.Attributes).String()] = true
 	}
 	var want = []string{"invalid: invalid charge event: amount.minor", "invalid: invalid charge event: not a ChargeDueEvent", "debit_failed: debit declined: ACCOUNT_CLOSED"}
 	for _, prefix := range want {
@@ -221,7 +222,7 @@ func TestConflictingPayloadIsDeadLetteredNotDebited(t *testing.T) {
 		t.Fatalf("ledger = %+v, want the first amount only", e)
 	}
 	d := p.dlq.Messages()
-	if len(d) != 1 || !strings.HasPrefix(d[0].Attributes[memqueue.ReasonAttribute], "conflict: ") {
+	if len(d) != 1 || queue.ReasonFromAttributes(d[0].Attributes).Code != "conflict" {
 		t.Fatalf("DLQ = %+v", d)
 	}
 }

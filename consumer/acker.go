@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // acker batches deletes: it sends a batch when AckBatchSize acks are
@@ -62,7 +64,7 @@ func (a *acker) send(work context.Context, batch []Message) {
 	msgs := append([]Message(nil), batch...)
 	err := a.r.src.Ack(ctx, msgs)
 	failed := 0
-	var be *BatchError
+	var be *queue.BatchError
 	switch {
 	case err == nil:
 	case errors.As(err, &be):

@@ -29,7 +29,7 @@ func BenchmarkRuntimeNoOpHandler(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	go func() { _ = rt.Run(ctx); close(done) }()
-	for q.Depth() > 0 {
+	for q.Len() > 0 {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()

@@ -9,10 +9,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // MaxVisibility is SQS's ceiling on a visibility timeout.
-const MaxVisibility = 12 * time.Hour
+const MaxVisibility = queue.MaxVisibility
 
 // Options configure a Runtime. Zero fields take the documented defaults.
 type Options struct {
@@ -320,7 +322,7 @@ func (r *Runtime) handle(work context.Context, m Message, acks *acker) {
 		cancel()
 		if err != nil {
 			r.opts.Logger.Error("dead-letter failed; the message stays on the queue and will be redelivered",
-				"message_id", m.ID, "reason", dec.Reason, "error", err)
+				"message_id", m.ID, "reason", dec.Reason.String(), "error", err)
 		} else {
 			r.stats.deadLettered.Add(1)
 		}
@@ -328,7 +330,7 @@ func (r *Runtime) handle(work context.Context, m Message, acks *acker) {
 		if dec.Action != Retry {
 			r.opts.Logger.Error("handler returned an unknown action; leaving the message for redelivery",
 				"message_id", m.ID, "action", dec.Action)
-			dec = Decision{Action: Retry, Reason: "unknown action"}
+			dec = Decision{Action: Retry, Reason: queue.Reason{Code: "unknown_action"}}
 		}
 		delay := dec.RetryAfter
 		if delay <= 0 {
@@ -354,7 +356,7 @@ func (r *Runtime) safeHandle(ctx context.Context, d *Delivery) (dec Decision) {
 			r.stats.panics.Add(1)
 			r.opts.Logger.Error("handler panicked; leaving the message for redelivery",
 				"message_id", d.ID, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			dec = Decision{Action: Retry, Reason: fmt.Sprintf("handler panic: %v", p)}
+			dec = Decision{Action: Retry, Reason: queue.Reason{Code: "handler_panic", Detail: fmt.Sprint(p)}}
 		}
 	}()
 	return r.h.Handle(ctx, d)

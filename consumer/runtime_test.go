@@ -12,6 +12,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/memqueue"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -71,7 +72,7 @@ func TestAcksAreBatchedAndEveryMessageDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	c := q.Counts()
 	if c.AckedMessages != 95 || rt.Stats().Acked != 95 {
@@ -102,7 +103,7 @@ func TestConcurrencyIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if p := peak.Load(); p > 4 || p < 2 {
 		t.Fatalf("peak concurrency %d, want 2..4", p)
@@ -127,7 +128,7 @@ func TestRetryLeavesTheMessageForRedelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()
@@ -152,21 +153,21 @@ func TestDeadLetterForwardsWithReasonAndDeletes(t *testing.T) {
 	q, dlq := newQueue(time.Minute)
 	send(t, q, 3)
 	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
-		return consumer.Decision{Action: consumer.DeadLetter, Reason: "invalid: " + string(d.Body)}
+		return consumer.Decision{Action: consumer.DeadLetter, Reason: queue.Reason{Code: "invalid", Detail: string(d.Body)}}
 	}), consumer.Options{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	msgs := dlq.Messages()
 	if len(msgs) != 3 {
 		t.Fatalf("DLQ holds %d, want 3", len(msgs))
 	}
 	for _, m := range msgs {
-		if m.Attributes[memqueue.ReasonAttribute] != "invalid: "+string(m.Body) {
-			t.Fatalf("DLQ message %q has reason %q", m.Body, m.Attributes[memqueue.ReasonAttribute])
+		if r := queue.ReasonFromAttributes(m.Attributes); r.Code != "invalid" || r.Detail != string(m.Body) {
+			t.Fatalf("DLQ message %q has reason %+v", m.Body, r)
 		}
 	}
 }
@@ -185,7 +186,7 @@ func TestPanicIsRetriedNotAcked(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if s := rt.Stats(); s.Panics != 1 || s.Acked != 1 || calls.Load() != 2 {
 		t.Fatalf("stats %+v, calls %d", s, calls.Load())
@@ -210,7 +211,7 @@ func TestHeartbeatKeepsASlowMessageInvisibleAndRunsBeats(t *testing.T) {
 	stop := start(t, rt)
 	time.Sleep(2500 * time.Millisecond) // two and a half visibility timeouts
 	close(release)
-	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if handled.Load() != 1 {
 		t.Fatalf("handled %d times: the heartbeat did not keep the message invisible", handled.Load())
@@ -240,8 +241,8 @@ func TestGracefulShutdownFinishesInFlightWork(t *testing.T) {
 		<-entered
 	}
 	stop() // all eight are mid-flight
-	if q.Depth() != 0 || rt.Stats().Acked != 8 {
-		t.Fatalf("after shutdown: depth %d, acked %d; in-flight work should have finished and been acked", q.Depth(), rt.Stats().Acked)
+	if q.Len() != 0 || rt.Stats().Acked != 8 {
+		t.Fatalf("after shutdown: depth %d, acked %d; in-flight work should have finished and been acked", q.Len(), rt.Stats().Acked)
 	}
 }
 
@@ -264,7 +265,7 @@ func TestShutdownDeadlineNeverAcksUnfinishedWork(t *testing.T) {
 			return consumer.Decision{Action: consumer.Ack}
 		}
 		<-ctx.Done() // slow ones outlive the shutdown deadline
-		return consumer.Decision{Action: consumer.Retry, Reason: "cancelled"}
+		return consumer.Decision{Action: consumer.Retry, Reason: queue.Reason{Code: "cancelled"}}
 	}), consumer.Options{Concurrency: 10, BatchSize: 10, ShutdownTimeout: 100 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +337,7 @@ func TestASlowMessageDoesNotStopOthersBeingReceived(t *testing.T) {
 		t.Fatal("a free slot was not used while another message was in flight")
 	}
 	close(release)
-	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 }
 
@@ -387,8 +388,8 @@ func TestClosedGateReceivesNothingAndReceiveCountsStayPut(t *testing.T) {
 	}
 	stop := start(t, rt)
 	time.Sleep(300 * time.Millisecond) // many receive opportunities
-	if n := handled.Load(); n != 0 || q.Depth() != 5 {
-		t.Fatalf("handled %d, queue %d while the gate was shut; want 0 and 5", n, q.Depth())
+	if n := handled.Load(); n != 0 || q.Len() != 5 {
+		t.Fatalf("handled %d, queue %d while the gate was shut; want 0 and 5", n, q.Len())
 	}
 	for _, m := range q.Messages() {
 		if m.ReceiveCount != 0 {
@@ -396,7 +397,7 @@ func TestClosedGateReceivesNothingAndReceiveCountsStayPut(t *testing.T) {
 		}
 	}
 	g.Open()
-	waitFor(t, "queue drained", func() bool { return q.Depth() == 0 })
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if handled.Load() != 5 {
 		t.Fatalf("handled %d, want 5", handled.Load())

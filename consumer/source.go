@@ -9,57 +9,27 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // Message is one delivery of a queue message.
-type Message struct {
-	// ID is the transport's message id. It is the same across redeliveries
-	// of one send and differs between sends: never a business key.
-	ID string
-	// Body is the payload as sent.
-	Body []byte
-	// Attributes are the message attributes (string-valued).
-	Attributes map[string]string
-	// ReceiveCount is how many times the message has been received,
-	// including this time (1 on first delivery).
-	ReceiveCount int
-	// Receipt identifies this delivery for Ack, ChangeVisibility and
-	// DeadLetter (an SQS receipt handle).
-	Receipt string
-	// SentAt is when the message was first sent, if the source knows.
-	SentAt time.Time
-}
+type Message = queue.Message
 
-// Source is a queue the runtime consumes: SQS, the embedded queue, or the
-// in-memory one used in tests.
+// Source is the part of a queue.Queue the runtime consumes.
 type Source interface {
 	// Receive returns up to max messages, waiting (long polling) for a
 	// while if none is ready; it may return none. Each message returned is
 	// invisible to other receivers for the queue's visibility timeout.
 	Receive(ctx context.Context, max int) ([]Message, error)
 	// Ack deletes messages whose effect is recorded (at most 10 at a time).
-	// A *BatchError reports the ones that failed.
+	// A *queue.BatchError reports the ones that failed.
 	Ack(ctx context.Context, msgs []Message) error
 	// ChangeVisibility makes m visible again after d (0: at once).
 	ChangeVisibility(ctx context.Context, m Message, d time.Duration) error
 	// DeadLetter sends m's body and attributes plus the reason to the
 	// dead-letter queue, then deletes m from this queue.
-	DeadLetter(ctx context.Context, m Message, reason string) error
-}
-
-// BatchError reports the messages of a batch call that failed, by ID.
-type BatchError struct {
-	Failed map[string]error
-}
-
-func (e *BatchError) Error() string {
-	for id, err := range e.Failed {
-		if len(e.Failed) == 1 {
-			return fmt.Sprintf("batch: message %s: %v", id, err)
-		}
-		return fmt.Sprintf("batch: %d messages failed, e.g. %s: %v", len(e.Failed), id, err)
-	}
-	return "batch: no failures"
+	DeadLetter(ctx context.Context, m Message, r queue.Reason) error
 }
 
 // Action is what the runtime does with a handled message.
@@ -90,8 +60,10 @@ func (a Action) String() string {
 
 // Decision is a Handler's verdict on one message.
 type Decision struct {
-	Action     Action
-	Reason     string
+	Action Action
+	// Reason says why a message is dead-lettered (its code becomes the
+	// DLQ's reason-code attribute) or retried (logged).
+	Reason     queue.Reason
 	RetryAfter time.Duration
 }
 

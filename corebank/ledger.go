@@ -218,7 +218,9 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 	defer l.mu.Unlock()
 	if p, ok := l.byKey[req.IdempotencyKey]; ok {
 		if p.req != req {
-			return charge.DebitReceipt{}, false, charge.Permanent(ErrKeyReuse)
+			// What a bank answers (422 IDEMPOTENCY_KEY_REUSED): a rejection of
+			// our request, never a decline of the charge; nothing is final.
+			return charge.DebitReceipt{}, false, &charge.BankError{Kind: charge.BankRejected, Status: 422, Code: "IDEMPOTENCY_KEY_REUSED", Err: ErrKeyReuse}
 		}
 		if p.err != nil {
 			return charge.DebitReceipt{}, true, p.err

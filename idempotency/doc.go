@@ -5,7 +5,7 @@
 // id). A worker claims the key with one atomic conditional write that succeeds
 // only when the key is absent (or past its retention) or is IN_PROGRESS with
 // an expired lease. The claim carries a fresh random fencing token; every later
-// write by the claimant (Complete, Fail, Extend, Release) is conditional on
+// write by the claimant (Complete, Fail, Extend, Yield) is conditional on
 // state = IN_PROGRESS and that token, so a worker whose lease expired and was
 // reclaimed by someone else gets ErrLeaseLost and must neither ack nor
 // overwrite. A payload fingerprint is stored at claim time: the same key with a

@@ -247,16 +247,6 @@ func (g *Guard) Extend(ctx context.Context, l Lease) (Lease, error) {
 	return l, nil
 }
 
-// Release gives the key up without a result so that the next delivery can
-// claim it at once (for work that did not start, such as a transient failure
-// before any side effect). ErrLeaseLost means it was not ours any more.
-func (g *Guard) Release(ctx context.Context, l Lease) error {
-	if l.Key == "" || l.Token == "" {
-		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
-	}
-	return g.store.Release(ctx, l.Key, l.Token)
-}
-
 // Reopen turns the FAILED record of key back into one the next delivery
 // claims at once (see Store.Reopen), for an operator who fixed the cause of
 // the failure. reason is kept in the record. It returns the reopened record;

@@ -38,10 +38,6 @@ type Store interface {
 	// condition and error as Finish.
 	Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error
 
-	// Release deletes an IN_PROGRESS record held by token, so that the key can
-	// be claimed again at once. Same condition and error as Finish.
-	Release(ctx context.Context, key, token string) error
-
 	// Reopen turns a FAILED record back into one the next delivery claims
 	// at once: state IN_PROGRESS under r.Token (a token nobody holds) with
 	// LeaseUntil r.LeaseUntil (already passed), Status and Detail moved to PrevStatus and

@@ -7,7 +7,6 @@ package memqueue
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,15 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/queue"
 )
-
-// ErrStaleReceipt: the receipt is not the message's latest delivery (or the
-// message is gone).
-var ErrStaleReceipt = errors.New("memqueue: receipt is stale or the message is gone")
-
-// ReasonAttribute is the attribute DeadLetter sets on the forwarded copy.
-const ReasonAttribute = "dlq-reason"
 
 // Options configure a Queue.
 type Options struct {
@@ -34,7 +26,8 @@ type Options struct {
 	// MaxReceiveCount moves a message to DLQ when a receive would exceed
 	// it (SQS's redrive policy). 0: never.
 	MaxReceiveCount int
-	// DLQ receives redriven and dead-lettered messages.
+	// DLQ receives redriven and dead-lettered messages. Default: a new
+	// in-memory queue (see Queue.DLQ).
 	DLQ *Queue
 	// Now is the clock for visibility. Default time.Now.
 	Now func() time.Time
@@ -59,12 +52,12 @@ type Counts struct {
 
 type entry struct {
 	seq       int
-	msg       consumer.Message
+	msg       queue.Message
 	visibleAt time.Time
 	deleted   bool
 }
 
-var _ consumer.Source = (*Queue)(nil)
+var _ queue.Queue = (*Queue)(nil)
 
 // New returns an empty queue.
 func New(opts Options) *Queue {
@@ -77,6 +70,10 @@ func New(opts Options) *Queue {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.DLQ == nil {
+		opts.DLQ = &Queue{opts: Options{VisibilityTimeout: opts.VisibilityTimeout, WaitTime: opts.WaitTime, Now: opts.Now},
+			msgs: map[string]*entry{}, wake: make(chan struct{})}
+	}
 	return &Queue{opts: opts, msgs: map[string]*entry{}, wake: make(chan struct{})}
 }
 
@@ -87,7 +84,7 @@ func (q *Queue) Send(_ context.Context, body []byte, attrs map[string]string) (s
 	q.counts.Sends++
 	q.seq++
 	id := fmt.Sprintf("mem-%08d", q.seq)
-	e := &entry{seq: q.seq, msg: consumer.Message{
+	e := &entry{seq: q.seq, msg: queue.Message{
 		ID: id, Body: append([]byte(nil), body...), Attributes: maps.Clone(attrs), SentAt: q.opts.Now(),
 	}}
 	q.msgs[id] = e
@@ -103,7 +100,7 @@ func (q *Queue) signal() {
 }
 
 // Receive implements consumer.Source.
-func (q *Queue) Receive(ctx context.Context, max int) ([]consumer.Message, error) {
+func (q *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 	if max < 1 || max > 10 {
 		return nil, fmt.Errorf("memqueue: receive of %d messages (1-10)", max)
 	}
@@ -132,7 +129,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]consumer.Message, error
 }
 
 // take delivers up to max visible messages, oldest first. Caller holds mu.
-func (q *Queue) take(max int) []consumer.Message {
+func (q *Queue) take(max int) []queue.Message {
 	now := q.opts.Now()
 	for q.head < len(q.order) && q.order[q.head].deleted {
 		q.head++
@@ -141,7 +138,7 @@ func (q *Queue) take(max int) []consumer.Message {
 		q.order = append([]*entry(nil), q.order[q.head:]...)
 		q.head = 0
 	}
-	var out []consumer.Message
+	var out []queue.Message
 	for _, e := range q.order[q.head:] {
 		if len(out) == max {
 			break
@@ -151,12 +148,9 @@ func (q *Queue) take(max int) []consumer.Message {
 		}
 		if q.opts.MaxReceiveCount > 0 && e.msg.ReceiveCount >= q.opts.MaxReceiveCount && q.opts.DLQ != nil {
 			q.remove(e)
-			attrs := maps.Clone(e.msg.Attributes)
-			if attrs == nil {
-				attrs = map[string]string{}
-			}
-			attrs[ReasonAttribute] = "max receive count " + strconv.Itoa(q.opts.MaxReceiveCount) + " exceeded"
-			_, _ = q.opts.DLQ.Send(context.Background(), e.msg.Body, attrs)
+			// Like SQS's redrive policy: the message moves as it is, without
+			// dead-letter attributes (it reads as queue.CodeMaxReceives).
+			_, _ = q.opts.DLQ.Send(context.Background(), e.msg.Body, queue.OriginalAttributes(e.msg.Attributes))
 			continue
 		}
 		e.msg.ReceiveCount++
@@ -177,16 +171,16 @@ func (q *Queue) remove(e *entry) {
 }
 
 // current returns the entry iff receipt is its latest delivery. Caller holds mu.
-func (q *Queue) current(m consumer.Message) (*entry, error) {
+func (q *Queue) current(m queue.Message) (*entry, error) {
 	e, ok := q.msgs[m.ID]
 	if !ok || e.msg.Receipt != m.Receipt || m.Receipt == "" {
-		return nil, ErrStaleReceipt
+		return nil, queue.ErrStaleReceipt
 	}
 	return e, nil
 }
 
 // Ack implements consumer.Source.
-func (q *Queue) Ack(_ context.Context, msgs []consumer.Message) error {
+func (q *Queue) Ack(_ context.Context, msgs []queue.Message) error {
 	if len(msgs) > 10 {
 		return fmt.Errorf("memqueue: ack of %d messages (at most 10)", len(msgs))
 	}
@@ -203,13 +197,13 @@ func (q *Queue) Ack(_ context.Context, msgs []consumer.Message) error {
 		q.counts.AckedMessages++
 	}
 	if len(failed) > 0 {
-		return &consumer.BatchError{Failed: failed}
+		return &queue.BatchError{Failed: failed}
 	}
 	return nil
 }
 
 // ChangeVisibility implements consumer.Source.
-func (q *Queue) ChangeVisibility(_ context.Context, m consumer.Message, d time.Duration) error {
+func (q *Queue) ChangeVisibility(_ context.Context, m queue.Message, d time.Duration) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.counts.VisibilityChanges++
@@ -225,10 +219,7 @@ func (q *Queue) ChangeVisibility(_ context.Context, m consumer.Message, d time.D
 }
 
 // DeadLetter implements consumer.Source.
-func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason string) error {
-	if q.opts.DLQ == nil {
-		return errors.New("memqueue: no dead-letter queue configured")
-	}
+func (q *Queue) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason) error {
 	q.mu.Lock()
 	q.counts.DeadLetters++
 	_, err := q.current(m)
@@ -236,12 +227,7 @@ func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason strin
 	if err != nil {
 		return err
 	}
-	attrs := maps.Clone(m.Attributes)
-	if attrs == nil {
-		attrs = map[string]string{}
-	}
-	attrs[ReasonAttribute] = reason
-	if _, err := q.opts.DLQ.Send(ctx, m.Body, attrs); err != nil {
+	if _, err := q.opts.DLQ.Send(ctx, m.Body, queue.DeadLetterAttributes(m, r, 0)); err != nil {
 		return err
 	}
 	q.mu.Lock()
@@ -252,11 +238,68 @@ func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason strin
 	return nil
 }
 
-// Depth returns how many messages the queue holds (visible or not).
-func (q *Queue) Depth() int {
+// Len returns how many messages the queue holds (visible or not).
+func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.msgs)
+}
+
+// DLQ returns the dead-letter queue.
+func (q *Queue) DLQ() *Queue { return q.opts.DLQ }
+
+// Depth implements queue.Queue.
+func (q *Queue) Depth(context.Context) (queue.Depth, error) {
+	var d queue.Depth
+	q.mu.Lock()
+	now := q.opts.Now()
+	for _, e := range q.msgs {
+		if now.Before(e.visibleAt) {
+			d.InFlight++
+		} else {
+			d.Waiting++
+		}
+	}
+	q.mu.Unlock()
+	d.DLQ = q.opts.DLQ.Len()
+	return d, nil
+}
+
+// Ping implements queue.Queue: an in-memory queue is always there.
+func (q *Queue) Ping(context.Context) error { return nil }
+
+// SendBatch implements queue.Queue.
+func (q *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, error) {
+	for i, m := range msgs {
+		if _, err := q.Send(ctx, m.Body, m.Attributes); err != nil {
+			return i, err
+		}
+	}
+	return len(msgs), nil
+}
+
+// Redrive implements queue.Queue: oldest first, each entry moved (sent
+// back, deleted from the DLQ) under the DLQ's lock.
+func (q *Queue) Redrive(ctx context.Context, o queue.RedriveOptions) (queue.RedriveReport, error) {
+	rep := queue.RedriveReport{DryRun: o.DryRun}
+	d := q.opts.DLQ
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range slices.Clone(d.order[d.head:]) {
+		if e.deleted {
+			continue
+		}
+		entry := queue.DLQEntry{ID: e.msg.ID, Reason: queue.ReasonFromAttributes(e.msg.Attributes), At: e.msg.SentAt}
+		dec := o.Decide(entry, rep.Moved)
+		if dec == queue.Move && !o.DryRun {
+			if _, err := q.Send(ctx, e.msg.Body, queue.OriginalAttributes(e.msg.Attributes)); err != nil {
+				return rep, err
+			}
+			d.remove(e)
+		}
+		rep.Count(entry, dec)
+	}
+	return rep, nil
 }
 
 // Counts returns the calls made so far.
@@ -268,11 +311,11 @@ func (q *Queue) Counts() Counts {
 
 // Messages returns a copy of every message held, oldest first, with its
 // receive count (for assertions on a DLQ).
-func (q *Queue) Messages() []consumer.Message {
+func (q *Queue) Messages() []queue.Message {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	es := slices.DeleteFunc(slices.Clone(q.order[q.head:]), func(e *entry) bool { return e.deleted })
-	out := make([]consumer.Message, len(es))
+	out := make([]queue.Message, len(es))
 	for i, e := range es {
 		out[i] = e.msg
 		out[i].Attributes = maps.Clone(e.msg.Attributes)

@@ -128,20 +128,6 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now t
 	return nil
 }
 
-// Release implements idempotency.Store.
-func (s *Store) Release(ctx context.Context, key, token string) error {
-	if err := ctx.Err(); err != nil {
-		return idempotency.Unavailable("release", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, err := s.held(key, token); err != nil {
-		return err
-	}
-	delete(s.recs, key)
-	return nil
-}
-
 // Reopen implements idempotency.Store.
 func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
 	if err := ctx.Err(); err != nil {

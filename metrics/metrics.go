@@ -19,6 +19,7 @@ import (
 	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 const ns = "chargerecovery"
@@ -135,21 +136,20 @@ func (m *Metrics) Circuit(status func() circuit.Status) {
 }
 
 // OnDecision is the runtime hook (consumer.Options.OnDecision).
-func (m *Metrics) OnDecision(_ consumer.Message, d consumer.Decision, took time.Duration) {
+func (m *Metrics) OnDecision(_ queue.Message, d consumer.Decision, took time.Duration) {
 	m.processing.Observe(took.Seconds())
 	m.decisions.WithLabelValues(d.Action.String()).Inc()
 	if d.Action == consumer.DeadLetter {
-		m.deadLetters.WithLabelValues(ReasonCode(d.Reason)).Inc()
+		m.deadLetters.WithLabelValues(ReasonLabel(d.Reason.Code)).Inc()
 	}
 }
 
-// ReasonCode is the bounded label of a dead-letter reason: the outcome name
-// before the first colon ("conflict: ..." → "conflict").
-func ReasonCode(reason string) string {
-	code, _, _ := strings.Cut(reason, ":")
+// ReasonLabel is the bounded label of a dead-letter reason code: the
+// codes the charge handler dead-letters with, else "other".
+func ReasonLabel(code queue.Code) string {
 	switch code {
 	case "invalid", "conflict", "debit_failed", "duplicate_failed":
-		return code
+		return string(code)
 	}
 	return "other"
 }
@@ -179,15 +179,6 @@ func (s *store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 func (s *store) Finish(ctx context.Context, f idempotency.Finish) error {
 	defer s.observe("finish", time.Now())
 	err := s.Store.Finish(ctx, f)
-	if errors.Is(err, idempotency.ErrLeaseLost) {
-		s.m.leaseLost.Inc()
-	}
-	return err
-}
-
-func (s *store) Release(ctx context.Context, key, token string) error {
-	defer s.observe("release", time.Now())
-	err := s.Store.Release(ctx, key, token)
 	if errors.Is(err, idempotency.ErrLeaseLost) {
 		s.m.leaseLost.Inc()
 	}
@@ -274,24 +265,24 @@ type source struct {
 	m *Metrics
 }
 
-func (s *source) Receive(ctx context.Context, max int) ([]consumer.Message, error) {
+func (s *source) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 	s.m.queueCalls.WithLabelValues("receive").Inc()
 	msgs, err := s.Source.Receive(ctx, max)
 	s.m.received.Add(float64(len(msgs)))
 	return msgs, err
 }
 
-func (s *source) Ack(ctx context.Context, msgs []consumer.Message) error {
+func (s *source) Ack(ctx context.Context, msgs []queue.Message) error {
 	s.m.queueCalls.WithLabelValues("ack").Inc()
 	return s.Source.Ack(ctx, msgs)
 }
 
-func (s *source) ChangeVisibility(ctx context.Context, msg consumer.Message, d time.Duration) error {
+func (s *source) ChangeVisibility(ctx context.Context, msg queue.Message, d time.Duration) error {
 	s.m.queueCalls.WithLabelValues("change_visibility").Inc()
 	return s.Source.ChangeVisibility(ctx, msg, d)
 }
 
-func (s *source) DeadLetter(ctx context.Context, msg consumer.Message, reason string) error {
+func (s *source) DeadLetter(ctx context.Context, msg queue.Message, reason queue.Reason) error {
 	s.m.queueCalls.WithLabelValues("dead_letter").Inc()
 	return s.Source.DeadLetter(ctx, msg, reason)
 }
@@ -300,7 +291,7 @@ func (s *source) DeadLetter(ctx context.Context, msg consumer.Message, reason st
 type Counts struct {
 	Received      int64
 	ClaimOutcomes map[string]int64 // acquired, reclaimed, duplicate_done, ...
-	StoreCalls    map[string]int64 // claim, finish, extend, release
+	StoreCalls    map[string]int64 // claim, finish, extend, reopen
 	QueueCalls    map[string]int64 // receive, ack, change_visibility, dead_letter
 }
 

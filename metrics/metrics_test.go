@@ -11,16 +11,16 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/circuit"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
-func TestReasonCodeIsBounded(t *testing.T) {
-	for reason, want := range map[string]string{
-		"invalid: invalid charge event: chargeId": "invalid", "conflict: reused": "conflict",
-		"debit_failed: declined": "debit_failed", "duplicate_failed: x": "duplicate_failed",
-		"something new": "other", "": "other",
+func TestReasonLabelIsBounded(t *testing.T) {
+	for code, want := range map[queue.Code]string{
+		"invalid": "invalid", "conflict": "conflict", "debit_failed": "debit_failed", "duplicate_failed": "duplicate_failed",
+		"something new": "other", "": "other", "invalid: x": "other",
 	} {
-		if got := ReasonCode(reason); got != want {
-			t.Errorf("ReasonCode(%q) = %q, want %q", reason, got, want)
+		if got := ReasonLabel(code); got != want {
+			t.Errorf("ReasonLabel(%q) = %q, want %q", code, got, want)
 		}
 	}
 }

@@ -152,6 +152,8 @@ var migrations = []string{
 	 alter table idempotency_records add column reopen_reason text not null default '';
 	 alter table idempotency_records add column prev_status text not null default '';
 	 alter table idempotency_records add column prev_detail text not null default '';`,
+	// 2: message attributes on the queue (JSON object; null when none).
+	`alter table goqite add column attributes text;`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

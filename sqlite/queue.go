@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,13 +14,8 @@ import (
 
 	"maragu.dev/goqite"
 
-	"github.com/finedge/idempotent-consumer/consumer"
-	"github.com/finedge/idempotent-consumer/dlq"
+	"github.com/finedge/idempotent-consumer/queue"
 )
-
-// ErrStaleReceipt: the receipt is not the message's latest delivery, or the
-// message is gone.
-var ErrStaleReceipt = errors.New("sqlite: receipt is stale or the message is gone")
 
 // timeFormat is goqite's timestamp format (UTC, millisecond precision).
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
@@ -57,7 +51,7 @@ const (
 	DefaultDLQRetention = 14 * 24 * time.Hour
 )
 
-// Queue is a consumer.Source on goqite: a queue and its DLQ in the SQLite
+// Queue is a queue.Queue on goqite: a queue and its DLQ in the SQLite
 // file. A batch receive, a batch ack and a dead-letter forward are each one
 // transaction. Receipts are the message id plus its receive count, so a
 // stale delivery cannot ack, extend or dead-letter a newer one.
@@ -71,17 +65,29 @@ type Queue struct {
 	nextSweep time.Time
 }
 
-var _ consumer.Source = (*Queue)(nil)
+var _ queue.Queue = (*Queue)(nil)
 
 // DLQEntry is a dead-lettered message: the original body and attributes
 // plus why (the DLQ holds it as JSON).
 type DLQEntry struct {
-	Body         []byte            `json:"body"`
-	Attributes   map[string]string `json:"attributes,omitempty"`
-	Reason       string            `json:"reason"`
-	SourceID     string            `json:"sourceMessageId"`
-	ReceiveCount int               `json:"receiveCount"`
-	At           time.Time         `json:"at"`
+	Body       []byte            `json:"body"`
+	Attributes map[string]string `json:"attributes,omitempty"`
+	Code       queue.Code        `json:"code,omitempty"`
+	// Detail is the reason's text. Entries written before codes existed
+	// hold "code: detail" here and no Code (see Reason).
+	Detail       string    `json:"reason"`
+	SourceID     string    `json:"sourceMessageId"`
+	ReceiveCount int       `json:"receiveCount"`
+	At           time.Time `json:"at"`
+}
+
+// Reason is why the entry was dead-lettered.
+func (e DLQEntry) Reason() queue.Reason {
+	if e.Code == "" { // written by an older version: "code: detail"
+		code, detail, _ := strings.Cut(e.Detail, ": ")
+		return queue.Reason{Code: queue.Code(code), Detail: detail}
+	}
+	return queue.Reason{Code: e.Code, Detail: e.Detail}
 }
 
 // NewQueue returns the queue named in opts on db (from Open).
@@ -122,19 +128,56 @@ func NewQueue(db *DB, opts QueueOptions) (*Queue, error) {
 	}, nil
 }
 
-// Send enqueues body and returns the message id.
-func (q *Queue) Send(ctx context.Context, body []byte) (string, error) {
-	var id goqite.ID
-	err := q.db.write(ctx, func(tx *wtx) error {
+// Send implements queue.Queue.
+func (q *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) (string, error) {
+	var id string
+	err := q.db.write1(ctx, func(tx *wtx) error {
 		var err error
-		id, err = q.q.SendAndGetIDTx(ctx, tx.Tx, goqite.Message{Body: body})
+		id, err = q.insert(ctx, tx, q.opts.Name, body, attrs)
 		return err
 	})
 	if err != nil {
 		return "", fmt.Errorf("sqlite: send: %w", err)
 	}
-	return string(id), nil
+	return id, nil
 }
+
+const sendSQL = `insert into goqite (queue, body, attributes) values (?, ?, ?) returning id`
+
+// insert puts one message on the named queue (goqite's row, plus our
+// attributes column).
+func (q *Queue) insert(ctx context.Context, tx *wtx, name string, body []byte, attrs map[string]string) (string, error) {
+	var enc any // null without attributes
+	if len(attrs) > 0 {
+		b, err := json.Marshal(attrs)
+		if err != nil {
+			return "", err
+		}
+		enc = string(b)
+	}
+	var id string
+	err := tx.QueryRow(ctx, sendSQL, name, body, enc).Scan(&id)
+	return id, err
+}
+
+// SendBatch implements queue.Queue: one transaction for all of msgs.
+func (q *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, error) {
+	err := q.db.write(ctx, func(tx *wtx) error {
+		for _, m := range msgs {
+			if _, err := q.insert(ctx, tx, q.opts.Name, m.Body, m.Attributes); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: send batch: %w", err)
+	}
+	return len(msgs), nil
+}
+
+// Ping implements queue.Queue.
+func (q *Queue) Ping(ctx context.Context) error { return q.db.Ping(ctx) }
 
 func receipt(id string, received int) string { return id + "#" + strconv.Itoa(received) }
 
@@ -142,14 +185,14 @@ func parseReceipt(r string) (string, int, error) {
 	id, n, ok := strings.Cut(r, "#")
 	count, err := strconv.Atoi(n)
 	if !ok || err != nil || id == "" {
-		return "", 0, ErrStaleReceipt
+		return "", 0, queue.ErrStaleReceipt
 	}
 	return id, count, nil
 }
 
 // Receive implements consumer.Source: up to max messages in one
 // transaction, long polling up to WaitTime when none is ready.
-func (q *Queue) Receive(ctx context.Context, max int) ([]consumer.Message, error) {
+func (q *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 	if max < 1 || max > 10 {
 		return nil, fmt.Errorf("sqlite: receive of %d messages (1-10)", max)
 	}
@@ -172,7 +215,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]consumer.Message, error
 	}
 }
 
-func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, error) {
+func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, error) {
 	if err := q.sweep(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: redrive exhausted messages: %w", err)
 	}
@@ -180,7 +223,7 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, e
 	// goqite's ReceiveTx (oldest visible first, under the max receive
 	// count), for up to max messages at once, returning what the receipt
 	// and the runtime need.
-	var out []consumer.Message
+	var out []queue.Message
 	now := time.Now().UTC()
 	err := q.db.write1(ctx, func(tx *wtx) error {
 		out = out[:0]
@@ -191,10 +234,16 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]consumer.Message, e
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var m consumer.Message
+			var m queue.Message
 			var created string
-			if err := rows.Scan(&m.ID, &m.Body, &m.ReceiveCount, &created); err != nil {
+			var attrs sql.NullString
+			if err := rows.Scan(&m.ID, &m.Body, &m.ReceiveCount, &created, &attrs); err != nil {
 				return err
+			}
+			if attrs.Valid {
+				if err := json.Unmarshal([]byte(attrs.String), &m.Attributes); err != nil {
+					return fmt.Errorf("attributes of %s: %w", m.ID, err)
+				}
 			}
 			m.SentAt, _ = time.Parse(time.RFC3339Nano, created)
 			m.Receipt = receipt(m.ID, m.ReceiveCount)
@@ -215,7 +264,7 @@ where id in (
   where queue = ? and ? >= timeout and received < ?
   order by priority desc, created
   limit ?)
-returning id, body, received, created`
+returning id, body, received, created, attributes`
 
 // sweep moves messages that were received MaxReceiveCount times and are
 // visible again into the DLQ (goqite itself just stops handing them out),
@@ -253,16 +302,22 @@ func (q *Queue) sweep(ctx context.Context) error {
 		for _, id := range ids {
 			var body []byte
 			var received int
-			err := tx.QueryRow(ctx, `select body, received from goqite
-				where queue = ? and id = ? and received >= ? and timeout <= ?`, q.opts.Name, id, q.opts.MaxReceiveCount, now).Scan(&body, &received)
+			var attrs sql.NullString
+			err := tx.QueryRow(ctx, `select body, received, attributes from goqite
+				where queue = ? and id = ? and received >= ? and timeout <= ?`, q.opts.Name, id, q.opts.MaxReceiveCount, now).Scan(&body, &received, &attrs)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // acked or redriven meanwhile
 			}
 			if err != nil {
 				return err
 			}
-			reason := fmt.Sprintf("redrive: received %d times without being deleted (max receive count %d)", received, q.opts.MaxReceiveCount)
-			if err := q.forward(ctx, tx, consumer.Message{ID: id, Body: body, ReceiveCount: received}, reason); err != nil {
+			m := queue.Message{ID: id, Body: body, ReceiveCount: received}
+			if attrs.Valid {
+				_ = json.Unmarshal([]byte(attrs.String), &m.Attributes) // a bad column loses attributes, not the message
+			}
+			reason := queue.Reason{Code: queue.CodeMaxReceives,
+				Detail: fmt.Sprintf("received %d times without being deleted (max receive count %d)", received, q.opts.MaxReceiveCount)}
+			if err := q.forward(ctx, tx, m, reason); err != nil {
 				return err
 			}
 		}
@@ -271,7 +326,7 @@ func (q *Queue) sweep(ctx context.Context) error {
 }
 
 // current checks, inside tx, that m's receipt is its latest delivery.
-func (q *Queue) current(ctx context.Context, tx *wtx, m consumer.Message) error {
+func (q *Queue) current(ctx context.Context, tx *wtx, m queue.Message) error {
 	id, count, err := parseReceipt(m.Receipt)
 	if err != nil {
 		return err
@@ -279,7 +334,7 @@ func (q *Queue) current(ctx context.Context, tx *wtx, m consumer.Message) error 
 	var received int
 	err = tx.QueryRow(ctx, `select received from goqite where queue = ? and id = ?`, q.opts.Name, id).Scan(&received)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && received != count) {
-		return ErrStaleReceipt
+		return queue.ErrStaleReceipt
 	}
 	return err
 }
@@ -287,7 +342,7 @@ func (q *Queue) current(ctx context.Context, tx *wtx, m consumer.Message) error 
 // Ack implements consumer.Source: one transaction for the batch, one
 // statement per message that deletes it only if the receipt is its latest
 // delivery.
-func (q *Queue) Ack(ctx context.Context, msgs []consumer.Message) error {
+func (q *Queue) Ack(ctx context.Context, msgs []queue.Message) error {
 	if len(msgs) > 10 {
 		return fmt.Errorf("sqlite: ack of %d messages (at most 10)", len(msgs))
 	}
@@ -307,7 +362,7 @@ func (q *Queue) Ack(ctx context.Context, msgs []consumer.Message) error {
 			if n, err := res.RowsAffected(); err != nil {
 				return err
 			} else if n == 0 {
-				failed[m.ID] = ErrStaleReceipt
+				failed[m.ID] = queue.ErrStaleReceipt
 			}
 		}
 		return nil
@@ -316,13 +371,13 @@ func (q *Queue) Ack(ctx context.Context, msgs []consumer.Message) error {
 		return fmt.Errorf("sqlite: ack: %w", err)
 	}
 	if len(failed) > 0 {
-		return &consumer.BatchError{Failed: failed}
+		return &queue.BatchError{Failed: failed}
 	}
 	return nil
 }
 
 // ChangeVisibility implements consumer.Source.
-func (q *Queue) ChangeVisibility(ctx context.Context, m consumer.Message, d time.Duration) error {
+func (q *Queue) ChangeVisibility(ctx context.Context, m queue.Message, d time.Duration) error {
 	return q.db.write(ctx, func(tx *wtx) error {
 		if err := q.current(ctx, tx, m); err != nil {
 			return err
@@ -333,7 +388,7 @@ func (q *Queue) ChangeVisibility(ctx context.Context, m consumer.Message, d time
 
 // DeadLetter implements consumer.Source: the forward and the delete are one
 // transaction, so a message is never both in the DLQ and on the queue.
-func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason string) error {
+func (q *Queue) DeadLetter(ctx context.Context, m queue.Message, reason queue.Reason) error {
 	return q.db.write(ctx, func(tx *wtx) error {
 		if err := q.current(ctx, tx, m); err != nil {
 			return err
@@ -342,9 +397,10 @@ func (q *Queue) DeadLetter(ctx context.Context, m consumer.Message, reason strin
 	})
 }
 
-func (q *Queue) forward(ctx context.Context, tx *wtx, m consumer.Message, reason string) error {
+func (q *Queue) forward(ctx context.Context, tx *wtx, m queue.Message, reason queue.Reason) error {
 	entry, err := json.Marshal(DLQEntry{
-		Body: m.Body, Attributes: maps.Clone(m.Attributes), Reason: reason, SourceID: m.ID,
+		Body: m.Body, Attributes: queue.OriginalAttributes(m.Attributes), Code: reason.Code,
+		Detail: queue.Truncate(reason.Detail, queue.MaxDetailBytes), SourceID: m.ID,
 		ReceiveCount: m.ReceiveCount, At: time.Now().UTC(),
 	})
 	if err != nil {
@@ -396,15 +452,18 @@ func (q *Queue) Expired(ctx context.Context, now time.Time) (main, dlq int, err 
 	return main, dlq, nil
 }
 
-// Depth counts the messages on the queue and on its DLQ.
-func (q *Queue) Depth(ctx context.Context) (main, dlq int, err error) {
-	err = q.db.sql.QueryRowContext(ctx, `select
-		coalesce(sum(queue = ?), 0), coalesce(sum(queue = ?), 0) from goqite where queue in (?, ?)`,
-		q.opts.Name, q.opts.Name+"-dlq", q.opts.Name, q.opts.Name+"-dlq").Scan(&main, &dlq)
+// Depth implements queue.Queue.
+func (q *Queue) Depth(ctx context.Context) (queue.Depth, error) {
+	var d queue.Depth
+	now := time.Now().UTC().Format(timeFormat)
+	err := q.db.sql.QueryRowContext(ctx, `select
+		coalesce(sum(queue = ? and timeout <= ?), 0), coalesce(sum(queue = ? and timeout > ?), 0), coalesce(sum(queue = ?), 0)
+		from goqite where queue in (?, ?)`,
+		q.opts.Name, now, q.opts.Name, now, q.opts.Name+"-dlq", q.opts.Name, q.opts.Name+"-dlq").Scan(&d.Waiting, &d.InFlight, &d.DLQ)
 	if err != nil {
-		return 0, 0, fmt.Errorf("sqlite: depth: %w", err)
+		return d, fmt.Errorf("sqlite: depth: %w", err)
 	}
-	return main, dlq, nil
+	return d, nil
 }
 
 // DLQEntries returns up to limit dead-lettered entries, oldest first, with
@@ -435,18 +494,19 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 
 // Redrive moves DLQ entries back to the queue (oldest first) as opts
 // decides; each move (send + delete) is one transaction.
-func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, error) {
-	rep := dlq.Report{DryRun: opts.DryRun}
+func (q *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.RedriveReport, error) {
+	rep := queue.RedriveReport{DryRun: opts.DryRun}
 	entries, order, err := q.DLQEntries(ctx, 1<<30)
 	if err != nil {
 		return rep, err
 	}
 	for _, id := range order {
 		e := entries[id]
-		d := opts.Decide(dlq.Entry{ID: id, Reason: e.Reason, At: e.At}, rep.Moved)
-		if d == dlq.Move && !opts.DryRun {
+		entry := queue.DLQEntry{ID: id, Reason: e.Reason(), At: e.At}
+		d := opts.Decide(entry, rep.Moved)
+		if d == queue.Move && !opts.DryRun {
 			err := q.db.write(ctx, func(tx *wtx) error {
-				if err := q.q.SendTx(ctx, tx.Tx, goqite.Message{Body: e.Body}); err != nil {
+				if _, err := q.insert(ctx, tx, q.opts.Name, e.Body, queue.OriginalAttributes(e.Attributes)); err != nil {
 					return err
 				}
 				return q.dlq.DeleteTx(ctx, tx.Tx, goqite.ID(id))
@@ -455,19 +515,7 @@ func (q *Queue) Redrive(ctx context.Context, opts dlq.Options) (dlq.Report, erro
 				return rep, fmt.Errorf("sqlite: redrive %s: %w", id, err)
 			}
 		}
-		rep.Count(dlq.Entry{ID: id, Reason: e.Reason, At: e.At}, d)
+		rep.Count(entry, d)
 	}
 	return rep, nil
-}
-
-// SendBatch enqueues bodies in one transaction (bulk loads, benchmarks).
-func (q *Queue) SendBatch(ctx context.Context, bodies [][]byte) error {
-	return q.db.write(ctx, func(tx *wtx) error {
-		for _, b := range bodies {
-			if err := q.q.SendTx(ctx, tx.Tx, goqite.Message{Body: b}); err != nil {
-				return fmt.Errorf("sqlite: send batch: %w", err)
-			}
-		}
-		return nil
-	})
 }

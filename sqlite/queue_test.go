@@ -2,14 +2,14 @@ package sqlite_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/queue/queuetest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -36,119 +36,30 @@ func openQueue(t *testing.T, path string, opts sqlite.QueueOptions) *sqlite.Queu
 func sendN(t *testing.T, q *sqlite.Queue, n int) {
 	t.Helper()
 	for i := range n {
-		if _, err := q.Send(t.Context(), fmt.Appendf(nil, "m%d", i)); err != nil {
+		if _, err := q.Send(t.Context(), fmt.Appendf(nil, "m%d", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-func depth(t *testing.T, q *sqlite.Queue) (int, int) {
-	t.Helper()
-	m, d, err := q.Depth(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, d
+// The embedded queue passes the queue conformance suite.
+func TestQueueConformance(t *testing.T) {
+	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, o queuetest.Options) queue.Queue {
+		return openQueue(t, "", sqlite.QueueOptions{VisibilityTimeout: o.Visibility, MaxReceiveCount: o.MaxReceiveCount,
+			SweepInterval: 10 * time.Millisecond})
+	}})
 }
 
-func TestReceiveIsBatchedOldestFirstAndAckDeletes(t *testing.T) {
-	q := openQueue(t, "", sqlite.QueueOptions{})
-	sendN(t, q, 12)
-	msgs, err := q.Receive(t.Context(), 10)
-	if err != nil {
-		t.Fatal(err)
+// The embedded queue keeps the reason code of an entry written before
+// codes were a field of their own ("code: detail" in the reason).
+func TestDLQEntryWrittenBeforeCodesReadsItsCode(t *testing.T) {
+	e := sqlite.DLQEntry{Detail: "conflict: charge id reused"}
+	if r := e.Reason(); r.Code != "conflict" || r.Detail != "charge id reused" {
+		t.Fatalf("old entry reads as %+v", r)
 	}
-	if len(msgs) != 10 || string(msgs[0].Body) != "m0" || msgs[0].ReceiveCount != 1 || msgs[0].SentAt.IsZero() {
-		t.Fatalf("first batch: %d messages, first %+v", len(msgs), msgs[0])
-	}
-	if err := q.Ack(t.Context(), msgs); err != nil {
-		t.Fatal(err)
-	}
-	if m, _ := depth(t, q); m != 2 {
-		t.Fatalf("depth after acking 10 of 12 = %d", m)
-	}
-}
-
-func TestInvisibleUntilTimeoutThenRedeliveredWithCount(t *testing.T) {
-	q := openQueue(t, "", sqlite.QueueOptions{VisibilityTimeout: 200 * time.Millisecond})
-	sendN(t, q, 1)
-	first, _ := q.Receive(t.Context(), 10)
-	if len(first) != 1 {
-		t.Fatal("no message")
-	}
-	if again, _ := q.Receive(t.Context(), 10); len(again) != 0 {
-		t.Fatal("an in-flight message was delivered twice")
-	}
-	time.Sleep(250 * time.Millisecond)
-	again, err := q.Receive(t.Context(), 10)
-	if err != nil || len(again) != 1 || again[0].ReceiveCount != 2 || again[0].Receipt == first[0].Receipt {
-		t.Fatalf("redelivery %+v err %v", again, err)
-	}
-	// The first delivery's receipt is stale now: it cannot ack or extend.
-	var be *consumer.BatchError
-	if err := q.Ack(t.Context(), first); !errors.As(err, &be) || len(be.Failed) != 1 {
-		t.Fatalf("stale ack: err %v", err)
-	}
-	if err := q.ChangeVisibility(t.Context(), first[0], time.Hour); !errors.Is(err, sqlite.ErrStaleReceipt) {
-		t.Fatalf("stale visibility change: err %v", err)
-	}
-	if err := q.Ack(t.Context(), again); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestChangeVisibilityZeroRedeliversAtOnce(t *testing.T) {
-	q := openQueue(t, "", sqlite.QueueOptions{VisibilityTimeout: time.Hour})
-	sendN(t, q, 1)
-	m, _ := q.Receive(t.Context(), 1)
-	if err := q.ChangeVisibility(t.Context(), m[0], 0); err != nil {
-		t.Fatal(err)
-	}
-	again, _ := q.Receive(t.Context(), 1)
-	if len(again) != 1 || again[0].ReceiveCount != 2 {
-		t.Fatalf("after visibility 0: %+v", again)
-	}
-}
-
-func TestDeadLetterMovesBodyAndReasonAtomically(t *testing.T) {
-	q := openQueue(t, "", sqlite.QueueOptions{})
-	if _, err := q.Send(t.Context(), []byte(`{"broken"`)); err != nil {
-		t.Fatal(err)
-	}
-	m, _ := q.Receive(t.Context(), 1)
-	if err := q.DeadLetter(t.Context(), m[0], "invalid: not JSON"); err != nil {
-		t.Fatal(err)
-	}
-	if main, dlq := depth(t, q); main != 0 || dlq != 1 {
-		t.Fatalf("depth main %d dlq %d", main, dlq)
-	}
-	entries, order, err := q.DLQEntries(t.Context(), 10)
-	if err != nil || len(order) != 1 {
-		t.Fatalf("DLQ: %v %v", order, err)
-	}
-	e := entries[order[0]]
-	if string(e.Body) != `{"broken"` || e.Reason != "invalid: not JSON" || e.SourceID != m[0].ID || e.ReceiveCount != 1 {
-		t.Fatalf("DLQ entry = %+v", e)
-	}
-}
-
-func TestExhaustedMessagesAreRedrivenToTheDLQ(t *testing.T) {
-	q := openQueue(t, "", sqlite.QueueOptions{MaxReceiveCount: 2, SweepInterval: time.Millisecond})
-	sendN(t, q, 1)
-	for range 2 {
-		m, _ := q.Receive(t.Context(), 1)
-		if len(m) != 1 {
-			t.Fatal("no message")
-		}
-		if err := q.ChangeVisibility(t.Context(), m[0], 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if m, _ := q.Receive(t.Context(), 1); len(m) != 0 {
-		t.Fatalf("received a third time: %+v", m)
-	}
-	if main, dlq := depth(t, q); main != 0 || dlq != 1 {
-		t.Fatalf("depth main %d dlq %d, want the message in the DLQ", main, dlq)
+	e = sqlite.DLQEntry{Code: "invalid", Detail: "not JSON: x"}
+	if r := e.Reason(); r.Code != "invalid" || r.Detail != "not JSON: x" {
+		t.Fatalf("new entry reads as %+v", r)
 	}
 }
 
@@ -203,7 +114,7 @@ func TestMessagesExpireAfterTheirRetention(t *testing.T) {
 		t.Fatalf("receive: %d %v", len(msgs), err)
 	}
 	for _, m := range msgs {
-		if err := q.DeadLetter(t.Context(), m, "debit_failed: declined"); err != nil {
+		if err := q.DeadLetter(t.Context(), m, queue.Reason{Code: "debit_failed", Detail: "declined"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -229,8 +140,8 @@ func TestMessagesExpireAfterTheirRetention(t *testing.T) {
 		}
 		total += m
 	}
-	if main, dl, _ := q.Depth(ctx); total != 3 || main != 0 || dl != 2 {
-		t.Fatalf("expired %d; queue %d, DLQ %d; want 3 expired, 0 and 2 left", total, main, dl)
+	if d, _ := q.Depth(ctx); total != 3 || d.Waiting+d.InFlight != 0 || d.DLQ != 2 {
+		t.Fatalf("expired %d; depth %+v; want 3 expired, 0 and 2 left", total, d)
 	}
 	m, d, err := q.Expire(ctx, now.Add(4*time.Hour), 100)
 	if err != nil || m != 0 || d != 2 {

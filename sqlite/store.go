@@ -162,11 +162,6 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now t
 		where key = ? and state = 'IN_PROGRESS' and token = ?`, leaseUntil.UnixMilli(), now.UnixMilli(), key, token)
 }
 
-// Release implements idempotency.Store.
-func (s *Store) Release(ctx context.Context, key, token string) error {
-	return s.held(ctx, "release", `delete from idempotency_records where key = ? and state = 'IN_PROGRESS' and token = ?`, key, token)
-}
-
 const reopenSQL = `update idempotency_records set
   state = 'IN_PROGRESS', token = ?2, lease_until = ?6, updated_at = ?3, expires_at = ?4,
   prev_status = status, prev_detail = detail, status = '', detail = '',

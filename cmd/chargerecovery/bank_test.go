@@ -19,10 +19,15 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/corebank"
-	"github.com/finedge/idempotent-consumer/dlq"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/pipeline"
+	"github.com/finedge/idempotent-consumer/memqueue"
+	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/metrics"
+	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // decisionLine is the part of serve's per-message log line the test reads.
@@ -92,7 +97,7 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 	// The workload: 200 charges, 30% sent twice, one in ten declined (half
 	// of those sent twice).
 	due := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
-	run := randomID()
+	run := backend.RandomID()
 	all := make([]charge.Charge, charges)
 	declined := map[string]bool{}
 	for i := range all {
@@ -122,16 +127,18 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 		}
 	}
 	ctx := t.Context()
-	b, err := openBackend(ctx, *backendFor(env), 3*time.Second, false)
+	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.close)
+	t.Cleanup(b.Close)
 	send := func(bodies [][]byte) {
-		for i := 0; i < len(bodies); i += b.batchMax {
-			if err := b.sendBatch(ctx, bodies[i:min(i+b.batchMax, len(bodies))]); err != nil {
-				t.Fatalf("send: %v", err)
-			}
+		msgs := make([]queue.Outgoing, len(bodies))
+		for i, body := range bodies {
+			msgs[i] = queue.Outgoing{Body: body}
+		}
+		if _, err := b.Queue.SendBatch(ctx, msgs); err != nil {
+			t.Fatalf("send: %v", err)
 		}
 	}
 
@@ -162,12 +169,13 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 	for {
 		unfinished := 0
 		for _, c := range all {
-			rec, err := b.store.Get(ctx, c.ID, time.Now())
+			rec, err := b.Store.Get(ctx, c.ID, time.Now())
 			if err != nil || rec.State == idempotency.StateInProgress {
 				unfinished++
 			}
 		}
-		main, _, err := b.depth(ctx)
+		d, err := b.Queue.Depth(ctx)
+		main := d.Waiting + d.InFlight
 		if err == nil && unfinished == 0 && main == 0 {
 			break
 		}
@@ -182,7 +190,7 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 	posted := ledger.PostingsByKey()
 	wantDLQ := 0
 	for _, c := range all {
-		rec, err := b.store.Get(ctx, c.ID, time.Now())
+		rec, err := b.Store.Get(ctx, c.ID, time.Now())
 		if err != nil {
 			t.Fatalf("%s: %v", c.ID, err)
 		}
@@ -206,17 +214,17 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 
 	// The DLQ holds the declined charges' messages and nothing else.
 	r := runCmd(ctx, env, "redrive", "--dry-run", "--json")
-	var rep dlq.Report
+	var rep queue.RedriveReport
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil {
 		t.Fatalf("redrive --dry-run: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	for reason, n := range rep.ByReason {
+	for reason, n := range rep.ByCode {
 		if reason != "debit_failed" && reason != "duplicate_failed" {
 			t.Errorf("DLQ holds %d message(s) for %q: an outage or an ambiguous answer dead-lettered work", n, reason)
 		}
 	}
 	if rep.Seen != wantDLQ {
-		t.Errorf("DLQ holds %d messages (%v), want the %d of declined charges", rep.Seen, rep.ByReason, wantDLQ)
+		t.Errorf("DLQ holds %d messages (%v), want the %d of declined charges", rep.Seen, rep.ByCode, wantDLQ)
 	}
 
 	// No message was received more than twice during either outage, and
@@ -258,7 +266,7 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 	if !strings.Contains(text, `"circuit":"open"`) || !strings.Contains(text, `"circuit":"closed"`) {
 		t.Error("the logs do not show the circuit opening and closing")
 	}
-	t.Logf("decisions %d, alerts in the 401 window %d, DLQ %v", len(decisions), alerts, rep.ByReason)
+	t.Logf("decisions %d, alerts in the 401 window %d, DLQ %v", len(decisions), alerts, rep.ByCode)
 }
 
 func TestBankOutagesOnTheEmbeddedBackend(t *testing.T) {
@@ -301,8 +309,16 @@ func TestReadyzSaysWhyWhileTheCircuitIsOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &pipeline{breaker: br}
-	ops, err := startOpsServer("127.0.0.1:0", metrics.New(), p.ready(func(context.Context) error { return nil }),
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	p, err := pipeline.New(pipeline.Ports{Source: memqueue.New(memqueue.Options{}), Store: memstore.New(),
+		Bank: pipeline.Bank{Debiter: corebank.NewLedger(corebank.Faults{}), Breaker: br}, Notifier: notify.NewRecorder(0, quiet)},
+		pipeline.Config{Concurrency: 1, Visibility: 30 * time.Second, Lease: time.Minute, Retention: idempotency.DefaultRetention,
+			ShutdownTimeout: time.Second, NotifyTimeout: time.Second},
+		pipeline.Options{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := startOpsServer("127.0.0.1:0", metrics.New(), p.Ready(func(context.Context) error { return nil }),
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)

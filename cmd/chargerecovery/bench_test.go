@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/finedge/idempotent-consumer/internal/bench"
 )
 
 func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {
@@ -11,7 +13,7 @@ func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("bench exited %d: %s", r.code, r.stderr)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("bench --json printed %q: %v", r.stdout, err)
 	}

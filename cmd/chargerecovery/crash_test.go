@@ -137,7 +137,8 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				rec, err := store.Get(t.Context(), "CHG-CRASH-1", time.Now())
-				main, _, derr := q.Depth(t.Context())
+				d, derr := q.Depth(t.Context())
+				main := d.Waiting + d.InFlight
 				if err == nil && rec.State == idempotency.StateDone && derr == nil && main == 0 {
 					break
 				}
@@ -156,8 +157,8 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 			if calls := ledger.Calls("CHG-CRASH-1"); calls != tt.bankCalls {
 				t.Fatalf("core-banking calls = %d, want %d", calls, tt.bankCalls)
 			}
-			if _, dlq, _ := q.Depth(t.Context()); dlq != 0 {
-				t.Fatalf("DLQ holds %d", dlq)
+			if d, _ := q.Depth(t.Context()); d.DLQ != 0 {
+				t.Fatalf("DLQ holds %d", d.DLQ)
 			}
 		})
 	}
@@ -202,7 +203,8 @@ func TestThreeConsumerProcessesOnOneFile(t *testing.T) {
 	_, q := openEmbeddedForTest(t, db)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		main, _, err := q.Depth(t.Context())
+		d, err := q.Depth(t.Context())
+		main := d.Waiting + d.InFlight
 		if err == nil && main == 0 && len(ledger.Entries()) == n {
 			break
 		}

@@ -4,22 +4,24 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/finedge/idempotent-consumer/internal/demo"
 )
 
-func runDemoJSON(t *testing.T, args ...string) demoReport {
+func runDemoJSON(t *testing.T, args ...string) demo.Report {
 	t.Helper()
 	r := runCmd(t.Context(), nil, append([]string{"demo", "--json"}, args...)...)
 	if r.code != 0 {
 		t.Fatalf("demo exited %d: %s %s", r.code, r.stdout, r.stderr)
 	}
-	var rep demoReport
+	var rep demo.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("demo --json printed %q: %v", r.stdout, err)
 	}
 	return rep
 }
 
-func wantExactlyOnce(t *testing.T, rep demoReport, charges, sent int) {
+func wantExactlyOnce(t *testing.T, rep demo.Report, charges, sent int) {
 	t.Helper()
 	if !rep.OK || rep.Charges != charges || rep.MessagesSent != sent || rep.DebitedOnce != charges ||
 		rep.DoubleDebits != 0 || rep.DuplicateRequests != 0 || rep.NotDebited != 0 {
@@ -81,7 +83,7 @@ func TestDemoWithoutTheGuardFailsWithDoubleDebits(t *testing.T) {
 	if r.code != exitFailed {
 		t.Fatalf("baseline demo exited %d, want 1: %s", r.code, r.stderr)
 	}
-	var rep demoReport
+	var rep demo.Report
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/metrics"
 )
 
@@ -39,7 +40,7 @@ func startOpsServer(addr string, m *metrics.Metrics, ready func(context.Context)
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usagef("--http-addr %s: %v", addr, err)
+		return nil, cli.Usagef("--http-addr %s: %v", addr, err)
 	}
 	s := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, errc: make(chan error, 1)}
 	go func() { s.errc <- s.srv.Serve(ln) }()

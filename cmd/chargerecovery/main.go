@@ -25,6 +25,10 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/finedge/idempotent-consumer/internal/bench"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/demo"
 )
 
 // Exit codes.
@@ -34,22 +38,9 @@ const (
 	exitUsage  = 2 // bad flags or configuration: nothing was done
 )
 
-// usageError is a configuration problem: exit 2 with its message.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return &usageError{fmt.Sprintf(format, args...)} }
-
 type command struct {
 	name, summary string
-	run           func(ctx context.Context, env *environment, args []string) error
-}
-
-// environment is what a command may touch: no globals.
-type environment struct {
-	stdout, stderr io.Writer
-	getenv         func(string) string
+	run           func(ctx context.Context, env *cli.Env, args []string) error
 }
 
 var commands = []command{
@@ -62,20 +53,20 @@ var commands = []command{
 	{"reopen", "turn a FAILED charge back into one the next delivery debits (--reason; then redrive --reason debit_failed)", runReopen},
 	{"purge", "delete idempotency records and queue messages past retention (embedded; --dry-run counts)", runPurge},
 	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --max; conflicts need --force)", runRedrive},
-	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", runBench},
-	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", runDemo},
+	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", bench.Run},
+	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", demo.Run},
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, &environment{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
+	code := run(ctx, &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
 
-func run(ctx context.Context, env *environment, args []string) int {
+func run(ctx context.Context, env *cli.Env, args []string) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(env.stderr)
+		usage(env.Stderr)
 		if len(args) == 0 {
 			return exitUsage
 		}
@@ -86,22 +77,22 @@ func run(ctx context.Context, env *environment, args []string) int {
 			continue
 		}
 		err := c.run(ctx, env, args[1:])
-		var ue *usageError
+		var ue *cli.UsageError
 		switch {
 		case err == nil:
 			return exitOK
-		case errors.Is(err, errHelp):
+		case errors.Is(err, cli.ErrHelp):
 			return exitOK
 		case errors.As(err, &ue):
-			fmt.Fprintf(env.stderr, "chargerecovery %s: %v\n", c.name, err)
+			fmt.Fprintf(env.Stderr, "chargerecovery %s: %v\n", c.name, err)
 			return exitUsage
 		default:
-			fmt.Fprintf(env.stderr, "chargerecovery %s: %v\n", c.name, err)
+			fmt.Fprintf(env.Stderr, "chargerecovery %s: %v\n", c.name, err)
 			return exitFailed
 		}
 	}
-	fmt.Fprintf(env.stderr, "chargerecovery: unknown command %q\n\n", args[0])
-	usage(env.stderr)
+	fmt.Fprintf(env.Stderr, "chargerecovery: unknown command %q\n\n", args[0])
+	usage(env.Stderr)
 	return exitUsage
 }
 

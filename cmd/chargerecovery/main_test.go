@@ -12,6 +12,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/cli"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a command
@@ -40,7 +41,7 @@ type result struct {
 
 func runCmd(ctx context.Context, env map[string]string, args ...string) result {
 	var out, errb syncBuffer
-	e := &environment{stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
+	e := &cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
 	code := run(ctx, e, args)
 	return result{code, out.String(), errb.String()}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/demo"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -38,7 +39,7 @@ func TestNoAccountNumberInAnyOutputRecordOrDLQReason(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
-	workload := demoWorkload(mrand.New(mrand.NewPCG(seed, 0x1dc0)), "x", charges)
+	workload := demo.Workload(mrand.New(mrand.NewPCG(seed, 0x1dc0)), "x", charges)
 	leaks := func(where string, b []byte) {
 		t.Helper()
 		for _, c := range workload {
@@ -100,7 +101,7 @@ func TestNoAccountNumberInAnyOutputRecordOrDLQReason(t *testing.T) {
 		t.Fatalf("DLQ: %d entries, %v", len(entries), err)
 	}
 	for id, e := range entries {
-		leaks("DLQ reason of "+id, []byte(e.Reason))
+		leaks("DLQ reason of "+id, []byte(e.Detail))
 	}
 
 	// The simulator's command, with a decline list and a declined debit.

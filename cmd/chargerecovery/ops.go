@@ -12,8 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/dlq"
+	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // recordJSON is the --json form of an idempotency record.
@@ -54,40 +57,40 @@ func toJSON(r idempotency.Record, now time.Time) recordJSON {
 func prefix(s string, n int) string { return s[:min(n, len(s))] }
 
 // opsFlags are the flags every operator command shares.
-func opsFlags(env *environment, name, synopsis string) (*flagSet, *backendConfig, *bool) {
-	f := newFlagSet(env, name, synopsis)
-	bc := &backendConfig{}
-	bc.bind(f)
+func opsFlags(env *cli.Env, name, synopsis string) (*cli.FlagSet, *backend.Config, *bool) {
+	f := cli.NewFlagSet(env, name, synopsis)
+	bc := &backend.Config{}
+	bc.Bind(f)
 	asJSON := new(bool)
 	f.Bool(asJSON, "json", "", false, "print JSON")
 	return f, bc, asJSON
 }
 
-func openForOps(ctx context.Context, bc *backendConfig) (*backend, error) {
-	var p problems
-	bc.check(&p)
-	if err := p.err(); err != nil {
+func openForOps(ctx context.Context, bc *backend.Config) (*backend.Backend, error) {
+	var p cli.Problems
+	bc.Check(&p)
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	return openBackend(ctx, *bc, 30*time.Second, false)
+	return backend.Open(ctx, *bc, 30*time.Second, false)
 }
 
-func runInspect(ctx context.Context, env *environment, args []string) error {
+func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "inspect", "inspect [flags] CHARGE_ID")
-	if err := f.parse(args, true); err != nil {
+	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	if len(f.args) != 1 {
-		return usagef("give exactly one CHARGE_ID (see -h)")
+	if len(f.Args()) != 1 {
+		return cli.Usagef("give exactly one CHARGE_ID (see -h)")
 	}
-	id := f.args[0]
+	id := f.Args()[0]
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
-	defer b.close()
+	defer b.Close()
 	now := time.Now()
-	rec, err := b.store.Get(ctx, id, now)
+	rec, err := b.Store.Get(ctx, id, now)
 	if errors.Is(err, idempotency.ErrNotFound) {
 		return fmt.Errorf("no idempotency record for %s: never claimed, released after a transient failure, or past its retention", id)
 	}
@@ -95,9 +98,9 @@ func runInspect(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(env.stdout).Encode(toJSON(rec, now))
+		return json.NewEncoder(env.Stdout).Encode(toJSON(rec, now))
 	}
-	printRecord(env.stdout, rec, now)
+	printRecord(env.Stdout, rec, now)
 	return nil
 }
 
@@ -143,31 +146,31 @@ func printRecord(w io.Writer, r idempotency.Record, now time.Time) {
 // afresh, for an operator who fixed the cause (a charge failed by a bank
 // answer that was wrongly taken as final, say). The flow: fix the cause →
 // reopen → redrive --reason debit_failed.
-func runReopen(ctx context.Context, env *environment, args []string) error {
+func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "reopen", "reopen [flags] CHARGE_ID --reason TEXT")
 	var reason string
 	var retention time.Duration
 	f.String(&reason, "reason", "", "", "why the charge is reopened (kept in the record and the audit log; required), e.g. \"INC-4711: gateway token fixed\"")
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the reopened record is kept")
-	if err := f.parse(args, true); err != nil {
+	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	if len(f.args) != 1 {
-		return usagef("give exactly one CHARGE_ID (see -h)")
+	if len(f.Args()) != 1 {
+		return cli.Usagef("give exactly one CHARGE_ID (see -h)")
 	}
 	if strings.TrimSpace(reason) == "" {
-		return usagef("--reason is required: say why the charge may be debited now (it stays in the record)")
+		return cli.Usagef("--reason is required: say why the charge may be debited now (it stays in the record)")
 	}
 	if retention < 24*time.Hour {
-		return usagef("--retention %s is under 24h", retention)
+		return cli.Usagef("--retention %s is under 24h", retention)
 	}
-	id := f.args[0]
+	id := f.Args()[0]
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
-	defer b.close()
-	guard, err := idempotency.NewGuard(b.store, idempotency.Options{Retention: retention})
+	defer b.Close()
+	guard, err := idempotency.NewGuard(b.Store, idempotency.Options{Retention: retention})
 	if err != nil {
 		return err
 	}
@@ -180,38 +183,38 @@ func runReopen(ctx context.Context, env *environment, args []string) error {
 	case err != nil:
 		return err
 	}
-	audit := slog.New(slog.NewJSONHandler(env.stderr, nil))
+	audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
 	audit.LogAttrs(ctx, slog.LevelWarn, "FAILED charge reopened by an operator",
 		slog.Bool("audit", true), slog.String("charge_id", rec.Key), slog.String("reason", reason),
 		slog.String("previous_status", rec.PrevStatus), slog.String("previous_detail", rec.PrevDetail),
-		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.String("operator", env.getenv("USER")))
+		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.String("operator", env.Getenv("USER")))
 	if *asJSON {
-		return json.NewEncoder(env.stdout).Encode(toJSON(rec, time.Now()))
+		return json.NewEncoder(env.Stdout).Encode(toJSON(rec, time.Now()))
 	}
-	fmt.Fprintf(env.stdout, "reopened %s (was %s: %s); its next delivery claims it afresh.\n", rec.Key, rec.PrevStatus, rec.PrevDetail)
-	fmt.Fprintf(env.stdout, "next: chargerecovery redrive --reason debit_failed (moves its dead-lettered message back to the queue)\n\n")
-	printRecord(env.stdout, rec, time.Now())
+	fmt.Fprintf(env.Stdout, "reopened %s (was %s: %s); its next delivery claims it afresh.\n", rec.Key, rec.PrevStatus, rec.PrevDetail)
+	fmt.Fprintf(env.Stdout, "next: chargerecovery redrive --reason debit_failed (moves its dead-lettered message back to the queue)\n\n")
+	printRecord(env.Stdout, rec, time.Now())
 	return nil
 }
 
-func runStuck(ctx context.Context, env *environment, args []string) error {
+func runStuck(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "stuck", "stuck [flags]")
 	var limit int
 	f.Int(&limit, "limit", "", 20, "list at most this many")
-	if err := f.parse(args, false); err != nil {
+	if err := f.Parse(args, false); err != nil {
 		return err
 	}
 	if limit < 1 {
-		return usagef("--limit must be at least 1")
+		return cli.Usagef("--limit must be at least 1")
 	}
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
-	defer b.close()
-	sl, ok := b.store.(idempotency.StuckLister)
+	defer b.Close()
+	sl, ok := b.Store.(idempotency.StuckLister)
 	if !ok {
-		return fmt.Errorf("the %s store cannot list stuck claims", bc.kind)
+		return fmt.Errorf("the %s store cannot list stuck claims", bc.Kind)
 	}
 	now := time.Now()
 	recs, total, err := sl.Stuck(ctx, now, limit)
@@ -226,15 +229,15 @@ func runStuck(ctx context.Context, env *environment, args []string) error {
 		for _, r := range recs {
 			out.Claims = append(out.Claims, toJSON(r, now))
 		}
-		return json.NewEncoder(env.stdout).Encode(out)
+		return json.NewEncoder(env.Stdout).Encode(out)
 	}
-	fmt.Fprintf(env.stdout, "%d claim(s) IN_PROGRESS past their lease", total)
+	fmt.Fprintf(env.Stdout, "%d claim(s) IN_PROGRESS past their lease", total)
 	if total == 0 {
-		fmt.Fprintln(env.stdout)
+		fmt.Fprintln(env.Stdout)
 		return nil
 	}
-	fmt.Fprintf(env.stdout, " (oldest first, %d shown). Each is reclaimed by its next delivery; if the message is gone, see the DLQ.\n", len(recs))
-	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(env.Stdout, " (oldest first, %d shown). Each is reclaimed by its next delivery; if the message is gone, see the DLQ.\n", len(recs))
+	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHARGE\tLEASE EXPIRED\tOVERDUE\tATTEMPT\tCLAIMED")
 	for _, r := range recs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Key, r.LeaseUntil.UTC().Format(time.RFC3339),
@@ -243,58 +246,64 @@ func runStuck(ctx context.Context, env *environment, args []string) error {
 	return tw.Flush()
 }
 
-func runRedrive(ctx context.Context, env *environment, args []string) error {
+func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "redrive", "redrive [flags]")
-	var o dlq.Options
+	o := queue.RedriveOptions{HoldBack: chargehandler.HoldBack}
+	var codes string
 	f.Bool(&o.DryRun, "dry-run", "", false, "count what would move; move nothing")
-	f.String(&o.ReasonPrefix, "reason", "", "", "move only entries whose reason starts with this (e.g. invalid, debit_failed, redrive)")
+	f.String(&codes, "reason", "", "", "move only entries with these reason codes, comma-separated (invalid, debit_failed, duplicate_failed, conflict, max_receives)")
 	f.Int(&o.Max, "max", "", 0, "move at most this many (0: all that match)")
 	f.Bool(&o.Force, "force", "", false, "also move CONFLICT entries (a charge id reused with another payload; they will conflict again) and entries older than --max-age")
 	var retention time.Duration
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 	f.Duration(&o.MaxAge, "max-age", "", 0, "hold back entries older than this (default: --retention minus 24h, so that the record that stops a second debit still exists when the message comes back)")
-	if err := f.parse(args, false); err != nil {
+	if err := f.Parse(args, false); err != nil {
 		return err
 	}
+	for _, c := range strings.Split(codes, ",") {
+		if c = strings.TrimSpace(c); c != "" {
+			o.Codes = append(o.Codes, queue.Code(c))
+		}
+	}
 	if o.Max < 0 || o.MaxAge < 0 {
-		return usagef("--max and --max-age must not be negative")
+		return cli.Usagef("--max and --max-age must not be negative")
 	}
 	if o.MaxAge == 0 {
 		o.MaxAge = retention - 24*time.Hour
 	}
 	if o.MaxAge <= 0 || o.MaxAge >= retention {
-		return usagef("--max-age %s must be positive and shorter than --retention %s", o.MaxAge, retention)
+		return cli.Usagef("--max-age %s must be positive and shorter than --retention %s", o.MaxAge, retention)
 	}
 	o.Now = time.Now()
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
-	defer b.close()
-	rep, err := b.redrive(ctx, o)
+	defer b.Close()
+	rep, err := b.Queue.Redrive(ctx, o)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(env.stdout).Encode(rep)
+		return json.NewEncoder(env.Stdout).Encode(rep)
 	}
 	verb := "moved"
 	if o.DryRun {
 		verb = "would move"
 	}
-	fmt.Fprintf(env.stdout, "DLQ entries seen: %d; %s back to the queue: %d; held back (conflicts, need --force): %d; not matching: %d\n",
+	fmt.Fprintf(env.Stdout, "DLQ entries seen: %d; %s back to the queue: %d; held back (conflicts, need --force): %d; not matching: %d\n",
 		rep.Seen, verb, rep.Moved, rep.HeldBack, rep.Skipped)
 	if rep.TooOld > 0 {
-		fmt.Fprintf(env.stdout, "held back as too old: %d (older than %s: their idempotency records may be past retention, so a redrive could debit them again; check each with inspect, then --force)\n",
+		fmt.Fprintf(env.Stdout, "held back as too old: %d (older than %s: their idempotency records may be past retention, so a redrive could debit them again; check each with inspect, then --force)\n",
 			rep.TooOld, o.MaxAge)
 	}
-	if len(rep.ByReason) > 0 {
+	if len(rep.ByCode) > 0 {
 		var parts []string
-		for k, v := range rep.ByReason {
+		for k, v := range rep.ByCode {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
 		}
 		sort.Strings(parts)
-		fmt.Fprintf(env.stdout, "by reason: %s\n", strings.Join(parts, " "))
+		fmt.Fprintf(env.Stdout, "moved by reason code: %s\n", strings.Join(parts, " "))
 	}
 	return nil
 }

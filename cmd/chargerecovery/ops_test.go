@@ -18,6 +18,8 @@ import (
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -25,7 +27,7 @@ import (
 // it runs.
 func startCmd(ctx context.Context, env map[string]string, args ...string) (*syncBuffer, <-chan int) {
 	var out, errb syncBuffer
-	e := &environment{stdout: &out, stderr: &errb, getenv: func(k string) string { return env[k] }}
+	e := &cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, e, args) }()
 	return &errb, done
@@ -164,12 +166,12 @@ func opsScenario(t *testing.T, env map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, _ := idempotency.NewGuard(b.store, idempotency.Options{Lease: time.Minute, Clock: storetest.NewClock(time.Now().Add(-time.Hour))})
+	g, _ := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Minute, Clock: storetest.NewClock(time.Now().Add(-time.Hour))})
 	dead := charge.Charge{ID: "CHG-OPS-STUCK", AccountID: "001234567890", Amount: charge.Money{Minor: 1, Currency: "INR"}, Type: charge.LockerRent}
 	if _, err := g.Claim(ctx, dead.ID, dead.Fingerprint()); err != nil {
 		t.Fatal(err)
 	}
-	b.close()
+	b.Close()
 	r = runCmd(ctx, env, "stuck")
 	if r.code != 0 || !strings.Contains(r.stdout, "1 claim(s) IN_PROGRESS past their lease") || !strings.Contains(r.stdout, "CHG-OPS-STUCK") {
 		t.Fatalf("stuck: %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -194,24 +196,24 @@ func opsScenario(t *testing.T, env map[string]string) {
 	rep := redrive("--dry-run")
 	want(rep, "seen", 3)
 	want(rep, "moved", 2)
-	want(rep, "held_back_conflicts", 1)
+	want(rep, "held_back", 1)
 	rep = redrive("--reason", "invalid")
 	want(rep, "moved", 1)
 	rep = redrive()
 	want(rep, "moved", 1) // debit_failed; the conflict stays
-	want(rep, "held_back_conflicts", 1)
+	want(rep, "held_back", 1)
 	rep = redrive("--force", "--reason", "conflict")
 	want(rep, "moved", 1)
 	rep = redrive("--dry-run")
 	want(rep, "seen", 0)
 }
 
-func backendFor(env map[string]string) *backendConfig {
-	bc := &backendConfig{kind: env["IC_BACKEND"], db: env["IC_DB"], sync: "FULL", queue: env["IC_QUEUE"], dlq: env["IC_DLQ"],
-		table: env["IC_TABLE"], wait: time.Second, maxReceive: 10,
-		queueRetention: sqlite.DefaultRetention, dlqRetention: sqlite.DefaultDLQRetention}
-	if bc.queue == "" {
-		bc.queue = "charge-due-events"
+func backendFor(env map[string]string) *backend.Config {
+	bc := &backend.Config{Kind: env["IC_BACKEND"], DB: env["IC_DB"], Sync: "FULL", Queue: env["IC_QUEUE"], DLQ: env["IC_DLQ"],
+		Table: env["IC_TABLE"], Wait: time.Second, MaxReceive: 10,
+		QueueRetention: sqlite.DefaultRetention, DLQRetention: sqlite.DefaultDLQRetention}
+	if bc.Queue == "" {
+		bc.Queue = "charge-due-events"
 	}
 	return bc
 }

@@ -21,6 +21,8 @@ import (
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // holdWriteLock is a child process's job (IC_TEST_HOLD_WRITE_LOCK=path|30s):
@@ -67,12 +69,12 @@ func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
 		env[k] = v
 	}
 	ctx := t.Context()
-	b, err := openBackend(ctx, *backendFor(env), 6*time.Second, false)
+	b, err := backend.Open(ctx, *backendFor(env), 6*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.close)
-	run := randomID()
+	t.Cleanup(b.Close)
+	run := backend.RandomID()
 	var bodies [][]byte
 	ids := make([]string, n)
 	for i := range n {
@@ -82,10 +84,12 @@ func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
 		body, _ := charge.MarshalEvent(c)
 		bodies = append(bodies, body)
 	}
-	for i := 0; i < len(bodies); i += b.batchMax {
-		if err := b.sendBatch(ctx, bodies[i:min(i+b.batchMax, len(bodies))]); err != nil {
-			t.Fatal(err)
-		}
+	msgs := make([]queue.Outgoing, len(bodies))
+	for i, body := range bodies {
+		msgs[i] = queue.Outgoing{Body: body}
+	}
+	if _, err := b.Queue.SendBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	proc := childLogged(t, env, logPath, "serve")
@@ -99,7 +103,8 @@ func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
 	}
 	deadline := time.Now().Add(120 * time.Second)
 	for {
-		main, _, err := b.depth(ctx)
+		d, err := b.Queue.Depth(ctx)
+		main := d.Waiting + d.InFlight
 		if err == nil && main == 0 && len(ledger.Entries()) == n {
 			break
 		}
@@ -112,7 +117,7 @@ func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
 	stopAll(t, proc)
 	posted := ledger.PostingsByKey()
 	for _, id := range ids {
-		rec, err := b.store.Get(ctx, id, time.Now())
+		rec, err := b.Store.Get(ctx, id, time.Now())
 		if err != nil || rec.State != idempotency.StateDone || posted[id] != 1 {
 			t.Errorf("%s: record %+v (%v), posted %d; want DONE and posted once", id, rec.State, err, posted[id])
 		}

@@ -11,8 +11,9 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/corebank"
-	"github.com/finedge/idempotent-consumer/dlq"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // reopenScenario: charges recorded FAILED by a 401 (a consumer configured
@@ -28,12 +29,12 @@ func reopenScenario(t *testing.T, env map[string]string) {
 		env[k] = v
 	}
 	ctx := t.Context()
-	b, err := openBackend(ctx, *backendFor(env), 3*time.Second, false)
+	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.close)
-	run := randomID()
+	t.Cleanup(b.Close)
+	run := backend.RandomID()
 	ids := []string{"CHG-RO-" + run + "-1", "CHG-RO-" + run + "-2", "CHG-RO-" + run + "-3"}
 	for i, id := range ids {
 		if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", fmt.Sprintf("0012345678%02d", i), "--amount-minor", "2500"); r.code != 0 {
@@ -63,13 +64,13 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	all := func(state idempotency.State) func() bool {
 		return func() bool {
 			for _, id := range ids {
-				rec, err := b.store.Get(ctx, id, time.Now())
+				rec, err := b.Store.Get(ctx, id, time.Now())
 				if err != nil || rec.State != state {
 					return false
 				}
 			}
-			main, dl, err := b.depth(ctx)
-			return err == nil && main == 0 && (state != idempotency.StateFailed || dl == len(ids))
+			d, err := b.Queue.Depth(ctx)
+			return err == nil && d.Waiting+d.InFlight == 0 && (state != idempotency.StateFailed || d.DLQ == len(ids))
 		}
 	}
 
@@ -101,7 +102,7 @@ func reopenScenario(t *testing.T, env map[string]string) {
 
 	// 3. Redrive the dead-lettered messages; the fixed consumer debits each once.
 	r := runCmd(ctx, env, "redrive", "--reason", "debit_failed", "--json")
-	var rep dlq.Report
+	var rep queue.RedriveReport
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Moved != len(ids) {
 		t.Fatalf("redrive: %d %s %s", r.code, r.stdout, r.stderr)
 	}
@@ -111,7 +112,7 @@ func reopenScenario(t *testing.T, env map[string]string) {
 		if posted[id] != 1 {
 			t.Errorf("%s posted %d times, want 1", id, posted[id])
 		}
-		rec, err := b.store.Get(ctx, id, time.Now())
+		rec, err := b.Store.Get(ctx, id, time.Now())
 		if err != nil || rec.State != idempotency.StateDone || rec.Reopens != 1 || rec.PrevStatus != "FAILED" ||
 			!strings.Contains(rec.PrevDetail, "UNAUTHORIZED") || rec.ReopenReason != "INC-4711: gateway token renewed" || rec.Attempt != 2 {
 			t.Errorf("%s: record %+v (%v), want DONE with the reopening's audit trail", id, rec, err)

@@ -12,38 +12,40 @@ import (
 
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/bench"
 )
 
 func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "purge.db")
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": db}
 	ctx := t.Context()
-	b, err := openBackend(ctx, *backendFor(env), 3*time.Second, false)
+	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(b.close)
-	if err := seedExpired(ctx, b.store, 7); err != nil {
+	t.Cleanup(b.Close)
+	if err := bench.SeedExpired(ctx, b.Store, 7); err != nil {
 		t.Fatal(err)
 	}
-	live, err := idempotency.NewGuard(b.store, idempotency.Options{})
+	live, err := idempotency.NewGuard(b.Store, idempotency.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c, err := live.Claim(ctx, "CHG-LIVE", "fp"); err != nil || !c.Outcome.Owned() {
 		t.Fatal(c.Outcome, err)
 	}
-	purge := func(args ...string) sweepCounts {
+	purge := func(args ...string) backend.SweepCounts {
 		t.Helper()
 		r := runCmd(ctx, env, append([]string{"purge", "--json"}, args...)...)
 		var got struct {
-			sweepCounts
+			backend.SweepCounts
 			DryRun bool `json:"dry_run"`
 		}
 		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &got) != nil {
 			t.Fatalf("purge %v: %d %s %s", args, r.code, r.stdout, r.stderr)
 		}
-		return got.sweepCounts
+		return got.SweepCounts
 	}
 	if got := purge("--dry-run"); got.Records != 7 {
 		t.Fatalf("dry run: %+v, want 7 records", got)
@@ -59,7 +61,7 @@ func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
 	}
 
 	// serve sweeps by itself, and counts it.
-	if err := seedExpired(ctx, b.store, 5); err != nil {
+	if err := bench.SeedExpired(ctx, b.Store, 5); err != nil {
 		t.Fatal(err)
 	}
 	bank := httptest.NewServer(corebank.Handler(corebank.NewLedger(corebank.Faults{})))

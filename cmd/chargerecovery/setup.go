@@ -4,35 +4,38 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/cli"
 )
 
-func runSetup(ctx context.Context, env *environment, args []string) error {
-	f := newFlagSet(env, "setup", "setup [flags]")
+func runSetup(ctx context.Context, env *cli.Env, args []string) error {
+	f := cli.NewFlagSet(env, "setup", "setup [flags]")
 	var (
-		bc         backendConfig
+		bc         backend.Config
 		visibility time.Duration
 	)
-	bc.bind(f)
+	bc.Bind(f)
 	f.Duration(&visibility, "visibility", "IC_VISIBILITY", 30*time.Second, "visibility timeout of the queue created")
-	if err := f.parse(args, false); err != nil {
+	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	var p problems
-	bc.check(&p)
+	var p cli.Problems
+	bc.Check(&p)
 	if visibility < time.Second || visibility > 12*time.Hour {
-		p.add("--visibility %s is outside 1s-12h", visibility)
+		p.Add("--visibility %s is outside 1s-12h", visibility)
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, bc, visibility, true)
+	b, err := backend.Open(ctx, bc, visibility, true)
 	if err != nil {
 		return err
 	}
-	defer b.close()
-	if err := b.ready(ctx); err != nil {
+	defer b.Close()
+	if err := b.Ready(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(env.stdout, "ready: %s\n", b.desc)
+	fmt.Fprintf(env.Stdout, "ready: %s\n", b.Desc)
 	return nil
 }

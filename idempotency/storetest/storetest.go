@@ -198,7 +198,6 @@ var cases = []struct {
 		wantErr(t, "stale Fail", e.g.Fail(ctx, stale.Lease(), "FAILED", "stale"), idempotency.ErrLeaseLost)
 		_, err := e.g.Extend(ctx, stale.Lease())
 		wantErr(t, "stale Extend", err, idempotency.ErrLeaseLost)
-		wantErr(t, "stale Release", e.g.Release(ctx, stale.Lease()), idempotency.ErrLeaseLost)
 		got := e.get(t)
 		if got.State != idempotency.StateInProgress || got.Token != owner.Record.Token || got.Status != "" {
 			t.Fatalf("stale writes changed the record: %+v", got)
@@ -224,7 +223,6 @@ var cases = []struct {
 		wantErr(t, "Fail after Complete", e.g.Fail(ctx, c.Lease(), "FAILED", "late"), idempotency.ErrLeaseLost)
 		_, err := e.g.Extend(ctx, c.Lease())
 		wantErr(t, "Extend after Complete", err, idempotency.ErrLeaseLost)
-		wantErr(t, "Release after Complete", e.g.Release(ctx, c.Lease()), idempotency.ErrLeaseLost)
 		if got := e.get(t); got.State != idempotency.StateDone || got.Detail != "first" {
 			t.Fatalf("record changed after its final state: %+v", got)
 		}
@@ -289,19 +287,16 @@ var cases = []struct {
 			t.Fatalf("Complete after Extend: %v", err)
 		}
 	}},
-	{"ReleaseFreesTheKey", func(t *testing.T, e *env) {
+	{"YieldLetsTheNextDeliveryReclaimAtOnce", func(t *testing.T, e *env) {
 		c := e.claim(t, fpA, idempotency.Acquired)
-		if err := e.g.Release(t.Context(), c.Lease()); err != nil {
-			t.Fatalf("Release: %v", err)
+		if err := e.g.Yield(t.Context(), c.Lease()); err != nil {
+			t.Fatalf("Yield: %v", err)
 		}
-		if _, err := e.g.Get(t.Context(), e.key); !errors.Is(err, idempotency.ErrNotFound) {
-			t.Fatalf("Get after Release: err = %v, want ErrNotFound", err)
+		again := e.claim(t, fpA, idempotency.Reclaimed) // no clock advance
+		if again.Record.Token == c.Record.Token || again.Record.Attempt != 2 {
+			t.Fatalf("reclaim after Yield: %+v, want a new token and attempt 2", again.Record)
 		}
-		again := e.claim(t, fpA, idempotency.Acquired)
-		if again.Record.Token == c.Record.Token {
-			t.Fatal("a new claim reused the old token")
-		}
-		wantErr(t, "Complete with the released lease", e.g.Complete(t.Context(), c.Lease(), "DEBITED", ""), idempotency.ErrLeaseLost)
+		wantErr(t, "Complete with the yielded lease", e.g.Complete(t.Context(), c.Lease(), "DEBITED", ""), idempotency.ErrLeaseLost)
 	}},
 	{"FiftyConcurrentClaimsOneWinner", func(t *testing.T, e *env) {
 		outcomes := race(t, e, 50)

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // EndpointEnv names the variable holding the emulator's URL. Tests read only
@@ -66,9 +67,9 @@ func Name(prefix string) string {
 
 // Receive receives from src until it has want messages (or 10 s pass) and
 // fails the test unless it got exactly want.
-func Receive(t testing.TB, src consumer.Source, want int) []consumer.Message {
+func Receive(t testing.TB, src consumer.Source, want int) []queue.Message {
 	t.Helper()
-	var got []consumer.Message
+	var got []queue.Message
 	deadline := time.Now().Add(10 * time.Second)
 	for len(got) < want && time.Now().Before(deadline) {
 		msgs, err := src.Receive(context.Background(), 10)

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -14,10 +14,13 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/metrics"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 type benchConfig struct {
@@ -44,7 +47,7 @@ type latencyMS struct {
 	Max float64 `json:"max"`
 }
 
-type benchRun struct {
+type RunReport struct {
 	Mode               string           `json:"mode"` // guarded or baseline
 	Backend            string           `json:"backend"`
 	Charges            int              `json:"charges"`
@@ -77,19 +80,19 @@ type benchRun struct {
 	OK            bool `json:"ok"`
 }
 
-type benchReport struct {
-	Guarded  benchRun  `json:"guarded"`
-	Baseline *benchRun `json:"baseline,omitempty"`
+type Report struct {
+	Guarded  RunReport  `json:"guarded"`
+	Baseline *RunReport `json:"baseline,omitempty"`
 	// GuardCost is baseline throughput / guarded throughput, both measured
 	// in this run (1.0: the guard is free; 2.0: half the throughput).
 	GuardCost  float64 `json:"guard_cost,omitempty"`
 	GoMaxProcs int     `json:"gomaxprocs"`
 }
 
-func runBench(ctx context.Context, env *environment, args []string) error {
-	f := newFlagSet(env, "bench", "bench [flags]")
+func Run(ctx context.Context, env *cli.Env, args []string) error {
+	f := cli.NewFlagSet(env, "bench", "bench [flags]")
 	var c benchConfig
-	f.String(&c.kind, "backend", "IC_BACKEND", backendEmbedded, "embedded (a fresh SQLite file) or aws (fresh queues and table at the configured endpoint)")
+	f.String(&c.kind, "backend", "IC_BACKEND", backend.Embedded, "embedded (a fresh SQLite file) or aws (fresh queues and table at the configured endpoint)")
 	f.Int(&c.charges, "charges", "", 100000, "distinct charges to enqueue")
 	f.Float(&c.dupRatio, "dup-ratio", "", 0.3, "fraction of charges delivered a second time")
 	f.Int(&c.dupLag, "dup-lag", "", 1000, "a duplicate is enqueued this many messages after its original")
@@ -103,39 +106,39 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	f.String(&c.dir, "dir", "", os.TempDir(), "embedded: directory for the bench's SQLite file (deleted afterwards)")
 	f.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the consume phase(s) to this file (go tool pprof)")
 	f.Int(&c.expired, "expired", "", 0, "embedded: seed this many idempotency records past retention, and run serve's retention sweeper (every 1s, 500 rows per write, 1s apart, serve's defaults but the interval) during the consume phase, to measure its cost")
-	if err := f.parse(args, false); err != nil {
+	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	var p problems
-	if c.kind != backendEmbedded && c.kind != backendAWS {
-		p.add("--backend %q is not embedded or aws", c.kind)
+	var p cli.Problems
+	if c.kind != backend.Embedded && c.kind != backend.AWS {
+		p.Add("--backend %q is not embedded or aws", c.kind)
 	}
 	if c.charges < 1 || c.charges > 10_000_000 {
-		p.add("--charges %d is outside 1-10000000", c.charges)
+		p.Add("--charges %d is outside 1-10000000", c.charges)
 	}
 	if c.dupRatio < 0 || c.dupRatio > 1 {
-		p.add("--dup-ratio %v is outside 0-1", c.dupRatio)
+		p.Add("--dup-ratio %v is outside 0-1", c.dupRatio)
 	}
 	if c.concurrency < 1 || c.concurrency > 4096 {
-		p.add("--concurrency %d is outside 1-4096", c.concurrency)
+		p.Add("--concurrency %d is outside 1-4096", c.concurrency)
 	}
 	if c.sync != "FULL" && c.sync != "NORMAL" {
-		p.add("--sqlite-sync %q is not FULL or NORMAL", c.sync)
+		p.Add("--sqlite-sync %q is not FULL or NORMAL", c.sync)
 	}
-	if c.expired < 0 || (c.expired > 0 && c.kind != backendEmbedded) {
-		p.add("--expired needs --backend embedded and must not be negative (DynamoDB expires records by TTL)")
+	if c.expired < 0 || (c.expired > 0 && c.kind != backend.Embedded) {
+		p.Add("--expired needs --backend embedded and must not be negative (DynamoDB expires records by TTL)")
 	}
 	if c.dupLag < 0 || c.latency < 0 || c.timeout <= 0 {
-		p.add("--dup-lag and --corebank-latency must not be negative, --timeout must be positive")
+		p.Add("--dup-lag and --corebank-latency must not be negative, --timeout must be positive")
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return err
 	}
-	rep := benchReport{GoMaxProcs: runtime.GOMAXPROCS(0)}
+	rep := Report{GoMaxProcs: runtime.GOMAXPROCS(0)}
 	if c.cpuProfile != "" {
 		pf, err := os.Create(c.cpuProfile)
 		if err != nil {
-			return usagef("--cpuprofile: %v", err)
+			return cli.Usagef("--cpuprofile: %v", err)
 		}
 		defer pf.Close()
 		if err := pprof.StartCPUProfile(pf); err != nil {
@@ -159,11 +162,11 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 		rep.GuardCost = rep.Baseline.MessagesPerSecond / g.MessagesPerSecond
 	}
 	if c.asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(rep); err != nil {
+		if err := json.NewEncoder(env.Stdout).Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		printBench(env.stdout, rep)
+		printBench(env.Stdout, rep)
 	}
 	if !g.OK {
 		return fmt.Errorf("exactly-once check failed: %d double debits, %d not debited", g.DoubleDebits, g.NotDebited)
@@ -171,10 +174,10 @@ func runBench(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-func printBench(w io.Writer, r benchReport) {
-	runs := []benchRun{r.Guarded}
+func printBench(w io.Writer, r Report) {
+	runs := []RunReport{r.Guarded}
 	if r.Baseline != nil {
-		runs = []benchRun{*r.Baseline, r.Guarded}
+		runs = []RunReport{*r.Baseline, r.Guarded}
 	}
 	for _, b := range runs {
 		fmt.Fprintf(w, `%s run (%s), GOMAXPROCS=%d
@@ -199,9 +202,9 @@ func printBench(w io.Writer, r benchReport) {
 	}
 }
 
-// seedExpired writes n idempotency records whose retention has passed (as
+// SeedExpired writes n idempotency records whose retention has passed (as
 // a guard whose clock reads 31 days ago would), in parallel batches.
-func seedExpired(ctx context.Context, store idempotency.Store, n int) error {
+func SeedExpired(ctx context.Context, store idempotency.Store, n int) error {
 	if n == 0 {
 		return nil
 	}
@@ -251,56 +254,60 @@ func duplicated(i int, ratio float64) bool {
 	return float64((uint64(i)*2654435761)%10000) < ratio*10000
 }
 
-func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bool) (benchRun, error) {
-	run := randomID()
+func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) (RunReport, error) {
+	run := backend.RandomID()
 	mode := "guarded"
 	if baseline {
 		mode = "baseline"
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const visibility, lease = 60 * time.Second, 60 * time.Second
-	bc := backendConfig{kind: c.kind, sync: c.sync, wait: time.Second, maxReceive: 50}
-	b, drop, err := openFresh(ctx, env, bc, "bench", c.dir, visibility, false)
+	bc := backend.Config{Kind: c.kind, Sync: c.sync, Wait: time.Second, MaxReceive: 50}
+	b, drop, err := backend.OpenFresh(ctx, env.Stderr, bc, "bench", c.dir, visibility, false)
 	if err != nil {
-		return benchRun{}, err
+		return RunReport{}, err
 	}
 	defer drop()
 
-	// Enqueue: originals in order, each duplicate dupLag messages later.
+	// Enqueue: originals in order, each duplicate dupLag messages later,
+	// through the queue port's batch send (SQS: 10 per call, 8 calls at
+	// once; embedded: 1,000 per transaction, one at a time, as there is
+	// one writer).
 	enqStart := time.Now()
+	batchMax, parallel := 1000, 1
+	if c.kind == backend.AWS {
+		batchMax, parallel = 10, 8
+	}
 	messages := 0
-	batch := make([][]byte, 0, b.batchMax)
+	batch := make([]queue.Outgoing, 0, batchMax)
 	var sendMu sync.Mutex
 	var wg sync.WaitGroup
 	var sendErr error
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, parallel)
 	flush := func() {
 		if len(batch) == 0 {
 			return
 		}
-		bodies := batch
-		batch = make([][]byte, 0, b.batchMax)
+		msgs := batch
+		batch = make([]queue.Outgoing, 0, batchMax)
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := b.sendBatch(ctx, bodies); err != nil {
+			if _, err := b.Queue.SendBatch(ctx, msgs); err != nil {
 				sendMu.Lock()
 				sendErr = err
 				sendMu.Unlock()
 			}
 		})
-		if c.kind == backendEmbedded {
-			wg.Wait() // one SQLite writer: parallel sends only contend
-		}
 	}
 	add := func(i int) error {
 		body, err := charge.MarshalEvent(benchCharge(run, i))
 		if err != nil {
 			return err
 		}
-		batch = append(batch, body)
+		batch = append(batch, queue.Outgoing{Body: body})
 		messages++
-		if len(batch) == b.batchMax {
+		if len(batch) == batchMax {
 			flush()
 		}
 		return nil
@@ -308,23 +315,23 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 	for i := 0; i < c.charges+c.dupLag; i++ {
 		if i < c.charges {
 			if err := add(i); err != nil {
-				return benchRun{}, err
+				return RunReport{}, err
 			}
 		}
 		if j := i - c.dupLag; j >= 0 && j < c.charges && duplicated(j, c.dupRatio) {
 			if err := add(j); err != nil {
-				return benchRun{}, err
+				return RunReport{}, err
 			}
 		}
 	}
 	flush()
 	wg.Wait()
 	if sendErr != nil {
-		return benchRun{}, fmt.Errorf("enqueue: %w", sendErr)
+		return RunReport{}, fmt.Errorf("enqueue: %w", sendErr)
 	}
 	enqSeconds := time.Since(enqStart).Seconds()
-	if err := seedExpired(ctx, b.store, c.expired); err != nil {
-		return benchRun{}, fmt.Errorf("seed expired records: %w", err)
+	if err := SeedExpired(ctx, b.Store, c.expired); err != nil {
+		return RunReport{}, fmt.Errorf("seed expired records: %w", err)
 	}
 
 	// Consume.
@@ -332,18 +339,17 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 	mem := startMemSampler()
 	ledger := newBenchLedger(c.charges, c.latency)
 	m := metrics.New() // counts store and queue calls by wrapping the ports
-	store, src := m.Store(b.store), m.Source(b.source)
 	var hist histogram
 	var decided, dropped, deferred, retries atomic.Int64
 	done := make(chan struct{})
 	var doneOnce sync.Once
-	onDecision := func(_ consumer.Message, d consumer.Decision, took time.Duration) {
+	onDecision := func(_ queue.Message, d consumer.Decision, took time.Duration) {
 		hist.add(took)
 		if d.Action != consumer.Retry && decided.Add(1) == int64(messages) {
 			doneOnce.Do(func() { close(done) })
 		}
 	}
-	onResult := func(_ consumer.Message, _ charge.Charge, r charge.Result) {
+	onResult := func(_ queue.Message, _ charge.Charge, r charge.Result) {
 		switch r.Outcome {
 		case charge.DuplicateDone:
 			dropped.Add(1)
@@ -353,35 +359,27 @@ func benchOnce(ctx context.Context, env *environment, c benchConfig, baseline bo
 			retries.Add(1)
 		}
 	}
-	var h consumer.Handler = baselineHandler(ledger, nopNotifier{})
-	if !baseline {
-		guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: lease})
-		if err != nil {
-			return benchRun{}, err
-		}
-		svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: ledger, Notifier: nopNotifier{}, Logger: quiet})
-		if err != nil {
-			return benchRun{}, err
-		}
-		h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet, OnResult: onResult})
-	}
-	rt, err := consumer.New(src, h, consumer.Options{Concurrency: c.concurrency, VisibilityTimeout: visibility,
-		Logger: quiet, OnDecision: onDecision})
+	pl, err := pipeline.New(
+		pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: pipeline.Bank{Debiter: ledger}, Notifier: nopNotifier{}},
+		pipeline.Config{Concurrency: c.concurrency, Visibility: visibility, Lease: lease, Retention: idempotency.DefaultRetention,
+			Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 30 * time.Second, NotifyTimeout: 5 * time.Second},
+		pipeline.Options{Logger: quiet, Metrics: m, OnResult: onResult, OnDecision: onDecision, Baseline: baseline})
 	if err != nil {
-		return benchRun{}, err
+		return RunReport{}, err
 	}
+	rt := pl.Runtime
 	rctx, cancel := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	start := time.Now()
-	go func() { runDone <- rt.Run(rctx) }()
+	go func() { runDone <- pl.Run(rctx) }()
 	var purged atomic.Int64
 	if c.expired > 0 {
 		sweepDone := make(chan struct{})
 		defer func() { <-sweepDone }()
 		go func() {
 			defer close(sweepDone)
-			runSweeper(rctx, b, b.store, sweepConfig{interval: time.Second, batch: 500, pause: time.Second}, quiet,
-				func(s sweepCounts) { purged.Add(int64(s.Records)) })
+			backend.RunSweeper(rctx, b, b.Store, backend.SweepConfig{Interval: time.Second, Batch: 500, Pause: time.Second}, quiet,
+				func(s backend.SweepCounts) { purged.Add(int64(s.Records)) })
 		}()
 	}
 	var tick <-chan time.Time
@@ -400,37 +398,37 @@ wait:
 		case <-tick:
 			n := decided.Load()
 			now := time.Now()
-			fmt.Fprintf(env.stderr, "bench %s: %d/%d messages (%.0f msg/s now), in flight %d\n",
+			fmt.Fprintf(env.Stderr, "bench %s: %d/%d messages (%.0f msg/s now), in flight %d\n",
 				mode, n, messages, float64(n-last)/now.Sub(lastAt).Seconds(), rt.Stats().InFlight)
 			last, lastAt = n, now
 		case <-timeout:
 			cancel()
 			<-runDone
-			return benchRun{}, fmt.Errorf("bench %s: timed out after %s with %d of %d messages done", mode, c.timeout, decided.Load(), messages)
+			return RunReport{}, fmt.Errorf("bench %s: timed out after %s with %d of %d messages done", mode, c.timeout, decided.Load(), messages)
 		case <-ctx.Done():
 			cancel()
 			<-runDone
-			return benchRun{}, ctx.Err()
+			return RunReport{}, ctx.Err()
 		}
 	}
 	elapsed := time.Since(start)
 	cancel()
 	if err := <-runDone; err != nil {
-		return benchRun{}, err
+		return RunReport{}, err
 	}
 	heapMB, rssMB := mem.finish()
 
 	once, double, none := ledger.verify()
 	counts, err := m.Counts()
 	if err != nil {
-		return benchRun{}, err
+		return RunReport{}, err
 	}
 	won := counts.ClaimOutcomes["acquired"] + counts.ClaimOutcomes["reclaimed"]
 	claimedDup := counts.StoreCalls["claim"] - won
 	fresh := float64(c.charges)
 	dups := float64(messages - c.charges)
-	r := benchRun{
-		Mode: mode, Backend: b.desc, Charges: c.charges, Messages: messages, Concurrency: c.concurrency,
+	r := RunReport{
+		Mode: mode, Backend: b.Desc, Charges: c.charges, Messages: messages, Concurrency: c.concurrency,
 		CorebankLatencyMS: float64(c.latency.Microseconds()) / 1000, EnqueueSeconds: enqSeconds,
 		Seconds: elapsed.Seconds(), ChargesPerSecond: fresh / elapsed.Seconds(), MessagesPerSecond: float64(messages) / elapsed.Seconds(),
 		HandlingLatencyMS: latencyMS{P50: ms(hist.quantile(.5)), P95: ms(hist.quantile(.95)), P99: ms(hist.quantile(.99)), Max: ms(hist.max)},
@@ -441,7 +439,7 @@ wait:
 		ExpiredSeeded: c.expired, RecordsPurged: int(purged.Load()),
 	}
 	if !baseline {
-		r.StorePerFresh = float64(won+counts.StoreCalls["finish"]+counts.StoreCalls["extend"]+counts.StoreCalls["release"]) / fresh
+		r.StorePerFresh = float64(won+counts.StoreCalls["finish"]+counts.StoreCalls["extend"]) / fresh
 		if dups > 0 {
 			r.StorePerDuplicate = float64(claimedDup) / dups
 		}

@@ -1,9 +1,7 @@
-package main
+package demo
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,14 +14,17 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
-// demoReport is the demo's result (--json prints it as one object).
-type demoReport struct {
+// Report is the demo's result (--json prints it as one object).
+type Report struct {
 	Backend            string         `json:"backend"`
 	Charges            int            `json:"charges"`
 	MessagesSent       int            `json:"messages_sent"`
@@ -43,7 +44,7 @@ type demoReport struct {
 }
 
 type demoConfig struct {
-	bc          backendConfig
+	bc          backend.Config
 	charges     int
 	dupRatio    float64
 	concurrency int
@@ -56,19 +57,19 @@ type demoConfig struct {
 	latency     time.Duration
 	bankTimeout time.Duration
 	declineRate float64
-	hostile     hostileFlags
+	hostile     cli.HostileFlags
 	baseline    bool
 }
 
-func runDemo(ctx context.Context, env *environment, args []string) error {
-	f := newFlagSet(env, "demo", "demo [flags]")
+func Run(ctx context.Context, env *cli.Env, args []string) error {
+	f := cli.NewFlagSet(env, "demo", "demo [flags]")
 	var c demoConfig
-	f.String(&c.bc.kind, "backend", "IC_BACKEND", backendEmbedded, "embedded (a fresh SQLite file) or aws (fresh SQS queues and DynamoDB table at the configured endpoint)")
+	f.String(&c.bc.Kind, "backend", "IC_BACKEND", backend.Embedded, "embedded (a fresh SQLite file) or aws (fresh SQS queues and DynamoDB table at the configured endpoint)")
 	f.Int(&c.charges, "charges", "", 20, "how many distinct charges")
 	f.Float(&c.dupRatio, "dup-ratio", "", 0.3, "fraction of charges sent a second time under the same chargeId (simulated redelivery)")
 	f.Int(&c.concurrency, "concurrency", "", 8, "consumer concurrency")
 	f.Duration(&c.timeout, "timeout", "", 2*time.Minute, "give up waiting for the queue to drain after this")
-	f.fs.Uint64Var(&c.seed, "seed", 0, "random seed for accounts, amounts and which charges repeat (0: random)")
+	f.Flags().Uint64Var(&c.seed, "seed", 0, "random seed for accounts, amounts and which charges repeat (0: random)")
 	f.Bool(&c.asJSON, "json", "", false, "print one JSON object instead of the summary")
 	f.Bool(&c.verbose, "verbose", "", false, "log every decision to stderr")
 	f.Bool(&c.keep, "keep", "", false, "keep the demo's SQLite file / queues / table afterwards")
@@ -78,42 +79,42 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 	f.Float(&c.faults.TimeoutRate, "timeout-rate", "", 0, "simulated debits that never answer (0-1)")
 	f.Duration(&c.bankTimeout, "corebank-timeout", "", 2*time.Second, "the consumer's timeout of one debit call")
 	f.Float(&c.declineRate, "decline-rate", "", 0, "fraction of charges whose account the bank declines (recorded FAILED and dead-lettered, never debited)")
-	c.hostile.bind(f, "")
+	c.hostile.Bind(f, "")
 	f.Bool(&c.baseline, "baseline", "", false, "run WITHOUT the idempotency claim, to see what it prevents (the check then fails)")
-	if err := f.parse(args, false); err != nil {
+	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	var p problems
-	if c.bc.kind != backendEmbedded && c.bc.kind != backendAWS {
-		p.add("--backend %q is not embedded or aws", c.bc.kind)
+	var p cli.Problems
+	if c.bc.Kind != backend.Embedded && c.bc.Kind != backend.AWS {
+		p.Add("--backend %q is not embedded or aws", c.bc.Kind)
 	}
 	if c.charges < 1 || c.charges > 100000 {
-		p.add("--charges %d is outside 1-100000", c.charges)
+		p.Add("--charges %d is outside 1-100000", c.charges)
 	}
 	if c.dupRatio < 0 || c.dupRatio > 1 {
-		p.add("--dup-ratio %v is outside 0-1", c.dupRatio)
+		p.Add("--dup-ratio %v is outside 0-1", c.dupRatio)
 	}
 	if c.concurrency < 1 || c.concurrency > 1000 {
-		p.add("--concurrency %d is outside 1-1000", c.concurrency)
+		p.Add("--concurrency %d is outside 1-1000", c.concurrency)
 	}
 	if c.timeout <= 0 || c.latency < 0 {
-		p.add("--timeout must be positive and --corebank-latency not negative")
+		p.Add("--timeout must be positive and --corebank-latency not negative")
 	}
-	c.hostile.apply(&p, &c.faults)
+	c.hostile.Apply(&p, &c.faults)
 	if c.declineRate < 0 || c.declineRate > 1 {
-		p.add("--decline-rate %v is outside 0-1", c.declineRate)
+		p.Add("--decline-rate %v is outside 0-1", c.declineRate)
 	}
 	if c.bankTimeout <= 0 {
-		p.add("--corebank-timeout must be positive")
+		p.Add("--corebank-timeout must be positive")
 	}
 	for _, r := range []float64{c.faults.TransientRate, c.faults.TransientAfterPostRate, c.faults.TimeoutRate,
 		c.faults.SlowRate, c.faults.BadGatewayAfterPostRate, c.faults.ResetAfterPostRate} {
 		if r < 0 || r >= 1 {
-			p.add("fault rates must be within 0-1 (below 1, or nothing is ever debited)")
+			p.Add("fault rates must be within 0-1 (below 1, or nothing is ever debited)")
 			break
 		}
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return err
 	}
 	rep, err := demo(ctx, env, c)
@@ -121,12 +122,12 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	if c.asJSON {
-		enc := json.NewEncoder(env.stdout)
+		enc := json.NewEncoder(env.Stdout)
 		if err := enc.Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		printDemo(env.stdout, rep)
+		printDemo(env.Stdout, rep)
 	}
 	if !rep.OK {
 		return fmt.Errorf("exactly-once check failed: %s", rep.Problem)
@@ -134,7 +135,7 @@ func runDemo(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-func printDemo(w io.Writer, r demoReport) {
+func printDemo(w io.Writer, r Report) {
 	verdict := "OK: every charge was debited exactly once, and core banking never saw a debit request for a charge it had already confirmed"
 	if !r.OK {
 		verdict = "FAILED: " + r.Problem
@@ -156,9 +157,9 @@ func printDemo(w io.Writer, r demoReport) {
 		(time.Duration(r.ElapsedMS) * time.Millisecond).String(), verdict)
 }
 
-// demoWorkload makes n charges from rng: a seed gives the same accounts,
+// Workload makes n charges from rng: a seed gives the same accounts,
 // amounts and types every time.
-func demoWorkload(rng *mrand.Rand, run string, n int) []charge.Charge {
+func Workload(rng *mrand.Rand, run string, n int) []charge.Charge {
 	charges := make([]charge.Charge, n)
 	fees := []struct {
 		t     charge.Type
@@ -175,35 +176,29 @@ func demoWorkload(rng *mrand.Rand, run string, n int) []charge.Charge {
 	return charges
 }
 
-func randomID() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // demo runs the whole proof: fresh state, simulator, consumer, workload,
 // verification from the simulator's ledger.
-func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, error) {
+func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	start := time.Now()
-	run := randomID()
+	run := backend.RandomID()
 	logOut := io.Discard
 	if c.verbose {
-		logOut = env.stderr
+		logOut = env.Stderr
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
 
 	// 1. Fresh state of its own.
 	const visibility, lease = 3 * time.Second, 3 * time.Second
-	c.bc.wait, c.bc.maxReceive, c.bc.sync = time.Second, 20, "NORMAL"
+	c.bc.Wait, c.bc.MaxReceive, c.bc.Sync = time.Second, 20, "NORMAL"
 	var cleanup []func()
 	defer func() {
 		for i := len(cleanup) - 1; i >= 0; i-- {
 			cleanup[i]()
 		}
 	}()
-	b, drop, err := openFresh(ctx, env, c.bc, "demo", "", visibility, c.keep)
+	b, drop, err := backend.OpenFresh(ctx, env.Stderr, c.bc, "demo", "", visibility, c.keep)
 	if err != nil {
-		return demoReport{}, err
+		return Report{}, err
 	}
 	cleanup = append(cleanup, drop)
 
@@ -212,7 +207,7 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	faults.LatencyMS = c.latency.Milliseconds()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return demoReport{}, err
+		return Report{}, err
 	}
 	simLedger := corebank.NewLedger(faults.Faults(time.Now()))
 	srv := &http.Server{Handler: corebank.Handler(simLedger), ReadHeaderTimeout: 5 * time.Second}
@@ -222,36 +217,29 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	// 3. The consumer (or, with --baseline, the same pipeline without the claim).
 	var mu sync.Mutex
 	outcomes := map[charge.Outcome]int{}
-	cc := consumerConfig{concurrency: c.concurrency, visibility: visibility, lease: lease,
-		retention: idempotency.DefaultRetention, skew: idempotency.DefaultSkewMargin, shutdownTimeout: 10 * time.Second,
-		corebankURL: "http://" + ln.Addr().String(), corebankTimeout: c.bankTimeout, declines: "422:DECLINED",
-		enquiry: true, healthPath: "/healthz", circuitAfter: 5, probeEvery: 200 * time.Millisecond, probeMax: time.Second,
-		notifyTimeout: time.Second}
-	ports, err := newBank(cc, log)
+	cc := pipeline.Config{Concurrency: c.concurrency, Visibility: visibility, Lease: lease,
+		Retention: idempotency.DefaultRetention, Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 10 * time.Second,
+		CorebankURL: "http://" + ln.Addr().String(), CorebankTimeout: c.bankTimeout, Declines: "422:DECLINED",
+		Enquiry: true, HealthPath: "/healthz", CircuitAfter: 5, ProbeEvery: 200 * time.Millisecond, ProbeMax: time.Second,
+		NotifyTimeout: time.Second}
+	ports, err := pipeline.NewBank(cc, log)
 	if err != nil {
-		return demoReport{}, err
+		return Report{}, err
 	}
-	bank := ports.client
-	pl, err := newPipeline(b, cc, ports, notify.NewRecorder(0, log), log, nil, func(_ consumer.Message, _ charge.Charge, r charge.Result) {
-		mu.Lock()
-		outcomes[r.Outcome]++
-		mu.Unlock()
-	})
+	bank := ports.Client
+	pl, err := pipeline.New(pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: ports, Notifier: notify.NewRecorder(0, log)}, cc,
+		pipeline.Options{Logger: log, Baseline: c.baseline, OnResult: func(_ queue.Message, _ charge.Charge, r charge.Result) {
+			mu.Lock()
+			outcomes[r.Outcome]++
+			mu.Unlock()
+		}})
 	if err != nil {
-		return demoReport{}, err
+		return Report{}, err
 	}
-	rt, runConsumer := pl.runtime, pl.run
-	if c.baseline {
-		rt, err = consumer.New(b.source, baselineHandler(bank, notify.NewRecorder(0, log)), consumer.Options{
-			Concurrency: c.concurrency, VisibilityTimeout: visibility, Logger: log})
-		if err != nil {
-			return demoReport{}, err
-		}
-		runConsumer = rt.Run
-	}
+	rt := pl.Runtime
 	rctx, stopConsumer := context.WithCancel(ctx)
 	consumerDone := make(chan error, 1)
-	go func() { consumerDone <- runConsumer(rctx) }()
+	go func() { consumerDone <- pl.Run(rctx) }()
 	stop := sync.OnceFunc(func() { stopConsumer(); <-consumerDone })
 	defer stop()
 
@@ -261,7 +249,7 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 		seed = mrand.Uint64()
 	}
 	rng := mrand.New(mrand.NewPCG(seed, 0x1dc0))
-	charges := demoWorkload(rng, run, c.charges)
+	charges := Workload(rng, run, c.charges)
 	declined := map[string]bool{}
 	if n := int(float64(c.charges)*c.declineRate + 0.5); n > 0 {
 		faults.DeclineAccounts = map[string]string{}
@@ -275,7 +263,7 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	for _, ch := range charges {
 		body, err := charge.MarshalEvent(ch)
 		if err != nil {
-			return demoReport{}, err
+			return Report{}, err
 		}
 		bodies = append(bodies, body)
 	}
@@ -285,14 +273,14 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	}
 	rng.Shuffle(len(bodies), func(i, j int) { bodies[i], bodies[j] = bodies[j], bodies[i] })
 	for _, body := range bodies {
-		if _, err := b.send(ctx, body); err != nil {
-			return demoReport{}, fmt.Errorf("send: %w", err)
+		if _, err := b.Queue.Send(ctx, body, nil); err != nil {
+			return Report{}, fmt.Errorf("send: %w", err)
 		}
 	}
 
 	// 5. Wait until every charge has a final record (baseline: nothing in
 	// flight) and the queue is empty.
-	guard := pl.guard
+	guard := pl.Guard
 	deadline := time.Now().Add(c.timeout)
 	pending := charges
 	for {
@@ -306,13 +294,14 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 			}
 		}
 		pending = still
-		mainDepth, _, err := b.depth(ctx)
+		d, err := b.Queue.Depth(ctx)
+		mainDepth := d.Waiting + d.InFlight
 		if err == nil && len(pending) == 0 && mainDepth == 0 && rt.Stats().InFlight == 0 {
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()
-			return demoReport{}, fmt.Errorf("the queue did not drain within %s (%d charges unfinished, %d messages left)", c.timeout, len(pending), mainDepth)
+			return Report{}, fmt.Errorf("the queue did not drain within %s (%d charges unfinished, %d messages left)", c.timeout, len(pending), mainDepth)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -321,13 +310,13 @@ func demo(ctx context.Context, env *environment, c demoConfig) (demoReport, erro
 	// 6. Verify from the simulator's ledger.
 	ledger, err := bank.LedgerReport(ctx)
 	if err != nil {
-		return demoReport{}, fmt.Errorf("read the ledger: %w", err)
+		return Report{}, fmt.Errorf("read the ledger: %w", err)
 	}
 	posted := map[string]int{}
 	for _, e := range ledger.Entries {
 		posted[e.IdempotencyKey]++
 	}
-	rep := demoReport{Backend: b.desc, Charges: c.charges, MessagesSent: len(bodies), Outcomes: map[string]int{}}
+	rep := Report{Backend: b.Desc, Charges: c.charges, MessagesSent: len(bodies), Outcomes: map[string]int{}}
 	if c.baseline {
 		rep.Backend += ", baseline: no idempotency claim"
 	}

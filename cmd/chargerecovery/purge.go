@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+)
+
+// runPurge is the sweep by hand.
+func runPurge(ctx context.Context, env *cli.Env, args []string) error {
+	f, bc, asJSON := opsFlags(env, "purge", "purge [flags]")
+	var dry bool
+	var sc backend.SweepConfig
+	f.Bool(&dry, "dry-run", "", false, "count what is past retention; delete nothing")
+	sc.Bind(f)
+	if err := f.Parse(args, false); err != nil {
+		return err
+	}
+	var p cli.Problems
+	sc.Check(&p)
+	if err := p.Err(); err != nil {
+		return err
+	}
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	now := time.Now()
+	purger, purges := b.Store.(idempotency.Purger)
+	if !purges && b.Expirer == nil {
+		fmt.Fprintln(env.Stdout, "nothing to do: this backend expires records (DynamoDB TTL on attribute ttl) and messages (SQS MessageRetentionPeriod) itself")
+		return nil
+	}
+	var got backend.SweepCounts
+	if dry {
+		if purges {
+			if got.Records, err = purger.Expired(ctx, now); err != nil {
+				return err
+			}
+		}
+		if b.Expirer != nil {
+			if got.Messages, got.DLQMessages, err = b.Expirer.Expired(ctx, now); err != nil {
+				return err
+			}
+		}
+	} else {
+		sc.Interval = 0
+		if got, err = backend.Sweep(ctx, b, b.Store, now, sc); err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(env.Stdout).Encode(struct {
+			backend.SweepCounts
+			DryRun bool `json:"dry_run"`
+		}{got, dry})
+	}
+	verb := "deleted"
+	if dry {
+		verb = "would delete"
+	}
+	fmt.Fprintf(env.Stdout, "past retention: %s %d idempotency record(s), %d queue message(s), %d DLQ message(s)\n",
+		verb, got.Records, got.Messages, got.DLQMessages)
+	return nil
+}

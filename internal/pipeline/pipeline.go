@@ -1,0 +1,283 @@
+// Package pipeline wires the consumer service — runtime, charge handler,
+// guard, bank client with its circuit breaker, metrics — from one
+// configuration. serve, the demo, the bench and the process tests all use
+// New, so that what is measured and tested is what runs.
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
+	"github.com/finedge/idempotent-consumer/circuit"
+	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/metrics"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// Config is the processing configuration of serve, the demo and the bench.
+type Config struct {
+	Concurrency     int
+	Visibility      time.Duration
+	Lease           time.Duration
+	Retention       time.Duration
+	Skew            time.Duration
+	ShutdownTimeout time.Duration
+	CorebankURL     string
+	CorebankTimeout time.Duration
+	Declines        string
+	Enquiry         bool
+	HealthPath      string
+	CircuitAfter    int
+	ProbeEvery      time.Duration
+	ProbeMax        time.Duration
+	NotifyTimeout   time.Duration
+	NotifyFailRate  float64
+}
+
+// Bind registers the processing flags.
+func (c *Config) Bind(f *cli.FlagSet) {
+	f.Int(&c.Concurrency, "concurrency", "IC_CONCURRENCY", 16, "messages handled at once")
+	f.Duration(&c.Visibility, "visibility", "IC_VISIBILITY", 30*time.Second, "the queue's visibility timeout; the heartbeat extends in-flight messages by this every visibility/3")
+	f.Duration(&c.Lease, "lease", "IC_LEASE", 60*time.Second, "claim lease; a crashed worker's charge is reclaimed after this (at least --visibility)")
+	f.Duration(&c.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long idempotency records are kept (longer than queue retention + DLQ redrive window)")
+	f.Duration(&c.Skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "a lease is reclaimable only this long after it ends: the largest clock difference between consumer hosts tolerated (keep hosts on NTP)")
+	f.Duration(&c.ShutdownTimeout, "shutdown-timeout", "IC_SHUTDOWN_TIMEOUT", 30*time.Second, "how long in-flight charges may finish after SIGTERM")
+	f.String(&c.CorebankURL, "corebank-url", "IC_COREBANK_URL", "", "core-banking debit API base URL, e.g. http://127.0.0.1:8081 (required)")
+	f.Duration(&c.CorebankTimeout, "corebank-timeout", "IC_COREBANK_TIMEOUT", 10*time.Second, "timeout of one debit call (a timeout is retried with the same idempotency key)")
+	f.String(&c.Declines, "corebank-declines", "IC_COREBANK_DECLINES", "422:DECLINED", "the bank's answers that mean a final decline, STATUS:ERROR,... (the body's \"error\" field); every other failure is retried with the same key")
+	f.Bool(&c.Enquiry, "corebank-enquiry", "IC_COREBANK_ENQUIRY", false, "ask GET /v1/debits/{key} before posting a reclaimed charge again (only if the bank offers the status enquiry)")
+	f.String(&c.HealthPath, "corebank-health-path", "IC_COREBANK_HEALTH_PATH", "/healthz", "what the circuit breaker probes while the bank is down")
+	f.Int(&c.CircuitAfter, "circuit-failures", "IC_CIRCUIT_FAILURES", 5, "consecutive failed bank calls that open the circuit (stop receiving until a probe answers)")
+	f.Duration(&c.ProbeEvery, "circuit-probe", "IC_CIRCUIT_PROBE", 5*time.Second, "first wait between probes while the circuit is open (doubles per failed probe)")
+	f.Duration(&c.ProbeMax, "circuit-probe-max", "IC_CIRCUIT_PROBE_MAX", 60*time.Second, "longest wait between probes")
+	f.Duration(&c.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long the pre-debit notification may take; past it the charge is DEBITED_NOTIFICATION_FAILED (never re-debited)")
+	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "simulated notification failure rate, 0-1 (the built-in notifier records and logs)")
+}
+
+// Check reports what is wrong with c; needCorebank when a bank URL is required.
+func (c *Config) Check(p *cli.Problems, needCorebank bool) {
+	if c.Concurrency < 1 || c.Concurrency > 1000 {
+		p.Add("--concurrency %d is outside 1-1000", c.Concurrency)
+	}
+	if c.Visibility < 3*time.Second || c.Visibility > queue.MaxVisibility {
+		p.Add("--visibility %s is outside 3s-12h", c.Visibility)
+	}
+	if c.Lease < c.Visibility {
+		p.Add("--lease %s must be at least --visibility %s, so that the heartbeat keeps the claim alive", c.Lease, c.Visibility)
+	}
+	if c.Retention < 24*time.Hour {
+		p.Add("--retention %s is under 24h: a redelivery could then debit again; keep it longer than the queue's retention plus the DLQ redrive window", c.Retention)
+	}
+	if c.ShutdownTimeout <= 0 {
+		p.Add("--shutdown-timeout must be positive")
+	}
+	if c.Skew < 0 || c.Skew >= c.Lease {
+		p.Add("--skew-margin %s must be at least 0 and shorter than --lease %s", c.Skew, c.Lease)
+	}
+	if needCorebank && c.CorebankURL == "" {
+		p.Add("--corebank-url (IC_COREBANK_URL) is required: the core-banking debit API, or the simulator (chargerecovery corebank --addr 127.0.0.1:8081)")
+	}
+	if c.CorebankTimeout <= 0 {
+		p.Add("--corebank-timeout must be positive")
+	}
+	if _, err := corebank.ParseDeclineRules(c.Declines); err != nil {
+		p.Add("--corebank-declines: %v", err)
+	}
+	if !strings.HasPrefix(c.HealthPath, "/") {
+		p.Add("--corebank-health-path %q must start with /", c.HealthPath)
+	}
+	if c.CircuitAfter < 1 || c.CircuitAfter > 1000 {
+		p.Add("--circuit-failures %d is outside 1-1000", c.CircuitAfter)
+	}
+	if c.ProbeEvery <= 0 || c.ProbeMax < c.ProbeEvery {
+		p.Add("--circuit-probe must be positive and --circuit-probe-max at least --circuit-probe")
+	}
+	if c.NotifyTimeout <= 0 {
+		p.Add("--notify-timeout must be positive")
+	}
+	if c.NotifyFailRate < 0 || c.NotifyFailRate > 1 {
+		p.Add("--notify-fail-rate %v is outside 0-1", c.NotifyFailRate)
+	}
+}
+
+// Bank is the core-banking adapters of a pipeline.
+type Bank struct {
+	Debiter  charge.Debiter
+	Enquirer charge.Enquirer  // nil: no status enquiry
+	Breaker  *circuit.Breaker // nil: no circuit breaker
+	Client   *corebank.Client // the HTTP adapter (ledger reads in the demo)
+}
+
+// NewBank builds the HTTP client with its circuit breaker for c. The flags
+// were checked by Config.Check.
+func NewBank(c Config, log *slog.Logger) (Bank, error) {
+	declines, err := corebank.ParseDeclineRules(c.Declines)
+	if err != nil {
+		return Bank{}, cli.Usagef("--corebank-declines: %v", err)
+	}
+	var client *corebank.Client
+	breaker, err := circuit.New(circuit.Options{
+		Name: "core banking " + c.CorebankURL, Threshold: c.CircuitAfter, ProbeInterval: c.ProbeEvery,
+		MaxProbeInterval: c.ProbeMax, ProbeTimeout: c.CorebankTimeout, Logger: log,
+		Probe: func(ctx context.Context) error { return client.Probe(ctx) },
+	})
+	if err != nil {
+		return Bank{}, cli.Usagef("%v", err)
+	}
+	client, err = corebank.NewClient(c.CorebankURL, corebank.ClientOptions{
+		Timeout: c.CorebankTimeout, Declines: declines, Breaker: breaker, HealthPath: c.HealthPath})
+	if err != nil {
+		return Bank{}, cli.Usagef("--corebank-url: %v", err)
+	}
+	b := Bank{Debiter: client, Breaker: breaker, Client: client}
+	if c.Enquiry {
+		b.Enquirer = client
+	}
+	return b, nil
+}
+
+// Ports are what a pipeline consumes and calls.
+type Ports struct {
+	Source   consumer.Source
+	Store    idempotency.Store
+	Bank     Bank
+	Notifier charge.Notifier
+}
+
+// Options are the parts of a pipeline that are not configuration.
+type Options struct {
+	// Logger gets the service's and the runtime's lines. Required.
+	Logger *slog.Logger
+	// Metrics, when set, instruments every port and the runtime.
+	Metrics *metrics.Metrics
+	// OnResult and OnDecision, when set, see every result and decision
+	// (the demo's and the bench's counters).
+	OnResult   func(queue.Message, charge.Charge, charge.Result)
+	OnDecision func(queue.Message, consumer.Decision, time.Duration)
+	// Baseline runs the same pipeline without the idempotency claim
+	// (parse, debit, notify, ack): the bench's measure of what the guard
+	// costs and prevents. Never in production.
+	Baseline bool
+}
+
+// Pipeline is the consumer service wired over its ports: queue → runtime
+// → charge handler → guard → bank.
+type Pipeline struct {
+	Guard   *idempotency.Guard // nil in baseline mode
+	Runtime *consumer.Runtime
+	breaker *circuit.Breaker
+}
+
+// New wires the service over p as c configures.
+func New(p Ports, c Config, o Options) (*Pipeline, error) {
+	store, source, debiter, enquirer, notifier := p.Store, p.Source, p.Bank.Debiter, p.Bank.Enquirer, p.Notifier
+	onDecision := o.OnDecision
+	if m := o.Metrics; m != nil {
+		store, source = m.Store(store), m.Source(source)
+		debiter, notifier = m.Debiter(debiter), m.Notifier(notifier)
+		if enquirer != nil {
+			enquirer = m.Enquirer(enquirer)
+		}
+		onDecision = func(msg queue.Message, d consumer.Decision, took time.Duration) {
+			m.OnDecision(msg, d, took)
+			if o.OnDecision != nil {
+				o.OnDecision(msg, d, took)
+			}
+		}
+		if p.Bank.Breaker != nil {
+			m.Circuit(p.Bank.Breaker.Status)
+		}
+	}
+	pl := &Pipeline{breaker: p.Bank.Breaker}
+	var h consumer.Handler
+	if o.Baseline {
+		h = baselineHandler(debiter, notifier)
+	} else {
+		skew := c.Skew
+		if skew == 0 {
+			skew = -1 // the guard's "no margin"
+		}
+		guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: c.Lease, Retention: c.Retention, SkewMargin: skew})
+		if err != nil {
+			return nil, err
+		}
+		svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: debiter, Notifier: notifier, Enquirer: enquirer,
+			NotifyTimeout: c.NotifyTimeout, Logger: o.Logger})
+		if err != nil {
+			return nil, err
+		}
+		pl.Guard = guard
+		h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: o.Logger, OnResult: o.OnResult})
+	}
+	opts := consumer.Options{
+		Concurrency:       c.Concurrency,
+		VisibilityTimeout: c.Visibility,
+		ShutdownTimeout:   c.ShutdownTimeout,
+		Logger:            o.Logger,
+		OnDecision:        onDecision,
+	}
+	if p.Bank.Breaker != nil {
+		opts.Gate = p.Bank.Breaker
+	}
+	rt, err := consumer.New(source, h, opts)
+	if err != nil {
+		return nil, err
+	}
+	if o.Metrics != nil {
+		o.Metrics.RuntimeGauges(rt)
+	}
+	pl.Runtime = rt
+	return pl, nil
+}
+
+// Run consumes until ctx ends, probing the bank while the circuit is open.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if p.breaker != nil {
+		pctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() { _ = p.breaker.Run(pctx) }()
+	}
+	return p.Runtime.Run(ctx)
+}
+
+// Ready adds the circuit's state to a backend readiness check: an open
+// circuit is not ready, and says why.
+func (p *Pipeline) Ready(backendReady func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if p.breaker != nil {
+			if s := p.breaker.Status(); s.State == circuit.Open {
+				return fmt.Errorf("circuit open: core banking failing since %s (%d consecutive failures; last: %s); not receiving until a probe answers",
+					s.OpenedAt.UTC().Format(time.RFC3339), s.Failures, s.LastError)
+			}
+		}
+		return backendReady(ctx)
+	}
+}
+
+// baselineHandler is the pipeline without the idempotency claim: parse,
+// debit, notify, ack. Every redelivery becomes another debit request.
+func baselineHandler(debiter charge.Debiter, notifier charge.Notifier) consumer.Handler {
+	return consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+		c, err := charge.ParseEvent(d.Body)
+		if err != nil {
+			return consumer.Decision{Action: consumer.DeadLetter, Reason: queue.Reason{Code: chargehandler.Code(charge.Invalid), Detail: err.Error()}}
+		}
+		receipt, err := debiter.Debit(ctx, c.DebitRequest())
+		if err != nil {
+			if charge.Classify(err) == charge.ClassPermanent {
+				return consumer.Decision{Action: consumer.DeadLetter, Reason: queue.Reason{Code: chargehandler.Code(charge.DebitFailed), Detail: err.Error()}}
+			}
+			return consumer.Decision{Action: consumer.Retry, Reason: queue.Reason{Code: chargehandler.Code(charge.RetryLater), Detail: err.Error()}}
+		}
+		_ = notifier.NotifyPreDebit(ctx, c, receipt)
+		return consumer.Decision{Action: consumer.Ack}
+	})
+}

@@ -1,0 +1,218 @@
+// Package queue is the port every message queue implements — Amazon SQS
+// (awssqs), the embedded SQLite queue (sqlite) and the in-memory one
+// (memqueue) — and the vocabulary they share: the message, the receipt
+// rules, the dead-letter reason and its attributes, depth, and what a
+// redrive of the dead-letter queue may move. It imports only the standard
+// library. queuetest holds the conformance suite every implementation
+// passes.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Message is one delivery of a queue message.
+type Message struct {
+	// ID is the transport's message id. It is the same across redeliveries
+	// of one send and differs between sends: never a business key.
+	ID string
+	// Body is the payload as sent.
+	Body []byte
+	// Attributes are the message attributes (string-valued).
+	Attributes map[string]string
+	// ReceiveCount is how many times the message has been received,
+	// including this time (1 on first delivery).
+	ReceiveCount int
+	// Receipt identifies this delivery for Ack, ChangeVisibility and
+	// DeadLetter (an SQS receipt handle). A receipt from an earlier
+	// delivery of the same message is stale.
+	Receipt string
+	// SentAt is when the message was first sent, if the queue knows.
+	SentAt time.Time
+}
+
+// Outgoing is one message to send.
+type Outgoing struct {
+	Body       []byte
+	Attributes map[string]string
+}
+
+// Code says why a message was dead-lettered, as a short stable word that
+// metrics label by and redrive filters on. The consumer's handler chooses
+// it (e.g. "invalid", "conflict"); a queue's own redrive policy uses
+// CodeMaxReceives.
+type Code string
+
+// CodeMaxReceives marks a message the queue moved to its DLQ itself after
+// MaxReceiveCount receives without a delete (SQS's redrive policy). SQS
+// moves such messages without attributes of ours: a DLQ message with no
+// code attribute reads as this code.
+const CodeMaxReceives Code = "max_receives"
+
+// Reason is why a message was dead-lettered: the code, and a human detail.
+type Reason struct {
+	Code   Code
+	Detail string
+}
+
+func (r Reason) String() string {
+	if r.Detail == "" {
+		return string(r.Code)
+	}
+	return string(r.Code) + ": " + r.Detail
+}
+
+// The attributes a dead-letter forward adds to the copy on the DLQ. A
+// redrive drops every attribute with this prefix.
+const (
+	AttributePrefix       = "dlq-"
+	CodeAttribute         = "dlq-reason-code"
+	DetailAttribute       = "dlq-reason"
+	SourceIDAttribute     = "dlq-source-message-id"
+	ReceiveCountAttribute = "dlq-receive-count"
+)
+
+// MaxDetailBytes bounds the detail a queue keeps with a dead letter.
+const MaxDetailBytes = 1024
+
+// MaxVisibility is the longest visibility timeout (SQS's 12 hours).
+const MaxVisibility = 12 * time.Hour
+
+// MaxReceive is the most messages one Receive returns, and one Ack takes
+// (SQS's batch limit).
+const MaxReceive = 10
+
+// ErrStaleReceipt: the receipt is not the message's latest delivery, or
+// the message is gone (acked, dead-lettered, expired). SQS itself may
+// accept a stale receipt; the other queues refuse it.
+var ErrStaleReceipt = errors.New("queue: receipt is stale or the message is gone")
+
+// BatchError reports the messages of a batch call that failed, by ID.
+type BatchError struct {
+	Failed map[string]error
+}
+
+func (e *BatchError) Error() string {
+	for id, err := range e.Failed {
+		if len(e.Failed) == 1 {
+			return fmt.Sprintf("batch: message %s: %v", id, err)
+		}
+		return fmt.Sprintf("batch: %d messages failed, e.g. %s: %v", len(e.Failed), id, err)
+	}
+	return "batch: no failures"
+}
+
+// Depth is how many messages a queue and its DLQ hold. On SQS the counts
+// are approximate.
+type Depth struct {
+	// Waiting are visible (or delayed) messages not yet received.
+	Waiting int `json:"waiting"`
+	// InFlight are received and not yet deleted or visible again.
+	InFlight int `json:"inFlight"`
+	// DLQ is every message on the dead-letter queue.
+	DLQ int `json:"dlq"`
+}
+
+// Queue is a queue with its dead-letter queue. Implementations are safe
+// for concurrent use.
+type Queue interface {
+	// Send puts one message on the queue and returns its id.
+	Send(ctx context.Context, body []byte, attrs map[string]string) (string, error)
+	// SendBatch puts msgs on the queue, in as few calls as the queue
+	// allows (SQS: 10 per call; SQL queues: one transaction). It returns
+	// how many of msgs, from the start, are certainly sent.
+	SendBatch(ctx context.Context, msgs []Outgoing) (int, error)
+	// Receive returns up to max (1-MaxReceive) messages, long polling for a
+	// while if none is ready; it may return none. Each message returned is
+	// invisible to other receivers for the visibility timeout.
+	Receive(ctx context.Context, max int) ([]Message, error)
+	// Ack deletes up to MaxReceive received messages. A *BatchError
+	// reports the ones that failed (ErrStaleReceipt where the queue can tell).
+	Ack(ctx context.Context, msgs []Message) error
+	// ChangeVisibility makes m visible again after d (0: at once).
+	ChangeVisibility(ctx context.Context, m Message, d time.Duration) error
+	// DeadLetter puts m's body and attributes, with the reason and the
+	// Attribute* attributes, on the DLQ and deletes m from the queue.
+	DeadLetter(ctx context.Context, m Message, r Reason) error
+	// Depth counts the messages on the queue and the DLQ.
+	Depth(ctx context.Context) (Depth, error)
+	// Ping checks that the queue and the DLQ are reachable.
+	Ping(ctx context.Context) error
+	// Redrive moves DLQ messages back to the queue as o decides, with their
+	// body and original attributes (the dead-letter ones dropped).
+	Redrive(ctx context.Context, o RedriveOptions) (RedriveReport, error)
+}
+
+// ReasonFromAttributes reads the reason a DLQ message carries. A message
+// dead-lettered before codes existed has only "code: detail" in its
+// detail attribute; one moved by the queue's redrive policy has neither.
+func ReasonFromAttributes(attrs map[string]string) Reason {
+	code, detail := Code(attrs[CodeAttribute]), attrs[DetailAttribute]
+	if code == "" && detail != "" {
+		c, d, _ := strings.Cut(detail, ": ")
+		return Reason{Code: Code(c), Detail: d}
+	}
+	if code == "" {
+		code = CodeMaxReceives
+	}
+	return Reason{Code: code, Detail: detail}
+}
+
+// DeadLetterAttributes returns the attributes of m's copy on the DLQ: its
+// own (up to limit in all, 0 for no limit) plus the dead-letter ones, which
+// always fit. detail is cut to MaxDetailBytes.
+func DeadLetterAttributes(m Message, r Reason, limit int) map[string]string {
+	attrs := map[string]string{
+		CodeAttribute:         string(r.Code),
+		SourceIDAttribute:     m.ID,
+		ReceiveCountAttribute: fmt.Sprint(m.ReceiveCount),
+	}
+	if d := Truncate(r.Detail, MaxDetailBytes); d != "" {
+		attrs[DetailAttribute] = d
+	}
+	for k, v := range m.Attributes {
+		if limit > 0 && len(attrs) >= limit {
+			break
+		}
+		if _, ours := attrs[k]; !ours && v != "" && !isDeadLetterAttribute(k) {
+			attrs[k] = v
+		}
+	}
+	return attrs
+}
+
+// OriginalAttributes drops the dead-letter attributes (for a redrive).
+func OriginalAttributes(attrs map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range attrs {
+		if isDeadLetterAttribute(k) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+func isDeadLetterAttribute(k string) bool {
+	return strings.HasPrefix(k, AttributePrefix)
+}
+
+// Truncate cuts s to at most n bytes on a rune boundary.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}

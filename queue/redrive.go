@@ -1,0 +1,102 @@
+package queue
+
+import (
+	"slices"
+	"time"
+)
+
+// DLQEntry is one dead-lettered message as a redrive sees it.
+type DLQEntry struct {
+	ID     string // id on the DLQ
+	Reason Reason
+	// At is when the message was put on the DLQ (embedded and in-memory
+	// queues), or when it was first sent (SQS keeps the original timestamp
+	// through its redrive policy); zero when unknown.
+	At time.Time
+}
+
+// RedriveOptions select what a redrive moves.
+type RedriveOptions struct {
+	// Codes keeps only entries with one of these codes (none: all).
+	Codes []Code
+	// Max moves at most this many (0: no limit).
+	Max int
+	// DryRun counts what would move and moves nothing.
+	DryRun bool
+	// HoldBack are codes that move only with Force: for a charge id reused
+	// with another payload ("conflict") a person must decide, and a redrive
+	// would only dead-letter it again.
+	HoldBack []Code
+	// Force moves HoldBack entries and entries older than MaxAge too.
+	Force bool
+	// MaxAge holds back entries older than this at Now (0: no limit): once
+	// an entry is older than the idempotency record's retention, the record
+	// that stops a second debit may be gone, and a redrive would claim the
+	// charge afresh. Set it to the record retention minus a safety margin.
+	MaxAge time.Duration
+	Now    time.Time
+}
+
+// RedriveDecision is what a redrive does with one entry.
+type RedriveDecision int
+
+// The decisions.
+const (
+	Skip     RedriveDecision = iota // does not match the filter, or over Max
+	HoldBack                        // a HoldBack code, without Force
+	Move
+	TooOld // older than MaxAge, without Force
+)
+
+// Decide says what to do with e, given how many were already moved.
+func (o RedriveOptions) Decide(e DLQEntry, moved int) RedriveDecision {
+	if len(o.Codes) > 0 && !slices.Contains(o.Codes, e.Reason.Code) {
+		return Skip
+	}
+	if slices.Contains(o.HoldBack, e.Reason.Code) && !o.Force {
+		return HoldBack
+	}
+	if o.MaxAge > 0 && !o.Force && !e.At.IsZero() && o.Now.Sub(e.At) > o.MaxAge {
+		return TooOld
+	}
+	if o.Max > 0 && moved >= o.Max {
+		return Skip
+	}
+	return Move
+}
+
+// RedriveReport is what a redrive did (or, dry, would do).
+type RedriveReport struct {
+	Seen     int          `json:"seen"`
+	Moved    int          `json:"moved"`
+	HeldBack int          `json:"held_back"`
+	TooOld   int          `json:"held_back_too_old"`
+	Skipped  int          `json:"skipped"`
+	DryRun   bool         `json:"dry_run"`
+	ByCode   map[Code]int `json:"moved_by_code"`
+	// SeenByCode counts every entry seen, moved or not.
+	SeenByCode map[Code]int `json:"seen_by_code"`
+}
+
+// Count records the decision for e.
+func (r *RedriveReport) Count(e DLQEntry, d RedriveDecision) {
+	r.Seen++
+	if r.SeenByCode == nil {
+		r.SeenByCode = map[Code]int{}
+	}
+	r.SeenByCode[e.Reason.Code]++
+	switch d {
+	case Move:
+		r.Moved++
+		if r.ByCode == nil {
+			r.ByCode = map[Code]int{}
+		}
+		r.ByCode[e.Reason.Code]++
+	case HoldBack:
+		r.HeldBack++
+	case TooOld:
+		r.TooOld++
+	default:
+		r.Skipped++
+	}
+}
