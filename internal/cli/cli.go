@@ -1,5 +1,5 @@
 // Package cli is what the chargerecovery commands share: flags that may
-// also come from Env variables, configuration Problems reported
+// also come from environment variables, configuration problems reported
 // all at once, usage errors (exit 2), and the logging flags.
 package cli
 
@@ -32,7 +32,7 @@ func (e *UsageError) Error() string { return e.msg }
 func Usagef(format string, args ...any) error { return &UsageError{fmt.Sprintf(format, args...)} }
 
 // FlagSet is a flag.FlagSet whose every flag may also come from an
-// Env variable (the flag wins). Bad values, from either, are usage
+// environment variable (the flag wins). Bad values, from either, are usage
 // errors naming the flag and the variable.
 type FlagSet struct {
 	fs   *flag.FlagSet
@@ -48,7 +48,7 @@ func NewFlagSet(env *Env, name, synopsis string) *FlagSet {
 	fs.SetOutput(io.Discard)
 	f := &FlagSet{fs: fs, env: env}
 	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "usage: chargerecovery %s\n\nflags (Env variable in brackets):\n", synopsis)
+		fmt.Fprintf(env.Stderr, "usage: chargerecovery %s\n\nflags (environment variable in brackets):\n", synopsis)
 		fs.SetOutput(env.Stderr)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
@@ -114,7 +114,7 @@ func (f *FlagSet) Bool(p *bool, name, envName string, def bool, usage string) {
 }
 
 // Parse parses args; it returns ErrHelp after -h, a usage error for bad
-// flags, bad Env values or leftover arguments (unless positional
+// flags, bad environment values or leftover arguments (unless positional
 // arguments are allowed).
 func (f *FlagSet) Parse(args []string, allowArgs bool) error {
 	rest := args
@@ -148,8 +148,10 @@ func (f *FlagSet) Parse(args []string, allowArgs bool) error {
 // Problems collects configuration errors so that all are reported at once.
 type Problems []string
 
+// Add records one problem.
 func (p *Problems) Add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
 
+// Err is a usage error listing every problem, or nil.
 func (p Problems) Err() error {
 	if len(p) == 0 {
 		return nil
