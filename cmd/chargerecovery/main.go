@@ -26,6 +26,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/finedge/idempotent-consumer/internal/bench"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/demo"
@@ -57,7 +59,15 @@ var commands = []command{
 	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", demo.Run},
 }
 
+// redisLog drops go-redis's own retry chatter (its package-level logger):
+// the commands report a failed connection themselves, once, with what to
+// set.
+type redisLog struct{}
+
+func (redisLog) Printf(context.Context, string, ...any) {}
+
 func main() {
+	redis.SetLogger(redisLog{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}, os.Args[1:])
 	stop()

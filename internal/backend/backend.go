@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,19 +21,24 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/awssqs"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/postgres"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/redisstore"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
-// The backends.
+// The backends, and the stores that may replace a backend's own.
 const (
 	Embedded = "embedded"
 	AWS      = "aws"
+	Postgres = "postgres"
+	Redis    = "redis"
 )
 
 // Config selects and locates the queue and the idempotency store.
@@ -44,13 +50,19 @@ type Config struct {
 	Table      string // aws: the DynamoDB table
 	Wait       time.Duration
 	MaxReceive int
-	// embedded: message retention of the queue and the DLQ
+	// embedded and postgres: message retention of the queue and the DLQ
 	QueueRetention, DLQRetention time.Duration
+	// postgres: the connection (empty: the standard PG* variables) and
+	// the schema holding the tables
+	PostgresURL, PostgresSchema string
+	// Store replaces the backend's idempotency store: "" (its own) or
+	// "redis" (RedisURL, keys under RedisPrefix)
+	Store, RedisURL, RedisPrefix string
 }
 
 // Bind registers the backend flags.
 func (c *Config) Bind(f *cli.FlagSet) {
-	f.String(&c.Kind, "backend", "IC_BACKEND", Embedded, "where the queue and the idempotency records live: embedded (one SQLite file) or aws (SQS + DynamoDB)")
+	f.String(&c.Kind, "backend", "IC_BACKEND", Embedded, "where the queue and the idempotency records live: embedded (one SQLite file), postgres, or aws (SQS + DynamoDB)")
 	f.String(&c.DB, "db", "IC_DB", "chargerecovery.db", "embedded: SQLite file (queue, DLQ and idempotency records)")
 	f.String(&c.Sync, "sqlite-sync", "IC_SQLITE_SYNC", string(sqlite.SyncFull), "embedded: FULL (fsync every commit; survives power loss) or NORMAL (faster; survives a process crash)")
 	f.String(&c.Queue, "queue", "IC_QUEUE", "charge-due-events", "queue name (aws: or URL)")
@@ -58,8 +70,30 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.Table, "table", "IC_TABLE", "charge-idempotency", "aws: DynamoDB idempotency table")
 	f.Duration(&c.Wait, "poll-wait", "IC_POLL_WAIT", 20*time.Second, "long-poll wait per receive (0-20s; embedded polls at most 2s per call)")
 	f.Int(&c.MaxReceive, "max-receive", "IC_MAX_RECEIVE", 10, "redrive: receives before the queue itself moves a message to the DLQ (aws: set by setup)")
+	f.String(&c.PostgresURL, "postgres-url", "IC_POSTGRES_URL", "", "postgres: connection URL, e.g. postgres://user@db:5432/bank (empty: the standard PGHOST, PGUSER, PGDATABASE, ... variables)")
+	f.String(&c.PostgresSchema, "postgres-schema", "IC_POSTGRES_SCHEMA", "public", "postgres: schema of the tables (created and migrated on start)")
+	f.String(&c.Store, "store", "IC_STORE", "", "idempotency store instead of the backend's own: redis (the queue stays the backend's)")
+	f.String(&c.RedisURL, "redis-url", "IC_REDIS_URL", "", "redis store: server URL, e.g. redis://127.0.0.1:6379/0 (rediss:// for TLS)")
+	f.String(&c.RedisPrefix, "redis-prefix", "IC_REDIS_PREFIX", "ic:", "redis store: prefix of every key")
 	f.Duration(&c.QueueRetention, "queue-retention", "IC_QUEUE_RETENTION", sqlite.DefaultRetention, "embedded: how long a message stays on the queue before it expires (aws: the queue's MessageRetentionPeriod)")
 	f.Duration(&c.DLQRetention, "dlq-retention", "IC_DLQ_RETENTION", sqlite.DefaultDLQRetention, "embedded: how long a message stays on the DLQ before it expires")
+}
+
+// BindFresh registers the flags of a run on a fresh backend (demo,
+// bench): which backend and where its servers are; names are the run's.
+func (c *Config) BindFresh(f *cli.FlagSet) {
+	f.String(&c.Kind, "backend", "IC_BACKEND", Embedded, "embedded (a fresh SQLite file), postgres (a fresh schema) or aws (fresh queues and table at the configured endpoint)")
+	f.String(&c.PostgresURL, "postgres-url", "IC_POSTGRES_URL", "", "postgres: connection URL (empty: the standard PG* variables)")
+	f.String(&c.Store, "store", "IC_STORE", "", "idempotency store instead of the backend's own: redis (fresh keys)")
+	f.String(&c.RedisURL, "redis-url", "IC_REDIS_URL", "", "redis store: server URL, e.g. redis://127.0.0.1:6379/0")
+	c.FreshDefaults()
+}
+
+// FreshDefaults sets what BindFresh does not ask for: placeholder names
+// (OpenFresh names everything after the run) and test-friendly timings.
+func (c *Config) FreshDefaults() {
+	c.DB, c.Sync, c.Queue, c.DLQ, c.Table, c.PostgresSchema, c.RedisPrefix = "fresh.db", string(sqlite.SyncFull), "fresh", "fresh-dlq", "fresh", "fresh", "fresh:"
+	c.MaxReceive, c.Wait, c.QueueRetention, c.DLQRetention = 50, time.Second, sqlite.DefaultRetention, sqlite.DefaultDLQRetention
 }
 
 // Check reports what is wrong with c.
@@ -79,8 +113,29 @@ func (c *Config) Check(p *cli.Problems) {
 		if c.Queue == "" || c.DLQ == "" || c.Table == "" {
 			p.Add("--queue, --dlq and --table (IC_QUEUE, IC_DLQ, IC_TABLE) must not be empty with --backend aws")
 		}
+	case Postgres:
+		if c.Queue == "" {
+			p.Add("--queue (IC_QUEUE) must not be empty")
+		}
+		if c.PostgresSchema == "" {
+			p.Add("--postgres-schema (IC_POSTGRES_SCHEMA) must not be empty")
+		}
 	default:
-		p.Add("--backend %q is not embedded or aws", c.Kind)
+		p.Add("--backend %q is not embedded, postgres or aws", c.Kind)
+	}
+	switch c.Store {
+	case "":
+	case Redis:
+		if c.RedisURL == "" {
+			p.Add("--redis-url (IC_REDIS_URL) is required with --store redis, e.g. redis://127.0.0.1:6379/0")
+		} else if _, err := redis.ParseURL(c.RedisURL); err != nil {
+			p.Add("--redis-url: %v", err)
+		}
+		if c.RedisPrefix == "" {
+			p.Add("--redis-prefix must not be empty")
+		}
+	default:
+		p.Add("--store %q is not redis (or empty for the backend's own)", c.Store)
 	}
 	if c.MaxReceive < 1 || c.MaxReceive > 1000 {
 		p.Add("--max-receive %d is outside 1-1000", c.MaxReceive)
@@ -111,6 +166,9 @@ type Backend struct {
 	pingStore  func(ctx context.Context) error
 	retentions func(ctx context.Context) (queue, dlq time.Duration, err error)
 	close      func()
+	// drop deletes what a fresh backend made, where closing does not
+	// (a PostgreSQL schema, Redis keys); nil: nothing to do.
+	drop func(ctx context.Context) error
 }
 
 // Close releases the backend.
@@ -134,13 +192,92 @@ func (b *Backend) Retentions(ctx context.Context) (queue, dlq time.Duration, err
 // the queue agree. With create it first creates the queues and the table
 // (development; the embedded file is always created as needed).
 func Open(ctx context.Context, c Config, visibility time.Duration, create bool) (*Backend, error) {
+	var b *Backend
+	var err error
 	switch c.Kind {
 	case Embedded:
-		return openEmbedded(ctx, c, visibility)
+		b, err = openEmbedded(ctx, c, visibility)
 	case AWS:
-		return openAWS(ctx, c, visibility, create)
+		b, err = openAWS(ctx, c, visibility, create)
+	case Postgres:
+		b, err = openPostgres(ctx, c, visibility)
+	default:
+		return nil, cli.Usagef("unknown backend %q", c.Kind)
 	}
-	return nil, cli.Usagef("unknown backend %q", c.Kind)
+	if err != nil || c.Store == "" {
+		return b, err
+	}
+	if err := b.useRedis(ctx, c); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// openPostgres connects, migrates the schema (every process may: the
+// migrations run once, under an advisory lock) and opens the queue.
+func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Backend, error) {
+	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema})
+	if errors.Is(err, postgres.ErrConfig) {
+		return nil, cli.Usagef("%v (set --postgres-url / IC_POSTGRES_URL, or the PG* variables)", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w (check --postgres-url / IC_POSTGRES_URL or the PG* variables, and that the server runs)", err)
+	}
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: c.Queue, VisibilityTimeout: visibility, MaxReceiveCount: c.MaxReceive,
+		WaitTime: max(min(c.Wait, 2*time.Second), 100*time.Millisecond), Retention: c.QueueRetention, DLQRetention: c.DLQRetention})
+	if err != nil {
+		db.Close()
+		return nil, cli.Usagef("%v", err)
+	}
+	return &Backend{
+		Desc:      fmt.Sprintf("postgres (schema %s, queue %s)", c.PostgresSchema, c.Queue),
+		Queue:     q,
+		Store:     postgres.NewStore(db),
+		Expirer:   q,
+		pingStore: db.Ping,
+		close:     db.Close,
+		retentions: func(context.Context) (time.Duration, time.Duration, error) {
+			return c.QueueRetention, c.DLQRetention, nil
+		},
+		drop: db.DropSchema,
+	}, nil
+}
+
+// useRedis replaces b's store with the Redis store.
+func (b *Backend) useRedis(ctx context.Context, c Config) error {
+	opts, err := redis.ParseURL(c.RedisURL)
+	if err != nil {
+		return cli.Usagef("--redis-url: %v", err)
+	}
+	client := redis.NewClient(opts)
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.Ping(pctx).Err(); err != nil {
+		client.Close()
+		return fmt.Errorf("redis at %s: %w (check --redis-url / IC_REDIS_URL and that the server runs)", opts.Addr, err)
+	}
+	store, err := redisstore.New(client, redisstore.Options{Prefix: c.RedisPrefix})
+	if err != nil {
+		client.Close()
+		return err
+	}
+	closeBackend := b.close
+	b.Store, b.pingStore = store, store.Ping
+	b.close = func() { client.Close(); closeBackend() }
+	b.Desc += fmt.Sprintf(", store redis (%s, prefix %s)", opts.Addr, c.RedisPrefix)
+	dropBackend := b.drop
+	b.drop = func(ctx context.Context) error {
+		iter := client.Scan(ctx, 0, c.RedisPrefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			client.Del(ctx, iter.Val())
+		}
+		if dropBackend != nil {
+			return dropBackend(ctx)
+		}
+		return iter.Err()
+	}
+	return nil
 }
 
 // openEmbedded opens the SQLite file (creating it and its schema if
@@ -273,6 +410,8 @@ func RandomID() string {
 func OpenFresh(ctx context.Context, stderr io.Writer, c Config, prefix, dir string, visibility time.Duration, keep bool) (*Backend, func(), error) {
 	run := RandomID()
 	c.Queue, c.DLQ, c.Table = prefix+"-"+run, prefix+"-"+run+"-dlq", prefix+"-"+run
+	c.PostgresSchema = "ic_" + prefix + "_" + run
+	c.RedisPrefix = "ic-" + prefix + "-" + run + ":"
 	var tmp string
 	if c.Kind == Embedded {
 		var err error
@@ -289,15 +428,22 @@ func OpenFresh(ctx context.Context, stderr io.Writer, c Config, prefix, dir stri
 		return nil, nil, err
 	}
 	drop := func() {
+		if !keep && b.drop != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			_ = b.drop(dctx)
+			cancel()
+		}
 		b.Close()
 		switch {
 		case keep && c.Kind == Embedded:
 			fmt.Fprintf(stderr, "kept %s\n", c.DB)
+		case keep && c.Kind == Postgres:
+			fmt.Fprintf(stderr, "kept schema %s\n", c.PostgresSchema)
 		case keep:
 			fmt.Fprintf(stderr, "kept queues %s, %s and table %s\n", c.Queue, c.DLQ, c.Table)
 		case c.Kind == Embedded:
 			os.RemoveAll(tmp)
-		default:
+		case c.Kind == AWS:
 			dropAWS(c)
 		}
 	}

@@ -24,7 +24,7 @@ import (
 )
 
 type benchConfig struct {
-	kind        string
+	bc          backend.Config
 	charges     int
 	dupRatio    float64
 	dupLag      int
@@ -92,7 +92,7 @@ type Report struct {
 func Run(ctx context.Context, env *cli.Env, args []string) error {
 	f := cli.NewFlagSet(env, "bench", "bench [flags]")
 	var c benchConfig
-	f.String(&c.kind, "backend", "IC_BACKEND", backend.Embedded, "embedded (a fresh SQLite file) or aws (fresh queues and table at the configured endpoint)")
+	c.bc.BindFresh(f)
 	f.Int(&c.charges, "charges", "", 100000, "distinct charges to enqueue")
 	f.Float(&c.dupRatio, "dup-ratio", "", 0.3, "fraction of charges delivered a second time")
 	f.Int(&c.dupLag, "dup-lag", "", 1000, "a duplicate is enqueued this many messages after its original")
@@ -110,9 +110,7 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	var p cli.Problems
-	if c.kind != backend.Embedded && c.kind != backend.AWS {
-		p.Add("--backend %q is not embedded or aws", c.kind)
-	}
+	c.bc.Check(&p)
 	if c.charges < 1 || c.charges > 10_000_000 {
 		p.Add("--charges %d is outside 1-10000000", c.charges)
 	}
@@ -125,8 +123,8 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	if c.sync != "FULL" && c.sync != "NORMAL" {
 		p.Add("--sqlite-sync %q is not FULL or NORMAL", c.sync)
 	}
-	if c.expired < 0 || (c.expired > 0 && c.kind != backend.Embedded) {
-		p.Add("--expired needs --backend embedded and must not be negative (DynamoDB expires records by TTL)")
+	if c.expired < 0 || (c.expired > 0 && (c.bc.Kind == backend.AWS || c.bc.Store != "")) {
+		p.Add("--expired needs --backend embedded or postgres with its own store, and must not be negative (DynamoDB and Redis expire records themselves)")
 	}
 	if c.dupLag < 0 || c.latency < 0 || c.timeout <= 0 {
 		p.Add("--dup-lag and --corebank-latency must not be negative, --timeout must be positive")
@@ -262,7 +260,8 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const visibility, lease = 60 * time.Second, 60 * time.Second
-	bc := backend.Config{Kind: c.kind, Sync: c.sync, Wait: time.Second, MaxReceive: 50}
+	bc := c.bc
+	bc.Sync = c.sync
 	b, drop, err := backend.OpenFresh(ctx, env.Stderr, bc, "bench", c.dir, visibility, false)
 	if err != nil {
 		return RunReport{}, err
@@ -275,7 +274,7 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 	// one writer).
 	enqStart := time.Now()
 	batchMax, parallel := 1000, 1
-	if c.kind == backend.AWS {
+	if c.bc.Kind == backend.AWS {
 		batchMax, parallel = 10, 8
 	}
 	messages := 0

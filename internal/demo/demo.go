@@ -64,7 +64,7 @@ type demoConfig struct {
 func Run(ctx context.Context, env *cli.Env, args []string) error {
 	f := cli.NewFlagSet(env, "demo", "demo [flags]")
 	var c demoConfig
-	f.String(&c.bc.Kind, "backend", "IC_BACKEND", backend.Embedded, "embedded (a fresh SQLite file) or aws (fresh SQS queues and DynamoDB table at the configured endpoint)")
+	c.bc.BindFresh(f)
 	f.Int(&c.charges, "charges", "", 20, "how many distinct charges")
 	f.Float(&c.dupRatio, "dup-ratio", "", 0.3, "fraction of charges sent a second time under the same chargeId (simulated redelivery)")
 	f.Int(&c.concurrency, "concurrency", "", 8, "consumer concurrency")
@@ -85,9 +85,7 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	var p cli.Problems
-	if c.bc.Kind != backend.Embedded && c.bc.Kind != backend.AWS {
-		p.Add("--backend %q is not embedded or aws", c.bc.Kind)
-	}
+	c.bc.Check(&p)
 	if c.charges < 1 || c.charges > 100000 {
 		p.Add("--charges %d is outside 1-100000", c.charges)
 	}

@@ -12,9 +12,11 @@ import (
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/awssqs"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/internal/scenariotest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/postgres"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -39,6 +41,18 @@ func TestEmbeddedSQLite(t *testing.T) {
 			t.Fatal(err)
 		}
 		return scenariotest.Backend{Queue: q, Store: sqlite.NewStore(db)}
+	}})
+}
+
+func TestPostgreSQL(t *testing.T) {
+	scenariotest.Run(t, scenariotest.Harness{Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
+		db := dbtest.Postgres(t) // a schema of the scenario's own
+		q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("q"), VisibilityTimeout: visibility,
+			WaitTime: 100 * time.Millisecond, MaxReceiveCount: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return scenariotest.Backend{Queue: q, Store: postgres.NewStore(db)}
 	}})
 }
 

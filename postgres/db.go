@@ -1,0 +1,171 @@
+// Package postgres is the PostgreSQL backend: a queue with its dead-letter
+// queue (queue.Queue, rows taken with FOR UPDATE SKIP LOCKED) and an
+// idempotency store (idempotency.Store, the claim one INSERT … ON CONFLICT
+// DO UPDATE … WHERE statement that also returns the previous row), on a pgx
+// connection pool. Several consumer processes on different machines share
+// one database safely: every transition is one conditional statement.
+//
+// The schema is created and migrated by Open (versioned, under an advisory
+// lock, so that processes starting together migrate once).
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Options configure Open.
+type Options struct {
+	// Schema holds the tables; created if missing. Default "public".
+	Schema string
+	// MaxConns bounds the pool. Default pgx's (max(4, CPUs)).
+	MaxConns int32
+}
+
+// DB is an open pool on a migrated schema.
+type DB struct {
+	pool   *pgxpool.Pool
+	schema string
+}
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ErrConfig marks a connection string or option that cannot work
+// (configuration, not an outage).
+var ErrConfig = errors.New("postgres: configuration")
+
+// Open connects to url (a postgres:// URL or key=value string; empty: the
+// standard PG* variables), checks that the server answers, and migrates
+// the schema.
+func Open(ctx context.Context, url string, o Options) (*DB, error) {
+	if o.Schema == "" {
+		o.Schema = "public"
+	}
+	if !schemaName.MatchString(o.Schema) {
+		return nil, fmt.Errorf("%w: schema %q is not a plain lower-case identifier", ErrConfig, o.Schema)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	schema := o.Schema
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	cfg.ConnConfig.RuntimeParams["application_name"] = "chargerecovery"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	db := &DB{pool: pool, schema: schema}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := db.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	return db, nil
+}
+
+// Close closes the pool.
+func (db *DB) Close() { db.pool.Close() }
+
+// Ping checks that the server answers.
+func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+
+// Pool is the connection pool (benchmarks, tools).
+func (db *DB) Pool() *pgxpool.Pool { return db.pool }
+
+// migrationLock is the advisory lock key of the migrations (any constant
+// shared by every process of this program).
+const migrationLock = 0x1dc0_0001
+
+// migrations, in order; schema_version counts those applied. Each runs once,
+// in the same transaction as the version bump.
+var migrations = []string{
+	// 1: the idempotency records and the queue table (main queues and DLQs).
+	`create table idempotency_records (
+	   key           text primary key,
+	   state         text not null check (state in ('IN_PROGRESS', 'DONE', 'FAILED')),
+	   token         text not null,
+	   fingerprint   text not null,
+	   attempt       integer not null,
+	   lease_until   timestamptz not null,
+	   created_at    timestamptz not null,
+	   updated_at    timestamptz not null,
+	   expires_at    timestamptz not null,
+	   status        text not null default '',
+	   detail        text not null default '',
+	   reopens       integer not null default 0,
+	   reopened_at   timestamptz,
+	   reopen_reason text not null default '',
+	   prev_status   text not null default '',
+	   prev_detail   text not null default ''
+	 );
+	 create index idempotency_records_stuck_idx on idempotency_records (lease_until) where state = 'IN_PROGRESS';
+	 create index idempotency_records_expires_idx on idempotency_records (expires_at);
+	 create table queue_messages (
+	   id         bigint generated always as identity primary key,
+	   queue      text not null,
+	   body       bytea not null,
+	   attributes jsonb,
+	   created_at timestamptz not null default clock_timestamp(),
+	   visible_at timestamptz not null default clock_timestamp(),
+	   received   integer not null default 0
+	 );
+	 create index queue_messages_ready_idx on queue_messages (queue, visible_at, id);
+	 create index queue_messages_created_idx on queue_messages (queue, created_at);`,
+}
+
+func (db *DB) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "create schema if not exists "+db.schema); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", migrationLock); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `create table if not exists schema_version (version integer not null)`); err != nil {
+			return err
+		}
+		var version int
+		err := tx.QueryRow(ctx, `select version from schema_version`).Scan(&version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := tx.Exec(ctx, `insert into schema_version values (0)`); err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		if version > len(migrations) {
+			return fmt.Errorf("schema %s is at version %d, newer than this binary knows (%d): upgrade the binary", db.schema, version, len(migrations))
+		}
+		for i := version; i < len(migrations); i++ {
+			if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+		}
+		_, err = tx.Exec(ctx, `update schema_version set version = $1`, len(migrations))
+		return err
+	})
+}
+
+// DropSchema drops the schema and everything in it (tests, demo reset).
+func (db *DB) DropSchema(ctx context.Context) error {
+	if db.schema == "public" {
+		return errors.New("postgres: refusing to drop schema public")
+	}
+	_, err := db.pool.Exec(ctx, "drop schema if exists "+db.schema+" cascade")
+	return err
+}

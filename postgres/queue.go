@@ -1,0 +1,416 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// QueueOptions configure a Queue. Times are the database server's: every
+// consumer sees the same clock for visibility.
+type QueueOptions struct {
+	// Name of the queue; the DLQ is Name + "-dlq". Required.
+	Name string
+	// VisibilityTimeout of every receive. Default 30s.
+	VisibilityTimeout time.Duration
+	// MaxReceiveCount: a message received this many times and still not
+	// deleted moves to the DLQ (SQS's redrive policy). Default 10.
+	MaxReceiveCount int
+	// WaitTime is the long-poll wait of Receive. Default 1s.
+	WaitTime time.Duration
+	// PollInterval is how often an empty long poll looks again. Default 50ms.
+	PollInterval time.Duration
+	// SweepInterval is how often a receive moves messages past
+	// MaxReceiveCount to the DLQ. Default 5s.
+	SweepInterval time.Duration
+	// Retention and DLQRetention: how long a message stays before Expire
+	// deletes it. Defaults 4 and 14 days (SQS's default and maximum).
+	Retention, DLQRetention time.Duration
+}
+
+// Queue is a queue.Queue on the queue_messages table. Receipts are the
+// message id plus its receive count, so a stale delivery cannot ack,
+// extend or dead-letter a newer one; a dead-letter forward and its delete
+// are one statement.
+type Queue struct {
+	db   *DB
+	opts QueueOptions
+	dlq  string
+
+	sweepMu   sync.Mutex
+	nextSweep time.Time
+}
+
+var _ queue.Queue = (*Queue)(nil)
+
+// NewQueue returns the queue named in opts on db.
+func NewQueue(db *DB, opts QueueOptions) (*Queue, error) {
+	if opts.Name == "" {
+		return nil, fmt.Errorf("%w: queue needs a name", ErrConfig)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&opts.VisibilityTimeout, 30*time.Second)
+	def(&opts.WaitTime, time.Second)
+	def(&opts.PollInterval, 50*time.Millisecond)
+	def(&opts.SweepInterval, 5*time.Second)
+	def(&opts.Retention, 4*24*time.Hour)
+	def(&opts.DLQRetention, 14*24*time.Hour)
+	if opts.MaxReceiveCount == 0 {
+		opts.MaxReceiveCount = 10
+	}
+	if opts.VisibilityTimeout < 0 || opts.WaitTime < 0 || opts.MaxReceiveCount < 0 || opts.PollInterval <= 0 {
+		return nil, fmt.Errorf("%w: queue options must not be negative", ErrConfig)
+	}
+	return &Queue{db: db, opts: opts, dlq: opts.Name + "-dlq"}, nil
+}
+
+func receipt(id int64, received int32) string {
+	return strconv.FormatInt(id, 10) + "#" + strconv.Itoa(int(received))
+}
+
+func parseReceipt(r string) (int64, int32, error) {
+	id, n, ok := strings.Cut(r, "#")
+	i, err1 := strconv.ParseInt(id, 10, 64)
+	c, err2 := strconv.Atoi(n)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, queue.ErrStaleReceipt
+	}
+	return i, int32(c), nil
+}
+
+func encodeAttrs(attrs map[string]string) ([]byte, error) {
+	if len(attrs) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(attrs)
+}
+
+// Send implements queue.Queue.
+func (q *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) (string, error) {
+	enc, err := encodeAttrs(attrs)
+	if err != nil {
+		return "", err
+	}
+	var id int64
+	if err := q.db.pool.QueryRow(ctx, `insert into queue_messages (queue, body, attributes) values ($1, $2, $3) returning id`,
+		q.opts.Name, body, enc).Scan(&id); err != nil {
+		return "", fmt.Errorf("postgres: send: %w", err)
+	}
+	return strconv.FormatInt(id, 10), nil
+}
+
+// SendBatch implements queue.Queue: one INSERT for all of msgs.
+func (q *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, error) {
+	if len(msgs) == 0 {
+		return 0, nil
+	}
+	bodies := make([][]byte, len(msgs))
+	attrs := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		bodies[i] = m.Body
+		enc, err := encodeAttrs(m.Attributes)
+		if err != nil {
+			return 0, err
+		}
+		attrs[i] = enc
+	}
+	if _, err := q.db.pool.Exec(ctx, `insert into queue_messages (queue, body, attributes)
+		select $1, b, a from unnest($2::bytea[], $3::jsonb[]) as t(b, a)`, q.opts.Name, bodies, attrs); err != nil {
+		return 0, fmt.Errorf("postgres: send batch: %w", err)
+	}
+	return len(msgs), nil
+}
+
+// receiveSQL takes up to $2 visible messages, oldest first, skipping rows
+// another receiver has locked, and makes them invisible for $4.
+const receiveSQL = `
+with picked as (
+  select id from queue_messages
+  where queue = $1 and visible_at <= clock_timestamp() and received < $3
+  order by visible_at, id
+  limit $2
+  for update skip locked
+)
+update queue_messages m set received = m.received + 1, visible_at = clock_timestamp() + $4 * interval '1 millisecond'
+from picked where m.id = picked.id
+returning m.id, m.body, m.attributes, m.received, m.created_at`
+
+// Receive implements queue.Queue, long polling up to WaitTime.
+func (q *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
+	if max < 1 || max > queue.MaxReceive {
+		return nil, fmt.Errorf("postgres: receive of %d messages (1-%d)", max, queue.MaxReceive)
+	}
+	deadline := time.Now().Add(q.opts.WaitTime)
+	for {
+		msgs, err := q.receiveOnce(ctx, max)
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, nil
+		}
+		t := time.NewTimer(min(q.opts.PollInterval, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, error) {
+	if err := q.sweep(ctx); err != nil {
+		return nil, fmt.Errorf("postgres: move exhausted messages to the DLQ: %w", err)
+	}
+	rows, err := q.db.pool.Query(ctx, receiveSQL, q.opts.Name, max, q.opts.MaxReceiveCount, q.opts.VisibilityTimeout.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: receive: %w", err)
+	}
+	defer rows.Close()
+	var out []queue.Message
+	for rows.Next() {
+		var id int64
+		var received int32
+		var attrs []byte
+		m := queue.Message{}
+		if err := rows.Scan(&id, &m.Body, &attrs, &received, &m.SentAt); err != nil {
+			return nil, fmt.Errorf("postgres: receive: %w", err)
+		}
+		if len(attrs) > 0 {
+			if err := json.Unmarshal(attrs, &m.Attributes); err != nil {
+				return nil, fmt.Errorf("postgres: attributes of %d: %w", id, err)
+			}
+		}
+		m.ID, m.ReceiveCount, m.Receipt, m.SentAt = strconv.FormatInt(id, 10), int(received), receipt(id, received), m.SentAt.UTC()
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: receive: %w", err)
+	}
+	return out, nil
+}
+
+// sweepSQL moves messages received MaxReceiveCount times and visible again
+// to the DLQ, as SQS's redrive policy does: delete and insert in one
+// statement, without dead-letter attributes (they read as max_receives).
+const sweepSQL = `
+with moved as (
+  delete from queue_messages where id in (
+    select id from queue_messages
+    where queue = $1 and received >= $2 and visible_at <= clock_timestamp()
+    limit 100 for update skip locked)
+  returning body, attributes
+)
+insert into queue_messages (queue, body, attributes) select $3, body, attributes from moved`
+
+func (q *Queue) sweep(ctx context.Context) error {
+	q.sweepMu.Lock()
+	if time.Now().Before(q.nextSweep) {
+		q.sweepMu.Unlock()
+		return nil
+	}
+	q.nextSweep = time.Now().Add(q.opts.SweepInterval)
+	q.sweepMu.Unlock()
+	_, err := q.db.pool.Exec(ctx, sweepSQL, q.opts.Name, q.opts.MaxReceiveCount, q.dlq)
+	return err
+}
+
+// Ack implements queue.Queue: one DELETE for the batch, each row only if
+// its receipt is the latest delivery.
+func (q *Queue) Ack(ctx context.Context, msgs []queue.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if len(msgs) > queue.MaxReceive {
+		return fmt.Errorf("postgres: ack of %d messages (at most %d)", len(msgs), queue.MaxReceive)
+	}
+	failed := map[string]error{}
+	ids := make([]int64, 0, len(msgs))
+	counts := make([]int32, 0, len(msgs))
+	byID := map[int64]string{}
+	for _, m := range msgs {
+		id, n, err := parseReceipt(m.Receipt)
+		if err != nil {
+			failed[m.ID] = err
+			continue
+		}
+		ids, counts = append(ids, id), append(counts, n)
+		byID[id] = m.ID
+	}
+	rows, err := q.db.pool.Query(ctx, `delete from queue_messages m using unnest($2::bigint[], $3::int[]) as r(id, received)
+		where m.queue = $1 and m.id = r.id and m.received = r.received returning m.id`, q.opts.Name, ids, counts)
+	if err != nil {
+		return fmt.Errorf("postgres: ack: %w", err)
+	}
+	deleted, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("postgres: ack: %w", err)
+	}
+	for _, id := range deleted {
+		delete(byID, id)
+	}
+	for _, mid := range byID {
+		failed[mid] = queue.ErrStaleReceipt
+	}
+	if len(failed) > 0 {
+		return &queue.BatchError{Failed: failed}
+	}
+	return nil
+}
+
+// ChangeVisibility implements queue.Queue.
+func (q *Queue) ChangeVisibility(ctx context.Context, m queue.Message, d time.Duration) error {
+	id, n, err := parseReceipt(m.Receipt)
+	if err != nil {
+		return err
+	}
+	tag, err := q.db.pool.Exec(ctx, `update queue_messages set visible_at = clock_timestamp() + $4 * interval '1 millisecond'
+		where queue = $1 and id = $2 and received = $3`, q.opts.Name, id, n, max(d, 0).Milliseconds())
+	if err != nil {
+		return fmt.Errorf("postgres: change visibility of %s: %w", m.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return queue.ErrStaleReceipt
+	}
+	return nil
+}
+
+// DeadLetter implements queue.Queue: the delete and the forward are one
+// statement, so a message is never both on the DLQ and on the queue.
+func (q *Queue) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason) error {
+	id, n, err := parseReceipt(m.Receipt)
+	if err != nil {
+		return err
+	}
+	attrs, err := encodeAttrs(queue.DeadLetterAttributes(m, r, 0))
+	if err != nil {
+		return err
+	}
+	tag, err := q.db.pool.Exec(ctx, `with d as (
+		  delete from queue_messages where queue = $1 and id = $2 and received = $3 returning body)
+		insert into queue_messages (queue, body, attributes) select $4, body, $5 from d`,
+		q.opts.Name, id, n, q.dlq, attrs)
+	if err != nil {
+		return fmt.Errorf("postgres: dead-letter %s: %w", m.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return queue.ErrStaleReceipt
+	}
+	return nil
+}
+
+// Depth implements queue.Queue.
+func (q *Queue) Depth(ctx context.Context) (queue.Depth, error) {
+	var d queue.Depth
+	err := q.db.pool.QueryRow(ctx, `select
+		  count(*) filter (where queue = $1 and visible_at <= clock_timestamp()),
+		  count(*) filter (where queue = $1 and visible_at > clock_timestamp()),
+		  count(*) filter (where queue = $2)
+		from queue_messages where queue in ($1, $2)`, q.opts.Name, q.dlq).Scan(&d.Waiting, &d.InFlight, &d.DLQ)
+	if err != nil {
+		return d, fmt.Errorf("postgres: depth: %w", err)
+	}
+	return d, nil
+}
+
+// Ping implements queue.Queue.
+func (q *Queue) Ping(ctx context.Context) error { return q.db.Ping(ctx) }
+
+// Redrive implements queue.Queue: oldest first; each move (delete from
+// the DLQ, insert on the queue with the original attributes) is one
+// statement.
+func (q *Queue) Redrive(ctx context.Context, o queue.RedriveOptions) (queue.RedriveReport, error) {
+	rep := queue.RedriveReport{DryRun: o.DryRun}
+	var lastID int64
+	for {
+		rows, err := q.db.pool.Query(ctx, `select id, attributes, created_at from queue_messages
+			where queue = $1 and id > $2 order by id limit 500`, q.dlq, lastID)
+		if err != nil {
+			return rep, fmt.Errorf("postgres: redrive: %w", err)
+		}
+		type entry struct {
+			id    int64
+			attrs map[string]string
+			at    time.Time
+		}
+		var page []entry
+		for rows.Next() {
+			var e entry
+			var raw []byte
+			if err := rows.Scan(&e.id, &raw, &e.at); err != nil {
+				rows.Close()
+				return rep, err
+			}
+			if len(raw) > 0 {
+				_ = json.Unmarshal(raw, &e.attrs) // unreadable attributes read as the queue's own move
+			}
+			page = append(page, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return rep, err
+		}
+		if len(page) == 0 {
+			return rep, nil
+		}
+		for _, e := range page {
+			lastID = e.id
+			de := queue.DLQEntry{ID: strconv.FormatInt(e.id, 10), Reason: queue.ReasonFromAttributes(e.attrs), At: e.at}
+			d := o.Decide(de, rep.Moved)
+			if d == queue.Move && !o.DryRun {
+				orig, err := encodeAttrs(queue.OriginalAttributes(e.attrs))
+				if err != nil {
+					return rep, err
+				}
+				if _, err := q.db.pool.Exec(ctx, `with d as (delete from queue_messages where queue = $1 and id = $2 returning body)
+					insert into queue_messages (queue, body, attributes) select $3, body, $4 from d`, q.dlq, e.id, q.opts.Name, orig); err != nil {
+					return rep, fmt.Errorf("postgres: redrive %d: %w", e.id, err)
+				}
+			}
+			rep.Count(de, d)
+		}
+	}
+}
+
+// Expire deletes up to limit messages past retention at now from the queue
+// and up to limit from the DLQ.
+func (q *Queue) Expire(ctx context.Context, now time.Time, limit int) (main, dlq int, err error) {
+	del := func(name string, retention time.Duration) (int, error) {
+		tag, err := q.db.pool.Exec(ctx, `delete from queue_messages where id in
+			(select id from queue_messages where queue = $1 and created_at < $2 order by created_at limit $3 for update skip locked)`,
+			name, now.Add(-retention), limit)
+		return int(tag.RowsAffected()), err
+	}
+	if main, err = del(q.opts.Name, q.opts.Retention); err != nil {
+		return 0, 0, fmt.Errorf("postgres: expire: %w", err)
+	}
+	if dlq, err = del(q.dlq, q.opts.DLQRetention); err != nil {
+		return main, 0, fmt.Errorf("postgres: expire DLQ: %w", err)
+	}
+	return main, dlq, nil
+}
+
+// Expired counts the messages past retention at now on the queue and the DLQ.
+func (q *Queue) Expired(ctx context.Context, now time.Time) (main, dlq int, err error) {
+	err = q.db.pool.QueryRow(ctx, `select
+		  count(*) filter (where queue = $1 and created_at < $2), count(*) filter (where queue = $3 and created_at < $4)
+		from queue_messages where queue in ($1, $3)`,
+		q.opts.Name, now.Add(-q.opts.Retention), q.dlq, now.Add(-q.opts.DLQRetention)).Scan(&main, &dlq)
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: expired: %w", err)
+	}
+	return main, dlq, nil
+}

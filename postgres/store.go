@@ -1,0 +1,288 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// Store is the idempotency.Store on PostgreSQL. Every operation is one
+// statement, so one round trip; a claim that loses a race with a
+// concurrent first claim of the same key reads the winner once more.
+type Store struct {
+	db *DB
+}
+
+var (
+	_ idempotency.Store       = (*Store)(nil)
+	_ idempotency.StuckLister = (*Store)(nil)
+	_ idempotency.Purger      = (*Store)(nil)
+)
+
+// NewStore returns the store on db.
+func NewStore(db *DB) *Store { return &Store{db: db} }
+
+const columns = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
+  reopens, reopened_at, reopen_reason, prev_status, prev_detail`
+
+// claimSQL writes the claim if the key is absent, past retention, or
+// IN_PROGRESS past its lease with the same fingerprint — the ON CONFLICT
+// WHERE is checked on the latest committed row under its row lock — and
+// returns either what it wrote or, in the same round trip, the row as it
+// was (the statement's snapshot).
+//
+// $1 key, $2 token, $3 fingerprint, $4 lease until, $5 now, $6 expires at,
+// $7 lease expired by.
+const claimSQL = `
+with prev as (
+  select ` + columns + ` from idempotency_records where key = $1
+), ins as (
+  insert into idempotency_records as r
+    (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at)
+  values ($1, 'IN_PROGRESS', $2, $3, 1, $4, $5, $5, $6)
+  on conflict (key) do update set
+    attempt = case when r.expires_at <= $5 then 1 else r.attempt + 1 end,
+    created_at = case when r.expires_at <= $5 then $5 else r.created_at end,
+    state = 'IN_PROGRESS', token = $2, fingerprint = $3, lease_until = $4,
+    updated_at = $5, expires_at = $6, status = '', detail = '',
+    reopens = case when r.expires_at <= $5 then 0 else r.reopens end,
+    reopened_at = case when r.expires_at <= $5 then null else r.reopened_at end,
+    reopen_reason = case when r.expires_at <= $5 then '' else r.reopen_reason end,
+    prev_status = case when r.expires_at <= $5 then '' else r.prev_status end,
+    prev_detail = case when r.expires_at <= $5 then '' else r.prev_detail end
+  where r.expires_at <= $5
+     or (r.state = 'IN_PROGRESS' and r.lease_until <= $7 and r.fingerprint = $3)
+  returning r.attempt, r.created_at
+)
+select i.attempt, i.created_at, p.key, p.state, p.token, p.fingerprint, p.attempt, p.lease_until, p.created_at, p.updated_at,
+  p.expires_at, p.status, p.detail, p.reopens, p.reopened_at, p.reopen_reason, p.prev_status, p.prev_detail
+from (select 1) one left join ins i on true left join prev p on true`
+
+// Claim implements idempotency.Store.
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if req.Key == "" || req.Token == "" {
+		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+	}
+	var (
+		attempt *int32
+		created *time.Time
+		prev    nullableRecord
+	)
+	err := s.db.pool.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy).
+		Scan(append([]any{&attempt, &created}, prev.dest()...)...)
+	if err != nil {
+		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+	}
+	if attempt != nil {
+		return idempotency.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: idempotency.Record{
+			Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+			Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
+			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+		}}, nil
+	}
+	rec, ok := prev.record()
+	if !ok || claimable(rec, req) {
+		// The snapshot predates a concurrent claim that won (the key was
+		// absent, or claimable, when this statement began): read the winner.
+		rec, err = s.get(ctx, req.Key)
+		if err != nil {
+			return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+		}
+	}
+	return idempotency.ClaimResult{Record: rec}, nil
+}
+
+// claimable is the claim's condition, evaluated on a record read before it.
+func claimable(r idempotency.Record, req idempotency.ClaimRequest) bool {
+	return !r.ExpiresAt.After(req.Now) ||
+		(r.State == idempotency.StateInProgress && !r.LeaseUntil.After(req.LeaseExpiredBy) && r.Fingerprint == req.Fingerprint)
+}
+
+// nullableRecord scans a left-joined record row.
+type nullableRecord struct {
+	key, state, token, fingerprint, status, detail, reopenReason, prevStatus, prevDetail *string
+	attempt, reopens                                                                    *int32
+	lease, created, updated, expires, reopened                                          *time.Time
+}
+
+func (n *nullableRecord) dest() []any {
+	return []any{&n.key, &n.state, &n.token, &n.fingerprint, &n.attempt, &n.lease, &n.created, &n.updated, &n.expires,
+		&n.status, &n.detail, &n.reopens, &n.reopened, &n.reopenReason, &n.prevStatus, &n.prevDetail}
+}
+
+func (n *nullableRecord) record() (idempotency.Record, bool) {
+	if n.key == nil {
+		return idempotency.Record{}, false
+	}
+	r := idempotency.Record{
+		Key: *n.key, State: idempotency.State(*n.state), Token: *n.token, Fingerprint: *n.fingerprint,
+		Attempt: int(*n.attempt), LeaseUntil: n.lease.UTC(), CreatedAt: n.created.UTC(), UpdatedAt: n.updated.UTC(),
+		ExpiresAt: n.expires.UTC(), Status: *n.status, Detail: *n.detail, Reopens: int(*n.reopens),
+		ReopenReason: *n.reopenReason, PrevStatus: *n.prevStatus, PrevDetail: *n.prevDetail,
+	}
+	if n.reopened != nil {
+		r.ReopenedAt = n.reopened.UTC()
+	}
+	return r, true
+}
+
+func scanRecord(row pgx.Row) (idempotency.Record, error) {
+	var n nullableRecord
+	if err := row.Scan(n.dest()...); err != nil {
+		return idempotency.Record{}, err
+	}
+	r, _ := n.record()
+	return r, nil
+}
+
+func (s *Store) get(ctx context.Context, key string) (idempotency.Record, error) {
+	return scanRecord(s.db.pool.QueryRow(ctx, `select `+columns+` from idempotency_records where key = $1`, key))
+}
+
+// Get implements idempotency.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+	rec, err := s.get(ctx, key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("get", err)
+	}
+	if rec.Expired(now) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, nil
+}
+
+// finishSQL moves the record to its final state if we hold it, and reads
+// it as it was, in one statement: a record already in the target state
+// under our token is a retry that landed.
+const finishSQL = `
+with u as (
+  update idempotency_records set state = $3, status = $4, detail = $5, updated_at = $6, expires_at = $7
+  where key = $1 and state = 'IN_PROGRESS' and token = $2
+  returning 1
+)
+select (select count(*) from u), (select state from idempotency_records where key = $1),
+  (select token from idempotency_records where key = $1)`
+
+// Finish implements idempotency.Store.
+func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
+	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+	}
+	var n int64
+	var state, token *string
+	err := s.db.pool.QueryRow(ctx, finishSQL, f.Key, f.Token, string(f.State), f.Status, f.Detail, f.Now, f.ExpiresAt).Scan(&n, &state, &token)
+	switch {
+	case err != nil:
+		return idempotency.Unavailable("finish", err)
+	case n == 1:
+		return nil
+	case state != nil && *state == string(f.State) && token != nil && *token == f.Token:
+		return nil // a retry of a finish that landed
+	}
+	return idempotency.ErrLeaseLost
+}
+
+// Extend implements idempotency.Store.
+func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+	tag, err := s.db.pool.Exec(ctx, `update idempotency_records set lease_until = $3, updated_at = $4
+		where key = $1 and state = 'IN_PROGRESS' and token = $2`, key, token, leaseUntil, now)
+	if err != nil {
+		return idempotency.Unavailable("extend", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
+
+const reopenSQL = `
+with u as (
+  update idempotency_records set
+    state = 'IN_PROGRESS', token = $2, lease_until = $6, updated_at = $3, expires_at = $4,
+    prev_status = status, prev_detail = detail, status = '', detail = '',
+    reopens = reopens + 1, reopened_at = $3, reopen_reason = $5
+  where key = $1 and state = 'FAILED' and expires_at > $3
+  returning ` + columns + `
+)
+select true, u.* from u
+union all
+select false, ` + columns + ` from idempotency_records where key = $1 and not exists (select 1 from u)`
+
+// Reopen implements idempotency.Store: one conditional UPDATE; when it
+// matches nothing, the same statement returns the row to say why.
+func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+	if r.Key == "" || r.Token == "" {
+		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+	}
+	var done bool
+	var n nullableRecord
+	err := s.db.pool.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now, r.ExpiresAt, r.Reason, r.LeaseUntil).
+		Scan(append([]any{&done}, n.dest()...)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+	}
+	rec, _ := n.record()
+	switch {
+	case done:
+		return rec, nil
+	case rec.Expired(r.Now):
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, idempotency.ErrNotFailed
+}
+
+// Stuck implements idempotency.StuckLister (by the partial index on
+// IN_PROGRESS leases).
+func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
+	var total int
+	if err := s.db.pool.QueryRow(ctx, `select count(*) from idempotency_records
+		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1`, now).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
+		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1 order by lease_until limit $2`, now, limit)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var out []idempotency.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, rec)
+	}
+	return out, total, rows.Err()
+}
+
+// Purge implements idempotency.Purger: one small delete by the expires_at
+// index per call.
+func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error) {
+	tag, err := s.db.pool.Exec(ctx, `delete from idempotency_records where key in
+		(select key from idempotency_records where expires_at <= $1 limit $2 for update skip locked)`, now, limit)
+	if err != nil {
+		return 0, idempotency.Unavailable("purge", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Expired implements idempotency.Purger.
+func (s *Store) Expired(ctx context.Context, now time.Time) (int, error) {
+	var n int
+	if err := s.db.pool.QueryRow(ctx, `select count(*) from idempotency_records where expires_at <= $1`, now).Scan(&n); err != nil {
+		return 0, idempotency.Unavailable("expired", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,282 @@
+// Package redisstore is an idempotency.Store on Redis, usable with any
+// queue. Each record is one hash under Prefix + key, so every operation
+// touches one key and the store works on Redis Cluster; claim, finish,
+// extend and reopen are each one Lua script, which Redis runs atomically.
+// The key expires at the record's retention (a relative TTL computed from
+// the claimant's clock, so the server's clock does not matter).
+//
+// The guarantee holds only while Redis keeps what it acknowledged: run it
+// with AOF and appendfsync always (or accept losing the last second of
+// claims with everysec), and know that an asynchronous replica promoted
+// on failover may lack the latest claims — a charge claimed just before a
+// failover can then be claimed again, and only the bank's idempotency key
+// stops a second posting. See the README's backend table.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// Store implements idempotency.Store.
+type Store struct {
+	c      redis.UniversalClient
+	prefix string
+}
+
+var _ idempotency.Store = (*Store)(nil)
+
+// Options configure a Store.
+type Options struct {
+	// Prefix is put before every key. Default "ic:".
+	Prefix string
+}
+
+// New returns a store on c (a client, a cluster client or a ring).
+func New(c redis.UniversalClient, o Options) (*Store, error) {
+	if c == nil {
+		return nil, errors.New("redisstore: New needs a client")
+	}
+	if o.Prefix == "" {
+		o.Prefix = "ic:"
+	}
+	return &Store{c: c, prefix: o.Prefix}, nil
+}
+
+// Times are Unix milliseconds in the hash; a TTL is set to ExpiresAt - Now.
+
+// claimScript: ARGV token, fingerprint, now, lease expired by, lease until,
+// expires at, ttl ms. Returns {1, attempt, created_at} when the claim is
+// written, else {0, field, value, ...} (the existing hash).
+var claimScript = redis.NewScript(`
+local k = KEYS[1]
+local now, expiredBy = tonumber(ARGV[3]), tonumber(ARGV[4])
+local old = redis.call('HGETALL', k)
+local attempt, created = 1, ARGV[3]
+local keepAudit = false
+if #old > 0 then
+  local h = {}
+  for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
+  local past = tonumber(h.expires_at) <= now
+  if not past then
+    if h.state == 'IN_PROGRESS' and tonumber(h.lease_until) <= expiredBy and h.fingerprint == ARGV[2] then
+      attempt, created, keepAudit = tonumber(h.attempt) + 1, h.created_at, true
+    else
+      return {0, old}
+    end
+  end
+end
+if not keepAudit then
+  redis.call('DEL', k)
+end
+redis.call('HSET', k, 'state', 'IN_PROGRESS', 'token', ARGV[1], 'fingerprint', ARGV[2], 'attempt', attempt,
+  'lease_until', ARGV[5], 'created_at', created, 'updated_at', ARGV[3], 'expires_at', ARGV[6], 'status', '', 'detail', '')
+redis.call('PEXPIRE', k, ARGV[7])
+return {1, attempt, created}
+`)
+
+// finishScript: ARGV token, state, status, detail, now, expires at, ttl.
+// Returns 1 written, 2 already in that state under the token (a retry
+// that landed), 0 not ours.
+var finishScript = redis.NewScript(`
+local k = KEYS[1]
+local h = redis.call('HMGET', k, 'state', 'token')
+if h[1] == 'IN_PROGRESS' and h[2] == ARGV[1] then
+  redis.call('HSET', k, 'state', ARGV[2], 'status', ARGV[3], 'detail', ARGV[4], 'updated_at', ARGV[5], 'expires_at', ARGV[6])
+  redis.call('PEXPIRE', k, ARGV[7])
+  return 1
+end
+if h[1] == ARGV[2] and h[2] == ARGV[1] then return 2 end
+return 0
+`)
+
+// extendScript: ARGV token, lease until, now. Returns 1 or 0 (not ours).
+var extendScript = redis.NewScript(`
+local k = KEYS[1]
+local h = redis.call('HMGET', k, 'state', 'token')
+if h[1] == 'IN_PROGRESS' and h[2] == ARGV[1] then
+  redis.call('HSET', k, 'lease_until', ARGV[2], 'updated_at', ARGV[3])
+  return 1
+end
+return 0
+`)
+
+// reopenScript: ARGV token, now, expires at, reason, lease until, ttl.
+// Returns {1, hash} reopened, {0, hash} not FAILED (or past retention),
+// {0} missing.
+var reopenScript = redis.NewScript(`
+local k = KEYS[1]
+local old = redis.call('HGETALL', k)
+if #old == 0 then return {0} end
+local h = {}
+for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
+if h.state ~= 'FAILED' or tonumber(h.expires_at) <= tonumber(ARGV[2]) then return {0, old} end
+redis.call('HSET', k, 'state', 'IN_PROGRESS', 'token', ARGV[1], 'lease_until', ARGV[5], 'updated_at', ARGV[2],
+  'expires_at', ARGV[3], 'prev_status', h.status or '', 'prev_detail', h.detail or '', 'status', '', 'detail', '',
+  'reopens', tonumber(h.reopens or '0') + 1, 'reopened_at', ARGV[2], 'reopen_reason', ARGV[4])
+redis.call('PEXPIRE', k, ARGV[6])
+return {1, redis.call('HGETALL', k)}
+`)
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// ttl is how long a record written at now must live to reach expiresAt
+// (at least 1 ms: PEXPIRE 0 would delete it at once).
+func ttl(now, expiresAt time.Time) int64 { return max(expiresAt.Sub(now).Milliseconds(), 1) }
+
+func (s *Store) key(k string) string { return s.prefix + k }
+
+// Claim implements idempotency.Store: one script, one round trip also for
+// a duplicate (the script returns the existing record).
+func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	if req.Key == "" || req.Token == "" {
+		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+	}
+	res, err := claimScript.Run(ctx, s.c, []string{s.key(req.Key)}, req.Token, req.Fingerprint, ms(req.Now), ms(req.LeaseExpiredBy),
+		ms(req.LeaseUntil), ms(req.ExpiresAt), ttl(req.Now, req.ExpiresAt)).Slice()
+	if err != nil {
+		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+	}
+	if len(res) == 3 && res[0] == int64(1) {
+		attempt, _ := res[1].(int64)
+		created := parseMS(res[2])
+		return idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
+			Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+			Attempt: int(attempt), Fingerprint: req.Fingerprint, CreatedAt: created, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+		}}, nil
+	}
+	if len(res) != 2 {
+		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", fmt.Errorf("unexpected script answer %v", res))
+	}
+	rec, err := decode(req.Key, res[1])
+	if err != nil {
+		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+	}
+	return idempotency.ClaimResult{Record: rec}, nil
+}
+
+// parseMS reads a Unix-millisecond field (string or integer).
+func parseMS(v any) time.Time {
+	var n int64
+	switch x := v.(type) {
+	case int64:
+		n = x
+	case string:
+		n, _ = strconv.ParseInt(x, 10, 64)
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+// decode turns a flat field/value list (or map) into a record.
+func decode(key string, v any) (idempotency.Record, error) {
+	h := map[string]string{}
+	switch x := v.(type) {
+	case []any:
+		for i := 0; i+1 < len(x); i += 2 {
+			k, _ := x[i].(string)
+			val, _ := x[i+1].(string)
+			h[k] = val
+		}
+	case map[string]string:
+		h = x
+	default:
+		return idempotency.Record{}, fmt.Errorf("redisstore: record %s: unexpected %T", key, v)
+	}
+	if h["state"] == "" {
+		return idempotency.Record{}, fmt.Errorf("redisstore: record %s has no state", key)
+	}
+	n := func(f string) int { i, _ := strconv.Atoi(h[f]); return i }
+	r := idempotency.Record{
+		Key: key, State: idempotency.State(h["state"]), Token: h["token"], Fingerprint: h["fingerprint"], Attempt: n("attempt"),
+		LeaseUntil: parseMS(h["lease_until"]), CreatedAt: parseMS(h["created_at"]), UpdatedAt: parseMS(h["updated_at"]),
+		ExpiresAt: parseMS(h["expires_at"]), Status: h["status"], Detail: h["detail"], Reopens: n("reopens"),
+		ReopenReason: h["reopen_reason"], PrevStatus: h["prev_status"], PrevDetail: h["prev_detail"],
+	}
+	if h["reopened_at"] != "" {
+		r.ReopenedAt = parseMS(h["reopened_at"])
+	}
+	return r, nil
+}
+
+// Get implements idempotency.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+	h, err := s.c.HGetAll(ctx, s.key(key)).Result()
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("get", err)
+	}
+	if len(h) == 0 {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	rec, err := decode(key, h)
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("get", err)
+	}
+	if rec.Expired(now) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, nil
+}
+
+// Finish implements idempotency.Store.
+func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
+	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+	}
+	n, err := finishScript.Run(ctx, s.c, []string{s.key(f.Key)}, f.Token, string(f.State), f.Status, f.Detail,
+		ms(f.Now), ms(f.ExpiresAt), ttl(f.Now, f.ExpiresAt)).Int()
+	if err != nil {
+		return idempotency.Unavailable("finish", err)
+	}
+	if n == 0 {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
+
+// Extend implements idempotency.Store.
+func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+	n, err := extendScript.Run(ctx, s.c, []string{s.key(key)}, token, ms(leaseUntil), ms(now)).Int()
+	if err != nil {
+		return idempotency.Unavailable("extend", err)
+	}
+	if n == 0 {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
+
+// Reopen implements idempotency.Store.
+func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+	if r.Key == "" || r.Token == "" {
+		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+	}
+	res, err := reopenScript.Run(ctx, s.c, []string{s.key(r.Key)}, r.Token, ms(r.Now), ms(r.ExpiresAt), r.Reason,
+		ms(r.LeaseUntil), ttl(r.Now, r.ExpiresAt)).Slice()
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+	}
+	if len(res) == 1 {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	rec, err := decode(r.Key, res[1])
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+	}
+	switch {
+	case res[0] == int64(1):
+		return rec, nil
+	case rec.Expired(r.Now):
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, idempotency.ErrNotFailed
+}
+
+// Ping checks that the server answers.
+func (s *Store) Ping(ctx context.Context) error { return s.c.Ping(ctx).Err() }

@@ -1,0 +1,46 @@
+package redisstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/internal/dbtest"
+	"github.com/finedge/idempotent-consumer/redisstore"
+)
+
+func TestStoreConformance(t *testing.T) {
+	c, prefix := dbtest.Redis(t)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+}
+
+// The key carries a TTL of the record's retention, computed from the
+// claimant's clock: Redis deletes it then, whatever the server's clock.
+func TestTheKeyExpiresAtRetention(t *testing.T) {
+	c, prefix := dbtest.Redis(t)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(storetest.Epoch.Add(-400 * 24 * time.Hour)) // a claimant clock far from the server's
+	g, err := idempotency.NewGuard(s, idempotency.Options{Clock: clock, Retention: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := g.Claim(t.Context(), "CHG-TTL", "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Complete(t.Context(), cl.Lease(), "DEBITED", "ref"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.PTTL(t.Context(), prefix+"CHG-TTL").Result()
+	if err != nil || got < 47*time.Hour || got > 48*time.Hour {
+		t.Fatalf("TTL %v (%v), want about 48h", got, err)
+	}
+}
