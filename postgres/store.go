@@ -106,8 +106,8 @@ func claimable(r idempotency.Record, req idempotency.ClaimRequest) bool {
 // nullableRecord scans a left-joined record row.
 type nullableRecord struct {
 	key, state, token, fingerprint, status, detail, reopenReason, prevStatus, prevDetail *string
-	attempt, reopens                                                                    *int32
-	lease, created, updated, expires, reopened                                          *time.Time
+	attempt, reopens                                                                     *int32
+	lease, created, updated, expires, reopened                                           *time.Time
 }
 
 func (n *nullableRecord) dest() []any {
