@@ -20,6 +20,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -211,7 +212,9 @@ func opsScenario(t *testing.T, env map[string]string) {
 func backendFor(env map[string]string) *backend.Config {
 	bc := &backend.Config{Kind: env["IC_BACKEND"], DB: env["IC_DB"], Sync: "FULL", Queue: env["IC_QUEUE"], DLQ: env["IC_DLQ"],
 		Table: env["IC_TABLE"], Wait: time.Second, MaxReceive: 10,
-		QueueRetention: sqlite.DefaultRetention, DLQRetention: sqlite.DefaultDLQRetention}
+		QueueRetention: sqlite.DefaultRetention, DLQRetention: sqlite.DefaultDLQRetention,
+		PostgresURL: env["IC_POSTGRES_URL"], PostgresSchema: env["IC_POSTGRES_SCHEMA"],
+		Store: env["IC_STORE"], RedisURL: env["IC_REDIS_URL"], RedisPrefix: env["IC_REDIS_PREFIX"]}
 	if bc.Queue == "" {
 		bc.Queue = "charge-due-events"
 	}
@@ -220,6 +223,25 @@ func backendFor(env map[string]string) *backend.Config {
 
 func TestOperatorToolsOnTheEmbeddedBackend(t *testing.T) {
 	opsScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "ops.db")})
+}
+
+// pgEnv points the commands at a PostgreSQL schema of the test's own.
+func pgEnv(t *testing.T) map[string]string {
+	t.Helper()
+	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is not there
+	return map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": dbtest.Schema(t)}
+}
+
+// redisEnv uses the embedded queue with the Redis store under a key
+// prefix of the test's own.
+func redisEnv(t *testing.T, db string) map[string]string {
+	t.Helper()
+	_, prefix := dbtest.Redis(t)
+	return map[string]string{"IC_BACKEND": "embedded", "IC_DB": db, "IC_STORE": "redis", "IC_REDIS_URL": dbtest.RedisURL(), "IC_REDIS_PREFIX": prefix}
+}
+
+func TestOperatorToolsOnPostgreSQL(t *testing.T) {
+	opsScenario(t, pgEnv(t))
 }
 
 func TestOperatorToolsOnAWS(t *testing.T) {

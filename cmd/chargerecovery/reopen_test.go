@@ -25,7 +25,7 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	bank := httptest.NewServer(corebank.Handler(ledger))
 	t.Cleanup(bank.Close)
 	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s",
-		"IC_LEASE": "3s", "IC_HTTP_ADDR": "", "IC_LOG_FORMAT": "json"} {
+		"IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_FORMAT": "json"} {
 		env[k] = v
 	}
 	ctx := t.Context()
@@ -129,6 +129,16 @@ func reopenScenario(t *testing.T, env map[string]string) {
 func TestReopenOnTheEmbeddedBackend(t *testing.T) {
 	t.Parallel()
 	reopenScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "reopen.db")})
+}
+
+func TestReopenOnPostgreSQL(t *testing.T) {
+	t.Parallel()
+	reopenScenario(t, pgEnv(t))
+}
+
+func TestReopenWithTheRedisStore(t *testing.T) {
+	t.Parallel()
+	reopenScenario(t, redisEnv(t, filepath.Join(t.TempDir(), "reopen.db")))
 }
 
 func TestReopenOnAWS(t *testing.T) {

@@ -66,7 +66,7 @@ func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
 	}
 	bank := httptest.NewServer(corebank.Handler(corebank.NewLedger(corebank.Faults{})))
 	defer bank.Close()
-	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_SWEEP_INTERVAL": "200ms", "IC_HTTP_ADDR": ""} {
+	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_SWEEP_INTERVAL": "200ms", "IC_HTTP_ADDR": "127.0.0.1:0"} {
 		env[k] = v
 	}
 	sctx, stop := context.WithCancel(ctx)
@@ -91,7 +91,7 @@ func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
 }
 
 func TestServeRefusesARecordRetentionShorterThanTheQueues(t *testing.T) {
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "r.db"), "IC_COREBANK_URL": "http://127.0.0.1:1", "IC_HTTP_ADDR": ""}
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "r.db"), "IC_COREBANK_URL": "http://127.0.0.1:1", "IC_HTTP_ADDR": "127.0.0.1:0"}
 	r := runCmd(t.Context(), env, "serve", "--retention", "400h") // < 96h + 336h
 	if r.code != 2 || !strings.Contains(r.stderr, "shorter than the queue's message retention 96h0m0s plus the DLQ's 336h0m0s") ||
 		!strings.Contains(r.stderr, "at least 432h0m0s") {

@@ -10,9 +10,10 @@ import (
 )
 
 // Benchmark measures the claim on a store, the same way for every store:
-// a fresh claim (a new key each time, then DONE, as a charge's first
-// delivery does: two store calls), and a duplicate claim (a key already
-// DONE: one store call). Run it from each store's own benchmark.
+// a fresh claim alone (one store call, to set against the store's raw
+// single write), a fresh claim then DONE (a charge's first delivery: two
+// store calls), and a duplicate claim (a key already DONE: one store
+// call). Run it from each store's own benchmark.
 func Benchmark(b *testing.B, s idempotency.Store) {
 	g, err := idempotency.NewGuard(s, idempotency.Options{Lease: time.Minute})
 	if err != nil {
@@ -20,6 +21,18 @@ func Benchmark(b *testing.B, s idempotency.Store) {
 	}
 	var seq atomic.Int64
 	prefix := fmt.Sprintf("bench-%d-", time.Now().UnixNano())
+	b.Run("FreshClaim", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				c, err := g.Claim(b.Context(), prefix+fmt.Sprint(seq.Add(1)), "fp")
+				if err != nil || c.Outcome != idempotency.Acquired {
+					b.Errorf("claim: %v %v", c.Outcome, err)
+					return
+				}
+			}
+		})
+	})
 	b.Run("FreshClaimAndComplete", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
