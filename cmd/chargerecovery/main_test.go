@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +117,9 @@ func TestBadConfigurationExitsTwoWithWhatToSet(t *testing.T) {
 		{"short retention", nil, []string{"serve", "--corebank-url", "http://x", "--retention", "1h"}, "--retention 1h0m0s is under 24h"},
 		{"bad send", nil, []string{"send", "--charge-id", "", "--account", "1"}, "chargeId: missing or empty"},
 		{"bad decline list", nil, []string{"corebank", "--decline", "nope"}, "want ACCOUNT=CODE"},
+		{"malformed postgres url", nil, []string{"serve", "--corebank-url", "http://x", "--backend", "postgres", "--postgres-url", "postgres://u:pw@h/%zz"}, "--postgres-url / IC_POSTGRES_URL"},
+		{"redis store without url", nil, []string{"serve", "--corebank-url", "http://x", "--store", "redis"}, "--redis-url (IC_REDIS_URL) is required"},
+		{"unknown store", nil, []string{"serve", "--corebank-url", "http://x", "--store", "memcached"}, `--store "memcached"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,6 +140,20 @@ func TestNoAWSRegionSaysWhatToSet(t *testing.T) {
 	r := runCmd(t.Context(), nil, "serve", "--backend", "aws", "--corebank-url", "http://127.0.0.1:1")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "set AWS_REGION") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// An unreachable database or Redis is an outage, not a configuration
+// error: exit 1, naming what to check.
+func TestUnreachableDatabaseExitsOneWithWhatToSet(t *testing.T) {
+	for _, args := range [][]string{
+		{"--backend", "postgres", "--postgres-url", "postgres://u:s3cret@127.0.0.1:1/db?connect_timeout=2"},
+		{"--store", "redis", "--redis-url", "redis://:s3cret@127.0.0.1:1/0"},
+	} {
+		r := runCmd(t.Context(), nil, append([]string{"serve", "--corebank-url", "http://127.0.0.1:1", "--db", filepath.Join(t.TempDir(), "x.db")}, args...)...)
+		if r.code != exitFailed || !strings.Contains(r.stderr, "_URL") || strings.Contains(r.stderr, "s3cret") {
+			t.Errorf("%v: exit %d, stderr %q; want 1, the variable to set, and no password", args, r.code, r.stderr)
+		}
 	}
 }
 
