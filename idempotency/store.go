@@ -113,3 +113,10 @@ type Purger interface {
 	// Expired counts the records whose ExpiresAt is at or before now.
 	Expired(ctx context.Context, now time.Time) (int, error)
 }
+
+// StateCounter is an optional Store capability for operators: how many
+// records are in each state (records past retention not counted), where
+// the store can count without reading every record.
+type StateCounter interface {
+	CountByState(ctx context.Context, now time.Time) (map[State]int, error)
+}

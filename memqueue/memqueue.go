@@ -250,7 +250,7 @@ func (q *Queue) DLQ() *Queue { return q.opts.DLQ }
 
 // Depth implements queue.Queue.
 func (q *Queue) Depth(context.Context) (queue.Depth, error) {
-	var d queue.Depth
+	d := queue.Depth{OldestKnown: true}
 	q.mu.Lock()
 	now := q.opts.Now()
 	for _, e := range q.msgs {
@@ -259,6 +259,7 @@ func (q *Queue) Depth(context.Context) (queue.Depth, error) {
 		} else {
 			d.Waiting++
 		}
+		d.OldestAge = max(d.OldestAge, now.Sub(e.msg.SentAt))
 	}
 	q.mu.Unlock()
 	d.DLQ = q.opts.DLQ.Len()

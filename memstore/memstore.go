@@ -198,3 +198,16 @@ func (s *Store) Expired(_ context.Context, now time.Time) (int, error) {
 	}
 	return n, nil
 }
+
+// CountByState implements idempotency.StateCounter.
+func (s *Store) CountByState(_ context.Context, now time.Time) (map[idempotency.State]int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[idempotency.State]int{}
+	for _, r := range s.recs {
+		if !r.Expired(now) {
+			out[r.State]++
+		}
+	}
+	return out, nil
+}

@@ -322,3 +322,54 @@ func (m *Metrics) Counts() (Counts, error) {
 	}
 	return c, nil
 }
+
+// QueueDepth registers the queue depth gauges and samples depth every
+// interval until ctx ends (never on a scrape: a scrape reads the last
+// sample). The age gauge is left out where the queue cannot tell the
+// oldest message's age (SQS: CloudWatch's ApproximateAgeOfOldestMessage).
+func (m *Metrics) QueueDepth(ctx context.Context, interval time.Duration, depth func(context.Context) (queue.Depth, error), onError func(error)) {
+	messages := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "queue_messages",
+		Help: "Messages on the queue by state (waiting, in_flight) and on the DLQ (dlq), sampled in the background."}, []string{"state"})
+	age := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "queue_oldest_message_age_seconds",
+		Help: "Age of the oldest message on the queue (waiting or in flight), sampled; absent on SQS (see CloudWatch ApproximateAgeOfOldestMessage)."})
+	sampled := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "queue_depth_sampled_timestamp_seconds",
+		Help: "When the queue depth was last sampled successfully (Unix time)."})
+	errs := prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "queue_depth_errors_total",
+		Help: "Queue depth samples that failed."})
+	m.reg.MustRegister(messages, sampled, errs)
+	ageRegistered := false
+	sample := func() {
+		sctx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
+		d, err := depth(sctx)
+		cancel()
+		if err != nil {
+			errs.Inc()
+			if onError != nil && ctx.Err() == nil {
+				onError(err)
+			}
+			return
+		}
+		messages.WithLabelValues("waiting").Set(float64(d.Waiting))
+		messages.WithLabelValues("in_flight").Set(float64(d.InFlight))
+		messages.WithLabelValues("dlq").Set(float64(d.DLQ))
+		if d.OldestKnown {
+			if !ageRegistered {
+				m.reg.MustRegister(age)
+				ageRegistered = true
+			}
+			age.Set(d.OldestAge.Seconds())
+		}
+		sampled.Set(float64(time.Now().UnixMilli()) / 1000)
+	}
+	sample()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			sample()
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/circuit"
@@ -70,5 +71,55 @@ func TestDebitsAreCountedByWhatTheBankSaid(t *testing.T) {
 		if !strings.Contains(body, line+"\n") {
 			t.Errorf("/metrics lacks %q", line)
 		}
+	}
+}
+
+func TestQueueDepthIsSampledInTheBackgroundNotOnScrape(t *testing.T) {
+	m := New()
+	calls := make(chan struct{}, 100)
+	d := queue.Depth{Waiting: 7, InFlight: 2, DLQ: 3, OldestAge: 90 * time.Second, OldestKnown: true}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.QueueDepth(ctx, 20*time.Millisecond, func(context.Context) (queue.Depth, error) { calls <- struct{}{}; return d, nil }, nil)
+	}()
+	<-calls
+	deadline := time.Now().Add(5 * time.Second)
+	var body string
+	for time.Now().Before(deadline) {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body = rec.Body.String()
+		if strings.Contains(body, `chargerecovery_queue_messages{state="waiting"} 7`) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	for _, want := range []string{`chargerecovery_queue_messages{state="waiting"} 7`, `chargerecovery_queue_messages{state="in_flight"} 2`,
+		`chargerecovery_queue_messages{state="dlq"} 3`, `chargerecovery_queue_oldest_message_age_seconds 90`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	// Scrapes do not sample: after the sampler stopped, a scrape calls nothing.
+	n := len(calls)
+	m.Handler().ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	if len(calls) != n {
+		t.Fatal("a scrape sampled the queue")
+	}
+}
+
+func TestQueueAgeIsAbsentWhereTheQueueCannotTell(t *testing.T) {
+	m := New()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // one sample, then return
+	m.QueueDepth(ctx, time.Hour, func(context.Context) (queue.Depth, error) { return queue.Depth{Waiting: 1}, nil }, nil)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if strings.Contains(rec.Body.String(), "queue_oldest_message_age_seconds") {
+		t.Fatal("age gauge exported for a queue that cannot tell it")
 	}
 }

@@ -314,15 +314,18 @@ func (q *Queue) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason)
 
 // Depth implements queue.Queue.
 func (q *Queue) Depth(ctx context.Context) (queue.Depth, error) {
-	var d queue.Depth
+	d := queue.Depth{OldestKnown: true}
+	var ageMS float64
 	err := q.db.pool.QueryRow(ctx, `select
 		  count(*) filter (where queue = $1 and visible_at <= clock_timestamp()),
 		  count(*) filter (where queue = $1 and visible_at > clock_timestamp()),
-		  count(*) filter (where queue = $2)
-		from queue_messages where queue in ($1, $2)`, q.opts.Name, q.dlq).Scan(&d.Waiting, &d.InFlight, &d.DLQ)
+		  count(*) filter (where queue = $2),
+		  coalesce(extract(epoch from clock_timestamp() - min(created_at) filter (where queue = $1)) * 1000, 0)::float8
+		from queue_messages where queue in ($1, $2)`, q.opts.Name, q.dlq).Scan(&d.Waiting, &d.InFlight, &d.DLQ, &ageMS)
 	if err != nil {
 		return d, fmt.Errorf("postgres: depth: %w", err)
 	}
+	d.OldestAge = time.Duration(max(ageMS, 0) * float64(time.Millisecond))
 	return d, nil
 }
 

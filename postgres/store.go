@@ -19,9 +19,10 @@ type Store struct {
 }
 
 var (
-	_ idempotency.Store       = (*Store)(nil)
-	_ idempotency.StuckLister = (*Store)(nil)
-	_ idempotency.Purger      = (*Store)(nil)
+	_ idempotency.Store        = (*Store)(nil)
+	_ idempotency.StuckLister  = (*Store)(nil)
+	_ idempotency.Purger       = (*Store)(nil)
+	_ idempotency.StateCounter = (*Store)(nil)
 )
 
 // NewStore returns the store on db.
@@ -285,4 +286,23 @@ func (s *Store) Expired(ctx context.Context, now time.Time) (int, error) {
 		return 0, idempotency.Unavailable("expired", err)
 	}
 	return n, nil
+}
+
+// CountByState implements idempotency.StateCounter.
+func (s *Store) CountByState(ctx context.Context, now time.Time) (map[idempotency.State]int, error) {
+	rows, err := s.db.pool.Query(ctx, `select state, count(*) from idempotency_records where expires_at > $1 group by state`, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[idempotency.State]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[idempotency.State(st)] = n
+	}
+	return out, rows.Err()
 }

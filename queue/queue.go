@@ -116,7 +116,16 @@ type Depth struct {
 	InFlight int `json:"inFlight"`
 	// DLQ is every message on the dead-letter queue.
 	DLQ int `json:"dlq"`
+	// OldestAge is how long the oldest message on the queue (waiting or in
+	// flight) has been there, 0 when it is empty. OldestKnown is false
+	// where the queue cannot tell: SQS reports it only to CloudWatch
+	// (ApproximateAgeOfOldestMessage).
+	OldestAge   time.Duration `json:"oldestAge"`
+	OldestKnown bool          `json:"oldestKnown"`
 }
+
+// Counts is d without the age, for comparing counts.
+func (d Depth) Counts() Depth { return Depth{Waiting: d.Waiting, InFlight: d.InFlight, DLQ: d.DLQ} }
 
 // Queue is a queue with its dead-letter queue. Implementations are safe
 // for concurrent use.

@@ -454,14 +454,22 @@ func (q *Queue) Expired(ctx context.Context, now time.Time) (main, dlq int, err 
 
 // Depth implements queue.Queue.
 func (q *Queue) Depth(ctx context.Context) (queue.Depth, error) {
-	var d queue.Depth
-	now := time.Now().UTC().Format(timeFormat)
+	d := queue.Depth{OldestKnown: true}
+	at := time.Now().UTC()
+	now := at.Format(timeFormat)
+	var oldest sql.NullString
 	err := q.db.sql.QueryRowContext(ctx, `select
-		coalesce(sum(queue = ? and timeout <= ?), 0), coalesce(sum(queue = ? and timeout > ?), 0), coalesce(sum(queue = ?), 0)
+		coalesce(sum(queue = ? and timeout <= ?), 0), coalesce(sum(queue = ? and timeout > ?), 0), coalesce(sum(queue = ?), 0),
+		min(case when queue = ? then created end)
 		from goqite where queue in (?, ?)`,
-		q.opts.Name, now, q.opts.Name, now, q.opts.Name+"-dlq", q.opts.Name, q.opts.Name+"-dlq").Scan(&d.Waiting, &d.InFlight, &d.DLQ)
+		q.opts.Name, now, q.opts.Name, now, q.opts.Name+"-dlq", q.opts.Name, q.opts.Name, q.opts.Name+"-dlq").Scan(&d.Waiting, &d.InFlight, &d.DLQ, &oldest)
 	if err != nil {
 		return d, fmt.Errorf("sqlite: depth: %w", err)
+	}
+	if oldest.Valid {
+		if t, err := time.Parse(time.RFC3339Nano, oldest.String); err == nil {
+			d.OldestAge = max(at.Sub(t), 0)
+		}
 	}
 	return d, nil
 }

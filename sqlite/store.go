@@ -18,9 +18,10 @@ type Store struct {
 }
 
 var (
-	_ idempotency.Store       = (*Store)(nil)
-	_ idempotency.StuckLister = (*Store)(nil)
-	_ idempotency.Purger      = (*Store)(nil)
+	_ idempotency.Store        = (*Store)(nil)
+	_ idempotency.StuckLister  = (*Store)(nil)
+	_ idempotency.Purger       = (*Store)(nil)
+	_ idempotency.StateCounter = (*Store)(nil)
 )
 
 // NewStore returns a store on db (from Open).
@@ -277,4 +278,23 @@ func (s *Store) Expired(ctx context.Context, now time.Time) (int, error) {
 		return 0, idempotency.Unavailable("expired", err)
 	}
 	return n, nil
+}
+
+// CountByState implements idempotency.StateCounter.
+func (s *Store) CountByState(ctx context.Context, now time.Time) (map[idempotency.State]int, error) {
+	rows, err := s.db.sql.QueryContext(ctx, `select state, count(*) from idempotency_records where expires_at > ? group by state`, now.UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[idempotency.State]int{}
+	for rows.Next() {
+		var st string
+		var n int
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[idempotency.State(st)] = n
+	}
+	return out, rows.Err()
 }

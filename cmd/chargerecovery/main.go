@@ -4,6 +4,7 @@
 //	chargerecovery setup      create the queue(s) and the idempotency table (development)
 //	chargerecovery send       put a ChargeDueEvent (or N copies) on the queue
 //	chargerecovery corebank   run the core-banking simulator (HTTP)
+//	chargerecovery status     queue depth, DLQ by code, records by state, the circuit
 //	chargerecovery inspect    show the idempotency record of a charge
 //	chargerecovery stuck      list claims IN_PROGRESS past their lease
 //	chargerecovery reopen     turn a FAILED charge back into one the next delivery debits
@@ -50,6 +51,7 @@ var commands = []command{
 	{"setup", "create the queues and the idempotency table (development, tests)", runSetup},
 	{"send", "put a ChargeDueEvent (or N copies of it) on the queue", runSend},
 	{"corebank", "run the core-banking simulator over HTTP", runCorebank},
+	{"status", "queue depth, DLQ by reason code, records by state, stuck claims, the consumer's circuit", runStatus},
 	{"inspect", "show the idempotency record of a charge", runInspect},
 	{"stuck", "list claims IN_PROGRESS past their lease, oldest first", runStuck},
 	{"reopen", "turn a FAILED charge back into one the next delivery debits (--reason; then redrive --reason debit_failed)", runReopen},

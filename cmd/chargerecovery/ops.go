@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sort"
 	"strings"
@@ -16,45 +15,9 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/status"
 	"github.com/finedge/idempotent-consumer/queue"
 )
-
-// recordJSON is the --json form of an idempotency record.
-type recordJSON struct {
-	ChargeID    string    `json:"chargeId"`
-	State       string    `json:"state"`
-	Status      string    `json:"status,omitempty"`
-	Detail      string    `json:"detail,omitempty"`
-	Attempt     int       `json:"attempt"`
-	LeaseUntil  time.Time `json:"leaseUntil"`
-	LeaseLive   bool      `json:"leaseLive"`
-	CreatedAt   time.Time `json:"createdAt"`
-	UpdatedAt   time.Time `json:"updatedAt"`
-	ExpiresAt   time.Time `json:"expiresAt"`
-	Fingerprint string    `json:"fingerprint"`
-	TokenPrefix string    `json:"tokenPrefix"`
-	// The audit trail of operator reopenings (the last one's details).
-	Reopens      int        `json:"reopens,omitempty"`
-	ReopenedAt   *time.Time `json:"reopenedAt,omitempty"`
-	ReopenReason string     `json:"reopenReason,omitempty"`
-	PrevStatus   string     `json:"previousStatus,omitempty"`
-	PrevDetail   string     `json:"previousDetail,omitempty"`
-}
-
-func toJSON(r idempotency.Record, now time.Time) recordJSON {
-	var reopened *time.Time
-	if !r.ReopenedAt.IsZero() {
-		reopened = &r.ReopenedAt
-	}
-	return recordJSON{ReopenedAt: reopened,
-		ChargeID: r.Key, State: string(r.State), Status: r.Status, Detail: r.Detail, Attempt: r.Attempt,
-		LeaseUntil: r.LeaseUntil, LeaseLive: r.LeaseLive(now), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		ExpiresAt: r.ExpiresAt, Fingerprint: r.Fingerprint, TokenPrefix: prefix(r.Token, 8),
-		Reopens: r.Reopens, ReopenReason: r.ReopenReason, PrevStatus: r.PrevStatus, PrevDetail: r.PrevDetail,
-	}
-}
-
-func prefix(s string, n int) string { return s[:min(n, len(s))] }
 
 // opsFlags are the flags every operator command shares.
 func opsFlags(env *cli.Env, name, synopsis string) (*cli.FlagSet, *backend.Config, *bool) {
@@ -98,48 +61,10 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return json.NewEncoder(env.Stdout).Encode(toJSON(rec, now))
+		return json.NewEncoder(env.Stdout).Encode(status.RecordJSONOf(rec, now))
 	}
-	printRecord(env.Stdout, rec, now)
+	status.PrintRecord(env.Stdout, rec, now)
 	return nil
-}
-
-func printRecord(w io.Writer, r idempotency.Record, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	var lease string
-	switch {
-	case r.State != idempotency.StateInProgress:
-		lease = "not held: the record is final"
-	case r.LeaseLive(now):
-		lease = "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
-	default:
-		lease = "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago: the next delivery reclaims it"
-	}
-	meaning := map[idempotency.State]string{
-		idempotency.StateDone:       "finished; redeliveries are dropped",
-		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
-		idempotency.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
-	}[r.State]
-	fmt.Fprintf(tw, "charge\t%s\n", r.Key)
-	fmt.Fprintf(tw, "state\t%s (%s)\n", r.State, meaning)
-	if r.Status != "" {
-		fmt.Fprintf(tw, "status\t%s\n", r.Status)
-	}
-	if r.Detail != "" {
-		fmt.Fprintf(tw, "detail\t%s\n", r.Detail)
-	}
-	fmt.Fprintf(tw, "attempt\t%d\n", r.Attempt)
-	fmt.Fprintf(tw, "lease until\t%s (%s)\n", r.LeaseUntil.UTC().Format(time.RFC3339), lease)
-	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "updated\t%s\n", r.UpdatedAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "kept until\t%s\n", r.ExpiresAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "fingerprint\t%s…\n", prefix(r.Fingerprint, 16))
-	fmt.Fprintf(tw, "token\t%s…\n", prefix(r.Token, 8))
-	if r.Reopens > 0 {
-		fmt.Fprintf(tw, "reopened\t%d time(s), last %s: %s\n", r.Reopens, r.ReopenedAt.UTC().Format(time.RFC3339), r.ReopenReason)
-		fmt.Fprintf(tw, "before reopening\t%s %s\n", r.PrevStatus, r.PrevDetail)
-	}
-	tw.Flush()
 }
 
 // runReopen turns a FAILED record back into one the next delivery claims
@@ -189,11 +114,11 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 		slog.String("previous_status", rec.PrevStatus), slog.String("previous_detail", rec.PrevDetail),
 		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.String("operator", env.Getenv("USER")))
 	if *asJSON {
-		return json.NewEncoder(env.Stdout).Encode(toJSON(rec, time.Now()))
+		return json.NewEncoder(env.Stdout).Encode(status.RecordJSONOf(rec, time.Now()))
 	}
 	fmt.Fprintf(env.Stdout, "reopened %s (was %s: %s); its next delivery claims it afresh.\n", rec.Key, rec.PrevStatus, rec.PrevDetail)
 	fmt.Fprintf(env.Stdout, "next: chargerecovery redrive --reason debit_failed (moves its dead-lettered message back to the queue)\n\n")
-	printRecord(env.Stdout, rec, time.Now())
+	status.PrintRecord(env.Stdout, rec, time.Now())
 	return nil
 }
 
@@ -224,10 +149,10 @@ func runStuck(ctx context.Context, env *cli.Env, args []string) error {
 	if *asJSON {
 		out := struct {
 			Total  int          `json:"total"`
-			Claims []recordJSON `json:"claims"`
-		}{Total: total, Claims: []recordJSON{}}
+			Claims []status.RecordJSON `json:"claims"`
+		}{Total: total, Claims: []status.RecordJSON{}}
 		for _, r := range recs {
-			out.Claims = append(out.Claims, toJSON(r, now))
+			out.Claims = append(out.Claims, status.RecordJSONOf(r, now))
 		}
 		return json.NewEncoder(env.Stdout).Encode(out)
 	}
@@ -305,5 +230,28 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 		sort.Strings(parts)
 		fmt.Fprintf(env.Stdout, "moved by reason code: %s\n", strings.Join(parts, " "))
 	}
+	return nil
+}
+
+func runStatus(ctx context.Context, env *cli.Env, args []string) error {
+	f, bc, asJSON := opsFlags(env, "status", "status [flags]")
+	var metricsURL string
+	f.String(&metricsURL, "metrics-url", "IC_METRICS_URL", "http://127.0.0.1:9090/metrics", "a consumer's /metrics on this host, for its circuit state (\"\": skip)")
+	if err := f.Parse(args, false); err != nil {
+		return err
+	}
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	rep, err := status.Collect(ctx, status.Sources{Backend: b.Desc, Queue: b.Queue, Store: b.Store, MetricsURL: metricsURL, Now: time.Now()})
+	if err != nil {
+		return fmt.Errorf("backend unreachable: %w", err)
+	}
+	if *asJSON {
+		return json.NewEncoder(env.Stdout).Encode(rep)
+	}
+	status.Print(env.Stdout, rep)
 	return nil
 }

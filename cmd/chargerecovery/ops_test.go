@@ -21,6 +21,7 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
+	"github.com/finedge/idempotent-consumer/internal/status"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -70,6 +71,7 @@ func opsScenario(t *testing.T, env map[string]string) {
 	env["IC_HTTP_ADDR"] = "127.0.0.1:0"
 	env["IC_LOG_FORMAT"] = "text"
 	env["IC_POLL_WAIT"] = "1s"
+	env["IC_DEPTH_INTERVAL"] = "1s"
 
 	send := func(args ...string) {
 		t.Helper()
@@ -111,6 +113,7 @@ func opsScenario(t *testing.T, env map[string]string) {
 		if strings.Contains(metrics, `chargerecovery_dlq_forwards_total{reason="conflict"} 1`) &&
 			strings.Contains(metrics, `chargerecovery_dlq_forwards_total{reason="invalid"} 1`) &&
 			strings.Contains(metrics, `chargerecovery_dlq_forwards_total{reason="debit_failed"} 1`) &&
+			strings.Contains(metrics, `chargerecovery_queue_messages{state="dlq"} 3`) &&
 			metricValue(t, metrics, `chargerecovery_claim_outcomes_total{outcome="duplicate_done"}`)+
 				metricValue(t, metrics, `chargerecovery_claim_outcomes_total{outcome="duplicate_in_progress"}`) >= 1 {
 			break
@@ -125,6 +128,8 @@ func opsScenario(t *testing.T, env map[string]string) {
 		`chargerecovery_notifications_total{result="sent"}`:       1,
 		`chargerecovery_dlq_forwards_total{reason="invalid"}`:     1,
 		`chargerecovery_dlq_forwards_total{reason="conflict"}`:    1,
+		`chargerecovery_queue_messages{state="dlq"}`:              3, // sampled in the background
+		`chargerecovery_queue_messages{state="waiting"}`:          0,
 	} {
 		if got := metricValue(t, metrics, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)
@@ -140,6 +145,23 @@ func opsScenario(t *testing.T, env map[string]string) {
 	if code, body := httpGet(t, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz = %d %q", code, body)
 	}
+	// status, while the consumer runs: one view of everything.
+	r := runCmd(ctx, env, "status", "--json", "--metrics-url", base+"/metrics")
+	var st status.Report
+	if err := json.Unmarshal([]byte(r.stdout), &st); r.code != 0 || err != nil {
+		t.Fatalf("status: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	}
+	if st.Queue.DLQ != 3 || !st.Queue.OldestKnown && bcKind(env) != "aws" || st.DLQByCode["invalid"] != 1 || st.DLQByCode["conflict"] != 1 ||
+		st.DLQByCode["debit_failed"] != 1 || !st.Consumer.Reachable || st.Consumer.Circuit != "closed" {
+		t.Errorf("status = %+v", st)
+	}
+	if st.Records != nil && (st.Records[idempotency.StateDone] != 1 || st.Records[idempotency.StateFailed] != 1) {
+		t.Errorf("status records = %v, want 1 DONE and 1 FAILED", st.Records)
+	}
+	if r := runCmd(ctx, env, "status", "--metrics-url", base+"/metrics"); r.code != 0 || !strings.Contains(r.stdout, "circuit closed") ||
+		!strings.Contains(r.stdout, "dlq       3 (conflict 1, debit_failed 1, invalid 1)") {
+		t.Errorf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	stop()
 	if code := <-done; code != 0 {
 		t.Fatalf("serve exited %d: %s", code, logs.String())
@@ -149,12 +171,12 @@ func opsScenario(t *testing.T, env map[string]string) {
 	}
 
 	// inspect
-	r := runCmd(ctx, env, "inspect", "CHG-OPS-GOOD")
+	r = runCmd(ctx, env, "inspect", "CHG-OPS-GOOD")
 	if r.code != 0 || !strings.Contains(r.stdout, "DONE (finished") || !strings.Contains(r.stdout, "DEBITED") {
 		t.Fatalf("inspect: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = runCmd(ctx, env, "inspect", "--json", "CHG-OPS-NSF")
-	var rec recordJSON
+	var rec status.RecordJSON
 	if err := json.Unmarshal([]byte(r.stdout), &rec); err != nil || rec.State != "FAILED" || rec.Status != "FAILED" || !strings.Contains(rec.Detail, "INSUFFICIENT_FUNDS") {
 		t.Fatalf("inspect --json: %v %+v %s", err, rec, r.stderr)
 	}
@@ -248,3 +270,5 @@ func TestOperatorToolsOnAWS(t *testing.T) {
 	useEmulator(t)
 	opsScenario(t, awsSetup(t, "ops", "--visibility", "3s"))
 }
+
+func bcKind(env map[string]string) string { return env["IC_BACKEND"] }

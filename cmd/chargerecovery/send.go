@@ -9,6 +9,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/bulk"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 )
 
@@ -17,9 +18,10 @@ func runSend(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		bc                    backend.Config
 		id, account, cur, typ string
-		due, bodyFile         string
+		due, bodyFile, file   string
 		minor                 int64
 		copies                int
+		raw                   bool
 	)
 	bc.Bind(f)
 	f.String(&id, "charge-id", "", "", "chargeId (the business key)")
@@ -30,8 +32,13 @@ func runSend(ctx context.Context, env *cli.Env, args []string) error {
 	f.String(&due, "due", "", time.Now().UTC().Format(time.DateOnly), "due date YYYY-MM-DD")
 	f.String(&bodyFile, "body-file", "", "", "send this file's bytes as the body, unchecked (- for stdin); for testing the DLQ path")
 	f.Int(&copies, "copies", "", 1, "how many copies to send (simulates redelivery / producer retries)")
+	f.String(&file, "file", "", "", "send every line of this file (NDJSON, one ChargeDueEvent per line; - for stdin), in batches; bad lines are reported and not sent")
+	f.Bool(&raw, "raw", "", false, "with --file: send the lines unchecked (for testing the DLQ path)")
 	if err := f.Parse(args, false); err != nil {
 		return err
+	}
+	if file != "" {
+		return sendFile(ctx, env, bc, file, raw)
 	}
 	var p cli.Problems
 	bc.Check(&p)
@@ -80,4 +87,68 @@ func runSend(ctx context.Context, env *cli.Env, args []string) error {
 func eventJSON(id, account string, minor int64, cur, typ, due string) []byte {
 	return fmt.Appendf(nil, `{"chargeId":%q,"accountId":%q,"amount":{"minor":%d,"currency":%q},"chargeType":%q,"dueDate":%q}`,
 		id, account, minor, cur, typ, due)
+}
+
+// sendFile is send --file: every line checked by the consumer's parser,
+// sent in batches (SQS: 10 per call; SQL queues: 1,000 per transaction),
+// bad lines reported by number on stderr (exit 1 if any), a progress line
+// on a terminal, and how far it got if it stops early.
+func sendFile(ctx context.Context, env *cli.Env, bc backend.Config, file string, raw bool) error {
+	var p cli.Problems
+	bc.Check(&p)
+	if err := p.Err(); err != nil {
+		return err
+	}
+	in := os.Stdin
+	if file != "-" {
+		var err error
+		if in, err = os.Open(file); err != nil {
+			return cli.Usagef("--file: %v", err)
+		}
+		defer in.Close()
+	}
+	b, err := backend.Open(ctx, bc, 30*time.Second, false)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	o := bulk.Options{BatchSize: 1000, Raw: raw, BadLine: func(n int, err error) {
+		fmt.Fprintf(env.Stderr, "line %d: %s\n", n, charge.MaskText(err.Error()))
+	}}
+	if bc.Kind == backend.AWS {
+		o.BatchSize = 10
+	}
+	if isTerminal(env.Stderr) {
+		last := time.Now()
+		o.Progress = func(r bulk.Report) {
+			if time.Since(last) > 200*time.Millisecond {
+				last = time.Now()
+				fmt.Fprintf(env.Stderr, "\rsent %d of %d lines read (%.0f/s)   ", r.Sent, r.Lines, float64(r.Sent)/r.Elapsed.Seconds())
+			}
+		}
+	}
+	rep, err := bulk.Send(ctx, b.Queue, in, o)
+	if o.Progress != nil {
+		fmt.Fprintln(env.Stderr)
+	}
+	if err != nil {
+		return fmt.Errorf("stopped after line %d: %d message(s) sent, lines after %d not sent (resume from there): %w",
+			rep.Lines, rep.Sent, rep.LastSentLine, err)
+	}
+	fmt.Fprintf(env.Stdout, "sent %d message(s) from %d line(s) in %s; %d bad line(s)\n", rep.Sent, rep.Lines, rep.Elapsed.Round(time.Millisecond), rep.Bad)
+	if rep.Bad > 0 {
+		return fmt.Errorf("%d bad line(s) were not sent (listed above)", rep.Bad)
+	}
+	return nil
+}
+
+// isTerminal says whether w is a character device (a progress line there
+// is read by a person; in a file or a pipe it is noise).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

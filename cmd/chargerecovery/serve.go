@@ -15,18 +15,20 @@ import (
 func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	f := cli.NewFlagSet(env, "serve", "serve [flags]")
 	var (
-		bc       backend.Config
-		cc       pipeline.Config
-		sc       backend.SweepConfig
-		lc       cli.LogConfig
-		crashAt  string
-		httpAddr string
+		bc        backend.Config
+		cc        pipeline.Config
+		sc        backend.SweepConfig
+		lc        cli.LogConfig
+		crashAt   string
+		httpAddr  string
+		depthTick time.Duration
 	)
 	bc.Bind(f)
 	cc.Bind(f)
 	sc.Bind(f)
 	lc.Bind(f)
 	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (--http-addr \"\" turns it off)")
+	f.Duration(&depthTick, "depth-interval", "IC_DEPTH_INTERVAL", 15*time.Second, "how often the queue depth gauges are sampled (in the background, never on a scrape)")
 	f.String(&crashAt, "crash-at", "IC_CRASH_AT", "", "testing and drills only: SIGKILL this process right after a step: after-claim, after-debit or after-done")
 	if err := f.Parse(args, false); err != nil {
 		return err
@@ -36,6 +38,9 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	cc.Check(&p, true)
 	sc.Check(&p)
 	lc.Check(&p)
+	if depthTick < time.Second {
+		p.Add("--depth-interval %s is under 1s", depthTick)
+	}
 	if !validCrashPoint(crashAt) {
 		p.Add("--crash-at %q is not after-claim, after-debit or after-done", crashAt)
 	}
@@ -83,6 +88,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go backend.RunSweeper(sweepCtx, b, b.Store, sc, log, func(c backend.SweepCounts) { m.Swept(c.Records, c.Messages, c.DLQMessages) })
+	go m.QueueDepth(sweepCtx, depthTick, b.Queue.Depth, func(err error) { log.Warn("queue depth sample failed", "error", err) })
 	log.Info("consumer starting", "backend", b.Desc, "concurrency", cc.Concurrency,
 		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", cc.CorebankURL)
 	if err := pl.Run(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -523,6 +524,42 @@ var cases = []struct {
 		}
 		if c, err := a.Claim(t.Context(), key2, fpA); err != nil || c.Outcome != idempotency.Reclaimed {
 			t.Fatalf("claim right after a yield: %v %v, want reclaimed", c.Outcome, err)
+		}
+	}},
+	{"CountByStateCountsLiveRecords", func(t *testing.T, e *env) {
+		sc, ok := e.s.(idempotency.StateCounter)
+		if !ok {
+			t.Skip("the store cannot count records by state cheaply (optional)")
+		}
+		ctx := t.Context()
+		before, err := sc.CountByState(ctx, e.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := e.claim(t, fpA, idempotency.Acquired)
+		if err := e.g.Complete(ctx, done.Lease(), "DEBITED", "ref"); err != nil {
+			t.Fatal(err)
+		}
+		failed, err := e.g.Claim(ctx, e.key+"-failed", fpA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.g.Fail(ctx, failed.Lease(), "FAILED", "declined"); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if _, err := e.g.Claim(ctx, fmt.Sprintf("%s-busy-%d", e.key, i), fpA); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after, err := sc.CountByState(ctx, e.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for st, want := range map[idempotency.State]int{idempotency.StateDone: 1, idempotency.StateFailed: 1, idempotency.StateInProgress: 2} {
+			if got := after[st] - before[st]; got != want {
+				t.Errorf("%s: %d more, want %d (before %v, after %v)", st, got, want, before, after)
+			}
 		}
 	}},
 	{"PurgeDeletesOnlyRecordsPastRetention", func(t *testing.T, e *env) {

@@ -56,6 +56,7 @@ func Run(t *testing.T, h Harness) {
 		{"DepthCountsWaitingInFlightAndDLQ", testDepth},
 		{"RedriveMovesBackWhatTheOptionsAllow", testRedrive},
 		{"ReceiveRejectsABadMax", testBadMax},
+		{"DepthTellsTheOldestMessagesAge", testOldestAge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -212,7 +213,7 @@ func testAckDeletes(t *testing.T, h Harness) {
 	nothing(t, q, 2500*time.Millisecond, "acked messages must not come back after the visibility timeout")
 	eventually(t, "depth after ack", func() (bool, string) {
 		d := depth(t, q)
-		return d == queue.Depth{}, fmt.Sprintf("%+v", d)
+		return d.Counts() == queue.Depth{}, fmt.Sprintf("%+v", d)
 	})
 	if err := q.Ack(t.Context(), nil); err != nil {
 		t.Fatalf("ack of nothing: %v", err)
@@ -312,7 +313,7 @@ func testDeadLetter(t *testing.T, h Harness) {
 	nothing(t, q, 2500*time.Millisecond, "a dead-lettered message must be gone from the queue")
 	eventually(t, "depth after dead-letter", func() (bool, string) {
 		d := depth(t, q)
-		return d == queue.Depth{DLQ: 1}, fmt.Sprintf("%+v", d)
+		return d.Counts() == queue.Depth{DLQ: 1}, fmt.Sprintf("%+v", d)
 	})
 	rep, err := q.Redrive(t.Context(), queue.RedriveOptions{DryRun: true})
 	if err != nil {
@@ -404,7 +405,7 @@ func testDepth(t *testing.T, h Harness) {
 	}
 	eventually(t, "depth", func() (bool, string) {
 		d := depth(t, q)
-		return d == queue.Depth{Waiting: 2, InFlight: 1, DLQ: 1}, fmt.Sprintf("%+v", d)
+		return d.Counts() == queue.Depth{Waiting: 2, InFlight: 1, DLQ: 1}, fmt.Sprintf("%+v", d)
 	})
 }
 
@@ -440,7 +441,7 @@ func testRedrive(t *testing.T, h Harness) {
 	}
 	eventually(t, "depth after redrive", func() (bool, string) {
 		d := depth(t, q)
-		return d == queue.Depth{Waiting: 3, DLQ: 1}, fmt.Sprintf("%+v", d)
+		return d.Counts() == queue.Depth{Waiting: 3, DLQ: 1}, fmt.Sprintf("%+v", d)
 	})
 	rep, err = q.Redrive(t.Context(), queue.RedriveOptions{HoldBack: hold, Force: true})
 	if err != nil {
@@ -461,5 +462,23 @@ func testBadMax(t *testing.T, h Harness) {
 		if err == nil {
 			t.Errorf("receive of %d: no error", n)
 		}
+	}
+}
+
+func testOldestAge(t *testing.T, h Harness) {
+	q := h.Open(t, Options{Visibility: time.Hour})
+	if d := depth(t, q); d.OldestKnown && d.OldestAge != 0 {
+		t.Fatalf("empty queue: oldest age %v, want 0", d.OldestAge)
+	}
+	send(t, q, "old", nil)
+	time.Sleep(1200 * time.Millisecond)
+	send(t, q, "new", nil)
+	mustReceive(t, q, 1) // in flight still counts
+	d := depth(t, q)
+	if !d.OldestKnown {
+		t.Skip("this queue cannot tell the oldest message's age")
+	}
+	if d.OldestAge < time.Second || d.OldestAge > time.Minute {
+		t.Fatalf("oldest age %v, want about 1.2s", d.OldestAge)
 	}
 }

@@ -1,0 +1,88 @@
+package status
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// RecordJSON is the --json form of an idempotency record (inspect, reopen).
+type RecordJSON struct {
+	ChargeID    string    `json:"chargeId"`
+	State       string    `json:"state"`
+	Status      string    `json:"status,omitempty"`
+	Detail      string    `json:"detail,omitempty"`
+	Attempt     int       `json:"attempt"`
+	LeaseUntil  time.Time `json:"leaseUntil"`
+	LeaseLive   bool      `json:"leaseLive"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	Fingerprint string    `json:"fingerprint"`
+	TokenPrefix string    `json:"tokenPrefix"`
+	// The audit trail of operator reopenings (the last one's details).
+	Reopens      int        `json:"reopens,omitempty"`
+	ReopenedAt   *time.Time `json:"reopenedAt,omitempty"`
+	ReopenReason string     `json:"reopenReason,omitempty"`
+	PrevStatus   string     `json:"previousStatus,omitempty"`
+	PrevDetail   string     `json:"previousDetail,omitempty"`
+}
+
+// RecordJSONOf is r as RecordJSON at now.
+func RecordJSONOf(r idempotency.Record, now time.Time) RecordJSON {
+	var reopened *time.Time
+	if !r.ReopenedAt.IsZero() {
+		reopened = &r.ReopenedAt
+	}
+	return RecordJSON{ReopenedAt: reopened,
+		ChargeID: r.Key, State: string(r.State), Status: r.Status, Detail: r.Detail, Attempt: r.Attempt,
+		LeaseUntil: r.LeaseUntil, LeaseLive: r.LeaseLive(now), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		ExpiresAt: r.ExpiresAt, Fingerprint: r.Fingerprint, TokenPrefix: Prefix(r.Token, 8),
+		Reopens: r.Reopens, ReopenReason: r.ReopenReason, PrevStatus: r.PrevStatus, PrevDetail: r.PrevDetail,
+	}
+}
+
+// Prefix is the first n bytes of s (tokens and fingerprints are shown cut).
+func Prefix(s string, n int) string { return s[:min(n, len(s))] }
+
+// PrintRecord writes r for a person, with what its state means at now.
+func PrintRecord(w io.Writer, r idempotency.Record, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var lease string
+	switch {
+	case r.State != idempotency.StateInProgress:
+		lease = "not held: the record is final"
+	case r.LeaseLive(now):
+		lease = "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
+	default:
+		lease = "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago: the next delivery reclaims it"
+	}
+	meaning := map[idempotency.State]string{
+		idempotency.StateDone:       "finished; redeliveries are dropped",
+		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
+		idempotency.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
+	}[r.State]
+	fmt.Fprintf(tw, "charge\t%s\n", r.Key)
+	fmt.Fprintf(tw, "state\t%s (%s)\n", r.State, meaning)
+	if r.Status != "" {
+		fmt.Fprintf(tw, "status\t%s\n", r.Status)
+	}
+	if r.Detail != "" {
+		fmt.Fprintf(tw, "detail\t%s\n", r.Detail)
+	}
+	fmt.Fprintf(tw, "attempt\t%d\n", r.Attempt)
+	fmt.Fprintf(tw, "lease until\t%s (%s)\n", r.LeaseUntil.UTC().Format(time.RFC3339), lease)
+	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "updated\t%s\n", r.UpdatedAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "kept until\t%s\n", r.ExpiresAt.UTC().Format(time.RFC3339))
+	fmt.Fprintf(tw, "fingerprint\t%s…\n", Prefix(r.Fingerprint, 16))
+	fmt.Fprintf(tw, "token\t%s…\n", Prefix(r.Token, 8))
+	if r.Reopens > 0 {
+		fmt.Fprintf(tw, "reopened\t%d time(s), last %s: %s\n", r.Reopens, r.ReopenedAt.UTC().Format(time.RFC3339), r.ReopenReason)
+		fmt.Fprintf(tw, "before reopening\t%s %s\n", r.PrevStatus, r.PrevDetail)
+	}
+	tw.Flush()
+}

@@ -1,0 +1,182 @@
+// Package status is the one view of a running backend an operator asks for
+// at month-end: the queue's depth and oldest message, the DLQ by reason
+// code, the records by state where the store can count them cheaply, the
+// stuck claims, and the circuit of a consumer on this host.
+package status
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// Report is what status shows.
+type Report struct {
+	Backend string      `json:"backend"`
+	Queue   queue.Depth `json:"queue"`
+	// OldestAge is Queue.OldestAge as text ("" when unknown).
+	OldestAge string `json:"oldestAge,omitempty"`
+	// DLQByCode counts the DLQ's messages by reason code.
+	DLQByCode map[queue.Code]int `json:"dlqByCode"`
+	// Records counts the records by state; RecordsNote says why not when
+	// the store cannot count cheaply.
+	Records     map[idempotency.State]int `json:"records,omitempty"`
+	RecordsNote string                    `json:"recordsNote,omitempty"`
+	// Stuck is how many claims are IN_PROGRESS past their lease (-1: the
+	// store cannot list them).
+	Stuck int `json:"stuck"`
+	// Consumer is what the consumer's /metrics on this host says.
+	Consumer Consumer `json:"consumer"`
+}
+
+// Consumer is the state of a consumer read from its /metrics.
+type Consumer struct {
+	URL       string `json:"url"`
+	Reachable bool   `json:"reachable"`
+	// Circuit is closed, half_open or open ("" when unknown).
+	Circuit  string  `json:"circuit,omitempty"`
+	InFlight float64 `json:"inFlight"`
+	Error    string  `json:"error,omitempty"`
+}
+
+// Sources are what Collect reads.
+type Sources struct {
+	Backend    string
+	Queue      queue.Queue
+	Store      idempotency.Store
+	MetricsURL string // "" to skip
+	Client     *http.Client
+	Now        time.Time
+}
+
+// Collect reads everything; an error means the backend did not answer.
+func Collect(ctx context.Context, s Sources) (Report, error) {
+	r := Report{Backend: s.Backend, Stuck: -1}
+	var err error
+	if r.Queue, err = s.Queue.Depth(ctx); err != nil {
+		return r, fmt.Errorf("queue depth: %w", err)
+	}
+	if r.Queue.OldestKnown {
+		r.OldestAge = r.Queue.OldestAge.Round(time.Second).String()
+	}
+	dry, err := s.Queue.Redrive(ctx, queue.RedriveOptions{DryRun: true})
+	if err != nil {
+		return r, fmt.Errorf("read the DLQ: %w", err)
+	}
+	r.DLQByCode = dry.SeenByCode
+	if r.DLQByCode == nil {
+		r.DLQByCode = map[queue.Code]int{}
+	}
+	if sc, ok := s.Store.(idempotency.StateCounter); ok {
+		if r.Records, err = sc.CountByState(ctx, s.Now); err != nil {
+			return r, fmt.Errorf("count records: %w", err)
+		}
+	} else {
+		r.RecordsNote = "this store cannot count records by state without reading all of them (DynamoDB: a full scan; Redis: every key); use inspect for one charge"
+	}
+	if sl, ok := s.Store.(idempotency.StuckLister); ok {
+		if _, r.Stuck, err = sl.Stuck(ctx, s.Now, 1); err != nil {
+			return r, fmt.Errorf("stuck claims: %w", err)
+		}
+	}
+	if s.MetricsURL != "" {
+		r.Consumer = readConsumer(ctx, s.Client, s.MetricsURL)
+	}
+	return r, nil
+}
+
+// readConsumer reads the circuit state and in-flight gauge from a
+// consumer's /metrics.
+func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
+	out := Consumer{URL: url}
+	if c == nil {
+		c = &http.Client{Timeout: 3 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		out.Error = "no consumer answering: " + err.Error()
+		return out
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		out.Error = "metrics answered " + resp.Status
+		return out
+	}
+	out.Reachable = true
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		switch name {
+		case "chargerecovery_circuit_state":
+			out.Circuit = [...]string{"closed", "half_open", "open"}[min(max(int(v), 0), 2)]
+		case "chargerecovery_in_flight":
+			out.InFlight = v
+		}
+	}
+	return out
+}
+
+// Print writes r for a person.
+func Print(w io.Writer, r Report) {
+	fmt.Fprintf(w, "backend   %s\n", r.Backend)
+	age := "oldest age not known (SQS: CloudWatch ApproximateAgeOfOldestMessage)"
+	if r.Queue.OldestKnown {
+		age = "oldest " + r.OldestAge
+	}
+	fmt.Fprintf(w, "queue     %d waiting, %d in flight, %s\n", r.Queue.Waiting, r.Queue.InFlight, age)
+	fmt.Fprintf(w, "dlq       %d%s\n", r.Queue.DLQ, byCode(r.DLQByCode))
+	if r.Records != nil {
+		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d DONE, %d FAILED\n",
+			r.Records[idempotency.StateInProgress], r.Records[idempotency.StateDone], r.Records[idempotency.StateFailed])
+	} else {
+		fmt.Fprintf(w, "records   not counted: %s\n", r.RecordsNote)
+	}
+	if r.Stuck >= 0 {
+		fmt.Fprintf(w, "stuck     %d claim(s) IN_PROGRESS past their lease%s\n", r.Stuck, map[bool]string{true: " (see: chargerecovery stuck)", false: ""}[r.Stuck > 0])
+	} else {
+		fmt.Fprintln(w, "stuck     not listed: this store cannot list stuck claims")
+	}
+	switch c := r.Consumer; {
+	case c.URL == "":
+	case !c.Reachable:
+		fmt.Fprintf(w, "consumer  %s: %s\n", c.URL, c.Error)
+	case c.Circuit == "":
+		fmt.Fprintf(w, "consumer  %s: %.0f in flight, no circuit breaker reported\n", c.URL, c.InFlight)
+	default:
+		fmt.Fprintf(w, "consumer  %s: circuit %s, %.0f in flight\n", c.URL, c.Circuit, c.InFlight)
+	}
+}
+
+func byCode(m map[queue.Code]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var parts []string
+	for c, n := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", c, n))
+	}
+	slices.Sort(parts)
+	return " (" + strings.Join(parts, ", ") + ")"
+}
