@@ -24,8 +24,9 @@ type Options struct {
 	// DUPLICATE_IN_PROGRESS message is seen again, so it comes back just
 	// after the lease could have expired. Default 1s.
 	InProgressMargin time.Duration
-	// OnResult, when set, is called with every result (metrics, tests).
-	OnResult func(m queue.Message, c charge.Charge, r charge.Result)
+	// OnResult, when set, is called with every result and the delivery's
+	// context (metrics, tracing, tests).
+	OnResult func(ctx context.Context, m queue.Message, c charge.Charge, r charge.Result)
 }
 
 // Handler implements consumer.Handler for ChargeDueEvent messages.
@@ -62,7 +63,7 @@ func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Dec
 	dec := Decide(res, h.opts.InProgressMargin)
 	h.log(ctx, d.Message, c, res, dec, time.Since(start))
 	if h.opts.OnResult != nil {
-		h.opts.OnResult(d.Message, c, res)
+		h.opts.OnResult(ctx, d.Message, c, res)
 	}
 	return dec
 }

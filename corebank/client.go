@@ -32,6 +32,7 @@ type Client struct {
 	declines []DeclineRule
 	breaker  Breaker
 	health   string
+	headers  func(context.Context, http.Header)
 }
 
 var (
@@ -90,6 +91,10 @@ type ClientOptions struct {
 	Breaker Breaker
 	// HealthPath is what Probe asks. Default "/healthz".
 	HealthPath string
+	// Headers, when set, adds headers from the call's context to every
+	// debit and enquiry request (the tracing package puts the W3C
+	// traceparent there).
+	Headers func(ctx context.Context, h http.Header)
 }
 
 // NewClient returns a Client for the API at baseURL (http://host:port).
@@ -119,7 +124,8 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	if opts.HealthPath == "" {
 		opts.HealthPath = "/healthz"
 	}
-	return &Client{base: u, http: &hc, timeout: opts.Timeout, declines: opts.Declines, breaker: opts.Breaker, health: opts.HealthPath}, nil
+	return &Client{base: u, http: &hc, timeout: opts.Timeout, declines: opts.Declines, breaker: opts.Breaker, health: opts.HealthPath,
+		headers: opts.Headers}, nil
 }
 
 // Debit implements charge.Debiter.
@@ -230,6 +236,9 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 	}
 	if key != "" {
 		hreq.Header.Set(IdempotencyHeader, key)
+	}
+	if c.headers != nil {
+		c.headers(ctx, hreq.Header)
 	}
 	resp, err := c.http.Do(hreq)
 	if err != nil {

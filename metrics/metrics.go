@@ -338,16 +338,11 @@ func (m *Metrics) QueueDepth(ctx context.Context, interval time.Duration, depth 
 		Help: "Queue depth samples that failed."})
 	m.reg.MustRegister(messages, sampled, errs)
 	ageRegistered := false
-	sample := func() {
-		sctx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
-		d, err := depth(sctx)
-		cancel()
+	every(ctx, interval, func(ctx context.Context) error {
+		d, err := depth(ctx)
 		if err != nil {
 			errs.Inc()
-			if onError != nil && ctx.Err() == nil {
-				onError(err)
-			}
-			return
+			return err
 		}
 		messages.WithLabelValues("waiting").Set(float64(d.Waiting))
 		messages.WithLabelValues("in_flight").Set(float64(d.InFlight))
@@ -360,8 +355,38 @@ func (m *Metrics) QueueDepth(ctx context.Context, interval time.Duration, depth 
 			age.Set(d.OldestAge.Seconds())
 		}
 		sampled.Set(float64(time.Now().UnixMilli()) / 1000)
+		return nil
+	}, onError)
+}
+
+// StuckClaims registers the stuck-claims gauge and samples it every
+// interval until ctx ends. Wire it only where the store counts cheaply
+// (an index, not a scan).
+func (m *Metrics) StuckClaims(ctx context.Context, interval time.Duration, count func(context.Context) (int, error), onError func(error)) {
+	stuck := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "stuck_claims",
+		Help: "Claims IN_PROGRESS past their lease (their worker died and no redelivery reclaimed them yet), sampled."})
+	m.reg.MustRegister(stuck)
+	every(ctx, interval, func(ctx context.Context) error {
+		n, err := count(ctx)
+		if err == nil {
+			stuck.Set(float64(n))
+		}
+		return err
+	}, onError)
+}
+
+// every runs sample now and then every interval until ctx ends, each
+// under a timeout of the interval (at least 1s).
+func every(ctx context.Context, interval time.Duration, sample func(context.Context) error, onError func(error)) {
+	run := func() {
+		sctx, cancel := context.WithTimeout(ctx, max(interval, time.Second))
+		err := sample(sctx)
+		cancel()
+		if err != nil && onError != nil && ctx.Err() == nil {
+			onError(err)
+		}
 	}
-	sample()
+	run()
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -369,7 +394,7 @@ func (m *Metrics) QueueDepth(ctx context.Context, interval time.Duration, depth 
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			sample()
+			run()
 		}
 	}
 }

@@ -123,3 +123,15 @@ func TestQueueAgeIsAbsentWhereTheQueueCannotTell(t *testing.T) {
 		t.Fatal("age gauge exported for a queue that cannot tell it")
 	}
 }
+
+func TestStuckClaimsGaugeReadsTheLastSample(t *testing.T) {
+	m := New()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // one sample, then return
+	m.StuckClaims(ctx, time.Hour, func(context.Context) (int, error) { return 4, nil }, nil)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "chargerecovery_stuck_claims 4") {
+		t.Fatal("stuck_claims gauge missing or wrong")
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/sqlite"
@@ -24,6 +26,7 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	redis.SetLogger(redisLog{}) // as main does
 	if spec := os.Getenv("IC_TEST_HOLD_WRITE_LOCK"); spec != "" {
 		os.Exit(holdWriteLock(spec))
 	}

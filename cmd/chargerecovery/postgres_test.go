@@ -19,6 +19,7 @@ import (
 // SIGKILLed and replaced every second for 20 s: every charge is posted
 // once and recorded DONE, and nothing reaches the DLQ.
 func TestThreePostgresConsumersWithOneKilledEverySecond(t *testing.T) {
+	t.Parallel()
 	ledger := corebank.NewLedger(corebank.Faults{Latency: 150 * time.Millisecond})
 	bank := httptest.NewServer(corebank.Handler(ledger))
 	defer bank.Close()

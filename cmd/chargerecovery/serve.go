@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/tracing"
 )
 
 func runServe(ctx context.Context, env *cli.Env, args []string) error {
@@ -71,9 +73,18 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	b.Store, bank.Debiter = withCrashes(crashAt, b.Store, bank.Debiter)
+	tp, stopTracing, err := tracing.Setup(ctx, env.Getenv, env.Stderr)
+	if err != nil {
+		return cli.Usagef("tracing: %v", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(sctx)
+	}()
 	m := metrics.New()
 	pl, err := pipeline.New(pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: bank, Notifier: notify.NewRecorder(cc.NotifyFailRate, log)},
-		cc, pipeline.Options{Logger: log, Metrics: m})
+		cc, pipeline.Options{Logger: log, Metrics: m, Tracer: tp})
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
@@ -89,6 +100,10 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	defer stopSweep()
 	go backend.RunSweeper(sweepCtx, b, b.Store, sc, log, func(c backend.SweepCounts) { m.Swept(c.Records, c.Messages, c.DLQMessages) })
 	go m.QueueDepth(sweepCtx, depthTick, b.Queue.Depth, func(err error) { log.Warn("queue depth sample failed", "error", err) })
+	if sl, ok := b.Store.(idempotency.StuckLister); ok && b.CheapCounts() {
+		go m.StuckClaims(sweepCtx, depthTick, func(ctx context.Context) (int, error) { _, n, err := sl.Stuck(ctx, time.Now(), 1); return n, err },
+			func(err error) { log.Warn("stuck claims sample failed", "error", err) })
+	}
 	log.Info("consumer starting", "backend", b.Desc, "concurrency", cc.Concurrency,
 		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", cc.CorebankURL)
 	if err := pl.Run(ctx); err != nil {

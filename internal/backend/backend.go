@@ -182,6 +182,14 @@ func (b *Backend) Ready(ctx context.Context) error {
 	return b.Queue.Ping(ctx)
 }
 
+// CheapCounts says whether the store counts records by an index (SQLite,
+// PostgreSQL) rather than a scan (DynamoDB) or every key (Redis): only then
+// are stuck claims sampled for the metrics.
+func (b *Backend) CheapCounts() bool {
+	_, ok := b.Store.(idempotency.StateCounter)
+	return ok
+}
+
 // Retentions are how long the queue and the DLQ keep a message.
 func (b *Backend) Retentions(ctx context.Context) (queue, dlq time.Duration, err error) {
 	return b.retentions(ctx)

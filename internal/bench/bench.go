@@ -348,7 +348,7 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 			doneOnce.Do(func() { close(done) })
 		}
 	}
-	onResult := func(_ queue.Message, _ charge.Charge, r charge.Result) {
+	onResult := func(_ context.Context, _ queue.Message, _ charge.Charge, r charge.Result) {
 		switch r.Outcome {
 		case charge.DuplicateDone:
 			dropped.Add(1)

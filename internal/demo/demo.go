@@ -226,7 +226,7 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	}
 	bank := ports.Client
 	pl, err := pipeline.New(pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: ports, Notifier: notify.NewRecorder(0, log)}, cc,
-		pipeline.Options{Logger: log, Baseline: c.baseline, OnResult: func(_ queue.Message, _ charge.Charge, r charge.Result) {
+		pipeline.Options{Logger: log, Baseline: c.baseline, OnResult: func(_ context.Context, _ queue.Message, _ charge.Charge, r charge.Result) {
 			mu.Lock()
 			outcomes[r.Outcome]++
 			mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/circuit"
@@ -20,6 +22,7 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/tracing"
 )
 
 // Config is the processing configuration of serve, the demo and the bench.
@@ -133,7 +136,7 @@ func NewBank(c Config, log *slog.Logger) (Bank, error) {
 		return Bank{}, cli.Usagef("%v", err)
 	}
 	client, err = corebank.NewClient(c.CorebankURL, corebank.ClientOptions{
-		Timeout: c.CorebankTimeout, Declines: declines, Breaker: breaker, HealthPath: c.HealthPath})
+		Timeout: c.CorebankTimeout, Declines: declines, Breaker: breaker, HealthPath: c.HealthPath, Headers: tracing.Headers})
 	if err != nil {
 		return Bank{}, cli.Usagef("--corebank-url: %v", err)
 	}
@@ -160,8 +163,10 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// OnResult and OnDecision, when set, see every result and decision
 	// (the demo's and the bench's counters).
-	OnResult   func(queue.Message, charge.Charge, charge.Result)
+	OnResult   func(context.Context, queue.Message, charge.Charge, charge.Result)
 	OnDecision func(queue.Message, consumer.Decision, time.Duration)
+	// Tracer, when set, traces every message (see package tracing).
+	Tracer trace.TracerProvider
 	// Baseline runs the same pipeline without the idempotency claim
 	// (parse, debit, notify, ack): the bench's measure of what the guard
 	// costs and prevents. Never in production.
@@ -179,6 +184,19 @@ type Pipeline struct {
 // New wires the service over p as c configures.
 func New(p Ports, c Config, o Options) (*Pipeline, error) {
 	store, source, debiter, enquirer, notifier := p.Store, p.Source, p.Bank.Debiter, p.Bank.Enquirer, p.Notifier
+	var tr *tracing.Tracing
+	if o.Tracer != nil {
+		tr = tracing.New(o.Tracer)
+		store, debiter, notifier = tr.Store(store), tr.Debiter(debiter), tr.Notifier(notifier)
+		if onResult := o.OnResult; onResult != nil {
+			o.OnResult = func(ctx context.Context, m queue.Message, c charge.Charge, r charge.Result) {
+				tracing.OnResult(ctx, m, c, r)
+				onResult(ctx, m, c, r)
+			}
+		} else {
+			o.OnResult = tracing.OnResult
+		}
+	}
 	onDecision := o.OnDecision
 	if m := o.Metrics; m != nil {
 		store, source = m.Store(store), m.Source(source)
@@ -216,6 +234,9 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 		}
 		pl.Guard = guard
 		h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: o.Logger, OnResult: o.OnResult})
+	}
+	if tr != nil {
+		h = tr.Handler(h)
 	}
 	opts := consumer.Options{
 		Concurrency:       c.Concurrency,

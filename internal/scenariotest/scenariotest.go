@@ -98,7 +98,7 @@ func newPipeline(t *testing.T, h Harness, cfg config) *pipeline {
 		t.Fatal(err)
 	}
 	p.h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet, InProgressMargin: 50 * time.Millisecond,
-		OnResult: func(_ queue.Message, _ charge.Charge, r charge.Result) {
+		OnResult: func(_ context.Context, _ queue.Message, _ charge.Charge, r charge.Result) {
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			p.outcomes[r.Outcome]++
