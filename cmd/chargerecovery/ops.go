@@ -148,7 +148,7 @@ func runStuck(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if *asJSON {
 		out := struct {
-			Total  int          `json:"total"`
+			Total  int                 `json:"total"`
 			Claims []status.RecordJSON `json:"claims"`
 		}{Total: total, Claims: []status.RecordJSON{}}
 		for _, r := range recs {
