@@ -225,3 +225,26 @@ func Truncate(s string, n int) string {
 	}
 	return s
 }
+
+// Poll is the long poll of a queue that cannot wait on the server: it
+// calls once until it returns messages or an error, or wait has passed,
+// sleeping interval between empty calls (ctx ends it early).
+func Poll(ctx context.Context, wait, interval time.Duration, once func() ([]Message, error)) ([]Message, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		msgs, err := once()
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, nil
+		}
+		t := time.NewTimer(min(interval, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -196,23 +196,7 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 	if max < 1 || max > 10 {
 		return nil, fmt.Errorf("sqlite: receive of %d messages (1-10)", max)
 	}
-	deadline := time.Now().Add(q.opts.WaitTime)
-	for {
-		msgs, err := q.receiveOnce(ctx, max)
-		if err != nil || len(msgs) > 0 {
-			return msgs, err
-		}
-		if !time.Now().Before(deadline) {
-			return nil, nil
-		}
-		t := time.NewTimer(min(q.opts.PollInterval, time.Until(deadline)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
+	return queue.Poll(ctx, q.opts.WaitTime, q.opts.PollInterval, func() ([]queue.Message, error) { return q.receiveOnce(ctx, max) })
 }
 
 func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, error) {
