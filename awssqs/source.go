@@ -34,6 +34,10 @@ type API interface {
 
 var _ API = (*sqs.Client)(nil)
 
+// AWSTraceHeaderAttribute is where a received message's X-Ray trace
+// header (an SQS system attribute) is put among its attributes.
+const AWSTraceHeaderAttribute = "AWSTraceHeader"
+
 // maxAttributes is SQS's limit of message attributes per message.
 const maxAttributes = 10
 
@@ -91,7 +95,8 @@ func (s *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 		MaxNumberOfMessages:         int32(max),
 		WaitTimeSeconds:             seconds(s.opts.WaitTime),
 		MessageAttributeNames:       []string{"All"},
-		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount,
+			types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameAWSTraceHeader},
 	}
 	if s.opts.VisibilityTimeout > 0 {
 		in.VisibilityTimeout = seconds(s.opts.VisibilityTimeout)
@@ -114,6 +119,14 @@ func (s *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 			cm.SentAt = time.UnixMilli(ms).UTC()
 		}
 		cm.Attributes = fromAttrs(m.MessageAttributes)
+		if th := m.Attributes[string(types.MessageSystemAttributeNameAWSTraceHeader)]; th != "" {
+			// X-Ray's trace header is a system attribute; the tracing
+			// package reads it from the message's attributes.
+			if cm.Attributes == nil {
+				cm.Attributes = map[string]string{}
+			}
+			cm.Attributes[AWSTraceHeaderAttribute] = th
+		}
 		msgs = append(msgs, cm)
 	}
 	return msgs, nil
