@@ -11,10 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
-
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 )
 
 // Sync is SQLite's synchronous setting in WAL mode.
@@ -84,13 +81,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 256
 	}
-	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", opts.BusyTimeout.Milliseconds()))
-	q.Add("_pragma", "synchronous("+string(opts.Sync)+")")
-	q.Add("_pragma", "foreign_keys(ON)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open(driverName, dsn(path, opts))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
