@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/finedge/idempotent-consumer/internal/testenv"
 	"github.com/finedge/idempotent-consumer/postgres"
 )
 
@@ -42,11 +43,7 @@ func RedisURL() string {
 
 func unreachable(t testing.TB, what, how string, err error) {
 	t.Helper()
-	msg := what + " unreachable (" + err.Error() + "); start it with: " + how
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testenv.Unreachable(t, what+" unreachable ("+err.Error()+"); start it with: "+how)
 }
 
 // Name is a unique lower-case identifier with prefix.
