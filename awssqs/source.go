@@ -91,10 +91,10 @@ func (s *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 		return nil, fmt.Errorf("sqs: receive of %d messages (1-10)", max)
 	}
 	in := &sqs.ReceiveMessageInput{
-		QueueUrl:                    aws.String(s.opts.QueueURL),
-		MaxNumberOfMessages:         int32(max),
-		WaitTimeSeconds:             seconds(s.opts.WaitTime),
-		MessageAttributeNames:       []string{"All"},
+		QueueUrl:              aws.String(s.opts.QueueURL),
+		MaxNumberOfMessages:   int32(max),
+		WaitTimeSeconds:       seconds(s.opts.WaitTime),
+		MessageAttributeNames: []string{"All"},
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount,
 			types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameAWSTraceHeader},
 	}
