@@ -109,10 +109,6 @@ create table if not exists goqite (
   priority integer not null default 0
 ) strict;
 
-create trigger if not exists goqite_updated_timestamp after update on goqite begin
-  update goqite set updated = strftime('%Y-%m-%dT%H:%M:%fZ') where id = old.id;
-end;
-
 create index if not exists goqite_queue_priority_created_idx on goqite (queue, priority desc, created);
 
 create table if not exists idempotency_records (
@@ -145,6 +141,9 @@ var migrations = []string{
 	 alter table idempotency_records add column prev_detail text not null default '';`,
 	// 2: message attributes on the queue (JSON object; null when none).
 	`alter table goqite add column attributes text;`,
+	// 3: goqite's trigger that stamps "updated" on every receive, extend
+	// and retry: a second write per received message that nothing reads.
+	`drop trigger if exists goqite_updated_timestamp;`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
