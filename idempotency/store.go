@@ -74,6 +74,16 @@ type ClaimRequest struct {
 	ExpiresAt      time.Time
 }
 
+// Allows reports whether req may take the key over from r: r is past its
+// retention, or IN_PROGRESS with its lease passed by LeaseExpiredBy and the
+// same fingerprint. It is the condition every Store's Claim writes
+// atomically, for stores that evaluate it in Go (and for a store that must
+// tell a lost race from a duplicate).
+func (req ClaimRequest) Allows(r Record) bool {
+	return r.Expired(req.Now) ||
+		(r.State == StateInProgress && !req.LeaseExpiredBy.Before(r.LeaseUntil) && r.Fingerprint == req.Fingerprint)
+}
+
 // ClaimResult is what a Claim did.
 type ClaimResult struct {
 	// Acquired: the record is now ours (Record is the record written).

@@ -39,12 +39,10 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, exists := s.recs[req.Key]
-	fresh := !exists || old.Expired(req.Now)
-	reclaim := !fresh && old.State == idempotency.StateInProgress &&
-		!req.LeaseExpiredBy.Before(old.LeaseUntil) && old.Fingerprint == req.Fingerprint
-	if !fresh && !reclaim {
+	if exists && !req.Allows(old) {
 		return idempotency.ClaimResult{Record: old}, nil
 	}
+	reclaim := exists && !old.Expired(req.Now)
 	rec := idempotency.Record{
 		Key:         req.Key,
 		State:       idempotency.StateInProgress,

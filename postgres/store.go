@@ -87,7 +87,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		}}, nil
 	}
 	rec, ok := prev.record()
-	if !ok || claimable(rec, req) {
+	if !ok || req.Allows(rec) {
 		// The snapshot predates a concurrent claim that won (the key was
 		// absent, or claimable, when this statement began): read the winner.
 		rec, err = s.get(ctx, req.Key)
@@ -96,12 +96,6 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		}
 	}
 	return idempotency.ClaimResult{Record: rec}, nil
-}
-
-// claimable is the claim's condition, evaluated on a record read before it.
-func claimable(r idempotency.Record, req idempotency.ClaimRequest) bool {
-	return !r.ExpiresAt.After(req.Now) ||
-		(r.State == idempotency.StateInProgress && !r.LeaseUntil.After(req.LeaseExpiredBy) && r.Fingerprint == req.Fingerprint)
 }
 
 // nullableRecord scans a left-joined record row.

@@ -162,12 +162,19 @@ type Queue interface {
 // detail attribute; one moved by the queue's redrive policy has neither.
 func ReasonFromAttributes(attrs map[string]string) Reason {
 	code, detail := Code(attrs[CodeAttribute]), attrs[DetailAttribute]
-	if code == "" && detail != "" {
+	if code == "" && detail == "" {
+		return Reason{Code: CodeMaxReceives}
+	}
+	return StoredReason(code, detail)
+}
+
+// StoredReason reads a reason as a queue kept it: a code and a detail, or,
+// written before codes were a field of their own, no code and the detail
+// "code: detail" (Reason.String's form).
+func StoredReason(code Code, detail string) Reason {
+	if code == "" {
 		c, d, _ := strings.Cut(detail, ": ")
 		return Reason{Code: Code(c), Detail: d}
-	}
-	if code == "" {
-		code = CodeMaxReceives
 	}
 	return Reason{Code: code, Detail: detail}
 }

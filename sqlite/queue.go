@@ -82,13 +82,7 @@ type DLQEntry struct {
 }
 
 // Reason is why the entry was dead-lettered.
-func (e DLQEntry) Reason() queue.Reason {
-	if e.Code == "" { // written by an older version: "code: detail"
-		code, detail, _ := strings.Cut(e.Detail, ": ")
-		return queue.Reason{Code: queue.Code(code), Detail: detail}
-	}
-	return queue.Reason{Code: e.Code, Detail: e.Detail}
-}
+func (e DLQEntry) Reason() queue.Reason { return queue.StoredReason(e.Code, e.Detail) }
 
 // NewQueue returns the queue named in opts on db (from Open).
 func NewQueue(db *DB, opts QueueOptions) (*Queue, error) {

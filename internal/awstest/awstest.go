@@ -17,9 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 
-	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/internal/testenv"
-	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // EndpointEnv names the variable holding the emulator's URL. Tests read only
@@ -60,23 +58,4 @@ func Name(prefix string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
-}
-
-// Receive receives from src until it has want messages (or 10 s pass) and
-// fails the test unless it got exactly want.
-func Receive(t testing.TB, src consumer.Source, want int) []queue.Message {
-	t.Helper()
-	var got []queue.Message
-	deadline := time.Now().Add(10 * time.Second)
-	for len(got) < want && time.Now().Before(deadline) {
-		msgs, err := src.Receive(context.Background(), 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, msgs...)
-	}
-	if len(got) != want {
-		t.Fatalf("received %d messages, want %d", len(got), want)
-	}
-	return got
 }

@@ -6,6 +6,7 @@ package bulk
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -94,7 +95,7 @@ func Send(ctx context.Context, q queue.Queue, r io.Reader, o Options) (Report, e
 			rep.Elapsed = time.Since(start)
 			return rep, fmt.Errorf("read line %d: %w", rep.Lines, err)
 		}
-		if len(trimSpace(line)) == 0 {
+		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		body := line
@@ -160,14 +161,4 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 		}
 		return line, err
 	}
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
