@@ -32,7 +32,6 @@ type benchConfig struct {
 	concurrency int
 	baseline    bool
 	asJSON      bool
-	sync        string
 	timeout     time.Duration
 	progress    time.Duration
 	dir         string
@@ -100,7 +99,7 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	f.Int(&c.concurrency, "concurrency", "", 64, "consumer concurrency")
 	f.Bool(&c.baseline, "baseline", "", false, "also run the same pipeline without the idempotency claim first, and report the guard's cost")
 	f.Bool(&c.asJSON, "json", "", false, "print one JSON object")
-	f.String(&c.sync, "sqlite-sync", "IC_SQLITE_SYNC", "FULL", "embedded: FULL or NORMAL")
+	f.String(&c.bc.Sync, "sqlite-sync", "IC_SQLITE_SYNC", "FULL", "embedded: FULL or NORMAL")
 	f.Duration(&c.timeout, "timeout", "", time.Hour, "give up after this")
 	f.Duration(&c.progress, "progress", "", time.Second, "progress line interval on stderr (0: none)")
 	f.String(&c.dir, "dir", "", os.TempDir(), "embedded: directory for the bench's SQLite file (deleted afterwards)")
@@ -119,9 +118,6 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if c.concurrency < 1 || c.concurrency > 4096 {
 		p.Add("--concurrency %d is outside 1-4096", c.concurrency)
-	}
-	if c.sync != "FULL" && c.sync != "NORMAL" {
-		p.Add("--sqlite-sync %q is not FULL or NORMAL", c.sync)
 	}
 	if c.expired < 0 || (c.expired > 0 && (c.bc.Kind == backend.AWS || c.bc.Store != "")) {
 		p.Add("--expired needs --backend embedded or postgres with its own store, and must not be negative (DynamoDB and Redis expire records themselves)")
@@ -261,7 +257,6 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	const visibility, lease = 60 * time.Second, 60 * time.Second
 	bc := c.bc
-	bc.Sync = c.sync
 	b, drop, err := backend.OpenFresh(ctx, env.Stderr, bc, "bench", c.dir, visibility, false)
 	if err != nil {
 		return RunReport{}, err

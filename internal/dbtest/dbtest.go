@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/finedge/idempotent-consumer/internal/testenv"
@@ -60,10 +61,10 @@ func Schema(t testing.TB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		db, err := postgres.Open(ctx, PostgresURL(), postgres.Options{Schema: s})
+		conn, err := pgx.Connect(ctx, PostgresURL())
 		if err == nil {
-			_ = db.DropSchema(ctx)
-			db.Close()
+			_, _ = conn.Exec(ctx, "drop schema if exists "+s+" cascade")
+			_ = conn.Close(ctx)
 		}
 	})
 	return s
