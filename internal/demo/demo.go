@@ -277,11 +277,13 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	}
 
 	// 5. Wait until every charge has a final record (baseline: nothing in
-	// flight) and the queue is empty.
+	// flight) and the queue reads empty twice in a row (queue counts are
+	// approximate: SQS counts visible and in-flight messages one after the
+	// other, so a retry delay ending between the two reads as none).
 	guard := pl.Guard
 	deadline := time.Now().Add(c.timeout)
 	pending := charges
-	for {
+	for empty := 0; ; {
 		var still []charge.Charge
 		if !c.baseline {
 			for _, ch := range pending {
@@ -295,7 +297,11 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 		d, err := b.Queue.Depth(ctx)
 		mainDepth := d.Waiting + d.InFlight
 		if err == nil && len(pending) == 0 && mainDepth == 0 && rt.Stats().InFlight == 0 {
-			break
+			if empty++; empty == 2 {
+				break
+			}
+		} else {
+			empty = 0
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			stop()
