@@ -61,7 +61,7 @@ func BenchmarkClaim(b *testing.B) {
 type lossyTransport struct {
 	base   http.RoundTripper
 	mu     sync.Mutex
-	target string // X-Amz-Target suffix to hit, e.g. "UpdateItem"
+	target string // X-Amz-Target suffix to hit, e.g. "PutItem"
 	left   int    // answers still to lose
 	mode   string // "500" or "drop"
 	lost   int
@@ -103,8 +103,8 @@ func (l *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-// TestSDKRetryOfAWriteThatLanded: the first UpdateItem of a claim, and of a
-// DONE, lands and its answer is lost; the SDK retries the same write. The
+// TestSDKRetryOfAWriteThatLanded: the first write of a claim, and of a
+// DONE (a PutItem each; an UpdateItem for a lease built by hand), lands and its answer is lost; the SDK retries the same write. The
 // claim must come back Acquired (not duplicate_in_progress) and the DONE
 // succeed (not lease_lost), with one record in the table.
 func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
@@ -129,12 +129,12 @@ func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
 			}
 			ctx := t.Context()
 
-			lossy.arm("UpdateItem", mode, 1)
+			lossy.arm("PutItem", mode, 1)
 			c, err := g.Claim(ctx, "CHG-LOSSY", "fp")
 			if err != nil || c.Outcome != idempotency.Acquired || lossy.lost != 1 {
 				t.Fatalf("claim whose first answer was lost: %v %v (answers lost %d), want acquired", c.Outcome, err, lossy.lost)
 			}
-			lossy.arm("UpdateItem", mode, 1)
+			lossy.arm("PutItem", mode, 1) // the finished record, written whole
 			if err := g.Complete(ctx, c.Lease(), "DEBITED", "CBS0000000001"); err != nil || lossy.lost != 1 {
 				t.Fatalf("DONE whose first answer was lost: %v (answers lost %d), want success", err, lossy.lost)
 			}
@@ -146,6 +146,19 @@ func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
 			dup, err := g.Claim(ctx, "CHG-LOSSY", "fp")
 			if err != nil || dup.Outcome != idempotency.DuplicateDone {
 				t.Fatalf("a later claim: %v %v", dup.Outcome, err)
+			}
+			// A lease built by hand (no claimed record) finishes in place.
+			c2, err := g.Claim(ctx, "CHG-LOSSY-2", "fp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			lossy.arm("UpdateItem", mode, 1)
+			byHand := idempotency.Lease{Key: c2.Record.Key, Token: c2.Record.Token, Until: c2.Record.LeaseUntil, Attempt: 1}
+			if err := g.Fail(ctx, byHand, "DECLINED", "R01"); err != nil || lossy.lost != 1 {
+				t.Fatalf("FAILED in place whose first answer was lost: %v (answers lost %d), want success", err, lossy.lost)
+			}
+			if rec, err := g.Get(ctx, "CHG-LOSSY-2"); err != nil || rec.State != idempotency.StateFailed || rec.Fingerprint != "fp" || rec.Detail != "R01" {
+				t.Fatalf("record = %+v (%v), want FAILED with its claim's fields", rec, err)
 			}
 		})
 	}

@@ -146,7 +146,8 @@ type Claim struct {
 // Lease returns the handle the claimant uses for later writes. Only
 // meaningful when Outcome.Owned().
 func (c Claim) Lease() Lease {
-	return Lease{Key: c.Record.Key, Token: c.Record.Token, Until: c.Record.LeaseUntil, Attempt: c.Record.Attempt}
+	r := c.Record
+	return Lease{Key: r.Key, Token: r.Token, Until: r.LeaseUntil, Attempt: r.Attempt, claimed: &r}
 }
 
 // Lease is a held claim.
@@ -155,6 +156,8 @@ type Lease struct {
 	Token   string
 	Until   time.Time
 	Attempt int
+
+	claimed *Record // the record as the claim left it (see Finish.Claimed)
 }
 
 // Claim tries to take key for fingerprint. It costs one store round trip in
@@ -228,7 +231,7 @@ func (g *Guard) finish(ctx context.Context, l Lease, s State, status, detail str
 	now := g.Now()
 	return g.store.Finish(ctx, Finish{
 		Key: l.Key, Token: l.Token, State: s, Status: status, Detail: detail,
-		Now: now, ExpiresAt: now.Add(g.opts.Retention),
+		Now: now, ExpiresAt: now.Add(g.opts.Retention), Claimed: l.claimed,
 	})
 }
 

@@ -103,6 +103,12 @@ type Finish struct {
 	Detail    string
 	Now       time.Time
 	ExpiresAt time.Time
+	// Claimed is the record as this lease's claim left it, when the Guard
+	// has it (nil for a lease built by hand). Within one claim only the
+	// lease moves, so a store may write the finished record whole from it,
+	// conditioned on the token (DynamoDB does: a PutItem instead of an
+	// UpdateItem); stores that update in place ignore it.
+	Claimed *Record
 }
 
 // StuckLister is an optional Store capability for operators: the

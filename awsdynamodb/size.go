@@ -1,0 +1,85 @@
+package awsdynamodb
+
+import (
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ItemSize is an item's size as DynamoDB bills it: each attribute's name
+// plus its value (strings and binaries by their bytes; numbers by
+// significant digits, two per byte plus one; booleans and nulls one byte;
+// lists and maps three bytes plus one per element plus their contents).
+// Write capacity is this in 1 KB units (at least one; the larger of the
+// item before and after a write), strongly consistent reads in 4 KB units.
+func ItemSize(item map[string]types.AttributeValue) int {
+	n := 0
+	for name, v := range item {
+		n += len(name) + valueSize(v)
+	}
+	return n
+}
+
+func valueSize(v types.AttributeValue) int {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return len(v.Value)
+	case *types.AttributeValueMemberN:
+		return numberSize(v.Value)
+	case *types.AttributeValueMemberB:
+		return len(v.Value)
+	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
+		return 1
+	case *types.AttributeValueMemberSS:
+		n := 0
+		for _, s := range v.Value {
+			n += len(s)
+		}
+		return n
+	case *types.AttributeValueMemberNS:
+		n := 0
+		for _, s := range v.Value {
+			n += numberSize(s)
+		}
+		return n
+	case *types.AttributeValueMemberBS:
+		n := 0
+		for _, b := range v.Value {
+			n += len(b)
+		}
+		return n
+	case *types.AttributeValueMemberL:
+		n := 3
+		for _, e := range v.Value {
+			n += 1 + valueSize(e)
+		}
+		return n
+	case *types.AttributeValueMemberM:
+		n := 3
+		for k, e := range v.Value {
+			n += 1 + len(k) + valueSize(e)
+		}
+		return n
+	}
+	return 0
+}
+
+// numberSize: significant digits (leading and trailing zeros dropped), two
+// per byte rounded up, plus one byte.
+func numberSize(s string) int {
+	s = strings.TrimLeft(s, "+-")
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.Replace(s, ".", "", 1)
+	s = strings.Trim(s, "0")
+	return (len(s)+1)/2 + 1
+}
+
+// WriteUnits is the write capacity a write of an item of size bytes costs
+// (the larger of the item before and after it).
+func WriteUnits(size int) int { return max(1, (size+1023)/1024) }
+
+// ReadUnits is the read capacity a strongly consistent read of an item of
+// size bytes costs (a missing item still costs one).
+func ReadUnits(size int) int { return max(1, (size+4095)/4096) }

@@ -1,0 +1,44 @@
+package awsdynamodb_test
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
+)
+
+func TestItemSize(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		item map[string]types.AttributeValue
+		want int
+	}{
+		{"string: name and value bytes", map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "CHG-1"}}, 2 + 5},
+		{"multibyte string counts bytes", map[string]types.AttributeValue{"a": &types.AttributeValueMemberS{Value: "₹"}}, 1 + 3},
+		{"number: 13 significant digits", map[string]types.AttributeValue{"t": &types.AttributeValueMemberN{Value: "1764460800123"}}, 1 + 8},
+		{"number: zeros are not significant", map[string]types.AttributeValue{"n": &types.AttributeValueMemberN{Value: "1000"}}, 1 + 2},
+		{"number: sign and point", map[string]types.AttributeValue{"n": &types.AttributeValueMemberN{Value: "-12.50"}}, 1 + 3},
+		{"bool and null", map[string]types.AttributeValue{"b": &types.AttributeValueMemberBOOL{Value: true}, "z": &types.AttributeValueMemberNULL{Value: true}}, 2 + 2},
+		{"map: overhead, keys and values", map[string]types.AttributeValue{"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"k": &types.AttributeValueMemberS{Value: "vv"}}}}, 1 + 3 + 1 + 1 + 2},
+		{"list", map[string]types.AttributeValue{"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{
+			&types.AttributeValueMemberS{Value: "ab"}, &types.AttributeValueMemberN{Value: "7"}}}}, 1 + 3 + (1 + 2) + (1 + 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := awsdynamodb.ItemSize(tc.item); got != tc.want {
+				t.Fatalf("ItemSize = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCapacityUnits(t *testing.T) {
+	for _, tc := range []struct{ size, write, read int }{
+		{0, 1, 1}, {200, 1, 1}, {1024, 1, 1}, {1025, 2, 1}, {4096, 4, 1}, {4097, 5, 2},
+	} {
+		if w, r := awsdynamodb.WriteUnits(tc.size), awsdynamodb.ReadUnits(tc.size); w != tc.write || r != tc.read {
+			t.Errorf("size %d: %d WCU %d RCU, want %d and %d", tc.size, w, r, tc.write, tc.read)
+		}
+	}
+}

@@ -1,0 +1,248 @@
+// Command claims drives our DynamoDB store the way bench/powertools drives
+// AWS Powertools' idempotency utility, for a side-by-side run on one
+// emulator (scripts/bench-vs-powertools.sh runs both):
+//
+//   - fresh: K keys, each run once through idempotency.Guard.Do (claim,
+//     no-op work, DONE), by N workers;
+//   - duplicates: the same K keys again; every one must come back as the
+//     stored result, with the work not run;
+//   - reclaim (with -reclaims R): R keys claimed with a lease that is let run
+//     out, then taken over and finished.
+//
+// It prints one JSON line per concurrency, with the capacity units DynamoDB
+// bills for each phase, counted from every request and its item by
+// DynamoDB's published rules (see awsdynamodb.ItemSize), and those the
+// service reported with ReturnConsumedCapacity=TOTAL (moto reports a
+// constant 1 for PutItem and nothing for UpdateItem; real DynamoDB reports
+// successful writes only).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+func main() {
+	if err := run(context.Background(), os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "claims:", err)
+		os.Exit(1)
+	}
+}
+
+// Row is one concurrency's figures; bench/powertools prints the same keys.
+type Row struct {
+	Impl        string  `json:"impl"`
+	Concurrency int     `json:"concurrency"`
+	Keys        int     `json:"keys"`
+	FreshPerS   float64 `json:"fresh_per_s"`
+	DupPerS     float64 `json:"dup_per_s"`
+	WorkRuns    int64   `json:"work_runs"` // must equal keys: duplicates never run the work
+	Capacity    *Units  `json:"capacity,omitempty"`
+}
+
+// Units are capacity units per operation of each phase.
+type Units struct {
+	FreshWCU, FreshRCU     float64
+	DupWCU, DupRCU         float64
+	ReclaimWCU, ReclaimRCU float64
+	ItemBytes              int     // a DONE record
+	ReportedFreshWCU       float64 // what the service said, per fresh charge
+	CallsPerFresh          float64
+	CallsPerDup            float64
+	CallsPerReclaim        float64
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("claims", flag.ContinueOnError)
+	endpoint := fs.String("endpoint", os.Getenv("AWS_ENDPOINT_URL"), "DynamoDB endpoint (the emulator); empty: the SDK's default (real AWS)")
+	keys := fs.Int("keys", 1000, "keys per phase")
+	conc := fs.String("concurrency", "1,8,32", "comma-separated worker counts")
+	reclaims := fs.Int("reclaims", 20, "keys for the reclaim phase (0: skip)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var levels []int
+	for _, s := range strings.Split(*conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-concurrency %q: want positive integers separated by commas", *conc)
+		}
+		levels = append(levels, n)
+	}
+	if *keys < 1 || *reclaims < 0 {
+		return errors.New("-keys must be positive and -reclaims not negative")
+	}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(envOr("AWS_REGION", "us-east-1")),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			t.MaxIdleConnsPerHost = 64 // one warm connection per worker
+		}))}
+	if *endpoint != "" {
+		opts = append(opts, config.WithBaseEndpoint(*endpoint),
+			config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	client := dynamodb.NewFromConfig(cfg)
+	for _, n := range levels {
+		row, err := measure(ctx, client, n, *keys, *reclaims)
+		if err != nil {
+			return err
+		}
+		if err := json.NewEncoder(os.Stdout).Encode(row); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclaims int) (Row, error) {
+	table := fmt.Sprintf("claims-bench-%d-%d", workers, time.Now().UnixNano())
+	if err := awsdynamodb.CreateTable(ctx, client, table); err != nil {
+		return Row{}, err
+	}
+	defer func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) }()
+	meter := &meter{api: client}
+	store, err := awsdynamodb.New(meter, table)
+	if err != nil {
+		return Row{}, err
+	}
+	guard, err := idempotency.NewGuard(store, idempotency.Options{})
+	if err != nil {
+		return Row{}, err
+	}
+	var runs atomic.Int64
+	work := func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		runs.Add(1)
+		return idempotency.Done{Status: "DEBITED", Detail: "CBS0000000001"}, nil
+	}
+	key := func(i int) string { return fmt.Sprintf("CHG-%d-%07d", workers, i) }
+	phase := func(want idempotency.Outcome) (float64, error) {
+		start := time.Now()
+		err := parallel(workers, keys, func(i int) error {
+			res, err := guard.Do(ctx, key(i), "fp-"+key(i), work, idempotency.DoOptions{})
+			if err == nil && res.Outcome != want {
+				err = fmt.Errorf("%s: %s, want %s", key(i), res.Outcome, want)
+			}
+			return err
+		})
+		return float64(keys) / time.Since(start).Seconds(), err
+	}
+	row := Row{Impl: "ours", Concurrency: workers, Keys: keys}
+	u := &Units{}
+	meter.reset()
+	if row.FreshPerS, err = phase(idempotency.Acquired); err != nil {
+		return Row{}, fmt.Errorf("fresh: %w", err)
+	}
+	fresh := meter.reset()
+	if row.DupPerS, err = phase(idempotency.DuplicateDone); err != nil {
+		return Row{}, fmt.Errorf("duplicates: %w", err)
+	}
+	dup := meter.reset()
+	row.WorkRuns = runs.Load()
+	per := func(v float64, n int) float64 { return v / float64(n) }
+	u.FreshWCU, u.FreshRCU, u.CallsPerFresh = per(fresh.wcu, keys), per(fresh.rcu, keys), per(float64(fresh.calls), keys)
+	u.ReportedFreshWCU = per(fresh.reported, keys)
+	u.DupWCU, u.DupRCU, u.CallsPerDup = per(dup.wcu, keys), per(dup.rcu, keys), per(float64(dup.calls), keys)
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key(0)}}, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Row{}, err
+	}
+	u.ItemBytes = awsdynamodb.ItemSize(out.Item)
+	if reclaims > 0 {
+		if err := reclaim(ctx, meter, store, reclaims, workers, u); err != nil {
+			return Row{}, fmt.Errorf("reclaim: %w", err)
+		}
+	}
+	row.Capacity = u
+	return row, nil
+}
+
+// reclaim claims keys with a short lease that runs out (a dead worker),
+// then takes each over and finishes it, counting the takeover's units.
+func reclaim(ctx context.Context, meter *meter, store idempotency.Store, n, workers int, u *Units) error {
+	const lease = 200 * time.Millisecond
+	dead, err := idempotency.NewGuard(store, idempotency.Options{Lease: lease, SkewMargin: time.Millisecond})
+	if err != nil {
+		return err
+	}
+	live, err := idempotency.NewGuard(store, idempotency.Options{SkewMargin: time.Millisecond})
+	if err != nil {
+		return err
+	}
+	key := func(i int) string { return fmt.Sprintf("DEAD-%d-%05d", workers, i) }
+	for i := range n {
+		if _, err := dead.Claim(ctx, key(i), "fp"); err != nil {
+			return err
+		}
+	}
+	time.Sleep(lease + 50*time.Millisecond)
+	meter.reset()
+	for i := range n {
+		res, err := live.Do(ctx, key(i), "fp", func(context.Context, idempotency.Run) (idempotency.Done, error) {
+			return idempotency.Done{Status: "DEBITED"}, nil
+		}, idempotency.DoOptions{})
+		if err != nil {
+			return err
+		}
+		if res.Outcome != idempotency.Reclaimed {
+			return fmt.Errorf("%s: %s, want reclaimed", key(i), res.Outcome)
+		}
+	}
+	c := meter.reset()
+	u.ReclaimWCU, u.ReclaimRCU, u.CallsPerReclaim = c.wcu/float64(n), c.rcu/float64(n), float64(c.calls)/float64(n)
+	return nil
+}
+
+// parallel runs fn(0..n-1) on workers goroutines; the first error wins.
+func parallel(workers, n int, fn func(int) error) error {
+	var next atomic.Int64
+	var once sync.Once
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}

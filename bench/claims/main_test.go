@@ -1,0 +1,30 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+)
+
+// The harness on the emulator, small: every duplicate got the stored
+// result without running the work, and each operation costs the floor
+// (items under 1 KB): 2 WCU per fresh charge, 1 per duplicate, 3 per
+// reclaim, no reads, in 2, 1 and 3 calls.
+func TestCapacityAtTheFloor(t *testing.T) {
+	client := dynamodb.NewFromConfig(awstest.Config(t))
+	row, err := measure(t.Context(), client, 4, 40, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.WorkRuns != 40 {
+		t.Fatalf("the work ran %d times for 40 keys", row.WorkRuns)
+	}
+	c := row.Capacity
+	want := Units{FreshWCU: 2, DupWCU: 1, ReclaimWCU: 3, CallsPerFresh: 2, CallsPerDup: 1, CallsPerReclaim: 3,
+		ItemBytes: c.ItemBytes, ReportedFreshWCU: c.ReportedFreshWCU}
+	if *c != want || c.ItemBytes > 1024 {
+		t.Fatalf("capacity %+v, want %+v and an item under 1 KB", *c, want)
+	}
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
+)
+
+// meter is the store's DynamoDB client, counting what each request costs by
+// DynamoDB's rules: write units by the item written (a PutItem: the larger
+// of the new item and the one a failed condition returned; an UpdateItem:
+// the item after it, which the meter asks for with ALL_NEW — it changes no
+// capacity — and our updates only add to an item), read units by the item
+// read.
+type meter struct {
+	api *dynamodb.Client
+
+	mu  sync.Mutex
+	cur counts
+}
+
+type counts struct {
+	wcu, rcu, reported float64
+	calls              int
+}
+
+var _ awsdynamodb.API = (*meter)(nil)
+
+func (m *meter) reset() counts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := m.cur
+	m.cur = counts{}
+	return c
+}
+
+func (m *meter) add(wcu, rcu int, cc *types.ConsumedCapacity) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.cur.calls++
+	m.cur.wcu += float64(wcu)
+	m.cur.rcu += float64(rcu)
+	if cc != nil && cc.CapacityUnits != nil {
+		m.cur.reported += *cc.CapacityUnits
+	}
+}
+
+// failedItem is the item a failed conditional write returned.
+func failedItem(err error) map[string]types.AttributeValue {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item
+	}
+	return nil
+}
+
+func (m *meter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	c := *in
+	c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := m.api.PutItem(ctx, &c, opts...)
+	size := awsdynamodb.ItemSize(in.Item)
+	if err == nil {
+		m.add(awsdynamodb.WriteUnits(size), 0, out.ConsumedCapacity)
+	} else if old := failedItem(err); old != nil {
+		m.add(awsdynamodb.WriteUnits(max(size, awsdynamodb.ItemSize(old))), 0, nil)
+	}
+	return out, err
+}
+
+func (m *meter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	c := *in
+	c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	if c.ReturnValues == "" || c.ReturnValues == types.ReturnValueNone {
+		c.ReturnValues = types.ReturnValueAllNew
+	}
+	out, err := m.api.UpdateItem(ctx, &c, opts...)
+	if err == nil {
+		m.add(awsdynamodb.WriteUnits(awsdynamodb.ItemSize(out.Attributes)), 0, out.ConsumedCapacity)
+		if in.ReturnValues == "" || in.ReturnValues == types.ReturnValueNone {
+			out.Attributes = nil // what the store asked for
+		}
+	} else if old := failedItem(err); old != nil {
+		m.add(awsdynamodb.WriteUnits(awsdynamodb.ItemSize(old)), 0, nil)
+	}
+	return out, err
+}
+
+func (m *meter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	c := *in
+	c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	out, err := m.api.GetItem(ctx, &c, opts...)
+	if err == nil {
+		units := awsdynamodb.ReadUnits(awsdynamodb.ItemSize(out.Item))
+		if !aws.ToBool(in.ConsistentRead) {
+			units = (units + 1) / 2
+		}
+		m.add(0, units, out.ConsumedCapacity)
+	}
+	return out, err
+}
+
+func (m *meter) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	out, err := m.api.DeleteItem(ctx, in, opts...)
+	if err == nil {
+		m.add(1, 0, out.ConsumedCapacity)
+	}
+	return out, err
+}
