@@ -47,6 +47,16 @@ type DB struct {
 	w   *writer
 }
 
+// queryRow runs a read on the pool through a statement prepared once
+// (parsing the SQL each time costs more than the read).
+func (db *DB) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := db.w.stmts.get(ctx, query)
+	if err != nil {
+		return db.sql.QueryRowContext(ctx, query, args...) // reports the same error
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
 // Close stops the writer (after the writes already queued) and closes the
 // file.
 func (db *DB) Close() error {

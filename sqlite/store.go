@@ -12,7 +12,9 @@ import (
 
 // Store is the idempotency.Store on the SQLite file. The claim is one
 // INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING; when the
-// condition fails, the existing row is read in the same transaction.
+// condition fails, the existing row is read in the same transaction. (A
+// read on the pool first, to keep duplicates off the single writer, was
+// measured and dropped: duplicates 2.2× faster, fresh claims 30% slower.)
 type Store struct {
 	db *DB
 }
@@ -87,7 +89,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 
 // Get implements idempotency.Store.
 func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
-	rec, err := scan(s.db.sql.QueryRowContext(ctx, selectSQL, key))
+	rec, err := scan(s.db.queryRow(ctx, selectSQL, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return idempotency.Record{}, idempotency.ErrNotFound
 	}
