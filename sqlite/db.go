@@ -102,7 +102,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
-	return &DB{sql: db, w: newWriter(db, opts.MaxBatch)}, nil
+	return &DB{sql: db, w: newWriter(db, opts.MaxBatch, opts.BusyTimeout)}, nil
 }
 
 // schema is goqite's SQLite schema (the library leaves creating it to its

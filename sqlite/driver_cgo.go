@@ -3,10 +3,11 @@
 package sqlite
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 
-	_ "github.com/mattn/go-sqlite3" // the cgo SQLite driver, registered as "sqlite3"
+	"github.com/mattn/go-sqlite3" // the cgo SQLite driver, registered as "sqlite3"
 )
 
 // The driver: github.com/mattn/go-sqlite3 (cgo), chosen with -tags sqlite_cgo.
@@ -23,4 +24,11 @@ func dsn(path string, opts OpenOptions) string {
 	q.Set("_foreign_keys", "on")
 	q.Set("_txlock", "immediate")
 	return "file:" + path + "?" + q.Encode()
+}
+
+// isBusy reports SQLITE_BUSY (any extended code): another connection holds
+// the write lock.
+func isBusy(err error) bool {
+	var e sqlite3.Error
+	return errors.As(err, &e) && e.Code == sqlite3.ErrBusy
 }

@@ -3,10 +3,11 @@
 package sqlite
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+	"modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 )
 
 // The driver: modernc.org/sqlite, pure Go (the default; build with
@@ -24,4 +25,11 @@ func dsn(path string, opts OpenOptions) string {
 	q.Add("_pragma", "foreign_keys(ON)")
 	q.Set("_txlock", "immediate")
 	return "file:" + path + "?" + q.Encode()
+}
+
+// isBusy reports SQLITE_BUSY (any extended code): another connection holds
+// the write lock.
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == 5
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math/rand/v2"
 	"sync"
+	"time"
 )
 
 // writer is group commit for one SQLite file: SQLite has a single writer,
@@ -14,9 +16,12 @@ import (
 // maxBatch), runs each in its own SAVEPOINT (one write's failure never
 // touches another's), and commits them together: one transaction, one
 // fsync for the whole batch. Another process on the same file is still kept
-// apart by SQLite's locking (immediate transactions, busy timeout).
+// apart by SQLite's locking (immediate transactions); the writer waits for
+// another process's write lock itself (see begin), not in SQLite's busy
+// handler.
 type writer struct {
 	db       *sql.DB
+	busy     time.Duration // how long begin waits for another process's write lock
 	stmts    stmtCache
 	reqs     chan *writeReq
 	maxBatch int
@@ -35,8 +40,8 @@ type writeReq struct {
 
 var errClosed = errors.New("sqlite: database closed")
 
-func newWriter(db *sql.DB, maxBatch int) *writer {
-	w := &writer{db: db, stmts: stmtCache{db: db, m: map[string]*sql.Stmt{}}, reqs: make(chan *writeReq, maxBatch), maxBatch: maxBatch, done: make(chan struct{})}
+func newWriter(db *sql.DB, maxBatch int, busy time.Duration) *writer {
+	w := &writer{db: db, busy: busy, stmts: stmtCache{db: db, m: map[string]*sql.Stmt{}}, reqs: make(chan *writeReq, maxBatch), maxBatch: maxBatch, done: make(chan struct{})}
 	go w.loop()
 	return w
 }
@@ -102,7 +107,7 @@ func (w *writer) loop() {
 		}
 		var err error
 		if conn == nil {
-			conn, err = w.db.Conn(context.Background())
+			conn, err = w.connect()
 		}
 		if err == nil {
 			err = w.run(conn, batch)
@@ -121,10 +126,41 @@ func (w *writer) loop() {
 	}
 }
 
+// connect pins the writer's connection, with SQLite's busy handler off:
+// begin waits for the write lock instead.
+func (w *writer) connect() (*sql.Conn, error) {
+	conn, err := w.db.Conn(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.ExecContext(context.Background(), "pragma busy_timeout = 0"); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// begin starts the batch's immediate transaction, waiting up to w.busy for
+// another process's write lock in short sleeps of random length. SQLite's
+// own busy handler sleeps 1, 2, 5, … up to 100 ms between tries and no
+// waiter ever gets in line, so with three processes on one file a waiting
+// writer mostly slept while others took turns: three `serve` processes
+// drained 20,000 charges at 295 charges/s, where one did 3,626.
+func (w *writer) begin(conn *sql.Conn) (*sql.Tx, error) {
+	deadline := time.Now().Add(w.busy)
+	for {
+		tx, err := conn.BeginTx(context.Background(), nil)
+		if err == nil || !isBusy(err) || time.Now().After(deadline) {
+			return tx, err
+		}
+		time.Sleep(time.Duration(100+rand.IntN(900)) * time.Microsecond)
+	}
+}
+
 // run executes one batch in one transaction.
 func (w *writer) run(conn *sql.Conn, batch []*writeReq) error {
 	ctx := context.Background()
-	tx, err := conn.BeginTx(ctx, nil)
+	tx, err := w.begin(conn)
 	if err != nil {
 		return err
 	}

@@ -88,3 +88,54 @@ func TestCancellationMidStatementDoesNotUndoOtherWrites(t *testing.T) {
 		t.Errorf("the slow write had started when its caller gave up: it must run to the end and report nil, got %v", results["slow"])
 	}
 }
+
+// Another process holds the file's write lock: the writer waits for it (its
+// own short sleeps, not SQLite's busy handler) and its write lands once the
+// lock is free; past BusyTimeout it reports SQLITE_BUSY and writes nothing.
+func TestWriterWaitsForAnotherProcesssWriteLock(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		hold      time.Duration
+		busy      time.Duration
+		wantWrite bool
+	}{
+		{"lock freed within the busy timeout", 300 * time.Millisecond, 5 * time.Second, true},
+		{"lock held past the busy timeout", 2 * time.Second, 200 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "busy.db")
+			db, err := Open(t.Context(), path, OpenOptions{Sync: SyncNormal, BusyTimeout: tc.busy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			if _, err := db.sql.ExecContext(t.Context(), `create table w (k text primary key)`); err != nil {
+				t.Fatal(err)
+			}
+			other, err := Open(t.Context(), path, OpenOptions{Sync: SyncNormal}) // another process's pool
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { other.Close() })
+			tx, err := other.sql.BeginTx(t.Context(), nil) // immediate: takes the write lock
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() { time.Sleep(tc.hold); _ = tx.Rollback() }()
+			err = db.write1(t.Context(), func(tx *wtx) error {
+				_, err := tx.Exec(t.Context(), `insert into w (k) values ('mine')`)
+				return err
+			})
+			var n int
+			if qerr := db.sql.QueryRowContext(t.Context(), `select count(*) from w`).Scan(&n); qerr != nil {
+				t.Fatal(qerr)
+			}
+			if tc.wantWrite && (err != nil || n != 1) {
+				t.Fatalf("write after the lock was freed: %v, %d rows; want it landed", err, n)
+			}
+			if !tc.wantWrite && (!isBusy(err) || n != 0) {
+				t.Fatalf("write while the lock stayed held: %v, %d rows; want SQLITE_BUSY and nothing written", err, n)
+			}
+		})
+	}
+}
