@@ -156,6 +156,16 @@ func FuzzParseEventDifferential(f *testing.F) {
 		`{"chargeId":"CHG-1","accountId":"001234567890","amount":{"Minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`,
 		`{"charge\u0049d":"CHG-1","accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`,
 		`{"schemaVersion":null,"chargeId":"CHG-1","accountId":"001234567890","amount":{"minor":1,"currency":"USD"},"chargeType":"LOCKER_RENT","dueDate":"2026-01-31"}`,
+		// For the hand-written key walk: repeats in nested and array objects,
+		// escaped and invalid UTF-8 keys, a second value in the stream,
+		// numbers and literals at the edges of the grammar.
+		`{"chargeId":"CHG-1","accountId":"001234567890","amount":{"minor":2500,"currency":"INR","minor":1},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`,
+		`{"chargeId":{"a":[{"x":1,"x":2}]},"accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`,
+		"{\"chargeId\":{\"\xff\":1,\"\xfe\":2},\"accountId\":\"001234567890\"}",
+		`{"chargeId":"CHG-1","amount":{"minor":2500,"curr\u0065ncy":"INR"},"accountId":"001234567890","chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`,
+		`{"chargeId":"CHG-1","accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"} {"chargeId":"CHG-2"}`,
+		`{"chargeId":"CHG-1","accountId":"001234567890","amount":{"minor":-0.5e+3,"currency":"INR"},"x":01,"chargeId":true}`,
+		`[{"amount":{"MINOR":1}},null,false,"s\"]",-1E9]`,
 	} {
 		f.Add([]byte(s))
 	}
