@@ -10,11 +10,14 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
-// Store is the idempotency.Store on the SQLite file. The claim is one
-// INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING; when the
-// condition fails, the existing row is read in the same transaction. (A
-// read on the pool first, to keep duplicates off the single writer, was
-// measured and dropped: duplicates 2.2× faster, fresh claims 30% slower.)
+// Store is the idempotency.Store on the SQLite file. The claim runs in the
+// writer's transaction: a plain INSERT … ON CONFLICT DO NOTHING for a new
+// key; otherwise the row is read and, only when it may be taken over, an
+// INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING takes it
+// (BenchmarkGrowth: fresh claims +15%, duplicates +20% against the upsert
+// alone). A read on the pool first, to keep duplicates off the single
+// writer, was measured and dropped: duplicates 2.2× faster, fresh claims
+// 30% slower.
 type Store struct {
 	db *DB
 }
@@ -47,6 +50,12 @@ where expires_at <= ?5
    or (state = 'IN_PROGRESS' and lease_until <= ?7 and fingerprint = ?3)
 returning attempt, created_at`
 
+const insertSQL = `
+insert into idempotency_records
+  (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
+values (?1, 'IN_PROGRESS', ?2, ?3, 1, ?4, ?5, ?5, ?6, '', '')
+on conflict (key) do nothing`
+
 const columns = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
   reopens, reopened_at, reopen_reason, prev_status, prev_detail`
 
@@ -59,9 +68,35 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	}
 	var res idempotency.ClaimResult
 	err := s.db.write1(ctx, func(tx *wtx) error {
+		// A new key (most claims) is one plain insert. Otherwise the row is
+		// read and, only if the claim may take it, taken over by the
+		// conditional upsert: all in the writer's transaction, so nothing
+		// changes the row between the read and the write.
+		ins, err := tx.Exec(ctx, insertSQL, req.Key, req.Token, req.Fingerprint,
+			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli())
+		if err != nil {
+			return err
+		}
+		if n, err := ins.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			res = idempotency.ClaimResult{Acquired: true, Record: idempotency.Record{
+				Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+				Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+			}}
+			return nil
+		}
+		existing, err := scan(tx.QueryRow(ctx, selectSQL, req.Key))
+		if err != nil {
+			return err
+		}
+		if !req.Allows(existing) {
+			res = idempotency.ClaimResult{Record: existing} // a duplicate
+			return nil
+		}
 		var attempt int
 		var created int64
-		err := tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
+		err = tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
 			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created)
 		if err == nil {
 			res = idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
@@ -74,11 +109,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		rec, err := scan(tx.QueryRow(ctx, selectSQL, req.Key))
-		if err != nil {
-			return err
-		}
-		res = idempotency.ClaimResult{Record: rec}
+		res = idempotency.ClaimResult{Record: existing}
 		return nil
 	})
 	if err != nil {
