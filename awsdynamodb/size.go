@@ -31,23 +31,11 @@ func valueSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sum(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numberSize(s)
-		}
-		return n
+		return sum(v.Value, numberSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sum(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
 		n := 3
 		for _, e := range v.Value {
@@ -62,6 +50,14 @@ func valueSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+func sum[T any](vs []T, size func(T) int) int {
+	n := 0
+	for _, v := range vs {
+		n += size(v)
+	}
+	return n
 }
 
 // numberSize: significant digits (leading and trailing zeros dropped), two

@@ -22,6 +22,10 @@ func TestItemSize(t *testing.T) {
 		{"bool and null", map[string]types.AttributeValue{"b": &types.AttributeValueMemberBOOL{Value: true}, "z": &types.AttributeValueMemberNULL{Value: true}}, 2 + 2},
 		{"map: overhead, keys and values", map[string]types.AttributeValue{"m": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
 			"k": &types.AttributeValueMemberS{Value: "vv"}}}}, 1 + 3 + 1 + 1 + 2},
+		{"sets", map[string]types.AttributeValue{
+			"s": &types.AttributeValueMemberSS{Value: []string{"ab", "c"}},
+			"n": &types.AttributeValueMemberNS{Value: []string{"12", "300"}},
+			"b": &types.AttributeValueMemberBS{Value: [][]byte{{1, 2, 3}}}}, (1 + 3) + (1 + 2 + 2) + (1 + 3)},
 		{"list", map[string]types.AttributeValue{"l": &types.AttributeValueMemberL{Value: []types.AttributeValue{
 			&types.AttributeValueMemberS{Value: "ab"}, &types.AttributeValueMemberN{Value: "7"}}}}, 1 + 3 + (1 + 2) + (1 + 2)},
 	} {

@@ -230,18 +230,8 @@ func (w *keyWalker) value(depth int, allowed map[string]bool, path string, event
 			if ok, err := w.value(depth+1, nil, "", false); err != nil || !ok {
 				return false, err
 			}
-			w.space()
-			if w.i >= len(w.b) {
-				return false, nil
-			}
-			switch w.b[w.i] {
-			case ',':
-				w.i++
-			case ']':
-				w.i++
-				return true, nil
-			default:
-				return false, nil
+			if more, ok := w.after(']'); !more {
+				return ok, nil
 			}
 		}
 	case c == '"':
@@ -306,20 +296,29 @@ func (w *keyWalker) object(depth int, allowed map[string]bool, path string, even
 		if ok, err := w.value(depth+1, childAllowed, childPath, false); err != nil || !ok {
 			return false, err
 		}
-		w.space()
-		if w.i >= len(w.b) {
-			return false, nil
-		}
-		switch w.b[w.i] {
-		case ',':
-			w.i++
-		case '}':
-			w.i++
-			return true, nil
-		default:
-			return false, nil
+		if more, ok := w.after('}'); !more {
+			return ok, nil
 		}
 	}
+}
+
+// after reads what follows an element of an array or object: a comma
+// (more: another element) or the closing byte (ok: the container ended);
+// anything else is a syntax error (neither).
+func (w *keyWalker) after(closing byte) (more, ok bool) {
+	w.space()
+	if w.i >= len(w.b) {
+		return false, false
+	}
+	switch w.b[w.i] {
+	case ',':
+		w.i++
+		return true, false
+	case closing:
+		w.i++
+		return false, true
+	}
+	return false, false
 }
 
 // str walks a string and returns it with its quotes, undecoded.
