@@ -24,7 +24,7 @@ work=$(mktemp -d)
 trap 'kill "${moto_pid:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
 if [ ! -d "$root/bench/powertools/node_modules" ]; then
-  (cd "$root/bench/powertools" && npm ci --no-audit --no-fund --loglevel=error)
+  (cd "$root/bench/powertools" && npm ci --no-audit --no-fund --loglevel=error >&2)
 fi
 go build -o "$work/claims" "$root/bench/claims"
 
@@ -71,7 +71,7 @@ c = cap[-1]
 units = lambda x: {k: v for k, v in x.items() if k != "ItemBytes"}
 same = all(units(x) == units(c) for x in cap)
 sizes = sorted({x["ItemBytes"] for x in cap})
-print(f"\nours, capacity per operation (DynamoDB's rules; a DONE item is {sizes[0]}–{sizes[-1]} bytes; {'the same in every run' if same else 'VARIED: see the rows'}):")
+print(f"\nours, capacity per operation (DynamoDB's rules; a DONE item is {sizes[0] if len(sizes) == 1 else f'{sizes[0]}–{sizes[-1]}'} bytes; {'the same in every run' if same else 'VARIED: see the rows'}):")
 print(f"  fresh {c['FreshWCU']:g} WCU {c['FreshRCU']:g} RCU in {c['CallsPerFresh']:g} calls; duplicate {c['DupWCU']:g} WCU {c['DupRCU']:g} RCU in {c['CallsPerDup']:g} call; "
       f"reclaim {c['ReclaimWCU']:g} WCU {c['ReclaimRCU']:g} RCU in {c['CallsPerReclaim']:g} calls")
 PY
