@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -87,7 +88,7 @@ func (w *writer) loop() {
 	var conn *sql.Conn
 	defer func() {
 		if conn != nil {
-			conn.Close()
+			drop(conn)
 		}
 	}()
 	batch := make([]*writeReq, 0, w.maxBatch)
@@ -113,7 +114,7 @@ func (w *writer) loop() {
 			err = w.run(conn, batch)
 		}
 		if err != nil && conn != nil {
-			conn.Close() // start the next batch on a fresh connection
+			drop(conn) // start the next batch on a fresh connection
 			conn = nil
 		}
 		for _, r := range batch {
@@ -134,10 +135,18 @@ func (w *writer) connect() (*sql.Conn, error) {
 		return nil, err
 	}
 	if _, err := conn.ExecContext(context.Background(), "pragma busy_timeout = 0"); err != nil {
-		conn.Close()
+		drop(conn)
 		return nil, err
 	}
 	return conn, nil
+}
+
+// drop closes the writer's connection for good instead of handing it back
+// to the pool: with the busy handler off, a reader that got it could fail
+// at once where the pool's connections wait.
+func drop(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	conn.Close()
 }
 
 // begin starts the batch's immediate transaction, waiting up to w.busy for

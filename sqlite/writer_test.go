@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -135,6 +136,28 @@ func TestWriterWaitsForAnotherProcesssWriteLock(t *testing.T) {
 			}
 			if !tc.wantWrite && (!isBusy(err) || n != 0) {
 				t.Fatalf("write while the lock stayed held: %v, %d rows; want SQLITE_BUSY and nothing written", err, n)
+			}
+			// The writer's connection (busy handler off) never goes back to
+			// the pool, not even after a failed batch: every pooled
+			// connection still waits for a lock. (Seven: the default pool
+			// of eight, less the writer's while it holds one.)
+			var conns []*sql.Conn
+			for range 7 {
+				c, err := db.sql.Conn(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				conns = append(conns, c)
+				var ms int64
+				if err := c.QueryRowContext(t.Context(), "pragma busy_timeout").Scan(&ms); err != nil {
+					t.Fatal(err)
+				}
+				if ms != tc.busy.Milliseconds() {
+					t.Fatalf("a pooled connection has busy_timeout %d ms, want %d", ms, tc.busy.Milliseconds())
+				}
+			}
+			for _, c := range conns {
+				c.Close()
 			}
 		})
 	}
