@@ -92,12 +92,12 @@ func run(ctx context.Context, args []string) error {
 	if *keys < 1 || *reclaims < 0 {
 		return errors.New("-keys must be positive and -reclaims not negative")
 	}
-	opts := []func(*config.LoadOptions) error{config.WithRegion(envOr("AWS_REGION", "us-east-1")),
+	opts := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 			t.MaxIdleConnsPerHost = 64 // one warm connection per worker
 		}))}
-	if *endpoint != "" {
-		opts = append(opts, config.WithBaseEndpoint(*endpoint),
+	if *endpoint != "" { // the emulator: any region and dummy credentials do
+		opts = append(opts, config.WithBaseEndpoint(*endpoint), config.WithRegion("us-east-1"),
 			config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, opts...)
@@ -115,13 +115,6 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	return nil
-}
-
-func envOr(k, d string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return d
 }
 
 func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclaims int) (Row, error) {
