@@ -87,8 +87,9 @@ func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 // Pool is the connection pool (benchmarks, tools).
 func (db *DB) Pool() *pgxpool.Pool { return db.pool }
 
-// migrationLock is the advisory lock key of the migrations (any constant
-// shared by every process of this program).
+// migrationLock is the first key of the migrations' advisory lock (any
+// constant shared by every process of this program); the second is a hash
+// of the schema name.
 const migrationLock = 0x1dc0_0001
 
 // migrations, in order; schema_version counts those applied. Each runs once,
@@ -130,10 +131,13 @@ var migrations = []string{
 
 func (db *DB) migrate(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "create schema if not exists "+db.schema); err != nil {
+		// The lock first, then every CREATE: two openers of a new schema must
+		// not both run CREATE SCHEMA IF NOT EXISTS (the loser fails with a
+		// duplicate key in pg_namespace). One lock per schema.
+		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1, hashtext($2))", int32(migrationLock), db.schema); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", migrationLock); err != nil {
+		if _, err := tx.Exec(ctx, "create schema if not exists "+db.schema); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `create table if not exists schema_version (version integer not null)`); err != nil {

@@ -28,3 +28,32 @@ func TestQueueConformance(t *testing.T) {
 		return q
 	}})
 }
+
+// Processes starting together on a new schema migrate it once: the schema
+// and the version table are created under the migration lock, so no opener
+// fails with a duplicate-key error from a concurrent CREATE … IF NOT EXISTS.
+func TestConcurrentOpensOfANewSchemaAllSucceed(t *testing.T) {
+	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is unreachable
+	const n = 12
+	for round := range 3 {
+		schema := dbtest.Schema(t)
+		errs := make(chan error, n)
+		start := make(chan struct{})
+		for range n {
+			go func() {
+				<-start
+				db, err := postgres.Open(t.Context(), dbtest.PostgresURL(), postgres.Options{Schema: schema, MaxConns: 2})
+				if err == nil {
+					db.Close()
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		for range n {
+			if err := <-errs; err != nil {
+				t.Errorf("round %d: open of a new schema by one of %d processes at once: %v", round, n, err)
+			}
+		}
+	}
+}
