@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Type is the kind of fee.
@@ -142,4 +143,17 @@ func MaskText(text string, accounts ...string) string {
 	}
 	flush(len(text))
 	return b.String()
+}
+
+// Clip shortens text from outside to at most n bytes, cut on a rune
+// boundary, marking a cut with "…".
+func Clip(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut] + "…"
 }

@@ -1,8 +1,10 @@
 package chargehandler_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -54,11 +56,13 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 	kept := func(alert bool) want {
 		return want{charge.RetryLater, consumer.Retry, idempotency.StateInProgress, "kept", alert, true}
 	}
+	// pending: the bank works and has the debit, but has not posted it.
+	pending := want{charge.RetryLater, consumer.Retry, idempotency.StateInProgress, "kept", false, false}
 	tests := []struct {
 		name     string
 		answer   answer
 		declines []corebank.DeclineRule
-		setup    string // "refused": nothing listens; "open": the circuit is open
+		setup    string // "refused": nothing listens; "open": the circuit is open; "resent": see below
 		want     want
 	}{
 		{name: "201 posted", answer: status(201, posted),
@@ -89,7 +93,12 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 		{name: "503 end-of-day window", answer: status(503, `{"error":"UNAVAILABLE"}`), want: kept(false)},
 		{name: "504", answer: status(504, ``), want: kept(false)},
 		{name: "201 with an unreadable body", answer: status(201, `{"ref`), want: kept(false)},
-		{name: "201 without a reference", answer: status(201, `{}`), want: kept(false)},
+		{name: "201 without a reference", answer: status(201, `{"status":"POSTED"}`), want: kept(false)},
+		{name: "201 without a status", answer: status(201, `{"reference":"CBS0000000001"}`), want: kept(false)},
+		{name: "200 with an unknown status", answer: status(200, `{"reference":"CBS0000000001","status":"QUEUED_FOR_EOD"}`), want: kept(false)},
+		{name: "201 naming another idempotency key", answer: status(201, `{"reference":"CBS0000000001","idempotencyKey":"CHG-OTHER","status":"POSTED"}`), want: kept(false)},
+		{name: "202 PENDING: accepted, not posted", answer: status(202, `{"reference":"CBS0000000001","idempotencyKey":"CHG-T","status":"PENDING"}`), want: pending},
+		{name: "200 ACCEPTED: accepted, not posted", answer: status(200, `{"idempotencyKey":"CHG-T","status":"ACCEPTED"}`), want: pending},
 		{name: "timeout: no answer in time", answer: func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
@@ -102,6 +111,7 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 				conn.Close()
 			}
 		}, want: kept(false)},
+		{name: "request read, connection dropped, the transport's re-dial refused", setup: "resent", want: kept(false)},
 		{name: "connection refused: never sent", setup: "refused",
 			want: want{charge.RetryLater, consumer.Retry, idempotency.StateInProgress, "given up", false, true}},
 		{name: "circuit open: never sent", setup: "open",
@@ -111,6 +121,8 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var url string
 			switch tt.setup {
+			case "resent":
+				url = readThenVanish(t)
 			case "refused":
 				ln, err := net.Listen("tcp", "127.0.0.1:0")
 				if err != nil {
@@ -136,11 +148,18 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 					br.Record(fmt.Errorf("earlier failure"))
 				}
 			}
-			before := br.Status().Failures
 			client, err := corebank.NewClient(url, corebank.ClientOptions{Timeout: 200 * time.Millisecond, Declines: tt.declines, Breaker: br})
 			if err != nil {
 				t.Fatal(err)
 			}
+			if tt.setup == "resent" {
+				// A first call leaves a connection in the pool, so that the
+				// debit goes out on a reused one.
+				if err := client.Probe(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := br.Status().Failures
 			guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: boundaryLease})
 			if err != nil {
 				t.Fatal(err)
@@ -190,4 +209,38 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readThenVanish is a bank that answers one request (a health check) on a
+// keep-alive connection, then reads the next request whole — it reached
+// the bank — and vanishes: the connection drops without an answer and
+// nothing listens any more. Go's transport re-sends a request carrying an
+// Idempotency-Key on a new connection after such a drop; that re-dial is
+// refused, and the error then looks like a request that never left.
+func readThenVanish(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		br := bufio.NewReader(conn)
+		r, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		fmt.Fprint(conn, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		if r, err = http.ReadRequest(br); err == nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+		}
+		ln.Close()
+	}()
+	return "http://" + ln.Addr().String()
 }

@@ -9,9 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -30,6 +33,8 @@ type Client struct {
 	http     *http.Client
 	timeout  time.Duration
 	declines []DeclineRule
+	posted   []string
+	pending  []string
 	breaker  Breaker
 	health   string
 	headers  func(context.Context, http.Header)
@@ -42,11 +47,15 @@ var (
 
 // Breaker is the circuit breaker the client reports to (circuit.Breaker).
 type Breaker interface {
-	// Allow returns an error while calls must not be made.
+	// Allow returns an error while calls must not be made (open, or
+	// half-open with its one trial call already out).
 	Allow() error
 	// Record reports a call's result: nil when the bank answered as a
 	// working bank does (a success or a decline), else the failure.
 	Record(err error)
+	// Abandon reports an allowed call that ended without an answer
+	// because its caller gave up: it says nothing about the bank.
+	Abandon()
 }
 
 // DeclineRule says which answer is the bank's explicit, final decline: the
@@ -75,6 +84,26 @@ func ParseDeclineRules(s string) ([]DeclineRule, error) {
 	return out, nil
 }
 
+// The default words of a 2xx answer's "status" field.
+var (
+	DefaultPosted  = []string{StatusPosted}
+	DefaultPending = []string{"PENDING", "ACCEPTED"}
+)
+
+// ParseWords reads a comma-separated list of status words (e.g.
+// "POSTED,COMPLETED"): upper-case letters, digits and '_'.
+func ParseWords(s string) ([]string, error) {
+	var out []string
+	for _, w := range strings.Split(s, ",") {
+		w = strings.TrimSpace(w)
+		if w == "" || strings.Trim(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != "" {
+			return nil, fmt.Errorf("status word %q: want upper-case letters, digits and _, comma-separated, e.g. POSTED,COMPLETED", w)
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
 // ClientOptions configure a Client.
 type ClientOptions struct {
 	// Timeout bounds each call. Default 10s. A timed-out debit may have
@@ -89,8 +118,18 @@ type ClientOptions struct {
 	// Breaker, when set, is asked before every call (an open circuit
 	// refuses at once, NotSent) and told every result.
 	Breaker Breaker
-	// HealthPath is what Probe asks. Default "/healthz".
+	// HealthPath is what Probe asks. Default "/healthz". It is a hint, never
+	// proof: the circuit's trial after an outage is one real call.
 	HealthPath string
+	// Posted are the values of a 2xx answer's "status" field that mean the
+	// debit posted (recorded DONE). Default DefaultPosted.
+	Posted []string
+	// Pending are the values that mean the bank accepted the debit but has
+	// not posted it yet: in progress, never DONE; the claim is kept and the
+	// charge is resolved by a status enquiry or a later attempt with the same
+	// key. Default DefaultPending. A 2xx with any other status, or none, is
+	// ambiguous (kept, retried with the same key).
+	Pending []string
 	// Headers, when set, adds headers from the call's context to every
 	// debit and enquiry request (the tracing package puts the W3C
 	// traceparent there).
@@ -124,8 +163,14 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	if opts.HealthPath == "" {
 		opts.HealthPath = "/healthz"
 	}
+	if opts.Posted == nil {
+		opts.Posted = DefaultPosted
+	}
+	if opts.Pending == nil {
+		opts.Pending = DefaultPending
+	}
 	return &Client{base: u, http: &hc, timeout: opts.Timeout, declines: opts.Declines, breaker: opts.Breaker, health: opts.HealthPath,
-		headers: opts.Headers}, nil
+		posted: opts.Posted, pending: opts.Pending, headers: opts.Headers}, nil
 }
 
 // Debit implements charge.Debiter.
@@ -143,9 +188,27 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 	}
 	if status >= 200 && status < 300 {
 		var ok DebitResponse
-		if err := json.Unmarshal(raw, &ok); err != nil || ok.Reference == "" {
+		var ambiguous error
+		switch err := json.Unmarshal(raw, &ok); {
+		case err != nil:
+			ambiguous = errors.New("unreadable answer")
+		case ok.IdempotencyKey != "" && ok.IdempotencyKey != req.IdempotencyKey:
+			ambiguous = fmt.Errorf("the answer names another idempotency key (%q)", charge.MaskText(charge.Clip(ok.IdempotencyKey, 64)))
+		case slices.Contains(c.pending, ok.Status):
+			// Accepted, not posted: in progress at the bank. The bank works;
+			// the charge is not done. The kept claim waits for the enquiry
+			// or a later attempt with the same key.
+			c.record(nil)
+			return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey,
+				&charge.BankError{Kind: charge.BankUnavailable, Status: status, Code: ok.Status, Err: errors.New("accepted, not yet posted")})
+		case !slices.Contains(c.posted, ok.Status):
+			ambiguous = fmt.Errorf("status %q is neither posted nor pending", charge.MaskText(charge.Clip(ok.Status, 64)))
+		case ok.Reference == "":
+			ambiguous = errors.New("posted without a reference")
+		}
+		if ambiguous != nil {
 			// Money may have moved: never final. The retry replays it.
-			err = c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: errors.New("unreadable answer")})
+			err = c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: ambiguous})
 			return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err)
 		}
 		c.record(nil)
@@ -159,13 +222,19 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 // NOT_FOUND only with the body {"status":"NOT_FOUND"}; a bare 404 is a wrong
 // URL (rejected), never a reason to post again.
 func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error) {
-	status, raw, err := c.do(ctx, http.MethodGet, c.base.JoinPath("/v1/debits", key).String(), "", nil)
+	status, raw, err := c.do(ctx, http.MethodGet, c.enquiryURL(key), "", nil)
 	if err != nil {
 		return charge.Enquiry{}, fmt.Errorf("corebank: enquiry %s: %w", key, err)
 	}
 	var st StatusResponse
 	readable := json.Unmarshal(raw, &st) == nil
 	switch {
+	case readable && status < 300 && st.IdempotencyKey != key,
+		readable && status == http.StatusNotFound && st.Status == StatusNotFound && st.IdempotencyKey != key:
+		// An answer about another key (or about no key) says nothing about
+		// ours: never DONE, never FAILED, never "post again".
+		err = c.record(&charge.BankError{Kind: charge.BankRejected, Status: status, Code: "ENQUIRY_KEY_MISMATCH",
+			Err: fmt.Errorf("the status answer names key %q, not ours", charge.MaskText(charge.Clip(st.IdempotencyKey, 64)))})
 	case status == http.StatusOK && readable && st.Status == StatusPosted && st.Reference != "":
 		c.record(nil)
 		return charge.Enquiry{State: charge.DebitPosted, Reference: st.Reference}, nil
@@ -189,6 +258,16 @@ func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error
 		err = c.record(err)
 	}
 	return charge.Enquiry{}, fmt.Errorf("corebank: enquiry %s: %w", key, err)
+}
+
+// enquiryURL is GET /v1/debits/{key} with the key escaped as one path
+// segment: a charge id may hold '/' and '.', and a cleaned or split path
+// would ask about another key.
+func (c *Client) enquiryURL(key string) string {
+	u := *c.base.JoinPath("/v1/debits")
+	u.RawPath = u.EscapedPath() + "/" + url.PathEscape(key)
+	u.Path += "/" + key
+	return u.String()
 }
 
 // Probe asks the bank's health endpoint; nil when it answers 2xx. The
@@ -227,12 +306,26 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	// wrote is set once any byte of this request may have left: the
+	// transport's first write of the headers, on any connection. Only a
+	// request that never got that far is NotSent.
+	var wrote atomic.Bool
+	cctx = httptrace.WithClientTrace(cctx, &httptrace.ClientTrace{
+		WroteHeaderField: func(string, []string) { wrote.Store(true) },
+		WroteHeaders:     func() { wrote.Store(true) },
+	})
 	hreq, err := http.NewRequestWithContext(cctx, method, u, rd)
 	if err != nil {
 		return 0, nil, &charge.BankError{Kind: charge.BankRejected, NotSent: true, Err: err}
 	}
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
+		// No silent re-send: Go's transport replays a request that carries
+		// an Idempotency-Key on a new connection when a reused one drops,
+		// and a refused re-dial would then read as "never sent" although the
+		// first copy reached the bank. Without GetBody it cannot replay; our
+		// own retry, under the kept claim, sends the same key again.
+		hreq.GetBody = nil
 	}
 	if key != "" {
 		hreq.Header.Set(IdempotencyHeader, key)
@@ -245,14 +338,16 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 		if ctx.Err() != nil {
 			// Our caller gave up (shutdown, lost lease): it may have posted,
 			// and it says nothing about the bank.
+			c.abandon()
 			return 0, nil, fmt.Errorf("%w (the request may have reached the bank)", ctx.Err())
 		}
-		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, NotSent: neverSent(err), Err: err})
+		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, NotSent: !wrote.Load() && neverSent(err), Err: err})
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		if ctx.Err() != nil {
+			c.abandon()
 			return 0, nil, fmt.Errorf("%w (the request reached the bank)", ctx.Err())
 		}
 		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err)})
@@ -260,8 +355,10 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 	return resp.StatusCode, raw, nil
 }
 
-// neverSent reports whether a transport error proves the request never
-// reached the bank: the connection could not be made.
+// neverSent reports whether a transport error says the connection could not
+// be made. It proves nothing alone: a transport that re-dialled after
+// writing the request on another connection fails the same way (do checks
+// that no byte was written).
 func neverSent(err error) bool {
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
@@ -299,6 +396,13 @@ func (c *Client) classify(status int, raw []byte, accounts ...string) error {
 		be.Kind = charge.BankUnavailable
 	}
 	return be
+}
+
+// abandon tells the breaker that an allowed call ended without a verdict.
+func (c *Client) abandon() {
+	if c.breaker != nil {
+		c.breaker.Abandon()
+	}
 }
 
 // record tells the breaker about a result and returns err. A decline is a

@@ -349,3 +349,107 @@ func TestParseDeclineRules(t *testing.T) {
 		}
 	}
 }
+
+// idAlphabet is what the wire format allows in a charge id.
+const idAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/-"
+
+// chargeID maps arbitrary bytes onto a charge id of the wire format's
+// alphabet (a letter or digit first).
+func chargeID(b []byte) string {
+	if len(b) == 0 {
+		return "A"
+	}
+	out := make([]byte, 0, len(b)+1)
+	out = append(out, idAlphabet[int(b[0])%62])
+	for _, c := range b[1:min(len(b), 127)] {
+		out = append(out, idAlphabet[int(c)%len(idAlphabet)])
+	}
+	return string(out)
+}
+
+// checkEnquiries posts every id in posted and asks about every id in ids:
+// the answer must be about that very key — its own reference for a posted
+// one, NOT_FOUND for any other, never another charge's.
+func checkEnquiries(t *testing.T, c *corebank.Client, posted []string, ids []string) {
+	t.Helper()
+	refs := map[string]string{}
+	for _, id := range posted {
+		if _, done := refs[id]; done {
+			continue
+		}
+		r, err := c.Debit(t.Context(), req(id, "001234567890", 100))
+		if err != nil {
+			t.Fatalf("post %q: %v", id, err)
+		}
+		refs[id] = r.Reference
+	}
+	for _, id := range ids {
+		e, err := c.Enquire(t.Context(), id)
+		if err != nil {
+			t.Fatalf("enquiry %q: %v", id, err)
+		}
+		switch ref, ok := refs[id]; {
+		case ok && (e.State != charge.DebitPosted || e.Reference != ref):
+			t.Errorf("enquiry %q: %v %q, want POSTED with its own reference %q", id, e.State, e.Reference, ref)
+		case !ok && e.State != charge.DebitNotFound:
+			t.Errorf("enquiry %q (never posted): %v %q, want NOT_FOUND", id, e.State, e.Reference)
+		}
+	}
+}
+
+// A charge id may hold '/' and '.': the enquiry sends it as one escaped
+// path segment, so that no id can name another's URL.
+func TestEnquiryAsksAboutExactlyItsOwnKey(t *testing.T) {
+	_, c, _ := serve(t, corebank.Faults{}, time.Second)
+	posted := []string{"B", "CHG/2026/11/000123", "a.b", "x/y", "A//B", "A/./B", "..x", "CHG-7"}
+	others := []string{"A/../B", "A/./../B", "Z/../CHG/2026/11/000123", "CHG/2026/11/000123/..", "x/y/.", "x/./y",
+		"A/B", "a..b", "CHG/2026/11/000123/", "C:/x", "CHG-7.", "CHG-7/"}
+	checkEnquiries(t, c, posted, append(append([]string{}, posted...), others...))
+}
+
+// FuzzEnquiryKey drives the charge-id alphabet through post → enquiry
+// against the simulator over HTTP.
+func FuzzEnquiryKey(f *testing.F) {
+	for _, s := range []string{"A/../B", "CHG/2026/11/000123", "x/./y", "a..b", "A//B", "1:2:3", "Z/..", "A/%2e%2e/B"} {
+		f.Add([]byte(s), []byte("B"), true)
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte, postA bool) {
+		_, c, _ := serve(t, corebank.Faults{}, 5*time.Second)
+		idA, idB := chargeID(a), chargeID(b)
+		posted := []string{idB}
+		if postA {
+			posted = append(posted, idA)
+		}
+		checkEnquiries(t, c, posted, []string{idA, idB})
+	})
+}
+
+// An answer about another key (a gateway that cleaned the path, a bank bug)
+// says nothing about ours: never POSTED, DECLINED or NOT_FOUND.
+func TestAnEnquiryAnswerAboutAnotherKeyIsNeverAnAnswer(t *testing.T) {
+	for name, body := range map[string]string{
+		"posted":    `{"idempotencyKey":"CHG-OTHER","status":"POSTED","reference":"CBS0000000009"}`,
+		"declined":  `{"idempotencyKey":"CHG-OTHER","status":"DECLINED","code":"ACCOUNT_CLOSED"}`,
+		"no key":    `{"status":"POSTED","reference":"CBS0000000009"}`,
+		"not found": `{"idempotencyKey":"CHG-OTHER","status":"NOT_FOUND"}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				code := http.StatusOK
+				if strings.Contains(body, "NOT_FOUND") {
+					code = http.StatusNotFound
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(code)
+				_, _ = w.Write([]byte(body))
+			}))
+			defer srv.Close()
+			c, _ := corebank.NewClient(srv.URL, corebank.ClientOptions{})
+			e, err := c.Enquire(t.Context(), "CHG/1")
+			var be *charge.BankError
+			if err == nil || !errors.As(err, &be) || be.Code != "ENQUIRY_KEY_MISMATCH" || errors.Is(err, charge.ErrPermanent) {
+				t.Fatalf("answer about another key: %+v %v, want a not-final mismatch error", e, err)
+			}
+		})
+	}
+}
