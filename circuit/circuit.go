@@ -1,11 +1,18 @@
 // Package circuit is a circuit breaker for an outside dependency that fails
 // as a whole (a core-banking system in its end-of-day window, a gateway
-// whose token expired). It counts consecutive failures; past a threshold it
-// opens: callers are refused at once (Allow) and a consumer stops receiving
-// (Wait), so that an outage costs no queue receives and never dead-letters
-// a backlog. While open it probes the dependency with a growing interval;
-// when a probe answers, it half-opens: work flows again, the first success
-// closes it and the first failure opens it again.
+// whose token expired, a store that cannot be reached). It counts
+// consecutive failures; past a threshold it opens: callers are refused at
+// once (Allow) and a consumer stops receiving (Wait), so that an outage
+// costs no queue receives and never dead-letters a backlog.
+//
+// While open it waits an interval, then asks the optional Probe (a health
+// endpoint). A health endpoint is a hint, not proof: a probe that answers
+// only half-opens the circuit, and half-open admits exactly one trial call
+// (Allow grants it to one caller; Wait tells a consumer to hand over one
+// message and wait for its decision). The trial's success closes the
+// circuit; its failure opens it again with the interval doubled, up to its
+// cap; the interval starts from its minimum again only once the circuit
+// closes. Without a Probe, the trial call itself is the probe.
 //
 // It imports only the standard library.
 package circuit
@@ -57,7 +64,8 @@ type Options struct {
 	// ProbeTimeout bounds one probe. Default 5s.
 	ProbeTimeout time.Duration
 	// Probe asks the dependency whether it answers (a health endpoint).
-	// Required for Run.
+	// Optional: without it, the circuit half-opens when the interval has
+	// passed, and the trial call is the probe.
 	Probe func(ctx context.Context) error
 	// Logger gets one line when the circuit opens, half-opens and closes.
 	// Default slog.Default().
@@ -75,7 +83,14 @@ type Breaker struct {
 	failures  int
 	openedAt  time.Time
 	lastError string
-	changed   chan struct{} // closed and replaced on every state change
+	// interval is the wait before the next probe: ProbeInterval after the
+	// circuit closed, doubled by every failed probe or trial.
+	interval time.Duration
+	// trial: half-open, and the one trial call has been granted and has not
+	// answered yet.
+	trial   bool
+	opens   int           // how often it opened (for tests and status)
+	changed chan struct{} // closed and replaced on every change of state or trial
 }
 
 // New returns a closed breaker.
@@ -107,7 +122,7 @@ func New(opts Options) (*Breaker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Breaker{opts: opts, changed: make(chan struct{})}, nil
+	return &Breaker{opts: opts, interval: opts.ProbeInterval, changed: make(chan struct{})}, nil
 }
 
 // Status is a snapshot of the breaker for health checks and metrics.
@@ -119,23 +134,51 @@ type Status struct {
 	OpenedAt time.Time
 	// LastError is the failure that opened it (or the last one).
 	LastError string
+	// NextProbeIn is the interval the next probe (or trial) waits while
+	// open: it doubles with every failed probe or trial, up to the cap.
+	NextProbeIn time.Duration
+	// TrialOut: half-open, and the one trial call is under way.
+	TrialOut bool
+	// Opens counts how often the circuit opened since it was made.
+	Opens int
 }
 
 // Status returns a snapshot.
 func (b *Breaker) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Status{State: b.state, Failures: b.failures, OpenedAt: b.openedAt, LastError: b.lastError}
+	return Status{State: b.state, Failures: b.failures, OpenedAt: b.openedAt, LastError: b.lastError,
+		NextProbeIn: b.interval, TrialOut: b.trial, Opens: b.opens}
 }
 
-// Allow returns ErrOpen while the circuit is open, else nil.
+// Allow asks to make one call. It returns nil when the call may go ahead:
+// always while closed, and for exactly one caller while half-open (the
+// trial); otherwise ErrOpen. A caller that was allowed reports the call's
+// result with Record, or Abandon when the call ended without an answer that
+// says anything about the dependency (its own context ended).
 func (b *Breaker) Allow() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == Open {
-		return ErrOpen
+	switch {
+	case b.state == Closed:
+		return nil
+	case b.state == HalfOpen && !b.trial:
+		b.trial = true
+		b.wake()
+		return nil
 	}
-	return nil
+	return ErrOpen
+}
+
+// Abandon gives the trial back when the allowed call ended without an
+// answer (its caller gave up), so that another call can be the trial.
+func (b *Breaker) Abandon() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == HalfOpen && b.trial {
+		b.trial = false
+		b.wake()
+	}
 }
 
 // Record reports the result of one call: err == nil for an answer that
@@ -147,7 +190,8 @@ func (b *Breaker) Record(err error) {
 	if err == nil {
 		b.failures = 0
 		if b.state == HalfOpen {
-			b.set(Closed, "a call succeeded after the probe; resuming fully")
+			b.interval = b.opts.ProbeInterval
+			b.set(Closed, "the trial call succeeded; resuming fully")
 		}
 		return
 	}
@@ -155,12 +199,19 @@ func (b *Breaker) Record(err error) {
 	b.lastError = err.Error()
 	switch {
 	case b.state == HalfOpen:
-		b.openedAt = b.opts.Now()
-		b.set(Open, "a call failed right after the probe; pausing again")
+		b.interval = min(b.interval*2, b.opts.MaxProbeInterval)
+		b.open("the trial call failed; pausing again, next trial in " + b.interval.String())
 	case b.state == Closed && b.failures >= b.opts.Threshold:
-		b.openedAt = b.opts.Now()
-		b.set(Open, fmt.Sprintf("%d consecutive failures; pausing until a probe answers", b.failures))
+		b.interval = b.opts.ProbeInterval
+		b.open(fmt.Sprintf("%d consecutive failures; pausing until a trial call succeeds", b.failures))
 	}
+}
+
+// open moves to Open. Caller holds mu.
+func (b *Breaker) open(why string) {
+	b.openedAt = b.opts.Now()
+	b.opens++
+	b.set(Open, why)
 }
 
 // set changes the state and wakes every waiter. Caller holds mu.
@@ -176,38 +227,60 @@ func (b *Breaker) set(s State, why string) {
 		slog.String("circuit", s.String()), slog.String("from", b.state.String()), slog.String("why", why),
 		slog.Int("consecutive_failures", b.failures), slog.String("last_error", b.lastError))
 	b.state = s
+	b.trial = false
+	b.wake()
+}
+
+// wake wakes every waiter. Caller holds mu.
+func (b *Breaker) wake() {
 	close(b.changed)
 	b.changed = make(chan struct{})
 }
 
-// Wait blocks while the circuit is open; it returns nil once it is closed
-// or half-open, or ctx's error.
-func (b *Breaker) Wait(ctx context.Context) error {
+// Paused reports whether the dependency is not known to work now: the
+// circuit is open or half-open, or the last call failed (an outage that has
+// not reached the threshold yet). A consumer keeps a message it must retry
+// then in hand instead of returning it to the queue, so that the failures
+// that open the circuit cost no extra receive either.
+func (b *Breaker) Paused() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.state != Closed || b.failures > 0
+}
+
+// Wait blocks while receiving must pause: while the circuit is open, and
+// while the trial call of a half-open circuit is under way. It returns
+// trial == false when the circuit is closed (receive as usual), trial ==
+// true when it is half-open with the trial not yet taken (hand over one
+// message and wait for its decision before asking again), or ctx's error.
+func (b *Breaker) Wait(ctx context.Context) (trial bool, err error) {
 	for {
 		b.mu.Lock()
-		state, changed := b.state, b.changed
+		state, out, changed := b.state, b.trial, b.changed
 		b.mu.Unlock()
-		if state != Open {
-			return nil
+		switch {
+		case state == Closed:
+			return false, nil
+		case state == HalfOpen && !out:
+			return true, nil
 		}
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return false, ctx.Err()
 		}
 	}
 }
 
-// Run probes the dependency while the circuit is open, until ctx ends: the
-// first probe ProbeInterval after opening, then at doubling intervals up to
-// MaxProbeInterval. A probe that answers half-opens the circuit.
+// Run watches the circuit until ctx ends. Each time it opens, Run waits
+// the current interval, then asks the Probe (when there is one): an answer
+// half-opens the circuit, a failure doubles the interval (up to
+// MaxProbeInterval) and waits again. Without a Probe the circuit half-opens
+// when the interval has passed, and the trial call is the probe.
 func (b *Breaker) Run(ctx context.Context) error {
-	if b.opts.Probe == nil {
-		return errors.New("circuit: Run needs a Probe")
-	}
 	for {
 		b.mu.Lock()
-		state, changed := b.state, b.changed
+		state, changed, interval := b.state, b.changed, b.interval
 		b.mu.Unlock()
 		if state != Open {
 			select {
@@ -217,36 +290,37 @@ func (b *Breaker) Run(ctx context.Context) error {
 				return nil
 			}
 		}
-		interval := b.opts.ProbeInterval
-		for {
-			t := time.NewTimer(interval)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil
-			}
+		t := time.NewTimer(interval)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		var err error
+		if b.opts.Probe != nil {
 			pctx, cancel := context.WithTimeout(ctx, b.opts.ProbeTimeout)
-			err := b.opts.Probe(pctx)
+			err = b.opts.Probe(pctx)
 			cancel()
 			if ctx.Err() != nil {
 				return nil
 			}
-			b.mu.Lock()
-			if b.state != Open { // a call closed it meanwhile
-				b.mu.Unlock()
-				break
-			}
-			if err == nil {
-				b.set(HalfOpen, "the probe answered; letting work through")
-				b.mu.Unlock()
-				break
-			}
-			b.lastError = "probe: " + err.Error()
-			b.mu.Unlock()
-			b.opts.Logger.Warn("circuit probe failed: "+b.opts.Name, slog.String("error", err.Error()),
-				slog.String("next_probe_in", min(interval*2, b.opts.MaxProbeInterval).String()))
-			interval = min(interval*2, b.opts.MaxProbeInterval)
 		}
+		b.mu.Lock()
+		switch {
+		case b.state != Open: // a call closed it meanwhile
+		case err == nil:
+			why := "the interval passed; one trial call decides"
+			if b.opts.Probe != nil {
+				why = "the probe answered; one trial call decides (a health check is a hint, not proof)"
+			}
+			b.set(HalfOpen, why)
+		default:
+			b.lastError = "probe: " + err.Error()
+			b.interval = min(b.interval*2, b.opts.MaxProbeInterval)
+			b.opts.Logger.Warn("circuit probe failed: "+b.opts.Name, slog.String("error", err.Error()),
+				slog.String("next_probe_in", b.interval.String()))
+		}
+		b.mu.Unlock()
 	}
 }

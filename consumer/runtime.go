@@ -58,15 +58,71 @@ type Options struct {
 	// Gate, when set, is waited on before every receive: while a dependency
 	// is down (an open circuit breaker) the runtime receives nothing, so
 	// that no message's receive count grows and nothing is dead-lettered by
-	// the queue's redrive policy during an outage. In-flight messages finish
-	// or return as usual.
+	// the queue's redrive policy during an outage. While the dependency is
+	// on trial the runtime hands over one message at a time and waits for
+	// its decision. A message the handler retries while the gate is paused
+	// is kept in hand (parked: its visibility extended by the heartbeat)
+	// and handled again from memory when it is due and the gate lets it
+	// through, so that an outage costs a message at most one receive. Use
+	// Gates to combine several.
 	Gate Gate
+	// MaxParked bounds the messages kept in hand while the gate is paused;
+	// past it a retried message returns to the queue as usual, and a trial
+	// reuses a parked message instead of receiving a new one. Default
+	// 4 × Concurrency.
+	MaxParked int
 }
 
-// Gate holds receiving back (a circuit breaker's Wait).
+// Gate holds receiving back while a dependency is down (circuit.Breaker).
 type Gate interface {
-	// Wait returns nil when receiving may go on, or ctx's error.
-	Wait(ctx context.Context) error
+	// Wait blocks while receiving must pause. It returns trial == false
+	// when receiving may go on as usual, and trial == true when the
+	// dependency is on trial: the runtime hands over exactly one message
+	// and waits for its decision before it asks again.
+	Wait(ctx context.Context) (trial bool, err error)
+	// Paused reports whether the dependency is not known to work now (open
+	// or on trial): a message retried then is parked, not handed back.
+	Paused() bool
+}
+
+// Gates combines gates: receiving goes on when every gate lets it, on
+// trial when any gate is on trial; paused when any is paused.
+func Gates(gs ...Gate) Gate {
+	var out gates
+	for _, g := range gs {
+		if g != nil {
+			out = append(out, g)
+		}
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return out
+}
+
+type gates []Gate
+
+func (gs gates) Wait(ctx context.Context) (bool, error) {
+	trial := false
+	for _, g := range gs {
+		t, err := g.Wait(ctx)
+		if err != nil {
+			return false, err
+		}
+		trial = trial || t
+	}
+	// A gate waited on earlier may have shut meanwhile: then what is
+	// received is parked (Paused), and the next Wait blocks.
+	return trial, nil
+}
+
+func (gs gates) Paused() bool {
+	for _, g := range gs {
+		if g.Paused() {
+			return true
+		}
+	}
+	return false
 }
 
 // ExponentialBackoff returns min(base·2^(n-1), max) for receive count n.
@@ -123,6 +179,12 @@ func (o *Options) setDefaults() error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MaxParked < 0 {
+		return errors.New("consumer: MaxParked must not be negative")
+	}
+	if o.MaxParked == 0 {
+		o.MaxParked = 4 * o.Concurrency
+	}
 	return nil
 }
 
@@ -132,6 +194,7 @@ type Runtime struct {
 	h     Handler
 	opts  Options
 	stats counters
+	lot   *lot
 }
 
 // New checks opts and returns a Runtime.
@@ -142,7 +205,7 @@ func New(src Source, h Handler, opts Options) (*Runtime, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Runtime{src: src, h: h, opts: opts}, nil
+	return &Runtime{src: src, h: h, opts: opts, lot: newLot(opts.MaxParked)}, nil
 }
 
 // Stats are the runtime's running totals.
@@ -150,12 +213,16 @@ type Stats struct {
 	Received, Acked, Retried, DeadLettered, Released int64
 	AckErrors, ReceiveErrors, Heartbeats, Panics     int64
 	InFlight                                         int64
+	// Parked counts the retries kept in hand while the gate was paused;
+	// Unparked the parked messages handled again without a receive;
+	// InHand is how many are parked now.
+	Parked, Unparked, InHand int64
 }
 
 type counters struct {
 	received, acked, retried, deadLettered, released atomic.Int64
 	ackErrors, receiveErrors, heartbeats, panics     atomic.Int64
-	inFlight                                         atomic.Int64
+	inFlight, parked, unparked                       atomic.Int64
 }
 
 // Stats returns a snapshot of the totals.
@@ -166,6 +233,7 @@ func (r *Runtime) Stats() Stats {
 		DeadLettered: c.deadLettered.Load(), Released: c.released.Load(),
 		AckErrors: c.ackErrors.Load(), ReceiveErrors: c.receiveErrors.Load(),
 		Heartbeats: c.heartbeats.Load(), Panics: c.panics.Load(), InFlight: c.inFlight.Load(),
+		Parked: c.parked.Load(), Unparked: c.unparked.Load(), InHand: int64(r.lot.len()),
 	}
 }
 
@@ -189,13 +257,34 @@ func (r *Runtime) Run(ctx context.Context) error {
 	want := min(r.opts.BatchSize, r.opts.Concurrency)
 	failures := 0
 	for ctx.Err() == nil {
-		got := r.takeSlots(ctx, slots, want)
-		if ctx.Err() == nil && r.opts.Gate != nil {
-			_ = r.opts.Gate.Wait(ctx) // returns early only when ctx ends
+		if r.opts.Gate != nil {
+			trial, err := r.opts.Gate.Wait(ctx)
+			if err != nil {
+				break // ctx ended
+			}
+			if trial {
+				if !r.trial(ctx, work, slots, &handlers, acks) {
+					failures++
+					sleep(ctx, min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 5*time.Second))
+				} else {
+					failures = 0
+				}
+				continue
+			}
+			r.unparkDue(ctx, work, slots, &handlers, acks)
 		}
+		got := r.takeSlots(ctx, slots, want)
 		if ctx.Err() != nil {
 			releaseSlots(slots, got)
 			break
+		}
+		if r.opts.Gate != nil {
+			// It may have shut while we waited for a slot.
+			trial, err := r.opts.Gate.Wait(ctx)
+			if err != nil || trial {
+				releaseSlots(slots, got)
+				continue
+			}
 		}
 		msgs, err := r.src.Receive(ctx, got)
 		if err != nil {
@@ -220,12 +309,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 		}
 		releaseSlots(slots, got-len(msgs))
 		for _, m := range msgs {
-			handlers.Add(1)
-			r.stats.inFlight.Add(1)
-			go func() {
-				defer func() { <-slots; r.stats.inFlight.Add(-1); handlers.Done() }()
-				r.handle(work, m, acks)
-			}()
+			r.dispatch(work, &Delivery{Message: m}, slots, &handlers, acks, nil)
 		}
 	}
 
@@ -240,9 +324,140 @@ func (r *Runtime) Run(ctx context.Context) error {
 		cancelWork()
 		<-finished
 	}
+	r.handBack(r.lot.takeAll())
 	acks.close()
 	<-ackerDone
 	return nil
+}
+
+// dispatch runs the handler on d in its own goroutine; it holds one slot,
+// taken by the caller, until the handler's decision has been applied.
+// done, when set, is closed then.
+func (r *Runtime) dispatch(work context.Context, d *Delivery, slots chan struct{}, handlers *sync.WaitGroup, acks *acker, done chan struct{}) {
+	handlers.Add(1)
+	r.stats.inFlight.Add(1)
+	go func() {
+		defer func() {
+			<-slots
+			r.stats.inFlight.Add(-1)
+			handlers.Done()
+			if done != nil {
+				close(done)
+			}
+		}()
+		r.handle(work, d, acks)
+	}()
+}
+
+// trial hands exactly one message to a handler while the gate is on trial,
+// and waits for its decision: a parked message that is due, else one newly
+// received (none while the parking lot is full: then it waits for a parked
+// one to fall due). It reports false after a failed receive.
+func (r *Runtime) trial(ctx, work context.Context, slots chan struct{}, handlers *sync.WaitGroup, acks *acker) bool {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return true
+	}
+	d := r.lot.takeDue(time.Now())
+	if d != nil {
+		r.stats.unparked.Add(1)
+	} else {
+		if r.lot.full() {
+			<-slots
+			r.lot.waitDue(ctx)
+			return true
+		}
+		msgs, err := r.src.Receive(ctx, 1)
+		if err != nil || len(msgs) == 0 {
+			<-slots
+			if err != nil && ctx.Err() == nil {
+				r.stats.receiveErrors.Add(1)
+				r.opts.Logger.Warn("receive failed; backing off", "error", err)
+				return false
+			}
+			return true
+		}
+		r.stats.received.Add(int64(len(msgs)))
+		d = &Delivery{Message: msgs[0]}
+	}
+	done := make(chan struct{})
+	r.dispatch(work, d, slots, handlers, acks, done)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return true
+}
+
+// unparkDue hands every parked message that is due to a handler again,
+// without a new receive (the gate lets work through).
+func (r *Runtime) unparkDue(ctx, work context.Context, slots chan struct{}, handlers *sync.WaitGroup, acks *acker) {
+	for r.lot.hasDue(time.Now()) {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		d := r.lot.takeDue(time.Now())
+		if d == nil {
+			<-slots
+			return
+		}
+		r.stats.unparked.Add(1)
+		r.dispatch(work, d, slots, handlers, acks, nil)
+	}
+}
+
+// park keeps d in hand until due (its visibility extended on every
+// heartbeat) instead of handing it back to the queue. It reports false
+// when the lot is full.
+func (r *Runtime) park(work context.Context, d *Delivery, due time.Time) bool {
+	p := &parked{d: d, due: due, stop: make(chan struct{}), stopped: make(chan struct{})}
+	if !r.lot.add(p) {
+		return false
+	}
+	go func() {
+		defer close(p.stopped)
+		t := time.NewTicker(r.opts.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.stop:
+				return
+			case <-work.Done():
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(work, r.opts.OpTimeout)
+			err := r.src.ChangeVisibility(ctx, d.Message, r.opts.VisibilityTimeout)
+			cancel()
+			if err != nil && r.lot.remove(p) {
+				// Without its visibility we cannot keep it: the queue delivers
+				// it again (SQS caps a message's invisibility at 12 hours).
+				r.opts.Logger.Warn("could not keep a parked message invisible; the queue delivers it again",
+					"message_id", d.ID, "error", err)
+				return
+			}
+			r.stats.heartbeats.Add(1)
+		}
+	}()
+	return true
+}
+
+// handBack returns parked messages to the queue, each visible again when it
+// would have been due (shutdown).
+func (r *Runtime) handBack(ps []*parked) {
+	for _, p := range ps {
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.OpTimeout)
+		delay := min(max(time.Until(p.due), 0), MaxVisibility)
+		if err := r.src.ChangeVisibility(ctx, p.d.Message, delay); err != nil {
+			r.opts.Logger.Warn("could not hand a parked message back; it returns after its visibility timeout",
+				"message_id", p.d.ID, "error", err)
+		}
+		cancel()
+		r.stats.released.Add(1)
+	}
 }
 
 // takeSlots waits for one free handler slot, then for up to BatchFillWait
@@ -301,8 +516,8 @@ func (r *Runtime) release(msgs []Message) {
 	}
 }
 
-func (r *Runtime) handle(work context.Context, m Message, acks *acker) {
-	d := &Delivery{Message: m}
+func (r *Runtime) handle(work context.Context, d *Delivery, acks *acker) {
+	m := d.Message
 	stopBeat := r.heartbeat(work, d)
 	start := time.Now()
 	dec := r.safeHandle(work, d)
@@ -337,13 +552,17 @@ func (r *Runtime) handle(work context.Context, m Message, acks *acker) {
 			delay = r.opts.Backoff(m.ReceiveCount)
 		}
 		delay = min(max(delay, 0), MaxVisibility)
+		r.stats.retried.Add(1)
+		if r.opts.Gate != nil && r.opts.Gate.Paused() && work.Err() == nil && r.park(work, d, time.Now().Add(delay)) {
+			r.stats.parked.Add(1)
+			break
+		}
 		ctx, cancel := opCtx()
 		if err := r.src.ChangeVisibility(ctx, m, delay); err != nil {
 			r.opts.Logger.Warn("could not set the retry delay; the message returns after its visibility timeout",
 				"message_id", m.ID, "error", err)
 		}
 		cancel()
-		r.stats.retried.Add(1)
 	}
 	if r.opts.OnDecision != nil {
 		r.opts.OnDecision(m, dec, took)

@@ -350,16 +350,22 @@ type gate struct {
 
 func newGate() *gate { return &gate{ch: make(chan struct{})} }
 
-func (g *gate) Wait(ctx context.Context) error {
+func (g *gate) Wait(ctx context.Context) (bool, error) {
 	g.mu.Lock()
 	ch := g.ch
 	g.mu.Unlock()
 	select {
 	case <-ch:
-		return nil
+		return false, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
+}
+
+func (g *gate) Paused() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return !g.open
 }
 
 func (g *gate) Open() {

@@ -113,6 +113,10 @@ func (m *Metrics) RuntimeGauges(rt *consumer.Runtime) {
 			Help: "Messages being handled now."}, func() float64 { return float64(rt.Stats().InFlight) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "heartbeats_total",
 			Help: "Heartbeats (visibility extension plus registered beats) of in-flight messages."}, func() float64 { return float64(rt.Stats().Heartbeats) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "parked",
+			Help: "Messages kept in hand while the bank or the store is down, handled again without a new receive."}, func() float64 { return float64(rt.Stats().InHand) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "parked_total",
+			Help: "Retries kept in hand (parked) while a circuit was not closed."}, func() float64 { return float64(rt.Stats().Parked) }),
 	)
 }
 
@@ -121,6 +125,19 @@ func (m *Metrics) Swept(records, messages, dlqMessages int) {
 	m.purged.Add(float64(records))
 	m.expired.WithLabelValues("main").Add(float64(messages))
 	m.expired.WithLabelValues("dlq").Add(float64(dlqMessages))
+}
+
+// StoreCircuit exports the idempotency store's circuit (receiving pauses
+// while it is open).
+func (m *Metrics) StoreCircuit(status func() circuit.Status) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "store_circuit_state",
+			Help: "Idempotency store circuit: 0 closed, 1 half-open (one trial message), 2 open (not receiving)."},
+			func() float64 { return float64(status().State) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "store_circuit_consecutive_failures",
+			Help: "Consecutive store calls that could not reach the idempotency store."},
+			func() float64 { return float64(status().Failures) }),
+	)
 }
 
 // Circuit registers the core-banking circuit breaker's gauges.

@@ -5,9 +5,12 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,9 +39,11 @@ type Config struct {
 	CorebankURL     string
 	CorebankTimeout time.Duration
 	Declines        string
+	Posted, Pending string
 	Enquiry         bool
 	HealthPath      string
 	CircuitAfter    int
+	StoreAfter      int
 	ProbeEvery      time.Duration
 	ProbeMax        time.Duration
 	NotifyTimeout   time.Duration
@@ -56,10 +61,13 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.CorebankURL, "corebank-url", "IC_COREBANK_URL", "", "core-banking debit API base URL, e.g. http://127.0.0.1:8081 (required)")
 	f.Duration(&c.CorebankTimeout, "corebank-timeout", "IC_COREBANK_TIMEOUT", 10*time.Second, "timeout of one debit call (a timeout is retried with the same idempotency key)")
 	f.String(&c.Declines, "corebank-declines", "IC_COREBANK_DECLINES", "422:DECLINED", "the bank's answers that mean a final decline, STATUS:ERROR,... (the body's \"error\" field); every other failure is retried with the same key")
+	f.String(&c.Posted, "corebank-posted", "IC_COREBANK_POSTED", "POSTED", "the \"status\" words of a 2xx debit answer that mean posted (recorded DONE), comma-separated")
+	f.String(&c.Pending, "corebank-pending", "IC_COREBANK_PENDING", "PENDING,ACCEPTED", "the \"status\" words of a 2xx debit answer that mean accepted, not yet posted: the claim is kept and the status enquiry or a later attempt with the same key resolves it; any other 2xx is ambiguous and retried")
 	f.Bool(&c.Enquiry, "corebank-enquiry", "IC_COREBANK_ENQUIRY", false, "ask GET /v1/debits/{key} before posting a reclaimed charge again (only if the bank offers the status enquiry)")
-	f.String(&c.HealthPath, "corebank-health-path", "IC_COREBANK_HEALTH_PATH", "/healthz", "what the circuit breaker probes while the bank is down")
-	f.Int(&c.CircuitAfter, "circuit-failures", "IC_CIRCUIT_FAILURES", 5, "consecutive failed bank calls that open the circuit (stop receiving until a probe answers)")
-	f.Duration(&c.ProbeEvery, "circuit-probe", "IC_CIRCUIT_PROBE", 5*time.Second, "first wait between probes while the circuit is open (doubles per failed probe)")
+	f.String(&c.HealthPath, "corebank-health-path", "IC_COREBANK_HEALTH_PATH", "/healthz", "what the circuit breaker probes while the bank is down before it lets one trial call through (\"\": no health check, the trial call is the probe); a health check is a hint, never proof")
+	f.Int(&c.CircuitAfter, "circuit-failures", "IC_CIRCUIT_FAILURES", 5, "consecutive failed bank calls that open the circuit (stop receiving until a trial call succeeds)")
+	f.Int(&c.StoreAfter, "store-circuit-failures", "IC_STORE_CIRCUIT_FAILURES", 5, "consecutive store calls that could not reach the idempotency store before receiving pauses (until a trial message's store call succeeds)")
+	f.Duration(&c.ProbeEvery, "circuit-probe", "IC_CIRCUIT_PROBE", 5*time.Second, "first wait before a trial while a circuit is open (doubles per failed probe or trial, back to this once it closes)")
 	f.Duration(&c.ProbeMax, "circuit-probe-max", "IC_CIRCUIT_PROBE_MAX", 60*time.Second, "longest wait between probes")
 	f.Duration(&c.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long the pre-debit notification may take; past it the charge is DEBITED_NOTIFICATION_FAILED (never re-debited)")
 	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "simulated notification failure rate, 0-1 (the built-in notifier records and logs)")
@@ -94,11 +102,27 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 	if _, err := corebank.ParseDeclineRules(c.Declines); err != nil {
 		p.Add("--corebank-declines: %v", err)
 	}
-	if !strings.HasPrefix(c.HealthPath, "/") {
-		p.Add("--corebank-health-path %q must start with /", c.HealthPath)
+	posted, err := corebank.ParseWords(c.Posted)
+	if err != nil {
+		p.Add("--corebank-posted: %v", err)
+	}
+	pending, err := corebank.ParseWords(c.Pending)
+	if err != nil {
+		p.Add("--corebank-pending: %v", err)
+	}
+	for _, w := range posted {
+		if slices.Contains(pending, w) {
+			p.Add("--corebank-posted and --corebank-pending both name %s: a word means posted or pending, not both", w)
+		}
+	}
+	if c.HealthPath != "" && !strings.HasPrefix(c.HealthPath, "/") {
+		p.Add("--corebank-health-path %q must start with / (or be empty: no health check, the trial call is the probe)", c.HealthPath)
 	}
 	if c.CircuitAfter < 1 || c.CircuitAfter > 1000 {
 		p.Add("--circuit-failures %d is outside 1-1000", c.CircuitAfter)
+	}
+	if c.StoreAfter < 1 || c.StoreAfter > 1000 {
+		p.Add("--store-circuit-failures %d is outside 1-1000", c.StoreAfter)
 	}
 	if c.ProbeEvery <= 0 || c.ProbeMax < c.ProbeEvery {
 		p.Add("--circuit-probe must be positive and --circuit-probe-max at least --circuit-probe")
@@ -127,16 +151,28 @@ func NewBank(c Config, log *slog.Logger) (Bank, error) {
 		return Bank{}, cli.Usagef("--corebank-declines: %v", err)
 	}
 	var client *corebank.Client
+	var probe func(context.Context) error
+	if c.HealthPath != "" {
+		probe = func(ctx context.Context) error { return client.Probe(ctx) }
+	}
 	breaker, err := circuit.New(circuit.Options{
 		Name: "core banking " + c.CorebankURL, Threshold: c.CircuitAfter, ProbeInterval: c.ProbeEvery,
-		MaxProbeInterval: c.ProbeMax, ProbeTimeout: c.CorebankTimeout, Logger: log,
-		Probe: func(ctx context.Context) error { return client.Probe(ctx) },
+		MaxProbeInterval: c.ProbeMax, ProbeTimeout: c.CorebankTimeout, Logger: log, Probe: probe,
 	})
 	if err != nil {
 		return Bank{}, cli.Usagef("%v", err)
 	}
+	posted, err := corebank.ParseWords(cmp.Or(c.Posted, corebank.StatusPosted))
+	if err != nil {
+		return Bank{}, cli.Usagef("--corebank-posted: %v", err)
+	}
+	pending, err := corebank.ParseWords(cmp.Or(c.Pending, strings.Join(corebank.DefaultPending, ",")))
+	if err != nil {
+		return Bank{}, cli.Usagef("--corebank-pending: %v", err)
+	}
 	client, err = corebank.NewClient(c.CorebankURL, corebank.ClientOptions{
-		Timeout: c.CorebankTimeout, Declines: declines, Breaker: breaker, HealthPath: c.HealthPath, Headers: tracing.Headers})
+		Timeout: c.CorebankTimeout, Declines: declines, Breaker: breaker, HealthPath: cmp.Or(c.HealthPath, "/healthz"),
+		Posted: posted, Pending: pending, Headers: tracing.Headers})
 	if err != nil {
 		return Bank{}, cli.Usagef("--corebank-url: %v", err)
 	}
@@ -179,6 +215,9 @@ type Pipeline struct {
 	Guard   *idempotency.Guard // nil in baseline mode
 	Runtime *consumer.Runtime
 	breaker *circuit.Breaker
+	// StoreGate pauses receiving while the idempotency store cannot be
+	// reached (nil in baseline mode).
+	StoreGate *circuit.Breaker
 }
 
 // New wires the service over p as c configures.
@@ -219,6 +258,27 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 	if o.Baseline {
 		h = baselineHandler(debiter, notifier)
 	} else {
+		after := c.StoreAfter
+		if after == 0 {
+			after = 5
+		}
+		probeEvery, probeMax := c.ProbeEvery, c.ProbeMax
+		if probeEvery == 0 {
+			probeEvery, probeMax = 5*time.Second, 60*time.Second
+		}
+		// No health check for the store: a read can answer while writes
+		// fail (another process holds SQLite's write lock), so the trial
+		// message's own store calls decide.
+		sg, err := circuit.New(circuit.Options{Name: "idempotency store", Threshold: after,
+			ProbeInterval: probeEvery, MaxProbeInterval: probeMax, Logger: o.Logger})
+		if err != nil {
+			return nil, err
+		}
+		pl.StoreGate = sg
+		store = gatedStore{Store: store, br: sg}
+		if o.Metrics != nil {
+			o.Metrics.StoreCircuit(sg.Status)
+		}
 		skew := c.Skew
 		if skew == 0 {
 			skew = -1 // the guard's "no margin"
@@ -245,8 +305,15 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 		Logger:            o.Logger,
 		OnDecision:        onDecision,
 	}
+	var gates []consumer.Gate
 	if p.Bank.Breaker != nil {
-		opts.Gate = p.Bank.Breaker
+		gates = append(gates, p.Bank.Breaker)
+	}
+	if pl.StoreGate != nil {
+		gates = append(gates, pl.StoreGate)
+	}
+	if len(gates) > 0 {
+		opts.Gate = consumer.Gates(gates...)
 	}
 	rt, err := consumer.New(source, h, opts)
 	if err != nil {
@@ -259,28 +326,86 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 	return pl, nil
 }
 
-// Run consumes until ctx ends, probing the bank while the circuit is open.
+// Run consumes until ctx ends, watching the bank's and the store's
+// circuits while they are open.
 func (p *Pipeline) Run(ctx context.Context) error {
-	if p.breaker != nil {
-		pctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go func() { _ = p.breaker.Run(pctx) }()
+	pctx, stop := context.WithCancel(ctx)
+	defer stop()
+	for _, b := range []*circuit.Breaker{p.breaker, p.StoreGate} {
+		if b != nil {
+			go func() { _ = b.Run(pctx) }()
+		}
 	}
 	return p.Runtime.Run(ctx)
 }
 
-// Ready adds the circuit's state to a backend readiness check: an open
+// Ready adds the circuits' states to a backend readiness check: an open
 // circuit is not ready, and says why.
 func (p *Pipeline) Ready(backendReady func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if p.breaker != nil {
 			if s := p.breaker.Status(); s.State == circuit.Open {
-				return fmt.Errorf("circuit open: core banking failing since %s (%d consecutive failures; last: %s); not receiving until a probe answers",
+				return fmt.Errorf("circuit open: core banking failing since %s (%d consecutive failures; last: %s); not receiving until a trial call succeeds",
+					s.OpenedAt.UTC().Format(time.RFC3339), s.Failures, s.LastError)
+			}
+		}
+		if p.StoreGate != nil {
+			if s := p.StoreGate.Status(); s.State == circuit.Open {
+				return fmt.Errorf("store circuit open: the idempotency store unreachable since %s (%d consecutive failures; last: %s); not receiving until a trial message's store call succeeds",
 					s.OpenedAt.UTC().Format(time.RFC3339), s.Failures, s.LastError)
 			}
 		}
 		return backendReady(ctx)
 	}
+}
+
+// gatedStore tells the store's circuit every result: a store that could
+// not be reached (idempotency.ErrUnavailable) is a failure; any answer,
+// even a refusal (lease lost, not found), shows it works. Calls are never
+// refused by it: a result after a debit must always be tried.
+type gatedStore struct {
+	idempotency.Store
+	br *circuit.Breaker
+}
+
+func (g gatedStore) record(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, idempotency.ErrUnavailable):
+		g.br.Record(err)
+	case err != nil && ctx.Err() != nil: // our caller gave up: no verdict
+	default:
+		g.br.Record(nil)
+	}
+}
+
+func (g gatedStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+	r, err := g.Store.Claim(ctx, req)
+	g.record(ctx, err)
+	return r, err
+}
+
+func (g gatedStore) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+	r, err := g.Store.Get(ctx, key, now)
+	g.record(ctx, err)
+	return r, err
+}
+
+func (g gatedStore) Finish(ctx context.Context, f idempotency.Finish) error {
+	err := g.Store.Finish(ctx, f)
+	g.record(ctx, err)
+	return err
+}
+
+func (g gatedStore) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+	err := g.Store.Extend(ctx, key, token, leaseUntil, now)
+	g.record(ctx, err)
+	return err
+}
+
+func (g gatedStore) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+	rec, err := g.Store.Reopen(ctx, r)
+	g.record(ctx, err)
+	return rec, err
 }
 
 // baselineHandler is the pipeline without the idempotency claim: parse,
