@@ -453,3 +453,41 @@ func TestAnEnquiryAnswerAboutAnotherKeyIsNeverAnAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A PENDING debit posts once, later: replays meanwhile answer PENDING
+// again, the enquiry says IN_PROGRESS, and the client never reads it as
+// posted.
+func TestPendingDebitPostsOnceLater(t *testing.T) {
+	l, c, _ := serve(t, corebank.Faults{PendingRate: 1, PendingLatency: 200 * time.Millisecond}, time.Second)
+	for range 2 {
+		_, err := c.Debit(t.Context(), req("CHG-P", "001234567890", 100))
+		var be *charge.BankError
+		if !errors.As(err, &be) || be.Status != http.StatusAccepted || be.Code != "PENDING" || !charge.MayHavePosted(err) {
+			t.Fatalf("pending debit: %v, want a not-final 202 PENDING", err)
+		}
+	}
+	if e, err := c.Enquire(t.Context(), "CHG-P"); err != nil || e.State != charge.DebitInProgress {
+		t.Fatalf("enquiry while pending: %+v %v", e, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	e, err := c.Enquire(t.Context(), "CHG-P")
+	if err != nil || e.State != charge.DebitPosted || len(l.Entries()) != 1 {
+		t.Fatalf("after the latency: %+v %v, %d postings; want POSTED once", e, err, len(l.Entries()))
+	}
+	if r, err := c.Debit(t.Context(), req("CHG-P", "001234567890", 100)); err != nil || r.Reference != e.Reference {
+		t.Fatalf("replay after posting: %+v %v", r, err)
+	}
+}
+
+func TestAHealthCheckThatLiesThroughAnOutage(t *testing.T) {
+	_, c, _ := serve(t, corebank.Faults{}, time.Second)
+	if err := c.SetFaults(t.Context(), corebank.FaultsBody{OutageStatus: 503, OutageMS: 500, OutageHealthy: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Probe(t.Context()); err != nil {
+		t.Fatalf("health during a lying outage: %v, want 200", err)
+	}
+	if _, err := c.Debit(t.Context(), req("CHG-L", "001234567890", 100)); err == nil {
+		t.Fatal("a debit went through during the outage")
+	}
+}

@@ -23,6 +23,10 @@ var ErrKeyReuse = errors.New("corebank: idempotency key reused with a different 
 // ErrUnavailable is the simulator's injected transient failure (HTTP 503).
 var ErrUnavailable = errors.New("corebank: service unavailable")
 
+// ErrPending: the bank accepted the debit and will post it later (HTTP 202
+// {"status":"PENDING"}); the status enquiry says IN_PROGRESS until then.
+var ErrPending = errors.New("corebank: accepted, not yet posted")
+
 // ErrInProgress: a request with the same key is still being processed
 // (HTTP 409 REQUEST_IN_PROGRESS, as in the IETF Idempotency-Key draft).
 var ErrInProgress = errors.New("corebank: a request with this idempotency key is still being processed")
@@ -93,6 +97,14 @@ type Faults struct {
 	// gateway token; 503: an end-of-day window), posting nothing.
 	OutageStatus int
 	OutageUntil  time.Time
+	// OutageHealthy keeps the health check answering 200 through the outage
+	// window: a gateway that is up while the bank behind it is not.
+	OutageHealthy bool
+	// PendingRate is the chance (0-1) that a debit is accepted and answered
+	// 202 PENDING, and posts PendingLatency later (replays meanwhile answer
+	// PENDING again; the status enquiry says IN_PROGRESS).
+	PendingRate    float64
+	PendingLatency time.Duration
 }
 
 // outage returns the injected outage answer now, or nil. Caller holds mu.
@@ -131,9 +143,10 @@ type Ledger struct {
 }
 
 type posting struct {
-	req   charge.DebitRequest
-	entry Entry
-	err   error // a recorded decline replays too
+	req     charge.DebitRequest
+	entry   Entry
+	err     error // a recorded decline replays too
+	pending bool  // accepted, posts later
 }
 
 var _ charge.Debiter = (*Ledger)(nil)
@@ -184,6 +197,7 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 	slow := f.SlowRate > 0 && l.rng.Float64() < f.SlowRate
 	badGateway := f.BadGatewayAfterPostRate > 0 && l.rng.Float64() < f.BadGatewayAfterPostRate
 	reset := f.ResetAfterPostRate > 0 && l.rng.Float64() < f.ResetAfterPostRate
+	pending := f.PendingRate > 0 && l.rng.Float64() < f.PendingRate
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
@@ -225,6 +239,9 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 		if p.err != nil {
 			return charge.DebitReceipt{}, true, p.err
 		}
+		if p.pending {
+			return charge.DebitReceipt{}, true, ErrPending
+		}
 		// A replay of a debit already confirmed to someone: a double debit
 		// had the key not been honoured. (A replay after a lost response is
 		// the retry the key exists for, and is not counted.)
@@ -241,14 +258,20 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 		l.byKey[req.IdempotencyKey] = &posting{req: req, err: err}
 		return charge.DebitReceipt{}, false, err
 	}
-	l.seq++
-	e := Entry{
-		Seq: l.seq, IdempotencyKey: req.IdempotencyKey, AccountID: req.AccountID,
-		AmountMinor: req.Amount.Minor, Currency: string(req.Amount.Currency),
-		ChargeType: string(req.ChargeType), Narrative: req.Narrative,
-		Reference: fmt.Sprintf("CBS%010d", l.seq), PostedAt: l.now().UTC(),
+	if pending {
+		p := &posting{req: req, pending: true}
+		l.byKey[req.IdempotencyKey] = p
+		go func() {
+			time.Sleep(f.PendingLatency)
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.byKey[req.IdempotencyKey] == p { // not reset meanwhile
+				p.entry, p.pending = l.post(req), false
+			}
+		}()
+		return charge.DebitReceipt{}, false, ErrPending
 	}
-	l.entries = append(l.entries, e)
+	e := l.post(req)
 	l.byKey[req.IdempotencyKey] = &posting{req: req, entry: e}
 	switch {
 	case failPost:
@@ -260,6 +283,19 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 	}
 	l.confirmed[req.IdempotencyKey] = true
 	return charge.DebitReceipt{Reference: e.Reference}, false, nil
+}
+
+// post adds a posting to the ledger. Caller holds mu.
+func (l *Ledger) post(req charge.DebitRequest) Entry {
+	l.seq++
+	e := Entry{
+		Seq: l.seq, IdempotencyKey: req.IdempotencyKey, AccountID: req.AccountID,
+		AmountMinor: req.Amount.Minor, Currency: string(req.Amount.Currency),
+		ChargeType: string(req.ChargeType), Narrative: req.Narrative,
+		Reference: fmt.Sprintf("CBS%010d", l.seq), PostedAt: l.now().UTC(),
+	}
+	l.entries = append(l.entries, e)
+	return e
 }
 
 // Status answers a status enquiry for key: what the bank knows of it. An
@@ -275,6 +311,9 @@ func (l *Ledger) Status(key string) (charge.Enquiry, error) {
 		if errors.As(p.err, &d) {
 			return charge.Enquiry{State: charge.DebitDeclined, Decline: d}, nil
 		}
+		if p.pending {
+			return charge.Enquiry{State: charge.DebitInProgress}, nil
+		}
 		if p.err == nil {
 			l.confirmed[key] = true
 			return charge.Enquiry{State: charge.DebitPosted, Reference: p.entry.Reference}, nil
@@ -286,10 +325,14 @@ func (l *Ledger) Status(key string) (charge.Enquiry, error) {
 	return charge.Enquiry{State: charge.DebitNotFound}, nil
 }
 
-// Health is the answer of the health check: the outage's, or nil.
+// Health is the answer of the health check: the outage's, or nil (also
+// during an outage with OutageHealthy: the health check lies).
 func (l *Ledger) Health() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.faults.OutageHealthy {
+		return nil
+	}
 	return l.outage()
 }
 

@@ -19,7 +19,8 @@ import (
 //	                       Idempotent-Replayed: true); 422 DECLINED for a
 //	                       decline; 422 IDEMPOTENCY_KEY_REUSED for a key
 //	                       reused with another body; 409 REQUEST_IN_PROGRESS
-//	                       while an earlier request with the key runs; 503,
+//	                       while an earlier request with the key runs; 202
+//	                       {"status":"PENDING"} when accepted to post later; 503,
 //	                       502, 401, resets: injected faults
 //	GET  /v1/debits/{key}  status enquiry → 200 {"status":"POSTED","reference"},
 //	                       200 {"status":"IN_PROGRESS"}, 200 {"status":"DECLINED",
@@ -108,6 +109,11 @@ type FaultsBody struct {
 	// enquiry and health check answers it.
 	OutageStatus int   `json:"outageStatus,omitempty"`
 	OutageMS     int64 `json:"outageMs,omitempty"`
+	// OutageHealthy: /healthz answers 200 through the outage (it lies).
+	OutageHealthy bool `json:"outageHealthy,omitempty"`
+	// PendingRate of debits answer 202 PENDING and post PendingMS later.
+	PendingRate float64 `json:"pendingRate,omitempty"`
+	PendingMS   int64   `json:"pendingMs,omitempty"`
 }
 
 // Handler serves the simulator's API over l.
@@ -177,6 +183,9 @@ func (f FaultsBody) Faults(now time.Time) Faults {
 		SlowLatency:             durationMS(f.SlowMS),
 		BadGatewayAfterPostRate: f.BadGatewayAfterPostRate,
 		ResetAfterPostRate:      f.ResetAfterPostRate,
+		OutageHealthy:           f.OutageHealthy,
+		PendingRate:             f.PendingRate,
+		PendingLatency:          durationMS(f.PendingMS),
 	}
 	if f.OutageStatus != 0 && f.OutageMS > 0 {
 		out.OutageStatus, out.OutageUntil = f.OutageStatus, now.Add(durationMS(f.OutageMS))
@@ -211,6 +220,8 @@ func debit(l *Ledger, w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &fault):
 		writeFault(w, fault)
+	case errors.Is(err, ErrPending):
+		writeJSON(w, http.StatusAccepted, DebitResponse{IdempotencyKey: key, Status: "PENDING"})
 	case errors.Is(err, ErrInProgress):
 		writeJSON(w, http.StatusConflict, ErrorResponse{Error: "REQUEST_IN_PROGRESS", Message: err.Error()})
 	case err == nil:

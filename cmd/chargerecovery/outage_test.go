@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -13,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,18 +61,32 @@ func holdWriteLock(spec string) int {
 // storeOutageScenario: a consumer drains the queue while the store is
 // down for 30 s (outage starts it, and returns when it is over). The
 // consumer must keep running, post no debit without a claim, finish every
-// charge exactly once afterwards, and dead-letter nothing.
-func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
+// charge exactly once afterwards, and dead-letter nothing; no message's
+// receive count may grow by more than one during the outage.
+//
+// A 30-minute outage at production settings, compressed: the queue's
+// redrive limit is 4 and a retried message returns after 1, 2, 4 s, so
+// without the store gate a message would be dead-lettered ~7 s into the
+// outage; the 30 s outage is four times that budget, as 30 minutes is
+// about four times the default budget (10 receives, ~8 minutes).
+// childEnv holds what only the consumer process sees (a proxy's address).
+func storeOutageScenario(t *testing.T, env, childEnv map[string]string, outage func()) {
 	const n = 300
 	ledger := corebank.NewLedger(corebank.Faults{Latency: 40 * time.Millisecond})
 	bank := httptest.NewServer(corebank.Handler(ledger))
 	t.Cleanup(bank.Close)
 	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s",
-		"IC_VISIBILITY": "6s", "IC_LEASE": "6s", "IC_CONCURRENCY": "4", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn"} {
-		env[k] = v
+		"IC_VISIBILITY": "6s", "IC_LEASE": "6s", "IC_CONCURRENCY": "4", "IC_HTTP_ADDR": "127.0.0.1:0",
+		"IC_LOG_LEVEL": "info", "IC_LOG_FORMAT": "json", "IC_MAX_RECEIVE": "4",
+		"IC_CIRCUIT_PROBE": "500ms", "IC_CIRCUIT_PROBE_MAX": "4s", "IC_STORE_CIRCUIT_FAILURES": "3"} {
+		if _, set := env[k]; !set {
+			env[k] = v
+		}
 	}
+	bc := backendFor(env)
+	bc.MaxReceive = 4
 	ctx := t.Context()
-	b, err := backend.Open(ctx, *backendFor(env), 6*time.Second, false)
+	b, err := backend.Open(ctx, *bc, 6*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +109,15 @@ func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(t.TempDir(), "serve.log")
-	proc := childLogged(t, env, logPath, "serve")
+	cenv := maps.Clone(env)
+	maps.Copy(cenv, childEnv)
+	proc := childLogged(t, cenv, logPath, "serve")
 	for len(ledger.Entries()) < 20 { // the drain is under way
 		time.Sleep(20 * time.Millisecond)
 	}
+	start := time.Now()
 	outage()
+	end := time.Now()
 	during := len(ledger.Entries())
 	if proc.ProcessState != nil {
 		t.Fatal("the consumer exited during the store outage")
@@ -129,6 +150,7 @@ func storeOutageScenario(t *testing.T, env map[string]string, outage func()) {
 	if r.code != 0 || !strings.Contains(r.stdout, `"seen":0`) {
 		t.Errorf("the DLQ is not empty after a store outage: %s %s", r.stdout, r.stderr)
 	}
+	checkReceiveGrowth(t, readDecisions(t, logPath), "store outage", start, end)
 	t.Logf("%d of %d posted when the outage ended", during, n)
 }
 
@@ -136,7 +158,7 @@ func TestStoreOutageOnTheEmbeddedBackend(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "outage.db")
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": db}
-	storeOutageScenario(t, env, func() {
+	storeOutageScenario(t, env, nil, func() {
 		exe, err := os.Executable()
 		if err != nil {
 			t.Fatal(err)
@@ -189,9 +211,9 @@ func TestStoreOutageOnTheAWSEmulator(t *testing.T) {
 	fp := &faultProxy{proxy: httputil.NewSingleHostReverseProxy(target)}
 	proxy := httptest.NewServer(fp)
 	t.Cleanup(proxy.Close)
-	env := awsSetup(t, "so", "--visibility", "6s")
-	env["AWS_ENDPOINT_URL_DYNAMODB"] = proxy.URL // the child's DynamoDB calls go through the proxy
-	storeOutageScenario(t, env, func() {
+	env := awsSetup(t, "so", "--visibility", "6s", "--max-receive", "4")
+	// the child's DynamoDB calls go through the proxy
+	storeOutageScenario(t, env, map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": proxy.URL}, func() {
 		fp.down.Store(true)
 		time.Sleep(30 * time.Second)
 		fp.down.Store(false)
@@ -199,4 +221,105 @@ func TestStoreOutageOnTheAWSEmulator(t *testing.T) {
 			t.Fatal("no DynamoDB request reached the proxy during the outage")
 		}
 	})
+}
+
+// The Redis store behind a proxy that drops every connection and refuses
+// new ones for 30 s, while the embedded queue keeps delivering.
+func TestStoreOutageOfTheRedisStore(t *testing.T) {
+	t.Parallel()
+	env := redisEnv(t, filepath.Join(t.TempDir(), "outage.db"))
+	u, err := url.Parse(env["IC_REDIS_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newTCPProxy(t, u.Host)
+	u.Host = p.addr()
+	storeOutageScenario(t, env, map[string]string{"IC_REDIS_URL": u.String()}, func() { p.cut(30 * time.Second) })
+}
+
+// PostgreSQL behind the same proxy: the queue and the records go down
+// together.
+func TestStoreOutageOnPostgreSQL(t *testing.T) {
+	t.Parallel()
+	env := pgEnv(t)
+	u, err := url.Parse(env["IC_POSTGRES_URL"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newTCPProxy(t, u.Host)
+	u.Host = p.addr()
+	storeOutageScenario(t, env, map[string]string{"IC_POSTGRES_URL": u.String()}, func() { p.cut(30 * time.Second) })
+}
+
+// tcpProxy forwards connections to a server; cut drops every connection
+// and refuses new ones for a while.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	down   bool
+}
+
+func newTCPProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tcpProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); p.dropAll() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				c.Close()
+				continue
+			}
+			go p.pipe(c)
+		}
+	}()
+	return p
+}
+
+func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *tcpProxy) pipe(c net.Conn) {
+	s, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns = append(p.conns, c, s)
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(s, c); s.Close() }()
+	_, _ = io.Copy(c, s)
+	c.Close()
+}
+
+func (p *tcpProxy) dropAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *tcpProxy) cut(d time.Duration) {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.dropAll()
+	time.Sleep(d)
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
 }

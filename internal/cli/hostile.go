@@ -17,6 +17,9 @@ type HostileFlags struct {
 	badGatewayRate float64
 	resetRate      float64
 	outage         string
+	outageHealthy  bool
+	pendingRate    float64
+	pendingLatency time.Duration
 }
 
 // Bind registers the flags; envPrefix names their variables ("" for none).
@@ -33,19 +36,24 @@ func (h *HostileFlags) Bind(f *FlagSet, envPrefix string) {
 	f.Float(&h.badGatewayRate, "bad-gateway-rate", env("BAD_GATEWAY_RATE"), 0, "chance (0-1) of posting and then answering 502")
 	f.Float(&h.resetRate, "reset-rate", env("RESET_RATE"), 0, "chance (0-1) of posting and then dropping the connection")
 	f.String(&h.outage, "outage", env("OUTAGE"), "", "an outage window from start: STATUS:DURATION, e.g. 503:60s or 401:10s (every call and /healthz answer STATUS)")
+	f.Bool(&h.outageHealthy, "outage-healthy", env("OUTAGE_HEALTHY"), false, "/healthz keeps answering 200 through the --outage window (a health check that lies)")
+	f.Float(&h.pendingRate, "pending-rate", env("PENDING_RATE"), 0, "chance (0-1) that a debit is answered 202 PENDING and posts --pending-latency later")
+	f.Duration(&h.pendingLatency, "pending-latency", env("PENDING_LATENCY"), 2*time.Second, "how long a PENDING debit takes to post")
 }
 
 // Apply checks the flags and sets them on faults.
 func (h *HostileFlags) Apply(p *Problems, faults *corebank.FaultsBody) {
-	for _, r := range []float64{h.slowRate, h.badGatewayRate, h.resetRate} {
+	for _, r := range []float64{h.slowRate, h.badGatewayRate, h.resetRate, h.pendingRate} {
 		if r < 0 || r > 1 {
 			p.Add("fault rates must be within 0-1")
 			break
 		}
 	}
-	if h.slowLatency < 0 {
-		p.Add("--slow-latency must not be negative")
+	if h.slowLatency < 0 || h.pendingLatency < 0 {
+		p.Add("--slow-latency and --pending-latency must not be negative")
 	}
+	faults.OutageHealthy = h.outageHealthy
+	faults.PendingRate, faults.PendingMS = h.pendingRate, h.pendingLatency.Milliseconds()
 	faults.InProgress409 = h.inProgress409
 	faults.SlowRate, faults.SlowMS = h.slowRate, h.slowLatency.Milliseconds()
 	faults.BadGatewayAfterPostRate, faults.ResetAfterPostRate = h.badGatewayRate, h.resetRate
