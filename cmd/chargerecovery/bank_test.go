@@ -186,7 +186,7 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 	send(waves[1]) // a backlog arrives while the gateway refuses us
 	time.Sleep(w401 + 3*time.Second)
 	s503, e503 := outage(503, w503, true) // the gateway's /healthz says OK throughout
-	send(waves[2]) // and more during the end-of-day window
+	send(waves[2])                        // and more during the end-of-day window
 	time.Sleep(w503)
 
 	// After the windows: everything finishes.
