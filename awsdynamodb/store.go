@@ -307,11 +307,17 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 		err = s.update(ctx, f)
 	}
 	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) && len(ccf.Item) > 0 {
+	if errors.As(err, &ccf) {
 		// The SDK retried a finish whose first attempt landed (a 500 or a
 		// dropped connection after the write): the item is already in the
-		// target state under our token. Success, nothing to change.
-		if old, derr := decode(ccf.Item); derr == nil && old.State == f.State && old.Token == f.Token {
+		// target state under our token. Success, nothing to change. The
+		// item comes back with the failure; a backend that does not return
+		// it costs a strongly consistent read, as a claim does.
+		old, found, rerr := s.existing(ctx, "finish", f.Key, f.Now, err)
+		switch {
+		case rerr != nil && !errors.Is(rerr, idempotency.ErrNotFound):
+			return rerr
+		case found && old.State == f.State && old.Token == f.Token:
 			return nil
 		}
 	}

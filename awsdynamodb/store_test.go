@@ -1,7 +1,10 @@
 package awsdynamodb_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -162,4 +165,62 @@ func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
 			}
 		})
 	}
+}
+
+// itemless stands for a DynamoDB implementation that ignores
+// ReturnValuesOnConditionCheckFailure: it strips the item from every
+// ConditionalCheckFailedException, so the store must read it instead.
+type itemless struct {
+	base     http.RoundTripper
+	mu       sync.Mutex
+	stripped int
+}
+
+func (it *itemless) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := it.base.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusBadRequest {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if json.Unmarshal(body, &m) == nil && strings.HasSuffix(fmt.Sprint(m["__type"]), "ConditionalCheckFailedException") {
+		if _, ok := m["Item"]; ok {
+			delete(m, "Item")
+			body, _ = json.Marshal(m)
+			it.mu.Lock()
+			it.stripped++
+			it.mu.Unlock()
+		}
+	}
+	resp.Header.Del("X-Amz-Crc32") // the body changed
+	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	return resp, nil
+}
+
+// The conformance suite on a DynamoDB that returns no item on a failed
+// condition: a claim's duplicate and a retried finish fall back to a
+// strongly consistent read.
+func TestConformanceWithoutTheItemOnAFailedCondition(t *testing.T) {
+	cfg := awstest.Config(t)
+	it := &itemless{base: http.DefaultTransport.(*http.Transport).Clone()}
+	cfg.HTTPClient = &http.Client{Transport: it}
+	client := dynamodb.NewFromConfig(cfg)
+	table := awstest.Name("itemless")
+	if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
+	s, err := awsdynamodb.New(client, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+	if it.stripped == 0 {
+		t.Fatal("no item was stripped: the run did not exercise the fallback")
+	}
+	t.Logf("items stripped from failed conditions: %d", it.stripped)
 }
