@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -55,6 +56,8 @@ const (
 	attrReopenWhy   = "reopenReason"
 	attrPrevStatus  = "prevStatus"
 	attrPrevDetail  = "prevDetail"
+	attrGeneration  = "generation"
+	attrHistory     = "history"
 	// AttrTTL is the table's TTL attribute (Unix seconds).
 	AttrTTL = "ttl"
 )
@@ -66,6 +69,7 @@ var names = map[string]string{
 	"#updated": attrUpdatedAt, "#expires": attrExpiresAt, "#status": attrStatus,
 	"#detail": attrDetail, "#ttl": AttrTTL, "#reopens": attrReopens, "#reopenedAt": attrReopenedAt,
 	"#reopenWhy": attrReopenWhy, "#prevStatus": attrPrevStatus, "#prevDetail": attrPrevDetail,
+	"#gen": attrGeneration, "#history": attrHistory,
 }
 
 func pick(keys ...string) map[string]string {
@@ -253,6 +257,14 @@ func encode(r idempotency.Record) map[string]types.AttributeValue {
 		item[attrReopens], item[attrReopenedAt] = num(int64(r.Reopens)), ms(r.ReopenedAt)
 		item[attrReopenWhy], item[attrPrevStatus], item[attrPrevDetail] = str(r.ReopenReason), str(r.PrevStatus), str(r.PrevDetail)
 	}
+	// Absent means generation 1 and no history: a first-generation item
+	// costs no byte more.
+	if r.Generation > 1 {
+		item[attrGeneration] = num(int64(r.Generation))
+	}
+	if len(r.History) > 0 {
+		item[attrHistory] = str(idempotency.JoinHistory(r.History))
+	}
 	return item
 }
 
@@ -375,18 +387,41 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	if r.Key == "" || r.Token == "" {
 		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
 	}
+	cond, update := `#state = :failed AND #expires > :now`, reopenUpdate
+	names := pick("#state", "#token", "#lease", "#updated", "#expires", "#ttl", "#status", "#detail",
+		"#prevStatus", "#prevDetail", "#reopens", "#reopenedAt", "#reopenWhy")
+	values := map[string]types.AttributeValue{
+		":failed": str(string(idempotency.StateFailed)), ":ip": str(string(idempotency.StateInProgress)),
+		":token": str(r.Token), ":now": ms(r.Now), ":lease": ms(r.LeaseUntil), ":exp": ms(r.ExpiresAt), ":ttl": num(ttlSeconds(r.ExpiresAt)),
+		":empty": str(""), ":zero": num(0), ":one": num(1), ":reason": str(r.Reason),
+	}
+	if r.PrevToken != "" {
+		cond += ` AND #token = :prev`
+		values[":prev"] = str(r.PrevToken)
+	}
+	if r.Generation > 0 {
+		// SET … REMOVE: the generation and history go in the SET clause,
+		// before REMOVE.
+		set, remove, _ := strings.Cut(update, " REMOVE ")
+		set += `, #gen = :gen`
+		names["#gen"] = attrGeneration
+		values[":gen"] = num(int64(r.Generation))
+		names["#history"] = attrHistory
+		if len(r.History) > 0 {
+			set += `, #history = :history`
+			values[":history"] = str(idempotency.JoinHistory(r.History))
+		} else {
+			remove += `, #history`
+		}
+		update = set + " REMOVE " + remove
+	}
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 s.key(r.Key),
-		ConditionExpression: aws.String(`#state = :failed AND #expires > :now`),
-		UpdateExpression:    aws.String(reopenUpdate),
-		ExpressionAttributeNames: pick("#state", "#token", "#lease", "#updated", "#expires", "#ttl", "#status", "#detail",
-			"#prevStatus", "#prevDetail", "#reopens", "#reopenedAt", "#reopenWhy"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":failed": str(string(idempotency.StateFailed)), ":ip": str(string(idempotency.StateInProgress)),
-			":token": str(r.Token), ":now": ms(r.Now), ":lease": ms(r.LeaseUntil), ":exp": ms(r.ExpiresAt), ":ttl": num(ttlSeconds(r.ExpiresAt)),
-			":empty": str(""), ":zero": num(0), ":one": num(1), ":reason": str(r.Reason),
-		},
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(r.Key),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(update),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -445,6 +480,8 @@ func decode(item map[string]types.AttributeValue) (idempotency.Record, error) {
 		ReopenReason: d.s(attrReopenWhy),
 		PrevStatus:   d.s(attrPrevStatus),
 		PrevDetail:   d.s(attrPrevDetail),
+		Generation:   max(int(d.n(attrGeneration)), 1),
+		History:      idempotency.SplitHistory(d.s(attrHistory)),
 	}
 	if _, ok := item[attrReopenedAt]; ok {
 		rec.ReopenedAt = d.t(attrReopenedAt)

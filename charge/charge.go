@@ -12,9 +12,12 @@ package charge
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
 // Type is the kind of fee.
@@ -60,8 +63,14 @@ func (c Charge) Fingerprint() string {
 // DebitRequest is the request that debits c; every attempt sends the same
 // one, keyed by the charge id.
 func (c Charge) DebitRequest() DebitRequest {
+	return c.DebitRequestFor(1)
+}
+
+// DebitRequestFor is the debit request of the charge's key generation gen
+// (see BankKey).
+func (c Charge) DebitRequestFor(gen int) DebitRequest {
 	return DebitRequest{
-		IdempotencyKey: c.ID,
+		IdempotencyKey: BankKey(c.ID, gen),
 		AccountID:      c.AccountID,
 		Amount:         c.Amount,
 		ChargeType:     c.Type,
@@ -156,4 +165,36 @@ func Clip(text string, n int) string {
 		cut--
 	}
 	return text[:cut] + "…"
+}
+
+// GenerationSeparator joins a charge id and its key generation. Charge ids
+// cannot contain it (see ParseEvent), so no generation's key can equal
+// another charge's id.
+const GenerationSeparator = "~"
+
+// BankKey is the core-banking idempotency key of generation gen of the
+// charge: the charge id itself for the first, "<id>~<gen>" for the ones
+// an operator opened after an explicit decline (whose answer is final at
+// the bank under the old key).
+func BankKey(chargeID string, gen int) string {
+	if gen <= 1 {
+		return chargeID
+	}
+	return chargeID + GenerationSeparator + strconv.Itoa(gen)
+}
+
+// DeclinedDetail reports whether a FAILED record's detail is an explicit
+// decline by the bank (what the Service records for a *DeclineError), the
+// only failure that may be retried under a new key generation.
+func DeclinedDetail(detail string) bool { return strings.HasPrefix(detail, declinedPrefix) }
+
+// EligibleForNewGeneration is the rule for idempotency.ReopenOptions: only
+// a FAILED record whose failure was an explicit decline gets a new bank
+// key; an ambiguous outcome never does (it is never FAILED in the first
+// place, and a FAILED record of any other cause keeps its key).
+func EligibleForNewGeneration(r idempotency.Record) error {
+	if r.State != idempotency.StateFailed || !DeclinedDetail(r.Detail) {
+		return fmt.Errorf("%s failed with %q, not an explicit decline by the bank: a new key is only for a decline, whose answer is final under the old one", r.Key, Clip(r.Detail, 120))
+	}
+	return nil
 }

@@ -24,11 +24,15 @@ type DeclineError struct {
 	Message string
 }
 
+// declinedPrefix starts the text of every decline (and so the detail of a
+// record FAILED by one).
+const declinedPrefix = "debit declined: "
+
 func (e *DeclineError) Error() string {
 	if e.Message == "" {
-		return "debit declined: " + e.Code
+		return declinedPrefix + e.Code
 	}
-	return fmt.Sprintf("debit declined: %s: %s", e.Code, e.Message)
+	return fmt.Sprintf("%s%s: %s", declinedPrefix, e.Code, e.Message)
 }
 
 // Is makes errors.Is(err, ErrPermanent) hold for a decline.

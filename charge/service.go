@@ -146,7 +146,13 @@ func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 		beat = hb
 	}
 	res, err := s.opts.Guard.Do(ctx, c.ID, c.Fingerprint(), func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
-		receipt, err := s.debit(ctx, c, run.Reclaimed)
+		receipt, err := s.debit(ctx, c, run)
+		var decline *DeclineError
+		if errors.As(err, &decline) {
+			// Recorded as the decline itself ("debit declined: CODE…"): the
+			// mark of a FAILED record that may get a new key generation.
+			return idempotency.Done{}, decline
+		}
 		if err != nil {
 			return idempotency.Done{}, err
 		}
@@ -197,12 +203,13 @@ func (s *Service) result(c Charge, res idempotency.DoResult, err error) Result {
 	}
 }
 
-// debit posts the charge. On a reclaim, with an Enquirer, it first asks the
-// bank what became of the earlier attempt and posts only if the bank never
-// saw the key.
-func (s *Service) debit(ctx context.Context, c Charge, reclaimed bool) (DebitReceipt, error) {
-	if reclaimed && s.opts.Enquirer != nil {
-		e, err := s.opts.Enquirer.Enquire(ctx, c.ID)
+// debit posts the charge under its generation's bank key. On a reclaim,
+// with an Enquirer, it first asks the bank what became of the earlier
+// attempt with that key and posts only if the bank never saw it.
+func (s *Service) debit(ctx context.Context, c Charge, run idempotency.Run) (DebitReceipt, error) {
+	req := c.DebitRequestFor(run.Generation)
+	if run.Reclaimed && s.opts.Enquirer != nil {
+		e, err := s.opts.Enquirer.Enquire(ctx, req.IdempotencyKey)
 		if err != nil {
 			return DebitReceipt{}, fmt.Errorf("status enquiry: %w", err)
 		}
@@ -222,7 +229,7 @@ func (s *Service) debit(ctx context.Context, c Charge, reclaimed bool) (DebitRec
 			return DebitReceipt{}, &BankError{Kind: BankUnavailable, Err: fmt.Errorf("status enquiry: unknown state %v", e.State)}
 		}
 	}
-	return s.opts.Debiter.Debit(ctx, c.DebitRequest())
+	return s.opts.Debiter.Debit(ctx, req)
 }
 
 // notify sends the pre-debit notification, waiting at most NotifyTimeout

@@ -54,6 +54,10 @@ type Run struct {
 	// Reclaimed: an earlier attempt held the key and did not finish; its
 	// effect may have happened (ask before doing it again, where you can).
 	Reclaimed bool
+	// Generation is the record's key generation (1 unless an operator
+	// reopened it into a new one): derive a downstream idempotency key
+	// from it, so that a new generation is a new request downstream.
+	Generation int
 }
 
 // Done is the work's result, stored with DONE and handed to duplicates.
@@ -184,7 +188,7 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 		defer unregister()
 	}
 	attempt := held.get().Attempt
-	done, err := fn(ctx, Run{Lease: held.get(), Reclaimed: claim.Outcome == Reclaimed})
+	done, err := fn(ctx, Run{Lease: held.get(), Reclaimed: claim.Outcome == Reclaimed, Generation: max(rec.Generation, 1)})
 	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
 		return DoResult{Attempt: attempt}, fmt.Errorf("%w: taken over while the work ran; the new owner finishes", ErrLeaseLost)
 	}

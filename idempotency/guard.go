@@ -1,12 +1,15 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -252,10 +255,15 @@ func (g *Guard) Extend(ctx context.Context, l Lease) (Lease, error) {
 
 // Reopen turns the FAILED record of key back into one the next delivery
 // claims at once (see Store.Reopen), for an operator who fixed the cause of
-// the failure. reason is kept in the record. It returns the reopened record;
-// ErrNotFailed (with the record) when it is not FAILED, ErrNotFound when
-// there is none.
-func (g *Guard) Reopen(ctx context.Context, key, reason string) (Record, error) {
+// the failure. reason is kept in the record, and a history line says which
+// generation ended how, when, by whom and why. With opts.NewGeneration the
+// record moves to the next key generation (only where opts.Eligible
+// allows). It reads the record and writes conditionally on that very
+// record (its token): a record failed again meanwhile is not reopened on
+// the strength of the old read. It returns the reopened record;
+// ErrNotFailed (with the record) when it is not FAILED, ErrNotEligible when
+// the rule refuses a new generation, ErrNotFound when there is none.
+func (g *Guard) Reopen(ctx context.Context, key, reason string, opts ReopenOptions) (Record, error) {
 	if key == "" || reason == "" {
 		return Record{}, fmt.Errorf("%w: reopen needs a key and a reason", ErrInvalid)
 	}
@@ -264,8 +272,51 @@ func (g *Guard) Reopen(ctx context.Context, key, reason string) (Record, error) 
 		return Record{}, fmt.Errorf("idempotency: new token: %w", err)
 	}
 	now := g.Now()
+	// Read the record decided on; the write is conditional on its token.
+	cur, err := g.store.Get(ctx, key, now)
+	if err != nil {
+		return Record{}, err
+	}
+	if cur.State != StateFailed {
+		return cur, ErrNotFailed
+	}
+	gen := max(cur.Generation, 1)
+	next := gen
+	if opts.NewGeneration {
+		if opts.Eligible != nil {
+			if err := opts.Eligible(cur); err != nil {
+				return cur, fmt.Errorf("%w: %w", ErrNotEligible, err)
+			}
+		}
+		next = gen + 1
+	}
+	entry := fmt.Sprintf("generation %d: %s %s (attempt %d); reopened %s by %s: %s", gen, cur.Status, cur.Detail, cur.Attempt,
+		now.UTC().Format(time.RFC3339), cmp.Or(opts.Operator, "unknown"), reason)
+	if next != gen {
+		entry += fmt.Sprintf("; new generation %d", next)
+	}
+	history := append(slices.Clip(cur.History), oneLine(entry))
 	return g.store.Reopen(ctx, Reopen{Key: key, Token: token, Reason: reason, Now: now,
-		LeaseUntil: now.Add(-g.opts.SkewMargin), ExpiresAt: now.Add(g.opts.Retention)})
+		LeaseUntil: now.Add(-g.opts.SkewMargin), ExpiresAt: now.Add(g.opts.Retention),
+		PrevToken: cur.Token, Generation: next, History: history})
+}
+
+// ReopenOptions configure Guard.Reopen.
+type ReopenOptions struct {
+	// NewGeneration reopens into the next key generation (Run.Generation):
+	// for a failure that was a final answer downstream under the old key.
+	NewGeneration bool
+	// Eligible, when set, decides whether the record may get a new
+	// generation (nil error: yes). Guard.Reopen returns its error wrapped
+	// with ErrNotEligible.
+	Eligible func(Record) error
+	// Operator names who reopened, for the history.
+	Operator string
+}
+
+// oneLine folds line breaks, so that one history entry is one line.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
 }
 
 // Get returns the record for key (ErrNotFound when absent or past retention).

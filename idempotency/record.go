@@ -3,6 +3,7 @@ package idempotency
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -59,6 +60,18 @@ type Record struct {
 	ReopenReason string
 	PrevStatus   string
 	PrevDetail   string
+	// Generation counts the key generations of the work's side effect: 1
+	// for the first, one more for every reopening into a new generation
+	// (ReopenOptions.NewGeneration), for work whose downstream system
+	// has given a final answer under the old one (a bank's decline under an
+	// idempotency key is final for that key). Claims and finishes keep it;
+	// a record taken over past its retention starts at 1. A store reads a
+	// record written before generations existed as 1.
+	Generation int
+	// History holds one line per reopening, oldest first: the generation,
+	// the outcome it ended with, when, why (see Guard.Reopen). With the
+	// current Status and Detail it is every generation's outcome.
+	History []string
 }
 
 // LeaseLive reports whether r is IN_PROGRESS with a lease that has not passed
@@ -87,8 +100,12 @@ var (
 	// (empty key, bad state, zero lease).
 	ErrInvalid = errors.New("idempotency: invalid argument")
 	// ErrNotFailed: Reopen found the record in a state other than FAILED
-	// (DONE or IN_PROGRESS are never reopened) and changed nothing.
+	// (DONE or IN_PROGRESS are never reopened), or — with a PrevToken — a
+	// FAILED record of a later claim than the one read, and changed nothing.
 	ErrNotFailed = errors.New("idempotency: record is not FAILED")
+	// ErrNotEligible: a reopening into a new generation was refused by the
+	// caller's rule (for charges: the failure was not an explicit decline).
+	ErrNotEligible = errors.New("idempotency: not eligible for a new generation")
 )
 
 // Unavailable wraps err so that errors.Is(err, ErrUnavailable) holds, keeping
@@ -111,4 +128,16 @@ func (e *unavailableError) Error() string {
 }
 func (e *unavailableError) Unwrap() []error {
 	return []error{ErrUnavailable, e.err}
+}
+
+// JoinHistory is a record's History as one text (one line per entry), for
+// stores that keep it in a text column; SplitHistory is its inverse.
+func JoinHistory(h []string) string { return strings.Join(h, "\n") }
+
+// SplitHistory reads what JoinHistory wrote ("" is no history).
+func SplitHistory(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
 }

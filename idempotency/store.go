@@ -42,10 +42,12 @@ type Store interface {
 	// at once: state IN_PROGRESS under r.Token (a token nobody holds) with
 	// LeaseUntil r.LeaseUntil (already passed), Status and Detail moved to PrevStatus and
 	// PrevDetail, Reopens + 1, ReopenedAt and ReopenReason set, ExpiresAt
-	// renewed; Attempt, Fingerprint and CreatedAt kept. It is one
-	// conditional write on state FAILED: it returns ErrNotFound for a
-	// missing record (or one past retention) and ErrNotFailed, with the
-	// record, for any other state. It returns the reopened record.
+	// renewed, Generation and History set from r when r.Generation > 0;
+	// Attempt, Fingerprint and CreatedAt kept. It is one conditional write
+	// on state FAILED (and, when r.PrevToken is set, on that token: the
+	// very record the caller read): it returns ErrNotFound for a missing
+	// record (or one past retention) and ErrNotFailed, with the record,
+	// for any other state or token. It returns the reopened record.
 	Reopen(ctx context.Context, r Reopen) (Record, error)
 }
 
@@ -57,6 +59,12 @@ type Reopen struct {
 	Now        time.Time
 	LeaseUntil time.Time // passed by the skew margin: reclaimable at once
 	ExpiresAt  time.Time
+	// PrevToken, when set, is the token of the FAILED record the caller
+	// read and decided on.
+	PrevToken string
+	// Generation and History, when Generation > 0, replace the record's.
+	Generation int
+	History    []string
 }
 
 // ClaimRequest is the record a claimant wants to write.

@@ -6,6 +6,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -53,12 +54,14 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		CreatedAt:   req.Now,
 		UpdatedAt:   req.Now,
 		ExpiresAt:   req.ExpiresAt,
+		Generation:  1,
 	}
 	if reclaim {
 		rec.Attempt = old.Attempt + 1
 		rec.CreatedAt = old.CreatedAt
 		rec.Reopens, rec.ReopenedAt, rec.ReopenReason = old.Reopens, old.ReopenedAt, old.ReopenReason
 		rec.PrevStatus, rec.PrevDetail = old.PrevStatus, old.PrevDetail
+		rec.Generation, rec.History = old.Generation, old.History
 	}
 	s.recs[req.Key] = rec
 	return idempotency.ClaimResult{Acquired: true, Reclaimed: reclaim, Record: rec}, nil
@@ -140,8 +143,11 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	if !ok || rec.Expired(r.Now) {
 		return idempotency.Record{}, idempotency.ErrNotFound
 	}
-	if rec.State != idempotency.StateFailed {
+	if rec.State != idempotency.StateFailed || (r.PrevToken != "" && rec.Token != r.PrevToken) {
 		return rec, idempotency.ErrNotFailed
+	}
+	if r.Generation > 0 {
+		rec.Generation, rec.History = r.Generation, slices.Clone(r.History)
 	}
 	rec.PrevStatus, rec.PrevDetail = rec.Status, rec.Detail
 	rec.State, rec.Token, rec.Status, rec.Detail = idempotency.StateInProgress, r.Token, "", ""

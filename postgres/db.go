@@ -127,6 +127,10 @@ var migrations = []string{
 	 );
 	 create index queue_messages_ready_idx on queue_messages (queue, visible_at, id);
 	 create index queue_messages_created_idx on queue_messages (queue, created_at);`,
+	// 2: bank-key generations of reopened records, and their history (one
+	// line per reopening).
+	`alter table idempotency_records add column generation integer not null default 1;
+	 alter table idempotency_records add column history text not null default '';`,
 }
 
 func (db *DB) migrate(ctx context.Context) error {

@@ -29,7 +29,7 @@ var (
 func NewStore(db *DB) *Store { return &Store{db: db} }
 
 const columns = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
-  reopens, reopened_at, reopen_reason, prev_status, prev_detail`
+  reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history`
 
 // claimSQL writes the claim if the key is absent, past retention, or
 // IN_PROGRESS past its lease with the same fingerprint — the ON CONFLICT
@@ -55,13 +55,15 @@ with prev as (
     reopened_at = case when r.expires_at <= $5 then null else r.reopened_at end,
     reopen_reason = case when r.expires_at <= $5 then '' else r.reopen_reason end,
     prev_status = case when r.expires_at <= $5 then '' else r.prev_status end,
-    prev_detail = case when r.expires_at <= $5 then '' else r.prev_detail end
+    prev_detail = case when r.expires_at <= $5 then '' else r.prev_detail end,
+    generation = case when r.expires_at <= $5 then 1 else r.generation end,
+    history = case when r.expires_at <= $5 then '' else r.history end
   where r.expires_at <= $5
      or (r.state = 'IN_PROGRESS' and r.lease_until <= $7 and r.fingerprint = $3)
-  returning r.attempt, r.created_at
+  returning r.attempt, r.created_at, r.generation, r.history
 )
-select i.attempt, i.created_at, p.key, p.state, p.token, p.fingerprint, p.attempt, p.lease_until, p.created_at, p.updated_at,
-  p.expires_at, p.status, p.detail, p.reopens, p.reopened_at, p.reopen_reason, p.prev_status, p.prev_detail
+select i.attempt, i.created_at, i.generation, i.history, p.key, p.state, p.token, p.fingerprint, p.attempt, p.lease_until, p.created_at, p.updated_at,
+  p.expires_at, p.status, p.detail, p.reopens, p.reopened_at, p.reopen_reason, p.prev_status, p.prev_detail, p.generation, p.history
 from (select 1) one left join ins i on true left join prev p on true`
 
 // Claim implements idempotency.Store.
@@ -70,12 +72,13 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
 	}
 	var (
-		attempt *int32
-		created *time.Time
-		prev    nullableRecord
+		attempt, generation *int32
+		created             *time.Time
+		history             *string
+		prev                nullableRecord
 	)
 	err := s.db.pool.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy).
-		Scan(append([]any{&attempt, &created}, prev.dest()...)...)
+		Scan(append([]any{&attempt, &created, &generation, &history}, prev.dest()...)...)
 	if err != nil {
 		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
 	}
@@ -83,7 +86,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		return idempotency.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: idempotency.Record{
 			Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 			Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
-			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: idempotency.SplitHistory(*history),
 		}}, nil
 	}
 	rec, ok := prev.record()
@@ -100,14 +103,14 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 
 // nullableRecord scans a left-joined record row.
 type nullableRecord struct {
-	key, state, token, fingerprint, status, detail, reopenReason, prevStatus, prevDetail *string
-	attempt, reopens                                                                     *int32
-	lease, created, updated, expires, reopened                                           *time.Time
+	key, state, token, fingerprint, status, detail, reopenReason, prevStatus, prevDetail, history *string
+	attempt, reopens, generation                                                                  *int32
+	lease, created, updated, expires, reopened                                                    *time.Time
 }
 
 func (n *nullableRecord) dest() []any {
 	return []any{&n.key, &n.state, &n.token, &n.fingerprint, &n.attempt, &n.lease, &n.created, &n.updated, &n.expires,
-		&n.status, &n.detail, &n.reopens, &n.reopened, &n.reopenReason, &n.prevStatus, &n.prevDetail}
+		&n.status, &n.detail, &n.reopens, &n.reopened, &n.reopenReason, &n.prevStatus, &n.prevDetail, &n.generation, &n.history}
 }
 
 func (n *nullableRecord) record() (idempotency.Record, bool) {
@@ -119,6 +122,7 @@ func (n *nullableRecord) record() (idempotency.Record, bool) {
 		Attempt: int(*n.attempt), LeaseUntil: n.lease.UTC(), CreatedAt: n.created.UTC(), UpdatedAt: n.updated.UTC(),
 		ExpiresAt: n.expires.UTC(), Status: *n.status, Detail: *n.detail, Reopens: int(*n.reopens),
 		ReopenReason: *n.reopenReason, PrevStatus: *n.prevStatus, PrevDetail: *n.prevDetail,
+		Generation: int(*n.generation), History: idempotency.SplitHistory(*n.history),
 	}
 	if n.reopened != nil {
 		r.ReopenedAt = n.reopened.UTC()
@@ -203,8 +207,10 @@ with u as (
   update idempotency_records set
     state = 'IN_PROGRESS', token = $2, lease_until = $6, updated_at = $3, expires_at = $4,
     prev_status = status, prev_detail = detail, status = '', detail = '',
-    reopens = reopens + 1, reopened_at = $3, reopen_reason = $5
-  where key = $1 and state = 'FAILED' and expires_at > $3
+    reopens = reopens + 1, reopened_at = $3, reopen_reason = $5,
+    generation = case when $8::integer > 0 then $8::integer else generation end,
+    history = case when $8::integer > 0 then $9::text else history end
+  where key = $1 and state = 'FAILED' and expires_at > $3 and ($7::text = '' or token = $7::text)
   returning ` + columns + `
 )
 select true, u.* from u
@@ -219,7 +225,8 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	}
 	var done bool
 	var n nullableRecord
-	err := s.db.pool.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now, r.ExpiresAt, r.Reason, r.LeaseUntil).
+	err := s.db.pool.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now, r.ExpiresAt, r.Reason, r.LeaseUntil,
+		r.PrevToken, int32(r.Generation), idempotency.JoinHistory(r.History)).
 		Scan(append([]any{&done}, n.dest()...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return idempotency.Record{}, idempotency.ErrNotFound

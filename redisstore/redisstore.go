@@ -53,13 +53,14 @@ func New(c redis.UniversalClient, o Options) (*Store, error) {
 // Times are Unix milliseconds in the hash; a TTL is set to ExpiresAt - Now.
 
 // claimScript: ARGV token, fingerprint, now, lease expired by, lease until,
-// expires at, ttl ms. Returns {1, attempt, created_at} when the claim is
-// written, else {0, field, value, ...} (the existing hash).
+// expires at, ttl ms. Returns {1, attempt, created_at, generation, history}
+// when the claim is written, else {0, field, value, ...} (the existing
+// hash). A reclaim keeps the audit fields, the generation and the history.
 var claimScript = redis.NewScript(`
 local k = KEYS[1]
 local now, expiredBy = tonumber(ARGV[3]), tonumber(ARGV[4])
 local old = redis.call('HGETALL', k)
-local attempt, created = 1, ARGV[3]
+local attempt, created, generation, history = 1, ARGV[3], 1, ''
 local keepAudit = false
 if #old > 0 then
   local h = {}
@@ -68,6 +69,7 @@ if #old > 0 then
   if not past then
     if h.state == 'IN_PROGRESS' and tonumber(h.lease_until) <= expiredBy and h.fingerprint == ARGV[2] then
       attempt, created, keepAudit = tonumber(h.attempt) + 1, h.created_at, true
+      generation, history = tonumber(h.generation or '1'), h.history or ''
     else
       return {0, old}
     end
@@ -77,9 +79,10 @@ if not keepAudit then
   redis.call('DEL', k)
 end
 redis.call('HSET', k, 'state', 'IN_PROGRESS', 'token', ARGV[1], 'fingerprint', ARGV[2], 'attempt', attempt,
-  'lease_until', ARGV[5], 'created_at', created, 'updated_at', ARGV[3], 'expires_at', ARGV[6], 'status', '', 'detail', '')
+  'lease_until', ARGV[5], 'created_at', created, 'updated_at', ARGV[3], 'expires_at', ARGV[6], 'status', '', 'detail', '',
+  'generation', generation, 'history', history)
 redis.call('PEXPIRE', k, ARGV[7])
-return {1, attempt, created}
+return {1, attempt, created, generation, history}
 `)
 
 // finishScript: ARGV token, state, status, detail, now, expires at, ttl.
@@ -108,9 +111,10 @@ end
 return 0
 `)
 
-// reopenScript: ARGV token, now, expires at, reason, lease until, ttl.
-// Returns {1, hash} reopened, {0, hash} not FAILED (or past retention),
-// {0} missing.
+// reopenScript: ARGV token, now, expires at, reason, lease until, ttl,
+// previous token ("" any), generation (0 keep), history. Returns {1, hash}
+// reopened, {0, hash} not FAILED, another token or past retention, {0}
+// missing.
 var reopenScript = redis.NewScript(`
 local k = KEYS[1]
 local old = redis.call('HGETALL', k)
@@ -118,6 +122,10 @@ if #old == 0 then return {0} end
 local h = {}
 for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
 if h.state ~= 'FAILED' or tonumber(h.expires_at) <= tonumber(ARGV[2]) then return {0, old} end
+if ARGV[7] ~= '' and h.token ~= ARGV[7] then return {0, old} end
+if tonumber(ARGV[8]) > 0 then
+  redis.call('HSET', k, 'generation', ARGV[8], 'history', ARGV[9])
+end
 redis.call('HSET', k, 'state', 'IN_PROGRESS', 'token', ARGV[1], 'lease_until', ARGV[5], 'updated_at', ARGV[2],
   'expires_at', ARGV[3], 'prev_status', h.status or '', 'prev_detail', h.detail or '', 'status', '', 'detail', '',
   'reopens', tonumber(h.reopens or '0') + 1, 'reopened_at', ARGV[2], 'reopen_reason', ARGV[4])
@@ -144,12 +152,15 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	if err != nil {
 		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
 	}
-	if len(res) == 3 && res[0] == int64(1) {
+	if len(res) == 5 && res[0] == int64(1) {
 		attempt, _ := res[1].(int64)
 		created := parseMS(res[2])
+		generation, _ := res[3].(int64)
+		history, _ := res[4].(string)
 		return idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
 			Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 			Attempt: int(attempt), Fingerprint: req.Fingerprint, CreatedAt: created, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+			Generation: int(generation), History: idempotency.SplitHistory(history),
 		}}, nil
 	}
 	if len(res) != 2 {
@@ -198,6 +209,7 @@ func decode(key string, v any) (idempotency.Record, error) {
 		LeaseUntil: parseMS(h["lease_until"]), CreatedAt: parseMS(h["created_at"]), UpdatedAt: parseMS(h["updated_at"]),
 		ExpiresAt: parseMS(h["expires_at"]), Status: h["status"], Detail: h["detail"], Reopens: n("reopens"),
 		ReopenReason: h["reopen_reason"], PrevStatus: h["prev_status"], PrevDetail: h["prev_detail"],
+		Generation: max(n("generation"), 1), History: idempotency.SplitHistory(h["history"]),
 	}
 	if h["reopened_at"] != "" {
 		r.ReopenedAt = parseMS(h["reopened_at"])
@@ -258,7 +270,7 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
 	}
 	res, err := reopenScript.Run(ctx, s.c, []string{s.key(r.Key)}, r.Token, ms(r.Now), ms(r.ExpiresAt), r.Reason,
-		ms(r.LeaseUntil), ttl(r.Now, r.ExpiresAt)).Slice()
+		ms(r.LeaseUntil), ttl(r.Now, r.ExpiresAt), r.PrevToken, r.Generation, idempotency.JoinHistory(r.History)).Slice()
 	if err != nil {
 		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
 	}

@@ -154,6 +154,10 @@ var migrations = []string{
 	// 3: goqite's trigger that stamps "updated" on every receive, extend
 	// and retry: a second write per received message that nothing reads.
 	`drop trigger if exists goqite_updated_timestamp;`,
+	// 4: bank-key generations of reopened records, and their history
+	// (one line per reopening).
+	`alter table idempotency_records add column generation integer not null default 1;
+	 alter table idempotency_records add column history text not null default '';`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -45,10 +45,12 @@ on conflict (key) do update set
   reopened_at = case when expires_at <= ?5 then 0 else reopened_at end,
   reopen_reason = case when expires_at <= ?5 then '' else reopen_reason end,
   prev_status = case when expires_at <= ?5 then '' else prev_status end,
-  prev_detail = case when expires_at <= ?5 then '' else prev_detail end
+  prev_detail = case when expires_at <= ?5 then '' else prev_detail end,
+  generation = case when expires_at <= ?5 then 1 else generation end,
+  history = case when expires_at <= ?5 then '' else history end
 where expires_at <= ?5
    or (state = 'IN_PROGRESS' and lease_until <= ?7 and fingerprint = ?3)
-returning attempt, created_at`
+returning attempt, created_at, generation, history`
 
 const insertSQL = `
 insert into idempotency_records
@@ -57,7 +59,7 @@ values (?1, 'IN_PROGRESS', ?2, ?3, 1, ?4, ?5, ?5, ?6, '', '')
 on conflict (key) do nothing`
 
 const columns = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
-  reopens, reopened_at, reopen_reason, prev_status, prev_detail`
+  reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history`
 
 const selectSQL = `select ` + columns + ` from idempotency_records where key = ?`
 
@@ -82,7 +84,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		} else if n == 1 {
 			res = idempotency.ClaimResult{Acquired: true, Record: idempotency.Record{
 				Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-				Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+				Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: 1,
 			}}
 			return nil
 		}
@@ -94,15 +96,16 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			res = idempotency.ClaimResult{Record: existing} // a duplicate
 			return nil
 		}
-		var attempt int
+		var attempt, generation int
 		var created int64
+		var history string
 		err = tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
-			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created)
+			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created, &generation, &history)
 		if err == nil {
 			res = idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
 				Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 				Attempt: attempt, Fingerprint: req.Fingerprint, CreatedAt: time.UnixMilli(created).UTC(),
-				UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+				UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: generation, History: idempotency.SplitHistory(history),
 			}}
 			return nil
 		}
@@ -139,10 +142,12 @@ func scan(r row) (idempotency.Record, error) {
 	var rec idempotency.Record
 	var state string
 	var lease, created, updated, expires, reopened int64
+	var history string
 	if err := r.Scan(&rec.Key, &state, &rec.Token, &rec.Fingerprint, &rec.Attempt, &lease, &created, &updated, &expires, &rec.Status, &rec.Detail,
-		&rec.Reopens, &reopened, &rec.ReopenReason, &rec.PrevStatus, &rec.PrevDetail); err != nil {
+		&rec.Reopens, &reopened, &rec.ReopenReason, &rec.PrevStatus, &rec.PrevDetail, &rec.Generation, &history); err != nil {
 		return idempotency.Record{}, err
 	}
+	rec.History = idempotency.SplitHistory(history)
 	if reopened != 0 {
 		rec.ReopenedAt = time.UnixMilli(reopened).UTC()
 	}
@@ -199,8 +204,10 @@ func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now t
 const reopenSQL = `update idempotency_records set
   state = 'IN_PROGRESS', token = ?2, lease_until = ?6, updated_at = ?3, expires_at = ?4,
   prev_status = status, prev_detail = detail, status = '', detail = '',
-  reopens = reopens + 1, reopened_at = ?3, reopen_reason = ?5
-where key = ?1 and state = 'FAILED' and expires_at > ?3
+  reopens = reopens + 1, reopened_at = ?3, reopen_reason = ?5,
+  generation = case when ?8 > 0 then ?8 else generation end,
+  history = case when ?8 > 0 then ?9 else history end
+where key = ?1 and state = 'FAILED' and expires_at > ?3 and (?7 = '' or token = ?7)
 returning ` + columns
 
 // Reopen implements idempotency.Store: one conditional UPDATE … RETURNING;
@@ -214,7 +221,8 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	var found bool
 	err := s.db.write1(ctx, func(tx *wtx) error {
 		var err error
-		rec, err = scan(tx.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now.UnixMilli(), r.ExpiresAt.UnixMilli(), r.Reason, r.LeaseUntil.UnixMilli()))
+		rec, err = scan(tx.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now.UnixMilli(), r.ExpiresAt.UnixMilli(), r.Reason, r.LeaseUntil.UnixMilli(),
+			r.PrevToken, r.Generation, idempotency.JoinHistory(r.History)))
 		if err == nil {
 			found = true
 			return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/backend"
@@ -72,9 +74,11 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 // answer that was wrongly taken as final, say). The flow: fix the cause →
 // reopen → redrive --reason debit_failed.
 func runReopen(ctx context.Context, env *cli.Env, args []string) error {
-	f, bc, asJSON := opsFlags(env, "reopen", "reopen [flags] CHARGE_ID --reason TEXT")
+	f, bc, asJSON := opsFlags(env, "reopen", "reopen [flags] CHARGE_ID --reason TEXT [--new-attempt]")
 	var reason string
+	var newAttempt bool
 	var retention time.Duration
+	f.Bool(&newAttempt, "new-attempt", "", false, "for a charge FAILED by an explicit decline (e.g. INSUFFICIENT_FUNDS, now that funds arrived): debit it under the next bank-key generation (CHARGE_ID~2, ~3, …), since the bank's answer under the old key is final; refused for any other failure")
 	f.String(&reason, "reason", "", "", "why the charge is reopened (kept in the record and the audit log; required), e.g. \"INC-4711: gateway token fixed\"")
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the reopened record is kept")
 	if err := f.Parse(args, true); err != nil {
@@ -99,12 +103,16 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	rec, err := guard.Reopen(ctx, id, reason)
+	operator := cmp.Or(env.Getenv("USER"), "unknown")
+	rec, err := guard.Reopen(ctx, id, reason, idempotency.ReopenOptions{NewGeneration: newAttempt,
+		Eligible: charge.EligibleForNewGeneration, Operator: operator})
 	switch {
 	case errors.Is(err, idempotency.ErrNotFound):
 		return fmt.Errorf("no idempotency record for %s (never claimed, or past its retention): nothing to reopen; redriving its message debits it as a new charge", id)
 	case errors.Is(err, idempotency.ErrNotFailed):
 		return fmt.Errorf("%s is %s, not FAILED: only a FAILED record is reopened (a DONE charge was debited; an IN_PROGRESS one is reclaimed by its next delivery)", id, rec.State)
+	case errors.Is(err, idempotency.ErrNotEligible):
+		return fmt.Errorf("--new-attempt refused: %w; reopen without --new-attempt retries under the same key", err)
 	case err != nil:
 		return err
 	}
@@ -112,11 +120,13 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	audit.LogAttrs(ctx, slog.LevelWarn, "FAILED charge reopened by an operator",
 		slog.Bool("audit", true), slog.String("charge_id", rec.Key), slog.String("reason", reason),
 		slog.String("previous_status", rec.PrevStatus), slog.String("previous_detail", rec.PrevDetail),
-		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.String("operator", env.Getenv("USER")))
+		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.Int("generation", rec.Generation),
+		slog.String("bank_key", charge.BankKey(rec.Key, rec.Generation)), slog.String("operator", operator))
 	if *asJSON {
 		return json.NewEncoder(env.Stdout).Encode(status.RecordJSONOf(rec, time.Now()))
 	}
-	fmt.Fprintf(env.Stdout, "reopened %s (was %s: %s); its next delivery claims it afresh.\n", rec.Key, rec.PrevStatus, rec.PrevDetail)
+	fmt.Fprintf(env.Stdout, "reopened %s (was %s: %s); its next delivery claims it afresh under bank key %s (generation %d).\n",
+		rec.Key, rec.PrevStatus, rec.PrevDetail, charge.BankKey(rec.Key, rec.Generation), rec.Generation)
 	fmt.Fprintf(env.Stdout, "next: chargerecovery redrive --reason debit_failed (moves its dead-lettered message back to the queue)\n\n")
 	status.PrintRecord(env.Stdout, rec, time.Now())
 	return nil

@@ -145,3 +145,113 @@ func TestReopenOnAWS(t *testing.T) {
 	emulatorInParallel(t)
 	reopenScenario(t, awsSetup(t, "reopen", "--visibility", "3s"))
 }
+
+// retriedDeclineScenario: a charge declined for INSUFFICIENT_FUNDS; the
+// funds arrive. Reopened under the same key the bank replays its final
+// decline (FAILED again, never posted); reopened with --new-attempt it is
+// posted once under <id>~2, and the record keeps both generations'
+// outcomes.
+func retriedDeclineScenario(t *testing.T, env map[string]string) {
+	const acct = "001234567899"
+	ledger := corebank.NewLedger(corebank.Faults{DeclineAccounts: map[string]string{acct: "INSUFFICIENT_FUNDS"}})
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	t.Cleanup(bank.Close)
+	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s",
+		"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_FORMAT": "json"} {
+		env[k] = v
+	}
+	ctx := t.Context()
+	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	id := "CHG/2026/11/" + backend.RandomID() // an id with '/', as billing systems make them
+	if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", acct, "--amount-minor", "2500"); r.code != 0 {
+		t.Fatalf("send: %s", r.stderr)
+	}
+	failedAgain := func(reopens int) func() bool {
+		return func() bool {
+			rec, err := b.Store.Get(ctx, id, time.Now())
+			d, derr := b.Queue.Depth(ctx)
+			return err == nil && rec.State == idempotency.StateFailed && rec.Reopens == reopens && derr == nil && d.Waiting+d.InFlight == 0 && d.DLQ == 1
+		}
+	}
+	serve := func(done func() bool) {
+		t.Helper()
+		sctx, stop := context.WithCancel(ctx)
+		out := make(chan result, 1)
+		go func() { out <- runCmd(sctx, env, "serve") }()
+		deadline := time.Now().Add(60 * time.Second)
+		for !done() {
+			if time.Now().After(deadline) {
+				stop()
+				t.Fatalf("serve did not get there: %s", (<-out).stderr)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		stop()
+		if r := <-out; r.code != 0 {
+			t.Fatalf("serve exited %d: %s", r.code, r.stderr)
+		}
+	}
+	redrive := func() {
+		t.Helper()
+		if r := runCmd(ctx, env, "redrive", "--reason", "debit_failed"); r.code != 0 {
+			t.Fatalf("redrive: %s %s", r.stdout, r.stderr)
+		}
+	}
+
+	// 1. Declined: FAILED, dead-lettered, nothing posted.
+	serve(failedAgain(0))
+	ledger.SetFaults(corebank.Faults{}) // the funds arrive
+
+	// 2. A plain reopen keeps the key: the bank replays its final answer.
+	if r := runCmd(ctx, env, "reopen", id, "--reason", "funds arrived"); r.code != 0 {
+		t.Fatalf("reopen: %s", r.stderr)
+	}
+	redrive()
+	serve(failedAgain(1))
+	if n := len(ledger.Entries()); n != 0 {
+		t.Fatalf("%d postings under the declined key", n)
+	}
+
+	// 3. --new-attempt: the next generation's key, posted once.
+	r := runCmd(ctx, env, "reopen", id, "--new-attempt", "--reason", "INC-9: funds arrived")
+	if r.code != 0 || !strings.Contains(r.stdout, "bank key "+id+"~2") {
+		t.Fatalf("reopen --new-attempt: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	redrive()
+	serve(func() bool {
+		rec, err := b.Store.Get(ctx, id, time.Now())
+		d, derr := b.Queue.Depth(ctx)
+		return err == nil && rec.State == idempotency.StateDone && derr == nil && d.Waiting+d.InFlight == 0
+	})
+	posted := ledger.PostingsByKey()
+	if len(posted) != 1 || posted[id+"~2"] != 1 {
+		t.Fatalf("postings %v, want exactly one, under %s~2", posted, id)
+	}
+	rec, err := b.Store.Get(ctx, id, time.Now())
+	if err != nil || rec.Generation != 2 || len(rec.History) != 2 || rec.Reopens != 2 ||
+		!strings.Contains(rec.History[0], "generation 1: FAILED debit declined: INSUFFICIENT_FUNDS") ||
+		!strings.Contains(rec.History[1], "generation 1: FAILED debit declined: INSUFFICIENT_FUNDS") ||
+		!strings.Contains(rec.History[1], "new generation 2") || rec.Detail != ledger.Entries()[0].Reference {
+		t.Fatalf("record %+v (%v), want DONE in generation 2 with both reopenings in its history", rec, err)
+	}
+	if r := runCmd(ctx, env, "inspect", id); r.code != 0 || !strings.Contains(r.stdout, "generation") || !strings.Contains(r.stdout, "INC-9") {
+		t.Fatalf("inspect: %s %s", r.stdout, r.stderr)
+	}
+	if r := runCmd(ctx, env, "reopen", id, "--new-attempt", "--reason", "again"); r.code != 1 || !strings.Contains(r.stderr, "not FAILED") {
+		t.Fatalf("--new-attempt on a DONE charge: %d %s", r.code, r.stderr)
+	}
+}
+
+func TestRetriedDeclineOnTheEmbeddedBackend(t *testing.T) {
+	t.Parallel()
+	retriedDeclineScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "decline.db")})
+}
+
+func TestRetriedDeclineOnAWS(t *testing.T) {
+	emulatorInParallel(t)
+	retriedDeclineScenario(t, awsSetup(t, "decline", "--visibility", "3s"))
+}

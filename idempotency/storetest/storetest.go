@@ -1,10 +1,12 @@
 package storetest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -429,7 +431,7 @@ var cases = []struct {
 		}
 		e.clock.Advance(time.Hour)
 		reopenedAt := e.clock.Now()
-		r, err := e.g.Reopen(t.Context(), e.key, "gateway token fixed, INC-42")
+		r, err := e.g.Reopen(t.Context(), e.key, "gateway token fixed, INC-42", idempotency.ReopenOptions{})
 		if err != nil {
 			t.Fatalf("Reopen: %v", err)
 		}
@@ -460,11 +462,100 @@ var cases = []struct {
 			t.Fatalf("record after the reopened charge finished = %+v (the audit trail must stay)", got)
 		}
 	}},
+	{"ReopenIntoANewGeneration", func(t *testing.T, e *env) {
+		c := e.claim(t, fpA, idempotency.Acquired)
+		if c.Record.Generation != 1 && c.Record.Generation != 0 {
+			t.Fatalf("a fresh claim's generation %d, want 1", c.Record.Generation)
+		}
+		if got := e.get(t); got.Generation != 1 || len(got.History) != 0 {
+			t.Fatalf("a fresh record: generation %d, history %q; want 1 and none", got.Generation, got.History)
+		}
+		if err := e.g.Fail(t.Context(), c.Lease(), "FAILED", "debit declined: INSUFFICIENT_FUNDS"); err != nil {
+			t.Fatal(err)
+		}
+		refuse := errors.New("not a decline")
+		_, err := e.g.Reopen(t.Context(), e.key, "funds arrived", idempotency.ReopenOptions{NewGeneration: true,
+			Eligible: func(idempotency.Record) error { return refuse }})
+		if !errors.Is(err, idempotency.ErrNotEligible) || !errors.Is(err, refuse) {
+			t.Fatalf("a refused new generation: %v, want ErrNotEligible wrapping the rule's error", err)
+		}
+		if got := e.get(t); got.State != idempotency.StateFailed || got.Generation != 1 || got.Reopens != 0 {
+			t.Fatalf("a refused new generation changed the record: %+v", got)
+		}
+		r, err := e.g.Reopen(t.Context(), e.key, "funds arrived", idempotency.ReopenOptions{NewGeneration: true, Operator: "ops-7",
+			Eligible: func(r idempotency.Record) error { return nil }})
+		if err != nil || r.Generation != 2 || len(r.History) != 1 ||
+			!strings.Contains(r.History[0], "generation 1: FAILED debit declined: INSUFFICIENT_FUNDS") ||
+			!strings.Contains(r.History[0], "ops-7") || !strings.Contains(r.History[0], "new generation 2") {
+			t.Fatalf("reopened into a new generation: %+v %v", r, err)
+		}
+		// The claim and the work see the new generation; finishing keeps it.
+		var seen int
+		res, err := e.g.Do(t.Context(), e.key, fpA, func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
+			seen = run.Generation
+			return idempotency.Done{Status: "FAILED_AGAIN"}, fmt.Errorf("%w: declined again", idempotency.ErrPermanent)
+		}, idempotency.DoOptions{})
+		if seen != 2 || !errors.Is(err, idempotency.ErrFailed) {
+			t.Fatalf("Do after the reopen: generation %d (%v %v), want 2 and FAILED", seen, res, err)
+		}
+		if got := e.get(t); got.State != idempotency.StateFailed || got.Generation != 2 || len(got.History) != 1 {
+			t.Fatalf("after generation 2 failed: %+v", got)
+		}
+		// A plain reopen keeps the generation and adds to the history.
+		r, err = e.g.Reopen(t.Context(), e.key, "cause fixed", idempotency.ReopenOptions{})
+		if err != nil || r.Generation != 2 || len(r.History) != 2 || !strings.Contains(r.History[1], "generation 2: FAILED") {
+			t.Fatalf("a plain reopen of generation 2: %+v %v", r, err)
+		}
+		again := e.claim(t, fpA, idempotency.Reclaimed)
+		if again.Record.Generation != 2 {
+			t.Fatalf("reclaim after the plain reopen: generation %d, want 2", again.Record.Generation)
+		}
+		if err := e.g.Complete(t.Context(), again.Lease(), "DEBITED", "CBS9"); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.get(t); got.State != idempotency.StateDone || got.Generation != 2 || len(got.History) != 2 || got.History[0] != r.History[0] {
+			t.Fatalf("DONE after two reopenings: %+v", got)
+		}
+		// Past retention the key starts again at generation 1.
+		e.clock.Advance(Retention + time.Hour)
+		fresh := e.claim(t, fpA, idempotency.Acquired)
+		if fresh.Record.Generation > 1 {
+			t.Fatalf("a claim past retention: generation %d", fresh.Record.Generation)
+		}
+		if got := e.get(t); got.Generation != 1 || len(got.History) != 0 || got.Reopens != 0 {
+			t.Fatalf("a record taken over past retention keeps %d / %q / %d", got.Generation, got.History, got.Reopens)
+		}
+	}},
+	{"ReopenIsConditionalOnTheRecordRead", func(t *testing.T, e *env) {
+		c := e.claim(t, fpA, idempotency.Acquired)
+		if err := e.g.Fail(t.Context(), c.Lease(), "FAILED", "first"); err != nil {
+			t.Fatal(err)
+		}
+		stale := e.get(t).Token
+		if _, err := e.g.Reopen(t.Context(), e.key, "once", idempotency.ReopenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		again := e.claim(t, fpA, idempotency.Reclaimed)
+		if err := e.g.Fail(t.Context(), again.Lease(), "FAILED", "second"); err != nil {
+			t.Fatal(err)
+		}
+		// A reopen decided on the first FAILED record must not apply to the
+		// second one.
+		rec, err := e.s.Reopen(t.Context(), idempotency.Reopen{Key: e.key, Token: "tok-stale", Reason: "stale", Now: e.clock.Now(),
+			LeaseUntil: e.clock.Now(), ExpiresAt: e.clock.Now().Add(Retention), PrevToken: stale, Generation: 5, History: []string{"x"}})
+		wantErr(t, "Reopen on a stale read", err, idempotency.ErrNotFailed)
+		if rec.Detail != "second" {
+			t.Fatalf("the refusal returned %+v, want the current record", rec)
+		}
+		if got := e.get(t); got.State != idempotency.StateFailed || got.Detail != "second" || got.Generation != 1 || got.Reopens != 1 {
+			t.Fatalf("a reopen on a stale read changed the record: %+v", got)
+		}
+	}},
 	{"ReopenOnlyFailed", func(t *testing.T, e *env) {
-		_, err := e.g.Reopen(t.Context(), e.key, "why")
+		_, err := e.g.Reopen(t.Context(), e.key, "why", idempotency.ReopenOptions{})
 		wantErr(t, "Reopen of a missing key", err, idempotency.ErrNotFound)
 		c := e.claim(t, fpA, idempotency.Acquired)
-		rec, err := e.g.Reopen(t.Context(), e.key, "why")
+		rec, err := e.g.Reopen(t.Context(), e.key, "why", idempotency.ReopenOptions{})
 		wantErr(t, "Reopen of IN_PROGRESS", err, idempotency.ErrNotFailed)
 		if rec.State != idempotency.StateInProgress {
 			t.Fatalf("Reopen of IN_PROGRESS returned %+v, want the record", rec)
@@ -472,7 +563,7 @@ var cases = []struct {
 		if err := e.g.Complete(t.Context(), c.Lease(), "DEBITED", "ref"); err != nil {
 			t.Fatalf("Complete: %v", err)
 		}
-		rec, err = e.g.Reopen(t.Context(), e.key, "why")
+		rec, err = e.g.Reopen(t.Context(), e.key, "why", idempotency.ReopenOptions{})
 		wantErr(t, "Reopen of DONE", err, idempotency.ErrNotFailed)
 		if rec.State != idempotency.StateDone {
 			t.Fatalf("Reopen of DONE returned %+v", rec)

@@ -29,6 +29,10 @@ type RecordJSON struct {
 	ReopenReason string     `json:"reopenReason,omitempty"`
 	PrevStatus   string     `json:"previousStatus,omitempty"`
 	PrevDetail   string     `json:"previousDetail,omitempty"`
+	// Generation is the bank-key generation; History one line per
+	// reopening (which generation ended how, when, by whom, why).
+	Generation int      `json:"generation"`
+	History    []string `json:"history,omitempty"`
 }
 
 // RecordJSONOf is r as RecordJSON at now.
@@ -42,6 +46,7 @@ func RecordJSONOf(r idempotency.Record, now time.Time) RecordJSON {
 		LeaseUntil: r.LeaseUntil, LeaseLive: r.LeaseLive(now), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		ExpiresAt: r.ExpiresAt, Fingerprint: r.Fingerprint, TokenPrefix: Prefix(r.Token, 8),
 		Reopens: r.Reopens, ReopenReason: r.ReopenReason, PrevStatus: r.PrevStatus, PrevDetail: r.PrevDetail,
+		Generation: max(r.Generation, 1), History: r.History,
 	}
 }
 
@@ -80,9 +85,15 @@ func PrintRecord(w io.Writer, r idempotency.Record, now time.Time) {
 	fmt.Fprintf(tw, "kept until\t%s\n", r.ExpiresAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "fingerprint\t%s…\n", Prefix(r.Fingerprint, 16))
 	fmt.Fprintf(tw, "token\t%s…\n", Prefix(r.Token, 8))
+	if r.Generation > 1 {
+		fmt.Fprintf(tw, "generation\t%d (bank key %s~%d)\n", r.Generation, r.Key, r.Generation)
+	}
 	if r.Reopens > 0 {
 		fmt.Fprintf(tw, "reopened\t%d time(s), last %s: %s\n", r.Reopens, r.ReopenedAt.UTC().Format(time.RFC3339), r.ReopenReason)
 		fmt.Fprintf(tw, "before reopening\t%s %s\n", r.PrevStatus, r.PrevDetail)
+	}
+	for _, h := range r.History {
+		fmt.Fprintf(tw, "history\t%s\n", h)
 	}
 	tw.Flush()
 }

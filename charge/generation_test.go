@@ -1,0 +1,47 @@
+package charge_test
+
+import (
+	"testing"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+func TestBankKeyPerGeneration(t *testing.T) {
+	for _, tt := range []struct {
+		id   string
+		gen  int
+		want string
+	}{
+		{"CHG-1", 0, "CHG-1"}, {"CHG-1", 1, "CHG-1"}, {"CHG-1", 2, "CHG-1~2"}, {"CHG/2026/11/7", 12, "CHG/2026/11/7~12"},
+	} {
+		if got := charge.BankKey(tt.id, tt.gen); got != tt.want {
+			t.Errorf("BankKey(%q, %d) = %q, want %q", tt.id, tt.gen, got, tt.want)
+		}
+	}
+	// No generation's key is another charge's id: the separator is outside
+	// the wire format's alphabet.
+	body := []byte(`{"schemaVersion":1,"chargeId":"CHG-1~2","accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`)
+	if _, err := charge.ParseEvent(body); err == nil {
+		t.Fatal("a charge id holding the generation separator was accepted")
+	}
+}
+
+func TestOnlyAnExplicitDeclineGetsANewGeneration(t *testing.T) {
+	decline := &charge.DeclineError{Code: "INSUFFICIENT_FUNDS", Message: "balance too low"}
+	for _, tt := range []struct {
+		name string
+		rec  idempotency.Record
+		ok   bool
+	}{
+		{"FAILED by a decline", idempotency.Record{State: idempotency.StateFailed, Detail: decline.Error()}, true},
+		{"FAILED by a permanent error of ours", idempotency.Record{State: idempotency.StateFailed, Detail: "corebank: missing idempotency key"}, false},
+		{"FAILED text that only mentions a decline", idempotency.Record{State: idempotency.StateFailed, Detail: "x: debit declined: R"}, false},
+		{"DONE", idempotency.Record{State: idempotency.StateDone, Detail: decline.Error()}, false},
+		{"IN_PROGRESS after an ambiguous answer", idempotency.Record{State: idempotency.StateInProgress}, false},
+	} {
+		if err := charge.EligibleForNewGeneration(tt.rec); (err == nil) != tt.ok {
+			t.Errorf("%s: %v, want eligible=%v", tt.name, err, tt.ok)
+		}
+	}
+}
