@@ -51,6 +51,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConflictingPayloadIsDeadLetteredNotDebited", conflict},
 		{"TransientFailuresAndLostAnswersUnderConcurrency", transient},
 		{"ShutdownMidStreamThenRestartDebitsEveryChargeOnce", shutdownRestart},
+		{"OutagesOfTheBankAndTheStoreCostAMessageAtMostOneReceive", outages},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
