@@ -142,3 +142,40 @@ func TestParkedMessagesAreHandedBackAtShutdown(t *testing.T) {
 		t.Fatalf("after shutdown the queue gave %d messages within a second, want the 3 handed back, visible when due (30 ms)", got)
 	}
 }
+
+// Gates lets receiving go on only when every gate does, is on trial when
+// any is, and paused when any is.
+func TestGatesCombine(t *testing.T) {
+	newBr := func() *circuit.Breaker {
+		b, err := circuit.New(circuit.Options{Threshold: 1, ProbeInterval: 5 * time.Millisecond, MaxProbeInterval: 5 * time.Millisecond, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	bank, store := newBr(), newBr()
+	g := consumer.Gates(bank, nil, store)
+	if trial, err := g.Wait(t.Context()); err != nil || trial || g.Paused() {
+		t.Fatalf("both closed: trial %v, err %v, paused %v", trial, err, g.Paused())
+	}
+	store.Record(errors.New("store down"))
+	if !g.Paused() {
+		t.Fatal("not paused with the store's circuit open")
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := g.Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with the store's circuit open: %v, want it to block", err)
+	}
+	go func() { _ = store.Run(t.Context()) }() // no probe: half-opens after the interval
+	if trial, err := g.Wait(t.Context()); err != nil || !trial {
+		t.Fatalf("store on trial: trial %v, err %v", trial, err)
+	}
+	store.Record(nil)
+	if trial, err := g.Wait(t.Context()); err != nil || trial || g.Paused() {
+		t.Fatalf("store closed again: trial %v, err %v, paused %v", trial, err, g.Paused())
+	}
+	if consumer.Gates(bank) != consumer.Gate(bank) {
+		t.Fatal("one gate is not returned as it is")
+	}
+}
