@@ -179,3 +179,61 @@ func TestGatesCombine(t *testing.T) {
 		t.Fatal("one gate is not returned as it is")
 	}
 }
+
+// flakyVisibility fails every visibility change while down (a queue in a
+// database that is unreachable as well).
+type flakyVisibility struct {
+	*memqueue.Queue
+	down atomic.Bool
+}
+
+func (f *flakyVisibility) ChangeVisibility(ctx context.Context, m queue.Message, d time.Duration) error {
+	if f.down.Load() {
+		return errors.New("database is locked")
+	}
+	return f.Queue.ChangeVisibility(ctx, m, d)
+}
+
+// A parked message stays in hand while its visibility cannot be extended
+// for a moment, and is handled from memory afterwards: one receive.
+func TestAParkedMessageSurvivesFailedVisibilityExtensions(t *testing.T) {
+	q, _ := newQueue(2 * time.Second)
+	src := &flakyVisibility{Queue: q}
+	send(t, q, 1)
+	br, err := circuit.New(circuit.Options{Name: "bank", Threshold: 1, ProbeInterval: 50 * time.Millisecond, MaxProbeInterval: 50 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = br.Run(t.Context()) }()
+	bank := &outageBank{br: br}
+	var counts []int
+	var mu sync.Mutex
+	rt, err := consumer.New(src, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+		mu.Lock()
+		counts = append(counts, d.ReceiveCount)
+		mu.Unlock()
+		return bank.handle(ctx, d)
+	}), consumer.Options{Concurrency: 2, Gate: br, VisibilityTimeout: 2 * time.Second, HeartbeatInterval: 20 * time.Millisecond,
+		Logger: quiet, Backoff: func(int) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "the message parked", func() bool { return rt.Stats().InHand == 1 })
+	src.down.Store(true)
+	time.Sleep(200 * time.Millisecond) // ~10 failed extensions
+	if n := rt.Stats().InHand; n != 1 {
+		t.Fatalf("%d in hand after failed extensions, want the message kept", n)
+	}
+	src.down.Store(false)
+	bank.up.Store(true)
+	waitFor(t, "the message acked", func() bool { return q.Len() == 0 })
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, c := range counts {
+		if c != 1 {
+			t.Fatalf("receive counts at each handling %v, want 1 throughout", counts)
+		}
+	}
+}

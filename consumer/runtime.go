@@ -432,12 +432,19 @@ func (r *Runtime) park(work context.Context, d *Delivery, due time.Time) bool {
 			ctx, cancel := context.WithTimeout(work, r.opts.OpTimeout)
 			err := r.src.ChangeVisibility(ctx, d.Message, r.opts.VisibilityTimeout)
 			cancel()
-			if err != nil && r.lot.remove(p) {
-				// Without its visibility we cannot keep it: the queue delivers
-				// it again (SQS caps a message's invisibility at 12 hours).
-				r.opts.Logger.Warn("could not keep a parked message invisible; the queue delivers it again",
-					"message_id", d.ID, "error", err)
+			switch {
+			case errors.Is(err, queue.ErrStaleReceipt):
+				// It was delivered again (its visibility lapsed, or SQS's
+				// 12-hour cap passed): that delivery is the one to handle.
+				if r.lot.remove(p) {
+					r.opts.Logger.Warn("a parked message was delivered again; letting go of this copy",
+						"message_id", d.ID, "error", err)
+				}
 				return
+			case err != nil:
+				// The queue is unreachable too (a database that holds both):
+				// keep it and try again on the next beat.
+				r.opts.Logger.Warn("heartbeat: could not extend a parked message's visibility", "message_id", d.ID, "error", err)
 			}
 			r.stats.heartbeats.Add(1)
 		}

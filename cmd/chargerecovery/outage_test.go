@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
@@ -54,13 +55,15 @@ func holdWriteLock(spec string) int {
 	}
 	fmt.Println("locked")
 	time.Sleep(hold)
+	// Say so just before letting go: the outage ends no earlier than this.
+	fmt.Println("released")
 	_, _ = conn.ExecContext(context.Background(), "commit")
 	return 0
 }
 
-// storeOutageScenario: a consumer drains the queue while the store is
-// down for 30 s (outage starts it, and returns when it is over). The
-// consumer must keep running, post no debit without a claim, finish every
+// storeOutageScenario: two consumers drain the queue while the store is
+// down for 30 s (outage starts it, and returns when it is over). They
+// must keep running, post no debit without a claim, finish every
 // charge exactly once afterwards, and dead-letter nothing; no message's
 // receive count may grow by more than one during the outage.
 //
@@ -70,7 +73,10 @@ func holdWriteLock(spec string) int {
 // outage; the 30 s outage is four times that budget, as 30 minutes is
 // about four times the default budget (10 receives, ~8 minutes).
 // childEnv holds what only the consumer process sees (a proxy's address).
-func storeOutageScenario(t *testing.T, env, childEnv map[string]string, outage func()) {
+//
+// outage returns when the store was down from and until, as precisely as
+// it can tell (the receive-count check reads decisions between them).
+func storeOutageScenario(t *testing.T, env, childEnv map[string]string, outage func() (from, to time.Time)) {
 	const n = 300
 	ledger := corebank.NewLedger(corebank.Faults{Latency: 40 * time.Millisecond})
 	bank := httptest.NewServer(corebank.Handler(ledger))
@@ -108,19 +114,23 @@ func storeOutageScenario(t *testing.T, env, childEnv map[string]string, outage f
 	if _, err := b.Queue.SendBatch(ctx, msgs); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(t.TempDir(), "serve.log")
+	dir := t.TempDir()
+	logs := []string{filepath.Join(dir, "serve-1.log"), filepath.Join(dir, "serve-2.log")}
 	cenv := maps.Clone(env)
 	maps.Copy(cenv, childEnv)
-	proc := childLogged(t, cenv, logPath, "serve")
+	var procs []*exec.Cmd
+	for _, l := range logs { // two consumers on one queue, as in production
+		procs = append(procs, childLogged(t, cenv, l, "serve"))
+	}
 	for len(ledger.Entries()) < 20 { // the drain is under way
 		time.Sleep(20 * time.Millisecond)
 	}
-	start := time.Now()
-	outage()
-	end := time.Now()
+	start, end := outage()
 	during := len(ledger.Entries())
-	if proc.ProcessState != nil {
-		t.Fatal("the consumer exited during the store outage")
+	for _, p := range procs {
+		if p.ProcessState != nil {
+			t.Fatal("a consumer exited during the store outage")
+		}
 	}
 	deadline := time.Now().Add(120 * time.Second)
 	for {
@@ -130,12 +140,16 @@ func storeOutageScenario(t *testing.T, env, childEnv map[string]string, outage f
 			break
 		}
 		if time.Now().After(deadline) {
-			logb, _ := os.ReadFile(logPath)
-			t.Fatalf("not finished after the outage: %d messages left, %d posted\n%s", main, len(ledger.Entries()), logb)
+			for _, l := range logs {
+				b, _ := os.ReadFile(l)
+				lines := strings.Split(string(b), "\n")
+				t.Logf("%s, last lines:\n%s", filepath.Base(l), strings.Join(lines[max(len(lines)-40, 0):], "\n"))
+			}
+			t.Fatalf("not finished after the outage: %d messages left, %d posted", main, len(ledger.Entries()))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	stopAll(t, proc)
+	stopAll(t, procs...)
 	posted := ledger.PostingsByKey()
 	for _, id := range ids {
 		rec, err := b.Store.Get(ctx, id, time.Now())
@@ -150,7 +164,7 @@ func storeOutageScenario(t *testing.T, env, childEnv map[string]string, outage f
 	if r.code != 0 || !strings.Contains(r.stdout, `"seen":0`) {
 		t.Errorf("the DLQ is not empty after a store outage: %s %s", r.stdout, r.stderr)
 	}
-	checkReceiveGrowth(t, readDecisions(t, logPath), "store outage", start, end)
+	checkReceiveGrowth(t, readDecisions(t, logs...), "store outage", start, end)
 	t.Logf("%d of %d posted when the outage ended", during, n)
 }
 
@@ -158,7 +172,7 @@ func TestStoreOutageOnTheEmbeddedBackend(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "outage.db")
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": db}
-	storeOutageScenario(t, env, nil, func() {
+	storeOutageScenario(t, env, nil, func() (time.Time, time.Time) {
 		exe, err := os.Executable()
 		if err != nil {
 			t.Fatal(err)
@@ -172,13 +186,19 @@ func TestStoreOutageOnTheEmbeddedBackend(t *testing.T) {
 		if err := locker.Start(); err != nil {
 			t.Fatal(err)
 		}
-		line := make([]byte, 16)
-		if k, _ := out.Read(line); !strings.HasPrefix(string(line[:k]), "locked") {
-			t.Fatalf("the lock holder did not take the lock: %q", line[:k])
+		lines := bufio.NewScanner(out)
+		if !lines.Scan() || lines.Text() != "locked" {
+			t.Fatalf("the lock holder did not take the lock: %q", lines.Text())
 		}
+		from := time.Now()
+		if !lines.Scan() || lines.Text() != "released" {
+			t.Fatalf("the lock holder did not say it let go: %q", lines.Text())
+		}
+		to := time.Now()
 		if err := locker.Wait(); err != nil {
 			t.Fatalf("lock holder: %v", err)
 		}
+		return from, to
 	})
 }
 
@@ -213,13 +233,16 @@ func TestStoreOutageOnTheAWSEmulator(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	env := awsSetup(t, "so", "--visibility", "6s", "--max-receive", "4")
 	// the child's DynamoDB calls go through the proxy
-	storeOutageScenario(t, env, map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": proxy.URL}, func() {
+	storeOutageScenario(t, env, map[string]string{"AWS_ENDPOINT_URL_DYNAMODB": proxy.URL}, func() (from, to time.Time) {
 		fp.down.Store(true)
+		from = time.Now()
 		time.Sleep(30 * time.Second)
+		to = time.Now()
 		fp.down.Store(false)
 		if fp.hits.Load() == 0 {
 			t.Fatal("no DynamoDB request reached the proxy during the outage")
 		}
+		return from, to
 	})
 }
 
@@ -234,7 +257,7 @@ func TestStoreOutageOfTheRedisStore(t *testing.T) {
 	}
 	p := newTCPProxy(t, u.Host)
 	u.Host = p.addr()
-	storeOutageScenario(t, env, map[string]string{"IC_REDIS_URL": u.String()}, func() { p.cut(30 * time.Second) })
+	storeOutageScenario(t, env, map[string]string{"IC_REDIS_URL": u.String()}, func() (time.Time, time.Time) { return p.cut(30 * time.Second) })
 }
 
 // PostgreSQL behind the same proxy: the queue and the records go down
@@ -248,7 +271,7 @@ func TestStoreOutageOnPostgreSQL(t *testing.T) {
 	}
 	p := newTCPProxy(t, u.Host)
 	u.Host = p.addr()
-	storeOutageScenario(t, env, map[string]string{"IC_POSTGRES_URL": u.String()}, func() { p.cut(30 * time.Second) })
+	storeOutageScenario(t, env, map[string]string{"IC_POSTGRES_URL": u.String()}, func() (time.Time, time.Time) { return p.cut(30 * time.Second) })
 }
 
 // tcpProxy forwards connections to a server; cut drops every connection
@@ -313,13 +336,16 @@ func (p *tcpProxy) dropAll() {
 	p.conns = nil
 }
 
-func (p *tcpProxy) cut(d time.Duration) {
+func (p *tcpProxy) cut(d time.Duration) (from, to time.Time) {
 	p.mu.Lock()
 	p.down = true
 	p.mu.Unlock()
 	p.dropAll()
+	from = time.Now()
 	time.Sleep(d)
+	to = time.Now()
 	p.mu.Lock()
 	p.down = false
 	p.mu.Unlock()
+	return from, to
 }
