@@ -23,12 +23,23 @@ import (
 
 func newStore(t *testing.T) (*awsdynamodb.Store, *dynamodb.Client) {
 	t.Helper()
-	client := dynamodb.NewFromConfig(awstest.Config(t))
-	table := awstest.Name("idem")
+	return storeOver(t, nil, "idem")
+}
+
+// storeOver is a store on a fresh table whose requests go through rt (nil:
+// straight to the emulator).
+func storeOver(t *testing.T, rt http.RoundTripper, prefix string) (*awsdynamodb.Store, *dynamodb.Client) {
+	t.Helper()
+	cfg := awstest.Config(t)
+	if rt != nil {
+		cfg.HTTPClient = &http.Client{Transport: rt}
+	}
+	client := dynamodb.NewFromConfig(cfg)
+	table := awstest.Name(prefix)
 	if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(t.Context(), client, table) })
+	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
 	s, err := awsdynamodb.New(client, table)
 	if err != nil {
 		t.Fatal(err)
@@ -113,19 +124,8 @@ func (l *lossyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
 	for _, mode := range []string{"500", "drop"} {
 		t.Run(mode, func(t *testing.T) {
-			cfg := awstest.Config(t)
 			lossy := &lossyTransport{base: http.DefaultTransport.(*http.Transport).Clone()}
-			cfg.HTTPClient = &http.Client{Transport: lossy}
-			client := dynamodb.NewFromConfig(cfg)
-			table := awstest.Name("lossy")
-			if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
-			s, err := awsdynamodb.New(client, table)
-			if err != nil {
-				t.Fatal(err)
-			}
+			s, _ := storeOver(t, lossy, "lossy")
 			g, err := idempotency.NewGuard(s, idempotency.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -205,19 +205,8 @@ func (it *itemless) RoundTrip(req *http.Request) (*http.Response, error) {
 // condition: a claim's duplicate and a retried finish fall back to a
 // strongly consistent read.
 func TestConformanceWithoutTheItemOnAFailedCondition(t *testing.T) {
-	cfg := awstest.Config(t)
 	it := &itemless{base: http.DefaultTransport.(*http.Transport).Clone()}
-	cfg.HTTPClient = &http.Client{Transport: it}
-	client := dynamodb.NewFromConfig(cfg)
-	table := awstest.Name("itemless")
-	if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
-	s, err := awsdynamodb.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := storeOver(t, it, "itemless")
 	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
 	if it.stripped == 0 {
 		t.Fatal("no item was stripped: the run did not exercise the fallback")

@@ -130,24 +130,22 @@ func (m *Metrics) Swept(records, messages, dlqMessages int) {
 // StoreCircuit exports the idempotency store's circuit (receiving pauses
 // while it is open).
 func (m *Metrics) StoreCircuit(status func() circuit.Status) {
-	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "store_circuit_state",
-			Help: "Idempotency store circuit: 0 closed, 1 half-open (one trial message), 2 open (not receiving)."},
-			func() float64 { return float64(status().State) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "store_circuit_consecutive_failures",
-			Help: "Consecutive store calls that could not reach the idempotency store."},
-			func() float64 { return float64(status().Failures) }),
-	)
+	m.circuit("store_circuit", "Idempotency store circuit", "store calls that could not reach the idempotency store", status)
 }
 
 // Circuit registers the core-banking circuit breaker's gauges.
 func (m *Metrics) Circuit(status func() circuit.Status) {
+	m.circuit("circuit", "Core-banking circuit breaker", "failed core-banking calls", status)
+}
+
+// circuit registers NAME_state and NAME_consecutive_failures.
+func (m *Metrics) circuit(name, what, failures string, status func() circuit.Status) {
 	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "circuit_state",
-			Help: "Core-banking circuit breaker: 0 closed, 1 half-open, 2 open (not receiving)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: name + "_state",
+			Help: what + ": 0 closed, 1 half-open (one trial call), 2 open (not receiving)."},
 			func() float64 { return float64(status().State) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "circuit_consecutive_failures",
-			Help: "Consecutive failed core-banking calls (the circuit opens at the threshold)."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: name + "_consecutive_failures",
+			Help: "Consecutive " + failures + " (the circuit opens at the threshold)."},
 			func() float64 { return float64(status().Failures) }),
 	)
 }

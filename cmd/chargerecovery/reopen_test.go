@@ -41,26 +41,6 @@ func reopenScenario(t *testing.T, env map[string]string) {
 			t.Fatalf("send: %s", r.stderr)
 		}
 	}
-	serveUntil := func(extra []string, done func() bool) result {
-		t.Helper()
-		sctx, stop := context.WithCancel(ctx)
-		out := make(chan result, 1)
-		go func() { out <- runCmd(sctx, env, append([]string{"serve"}, extra...)...) }()
-		deadline := time.Now().Add(60 * time.Second)
-		for !done() {
-			if time.Now().After(deadline) {
-				stop()
-				t.Fatalf("serve did not get there: %s", (<-out).stderr)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		stop()
-		r := <-out
-		if r.code != 0 {
-			t.Fatalf("serve exited %d: %s", r.code, r.stderr)
-		}
-		return r
-	}
 	all := func(state idempotency.State) func() bool {
 		return func() bool {
 			for _, id := range ids {
@@ -75,7 +55,7 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	}
 
 	// 1. The misconfigured consumer records every charge FAILED on the 401.
-	serveUntil([]string{"--corebank-declines", "422:DECLINED,401:UNAUTHORIZED"}, all(idempotency.StateFailed))
+	serveUntil(t, env, []string{"--corebank-declines", "422:DECLINED,401:UNAUTHORIZED"}, all(idempotency.StateFailed))
 	if n := len(ledger.Entries()); n != 0 {
 		t.Fatalf("%d postings during the 401 window", n)
 	}
@@ -106,7 +86,7 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Moved != len(ids) {
 		t.Fatalf("redrive: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	serveUntil(nil, all(idempotency.StateDone))
+	serveUntil(t, env, nil, all(idempotency.StateDone))
 	posted := ledger.PostingsByKey()
 	for _, id := range ids {
 		if posted[id] != 1 {
@@ -123,6 +103,27 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	}
 	if r := runCmd(ctx, env, "reopen", ids[0], "--reason", "again"); r.code != 1 || !strings.Contains(r.stderr, "is DONE") {
 		t.Fatalf("reopening a DONE charge: %d %s", r.code, r.stderr)
+	}
+}
+
+// serveUntil runs serve (in process) with extra flags until done holds,
+// then stops it; serve must exit 0.
+func serveUntil(t *testing.T, env map[string]string, extra []string, done func() bool) {
+	t.Helper()
+	sctx, stop := context.WithCancel(t.Context())
+	out := make(chan result, 1)
+	go func() { out <- runCmd(sctx, env, append([]string{"serve"}, extra...)...) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for !done() {
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatalf("serve did not get there: %s", (<-out).stderr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+	if r := <-out; r.code != 0 {
+		t.Fatalf("serve exited %d: %s", r.code, r.stderr)
 	}
 }
 
@@ -177,24 +178,7 @@ func retriedDeclineScenario(t *testing.T, env map[string]string) {
 			return err == nil && rec.State == idempotency.StateFailed && rec.Reopens == reopens && derr == nil && d.Waiting+d.InFlight == 0 && d.DLQ == 1
 		}
 	}
-	serve := func(done func() bool) {
-		t.Helper()
-		sctx, stop := context.WithCancel(ctx)
-		out := make(chan result, 1)
-		go func() { out <- runCmd(sctx, env, "serve") }()
-		deadline := time.Now().Add(60 * time.Second)
-		for !done() {
-			if time.Now().After(deadline) {
-				stop()
-				t.Fatalf("serve did not get there: %s", (<-out).stderr)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		stop()
-		if r := <-out; r.code != 0 {
-			t.Fatalf("serve exited %d: %s", r.code, r.stderr)
-		}
-	}
+	serve := func(done func() bool) { t.Helper(); serveUntil(t, env, nil, done) }
 	redrive := func() {
 		t.Helper()
 		if r := runCmd(ctx, env, "redrive", "--reason", "debit_failed"); r.code != 0 {
