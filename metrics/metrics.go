@@ -64,7 +64,7 @@ func New() *Metrics {
 		enquiries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "enquiries_total",
 			Help: "Status enquiries before re-posting a reclaimed charge, by answer: posted, in_progress, not_found, declined, failed."}, []string{"answer"}),
 		notifications: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "notifications_total",
-			Help: "Pre-debit notifications by result: sent, failed."}, []string{"result"}),
+			Help: "Pre-debit notifications by channel (sns, webhook, log, sim) and result: sent, failed."}, []string{"channel", "result"}),
 		deadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "dlq_forwards_total",
 			Help: "Messages forwarded to the dead-letter queue, by reason (invalid, conflict, debit_failed, duplicate_failed, ...)."}, []string{"reason"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "decisions_total",
@@ -96,8 +96,6 @@ func New() *Metrics {
 	}
 	m.expired.WithLabelValues("main")
 	m.expired.WithLabelValues("dlq")
-	m.notifications.WithLabelValues("sent")
-	m.notifications.WithLabelValues("failed")
 	return m
 }
 
@@ -255,19 +253,29 @@ func (e *enquirer) Enquire(ctx context.Context, key string) (charge.Enquiry, err
 }
 
 // Notifier wraps n to count notifications by result.
-func (m *Metrics) Notifier(n charge.Notifier) charge.Notifier { return &notifier{Notifier: n, m: m} }
+func (m *Metrics) Notifier(n charge.Notifier, channel string) charge.Notifier {
+	if channel == "" {
+		channel = "unknown"
+	}
+	// Both series exist from the start, so that a rate over them is defined
+	// before the first failure.
+	m.notifications.WithLabelValues(channel, "sent")
+	m.notifications.WithLabelValues(channel, "failed")
+	return &notifier{Notifier: n, m: m, channel: channel}
+}
 
 type notifier struct {
 	charge.Notifier
-	m *Metrics
+	m       *Metrics
+	channel string
 }
 
 func (n *notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, r charge.DebitReceipt) error {
 	err := n.Notifier.NotifyPreDebit(ctx, c, r)
 	if err != nil {
-		n.m.notifications.WithLabelValues("failed").Inc()
+		n.m.notifications.WithLabelValues(n.channel, "failed").Inc()
 	} else {
-		n.m.notifications.WithLabelValues("sent").Inc()
+		n.m.notifications.WithLabelValues(n.channel, "sent").Inc()
 	}
 	return err
 }

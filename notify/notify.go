@@ -1,7 +1,10 @@
-// Package notify holds the pre-debit notification adapter used by the
-// simulator deployments: it records every notification, logs it with the
-// account masked, and can inject failures. A bank wires its SMS/e-mail
-// gateway behind the same charge.Notifier port.
+// Package notify holds two pre-debit notification channels that need no
+// outside dependency: Log (production: one structured line per notice, for
+// banks that produce notifications downstream from logs) and Recorder (the
+// simulator, --notify sim: it records every notification, logs it with the
+// account masked, and can inject failures; for the demo and tests only).
+// The other production channels are packages of their own: awssns and
+// webhook.
 package notify
 
 import (

@@ -64,7 +64,7 @@ func startChild(t *testing.T, env map[string]string, out *os.File, args ...strin
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), "IC_TEST_RUN_MAIN=1")
-	for k, v := range env {
+	for k, v := range withSimNotifier(env) {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	if out != nil {

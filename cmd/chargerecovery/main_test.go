@@ -41,6 +41,7 @@ type result struct {
 }
 
 func runCmd(ctx context.Context, env map[string]string, args ...string) result {
+	env = withSimNotifier(env)
 	var out, errb syncBuffer
 	e := &cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
 	code := run(ctx, e, args)
@@ -120,12 +121,22 @@ func TestBadConfigurationExitsTwoWithWhatToSet(t *testing.T) {
 		{"malformed postgres url", nil, []string{"serve", "--corebank-url", "http://x", "--backend", "postgres", "--postgres-url", "postgres://u:pw@h/%zz"}, "--postgres-url / IC_POSTGRES_URL"},
 		{"redis store without url", nil, []string{"serve", "--corebank-url", "http://x", "--store", "redis"}, "--redis-url (IC_REDIS_URL) is required"},
 		{"unknown store", nil, []string{"serve", "--corebank-url", "http://x", "--store", "memcached"}, `--store "memcached"`},
+		// No silent fallback to the notification simulator.
+		{"no notification channel", map[string]string{"IC_NOTIFY": ""}, []string{"serve", "--corebank-url", "http://x"}, "--notify (IC_NOTIFY) is required: sns, webhook, log or sim"},
+		{"unknown notification channel", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "pigeon"}, `--notify "pigeon" is not sns, webhook, log or sim`},
+		{"webhook without url", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook"}, "--notify webhook needs --notify-url"},
+		{"webhook url with credentials", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook", "--notify-url", "https://u:s3cret@h/n"}, "holds credentials"},
+		{"sns without topic", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "sns"}, "--notify sns needs --notify-sns-topic"},
+		{"sns topic not an ARN", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "sns", "--notify-sns-topic", "my-topic"}, "not a topic ARN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := runCmd(t.Context(), tt.env, tt.args...)
 			if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
 				t.Fatalf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, tt.want)
+			}
+			if strings.Contains(r.stderr, "s3cret") {
+				t.Fatalf("a credential was printed: %q", r.stderr)
 			}
 		})
 	}
@@ -165,4 +176,18 @@ func TestMissingTableFailsWithWhatToCreate(t *testing.T) {
 	if r.code != exitFailed || !strings.Contains(r.stderr, "chargerecovery setup --backend aws") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
+}
+
+// withSimNotifier is env with IC_NOTIFY=sim unless env names IC_NOTIFY
+// (even as ""): the tests' consumers notify the simulator, said out loud.
+func withSimNotifier(env map[string]string) map[string]string {
+	if _, set := env["IC_NOTIFY"]; set {
+		return env
+	}
+	out := make(map[string]string, len(env)+1)
+	for k, v := range env {
+		out[k] = v
+	}
+	out["IC_NOTIFY"] = "sim"
+	return out
 }

@@ -28,6 +28,7 @@ import (
 // startCmd runs a command in the background; its stderr can be read while
 // it runs.
 func startCmd(ctx context.Context, env map[string]string, args ...string) (*syncBuffer, <-chan int) {
+	env = withSimNotifier(env)
 	var out, errb syncBuffer
 	e := &cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
 	done := make(chan int, 1)
@@ -121,15 +122,15 @@ func opsScenario(t *testing.T, env map[string]string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for series, want := range map[string]float64{
-		`chargerecovery_claim_outcomes_total{outcome="acquired"}`: 2,
-		`chargerecovery_claim_outcomes_total{outcome="conflict"}`: 1,
-		`chargerecovery_debits_total{result="success"}`:           1,
-		`chargerecovery_debits_total{result="declined"}`:          1,
-		`chargerecovery_notifications_total{result="sent"}`:       1,
-		`chargerecovery_dlq_forwards_total{reason="invalid"}`:     1,
-		`chargerecovery_dlq_forwards_total{reason="conflict"}`:    1,
-		`chargerecovery_queue_messages{state="dlq"}`:              3, // sampled in the background
-		`chargerecovery_queue_messages{state="waiting"}`:          0,
+		`chargerecovery_claim_outcomes_total{outcome="acquired"}`:         2,
+		`chargerecovery_claim_outcomes_total{outcome="conflict"}`:         1,
+		`chargerecovery_debits_total{result="success"}`:                   1,
+		`chargerecovery_debits_total{result="declined"}`:                  1,
+		`chargerecovery_notifications_total{channel="sim",result="sent"}`: 1,
+		`chargerecovery_dlq_forwards_total{reason="invalid"}`:             1,
+		`chargerecovery_dlq_forwards_total{reason="conflict"}`:            1,
+		`chargerecovery_queue_messages{state="dlq"}`:                      3, // sampled in the background
+		`chargerecovery_queue_messages{state="waiting"}`:                  0,
 	} {
 		if got := metricValue(t, metrics, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)

@@ -10,7 +10,6 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/metrics"
-	"github.com/finedge/idempotent-consumer/notify"
 	"github.com/finedge/idempotent-consumer/tracing"
 )
 
@@ -19,6 +18,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	var (
 		bc        backend.Config
 		cc        pipeline.Config
+		nc        pipeline.NotifyConfig
 		sc        backend.SweepConfig
 		lc        cli.LogConfig
 		crashAt   string
@@ -27,6 +27,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	)
 	bc.Bind(f)
 	cc.Bind(f)
+	nc.Bind(f)
 	sc.Bind(f)
 	lc.Bind(f)
 	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (--http-addr \"\" turns it off)")
@@ -38,6 +39,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	var p cli.Problems
 	bc.Check(&p)
 	cc.Check(&p, true)
+	nc.Check(&p)
 	sc.Check(&p)
 	lc.Check(&p)
 	if depthTick < time.Second {
@@ -82,9 +84,13 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		defer cancel()
 		_ = stopTracing(sctx)
 	}()
+	notifier, notifyDesc, err := nc.Notifier(ctx, cc, log)
+	if err != nil {
+		return err
+	}
 	m := metrics.New()
-	pl, err := pipeline.New(pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: bank, Notifier: notify.NewRecorder(cc.NotifyFailRate, log)},
-		cc, pipeline.Options{Logger: log, Metrics: m, Tracer: tp})
+	pl, err := pipeline.New(pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: bank, Notifier: notifier},
+		cc, pipeline.Options{Logger: log, Metrics: m, Tracer: tp, NotifyChannel: nc.Channel})
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
@@ -105,7 +111,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 			func(err error) { log.Warn("stuck claims sample failed", "error", err) })
 	}
 	log.Info("consumer starting", "backend", b.Desc, "concurrency", cc.Concurrency,
-		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", cc.CorebankURL)
+		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", cc.CorebankURL, "notify", notifyDesc)
 	if err := pl.Run(ctx); err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.Duration(&c.ProbeEvery, "circuit-probe", "IC_CIRCUIT_PROBE", 5*time.Second, "first wait before a trial while a circuit is open (doubles per failed probe or trial, back to this once it closes)")
 	f.Duration(&c.ProbeMax, "circuit-probe-max", "IC_CIRCUIT_PROBE_MAX", 60*time.Second, "longest wait between probes")
 	f.Duration(&c.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long the pre-debit notification may take; past it the charge is DEBITED_NOTIFICATION_FAILED (never re-debited)")
-	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "simulated notification failure rate, 0-1 (the built-in notifier records and logs)")
+	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "--notify sim only: the simulator's notification failure rate, 0-1")
 }
 
 // Check reports what is wrong with c; needCorebank when a bank URL is required.
@@ -203,6 +203,9 @@ type Options struct {
 	OnDecision func(queue.Message, consumer.Decision, time.Duration)
 	// Tracer, when set, traces every message (see package tracing).
 	Tracer trace.TracerProvider
+	// NotifyChannel names the notification channel in metrics (sns,
+	// webhook, log, sim).
+	NotifyChannel string
 	// Baseline runs the same pipeline without the idempotency claim
 	// (parse, debit, notify, ack): the bench's measure of what the guard
 	// costs and prevents. Never in production.
@@ -239,7 +242,7 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 	onDecision := o.OnDecision
 	if m := o.Metrics; m != nil {
 		store, source = m.Store(store), m.Source(source)
-		debiter, notifier = m.Debiter(debiter), m.Notifier(notifier)
+		debiter, notifier = m.Debiter(debiter), m.Notifier(notifier, o.NotifyChannel)
 		if enquirer != nil {
 			enquirer = m.Enquirer(enquirer)
 		}

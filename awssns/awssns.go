@@ -1,0 +1,119 @@
+// Package awssns is a pre-debit notification channel on Amazon SNS: each
+// notice (charge.Notice, JSON) is published to one topic, with message
+// attributes for routing (the charge type, the notice type) and the
+// notification key, so that subscribers — an SMS or e-mail service, an SQS
+// queue — can filter and drop repeats. It uses aws-sdk-go-v2's standard
+// credential and endpoint chain (AWS_ENDPOINT_URL points it at an
+// emulator).
+//
+// A publish that SNS did not acknowledge is a failed notification: the
+// charge is recorded DEBITED_NOTIFICATION_FAILED, never debited again.
+package awssns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sns/types"
+
+	"github.com/finedge/idempotent-consumer/charge"
+)
+
+// API is the part of the SNS client the notifier calls.
+type API interface {
+	Publish(ctx context.Context, in *sns.PublishInput, opts ...func(*sns.Options)) (*sns.PublishOutput, error)
+}
+
+var _ API = (*sns.Client)(nil)
+
+// The message attributes of every notice.
+const (
+	AttrChargeType      = "chargeType"
+	AttrNoticeType      = "noticeType"
+	AttrNotificationKey = "notificationKey"
+)
+
+// Options configure a Notifier.
+type Options struct {
+	// TopicARN is the topic published to. Required.
+	TopicARN string
+	// Now is the clock of the notice's debitedAt. Default time.Now.
+	Now func() time.Time
+}
+
+// Notifier implements charge.Notifier on SNS.
+type Notifier struct {
+	api   API
+	topic string
+	fifo  bool
+	now   func() time.Time
+}
+
+var _ charge.Notifier = (*Notifier)(nil)
+
+// New checks o and returns a Notifier over api.
+func New(api API, o Options) (*Notifier, error) {
+	if api == nil {
+		return nil, errors.New("awssns: New needs a client")
+	}
+	if err := CheckTopicARN(o.TopicARN); err != nil {
+		return nil, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Notifier{api: api, topic: o.TopicARN, fifo: strings.HasSuffix(o.TopicARN, ".fifo"), now: o.Now}, nil
+}
+
+// CheckTopicARN says what is wrong with a topic ARN, if anything.
+func CheckTopicARN(arn string) error {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sns" || parts[5] == "" {
+		return fmt.Errorf("awssns: topic %q is not a topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)", arn)
+	}
+	return nil
+}
+
+// NotifyPreDebit implements charge.Notifier: one Publish.
+func (n *Notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt charge.DebitReceipt) error {
+	notice := charge.NoticeOf(c, receipt, n.now())
+	body, err := notice.Marshal()
+	if err != nil {
+		return err
+	}
+	in := &sns.PublishInput{
+		TopicArn: aws.String(n.topic),
+		Message:  aws.String(string(body)),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			AttrChargeType:      {DataType: aws.String("String"), StringValue: aws.String(string(c.Type))},
+			AttrNoticeType:      {DataType: aws.String("String"), StringValue: aws.String(charge.NoticeType)},
+			AttrNotificationKey: {DataType: aws.String("String"), StringValue: aws.String(notice.NotificationKey)},
+		},
+	}
+	if n.fifo {
+		// A FIFO topic drops a repeat of the key within its 5-minute window.
+		in.MessageGroupId = aws.String(c.ID)
+		in.MessageDeduplicationId = aws.String(dedupID(notice.NotificationKey))
+	}
+	if _, err := n.api.Publish(ctx, in); err != nil {
+		return fmt.Errorf("awssns: publish the notice of %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// dedupID fits a key into SNS's deduplication id (1-128 of
+// alphanumerics and punctuation).
+func dedupID(key string) string {
+	b := []byte(key)
+	for i, c := range b {
+		if c < 0x21 || c > 0x7e {
+			b[i] = '_'
+		}
+	}
+	return string(b[:min(len(b), 128)])
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// sendCharges enqueues n charges (30% twice) on env's backend; it returns
+// their ids, the backend and the bank.
+func sendCharges(t *testing.T, env map[string]string, prefix string, n int) ([]string, *backend.Backend, *corebank.Ledger) {
+	t.Helper()
+	ledger := corebank.NewLedger(corebank.Faults{Latency: 5 * time.Millisecond})
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	t.Cleanup(bank.Close)
+	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s",
+		"IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn", "IC_NOTIFY_TIMEOUT": "500ms"} {
+		if _, set := env[k]; !set {
+			env[k] = v
+		}
+	}
+	b, err := backend.Open(t.Context(), *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	run := backend.RandomID()
+	var ids []string
+	var msgs []queue.Outgoing
+	for i := range n {
+		c := charge.Charge{ID: fmt.Sprintf("CHG-%s-%s-%03d", prefix, run, i), AccountID: fmt.Sprintf("0098765%05d", i),
+			Amount: charge.Money{Minor: 1000 + int64(i), Currency: "INR"}, Type: charge.ChequeBookFee, DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+		body, err := charge.MarshalEvent(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, c.ID)
+		msgs = append(msgs, queue.Outgoing{Body: body})
+		if i%10 < 3 {
+			msgs = append(msgs, queue.Outgoing{Body: body})
+		}
+	}
+	if _, err := b.Queue.SendBatch(t.Context(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	return ids, b, ledger
+}
+
+// allFinished: every charge has a final record and the queue is empty.
+func allFinished(t *testing.T, b *backend.Backend, ids []string) func() bool {
+	return func() bool {
+		for _, id := range ids {
+			if rec, err := b.Store.Get(t.Context(), id, time.Now()); err != nil || rec.State != idempotency.StateDone {
+				return false
+			}
+		}
+		d, err := b.Queue.Depth(t.Context())
+		return err == nil && d.Waiting+d.InFlight == 0
+	}
+}
+
+// A webhook that answers 500, times out and drops connections: the debits
+// are never repeated, the charges it failed end DEBITED_NOTIFICATION_FAILED,
+// the others DEBITED, each delivered notice carries its charge's key, and
+// nothing reaches the DLQ.
+func TestWebhookNotificationsThatFailNeverRepeatADebit(t *testing.T) {
+	t.Parallel()
+	const n = 60
+	var mu sync.Mutex
+	delivered := map[string]charge.Notice{}
+	var calls atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch calls.Add(1) % 4 {
+		case 1:
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		case 2:
+			<-r.Context().Done() // no answer within the timeout
+			return
+		case 3:
+			c, _, _ := w.(http.Hijacker).Hijack()
+			c.Close()
+			return
+		}
+		var nt charge.Notice
+		if err := json.Unmarshal(body, &nt); err != nil || r.Header.Get("Idempotency-Key") != nt.NotificationKey {
+			t.Errorf("notice %s with key %q: %v", body, r.Header.Get("Idempotency-Key"), err)
+		}
+		if strings.Contains(string(body), nt.ChargeID) && strings.Contains(string(body), "0098765") {
+			t.Errorf("a notice holds a full account number: %s", body)
+		}
+		mu.Lock()
+		delivered[nt.ChargeID] = nt
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "hook.db"),
+		"IC_NOTIFY": "webhook", "IC_NOTIFY_URL": hook.URL + "/notices"}
+	ids, b, ledger := sendCharges(t, env, "WH", n)
+	serveUntil(t, env, nil, allFinished(t, b, ids))
+	posted := ledger.PostingsByKey()
+	failed := 0
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		rec, err := b.Store.Get(t.Context(), id, time.Now())
+		if err != nil || posted[id] != 1 {
+			t.Fatalf("%s: %v, posted %d times; want once", id, err, posted[id])
+		}
+		_, got := delivered[id]
+		switch {
+		case rec.Status == string(charge.DebitedNotificationFailed) && !got:
+			failed++
+		case rec.Status == string(charge.Debited) && got && delivered[id].Reference == rec.Detail:
+		default:
+			t.Errorf("%s: status %s, notice delivered %v (%+v): want DEBITED with its notice, or DEBITED_NOTIFICATION_FAILED without", id, rec.Status, got, delivered[id])
+		}
+	}
+	if failed == 0 || failed == n {
+		t.Fatalf("%d of %d notifications failed: the hostile webhook was not exercised", failed, n)
+	}
+	if d := ledger.DuplicateRequests(); len(d) != 0 {
+		t.Fatalf("debits repeated after a failed notification: %v", d)
+	}
+	if r := runCmd(t.Context(), env, "redrive", "--dry-run", "--json"); !strings.Contains(r.stdout, `"seen":0`) {
+		t.Fatalf("DLQ not empty: %s", r.stdout)
+	}
+	t.Logf("%d of %d notifications failed (500, timeout, dropped connection)", failed, n)
+}
+
+// SNS on the emulator: N debited charges → N notices on a queue subscribed
+// to the topic, each with its charge's id and key, none with a full
+// account number.
+func TestSNSNotificationsReachASubscribedQueue(t *testing.T) {
+	emulatorInParallel(t)
+	const n = 20
+	cfg := awstest.Config(t)
+	snsc, sqsc := sns.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
+	ctx := t.Context()
+	name := awstest.Name("notices")
+	topic, err := snsc.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = snsc.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
+	q, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-sub")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = sqsc.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
+	qa, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snsc.Subscribe(ctx, &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"),
+		Endpoint: aws.String(qa.Attributes["QueueArn"]), Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
+		t.Fatal(err)
+	}
+	env := awsSetup(t, "sns", "--visibility", "3s")
+	env["IC_NOTIFY"], env["IC_NOTIFY_SNS_TOPIC"] = "sns", *topic.TopicArn
+	ids, b, ledger := sendCharges(t, env, "SNS", n)
+	serveUntil(t, env, nil, allFinished(t, b, ids))
+	got := map[string]charge.Notice{}
+	for deadline := time.Now().Add(30 * time.Second); len(got) < n && time.Now().Before(deadline); {
+		out, err := sqsc.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			if strings.Contains(*m.Body, "0098765") {
+				t.Errorf("a notice holds a full account number: %s", *m.Body)
+			}
+			var nt charge.Notice
+			if err := json.Unmarshal([]byte(*m.Body), &nt); err != nil {
+				t.Fatalf("notice %s: %v", *m.Body, err)
+			}
+			if _, dup := got[nt.ChargeID]; dup {
+				t.Errorf("two notices for %s", nt.ChargeID)
+			}
+			got[nt.ChargeID] = nt
+		}
+	}
+	posted := ledger.PostingsByKey()
+	for _, id := range ids {
+		nt, ok := got[id]
+		rec, err := b.Store.Get(ctx, id, time.Now())
+		if !ok || err != nil || posted[id] != 1 || rec.Status != string(charge.Debited) || nt.Reference != rec.Detail ||
+			nt.NotificationKey != id+":pre-debit" || !strings.HasPrefix(nt.Account, "********") {
+			t.Errorf("%s: notice %+v (%v), record %+v (%v), posted %d", id, nt, ok, rec.Status, err, posted[id])
+		}
+	}
+	if len(got) != n {
+		t.Fatalf("%d notices on the subscribed queue, want %d", len(got), n)
+	}
+}

@@ -1,0 +1,99 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+
+	"github.com/finedge/idempotent-consumer/awssns"
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/tracing"
+	"github.com/finedge/idempotent-consumer/webhook"
+)
+
+// The notification channels.
+const (
+	NotifySNS     = "sns"
+	NotifyWebhook = "webhook"
+	NotifyLog     = "log"
+	NotifySim     = "sim"
+)
+
+// NotifyConfig chooses the pre-debit notification channel. There is no
+// default: a consumer that silently sent notices to the simulator would
+// notify no customer.
+type NotifyConfig struct {
+	Channel  string
+	URL      string // webhook
+	TopicARN string // sns
+}
+
+// Bind registers the channel flags. The channel's timeout is
+// --notify-timeout (Config), the simulator's failure rate
+// --notify-fail-rate.
+func (n *NotifyConfig) Bind(f *cli.FlagSet) {
+	f.String(&n.Channel, "notify", "IC_NOTIFY", "", "pre-debit notification channel (required): sns (--notify-sns-topic), webhook (--notify-url), log (one structured line per notice), or sim (the in-memory simulator: demos and tests only)")
+	f.String(&n.URL, "notify-url", "IC_NOTIFY_URL", "", "webhook: where each notice is POSTed (https://…), with Idempotency-Key <chargeId>:pre-debit")
+	f.String(&n.TopicARN, "notify-sns-topic", "IC_NOTIFY_SNS_TOPIC", "", "sns: the topic ARN each notice is published to")
+}
+
+// Check reports what is wrong with n.
+func (n *NotifyConfig) Check(p *cli.Problems) {
+	switch n.Channel {
+	case "":
+		p.Add("--notify (IC_NOTIFY) is required: sns, webhook, log or sim (sim notifies nobody: demos and tests only)")
+	case NotifySNS:
+		if n.TopicARN == "" {
+			p.Add("--notify sns needs --notify-sns-topic (IC_NOTIFY_SNS_TOPIC), the topic ARN")
+		} else if err := awssns.CheckTopicARN(n.TopicARN); err != nil {
+			p.Add("--notify-sns-topic: %v", err)
+		}
+	case NotifyWebhook:
+		if n.URL == "" {
+			p.Add("--notify webhook needs --notify-url (IC_NOTIFY_URL)")
+		} else if _, err := webhook.New(webhook.Options{URL: n.URL}); err != nil {
+			p.Add("--notify-url: %v", err)
+		}
+	case NotifyLog, NotifySim:
+	default:
+		p.Add("--notify %q is not sns, webhook, log or sim", n.Channel)
+	}
+}
+
+// Notifier builds the channel. c gives the timeout and the simulator's
+// failure rate.
+func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger) (charge.Notifier, string, error) {
+	switch n.Channel {
+	case NotifySNS:
+		cfg, err := backend.LoadAWS(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		s, err := awssns.New(sns.NewFromConfig(cfg), awssns.Options{TopicARN: n.TopicARN})
+		if err != nil {
+			return nil, "", cli.Usagef("--notify-sns-topic: %v", err)
+		}
+		return s, "sns " + n.TopicARN, nil
+	case NotifyWebhook:
+		w, err := webhook.New(webhook.Options{URL: n.URL, Timeout: c.NotifyTimeout, Headers: tracing.Headers})
+		if err != nil {
+			return nil, "", cli.Usagef("--notify-url: %v", err)
+		}
+		return w, "webhook " + webhook.Redact(n.URL), nil
+	case NotifyLog:
+		return notify.NewLog(log), "log", nil
+	case NotifySim:
+		log.Warn("pre-debit notifications go to the in-memory simulator (--notify sim): no customer is notified; for demos and tests only")
+		return notify.NewRecorder(c.NotifyFailRate, log), "sim (no customer is notified)", nil
+	}
+	return nil, "", cli.Usagef("--notify %q is not sns, webhook, log or sim", strings.TrimSpace(n.Channel))
+}
+
+// String names the channel for logs.
+func (n NotifyConfig) String() string { return fmt.Sprintf("notify=%s", n.Channel) }

@@ -1,0 +1,39 @@
+package notify
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+)
+
+// Log is a production notification channel for banks whose customer
+// notifications are produced downstream from logs: one structured line
+// per notice (charge.Notice, account masked) at INFO, message
+// "pre-debit notice", attribute "notice". It never fails.
+type Log struct {
+	log *slog.Logger
+	now func() time.Time
+}
+
+var _ charge.Notifier = (*Log)(nil)
+
+// NewLog returns a Log notifier writing to log (nil: slog.Default()).
+func NewLog(log *slog.Logger) *Log {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Log{log: log, now: time.Now}
+}
+
+// NotifyPreDebit implements charge.Notifier.
+func (l *Log) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt charge.DebitReceipt) error {
+	n := charge.NoticeOf(c, receipt, l.now())
+	l.log.LogAttrs(ctx, slog.LevelInfo, "pre-debit notice", slog.Group("notice",
+		slog.String("type", n.Type), slog.String("notificationKey", n.NotificationKey), slog.String("chargeId", n.ChargeID),
+		slog.String("account", n.Account), slog.Int64("amountMinor", n.Amount.Minor), slog.String("currency", string(n.Amount.Currency)),
+		slog.String("chargeType", string(n.ChargeType)), slog.String("dueDate", n.DueDate), slog.String("reference", n.Reference),
+		slog.Time("debitedAt", n.DebitedAt)))
+	return nil
+}
