@@ -3,6 +3,8 @@ package corebank
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,7 @@ type Client struct {
 	posted   []string
 	pending  []string
 	breaker  Breaker
+	explain  func(error) string
 	health   string
 	headers  func(context.Context, http.Header)
 }
@@ -134,6 +137,10 @@ type ClientOptions struct {
 	// debit and enquiry request (the tracing package puts the W3C
 	// traceparent there).
 	Headers func(ctx context.Context, h http.Header)
+	// Explain, when set, turns a transport error into words an operator
+	// can act on ("the server's certificate is not signed by a CA we
+	// trust"); "" leaves the error as it is (clientauth.Explain).
+	Explain func(error) string
 }
 
 // NewClient returns a Client for the API at baseURL (http://host:port).
@@ -170,7 +177,7 @@ func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 		opts.Pending = DefaultPending
 	}
 	return &Client{base: u, http: &hc, timeout: opts.Timeout, declines: opts.Declines, breaker: opts.Breaker, health: opts.HealthPath,
-		posted: opts.Posted, pending: opts.Pending, headers: opts.Headers}, nil
+		posted: opts.Posted, pending: opts.Pending, headers: opts.Headers, explain: opts.Explain}, nil
 }
 
 // Debit implements charge.Debiter.
@@ -341,6 +348,11 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 			c.abandon()
 			return 0, nil, fmt.Errorf("%w (the request may have reached the bank)", ctx.Err())
 		}
+		if c.explain != nil {
+			if why := c.explain(err); why != "" {
+				err = fmt.Errorf("%s: %w", why, err)
+			}
+		}
 		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, NotSent: !wrote.Load() && neverSent(err), Err: err})
 	}
 	defer resp.Body.Close()
@@ -365,7 +377,17 @@ func neverSent(err error) bool {
 		return true
 	}
 	var dns *net.DNSError
-	return errors.As(err, &dns)
+	if errors.As(err, &dns) {
+		return true
+	}
+	// A TLS handshake that failed, and a token that could not be had,
+	// come before the request: no byte of it was sent.
+	var cve *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var unknown x509.UnknownAuthorityError
+	var notSent interface{ NotSent() bool }
+	return errors.As(err, &cve) || errors.As(err, &alert) || errors.As(err, &unknown) ||
+		(errors.As(err, &notSent) && notSent.NotSent())
 }
 
 // classify is THE table of non-2xx answers: a configured decline is final;

@@ -28,13 +28,18 @@ import (
 )
 
 // sendCharges enqueues n charges (30% twice) on env's backend; it returns
-// their ids, the backend and the bank.
-func sendCharges(t *testing.T, env map[string]string, prefix string, n int) ([]string, *backend.Backend, *corebank.Ledger) {
+// their ids, the backend and the bank (a plain simulator, unless env names
+// one already: then ledger is that one's).
+func sendCharges(t *testing.T, env map[string]string, prefix string, n int, ledger ...*corebank.Ledger) ([]string, *backend.Backend, *corebank.Ledger) {
 	t.Helper()
-	ledger := corebank.NewLedger(corebank.Faults{Latency: 5 * time.Millisecond})
-	bank := httptest.NewServer(corebank.Handler(ledger))
-	t.Cleanup(bank.Close)
-	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s",
+	if len(ledger) == 0 {
+		l := corebank.NewLedger(corebank.Faults{Latency: 5 * time.Millisecond})
+		bank := httptest.NewServer(corebank.Handler(l))
+		t.Cleanup(bank.Close)
+		env["IC_COREBANK_URL"] = bank.URL
+		ledger = append(ledger, l)
+	}
+	for k, v := range map[string]string{"IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s",
 		"IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn", "IC_NOTIFY_TIMEOUT": "500ms"} {
 		if _, set := env[k]; !set {
 			env[k] = v
@@ -64,7 +69,7 @@ func sendCharges(t *testing.T, env map[string]string, prefix string, n int) ([]s
 	if _, err := b.Queue.SendBatch(t.Context(), msgs); err != nil {
 		t.Fatal(err)
 	}
-	return ids, b, ledger
+	return ids, b, ledger[0]
 }
 
 // allFinished: every charge has a final record and the queue is empty.

@@ -111,7 +111,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 			func(err error) { log.Warn("stuck claims sample failed", "error", err) })
 	}
 	log.Info("consumer starting", "backend", b.Desc, "concurrency", cc.Concurrency,
-		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", cc.CorebankURL, "notify", notifyDesc)
+		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", cc.CorebankURL, "corebank_auth", authDesc(bank), "notify", notifyDesc)
 	if err := pl.Run(ctx); err != nil {
 		return err
 	}
@@ -119,4 +119,11 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	log.Info("consumer stopped", "received", s.Received, "acked", s.Acked, "retried", s.Retried,
 		"dead_lettered", s.DeadLettered, "released", s.Released, "ack_errors", s.AckErrors)
 	return nil
+}
+
+func authDesc(b pipeline.Bank) string {
+	if b.Auth == nil {
+		return "none"
+	}
+	return b.Auth.Describe()
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/circuit"
+	"github.com/finedge/idempotent-consumer/clientauth"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -48,6 +49,43 @@ type Config struct {
 	ProbeMax        time.Duration
 	NotifyTimeout   time.Duration
 	NotifyFailRate  float64
+	// BankAuth: how to authenticate to core banking (files only).
+	BankAuth AuthFlags
+}
+
+// AuthFlags are the authentication files and OAuth2 settings of one HTTP
+// API (clientauth.Options), bound with a flag prefix.
+type AuthFlags struct {
+	CA, Cert, Key, HeaderFile      string
+	TokenURL, ClientID, SecretFile string
+	Scopes                         string
+}
+
+// Bind registers --PREFIX-ca, --PREFIX-client-cert, … with IC_ENV_* variables.
+func (a *AuthFlags) Bind(f *cli.FlagSet, prefix, env, what string) {
+	f.String(&a.CA, prefix+"-ca", env+"_CA", "", what+": PEM bundle of the CAs that sign its server certificate (instead of the system roots); read again when it changes")
+	f.String(&a.Cert, prefix+"-client-cert", env+"_CLIENT_CERT", "", what+": client certificate (PEM) for mutual TLS; read again when it changes (rotation without a restart)")
+	f.String(&a.Key, prefix+"-client-key", env+"_CLIENT_KEY", "", what+": the client certificate's key (PEM)")
+	f.String(&a.HeaderFile, prefix+"-header-file", env+"_HEADER_FILE", "", what+": file of \"Name: value\" lines added to every request (an API key)")
+	f.String(&a.TokenURL, prefix+"-oauth-token-url", env+"_OAUTH_TOKEN_URL", "", what+": OAuth2 token endpoint (client credentials grant)")
+	f.String(&a.ClientID, prefix+"-oauth-client-id", env+"_OAUTH_CLIENT_ID", "", what+": OAuth2 client id")
+	f.String(&a.SecretFile, prefix+"-oauth-client-secret-file", env+"_OAUTH_CLIENT_SECRET_FILE", "", what+": file holding the OAuth2 client secret (never a flag value); read again when it changes")
+	f.String(&a.Scopes, prefix+"-oauth-scopes", env+"_OAUTH_SCOPES", "", what+": OAuth2 scopes, comma-separated")
+}
+
+// Auth builds the clientauth.Auth (nil when nothing is configured).
+func (a AuthFlags) Auth() (*clientauth.Auth, error) {
+	if a == (AuthFlags{}) {
+		return nil, nil
+	}
+	var scopes []string
+	for _, s := range strings.Split(a.Scopes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			scopes = append(scopes, s)
+		}
+	}
+	return clientauth.New(clientauth.Options{CAFile: a.CA, CertFile: a.Cert, KeyFile: a.Key, HeaderFile: a.HeaderFile,
+		TokenURL: a.TokenURL, ClientID: a.ClientID, ClientSecretFile: a.SecretFile, Scopes: scopes})
 }
 
 // Bind registers the processing flags.
@@ -70,6 +108,7 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.Duration(&c.ProbeEvery, "circuit-probe", "IC_CIRCUIT_PROBE", 5*time.Second, "first wait before a trial while a circuit is open (doubles per failed probe or trial, back to this once it closes)")
 	f.Duration(&c.ProbeMax, "circuit-probe-max", "IC_CIRCUIT_PROBE_MAX", 60*time.Second, "longest wait between probes")
 	f.Duration(&c.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long the pre-debit notification may take; past it the charge is DEBITED_NOTIFICATION_FAILED (never re-debited)")
+	c.BankAuth.Bind(f, "corebank", "IC_COREBANK", "core banking")
 	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "--notify sim only: the simulator's notification failure rate, 0-1")
 }
 
@@ -130,6 +169,9 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 	if c.NotifyTimeout <= 0 {
 		p.Add("--notify-timeout must be positive")
 	}
+	if _, err := c.BankAuth.Auth(); err != nil {
+		p.Add("core-banking authentication: %v", err)
+	}
 	if c.NotifyFailRate < 0 || c.NotifyFailRate > 1 {
 		p.Add("--notify-fail-rate %v is outside 0-1", c.NotifyFailRate)
 	}
@@ -141,6 +183,8 @@ type Bank struct {
 	Enquirer charge.Enquirer  // nil: no status enquiry
 	Breaker  *circuit.Breaker // nil: no circuit breaker
 	Client   *corebank.Client // the HTTP adapter (ledger reads in the demo)
+	// Auth is how the client authenticates (nil: not at all).
+	Auth *clientauth.Auth
 }
 
 // NewBank builds the HTTP client with its circuit breaker for c. The flags
@@ -170,13 +214,21 @@ func NewBank(c Config, log *slog.Logger) (Bank, error) {
 	if err != nil {
 		return Bank{}, cli.Usagef("--corebank-pending: %v", err)
 	}
-	client, err = corebank.NewClient(c.CorebankURL, corebank.ClientOptions{
+	auth, err := c.BankAuth.Auth()
+	if err != nil {
+		return Bank{}, cli.Usagef("core-banking authentication: %v", err)
+	}
+	opts := corebank.ClientOptions{
 		Timeout: c.CorebankTimeout, Declines: declines, Breaker: breaker, HealthPath: cmp.Or(c.HealthPath, "/healthz"),
-		Posted: posted, Pending: pending, Headers: tracing.Headers})
+		Posted: posted, Pending: pending, Headers: tracing.Headers, Explain: clientauth.Explain}
+	if auth != nil {
+		opts.HTTPClient = auth.Client()
+	}
+	client, err = corebank.NewClient(c.CorebankURL, opts)
 	if err != nil {
 		return Bank{}, cli.Usagef("--corebank-url: %v", err)
 	}
-	b := Bank{Debiter: client, Breaker: breaker, Client: client}
+	b := Bank{Debiter: client, Breaker: breaker, Client: client, Auth: auth}
 	if c.Enquiry {
 		b.Enquirer = client
 	}
@@ -218,6 +270,7 @@ type Pipeline struct {
 	Guard   *idempotency.Guard // nil in baseline mode
 	Runtime *consumer.Runtime
 	breaker *circuit.Breaker
+	auth    *clientauth.Auth
 	// StoreGate pauses receiving while the idempotency store cannot be
 	// reached (nil in baseline mode).
 	StoreGate *circuit.Breaker
@@ -256,7 +309,7 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 			m.Circuit(p.Bank.Breaker.Status)
 		}
 	}
-	pl := &Pipeline{breaker: p.Bank.Breaker}
+	pl := &Pipeline{breaker: p.Bank.Breaker, auth: p.Bank.Auth}
 	var h consumer.Handler
 	if o.Baseline {
 		h = baselineHandler(debiter, notifier)
@@ -346,6 +399,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 // circuit is not ready, and says why.
 func (p *Pipeline) Ready(backendReady func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
+		if p.auth != nil {
+			if err := p.auth.Check(); err != nil {
+				return fmt.Errorf("core-banking credentials: %w", err)
+			}
+		}
 		if p.breaker != nil {
 			if s := p.breaker.Status(); s.State == circuit.Open {
 				return fmt.Errorf("circuit open: core banking failing since %s (%d consecutive failures; last: %s); not receiving until a trial call succeeds",

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/pki"
+)
+
+// secureBank is the simulator behind what a bank's gateway demands: TLS
+// with a certificate of a private CA, client certificates signed by that
+// CA, and short-lived OAuth2 tokens from its own token endpoint.
+type secureBank struct {
+	ledger *corebank.Ledger
+	tokens *corebank.TokenIssuer
+	ca     *pki.CA
+	dir    string
+	env    map[string]string // what serve needs to reach it
+}
+
+const simClientSecret = "s3cr3t-0f-the-c0nsumer"
+
+func newSecureBank(t *testing.T, ttl time.Duration) *secureBank {
+	t.Helper()
+	ca, err := pki.NewCA("test bank CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	now := time.Now()
+	server, err := ca.Issue("corebank", true, now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := ca.Issue("chargerecovery", false, now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile, err := client.Write(dir, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile, secretFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "client-secret")
+	if err := pki.WriteFile(caFile, ca.PEM); err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.WriteFile(secretFile, []byte(simClientSecret+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(server.Cert, server.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	b := &secureBank{ledger: corebank.NewLedger(corebank.Faults{Latency: 20 * time.Millisecond}),
+		tokens: corebank.NewTokenIssuer("chargerecovery", simClientSecret, ttl), ca: ca, dir: dir}
+	srv := httptest.NewUnstartedServer(corebank.Secure(corebank.Handler(b.ledger), b.tokens))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	b.env = map[string]string{"IC_COREBANK_URL": srv.URL, "IC_COREBANK_CA": caFile,
+		"IC_COREBANK_CLIENT_CERT": certFile, "IC_COREBANK_CLIENT_KEY": keyFile,
+		"IC_COREBANK_OAUTH_TOKEN_URL": srv.URL + "/oauth/token", "IC_COREBANK_OAUTH_CLIENT_ID": "chargerecovery",
+		"IC_COREBANK_OAUTH_CLIENT_SECRET_FILE": secretFile, "IC_COREBANK_ENQUIRY": "true",
+		"IC_CIRCUIT_PROBE": "300ms", "IC_CIRCUIT_PROBE_MAX": "1s"}
+	return b
+}
+
+// rotate puts a new client certificate (same CA, new serial) in place.
+func (b *secureBank) rotate(t *testing.T) {
+	t.Helper()
+	now := time.Now()
+	p, err := b.ca.Issue("chargerecovery", false, now.Add(-time.Minute), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.Write(b.dir, "client"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The whole flow over mutual TLS and OAuth2, as real processes: two serve
+// processes, tokens that expire every 2 s during the run, and the client
+// certificate rotated on disk mid-run. Every charge is posted once and
+// DONE, nothing FAILED, nothing dead-lettered; the bank saw both client
+// certificates and issued several tokens.
+func TestMutualTLSAndOAuth2AsRealProcesses(t *testing.T) {
+	t.Parallel()
+	bank := newSecureBank(t, 2*time.Second)
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "mtls.db"), "IC_CONCURRENCY": "4"}
+	for k, v := range bank.env {
+		env[k] = v
+	}
+	var ids []string
+	first, b, _ := sendCharges(t, env, "MTLS1", 40, bank.ledger)
+	ids = append(ids, first...)
+	dir := t.TempDir()
+	p1 := childLogged(t, env, filepath.Join(dir, "serve-1.log"), "serve")
+	p2 := childLogged(t, env, filepath.Join(dir, "serve-2.log"), "serve")
+	waitUntil(t, "the first wave debited", 30*time.Second, allFinished(t, b, ids))
+	time.Sleep(2500 * time.Millisecond) // the first tokens expire
+	bank.rotate(t)
+	time.Sleep(1500 * time.Millisecond) // the files are read again at most once a second
+	more, _, _ := sendCharges(t, env, "MTLS2", 40, bank.ledger)
+	ids = append(ids, more...)
+	waitUntil(t, "the second wave debited", 30*time.Second, allFinished(t, b, ids))
+	time.Sleep(2500 * time.Millisecond)
+	last, _, _ := sendCharges(t, env, "MTLS3", 40, bank.ledger)
+	ids = append(ids, last...)
+	waitUntil(t, "the third wave debited", 30*time.Second, allFinished(t, b, ids))
+	stopAll(t, p1, p2)
+
+	posted := bank.ledger.PostingsByKey()
+	for _, id := range ids {
+		rec, err := b.Store.Get(t.Context(), id, time.Now())
+		if err != nil || rec.State != idempotency.StateDone || posted[id] != 1 {
+			t.Errorf("%s: %v %v, posted %d; want DONE, posted once", id, rec.State, err, posted[id])
+		}
+	}
+	if d := bank.ledger.DuplicateRequests(); len(d) != 0 {
+		t.Errorf("debits asked again after confirmation: %v", d)
+	}
+	if r := runCmd(t.Context(), env, "redrive", "--dry-run", "--json"); !strings.Contains(r.stdout, `"seen":0`) {
+		t.Errorf("DLQ not empty: %s", r.stdout)
+	}
+	if n := bank.tokens.Issued(); n < 4 {
+		t.Errorf("%d tokens issued: they did not expire during the run", n)
+	}
+	if s := bank.tokens.Serials(); len(s) != 2 {
+		t.Errorf("the bank saw %d client certificate(s), want the original and the rotated one", len(s))
+	}
+	for _, l := range []string{"serve-1.log", "serve-2.log"} {
+		b, _ := os.ReadFile(filepath.Join(dir, l))
+		if strings.Contains(string(b), simClientSecret) {
+			t.Errorf("%s holds the client secret", l)
+		}
+	}
+}
+
+// Wrong credentials as a real process: /readyz answers 503 naming the
+// cause, no charge is FAILED, nothing is dead-lettered; once the file is
+// fixed on disk (no restart), everything posts once.
+func TestWrongCredentialsSayWhyAndLoseNothing(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		break_ func(t *testing.T, b *secureBank) (fix func())
+		want   string
+	}{
+		{"refused client secret", func(t *testing.T, b *secureBank) func() {
+			return replaceFile(t, b.env["IC_COREBANK_OAUTH_CLIENT_SECRET_FILE"], []byte("not-the-secret"))
+		}, "token"},
+		{"untrusted server certificate", func(t *testing.T, b *secureBank) func() {
+			other, _ := pki.NewCA("another CA")
+			return replaceFile(t, b.env["IC_COREBANK_CA"], other.PEM)
+		}, "not signed by a CA we trust"},
+		{"expired client certificate", func(t *testing.T, b *secureBank) func() {
+			now := time.Now()
+			p, err := b.ca.Issue("chargerecovery", false, now.Add(-2*time.Hour), now.Add(-time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := p.Write(b.dir, "client"); err != nil {
+				t.Fatal(err)
+			}
+			return func() { b.rotate(t) }
+		}, "expired"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			bank := newSecureBank(t, time.Minute)
+			env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "bad.db"), "IC_CONCURRENCY": "4", "IC_LOG_LEVEL": "info",
+				"IC_MAX_RECEIVE": "4"}
+			for k, v := range bank.env {
+				env[k] = v
+			}
+			fix := tt.break_(t, bank)
+			ids, b, _ := sendCharges(t, env, "BAD", 20, bank.ledger)
+			logPath := filepath.Join(t.TempDir(), "serve.log")
+			proc := childLogged(t, env, logPath, "serve")
+			ready := readyzOf(t, logPath)
+			var body string
+			waitUntil(t, "/readyz naming the cause", 30*time.Second, func() bool {
+				code, b := getBody(ready)
+				body = b
+				return code == http.StatusServiceUnavailable && strings.Contains(b, tt.want)
+			})
+			if strings.Contains(body, simClientSecret) || strings.Contains(body, "not-the-secret") {
+				t.Fatalf("/readyz shows a secret: %s", body)
+			}
+			for _, id := range ids {
+				if rec, err := b.Store.Get(t.Context(), id, time.Now()); err == nil && rec.State != idempotency.StateInProgress {
+					t.Fatalf("%s is %s during the credential failure, want nothing final", id, rec.State)
+				}
+			}
+			if n := len(bank.ledger.Entries()); n != 0 {
+				t.Fatalf("%d postings with wrong credentials", n)
+			}
+			fix()
+			waitUntil(t, "every charge debited after the fix", 60*time.Second, allFinished(t, b, ids))
+			stopAll(t, proc)
+			posted := bank.ledger.PostingsByKey()
+			for _, id := range ids {
+				if posted[id] != 1 {
+					t.Errorf("%s posted %d times", id, posted[id])
+				}
+			}
+			if r := runCmd(t.Context(), env, "redrive", "--dry-run", "--json"); !strings.Contains(r.stdout, `"seen":0`) {
+				t.Errorf("DLQ not empty: %s", r.stdout)
+			}
+			t.Logf("/readyz said: %s", strings.TrimSpace(body))
+		})
+	}
+}
+
+// replaceFile writes b over file and returns what puts the old content back.
+func replaceFile(t *testing.T, file string, b []byte) func() {
+	t.Helper()
+	good, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pki.WriteFile(file, b); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if err := pki.WriteFile(file, good); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readyzOf reads serve's ops address from its log.
+func readyzOf(t *testing.T, logPath string) string {
+	t.Helper()
+	re := regexp.MustCompile(`"msg":"serving /metrics, /healthz and /readyz","addr":"([^"]+)"`)
+	var addr string
+	waitUntil(t, "serve's HTTP address in its log", 30*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		if m := re.FindSubmatch(b); m != nil {
+			addr = string(m[1])
+		}
+		return addr != ""
+	})
+	return "http://" + addr + "/readyz"
+}
+
+func getBody(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
