@@ -64,9 +64,9 @@ type Auth struct {
 	tok      *oauth2.Token
 	tokenErr error // the last token request's failure, until one succeeds
 
-	tmu      sync.Mutex
-	base     *http.Transport
-	baseFor  string // the certificate and CA versions base was made for
+	tmu     sync.Mutex
+	base    *http.Transport
+	baseFor string // the certificate and CA versions base was made for
 }
 
 // TokenError is a failure to get an OAuth2 token: the request it was for
