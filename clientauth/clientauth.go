@@ -62,6 +62,7 @@ type Auth struct {
 
 	mu       sync.Mutex
 	tok      *oauth2.Token
+	tokAt    time.Time // when tok was fetched
 	tokenErr error // the last token request's failure, until one succeeds
 
 	tmu     sync.Mutex
@@ -272,8 +273,13 @@ func (a *Auth) Invalidate() {
 func (a *Auth) token(ctx context.Context) (*oauth2.Token, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.tok != nil && a.tok.Valid() && (a.tok.Expiry.IsZero() || a.o.Now().Add(30*time.Second).Before(a.tok.Expiry)) {
-		return a.tok, nil
+	if a.tok != nil && a.tok.AccessToken != "" {
+		// Refresh a quarter of its life (at most 30 s) before it expires,
+		// so that a request never leaves with a token about to lapse.
+		margin := min(a.tok.Expiry.Sub(a.tokAt)/4, 30*time.Second)
+		if a.tok.Expiry.IsZero() || a.o.Now().Add(margin).Before(a.tok.Expiry) {
+			return a.tok, nil
+		}
 	}
 	secret, err := a.secret.get()
 	if err != nil {
@@ -282,13 +288,14 @@ func (a *Auth) token(ctx context.Context) (*oauth2.Token, error) {
 	}
 	cc := clientcredentials.Config{ClientID: a.o.ClientID, ClientSecret: secret, TokenURL: a.o.TokenURL, Scopes: a.o.Scopes}
 	tctx := context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: a.transport(), Timeout: 30 * time.Second})
+	fetched := a.o.Now()
 	tok, err := cc.Token(tctx)
 	if err != nil {
 		err = &TokenError{Err: scrub(err, secret)}
 		a.tokenErr = err
 		return nil, err
 	}
-	a.tok, a.tokenErr = tok, nil
+	a.tok, a.tokAt, a.tokenErr = tok, fetched, nil
 	return tok, nil
 }
 

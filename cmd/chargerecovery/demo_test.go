@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -133,5 +134,17 @@ func TestBenchOnPostgreSQLAndWithTheRedisStore(t *testing.T) {
 				t.Fatalf("bench %v: %+v", args, g)
 			}
 		}
+	}
+}
+
+// The demo over mutual TLS and OAuth2: certificates made at start, tokens
+// valid 2 s that expire during the run; every charge debited once.
+func TestSecureDemoOverMutualTLSAndOAuth2(t *testing.T) {
+	t.Parallel()
+	rep := runDemoJSON(t, "--secure", "--charges", "120", "--corebank-latency", "120ms", "--concurrency", "8")
+	wantExactlyOnce(t, rep, 120, 156)
+	var tokens int
+	if _, err := fmt.Sscanf(rep.Bank, "mutual TLS + OAuth2 client credentials (%d tokens issued", &tokens); err != nil || tokens < 2 {
+		t.Fatalf("bank %q: want mutual TLS + OAuth2 with tokens expiring during the run", rep.Bank)
 	}
 }

@@ -2,6 +2,10 @@ package demo
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +13,8 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -19,6 +25,7 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
+	"github.com/finedge/idempotent-consumer/internal/pki"
 	"github.com/finedge/idempotent-consumer/notify"
 	"github.com/finedge/idempotent-consumer/queue"
 )
@@ -41,6 +48,9 @@ type Report struct {
 	ElapsedMS          int64          `json:"elapsed_ms"`
 	OK                 bool           `json:"ok"`
 	Problem            string         `json:"problem,omitempty"`
+	// Bank is how the consumer reached the bank: "plain HTTP", or mutual
+	// TLS + OAuth2 with the count of tokens issued.
+	Bank string `json:"bank"`
 }
 
 type demoConfig struct {
@@ -59,6 +69,7 @@ type demoConfig struct {
 	declineRate float64
 	hostile     cli.HostileFlags
 	baseline    bool
+	secure      bool
 }
 
 func Run(ctx context.Context, env *cli.Env, args []string) error {
@@ -81,6 +92,7 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	f.Float(&c.declineRate, "decline-rate", "", 0, "fraction of charges whose account the bank declines (recorded FAILED and dead-lettered, never debited)")
 	c.hostile.Bind(f, "")
 	f.Bool(&c.baseline, "baseline", "", false, "run WITHOUT the idempotency claim, to see what it prevents (the check then fails)")
+	f.Bool(&c.secure, "secure", "", false, "run the bank over mutual TLS and OAuth2 client credentials: a CA, server and client certificates made at start (crypto/x509), tokens that expire every 2s")
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
@@ -139,6 +151,7 @@ func printDemo(w io.Writer, r Report) {
 		verdict = "FAILED: " + r.Problem
 	}
 	fmt.Fprintf(w, `charge-recovery demo (%s)
+  bank                %s
   charges             %d
   messages sent       %d (%d redeliveries of the same chargeId)
   debited once        %d
@@ -150,7 +163,7 @@ func printDemo(w io.Writer, r Report) {
   dead-lettered       %d
   elapsed             %s
 %s
-`, r.Backend, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.DuplicateRequests, r.NotDebited, r.Declined,
+`, r.Backend, r.Bank, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.DuplicateRequests, r.NotDebited, r.Declined,
 		r.DuplicatesDropped, r.DuplicatesDeferred, r.Retries, r.DeadLettered,
 		(time.Duration(r.ElapsedMS) * time.Millisecond).String(), verdict)
 }
@@ -209,7 +222,21 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	}
 	simLedger := corebank.NewLedger(faults.Faults(time.Now()))
 	srv := &http.Server{Handler: corebank.Handler(simLedger), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	scheme := "http"
+	var auth pipeline.AuthFlags
+	var tokens *corebank.TokenIssuer
+	if c.secure {
+		var tlsConf *tls.Config
+		tokens, tlsConf, auth, err = secureBank(&cleanup)
+		if err != nil {
+			return Report{}, fmt.Errorf("secure bank: %w", err)
+		}
+		srv.Handler, srv.TLSConfig, scheme = corebank.Secure(srv.Handler, tokens), tlsConf, "https"
+		auth.TokenURL = "https://" + ln.Addr().String() + "/oauth/token"
+		go func() { _ = srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { _ = srv.Serve(ln) }()
+	}
 	cleanup = append(cleanup, func() { _ = srv.Close() })
 
 	// 3. The consumer (or, with --baseline, the same pipeline without the claim).
@@ -217,7 +244,7 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	outcomes := map[charge.Outcome]int{}
 	cc := pipeline.Config{Concurrency: c.concurrency, Visibility: visibility, Lease: lease,
 		Retention: idempotency.DefaultRetention, Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 10 * time.Second,
-		CorebankURL: "http://" + ln.Addr().String(), CorebankTimeout: c.bankTimeout, Declines: "422:DECLINED",
+		CorebankURL: scheme + "://" + ln.Addr().String(), CorebankTimeout: c.bankTimeout, Declines: "422:DECLINED", BankAuth: auth,
 		Enquiry: true, HealthPath: "/healthz", CircuitAfter: 5, ProbeEvery: 200 * time.Millisecond, ProbeMax: time.Second,
 		NotifyTimeout: time.Second}
 	ports, err := pipeline.NewBank(cc, log)
@@ -320,7 +347,10 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	for _, e := range ledger.Entries {
 		posted[e.IdempotencyKey]++
 	}
-	rep := Report{Backend: b.Desc, Charges: c.charges, MessagesSent: len(bodies), Outcomes: map[string]int{}}
+	rep := Report{Backend: b.Desc, Charges: c.charges, MessagesSent: len(bodies), Outcomes: map[string]int{}, Bank: "plain HTTP"}
+	if tokens != nil {
+		rep.Bank = fmt.Sprintf("mutual TLS + OAuth2 client credentials (%d tokens issued, each valid 2s)", tokens.Issued())
+	}
 	if c.baseline {
 		rep.Backend += ", baseline: no idempotency claim"
 	}
@@ -363,4 +393,51 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 		rep.Problem = fmt.Sprintf("%d of %d charges not debited exactly once (e.g. %s)", len(bad), c.charges, bad[0])
 	}
 	return rep, nil
+}
+
+// secureBank makes a CA, a server and a client certificate and a client
+// secret in a private temporary directory, and returns the token issuer
+// and TLS settings of a simulator that demands them, and the consumer's
+// side of them.
+func secureBank(cleanup *[]func()) (*corebank.TokenIssuer, *tls.Config, pipeline.AuthFlags, error) {
+	dir, err := os.MkdirTemp("", "chargerecovery-demo-pki-")
+	if err != nil {
+		return nil, nil, pipeline.AuthFlags{}, err
+	}
+	*cleanup = append(*cleanup, func() { _ = os.RemoveAll(dir) })
+	ca, err := pki.NewCA("demo bank CA")
+	if err != nil {
+		return nil, nil, pipeline.AuthFlags{}, err
+	}
+	now := time.Now()
+	server, err := ca.Issue("corebank", true, now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		return nil, nil, pipeline.AuthFlags{}, err
+	}
+	client, err := ca.Issue("chargerecovery", false, now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		return nil, nil, pipeline.AuthFlags{}, err
+	}
+	certFile, keyFile, err := client.Write(dir, "client")
+	if err != nil {
+		return nil, nil, pipeline.AuthFlags{}, err
+	}
+	var secret [16]byte
+	_, _ = rand.Read(secret[:])
+	a := pipeline.AuthFlags{CA: filepath.Join(dir, "ca.pem"), Cert: certFile, Key: keyFile,
+		ClientID: "chargerecovery-demo", SecretFile: filepath.Join(dir, "client-secret")}
+	if err := pki.WriteFile(a.CA, ca.PEM); err != nil {
+		return nil, nil, a, err
+	}
+	if err := pki.WriteFile(a.SecretFile, []byte(hex.EncodeToString(secret[:]))); err != nil {
+		return nil, nil, a, err
+	}
+	pair, err := tls.X509KeyPair(server.Cert, server.Key)
+	if err != nil {
+		return nil, nil, a, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	conf := &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+	return corebank.NewTokenIssuer(a.ClientID, hex.EncodeToString(secret[:]), 2*time.Second), conf, a, nil
 }
