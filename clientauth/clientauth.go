@@ -63,7 +63,7 @@ type Auth struct {
 	mu       sync.Mutex
 	tok      *oauth2.Token
 	tokAt    time.Time // when tok was fetched
-	tokenErr error // the last token request's failure, until one succeeds
+	tokenErr error     // the last token request's failure, until one succeeds
 
 	tmu     sync.Mutex
 	base    *http.Transport
