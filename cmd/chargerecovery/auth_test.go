@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -10,9 +11,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/pki"
@@ -276,4 +279,47 @@ func getBody(url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// The webhook channel with the bank's authentication options: mutual TLS
+// and OAuth2 to the receiver; every charge's notice is accepted.
+func TestWebhookOverMutualTLSAndOAuth2(t *testing.T) {
+	t.Parallel()
+	sec := newSecureBank(t, time.Minute) // its PKI and token issuer, reused for the receiver
+	var mu sync.Mutex
+	got := map[string]bool{}
+	receiver := httptest.NewUnstartedServer(corebank.Secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var n charge.Notice
+		_ = json.NewDecoder(r.Body).Decode(&n)
+		mu.Lock()
+		got[n.ChargeID] = true
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+	}), sec.tokens))
+	now := time.Now()
+	server, err := sec.ca.Issue("receiver", true, now.Add(-time.Hour), now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, _ := tls.X509KeyPair(server.Cert, server.Key)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(sec.ca.PEM)
+	receiver.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+	receiver.StartTLS()
+	defer receiver.Close()
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "hook.db"),
+		"IC_NOTIFY": "webhook", "IC_NOTIFY_URL": receiver.URL + "/notices", "IC_NOTIFY_CA": sec.env["IC_COREBANK_CA"],
+		"IC_NOTIFY_CLIENT_CERT": sec.env["IC_COREBANK_CLIENT_CERT"], "IC_NOTIFY_CLIENT_KEY": sec.env["IC_COREBANK_CLIENT_KEY"],
+		"IC_NOTIFY_OAUTH_TOKEN_URL": sec.env["IC_COREBANK_OAUTH_TOKEN_URL"], "IC_NOTIFY_OAUTH_CLIENT_ID": "chargerecovery",
+		"IC_NOTIFY_OAUTH_CLIENT_SECRET_FILE": sec.env["IC_COREBANK_OAUTH_CLIENT_SECRET_FILE"]}
+	ids, b, _ := sendCharges(t, env, "WHS", 20)
+	serveUntil(t, env, nil, allFinished(t, b, ids))
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		rec, err := b.Store.Get(t.Context(), id, time.Now())
+		if err != nil || rec.Status != string(charge.Debited) || !got[id] {
+			t.Errorf("%s: %v %v, notice received %v; want DEBITED with its notice", id, rec.Status, err, got[id])
+		}
+	}
 }

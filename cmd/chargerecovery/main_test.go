@@ -127,6 +127,10 @@ func TestBadConfigurationExitsTwoWithWhatToSet(t *testing.T) {
 		{"webhook without url", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook"}, "--notify webhook needs --notify-url"},
 		{"webhook url with credentials", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook", "--notify-url", "https://u:s3cret@h/n"}, "holds credentials"},
 		{"sns without topic", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "sns"}, "--notify sns needs --notify-sns-topic"},
+		{"webhook auth on another channel", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "log", "--notify-ca", "/etc/hosts"}, "are for --notify webhook"},
+		{"client certificate without key", nil, []string{"serve", "--corebank-url", "https://x", "--notify", "log", "--corebank-client-cert", "/etc/hosts"}, "needs both the certificate and the key file"},
+		{"missing CA bundle", nil, []string{"serve", "--corebank-url", "https://x", "--notify", "log", "--corebank-ca", "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
+		{"oauth without a secret file", nil, []string{"serve", "--corebank-url", "https://x", "--notify", "log", "--corebank-oauth-token-url", "https://idp/t", "--corebank-oauth-client-id", "c"}, "need the token URL, the client id and the client secret file"},
 		{"sns topic not an ARN", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "sns", "--notify-sns-topic", "my-topic"}, "not a topic ARN"},
 	}
 	for _, tt := range tests {

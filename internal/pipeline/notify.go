@@ -32,6 +32,8 @@ type NotifyConfig struct {
 	Channel  string
 	URL      string // webhook
 	TopicARN string // sns
+	// Auth: how the webhook authenticates (the same options as the bank's).
+	Auth AuthFlags
 }
 
 // Bind registers the channel flags. The channel's timeout is
@@ -41,6 +43,7 @@ func (n *NotifyConfig) Bind(f *cli.FlagSet) {
 	f.String(&n.Channel, "notify", "IC_NOTIFY", "", "pre-debit notification channel (required): sns (--notify-sns-topic), webhook (--notify-url), log (one structured line per notice), or sim (the in-memory simulator: demos and tests only)")
 	f.String(&n.URL, "notify-url", "IC_NOTIFY_URL", "", "webhook: where each notice is POSTed (https://…), with Idempotency-Key <chargeId>:pre-debit")
 	f.String(&n.TopicARN, "notify-sns-topic", "IC_NOTIFY_SNS_TOPIC", "", "sns: the topic ARN each notice is published to")
+	n.Auth.Bind(f, "notify", "IC_NOTIFY", "webhook")
 }
 
 // Check reports what is wrong with n.
@@ -64,6 +67,13 @@ func (n *NotifyConfig) Check(p *cli.Problems) {
 	default:
 		p.Add("--notify %q is not sns, webhook, log or sim", n.Channel)
 	}
+	if n.Auth != (AuthFlags{}) {
+		if n.Channel != NotifyWebhook {
+			p.Add("--notify-ca, --notify-client-cert, --notify-oauth-* and --notify-header-file are for --notify webhook")
+		} else if _, err := n.Auth.Auth(); err != nil {
+			p.Add("webhook authentication: %v", err)
+		}
+	}
 }
 
 // Notifier builds the channel. c gives the timeout and the simulator's
@@ -81,11 +91,21 @@ func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger)
 		}
 		return s, "sns " + n.TopicARN, nil
 	case NotifyWebhook:
-		w, err := webhook.New(webhook.Options{URL: n.URL, Timeout: c.NotifyTimeout, Headers: tracing.Headers})
+		auth, err := n.Auth.Auth()
+		if err != nil {
+			return nil, "", cli.Usagef("webhook authentication: %v", err)
+		}
+		o := webhook.Options{URL: n.URL, Timeout: c.NotifyTimeout, Headers: tracing.Headers}
+		desc := "webhook " + webhook.Redact(n.URL)
+		if auth != nil {
+			o.HTTPClient = auth.Client()
+			desc += " (" + auth.Describe() + ")"
+		}
+		w, err := webhook.New(o)
 		if err != nil {
 			return nil, "", cli.Usagef("--notify-url: %v", err)
 		}
-		return w, "webhook " + webhook.Redact(n.URL), nil
+		return w, desc, nil
 	case NotifyLog:
 		return notify.NewLog(log), "log", nil
 	case NotifySim:
