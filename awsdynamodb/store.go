@@ -87,8 +87,10 @@ type Store struct {
 }
 
 var (
-	_ idempotency.Store       = (*Store)(nil)
-	_ idempotency.StuckLister = (*Store)(nil)
+	_ idempotency.Store        = (*Store)(nil)
+	_ idempotency.StuckLister  = (*Store)(nil)
+	_ idempotency.Amender      = (*Store)(nil)
+	_ idempotency.ResultLister = (*Store)(nil)
 )
 
 // New returns a store on table through api (an *dynamodb.Client).
@@ -448,6 +450,76 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 		return idempotency.Record{}, idempotency.ErrNotFound
 	}
 	return rec, idempotency.ErrNotFailed
+}
+
+// Amend implements idempotency.Amender with one UpdateItem conditional on
+// the record as read (state DONE, token, status).
+func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+	update := `SET #status = :status, #detail = :detail, #updated = :now`
+	values := map[string]types.AttributeValue{
+		":done": str(string(idempotency.StateDone)), ":token": str(a.Token), ":from": str(a.FromStatus),
+		":status": str(a.Status), ":detail": str(a.Detail), ":now": ms(a.Now),
+	}
+	if len(a.History) > 0 {
+		update += `, #history = :history`
+		values[":history"] = str(idempotency.JoinHistory(a.History))
+	} else {
+		update += ` REMOVE #history`
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(a.Key),
+		ConditionExpression:                 aws.String(`#state = :done AND #token = :token AND #status = :from AND #expires > :now`),
+		UpdateExpression:                    aws.String(update),
+		ExpressionAttributeNames:            pick("#state", "#token", "#status", "#detail", "#updated", "#history", "#expires"),
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return decode(out.Attributes)
+	}
+	old, found, err := s.existing(ctx, "amend", a.Key, a.Now, err)
+	switch {
+	case err != nil && !errors.Is(err, idempotency.ErrNotFound):
+		return idempotency.Record{}, err
+	case !found:
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return old, idempotency.ErrStale
+}
+
+// ListByResult implements idempotency.ResultLister with a consistent Scan
+// and a filter (an operator's tool: it reads the whole table).
+func (s *Store) ListByResult(ctx context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+	scanner, ok := s.api.(interface {
+		Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	})
+	if !ok {
+		return nil, errors.New("dynamodb: the client cannot Scan")
+	}
+	var out []idempotency.Record
+	p := dynamodb.NewScanPaginator(scanner, &dynamodb.ScanInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		FilterExpression:          aws.String(`#state = :state AND #status = :status AND #expires > :now`),
+		ExpressionAttributeNames:  pick("#state", "#status", "#expires"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":state": str(string(state)), ":status": str(status), ":now": ms(now)},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, idempotency.Unavailable("list", err)
+		}
+		for _, item := range page.Items {
+			rec, err := decode(item)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
+	return out[:min(limit, len(out))], nil
 }
 
 func (s *Store) conditional(op string, err error) error {

@@ -54,7 +54,10 @@ type Notifier struct {
 	now   func() time.Time
 }
 
-var _ charge.Notifier = (*Notifier)(nil)
+var (
+	_ charge.Notifier     = (*Notifier)(nil)
+	_ charge.NoticeSender = (*Notifier)(nil)
+)
 
 // New checks o and returns a Notifier over api.
 func New(api API, o Options) (*Notifier, error) {
@@ -81,7 +84,11 @@ func CheckTopicARN(arn string) error {
 
 // NotifyPreDebit implements charge.Notifier: one Publish.
 func (n *Notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt charge.DebitReceipt) error {
-	notice := charge.NoticeOf(c, receipt, n.now())
+	return n.SendNotice(ctx, charge.NoticeOf(c, receipt, n.now()))
+}
+
+// SendNotice implements charge.NoticeSender.
+func (n *Notifier) SendNotice(ctx context.Context, notice charge.Notice) error {
 	body, err := notice.Marshal()
 	if err != nil {
 		return err
@@ -90,18 +97,18 @@ func (n *Notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt 
 		TopicArn: aws.String(n.topic),
 		Message:  aws.String(string(body)),
 		MessageAttributes: map[string]types.MessageAttributeValue{
-			AttrChargeType:      {DataType: aws.String("String"), StringValue: aws.String(string(c.Type))},
+			AttrChargeType:      {DataType: aws.String("String"), StringValue: aws.String(string(notice.ChargeType))},
 			AttrNoticeType:      {DataType: aws.String("String"), StringValue: aws.String(charge.NoticeType)},
 			AttrNotificationKey: {DataType: aws.String("String"), StringValue: aws.String(notice.NotificationKey)},
 		},
 	}
 	if n.fifo {
 		// A FIFO topic drops a repeat of the key within its 5-minute window.
-		in.MessageGroupId = aws.String(c.ID)
+		in.MessageGroupId = aws.String(notice.ChargeID)
 		in.MessageDeduplicationId = aws.String(dedupID(notice.NotificationKey))
 	}
 	if _, err := n.api.Publish(ctx, in); err != nil {
-		return fmt.Errorf("awssns: publish the notice of %s: %w", c.ID, err)
+		return fmt.Errorf("awssns: publish the notice of %s: %w", notice.ChargeID, err)
 	}
 	return nil
 }

@@ -1,9 +1,18 @@
 package charge
 
 import (
+	"context"
 	"encoding/json"
+	"strings"
 	"time"
 )
+
+// NoticeSender is a notification channel that can send a notice built
+// earlier (renotify sends the one a DEBITED_NOTIFICATION_FAILED record
+// kept). Every production channel is one.
+type NoticeSender interface {
+	SendNotice(ctx context.Context, n Notice) error
+}
 
 // NoticeType is the "type" of a pre-debit notice.
 const NoticeType = "PRE_DEBIT"
@@ -45,3 +54,23 @@ func NoticeOf(c Charge, receipt DebitReceipt, now time.Time) Notice {
 
 // Marshal is the notice's JSON.
 func (n Notice) Marshal() ([]byte, error) { return json.Marshal(n) }
+
+// ReferenceOf is the core-banking reference of a DONE record's result: the
+// detail itself, or — for DEBITED_NOTIFICATION_FAILED, whose detail is the
+// notice still to be sent — the notice's reference.
+func ReferenceOf(status, detail string) string {
+	if n, ok := PendingNotice(status, detail); ok {
+		return n.Reference
+	}
+	return detail
+}
+
+// PendingNotice is the notice kept in a DEBITED_NOTIFICATION_FAILED
+// record's detail, if it holds one.
+func PendingNotice(status, detail string) (Notice, bool) {
+	var n Notice
+	if status != string(DebitedNotificationFailed) || !strings.HasPrefix(detail, "{") || json.Unmarshal([]byte(detail), &n) != nil || n.ChargeID == "" {
+		return Notice{}, false
+	}
+	return n, true
+}

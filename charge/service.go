@@ -107,6 +107,8 @@ type Options struct {
 	// service stops waiting even for a notifier that ignores its context.
 	// Default 5s.
 	NotifyTimeout time.Duration
+	// Now is the clock of the notice's debitedAt. Default time.Now.
+	Now func() time.Time
 }
 
 // Service runs claim → debit → notify → done for one charge.
@@ -134,6 +136,9 @@ func NewService(opts Options) (*Service, error) {
 	if opts.NotifyTimeout == 0 {
 		opts.NotifyTimeout = 5 * time.Second
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Service{opts: opts}, nil
 }
 
@@ -156,13 +161,17 @@ func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 		if err != nil {
 			return idempotency.Done{}, err
 		}
-		status := Debited
 		if nerr := s.notify(ctx, c, receipt); nerr != nil {
-			status = DebitedNotificationFailed
 			s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
 				slog.Any("charge", c), slog.String("reference", receipt.Reference), slog.String("error", nerr.Error()))
+			// The record keeps the notice (account masked), so that the
+			// notification can be sent later (renotify) without the message.
+			if notice, err := NoticeOf(c, receipt, s.opts.Now()).Marshal(); err == nil {
+				return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: string(notice)}, nil
+			}
+			return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: receipt.Reference}, nil
 		}
-		return idempotency.Done{Status: string(status), Detail: receipt.Reference}, nil
+		return idempotency.Done{Status: string(Debited), Detail: receipt.Reference}, nil
 	}, idempotency.DoOptions{Heartbeat: beat, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
 	return s.result(c, res, err)
 }
@@ -177,9 +186,9 @@ func (s *Service) result(c Charge, res idempotency.DoResult, err error) Result {
 	)
 	switch {
 	case err == nil && res.Outcome == idempotency.DuplicateDone:
-		return Result{Outcome: DuplicateDone, Status: Status(res.Done.Status), Reference: res.Done.Detail, Attempt: res.Attempt}
+		return Result{Outcome: DuplicateDone, Status: Status(res.Done.Status), Reference: ReferenceOf(res.Done.Status, res.Done.Detail), Attempt: res.Attempt}
 	case err == nil:
-		return Result{Outcome: Processed, Status: Status(res.Done.Status), Reference: res.Done.Detail, Attempt: res.Attempt}
+		return Result{Outcome: Processed, Status: Status(res.Done.Status), Reference: ReferenceOf(res.Done.Status, res.Done.Detail), Attempt: res.Attempt}
 	case errors.As(err, &busy):
 		return Result{Outcome: DuplicateInProgress, Attempt: busy.Record.Attempt,
 			Reason: "another delivery holds the claim", RetryAfter: busy.RetryAfter}

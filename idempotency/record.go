@@ -103,6 +103,9 @@ var (
 	// (DONE or IN_PROGRESS are never reopened), or — with a PrevToken — a
 	// FAILED record of a later claim than the one read, and changed nothing.
 	ErrNotFailed = errors.New("idempotency: record is not FAILED")
+	// ErrStale: the record changed since the caller read it (Amend); nothing
+	// was written.
+	ErrStale = errors.New("idempotency: record changed since it was read")
 	// ErrNotEligible: a reopening into a new generation was refused by the
 	// caller's rule (for charges: the failure was not an explicit decline).
 	ErrNotEligible = errors.New("idempotency: not eligible for a new generation")

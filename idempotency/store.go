@@ -144,3 +144,31 @@ type Purger interface {
 type StateCounter interface {
 	CountByState(ctx context.Context, now time.Time) (map[State]int, error)
 }
+
+// Amend is an operator's change of a DONE record's result (a missed
+// notification sent later: DEBITED_NOTIFICATION_FAILED → DEBITED). It
+// applies only to the very record read: state DONE, Token and FromStatus
+// as given.
+type Amend struct {
+	Key, Token, FromStatus string
+	Status, Detail         string
+	History                []string // replaces the record's
+	Now                    time.Time
+}
+
+// Amender is an optional Store capability: Amend changes Status, Detail,
+// History and UpdatedAt of a DONE record with a.Token and a.FromStatus,
+// in one conditional write, and returns the record written. A missing
+// record (or one past retention) is ErrNotFound; any other record is
+// ErrStale, with the record, and nothing changes.
+type Amender interface {
+	Amend(ctx context.Context, a Amend) (Record, error)
+}
+
+// ResultLister is an optional Store capability for operators: the live
+// records in state with Status status, oldest update first, at most limit.
+// Stores without an index on the status scan (an operator's tool, not a
+// hot path).
+type ResultLister interface {
+	ListByResult(ctx context.Context, state State, status string, now time.Time, limit int) ([]Record, error)
+}

@@ -21,9 +21,11 @@ type Store struct {
 }
 
 var (
-	_ idempotency.Store       = (*Store)(nil)
-	_ idempotency.StuckLister = (*Store)(nil)
-	_ idempotency.Purger      = (*Store)(nil)
+	_ idempotency.Store        = (*Store)(nil)
+	_ idempotency.StuckLister  = (*Store)(nil)
+	_ idempotency.Purger       = (*Store)(nil)
+	_ idempotency.Amender      = (*Store)(nil)
+	_ idempotency.ResultLister = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -156,6 +158,39 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	rec.ReopenedAt, rec.ReopenReason = r.Now, r.Reason
 	s.recs[r.Key] = rec
 	return rec, nil
+}
+
+// Amend implements idempotency.Amender.
+func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.recs[a.Key]
+	if !ok || rec.Expired(a.Now) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	if rec.State != idempotency.StateDone || rec.Token != a.Token || rec.Status != a.FromStatus {
+		return rec, idempotency.ErrStale
+	}
+	rec.Status, rec.Detail, rec.History, rec.UpdatedAt = a.Status, a.Detail, slices.Clone(a.History), a.Now
+	s.recs[a.Key] = rec
+	return rec, nil
+}
+
+// ListByResult implements idempotency.ResultLister.
+func (s *Store) ListByResult(_ context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+	s.mu.Lock()
+	var out []idempotency.Record
+	for _, r := range s.recs {
+		if r.State == state && r.Status == status && !r.Expired(now) {
+			out = append(out, r)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
+	return out[:min(limit, len(out))], nil
 }
 
 // Stuck returns the IN_PROGRESS records whose lease passed before now,

@@ -17,7 +17,10 @@ type Log struct {
 	now func() time.Time
 }
 
-var _ charge.Notifier = (*Log)(nil)
+var (
+	_ charge.Notifier     = (*Log)(nil)
+	_ charge.NoticeSender = (*Log)(nil)
+)
 
 // NewLog returns a Log notifier writing to log (nil: slog.Default()).
 func NewLog(log *slog.Logger) *Log {
@@ -29,7 +32,11 @@ func NewLog(log *slog.Logger) *Log {
 
 // NotifyPreDebit implements charge.Notifier.
 func (l *Log) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt charge.DebitReceipt) error {
-	n := charge.NoticeOf(c, receipt, l.now())
+	return l.SendNotice(ctx, charge.NoticeOf(c, receipt, l.now()))
+}
+
+// SendNotice implements charge.NoticeSender.
+func (l *Log) SendNotice(ctx context.Context, n charge.Notice) error {
 	l.log.LogAttrs(ctx, slog.LevelInfo, "pre-debit notice", slog.Group("notice",
 		slog.String("type", n.Type), slog.String("notificationKey", n.NotificationKey), slog.String("chargeId", n.ChargeID),
 		slog.String("account", n.Account), slog.Int64("amountMinor", n.Amount.Minor), slog.String("currency", string(n.Amount.Currency)),

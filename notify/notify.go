@@ -62,6 +62,15 @@ func (r *Recorder) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt 
 	return nil
 }
 
+// SendNotice implements charge.NoticeSender (renotify with --notify sim).
+func (r *Recorder) SendNotice(_ context.Context, n charge.Notice) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, Sent{ChargeID: n.ChargeID, Account: n.Account,
+		Amount: charge.Money{Minor: n.Amount.Minor, Currency: n.Amount.Currency}.String(), Reference: n.Reference})
+	return nil
+}
+
 // Sent returns every notification sent.
 func (r *Recorder) Sent() []Sent {
 	r.mu.Lock()

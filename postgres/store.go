@@ -23,6 +23,8 @@ var (
 	_ idempotency.StuckLister  = (*Store)(nil)
 	_ idempotency.Purger       = (*Store)(nil)
 	_ idempotency.StateCounter = (*Store)(nil)
+	_ idempotency.Amender      = (*Store)(nil)
+	_ idempotency.ResultLister = (*Store)(nil)
 )
 
 // NewStore returns the store on db.
@@ -267,6 +269,59 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempote
 		out = append(out, rec)
 	}
 	return out, total, rows.Err()
+}
+
+const amendSQL = `
+with u as (
+  update idempotency_records set status = $4, detail = $5, history = $6, updated_at = $7
+  where key = $1 and state = 'DONE' and token = $2 and status = $3 and expires_at > $7
+  returning ` + columns + `
+)
+select true, u.* from u
+union all
+select false, ` + columns + ` from idempotency_records where key = $1 and not exists (select 1 from u)`
+
+// Amend implements idempotency.Amender: one conditional UPDATE; when it
+// matches nothing, the same statement returns the row to say why.
+func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+	var done bool
+	var n nullableRecord
+	err := s.db.pool.QueryRow(ctx, amendSQL, a.Key, a.Token, a.FromStatus, a.Status, a.Detail, idempotency.JoinHistory(a.History), a.Now).
+		Scan(append([]any{&done}, n.dest()...)...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+	}
+	rec, _ := n.record()
+	switch {
+	case done:
+		return rec, nil
+	case rec.Expired(a.Now):
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, idempotency.ErrStale
+}
+
+// ListByResult implements idempotency.ResultLister (a scan: status is not
+// indexed).
+func (s *Store) ListByResult(ctx context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
+		where state = $1 and status = $2 and expires_at > $3 order by updated_at limit $4`, string(state), status, now, limit)
+	if err != nil {
+		return nil, idempotency.Unavailable("list", err)
+	}
+	defer rows.Close()
+	var out []idempotency.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, rows.Err()
 }
 
 // Purge implements idempotency.Purger: one small delete by the expires_at

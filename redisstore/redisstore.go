@@ -17,7 +17,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,7 +33,11 @@ type Store struct {
 	prefix string
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var (
+	_ idempotency.Store        = (*Store)(nil)
+	_ idempotency.Amender      = (*Store)(nil)
+	_ idempotency.ResultLister = (*Store)(nil)
+)
 
 // Options configure a Store.
 type Options struct {
@@ -288,6 +294,69 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 		return idempotency.Record{}, idempotency.ErrNotFound
 	}
 	return rec, idempotency.ErrNotFailed
+}
+
+// amendScript: ARGV token, from status, status, detail, history, now.
+// Returns {1, hash} amended, {0, hash} not as read (or past retention),
+// {0} missing.
+var amendScript = redis.NewScript(`
+local k = KEYS[1]
+local old = redis.call('HGETALL', k)
+if #old == 0 then return {0} end
+local h = {}
+for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
+if h.state ~= 'DONE' or h.token ~= ARGV[1] or h.status ~= ARGV[2] or tonumber(h.expires_at) <= tonumber(ARGV[6]) then return {0, old} end
+redis.call('HSET', k, 'status', ARGV[3], 'detail', ARGV[4], 'history', ARGV[5], 'updated_at', ARGV[6])
+return {1, redis.call('HGETALL', k)}
+`)
+
+// Amend implements idempotency.Amender: one script.
+func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+	res, err := amendScript.Run(ctx, s.c, []string{s.key(a.Key)}, a.Token, a.FromStatus, a.Status, a.Detail,
+		idempotency.JoinHistory(a.History), ms(a.Now)).Slice()
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+	}
+	if len(res) == 1 {
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	rec, err := decode(a.Key, res[1])
+	if err != nil {
+		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+	}
+	switch {
+	case res[0] == int64(1):
+		return rec, nil
+	case rec.Expired(a.Now):
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, idempotency.ErrStale
+}
+
+// ListByResult implements idempotency.ResultLister by SCAN over the prefix
+// (an operator's tool: it reads every record).
+func (s *Store) ListByResult(ctx context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+	var out []idempotency.Record
+	iter := s.c.Scan(ctx, 0, s.prefix+"*", 500).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		h, err := s.c.HGetAll(ctx, k).Result()
+		if err != nil {
+			return nil, idempotency.Unavailable("list", err)
+		}
+		if len(h) == 0 || h["state"] != string(state) || h["status"] != status {
+			continue
+		}
+		rec, err := decode(strings.TrimPrefix(k, s.prefix), h)
+		if err == nil && !rec.Expired(now) {
+			out = append(out, rec)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, idempotency.Unavailable("list", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
+	return out[:min(limit, len(out))], nil
 }
 
 // Ping checks that the server answers.

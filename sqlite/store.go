@@ -27,6 +27,8 @@ var (
 	_ idempotency.StuckLister  = (*Store)(nil)
 	_ idempotency.Purger       = (*Store)(nil)
 	_ idempotency.StateCounter = (*Store)(nil)
+	_ idempotency.Amender      = (*Store)(nil)
+	_ idempotency.ResultLister = (*Store)(nil)
 )
 
 // NewStore returns a store on db (from Open).
@@ -291,6 +293,61 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempote
 		out = append(out, rec)
 	}
 	return out, total, rows.Err()
+}
+
+// Amend implements idempotency.Amender: one conditional UPDATE … RETURNING;
+// when it matches nothing, the row is read in the same transaction.
+func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+	var rec idempotency.Record
+	var done, found bool
+	err := s.db.write1(ctx, func(tx *wtx) error {
+		var err error
+		rec, err = scan(tx.QueryRow(ctx, `update idempotency_records set status = ?4, detail = ?5, history = ?6, updated_at = ?7
+			where key = ?1 and state = 'DONE' and token = ?2 and status = ?3 and expires_at > ?7 returning `+columns,
+			a.Key, a.Token, a.FromStatus, a.Status, a.Detail, idempotency.JoinHistory(a.History), a.Now.UnixMilli()))
+		if err == nil {
+			done = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		rec, err = scan(tx.QueryRow(ctx, selectSQL, a.Key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	switch {
+	case err != nil:
+		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+	case done:
+		return rec, nil
+	case !found || rec.Expired(a.Now):
+		return idempotency.Record{}, idempotency.ErrNotFound
+	}
+	return rec, idempotency.ErrStale
+}
+
+// ListByResult implements idempotency.ResultLister (a scan: status is not
+// indexed).
+func (s *Store) ListByResult(ctx context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+	rows, err := s.db.sql.QueryContext(ctx, `select `+columns+` from idempotency_records
+		where state = ? and status = ? and expires_at > ? order by updated_at limit ?`, string(state), status, now.UnixMilli(), limit)
+	if err != nil {
+		return nil, idempotency.Unavailable("list", err)
+	}
+	defer rows.Close()
+	var out []idempotency.Record
+	for rows.Next() {
+		rec, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+	return out, rows.Err()
 }
 
 // Purge implements idempotency.Purger: one small delete (by the expires_at

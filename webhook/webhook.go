@@ -50,7 +50,10 @@ type Notifier struct {
 	now     func() time.Time
 }
 
-var _ charge.Notifier = (*Notifier)(nil)
+var (
+	_ charge.Notifier     = (*Notifier)(nil)
+	_ charge.NoticeSender = (*Notifier)(nil)
+)
 
 // New checks o and returns a Notifier.
 func New(o Options) (*Notifier, error) {
@@ -104,7 +107,16 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // NotifyPreDebit implements charge.Notifier: one POST of the notice.
 func (n *Notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt charge.DebitReceipt) error {
-	body, err := charge.NoticeOf(c, receipt, n.now()).Marshal()
+	return n.send(ctx, charge.NoticeOf(c, receipt, n.now()), c.AccountID)
+}
+
+// SendNotice implements charge.NoticeSender.
+func (n *Notifier) SendNotice(ctx context.Context, notice charge.Notice) error {
+	return n.send(ctx, notice)
+}
+
+func (n *Notifier) send(ctx context.Context, notice charge.Notice, accounts ...string) error {
+	body, err := notice.Marshal()
 	if err != nil {
 		return err
 	}
@@ -115,7 +127,7 @@ func (n *Notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt 
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(IdempotencyHeader, charge.NotificationKey(c.ID))
+	req.Header.Set(IdempotencyHeader, notice.NotificationKey)
 	if n.headers != nil {
 		n.headers(ctx, req.Header)
 	}
@@ -128,7 +140,7 @@ func (n *Notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt 
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	return &Error{Status: resp.StatusCode, Body: charge.Clip(charge.MaskText(printable(string(raw)), c.AccountID), 256)}
+	return &Error{Status: resp.StatusCode, Body: charge.Clip(charge.MaskText(printable(string(raw)), accounts...), 256)}
 }
 
 // printable drops control characters (a terminal escape in an answer must

@@ -55,6 +55,7 @@ var commands = []command{
 	{"inspect", "show the idempotency record of a charge", runInspect},
 	{"stuck", "list claims IN_PROGRESS past their lease, oldest first", runStuck},
 	{"reopen", "turn a FAILED charge back into one the next delivery debits (--reason; then redrive --reason debit_failed)", runReopen},
+	{"renotify", "send missed pre-debit notices again (DEBITED_NOTIFICATION_FAILED → DEBITED; CHARGE_ID… or --all, --dry-run); never debits", runRenotify},
 	{"purge", "delete idempotency records and queue messages past retention (embedded; --dry-run counts)", runPurge},
 	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --max; conflicts need --force)", runRedrive},
 	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", bench.Run},

@@ -85,51 +85,56 @@ func allFinished(t *testing.T, b *backend.Backend, ids []string) func() bool {
 	}
 }
 
-// A webhook that answers 500, times out and drops connections: the debits
-// are never repeated, the charges it failed end DEBITED_NOTIFICATION_FAILED,
-// the others DEBITED, each delivered notice carries its charge's key, and
-// nothing reaches the DLQ.
-func TestWebhookNotificationsThatFailNeverRepeatADebit(t *testing.T) {
-	t.Parallel()
+// webhookScenario: a webhook that answers 500, times out and drops
+// connections: the debits are never repeated, the charges it failed end
+// DEBITED_NOTIFICATION_FAILED, the others DEBITED, each delivered notice
+// carries its charge's key, and nothing reaches the DLQ. Then the webhook
+// works again and `renotify --all` delivers each missed notice once (same
+// key), the records end DEBITED with an audit line, and the bank is never
+// called.
+func webhookScenario(t *testing.T, env map[string]string) {
 	const n = 60
 	var mu sync.Mutex
 	delivered := map[string]charge.Notice{}
+	deliveries := map[string]int{}
 	var calls atomic.Int64
+	var healthy atomic.Bool
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		switch calls.Add(1) % 4 {
-		case 1:
-			w.WriteHeader(http.StatusInternalServerError)
-			return
-		case 2:
-			<-r.Context().Done() // no answer within the timeout
-			return
-		case 3:
-			c, _, _ := w.(http.Hijacker).Hijack()
-			c.Close()
-			return
+		if !healthy.Load() {
+			switch calls.Add(1) % 4 {
+			case 1:
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			case 2:
+				<-r.Context().Done() // no answer within the timeout
+				return
+			case 3:
+				c, _, _ := w.(http.Hijacker).Hijack()
+				c.Close()
+				return
+			}
 		}
 		var nt charge.Notice
 		if err := json.Unmarshal(body, &nt); err != nil || r.Header.Get("Idempotency-Key") != nt.NotificationKey {
 			t.Errorf("notice %s with key %q: %v", body, r.Header.Get("Idempotency-Key"), err)
 		}
-		if strings.Contains(string(body), nt.ChargeID) && strings.Contains(string(body), "0098765") {
+		if strings.Contains(string(body), "0098765") {
 			t.Errorf("a notice holds a full account number: %s", body)
 		}
 		mu.Lock()
 		delivered[nt.ChargeID] = nt
+		deliveries[nt.ChargeID]++
 		mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer hook.Close()
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "hook.db"),
-		"IC_NOTIFY": "webhook", "IC_NOTIFY_URL": hook.URL + "/notices"}
+	env["IC_NOTIFY"], env["IC_NOTIFY_URL"] = "webhook", hook.URL+"/notices"
 	ids, b, ledger := sendCharges(t, env, "WH", n)
 	serveUntil(t, env, nil, allFinished(t, b, ids))
 	posted := ledger.PostingsByKey()
-	failed := 0
+	var missed []string
 	mu.Lock()
-	defer mu.Unlock()
 	for _, id := range ids {
 		rec, err := b.Store.Get(t.Context(), id, time.Now())
 		if err != nil || posted[id] != 1 {
@@ -138,14 +143,15 @@ func TestWebhookNotificationsThatFailNeverRepeatADebit(t *testing.T) {
 		_, got := delivered[id]
 		switch {
 		case rec.Status == string(charge.DebitedNotificationFailed) && !got:
-			failed++
+			missed = append(missed, id)
 		case rec.Status == string(charge.Debited) && got && delivered[id].Reference == rec.Detail:
 		default:
 			t.Errorf("%s: status %s, notice delivered %v (%+v): want DEBITED with its notice, or DEBITED_NOTIFICATION_FAILED without", id, rec.Status, got, delivered[id])
 		}
 	}
-	if failed == 0 || failed == n {
-		t.Fatalf("%d of %d notifications failed: the hostile webhook was not exercised", failed, n)
+	mu.Unlock()
+	if len(missed) == 0 || len(missed) == n {
+		t.Fatalf("%d of %d notifications failed: the hostile webhook was not exercised", len(missed), n)
 	}
 	if d := ledger.DuplicateRequests(); len(d) != 0 {
 		t.Fatalf("debits repeated after a failed notification: %v", d)
@@ -153,7 +159,71 @@ func TestWebhookNotificationsThatFailNeverRepeatADebit(t *testing.T) {
 	if r := runCmd(t.Context(), env, "redrive", "--dry-run", "--json"); !strings.Contains(r.stdout, `"seen":0`) {
 		t.Fatalf("DLQ not empty: %s", r.stdout)
 	}
-	t.Logf("%d of %d notifications failed (500, timeout, dropped connection)", failed, n)
+
+	// The follow-up: a dry run lists them, the real run sends each once.
+	calls0 := func() int {
+		n := 0
+		for _, id := range ids {
+			n += ledger.Calls(id)
+		}
+		return n
+	}()
+	r := runCmd(t.Context(), env, "renotify", "--all", "--dry-run", "--json")
+	if r.code != 0 || strings.Count(r.stdout, `"would_send"`) != len(missed) {
+		t.Fatalf("renotify --dry-run: %d %s %s; want %d to send", r.code, r.stdout, r.stderr, len(missed))
+	}
+	healthy.Store(true)
+	r = runCmd(t.Context(), env, "renotify", "--all")
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("%d sent", len(missed))) || strings.Count(r.stderr, `"audit":true`) != len(missed) {
+		t.Fatalf("renotify --all: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		rec, err := b.Store.Get(t.Context(), id, time.Now())
+		if err != nil || rec.Status != string(charge.Debited) || deliveries[id] != 1 || rec.Detail != delivered[id].Reference {
+			t.Errorf("%s: %s %q (%v), delivered %d times; want DEBITED, its reference, one notice", id, rec.Status, rec.Detail, err, deliveries[id])
+		}
+	}
+	for _, id := range missed {
+		rec, _ := b.Store.Get(t.Context(), id, time.Now())
+		if len(rec.History) != 1 || !strings.Contains(rec.History[0], "renotified") || !strings.Contains(rec.History[0], id+":pre-debit") {
+			t.Errorf("%s: history %q, want the renotify audit line", id, rec.History)
+		}
+	}
+	if c := func() int {
+		n := 0
+		for _, id := range ids {
+			n += ledger.Calls(id)
+		}
+		return n
+	}(); c != calls0 || len(ledger.PostingsByKey()) != n {
+		t.Fatalf("renotify called the bank: %d debit calls, was %d", c, calls0)
+	}
+	if r := runCmd(t.Context(), env, "renotify", "--all"); r.code != 0 || !strings.Contains(r.stdout, "0 record(s)") {
+		t.Fatalf("a second renotify --all: %d %s %s, want nothing left", r.code, r.stdout, r.stderr)
+	}
+	t.Logf("%d of %d notifications failed (500, timeout, dropped connection), then renotified", len(missed), n)
+}
+
+func TestWebhookFailuresThenRenotifyOnTheEmbeddedBackend(t *testing.T) {
+	t.Parallel()
+	webhookScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "hook.db")})
+}
+
+func TestWebhookFailuresThenRenotifyOnPostgreSQL(t *testing.T) {
+	t.Parallel()
+	webhookScenario(t, pgEnv(t))
+}
+
+func TestWebhookFailuresThenRenotifyWithTheRedisStore(t *testing.T) {
+	t.Parallel()
+	webhookScenario(t, redisEnv(t, filepath.Join(t.TempDir(), "hook.db")))
+}
+
+func TestWebhookFailuresThenRenotifyOnAWS(t *testing.T) {
+	emulatorInParallel(t)
+	webhookScenario(t, awsSetup(t, "hook", "--visibility", "3s"))
 }
 
 // SNS on the emulator: N debited charges → N notices on a queue subscribed

@@ -551,6 +551,67 @@ var cases = []struct {
 			t.Fatalf("a reopen on a stale read changed the record: %+v", got)
 		}
 	}},
+	{"AmendAndListByResult", func(t *testing.T, e *env) {
+		am, ok := e.s.(idempotency.Amender)
+		rl, ok2 := e.s.(idempotency.ResultLister)
+		if !ok || !ok2 {
+			t.Skip("the store does not amend results (optional)")
+		}
+		c := e.claim(t, fpA, idempotency.Acquired)
+		if err := e.g.Complete(t.Context(), c.Lease(), "DEBITED_NOTIFICATION_FAILED", "notice-1"); err != nil {
+			t.Fatal(err)
+		}
+		other := e.key + "-other"
+		oc, err := e.g.Claim(t.Context(), other, fpA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.g.Complete(t.Context(), oc.Lease(), "DEBITED", "ref"); err != nil {
+			t.Fatal(err)
+		}
+		list, err := rl.ListByResult(t.Context(), idempotency.StateDone, "DEBITED_NOTIFICATION_FAILED", e.clock.Now(), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, r := range list {
+			if r.Key == other {
+				t.Fatalf("ListByResult listed a record of another status: %+v", r)
+			}
+			if r.Key == e.key {
+				found++
+			}
+		}
+		if found != 1 {
+			t.Fatalf("ListByResult found the record %d times in %d", found, len(list))
+		}
+		cur := e.get(t)
+		e.clock.Advance(time.Minute)
+		stale := []idempotency.Amend{
+			{Key: e.key, Token: "someone-else", FromStatus: "DEBITED_NOTIFICATION_FAILED", Status: "DEBITED", Now: e.clock.Now()},
+			{Key: e.key, Token: cur.Token, FromStatus: "DEBITED", Status: "DEBITED", Now: e.clock.Now()},
+		}
+		for _, a := range stale {
+			rec, err := am.Amend(t.Context(), a)
+			wantErr(t, "Amend of a record not as read", err, idempotency.ErrStale)
+			if rec.Status != "DEBITED_NOTIFICATION_FAILED" {
+				t.Fatalf("the refusal returned %+v", rec)
+			}
+		}
+		_, err = am.Amend(t.Context(), idempotency.Amend{Key: e.key + "-none", Token: "x", Now: e.clock.Now()})
+		wantErr(t, "Amend of a missing record", err, idempotency.ErrNotFound)
+		rec, err := am.Amend(t.Context(), idempotency.Amend{Key: e.key, Token: cur.Token, FromStatus: "DEBITED_NOTIFICATION_FAILED",
+			Status: "DEBITED", Detail: "CBS7", History: []string{"renotified"}, Now: e.clock.Now()})
+		if err != nil || rec.Status != "DEBITED" || rec.Detail != "CBS7" || len(rec.History) != 1 || rec.State != idempotency.StateDone {
+			t.Fatalf("Amend: %+v %v", rec, err)
+		}
+		got := e.get(t)
+		if got.Status != "DEBITED" || got.Detail != "CBS7" || len(got.History) != 1 || got.Token != cur.Token || got.Attempt != cur.Attempt {
+			t.Fatalf("stored after Amend: %+v", got)
+		}
+		sameTime(t, "UpdatedAt", got.UpdatedAt, e.clock.Now())
+		e.claim(t, fpA, idempotency.DuplicateDone)
+	}},
 	{"ReopenOnlyFailed", func(t *testing.T, e *env) {
 		_, err := e.g.Reopen(t.Context(), e.key, "why", idempotency.ReopenOptions{})
 		wantErr(t, "Reopen of a missing key", err, idempotency.ErrNotFound)

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/pipeline"
+)
+
+// renotified is one line of renotify's report.
+type renotified struct {
+	ChargeID  string `json:"chargeId"`
+	Reference string `json:"reference,omitempty"`
+	Result    string `json:"result"` // would_send, sent, failed, skipped
+	Why       string `json:"why,omitempty"`
+}
+
+// runRenotify sends the pre-debit notices that failed after a successful
+// debit (DEBITED_NOTIFICATION_FAILED records), with the same notification
+// key, and on success records DEBITED with an audit line: one conditional
+// write on the record as read. It never calls the bank.
+func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
+	f, bc, asJSON := opsFlags(env, "renotify", "renotify [flags] (CHARGE_ID… | --all)")
+	var (
+		all, dryRun bool
+		limit       int
+		timeout     time.Duration
+		nc          pipeline.NotifyConfig
+		lc          cli.LogConfig
+	)
+	f.Bool(&all, "all", "", false, "every DEBITED_NOTIFICATION_FAILED record (oldest first, at most --limit)")
+	f.Bool(&dryRun, "dry-run", "", false, "list what would be sent; send nothing, change nothing")
+	f.Int(&limit, "limit", "", 1000, "with --all: at most this many")
+	f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long one notification may take")
+	nc.Bind(f)
+	lc.Bind(f)
+	if err := f.Parse(args, true); err != nil {
+		return err
+	}
+	ids := f.Args()
+	switch {
+	case all && len(ids) > 0:
+		return cli.Usagef("give CHARGE_IDs or --all, not both")
+	case !all && len(ids) == 0:
+		return cli.Usagef("give the CHARGE_IDs to notify again, or --all")
+	case limit < 1 || timeout <= 0:
+		return cli.Usagef("--limit and --notify-timeout must be positive")
+	}
+	var p cli.Problems
+	if !dryRun {
+		nc.Check(&p)
+	}
+	lc.Check(&p)
+	if err := p.Err(); err != nil {
+		return err
+	}
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	amender, ok1 := b.Store.(idempotency.Amender)
+	lister, ok2 := b.Store.(idempotency.ResultLister)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("the %s store cannot amend or list results", bc.Kind)
+	}
+	now := time.Now()
+	var recs []idempotency.Record
+	if all {
+		if recs, err = lister.ListByResult(ctx, idempotency.StateDone, string(charge.DebitedNotificationFailed), now, limit); err != nil {
+			return err
+		}
+	} else {
+		for _, id := range ids {
+			rec, err := b.Store.Get(ctx, id, now)
+			if err != nil {
+				return fmt.Errorf("%s: %w", id, err)
+			}
+			recs = append(recs, rec)
+		}
+	}
+	var sender charge.NoticeSender
+	if !dryRun {
+		n, _, err := nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, lc.Logger(env.Stderr))
+		if err != nil {
+			return err
+		}
+		s, ok := n.(charge.NoticeSender)
+		if !ok {
+			return fmt.Errorf("--notify %s cannot send a kept notice", nc.Channel)
+		}
+		sender = s
+	}
+	operator := cmp.Or(env.Getenv("USER"), "unknown")
+	audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
+	var report []renotified
+	failed := 0
+	for _, rec := range recs {
+		notice, ok := charge.PendingNotice(rec.Status, rec.Detail)
+		switch {
+		case rec.State != idempotency.StateDone || rec.Status != string(charge.DebitedNotificationFailed):
+			report = append(report, renotified{ChargeID: rec.Key, Result: "skipped", Why: fmt.Sprintf("%s %s: only DEBITED_NOTIFICATION_FAILED is notified again", rec.State, rec.Status)})
+			continue
+		case !ok:
+			report = append(report, renotified{ChargeID: rec.Key, Result: "skipped", Why: "the record keeps no notice (written by an older version): notify the customer by hand"})
+			continue
+		case dryRun:
+			report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "would_send"})
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, timeout)
+		err := sender.SendNotice(sctx, notice)
+		cancel()
+		if err != nil {
+			failed++
+			report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: charge.Clip(err.Error(), 300)})
+			continue
+		}
+		line := fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED", now.UTC().Format(time.RFC3339), operator, nc.Channel, notice.NotificationKey)
+		_, err = amender.Amend(ctx, idempotency.Amend{Key: rec.Key, Token: rec.Token, FromStatus: rec.Status, Status: string(charge.Debited),
+			Detail: notice.Reference, History: append(append([]string(nil), rec.History...), line), Now: time.Now()})
+		if err != nil {
+			failed++
+			why := "sent, but the record could not be updated: " + err.Error()
+			if errors.Is(err, idempotency.ErrStale) {
+				why = "sent, but the record changed meanwhile (someone else renotified it?); the receiver drops the repeat by its key"
+			}
+			report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: why})
+			continue
+		}
+		audit.LogAttrs(ctx, slog.LevelWarn, "missed pre-debit notification sent by an operator", slog.Bool("audit", true),
+			slog.String("charge_id", rec.Key), slog.String("reference", notice.Reference), slog.String("channel", nc.Channel),
+			slog.String("previous_status", rec.Status), slog.String("operator", operator))
+		report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "sent"})
+	}
+	if *asJSON {
+		if err := json.NewEncoder(env.Stdout).Encode(map[string]any{"records": report}); err != nil {
+			return err
+		}
+	} else {
+		counts := map[string]int{}
+		for _, r := range report {
+			counts[r.Result]++
+			fmt.Fprintf(env.Stdout, "%-9s %s %s %s\n", r.Result, r.ChargeID, r.Reference, r.Why)
+		}
+		fmt.Fprintf(env.Stdout, "%d record(s): %d sent, %d would send, %d failed, %d skipped\n", len(report),
+			counts["sent"], counts["would_send"], counts["failed"], counts["skipped"])
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d notification(s) not sent or not recorded; run renotify again once the channel works", failed)
+	}
+	return nil
+}
