@@ -173,7 +173,7 @@ func webhookScenario(t *testing.T, env map[string]string) {
 		t.Fatalf("renotify --dry-run: %d %s %s; want %d to send", r.code, r.stdout, r.stderr, len(missed))
 	}
 	healthy.Store(true)
-	r = runCmd(t.Context(), env, "renotify", "--all")
+	r = runCmd(t.Context(), env, "renotify", "--all", "--reason", "INC-77: webhook receiver back")
 	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("%d sent", len(missed))) || strings.Count(r.stderr, `"audit":true`) != len(missed) {
 		t.Fatalf("renotify --all: %d %s %s", r.code, r.stdout, r.stderr)
 	}
@@ -187,7 +187,8 @@ func webhookScenario(t *testing.T, env map[string]string) {
 	}
 	for _, id := range missed {
 		rec, _ := b.Store.Get(t.Context(), id, time.Now())
-		if len(rec.History) != 1 || !strings.Contains(rec.History[0], "renotified") || !strings.Contains(rec.History[0], id+":pre-debit") {
+		if len(rec.History) != 1 || !strings.Contains(rec.History[0], "renotified") || !strings.Contains(rec.History[0], id+":pre-debit") ||
+			!strings.Contains(rec.History[0], "INC-77") || !strings.Contains(rec.History[0], "was DEBITED_NOTIFICATION_FAILED") {
 			t.Errorf("%s: history %q, want the renotify audit line", id, rec.History)
 		}
 	}

@@ -31,6 +31,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "renotify", "renotify [flags] (CHARGE_ID… | --all)")
 	var (
 		all, dryRun bool
+		reason      string
 		limit       int
 		timeout     time.Duration
 		nc          pipeline.NotifyConfig
@@ -38,6 +39,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	)
 	f.Bool(&all, "all", "", false, "every DEBITED_NOTIFICATION_FAILED record (oldest first, at most --limit)")
 	f.Bool(&dryRun, "dry-run", "", false, "list what would be sent; send nothing, change nothing")
+	f.String(&reason, "reason", "", "missed pre-debit notification resent", "why (kept in each record's history and the audit log), e.g. \"INC-77: SMS gateway back\"")
 	f.Int(&limit, "limit", "", 1000, "with --all: at most this many")
 	f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long one notification may take")
 	nc.Bind(f)
@@ -124,7 +126,8 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 			report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: charge.Clip(err.Error(), 300)})
 			continue
 		}
-		line := fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED", now.UTC().Format(time.RFC3339), operator, nc.Channel, notice.NotificationKey)
+		line := fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED; why: %s",
+			now.UTC().Format(time.RFC3339), operator, nc.Channel, notice.NotificationKey, reason)
 		_, err = amender.Amend(ctx, idempotency.Amend{Key: rec.Key, Token: rec.Token, FromStatus: rec.Status, Status: string(charge.Debited),
 			Detail: notice.Reference, History: append(append([]string(nil), rec.History...), line), Now: time.Now()})
 		if err != nil {
@@ -138,7 +141,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		audit.LogAttrs(ctx, slog.LevelWarn, "missed pre-debit notification sent by an operator", slog.Bool("audit", true),
 			slog.String("charge_id", rec.Key), slog.String("reference", notice.Reference), slog.String("channel", nc.Channel),
-			slog.String("previous_status", rec.Status), slog.String("operator", operator))
+			slog.String("previous_status", rec.Status), slog.String("operator", operator), slog.String("reason", reason))
 		report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "sent"})
 	}
 	if *asJSON {
