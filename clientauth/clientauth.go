@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -91,7 +92,7 @@ func New(o Options) (*Auth, error) {
 		return nil, errors.New("clientauth: OAuth2 client credentials need the token URL, the client id and the client secret file")
 	}
 	if oauth && !strings.HasPrefix(o.TokenURL, "https://") && !strings.HasPrefix(o.TokenURL, "http://") {
-		return nil, fmt.Errorf("clientauth: token URL %q must be http(s)://…", redact(o.TokenURL))
+		return nil, fmt.Errorf("clientauth: token URL %q must be http(s)://…", RedactURL(o.TokenURL))
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -167,7 +168,7 @@ func (a *Auth) Describe() string {
 		parts = append(parts, "CA bundle "+a.o.CAFile)
 	}
 	if a.o.ClientSecretFile != "" {
-		parts = append(parts, fmt.Sprintf("OAuth2 client credentials (client %s, token URL %s, secret file %s)", a.o.ClientID, redact(a.o.TokenURL), a.o.ClientSecretFile))
+		parts = append(parts, fmt.Sprintf("OAuth2 client credentials (client %s, token URL %s, secret file %s)", a.o.ClientID, RedactURL(a.o.TokenURL), a.o.ClientSecretFile))
 	}
 	if a.o.HeaderFile != "" {
 		parts = append(parts, "header file "+a.o.HeaderFile)
@@ -177,9 +178,6 @@ func (a *Auth) Describe() string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// Enabled reports whether any authentication is configured.
-func (a *Auth) Enabled() bool { return a.Describe() != "none" }
 
 // tlsConfig verifies the server against the CA bundle as it is on disk
 // now, and offers the client certificate as it is on disk now.
@@ -229,10 +227,6 @@ func (a *Auth) tlsConfig() *tls.Config {
 func (a *Auth) Client() *http.Client {
 	return &http.Client{Transport: &roundTripper{a: a}}
 }
-
-// Transport is the TLS transport without the headers and token (for a
-// health probe, say).
-func (a *Auth) Transport() *http.Transport { return a.transport() }
 
 type roundTripper struct{ a *Auth }
 
@@ -350,7 +344,7 @@ func Explain(err error) string {
 	var alert tls.AlertError
 	var tokErr *TokenError
 	switch {
-	case errors.As(err, &unknown), errors.As(err, &cve) && errors.As(cve.Err, &unknown):
+	case errors.As(err, &unknown):
 		return "the server's certificate is not signed by a CA we trust: check the CA bundle"
 	case errors.As(err, &hostname):
 		return "the server's certificate does not name the host we called: check the URL"
@@ -414,15 +408,13 @@ func scrub(err error, secret string) error {
 	return errors.New(strings.ReplaceAll(err.Error(), secret, "[secret]"))
 }
 
-// redact is a URL without user info or query.
-func redact(u string) string {
-	if i := strings.Index(u, "?"); i >= 0 {
-		u = u[:i]
+// RedactURL is raw without user info, query or fragment: what may be
+// printed of a URL that could carry a credential.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
 	}
-	if i := strings.Index(u, "@"); i >= 0 {
-		if j := strings.Index(u, "://"); j >= 0 && j < i {
-			u = u[:j+3] + u[i+1:]
-		}
-	}
-	return u
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }

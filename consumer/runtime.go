@@ -265,7 +265,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 			if trial {
 				if !r.trial(ctx, work, slots, &handlers, acks) {
 					failures++
-					sleep(ctx, min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 5*time.Second))
+					sleep(ctx, receiveBackoff(failures))
 				} else {
 					failures = 0
 				}
@@ -294,7 +294,7 @@ func (r *Runtime) Run(ctx context.Context) error {
 			}
 			r.stats.receiveErrors.Add(1)
 			failures++
-			delay := min(time.Duration(1<<min(failures, 6))*50*time.Millisecond, 5*time.Second)
+			delay := receiveBackoff(failures)
 			r.opts.Logger.Warn("receive failed; backing off", "error", err, "backoff", delay)
 			sleep(ctx, delay)
 			continue
@@ -493,6 +493,12 @@ func (r *Runtime) takeSlots(ctx context.Context, slots chan struct{}, want int) 
 		}
 	}
 	return got
+}
+
+// receiveBackoff is the wait after the n-th failed receive in a row:
+// 100 ms doubling up to 5 s.
+func receiveBackoff(n int) time.Duration {
+	return min(time.Duration(1<<min(n, 6))*50*time.Millisecond, 5*time.Second)
 }
 
 func releaseSlots(slots chan struct{}, n int) {

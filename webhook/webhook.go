@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/clientauth"
 )
 
 // IdempotencyHeader carries the notification key.
@@ -59,10 +60,10 @@ var (
 func New(o Options) (*Notifier, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("webhook: URL %q must be http(s)://host[:port]/path", Redact(o.URL))
+		return nil, fmt.Errorf("webhook: URL %q must be http(s)://host[:port]/path", clientauth.RedactURL(o.URL))
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("webhook: URL %q holds credentials: put them in a header file or the OAuth2 flags, not the URL", Redact(o.URL))
+		return nil, fmt.Errorf("webhook: URL %q holds credentials: put them in a header file or the OAuth2 flags, not the URL", clientauth.RedactURL(o.URL))
 	}
 	if o.Timeout < 0 {
 		return nil, errors.New("webhook: Timeout must not be negative")
@@ -153,14 +154,4 @@ func printable(s string) string {
 		}
 	}
 	return string(b)
-}
-
-// Redact is u without user info or query (for messages and logs).
-func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }

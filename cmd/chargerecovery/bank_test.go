@@ -23,6 +23,7 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
+	"github.com/finedge/idempotent-consumer/internal/scenariotest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/metrics"
@@ -44,19 +45,13 @@ type decisionLine struct {
 // by more than one between start and end (an outage).
 func checkReceiveGrowth(t *testing.T, decisions []decisionLine, name string, start, end time.Time) {
 	t.Helper()
-	before, during := map[string]int{}, map[string]int{}
-	for _, d := range decisions {
-		switch {
-		case d.Time.Before(start):
-			before[d.MessageID] = max(before[d.MessageID], d.ReceiveCount)
-		case d.Time.Before(end):
-			during[d.MessageID] = max(during[d.MessageID], d.ReceiveCount)
-		}
+	rs := make([]scenariotest.Receipt, len(decisions))
+	for i, d := range decisions {
+		rs[i] = scenariotest.Receipt{At: d.Time, ID: d.MessageID, Count: d.ReceiveCount}
 	}
-	for id, n := range during {
-		if grew := n - before[id]; grew > 1 {
-			t.Errorf("message %s: receive count %d → %d during the %s, want at most one more", id, before[id], n, name)
-		}
+	violations, _ := scenariotest.GrewDuring(rs, start, end)
+	for _, v := range violations {
+		t.Errorf("%s during the %s", v, name)
 	}
 }
 

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/awssns"
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/clientauth"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/notify"
@@ -96,7 +96,7 @@ func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger)
 			return nil, "", cli.Usagef("webhook authentication: %v", err)
 		}
 		o := webhook.Options{URL: n.URL, Timeout: c.NotifyTimeout, Headers: tracing.Headers}
-		desc := "webhook " + webhook.Redact(n.URL)
+		desc := "webhook " + clientauth.RedactURL(n.URL)
 		if auth != nil {
 			o.HTTPClient = auth.Client()
 			desc += " (" + auth.Describe() + ")"
@@ -114,6 +114,3 @@ func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger)
 	}
 	return nil, "", cli.Usagef("--notify %q is not sns, webhook, log or sim", strings.TrimSpace(n.Channel))
 }
-
-// String names the channel for logs.
-func (n NotifyConfig) String() string { return fmt.Sprintf("notify=%s", n.Channel) }

@@ -59,11 +59,34 @@ func (s *downStore) Extend(ctx context.Context, key, token string, until, now ti
 	return s.Store.Extend(ctx, key, token, until, now)
 }
 
-// receipt is one handling of a message: when, and its receive count then.
-type receipt struct {
-	at    time.Time
-	id    string
-	count int
+// Receipt is one handling of a message: when, which, and its receive
+// count then.
+type Receipt struct {
+	At    time.Time
+	ID    string
+	Count int
+}
+
+// GrewDuring checks the outage invariant: it returns a line for each
+// message whose receive count grew by more than one between from and to
+// (the highest count handled before from is the starting point), and how
+// many messages were handled in the window.
+func GrewDuring(rs []Receipt, from, to time.Time) (violations []string, handled int) {
+	before, during := map[string]int{}, map[string]int{}
+	for _, r := range rs {
+		switch {
+		case r.At.Before(from):
+			before[r.ID] = max(before[r.ID], r.Count)
+		case r.At.Before(to):
+			during[r.ID] = max(during[r.ID], r.Count)
+		}
+	}
+	for id, c := range during {
+		if c-before[id] > 1 {
+			violations = append(violations, fmt.Sprintf("message %s: receive count %d → %d, want at most one more", id, before[id], c))
+		}
+	}
+	return violations, len(during)
 }
 
 // outages runs the production wiring (pipeline.New: the bank's circuit
@@ -88,12 +111,12 @@ func outages(t *testing.T, h Harness) {
 	}
 	store := &downStore{Store: b.Store}
 	var mu sync.Mutex
-	var seen []receipt
+	var seen []Receipt
 	pl, err := wiring.New(wiring.Ports{Source: b.Queue, Store: store, Bank: bank, Notifier: notify.NewRecorder(0, nil)}, cfg,
 		wiring.Options{Logger: quiet, OnResult: func(_ context.Context, m queue.Message, _ charge.Charge, _ charge.Result) {
 			mu.Lock()
 			defer mu.Unlock()
-			seen = append(seen, receipt{time.Now(), m.ID, m.ReceiveCount})
+			seen = append(seen, Receipt{time.Now(), m.ID, m.ReceiveCount})
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -146,22 +169,12 @@ func outages(t *testing.T, h Harness) {
 		name     string
 		from, to time.Time
 	}{{"bank outage", bankFrom, bankTo}, {"store outage", storeFrom, storeTo}} {
-		before, during := map[string]int{}, map[string]int{}
-		for _, r := range seen {
-			switch {
-			case r.at.Before(w.from):
-				before[r.id] = max(before[r.id], r.count)
-			case r.at.Before(w.to):
-				during[r.id] = max(during[r.id], r.count)
-			}
-		}
-		if len(during) == 0 {
+		violations, handled := GrewDuring(seen, w.from, w.to)
+		if handled == 0 {
 			t.Fatalf("nothing was handled during the %s: the scenario proves nothing", w.name)
 		}
-		for id, c := range during {
-			if c-before[id] > 1 {
-				t.Errorf("message %s: receive count %d → %d during the %s, want at most one more", id, before[id], c, w.name)
-			}
+		for _, v := range violations {
+			t.Errorf("%s during the %s", v, w.name)
 		}
 	}
 	if s := bank.Breaker.Status(); s.Opens == 0 {
