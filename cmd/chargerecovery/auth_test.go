@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/clientauth"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/pki"
@@ -271,15 +274,7 @@ func readyzOf(t *testing.T, logPath string) string {
 	return "http://" + addr + "/readyz"
 }
 
-func getBody(url string) (int, string) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+func getBody(url string) (int, string) { return getWith(http.DefaultClient, url) }
 
 // The webhook channel with the bank's authentication options: mutual TLS
 // and OAuth2 to the receiver; every charge's notice is accepted.
@@ -322,4 +317,76 @@ func TestWebhookOverMutualTLSAndOAuth2(t *testing.T) {
 			t.Errorf("%s: %v %v, notice received %v; want DEBITED with its notice", id, rec.Status, err, got[id])
 		}
 	}
+}
+
+// The simulator command demands what a bank's gateway demands: TLS,
+// client certificates of its CA, Bearer tokens from its token endpoint.
+func TestTheSimulatorCommandEnforcesMutualTLSAndTokens(t *testing.T) {
+	t.Parallel()
+	ca, err := pki.NewCA("sim CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, now := t.TempDir(), time.Now()
+	server, _ := ca.Issue("corebank", true, now.Add(-time.Hour), now.Add(time.Hour))
+	client, _ := ca.Issue("chargerecovery", false, now.Add(-time.Hour), now.Add(time.Hour))
+	serverCert, serverKey, _ := server.Write(dir, "server")
+	clientCert, clientKey, _ := client.Write(dir, "client")
+	caFile, secretFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "secret")
+	_ = pki.WriteFile(caFile, ca.PEM)
+	_ = pki.WriteFile(secretFile, []byte("sim-secret"))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	logs, done := startCmd(ctx, nil, "corebank", "--addr", addr, "--tls-cert", serverCert, "--tls-key", serverKey, "--client-ca", caFile,
+		"--oauth-client-id", "svc", "--oauth-client-secret-file", secretFile, "--token-ttl", "1s", "--log-level", "warn")
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	noCert := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	waitUntil(t, "the simulator listening", 10*time.Second, func() bool {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	if resp, err := noCert.Get("https://" + addr + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a client without a certificate got %d", resp.StatusCode)
+	}
+	pair, _ := tls.X509KeyPair(client.Cert, client.Key)
+	certOnly := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}}}}
+	if code, _ := getWith(certOnly, "https://"+addr+"/v1/ledger"); code != http.StatusUnauthorized {
+		t.Fatalf("a client certificate without a token: %d, want 401", code)
+	}
+	auth, err := clientauth.New(clientauth.Options{CAFile: caFile, CertFile: clientCert, KeyFile: clientKey,
+		TokenURL: "https://" + addr + "/oauth/token", ClientID: "svc", ClientSecretFile: secretFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 { // the second after the first token expired
+		if code, body := getWith(auth.Client(), "https://"+addr+"/v1/ledger"); code != http.StatusOK {
+			t.Fatalf("request %d with certificate and token: %d %s", i+1, code, body)
+		}
+		time.Sleep(1200 * time.Millisecond)
+	}
+	stop()
+	if code := <-done; code != 0 {
+		t.Fatalf("corebank exited %d: %s", code, logs.String())
+	}
+}
+
+func getWith(c *http.Client, url string) (int, string) {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
