@@ -123,8 +123,10 @@ const (
 
 // MaskText masks what may be an account number in text that came from
 // outside (a bank's error message): every occurrence of the given account
-// numbers, and every run of 8 or more digits, keeps its last four
-// characters. Our own references and ids are not passed through it.
+// numbers, and every number of 8 or more digits — also when written in
+// groups joined by '-' or ' ' ("0012-3456-7890", "0012 3456 7890") — keeps
+// its last four digits. A date (2026-11-30, 30-11-2026) is left alone. Our
+// own references and ids are not passed through it.
 func MaskText(text string, accounts ...string) string {
 	for _, a := range accounts {
 		if len(a) >= 4 && strings.Contains(text, a) {
@@ -132,25 +134,96 @@ func MaskText(text string, accounts ...string) string {
 		}
 	}
 	var b strings.Builder
-	run := 0
-	flush := func(end int) {
-		if run >= 8 {
-			b.WriteString(strings.Repeat("*", run-4))
-			b.WriteString(text[end-4 : end])
-		} else {
-			b.WriteString(text[end-run : end])
-		}
-		run = 0
-	}
-	for i := 0; i < len(text); i++ {
-		if c := text[i]; c >= '0' && c <= '9' {
-			run++
+	for i := 0; i < len(text); {
+		if !isDigit(text[i]) {
+			b.WriteByte(text[i])
+			i++
 			continue
 		}
-		flush(i)
-		b.WriteByte(text[i])
+		end, digits, groups := numberAt(text, i)
+		span := text[i:end]
+		if digits < 8 || isDate(groups) {
+			b.WriteString(span)
+		} else {
+			keep := 0 // digits still to mask before the last four
+			for j := 0; j < len(span); j++ {
+				switch {
+				case !isDigit(span[j]):
+					b.WriteByte(span[j])
+				case keep < digits-4:
+					b.WriteByte('*')
+					keep++
+				default:
+					b.WriteByte(span[j])
+				}
+			}
+		}
+		i = end
 	}
-	flush(len(text))
+	return b.String()
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// numberAt reads the number starting at text[i]: digit groups joined by
+// one separator, '-' or ' ', the same one throughout. It returns where the
+// number ends, how many digits it has and the length of each group.
+func numberAt(text string, i int) (end, digits int, groups []int) {
+	var sep byte
+	for {
+		start := i
+		for i < len(text) && isDigit(text[i]) {
+			i++
+		}
+		groups = append(groups, i-start)
+		digits += i - start
+		if i+1 >= len(text) || !isDigit(text[i+1]) || (text[i] != '-' && text[i] != ' ') || (sep != 0 && text[i] != sep) {
+			return i, digits, groups
+		}
+		sep = text[i]
+		i++
+	}
+}
+
+// isDate: a number shaped as yyyy-mm-dd or dd-mm-yyyy.
+func isDate(groups []int) bool {
+	return len(groups) == 3 && groups[1] == 2 && (groups[0] == 4 && groups[2] == 2 || groups[0] == 2 && groups[2] == 4)
+}
+
+// MaxOutsideText bounds text from outside (a bank's or a notifier's
+// answer) wherever it is kept or shown: records, DLQ reasons, logs.
+const MaxOutsideText = 1024
+
+// Untrusted makes text from outside fit to keep and to show: control
+// characters (terminal escapes, line breaks) dropped, account numbers
+// masked as MaskText does, and cut to MaxOutsideText bytes.
+func Untrusted(text string, accounts ...string) string {
+	return Clip(MaskText(Printable(text), accounts...), MaxOutsideText)
+}
+
+// Printable drops control characters and invalid UTF-8: an escape
+// sequence in an answer must not reach a log line or a terminal.
+func Printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			b.WriteByte(' ')
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError:
+		default:
+			b.WriteRune(r)
+		}
+	}
 	return b.String()
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"unicode/utf8"
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -107,9 +108,32 @@ func TestMaskText(t *testing.T) {
 		"due 2026-11-30, amount 2500, ref 1234567": "due 2026-11-30, amount 2500, ref 1234567",
 		"12345678": "****5678",
 		"":         "",
+		"account 0012-3456-7890 is frozen":          "account ****-****-7890 is frozen",
+		"account 0012 3456 7890 is frozen":          "account **** **** 7890 is frozen",
+		"ACCOUNT_001234567891_FROZEN":               "ACCOUNT_********7891_FROZEN",
+		"on 30-11-2026 at 10:47, 2026-11-30 closed": "on 30-11-2026 at 10:47, 2026-11-30 closed",
+		"ref 123-456 and 1234-5678":                 "ref 123-456 and ****-5678",
+		"0012-3456 7890":                            "****-3456 7890",
 	} {
 		if got := charge.MaskText(in, "AB12CD34"); got != want {
 			t.Errorf("MaskText(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestUntrustedTextIsPrintableMaskedAndBounded(t *testing.T) {
+	long := "\x1b[2J\x1b]0;pwned\x07account 0012-3456-7890\r\nfrozen " + strings.Repeat("é", 100_000)
+	got := charge.Untrusted(long)
+	if len(got) > charge.MaxOutsideText+len("…") {
+		t.Errorf("Untrusted kept %d bytes, want at most %d", len(got), charge.MaxOutsideText)
+	}
+	if strings.ContainsAny(got, "\x1b\x07\r\n") {
+		t.Errorf("Untrusted kept control characters: %q", got[:60])
+	}
+	if !strings.HasPrefix(got, "[2J]0;pwnedaccount ****-****-7890  frozen") || !utf8.ValidString(got) {
+		t.Errorf("Untrusted = %q…", got[:60])
+	}
+	if charge.Untrusted("\xff\xfeok\u0085") != "ok" {
+		t.Errorf("invalid UTF-8 and C1 controls kept: %q", charge.Untrusted("\xff\xfeok\u0085"))
 	}
 }

@@ -2,6 +2,7 @@ package corebank
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -200,7 +201,7 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 		case err != nil:
 			ambiguous = errors.New("unreadable answer")
 		case ok.IdempotencyKey != "" && ok.IdempotencyKey != req.IdempotencyKey:
-			ambiguous = fmt.Errorf("the answer names another idempotency key (%q)", charge.MaskText(charge.Clip(ok.IdempotencyKey, 64)))
+			ambiguous = fmt.Errorf("the answer names another idempotency key (%q)", charge.Clip(charge.Untrusted(ok.IdempotencyKey), maxCode))
 		case slices.Contains(c.pending, ok.Status):
 			// Accepted, not posted: in progress at the bank. The bank works;
 			// the charge is not done. The kept claim waits for the enquiry
@@ -209,7 +210,7 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 			return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey,
 				&charge.BankError{Kind: charge.BankUnavailable, Status: status, Code: ok.Status, Err: errors.New("accepted, not yet posted")})
 		case !slices.Contains(c.posted, ok.Status):
-			ambiguous = fmt.Errorf("status %q is neither posted nor pending", charge.MaskText(charge.Clip(ok.Status, 64)))
+			ambiguous = fmt.Errorf("status %q is neither posted nor pending", charge.Clip(charge.Untrusted(ok.Status), maxCode))
 		case ok.Reference == "":
 			ambiguous = errors.New("posted without a reference")
 		}
@@ -241,7 +242,7 @@ func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error
 		// An answer about another key (or about no key) says nothing about
 		// ours: never DONE, never FAILED, never "post again".
 		err = c.record(&charge.BankError{Kind: charge.BankRejected, Status: status, Code: "ENQUIRY_KEY_MISMATCH",
-			Err: fmt.Errorf("the status answer names key %q, not ours", charge.MaskText(charge.Clip(st.IdempotencyKey, 64)))})
+			Err: fmt.Errorf("the status answer names key %q, not ours", charge.Clip(charge.Untrusted(st.IdempotencyKey), maxCode))})
 	case status == http.StatusOK && readable && st.Status == StatusPosted && st.Reference != "":
 		c.record(nil)
 		return charge.Enquiry{State: charge.DebitPosted, Reference: st.Reference}, nil
@@ -250,7 +251,7 @@ func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error
 		return charge.Enquiry{State: charge.DebitInProgress}, nil
 	case status == http.StatusOK && readable && st.Status == StatusDeclined:
 		c.record(nil)
-		return charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: charge.MaskText(st.Code), Message: charge.MaskText(st.Message)}}, nil
+		return charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: charge.Clip(charge.Untrusted(st.Code), maxCode), Message: charge.Untrusted(st.Message)}}, nil
 	case status == http.StatusNotFound && readable && st.Status == StatusNotFound:
 		c.record(nil)
 		return charge.Enquiry{State: charge.DebitNotFound}, nil
@@ -356,7 +357,7 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, NotSent: !wrote.Load() && neverSent(err), Err: err})
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		if ctx.Err() != nil {
 			c.abandon()
@@ -390,6 +391,14 @@ func neverSent(err error) bool {
 		(errors.As(err, &notSent) && notSent.NotSent())
 }
 
+// maxAnswer bounds what is read of a bank's answer: a debit's or an
+// enquiry's answer is a small JSON object; anything longer is not read
+// into memory (and, cut, does not parse: a retry with the same key).
+const maxAnswer = 64 << 10
+
+// maxCode bounds a code word taken from an answer.
+const maxCode = 64
+
 // classify is THE table of non-2xx answers: a configured decline is final;
 // everything else is retried with the same key. The bank's text is masked
 // (accounts, and digit runs that may be account numbers) before it goes
@@ -397,16 +406,15 @@ func neverSent(err error) bool {
 func (c *Client) classify(status int, raw []byte, accounts ...string) error {
 	var e ErrorResponse
 	_ = json.Unmarshal(raw, &e)
-	e.Message = charge.MaskText(e.Message, accounts...)
-	e.Code = charge.MaskText(e.Code, accounts...)
+	declined := false
 	for _, r := range c.declines {
-		if status == r.Status && e.Error == r.Error {
-			code := e.Code
-			if code == "" {
-				code = e.Error
-			}
-			return &charge.DeclineError{Code: code, Message: e.Message}
-		}
+		declined = declined || (status == r.Status && e.Error == r.Error)
+	}
+	e.Error = charge.Clip(charge.Untrusted(e.Error, accounts...), maxCode)
+	e.Code = charge.Clip(charge.Untrusted(e.Code, accounts...), maxCode)
+	e.Message = charge.Untrusted(e.Message, accounts...)
+	if declined {
+		return &charge.DeclineError{Code: cmp.Or(e.Code, e.Error), Message: e.Message}
 	}
 	be := &charge.BankError{Kind: charge.BankRejected, Status: status, Code: e.Error}
 	if e.Message != "" {
@@ -485,7 +493,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		var e ErrorResponse
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&e)
+		_ = json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&e)
 		return statusError(resp.StatusCode, e)
 	}
 	if out != nil {

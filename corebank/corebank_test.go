@@ -491,3 +491,49 @@ func TestAHealthCheckThatLiesThroughAnOutage(t *testing.T) {
 		t.Fatal("a debit went through during the outage")
 	}
 }
+
+// A bank's answer is text from outside: whatever it holds, what the client
+// returns — and so what reaches records, DLQ reasons and logs — is
+// printable, masked (accounts also in groups) and short; an answer past
+// the read limit is not read into memory and decides nothing.
+func TestHostileBankAnswersAreMaskedStrippedAndBounded(t *testing.T) {
+	const account = "001234567891"
+	escape := `\u001b[2J\u001b]0;owned\u0007`
+	for _, tc := range []struct {
+		name    string
+		status  int
+		body    string
+		decline bool
+	}{
+		{"decline with a long message", 422, `{"error":"DECLINED","code":"ACCOUNT_` + account + `_FROZEN","message":"` +
+			strings.Repeat(`account 0012-3456-7891 is frozen \u001b[31m `, 1200) + `"}`, true},
+		{"rejection whose error names the account", 400, `{"error":"ACCOUNT_` + account + `_FROZEN","message":"` + escape + `0012 3456 7891"}`, false},
+		{"decline past the read limit", 422, `{"error":"DECLINED","message":"` + strings.Repeat("x", 200<<10) + `"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer srv.Close()
+			c, err := corebank.NewClient(srv.URL, corebank.ClientOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.Debit(t.Context(), req("K-1", account, 100))
+			var decline *charge.DeclineError
+			if errors.As(err, &decline) != tc.decline {
+				t.Fatalf("err %v: decline %v, want %v", err, !tc.decline, tc.decline)
+			}
+			text := err.Error()
+			if len(text) > 2*charge.MaxOutsideText+200 {
+				t.Errorf("the error holds %d bytes of the answer", len(text))
+			}
+			for _, bad := range []string{account, "3456-7891", "3456 7891", "\x1b", "\x07"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("the error holds %q: %.200q", bad, text)
+				}
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Clock tells the time. Inject one in tests; production uses SystemClock.
@@ -233,7 +234,7 @@ func (g *Guard) finish(ctx context.Context, l Lease, s State, status, detail str
 	}
 	now := g.Now()
 	return g.store.Finish(ctx, Finish{
-		Key: l.Key, Token: l.Token, State: s, Status: status, Detail: detail,
+		Key: l.Key, Token: l.Token, State: s, Status: cut(status, MaxDetailBytes), Detail: cut(detail, MaxDetailBytes),
 		Now: now, ExpiresAt: now.Add(g.opts.Retention), Claimed: l.claimed,
 	})
 }
@@ -295,7 +296,7 @@ func (g *Guard) Reopen(ctx context.Context, key, reason string, opts ReopenOptio
 	if next != gen {
 		entry += fmt.Sprintf("; new generation %d", next)
 	}
-	history := append(slices.Clip(cur.History), oneLine(entry))
+	history := append(slices.Clip(cur.History), cut(oneLine(entry), MaxDetailBytes))
 	return g.store.Reopen(ctx, Reopen{Key: key, Token: token, Reason: reason, Now: now,
 		LeaseUntil: now.Add(-g.opts.SkewMargin), ExpiresAt: now.Add(g.opts.Retention),
 		PrevToken: cur.Token, Generation: next, History: history})
@@ -315,6 +316,23 @@ type ReopenOptions struct {
 }
 
 // oneLine folds line breaks, so that one history entry is one line.
+// MaxDetailBytes bounds a record's status and detail (and each history
+// line): whatever the work returns, a record stays far below every store's
+// item limit (DynamoDB's 400 KB), so that it can always be finished.
+const MaxDetailBytes = 4096
+
+// cut shortens s to at most n bytes on a rune boundary, marking a cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	end := n - len("…")
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "…"
+}
+
 func oneLine(s string) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
 }

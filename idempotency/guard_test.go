@@ -1,9 +1,12 @@
 package idempotency_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/memstore"
@@ -84,5 +87,27 @@ func TestRandomTokensDiffer(t *testing.T) {
 			t.Fatalf("token %q err %v (seen before: %v)", tok, err, seen[tok])
 		}
 		seen[tok] = true
+	}
+}
+
+// Whatever the work returns, the record stays small enough for every
+// store's item limit: a 300 KB detail (past DynamoDB's 400 KB item with
+// the history) would make a record that can never be finished.
+func TestARecordsDetailIsBounded(t *testing.T) {
+	s := memstore.New()
+	g, _ := idempotency.NewGuard(s, idempotency.Options{})
+	huge := strings.Repeat("ü", 150_000)
+	_, err := g.Do(t.Context(), "K", "fp", func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{Status: "OK", Detail: huge}, nil
+	}, idempotency.DoOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := g.Get(t.Context(), "K")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != idempotency.StateDone || len(rec.Detail) > idempotency.MaxDetailBytes || !utf8.ValidString(rec.Detail) || !strings.HasPrefix(huge, strings.TrimSuffix(rec.Detail, "…")) {
+		t.Errorf("record %s with a %d-byte detail, want DONE with at most %d bytes cut on a rune", rec.State, len(rec.Detail), idempotency.MaxDetailBytes)
 	}
 }

@@ -141,17 +141,5 @@ func (n *Notifier) send(ctx context.Context, notice charge.Notice, accounts ...s
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	return &Error{Status: resp.StatusCode, Body: charge.Clip(charge.MaskText(printable(string(raw)), accounts...), 256)}
-}
-
-// printable drops control characters (a terminal escape in an answer must
-// not reach a log or an operator's screen).
-func printable(s string) string {
-	b := []rune{}
-	for _, r := range s {
-		if r >= 0x20 && r != 0x7f || r == '\t' {
-			b = append(b, r)
-		}
-	}
-	return string(b)
+	return &Error{Status: resp.StatusCode, Body: charge.Clip(charge.Untrusted(string(raw), accounts...), 256)}
 }

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
@@ -70,6 +71,10 @@ func PrintRecord(w io.Writer, r idempotency.Record, now time.Time) {
 		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
 		idempotency.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
 	}[r.State]
+	// What a record holds came partly from outside (the bank's text): it
+	// is shown without control characters, whenever it was written.
+	r.Status, r.Detail, r.ReopenReason, r.PrevStatus, r.PrevDetail = charge.Printable(r.Status), charge.Printable(r.Detail),
+		charge.Printable(r.ReopenReason), charge.Printable(r.PrevStatus), charge.Printable(r.PrevDetail)
 	fmt.Fprintf(tw, "charge\t%s\n", r.Key)
 	fmt.Fprintf(tw, "state\t%s (%s)\n", r.State, meaning)
 	if r.Status != "" {
@@ -93,7 +98,7 @@ func PrintRecord(w io.Writer, r idempotency.Record, now time.Time) {
 		fmt.Fprintf(tw, "before reopening\t%s %s\n", r.PrevStatus, r.PrevDetail)
 	}
 	for _, h := range r.History {
-		fmt.Fprintf(tw, "history\t%s\n", h)
+		fmt.Fprintf(tw, "history\t%s\n", charge.Printable(h))
 	}
 	tw.Flush()
 }
