@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"unicode/utf8"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -106,11 +106,11 @@ func TestMaskText(t *testing.T) {
 		"account 009999999999 is closed":           "account ********9999 is closed",
 		"acct AB12CD34 frozen":                     "acct ****CD34 frozen",
 		"due 2026-11-30, amount 2500, ref 1234567": "due 2026-11-30, amount 2500, ref 1234567",
-		"12345678": "****5678",
-		"":         "",
-		"account 0012-3456-7890 is frozen":          "account ****-****-7890 is frozen",
-		"account 0012 3456 7890 is frozen":          "account **** **** 7890 is frozen",
-		"ACCOUNT_001234567891_FROZEN":               "ACCOUNT_********7891_FROZEN",
+		"12345678":                         "****5678",
+		"":                                 "",
+		"account 0012-3456-7890 is frozen": "account ****-****-7890 is frozen",
+		"account 0012 3456 7890 is frozen": "account **** **** 7890 is frozen",
+		"ACCOUNT_001234567891_FROZEN":      "ACCOUNT_********7891_FROZEN",
 		"on 30-11-2026 at 10:47, 2026-11-30 closed": "on 30-11-2026 at 10:47, 2026-11-30 closed",
 		"ref 123-456 and 1234-5678":                 "ref 123-456 and ****-5678",
 		"0012-3456 7890":                            "****-3456 7890",

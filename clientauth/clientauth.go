@@ -19,9 +19,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/internal/redact"
 	"net/http"
 	"net/textproto"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -92,7 +92,10 @@ func New(o Options) (*Auth, error) {
 		return nil, errors.New("clientauth: OAuth2 client credentials need the token URL, the client id and the client secret file")
 	}
 	if oauth && !strings.HasPrefix(o.TokenURL, "https://") && !strings.HasPrefix(o.TokenURL, "http://") {
-		return nil, fmt.Errorf("clientauth: token URL %q must be http(s)://…", RedactURL(o.TokenURL))
+		return nil, fmt.Errorf("clientauth: token URL %q must be http(s)://…", redact.URL(o.TokenURL))
+	}
+	if oauth && redact.URL(o.TokenURL) != strings.TrimRight(o.TokenURL, "?#") {
+		return nil, fmt.Errorf("clientauth: token URL %q holds user info or a query: the client secret goes in its file, not the URL", redact.URL(o.TokenURL))
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -168,7 +171,7 @@ func (a *Auth) Describe() string {
 		parts = append(parts, "CA bundle "+a.o.CAFile)
 	}
 	if a.o.ClientSecretFile != "" {
-		parts = append(parts, fmt.Sprintf("OAuth2 client credentials (client %s, token URL %s, secret file %s)", a.o.ClientID, RedactURL(a.o.TokenURL), a.o.ClientSecretFile))
+		parts = append(parts, fmt.Sprintf("OAuth2 client credentials (client %s, token URL %s, secret file %s)", a.o.ClientID, redact.URL(a.o.TokenURL), a.o.ClientSecretFile))
 	}
 	if a.o.HeaderFile != "" {
 		parts = append(parts, "header file "+a.o.HeaderFile)
@@ -406,15 +409,4 @@ func scrub(err error, secret string) error {
 		return err
 	}
 	return errors.New(strings.ReplaceAll(err.Error(), secret, "[secret]"))
-}
-
-// RedactURL is raw without user info, query or fragment: what may be
-// printed of a URL that could carry a credential.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/internal/redact"
 	"io"
 	"net"
 	"net/http"
@@ -148,7 +149,12 @@ type ClientOptions struct {
 func NewClient(baseURL string, opts ClientOptions) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("corebank: base URL %q must be http(s)://host[:port]", baseURL)
+		return nil, fmt.Errorf("corebank: base URL %q must be http(s)://host[:port]", redact.URL(baseURL))
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		// A credential in the URL would be in the process's arguments and
+		// environment for anyone on the host to read.
+		return nil, fmt.Errorf("corebank: base URL %q holds user info or a query: put credentials in a header file (Authorization: Basic …) or the OAuth2 flags, not the URL", redact.URL(baseURL))
 	}
 	if opts.Timeout < 0 {
 		return nil, errors.New("corebank: Timeout must not be negative")

@@ -14,13 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/internal/redact"
 	"io"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/clientauth"
 )
 
 // IdempotencyHeader carries the notification key.
@@ -60,10 +60,10 @@ var (
 func New(o Options) (*Notifier, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("webhook: URL %q must be http(s)://host[:port]/path", clientauth.RedactURL(o.URL))
+		return nil, fmt.Errorf("webhook: URL %q must be http(s)://host[:port]/path", redact.URL(o.URL))
 	}
 	if u.User != nil {
-		return nil, fmt.Errorf("webhook: URL %q holds credentials: put them in a header file or the OAuth2 flags, not the URL", clientauth.RedactURL(o.URL))
+		return nil, fmt.Errorf("webhook: URL %q holds credentials: put them in a header file or the OAuth2 flags, not the URL", redact.URL(o.URL))
 	}
 	if o.Timeout < 0 {
 		return nil, errors.New("webhook: Timeout must not be negative")
@@ -134,7 +134,7 @@ func (n *Notifier) send(ctx context.Context, notice charge.Notice, accounts ...s
 	}
 	resp, err := n.http.Do(req)
 	if err != nil {
-		return &Error{Err: err}
+		return &Error{Err: redact.Error(err, n.url)}
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/internal/redact"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -111,7 +112,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 			func(err error) { log.Warn("stuck claims sample failed", "error", err) })
 	}
 	log.Info("consumer starting", "backend", b.Desc, "concurrency", cc.Concurrency,
-		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", cc.CorebankURL, "corebank_auth", authDesc(bank), "notify", notifyDesc)
+		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", redact.URL(cc.CorebankURL), "corebank_auth", authDesc(bank), "notify", notifyDesc)
 	if err := pl.Run(ctx); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/internal/redact"
 	"io"
 	"os"
 	"path/filepath"
@@ -129,7 +130,7 @@ func (c *Config) Check(p *cli.Problems) {
 		if c.RedisURL == "" {
 			p.Add("--redis-url (IC_REDIS_URL) is required with --store redis, e.g. redis://127.0.0.1:6379/0")
 		} else if _, err := redis.ParseURL(c.RedisURL); err != nil {
-			p.Add("--redis-url: %v", err)
+			p.Add("--redis-url: %v", redact.Error(err, c.RedisURL))
 		}
 		if c.RedisPrefix == "" {
 			p.Add("--redis-prefix must not be empty")
@@ -226,6 +227,7 @@ func Open(ctx context.Context, c Config, visibility time.Duration, create bool) 
 // migrations run once, under an advisory lock) and opens the queue.
 func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Backend, error) {
 	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema})
+	err = redact.Error(err, c.PostgresURL)
 	if errors.Is(err, postgres.ErrConfig) {
 		return nil, cli.Usagef("%v (set --postgres-url / IC_POSTGRES_URL, or the PG* variables)", err)
 	}
@@ -256,14 +258,14 @@ func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Bac
 func (b *Backend) useRedis(ctx context.Context, c Config) error {
 	opts, err := redis.ParseURL(c.RedisURL)
 	if err != nil {
-		return cli.Usagef("--redis-url: %v", err)
+		return cli.Usagef("--redis-url: %v", redact.Error(err, c.RedisURL))
 	}
 	client := redis.NewClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		client.Close()
-		return fmt.Errorf("redis at %s: %w (check --redis-url / IC_REDIS_URL and that the server runs)", opts.Addr, err)
+		return fmt.Errorf("redis at %s: %w (check --redis-url / IC_REDIS_URL and that the server runs)", opts.Addr, redact.Error(err, c.RedisURL))
 	}
 	store, err := redisstore.New(client, redisstore.Options{Prefix: c.RedisPrefix})
 	if err != nil {
@@ -399,7 +401,7 @@ func openAWS(ctx context.Context, c Config, visibility time.Duration, create boo
 // endpointOf names where AWS calls go, for messages (never credentials).
 func endpointOf(cfg aws.Config) string {
 	if cfg.BaseEndpoint != nil && *cfg.BaseEndpoint != "" {
-		return *cfg.BaseEndpoint + " (region " + cfg.Region + ")"
+		return redact.URL(*cfg.BaseEndpoint) + " (region " + cfg.Region + ")"
 	}
 	return "AWS region " + cfg.Region
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"github.com/finedge/idempotent-consumer/internal/redact"
 	"log/slog"
 	"strings"
 
@@ -9,7 +10,6 @@ import (
 
 	"github.com/finedge/idempotent-consumer/awssns"
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/clientauth"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/notify"
@@ -96,7 +96,7 @@ func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger)
 			return nil, "", cli.Usagef("webhook authentication: %v", err)
 		}
 		o := webhook.Options{URL: n.URL, Timeout: c.NotifyTimeout, Headers: tracing.Headers}
-		desc := "webhook " + clientauth.RedactURL(n.URL)
+		desc := "webhook " + redact.URL(n.URL)
 		if auth != nil {
 			o.HTTPClient = auth.Client()
 			desc += " (" + auth.Describe() + ")"

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/internal/redact"
 	"log/slog"
 	"slices"
 	"strings"
@@ -200,7 +201,7 @@ func NewBank(c Config, log *slog.Logger) (Bank, error) {
 		probe = func(ctx context.Context) error { return client.Probe(ctx) }
 	}
 	breaker, err := circuit.New(circuit.Options{
-		Name: "core banking " + c.CorebankURL, Threshold: c.CircuitAfter, ProbeInterval: c.ProbeEvery,
+		Name: "core banking " + redact.URL(c.CorebankURL), Threshold: c.CircuitAfter, ProbeInterval: c.ProbeEvery,
 		MaxProbeInterval: c.ProbeMax, ProbeTimeout: c.CorebankTimeout, Logger: log, Probe: probe,
 	})
 	if err != nil {

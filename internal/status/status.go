@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/internal/redact"
 	"io"
 	"net/http"
 	"slices"
@@ -97,18 +98,18 @@ func Collect(ctx context.Context, s Sources) (Report, error) {
 // readConsumer reads the circuit state and in-flight gauge from a
 // consumer's /metrics.
 func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
-	out := Consumer{URL: url}
+	out := Consumer{URL: redact.URL(url)}
 	if c == nil {
 		c = &http.Client{Timeout: 3 * time.Second}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		out.Error = err.Error()
+		out.Error = redact.Error(err, url).Error()
 		return out
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		out.Error = "no consumer answering: " + err.Error()
+		out.Error = "no consumer answering: " + redact.Error(err, url).Error()
 		return out
 	}
 	defer resp.Body.Close()
