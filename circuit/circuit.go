@@ -72,6 +72,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for the times the breaker reports. Default time.Now.
 	Now func() time.Time
+	// Summarize puts a failure in words that may be shown to anyone
+	// (Status.LastCause: /readyz), without the dependency's own text or
+	// where it lives. Default: none ("").
+	Summarize func(error) string
 }
 
 // Breaker is safe for concurrent use. Create it with New.
@@ -83,6 +87,7 @@ type Breaker struct {
 	failures  int
 	openedAt  time.Time
 	lastError string
+	lastCause string
 	// interval is the wait before the next probe: ProbeInterval after the
 	// circuit closed, doubled by every failed probe or trial.
 	interval time.Duration
@@ -134,6 +139,8 @@ type Status struct {
 	OpenedAt time.Time
 	// LastError is the failure that opened it (or the last one).
 	LastError string
+	// LastCause is LastError in Options.Summarize's words ("" without).
+	LastCause string
 	// NextProbeIn is the interval the next probe (or trial) waits while
 	// open: it doubles with every failed probe or trial, up to the cap.
 	NextProbeIn time.Duration
@@ -147,7 +154,7 @@ type Status struct {
 func (b *Breaker) Status() Status {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return Status{State: b.state, Failures: b.failures, OpenedAt: b.openedAt, LastError: b.lastError,
+	return Status{State: b.state, Failures: b.failures, OpenedAt: b.openedAt, LastError: b.lastError, LastCause: b.lastCause,
 		NextProbeIn: b.interval, TrialOut: b.trial, Opens: b.opens}
 }
 
@@ -196,7 +203,7 @@ func (b *Breaker) Record(err error) {
 		return
 	}
 	b.failures++
-	b.lastError = err.Error()
+	b.lastError, b.lastCause = err.Error(), b.summarize(err)
 	switch {
 	case b.state == HalfOpen:
 		b.interval = min(b.interval*2, b.opts.MaxProbeInterval)
@@ -316,11 +323,18 @@ func (b *Breaker) Run(ctx context.Context) error {
 			}
 			b.set(HalfOpen, why)
 		default:
-			b.lastError = "probe: " + err.Error()
+			b.lastError, b.lastCause = "probe: "+err.Error(), b.summarize(err)
 			b.interval = min(b.interval*2, b.opts.MaxProbeInterval)
 			b.opts.Logger.Warn("circuit probe failed: "+b.opts.Name, slog.String("error", err.Error()),
 				slog.String("next_probe_in", b.interval.String()))
 		}
 		b.mu.Unlock()
 	}
+}
+
+func (b *Breaker) summarize(err error) string {
+	if b.opts.Summarize == nil {
+		return ""
+	}
+	return b.opts.Summarize(err)
 }

@@ -304,21 +304,21 @@ func (a *Auth) Check() error {
 	if a.cert != nil {
 		cert, err := a.cert.get()
 		if err != nil {
-			return err
+			return &CheckError{Summary: "the client certificate or its key cannot be read", Err: err}
 		}
 		if leaf, err := x509.ParseCertificate(cert.Certificate[0]); err == nil {
 			now := a.o.Now()
 			switch {
 			case now.After(leaf.NotAfter):
-				return fmt.Errorf("the client certificate %s expired at %s: put a renewed one in place (it is read again when it changes)", a.o.CertFile, leaf.NotAfter.UTC().Format(time.RFC3339))
+				return &CheckError{Summary: "the client certificate expired", Err: fmt.Errorf("the client certificate %s expired at %s: put a renewed one in place (it is read again when it changes)", a.o.CertFile, leaf.NotAfter.UTC().Format(time.RFC3339))}
 			case now.Before(leaf.NotBefore):
-				return fmt.Errorf("the client certificate %s is not valid before %s", a.o.CertFile, leaf.NotBefore.UTC().Format(time.RFC3339))
+				return &CheckError{Summary: "the client certificate is not valid yet", Err: fmt.Errorf("the client certificate %s is not valid before %s", a.o.CertFile, leaf.NotBefore.UTC().Format(time.RFC3339))}
 			}
 		}
 	}
 	if a.ca != nil {
 		if _, err := a.ca.get(); err != nil {
-			return err
+			return &CheckError{Summary: "the CA bundle cannot be read", Err: err}
 		}
 	}
 	a.mu.Lock()
@@ -330,12 +330,24 @@ func (a *Auth) Check() error {
 			inner = te.Err
 		}
 		if why := Explain(inner); why != "" {
-			return fmt.Errorf("the token request failed: %s (%v)", why, inner)
+			return &CheckError{Summary: why, Err: fmt.Errorf("the token request failed: %s (%v)", why, inner)}
 		}
-		return fmt.Errorf("the token endpoint gave no token (%v): check the client id and the secret file %s", inner, a.o.ClientSecretFile)
+		return &CheckError{Summary: "the token endpoint gave no token",
+			Err: fmt.Errorf("the token endpoint gave no token (%v): check the client id and the secret file %s", inner, a.o.ClientSecretFile)}
 	}
 	return nil
 }
+
+// CheckError is why the credentials cannot be used now: Summary in words
+// that may be shown to anyone (no file names, no endpoint, nothing the
+// identity provider said), Err with the detail for the log.
+type CheckError struct {
+	Summary string
+	Err     error
+}
+
+func (e *CheckError) Error() string { return e.Err.Error() }
+func (e *CheckError) Unwrap() error { return e.Err }
 
 // Explain turns a transport error into words an operator can act on, or ""
 // when it is not one of the authentication failures it knows.

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,12 +326,12 @@ func emulatorInParallel(t *testing.T) {
 	useEmulator(t)
 }
 
-func TestReadyzSaysWhyWhileTheCircuitIsOpen(t *testing.T) {
-	br, err := circuit.New(circuit.Options{Threshold: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+func TestReadyzSaysWhyWhileTheCircuitIsOpenInWordsOnly(t *testing.T) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	br, err := circuit.New(circuit.Options{Threshold: 2, Logger: quiet, Summarize: pipeline.BankCause})
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	p, err := pipeline.New(pipeline.Ports{Source: memqueue.New(memqueue.Options{}), Store: memstore.New(),
 		Bank: pipeline.Bank{Debiter: corebank.NewLedger(corebank.Faults{}), Breaker: br}, Notifier: notify.NewRecorder(0, quiet)},
 		pipeline.Config{Concurrency: 1, Visibility: 30 * time.Second, Lease: time.Minute, Retention: idempotency.DefaultRetention,
@@ -339,8 +340,14 @@ func TestReadyzSaysWhyWhileTheCircuitIsOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := startOpsServer("127.0.0.1:0", metrics.New(), p.Ready(func(context.Context) error { return nil }),
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var backendDown atomic.Bool
+	var log syncBuffer
+	ops, err := startOpsServer("127.0.0.1:0", metrics.New(), p.Ready(func(context.Context) error {
+		if backendDown.Load() {
+			return errors.New("dial tcp 10.20.30.40:5432: connect: connection refused (postgres://app@db.internal/bank)")
+		}
+		return nil
+	}), slog.New(slog.NewTextHandler(&log, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,10 +356,26 @@ func TestReadyzSaysWhyWhileTheCircuitIsOpen(t *testing.T) {
 	if code, body := httpGet(t, url); code != 200 {
 		t.Fatalf("closed circuit: %d %s", code, body)
 	}
-	br.Record(errors.New("core banking unavailable: HTTP 503"))
-	br.Record(errors.New("core banking unavailable: HTTP 503"))
+	backendDown.Store(true)
 	code, body := httpGet(t, url)
+	if code != 503 || !strings.Contains(body, "does not answer") || strings.Contains(body, "10.20.30.40") || strings.Contains(body, "db.internal") {
+		t.Errorf("backend down: %d %q, want 503 in words without the address", code, body)
+	}
+	backendDown.Store(false)
+	bankSaid := &charge.BankError{Kind: charge.BankUnavailable, Status: 503, Err: errors.New("maintenance of host cbs-prod-07.bank.internal; account 001234567890")}
+	br.Record(fmt.Errorf("corebank: debit CHG-1 at https://cbs-prod-07.bank.internal/v1/debits: %w", bankSaid))
+	br.Record(fmt.Errorf("corebank: debit CHG-2 at https://cbs-prod-07.bank.internal/v1/debits: %w", bankSaid))
+	code, body = httpGet(t, url)
 	if code != 503 || !strings.Contains(body, "circuit open") || !strings.Contains(body, "HTTP 503") || !strings.Contains(body, "not receiving") {
 		t.Fatalf("open circuit: %d %q, want 503 saying the circuit is open and why", code, body)
 	}
+	for _, secret := range []string{"cbs-prod-07", "maintenance", "001234567890", "https://"} {
+		if strings.Contains(body, secret) {
+			t.Errorf("/readyz shows %q: %s", secret, body)
+		}
+	}
+	if !strings.Contains(log.String(), "maintenance of host cbs-prod-07") {
+		t.Errorf("the log lacks the detail:\n%s", log.String())
+	}
+
 }

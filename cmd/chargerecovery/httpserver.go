@@ -1,12 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/internal/pipeline"
+	"golang.org/x/net/netutil"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/internal/cli"
@@ -19,9 +23,37 @@ type opsServer struct {
 	srv  *http.Server
 	ln   net.Listener
 	errc chan error
+	// open and peak count the connections being served.
+	open, peak atomic.Int64
+}
+
+// opsLimits bound what one client can hold of the ops server: it is
+// reachable by whatever can reach the pod, and must keep answering the
+// probes.
+type opsLimits struct {
+	// ReadTimeout bounds reading one request, headers and body (default
+	// 10s); WriteTimeout writing its answer (default 30s: a scrape);
+	// IdleTimeout a kept-alive connection between requests (default 60s).
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxConns is how many connections are served at once (default 64);
+	// more wait to be accepted.
+	MaxConns int
+}
+
+func (l opsLimits) withDefaults() opsLimits {
+	l.ReadTimeout = cmp.Or(l.ReadTimeout, 10*time.Second)
+	l.WriteTimeout = cmp.Or(l.WriteTimeout, 30*time.Second)
+	l.IdleTimeout = cmp.Or(l.IdleTimeout, 60*time.Second)
+	l.MaxConns = cmp.Or(l.MaxConns, 64)
+	return l
 }
 
 func startOpsServer(addr string, m *metrics.Metrics, ready func(context.Context) error, log *slog.Logger) (*opsServer, error) {
+	return startOpsServerWith(addr, m, ready, log, opsLimits{})
+}
+
+func startOpsServerWith(addr string, m *metrics.Metrics, ready func(context.Context) error, log *slog.Logger, lim opsLimits) (*opsServer, error) {
+	lim = lim.withDefaults()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -31,9 +63,15 @@ func startOpsServer(addr string, m *metrics.Metrics, ready func(context.Context)
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
 		if err := ready(ctx); err != nil {
+			// The detail goes to the log; anyone may read /readyz.
 			log.Warn("readiness check failed", "error", err)
+			public := "not ready (the service's log says why)"
+			var nr *pipeline.NotReady
+			if errors.As(err, &nr) {
+				public = nr.Public
+			}
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: %v\n", err)
+			fmt.Fprintf(w, "not ready: %s\n", public)
 			return
 		}
 		fmt.Fprintln(w, "ready")
@@ -42,7 +80,20 @@ func startOpsServer(addr string, m *metrics.Metrics, ready func(context.Context)
 	if err != nil {
 		return nil, cli.Usagef("--http-addr %s: %v", addr, err)
 	}
-	s := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, errc: make(chan error, 1)}
+	ln = netutil.LimitListener(ln, lim.MaxConns)
+	s := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, lim.ReadTimeout), ReadTimeout: lim.ReadTimeout,
+		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: 16 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}, ln: ln, errc: make(chan error, 1)}
+	s.srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			n := s.open.Add(1)
+			for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+			}
+		case http.StateClosed, http.StateHijacked:
+			s.open.Add(-1)
+		}
+	}
 	go func() { s.errc <- s.srv.Serve(ln) }()
 	return s, nil
 }

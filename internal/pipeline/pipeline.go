@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"github.com/finedge/idempotent-consumer/internal/redact"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -202,7 +203,7 @@ func NewBank(c Config, log *slog.Logger) (Bank, error) {
 	}
 	breaker, err := circuit.New(circuit.Options{
 		Name: "core banking " + redact.URL(c.CorebankURL), Threshold: c.CircuitAfter, ProbeInterval: c.ProbeEvery,
-		MaxProbeInterval: c.ProbeMax, ProbeTimeout: c.CorebankTimeout, Logger: log, Probe: probe,
+		MaxProbeInterval: c.ProbeMax, ProbeTimeout: c.CorebankTimeout, Logger: log, Probe: probe, Summarize: BankCause,
 	})
 	if err != nil {
 		return Bank{}, cli.Usagef("%v", err)
@@ -396,29 +397,79 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return p.Runtime.Run(ctx)
 }
 
-// Ready adds the circuits' states to a backend readiness check: an open
-// circuit is not ready, and says why.
+// NotReady is why the service is not ready. Public says it in words that
+// may be shown to anyone (/readyz is unauthenticated): what is wrong,
+// without the bank's text, addresses, URLs or file names; Err has the
+// detail, for the log and status.
+type NotReady struct {
+	Public string
+	Err    error
+}
+
+func (e *NotReady) Error() string { return e.Public + ": " + e.Err.Error() }
+func (e *NotReady) Unwrap() error { return e.Err }
+
+// Ready reports whether the service can do its work: the bank's
+// credentials usable, neither circuit open, and the backend answering
+// (backendReady). Every failure is a *NotReady.
 func (p *Pipeline) Ready(backendReady func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if p.auth != nil {
 			if err := p.auth.Check(); err != nil {
-				return fmt.Errorf("core-banking credentials: %w", err)
+				public := "core-banking credentials cannot be used"
+				var ce *clientauth.CheckError
+				if errors.As(err, &ce) {
+					public += ": " + ce.Summary
+				}
+				return &NotReady{Public: public, Err: fmt.Errorf("core-banking credentials: %w", err)}
 			}
 		}
 		if p.breaker != nil {
 			if s := p.breaker.Status(); s.State == circuit.Open {
-				return fmt.Errorf("circuit open: core banking failing since %s (%d consecutive failures; last: %s); not receiving until a trial call succeeds",
-					s.OpenedAt.UTC().Format(time.RFC3339), s.Failures, s.LastError)
+				return &NotReady{
+					Public: fmt.Sprintf("circuit open: core banking failing since %s (%d consecutive failures; %s); not receiving until a trial call succeeds",
+						s.OpenedAt.UTC().Format(time.RFC3339), s.Failures, cmp.Or(s.LastCause, "see the log")),
+					Err: fmt.Errorf("last failure: %s", s.LastError)}
 			}
 		}
 		if p.StoreGate != nil {
 			if s := p.StoreGate.Status(); s.State == circuit.Open {
-				return fmt.Errorf("store circuit open: the idempotency store unreachable since %s (%d consecutive failures; last: %s); not receiving until a trial message's store call succeeds",
-					s.OpenedAt.UTC().Format(time.RFC3339), s.Failures, s.LastError)
+				return &NotReady{
+					Public: fmt.Sprintf("store circuit open: the idempotency store unreachable since %s (%d consecutive failures); not receiving until a trial message's store call succeeds",
+						s.OpenedAt.UTC().Format(time.RFC3339), s.Failures),
+					Err: fmt.Errorf("last failure: %s", s.LastError)}
 			}
 		}
-		return backendReady(ctx)
+		if err := backendReady(ctx); err != nil {
+			return &NotReady{Public: "the queue or the idempotency store does not answer", Err: err}
+		}
+		return nil
 	}
+}
+
+// BankCause puts a failed bank call in words that may be shown to anyone:
+// the authentication problem, or the kind of failure and its HTTP status;
+// never the bank's text or address.
+func BankCause(err error) string {
+	if why := clientauth.Explain(err); why != "" {
+		return why
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		return "no answer within the timeout"
+	}
+	var be *charge.BankError
+	if errors.As(err, &be) {
+		s := "core banking " + be.Kind.String()
+		if be.Status != 0 {
+			s += fmt.Sprintf(": HTTP %d", be.Status)
+		}
+		if be.NotSent {
+			s += " (could not connect)"
+		}
+		return s
+	}
+	return "core banking failing"
 }
 
 // gatedStore tells the store's circuit every result: a store that could
