@@ -11,6 +11,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -91,6 +94,9 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 256
 	}
+	if err := ownerOnly(path); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	db, err := sql.Open(driverName, dsn(path, opts))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
@@ -103,6 +109,31 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
 	return &DB{sql: db, w: newWriter(db, opts.MaxBatch, opts.BusyTimeout)}, nil
+}
+
+// ownerOnly makes the database file readable and writable by its owner
+// only — it holds account numbers — creating it so if it is not there.
+// SQLite creates the -wal and -shm files with the database's mode; a
+// database found open to others is tightened, with its side files.
+func ownerOnly(path string) error {
+	if path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("make %s readable by its owner only: %w", p, err)
+		}
+	}
+	return nil
 }
 
 // schema is goqite's SQLite schema (the library leaves creating it to its

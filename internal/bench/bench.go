@@ -130,7 +130,7 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	rep := Report{GoMaxProcs: runtime.GOMAXPROCS(0)}
 	if c.cpuProfile != "" {
-		pf, err := os.Create(c.cpuProfile)
+		pf, err := os.OpenFile(c.cpuProfile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 		if err != nil {
 			return cli.Usagef("--cpuprofile: %v", err)
 		}
