@@ -13,7 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	neturl "net/url"
+	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,8 +33,9 @@ type Options struct {
 
 // DB is an open pool on a migrated schema.
 type DB struct {
-	pool   *pgxpool.Pool
-	schema string
+	pool    *pgxpool.Pool
+	schema  string
+	sslmode string
 }
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -42,8 +46,12 @@ var ErrConfig = errors.New("postgres: configuration")
 
 // Open connects to url (a postgres:// URL or key=value string; empty: the
 // standard PG* variables), checks that the server answers, and migrates
-// the schema.
+// the schema. Without an sslmode (in url or PGSSLMODE) the connection is
+// sslmode=verify-full: TLS, the server's certificate checked against the
+// trusted CAs (sslrootcert, else the system's) and its host name. A weaker
+// mode must be written out (see SSLMode).
 func Open(ctx context.Context, url string, o Options) (*DB, error) {
+	url, sslmode, defaulted := secureByDefault(url, os.Getenv("PGSSLMODE"))
 	if o.Schema == "" {
 		o.Schema = "public"
 	}
@@ -64,11 +72,14 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	db := &DB{pool: pool, schema: schema}
+	db := &DB{pool: pool, schema: schema, sslmode: sslmode}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
+		if defaulted && ctx.Err() == nil {
+			return nil, fmt.Errorf("postgres: connect: %w (no sslmode was given, which means sslmode=verify-full: the server must offer TLS with a certificate for its host name, signed by a CA in sslrootcert or the system's; say sslmode=disable, require or verify-ca explicitly to accept less)", err)
+		}
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
 	if err := db.migrate(ctx); err != nil {
@@ -76,6 +87,53 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
 	return db, nil
+}
+
+// SSLMode is the connection's TLS mode; every mode but verify-full
+// accepts a server it has not verified (or no TLS at all).
+func (db *DB) SSLMode() string { return db.sslmode }
+
+// secureByDefault returns conn with sslmode=verify-full added when neither
+// it nor PGSSLMODE (env) names a mode, the mode in effect, and whether it
+// was added.
+func secureByDefault(conn, env string) (string, string, bool) {
+	if m := sslmodeOf(conn); m != "" {
+		return conn, m, false
+	}
+	if env != "" {
+		return conn, env, false
+	}
+	switch {
+	case strings.HasPrefix(conn, "postgres://"), strings.HasPrefix(conn, "postgresql://"):
+		u, err := neturl.Parse(conn)
+		if err != nil {
+			return conn, "", false // pgx says what is wrong with it
+		}
+		q := u.Query()
+		q.Set("sslmode", "verify-full")
+		u.RawQuery = q.Encode()
+		return u.String(), "verify-full", true
+	case strings.TrimSpace(conn) == "":
+		return "sslmode=verify-full", "verify-full", true
+	default:
+		return conn + " sslmode=verify-full", "verify-full", true
+	}
+}
+
+var sslmodeKV = regexp.MustCompile(`(?:^|\s)sslmode\s*=\s*'?([a-z-]+)`)
+
+// sslmodeOf is the sslmode a connection string names, or "".
+func sslmodeOf(conn string) string {
+	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
+		if u, err := neturl.Parse(conn); err == nil {
+			return u.Query().Get("sslmode")
+		}
+		return ""
+	}
+	if m := sslmodeKV.FindStringSubmatch(conn); m != nil {
+		return m[1]
+	}
+	return ""
 }
 
 // Close closes the pool.

@@ -63,6 +63,9 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
+	for _, w := range b.Warnings {
+		log.Warn(w)
+	}
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	err = b.Ready(rctx)
 	cancel()

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"github.com/finedge/idempotent-consumer/internal/redact"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,6 +164,9 @@ type Backend struct {
 	Store idempotency.Store
 	// Expirer is nil where the queue expires messages itself.
 	Expirer Expirer
+	// Warnings are what is weaker than it should be in production (TLS not
+	// verified, no TLS to another host): serve logs them at start.
+	Warnings []string
 
 	pingStore  func(ctx context.Context) error
 	retentions func(ctx context.Context) (queue, dlq time.Duration, err error)
@@ -240,7 +244,12 @@ func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Bac
 		db.Close()
 		return nil, cli.Usagef("%v", err)
 	}
+	var warnings []string
+	if m := db.SSLMode(); m != "verify-full" {
+		warnings = append(warnings, fmt.Sprintf("PostgreSQL connection with sslmode=%s: the server's certificate is not verified (or there is no TLS at all); use sslmode=verify-full in production", m))
+	}
 	return &Backend{
+		Warnings:  warnings,
 		Desc:      fmt.Sprintf("postgres (schema %s, queue %s)", c.PostgresSchema, c.Queue),
 		Queue:     q,
 		Store:     postgres.NewStore(db),
@@ -272,6 +281,7 @@ func (b *Backend) useRedis(ctx context.Context, c Config) error {
 		client.Close()
 		return err
 	}
+	b.Warnings = append(b.Warnings, redisWarnings(opts)...)
 	closeBackend := b.close
 	b.Store, b.pingStore = store, store.Ping
 	b.close = func() { client.Close(); closeBackend() }
@@ -475,4 +485,25 @@ func dropAWS(c Config) {
 		}
 	}
 	_ = awsdynamodb.DeleteTable(ctx, dynamodb.NewFromConfig(cfg), c.Table)
+}
+
+// redisWarnings: a Redis store on another host without TLS.
+func redisWarnings(opts *redis.Options) []string {
+	if opts.TLSConfig == nil && !loopback(opts.Addr) {
+		return []string{fmt.Sprintf("Redis store at %s without TLS: records (and the traffic to them) cross the network in clear; use rediss://", opts.Addr)}
+	}
+	return nil
+}
+
+// loopback says whether addr (host:port) is on this host.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
