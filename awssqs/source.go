@@ -223,6 +223,9 @@ func fromAttrs(attrs map[string]types.MessageAttributeValue) map[string]string {
 
 // Send implements queue.Queue.
 func (s *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) (string, error) {
+	if err := queue.CheckOutgoing(body, attrs); err != nil {
+		return "", fmt.Errorf("sqs: send: %w", err)
+	}
 	out, err := s.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(s.opts.QueueURL), MessageBody: aws.String(string(body)), MessageAttributes: toAttrs(attrs),
 	})
@@ -235,6 +238,9 @@ func (s *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) 
 // SendBatch implements queue.Queue: one SendMessageBatch per 10 messages,
 // in order; it stops at the first batch with a failure.
 func (s *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, error) {
+	if err := queue.CheckBatch(msgs); err != nil {
+		return 0, fmt.Errorf("sqs: send batch: %w", err)
+	}
 	for start := 0; start < len(msgs); start += 10 {
 		chunk := msgs[start:min(start+10, len(msgs))]
 		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))

@@ -90,7 +90,7 @@ func Code(o charge.Outcome) queue.Code { return queue.Code(o.String()) }
 
 // HoldBack are the DLQ codes a redrive moves only when forced: a charge id
 // reused with another payload needs a person, not a retry.
-var HoldBack = []queue.Code{Code(charge.Conflict)}
+var HoldBack = []queue.Code{Code(charge.Conflict), queue.CodeTooLarge}
 
 // Decide maps a charge result to the runtime's decision, by Actions. The
 // reason carries the outcome's code, so that metrics and redrive read a

@@ -79,6 +79,14 @@ func New(opts Options) *Queue {
 
 // Send enqueues body with attrs and returns the message id.
 func (q *Queue) Send(_ context.Context, body []byte, attrs map[string]string) (string, error) {
+	if err := queue.CheckOutgoing(body, attrs); err != nil {
+		return "", err
+	}
+	return q.put(body, attrs), nil
+}
+
+// put enqueues without Send's checks (a dead-letter forward).
+func (q *Queue) put(body []byte, attrs map[string]string) string {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.counts.Sends++
@@ -90,7 +98,7 @@ func (q *Queue) Send(_ context.Context, body []byte, attrs map[string]string) (s
 	q.msgs[id] = e
 	q.order = append(q.order, e)
 	q.signal()
-	return id, nil
+	return id
 }
 
 // signal wakes long-polling receivers. Caller holds mu.
@@ -227,9 +235,7 @@ func (q *Queue) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason)
 	if err != nil {
 		return err
 	}
-	if _, err := q.opts.DLQ.Send(ctx, m.Body, queue.DeadLetterAttributes(m, r, 0)); err != nil {
-		return err
-	}
+	q.opts.DLQ.put(m.Body, queue.DeadLetterAttributes(m, r, 0))
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if e, err := q.current(m); err == nil {
@@ -271,6 +277,9 @@ func (q *Queue) Ping(context.Context) error { return nil }
 
 // SendBatch implements queue.Queue.
 func (q *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, error) {
+	if err := queue.CheckBatch(msgs); err != nil {
+		return 0, err
+	}
 	for i, m := range msgs {
 		if _, err := q.Send(ctx, m.Body, m.Attributes); err != nil {
 			return i, err

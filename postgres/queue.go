@@ -99,6 +99,9 @@ func encodeAttrs(attrs map[string]string) ([]byte, error) {
 
 // Send implements queue.Queue.
 func (q *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) (string, error) {
+	if err := queue.CheckOutgoing(body, attrs); err != nil {
+		return "", fmt.Errorf("postgres: send: %w", err)
+	}
 	enc, err := encodeAttrs(attrs)
 	if err != nil {
 		return "", err
@@ -115,6 +118,9 @@ func (q *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) 
 func (q *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
+	}
+	if err := queue.CheckBatch(msgs); err != nil {
+		return 0, fmt.Errorf("postgres: send batch: %w", err)
 	}
 	bodies := make([][]byte, len(msgs))
 	attrs := make([][]byte, len(msgs))
@@ -145,7 +151,7 @@ with picked as (
 )
 update queue_messages m set received = m.received + 1, visible_at = clock_timestamp() + $4 * interval '1 millisecond'
 from picked where m.id = picked.id
-returning m.id, m.body, m.attributes, m.received, m.created_at`
+returning m.id, case when octet_length(m.body) <= $5 then m.body end, octet_length(m.body), m.attributes, m.received, m.created_at`
 
 // Receive implements queue.Queue, long polling up to WaitTime.
 func (q *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
@@ -159,18 +165,19 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 	if err := q.sweep(ctx); err != nil {
 		return nil, fmt.Errorf("postgres: move exhausted messages to the DLQ: %w", err)
 	}
-	rows, err := q.db.pool.Query(ctx, receiveSQL, q.opts.Name, max, q.opts.MaxReceiveCount, q.opts.VisibilityTimeout.Milliseconds())
+	rows, err := q.db.pool.Query(ctx, receiveSQL, q.opts.Name, max, q.opts.MaxReceiveCount, q.opts.VisibilityTimeout.Milliseconds(), queue.MaxMessageBytes)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: receive: %w", err)
 	}
 	defer rows.Close()
-	var out []queue.Message
+	var out, tooLarge []queue.Message
+	var sizes []int
 	for rows.Next() {
 		var id int64
-		var received int32
+		var received, size int32
 		var attrs []byte
 		m := queue.Message{}
-		if err := rows.Scan(&id, &m.Body, &attrs, &received, &m.SentAt); err != nil {
+		if err := rows.Scan(&id, &m.Body, &size, &attrs, &received, &m.SentAt); err != nil {
 			return nil, fmt.Errorf("postgres: receive: %w", err)
 		}
 		if len(attrs) > 0 {
@@ -179,10 +186,21 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 			}
 		}
 		m.ID, m.ReceiveCount, m.Receipt, m.SentAt = strconv.FormatInt(id, 10), int(received), receipt(id, received), m.SentAt.UTC()
+		if size > queue.MaxMessageBytes {
+			tooLarge, sizes = append(tooLarge, m), append(sizes, int(size))
+			continue
+		}
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: receive: %w", err)
+	}
+	// A message over the limit (written around Send) is never read into
+	// memory: it moves to the DLQ in one statement, body and all. If that
+	// fails it is visible again later, and tried again (or moved by the
+	// max-receive sweep, also without reading it).
+	for i, m := range tooLarge {
+		_ = q.DeadLetter(ctx, m, queue.TooLargeReason(sizes[i]))
 	}
 	return out, nil
 }

@@ -77,6 +77,56 @@ const (
 	ReceiveCountAttribute = "dlq-receive-count"
 )
 
+// MaxMessageBytes is the largest message a queue takes, its body and its
+// attributes' names and values together (SQS's limit, 256 KiB). Send
+// refuses a larger one (ErrTooLarge); one found on a queue anyway (written
+// around Send) is moved to the DLQ unread, with CodeTooLarge.
+const MaxMessageBytes = 256 << 10
+
+// CodeTooLarge marks a message over MaxMessageBytes found on the queue: it
+// was dead-lettered without its body being read.
+const CodeTooLarge Code = "too_large"
+
+// ErrTooLarge: a message over MaxMessageBytes.
+var ErrTooLarge = errors.New("queue: message over the size limit")
+
+// ErrReservedAttribute: an attribute whose name starts with
+// AttributePrefix, which only a dead-letter forward may write (a producer
+// could otherwise choose the reason its message shows on the DLQ).
+var ErrReservedAttribute = errors.New("queue: attribute name reserved for dead-letter reasons")
+
+// CheckOutgoing is what every Send checks before writing: the size, and
+// no reserved attribute.
+func CheckOutgoing(body []byte, attrs map[string]string) error {
+	n := len(body)
+	for k, v := range attrs {
+		if isDeadLetterAttribute(k) {
+			return fmt.Errorf("%w: %q (names starting with %q are the queue's own)", ErrReservedAttribute, k, AttributePrefix)
+		}
+		n += len(k) + len(v)
+	}
+	if n > MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrTooLarge, n, MaxMessageBytes)
+	}
+	return nil
+}
+
+// CheckBatch is CheckOutgoing for every message of a batch, naming the
+// first that fails.
+func CheckBatch(msgs []Outgoing) error {
+	for i, m := range msgs {
+		if err := CheckOutgoing(m.Body, m.Attributes); err != nil {
+			return fmt.Errorf("message %d of the batch: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// TooLargeReason is the reason of a message moved to the DLQ unread.
+func TooLargeReason(size int) Reason {
+	return Reason{Code: CodeTooLarge, Detail: fmt.Sprintf("a message of %d bytes, over the %d-byte limit, was found on the queue and moved here without being read", size, MaxMessageBytes)}
+}
+
 // MaxDetailBytes bounds the detail a queue keeps with a dead letter.
 const MaxDetailBytes = 1024
 

@@ -82,6 +82,9 @@ type DLQEntry struct {
 	SourceID     string    `json:"sourceMessageId"`
 	ReceiveCount int       `json:"receiveCount"`
 	At           time.Time `json:"at"`
+	// TooLarge: the body is over queue.MaxMessageBytes and was not read
+	// (Body is nil); such an entry cannot be redriven.
+	TooLarge bool `json:"-"`
 }
 
 // Reason is why the entry was dead-lettered.
@@ -156,6 +159,9 @@ func newID() string {
 // insert puts one message on the named queue (goqite's row, plus our
 // attributes column).
 func (q *Queue) insert(ctx context.Context, tx *wtx, name string, body []byte, attrs map[string]string) (string, error) {
+	if err := queue.CheckOutgoing(body, attrs); err != nil {
+		return "", err
+	}
 	var enc any // null without attributes
 	if len(attrs) > 0 {
 		b, err := json.Marshal(attrs)
@@ -221,17 +227,25 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 	err := q.db.write1(ctx, func(tx *wtx) error {
 		out = out[:0]
 		rows, err := tx.Query(ctx, receiveSQL, now.Add(q.opts.VisibilityTimeout).Format(timeFormat),
-			q.opts.Name, now.Format(timeFormat), q.opts.MaxReceiveCount, max)
+			q.opts.Name, now.Format(timeFormat), q.opts.MaxReceiveCount, max, queue.MaxMessageBytes)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		var tooLarge []queue.Message
+		var sizes []int
 		for rows.Next() {
 			var m queue.Message
 			var created string
 			var attrs sql.NullString
-			if err := rows.Scan(&m.ID, &m.Body, &m.ReceiveCount, &created, &attrs); err != nil {
+			var size int
+			if err := rows.Scan(&m.ID, &m.Body, &size, &m.ReceiveCount, &created, &attrs); err != nil {
 				return err
+			}
+			if size > queue.MaxMessageBytes {
+				// Written around Send: moved to the DLQ below, unread.
+				tooLarge, sizes = append(tooLarge, m), append(sizes, size)
+				continue
 			}
 			if attrs.Valid {
 				if err := json.Unmarshal([]byte(attrs.String), &m.Attributes); err != nil {
@@ -242,7 +256,16 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 			m.Receipt = receipt(m.ID, m.ReceiveCount)
 			out = append(out, m)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		for i, m := range tooLarge {
+			if err := q.forwardUnread(ctx, tx, m, queue.TooLargeReason(sizes[i])); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: receive: %w", err)
@@ -257,7 +280,7 @@ where id in (
   where queue = ? and ? >= timeout and received < ?
   order by priority desc, created
   limit ?)
-returning id, body, received, created, attributes`
+returning id, case when length(body) <= ? then body end, length(body), received, created, attributes`
 
 // sweep moves messages that were received MaxReceiveCount times and are
 // visible again into the DLQ (goqite itself just stops handing them out),
@@ -405,6 +428,28 @@ func (q *Queue) forward(ctx context.Context, tx *wtx, m queue.Message, reason qu
 	return q.q.DeleteTx(ctx, tx.Tx, goqite.ID(m.ID))
 }
 
+// forwardUnread moves m to the DLQ without reading its body into memory:
+// the row is copied as it is, its dead-letter attributes in the attributes
+// column (an entry in the DLQ's other form, see DLQEntries).
+func (q *Queue) forwardUnread(ctx context.Context, tx *wtx, m queue.Message, reason queue.Reason) error {
+	var own sql.NullString
+	if err := tx.QueryRow(ctx, `select attributes from goqite where queue = ? and id = ?`, q.opts.Name, m.ID).Scan(&own); err != nil {
+		return err
+	}
+	if own.Valid {
+		_ = json.Unmarshal([]byte(own.String), &m.Attributes)
+	}
+	attrs, err := json.Marshal(queue.DeadLetterAttributes(m, reason, 0))
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `insert into goqite (id, queue, body, attributes) select ?, ?, body, ? from goqite where queue = ? and id = ?`,
+		newID(), q.opts.Name+"-dlq", string(attrs), q.opts.Name, m.ID); err != nil {
+		return err
+	}
+	return q.q.DeleteTx(ctx, tx.Tx, goqite.ID(m.ID))
+}
+
 // Expire deletes up to limit messages past retention at now from the queue
 // and up to limit from the DLQ, and says how many from each. One small
 // delete per queue, so that it never holds the write lock for long.
@@ -470,7 +515,8 @@ func (q *Queue) Depth(ctx context.Context) (queue.Depth, error) {
 // DLQEntries returns up to limit dead-lettered entries, oldest first, with
 // their DLQ message ids.
 func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry, []string, error) {
-	rows, err := q.db.sql.QueryContext(ctx, `select id, body from goqite where queue = ? order by created limit ?`, q.opts.Name+"-dlq", limit)
+	rows, err := q.db.sql.QueryContext(ctx, `select id, case when attributes is null or length(body) <= ? then body end, length(body), attributes, created
+		from goqite where queue = ? order by created limit ?`, queue.MaxMessageBytes, q.opts.Name+"-dlq", limit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -478,13 +524,26 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 	entries := map[string]DLQEntry{}
 	var order []string
 	for rows.Next() {
-		var id string
+		var id, created string
 		var body []byte
-		if err := rows.Scan(&id, &body); err != nil {
+		var size int
+		var attrs sql.NullString
+		if err := rows.Scan(&id, &body, &size, &attrs, &created); err != nil {
 			return nil, nil, err
 		}
 		var e DLQEntry
-		if err := json.Unmarshal(body, &e); err != nil {
+		if attrs.Valid {
+			// A row moved as it was (forwardUnread): the reason is in
+			// its attributes; a body over the limit is not read.
+			var a map[string]string
+			if err := json.Unmarshal([]byte(attrs.String), &a); err != nil {
+				return nil, nil, fmt.Errorf("sqlite: DLQ entry %s: %w", id, err)
+			}
+			r := queue.ReasonFromAttributes(a)
+			e = DLQEntry{Body: body, Attributes: a, Code: r.Code, Detail: r.Detail, SourceID: a[queue.SourceIDAttribute], TooLarge: size > queue.MaxMessageBytes}
+			e.ReceiveCount, _ = strconv.Atoi(a[queue.ReceiveCountAttribute])
+			e.At, _ = time.Parse(time.RFC3339Nano, created)
+		} else if err := json.Unmarshal(body, &e); err != nil {
 			return nil, nil, fmt.Errorf("sqlite: DLQ entry %s: %w", id, err)
 		}
 		entries[id] = e
@@ -505,6 +564,9 @@ func (q *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.R
 		e := entries[id]
 		entry := queue.DLQEntry{ID: id, Reason: e.Reason(), At: e.At}
 		d := opts.Decide(entry, rep.Moved)
+		if d == queue.Move && e.TooLarge {
+			return rep, fmt.Errorf("sqlite: redrive %s: %w: it can only be purged", id, queue.ErrTooLarge)
+		}
 		if d == queue.Move && !opts.DryRun {
 			err := q.db.write(ctx, func(tx *wtx) error {
 				if _, err := q.insert(ctx, tx, q.opts.Name, e.Body, queue.OriginalAttributes(e.Attributes)); err != nil {

@@ -57,6 +57,7 @@ func Run(t *testing.T, h Harness) {
 		{"RedriveMovesBackWhatTheOptionsAllow", testRedrive},
 		{"ReceiveRejectsABadMax", testBadMax},
 		{"DepthTellsTheOldestMessagesAge", testOldestAge},
+		{"SendRefusesOversizeAndReservedAttributesAndWritesNothing", testSendRefuses},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -480,5 +481,39 @@ func testOldestAge(t *testing.T, h Harness) {
 	}
 	if d.OldestAge < time.Second || d.OldestAge > time.Minute {
 		t.Fatalf("oldest age %v, want about 1.2s", d.OldestAge)
+	}
+}
+
+// A message over queue.MaxMessageBytes, or with an attribute in the
+// dead-letter namespace (which would let a producer choose the reason its
+// message shows on the DLQ), is refused by Send and SendBatch before
+// anything is written — a batch with one such message writes none.
+func testSendRefuses(t *testing.T, h Harness) {
+	q := h.Open(t, Options{Visibility: 30 * time.Second})
+	big := make([]byte, queue.MaxMessageBytes+1)
+	for name, tc := range map[string]struct {
+		body  []byte
+		attrs map[string]string
+		want  error
+	}{
+		"a body over the limit":        {big, nil, queue.ErrTooLarge},
+		"attributes over the limit":    {[]byte("{}"), map[string]string{"a": string(big[:queue.MaxMessageBytes])}, queue.ErrTooLarge},
+		"a producer's dlq-reason":      {[]byte("{}"), map[string]string{queue.DetailAttribute: "looks legitimate"}, queue.ErrReservedAttribute},
+		"a producer's dlq-reason-code": {[]byte("{}"), map[string]string{queue.CodeAttribute: "conflict"}, queue.ErrReservedAttribute},
+	} {
+		if _, err := q.Send(t.Context(), tc.body, tc.attrs); !errors.Is(err, tc.want) {
+			t.Errorf("Send with %s: %v, want %v", name, err, tc.want)
+		}
+		n, err := q.SendBatch(t.Context(), []queue.Outgoing{{Body: []byte("fine")}, {Body: tc.body, Attributes: tc.attrs}})
+		if n != 0 || !errors.Is(err, tc.want) {
+			t.Errorf("SendBatch with %s: %d sent, %v; want 0, %v", name, n, err, tc.want)
+		}
+	}
+	if _, err := q.Send(t.Context(), big[:queue.MaxMessageBytes-10], map[string]string{"k": "v"}); err != nil {
+		t.Errorf("Send just under the limit: %v", err)
+	}
+	nothingElse := receive(t, q, 1, 3*time.Second)
+	if len(nothingElse) != 1 || len(nothingElse[0].Body) != queue.MaxMessageBytes-10 {
+		t.Errorf("after the refusals the queue holds %d messages, want only the one under the limit", len(nothingElse))
 	}
 }
