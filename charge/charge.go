@@ -54,10 +54,18 @@ type Charge struct {
 	DueDate time.Time
 }
 
-// Fingerprint identifies the business payload: the same ID with another
-// fingerprint is a different charge reusing an id, a conflict.
-func (c Charge) Fingerprint() string {
-	return fingerprint(c.AccountID, c.Amount, c.Type, c.DueDate)
+// Fingerprint identifies the business payload under f's key: the same ID
+// with another fingerprint is a different charge reusing an id, a
+// conflict. A nil f gives the unkeyed fingerprint (tests; see
+// idempotency.Fingerprinter for why production keys it).
+func (c Charge) Fingerprint(f *idempotency.Fingerprinter) string {
+	return f.Sum(c.FingerprintParts()...)
+}
+
+// FingerprintParts are what the fingerprint covers: account, amount,
+// currency, type and due date.
+func (c Charge) FingerprintParts() []string {
+	return []string{c.AccountID, strconv.FormatInt(c.Amount.Minor, 10), string(c.Amount.Currency), string(c.Type), c.DueDate.Format(time.DateOnly)}
 }
 
 // DebitRequest is the request that debits c; every attempt sends the same

@@ -69,11 +69,11 @@ func TestFingerprintCoversThePayload(t *testing.T) {
 	for name, change := range variants {
 		c := base
 		change(&c)
-		if c.Fingerprint() == base.Fingerprint() {
+		if c.Fingerprint(nil) == base.Fingerprint(nil) {
 			t.Errorf("changing the %s kept the fingerprint", name)
 		}
 	}
-	if smsFee("CHG-FP").Fingerprint() != base.Fingerprint() {
+	if smsFee("CHG-FP").Fingerprint(nil) != base.Fingerprint(nil) {
 		t.Error("fingerprint is not stable")
 	}
 }

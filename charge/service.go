@@ -86,6 +86,11 @@ type Options struct {
 	// Debiter and Notifier are the outbound ports. Required.
 	Debiter  Debiter
 	Notifier Notifier
+	// Fingerprints keys the charges' fingerprints (see
+	// idempotency.Fingerprinter), and recognises those written under its
+	// previous keys. Default nil: unkeyed fingerprints, which reveal the
+	// account number to whoever reads the store — tests only.
+	Fingerprints *idempotency.Fingerprinter
 	// Enquirer, when set, is asked what became of the debit before a
 	// reclaimed charge (one whose earlier attempt may have posted) is posted
 	// again: POSTED is recorded DONE with the bank's reference without a
@@ -150,7 +155,28 @@ func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 	if hb != nil {
 		beat = hb
 	}
-	res, err := s.opts.Guard.Do(ctx, c.ID, c.Fingerprint(), func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
+	fp := c.Fingerprint(s.opts.Fingerprints)
+	res, err := s.do(ctx, c, fp, beat)
+	var conflict *idempotency.ConflictError
+	if errors.As(err, &conflict) && conflict.Record.Fingerprint != fp {
+		// Written under another key (a previous one, or none): the same
+		// charge if its fingerprint matches under that key, and then the
+		// record's own fingerprint is the one to claim with.
+		same, merr := s.opts.Fingerprints.Match(conflict.Record.Fingerprint, c.FingerprintParts()...)
+		switch {
+		case merr != nil:
+			return Result{Outcome: Conflict, Attempt: conflict.Record.Attempt,
+				Reason: fmt.Sprintf("charge id %s has a record whose fingerprint was written under a key this process does not hold (%v): add that key as a previous fingerprint key, then redrive", c.ID, merr)}
+		case same:
+			res, err = s.do(ctx, c, conflict.Record.Fingerprint, beat)
+		}
+	}
+	return s.result(c, res, err)
+}
+
+// do is one Guard.Do of c under fingerprint fp.
+func (s *Service) do(ctx context.Context, c Charge, fp string, beat idempotency.Heartbeat) (idempotency.DoResult, error) {
+	return s.opts.Guard.Do(ctx, c.ID, fp, func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
 		receipt, err := s.debit(ctx, c, run)
 		var decline *DeclineError
 		if errors.As(err, &decline) {
@@ -173,7 +199,6 @@ func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
 		}
 		return idempotency.Done{Status: string(Debited), Detail: receipt.Reference}, nil
 	}, idempotency.DoOptions{Heartbeat: beat, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
-	return s.result(c, res, err)
 }
 
 // result maps what Guard.Do said to the charge's outcome.

@@ -136,7 +136,7 @@ func TestExpiredLeaseIsReclaimedAndDebitedOnce(t *testing.T) {
 	f := newFixture(t)
 	c := smsFee("CHG-CRASH")
 	// A worker claimed and died before debiting.
-	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
+	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil)); err != nil {
 		t.Fatal(err)
 	}
 	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
@@ -158,7 +158,7 @@ func TestCrashAfterDebitBeforeDoneIsSafeAtTheBoundary(t *testing.T) {
 	f := newFixture(t)
 	c := smsFee("CHG-WINDOW")
 	// A worker claimed, debited, and died before recording DONE.
-	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
+	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.ledger.Debit(t.Context(), charge.DebitRequest{IdempotencyKey: c.ID, AccountID: c.AccountID, Amount: c.Amount}); err != nil {
@@ -324,7 +324,7 @@ func TestReclaimAsksTheBankBeforePostingAgain(t *testing.T) {
 			}
 			c := smsFee("CHG-ENQ")
 			// A first attempt that died after claiming (its debit may have posted).
-			first, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint())
+			first, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil))
 			if err != nil || first.Outcome != idempotency.Acquired {
 				t.Fatal(first.Outcome, err)
 			}
@@ -439,7 +439,7 @@ func TestConflictingPayloadIsNeverDebited(t *testing.T) {
 	}
 	// A conflict against a claim still in flight is refused too.
 	f2 := newFixture(t)
-	if _, err := f2.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
+	if _, err := f2.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil)); err != nil {
 		t.Fatal(err)
 	}
 	f2.clock.Advance(2 * lease)
@@ -584,7 +584,7 @@ func TestLostLeaseCancelsTheWork(t *testing.T) {
 	<-f.ledger.entered
 	// Another worker takes the charge over (the lease passed unrenewed).
 	f.clock.Advance(lease)
-	other, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint())
+	other, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil))
 	if err != nil || other.Outcome != idempotency.Reclaimed {
 		t.Fatal(other.Outcome, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
 // MaxEventBytes is the largest ChargeDueEvent body accepted. A real event is
@@ -412,8 +411,4 @@ func MarshalEvent(c Charge) ([]byte, error) {
 		ChargeType: string(c.Type),
 		DueDate:    c.DueDate.Format(time.DateOnly),
 	})
-}
-
-func fingerprint(account string, amount Money, t Type, due time.Time) string {
-	return idempotency.Fingerprint(account, strconv.FormatInt(amount.Minor, 10), string(amount.Currency), string(t), due.Format(time.DateOnly))
 }

@@ -194,7 +194,7 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 				if !rec.LeaseLive(now) || dec.RetryAfter < boundaryLease-5*time.Second {
 					t.Fatalf("lease live %v, retry after %s: the claim must be kept and the message come back after it", rec.LeaseLive(now), dec.RetryAfter)
 				}
-				again, err := guard.Claim(context.Background(), c.ID, c.Fingerprint())
+				again, err := guard.Claim(context.Background(), c.ID, c.Fingerprint(nil))
 				if err != nil || again.Outcome != idempotency.DuplicateInProgress {
 					t.Fatalf("a redelivery during the kept lease: %v %v, want duplicate_in_progress", again.Outcome, err)
 				}
@@ -202,7 +202,7 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 				if rec.LeaseLive(now) || dec.RetryAfter != 0 {
 					t.Fatalf("lease live %v, retry after %s: a request that never left gives the claim up", rec.LeaseLive(now), dec.RetryAfter)
 				}
-				again, err := guard.Claim(context.Background(), c.ID, c.Fingerprint())
+				again, err := guard.Claim(context.Background(), c.ID, c.Fingerprint(nil))
 				if err != nil || again.Outcome != idempotency.Reclaimed {
 					t.Fatalf("the next delivery: %v %v, want reclaimed at once", again.Outcome, err)
 				}

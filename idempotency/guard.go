@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -349,20 +347,6 @@ func RandomToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b[:]), nil
-}
-
-// Fingerprint hashes the parts of a business payload into a stable hex
-// string (SHA-256 over length-prefixed parts, so ("ab","c") and ("a","bc")
-// differ).
-func Fingerprint(parts ...string) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, p := range parts {
-		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
-		h.Write(n[:])
-		h.Write([]byte(p))
-	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Yield ends the lease now while keeping the record IN_PROGRESS with its

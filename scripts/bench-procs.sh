@@ -65,7 +65,8 @@ for k in $procs; do
   unset IC_DB IC_POSTGRES_URL IC_POSTGRES_SCHEMA AWS_ENDPOINT_URL IC_QUEUE IC_DLQ IC_TABLE
   # 32 workers per process; 8 on the emulator, which answers one DynamoDB
   # request at a time (more only queue up behind it and time out).
-  export IC_NOTIFY=sim IC_BACKEND=$backend IC_COREBANK_URL=$bank IC_LOG_LEVEL=warn IC_HTTP_ADDR=127.0.0.1:0 IC_POLL_WAIT=1s IC_CONCURRENCY=${IC_CONCURRENCY_BENCH:-32}
+  head -c 48 /dev/urandom | base64 > "$work/fingerprint.key"; chmod 600 "$work/fingerprint.key"
+  export IC_FINGERPRINT_KEY_FILE="$work/fingerprint.key" IC_NOTIFY=sim IC_BACKEND=$backend IC_COREBANK_URL=$bank IC_LOG_LEVEL=warn IC_HTTP_ADDR=127.0.0.1:0 IC_POLL_WAIT=1s IC_CONCURRENCY=${IC_CONCURRENCY_BENCH:-32}
   [ "$backend" = aws ] && export IC_CONCURRENCY=${IC_CONCURRENCY_BENCH:-8}
   case "$backend" in
     embedded) export IC_DB=$work/procs-$k.db ;;

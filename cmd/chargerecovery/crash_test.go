@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net/http/httptest"
 	"os"
@@ -30,8 +31,22 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv("IC_TEST_HOLD_WRITE_LOCK"); spec != "" {
 		os.Exit(holdWriteLock(spec))
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "chargerecovery-test-key-")
+	if err != nil {
+		panic(err)
+	}
+	testKeyFile = filepath.Join(dir, "fingerprint.key")
+	if err := os.WriteFile(testKeyFile, []byte(rand.Text()+rand.Text()+"\n"), 0o600); err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
+
+// testKeyFile is the fingerprint key every process of this test binary
+// uses (withSimNotifier puts it in their environment).
+var testKeyFile string
 
 // child starts `chargerecovery args...` as a separate process (its log on
 // the test's stderr with -v).

@@ -183,15 +183,18 @@ func TestMissingTableFailsWithWhatToCreate(t *testing.T) {
 }
 
 // withSimNotifier is env with IC_NOTIFY=sim unless env names IC_NOTIFY
-// (even as ""): the tests' consumers notify the simulator, said out loud.
+// (even as ""): the tests' consumers notify the simulator, said out loud;
+// and with the test binary's fingerprint key unless env names one.
 func withSimNotifier(env map[string]string) map[string]string {
-	if _, set := env["IC_NOTIFY"]; set {
-		return env
-	}
-	out := make(map[string]string, len(env)+1)
+	out := make(map[string]string, len(env)+2)
 	for k, v := range env {
 		out[k] = v
 	}
-	out["IC_NOTIFY"] = "sim"
+	if _, set := env["IC_NOTIFY"]; !set {
+		out["IC_NOTIFY"] = "sim"
+	}
+	if _, set := env["IC_FINGERPRINT_KEY_FILE"]; !set {
+		out["IC_FINGERPRINT_KEY_FILE"] = testKeyFile
+	}
 	return out
 }

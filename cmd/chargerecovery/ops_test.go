@@ -192,7 +192,7 @@ func opsScenario(t *testing.T, env map[string]string) {
 	}
 	g, _ := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Minute, Clock: storetest.NewClock(time.Now().Add(-time.Hour))})
 	dead := charge.Charge{ID: "CHG-OPS-STUCK", AccountID: "001234567890", Amount: charge.Money{Minor: 1, Currency: "INR"}, Type: charge.LockerRent}
-	if _, err := g.Claim(ctx, dead.ID, dead.Fingerprint()); err != nil {
+	if _, err := g.Claim(ctx, dead.ID, dead.Fingerprint(nil)); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()

@@ -115,7 +115,8 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 			func(err error) { log.Warn("stuck claims sample failed", "error", err) })
 	}
 	log.Info("consumer starting", "backend", b.Desc, "concurrency", cc.Concurrency,
-		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", redact.URL(cc.CorebankURL), "corebank_auth", authDesc(bank), "notify", notifyDesc)
+		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", redact.URL(cc.CorebankURL), "corebank_auth", authDesc(bank), "notify", notifyDesc,
+		"fingerprint_key", keyDesc(cc))
 	if err := pl.Run(ctx); err != nil {
 		return err
 	}
@@ -130,4 +131,13 @@ func authDesc(b pipeline.Bank) string {
 		return "none"
 	}
 	return b.Auth.Describe()
+}
+
+// keyDesc names the fingerprint keys by id (never the keys).
+func keyDesc(c pipeline.Config) string {
+	k, err := c.Keys()
+	if err != nil || k == nil {
+		return "none (unkeyed)"
+	}
+	return k.KeyID()
 }

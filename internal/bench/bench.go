@@ -356,7 +356,7 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 	pl, err := pipeline.New(
 		pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: pipeline.Bank{Debiter: ledger}, Notifier: nopNotifier{}},
 		pipeline.Config{Concurrency: c.concurrency, Visibility: visibility, Lease: lease, Retention: idempotency.DefaultRetention,
-			Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 30 * time.Second, NotifyTimeout: 5 * time.Second},
+			Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 30 * time.Second, NotifyTimeout: 5 * time.Second, Fingerprints: pipeline.RunKeys()},
 		pipeline.Options{Logger: quiet, Metrics: m, OnResult: onResult, OnDecision: onDecision, Baseline: baseline})
 	if err != nil {
 		return RunReport{}, err

@@ -246,7 +246,7 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 		Retention: idempotency.DefaultRetention, Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 10 * time.Second,
 		CorebankURL: scheme + "://" + ln.Addr().String(), CorebankTimeout: c.bankTimeout, Declines: "422:DECLINED", BankAuth: auth,
 		Enquiry: true, HealthPath: "/healthz", CircuitAfter: 5, ProbeEvery: 200 * time.Millisecond, ProbeMax: time.Second,
-		NotifyTimeout: time.Second}
+		NotifyTimeout: time.Second, Fingerprints: pipeline.RunKeys()}
 	ports, err := pipeline.NewBank(cc, log)
 	if err != nil {
 		return Report{}, err

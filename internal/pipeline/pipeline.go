@@ -5,13 +5,16 @@
 package pipeline
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"github.com/finedge/idempotent-consumer/internal/redact"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -53,6 +56,59 @@ type Config struct {
 	NotifyFailRate  float64
 	// BankAuth: how to authenticate to core banking (files only).
 	BankAuth AuthFlags
+	// FingerprintKeyFile holds the key the fingerprints are written under;
+	// FingerprintPreviousKeyFiles (comma-separated) keys recognised while
+	// records written under them live (see idempotency.Fingerprinter).
+	FingerprintKeyFile, FingerprintPreviousKeyFiles string
+	// Fingerprints, when set, is used instead of the key files (demo,
+	// bench). With neither, fingerprints are unkeyed (tests only).
+	Fingerprints *idempotency.Fingerprinter
+}
+
+// RunKeys is a Fingerprinter with a random key of a run's own (demo,
+// bench: their records do not outlive them).
+func RunKeys() *idempotency.Fingerprinter {
+	f, err := idempotency.NewFingerprinter([]byte(rand.Text() + rand.Text()))
+	if err != nil {
+		panic(err) // 52 bytes are enough
+	}
+	return f
+}
+
+// Keys returns the Fingerprinter: Fingerprints, or the key files read
+// (nil without either).
+func (c *Config) Keys() (*idempotency.Fingerprinter, error) {
+	if c.Fingerprints != nil || c.FingerprintKeyFile == "" {
+		return c.Fingerprints, nil
+	}
+	read := func(flag, file string) ([]byte, error) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", flag, err)
+		}
+		k := bytes.TrimSpace(b)
+		if len(k) < idempotency.MinFingerprintKey {
+			return nil, fmt.Errorf("%s: %s holds %d bytes, want at least %d (make one with: openssl rand -base64 48 > %s; chmod 600 %s)",
+				flag, file, len(k), idempotency.MinFingerprintKey, file, file)
+		}
+		return k, nil
+	}
+	cur, err := read("--fingerprint-key-file", c.FingerprintKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	var prev [][]byte
+	for _, file := range strings.Split(c.FingerprintPreviousKeyFiles, ",") {
+		if file = strings.TrimSpace(file); file == "" {
+			continue
+		}
+		k, err := read("--fingerprint-previous-key-files", file)
+		if err != nil {
+			return nil, err
+		}
+		prev = append(prev, k)
+	}
+	return idempotency.NewFingerprinter(cur, prev...)
 }
 
 // AuthFlags are the authentication files and OAuth2 settings of one HTTP
@@ -111,6 +167,8 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.Duration(&c.ProbeMax, "circuit-probe-max", "IC_CIRCUIT_PROBE_MAX", 60*time.Second, "longest wait between probes")
 	f.Duration(&c.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long the pre-debit notification may take; past it the charge is DEBITED_NOTIFICATION_FAILED (never re-debited)")
 	c.BankAuth.Bind(f, "corebank", "IC_COREBANK", "core banking")
+	f.String(&c.FingerprintKeyFile, "fingerprint-key-file", "IC_FINGERPRINT_KEY_FILE", "", "file holding the secret key of the charges' fingerprints (required; at least 32 bytes, e.g. openssl rand -base64 48): a fingerprint in the store then reveals nothing of the account number")
+	f.String(&c.FingerprintPreviousKeyFiles, "fingerprint-previous-key-files", "IC_FINGERPRINT_PREVIOUS_KEY_FILES", "", "comma-separated files of earlier fingerprint keys, still recognised for records written under them (key rotation: see OPERATIONS.md)")
 	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "--notify sim only: the simulator's notification failure rate, 0-1")
 }
 
@@ -173,6 +231,11 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 	}
 	if _, err := c.BankAuth.Auth(); err != nil {
 		p.Add("core-banking authentication: %v", err)
+	}
+	if needCorebank && c.FingerprintKeyFile == "" && c.Fingerprints == nil {
+		p.Add("--fingerprint-key-file (IC_FINGERPRINT_KEY_FILE) is required: the secret key of the charges' fingerprints; make one with: openssl rand -base64 48 > fingerprint.key; chmod 600 fingerprint.key (every consumer of a queue uses the same key)")
+	} else if _, err := c.Keys(); err != nil {
+		p.Add("%v", err)
 	}
 	if c.NotifyFailRate < 0 || c.NotifyFailRate > 1 {
 		p.Add("--notify-fail-rate %v is outside 0-1", c.NotifyFailRate)
@@ -345,8 +408,12 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 		if err != nil {
 			return nil, err
 		}
+		keys, err := c.Keys()
+		if err != nil {
+			return nil, err
+		}
 		svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: debiter, Notifier: notifier, Enquirer: enquirer,
-			NotifyTimeout: c.NotifyTimeout, Logger: o.Logger})
+			NotifyTimeout: c.NotifyTimeout, Logger: o.Logger, Fingerprints: keys})
 		if err != nil {
 			return nil, err
 		}

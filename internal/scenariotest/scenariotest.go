@@ -275,7 +275,7 @@ func inFlightDuplicate(t *testing.T, h Harness) {
 func expiredLease(t *testing.T, h Harness) {
 	p := newPipeline(t, h, config{lease: time.Second})
 	c := fee("CHG-DEAD", "001234567890", 2500)
-	if _, err := p.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
+	if _, err := p.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil)); err != nil {
 		t.Fatal(err)
 	}
 	p.send(t, c, 1)
@@ -298,7 +298,7 @@ func expiredLease(t *testing.T, h Harness) {
 func crashAfterDebit(t *testing.T, h Harness) {
 	p := newPipeline(t, h, config{lease: time.Second})
 	c := fee("CHG-CRASH", "001234567890", 2500)
-	if _, err := p.guard.Claim(t.Context(), c.ID, c.Fingerprint()); err != nil {
+	if _, err := p.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil)); err != nil {
 		t.Fatal(err)
 	}
 	first, err := p.ledger.Debit(t.Context(), c.DebitRequest())

@@ -12,18 +12,19 @@ import (
 
 // RecordJSON is the --json form of an idempotency record (inspect, reopen).
 type RecordJSON struct {
-	ChargeID    string    `json:"chargeId"`
-	State       string    `json:"state"`
-	Status      string    `json:"status,omitempty"`
-	Detail      string    `json:"detail,omitempty"`
-	Attempt     int       `json:"attempt"`
-	LeaseUntil  time.Time `json:"leaseUntil"`
-	LeaseLive   bool      `json:"leaseLive"`
-	CreatedAt   time.Time `json:"createdAt"`
-	UpdatedAt   time.Time `json:"updatedAt"`
-	ExpiresAt   time.Time `json:"expiresAt"`
-	Fingerprint string    `json:"fingerprint"`
-	TokenPrefix string    `json:"tokenPrefix"`
+	ChargeID   string    `json:"chargeId"`
+	State      string    `json:"state"`
+	Status     string    `json:"status,omitempty"`
+	Detail     string    `json:"detail,omitempty"`
+	Attempt    int       `json:"attempt"`
+	LeaseUntil time.Time `json:"leaseUntil"`
+	LeaseLive  bool      `json:"leaseLive"`
+	CreatedAt  time.Time `json:"createdAt"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	// Fingerprint is shown short: which key wrote it and a few digits.
+	Fingerprint string `json:"fingerprint"`
+	TokenPrefix string `json:"tokenPrefix"`
 	// The audit trail of operator reopenings (the last one's details).
 	Reopens      int        `json:"reopens,omitempty"`
 	ReopenedAt   *time.Time `json:"reopenedAt,omitempty"`
@@ -45,7 +46,7 @@ func RecordJSONOf(r idempotency.Record, now time.Time) RecordJSON {
 	return RecordJSON{ReopenedAt: reopened,
 		ChargeID: r.Key, State: string(r.State), Status: r.Status, Detail: r.Detail, Attempt: r.Attempt,
 		LeaseUntil: r.LeaseUntil, LeaseLive: r.LeaseLive(now), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		ExpiresAt: r.ExpiresAt, Fingerprint: r.Fingerprint, TokenPrefix: Prefix(r.Token, 8),
+		ExpiresAt: r.ExpiresAt, Fingerprint: idempotency.ShortFingerprint(r.Fingerprint), TokenPrefix: Prefix(r.Token, 8),
 		Reopens: r.Reopens, ReopenReason: r.ReopenReason, PrevStatus: r.PrevStatus, PrevDetail: r.PrevDetail,
 		Generation: max(r.Generation, 1), History: r.History,
 	}
@@ -88,7 +89,7 @@ func PrintRecord(w io.Writer, r idempotency.Record, now time.Time) {
 	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "updated\t%s\n", r.UpdatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "kept until\t%s\n", r.ExpiresAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "fingerprint\t%s…\n", Prefix(r.Fingerprint, 16))
+	fmt.Fprintf(tw, "fingerprint\t%s\n", idempotency.ShortFingerprint(r.Fingerprint))
 	fmt.Fprintf(tw, "token\t%s…\n", Prefix(r.Token, 8))
 	if r.Generation > 1 {
 		fmt.Fprintf(tw, "generation\t%d (bank key %s~%d)\n", r.Generation, r.Key, r.Generation)
