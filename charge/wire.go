@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-
 )
 
 // MaxEventBytes is the largest ChargeDueEvent body accepted. A real event is
