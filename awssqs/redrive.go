@@ -34,7 +34,8 @@ func (s *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.R
 		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300,
 			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount, types.MessageSystemAttributeNameSentTimestamp},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount,
+				types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameDeadLetterQueueSourceArn},
 		})
 		if err != nil {
 			return rep, fmt.Errorf("sqs: redrive: receive from the DLQ: %w", err)
@@ -49,7 +50,7 @@ func (s *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.R
 			seen[id] = true
 			fresh++
 			attrs := fromAttrs(m.MessageAttributes)
-			e := queue.DLQEntry{ID: id, Reason: queue.ReasonFromAttributes(attrs)}
+			e := queue.DLQEntry{ID: id, Reason: dlqReason(m, attrs)}
 			if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
 				e.At = time.UnixMilli(ms)
 			}
@@ -82,4 +83,18 @@ func (s *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.R
 		}
 	}
 	return rep, nil
+}
+
+// dlqReason is why m is on the DLQ. SQS marks a message its redrive policy
+// moved with the system attribute DeadLetterQueueSourceArn, which nobody
+// can set: such a message was received too often, whatever dead-letter
+// attributes it carries (a producer's, which Send refuses only for our own
+// producers, or an older reason of ours brought back by a console
+// redrive). Only a message we sent to the DLQ ourselves has its reason in
+// its attributes.
+func dlqReason(m types.Message, attrs map[string]string) queue.Reason {
+	if src := m.Attributes[string(types.MessageSystemAttributeNameDeadLetterQueueSourceArn)]; src != "" {
+		return queue.Reason{Code: queue.CodeMaxReceives, Detail: "moved by the queue's redrive policy after too many receives"}
+	}
+	return queue.ReasonFromAttributes(attrs)
 }
