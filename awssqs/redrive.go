@@ -33,7 +33,7 @@ func (s *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.R
 	for empty < 2 {
 		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300,
-			MessageAttributeNames:       []string{"All"},
+			MessageAttributeNames: []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount,
 				types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameDeadLetterQueueSourceArn},
 		})
@@ -50,10 +50,12 @@ func (s *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.R
 			seen[id] = true
 			fresh++
 			attrs := fromAttrs(m.MessageAttributes)
-			e := queue.DLQEntry{ID: id, Reason: dlqReason(m, attrs)}
+			var at time.Time
 			if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
-				e.At = time.UnixMilli(ms)
+				at = time.UnixMilli(ms)
 			}
+			e := queue.EntryOf(id, []byte(aws.ToString(m.Body)), attrs, at)
+			e.Reason = dlqReason(m, attrs)
 			d := opts.Decide(e, rep.Moved)
 			if d != queue.Move || opts.DryRun {
 				keep = append(keep, aws.ToString(m.ReceiptHandle))

@@ -7,6 +7,7 @@ package chargehandler
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -87,6 +88,19 @@ var Actions = map[charge.Outcome]consumer.Action{
 // retry) for an outcome: its name ("invalid", "conflict", "debit_failed",
 // "duplicate_failed" on the DLQ).
 func Code(o charge.Outcome) queue.Code { return queue.Code(o.String()) }
+
+// DLQCodes are every reason code a DLQ entry may carry: the outcomes that
+// dead-letter, and the queue's own (max_receives, too_large); sorted.
+func DLQCodes() []queue.Code {
+	codes := []queue.Code{queue.CodeMaxReceives, queue.CodeTooLarge}
+	for o, a := range Actions {
+		if a == consumer.DeadLetter {
+			codes = append(codes, Code(o))
+		}
+	}
+	slices.Sort(codes)
+	return codes
+}
 
 // HoldBack are the DLQ codes a redrive moves only when forced: a charge id
 // reused with another payload needs a person, not a retry.

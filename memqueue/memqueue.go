@@ -299,7 +299,7 @@ func (q *Queue) Redrive(ctx context.Context, o queue.RedriveOptions) (queue.Redr
 		if e.deleted {
 			continue
 		}
-		entry := queue.DLQEntry{ID: e.msg.ID, Reason: queue.ReasonFromAttributes(e.msg.Attributes), At: e.msg.SentAt}
+		entry := queue.EntryOf(e.msg.ID, e.msg.Body, e.msg.Attributes, e.msg.SentAt)
 		dec := o.Decide(entry, rep.Moved)
 		if dec == queue.Move && !o.DryRun {
 			if _, err := q.Send(ctx, e.msg.Body, queue.OriginalAttributes(e.msg.Attributes)); err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -29,7 +30,16 @@ type Options struct {
 	Schema string
 	// MaxConns bounds the pool. Default pgx's (max(4, CPUs)).
 	MaxConns int32
+	// Existing uses the schema as it is: nothing is created or migrated
+	// (ErrNotSetUp when it is missing or behind). It needs no privilege
+	// beyond USAGE on the schema and SELECT/INSERT/UPDATE/DELETE on its
+	// tables — what serve and the operator commands run with in production.
+	Existing bool
 }
+
+// ErrNotSetUp: the schema is missing or not migrated to this version, and
+// Existing forbade creating or migrating it.
+var ErrNotSetUp = errors.New("postgres: not set up")
 
 // DB is an open pool on a migrated schema.
 type DB struct {
@@ -82,7 +92,12 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 		}
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	if err := db.migrate(ctx); err != nil {
+	if o.Existing {
+		if err := db.check(ctx); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	} else if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate: %w", err)
 	}
@@ -225,6 +240,31 @@ func (db *DB) migrate(ctx context.Context) error {
 		_, err = tx.Exec(ctx, `update schema_version set version = $1`, len(migrations))
 		return err
 	})
+}
+
+// check reports ErrNotSetUp unless the schema exists at this version.
+func (db *DB) check(ctx context.Context) error {
+	var exists bool
+	if err := db.pool.QueryRow(ctx, `select exists (select 1 from pg_namespace where nspname = $1)`, db.schema).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	if !exists {
+		return fmt.Errorf("%w: schema %s does not exist", ErrNotSetUp, db.schema)
+	}
+	var version int
+	err := db.pool.QueryRow(ctx, `select version from schema_version`).Scan(&version)
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "42P01", errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("%w: schema %s has no tables of ours", ErrNotSetUp, db.schema)
+	case err != nil:
+		return fmt.Errorf("postgres: read the schema version: %w", err)
+	case version < len(migrations):
+		return fmt.Errorf("%w: schema %s is at version %d, this version needs %d (setup migrates it)", ErrNotSetUp, db.schema, version, len(migrations))
+	case version > len(migrations):
+		return fmt.Errorf("postgres: schema %s is at version %d, newer than this binary knows (%d): upgrade the binary", db.schema, version, len(migrations))
+	}
+	return nil
 }
 
 // DropSchema drops the schema and everything in it (tests, demo reset).

@@ -341,8 +341,8 @@ func (q *Queue) Redrive(ctx context.Context, o queue.RedriveOptions) (queue.Redr
 	rep := queue.RedriveReport{DryRun: o.DryRun}
 	var lastID int64
 	for {
-		rows, err := q.db.pool.Query(ctx, `select id, attributes, created_at from queue_messages
-			where queue = $1 and id > $2 order by id limit 500`, q.dlq, lastID)
+		rows, err := q.db.pool.Query(ctx, `select id, attributes, created_at, case when octet_length(body) <= $3 then body end from queue_messages
+			where queue = $1 and id > $2 order by id limit 500`, q.dlq, lastID, queue.MaxMessageBytes)
 		if err != nil {
 			return rep, fmt.Errorf("postgres: redrive: %w", err)
 		}
@@ -350,12 +350,13 @@ func (q *Queue) Redrive(ctx context.Context, o queue.RedriveOptions) (queue.Redr
 			id    int64
 			attrs map[string]string
 			at    time.Time
+			body  []byte
 		}
 		var page []entry
 		for rows.Next() {
 			var e entry
 			var raw []byte
-			if err := rows.Scan(&e.id, &raw, &e.at); err != nil {
+			if err := rows.Scan(&e.id, &raw, &e.at, &e.body); err != nil {
 				rows.Close()
 				return rep, err
 			}
@@ -373,7 +374,7 @@ func (q *Queue) Redrive(ctx context.Context, o queue.RedriveOptions) (queue.Redr
 		}
 		for _, e := range page {
 			lastID = e.id
-			de := queue.DLQEntry{ID: strconv.FormatInt(e.id, 10), Reason: queue.ReasonFromAttributes(e.attrs), At: e.at}
+			de := queue.EntryOf(strconv.FormatInt(e.id, 10), e.body, e.attrs, e.at)
 			d := o.Decide(de, rep.Moved)
 			if d == queue.Move && !o.DryRun {
 				orig, err := encodeAttrs(queue.OriginalAttributes(e.attrs))

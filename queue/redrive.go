@@ -2,6 +2,7 @@ package queue
 
 import (
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -13,6 +14,24 @@ type DLQEntry struct {
 	// queues), or when it was first sent (SQS keeps the original timestamp
 	// through its redrive policy); zero when unknown.
 	At time.Time
+	// Body and Attributes are the message as dead-lettered (Body nil where
+	// it is over MaxMessageBytes and was not read).
+	Body       []byte
+	Attributes map[string]string
+	// SourceID is the message's id on the queue it came from (a forward
+	// repeated after a lost answer leaves two entries with one SourceID);
+	// ReceiveCount how often it was received there. Zero values where the
+	// queue's own redrive policy moved it.
+	SourceID     string
+	ReceiveCount int
+}
+
+// EntryOf reads a DLQ message: its reason, source id and receive count
+// from the dead-letter attributes.
+func EntryOf(id string, body []byte, attrs map[string]string, at time.Time) DLQEntry {
+	e := DLQEntry{ID: id, Reason: ReasonFromAttributes(attrs), At: at, Body: body, Attributes: attrs, SourceID: attrs[SourceIDAttribute]}
+	e.ReceiveCount, _ = strconv.Atoi(attrs[ReceiveCountAttribute])
+	return e
 }
 
 // RedriveOptions select what a redrive moves.
@@ -35,6 +54,15 @@ type RedriveOptions struct {
 	// charge afresh. Set it to the record retention minus a safety margin.
 	MaxAge time.Duration
 	Now    time.Time
+	// Before, when set, leaves entries dead-lettered after it alone: not
+	// moved, not counted (Later). A redrive sets it to its start, so that
+	// a message dead-lettered again while it runs is not moved again.
+	Before time.Time
+	// Match, when set, keeps only entries it accepts (e.g. by charge id).
+	Match func(DLQEntry) bool
+	// Visit, when set, sees every counted entry with its decision (a
+	// listing is a dry run that visits).
+	Visit func(DLQEntry, RedriveDecision)
 }
 
 // RedriveDecision is what a redrive does with one entry.
@@ -46,11 +74,26 @@ const (
 	HoldBack                        // a HoldBack code, without Force
 	Move
 	TooOld // older than MaxAge, without Force
+	Later  // dead-lettered after Before: neither moved nor counted
 )
 
 // Decide says what to do with e, given how many were already moved.
 func (o RedriveOptions) Decide(e DLQEntry, moved int) RedriveDecision {
+	if !o.Before.IsZero() && e.At.After(o.Before) {
+		return Later
+	}
+	d := o.decide(e, moved)
+	if o.Visit != nil {
+		o.Visit(e, d)
+	}
+	return d
+}
+
+func (o RedriveOptions) decide(e DLQEntry, moved int) RedriveDecision {
 	if len(o.Codes) > 0 && !slices.Contains(o.Codes, e.Reason.Code) {
+		return Skip
+	}
+	if o.Match != nil && !o.Match(e) {
 		return Skip
 	}
 	if slices.Contains(o.HoldBack, e.Reason.Code) && !o.Force {
@@ -80,6 +123,9 @@ type RedriveReport struct {
 
 // Count records the decision for e.
 func (r *RedriveReport) Count(e DLQEntry, d RedriveDecision) {
+	if d == Later {
+		return
+	}
 	r.Seen++
 	if r.SeenByCode == nil {
 		r.SeenByCode = map[Code]int{}

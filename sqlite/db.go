@@ -41,7 +41,15 @@ type OpenOptions struct {
 	MaxConns int
 	// MaxBatch bounds the writes committed together. Default 256.
 	MaxBatch int
+	// Existing opens only a database that is there and migrated: nothing
+	// is created or migrated (ErrNotSetUp otherwise). Operator commands
+	// use it, so that a mistyped path is an error, not a new empty file.
+	Existing bool
 }
+
+// ErrNotSetUp: the database file is missing, or not at this version's
+// schema, and Existing forbade creating or migrating it.
+var ErrNotSetUp = errors.New("sqlite: not set up")
 
 // DB is an open database file: a pool of connections for reads and one
 // group-committing writer for every write of this process.
@@ -94,6 +102,11 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 256
 	}
+	if opts.Existing {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: no database file %s", ErrNotSetUp, path)
+		}
+	}
 	if err := ownerOnly(path); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -104,7 +117,17 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	db.SetMaxOpenConns(opts.MaxConns)
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, db); err != nil {
+	if opts.Existing {
+		var version int
+		if err := db.QueryRowContext(ctx, "pragma user_version").Scan(&version); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("sqlite: %s: %w", path, err)
+		}
+		if version != len(migrations) {
+			db.Close()
+			return nil, fmt.Errorf("%w: %s is at schema version %d, this version needs %d (serve or setup migrates it)", ErrNotSetUp, path, version, len(migrations))
+		}
+	} else if err := migrate(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}

@@ -562,7 +562,7 @@ func (q *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.R
 	}
 	for _, id := range order {
 		e := entries[id]
-		entry := queue.DLQEntry{ID: id, Reason: e.Reason(), At: e.At}
+		entry := queue.DLQEntry{ID: id, Reason: e.Reason(), At: e.At, Body: e.Body, Attributes: e.Attributes, SourceID: e.SourceID, ReceiveCount: e.ReceiveCount}
 		d := opts.Decide(entry, rep.Moved)
 		if d == queue.Move && e.TooLarge {
 			return rep, fmt.Errorf("sqlite: redrive %s: %w: it can only be purged", id, queue.ErrTooLarge)

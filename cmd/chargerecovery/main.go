@@ -9,6 +9,7 @@
 //	chargerecovery stuck      list claims IN_PROGRESS past their lease
 //	chargerecovery reopen     turn a FAILED charge back into one the next delivery debits
 //	chargerecovery purge      delete records and messages past retention (embedded)
+//	chargerecovery dlq        list the DLQ, show one entry
 //	chargerecovery redrive    move dead-lettered messages back to the queue
 //	chargerecovery demo       the whole exactly-once proof in one command
 //	chargerecovery bench      month-end load benchmark with exactly-once verification
@@ -57,7 +58,8 @@ var commands = []command{
 	{"reopen", "turn a FAILED charge back into one the next delivery debits (--reason; then redrive --reason debit_failed)", runReopen},
 	{"renotify", "send missed pre-debit notices again (DEBITED_NOTIFICATION_FAILED → DEBITED; CHARGE_ID… or --all, --dry-run); never debits", runRenotify},
 	{"purge", "delete idempotency records and queue messages past retention (embedded; --dry-run counts)", runPurge},
-	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --max; conflicts need --force)", runRedrive},
+	{"dlq", "what is on the DLQ: dlq list (--reason, --charge-id, --older-than) and dlq show ID (body masked, with the charge's record)", runDLQ},
+	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --charge-id, --max; conflicts need --force)", runRedrive},
 	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", bench.Run},
 	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", demo.Run},
 }

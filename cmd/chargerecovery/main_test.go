@@ -184,7 +184,8 @@ func TestMissingTableFailsWithWhatToCreate(t *testing.T) {
 
 // withSimNotifier is env with IC_NOTIFY=sim unless env names IC_NOTIFY
 // (even as ""): the tests' consumers notify the simulator, said out loud;
-// and with the test binary's fingerprint key unless env names one.
+// and with the test binary's fingerprint key and an OS user (the audit
+// lines' operator) unless env names them.
 func withSimNotifier(env map[string]string) map[string]string {
 	out := make(map[string]string, len(env)+2)
 	for k, v := range env {
@@ -195,6 +196,9 @@ func withSimNotifier(env map[string]string) map[string]string {
 	}
 	if _, set := env["IC_FINGERPRINT_KEY_FILE"]; !set {
 		out["IC_FINGERPRINT_KEY_FILE"] = testKeyFile
+	}
+	if _, set := env["USER"]; !set {
+		out["USER"] = "test-operator"
 	}
 	return out
 }

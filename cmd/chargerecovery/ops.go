@@ -31,12 +31,37 @@ func opsFlags(env *cli.Env, name, synopsis string) (*cli.FlagSet, *backend.Confi
 	return f, bc, asJSON
 }
 
+// operatorFlag registers --operator (IC_OPERATOR) on a command that acts.
+func operatorFlag(f *cli.FlagSet) *string {
+	v := new(string)
+	f.String(v, "operator", "IC_OPERATOR", "", "who is acting, named in the audit line (default: the OS user; required where there is none, as in a container)")
+	return v
+}
+
+// whoActs is the operator an audit line names: --operator, else the OS
+// user; a usage error when there is neither (a container has no USER).
+func whoActs(env *cli.Env, flag string) (string, error) {
+	if s := strings.TrimSpace(flag); s != "" {
+		return s, nil
+	}
+	for _, k := range []string{"SUDO_USER", "USER", "LOGNAME"} {
+		if v := strings.TrimSpace(env.Getenv(k)); v != "" {
+			return v, nil
+		}
+	}
+	return "", cli.Usagef("who is acting? set --operator NAME (IC_OPERATOR): the audit line names the operator, and this process has no OS user name (USER and LOGNAME are unset)")
+}
+
 func openForOps(ctx context.Context, bc *backend.Config) (*backend.Backend, error) {
 	var p cli.Problems
 	bc.Check(&p)
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
+	// An operator command uses what is there: a mistyped --db or
+	// --postgres-schema is an error, never a new empty file or schema
+	// that reads as "all clear".
+	bc.Existing = true
 	return backend.Open(ctx, *bc, 30*time.Second, false)
 }
 
@@ -46,7 +71,7 @@ func runInspect(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	if len(f.Args()) != 1 {
-		return cli.Usagef("give exactly one CHARGE_ID (see -h)")
+		return cli.Usagef("give exactly one CHARGE_ID (see chargerecovery %s -h)", f.Name())
 	}
 	id := f.Args()[0]
 	b, err := openForOps(ctx, bc)
@@ -81,11 +106,16 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	f.Bool(&newAttempt, "new-attempt", "", false, "for a charge FAILED by an explicit decline (e.g. INSUFFICIENT_FUNDS, now that funds arrived): debit it under the next bank-key generation (CHARGE_ID~2, ~3, …), since the bank's answer under the old key is final; refused for any other failure")
 	f.String(&reason, "reason", "", "", "why the charge is reopened (kept in the record and the audit log; required), e.g. \"INC-4711: gateway token fixed\"")
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the reopened record is kept")
+	opFlag := operatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
+	operator, err := whoActs(env, *opFlag)
+	if err != nil {
+		return err
+	}
 	if len(f.Args()) != 1 {
-		return cli.Usagef("give exactly one CHARGE_ID (see -h)")
+		return cli.Usagef("give exactly one CHARGE_ID (see chargerecovery %s -h)", f.Name())
 	}
 	if strings.TrimSpace(reason) == "" {
 		return cli.Usagef("--reason is required: say why the charge may be debited now (it stays in the record)")
@@ -103,7 +133,6 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	operator := cmp.Or(env.Getenv("USER"), "unknown")
 	rec, err := guard.Reopen(ctx, id, reason, idempotency.ReopenOptions{NewGeneration: newAttempt,
 		Eligible: charge.EligibleForNewGeneration, Operator: operator})
 	switch {
@@ -149,7 +178,7 @@ func runStuck(ctx context.Context, env *cli.Env, args []string) error {
 	defer b.Close()
 	sl, ok := b.Store.(idempotency.StuckLister)
 	if !ok {
-		return fmt.Errorf("the %s store cannot list stuck claims", bc.Kind)
+		return fmt.Errorf("the %s store cannot list stuck claims (it would need a scan of every key); each is reclaimed by its next delivery, and inspect CHARGE_ID shows one", cmp.Or(bc.Store, bc.Kind))
 	}
 	now := time.Now()
 	recs, total, err := sl.Stuck(ctx, now, limit)
@@ -184,22 +213,27 @@ func runStuck(ctx context.Context, env *cli.Env, args []string) error {
 func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "redrive", "redrive [flags]")
 	o := queue.RedriveOptions{HoldBack: chargehandler.HoldBack}
-	var codes string
+	var codes, ids string
 	f.Bool(&o.DryRun, "dry-run", "", false, "count what would move; move nothing")
-	f.String(&codes, "reason", "", "", "move only entries with these reason codes, comma-separated (invalid, debit_failed, duplicate_failed, conflict, max_receives)")
+	f.String(&codes, "reason", "", "", "move only entries with these reason codes, comma-separated (invalid, debit_failed, duplicate_failed, conflict, max_receives, too_large)")
+	f.String(&ids, "charge-id", "", "", "move only the entries of these charges, comma-separated")
 	f.Int(&o.Max, "max", "", 0, "move at most this many (0: all that match)")
 	f.Bool(&o.Force, "force", "", false, "also move CONFLICT entries (a charge id reused with another payload; they will conflict again) and entries older than --max-age")
 	var retention time.Duration
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 	f.Duration(&o.MaxAge, "max-age", "", 0, "hold back entries older than this (default: --retention minus 24h, so that the record that stops a second debit still exists when the message comes back)")
+	opFlag := operatorFlag(f)
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	for _, c := range strings.Split(codes, ",") {
-		if c = strings.TrimSpace(c); c != "" {
-			o.Codes = append(o.Codes, queue.Code(c))
-		}
+	operator, err := whoActs(env, *opFlag)
+	if err != nil && !o.DryRun {
+		return err
 	}
+	if o.Codes, err = codesFlag(codes); err != nil {
+		return err
+	}
+	o.Match = chargeMatch(splitList(ids))
 	if o.Max < 0 || o.MaxAge < 0 {
 		return cli.Usagef("--max and --max-age must not be negative")
 	}
@@ -210,12 +244,26 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 		return cli.Usagef("--max-age %s must be positive and shorter than --retention %s", o.MaxAge, retention)
 	}
 	o.Now = time.Now()
+	// Only what was dead-lettered before this run: a charge the consumers
+	// dead-letter again while it runs is not moved (and counted) again.
+	o.Before = o.Now
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	var moved []string
+	o.Visit = func(e queue.DLQEntry, d queue.RedriveDecision) {
+		if d == queue.Move {
+			moved = append(moved, cmp.Or(chargeIDOf(e.Body), "message "+e.ID))
+		}
+	}
 	rep, err := b.Queue.Redrive(ctx, o)
+	if !o.DryRun && len(moved) > 0 {
+		audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
+		audit.LogAttrs(ctx, slog.LevelWarn, "dead-lettered charges redriven by an operator", slog.Bool("audit", true),
+			slog.String("operator", operator), slog.Int("moved", rep.Moved), slog.Any("charges", moved), slog.Any("codes", o.Codes))
+	}
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,12 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long one notification may take")
 	nc.Bind(f)
 	lc.Bind(f)
+	opFlag := operatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
+		return err
+	}
+	operator, err := whoActs(env, *opFlag)
+	if err != nil && !dryRun {
 		return err
 	}
 	ids := f.Args()
@@ -72,7 +77,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	amender, ok1 := b.Store.(idempotency.Amender)
 	lister, ok2 := b.Store.(idempotency.ResultLister)
 	if !ok1 || !ok2 {
-		return fmt.Errorf("the %s store cannot amend or list results", bc.Kind)
+		return fmt.Errorf("the %s store cannot amend or list results", cmp.Or(bc.Store, bc.Kind))
 	}
 	now := time.Now()
 	var recs []idempotency.Record
@@ -101,7 +106,6 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		sender = s
 	}
-	operator := cmp.Or(env.Getenv("USER"), "unknown")
 	audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
 	var report []renotified
 	failed := 0

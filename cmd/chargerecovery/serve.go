@@ -17,14 +17,15 @@ import (
 func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	f := cli.NewFlagSet(env, "serve", "serve [flags]")
 	var (
-		bc        backend.Config
-		cc        pipeline.Config
-		nc        pipeline.NotifyConfig
-		sc        backend.SweepConfig
-		lc        cli.LogConfig
-		crashAt   string
-		httpAddr  string
-		depthTick time.Duration
+		bc              backend.Config
+		cc              pipeline.Config
+		nc              pipeline.NotifyConfig
+		sc              backend.SweepConfig
+		lc              cli.LogConfig
+		crashAt         string
+		createIfMissing string
+		httpAddr        string
+		depthTick       time.Duration
 	)
 	bc.Bind(f)
 	cc.Bind(f)
@@ -33,6 +34,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	lc.Bind(f)
 	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (--http-addr \"\" turns it off)")
 	f.Duration(&depthTick, "depth-interval", "IC_DEPTH_INTERVAL", 15*time.Second, "how often the queue depth gauges are sampled (in the background, never on a scrape)")
+	f.String(&createIfMissing, "create-if-missing", "IC_CREATE_IF_MISSING", "", "create and migrate the SQLite file or PostgreSQL schema if needed: true or false (default: true for embedded, false for postgres, where chargerecovery setup does it and serve runs with a least-privilege role)")
 	f.String(&crashAt, "crash-at", "IC_CRASH_AT", "", "testing and drills only: SIGKILL this process right after a step: after-claim, after-debit or after-done")
 	if err := f.Parse(args, false); err != nil {
 		return err
@@ -45,6 +47,14 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	lc.Check(&p)
 	if depthTick < time.Second {
 		p.Add("--depth-interval %s is under 1s", depthTick)
+	}
+	switch createIfMissing {
+	case "":
+		bc.Existing = bc.Kind == backend.Postgres
+	case "true", "false":
+		bc.Existing = createIfMissing == "false"
+	default:
+		p.Add("--create-if-missing %q is not true or false", createIfMissing)
 	}
 	if !validCrashPoint(crashAt) {
 		p.Add("--crash-at %q is not after-claim, after-debit or after-done", crashAt)

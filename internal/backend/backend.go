@@ -23,6 +23,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/smithy-go"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
@@ -60,6 +61,15 @@ type Config struct {
 	// Store replaces the backend's idempotency store: "" (its own) or
 	// "redis" (RedisURL, keys under RedisPrefix)
 	Store, RedisURL, RedisPrefix string
+	// Existing opens only what is there and migrated — no SQLite file,
+	// PostgreSQL schema, table or queue is created or migrated; a missing
+	// one is an error that says to run setup. Operator commands set it.
+	Existing bool
+}
+
+// notSetUp is the error for a backend part that is not there.
+func notSetUp(err error) error {
+	return fmt.Errorf("%w: run chargerecovery setup with the same backend flags first (it creates and migrates; nothing else does for this command)", err)
 }
 
 // Bind registers the backend flags.
@@ -230,8 +240,11 @@ func Open(ctx context.Context, c Config, visibility time.Duration, create bool) 
 // openPostgres connects, migrates the schema (every process may: the
 // migrations run once, under an advisory lock) and opens the queue.
 func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Backend, error) {
-	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema})
+	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema, Existing: c.Existing})
 	err = redact.Error(err, c.PostgresURL)
+	if errors.Is(err, postgres.ErrNotSetUp) {
+		return nil, notSetUp(err)
+	}
 	if errors.Is(err, postgres.ErrConfig) {
 		return nil, cli.Usagef("%v (set --postgres-url / IC_POSTGRES_URL, or the PG* variables)", err)
 	}
@@ -303,7 +316,10 @@ func (b *Backend) useRedis(ctx context.Context, c Config) error {
 // openEmbedded opens the SQLite file (creating it and its schema if
 // needed: an embedded backend needs no separate setup).
 func openEmbedded(ctx context.Context, c Config, visibility time.Duration) (*Backend, error) {
-	db, err := sqlite.Open(ctx, c.DB, sqlite.OpenOptions{Sync: sqlite.Sync(c.Sync)})
+	db, err := sqlite.Open(ctx, c.DB, sqlite.OpenOptions{Sync: sqlite.Sync(c.Sync), Existing: c.Existing})
+	if errors.Is(err, sqlite.ErrNotSetUp) {
+		return nil, notSetUp(err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +389,8 @@ func openAWS(ctx context.Context, c Config, visibility time.Duration, create boo
 		}
 		u, err := awssqs.QueueURL(ctx, sqsc, nameOrURL)
 		if err != nil {
-			return "", fmt.Errorf("queue %q not found %s: create it (chargerecovery setup --backend aws) or set %s: %w", nameOrURL, where, flag, err)
+			return "", awsProblem(err, fmt.Sprintf("queue %q %s", nameOrURL, where),
+				fmt.Sprintf("create it (chargerecovery setup --backend aws) or set %s", flag), "sqs:GetQueueUrl")
 		}
 		return u, nil
 	}
@@ -399,13 +416,35 @@ func openAWS(ctx context.Context, c Config, visibility time.Duration, create boo
 		Store: store,
 		pingStore: func(ctx context.Context) error {
 			if err := awsdynamodb.Ping(ctx, ddb, c.Table); err != nil {
-				return fmt.Errorf("%w (create it with chargerecovery setup --backend aws, or set --table / IC_TABLE)", err)
+				return awsProblem(err, fmt.Sprintf("table %q %s", c.Table, where),
+					"create it (chargerecovery setup --backend aws) or set --table / IC_TABLE", "dynamodb:DescribeTable")
 			}
 			return nil
 		},
 		close:      func() {},
 		retentions: q.RetentionPeriods,
 	}, nil
+}
+
+// awsProblem names the real cause of a failed AWS call on what: the
+// endpoint cannot be reached, access is denied, or it does not exist —
+// each with its own fix (missing: the fix given).
+func awsProblem(err error, what, missing, action string) error {
+	var ne *net.OpError
+	var dns *net.DNSError
+	var api smithy.APIError
+	switch {
+	case errors.As(err, &ne) || errors.As(err, &dns):
+		return fmt.Errorf("cannot reach AWS for %s: %w (check AWS_ENDPOINT_URL / AWS_REGION and the network; nothing is missing yet)", what, err)
+	case errors.As(err, &api) && (strings.Contains(api.ErrorCode(), "AccessDenied") || strings.Contains(api.ErrorCode(), "UnrecognizedClient") ||
+		strings.Contains(api.ErrorCode(), "InvalidClientTokenId") || strings.Contains(api.ErrorCode(), "SignatureDoesNotMatch")):
+		return fmt.Errorf("access denied to %s: %w (the credentials in use need %s on it; see the IAM policy in OPERATIONS.md)", what, err, action)
+	case errors.As(err, &api) && (strings.Contains(api.ErrorCode(), "NonExistent") || strings.Contains(api.ErrorCode(), "DoesNotExist") ||
+		api.ErrorCode() == "ResourceNotFoundException"):
+		return fmt.Errorf("%s does not exist: %s", what, missing)
+	default:
+		return fmt.Errorf("%s: %w", what, err)
+	}
 }
 
 // endpointOf names where AWS calls go, for messages (never credentials).

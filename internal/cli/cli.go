@@ -40,14 +40,19 @@ type FlagSet struct {
 	errs []string
 	// args are the positional arguments, wherever they stood among the
 	// flags ("reopen CHG-1 --reason X" and "reopen --reason X CHG-1").
-	args []string
+	args  []string
+	name  string
+	usage func()
 }
 
 func NewFlagSet(env *Env, name, synopsis string) *FlagSet {
 	fs := flag.NewFlagSet("chargerecovery "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f := &FlagSet{fs: fs, env: env}
-	fs.Usage = func() {
+	f := &FlagSet{fs: fs, env: env, name: name}
+	// The flag package calls Usage on -h and on every bad flag; the usage
+	// is printed once, for -h only (Parse), and a bad flag gets one line.
+	fs.Usage = func() {}
+	f.usage = func() {
 		fmt.Fprintf(env.Stderr, "usage: chargerecovery %s\n\nflags (environment variable in brackets):\n", synopsis)
 		fs.SetOutput(env.Stderr)
 		fs.PrintDefaults()
@@ -55,6 +60,9 @@ func NewFlagSet(env *Env, name, synopsis string) *FlagSet {
 	}
 	return f
 }
+
+// Name is the command's name ("serve", "dlq list").
+func (f *FlagSet) Name() string { return f.name }
 
 func (f *FlagSet) lookup(envName string) (string, bool) {
 	if envName == "" {
@@ -121,10 +129,10 @@ func (f *FlagSet) Parse(args []string, allowArgs bool) error {
 	for {
 		if err := f.fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				f.fs.Usage()
+				f.usage()
 				return ErrHelp
 			}
-			return Usagef("%v (see -h)", err)
+			return Usagef("%v (see chargerecovery %s -h)", err, f.name)
 		}
 		if f.fs.NArg() == 0 {
 			break
@@ -140,7 +148,7 @@ func (f *FlagSet) Parse(args []string, allowArgs bool) error {
 		return Usagef("%s", strings.Join(f.errs, "; "))
 	}
 	if !allowArgs && len(f.args) > 0 {
-		return Usagef("unexpected argument %q (see -h)", f.args[0])
+		return Usagef("unexpected argument %q (see chargerecovery %s -h)", f.args[0], f.name)
 	}
 	return nil
 }

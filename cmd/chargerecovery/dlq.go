@@ -1,0 +1,306 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"context"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/status"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// dlqEntry is one DLQ entry as an operator sees it: the charge it carries
+// (account masked), why it is there, and how often (a forward repeated
+// after a lost answer is one entry with copies > 1).
+type dlqEntry struct {
+	ID           string    `json:"id"`
+	ChargeID     string    `json:"chargeId,omitempty"`
+	Account      string    `json:"account,omitempty"`
+	Amount       string    `json:"amount,omitempty"`
+	Type         string    `json:"type,omitempty"`
+	Code         string    `json:"code"`
+	Detail       string    `json:"detail,omitempty"`
+	ReceiveCount int       `json:"receiveCount"`
+	At           time.Time `json:"deadLetteredAt"`
+	Age          float64   `json:"ageSeconds"`
+	Copies       int       `json:"copies"`
+	SourceID     string    `json:"sourceMessageId,omitempty"`
+	// Body is the message, account numbers masked (dlq show).
+	Body string `json:"body,omitempty"`
+	// Unreadable says why the body is not a ChargeDueEvent.
+	Unreadable string `json:"unreadable,omitempty"`
+}
+
+func entryView(e queue.DLQEntry, now time.Time, withBody bool) dlqEntry {
+	v := dlqEntry{ID: e.ID, Code: string(e.Reason.Code), Detail: charge.Untrusted(e.Reason.Detail), ReceiveCount: e.ReceiveCount,
+		At: e.At.UTC(), Copies: 1, SourceID: e.SourceID}
+	if !e.At.IsZero() {
+		v.Age = now.Sub(e.At).Round(time.Second).Seconds()
+	}
+	c, err := charge.ParseEvent(e.Body)
+	switch {
+	case e.Body == nil:
+		v.Unreadable = "the body is over the size limit and was not read"
+	case err != nil:
+		v.Unreadable = charge.Untrusted(err.Error())
+		v.ChargeID = chargeIDOf(e.Body)
+	default:
+		v.ChargeID, v.Account, v.Amount, v.Type = c.ID, charge.MaskAccount(c.AccountID), c.Amount.String(), string(c.Type)
+	}
+	if withBody && e.Body != nil {
+		acct := []string{}
+		if err == nil {
+			acct = append(acct, c.AccountID)
+		}
+		v.Body = charge.Clip(charge.MaskText(charge.Printable(string(e.Body)), acct...), 16<<10)
+	}
+	return v
+}
+
+// chargeIDOf is the chargeId of a body that is not a valid event, if it
+// has one (a conflict or an invalid amount still names its charge).
+func chargeIDOf(body []byte) string {
+	var w struct {
+		ChargeID string `json:"chargeId"`
+	}
+	if json.Unmarshal(body, &w) != nil {
+		return ""
+	}
+	return charge.Clip(charge.Printable(w.ChargeID), 128)
+}
+
+// codesFlag parses --reason against the codes a DLQ entry may carry.
+func codesFlag(raw string) ([]queue.Code, error) {
+	known := chargehandler.DLQCodes()
+	var out []queue.Code
+	for _, c := range strings.Split(raw, ",") {
+		if c = strings.TrimSpace(c); c == "" {
+			continue
+		}
+		if !slices.Contains(known, queue.Code(c)) {
+			var names []string
+			for _, k := range known {
+				names = append(names, string(k))
+			}
+			return nil, cli.Usagef("--reason %q is not a reason code; the codes are %s", c, strings.Join(names, ", "))
+		}
+		out = append(out, queue.Code(c))
+	}
+	return out, nil
+}
+
+// chargeMatch accepts entries whose body names one of ids.
+func chargeMatch(ids []string) func(queue.DLQEntry) bool {
+	if len(ids) == 0 {
+		return nil
+	}
+	return func(e queue.DLQEntry) bool {
+		id := chargeIDOf(e.Body)
+		return id != "" && slices.Contains(ids, id)
+	}
+}
+
+func splitList(raw string) []string {
+	var out []string
+	for _, s := range strings.Split(raw, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// listDLQ visits every DLQ entry that o accepts, without moving any, and
+// folds repeated forwards (one source message) into one entry.
+func listDLQ(ctx context.Context, q queue.Queue, o queue.RedriveOptions, now time.Time, withBody bool) ([]dlqEntry, error) {
+	var out []dlqEntry
+	bySource := map[string]int{}
+	o.DryRun = true
+	o.Visit = func(e queue.DLQEntry, d queue.RedriveDecision) {
+		if d == queue.Skip {
+			return
+		}
+		if i, ok := bySource[e.SourceID]; ok && e.SourceID != "" {
+			out[i].Copies++
+			return
+		}
+		if e.SourceID != "" {
+			bySource[e.SourceID] = len(out)
+		}
+		out = append(out, entryView(e, now, withBody))
+	}
+	o.Force = true // a listing shows held-back entries too
+	if _, err := q.Redrive(ctx, o); err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(out, func(a, b dlqEntry) int { return a.At.Compare(b.At) })
+	return out, nil
+}
+
+func runDLQ(ctx context.Context, env *cli.Env, args []string) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "show") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(env.Stderr, "usage: chargerecovery dlq list [flags] | dlq show [flags] ID\n\n  list  what is on the DLQ: charge, masked account, amount, reason, receive count, age\n  show  one entry (by its DLQ id or its charge id): the body with the account masked, and the charge's record\n\nchargerecovery dlq list -h and dlq show -h give the flags.")
+			return cli.ErrHelp
+		}
+		return cli.Usagef("say dlq list or dlq show ID (see chargerecovery dlq -h)")
+	}
+	if args[0] == "list" {
+		return runDLQList(ctx, env, args[1:])
+	}
+	return runDLQShow(ctx, env, args[1:])
+}
+
+func runDLQList(ctx context.Context, env *cli.Env, args []string) error {
+	f, bc, asJSON := opsFlags(env, "dlq list", "dlq list [--reason CODE,…] [--charge-id ID,…] [--older-than D] [--limit N] [--json]")
+	var codes, ids string
+	var olderThan time.Duration
+	var limit int
+	f.String(&codes, "reason", "", "", "only these reason codes, comma-separated")
+	f.String(&ids, "charge-id", "", "", "only these charge ids, comma-separated")
+	f.Duration(&olderThan, "older-than", "", 0, "only entries dead-lettered longer ago than this")
+	f.Int(&limit, "limit", "", 100, "show at most this many (oldest first)")
+	if err := f.Parse(args, false); err != nil {
+		return err
+	}
+	o := queue.RedriveOptions{}
+	var err error
+	if o.Codes, err = codesFlag(codes); err != nil {
+		return err
+	}
+	if limit < 1 || olderThan < 0 {
+		return cli.Usagef("--limit must be at least 1 and --older-than not negative")
+	}
+	now := time.Now()
+	match := chargeMatch(splitList(ids))
+	if olderThan > 0 {
+		o.Before = now.Add(-olderThan)
+	}
+	o.Match = match
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	entries, err := listDLQ(ctx, b.Queue, o, now, false)
+	if err != nil {
+		return err
+	}
+	total := len(entries)
+	entries = entries[:min(limit, len(entries))]
+	if *asJSON {
+		return json.NewEncoder(env.Stdout).Encode(struct {
+			Total   int        `json:"total"`
+			Entries []dlqEntry `json:"entries"`
+		}{total, append([]dlqEntry{}, entries...)})
+	}
+	printDLQ(env.Stdout, entries, total)
+	return nil
+}
+
+func printDLQ(w io.Writer, entries []dlqEntry, total int) {
+	fmt.Fprintf(w, "%d DLQ entr%s", total, map[bool]string{true: "y", false: "ies"}[total == 1])
+	if total == 0 {
+		fmt.Fprintln(w)
+		return
+	}
+	fmt.Fprintf(w, " (oldest first, %d shown)\n", len(entries))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tCHARGE\tACCOUNT\tAMOUNT\tREASON\tRECEIVED\tAGE\tCOPIES\tDETAIL")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", e.ID, dash(e.ChargeID), dash(e.Account), dash(e.Amount), e.Code, e.ReceiveCount,
+			(time.Duration(e.Age) * time.Second).String(), e.Copies, charge.Clip(cmpOr(e.Detail, e.Unreadable), 80))
+	}
+	tw.Flush()
+}
+
+func dash(s string) string { return cmpOr(s, "-") }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
+	f, bc, asJSON := opsFlags(env, "dlq show", "dlq show [flags] ID (a DLQ entry id or a charge id)")
+	if err := f.Parse(args, true); err != nil {
+		return err
+	}
+	if len(f.Args()) != 1 {
+		return cli.Usagef("give exactly one ID: a DLQ entry id or a charge id (see dlq list)")
+	}
+	id := f.Args()[0]
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	now := time.Now()
+	entries, err := listDLQ(ctx, b.Queue, queue.RedriveOptions{Match: func(e queue.DLQEntry) bool {
+		return e.ID == id || chargeIDOf(e.Body) == id
+	}}, now, true)
+	if err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return fmt.Errorf("no DLQ entry with id or charge id %s (chargerecovery dlq list shows what is there)", id)
+	}
+	out := struct {
+		Entries []dlqEntry         `json:"entries"`
+		Record  *status.RecordJSON `json:"record,omitempty"`
+	}{Entries: entries}
+	var rec idempotency.Record
+	if cid := entries[0].ChargeID; cid != "" {
+		rec, err = b.Store.Get(ctx, cid, now)
+		switch {
+		case err == nil:
+			r := status.RecordJSONOf(rec, now)
+			out.Record = &r
+		case !errors.Is(err, idempotency.ErrNotFound):
+			return err
+		}
+	}
+	if *asJSON {
+		return json.NewEncoder(env.Stdout).Encode(out)
+	}
+	for _, e := range entries {
+		tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "DLQ entry\t%s\n", e.ID)
+		fmt.Fprintf(tw, "charge\t%s\n", dash(e.ChargeID))
+		if e.Account != "" {
+			fmt.Fprintf(tw, "account\t%s\n", e.Account)
+			fmt.Fprintf(tw, "amount\t%s (%s)\n", e.Amount, e.Type)
+		}
+		fmt.Fprintf(tw, "reason\t%s: %s\n", e.Code, e.Detail)
+		if e.Unreadable != "" {
+			fmt.Fprintf(tw, "not a valid event\t%s\n", e.Unreadable)
+		}
+		fmt.Fprintf(tw, "dead-lettered\t%s (%s ago), after %d receive(s)\n", e.At.Format(time.RFC3339), time.Duration(e.Age)*time.Second, e.ReceiveCount)
+		if e.Copies > 1 {
+			fmt.Fprintf(tw, "copies\t%d (the forward was repeated after a lost answer; one charge)\n", e.Copies)
+		}
+		fmt.Fprintf(tw, "body\t%s\n", e.Body)
+		tw.Flush()
+		fmt.Fprintln(env.Stdout)
+	}
+	if out.Record == nil {
+		fmt.Fprintln(env.Stdout, "record: none (never claimed, or past its retention): a redrive debits it as a new charge")
+		return nil
+	}
+	fmt.Fprintln(env.Stdout, "record:")
+	status.PrintRecord(env.Stdout, rec, now)
+	return nil
+}
