@@ -201,7 +201,60 @@ func opsScenario(t *testing.T, env map[string]string) {
 		t.Fatalf("stuck: %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
-	// redrive: dry run, by reason, conflicts held back, then forced.
+	// dlq list: each entry once, the account masked, filters by reason and
+	// by charge; an unknown reason is a usage error listing the codes.
+	dlqList := func(args ...string) (int, []dlqEntry) {
+		t.Helper()
+		r := runCmd(ctx, env, append([]string{"dlq", "list", "--json"}, args...)...)
+		var out struct {
+			Total   int        `json:"total"`
+			Entries []dlqEntry `json:"entries"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+			t.Fatalf("dlq list %v: %d %s %s", args, r.code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stdout, "005555555555") || strings.Contains(r.stdout, "001234567890") {
+			t.Errorf("dlq list shows a full account number:\n%s", r.stdout)
+		}
+		return out.Total, out.Entries
+	}
+	total, entries := dlqList()
+	byCharge := map[string]dlqEntry{}
+	for _, e := range entries {
+		byCharge[e.ChargeID] = e
+	}
+	if nsf := byCharge["CHG-OPS-NSF"]; total != 3 || nsf.Code != "debit_failed" || nsf.Account != "********5555" || nsf.Amount == "" ||
+		!strings.Contains(nsf.Detail, "INSUFFICIENT_FUNDS") || byCharge["CHG-OPS-BAD"].Code != "invalid" || byCharge["CHG-OPS-BAD"].Unreadable == "" ||
+		byCharge["CHG-OPS-GOOD"].Code != "conflict" {
+		t.Errorf("dlq list: %d entries %+v", total, entries)
+	}
+	if n, e := dlqList("--reason", "debit_failed"); n != 1 || e[0].ChargeID != "CHG-OPS-NSF" {
+		t.Errorf("dlq list --reason debit_failed: %d %+v", n, e)
+	}
+	if n, e := dlqList("--charge-id", "CHG-OPS-GOOD"); n != 1 || e[0].Code != "conflict" {
+		t.Errorf("dlq list --charge-id CHG-OPS-GOOD: %d %+v", n, e)
+	}
+	if n, _ := dlqList("--older-than", "1h"); n != 0 {
+		t.Errorf("dlq list --older-than 1h: %d entries of a minute ago", n)
+	}
+	if r := runCmd(ctx, env, "dlq", "list"); r.code != 0 || !strings.Contains(r.stdout, "3 DLQ entries") || !strings.Contains(r.stdout, "********5555") {
+		t.Errorf("dlq list: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"dlq", "list", "--reason", "bogus"}, {"redrive", "--reason", "bogus"}} {
+		if r := runCmd(ctx, env, args...); r.code != exitUsage || !strings.Contains(r.stderr, "the codes are conflict, debit_failed, duplicate_failed, invalid, max_receives, too_large") {
+			t.Errorf("%v: exit %d, %s; want 2 listing the codes", args, r.code, r.stderr)
+		}
+	}
+	r = runCmd(ctx, env, "dlq", "show", "CHG-OPS-NSF")
+	if r.code != 0 || !strings.Contains(r.stdout, `"accountId":"********5555"`) || strings.Contains(r.stdout, "005555555555") ||
+		!strings.Contains(r.stdout, "record:") || !strings.Contains(r.stdout, "FAILED") || !strings.Contains(r.stdout, "debit_failed") {
+		t.Errorf("dlq show CHG-OPS-NSF: %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCmd(ctx, env, "dlq", "show", "CHG-NOT-THERE"); r.code != exitFailed || !strings.Contains(r.stderr, "no DLQ entry") {
+		t.Errorf("dlq show of an absent charge: %d %s", r.code, r.stderr)
+	}
+
+	// redrive: dry run, by reason, by charge, conflicts held back, then forced.
 	redrive := func(args ...string) map[string]any {
 		t.Helper()
 		r := runCmd(ctx, env, append([]string{"redrive", "--json"}, args...)...)
@@ -223,8 +276,11 @@ func opsScenario(t *testing.T, env map[string]string) {
 	want(rep, "held_back", 1)
 	rep = redrive("--reason", "invalid")
 	want(rep, "moved", 1)
+	rep = redrive("--charge-id", "CHG-OPS-NSF")
+	want(rep, "moved", 1) // debit_failed
+	want(rep, "held_back", 0)
 	rep = redrive()
-	want(rep, "moved", 1) // debit_failed; the conflict stays
+	want(rep, "moved", 0) // the conflict stays
 	want(rep, "held_back", 1)
 	rep = redrive("--force", "--reason", "conflict")
 	want(rep, "moved", 1)
@@ -248,11 +304,17 @@ func TestOperatorToolsOnTheEmbeddedBackend(t *testing.T) {
 	opsScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "ops.db")})
 }
 
-// pgEnv points the commands at a PostgreSQL schema of the test's own.
+// pgEnv points the commands at a PostgreSQL schema of the test's own,
+// made by setup (as in production: serve and the operator commands do not
+// create it).
 func pgEnv(t *testing.T) map[string]string {
 	t.Helper()
 	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is not there
-	return map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": dbtest.Schema(t)}
+	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": dbtest.Schema(t)}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %d %s", r.code, r.stderr)
+	}
+	return env
 }
 
 // redisEnv uses the embedded queue with the Redis store under a key

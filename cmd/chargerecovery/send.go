@@ -67,6 +67,7 @@ func runSend(ctx context.Context, env *cli.Env, args []string) error {
 	if err := p.Err(); err != nil {
 		return err
 	}
+	bc.Existing = bc.Kind == backend.Postgres // setup creates the schema; a producer role need not
 	b, err := backend.Open(ctx, bc, 30*time.Second, false)
 	if err != nil {
 		return err
@@ -107,6 +108,7 @@ func sendFile(ctx context.Context, env *cli.Env, bc backend.Config, file string,
 		}
 		defer in.Close()
 	}
+	bc.Existing = bc.Kind == backend.Postgres // setup creates the schema; a producer role need not
 	b, err := backend.Open(ctx, bc, 30*time.Second, false)
 	if err != nil {
 		return err

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/internal/dbtest"
+)
+
+// The read-only commands, as an operator types them at month-end.
+var readOnly = [][]string{
+	{"status"}, {"inspect", "CHG-1"}, {"stuck"}, {"dlq", "list"}, {"dlq", "show", "CHG-1"},
+	{"redrive", "--dry-run"}, {"purge", "--dry-run"},
+}
+
+// A mistyped --db or --postgres-schema is an error that says to run
+// setup, never a new empty file or schema that reads as "all clear".
+func TestReadOnlyCommandsCreateNothing(t *testing.T) {
+	t.Parallel()
+	typo := filepath.Join(t.TempDir(), "typo.db")
+	for _, args := range readOnly {
+		r := runCmd(t.Context(), map[string]string{"IC_DB": typo}, args...)
+		if r.code != exitFailed || !strings.Contains(r.stderr, "run chargerecovery setup") || !strings.Contains(r.stderr, "typo.db") {
+			t.Errorf("%v on a missing file: exit %d, %s; want 1 naming it and saying run setup", args, r.code, r.stderr)
+		}
+		if _, err := os.Stat(typo); err == nil {
+			t.Fatalf("%v created %s", args, typo)
+		}
+	}
+	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is not there
+	schema := dbtest.Schema(t)
+	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": schema, "IC_COREBANK_URL": "http://127.0.0.1:1"}
+	for _, args := range append(readOnly[:len(readOnly)-1], []string{"serve"}) {
+		r := runCmd(t.Context(), env, args...)
+		if r.code != exitFailed || !strings.Contains(r.stderr, "schema "+schema+" does not exist") || !strings.Contains(r.stderr, "run chargerecovery setup") {
+			t.Errorf("%v on a missing schema: exit %d, %s", args, r.code, r.stderr)
+		}
+	}
+	conn, err := pgx.Connect(t.Context(), dbtest.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var exists bool
+	if err := conn.QueryRow(t.Context(), "select exists (select 1 from pg_namespace where nspname = $1)", schema).Scan(&exists); err != nil || exists {
+		t.Errorf("schema %s exists after the read-only commands (%v)", schema, err)
+	}
+}
+
+// The GRANTs OPERATIONS.md gives a PostgreSQL role are enough: setup runs
+// as the owner, then a role with only USAGE on the schema and
+// SELECT/INSERT/UPDATE/DELETE on its tables sends, serves, and runs every
+// operator command.
+func TestALeastPrivilegePostgresRoleRunsEverything(t *testing.T) {
+	t.Parallel()
+	owner := pgEnv(t) // setup, as the owner
+	schema := owner["IC_POSTGRES_SCHEMA"]
+	role := dbtest.Name("ic_app_")
+	conn, err := pgx.Connect(t.Context(), dbtest.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	grants := leastPrivilegeGrants(schema, role)
+	for _, stmt := range append([]string{"create role " + role + " login"}, grants...) {
+		if _, err := conn.Exec(t.Context(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, dbtest.PostgresURL())
+		if err == nil {
+			_, _ = c.Exec(ctx, "drop owned by "+role)
+			_, _ = c.Exec(ctx, "drop role "+role)
+			c.Close(ctx)
+		}
+	})
+	u, err := url.Parse(dbtest.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	ledger := corebank.NewLedger(corebank.Faults{DeclineAccounts: map[string]string{"005555555555": "INSUFFICIENT_FUNDS"}})
+	bank := httptest.NewServer(corebank.Handler(ledger))
+	defer bank.Close()
+	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": u.String(), "IC_POSTGRES_SCHEMA": schema,
+		"IC_COREBANK_URL": bank.URL, "IC_HTTP_ADDR": "", "IC_POLL_WAIT": "1s"}
+	for _, c := range [][]string{
+		{"send", "--charge-id", "CHG-LP-1", "--account", "001234567890", "--amount-minor", "2500", "--copies", "2"},
+		{"send", "--charge-id", "CHG-LP-2", "--account", "005555555555", "--amount-minor", "2500"},
+	} {
+		if r := runCmd(t.Context(), env, c...); r.code != 0 {
+			t.Fatalf("%v as %s: %d %s", c, role, r.code, r.stderr)
+		}
+	}
+	serveUntil(t, env, nil, func() bool { return len(ledger.Entries()) == 1 && runCmd(t.Context(), env, "dlq", "list").code == 0 &&
+		strings.Contains(runCmd(t.Context(), env, "dlq", "list").stdout, "1 DLQ entry") })
+	for _, c := range [][]string{
+		{"status"}, {"inspect", "CHG-LP-1"}, {"stuck"}, {"dlq", "list"}, {"dlq", "show", "CHG-LP-2"},
+		{"redrive", "--dry-run"}, {"renotify", "--all", "--dry-run"},
+		{"reopen", "CHG-LP-2", "--reason", "funds arrived", "--new-attempt", "--operator", "ops-1"},
+		{"redrive", "--charge-id", "CHG-LP-2", "--operator", "ops-1"},
+	} {
+		if r := runCmd(t.Context(), env, c...); r.code != 0 {
+			t.Errorf("%v as %s: exit %d %s", c, role, r.code, r.stderr)
+		}
+	}
+	if posted := ledger.PostingsByKey(); posted["CHG-LP-1"] != 1 {
+		t.Errorf("CHG-LP-1 posted %d times", posted["CHG-LP-1"])
+	}
+}
+
+// leastPrivilegeGrants are the statements OPERATIONS.md gives (the test
+// checks the document holds them too).
+func leastPrivilegeGrants(schema, role string) []string {
+	return []string{
+		fmt.Sprintf("grant usage on schema %s to %s", schema, role),
+		fmt.Sprintf("grant select, insert, update, delete on all tables in schema %s to %s", schema, role),
+	}
+}
+
+func TestOperationsGivesTheLeastPrivilegeGrants(t *testing.T) {
+	doc, err := os.ReadFile("../../OPERATIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range leastPrivilegeGrants("chargerecovery", "chargerecovery_app") {
+		if !strings.Contains(string(doc), g+";") {
+			t.Errorf("OPERATIONS.md does not give %q", g)
+		}
+	}
+}
+
+// -h prints the usage once; a bad flag prints one line naming it and
+// where the usage is; a command that acts names its operator, and asks for
+// one where the process has no OS user (a container).
+func TestTheCommandLineSpeaksOnce(t *testing.T) {
+	t.Parallel()
+	r := runCmd(t.Context(), nil, "status", "-h")
+	if r.code != 0 || strings.Count(r.stderr, "usage: chargerecovery status") != 1 {
+		t.Errorf("status -h: exit %d, usage printed %d times", r.code, strings.Count(r.stderr, "usage: chargerecovery status"))
+	}
+	r = runCmd(t.Context(), nil, "serve", "--bogus")
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); r.code != exitUsage || len(lines) != 1 ||
+		!strings.Contains(r.stderr, "-bogus") || !strings.Contains(r.stderr, "see chargerecovery serve -h") {
+		t.Errorf("serve --bogus: exit %d, %d lines:\n%s", r.code, len(lines), r.stderr)
+	}
+	db := filepath.Join(t.TempDir(), "op.db")
+	if r := runCmd(t.Context(), map[string]string{"IC_DB": db}, "setup"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	noUser := map[string]string{"IC_DB": db, "USER": "", "LOGNAME": ""}
+	for _, c := range [][]string{{"reopen", "CHG-1", "--reason", "x"}, {"redrive"}, {"renotify", "--all", "--notify", "log"}} {
+		if r := runCmd(t.Context(), noUser, c...); r.code != exitUsage || !strings.Contains(r.stderr, "--operator NAME (IC_OPERATOR)") {
+			t.Errorf("%v without a user: exit %d %s; want 2 asking for --operator", c, r.code, r.stderr)
+		}
+	}
+	withOp := map[string]string{"IC_DB": db, "USER": "", "IC_OPERATOR": "jane.doe"}
+	if r := runCmd(t.Context(), withOp, "redrive"); r.code != 0 {
+		t.Errorf("redrive with IC_OPERATOR: %d %s", r.code, r.stderr)
+	}
+}
