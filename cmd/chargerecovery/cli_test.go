@@ -105,8 +105,10 @@ func TestALeastPrivilegePostgresRoleRunsEverything(t *testing.T) {
 			t.Fatalf("%v as %s: %d %s", c, role, r.code, r.stderr)
 		}
 	}
-	serveUntil(t, env, nil, func() bool { return len(ledger.Entries()) == 1 && runCmd(t.Context(), env, "dlq", "list").code == 0 &&
-		strings.Contains(runCmd(t.Context(), env, "dlq", "list").stdout, "1 DLQ entry") })
+	serveUntil(t, env, nil, func() bool {
+		return len(ledger.Entries()) == 1 && runCmd(t.Context(), env, "dlq", "list").code == 0 &&
+			strings.Contains(runCmd(t.Context(), env, "dlq", "list").stdout, "1 DLQ entry")
+	})
 	for _, c := range [][]string{
 		{"status"}, {"inspect", "CHG-LP-1"}, {"stuck"}, {"dlq", "list"}, {"dlq", "show", "CHG-LP-2"},
 		{"redrive", "--dry-run"}, {"renotify", "--all", "--dry-run"},
