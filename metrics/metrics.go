@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,8 +97,27 @@ func New() *Metrics {
 	}
 	m.expired.WithLabelValues("main")
 	m.expired.WithLabelValues("dlq")
+	// Every series an alert reads exists from the start: a consumer that
+	// has handled nothing since it started reads 0, and rate() over it is
+	// defined (an absent series makes "handled none while messages wait"
+	// impossible to say).
+	for _, a := range []consumer.Action{consumer.Ack, consumer.Retry, consumer.DeadLetter} {
+		m.decisions.WithLabelValues(a.String())
+	}
+	for _, r := range reasonLabels {
+		m.deadLetters.WithLabelValues(r)
+	}
+	for _, a := range []string{"posted", "in_progress", "not_found", "declined", "failed"} {
+		m.enquiries.WithLabelValues(a)
+	}
+	for _, op := range []string{"receive", "ack", "change_visibility", "dead_letter"} {
+		m.queueCalls.WithLabelValues(op)
+	}
 	return m
 }
+
+// reasonLabels are the bounded values of the dead-letter reason label.
+var reasonLabels = []string{"invalid", "conflict", "debit_failed", "duplicate_failed", "other"}
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
@@ -160,9 +180,8 @@ func (m *Metrics) OnDecision(_ queue.Message, d consumer.Decision, took time.Dur
 // ReasonLabel is the bounded label of a dead-letter reason code: the
 // codes the charge handler dead-letters with, else "other".
 func ReasonLabel(code queue.Code) string {
-	switch code {
-	case "invalid", "conflict", "debit_failed", "duplicate_failed":
-		return string(code)
+	if s := string(code); s != "other" && slices.Contains(reasonLabels, s) {
+		return s
 	}
 	return "other"
 }

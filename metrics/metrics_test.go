@@ -135,3 +135,25 @@ func TestStuckClaimsGaugeReadsTheLastSample(t *testing.T) {
 		t.Fatal("stuck_claims gauge missing or wrong")
 	}
 }
+
+// Every series an alert reads is there, at 0, before the first message:
+// a consumer that never handled anything is visible as such.
+func TestTheSeriesAlertsReadExistFromTheStart(t *testing.T) {
+	m := New()
+	m.Notifier(nil, "sns")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, series := range []string{
+		`chargerecovery_decisions_total{action="ack"} 0`, `chargerecovery_decisions_total{action="retry"} 0`,
+		`chargerecovery_decisions_total{action="dead_letter"} 0`,
+		`chargerecovery_dlq_forwards_total{reason="invalid"} 0`, `chargerecovery_dlq_forwards_total{reason="conflict"} 0`,
+		`chargerecovery_dlq_forwards_total{reason="debit_failed"} 0`, `chargerecovery_dlq_forwards_total{reason="other"} 0`,
+		`chargerecovery_claim_outcomes_total{outcome="conflict"} 0`, `chargerecovery_debits_total{result="rejected"} 0`,
+		`chargerecovery_notifications_total{channel="sns",result="failed"} 0`, `chargerecovery_lease_lost_total 0`,
+		`chargerecovery_enquiries_total{answer="posted"} 0`, `chargerecovery_queue_calls_total{op="receive"} 0`,
+	} {
+		if !strings.Contains(rec.Body.String(), series+"\n") {
+			t.Errorf("no %s at start", series)
+		}
+	}
+}
