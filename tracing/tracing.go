@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -240,3 +241,23 @@ func end(span trace.Span, err error) {
 		span.SetStatus(codes.Error, charge.MaskText(err.Error()))
 	}
 }
+
+// LogHandler adds trace_id and span_id to every record logged with a
+// context that carries a span (the lines written while a message is
+// handled), so that a log line leads to its trace and back.
+func LogHandler(h slog.Handler) slog.Handler { return logHandler{h} }
+
+type logHandler struct{ slog.Handler }
+
+func (l logHandler) Handle(ctx context.Context, r slog.Record) error {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r = r.Clone()
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
+	}
+	return l.Handler.Handle(ctx, r)
+}
+
+func (l logHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return logHandler{l.Handler.WithAttrs(as)}
+}
+func (l logHandler) WithGroup(name string) slog.Handler { return logHandler{l.Handler.WithGroup(name)} }

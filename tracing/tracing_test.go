@@ -159,3 +159,64 @@ func TestOffUnlessTheStandardVariablesConfigureAnExporter(t *testing.T) {
 		t.Fatal("an unknown exporter was accepted")
 	}
 }
+
+// A line logged while a message is handled carries the message's trace
+// and span ids (here: the warning of a failed notification), so that an
+// operator goes from the log line to the trace.
+func TestLogLinesInsideAMessageCarryItsTraceID(t *testing.T) {
+	var logs syncWriter
+	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil)))
+	tp := sdktrace.NewTracerProvider()
+	c := pipeline.Config{Concurrency: 1, Visibility: 30 * time.Second, Lease: time.Minute, Retention: idempotency.DefaultRetention,
+		ShutdownTimeout: 5 * time.Second, NotifyTimeout: time.Second}
+	q := memqueue.New(memqueue.Options{WaitTime: 20 * time.Millisecond})
+	ledger := corebank.NewLedger(corebank.Faults{})
+	pl, err := pipeline.New(pipeline.Ports{Source: q, Store: memstore.New(), Bank: pipeline.Bank{Debiter: ledger},
+		Notifier: notify.NewRecorder(1, slog.New(slog.NewTextHandler(io.Discard, nil)))}, c, pipeline.Options{Logger: log, Tracer: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := charge.MarshalEvent(charge.Charge{ID: "CHG-LOG", AccountID: account, Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		Type: charge.SMSAlertFee, DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Send(t.Context(), body, map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- pl.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "pre-debit notification failed") && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	var line string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "pre-debit notification failed") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) || !strings.Contains(line, `"span_id":"`) {
+		t.Errorf("the line logged inside the message has no trace_id/span_id of its trace:\n%s", line)
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}

@@ -152,7 +152,10 @@ func opsScenario(t *testing.T, env map[string]string) {
 	if err := json.Unmarshal([]byte(r.stdout), &st); r.code != 0 || err != nil {
 		t.Fatalf("status: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
-	if st.Queue.DLQ != 3 || !st.Queue.OldestKnown && bcKind(env) != "aws" || st.DLQByCode["invalid"] != 1 || st.DLQByCode["conflict"] != 1 ||
+	if n := strings.Count(r.stdout, `"oldestAge"`); n > 1 || (n == 0) != (bcKind(env) == "aws") {
+		t.Errorf("status --json says oldestAge %d times: %s", n, r.stdout)
+	}
+	if st.Queue.DLQ != 3 || (st.Queue.OldestAge == nil) != (bcKind(env) == "aws") || st.DLQByCode["invalid"] != 1 || st.DLQByCode["conflict"] != 1 ||
 		st.DLQByCode["debit_failed"] != 1 || !st.Consumer.Reachable || st.Consumer.Circuit != "closed" {
 		t.Errorf("status = %+v", st)
 	}

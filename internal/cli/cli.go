@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/tracing"
 	"io"
 	"log/slog"
 	"strconv"
@@ -191,10 +192,11 @@ func (c *LogConfig) Logger(w io.Writer) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(c.level))
 	opts := &slog.HandlerOptions{Level: l}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
 	if c.format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(tracing.LogHandler(h))
 }
 
 // Args are the positional arguments, wherever they stood among the flags.

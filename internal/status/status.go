@@ -22,10 +22,8 @@ import (
 
 // Report is what status shows.
 type Report struct {
-	Backend string      `json:"backend"`
-	Queue   queue.Depth `json:"queue"`
-	// OldestAge is Queue.OldestAge as text ("" when unknown).
-	OldestAge string `json:"oldestAge,omitempty"`
+	Backend string    `json:"backend"`
+	Queue   QueueView `json:"queue"`
 	// DLQByCode counts the DLQ's messages by reason code.
 	DLQByCode map[queue.Code]int `json:"dlqByCode"`
 	// Records counts the records by state; RecordsNote says why not when
@@ -37,6 +35,16 @@ type Report struct {
 	Stuck int `json:"stuck"`
 	// Consumer is what the consumer's /metrics on this host says.
 	Consumer Consumer `json:"consumer"`
+}
+
+// QueueView is the queue's depth as status shows it.
+type QueueView struct {
+	Waiting  int `json:"waiting"`
+	InFlight int `json:"inFlight"`
+	DLQ      int `json:"dlq"`
+	// OldestAge is the oldest message's age in whole seconds; absent where
+	// the queue cannot tell (SQS reports it to CloudWatch only).
+	OldestAge *int64 `json:"oldestAge,omitempty"`
 }
 
 // Consumer is the state of a consumer read from its /metrics.
@@ -63,11 +71,14 @@ type Sources struct {
 func Collect(ctx context.Context, s Sources) (Report, error) {
 	r := Report{Backend: s.Backend, Stuck: -1}
 	var err error
-	if r.Queue, err = s.Queue.Depth(ctx); err != nil {
+	d, err := s.Queue.Depth(ctx)
+	if err != nil {
 		return r, fmt.Errorf("queue depth: %w", err)
 	}
-	if r.Queue.OldestKnown {
-		r.OldestAge = r.Queue.OldestAge.Round(time.Second).String()
+	r.Queue = QueueView{Waiting: d.Waiting, InFlight: d.InFlight, DLQ: d.DLQ}
+	if d.OldestKnown {
+		secs := int64(d.OldestAge.Round(time.Second) / time.Second)
+		r.Queue.OldestAge = &secs
 	}
 	dry, err := s.Queue.Redrive(ctx, queue.RedriveOptions{DryRun: true})
 	if err != nil {
@@ -143,8 +154,8 @@ func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
 func Print(w io.Writer, r Report) {
 	fmt.Fprintf(w, "backend   %s\n", r.Backend)
 	age := "oldest age not known (SQS: CloudWatch ApproximateAgeOfOldestMessage)"
-	if r.Queue.OldestKnown {
-		age = "oldest " + r.OldestAge
+	if r.Queue.OldestAge != nil {
+		age = "oldest " + (time.Duration(*r.Queue.OldestAge) * time.Second).String()
 	}
 	fmt.Fprintf(w, "queue     %d waiting, %d in flight, %s\n", r.Queue.Waiting, r.Queue.InFlight, age)
 	fmt.Fprintf(w, "dlq       %d%s\n", r.Queue.DLQ, byCode(r.DLQByCode))
