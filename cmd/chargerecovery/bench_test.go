@@ -22,9 +22,12 @@ func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {
 	if !g.OK || g.DebitedOnce != 400 || g.DoubleDebits != 0 || g.NotDebited != 0 || dups < 100 || dups > 140 {
 		t.Fatalf("guarded = %+v", g)
 	}
-	// Counted, not assumed: a fresh charge is a claim and a DONE, a
-	// duplicate one claim (no fault is injected, so nothing retries).
-	if g.StorePerFresh != 2 || g.StorePerDuplicate != 1 || g.DuplicatesDropped+g.DuplicatesDeferred < int64(dups) {
+	// Counted, not assumed, and only what is invariant under any load: a
+	// fresh charge is a claim and a DONE (no fault is injected, so nothing
+	// retries); a duplicate is one claim when the first copy is done, and
+	// one more each time it is deferred because the first is still running
+	// — so on average between 1 and a bound, never 0.
+	if g.StorePerFresh != 2 || g.StorePerDuplicate < 1 || g.StorePerDuplicate > 1.5 || g.DuplicatesDropped+g.DuplicatesDeferred < int64(dups) {
 		t.Fatalf("store calls per fresh %v, per duplicate %v, dropped %d + deferred %d of %d",
 			g.StorePerFresh, g.StorePerDuplicate, g.DuplicatesDropped, g.DuplicatesDeferred, dups)
 	}
