@@ -257,8 +257,24 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 			}
 		}
 	}
-	if rep.Seen != wantDLQ {
-		t.Errorf("DLQ holds %d messages (%v), want the %d of declined charges", rep.Seen, rep.ByCode, wantDLQ)
+	// Counted by source message: a dead-letter forward is at least once (on
+	// SQS the send to the DLQ is repeated when the delete's answer was
+	// lost), and dlq list folds such a repeat into one entry with copies.
+	r = runCmd(ctx, env, "dlq", "list", "--json", "--limit", "100000")
+	var listed struct {
+		Total   int        `json:"total"`
+		Entries []dlqEntry `json:"entries"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &listed) != nil {
+		t.Fatalf("dlq list: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if listed.Total != wantDLQ {
+		t.Errorf("DLQ holds %d source messages (%d entries, %v), want the %d of declined charges", listed.Total, rep.Seen, rep.ByCode, wantDLQ)
+	}
+	for _, e := range listed.Entries {
+		if !declined[e.ChargeID] {
+			t.Errorf("DLQ entry %s is for %s, which was not declined", e.ID, e.ChargeID)
+		}
 	}
 
 	// No message's receive count grew by more than one during either

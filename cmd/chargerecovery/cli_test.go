@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/queue"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -172,5 +174,47 @@ func TestTheCommandLineSpeaksOnce(t *testing.T) {
 	withOp := map[string]string{"IC_DB": db, "USER": "", "IC_OPERATOR": "jane.doe"}
 	if r := runCmd(t.Context(), withOp, "redrive"); r.code != 0 {
 		t.Errorf("redrive with IC_OPERATOR: %d %s", r.code, r.stderr)
+	}
+}
+
+// A dead-letter forward repeated after its answer was lost (SQS: the send
+// to the DLQ, then a delete whose answer did not come back) leaves two
+// copies of one message: dlq list shows one entry with copies 2.
+func TestDLQListShowsARepeatedForwardOnce(t *testing.T) {
+	useEmulator(t)
+	env := awsSetup(t, "dlqrep", "--visibility", "30s")
+	if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-REP-1", "--account", "001234567890", "--amount-minor", "100"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	b, err := openForOps(t.Context(), backendFor(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var msgs []queue.Message
+	for deadline := time.Now().Add(20 * time.Second); len(msgs) == 0 && time.Now().Before(deadline); {
+		if msgs, err = b.Queue.Receive(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(msgs) != 1 {
+		t.Fatal("no message received")
+	}
+	reason := queue.Reason{Code: "debit_failed", Detail: "debit declined: INSUFFICIENT_FUNDS"}
+	for range 2 { // the second as a retry after a lost answer
+		if err := b.Queue.DeadLetter(t.Context(), msgs[0], reason); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := runCmd(t.Context(), env, "dlq", "list", "--json")
+	var listed struct {
+		Total   int        `json:"total"`
+		Entries []dlqEntry `json:"entries"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &listed) != nil {
+		t.Fatalf("dlq list: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if listed.Total != 1 || listed.Entries[0].Copies != 2 || listed.Entries[0].ChargeID != "CHG-REP-1" {
+		t.Errorf("dlq list = %+v, want one entry for CHG-REP-1 with 2 copies", listed)
 	}
 }
