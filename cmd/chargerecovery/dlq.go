@@ -55,17 +55,37 @@ func entryView(e queue.DLQEntry, now time.Time, withBody bool) dlqEntry {
 	case err != nil:
 		v.Unreadable = charge.Untrusted(err.Error())
 		v.ChargeID = chargeIDOf(e.Body)
+		if a := accountOf(e.Body); a != "" {
+			v.Account = charge.MaskAccount(a)
+		}
 	default:
 		v.ChargeID, v.Account, v.Amount, v.Type = c.ID, charge.MaskAccount(c.AccountID), c.Amount.String(), string(c.Type)
 	}
 	if withBody && e.Body != nil {
-		acct := []string{}
-		if err == nil {
-			acct = append(acct, c.AccountID)
-		}
-		v.Body = charge.Clip(charge.MaskText(charge.Printable(string(e.Body)), acct...), 16<<10)
+		v.Body = charge.Clip(maskBody(e.Body), 16<<10)
 	}
 	return v
+}
+
+// maskBody is a message body fit to show: its account number masked where
+// it can be found (the accountId field), else every long number in it.
+func maskBody(body []byte) string {
+	text := charge.Printable(string(body))
+	if a := accountOf(body); len(a) >= 4 {
+		return strings.ReplaceAll(text, a, charge.MaskAccount(a))
+	}
+	return charge.MaskText(text)
+}
+
+// accountOf is the accountId of a body, valid event or not.
+func accountOf(body []byte) string {
+	var w struct {
+		AccountID string `json:"accountId"`
+	}
+	if json.Unmarshal(body, &w) != nil {
+		return ""
+	}
+	return w.AccountID
 }
 
 // chargeIDOf is the chargeId of a body that is not a valid event, if it
@@ -282,6 +302,8 @@ func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
 		fmt.Fprintf(tw, "charge\t%s\n", dash(e.ChargeID))
 		if e.Account != "" {
 			fmt.Fprintf(tw, "account\t%s\n", e.Account)
+		}
+		if e.Amount != "" {
 			fmt.Fprintf(tw, "amount\t%s (%s)\n", e.Amount, e.Type)
 		}
 		fmt.Fprintf(tw, "reason\t%s: %s\n", e.Code, e.Detail)

@@ -156,7 +156,7 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "reopened %s (was %s: %s); its next delivery claims it afresh under bank key %s (generation %d).\n",
 		rec.Key, rec.PrevStatus, rec.PrevDetail, charge.BankKey(rec.Key, rec.Generation), rec.Generation)
-	fmt.Fprintf(env.Stdout, "next: chargerecovery redrive --reason debit_failed (moves its dead-lettered message back to the queue)\n\n")
+	fmt.Fprintf(env.Stdout, "next: chargerecovery redrive --charge-id %s (moves its dead-lettered message back to the queue)\n\n", rec.Key)
 	status.PrintRecord(env.Stdout, rec, time.Now())
 	return nil
 }
@@ -286,7 +286,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 			parts = append(parts, fmt.Sprintf("%s=%d", k, v))
 		}
 		sort.Strings(parts)
-		fmt.Fprintf(env.Stdout, "moved by reason code: %s\n", strings.Join(parts, " "))
+		fmt.Fprintf(env.Stdout, "%s by reason code: %s\n", verb, strings.Join(parts, " "))
 	}
 	return nil
 }

@@ -64,7 +64,7 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	ledger.SetFaults(corebank.Faults{})
 	for _, id := range ids {
 		r := runCmd(ctx, env, "reopen", id, "--reason", "INC-4711: gateway token renewed")
-		if r.code != 0 || !strings.Contains(r.stdout, "reopened "+id) || !strings.Contains(r.stdout, "redrive --reason debit_failed") {
+		if r.code != 0 || !strings.Contains(r.stdout, "reopened "+id) || !strings.Contains(r.stdout, "redrive --charge-id "+id) {
 			t.Fatalf("reopen %s: %d %s %s", id, r.code, r.stdout, r.stderr)
 		}
 		var audit map[string]any
