@@ -218,3 +218,34 @@ func TestDLQListShowsARepeatedForwardOnce(t *testing.T) {
 		t.Errorf("dlq list = %+v, want one entry for CHG-REP-1 with 2 copies", listed)
 	}
 }
+
+// A queue or a table that is not there is reported as missing, with the
+// fix (setup, or the flag), on the emulator.
+func TestAMissingQueueOrTableSaysSo(t *testing.T) {
+	useEmulator(t)
+	env := awsSetup(t, "missing")
+	r := runCmd(t.Context(), map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": "no-such-queue-" + env["IC_QUEUE"], "IC_DLQ": env["IC_DLQ"], "IC_TABLE": env["IC_TABLE"]}, "status")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "does not exist: create it (chargerecovery setup --backend aws) or set --queue") {
+		t.Errorf("status on a missing queue: exit %d %s", r.code, r.stderr)
+	}
+	noTable := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": env["IC_QUEUE"], "IC_DLQ": env["IC_DLQ"], "IC_TABLE": "no-such-table-" + env["IC_TABLE"],
+		"IC_COREBANK_URL": "http://127.0.0.1:1", "IC_HTTP_ADDR": ""}
+	r = runCmd(t.Context(), noTable, "serve")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "does not exist: create it (chargerecovery setup --backend aws) or set --table") {
+		t.Errorf("serve on a missing table: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// stuck on the Redis store says that store cannot list them, and how to
+// see one instead.
+func TestStuckOnTheRedisStoreNamesTheStore(t *testing.T) {
+	t.Parallel()
+	env := redisEnv(t, filepath.Join(t.TempDir(), "r.db"))
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	r := runCmd(t.Context(), env, "stuck")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "the redis store cannot list stuck claims") {
+		t.Errorf("stuck --store redis: exit %d %s", r.code, r.stderr)
+	}
+}

@@ -110,4 +110,9 @@ func TestNoCredentialFromTheAWSEndpointIsPrinted(t *testing.T) {
 	if leaked := leaksPlanted(r.stdout + r.stderr); len(leaked) > 0 || r.code == 0 {
 		t.Errorf("status printed %q (exit %d):\n%s%s", leaked, r.code, r.stdout, r.stderr)
 	}
+	// And it names the real cause: the endpoint does not answer — not "the
+	// queue is missing, run setup".
+	if !strings.Contains(r.stderr, "cannot reach AWS") || strings.Contains(r.stderr, "setup") {
+		t.Errorf("an unreachable endpoint is reported as: %s", r.stderr)
+	}
 }
