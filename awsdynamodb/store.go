@@ -1,4 +1,4 @@
-// Package awsdynamodb is the idempotency.Store on Amazon DynamoDB: the claim is
+// Package awsdynamodb is the driver.Store on Amazon DynamoDB: the claim is
 // one conditional PutItem whose failure returns the existing item in the
 // same round trip (ReturnValuesOnConditionCheckFailure=ALL_OLD), a reclaim
 // of an expired lease a second write fenced on the token it saw, and every
@@ -25,7 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // API is the part of the DynamoDB client the store uses.
@@ -80,17 +80,17 @@ func pick(keys ...string) map[string]string {
 	return m
 }
 
-// Store implements idempotency.Store on one DynamoDB table.
+// Store implements driver.Store on one DynamoDB table.
 type Store struct {
 	api   API
 	table string
 }
 
 var (
-	_ idempotency.Store        = (*Store)(nil)
-	_ idempotency.StuckLister  = (*Store)(nil)
-	_ idempotency.Amender      = (*Store)(nil)
-	_ idempotency.ResultLister = (*Store)(nil)
+	_ driver.Store        = (*Store)(nil)
+	_ driver.StuckLister  = (*Store)(nil)
+	_ driver.Amender      = (*Store)(nil)
+	_ driver.ResultLister = (*Store)(nil)
 )
 
 // New returns a store on table through api (an *dynamodb.Client).
@@ -144,7 +144,7 @@ var (
 	reclaimNames = pick("#state", "#token", "#lease", "#expires", "#attempt", "#updated", "#ttl")
 )
 
-// Claim implements idempotency.Store. A fresh claim, and a duplicate, is one
+// Claim implements driver.Store. A fresh claim, and a duplicate, is one
 // conditional PutItem (the seed's shape): on success the new record is
 // written whole; on failure the existing item comes back with the error
 // (ReturnValuesOnConditionCheckFailure=ALL_OLD), so a duplicate costs one
@@ -153,12 +153,12 @@ var (
 // counts the attempt on the server and lets one of several racing
 // reclaimers win. A backend that does not return the item on failure costs
 // a strongly consistent read instead.
-func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	if req.Key == "" || req.Token == "" {
-		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+		return driver.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", driver.ErrInvalid)
 	}
-	fresh := idempotency.Record{
-		Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+	fresh := driver.Record{
+		Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 		Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
 	}
 	for range 3 {
@@ -171,51 +171,51 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
 		if err == nil {
-			return idempotency.ClaimResult{Acquired: true, Record: fresh}, nil
+			return driver.ClaimResult{Acquired: true, Record: fresh}, nil
 		}
 		old, found, err := s.existing(ctx, "claim", req.Key, req.Now, err)
 		if err != nil {
-			return idempotency.ClaimResult{}, err
+			return driver.ClaimResult{}, err
 		}
 		if !found {
 			continue // deleted or expired between the write and the read: try again
 		}
 		if !req.Allows(old) {
-			return idempotency.ClaimResult{Record: old}, nil // a duplicate: one round trip
+			return driver.ClaimResult{Record: old}, nil // a duplicate: one round trip
 		}
 		res, retry, err := s.reclaim(ctx, req, old)
 		if !retry {
 			return res, err
 		}
 	}
-	return idempotency.ClaimResult{}, idempotency.Unavailable("claim", errors.New("the key kept changing under the claim"))
+	return driver.ClaimResult{}, driver.Unavailable("claim", errors.New("the key kept changing under the claim"))
 }
 
 // existing reads the item a failed conditional write returned (or, from a
 // backend that returns none, reads it): found is false when there is no
 // live record.
-func (s *Store) existing(ctx context.Context, op, key string, now time.Time, err error) (idempotency.Record, bool, error) {
+func (s *Store) existing(ctx context.Context, op, key string, now time.Time, err error) (driver.Record, bool, error) {
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return idempotency.Record{}, false, idempotency.Unavailable(op, err)
+		return driver.Record{}, false, driver.Unavailable(op, err)
 	}
 	if len(ccf.Item) == 0 {
 		rec, err := s.Get(ctx, key, now)
-		if errors.Is(err, idempotency.ErrNotFound) {
-			return idempotency.Record{}, false, nil
+		if errors.Is(err, driver.ErrNotFound) {
+			return driver.Record{}, false, nil
 		}
 		return rec, err == nil, err
 	}
 	rec, err := decode(ccf.Item)
 	if err != nil {
-		return idempotency.Record{}, false, err
+		return driver.Record{}, false, err
 	}
 	return rec, !rec.Expired(now), nil
 }
 
 // reclaim takes over old, an IN_PROGRESS record whose lease passed: retry
 // is true when old vanished under it.
-func (s *Store) reclaim(ctx context.Context, req idempotency.ClaimRequest, old idempotency.Record) (res idempotency.ClaimResult, retry bool, err error) {
+func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver.Record) (res driver.ClaimResult, retry bool, err error) {
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(req.Key),
@@ -223,7 +223,7 @@ func (s *Store) reclaim(ctx context.Context, req idempotency.ClaimRequest, old i
 		UpdateExpression:         aws.String(reclaimUpdate),
 		ExpressionAttributeNames: reclaimNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(idempotency.StateInProgress)), ":prev": str(old.Token), ":token": str(req.Token),
+			":ip": str(string(driver.StateInProgress)), ":prev": str(old.Token), ":token": str(req.Token),
 			":lease": ms(req.LeaseUntil), ":expiredBy": ms(req.LeaseExpiredBy), ":now": ms(req.Now),
 			":exp": ms(req.ExpiresAt), ":ttl": num(ttlSeconds(req.ExpiresAt)), ":one": num(1),
 		},
@@ -233,26 +233,26 @@ func (s *Store) reclaim(ctx context.Context, req idempotency.ClaimRequest, old i
 	if err == nil {
 		rec, err := decode(out.Attributes)
 		if err != nil {
-			return idempotency.ClaimResult{}, false, err
+			return driver.ClaimResult{}, false, err
 		}
-		return idempotency.ClaimResult{Acquired: true, Reclaimed: true, Record: rec}, false, nil
+		return driver.ClaimResult{Acquired: true, Reclaimed: true, Record: rec}, false, nil
 	}
 	now, found, err := s.existing(ctx, "claim", req.Key, req.Now, err)
 	if err != nil || !found {
-		return idempotency.ClaimResult{}, err == nil, err
+		return driver.ClaimResult{}, err == nil, err
 	}
 	// Another claimant got there first (or the owner came back): theirs.
-	return idempotency.ClaimResult{Record: now}, false, nil
+	return driver.ClaimResult{Record: now}, false, nil
 }
 
 // encode is a record as an item, the inverse of decode.
-func encode(r idempotency.Record) map[string]types.AttributeValue {
+func encode(r driver.Record) map[string]types.AttributeValue {
 	item := map[string]types.AttributeValue{
 		attrKey: str(r.Key), attrState: str(string(r.State)), attrToken: str(r.Token), attrFingerprint: str(r.Fingerprint),
 		attrAttempt: num(int64(r.Attempt)), attrLeaseUntil: ms(r.LeaseUntil), attrCreatedAt: ms(r.CreatedAt),
 		attrUpdatedAt: ms(r.UpdatedAt), attrExpiresAt: ms(r.ExpiresAt), AttrTTL: num(ttlSeconds(r.ExpiresAt)),
 	}
-	if r.State != idempotency.StateInProgress {
+	if r.State != driver.StateInProgress {
 		item[attrStatus], item[attrDetail] = str(r.Status), str(r.Detail)
 	}
 	if r.Reopens > 0 {
@@ -265,43 +265,43 @@ func encode(r idempotency.Record) map[string]types.AttributeValue {
 		item[attrGeneration] = num(int64(r.Generation))
 	}
 	if len(r.History) > 0 {
-		item[attrHistory] = str(idempotency.JoinHistory(r.History))
+		item[attrHistory] = str(driver.JoinHistory(r.History))
 	}
 	return item
 }
 
-// Get implements idempotency.Store with a strongly consistent read.
-func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+// Get implements driver.Store with a strongly consistent read.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (driver.Record, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: s.key(key), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("get", err)
+		return driver.Record{}, driver.Unavailable("get", err)
 	}
 	if len(out.Item) == 0 {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	rec, err := decode(out.Item)
 	if err != nil {
-		return idempotency.Record{}, err
+		return driver.Record{}, err
 	}
 	if rec.Expired(now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, nil
 }
 
 const heldCondition = `#state = :ip AND #token = :token`
 
-// Finish implements idempotency.Store. With the claimed record (the Guard
+// Finish implements driver.Store. With the claimed record (the Guard
 // passes it) the finished record is written whole by one PutItem, on the
 // same condition as the update: the item is IN_PROGRESS under our token, so
 // it is the record our claim wrote, with at most its lease moved. The same
 // capacity as an UpdateItem, and less work for the service to evaluate
 // (moto's expression engine spends about six times as long on the update).
-func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
-	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
+	if f.State != driver.StateDone && f.State != driver.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
 	}
 	var err error
 	if c := f.Claimed; c != nil && c.Key == f.Key && c.Token == f.Token {
@@ -313,7 +313,7 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 			ConditionExpression:      aws.String(heldCondition),
 			ExpressionAttributeNames: pick("#state", "#token"),
 			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":ip": str(string(idempotency.StateInProgress)), ":token": str(f.Token),
+				":ip": str(string(driver.StateInProgress)), ":token": str(f.Token),
 			},
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		})
@@ -329,7 +329,7 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 		// it costs a strongly consistent read, as a claim does.
 		old, found, rerr := s.existing(ctx, "finish", f.Key, f.Now, err)
 		switch {
-		case rerr != nil && !errors.Is(rerr, idempotency.ErrNotFound):
+		case rerr != nil && !errors.Is(rerr, driver.ErrNotFound):
 			return rerr
 		case found && old.State == f.State && old.Token == f.Token:
 			return nil
@@ -339,7 +339,7 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 }
 
 // update finishes in place, for a caller without the claimed record.
-func (s *Store) update(ctx context.Context, f idempotency.Finish) error {
+func (s *Store) update(ctx context.Context, f driver.FinishRequest) error {
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(f.Key),
@@ -347,7 +347,7 @@ func (s *Store) update(ctx context.Context, f idempotency.Finish) error {
 		UpdateExpression:         aws.String(`SET #state = :state, #status = :status, #detail = :detail, #updated = :now, #expires = :exp, #ttl = :ttl`),
 		ExpressionAttributeNames: pick("#state", "#token", "#status", "#detail", "#updated", "#expires", "#ttl"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(idempotency.StateInProgress)), ":token": str(f.Token),
+			":ip": str(string(driver.StateInProgress)), ":token": str(f.Token),
 			":state": str(string(f.State)), ":status": str(f.Status), ":detail": str(f.Detail),
 			":now": ms(f.Now), ":exp": ms(f.ExpiresAt), ":ttl": num(ttlSeconds(f.ExpiresAt)),
 		},
@@ -356,16 +356,16 @@ func (s *Store) update(ctx context.Context, f idempotency.Finish) error {
 	return err
 }
 
-// Extend implements idempotency.Store.
-func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
-	return s.held(ctx, "extend", key, token, `SET #lease = :lease, #updated = :now`,
+// Extend implements driver.Store.
+func (s *Store) Extend(ctx context.Context, req driver.ExtendRequest) error {
+	return s.held(ctx, "extend", req.Key, req.Token, `SET #lease = :lease, #updated = :now`,
 		pick("#state", "#token", "#lease", "#updated"),
-		map[string]types.AttributeValue{":lease": ms(leaseUntil), ":now": ms(now)})
+		map[string]types.AttributeValue{":lease": ms(req.LeaseUntil), ":now": ms(req.Now)})
 }
 
 // held runs an UpdateItem conditional on state IN_PROGRESS and token.
 func (s *Store) held(ctx context.Context, op, key, token, update string, names map[string]string, values map[string]types.AttributeValue) error {
-	values[":ip"] = str(string(idempotency.StateInProgress))
+	values[":ip"] = str(string(driver.StateInProgress))
 	values[":token"] = str(token)
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
@@ -382,18 +382,18 @@ const reopenUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #updat
 	`#prevStatus = if_not_exists(#status, :empty), #prevDetail = if_not_exists(#detail, :empty), ` +
 	`#reopens = if_not_exists(#reopens, :zero) + :one, #reopenedAt = :now, #reopenWhy = :reason REMOVE #status, #detail`
 
-// Reopen implements idempotency.Store with one UpdateItem conditional on
+// Reopen implements driver.Store with one UpdateItem conditional on
 // state FAILED (and not past retention); on failure the existing item comes
 // back with the error and says why.
-func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Record, error) {
 	if r.Key == "" || r.Token == "" {
-		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+		return driver.Record{}, fmt.Errorf("%w: reopen needs key and token", driver.ErrInvalid)
 	}
 	cond, update := `#state = :failed AND #expires > :now`, reopenUpdate
 	names := pick("#state", "#token", "#lease", "#updated", "#expires", "#ttl", "#status", "#detail",
 		"#prevStatus", "#prevDetail", "#reopens", "#reopenedAt", "#reopenWhy")
 	values := map[string]types.AttributeValue{
-		":failed": str(string(idempotency.StateFailed)), ":ip": str(string(idempotency.StateInProgress)),
+		":failed": str(string(driver.StateFailed)), ":ip": str(string(driver.StateInProgress)),
 		":token": str(r.Token), ":now": ms(r.Now), ":lease": ms(r.LeaseUntil), ":exp": ms(r.ExpiresAt), ":ttl": num(ttlSeconds(r.ExpiresAt)),
 		":empty": str(""), ":zero": num(0), ":one": num(1), ":reason": str(r.Reason),
 	}
@@ -411,7 +411,7 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 		names["#history"] = attrHistory
 		if len(r.History) > 0 {
 			set += `, #history = :history`
-			values[":history"] = str(idempotency.JoinHistory(r.History))
+			values[":history"] = str(driver.JoinHistory(r.History))
 		} else {
 			remove += `, #history`
 		}
@@ -432,37 +432,37 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+		return driver.Record{}, driver.Unavailable("reopen", err)
 	}
 	if len(ccf.Item) == 0 {
 		// Missing, or a backend that does not return the item: read it.
 		rec, err := s.Get(ctx, r.Key, r.Now)
 		if err != nil {
-			return idempotency.Record{}, err
+			return driver.Record{}, err
 		}
-		return rec, idempotency.ErrNotFailed
+		return rec, driver.ErrNotFailed
 	}
 	rec, err := decode(ccf.Item)
 	if err != nil {
-		return idempotency.Record{}, err
+		return driver.Record{}, err
 	}
 	if rec.Expired(r.Now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	return rec, idempotency.ErrNotFailed
+	return rec, driver.ErrNotFailed
 }
 
-// Amend implements idempotency.Amender with one UpdateItem conditional on
+// Amend implements driver.Amender with one UpdateItem conditional on
 // the record as read (state DONE, token, status).
-func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record, error) {
 	update := `SET #status = :status, #detail = :detail, #updated = :now`
 	values := map[string]types.AttributeValue{
-		":done": str(string(idempotency.StateDone)), ":token": str(a.Token), ":from": str(a.FromStatus),
+		":done": str(string(driver.StateDone)), ":token": str(a.Token), ":from": str(a.FromStatus),
 		":status": str(a.Status), ":detail": str(a.Detail), ":now": ms(a.Now),
 	}
 	if len(a.History) > 0 {
 		update += `, #history = :history`
-		values[":history"] = str(idempotency.JoinHistory(a.History))
+		values[":history"] = str(driver.JoinHistory(a.History))
 	} else {
 		update += ` REMOVE #history`
 	}
@@ -481,24 +481,24 @@ func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Rec
 	}
 	old, found, err := s.existing(ctx, "amend", a.Key, a.Now, err)
 	switch {
-	case err != nil && !errors.Is(err, idempotency.ErrNotFound):
-		return idempotency.Record{}, err
+	case err != nil && !errors.Is(err, driver.ErrNotFound):
+		return driver.Record{}, err
 	case !found:
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	return old, idempotency.ErrStale
+	return old, driver.ErrStale
 }
 
-// ListByResult implements idempotency.ResultLister with a consistent Scan
+// ListByResult implements driver.ResultLister with a consistent Scan
 // and a filter (an operator's tool: it reads the whole table).
-func (s *Store) ListByResult(ctx context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
 	scanner, ok := s.api.(interface {
 		Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	})
 	if !ok {
 		return nil, errors.New("dynamodb: the client cannot Scan")
 	}
-	var out []idempotency.Record
+	var out []driver.Record
 	p := dynamodb.NewScanPaginator(scanner, &dynamodb.ScanInput{
 		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
 		FilterExpression:          aws.String(`#state = :state AND #status = :status AND #expires > :now`),
@@ -508,7 +508,7 @@ func (s *Store) ListByResult(ctx context.Context, state idempotency.State, statu
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, idempotency.Unavailable("list", err)
+			return nil, driver.Unavailable("list", err)
 		}
 		for _, item := range page.Items {
 			rec, err := decode(item)
@@ -528,17 +528,17 @@ func (s *Store) conditional(op string, err error) error {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
-	return idempotency.Unavailable(op, err)
+	return driver.Unavailable(op, err)
 }
 
 // decode reads an item into a Record.
-func decode(item map[string]types.AttributeValue) (idempotency.Record, error) {
+func decode(item map[string]types.AttributeValue) (driver.Record, error) {
 	d := decoder{item: item}
-	rec := idempotency.Record{
+	rec := driver.Record{
 		Key:          d.s(attrKey),
-		State:        idempotency.State(d.s(attrState)),
+		State:        driver.State(d.s(attrState)),
 		Token:        d.s(attrToken),
 		Fingerprint:  d.s(attrFingerprint),
 		Attempt:      int(d.n(attrAttempt)),
@@ -553,16 +553,16 @@ func decode(item map[string]types.AttributeValue) (idempotency.Record, error) {
 		PrevStatus:   d.s(attrPrevStatus),
 		PrevDetail:   d.s(attrPrevDetail),
 		Generation:   max(int(d.n(attrGeneration)), 1),
-		History:      idempotency.SplitHistory(d.s(attrHistory)),
+		History:      driver.SplitHistory(d.s(attrHistory)),
 	}
 	if _, ok := item[attrReopenedAt]; ok {
 		rec.ReopenedAt = d.t(attrReopenedAt)
 	}
 	if d.err != nil {
-		return idempotency.Record{}, d.err
+		return driver.Record{}, d.err
 	}
 	if rec.Key == "" || !rec.State.Valid() {
-		return idempotency.Record{}, fmt.Errorf("dynamodb: item %q is not an idempotency record (state %q)", rec.Key, rec.State)
+		return driver.Record{}, fmt.Errorf("dynamodb: item %q is not an idempotency record (state %q)", rec.Key, rec.State)
 	}
 	return rec, nil
 }
@@ -603,7 +603,7 @@ func (d *decoder) t(name string) time.Time {
 // oldest lease first (at most limit), and how many there are in all. It
 // scans the table (read capacity grows with the table): an operator's tool,
 // not a hot path. For a very large table, add a sparse index on leaseUntil.
-func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
+func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	scanner, ok := s.api.(interface {
 		Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	})
@@ -616,14 +616,14 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempote
 		FilterExpression:         aws.String(`#state = :ip AND #lease <= :now AND #expires > :now`),
 		ExpressionAttributeNames: pick("#state", "#lease", "#expires"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(idempotency.StateInProgress)), ":now": ms(now),
+			":ip": str(string(driver.StateInProgress)), ":now": ms(now),
 		},
 	})
-	var all []idempotency.Record
+	var all []driver.Record
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, 0, idempotency.Unavailable("stuck", err)
+			return nil, 0, driver.Unavailable("stuck", err)
 		}
 		for _, item := range out.Items {
 			rec, err := decode(item)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
@@ -49,7 +50,7 @@ func storeOver(t *testing.T, rt http.RoundTripper, prefix string) (*awsdynamodb.
 
 func TestConformance(t *testing.T) {
 	s, _ := newStore(t)
-	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 // BenchmarkClaim runs against the emulator: it measures this code plus
@@ -207,7 +208,7 @@ func (it *itemless) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestConformanceWithoutTheItemOnAFailedCondition(t *testing.T) {
 	it := &itemless{base: http.DefaultTransport.(*http.Transport).Clone()}
 	s, _ := storeOver(t, it, "itemless")
-	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 	if it.stripped == 0 {
 		t.Fatal("no item was stripped: the run did not exercise the fallback")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 func TestMoneyString(t *testing.T) {
@@ -89,7 +90,7 @@ func TestClassify(t *testing.T) {
 		{"permanent wrapper", charge.Permanent(errors.New("422")), charge.ClassPermanent},
 		{"invalid event", &charge.InvalidEventError{Field: "chargeId", Reason: "empty"}, charge.ClassInvalid},
 		{"lease lost", fmt.Errorf("complete: %w", idempotency.ErrLeaseLost), charge.ClassLeaseLost},
-		{"store down", idempotency.Unavailable("claim", errors.New("dial tcp: refused")), charge.ClassRetryable},
+		{"store down", driver.Unavailable("claim", errors.New("dial tcp: refused")), charge.ClassRetryable},
 		{"timeout", context.DeadlineExceeded, charge.ClassRetryable},
 		{"cancelled", fmt.Errorf("debit: %w", context.Canceled), charge.ClassRetryable},
 		{"unknown", errors.New("boom"), charge.ClassRetryable},

@@ -79,12 +79,3 @@ type Enquirer interface {
 type Notifier interface {
 	NotifyPreDebit(ctx context.Context, c Charge, receipt DebitReceipt) error
 }
-
-// Heartbeat keeps work alive while it runs. The consumer runtime calls every
-// registered function on each beat, together with extending the message's
-// visibility; the service registers one that extends its claim's lease. A
-// beat that returns an error stays registered (the next beat tries again).
-// Register returns the function that unregisters it.
-type Heartbeat interface {
-	Register(beat func(ctx context.Context) error) (unregister func())
-}

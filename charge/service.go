@@ -150,32 +150,27 @@ func NewService(opts Options) (*Service, error) {
 // Process handles one delivery of c: a short user of idempotency.Guard.Do,
 // whose work is debit → notify. hb may be nil; when set, the lease is
 // extended on every beat while the work runs, and a lost lease cancels it.
-func (s *Service) Process(ctx context.Context, c Charge, hb Heartbeat) Result {
-	var beat idempotency.Heartbeat
-	if hb != nil {
-		beat = hb
-	}
+func (s *Service) Process(ctx context.Context, c Charge, hb idempotency.Heartbeat) Result {
 	fp := c.Fingerprint(s.opts.Fingerprints)
-	res, err := s.do(ctx, c, fp, beat)
-	var conflict *idempotency.ConflictError
-	if errors.As(err, &conflict) && conflict.Record.Fingerprint != fp {
+	res, err := s.do(ctx, c, fp, hb)
+	if err == nil && res.Outcome == idempotency.Conflict && res.Record.Fingerprint != fp {
 		// Written under another key (a previous one, or none): the same
 		// charge if its fingerprint matches under that key, and then the
 		// record's own fingerprint is the one to claim with.
-		same, merr := s.opts.Fingerprints.Match(conflict.Record.Fingerprint, c.FingerprintParts()...)
+		same, merr := s.opts.Fingerprints.Match(res.Record.Fingerprint, c.FingerprintParts()...)
 		switch {
 		case merr != nil:
-			return Result{Outcome: Conflict, Attempt: conflict.Record.Attempt,
+			return Result{Outcome: Conflict, Attempt: res.Attempt,
 				Reason: fmt.Sprintf("charge id %s has a record whose fingerprint was written under a key this process does not hold (%v): add that key as a previous fingerprint key, then redrive", c.ID, merr)}
 		case same:
-			res, err = s.do(ctx, c, conflict.Record.Fingerprint, beat)
+			res, err = s.do(ctx, c, res.Record.Fingerprint, hb)
 		}
 	}
 	return s.result(c, res, err)
 }
 
 // do is one Guard.Do of c under fingerprint fp.
-func (s *Service) do(ctx context.Context, c Charge, fp string, beat idempotency.Heartbeat) (idempotency.DoResult, error) {
+func (s *Service) do(ctx context.Context, c Charge, fp string, hb idempotency.Heartbeat) (idempotency.DoResult, error) {
 	return s.opts.Guard.Do(ctx, c.ID, fp, func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
 		receipt, err := s.debit(ctx, c, run)
 		var decline *DeclineError
@@ -198,43 +193,56 @@ func (s *Service) do(ctx context.Context, c Charge, fp string, beat idempotency.
 			return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: receipt.Reference}, nil
 		}
 		return idempotency.Done{Status: string(Debited), Detail: receipt.Reference}, nil
-	}, idempotency.DoOptions{Heartbeat: beat, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
+	}, idempotency.DoOptions{Heartbeat: hb, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
 }
 
-// result maps what Guard.Do said to the charge's outcome.
+// outcomeOf is what each of Guard.Do's outcomes means for a charge: the
+// one place they are translated.
+var outcomeOf = map[idempotency.Outcome]Outcome{
+	idempotency.Acquired:            Processed,
+	idempotency.Reclaimed:           Processed,
+	idempotency.Failed:              DebitFailed,
+	idempotency.Unfinished:          RetryLater,
+	idempotency.LeaseLost:           LeaseLost,
+	idempotency.DuplicateDone:       DuplicateDone,
+	idempotency.DuplicateInProgress: DuplicateInProgress,
+	idempotency.DuplicateFailed:     DuplicateFailed,
+	idempotency.Conflict:            Conflict,
+}
+
+// result maps what Guard.Do said to the charge's outcome (outcomeOf), with
+// the words an operator reads.
 func (s *Service) result(c Charge, res idempotency.DoResult, err error) Result {
-	var (
-		busy     *idempotency.BusyError
-		conflict *idempotency.ConflictError
-		failed   *idempotency.FailedError
-		retry    *idempotency.RetryError
-	)
-	switch {
-	case err == nil && res.Outcome == idempotency.DuplicateDone:
-		return Result{Outcome: DuplicateDone, Status: Status(res.Done.Status), Reference: ReferenceOf(res.Done.Status, res.Done.Detail), Attempt: res.Attempt}
-	case err == nil:
-		return Result{Outcome: Processed, Status: Status(res.Done.Status), Reference: ReferenceOf(res.Done.Status, res.Done.Detail), Attempt: res.Attempt}
-	case errors.As(err, &busy):
-		return Result{Outcome: DuplicateInProgress, Attempt: busy.Record.Attempt,
-			Reason: "another delivery holds the claim", RetryAfter: busy.RetryAfter}
-	case errors.As(err, &conflict):
-		return Result{Outcome: Conflict, Attempt: conflict.Record.Attempt,
-			Reason: fmt.Sprintf("charge id %s was already seen with a different payload (state %s)", c.ID, conflict.Record.State)}
-	case errors.As(err, &failed) && failed.Previously:
-		return Result{Outcome: DuplicateFailed, Status: Status(failed.Record.Status), Attempt: failed.Record.Attempt,
-			Reason: "charge previously failed: " + failed.Record.Detail}
-	case errors.As(err, &failed):
-		return Result{Outcome: DebitFailed, Status: Failed, Reason: failed.Err.Error(), Attempt: res.Attempt}
-	case errors.Is(err, idempotency.ErrLeaseLost):
-		return Result{Outcome: LeaseLost, Reason: "lease lost: " + err.Error(), Attempt: res.Attempt, Err: err}
-	case errors.As(err, &retry):
-		return Result{Outcome: RetryLater, Reason: "debit: " + retry.Err.Error(), Attempt: res.Attempt, Err: retry.Err,
-			RetryAfter: retry.RetryAfter, Alert: IsRejected(retry.Err)}
-	case res.Attempt == 0:
-		return Result{Outcome: RetryLater, Reason: "claim: " + err.Error(), Err: err}
-	default: // the result could not be recorded
-		return Result{Outcome: RetryLater, Reason: err.Error(), Attempt: res.Attempt, Err: err}
+	if err != nil { // the store could not be reached: nothing was decided, or the result not recorded
+		r := Result{Outcome: RetryLater, Reason: err.Error(), Attempt: res.Attempt, Err: err}
+		if res.Attempt == 0 {
+			r.Reason = "claim: " + r.Reason
+		}
+		return r
 	}
+	out, ok := outcomeOf[res.Outcome]
+	if !ok {
+		return Result{Outcome: RetryLater, Reason: fmt.Sprintf("unknown outcome %v", res.Outcome), Attempt: res.Attempt,
+			Err: fmt.Errorf("charge: unknown outcome %v", res.Outcome)}
+	}
+	r := Result{Outcome: out, Attempt: res.Attempt, RetryAfter: res.RetryAfter}
+	switch out {
+	case Processed, DuplicateDone:
+		r.Status, r.Reference = Status(res.Done.Status), ReferenceOf(res.Done.Status, res.Done.Detail)
+	case DebitFailed:
+		r.Status, r.Reason = Failed, res.Err.Error()
+	case RetryLater:
+		r.Reason, r.Err, r.Alert = "debit: "+res.Err.Error(), res.Err, IsRejected(res.Err)
+	case LeaseLost:
+		r.Reason, r.Err = "lease lost: "+res.Err.Error(), res.Err
+	case DuplicateInProgress:
+		r.Reason = "another delivery holds the claim"
+	case DuplicateFailed:
+		r.Status, r.Reason = Status(res.Record.Status), "charge previously failed: "+res.Record.Detail
+	case Conflict:
+		r.Reason = fmt.Sprintf("charge id %s was already seen with a different payload (state %s)", c.ID, res.Record.State)
+	}
+	return r
 }
 
 // debit posts the charge under its generation's bank key. On a reclaim,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
@@ -633,14 +634,14 @@ func TestHangingNotifierTimesOutAsANotificationFailure(t *testing.T) {
 // flakyStore fails the first N claims, finishes or extends with
 // ErrUnavailable.
 type flakyStore struct {
-	idempotency.Store
+	driver.Store
 	mu           sync.Mutex
 	failClaims   int
 	failFinishes int
 	failExtends  int
 }
 
-func (s *flakyStore) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+func (s *flakyStore) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	s.mu.Lock()
 	fail := s.failExtends > 0
 	if fail {
@@ -648,12 +649,12 @@ func (s *flakyStore) Extend(ctx context.Context, key, token string, leaseUntil, 
 	}
 	s.mu.Unlock()
 	if fail {
-		return idempotency.Unavailable("extend", errors.New("throttled"))
+		return driver.Unavailable("extend", errors.New("throttled"))
 	}
-	return s.Store.Extend(ctx, key, token, leaseUntil, now)
+	return s.Store.Extend(ctx, req)
 }
 
-func (s *flakyStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func (s *flakyStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	s.mu.Lock()
 	fail := s.failClaims > 0
 	if fail {
@@ -661,12 +662,12 @@ func (s *flakyStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (i
 	}
 	s.mu.Unlock()
 	if fail {
-		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", errors.New("connection refused"))
+		return driver.ClaimResult{}, driver.Unavailable("claim", errors.New("connection refused"))
 	}
 	return s.Store.Claim(ctx, req)
 }
 
-func (s *flakyStore) Finish(ctx context.Context, f idempotency.Finish) error {
+func (s *flakyStore) Finish(ctx context.Context, f driver.FinishRequest) error {
 	s.mu.Lock()
 	fail := s.failFinishes > 0
 	if fail {
@@ -674,7 +675,7 @@ func (s *flakyStore) Finish(ctx context.Context, f idempotency.Finish) error {
 	}
 	s.mu.Unlock()
 	if fail {
-		return idempotency.Unavailable("finish", errors.New("throttled"))
+		return driver.Unavailable("finish", errors.New("throttled"))
 	}
 	return s.Store.Finish(ctx, f)
 }

@@ -634,7 +634,7 @@ type Delivery struct {
 }
 
 // Register adds a function to run on every heartbeat while the message is
-// handled (charge.Heartbeat). A beat that returns an error is logged and
+// handled (idempotency.Heartbeat). A beat that returns an error is logged and
 // runs again on the next heartbeat (a transient store error must not stop
 // a lease from being renewed); the handler unregisters it with the returned
 // function.

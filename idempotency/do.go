@@ -18,13 +18,6 @@ var (
 	// attempt need not wait for it. Any other error may have had an effect,
 	// and Do keeps the lease until it runs out.
 	ErrNotStarted = errors.New("idempotency: work not started")
-	// ErrInProgress: another worker holds a live claim (see *BusyError).
-	ErrInProgress = errors.New("idempotency: in progress elsewhere")
-	// ErrConflict: the key was claimed with another fingerprint (see
-	// *ConflictError). The work must never run for it.
-	ErrConflict = errors.New("idempotency: key reused with another payload")
-	// ErrFailed: the key is recorded FAILED (see *FailedError).
-	ErrFailed = errors.New("idempotency: recorded as failed")
 )
 
 // Heartbeat keeps work alive while it runs (the consumer runtime's
@@ -66,86 +59,52 @@ type Done struct {
 	Detail string
 }
 
-// DoResult is what Do did.
+// DoResult is what Do did. Every outcome of the claim and of the work is
+// here, as data (as an HTTP client returns a 409 as a response, not an
+// error); Do's error is kept for a store it could not reach.
 type DoResult struct {
-	// Outcome is Acquired or Reclaimed (the work ran now) or DuplicateDone
-	// (it ran before; Done is the stored result).
+	// Outcome is one of:
+	//   - Acquired, Reclaimed: the work ran now and its result is recorded
+	//     DONE (Done);
+	//   - Failed: the work ran and failed for good (Err is ErrPermanent);
+	//     FAILED is recorded with Err's text;
+	//   - Unfinished: the work ran and failed without a final result (Err);
+	//     nothing is recorded; try again after RetryAfter;
+	//   - LeaseLost: the claim was taken over while the work ran, or before
+	//     its result was recorded; do not retry: the new owner finishes;
+	//   - DuplicateDone: the work ran before; Done is the stored result;
+	//   - DuplicateFailed: the key is recorded FAILED (Record);
+	//   - DuplicateInProgress: another worker holds a live claim (Record);
+	//     try again after RetryAfter;
+	//   - Conflict: the key was claimed with another fingerprint (Record);
+	//     the work must never run for it.
 	Outcome Outcome
-	Done    Done
+	// Done is the work's result (Acquired, Reclaimed) or the stored one
+	// (DuplicateDone).
+	Done Done
+	// Err is the work's error (Failed, Unfinished) or what took the lease
+	// (LeaseLost).
+	Err error
+	// Record is the record found, for the outcomes where the work did not
+	// run.
+	Record Record
+	// Attempt is the claim's attempt (1 on the first claim).
 	Attempt int
-}
-
-// BusyError: another worker holds a live claim; try again after RetryAfter.
-type BusyError struct {
-	Record     Record
+	// RetryAfter is how long until trying again can succeed: the rest of
+	// another worker's lease (DuplicateInProgress), or of our own, which Do
+	// keeps after work that may have had an effect (Unfinished; 0 when the
+	// lease was given up, the work having provably not started).
 	RetryAfter time.Duration
 }
-
-func (e *BusyError) Error() string {
-	return fmt.Sprintf("idempotency: %s is in progress elsewhere (attempt %d); retry after %s", e.Record.Key, e.Record.Attempt, e.RetryAfter)
-}
-
-// Is makes errors.Is(err, ErrInProgress) hold.
-func (e *BusyError) Is(target error) bool { return target == ErrInProgress }
-
-// ConflictError: the key exists with another fingerprint.
-type ConflictError struct{ Record Record }
-
-func (e *ConflictError) Error() string {
-	return fmt.Sprintf("idempotency: %s was already seen with a different payload (state %s)", e.Record.Key, e.Record.State)
-}
-
-// Is makes errors.Is(err, ErrConflict) hold.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
-
-// FailedError: the key is recorded FAILED, by an earlier attempt
-// (Previously) or by this one, whose work returned Err (ErrPermanent).
-type FailedError struct {
-	Record     Record
-	Previously bool
-	Err        error
-}
-
-func (e *FailedError) Error() string {
-	if e.Previously {
-		return "idempotency: previously failed: " + e.Record.Detail
-	}
-	return "idempotency: failed: " + e.Err.Error()
-}
-
-// Is makes errors.Is(err, ErrFailed) hold.
-func (e *FailedError) Is(target error) bool { return target == ErrFailed }
-
-// Unwrap returns the work's error.
-func (e *FailedError) Unwrap() error { return e.Err }
-
-// RetryError: the work failed without a final result. Nothing was
-// recorded; try again after RetryAfter (0: at once, the lease was given
-// up because the work never started), under the same key.
-type RetryError struct {
-	RetryAfter time.Duration
-	Attempt    int
-	Err        error
-}
-
-func (e *RetryError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the work's error.
-func (e *RetryError) Unwrap() error { return e.Err }
 
 // Do runs fn at most once per key, however often it is called: it claims
 // key for fingerprint, runs fn under the claim (extending the lease on
 // opts.Heartbeat's beats), and records fn's result as DONE, or FAILED when
 // fn's error is ErrPermanent. A later call with the same key gets the
-// stored result (Outcome DuplicateDone) without running fn.
-//
-// Errors: *BusyError (ErrInProgress) while another worker holds the key;
-// *ConflictError (ErrConflict) for another fingerprint; *FailedError
-// (ErrFailed) when the key is FAILED, now or before; ErrLeaseLost when the
-// claim was taken over while fn ran (do not retry: the new owner finishes);
-// *RetryError when fn failed without a final result (the lease is kept
-// unless fn's error is ErrNotStarted); ErrUnavailable (wrapped) when the
-// store could not be reached, before or after fn ran.
+// stored result (Outcome DuplicateDone) without running fn. The result says
+// what happened (see DoResult.Outcome); the error is ErrInvalid for bad
+// options, or wraps ErrUnavailable when the store could not be reached to
+// claim (Attempt 0) or to record the result (the work ran; Attempt set).
 func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context.Context, Run) (Done, error), opts DoOptions) (DoResult, error) {
 	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 {
 		return DoResult{}, fmt.Errorf("%w: FinishTimeout and FinishAttempts must not be negative", ErrInvalid)
@@ -161,15 +120,16 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 		return DoResult{}, err
 	}
 	rec := claim.Record
+	found := DoResult{Outcome: claim.Outcome, Record: rec, Attempt: rec.Attempt}
 	switch claim.Outcome {
 	case DuplicateDone:
-		return DoResult{Outcome: DuplicateDone, Done: Done{Status: rec.Status, Detail: rec.Detail}, Attempt: rec.Attempt}, nil
-	case DuplicateFailed:
-		return DoResult{Attempt: rec.Attempt}, &FailedError{Record: rec, Previously: true}
+		found.Done = Done{Status: rec.Status, Detail: rec.Detail}
+		return found, nil
 	case DuplicateInProgress:
-		return DoResult{Attempt: rec.Attempt}, &BusyError{Record: rec, RetryAfter: g.ReclaimableAt(rec.LeaseUntil).Sub(g.Now())}
-	case Conflict:
-		return DoResult{Attempt: rec.Attempt}, &ConflictError{Record: rec}
+		found.RetryAfter = g.ReclaimableAt(rec.LeaseUntil).Sub(g.Now())
+		return found, nil
+	case DuplicateFailed, Conflict:
+		return found, nil
 	}
 
 	// The work runs on a context that a lost lease cancels: a worker that
@@ -188,31 +148,39 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 		defer unregister()
 	}
 	attempt := held.get().Attempt
+	ran := DoResult{Outcome: claim.Outcome, Attempt: attempt}
 	done, err := fn(ctx, Run{Lease: held.get(), Reclaimed: claim.Outcome == Reclaimed, Generation: max(rec.Generation, 1)})
 	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
-		return DoResult{Attempt: attempt}, fmt.Errorf("%w: taken over while the work ran; the new owner finishes", ErrLeaseLost)
+		ran.Outcome, ran.Err = LeaseLost, fmt.Errorf("%w: taken over while the work ran; the new owner finishes", ErrLeaseLost)
+		return ran, nil
 	}
-	if err != nil {
-		if errors.Is(err, ErrPermanent) {
-			if ferr := g.record(ctx, held.get(), StateFailed, "FAILED", err.Error(), opts); ferr != nil {
-				return DoResult{Attempt: attempt}, ferr
-			}
-			return DoResult{Attempt: attempt}, &FailedError{Record: Record{Key: key, State: StateFailed, Status: "FAILED", Detail: err.Error(), Attempt: attempt}, Err: err}
-		}
-		if errors.Is(err, ErrNotStarted) {
-			g.yield(ctx, held.get(), opts)
-			return DoResult{Attempt: attempt}, &RetryError{Attempt: attempt, Err: err}
-		}
+	state, status, detail := StateDone, done.Status, done.Detail
+	switch {
+	case err == nil:
+		ran.Done = done
+	case errors.Is(err, ErrPermanent):
+		ran.Outcome, ran.Err = Failed, err
+		state, status, detail = StateFailed, "FAILED", err.Error()
+	case errors.Is(err, ErrNotStarted):
+		g.yield(ctx, held.get(), opts)
+		ran.Outcome, ran.Err = Unfinished, err
+		return ran, nil
+	default:
 		// It may have had an effect, or may still be having it: keep the
 		// claim, so that no other attempt runs meanwhile; come back once
 		// it has passed.
-		return DoResult{Attempt: attempt}, &RetryError{Attempt: attempt, Err: err,
-			RetryAfter: max(g.ReclaimableAt(held.get().Until).Sub(g.Now()), 0)}
+		ran.Outcome, ran.Err = Unfinished, err
+		ran.RetryAfter = max(g.ReclaimableAt(held.get().Until).Sub(g.Now()), 0)
+		return ran, nil
 	}
-	if ferr := g.record(ctx, held.get(), StateDone, done.Status, done.Detail, opts); ferr != nil {
-		return DoResult{Attempt: attempt}, ferr
+	if ferr := g.record(ctx, held.get(), state, status, detail, opts); ferr != nil {
+		if errors.Is(ferr, ErrLeaseLost) {
+			ran.Outcome, ran.Done, ran.Err = LeaseLost, Done{}, ferr
+			return ran, nil
+		}
+		return ran, ferr
 	}
-	return DoResult{Outcome: claim.Outcome, Done: done, Attempt: attempt}, nil
+	return ran, nil
 }
 
 // record writes the final state on a context the caller's cancellation

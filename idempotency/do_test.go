@@ -27,77 +27,81 @@ func TestDoOutcomes(t *testing.T) {
 		return idempotency.Done{Status: "OK", Detail: "d"}, nil
 	}
 	tests := []struct {
-		name    string
-		work    func(context.Context, idempotency.Run) (idempotency.Done, error)
-		wantErr error
-		state   idempotency.State
-		live    bool // lease still held afterwards
+		name       string
+		work       func(context.Context, idempotency.Run) (idempotency.Done, error)
+		outcome    idempotency.Outcome
+		state      idempotency.State
+		live       bool // lease still held afterwards
+		retryAfter time.Duration
 	}{
-		{"success records DONE", ok, nil, idempotency.StateDone, false},
+		{"success records DONE", ok, idempotency.Acquired, idempotency.StateDone, false, 0},
 		{"permanent error records FAILED", func(context.Context, idempotency.Run) (idempotency.Done, error) {
 			return idempotency.Done{}, fmt.Errorf("declined: %w", idempotency.ErrPermanent)
-		}, idempotency.ErrFailed, idempotency.StateFailed, false},
+		}, idempotency.Failed, idempotency.StateFailed, false, 0},
 		{"ambiguous error keeps the lease", func(context.Context, idempotency.Run) (idempotency.Done, error) {
 			return idempotency.Done{}, errors.New("timeout")
-		}, nil, idempotency.StateInProgress, true},
+		}, idempotency.Unfinished, idempotency.StateInProgress, true, time.Minute},
 		{"not started gives the lease up", func(context.Context, idempotency.Run) (idempotency.Done, error) {
 			return idempotency.Done{}, fmt.Errorf("connection refused: %w", idempotency.ErrNotStarted)
-		}, nil, idempotency.StateInProgress, false},
+		}, idempotency.Unfinished, idempotency.StateInProgress, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g, _ := doGuard(t)
 			res, err := g.Do(t.Context(), "K", "fp", tt.work, idempotency.DoOptions{})
-			var retry *idempotency.RetryError
-			switch {
-			case tt.wantErr != nil && !errors.Is(err, tt.wantErr):
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
-			case tt.wantErr == nil && tt.state == idempotency.StateInProgress && !errors.As(err, &retry):
-				t.Fatalf("err = %v, want a *RetryError", err)
-			case tt.wantErr == nil && tt.state == idempotency.StateDone && (err != nil || res.Outcome != idempotency.Acquired || res.Done.Detail != "d"):
-				t.Fatalf("res %+v err %v", res, err)
+			if err != nil || res.Outcome != tt.outcome || res.Attempt != 1 || res.RetryAfter != tt.retryAfter {
+				t.Fatalf("Do = %+v, %v; want outcome %v, retry after %s, no error", res, err, tt.outcome, tt.retryAfter)
+			}
+			if (tt.outcome == idempotency.Acquired) != (res.Err == nil) {
+				t.Fatalf("the work's error %v for outcome %v", res.Err, res.Outcome)
+			}
+			if tt.outcome == idempotency.Acquired && res.Done.Detail != "d" {
+				t.Fatalf("Done = %+v", res.Done)
 			}
 			rec, gerr := g.Get(t.Context(), "K")
 			if gerr != nil || rec.State != tt.state || rec.LeaseLive(g.Now()) != tt.live {
 				t.Fatalf("record %+v (%v), want state %s live %v", rec, gerr, tt.state, tt.live)
 			}
-			if retry != nil && tt.live && retry.RetryAfter != time.Minute {
-				t.Fatalf("RetryAfter %s, want the rest of the lease", retry.RetryAfter)
-			}
 		})
 	}
 }
 
-func TestDoHandsDuplicatesTheStoredResultAndTypedErrors(t *testing.T) {
+// Every outcome of a claim comes back as data, never as an error: the
+// error is kept for a store that could not be reached.
+func TestDoReturnsEveryClaimOutcomeAsData(t *testing.T) {
 	g, clock := doGuard(t)
 	runs := 0
 	work := func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
 		runs++
 		return idempotency.Done{Status: "OK", Detail: fmt.Sprint("run-", runs)}, nil
 	}
-	if _, err := g.Do(t.Context(), "K", "fp", work, idempotency.DoOptions{}); err != nil {
-		t.Fatal(err)
+	do := func(key, fp string, want idempotency.Outcome) idempotency.DoResult {
+		t.Helper()
+		res, err := g.Do(t.Context(), key, fp, work, idempotency.DoOptions{})
+		if err != nil || res.Outcome != want {
+			t.Fatalf("Do(%s, %s) = %+v, %v; want %v and no error", key, fp, res, err, want)
+		}
+		return res
 	}
-	res, err := g.Do(t.Context(), "K", "fp", work, idempotency.DoOptions{})
-	if err != nil || res.Outcome != idempotency.DuplicateDone || res.Done.Detail != "run-1" || runs != 1 {
-		t.Fatalf("duplicate: %+v %v, runs %d", res, err, runs)
+	do("K", "fp", idempotency.Acquired)
+	if res := do("K", "fp", idempotency.DuplicateDone); res.Done.Detail != "run-1" || runs != 1 {
+		t.Fatalf("duplicate: %+v, runs %d", res, runs)
 	}
-	if _, err := g.Do(t.Context(), "K", "other", work, idempotency.DoOptions{}); !errors.Is(err, idempotency.ErrConflict) {
-		t.Fatalf("another fingerprint: %v, want ErrConflict", err)
+	if res := do("K", "other", idempotency.Conflict); res.Record.Fingerprint != "fp" || runs != 1 {
+		t.Fatalf("conflict: %+v, runs %d", res, runs)
 	}
 	// A live claim elsewhere: busy, with how long to wait.
 	if _, err := g.Claim(t.Context(), "B", "fp"); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(20 * time.Second)
-	var busy *idempotency.BusyError
-	if _, err := g.Do(t.Context(), "B", "fp", work, idempotency.DoOptions{}); !errors.As(err, &busy) || busy.RetryAfter != 40*time.Second {
-		t.Fatalf("in progress: %v", err)
+	if res := do("B", "fp", idempotency.DuplicateInProgress); res.RetryAfter != 40*time.Second || res.Record.Attempt != 1 {
+		t.Fatalf("in progress: %+v", res)
 	}
 	// Once the lease has passed, the work runs, told it is a reclaim.
 	clock.Advance(time.Minute)
 	var reclaimed bool
-	res, err = g.Do(t.Context(), "B", "fp", func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
+	res, err := g.Do(t.Context(), "B", "fp", func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
 		reclaimed = run.Reclaimed
 		return idempotency.Done{Status: "OK"}, nil
 	}, idempotency.DoOptions{})
@@ -105,13 +109,50 @@ func TestDoHandsDuplicatesTheStoredResultAndTypedErrors(t *testing.T) {
 		t.Fatalf("reclaim: %+v %v reclaimed=%v", res, err, reclaimed)
 	}
 	// FAILED stays FAILED for later calls.
-	perm := func(context.Context, idempotency.Run) (idempotency.Done, error) {
+	_, _ = g.Do(t.Context(), "F", "fp", func(context.Context, idempotency.Run) (idempotency.Done, error) {
 		return idempotency.Done{}, fmt.Errorf("no: %w", idempotency.ErrPermanent)
+	}, idempotency.DoOptions{})
+	if res := do("F", "fp", idempotency.DuplicateFailed); res.Record.Detail != "no: idempotency: permanent failure" {
+		t.Fatalf("after FAILED: %+v", res)
 	}
-	_, _ = g.Do(t.Context(), "F", "fp", perm, idempotency.DoOptions{})
-	var failed *idempotency.FailedError
-	if _, err := g.Do(t.Context(), "F", "fp", work, idempotency.DoOptions{}); !errors.As(err, &failed) || !failed.Previously {
-		t.Fatalf("after FAILED: %v", err)
+	if runs != 1 {
+		t.Fatalf("the work ran %d times, want 1", runs)
+	}
+}
+
+// A claim taken over while the work runs is LeaseLost: the work's context
+// is cancelled and nothing is written over the new owner's claim.
+func TestDoLeaseLostWhileTheWorkRuns(t *testing.T) {
+	g, clock := doGuard(t)
+	hb := &manualBeat{}
+	res, err := g.Do(t.Context(), "K", "fp", func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
+		clock.Advance(2 * time.Minute) // the lease passes, another worker takes the key
+		if c, err := g.Claim(t.Context(), "K", "fp"); err != nil || c.Outcome != idempotency.Reclaimed {
+			t.Errorf("the other worker's claim: %+v %v", c, err)
+		}
+		hb.beat(t.Context()) // our heartbeat finds the lease gone and cancels the work
+		<-ctx.Done()
+		return idempotency.Done{Status: "OK"}, nil
+	}, idempotency.DoOptions{Heartbeat: hb})
+	if err != nil || res.Outcome != idempotency.LeaseLost || !errors.Is(res.Err, idempotency.ErrLeaseLost) {
+		t.Fatalf("Do = %+v, %v; want LeaseLost", res, err)
+	}
+	if rec, _ := g.Get(t.Context(), "K"); rec.State != idempotency.StateInProgress || rec.Attempt != 2 {
+		t.Fatalf("the new owner's record was touched: %+v", rec)
+	}
+}
+
+// manualBeat is a Heartbeat whose beats the test fires.
+type manualBeat struct{ fns []func(context.Context) error }
+
+func (m *manualBeat) Register(f func(context.Context) error) func() {
+	m.fns = append(m.fns, f)
+	return func() {}
+}
+
+func (m *manualBeat) beat(ctx context.Context) {
+	for _, f := range m.fns {
+		_ = f(ctx)
 	}
 }
 

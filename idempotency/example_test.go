@@ -2,7 +2,6 @@ package idempotency_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -26,13 +25,17 @@ func ExampleGuard_Do() {
 	fp := idempotency.Fingerprint("user-42", "welcome")
 	for delivery := 1; delivery <= 3; delivery++ {
 		res, err := guard.Do(ctx, "signup-user-42", fp, sendWelcome, idempotency.DoOptions{})
-		switch {
-		case errors.Is(err, idempotency.ErrInProgress):
-			fmt.Println("another worker is on it; retry later")
-		case err != nil:
-			fmt.Println("not done:", err)
-		default:
+		if err != nil { // the store could not be reached: nothing decided
+			fmt.Println("retry later:", err)
+			continue
+		}
+		switch res.Outcome {
+		case idempotency.Acquired, idempotency.Reclaimed, idempotency.DuplicateDone:
 			fmt.Printf("delivery %d: %s, %s %s\n", delivery, res.Outcome, res.Done.Status, res.Done.Detail)
+		case idempotency.DuplicateInProgress, idempotency.Unfinished:
+			fmt.Println("not done yet; retry after", res.RetryAfter)
+		default: // Failed, DuplicateFailed, Conflict, LeaseLost
+			fmt.Println("will not run:", res.Outcome)
 		}
 	}
 	fmt.Println("e-mails sent:", sent)

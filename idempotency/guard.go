@@ -5,11 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Clock tells the time. Inject one in tests; production uses SystemClock.
@@ -33,6 +36,11 @@ const (
 	DuplicateInProgress
 	DuplicateFailed
 	Conflict
+	// The outcomes of work that Do ran under a claim it acquired (Classify
+	// never returns them; see DoResult).
+	Failed
+	Unfinished
+	LeaseLost
 )
 
 var outcomeNames = map[Outcome]string{
@@ -42,6 +50,9 @@ var outcomeNames = map[Outcome]string{
 	DuplicateInProgress: "duplicate_in_progress",
 	DuplicateFailed:     "duplicate_failed",
 	Conflict:            "conflict",
+	Failed:              "failed",
+	Unfinished:          "unfinished",
+	LeaseLost:           "lease_lost",
 }
 
 func (o Outcome) String() string {
@@ -51,7 +62,7 @@ func (o Outcome) String() string {
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
 
-// Owned reports whether the outcome gives the caller the key.
+// Owned reports whether a claim outcome gives the caller the key.
 func (o Outcome) Owned() bool { return o == Acquired || o == Reclaimed }
 
 // Options configure a Guard. The zero value of each field takes its default.
@@ -86,15 +97,19 @@ const (
 	DefaultSkewMargin = 2 * time.Second
 )
 
-// Guard runs the claim state machine over a Store.
+// Guard runs the claim state machine over a store.
 type Guard struct {
-	store Store
+	store driver.Store
 	opts  Options
 }
 
+// ErrNotEligible: a reopening into a new generation was refused by the
+// caller's rule (for charges: the failure was not an explicit decline).
+var ErrNotEligible = errors.New("idempotency: not eligible for a new generation")
+
 // NewGuard returns a Guard over store. It returns ErrInvalid for a nil store
 // or a negative duration.
-func NewGuard(store Store, opts Options) (*Guard, error) {
+func NewGuard(store driver.Store, opts Options) (*Guard, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalid)
 	}
@@ -159,7 +174,7 @@ type Lease struct {
 	Until   time.Time
 	Attempt int
 
-	claimed *Record // the record as the claim left it (see Finish.Claimed)
+	claimed *Record // the record as the claim left it (see driver.FinishRequest.Claimed)
 }
 
 // Claim tries to take key for fingerprint. It costs one store round trip in
@@ -175,7 +190,7 @@ func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, erro
 		return Claim{}, fmt.Errorf("idempotency: new token: %w", err)
 	}
 	now := g.Now()
-	res, err := g.store.Claim(ctx, ClaimRequest{
+	res, err := g.store.Claim(ctx, driver.ClaimRequest{
 		Key:            key,
 		Token:          token,
 		Fingerprint:    fingerprint,
@@ -196,7 +211,7 @@ func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, erro
 // IN_PROGRESS record under the claimant's own token means its claim landed
 // and the store's answer was lost (the SDK retried the write, and the retry
 // found our record): the key is ours.
-func Classify(res ClaimResult, token, fingerprint string) Outcome {
+func Classify(res driver.ClaimResult, token, fingerprint string) Outcome {
 	ours := token != "" && res.Record.Token == token &&
 		res.Record.State == StateInProgress && res.Record.Fingerprint == fingerprint
 	switch {
@@ -231,7 +246,7 @@ func (g *Guard) finish(ctx context.Context, l Lease, s State, status, detail str
 		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
 	now := g.Now()
-	return g.store.Finish(ctx, Finish{
+	return g.store.Finish(ctx, driver.FinishRequest{
 		Key: l.Key, Token: l.Token, State: s, Status: cut(status, MaxDetailBytes), Detail: cut(detail, MaxDetailBytes),
 		Now: now, ExpiresAt: now.Add(g.opts.Retention), Claimed: l.claimed,
 	})
@@ -245,7 +260,7 @@ func (g *Guard) Extend(ctx context.Context, l Lease) (Lease, error) {
 	}
 	now := g.Now()
 	until := now.Add(g.opts.Lease)
-	if err := g.store.Extend(ctx, l.Key, l.Token, until, now); err != nil {
+	if err := g.store.Extend(ctx, driver.ExtendRequest{Key: l.Key, Token: l.Token, LeaseUntil: until, Now: now}); err != nil {
 		return l, err
 	}
 	l.Until = until
@@ -253,7 +268,7 @@ func (g *Guard) Extend(ctx context.Context, l Lease) (Lease, error) {
 }
 
 // Reopen turns the FAILED record of key back into one the next delivery
-// claims at once (see Store.Reopen), for an operator who fixed the cause of
+// claims at once (see driver.Store.Reopen), for an operator who fixed the cause of
 // the failure. reason is kept in the record, and a history line says which
 // generation ended how, when, by whom and why. With opts.NewGeneration the
 // record moves to the next key generation (only where opts.Eligible
@@ -295,7 +310,7 @@ func (g *Guard) Reopen(ctx context.Context, key, reason string, opts ReopenOptio
 		entry += fmt.Sprintf("; new generation %d", next)
 	}
 	history := append(slices.Clip(cur.History), cut(oneLine(entry), MaxDetailBytes))
-	return g.store.Reopen(ctx, Reopen{Key: key, Token: token, Reason: reason, Now: now,
+	return g.store.Reopen(ctx, driver.ReopenRequest{Key: key, Token: token, Reason: reason, Now: now,
 		LeaseUntil: now.Add(-g.opts.SkewMargin), ExpiresAt: now.Add(g.opts.Retention),
 		PrevToken: cur.Token, Generation: next, History: history})
 }
@@ -358,5 +373,5 @@ func (g *Guard) Yield(ctx context.Context, l Lease) error {
 		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
 	now := g.Now()
-	return g.store.Extend(ctx, l.Key, l.Token, now.Add(-g.opts.SkewMargin), now)
+	return g.store.Extend(ctx, driver.ExtendRequest{Key: l.Key, Token: l.Token, LeaseUntil: now.Add(-g.opts.SkewMargin), Now: now})
 }

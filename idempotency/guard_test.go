@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
 
@@ -48,20 +49,20 @@ func TestClassify(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		res  idempotency.ClaimResult
+		res  driver.ClaimResult
 		want idempotency.Outcome
 	}{
-		{"fresh", idempotency.ClaimResult{Acquired: true}, idempotency.Acquired},
-		{"reclaim", idempotency.ClaimResult{Acquired: true, Reclaimed: true}, idempotency.Reclaimed},
-		{"done", idempotency.ClaimResult{Record: rec(idempotency.StateDone, "a")}, idempotency.DuplicateDone},
-		{"failed", idempotency.ClaimResult{Record: rec(idempotency.StateFailed, "a")}, idempotency.DuplicateFailed},
-		{"in progress", idempotency.ClaimResult{Record: rec(idempotency.StateInProgress, "a")}, idempotency.DuplicateInProgress},
-		{"conflict beats done", idempotency.ClaimResult{Record: rec(idempotency.StateDone, "b")}, idempotency.Conflict},
-		{"conflict beats in progress", idempotency.ClaimResult{Record: rec(idempotency.StateInProgress, "b")}, idempotency.Conflict},
+		{"fresh", driver.ClaimResult{Acquired: true}, idempotency.Acquired},
+		{"reclaim", driver.ClaimResult{Acquired: true, Reclaimed: true}, idempotency.Reclaimed},
+		{"done", driver.ClaimResult{Record: rec(idempotency.StateDone, "a")}, idempotency.DuplicateDone},
+		{"failed", driver.ClaimResult{Record: rec(idempotency.StateFailed, "a")}, idempotency.DuplicateFailed},
+		{"in progress", driver.ClaimResult{Record: rec(idempotency.StateInProgress, "a")}, idempotency.DuplicateInProgress},
+		{"conflict beats done", driver.ClaimResult{Record: rec(idempotency.StateDone, "b")}, idempotency.Conflict},
+		{"conflict beats in progress", driver.ClaimResult{Record: rec(idempotency.StateInProgress, "b")}, idempotency.Conflict},
 		// A retried write whose first attempt landed finds our own record.
-		{"our own claim landed", idempotency.ClaimResult{Record: ours(idempotency.StateInProgress, 1)}, idempotency.Acquired},
-		{"our own reclaim landed", idempotency.ClaimResult{Record: ours(idempotency.StateInProgress, 3)}, idempotency.Reclaimed},
-		{"our token but finished is not ours to work", idempotency.ClaimResult{Record: ours(idempotency.StateDone, 1)}, idempotency.DuplicateDone},
+		{"our own claim landed", driver.ClaimResult{Record: ours(idempotency.StateInProgress, 1)}, idempotency.Acquired},
+		{"our own reclaim landed", driver.ClaimResult{Record: ours(idempotency.StateInProgress, 3)}, idempotency.Reclaimed},
+		{"our token but finished is not ours to work", driver.ClaimResult{Record: ours(idempotency.StateDone, 1)}, idempotency.DuplicateDone},
 	}
 	for _, tt := range tests {
 		if got := idempotency.Classify(tt.res, "ours", "a"); got != tt.want {

@@ -1,4 +1,4 @@
-// Package memstore is an in-process idempotency.Store: a map behind a mutex.
+// Package memstore is an in-process driver.Store: a map behind a mutex.
 // It is exact (it passes storetest) but keeps nothing across restarts, so it
 // is for tests, single-process tools and as the reference implementation.
 package memstore
@@ -11,44 +11,44 @@ import (
 	"sync"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Store is the in-memory store. The zero value is not usable; call New.
 type Store struct {
 	mu   sync.Mutex
-	recs map[string]idempotency.Record
+	recs map[string]driver.Record
 }
 
 var (
-	_ idempotency.Store        = (*Store)(nil)
-	_ idempotency.StuckLister  = (*Store)(nil)
-	_ idempotency.Purger       = (*Store)(nil)
-	_ idempotency.Amender      = (*Store)(nil)
-	_ idempotency.ResultLister = (*Store)(nil)
+	_ driver.Store        = (*Store)(nil)
+	_ driver.StuckLister  = (*Store)(nil)
+	_ driver.Purger       = (*Store)(nil)
+	_ driver.Amender      = (*Store)(nil)
+	_ driver.ResultLister = (*Store)(nil)
 )
 
 // New returns an empty store.
-func New() *Store { return &Store{recs: make(map[string]idempotency.Record)} }
+func New() *Store { return &Store{recs: make(map[string]driver.Record)} }
 
-// Claim implements idempotency.Store.
-func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+// Claim implements driver.Store.
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+		return driver.ClaimResult{}, driver.Unavailable("claim", err)
 	}
 	if req.Key == "" || req.Token == "" {
-		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+		return driver.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", driver.ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old, exists := s.recs[req.Key]
 	if exists && !req.Allows(old) {
-		return idempotency.ClaimResult{Record: old}, nil
+		return driver.ClaimResult{Record: old}, nil
 	}
 	reclaim := exists && !old.Expired(req.Now)
-	rec := idempotency.Record{
+	rec := driver.Record{
 		Key:         req.Key,
-		State:       idempotency.StateInProgress,
+		State:       driver.StateInProgress,
 		LeaseUntil:  req.LeaseUntil,
 		Token:       req.Token,
 		Attempt:     1,
@@ -66,48 +66,39 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		rec.Generation, rec.History = old.Generation, old.History
 	}
 	s.recs[req.Key] = rec
-	return idempotency.ClaimResult{Acquired: true, Reclaimed: reclaim, Record: rec}, nil
+	return driver.ClaimResult{Acquired: true, Reclaimed: reclaim, Record: rec}, nil
 }
 
-// Get implements idempotency.Store.
-func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+// Get implements driver.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (driver.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("get", err)
+		return driver.Record{}, driver.Unavailable("get", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.recs[key]
 	if !ok || rec.Expired(now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, nil
 }
 
-// held returns the record iff it is IN_PROGRESS under token. Caller holds mu.
-func (s *Store) held(key, token string) (idempotency.Record, error) {
-	rec, ok := s.recs[key]
-	if !ok || rec.State != idempotency.StateInProgress || rec.Token != token {
-		return idempotency.Record{}, idempotency.ErrLeaseLost
-	}
-	return rec, nil
-}
-
-// Finish implements idempotency.Store.
-func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
+// Finish implements driver.Store.
+func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 	if err := ctx.Err(); err != nil {
-		return idempotency.Unavailable("finish", err)
+		return driver.Unavailable("finish", err)
 	}
-	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+	if f.State != driver.StateDone && f.State != driver.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rec, ok := s.recs[f.Key]; ok && rec.State == f.State && rec.Token == f.Token {
+	rec, ok := s.recs[f.Key]
+	switch {
+	case ok && f.Landed(rec):
 		return nil // a retry of a finish that landed: nothing to change
-	}
-	rec, err := s.held(f.Key, f.Token)
-	if err != nil {
-		return err
+	case !ok || !f.Allows(rec):
+		return driver.ErrLeaseLost
 	}
 	rec.State, rec.Status, rec.Detail = f.State, f.Status, f.Detail
 	rec.UpdatedAt, rec.ExpiresAt = f.Now, f.ExpiresAt
@@ -115,44 +106,44 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	return nil
 }
 
-// Extend implements idempotency.Store.
-func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+// Extend implements driver.Store.
+func (s *Store) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	if err := ctx.Err(); err != nil {
-		return idempotency.Unavailable("extend", err)
+		return driver.Unavailable("extend", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, err := s.held(key, token)
-	if err != nil {
-		return err
+	rec, ok := s.recs[req.Key]
+	if !ok || !req.Allows(rec) {
+		return driver.ErrLeaseLost
 	}
-	rec.LeaseUntil, rec.UpdatedAt = leaseUntil, now
-	s.recs[key] = rec
+	rec.LeaseUntil, rec.UpdatedAt = req.LeaseUntil, req.Now
+	s.recs[req.Key] = rec
 	return nil
 }
 
-// Reopen implements idempotency.Store.
-func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+// Reopen implements driver.Store.
+func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+		return driver.Record{}, driver.Unavailable("reopen", err)
 	}
 	if r.Key == "" || r.Token == "" {
-		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+		return driver.Record{}, fmt.Errorf("%w: reopen needs key and token", driver.ErrInvalid)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.recs[r.Key]
 	if !ok || rec.Expired(r.Now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	if rec.State != idempotency.StateFailed || (r.PrevToken != "" && rec.Token != r.PrevToken) {
-		return rec, idempotency.ErrNotFailed
+	if !r.Allows(rec) {
+		return rec, driver.ErrNotFailed
 	}
 	if r.Generation > 0 {
 		rec.Generation, rec.History = r.Generation, slices.Clone(r.History)
 	}
 	rec.PrevStatus, rec.PrevDetail = rec.Status, rec.Detail
-	rec.State, rec.Token, rec.Status, rec.Detail = idempotency.StateInProgress, r.Token, "", ""
+	rec.State, rec.Token, rec.Status, rec.Detail = driver.StateInProgress, r.Token, "", ""
 	rec.LeaseUntil, rec.UpdatedAt, rec.ExpiresAt = r.LeaseUntil, r.Now, r.ExpiresAt
 	rec.Reopens++
 	rec.ReopenedAt, rec.ReopenReason = r.Now, r.Reason
@@ -160,29 +151,29 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	return rec, nil
 }
 
-// Amend implements idempotency.Amender.
-func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+// Amend implements driver.Amender.
+func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+		return driver.Record{}, driver.Unavailable("amend", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.recs[a.Key]
 	if !ok || rec.Expired(a.Now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	if rec.State != idempotency.StateDone || rec.Token != a.Token || rec.Status != a.FromStatus {
-		return rec, idempotency.ErrStale
+	if !a.Allows(rec) {
+		return rec, driver.ErrStale
 	}
 	rec.Status, rec.Detail, rec.History, rec.UpdatedAt = a.Status, a.Detail, slices.Clone(a.History), a.Now
 	s.recs[a.Key] = rec
 	return rec, nil
 }
 
-// ListByResult implements idempotency.ResultLister.
-func (s *Store) ListByResult(_ context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+// ListByResult implements driver.ResultLister.
+func (s *Store) ListByResult(_ context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
 	s.mu.Lock()
-	var out []idempotency.Record
+	var out []driver.Record
 	for _, r := range s.recs {
 		if r.State == state && r.Status == status && !r.Expired(now) {
 			out = append(out, r)
@@ -195,11 +186,11 @@ func (s *Store) ListByResult(_ context.Context, state idempotency.State, status 
 
 // Stuck returns the IN_PROGRESS records whose lease passed before now,
 // oldest lease first (at most limit), and how many there are in all.
-func (s *Store) Stuck(_ context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
+func (s *Store) Stuck(_ context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	s.mu.Lock()
-	var all []idempotency.Record
+	var all []driver.Record
 	for _, r := range s.recs {
-		if r.State == idempotency.StateInProgress && !now.Before(r.LeaseUntil) && !r.Expired(now) {
+		if r.State == driver.StateInProgress && !now.Before(r.LeaseUntil) && !r.Expired(now) {
 			all = append(all, r)
 		}
 	}
@@ -208,7 +199,7 @@ func (s *Store) Stuck(_ context.Context, now time.Time, limit int) ([]idempotenc
 	return all[:min(limit, len(all))], len(all), nil
 }
 
-// Purge implements idempotency.Purger.
+// Purge implements driver.Purger.
 func (s *Store) Purge(_ context.Context, now time.Time, limit int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -225,7 +216,7 @@ func (s *Store) Purge(_ context.Context, now time.Time, limit int) (int, error) 
 	return n, nil
 }
 
-// Expired implements idempotency.Purger.
+// Expired implements driver.Purger.
 func (s *Store) Expired(_ context.Context, now time.Time) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -238,11 +229,11 @@ func (s *Store) Expired(_ context.Context, now time.Time) (int, error) {
 	return n, nil
 }
 
-// CountByState implements idempotency.StateCounter.
-func (s *Store) CountByState(_ context.Context, now time.Time) (map[idempotency.State]int, error) {
+// CountByState implements driver.StateCounter.
+func (s *Store) CountByState(_ context.Context, now time.Time) (map[driver.State]int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[idempotency.State]int{}
+	out := map[driver.State]int{}
 	for _, r := range s.recs {
 		if !r.Expired(now) {
 			out[r.State]++

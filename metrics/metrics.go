@@ -1,5 +1,5 @@
 // Package metrics exposes the consumer's Prometheus metrics. It instruments
-// the pipeline from the outside, by wrapping the ports (idempotency.Store,
+// the pipeline from the outside, by wrapping the ports (driver.Store,
 // charge.Debiter, charge.Notifier, consumer.Source) and by the runtime's
 // decision hook, so the domain and the runtime stay free of it.
 package metrics
@@ -20,6 +20,7 @@ import (
 	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -188,10 +189,10 @@ func ReasonLabel(code queue.Code) string {
 
 // Store wraps s to count claim outcomes, lease losses, extensions and
 // latency.
-func (m *Metrics) Store(s idempotency.Store) idempotency.Store { return &store{Store: s, m: m} }
+func (m *Metrics) Store(s driver.Store) driver.Store { return &store{Store: s, m: m} }
 
 type store struct {
-	idempotency.Store
+	driver.Store
 	m *Metrics
 }
 
@@ -199,7 +200,7 @@ func (s *store) observe(op string, start time.Time) {
 	s.m.storeLatency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
 
-func (s *store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func (s *store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	defer s.observe("claim", time.Now())
 	res, err := s.Store.Claim(ctx, req)
 	if err == nil {
@@ -208,7 +209,7 @@ func (s *store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	return res, err
 }
 
-func (s *store) Finish(ctx context.Context, f idempotency.Finish) error {
+func (s *store) Finish(ctx context.Context, f driver.FinishRequest) error {
 	defer s.observe("finish", time.Now())
 	err := s.Store.Finish(ctx, f)
 	if errors.Is(err, idempotency.ErrLeaseLost) {
@@ -217,9 +218,9 @@ func (s *store) Finish(ctx context.Context, f idempotency.Finish) error {
 	return err
 }
 
-func (s *store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+func (s *store) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	defer s.observe("extend", time.Now())
-	err := s.Store.Extend(ctx, key, token, leaseUntil, now)
+	err := s.Store.Extend(ctx, req)
 	switch {
 	case err == nil:
 		s.m.leaseExtensions.Inc()

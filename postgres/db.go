@@ -1,6 +1,6 @@
 // Package postgres is the PostgreSQL backend: a queue with its dead-letter
 // queue (queue.Queue, rows taken with FOR UPDATE SKIP LOCKED) and an
-// idempotency store (idempotency.Store, the claim one INSERT … ON CONFLICT
+// idempotency store (driver.Store, the claim one INSERT … ON CONFLICT
 // DO UPDATE … WHERE statement that also returns the previous row), on a pgx
 // connection pool. Several consumer processes on different machines share
 // one database safely: every transition is one conditional statement.

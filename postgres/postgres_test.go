@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
@@ -14,7 +14,7 @@ import (
 
 func TestStoreConformance(t *testing.T) {
 	s := postgres.NewStore(dbtest.Postgres(t))
-	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 func TestQueueConformance(t *testing.T) {

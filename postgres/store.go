@@ -8,10 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Store is the idempotency.Store on PostgreSQL. Every operation is one
+// Store is the driver.Store on PostgreSQL. Every operation is one
 // statement, so one round trip; a claim that loses a race with a
 // concurrent first claim of the same key reads the winner once more.
 type Store struct {
@@ -19,12 +19,12 @@ type Store struct {
 }
 
 var (
-	_ idempotency.Store        = (*Store)(nil)
-	_ idempotency.StuckLister  = (*Store)(nil)
-	_ idempotency.Purger       = (*Store)(nil)
-	_ idempotency.StateCounter = (*Store)(nil)
-	_ idempotency.Amender      = (*Store)(nil)
-	_ idempotency.ResultLister = (*Store)(nil)
+	_ driver.Store        = (*Store)(nil)
+	_ driver.StuckLister  = (*Store)(nil)
+	_ driver.Purger       = (*Store)(nil)
+	_ driver.StateCounter = (*Store)(nil)
+	_ driver.Amender      = (*Store)(nil)
+	_ driver.ResultLister = (*Store)(nil)
 )
 
 // NewStore returns the store on db.
@@ -68,10 +68,10 @@ select i.attempt, i.created_at, i.generation, i.history, p.key, p.state, p.token
   p.expires_at, p.status, p.detail, p.reopens, p.reopened_at, p.reopen_reason, p.prev_status, p.prev_detail, p.generation, p.history
 from (select 1) one left join ins i on true left join prev p on true`
 
-// Claim implements idempotency.Store.
-func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+// Claim implements driver.Store.
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	if req.Key == "" || req.Token == "" {
-		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+		return driver.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", driver.ErrInvalid)
 	}
 	var (
 		attempt, generation *int32
@@ -82,13 +82,13 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	err := s.db.pool.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy).
 		Scan(append([]any{&attempt, &created, &generation, &history}, prev.dest()...)...)
 	if err != nil {
-		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+		return driver.ClaimResult{}, driver.Unavailable("claim", err)
 	}
 	if attempt != nil {
-		return idempotency.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: idempotency.Record{
-			Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+		return driver.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: driver.Record{
+			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 			Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
-			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: idempotency.SplitHistory(*history),
+			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: driver.SplitHistory(*history),
 		}}, nil
 	}
 	rec, ok := prev.record()
@@ -97,10 +97,10 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		// absent, or claimable, when this statement began): read the winner.
 		rec, err = s.get(ctx, req.Key)
 		if err != nil {
-			return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+			return driver.ClaimResult{}, driver.Unavailable("claim", err)
 		}
 	}
-	return idempotency.ClaimResult{Record: rec}, nil
+	return driver.ClaimResult{Record: rec}, nil
 }
 
 // nullableRecord scans a left-joined record row.
@@ -115,16 +115,16 @@ func (n *nullableRecord) dest() []any {
 		&n.status, &n.detail, &n.reopens, &n.reopened, &n.reopenReason, &n.prevStatus, &n.prevDetail, &n.generation, &n.history}
 }
 
-func (n *nullableRecord) record() (idempotency.Record, bool) {
+func (n *nullableRecord) record() (driver.Record, bool) {
 	if n.key == nil {
-		return idempotency.Record{}, false
+		return driver.Record{}, false
 	}
-	r := idempotency.Record{
-		Key: *n.key, State: idempotency.State(*n.state), Token: *n.token, Fingerprint: *n.fingerprint,
+	r := driver.Record{
+		Key: *n.key, State: driver.State(*n.state), Token: *n.token, Fingerprint: *n.fingerprint,
 		Attempt: int(*n.attempt), LeaseUntil: n.lease.UTC(), CreatedAt: n.created.UTC(), UpdatedAt: n.updated.UTC(),
 		ExpiresAt: n.expires.UTC(), Status: *n.status, Detail: *n.detail, Reopens: int(*n.reopens),
 		ReopenReason: *n.reopenReason, PrevStatus: *n.prevStatus, PrevDetail: *n.prevDetail,
-		Generation: int(*n.generation), History: idempotency.SplitHistory(*n.history),
+		Generation: int(*n.generation), History: driver.SplitHistory(*n.history),
 	}
 	if n.reopened != nil {
 		r.ReopenedAt = n.reopened.UTC()
@@ -132,30 +132,30 @@ func (n *nullableRecord) record() (idempotency.Record, bool) {
 	return r, true
 }
 
-func scanRecord(row pgx.Row) (idempotency.Record, error) {
+func scanRecord(row pgx.Row) (driver.Record, error) {
 	var n nullableRecord
 	if err := row.Scan(n.dest()...); err != nil {
-		return idempotency.Record{}, err
+		return driver.Record{}, err
 	}
 	r, _ := n.record()
 	return r, nil
 }
 
-func (s *Store) get(ctx context.Context, key string) (idempotency.Record, error) {
+func (s *Store) get(ctx context.Context, key string) (driver.Record, error) {
 	return scanRecord(s.db.pool.QueryRow(ctx, `select `+columns+` from idempotency_records where key = $1`, key))
 }
 
-// Get implements idempotency.Store.
-func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+// Get implements driver.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (driver.Record, error) {
 	rec, err := s.get(ctx, key)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("get", err)
+		return driver.Record{}, driver.Unavailable("get", err)
 	}
 	if rec.Expired(now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, nil
 }
@@ -172,34 +172,34 @@ with u as (
 select (select count(*) from u), (select state from idempotency_records where key = $1),
   (select token from idempotency_records where key = $1)`
 
-// Finish implements idempotency.Store.
-func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
-	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+// Finish implements driver.Store.
+func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
+	if f.State != driver.StateDone && f.State != driver.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
 	}
 	var n int64
 	var state, token *string
 	err := s.db.pool.QueryRow(ctx, finishSQL, f.Key, f.Token, string(f.State), f.Status, f.Detail, f.Now, f.ExpiresAt).Scan(&n, &state, &token)
 	switch {
 	case err != nil:
-		return idempotency.Unavailable("finish", err)
+		return driver.Unavailable("finish", err)
 	case n == 1:
 		return nil
 	case state != nil && *state == string(f.State) && token != nil && *token == f.Token:
 		return nil // a retry of a finish that landed
 	}
-	return idempotency.ErrLeaseLost
+	return driver.ErrLeaseLost
 }
 
-// Extend implements idempotency.Store.
-func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+// Extend implements driver.Store.
+func (s *Store) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	tag, err := s.db.pool.Exec(ctx, `update idempotency_records set lease_until = $3, updated_at = $4
-		where key = $1 and state = 'IN_PROGRESS' and token = $2`, key, token, leaseUntil, now)
+		where key = $1 and state = 'IN_PROGRESS' and token = $2`, req.Key, req.Token, req.LeaseUntil, req.Now)
 	if err != nil {
-		return idempotency.Unavailable("extend", err)
+		return driver.Unavailable("extend", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
@@ -219,36 +219,36 @@ select true, u.* from u
 union all
 select false, ` + columns + ` from idempotency_records where key = $1 and not exists (select 1 from u)`
 
-// Reopen implements idempotency.Store: one conditional UPDATE; when it
+// Reopen implements driver.Store: one conditional UPDATE; when it
 // matches nothing, the same statement returns the row to say why.
-func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Record, error) {
 	if r.Key == "" || r.Token == "" {
-		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+		return driver.Record{}, fmt.Errorf("%w: reopen needs key and token", driver.ErrInvalid)
 	}
 	var done bool
 	var n nullableRecord
 	err := s.db.pool.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now, r.ExpiresAt, r.Reason, r.LeaseUntil,
-		r.PrevToken, int32(r.Generation), idempotency.JoinHistory(r.History)).
+		r.PrevToken, int32(r.Generation), driver.JoinHistory(r.History)).
 		Scan(append([]any{&done}, n.dest()...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+		return driver.Record{}, driver.Unavailable("reopen", err)
 	}
 	rec, _ := n.record()
 	switch {
 	case done:
 		return rec, nil
 	case rec.Expired(r.Now):
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	return rec, idempotency.ErrNotFailed
+	return rec, driver.ErrNotFailed
 }
 
-// Stuck implements idempotency.StuckLister (by the partial index on
+// Stuck implements driver.StuckLister (by the partial index on
 // IN_PROGRESS leases).
-func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
+func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	var total int
 	if err := s.db.pool.QueryRow(ctx, `select count(*) from idempotency_records
 		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1`, now).Scan(&total); err != nil {
@@ -260,7 +260,7 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempote
 		return nil, 0, err
 	}
 	defer rows.Close()
-	var out []idempotency.Record
+	var out []driver.Record
 	for rows.Next() {
 		rec, err := scanRecord(rows)
 		if err != nil {
@@ -281,39 +281,39 @@ select true, u.* from u
 union all
 select false, ` + columns + ` from idempotency_records where key = $1 and not exists (select 1 from u)`
 
-// Amend implements idempotency.Amender: one conditional UPDATE; when it
+// Amend implements driver.Amender: one conditional UPDATE; when it
 // matches nothing, the same statement returns the row to say why.
-func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record, error) {
 	var done bool
 	var n nullableRecord
-	err := s.db.pool.QueryRow(ctx, amendSQL, a.Key, a.Token, a.FromStatus, a.Status, a.Detail, idempotency.JoinHistory(a.History), a.Now).
+	err := s.db.pool.QueryRow(ctx, amendSQL, a.Key, a.Token, a.FromStatus, a.Status, a.Detail, driver.JoinHistory(a.History), a.Now).
 		Scan(append([]any{&done}, n.dest()...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+		return driver.Record{}, driver.Unavailable("amend", err)
 	}
 	rec, _ := n.record()
 	switch {
 	case done:
 		return rec, nil
 	case rec.Expired(a.Now):
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	return rec, idempotency.ErrStale
+	return rec, driver.ErrStale
 }
 
-// ListByResult implements idempotency.ResultLister (a scan: status is not
+// ListByResult implements driver.ResultLister (a scan: status is not
 // indexed).
-func (s *Store) ListByResult(ctx context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
 	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
 		where state = $1 and status = $2 and expires_at > $3 order by updated_at limit $4`, string(state), status, now, limit)
 	if err != nil {
-		return nil, idempotency.Unavailable("list", err)
+		return nil, driver.Unavailable("list", err)
 	}
 	defer rows.Close()
-	var out []idempotency.Record
+	var out []driver.Record
 	for rows.Next() {
 		rec, err := scanRecord(rows)
 		if err != nil {
@@ -324,41 +324,41 @@ func (s *Store) ListByResult(ctx context.Context, state idempotency.State, statu
 	return out, rows.Err()
 }
 
-// Purge implements idempotency.Purger: one small delete by the expires_at
+// Purge implements driver.Purger: one small delete by the expires_at
 // index per call.
 func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error) {
 	tag, err := s.db.pool.Exec(ctx, `delete from idempotency_records where key in
 		(select key from idempotency_records where expires_at <= $1 limit $2 for update skip locked)`, now, limit)
 	if err != nil {
-		return 0, idempotency.Unavailable("purge", err)
+		return 0, driver.Unavailable("purge", err)
 	}
 	return int(tag.RowsAffected()), nil
 }
 
-// Expired implements idempotency.Purger.
+// Expired implements driver.Purger.
 func (s *Store) Expired(ctx context.Context, now time.Time) (int, error) {
 	var n int
 	if err := s.db.pool.QueryRow(ctx, `select count(*) from idempotency_records where expires_at <= $1`, now).Scan(&n); err != nil {
-		return 0, idempotency.Unavailable("expired", err)
+		return 0, driver.Unavailable("expired", err)
 	}
 	return n, nil
 }
 
-// CountByState implements idempotency.StateCounter.
-func (s *Store) CountByState(ctx context.Context, now time.Time) (map[idempotency.State]int, error) {
+// CountByState implements driver.StateCounter.
+func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.State]int, error) {
 	rows, err := s.db.pool.Query(ctx, `select state, count(*) from idempotency_records where expires_at > $1 group by state`, now)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[idempotency.State]int{}
+	out := map[driver.State]int{}
 	for rows.Next() {
 		var st string
 		var n int
 		if err := rows.Scan(&st, &n); err != nil {
 			return nil, err
 		}
-		out[idempotency.State(st)] = n
+		out[driver.State(st)] = n
 	}
 	return out, rows.Err()
 }

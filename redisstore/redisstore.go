@@ -1,4 +1,4 @@
-// Package redisstore is an idempotency.Store on Redis, usable with any
+// Package redisstore is an driver.Store on Redis, usable with any
 // queue. Each record is one hash under Prefix + key, so every operation
 // touches one key and the store works on Redis Cluster; claim, finish,
 // extend and reopen are each one Lua script, which Redis runs atomically.
@@ -24,19 +24,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Store implements idempotency.Store.
+// Store implements driver.Store.
 type Store struct {
 	c      redis.UniversalClient
 	prefix string
 }
 
 var (
-	_ idempotency.Store        = (*Store)(nil)
-	_ idempotency.Amender      = (*Store)(nil)
-	_ idempotency.ResultLister = (*Store)(nil)
+	_ driver.Store        = (*Store)(nil)
+	_ driver.Amender      = (*Store)(nil)
+	_ driver.ResultLister = (*Store)(nil)
 )
 
 // Options configure a Store.
@@ -147,36 +147,36 @@ func ttl(now, expiresAt time.Time) int64 { return max(expiresAt.Sub(now).Millise
 
 func (s *Store) key(k string) string { return s.prefix + k }
 
-// Claim implements idempotency.Store: one script, one round trip also for
+// Claim implements driver.Store: one script, one round trip also for
 // a duplicate (the script returns the existing record).
-func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	if req.Key == "" || req.Token == "" {
-		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+		return driver.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", driver.ErrInvalid)
 	}
 	res, err := claimScript.Run(ctx, s.c, []string{s.key(req.Key)}, req.Token, req.Fingerprint, ms(req.Now), ms(req.LeaseExpiredBy),
 		ms(req.LeaseUntil), ms(req.ExpiresAt), ttl(req.Now, req.ExpiresAt)).Slice()
 	if err != nil {
-		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+		return driver.ClaimResult{}, driver.Unavailable("claim", err)
 	}
 	if len(res) == 5 && res[0] == int64(1) {
 		attempt, _ := res[1].(int64)
 		created := parseMS(res[2])
 		generation, _ := res[3].(int64)
 		history, _ := res[4].(string)
-		return idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
-			Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+		return driver.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: driver.Record{
+			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 			Attempt: int(attempt), Fingerprint: req.Fingerprint, CreatedAt: created, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
-			Generation: int(generation), History: idempotency.SplitHistory(history),
+			Generation: int(generation), History: driver.SplitHistory(history),
 		}}, nil
 	}
 	if len(res) != 2 {
-		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", fmt.Errorf("unexpected script answer %v", res))
+		return driver.ClaimResult{}, driver.Unavailable("claim", fmt.Errorf("unexpected script answer %v", res))
 	}
 	rec, err := decode(req.Key, res[1])
 	if err != nil {
-		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+		return driver.ClaimResult{}, driver.Unavailable("claim", err)
 	}
-	return idempotency.ClaimResult{Record: rec}, nil
+	return driver.ClaimResult{Record: rec}, nil
 }
 
 // parseMS reads a Unix-millisecond field (string or integer).
@@ -192,7 +192,7 @@ func parseMS(v any) time.Time {
 }
 
 // decode turns a flat field/value list (or map) into a record.
-func decode(key string, v any) (idempotency.Record, error) {
+func decode(key string, v any) (driver.Record, error) {
 	h := map[string]string{}
 	switch x := v.(type) {
 	case []any:
@@ -204,18 +204,18 @@ func decode(key string, v any) (idempotency.Record, error) {
 	case map[string]string:
 		h = x
 	default:
-		return idempotency.Record{}, fmt.Errorf("redisstore: record %s: unexpected %T", key, v)
+		return driver.Record{}, fmt.Errorf("redisstore: record %s: unexpected %T", key, v)
 	}
 	if h["state"] == "" {
-		return idempotency.Record{}, fmt.Errorf("redisstore: record %s has no state", key)
+		return driver.Record{}, fmt.Errorf("redisstore: record %s has no state", key)
 	}
 	n := func(f string) int { i, _ := strconv.Atoi(h[f]); return i }
-	r := idempotency.Record{
-		Key: key, State: idempotency.State(h["state"]), Token: h["token"], Fingerprint: h["fingerprint"], Attempt: n("attempt"),
+	r := driver.Record{
+		Key: key, State: driver.State(h["state"]), Token: h["token"], Fingerprint: h["fingerprint"], Attempt: n("attempt"),
 		LeaseUntil: parseMS(h["lease_until"]), CreatedAt: parseMS(h["created_at"]), UpdatedAt: parseMS(h["updated_at"]),
 		ExpiresAt: parseMS(h["expires_at"]), Status: h["status"], Detail: h["detail"], Reopens: n("reopens"),
 		ReopenReason: h["reopen_reason"], PrevStatus: h["prev_status"], PrevDetail: h["prev_detail"],
-		Generation: max(n("generation"), 1), History: idempotency.SplitHistory(h["history"]),
+		Generation: max(n("generation"), 1), History: driver.SplitHistory(h["history"]),
 	}
 	if h["reopened_at"] != "" {
 		r.ReopenedAt = parseMS(h["reopened_at"])
@@ -223,77 +223,77 @@ func decode(key string, v any) (idempotency.Record, error) {
 	return r, nil
 }
 
-// Get implements idempotency.Store.
-func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+// Get implements driver.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (driver.Record, error) {
 	h, err := s.c.HGetAll(ctx, s.key(key)).Result()
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("get", err)
+		return driver.Record{}, driver.Unavailable("get", err)
 	}
 	if len(h) == 0 {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	rec, err := decode(key, h)
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("get", err)
+		return driver.Record{}, driver.Unavailable("get", err)
 	}
 	if rec.Expired(now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, nil
 }
 
-// Finish implements idempotency.Store.
-func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
-	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+// Finish implements driver.Store.
+func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
+	if f.State != driver.StateDone && f.State != driver.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
 	}
 	n, err := finishScript.Run(ctx, s.c, []string{s.key(f.Key)}, f.Token, string(f.State), f.Status, f.Detail,
 		ms(f.Now), ms(f.ExpiresAt), ttl(f.Now, f.ExpiresAt)).Int()
 	if err != nil {
-		return idempotency.Unavailable("finish", err)
+		return driver.Unavailable("finish", err)
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
-// Extend implements idempotency.Store.
-func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
-	n, err := extendScript.Run(ctx, s.c, []string{s.key(key)}, token, ms(leaseUntil), ms(now)).Int()
+// Extend implements driver.Store.
+func (s *Store) Extend(ctx context.Context, req driver.ExtendRequest) error {
+	n, err := extendScript.Run(ctx, s.c, []string{s.key(req.Key)}, req.Token, ms(req.LeaseUntil), ms(req.Now)).Int()
 	if err != nil {
-		return idempotency.Unavailable("extend", err)
+		return driver.Unavailable("extend", err)
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
-// Reopen implements idempotency.Store.
-func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+// Reopen implements driver.Store.
+func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Record, error) {
 	if r.Key == "" || r.Token == "" {
-		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+		return driver.Record{}, fmt.Errorf("%w: reopen needs key and token", driver.ErrInvalid)
 	}
 	res, err := reopenScript.Run(ctx, s.c, []string{s.key(r.Key)}, r.Token, ms(r.Now), ms(r.ExpiresAt), r.Reason,
-		ms(r.LeaseUntil), ttl(r.Now, r.ExpiresAt), r.PrevToken, r.Generation, idempotency.JoinHistory(r.History)).Slice()
+		ms(r.LeaseUntil), ttl(r.Now, r.ExpiresAt), r.PrevToken, r.Generation, driver.JoinHistory(r.History)).Slice()
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+		return driver.Record{}, driver.Unavailable("reopen", err)
 	}
 	if len(res) == 1 {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	rec, err := decode(r.Key, res[1])
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+		return driver.Record{}, driver.Unavailable("reopen", err)
 	}
 	switch {
 	case res[0] == int64(1):
 		return rec, nil
 	case rec.Expired(r.Now):
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	return rec, idempotency.ErrNotFailed
+	return rec, driver.ErrNotFailed
 }
 
 // amendScript: ARGV token, from status, status, detail, history, now.
@@ -310,39 +310,39 @@ redis.call('HSET', k, 'status', ARGV[3], 'detail', ARGV[4], 'history', ARGV[5], 
 return {1, redis.call('HGETALL', k)}
 `)
 
-// Amend implements idempotency.Amender: one script.
-func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
+// Amend implements driver.Amender: one script.
+func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record, error) {
 	res, err := amendScript.Run(ctx, s.c, []string{s.key(a.Key)}, a.Token, a.FromStatus, a.Status, a.Detail,
-		idempotency.JoinHistory(a.History), ms(a.Now)).Slice()
+		driver.JoinHistory(a.History), ms(a.Now)).Slice()
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+		return driver.Record{}, driver.Unavailable("amend", err)
 	}
 	if len(res) == 1 {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	rec, err := decode(a.Key, res[1])
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+		return driver.Record{}, driver.Unavailable("amend", err)
 	}
 	switch {
 	case res[0] == int64(1):
 		return rec, nil
 	case rec.Expired(a.Now):
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	return rec, idempotency.ErrStale
+	return rec, driver.ErrStale
 }
 
-// ListByResult implements idempotency.ResultLister by SCAN over the prefix
+// ListByResult implements driver.ResultLister by SCAN over the prefix
 // (an operator's tool: it reads every record).
-func (s *Store) ListByResult(ctx context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
-	var out []idempotency.Record
+func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
+	var out []driver.Record
 	iter := s.c.Scan(ctx, 0, s.prefix+"*", 500).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()
 		h, err := s.c.HGetAll(ctx, k).Result()
 		if err != nil {
-			return nil, idempotency.Unavailable("list", err)
+			return nil, driver.Unavailable("list", err)
 		}
 		if len(h) == 0 || h["state"] != string(state) || h["status"] != status {
 			continue
@@ -353,7 +353,7 @@ func (s *Store) ListByResult(ctx context.Context, state idempotency.State, statu
 		}
 	}
 	if err := iter.Err(); err != nil {
-		return nil, idempotency.Unavailable("list", err)
+		return nil, driver.Unavailable("list", err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
 	return out[:min(limit, len(out))], nil

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/redisstore"
@@ -16,7 +17,7 @@ func TestStoreConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 // The key carries a TTL of the record's retention, computed from the

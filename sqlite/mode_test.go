@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -27,7 +27,7 @@ func TestTheDatabaseAndItsSideFilesAreOwnerOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		now := time.Now()
-		if _, err := sqlite.NewStore(db).Claim(t.Context(), idempotency.ClaimRequest{Key: "K", Token: "t", Fingerprint: "f", Now: now,
+		if _, err := sqlite.NewStore(db).Claim(t.Context(), driver.ClaimRequest{Key: "K", Token: "t", Fingerprint: "f", Now: now,
 			LeaseExpiredBy: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Store is the idempotency.Store on the SQLite file. The claim runs in the
+// Store is the driver.Store on the SQLite file. The claim runs in the
 // writer's transaction: a plain INSERT … ON CONFLICT DO NOTHING for a new
 // key; otherwise the row is read and, only when it may be taken over, an
 // INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING takes it
@@ -23,12 +23,12 @@ type Store struct {
 }
 
 var (
-	_ idempotency.Store        = (*Store)(nil)
-	_ idempotency.StuckLister  = (*Store)(nil)
-	_ idempotency.Purger       = (*Store)(nil)
-	_ idempotency.StateCounter = (*Store)(nil)
-	_ idempotency.Amender      = (*Store)(nil)
-	_ idempotency.ResultLister = (*Store)(nil)
+	_ driver.Store        = (*Store)(nil)
+	_ driver.StuckLister  = (*Store)(nil)
+	_ driver.Purger       = (*Store)(nil)
+	_ driver.StateCounter = (*Store)(nil)
+	_ driver.Amender      = (*Store)(nil)
+	_ driver.ResultLister = (*Store)(nil)
 )
 
 // NewStore returns a store on db (from Open).
@@ -65,12 +65,12 @@ const columns = `key, state, token, fingerprint, attempt, lease_until, created_a
 
 const selectSQL = `select ` + columns + ` from idempotency_records where key = ?`
 
-// Claim implements idempotency.Store.
-func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+// Claim implements driver.Store.
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	if req.Key == "" || req.Token == "" {
-		return idempotency.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", idempotency.ErrInvalid)
+		return driver.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", driver.ErrInvalid)
 	}
-	var res idempotency.ClaimResult
+	var res driver.ClaimResult
 	err := s.db.write1(ctx, func(tx *wtx) error {
 		// A new key (most claims) is one plain insert. Otherwise the row is
 		// read and, only if the claim may take it, taken over by the
@@ -84,8 +84,8 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		if n, err := ins.RowsAffected(); err != nil {
 			return err
 		} else if n == 1 {
-			res = idempotency.ClaimResult{Acquired: true, Record: idempotency.Record{
-				Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+			res = driver.ClaimResult{Acquired: true, Record: driver.Record{
+				Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 				Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: 1,
 			}}
 			return nil
@@ -95,7 +95,7 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 			return err
 		}
 		if !req.Allows(existing) {
-			res = idempotency.ClaimResult{Record: existing} // a duplicate
+			res = driver.ClaimResult{Record: existing} // a duplicate
 			return nil
 		}
 		var attempt, generation int
@@ -104,56 +104,56 @@ func (s *Store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 		err = tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
 			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created, &generation, &history)
 		if err == nil {
-			res = idempotency.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: idempotency.Record{
-				Key: req.Key, State: idempotency.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+			res = driver.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: driver.Record{
+				Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 				Attempt: attempt, Fingerprint: req.Fingerprint, CreatedAt: time.UnixMilli(created).UTC(),
-				UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: generation, History: idempotency.SplitHistory(history),
+				UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: generation, History: driver.SplitHistory(history),
 			}}
 			return nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		res = idempotency.ClaimResult{Record: existing}
+		res = driver.ClaimResult{Record: existing}
 		return nil
 	})
 	if err != nil {
-		return idempotency.ClaimResult{}, idempotency.Unavailable("claim", err)
+		return driver.ClaimResult{}, driver.Unavailable("claim", err)
 	}
 	return res, nil
 }
 
-// Get implements idempotency.Store.
-func (s *Store) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+// Get implements driver.Store.
+func (s *Store) Get(ctx context.Context, key string, now time.Time) (driver.Record, error) {
 	rec, err := scan(s.db.queryRow(ctx, selectSQL, key))
 	if errors.Is(err, sql.ErrNoRows) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	if err != nil {
-		return idempotency.Record{}, idempotency.Unavailable("get", err)
+		return driver.Record{}, driver.Unavailable("get", err)
 	}
 	if rec.Expired(now) {
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, nil
 }
 
 type row interface{ Scan(...any) error }
 
-func scan(r row) (idempotency.Record, error) {
-	var rec idempotency.Record
+func scan(r row) (driver.Record, error) {
+	var rec driver.Record
 	var state string
 	var lease, created, updated, expires, reopened int64
 	var history string
 	if err := r.Scan(&rec.Key, &state, &rec.Token, &rec.Fingerprint, &rec.Attempt, &lease, &created, &updated, &expires, &rec.Status, &rec.Detail,
 		&rec.Reopens, &reopened, &rec.ReopenReason, &rec.PrevStatus, &rec.PrevDetail, &rec.Generation, &history); err != nil {
-		return idempotency.Record{}, err
+		return driver.Record{}, err
 	}
-	rec.History = idempotency.SplitHistory(history)
+	rec.History = driver.SplitHistory(history)
 	if reopened != 0 {
 		rec.ReopenedAt = time.UnixMilli(reopened).UTC()
 	}
-	rec.State = idempotency.State(state)
+	rec.State = driver.State(state)
 	rec.LeaseUntil = time.UnixMilli(lease).UTC()
 	rec.CreatedAt = time.UnixMilli(created).UTC()
 	rec.UpdatedAt = time.UnixMilli(updated).UTC()
@@ -161,10 +161,10 @@ func scan(r row) (idempotency.Record, error) {
 	return rec, nil
 }
 
-// Finish implements idempotency.Store.
-func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
-	if f.State != idempotency.StateDone && f.State != idempotency.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", idempotency.ErrInvalid, f.State)
+// Finish implements driver.Store.
+func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
+	if f.State != driver.StateDone && f.State != driver.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
 	}
 	var n int64
 	var landed bool
@@ -190,17 +190,17 @@ func (s *Store) Finish(ctx context.Context, f idempotency.Finish) error {
 	})
 	switch {
 	case err != nil:
-		return idempotency.Unavailable("finish", err)
+		return driver.Unavailable("finish", err)
 	case n == 0 && !landed:
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
-// Extend implements idempotency.Store.
-func (s *Store) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
+// Extend implements driver.Store.
+func (s *Store) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	return s.held(ctx, "extend", `update idempotency_records set lease_until = ?, updated_at = ?
-		where key = ? and state = 'IN_PROGRESS' and token = ?`, leaseUntil.UnixMilli(), now.UnixMilli(), key, token)
+		where key = ? and state = 'IN_PROGRESS' and token = ?`, req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.Key, req.Token)
 }
 
 const reopenSQL = `update idempotency_records set
@@ -212,19 +212,19 @@ const reopenSQL = `update idempotency_records set
 where key = ?1 and state = 'FAILED' and expires_at > ?3 and (?7 = '' or token = ?7)
 returning ` + columns
 
-// Reopen implements idempotency.Store: one conditional UPDATE … RETURNING;
+// Reopen implements driver.Store: one conditional UPDATE … RETURNING;
 // when it matches nothing, the row is read in the same transaction to say
 // why.
-func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Record, error) {
 	if r.Key == "" || r.Token == "" {
-		return idempotency.Record{}, fmt.Errorf("%w: reopen needs key and token", idempotency.ErrInvalid)
+		return driver.Record{}, fmt.Errorf("%w: reopen needs key and token", driver.ErrInvalid)
 	}
-	var rec idempotency.Record
+	var rec driver.Record
 	var found bool
 	err := s.db.write1(ctx, func(tx *wtx) error {
 		var err error
 		rec, err = scan(tx.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now.UnixMilli(), r.ExpiresAt.UnixMilli(), r.Reason, r.LeaseUntil.UnixMilli(),
-			r.PrevToken, r.Generation, idempotency.JoinHistory(r.History)))
+			r.PrevToken, r.Generation, driver.JoinHistory(r.History)))
 		if err == nil {
 			found = true
 			return nil
@@ -240,13 +240,13 @@ func (s *Store) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.R
 	})
 	switch {
 	case err != nil:
-		return idempotency.Record{}, idempotency.Unavailable("reopen", err)
+		return driver.Record{}, driver.Unavailable("reopen", err)
 	case found:
 		return rec, nil
 	case rec.Key == "" || rec.Expired(r.Now):
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	return rec, idempotency.ErrNotFailed
+	return rec, driver.ErrNotFailed
 }
 
 // held runs one statement conditional on IN_PROGRESS and the token.
@@ -261,17 +261,17 @@ func (s *Store) held(ctx context.Context, op, query string, args ...any) error {
 		return err
 	})
 	if err != nil {
-		return idempotency.Unavailable(op, err)
+		return driver.Unavailable(op, err)
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return driver.ErrLeaseLost
 	}
 	return nil
 }
 
 // Stuck returns the IN_PROGRESS records whose lease passed before now,
 // oldest lease first (at most limit), and how many there are in all.
-func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempotency.Record, int, error) {
+func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	var total int
 	if err := s.db.sql.QueryRowContext(ctx, `select count(*) from idempotency_records
 		where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?`, now.UnixMilli(), now.UnixMilli()).Scan(&total); err != nil {
@@ -284,7 +284,7 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempote
 		return nil, 0, err
 	}
 	defer rows.Close()
-	var out []idempotency.Record
+	var out []driver.Record
 	for rows.Next() {
 		rec, err := scan(rows)
 		if err != nil {
@@ -295,16 +295,16 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]idempote
 	return out, total, rows.Err()
 }
 
-// Amend implements idempotency.Amender: one conditional UPDATE … RETURNING;
+// Amend implements driver.Amender: one conditional UPDATE … RETURNING;
 // when it matches nothing, the row is read in the same transaction.
-func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Record, error) {
-	var rec idempotency.Record
+func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record, error) {
+	var rec driver.Record
 	var done, found bool
 	err := s.db.write1(ctx, func(tx *wtx) error {
 		var err error
 		rec, err = scan(tx.QueryRow(ctx, `update idempotency_records set status = ?4, detail = ?5, history = ?6, updated_at = ?7
 			where key = ?1 and state = 'DONE' and token = ?2 and status = ?3 and expires_at > ?7 returning `+columns,
-			a.Key, a.Token, a.FromStatus, a.Status, a.Detail, idempotency.JoinHistory(a.History), a.Now.UnixMilli()))
+			a.Key, a.Token, a.FromStatus, a.Status, a.Detail, driver.JoinHistory(a.History), a.Now.UnixMilli()))
 		if err == nil {
 			done = true
 			return nil
@@ -321,25 +321,25 @@ func (s *Store) Amend(ctx context.Context, a idempotency.Amend) (idempotency.Rec
 	})
 	switch {
 	case err != nil:
-		return idempotency.Record{}, idempotency.Unavailable("amend", err)
+		return driver.Record{}, driver.Unavailable("amend", err)
 	case done:
 		return rec, nil
 	case !found || rec.Expired(a.Now):
-		return idempotency.Record{}, idempotency.ErrNotFound
+		return driver.Record{}, driver.ErrNotFound
 	}
-	return rec, idempotency.ErrStale
+	return rec, driver.ErrStale
 }
 
-// ListByResult implements idempotency.ResultLister (a scan: status is not
+// ListByResult implements driver.ResultLister (a scan: status is not
 // indexed).
-func (s *Store) ListByResult(ctx context.Context, state idempotency.State, status string, now time.Time, limit int) ([]idempotency.Record, error) {
+func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
 	rows, err := s.db.sql.QueryContext(ctx, `select `+columns+` from idempotency_records
 		where state = ? and status = ? and expires_at > ? order by updated_at limit ?`, string(state), status, now.UnixMilli(), limit)
 	if err != nil {
-		return nil, idempotency.Unavailable("list", err)
+		return nil, driver.Unavailable("list", err)
 	}
 	defer rows.Close()
-	var out []idempotency.Record
+	var out []driver.Record
 	for rows.Next() {
 		rec, err := scan(rows)
 		if err != nil {
@@ -350,7 +350,7 @@ func (s *Store) ListByResult(ctx context.Context, state idempotency.State, statu
 	return out, rows.Err()
 }
 
-// Purge implements idempotency.Purger: one small delete (by the expires_at
+// Purge implements driver.Purger: one small delete (by the expires_at
 // index) per call, so that a sweep never holds the write lock for long.
 func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error) {
 	var n int64
@@ -364,35 +364,35 @@ func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error
 		return err
 	})
 	if err != nil {
-		return 0, idempotency.Unavailable("purge", err)
+		return 0, driver.Unavailable("purge", err)
 	}
 	return int(n), nil
 }
 
-// Expired implements idempotency.Purger.
+// Expired implements driver.Purger.
 func (s *Store) Expired(ctx context.Context, now time.Time) (int, error) {
 	var n int
 	if err := s.db.sql.QueryRowContext(ctx, `select count(*) from idempotency_records where expires_at <= ?`, now.UnixMilli()).Scan(&n); err != nil {
-		return 0, idempotency.Unavailable("expired", err)
+		return 0, driver.Unavailable("expired", err)
 	}
 	return n, nil
 }
 
-// CountByState implements idempotency.StateCounter.
-func (s *Store) CountByState(ctx context.Context, now time.Time) (map[idempotency.State]int, error) {
+// CountByState implements driver.StateCounter.
+func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.State]int, error) {
 	rows, err := s.db.sql.QueryContext(ctx, `select state, count(*) from idempotency_records where expires_at > ? group by state`, now.UnixMilli())
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[idempotency.State]int{}
+	out := map[driver.State]int{}
 	for rows.Next() {
 		var st string
 		var n int
 		if err := rows.Scan(&st, &n); err != nil {
 			return nil, err
 		}
-		out[idempotency.State(st)] = n
+		out[driver.State(st)] = n
 	}
 	return out, rows.Err()
 }

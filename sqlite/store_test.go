@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
@@ -22,7 +23,7 @@ func TestConformance(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	s := sqlite.NewStore(db)
-	storetest.Run(t, func(*testing.T) idempotency.Store { return s })
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
 }
 
 // Several processes share one file: each has its own connection pool. The
@@ -119,7 +120,7 @@ func TestCancelledCallersNeverPoisonAGroupCommit(t *testing.T) {
 				time.AfterFunc(d, cancel)
 			}
 			token := fmt.Sprintf("tok-%d", i)
-			res, err := s.Claim(ctx, idempotency.ClaimRequest{
+			res, err := s.Claim(ctx, driver.ClaimRequest{
 				Key: fmt.Sprintf("K-%d", i), Token: token, Fingerprint: "fp", Now: now,
 				LeaseExpiredBy: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 			})

@@ -32,7 +32,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/consumer"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -169,14 +169,14 @@ func xrayToTraceparent(h string) string {
 }
 
 // Store wraps s: a span for each claim and finish.
-func (t *Tracing) Store(s idempotency.Store) idempotency.Store { return &store{Store: s, t: t} }
+func (t *Tracing) Store(s driver.Store) driver.Store { return &store{Store: s, t: t} }
 
 type store struct {
-	idempotency.Store
+	driver.Store
 	t *Tracing
 }
 
-func (s *store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func (s *store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	ctx, span := s.t.tracer.Start(ctx, "claim", trace.WithAttributes(attribute.String(AttrChargeID, req.Key)))
 	defer span.End()
 	res, err := s.Store.Claim(ctx, req)
@@ -188,7 +188,7 @@ func (s *store) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempo
 	return res, err
 }
 
-func (s *store) Finish(ctx context.Context, f idempotency.Finish) error {
+func (s *store) Finish(ctx context.Context, f driver.FinishRequest) error {
 	ctx, span := s.t.tracer.Start(ctx, "finish", trace.WithAttributes(attribute.String(AttrChargeID, f.Key),
 		attribute.String("record.state", string(f.State)), attribute.String("record.status", f.Status)))
 	defer span.End()

@@ -40,6 +40,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 func main() {
@@ -182,7 +183,7 @@ func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclai
 
 // reclaim claims keys with a short lease that runs out (a dead worker),
 // then takes each over and finishes it, counting the takeover's units.
-func reclaim(ctx context.Context, meter *meter, store idempotency.Store, n, workers int, u *Units) error {
+func reclaim(ctx context.Context, meter *meter, store driver.Store, n, workers int, u *Units) error {
 	const lease = 200 * time.Millisecond
 	dead, err := idempotency.NewGuard(store, idempotency.Options{Lease: lease, SkewMargin: time.Millisecond})
 	if err != nil {

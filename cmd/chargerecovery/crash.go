@@ -6,7 +6,7 @@ import (
 	"syscall"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // The crash points of --crash-at: the process SIGKILLs itself right after
@@ -32,11 +32,11 @@ func die() {
 }
 
 type crashingStore struct {
-	idempotency.Store
+	driver.Store
 	at string
 }
 
-func (s crashingStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func (s crashingStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	res, err := s.Store.Claim(ctx, req)
 	if err == nil && res.Acquired && s.at == crashAfterClaim {
 		die()
@@ -44,7 +44,7 @@ func (s crashingStore) Claim(ctx context.Context, req idempotency.ClaimRequest) 
 	return res, err
 }
 
-func (s crashingStore) Finish(ctx context.Context, f idempotency.Finish) error {
+func (s crashingStore) Finish(ctx context.Context, f driver.FinishRequest) error {
 	err := s.Store.Finish(ctx, f)
 	if err == nil && s.at == crashAfterDone {
 		die()
@@ -67,7 +67,7 @@ func (d crashingDebiter) Debit(ctx context.Context, req charge.DebitRequest) (ch
 
 // withCrashes wraps the store and the debiter for --crash-at (no-op when
 // at is empty).
-func withCrashes(at string, s idempotency.Store, d charge.Debiter) (idempotency.Store, charge.Debiter) {
+func withCrashes(at string, s driver.Store, d charge.Debiter) (driver.Store, charge.Debiter) {
 	if at == "" {
 		return s, d
 	}

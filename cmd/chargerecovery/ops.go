@@ -15,6 +15,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/status"
@@ -176,7 +177,7 @@ func runStuck(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	sl, ok := b.Store.(idempotency.StuckLister)
+	sl, ok := b.Store.(driver.StuckLister)
 	if !ok {
 		return fmt.Errorf("the %s store cannot list stuck claims (it would need a scan of every key); each is reclaimed by its next delivery, and inspect CHARGE_ID shows one", cmp.Or(bc.Store, bc.Kind))
 	}

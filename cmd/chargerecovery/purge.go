@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 )
@@ -32,7 +32,7 @@ func runPurge(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	defer b.Close()
 	now := time.Now()
-	purger, purges := b.Store.(idempotency.Purger)
+	purger, purges := b.Store.(driver.Purger)
 	if !purges && b.Expirer == nil {
 		fmt.Fprintln(env.Stdout, "nothing to do: this backend expires records (DynamoDB TTL on attribute ttl) and messages (SQS MessageRetentionPeriod) itself")
 		return nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
 )
@@ -74,8 +75,8 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	amender, ok1 := b.Store.(idempotency.Amender)
-	lister, ok2 := b.Store.(idempotency.ResultLister)
+	amender, ok1 := b.Store.(driver.Amender)
+	lister, ok2 := b.Store.(driver.ResultLister)
 	if !ok1 || !ok2 {
 		return fmt.Errorf("the %s store cannot amend or list results", cmp.Or(bc.Store, bc.Kind))
 	}
@@ -132,7 +133,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		line := fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED; why: %s",
 			now.UTC().Format(time.RFC3339), operator, nc.Channel, notice.NotificationKey, reason)
-		_, err = amender.Amend(ctx, idempotency.Amend{Key: rec.Key, Token: rec.Token, FromStatus: rec.Status, Status: string(charge.Debited),
+		_, err = amender.Amend(ctx, driver.AmendRequest{Key: rec.Key, Token: rec.Token, FromStatus: rec.Status, Status: string(charge.Debited),
 			Detail: notice.Reference, History: append(append([]string(nil), rec.History...), line), Now: time.Now()})
 		if err != nil {
 			failed++

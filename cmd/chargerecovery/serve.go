@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/internal/redact"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/redact"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
@@ -120,7 +121,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	defer stopSweep()
 	go backend.RunSweeper(sweepCtx, b, b.Store, sc, log, func(c backend.SweepCounts) { m.Swept(c.Records, c.Messages, c.DLQMessages) })
 	go m.QueueDepth(sweepCtx, depthTick, b.Queue.Depth, func(err error) { log.Warn("queue depth sample failed", "error", err) })
-	if sl, ok := b.Store.(idempotency.StuckLister); ok && b.CheapCounts() {
+	if sl, ok := b.Store.(driver.StuckLister); ok && b.CheapCounts() {
 		go m.StuckClaims(sweepCtx, depthTick, func(ctx context.Context) (int, error) { _, n, err := sl.Stuck(ctx, time.Now(), 1); return n, err },
 			func(err error) { log.Warn("stuck claims sample failed", "error", err) })
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Benchmark measures the claim on a store, the same way for every store:
@@ -14,7 +15,7 @@ import (
 // single write), a fresh claim then DONE (a charge's first delivery: two
 // store calls), and a duplicate claim (a key already DONE: one store
 // call). Run it from each store's own benchmark.
-func Benchmark(b *testing.B, s idempotency.Store) {
+func Benchmark(b *testing.B, s driver.Store) {
 	g, err := idempotency.NewGuard(s, idempotency.Options{Lease: time.Minute})
 	if err != nil {
 		b.Fatal(err)

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite every idempotency.Store must
+// Package storetest is the conformance suite every driver.Store must
 // pass, in the spirit of gocloud.dev's drivertest: one set of behavioural
 // tests, run by each backend's own test against a real instance.
 package storetest

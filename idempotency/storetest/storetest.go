@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Lease and Retention used by the suite's guards.
@@ -22,7 +23,7 @@ const (
 
 // Run runs the conformance suite. newStore is called once per subtest; it may
 // return the same store every time (every subtest uses keys of its own).
-func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
+func Run(t *testing.T, newStore func(t *testing.T) driver.Store) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,11 +36,12 @@ func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 			tc.run(t, &env{g: g, s: s, clock: clock, key: uniqueKey(t)})
 		})
 	}
+	t.Run("Transitions", func(t *testing.T) { Transitions(t, newStore) })
 }
 
 type env struct {
 	g     *idempotency.Guard
-	s     idempotency.Store
+	s     driver.Store
 	clock *Clock
 	key   string
 }
@@ -319,7 +321,7 @@ var cases = []struct {
 		}
 	}},
 	{"StuckListsExpiredClaimsOldestFirst", func(t *testing.T, e *env) {
-		sl, ok := e.s.(idempotency.StuckLister)
+		sl, ok := e.s.(driver.StuckLister)
 		if !ok {
 			t.Skip("the store does not list stuck claims (optional)")
 		}
@@ -495,7 +497,7 @@ var cases = []struct {
 			seen = run.Generation
 			return idempotency.Done{Status: "FAILED_AGAIN"}, fmt.Errorf("%w: declined again", idempotency.ErrPermanent)
 		}, idempotency.DoOptions{})
-		if seen != 2 || !errors.Is(err, idempotency.ErrFailed) {
+		if seen != 2 || err != nil || res.Outcome != idempotency.Failed {
 			t.Fatalf("Do after the reopen: generation %d (%v %v), want 2 and FAILED", seen, res, err)
 		}
 		if got := e.get(t); got.State != idempotency.StateFailed || got.Generation != 2 || len(got.History) != 1 {
@@ -541,7 +543,7 @@ var cases = []struct {
 		}
 		// A reopen decided on the first FAILED record must not apply to the
 		// second one.
-		rec, err := e.s.Reopen(t.Context(), idempotency.Reopen{Key: e.key, Token: "tok-stale", Reason: "stale", Now: e.clock.Now(),
+		rec, err := e.s.Reopen(t.Context(), driver.ReopenRequest{Key: e.key, Token: "tok-stale", Reason: "stale", Now: e.clock.Now(),
 			LeaseUntil: e.clock.Now(), ExpiresAt: e.clock.Now().Add(Retention), PrevToken: stale, Generation: 5, History: []string{"x"}})
 		wantErr(t, "Reopen on a stale read", err, idempotency.ErrNotFailed)
 		if rec.Detail != "second" {
@@ -552,8 +554,8 @@ var cases = []struct {
 		}
 	}},
 	{"AmendAndListByResult", func(t *testing.T, e *env) {
-		am, ok := e.s.(idempotency.Amender)
-		rl, ok2 := e.s.(idempotency.ResultLister)
+		am, ok := e.s.(driver.Amender)
+		rl, ok2 := e.s.(driver.ResultLister)
 		if !ok || !ok2 {
 			t.Skip("the store does not amend results (optional)")
 		}
@@ -587,7 +589,7 @@ var cases = []struct {
 		}
 		cur := e.get(t)
 		e.clock.Advance(time.Minute)
-		stale := []idempotency.Amend{
+		stale := []driver.AmendRequest{
 			{Key: e.key, Token: "someone-else", FromStatus: "DEBITED_NOTIFICATION_FAILED", Status: "DEBITED", Now: e.clock.Now()},
 			{Key: e.key, Token: cur.Token, FromStatus: "DEBITED", Status: "DEBITED", Now: e.clock.Now()},
 		}
@@ -598,9 +600,9 @@ var cases = []struct {
 				t.Fatalf("the refusal returned %+v", rec)
 			}
 		}
-		_, err = am.Amend(t.Context(), idempotency.Amend{Key: e.key + "-none", Token: "x", Now: e.clock.Now()})
+		_, err = am.Amend(t.Context(), driver.AmendRequest{Key: e.key + "-none", Token: "x", Now: e.clock.Now()})
 		wantErr(t, "Amend of a missing record", err, idempotency.ErrNotFound)
-		rec, err := am.Amend(t.Context(), idempotency.Amend{Key: e.key, Token: cur.Token, FromStatus: "DEBITED_NOTIFICATION_FAILED",
+		rec, err := am.Amend(t.Context(), driver.AmendRequest{Key: e.key, Token: cur.Token, FromStatus: "DEBITED_NOTIFICATION_FAILED",
 			Status: "DEBITED", Detail: "CBS7", History: []string{"renotified"}, Now: e.clock.Now()})
 		if err != nil || rec.Status != "DEBITED" || rec.Detail != "CBS7" || len(rec.History) != 1 || rec.State != idempotency.StateDone {
 			t.Fatalf("Amend: %+v %v", rec, err)
@@ -679,7 +681,7 @@ var cases = []struct {
 		}
 	}},
 	{"CountByStateCountsLiveRecords", func(t *testing.T, e *env) {
-		sc, ok := e.s.(idempotency.StateCounter)
+		sc, ok := e.s.(driver.StateCounter)
 		if !ok {
 			t.Skip("the store cannot count records by state cheaply (optional)")
 		}
@@ -715,7 +717,7 @@ var cases = []struct {
 		}
 	}},
 	{"PurgeDeletesOnlyRecordsPastRetention", func(t *testing.T, e *env) {
-		p, ok := e.s.(idempotency.Purger)
+		p, ok := e.s.(driver.Purger)
 		if !ok {
 			t.Skip("the store expires records itself (optional)")
 		}

@@ -11,13 +11,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/internal/redact"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/internal/redact"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -28,7 +29,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/awssqs"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/postgres"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -171,7 +172,7 @@ type Expirer interface {
 type Backend struct {
 	Desc  string
 	Queue queue.Queue
-	Store idempotency.Store
+	Store driver.Store
 	// Expirer is nil where the queue expires messages itself.
 	Expirer Expirer
 	// Warnings are what is weaker than it should be in production (TLS not
@@ -201,7 +202,7 @@ func (b *Backend) Ready(ctx context.Context) error {
 // PostgreSQL) rather than a scan (DynamoDB) or every key (Redis): only then
 // are stuck claims sampled for the metrics.
 func (b *Backend) CheapCounts() bool {
-	_, ok := b.Store.(idempotency.StateCounter)
+	_, ok := b.Store.(driver.StateCounter)
 	return ok
 }
 

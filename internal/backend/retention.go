@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 )
 
@@ -57,7 +57,7 @@ type SweepCounts struct {
 
 // Sweep deletes everything past retention at now, batch rows per write,
 // pausing between writes; it stops early when ctx ends.
-func Sweep(ctx context.Context, b *Backend, store idempotency.Store, now time.Time, c SweepConfig) (SweepCounts, error) {
+func Sweep(ctx context.Context, b *Backend, store driver.Store, now time.Time, c SweepConfig) (SweepCounts, error) {
 	var got SweepCounts
 	pause := func() bool {
 		if c.Pause <= 0 {
@@ -72,7 +72,7 @@ func Sweep(ctx context.Context, b *Backend, store idempotency.Store, now time.Ti
 			return false
 		}
 	}
-	if p, ok := store.(idempotency.Purger); ok {
+	if p, ok := store.(driver.Purger); ok {
 		for {
 			n, err := p.Purge(ctx, now, c.Batch)
 			got.Records += n
@@ -101,11 +101,11 @@ func Sweep(ctx context.Context, b *Backend, store idempotency.Store, now time.Ti
 }
 
 // RunSweeper sweeps every c.Interval until ctx ends, reporting each sweep.
-func RunSweeper(ctx context.Context, b *Backend, store idempotency.Store, c SweepConfig, log *slog.Logger, report func(SweepCounts)) {
+func RunSweeper(ctx context.Context, b *Backend, store driver.Store, c SweepConfig, log *slog.Logger, report func(SweepCounts)) {
 	if c.Interval <= 0 {
 		return
 	}
-	_, purges := store.(idempotency.Purger)
+	_, purges := store.(driver.Purger)
 	if !purges && b.Expirer == nil {
 		return // the backend expires records and messages itself
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
@@ -198,7 +199,7 @@ func printBench(w io.Writer, r Report) {
 
 // SeedExpired writes n idempotency records whose retention has passed (as
 // a guard whose clock reads 31 days ago would), in parallel batches.
-func SeedExpired(ctx context.Context, store idempotency.Store, n int) error {
+func SeedExpired(ctx context.Context, store driver.Store, n int) error {
 	if n == 0 {
 		return nil
 	}

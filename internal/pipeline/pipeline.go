@@ -11,13 +11,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/internal/redact"
 	"log/slog"
 	"net"
 	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/internal/redact"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -303,7 +305,7 @@ func NewBank(c Config, log *slog.Logger) (Bank, error) {
 // Ports are what a pipeline consumes and calls.
 type Ports struct {
 	Source   consumer.Source
-	Store    idempotency.Store
+	Store    driver.Store
 	Bank     Bank
 	Notifier charge.Notifier
 }
@@ -544,7 +546,7 @@ func BankCause(err error) string {
 // even a refusal (lease lost, not found), shows it works. Calls are never
 // refused by it: a result after a debit must always be tried.
 type gatedStore struct {
-	idempotency.Store
+	driver.Store
 	br *circuit.Breaker
 }
 
@@ -558,7 +560,7 @@ func (g gatedStore) record(ctx context.Context, err error) {
 	}
 }
 
-func (g gatedStore) Claim(ctx context.Context, req idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func (g gatedStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	r, err := g.Store.Claim(ctx, req)
 	g.record(ctx, err)
 	return r, err
@@ -570,19 +572,19 @@ func (g gatedStore) Get(ctx context.Context, key string, now time.Time) (idempot
 	return r, err
 }
 
-func (g gatedStore) Finish(ctx context.Context, f idempotency.Finish) error {
+func (g gatedStore) Finish(ctx context.Context, f driver.FinishRequest) error {
 	err := g.Store.Finish(ctx, f)
 	g.record(ctx, err)
 	return err
 }
 
-func (g gatedStore) Extend(ctx context.Context, key, token string, leaseUntil, now time.Time) error {
-	err := g.Store.Extend(ctx, key, token, leaseUntil, now)
+func (g gatedStore) Extend(ctx context.Context, req driver.ExtendRequest) error {
+	err := g.Store.Extend(ctx, req)
 	g.record(ctx, err)
 	return err
 }
 
-func (g gatedStore) Reopen(ctx context.Context, r idempotency.Reopen) (idempotency.Record, error) {
+func (g gatedStore) Reopen(ctx context.Context, r driver.ReopenRequest) (idempotency.Record, error) {
 	rec, err := g.Store.Reopen(ctx, r)
 	g.record(ctx, err)
 	return rec, err

@@ -12,6 +12,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	wiring "github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/notify"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -20,20 +21,20 @@ import (
 // downStore fails every call with ErrUnavailable while down is set: a
 // store that cannot be reached.
 type downStore struct {
-	idempotency.Store
+	driver.Store
 	down atomic.Bool
 }
 
 func (s *downStore) err(op string) error {
 	if s.down.Load() {
-		return idempotency.Unavailable(op, fmt.Errorf("injected outage"))
+		return driver.Unavailable(op, fmt.Errorf("injected outage"))
 	}
 	return nil
 }
 
-func (s *downStore) Claim(ctx context.Context, r idempotency.ClaimRequest) (idempotency.ClaimResult, error) {
+func (s *downStore) Claim(ctx context.Context, r driver.ClaimRequest) (driver.ClaimResult, error) {
 	if err := s.err("claim"); err != nil {
-		return idempotency.ClaimResult{}, err
+		return driver.ClaimResult{}, err
 	}
 	return s.Store.Claim(ctx, r)
 }
@@ -45,18 +46,18 @@ func (s *downStore) Get(ctx context.Context, key string, now time.Time) (idempot
 	return s.Store.Get(ctx, key, now)
 }
 
-func (s *downStore) Finish(ctx context.Context, f idempotency.Finish) error {
+func (s *downStore) Finish(ctx context.Context, f driver.FinishRequest) error {
 	if err := s.err("finish"); err != nil {
 		return err
 	}
 	return s.Store.Finish(ctx, f)
 }
 
-func (s *downStore) Extend(ctx context.Context, key, token string, until, now time.Time) error {
+func (s *downStore) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	if err := s.err("extend"); err != nil {
 		return err
 	}
-	return s.Store.Extend(ctx, key, token, until, now)
+	return s.Store.Extend(ctx, req)
 }
 
 // Receipt is one handling of a message: when, which, and its receive

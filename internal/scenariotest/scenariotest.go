@@ -20,6 +20,7 @@ import (
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/notify"
 	"github.com/finedge/idempotent-consumer/queue"
 )
@@ -27,7 +28,7 @@ import (
 // Backend is a fresh queue (with its DLQ) and idempotency store.
 type Backend struct {
 	Queue queue.Queue
-	Store idempotency.Store
+	Store driver.Store
 }
 
 // Harness opens a new, empty backend per call whose queue uses visibility

@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/internal/redact"
 	"io"
 	"net/http"
 	"slices"
@@ -16,7 +15,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/internal/redact"
+
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -61,7 +63,7 @@ type Consumer struct {
 type Sources struct {
 	Backend    string
 	Queue      queue.Queue
-	Store      idempotency.Store
+	Store      driver.Store
 	MetricsURL string // "" to skip
 	Client     *http.Client
 	Now        time.Time
@@ -88,14 +90,14 @@ func Collect(ctx context.Context, s Sources) (Report, error) {
 	if r.DLQByCode == nil {
 		r.DLQByCode = map[queue.Code]int{}
 	}
-	if sc, ok := s.Store.(idempotency.StateCounter); ok {
+	if sc, ok := s.Store.(driver.StateCounter); ok {
 		if r.Records, err = sc.CountByState(ctx, s.Now); err != nil {
 			return r, fmt.Errorf("count records: %w", err)
 		}
 	} else {
 		r.RecordsNote = "this store cannot count records by state without reading all of them (DynamoDB: a full scan; Redis: every key); use inspect for one charge"
 	}
-	if sl, ok := s.Store.(idempotency.StuckLister); ok {
+	if sl, ok := s.Store.(driver.StuckLister); ok {
 		if _, r.Stuck, err = sl.Stuck(ctx, s.Now, 1); err != nil {
 			return r, fmt.Errorf("stuck claims: %w", err)
 		}

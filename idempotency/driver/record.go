@@ -1,0 +1,76 @@
+package driver
+
+import (
+	"strings"
+	"time"
+)
+
+// Record is the one item kept per business key.
+type Record struct {
+	Key   string
+	State State
+	// LeaseUntil is when the current claim expires. An IN_PROGRESS record
+	// whose lease has passed may be reclaimed.
+	LeaseUntil time.Time
+	// Token is random per claim (the fencing token).
+	Token string
+	// Attempt is 1 on the first claim and grows by one on every reclaim.
+	Attempt int
+	// Fingerprint identifies the business payload (a keyed hash of it).
+	Fingerprint string
+	// Status and Detail are the application's result, written with the final
+	// state: for charges DEBITED / DEBITED_NOTIFICATION_FAILED / FAILED and a
+	// reason or core-banking reference.
+	Status string
+	Detail string
+	// CreatedAt is the time of the first claim; UpdatedAt of the last write.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	// ExpiresAt is the retention deadline; past it the record counts as
+	// absent (a DynamoDB TTL attribute deletes it some time later).
+	ExpiresAt time.Time
+	// The audit trail of operator reopenings of a FAILED record: how many
+	// there were, and the last one's time, reason and the status and detail
+	// the record held before it. Claims and finishes keep these fields; a
+	// record taken over past its retention starts without.
+	Reopens      int
+	ReopenedAt   time.Time
+	ReopenReason string
+	PrevStatus   string
+	PrevDetail   string
+	// Generation counts the key generations of the work's side effect: 1
+	// for the first, one more for every reopening into a new generation, for
+	// work whose downstream system has given a final answer under the old
+	// one (a bank's decline under an idempotency key is final for that
+	// key). Claims and finishes keep it; a record taken over past its
+	// retention starts at 1. A store reads a record written before
+	// generations existed as 1.
+	Generation int
+	// History holds one line per reopening, oldest first: the generation,
+	// the outcome it ended with, when, why. With the current Status and
+	// Detail it is every generation's outcome.
+	History []string
+}
+
+// LeaseLive reports whether r is IN_PROGRESS with a lease that has not passed
+// at now.
+func (r Record) LeaseLive(now time.Time) bool {
+	return r.State == StateInProgress && now.Before(r.LeaseUntil)
+}
+
+// Expired reports whether r is past its retention at now.
+func (r Record) Expired(now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt)
+}
+
+// JoinHistory is a record's History as one text (one line per entry), for
+// stores that keep it in a text column; SplitHistory is its inverse.
+func JoinHistory(h []string) string { return strings.Join(h, "\n") }
+
+// SplitHistory reads what JoinHistory wrote ("" is no history).
+func SplitHistory(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}

@@ -1,0 +1,162 @@
+package driver
+
+// State is where a key is in the claim state machine.
+type State string
+
+// The three states of a record, and StateAbsent for a key without one.
+const (
+	// StateAbsent is no record, or only one past its retention. It is
+	// never stored.
+	StateAbsent     State = ""
+	StateInProgress State = "IN_PROGRESS"
+	StateDone       State = "DONE"
+	StateFailed     State = "FAILED"
+)
+
+// Valid reports whether s is one of the three stored states.
+func (s State) Valid() bool {
+	switch s {
+	case StateInProgress, StateDone, StateFailed:
+		return true
+	}
+	return false
+}
+
+func (s State) String() string {
+	if s == StateAbsent {
+		return "absent"
+	}
+	return string(s)
+}
+
+// Op is a write a store performs: one atomic conditional operation.
+type Op string
+
+// The writes of the state machine.
+const (
+	OpClaim    Op = "claim"       // Store.Claim
+	OpExtend   Op = "extend"      // Store.Extend (a heartbeat, or a yield: a lease set in the past)
+	OpComplete Op = "finish DONE" // Store.Finish to DONE
+	OpFail     Op = "finish FAILED"
+	OpReopen   Op = "reopen" // Store.Reopen (an operator)
+	OpAmend    Op = "amend"  // Amender.Amend (an operator; optional)
+)
+
+// Condition is what a transition requires of the record and the request,
+// beyond its state. Each is evaluated by a request's Allows.
+type Condition string
+
+// The conditions of Transitions.
+const (
+	Always Condition = "always"
+	// Live: the record is not past its retention (ExpiresAt > Now).
+	Live Condition = "within retention"
+	// PastRetention: ExpiresAt <= Now; the record counts as absent.
+	PastRetention Condition = "past retention"
+	// LeasePassed: LeaseUntil <= Now - skew margin (ClaimRequest.LeaseExpiredBy),
+	// same fingerprint.
+	LeasePassed Condition = "lease passed by the skew margin, same fingerprint"
+	// LeaseLive: LeaseUntil > Now - skew margin, same fingerprint.
+	LeaseLive Condition = "lease live, same fingerprint"
+	// OtherFingerprint: the lease passed, but the claim's fingerprint differs.
+	OtherFingerprint Condition = "lease passed, another fingerprint"
+	// OwnToken: the request names the record's token (for Reopen: the
+	// token of the record the operator read, or none; for Amend: also the
+	// status read).
+	OwnToken Condition = "the record's token"
+	// OtherToken: the request names another token (a claim taken over, a
+	// record finished and claimed again since it was read).
+	OtherToken Condition = "another token"
+	// OtherStatus: Amend's FromStatus is not the record's status.
+	OtherStatus Condition = "another status than read"
+)
+
+// Transition is one row of the state machine: from a state, an operation
+// under a condition leads to a state. A row whose To is its From and whose
+// Writes is false is a refusal: the store changes nothing and answers
+// Answer (and Err, when the refusal is an error).
+type Transition struct {
+	From   State
+	Op     Op
+	When   Condition
+	To     State
+	Writes bool
+	// Answer is what the store returns, in words.
+	Answer string
+	// Err is the error the store returns (nil: none).
+	Err error
+}
+
+// Transitions is the claim state machine, every row of it. Every Store
+// implements exactly these rows (the conformance suite runs each one as a
+// case); the requests' Allows methods are the same rules in Go.
+//
+//	from         op             when                                   to           answer
+//	absent       claim          always                                 IN_PROGRESS  acquired, attempt 1, generation 1
+//	IN_PROGRESS  claim          past retention                         IN_PROGRESS  acquired as new (attempt 1, no history)
+//	DONE         claim          past retention                         IN_PROGRESS  acquired as new
+//	FAILED       claim          past retention                         IN_PROGRESS  acquired as new
+//	IN_PROGRESS  claim          lease passed by the margin, same fp    IN_PROGRESS  reclaimed: new token, attempt+1, history kept
+//	IN_PROGRESS  claim          lease live, same fp                    —            not acquired, the record (busy)
+//	IN_PROGRESS  claim          lease passed, another fingerprint      —            not acquired, the record (conflict)
+//	DONE         claim          within retention                       —            not acquired, the record (duplicate)
+//	FAILED       claim          within retention                       —            not acquired, the record (duplicate)
+//	IN_PROGRESS  extend         the record's token                     IN_PROGRESS  lease set
+//	IN_PROGRESS  extend         another token                          —            ErrLeaseLost
+//	DONE, FAILED extend         the record's token                     —            ErrLeaseLost
+//	absent       extend         always                                 —            ErrLeaseLost
+//	IN_PROGRESS  finish DONE    the record's token                     DONE         result and retention set
+//	IN_PROGRESS  finish FAILED  the record's token                     FAILED       result and retention set
+//	IN_PROGRESS  finish         another token                          —            ErrLeaseLost
+//	DONE         finish DONE    the record's token                     —            nil: a retry of a finish that landed
+//	FAILED       finish FAILED  the record's token                     —            nil: a retry of a finish that landed
+//	DONE         finish FAILED  the record's token                     —            ErrLeaseLost
+//	FAILED       finish DONE    the record's token                     —            ErrLeaseLost
+//	absent       finish         always                                 —            ErrLeaseLost
+//	FAILED       reopen         the record's token (or none given)     IN_PROGRESS  new token, lease passed, reopens+1
+//	FAILED       reopen         another token                          —            ErrNotFailed
+//	DONE         reopen         always                                 —            ErrNotFailed
+//	IN_PROGRESS  reopen         always                                 —            ErrNotFailed
+//	absent       reopen         always                                 —            ErrNotFound
+//	DONE         amend          the record's token and status          DONE         status, detail, history set
+//	DONE         amend          another status than read               —            ErrStale
+//	FAILED       amend          the record's token                     —            ErrStale
+//	absent       amend          always                                 —            ErrNotFound
+var Transitions = []Transition{
+	{StateAbsent, OpClaim, Always, StateInProgress, true, "acquired: attempt 1, generation 1", nil},
+	{StateInProgress, OpClaim, PastRetention, StateInProgress, true, "acquired as a new record: attempt 1, no history", nil},
+	{StateDone, OpClaim, PastRetention, StateInProgress, true, "acquired as a new record", nil},
+	{StateFailed, OpClaim, PastRetention, StateInProgress, true, "acquired as a new record", nil},
+	{StateInProgress, OpClaim, LeasePassed, StateInProgress, true, "reclaimed: new token, attempt + 1, history kept", nil},
+	{StateInProgress, OpClaim, LeaseLive, StateInProgress, false, "not acquired; the record (busy)", nil},
+	{StateInProgress, OpClaim, OtherFingerprint, StateInProgress, false, "not acquired; the record (conflict)", nil},
+	{StateDone, OpClaim, Live, StateDone, false, "not acquired; the record (a duplicate of a done key)", nil},
+	{StateFailed, OpClaim, Live, StateFailed, false, "not acquired; the record (a duplicate of a failed key)", nil},
+
+	{StateInProgress, OpExtend, OwnToken, StateInProgress, true, "lease set", nil},
+	{StateInProgress, OpExtend, OtherToken, StateInProgress, false, "lease lost", ErrLeaseLost},
+	{StateDone, OpExtend, OwnToken, StateDone, false, "lease lost", ErrLeaseLost},
+	{StateFailed, OpExtend, OwnToken, StateFailed, false, "lease lost", ErrLeaseLost},
+	{StateAbsent, OpExtend, Always, StateAbsent, false, "lease lost", ErrLeaseLost},
+
+	{StateInProgress, OpComplete, OwnToken, StateDone, true, "result and retention set", nil},
+	{StateInProgress, OpFail, OwnToken, StateFailed, true, "result and retention set", nil},
+	{StateInProgress, OpComplete, OtherToken, StateInProgress, false, "lease lost", ErrLeaseLost},
+	{StateInProgress, OpFail, OtherToken, StateInProgress, false, "lease lost", ErrLeaseLost},
+	{StateDone, OpComplete, OwnToken, StateDone, false, "nil: a retry of a finish that landed", nil},
+	{StateFailed, OpFail, OwnToken, StateFailed, false, "nil: a retry of a finish that landed", nil},
+	{StateDone, OpFail, OwnToken, StateDone, false, "lease lost", ErrLeaseLost},
+	{StateFailed, OpComplete, OwnToken, StateFailed, false, "lease lost", ErrLeaseLost},
+	{StateAbsent, OpComplete, Always, StateAbsent, false, "lease lost", ErrLeaseLost},
+
+	{StateFailed, OpReopen, OwnToken, StateInProgress, true, "the reopened record: new token, lease passed, reopens + 1", nil},
+	{StateFailed, OpReopen, OtherToken, StateFailed, false, "the record; not failed (a later claim's)", ErrNotFailed},
+	{StateDone, OpReopen, Always, StateDone, false, "the record; not failed", ErrNotFailed},
+	{StateInProgress, OpReopen, Always, StateInProgress, false, "the record; not failed", ErrNotFailed},
+	{StateAbsent, OpReopen, Always, StateAbsent, false, "not found", ErrNotFound},
+
+	{StateDone, OpAmend, OwnToken, StateDone, true, "the amended record", nil},
+	{StateDone, OpAmend, OtherStatus, StateDone, false, "the record; stale", ErrStale},
+	{StateFailed, OpAmend, OwnToken, StateFailed, false, "the record; stale", ErrStale},
+	{StateAbsent, OpAmend, Always, StateAbsent, false, "not found", ErrNotFound},
+}

@@ -1,0 +1,204 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the storage port of the state machine. Every method is one atomic
+// conditional operation in the backing store, implementing the rows of
+// Transitions for its operation. Implementations pass storetest.Run.
+type Store interface {
+	// Claim writes a new IN_PROGRESS record for req.Key, atomically, iff
+	// there is none or req.Allows the one there is. A fresh claim (no
+	// record, or one past retention) has Attempt 1 and Generation 1; a
+	// reclaim has the old Attempt + 1 and keeps CreatedAt, the reopen audit
+	// fields, Generation and History. Status and Detail are cleared.
+	//
+	// When the condition fails, Claim returns Acquired=false and the existing
+	// record, read in the same round trip where the backend can.
+	Claim(ctx context.Context, req ClaimRequest) (ClaimResult, error)
+
+	// Get returns the record for key, or ErrNotFound (also for a record past
+	// its retention at now).
+	Get(ctx context.Context, key string, now time.Time) (Record, error)
+
+	// Finish moves the record to req.State (DONE or FAILED) with req.Status
+	// and req.Detail, and sets ExpiresAt, iff req.Allows it. A record
+	// req.Landed on is a retry of a Finish that landed (an SDK retry after
+	// a lost answer): Finish returns nil for it. Otherwise it returns
+	// ErrLeaseLost and changes nothing.
+	Finish(ctx context.Context, req FinishRequest) error
+
+	// Extend sets LeaseUntil iff req.Allows the record; otherwise it returns
+	// ErrLeaseLost and changes nothing.
+	Extend(ctx context.Context, req ExtendRequest) error
+
+	// Reopen turns a FAILED record back into one the next delivery claims
+	// at once, iff req.Allows it: state IN_PROGRESS under req.Token (a
+	// token nobody holds) with LeaseUntil req.LeaseUntil (already passed),
+	// Status and Detail moved to PrevStatus and PrevDetail, Reopens + 1,
+	// ReopenedAt and ReopenReason set, ExpiresAt renewed, Generation and
+	// History set from req when req.Generation > 0; Attempt, Fingerprint
+	// and CreatedAt kept. It returns ErrNotFound for a missing record (or
+	// one past retention) and ErrNotFailed, with the record, when req does
+	// not allow it. It returns the reopened record.
+	Reopen(ctx context.Context, req ReopenRequest) (Record, error)
+}
+
+// ClaimRequest is the record a claimant wants to write.
+type ClaimRequest struct {
+	Key         string
+	Token       string
+	Fingerprint string
+	Now         time.Time
+	// LeaseExpiredBy: an IN_PROGRESS record whose LeaseUntil is at or before
+	// it may be reclaimed. The Guard sets it to Now minus the skew margin,
+	// so that a claimant whose clock runs ahead of the owner's cannot take
+	// a live lease.
+	LeaseExpiredBy time.Time
+	LeaseUntil     time.Time
+	ExpiresAt      time.Time
+}
+
+// Allows reports whether req may take the key over from r: r is past its
+// retention, or IN_PROGRESS with its lease passed by LeaseExpiredBy and the
+// same fingerprint (the claim rows of Transitions). It is the condition
+// every Store's Claim writes atomically.
+func (req ClaimRequest) Allows(r Record) bool {
+	return r.Expired(req.Now) ||
+		(r.State == StateInProgress && !req.LeaseExpiredBy.Before(r.LeaseUntil) && r.Fingerprint == req.Fingerprint)
+}
+
+// ClaimResult is what a Claim did.
+type ClaimResult struct {
+	// Acquired: the record is now ours (Record is the record written).
+	Acquired bool
+	// Reclaimed: Acquired by taking over an expired IN_PROGRESS claim.
+	Reclaimed bool
+	// Record is ours when Acquired, else the existing record.
+	Record Record
+}
+
+// FinishRequest is a conditional transition to a final state.
+type FinishRequest struct {
+	Key       string
+	Token     string
+	State     State // DONE or FAILED
+	Status    string
+	Detail    string
+	Now       time.Time
+	ExpiresAt time.Time
+	// Claimed is the record as this lease's claim left it, when the Guard
+	// has it (nil for a lease built by hand). Within one claim only the
+	// lease moves, so a store may write the finished record whole from it,
+	// conditioned on the token (DynamoDB does: a PutItem instead of an
+	// UpdateItem); stores that update in place ignore it.
+	Claimed *Record
+}
+
+// Allows reports whether req may finish r: IN_PROGRESS under req.Token.
+func (req FinishRequest) Allows(r Record) bool {
+	return r.State == StateInProgress && r.Token == req.Token
+}
+
+// Landed reports whether r is what req would have written: already in
+// req.State under req.Token (the finish landed and its answer was lost).
+func (req FinishRequest) Landed(r Record) bool {
+	return r.State == req.State && r.Token == req.Token
+}
+
+// ExtendRequest sets the lease of a held claim: a heartbeat, or a yield (a
+// LeaseUntil already passed).
+type ExtendRequest struct {
+	Key        string
+	Token      string
+	LeaseUntil time.Time
+	Now        time.Time
+}
+
+// Allows reports whether req may extend r: IN_PROGRESS under req.Token.
+func (req ExtendRequest) Allows(r Record) bool {
+	return r.State == StateInProgress && r.Token == req.Token
+}
+
+// ReopenRequest is an operator's request to reopen a FAILED record.
+type ReopenRequest struct {
+	Key        string
+	Token      string
+	Reason     string
+	Now        time.Time
+	LeaseUntil time.Time // passed by the skew margin: reclaimable at once
+	ExpiresAt  time.Time
+	// PrevToken, when set, is the token of the FAILED record the caller
+	// read and decided on.
+	PrevToken string
+	// Generation and History, when Generation > 0, replace the record's.
+	Generation int
+	History    []string
+}
+
+// Allows reports whether req may reopen r (a record within retention):
+// FAILED, and the very record read when PrevToken is set.
+func (req ReopenRequest) Allows(r Record) bool {
+	return r.State == StateFailed && (req.PrevToken == "" || r.Token == req.PrevToken)
+}
+
+// AmendRequest is an operator's change of a DONE record's result (a missed
+// notification sent later: DEBITED_NOTIFICATION_FAILED → DEBITED). It
+// applies only to the very record read: state DONE, Token and FromStatus
+// as given.
+type AmendRequest struct {
+	Key, Token, FromStatus string
+	Status, Detail         string
+	History                []string // replaces the record's
+	Now                    time.Time
+}
+
+// Allows reports whether req may amend r (a record within retention).
+func (req AmendRequest) Allows(r Record) bool {
+	return r.State == StateDone && r.Token == req.Token && r.Status == req.FromStatus
+}
+
+// Amender is an optional Store capability: Amend changes Status, Detail,
+// History and UpdatedAt of a record req.Allows, in one conditional write,
+// and returns the record written. A missing record (or one past retention)
+// is ErrNotFound; any other record is ErrStale, with the record, and
+// nothing changes.
+type Amender interface {
+	Amend(ctx context.Context, req AmendRequest) (Record, error)
+}
+
+// StuckLister is an optional Store capability for operators: the
+// IN_PROGRESS records whose lease passed at or before now (their worker
+// died or hangs), oldest lease first, at most limit, plus how many there are
+// in all. Records past retention are not listed.
+type StuckLister interface {
+	Stuck(ctx context.Context, now time.Time, limit int) ([]Record, int, error)
+}
+
+// Purger is an optional Store capability, for stores that do not delete
+// records past retention themselves (DynamoDB does, by TTL). A record past
+// its retention already counts as absent; purging only frees the space.
+type Purger interface {
+	// Purge deletes up to limit records whose ExpiresAt is at or before now
+	// and returns how many it deleted.
+	Purge(ctx context.Context, now time.Time, limit int) (int, error)
+	// Expired counts the records whose ExpiresAt is at or before now.
+	Expired(ctx context.Context, now time.Time) (int, error)
+}
+
+// StateCounter is an optional Store capability for operators: how many
+// records are in each state (records past retention not counted), where
+// the store can count without reading every record.
+type StateCounter interface {
+	CountByState(ctx context.Context, now time.Time) (map[State]int, error)
+}
+
+// ResultLister is an optional Store capability for operators: the live
+// records in state with Status status, oldest update first, at most limit.
+// Stores without an index on the status scan (an operator's tool, not a
+// hot path).
+type ResultLister interface {
+	ListByResult(ctx context.Context, state State, status string, now time.Time, limit int) ([]Record, error)
+}

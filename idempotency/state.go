@@ -1,0 +1,37 @@
+package idempotency
+
+import "github.com/finedge/idempotent-consumer/idempotency/driver"
+
+// Record is the one item kept per business key; State is where it is in
+// the claim state machine. The machine itself — every transition, its
+// condition and what the store answers — is driver.Transitions.
+type (
+	Record = driver.Record
+	State  = driver.State
+)
+
+// The three states of a record. A key without one is absent.
+const (
+	StateInProgress = driver.StateInProgress
+	StateDone       = driver.StateDone
+	StateFailed     = driver.StateFailed
+)
+
+// Errors returned by the Guard. Check them with errors.Is.
+var (
+	// ErrNotFound: no record for the key (or only one past its retention).
+	ErrNotFound = driver.ErrNotFound
+	// ErrLeaseLost: a write conditional on our claim found it taken over
+	// or finished. Do not ack, do not overwrite.
+	ErrLeaseLost = driver.ErrLeaseLost
+	// ErrUnavailable: the store could not be reached or answered with a
+	// retryable error. Nothing was decided; back off and retry.
+	ErrUnavailable = driver.ErrUnavailable
+	// ErrInvalid: the caller passed something the state machine refuses.
+	ErrInvalid = driver.ErrInvalid
+	// ErrNotFailed: Reopen found the record not FAILED (or FAILED by a
+	// later claim than the one read) and changed nothing.
+	ErrNotFailed = driver.ErrNotFailed
+	// ErrStale: the record changed since it was read; nothing was written.
+	ErrStale = driver.ErrStale
+)

@@ -1,0 +1,135 @@
+package storetest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+)
+
+// Transitions runs every row of driver.Transitions as a case on the store:
+// the record is brought to the row's state and condition, the row's
+// operation is sent to the store itself (not through a Guard), and the
+// answer and the record afterwards must be the row's.
+func Transitions(t *testing.T, newStore func(t *testing.T) driver.Store) {
+	t.Helper()
+	for _, row := range driver.Transitions {
+		t.Run(rowName(row), func(t *testing.T) {
+			s := newStore(t)
+			clock := NewClock(Epoch)
+			g, err := idempotency.NewGuard(s, idempotency.Options{Lease: Lease, Retention: Retention, Clock: clock, SkewMargin: -1})
+			if err != nil {
+				t.Fatalf("NewGuard: %v", err)
+			}
+			runRow(t, &env{g: g, s: s, clock: clock, key: uniqueKey(t)}, row)
+		})
+	}
+}
+
+func rowName(r driver.Transition) string {
+	name := r.From.String() + " " + string(r.Op) + " " + string(r.When)
+	return strings.NewReplacer(" ", "_", ",", "").Replace(name)
+}
+
+// runRow sets the row up, performs its operation and checks the outcome.
+func runRow(t *testing.T, e *env, row driver.Transition) {
+	ctx := t.Context()
+	// The state the row starts from, under the token a claim gave it.
+	var before driver.Record
+	if row.From != driver.StateAbsent {
+		c := e.claim(t, fpA, idempotency.Acquired)
+		switch row.From {
+		case driver.StateDone:
+			if err := e.g.Complete(ctx, c.Lease(), "DEBITED_NOTIFICATION_FAILED", "CBS1"); err != nil {
+				t.Fatal(err)
+			}
+		case driver.StateFailed:
+			if err := e.g.Fail(ctx, c.Lease(), "FAILED", "declined"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before = e.get(t)
+	}
+	token, fp := before.Token, fpA
+	switch row.When {
+	case driver.PastRetention:
+		e.clock.Advance(Retention + Lease)
+	case driver.LeasePassed:
+		e.clock.Advance(Lease)
+	case driver.LeaseLive:
+		e.clock.Advance(Lease - time.Millisecond)
+	case driver.OtherFingerprint:
+		e.clock.Advance(Lease)
+		fp = fpB
+	case driver.OtherToken:
+		token = "not-the-records-token"
+	case driver.Always:
+		if token == "" {
+			token = "some-token"
+		}
+	}
+	now := e.clock.Now()
+	fresh := "token-of-" + string(row.Op)
+	var err error
+	switch row.Op {
+	case driver.OpClaim:
+		var res driver.ClaimResult
+		res, err = e.s.Claim(ctx, driver.ClaimRequest{Key: e.key, Token: fresh, Fingerprint: fp, Now: now,
+			LeaseExpiredBy: now, LeaseUntil: now.Add(Lease), ExpiresAt: now.Add(Retention)})
+		if err == nil && (res.Acquired != row.Writes || res.Reclaimed != (row.When == driver.LeasePassed)) {
+			t.Fatalf("Claim: acquired %v reclaimed %v, want acquired %v (%s)", res.Acquired, res.Reclaimed, row.Writes, row.Answer)
+		}
+		if err == nil && !res.Acquired && res.Record.Token != before.Token {
+			t.Fatalf("a refused Claim returned %+v, want the existing record", res.Record)
+		}
+	case driver.OpExtend:
+		err = e.s.Extend(ctx, driver.ExtendRequest{Key: e.key, Token: token, LeaseUntil: now.Add(Lease), Now: now})
+	case driver.OpComplete, driver.OpFail:
+		state := driver.StateDone
+		if row.Op == driver.OpFail {
+			state = driver.StateFailed
+		}
+		err = e.s.Finish(ctx, driver.FinishRequest{Key: e.key, Token: token, State: state, Status: "FINISHED", Detail: "by the row",
+			Now: now, ExpiresAt: now.Add(Retention)})
+	case driver.OpReopen:
+		_, err = e.s.Reopen(ctx, driver.ReopenRequest{Key: e.key, Token: fresh, Reason: "row", Now: now,
+			LeaseUntil: now, ExpiresAt: now.Add(Retention), PrevToken: token})
+	case driver.OpAmend:
+		am, ok := e.s.(driver.Amender)
+		if !ok {
+			t.Skip("the store does not amend (driver.Amender is optional)")
+		}
+		from := before.Status
+		if row.When == driver.OtherStatus {
+			from = "ANOTHER_STATUS"
+		}
+		_, err = am.Amend(ctx, driver.AmendRequest{Key: e.key, Token: token, FromStatus: from, Status: "DEBITED", Detail: "amended", Now: now})
+	default:
+		t.Fatalf("no case for operation %q", row.Op)
+	}
+	if (row.Err == nil && err != nil) || (row.Err != nil && !errors.Is(err, row.Err)) {
+		t.Fatalf("%s: err = %v, want %v (%s)", row.Op, err, row.Err, row.Answer)
+	}
+
+	after, gerr := e.s.Get(ctx, e.key, now)
+	if row.To == driver.StateAbsent {
+		if !errors.Is(gerr, driver.ErrNotFound) {
+			t.Fatalf("after %s: Get = %+v, %v; want no record", row.Op, after, gerr)
+		}
+		return
+	}
+	if gerr != nil || after.State != row.To {
+		t.Fatalf("after %s: state %s (%v), want %s", row.Op, after.State, gerr, row.To)
+	}
+	switch {
+	case !row.Writes && (after.Token != before.Token || !after.UpdatedAt.Equal(before.UpdatedAt) || after.Status != before.Status):
+		t.Fatalf("a refused %s changed the record: %+v, was %+v", row.Op, after, before)
+	case row.Writes && (row.Op == driver.OpClaim || row.Op == driver.OpReopen) && after.Token != fresh:
+		t.Fatalf("after %s the token is %q, want the request's", row.Op, after.Token)
+	case row.Writes && !after.UpdatedAt.Equal(now):
+		t.Fatalf("after %s UpdatedAt = %v, want %v", row.Op, after.UpdatedAt, now)
+	}
+}
