@@ -18,7 +18,7 @@ import (
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/memstore"
-	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 )
 
 // lease is what the table's guard holds a claim for.
@@ -164,7 +164,7 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: client, Notifier: notify.NewRecorder(0, quiet), Logger: quiet})
+			svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: client, Notifier: notifysim.NewRecorder(0, quiet), Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/clientauth"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 )
 
 func write(t *testing.T, path, s string) {
@@ -31,7 +31,7 @@ func write(t *testing.T, path, s string) {
 // is applied and read again when it changes; the secret is never in an
 // error.
 func TestTokensHeadersAndRotation(t *testing.T) {
-	ti := corebank.NewTokenIssuer("svc", "the-secret", time.Hour)
+	ti := corebanksim.NewTokenIssuer("svc", "the-secret", time.Hour)
 	var reject atomic.Bool
 	var lastKey atomic.Value
 	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -42,7 +42,7 @@ func TestTokensHeadersAndRotation(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusOK)
 	})
-	srv := httptest.NewServer(corebank.Secure(api, ti))
+	srv := httptest.NewServer(corebanksim.Secure(api, ti))
 	defer srv.Close()
 	dir := t.TempDir()
 	secret, headers := filepath.Join(dir, "secret"), filepath.Join(dir, "headers")

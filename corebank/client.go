@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/internal/redact"
 	"io"
 	"net"
 	"net/http"
@@ -20,6 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/internal/redact"
 
 	"github.com/finedge/idempotent-consumer/charge"
 )
@@ -453,59 +454,3 @@ func (c *Client) record(err error) error {
 	}
 	return err
 }
-
-// Ledger fetches every posting (the demo's exactly-once check).
-func (c *Client) Ledger(ctx context.Context) ([]Entry, error) {
-	out, err := c.LedgerReport(ctx)
-	return out.Entries, err
-}
-
-// LedgerReport fetches the postings and the duplicate requests.
-func (c *Client) LedgerReport(ctx context.Context) (LedgerResponse, error) {
-	var out LedgerResponse
-	err := c.call(ctx, http.MethodGet, "/v1/ledger", nil, &out)
-	return out, err
-}
-
-// SetFaults replaces the simulator's injected faults.
-func (c *Client) SetFaults(ctx context.Context, f FaultsBody) error {
-	return c.call(ctx, http.MethodPut, "/v1/faults", f, nil)
-}
-
-// Reset forgets every posting.
-func (c *Client) Reset(ctx context.Context) error {
-	return c.call(ctx, http.MethodPost, "/v1/reset", nil, nil)
-}
-
-func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, c.base.JoinPath(path).String(), body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("corebank: %s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		var e ErrorResponse
-		_ = json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&e)
-		return statusError(resp.StatusCode, e)
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
-}
-
-func durationMS(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

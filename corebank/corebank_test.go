@@ -11,12 +11,13 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 )
 
-func serve(t *testing.T, f corebank.Faults, timeout time.Duration) (*corebank.Ledger, *corebank.Client, string) {
+func serve(t *testing.T, f corebanksim.Faults, timeout time.Duration) (*corebanksim.Ledger, *corebank.Client, string) {
 	t.Helper()
-	l := corebank.NewLedger(f)
-	srv := httptest.NewServer(corebank.Handler(l))
+	l := corebanksim.NewLedger(f)
+	srv := httptest.NewServer(corebanksim.Handler(l))
 	t.Cleanup(srv.Close)
 	c, err := corebank.NewClient(srv.URL, corebank.ClientOptions{Timeout: timeout})
 	if err != nil {
@@ -25,12 +26,23 @@ func serve(t *testing.T, f corebank.Faults, timeout time.Duration) (*corebank.Le
 	return l, c, srv.URL
 }
 
+// adminFor is the simulator's admin API (ledger, faults, reset) at url.
+func adminFor(t *testing.T, url string) *corebanksim.Admin {
+	t.Helper()
+	a, err := corebanksim.NewAdmin(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 func req(key, account string, minor int64) charge.DebitRequest {
 	return charge.DebitRequest{IdempotencyKey: key, AccountID: account, Amount: charge.Money{Minor: minor, Currency: "INR"}, ChargeType: charge.LockerRent}
 }
 
 func TestSameKeyAndBodyReplaysWithoutASecondPosting(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{}, time.Second)
+	l, c, url := serve(t, corebanksim.Faults{}, time.Second)
+	admin := adminFor(t, url)
 	first, err := c.Debit(t.Context(), req("CHG-1", "001234567890", 50000))
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +54,7 @@ func TestSameKeyAndBodyReplaysWithoutASecondPosting(t *testing.T) {
 	if first.Reference == "" || again.Reference != first.Reference {
 		t.Fatalf("references %q and %q, want the same one", first.Reference, again.Reference)
 	}
-	entries, err := c.Ledger(t.Context())
+	entries, err := admin.Ledger(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +67,7 @@ func TestSameKeyAndBodyReplaysWithoutASecondPosting(t *testing.T) {
 }
 
 func TestReplayAnswers200WithTheReplayHeader(t *testing.T) {
-	_, _, url := serve(t, corebank.Faults{}, time.Second)
+	_, _, url := serve(t, corebanksim.Faults{}, time.Second)
 	post := func() *http.Response {
 		r, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+"/v1/debits",
 			strings.NewReader(`{"accountId":"001234567890","amount":{"minor":100,"currency":"INR"},"chargeType":"SMS_ALERT_FEE"}`))
@@ -76,7 +88,7 @@ func TestReplayAnswers200WithTheReplayHeader(t *testing.T) {
 }
 
 func TestSameKeyDifferentBodyIsRejectedNotDeclined(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{}, time.Second)
+	l, c, _ := serve(t, corebanksim.Faults{}, time.Second)
 	if _, err := c.Debit(t.Context(), req("CHG-2", "001234567890", 100)); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +103,7 @@ func TestSameKeyDifferentBodyIsRejectedNotDeclined(t *testing.T) {
 }
 
 func TestDeclineIsPermanentWithItsCode(t *testing.T) {
-	_, c, _ := serve(t, corebank.Faults{DeclineAccounts: map[string]string{"007777777777": "ACCOUNT_CLOSED"}}, time.Second)
+	_, c, _ := serve(t, corebanksim.Faults{DeclineAccounts: map[string]string{"007777777777": "ACCOUNT_CLOSED"}}, time.Second)
 	_, err := c.Debit(t.Context(), req("CHG-3", "007777777777", 100))
 	var d *charge.DeclineError
 	if !errors.As(err, &d) || d.Code != "ACCOUNT_CLOSED" || charge.Classify(err) != charge.ClassPermanent {
@@ -102,11 +114,11 @@ func TestDeclineIsPermanentWithItsCode(t *testing.T) {
 func TestOutagesAndTimeoutsAreTransient(t *testing.T) {
 	tests := []struct {
 		name   string
-		faults corebank.Faults
+		faults corebanksim.Faults
 	}{
-		{"503", corebank.Faults{TransientRate: 1}},
-		{"timeout", corebank.Faults{TimeoutRate: 1}},
-		{"lost response", corebank.Faults{TransientAfterPostRate: 1}},
+		{"503", corebanksim.Faults{TransientRate: 1}},
+		{"timeout", corebanksim.Faults{TimeoutRate: 1}},
+		{"lost response", corebanksim.Faults{TransientAfterPostRate: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,7 +127,7 @@ func TestOutagesAndTimeoutsAreTransient(t *testing.T) {
 			if err == nil || charge.Classify(err) != charge.ClassRetryable {
 				t.Fatalf("err = %v, want a retryable error", err)
 			}
-			l.SetFaults(corebank.Faults{})
+			l.SetFaults(corebanksim.Faults{})
 			if _, err := c.Debit(t.Context(), req("CHG-4", "001234567890", 100)); err != nil {
 				t.Fatalf("retry after the fault: %v", err)
 			}
@@ -149,7 +161,7 @@ func TestStatusClassification(t *testing.T) {
 }
 
 func TestMissingIdempotencyKeyIs400(t *testing.T) {
-	_, _, url := serve(t, corebank.Faults{}, time.Second)
+	_, _, url := serve(t, corebanksim.Faults{}, time.Second)
 	resp, err := http.Post(url+"/v1/debits", "application/json", strings.NewReader(`{"accountId":"1","amount":{"minor":1,"currency":"INR"}}`))
 	if err != nil {
 		t.Fatal(err)
@@ -161,20 +173,21 @@ func TestMissingIdempotencyKeyIs400(t *testing.T) {
 }
 
 func TestFaultsAndResetOverHTTP(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{}, time.Second)
-	if err := c.SetFaults(t.Context(), corebank.FaultsBody{TransientRate: 1}); err != nil {
+	l, c, url := serve(t, corebanksim.Faults{}, time.Second)
+	admin := adminFor(t, url)
+	if err := admin.SetFaults(t.Context(), corebanksim.FaultsBody{TransientRate: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Debit(t.Context(), req("CHG-5", "001234567890", 1)); err == nil {
 		t.Fatal("fault not applied")
 	}
-	if err := c.SetFaults(t.Context(), corebank.FaultsBody{}); err != nil {
+	if err := admin.SetFaults(t.Context(), corebanksim.FaultsBody{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Debit(t.Context(), req("CHG-5", "001234567890", 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Reset(t.Context()); err != nil {
+	if err := admin.Reset(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if len(l.Entries()) != 0 {
@@ -191,19 +204,20 @@ func TestNewClientRefusesABadURL(t *testing.T) {
 }
 
 func TestDuplicateRequestsCountOnlyRequestsAfterAConfirmedDebit(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{}, time.Second)
-	l.SetFaults(corebank.Faults{TransientAfterPostRate: 1}) // posts, answers 503
+	l, c, url := serve(t, corebanksim.Faults{}, time.Second)
+	admin := adminFor(t, url)
+	l.SetFaults(corebanksim.Faults{TransientAfterPostRate: 1}) // posts, answers 503
 	if _, err := c.Debit(t.Context(), req("CHG-6", "001234567890", 100)); err == nil {
 		t.Fatal("want the lost response")
 	}
-	l.SetFaults(corebank.Faults{})
+	l.SetFaults(corebanksim.Faults{})
 	if _, err := c.Debit(t.Context(), req("CHG-6", "001234567890", 100)); err != nil { // the retry: not a duplicate
 		t.Fatal(err)
 	}
 	if _, err := c.Debit(t.Context(), req("CHG-6", "001234567890", 100)); err != nil { // after a confirmation: a duplicate
 		t.Fatal(err)
 	}
-	rep, err := c.LedgerReport(t.Context())
+	rep, err := admin.LedgerReport(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +227,7 @@ func TestDuplicateRequestsCountOnlyRequestsAfterAConfirmedDebit(t *testing.T) {
 }
 
 func TestInProgress409WhileAnEarlierRequestRuns(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{InProgress409: true, Latency: 300 * time.Millisecond}, time.Second)
+	l, c, _ := serve(t, corebanksim.Faults{InProgress409: true, Latency: 300 * time.Millisecond}, time.Second)
 	first := make(chan error, 1)
 	go func() {
 		_, err := c.Debit(context.Background(), req("CHG-409", "001234567890", 100))
@@ -234,7 +248,7 @@ func TestInProgress409WhileAnEarlierRequestRuns(t *testing.T) {
 }
 
 func TestSlowPostOutlastsTheCallerAndPostsAllTheSame(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{SlowRate: 1, SlowLatency: 300 * time.Millisecond}, 50*time.Millisecond)
+	l, c, _ := serve(t, corebanksim.Faults{SlowRate: 1, SlowLatency: 300 * time.Millisecond}, 50*time.Millisecond)
 	_, err := c.Debit(t.Context(), req("CHG-SLOW", "001234567890", 100))
 	if err == nil || !charge.MayHavePosted(err) {
 		t.Fatalf("err = %v, want a timeout that may have posted", err)
@@ -252,7 +266,7 @@ func TestSlowPostOutlastsTheCallerAndPostsAllTheSame(t *testing.T) {
 }
 
 func TestAnswersLostAfterPostingAreNotFinal(t *testing.T) {
-	for name, f := range map[string]corebank.Faults{
+	for name, f := range map[string]corebanksim.Faults{
 		"502 after posting":   {BadGatewayAfterPostRate: 1},
 		"reset after posting": {ResetAfterPostRate: 1},
 	} {
@@ -265,7 +279,7 @@ func TestAnswersLostAfterPostingAreNotFinal(t *testing.T) {
 			if len(l.Entries()) != 1 {
 				t.Fatalf("postings = %d, want 1 (it posted before the answer was lost)", len(l.Entries()))
 			}
-			l.SetFaults(corebank.Faults{})
+			l.SetFaults(corebanksim.Faults{})
 			r, err := c.Debit(t.Context(), req("CHG-LOST", "001234567890", 100))
 			if err != nil || r.Reference != l.Entries()[0].Reference || len(l.Entries()) != 1 {
 				t.Fatalf("retry: %v %v, postings %d; want the first posting replayed", r, err, len(l.Entries()))
@@ -275,8 +289,9 @@ func TestAnswersLostAfterPostingAreNotFinal(t *testing.T) {
 }
 
 func TestOutageWindowAnswersItsStatusEverywhereThenEnds(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{}, time.Second)
-	if err := c.SetFaults(t.Context(), corebank.FaultsBody{OutageStatus: 401, OutageMS: 300}); err != nil {
+	l, c, url := serve(t, corebanksim.Faults{}, time.Second)
+	admin := adminFor(t, url)
+	if err := admin.SetFaults(t.Context(), corebanksim.FaultsBody{OutageStatus: 401, OutageMS: 300}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := c.Debit(t.Context(), req("CHG-OUT", "001234567890", 100))
@@ -303,7 +318,7 @@ func TestOutageWindowAnswersItsStatusEverywhereThenEnds(t *testing.T) {
 }
 
 func TestStatusEnquiry(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{DeclineAccounts: map[string]string{"007777777777": "ACCOUNT_CLOSED"}, InProgress409: true}, time.Second)
+	l, c, _ := serve(t, corebanksim.Faults{DeclineAccounts: map[string]string{"007777777777": "ACCOUNT_CLOSED"}, InProgress409: true}, time.Second)
 	e, err := c.Enquire(t.Context(), "CHG-NEVER")
 	if err != nil || e.State != charge.DebitNotFound {
 		t.Fatalf("unknown key: %+v %v, want NOT_FOUND", e, err)
@@ -319,7 +334,7 @@ func TestStatusEnquiry(t *testing.T) {
 	if e, err := c.Enquire(t.Context(), "CHG-E2"); err != nil || e.State != charge.DebitDeclined || e.Decline == nil || e.Decline.Code != "ACCOUNT_CLOSED" {
 		t.Fatalf("declined key: %+v %v", e, err)
 	}
-	l.SetFaults(corebank.Faults{Latency: 300 * time.Millisecond})
+	l.SetFaults(corebanksim.Faults{Latency: 300 * time.Millisecond})
 	go func() { _, _ = c.Debit(context.Background(), req("CHG-E3", "001234567890", 100)) }()
 	time.Sleep(100 * time.Millisecond)
 	if e, err := c.Enquire(t.Context(), "CHG-E3"); err != nil || e.State != charge.DebitInProgress {
@@ -400,7 +415,7 @@ func checkEnquiries(t *testing.T, c *corebank.Client, posted []string, ids []str
 // A charge id may hold '/' and '.': the enquiry sends it as one escaped
 // path segment, so that no id can name another's URL.
 func TestEnquiryAsksAboutExactlyItsOwnKey(t *testing.T) {
-	_, c, _ := serve(t, corebank.Faults{}, time.Second)
+	_, c, _ := serve(t, corebanksim.Faults{}, time.Second)
 	posted := []string{"B", "CHG/2026/11/000123", "a.b", "x/y", "A//B", "A/./B", "..x", "CHG-7"}
 	others := []string{"A/../B", "A/./../B", "Z/../CHG/2026/11/000123", "CHG/2026/11/000123/..", "x/y/.", "x/./y",
 		"A/B", "a..b", "CHG/2026/11/000123/", "C:/x", "CHG-7.", "CHG-7/"}
@@ -414,7 +429,7 @@ func FuzzEnquiryKey(f *testing.F) {
 		f.Add([]byte(s), []byte("B"), true)
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte, postA bool) {
-		_, c, _ := serve(t, corebank.Faults{}, 5*time.Second)
+		_, c, _ := serve(t, corebanksim.Faults{}, 5*time.Second)
 		idA, idB := chargeID(a), chargeID(b)
 		posted := []string{idB}
 		if postA {
@@ -458,7 +473,7 @@ func TestAnEnquiryAnswerAboutAnotherKeyIsNeverAnAnswer(t *testing.T) {
 // again, the enquiry says IN_PROGRESS, and the client never reads it as
 // posted.
 func TestPendingDebitPostsOnceLater(t *testing.T) {
-	l, c, _ := serve(t, corebank.Faults{PendingRate: 1, PendingLatency: 200 * time.Millisecond}, time.Second)
+	l, c, _ := serve(t, corebanksim.Faults{PendingRate: 1, PendingLatency: 200 * time.Millisecond}, time.Second)
 	for range 2 {
 		_, err := c.Debit(t.Context(), req("CHG-P", "001234567890", 100))
 		var be *charge.BankError
@@ -480,8 +495,9 @@ func TestPendingDebitPostsOnceLater(t *testing.T) {
 }
 
 func TestAHealthCheckThatLiesThroughAnOutage(t *testing.T) {
-	_, c, _ := serve(t, corebank.Faults{}, time.Second)
-	if err := c.SetFaults(t.Context(), corebank.FaultsBody{OutageStatus: 503, OutageMS: 500, OutageHealthy: true}); err != nil {
+	_, c, url := serve(t, corebanksim.Faults{}, time.Second)
+	admin := adminFor(t, url)
+	if err := admin.SetFaults(t.Context(), corebanksim.FaultsBody{OutageStatus: 503, OutageMS: 500, OutageHealthy: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Probe(t.Context()); err != nil {

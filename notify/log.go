@@ -1,3 +1,8 @@
+// Package notify is the pre-debit notification channel that needs no
+// outside dependency: Log, one structured line per notice, for banks that
+// produce customer notifications downstream from logs (--notify log). The
+// other production channels are packages of their own (awssns, webhook);
+// the simulator is notifysim.
 package notify
 
 import (

@@ -16,11 +16,12 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
-	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/tracing"
 )
 
@@ -31,7 +32,7 @@ func TestOneSpanPerMessageUnderTheProducersTraceWithItsStepsAsChildren(t *testin
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 
-	ledger := corebank.NewLedger(corebank.Faults{})
+	ledger := corebanksim.NewLedger(corebanksim.Faults{})
 	var mu sync.Mutex
 	sentHeaders := map[string]string{} // idempotency key → traceparent on the debit request
 	bankSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +41,7 @@ func TestOneSpanPerMessageUnderTheProducersTraceWithItsStepsAsChildren(t *testin
 			sentHeaders[r.Header.Get(corebank.IdempotencyHeader)] = r.Header.Get("traceparent")
 			mu.Unlock()
 		}
-		corebank.Handler(ledger).ServeHTTP(w, r)
+		corebanksim.Handler(ledger).ServeHTTP(w, r)
 	}))
 	defer bankSrv.Close()
 
@@ -52,7 +53,7 @@ func TestOneSpanPerMessageUnderTheProducersTraceWithItsStepsAsChildren(t *testin
 		t.Fatal(err)
 	}
 	q := memqueue.New(memqueue.Options{WaitTime: 20 * time.Millisecond})
-	pl, err := pipeline.New(pipeline.Ports{Source: q, Store: memstore.New(), Bank: bank, Notifier: notify.NewRecorder(0, quiet)}, c,
+	pl, err := pipeline.New(pipeline.Ports{Source: q, Store: memstore.New(), Bank: bank, Notifier: notifysim.NewRecorder(0, quiet)}, c,
 		pipeline.Options{Logger: quiet, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
@@ -170,9 +171,9 @@ func TestLogLinesInsideAMessageCarryItsTraceID(t *testing.T) {
 	c := pipeline.Config{Concurrency: 1, Visibility: 30 * time.Second, Lease: time.Minute, Retention: idempotency.DefaultRetention,
 		ShutdownTimeout: 5 * time.Second, NotifyTimeout: time.Second}
 	q := memqueue.New(memqueue.Options{WaitTime: 20 * time.Millisecond})
-	ledger := corebank.NewLedger(corebank.Faults{})
+	ledger := corebanksim.NewLedger(corebanksim.Faults{})
 	pl, err := pipeline.New(pipeline.Ports{Source: q, Store: memstore.New(), Bank: pipeline.Bank{Debiter: ledger},
-		Notifier: notify.NewRecorder(1, slog.New(slog.NewTextHandler(io.Discard, nil)))}, c, pipeline.Options{Logger: log, Tracer: tp})
+		Notifier: notifysim.NewRecorder(1, slog.New(slog.NewTextHandler(io.Discard, nil)))}, c, pipeline.Options{Logger: log, Tracer: tp})
 	if err != nil {
 		t.Fatal(err)
 	}

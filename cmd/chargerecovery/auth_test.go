@@ -19,7 +19,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/clientauth"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/pki"
 )
@@ -28,8 +28,8 @@ import (
 // with a certificate of a private CA, client certificates signed by that
 // CA, and short-lived OAuth2 tokens from its own token endpoint.
 type secureBank struct {
-	ledger *corebank.Ledger
-	tokens *corebank.TokenIssuer
+	ledger *corebanksim.Ledger
+	tokens *corebanksim.TokenIssuer
 	ca     *pki.CA
 	dir    string
 	env    map[string]string // what serve needs to reach it
@@ -70,9 +70,9 @@ func newSecureBank(t *testing.T, ttl time.Duration) *secureBank {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM)
-	b := &secureBank{ledger: corebank.NewLedger(corebank.Faults{Latency: 20 * time.Millisecond}),
-		tokens: corebank.NewTokenIssuer("chargerecovery", simClientSecret, ttl), ca: ca, dir: dir}
-	srv := httptest.NewUnstartedServer(corebank.Secure(corebank.Handler(b.ledger), b.tokens))
+	b := &secureBank{ledger: corebanksim.NewLedger(corebanksim.Faults{Latency: 20 * time.Millisecond}),
+		tokens: corebanksim.NewTokenIssuer("chargerecovery", simClientSecret, ttl), ca: ca, dir: dir}
+	srv := httptest.NewUnstartedServer(corebanksim.Secure(corebanksim.Handler(b.ledger), b.tokens))
 	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -283,7 +283,7 @@ func TestWebhookOverMutualTLSAndOAuth2(t *testing.T) {
 	sec := newSecureBank(t, time.Minute) // its PKI and token issuer, reused for the receiver
 	var mu sync.Mutex
 	got := map[string]bool{}
-	receiver := httptest.NewUnstartedServer(corebank.Secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	receiver := httptest.NewUnstartedServer(corebanksim.Secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var n charge.Notice
 		_ = json.NewDecoder(r.Body).Decode(&n)
 		mu.Lock()

@@ -19,7 +19,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/circuit"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/internal/backend"
@@ -28,7 +28,7 @@ import (
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/metrics"
-	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -94,15 +94,15 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 		w401     = 10 * time.Second
 		w503     = 60 * time.Second
 	)
-	faults := corebank.Faults{
+	faults := corebanksim.Faults{
 		Latency: 5 * time.Millisecond, InProgress409: true,
 		SlowRate: 0.04, SlowLatency: 2 * time.Second, // the client gives up after 500ms
 		TransientAfterPostRate: 0.03, BadGatewayAfterPostRate: 0.03, ResetAfterPostRate: 0.03,
 		PendingRate: 0.03, PendingLatency: time.Second,
 		DeclineAccounts: map[string]string{},
 	}
-	ledger := corebank.NewLedger(faults)
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(faults)
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	t.Cleanup(bank.Close)
 	for k, v := range map[string]string{
 		"IC_COREBANK_URL": bank.URL, "IC_COREBANK_TIMEOUT": "500ms", "IC_COREBANK_ENQUIRY": "true",
@@ -349,7 +349,7 @@ func TestReadyzSaysWhyWhileTheCircuitIsOpenInWordsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := pipeline.New(pipeline.Ports{Source: memqueue.New(memqueue.Options{}), Store: memstore.New(),
-		Bank: pipeline.Bank{Debiter: corebank.NewLedger(corebank.Faults{}), Breaker: br}, Notifier: notify.NewRecorder(0, quiet)},
+		Bank: pipeline.Bank{Debiter: corebanksim.NewLedger(corebanksim.Faults{}), Breaker: br}, Notifier: notifysim.NewRecorder(0, quiet)},
 		pipeline.Config{Concurrency: 1, Visibility: 30 * time.Second, Lease: time.Minute, Retention: idempotency.DefaultRetention,
 			ShutdownTimeout: time.Second, NotifyTimeout: time.Second},
 		pipeline.Options{Logger: quiet})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/queue"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -13,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/queue"
+
 	"github.com/jackc/pgx/v5"
 
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 )
 
@@ -94,8 +95,8 @@ func TestALeastPrivilegePostgresRoleRunsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.User = url.User(role)
-	ledger := corebank.NewLedger(corebank.Faults{DeclineAccounts: map[string]string{"005555555555": "INSUFFICIENT_FUNDS"}})
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{DeclineAccounts: map[string]string{"005555555555": "INSUFFICIENT_FUNDS"}})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	defer bank.Close()
 	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": u.String(), "IC_POSTGRES_SCHEMA": schema,
 		"IC_COREBANK_URL": bank.URL, "IC_HTTP_ADDR": "", "IC_POLL_WAIT": "1s"}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 )
 
@@ -21,7 +21,7 @@ func runCorebank(ctx context.Context, env *cli.Env, args []string) error {
 	f := cli.NewFlagSet(env, "corebank", "corebank [flags]")
 	var (
 		addr, declines string
-		faults         corebank.FaultsBody
+		faults         corebanksim.FaultsBody
 		latency        time.Duration
 		lc             cli.LogConfig
 		sec            simSecurity
@@ -73,7 +73,7 @@ func runCorebank(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("--addr %s: %v", addr, err)
 	}
-	var handler http.Handler = corebank.Handler(corebank.NewLedger(faults.Faults(time.Now())))
+	var handler http.Handler = corebanksim.Handler(corebanksim.NewLedger(faults.Faults(time.Now())))
 	handler, tlsConf, err := sec.apply(handler)
 	if err != nil {
 		ln.Close()
@@ -134,7 +134,7 @@ func (s *simSecurity) apply(h http.Handler) (http.Handler, *tls.Config, error) {
 		if s.tokenTTL <= 0 {
 			return nil, nil, errors.New("--token-ttl must be positive")
 		}
-		h = corebank.Secure(h, corebank.NewTokenIssuer(s.clientID, strings.TrimSpace(string(secret)), s.tokenTTL))
+		h = corebanksim.Secure(h, corebanksim.NewTokenIssuer(s.clientID, strings.TrimSpace(string(secret)), s.tokenTTL))
 	}
 	if (s.cert == "") != (s.key == "") || (s.clientCA != "" && s.cert == "") {
 		return nil, nil, errors.New("--tls-cert and --tls-key go together, and --client-ca needs them")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
@@ -117,8 +117,8 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.at, func(t *testing.T) {
-			ledger := corebank.NewLedger(corebank.Faults{})
-			bank := httptest.NewServer(corebank.Handler(ledger))
+			ledger := corebanksim.NewLedger(corebanksim.Faults{})
+			bank := httptest.NewServer(corebanksim.Handler(ledger))
 			defer bank.Close()
 			db := filepath.Join(t.TempDir(), "crash.db")
 			env := map[string]string{
@@ -199,8 +199,8 @@ func openEmbeddedForTest(t *testing.T, path string) (*sqlite.Store, *sqlite.Queu
 // Several consumer processes share one SQLite file: every charge is debited
 // once, whatever process handles which copy.
 func TestThreeConsumerProcessesOnOneFile(t *testing.T) {
-	ledger := corebank.NewLedger(corebank.Faults{Latency: 2 * time.Millisecond})
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{Latency: 2 * time.Millisecond})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	defer bank.Close()
 	db := filepath.Join(t.TempDir(), "shared.db")
 	env := map[string]string{

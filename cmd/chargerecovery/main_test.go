@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 )
@@ -63,8 +63,8 @@ func useEmulator(t *testing.T) {
 
 func TestServeAgainstTheEmulatorDebitsACharge3TimesSentOnce(t *testing.T) {
 	useEmulator(t)
-	ledger := corebank.NewLedger(corebank.Faults{})
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	defer bank.Close()
 	name := awstest.Name("cmd")
 	env := map[string]string{

@@ -20,7 +20,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/internal/backend"
@@ -30,11 +30,11 @@ import (
 // sendCharges enqueues n charges (30% twice) on env's backend; it returns
 // their ids, the backend and the bank (a plain simulator, unless env names
 // one already: then ledger is that one's).
-func sendCharges(t *testing.T, env map[string]string, prefix string, n int, ledger ...*corebank.Ledger) ([]string, *backend.Backend, *corebank.Ledger) {
+func sendCharges(t *testing.T, env map[string]string, prefix string, n int, ledger ...*corebanksim.Ledger) ([]string, *backend.Backend, *corebanksim.Ledger) {
 	t.Helper()
 	if len(ledger) == 0 {
-		l := corebank.NewLedger(corebank.Faults{Latency: 5 * time.Millisecond})
-		bank := httptest.NewServer(corebank.Handler(l))
+		l := corebanksim.NewLedger(corebanksim.Faults{Latency: 5 * time.Millisecond})
+		bank := httptest.NewServer(corebanksim.Handler(l))
 		t.Cleanup(bank.Close)
 		env["IC_COREBANK_URL"] = bank.URL
 		ledger = append(ledger, l)

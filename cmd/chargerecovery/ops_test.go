@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/backend"
@@ -65,8 +65,8 @@ func metricValue(t *testing.T, text, series string) float64 {
 
 func opsScenario(t *testing.T, env map[string]string) {
 	ctx := t.Context()
-	ledger := corebank.NewLedger(corebank.Faults{DeclineAccounts: map[string]string{"005555555555": "INSUFFICIENT_FUNDS"}})
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{DeclineAccounts: map[string]string{"005555555555": "INSUFFICIENT_FUNDS"}})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	defer bank.Close()
 	env["IC_COREBANK_URL"] = bank.URL
 	env["IC_HTTP_ADDR"] = "127.0.0.1:0"

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/internal/backend"
@@ -78,8 +78,8 @@ func holdWriteLock(spec string) int {
 // it can tell (the receive-count check reads decisions between them).
 func storeOutageScenario(t *testing.T, env, childEnv map[string]string, outage func() (from, to time.Time)) {
 	const n = 300
-	ledger := corebank.NewLedger(corebank.Faults{Latency: 40 * time.Millisecond})
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{Latency: 40 * time.Millisecond})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	t.Cleanup(bank.Close)
 	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s",
 		"IC_VISIBILITY": "6s", "IC_LEASE": "6s", "IC_CONCURRENCY": "4", "IC_HTTP_ADDR": "127.0.0.1:0",

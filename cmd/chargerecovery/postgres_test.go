@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
@@ -20,8 +20,8 @@ import (
 // once and recorded DONE, and nothing reaches the DLQ.
 func TestThreePostgresConsumersWithOneKilledEverySecond(t *testing.T) {
 	t.Parallel()
-	ledger := corebank.NewLedger(corebank.Faults{Latency: 150 * time.Millisecond})
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{Latency: 150 * time.Millisecond})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	defer bank.Close()
 	schema := dbtest.Schema(t)
 	env := map[string]string{

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 )
 
 // The secret every case hides in a URL or a file; no piece of it may be
@@ -31,7 +31,7 @@ func leaksPlanted(out string) []string {
 // does not parse, a server that does not answer, a refused value, a normal
 // start. The flag form and the environment form are both tried.
 func TestNoCredentialFromAURLOrSecretFileIsPrinted(t *testing.T) {
-	bank := httptest.NewServer(corebank.Handler(corebank.NewLedger(corebank.Faults{})))
+	bank := httptest.NewServer(corebanksim.Handler(corebanksim.NewLedger(corebanksim.Faults{})))
 	defer bank.Close()
 	dir := t.TempDir()
 	secretFile := filepath.Join(dir, "secret")

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -21,8 +21,8 @@ import (
 // boundary was fixed) → fix → reopen → redrive → each debited once, DONE,
 // with the audit trail in the record.
 func reopenScenario(t *testing.T, env map[string]string) {
-	ledger := corebank.NewLedger(corebank.Faults{OutageStatus: 401, OutageUntil: time.Now().Add(time.Hour)})
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{OutageStatus: 401, OutageUntil: time.Now().Add(time.Hour)})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	t.Cleanup(bank.Close)
 	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s",
 		"IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_FORMAT": "json"} {
@@ -61,7 +61,7 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	}
 
 	// 2. Fix the cause (the gateway token) and reopen each charge.
-	ledger.SetFaults(corebank.Faults{})
+	ledger.SetFaults(corebanksim.Faults{})
 	for _, id := range ids {
 		r := runCmd(ctx, env, "reopen", id, "--reason", "INC-4711: gateway token renewed")
 		if r.code != 0 || !strings.Contains(r.stdout, "reopened "+id) || !strings.Contains(r.stdout, "redrive --charge-id "+id) {
@@ -154,8 +154,8 @@ func TestReopenOnAWS(t *testing.T) {
 // outcomes.
 func retriedDeclineScenario(t *testing.T, env map[string]string) {
 	const acct = "001234567899"
-	ledger := corebank.NewLedger(corebank.Faults{DeclineAccounts: map[string]string{acct: "INSUFFICIENT_FUNDS"}})
-	bank := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{DeclineAccounts: map[string]string{acct: "INSUFFICIENT_FUNDS"}})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	t.Cleanup(bank.Close)
 	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s",
 		"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_FORMAT": "json"} {
@@ -188,7 +188,7 @@ func retriedDeclineScenario(t *testing.T, env map[string]string) {
 
 	// 1. Declined: FAILED, dead-lettered, nothing posted.
 	serve(failedAgain(0))
-	ledger.SetFaults(corebank.Faults{}) // the funds arrive
+	ledger.SetFaults(corebanksim.Faults{}) // the funds arrive
 
 	// 2. A plain reopen keeps the key: the bank replays its final answer.
 	if r := runCmd(ctx, env, "reopen", id, "--reason", "funds arrived"); r.code != 0 {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/bench"
@@ -64,7 +64,7 @@ func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
 	if err := bench.SeedExpired(ctx, b.Store, 5); err != nil {
 		t.Fatal(err)
 	}
-	bank := httptest.NewServer(corebank.Handler(corebank.NewLedger(corebank.Faults{})))
+	bank := httptest.NewServer(corebanksim.Handler(corebanksim.NewLedger(corebanksim.Faults{})))
 	defer bank.Close()
 	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_SWEEP_INTERVAL": "200ms", "IC_HTTP_ADDR": "127.0.0.1:0"} {
 		env[k] = v

@@ -17,7 +17,7 @@ import (
 // benchLedger is a compact core-banking simulator for N charges whose ids
 // end in their index: 4 bytes per charge, so that the bench's memory shows
 // the consumer's, not the simulator's. It honours the idempotency key like
-// corebank.Ledger (a repeat replays, posts nothing) and counts requests that
+// corebanksim.Ledger (a repeat replays, posts nothing) and counts requests that
 // arrive after a debit was confirmed.
 type benchLedger struct {
 	latency time.Duration

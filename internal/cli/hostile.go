@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 )
 
 // HostileFlags are the core-banking simulator's real-bank misbehaviours, shared by
@@ -42,7 +42,7 @@ func (h *HostileFlags) Bind(f *FlagSet, envPrefix string) {
 }
 
 // Apply checks the flags and sets them on faults.
-func (h *HostileFlags) Apply(p *Problems, faults *corebank.FaultsBody) {
+func (h *HostileFlags) Apply(p *Problems, faults *corebanksim.FaultsBody) {
 	for _, r := range []float64{h.slowRate, h.badGatewayRate, h.resetRate, h.pendingRate} {
 		if r < 0 || r > 1 {
 			p.Add("fault rates must be within 0-1")

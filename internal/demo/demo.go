@@ -20,13 +20,13 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/internal/pki"
-	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -63,7 +63,7 @@ type demoConfig struct {
 	asJSON      bool
 	verbose     bool
 	keep        bool
-	faults      corebank.FaultsBody
+	faults      corebanksim.FaultsBody
 	latency     time.Duration
 	bankTimeout time.Duration
 	declineRate float64
@@ -220,18 +220,18 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	simLedger := corebank.NewLedger(faults.Faults(time.Now()))
-	srv := &http.Server{Handler: corebank.Handler(simLedger), ReadHeaderTimeout: 5 * time.Second}
+	simLedger := corebanksim.NewLedger(faults.Faults(time.Now()))
+	srv := &http.Server{Handler: corebanksim.Handler(simLedger), ReadHeaderTimeout: 5 * time.Second}
 	scheme := "http"
 	var auth pipeline.AuthFlags
-	var tokens *corebank.TokenIssuer
+	var tokens *corebanksim.TokenIssuer
 	if c.secure {
 		var tlsConf *tls.Config
 		tokens, tlsConf, auth, err = secureBank(&cleanup)
 		if err != nil {
 			return Report{}, fmt.Errorf("secure bank: %w", err)
 		}
-		srv.Handler, srv.TLSConfig, scheme = corebank.Secure(srv.Handler, tokens), tlsConf, "https"
+		srv.Handler, srv.TLSConfig, scheme = corebanksim.Secure(srv.Handler, tokens), tlsConf, "https"
 		auth.TokenURL = "https://" + ln.Addr().String() + "/oauth/token"
 		go func() { _ = srv.ServeTLS(ln, "", "") }()
 	} else {
@@ -251,8 +251,7 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	bank := ports.Client
-	pl, err := pipeline.New(pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: ports, Notifier: notify.NewRecorder(0, log)}, cc,
+	pl, err := pipeline.New(pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: ports, Notifier: notifysim.NewRecorder(0, log)}, cc,
 		pipeline.Options{Logger: log, Baseline: c.baseline, OnResult: func(_ context.Context, _ queue.Message, _ charge.Charge, r charge.Result) {
 			mu.Lock()
 			outcomes[r.Outcome]++
@@ -339,10 +338,7 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 	stop()
 
 	// 6. Verify from the simulator's ledger.
-	ledger, err := bank.LedgerReport(ctx)
-	if err != nil {
-		return Report{}, fmt.Errorf("read the ledger: %w", err)
-	}
+	ledger := corebanksim.LedgerResponse{Entries: simLedger.Entries(), DuplicateRequests: simLedger.DuplicateRequests()}
 	posted := map[string]int{}
 	for _, e := range ledger.Entries {
 		posted[e.IdempotencyKey]++
@@ -399,7 +395,7 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 // secret in a private temporary directory, and returns the token issuer
 // and TLS settings of a simulator that demands them, and the consumer's
 // side of them.
-func secureBank(cleanup *[]func()) (*corebank.TokenIssuer, *tls.Config, pipeline.AuthFlags, error) {
+func secureBank(cleanup *[]func()) (*corebanksim.TokenIssuer, *tls.Config, pipeline.AuthFlags, error) {
 	dir, err := os.MkdirTemp("", "chargerecovery-demo-pki-")
 	if err != nil {
 		return nil, nil, pipeline.AuthFlags{}, err
@@ -439,5 +435,5 @@ func secureBank(cleanup *[]func()) (*corebank.TokenIssuer, *tls.Config, pipeline
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM)
 	conf := &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	return corebank.NewTokenIssuer(a.ClientID, hex.EncodeToString(secret[:]), 2*time.Second), conf, a, nil
+	return corebanksim.NewTokenIssuer(a.ClientID, hex.EncodeToString(secret[:]), 2*time.Second), conf, a, nil
 }

@@ -2,9 +2,10 @@ package pipeline
 
 import (
 	"context"
-	"github.com/finedge/idempotent-consumer/internal/redact"
 	"log/slog"
 	"strings"
+
+	"github.com/finedge/idempotent-consumer/internal/redact"
 
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/tracing"
 	"github.com/finedge/idempotent-consumer/webhook"
 )
@@ -110,7 +112,7 @@ func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger)
 		return notify.NewLog(log), "log", nil
 	case NotifySim:
 		log.Warn("pre-debit notifications go to the in-memory simulator (--notify sim): no customer is notified; for demos and tests only")
-		return notify.NewRecorder(c.NotifyFailRate, log), "sim (no customer is notified)", nil
+		return notifysim.NewRecorder(c.NotifyFailRate, log), "sim (no customer is notified)", nil
 	}
 	return nil, "", cli.Usagef("--notify %q is not sns, webhook, log or sim", strings.TrimSpace(n.Channel))
 }

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
-	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -39,7 +39,7 @@ func BenchmarkMessage(b *testing.B) {
 	}
 	done := make(chan struct{})
 	pl, err := pipeline.New(
-		pipeline.Ports{Source: q, Store: memstore.New(), Bank: pipeline.Bank{Debiter: corebank.NewLedger(corebank.Faults{})}, Notifier: notify.NewRecorder(0, quiet)},
+		pipeline.Ports{Source: q, Store: memstore.New(), Bank: pipeline.Bank{Debiter: corebanksim.NewLedger(corebanksim.Faults{})}, Notifier: notifysim.NewRecorder(0, quiet)},
 		pipeline.Config{Concurrency: 16, Visibility: time.Minute, Lease: time.Minute, Retention: idempotency.DefaultRetention,
 			ShutdownTimeout: time.Second, NotifyTimeout: time.Second},
 		pipeline.Options{Logger: quiet})

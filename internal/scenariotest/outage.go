@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	wiring "github.com/finedge/idempotent-consumer/internal/pipeline"
-	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -99,8 +99,8 @@ func GrewDuring(rs []Receipt, from, to time.Time) (violations []string, handled 
 func outages(t *testing.T, h Harness) {
 	const n = 40
 	b := h.Open(t, 2*time.Second)
-	ledger := corebank.NewLedger(corebank.Faults{Latency: 5 * time.Millisecond})
-	srv := httptest.NewServer(corebank.Handler(ledger))
+	ledger := corebanksim.NewLedger(corebanksim.Faults{Latency: 5 * time.Millisecond})
+	srv := httptest.NewServer(corebanksim.Handler(ledger))
 	t.Cleanup(srv.Close)
 	cfg := wiring.Config{Concurrency: 4, Visibility: 2 * time.Second, Lease: 2 * time.Second, Retention: idempotency.DefaultRetention,
 		Skew: 50 * time.Millisecond, ShutdownTimeout: 5 * time.Second, CorebankURL: srv.URL, CorebankTimeout: time.Second,
@@ -113,7 +113,7 @@ func outages(t *testing.T, h Harness) {
 	store := &downStore{Store: b.Store}
 	var mu sync.Mutex
 	var seen []Receipt
-	pl, err := wiring.New(wiring.Ports{Source: b.Queue, Store: store, Bank: bank, Notifier: notify.NewRecorder(0, nil)}, cfg,
+	pl, err := wiring.New(wiring.Ports{Source: b.Queue, Store: store, Bank: bank, Notifier: notifysim.NewRecorder(0, nil)}, cfg,
 		wiring.Options{Logger: quiet, OnResult: func(_ context.Context, m queue.Message, _ charge.Charge, _ charge.Result) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -139,7 +139,7 @@ func outages(t *testing.T, h Harness) {
 	// 2 s (the runtime's default backoff) and is received again within
 	// the window.
 	bankFrom := time.Now()
-	ledger.SetFaults(corebank.Faults{Latency: 5 * time.Millisecond, OutageStatus: 503, OutageUntil: bankFrom.Add(3 * time.Second), OutageHealthy: true})
+	ledger.SetFaults(corebanksim.Faults{Latency: 5 * time.Millisecond, OutageStatus: 503, OutageUntil: bankFrom.Add(3 * time.Second), OutageHealthy: true})
 	time.Sleep(3 * time.Second)
 	bankTo := time.Now()
 	// The store: unreachable for 3 s while the queue keeps delivering.

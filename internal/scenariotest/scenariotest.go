@@ -18,10 +18,10 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/consumer"
-	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -67,8 +67,8 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type pipeline struct {
 	b      Backend
 	guard  *idempotency.Guard
-	ledger *corebank.Ledger
-	notes  *notify.Recorder
+	ledger *corebanksim.Ledger
+	notes  *notifysim.Recorder
 	h      *chargehandler.Handler
 
 	mu       sync.Mutex
@@ -77,7 +77,7 @@ type pipeline struct {
 
 type config struct {
 	lease, visibility time.Duration
-	faults            corebank.Faults
+	faults            corebanksim.Faults
 }
 
 func newPipeline(t *testing.T, h Harness, cfg config) *pipeline {
@@ -88,7 +88,7 @@ func newPipeline(t *testing.T, h Harness, cfg config) *pipeline {
 	if cfg.visibility == 0 {
 		cfg.visibility = 3 * time.Second
 	}
-	p := &pipeline{b: h.Open(t, cfg.visibility), ledger: corebank.NewLedger(cfg.faults), notes: notify.NewRecorder(0, nil),
+	p := &pipeline{b: h.Open(t, cfg.visibility), ledger: corebanksim.NewLedger(cfg.faults), notes: notifysim.NewRecorder(0, nil),
 		outcomes: map[charge.Outcome]int{}}
 	var err error
 	p.guard, err = idempotency.NewGuard(p.b.Store, idempotency.Options{Lease: cfg.lease, SkewMargin: 50 * time.Millisecond})
@@ -257,7 +257,7 @@ func fiveCopies(t *testing.T, h Harness) {
 
 func inFlightDuplicate(t *testing.T, h Harness) {
 	// The debit takes longer than a duplicate needs to arrive.
-	p := newPipeline(t, h, config{faults: corebank.Faults{Latency: 700 * time.Millisecond}, lease: 2 * time.Second})
+	p := newPipeline(t, h, config{faults: corebanksim.Faults{Latency: 700 * time.Millisecond}, lease: 2 * time.Second})
 	p.send(t, fee("CHG-SLOW", "001234567890", 2500), 2)
 	stop := p.run(t, consumer.Options{Concurrency: 2})
 	p.drained(t)
@@ -325,7 +325,7 @@ func crashAfterDebit(t *testing.T, h Harness) {
 }
 
 func decline(t *testing.T, h Harness) {
-	p := newPipeline(t, h, config{faults: corebank.Faults{DeclineAccounts: map[string]string{"009999999999": "ACCOUNT_CLOSED"}}})
+	p := newPipeline(t, h, config{faults: corebanksim.Faults{DeclineAccounts: map[string]string{"009999999999": "ACCOUNT_CLOSED"}}})
 	p.send(t, fee("CHG-CLOSED", "009999999999", 2500), 2)
 	stop := p.run(t, consumer.Options{Concurrency: 1})
 	p.drained(t)
@@ -383,7 +383,7 @@ func conflict(t *testing.T, h Harness) {
 }
 
 func transient(t *testing.T, h Harness) {
-	p := newPipeline(t, h, config{faults: corebank.Faults{TransientRate: 0.3, TransientAfterPostRate: 0.2}, lease: time.Second})
+	p := newPipeline(t, h, config{faults: corebanksim.Faults{TransientRate: 0.3, TransientAfterPostRate: 0.2}, lease: time.Second})
 	const n = 30
 	var ids []string
 	for i := range n {
@@ -407,7 +407,7 @@ func transient(t *testing.T, h Harness) {
 }
 
 func shutdownRestart(t *testing.T, h Harness) {
-	p := newPipeline(t, h, config{faults: corebank.Faults{Latency: 50 * time.Millisecond}, lease: time.Second, visibility: time.Second})
+	p := newPipeline(t, h, config{faults: corebanksim.Faults{Latency: 50 * time.Millisecond}, lease: time.Second, visibility: time.Second})
 	const n = 40
 	var ids []string
 	for i := range n {

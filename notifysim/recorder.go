@@ -1,11 +1,8 @@
-// Package notify holds two pre-debit notification channels that need no
-// outside dependency: Log (production: one structured line per notice, for
-// banks that produce notifications downstream from logs) and Recorder (the
-// simulator, --notify sim: it records every notification, logs it with the
-// account masked, and can inject failures; for the demo and tests only).
-// The other production channels are packages of their own: awssns and
-// webhook.
-package notify
+// Package notifysim is the simulated pre-debit notification channel
+// (--notify sim): Recorder records every notification, logs it with the
+// account masked, and can inject failures. For the demo and the tests only;
+// the production channels are notify (a log line), awssns and webhook.
+package notifysim
 
 import (
 	"context"

@@ -1,9 +1,10 @@
-// Package corebank simulates the bank's core-banking debit API and holds the
-// adapters that talk to it. Ledger is the simulator's state: it honours an
+// Package corebanksim simulates the bank's core-banking debit API, for the
+// demo, the bench and the tests: never wired into production. Ledger is the
+// simulator's state: it honours an
 // idempotency key the way a real core-banking API must (the same key and
 // body replay the first result and post nothing; the same key with another
 // body is refused), and injects latency and faults.
-package corebank
+package corebanksim
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package corebank
+package corebanksim
 
 import (
 	"crypto/rand"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/corebank"
 )
 
 // TokenIssuer is the simulator's OAuth2 token endpoint (client credentials
@@ -103,7 +105,7 @@ func Secure(h http.Handler, ti *TokenIssuer) http.Handler {
 		case r.URL.Path == "/healthz" || ti.valid(r):
 			h.ServeHTTP(w, r)
 		default:
-			writeJSON(w, http.StatusUnauthorized, ErrorResponse{Error: "UNAUTHORIZED", Message: "a valid Bearer token is required"})
+			writeJSON(w, http.StatusUnauthorized, corebank.ErrorResponse{Error: "UNAUTHORIZED", Message: "a valid Bearer token is required"})
 		}
 	})
 }

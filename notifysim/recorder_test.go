@@ -1,4 +1,4 @@
-package notify_test
+package notifysim_test
 
 import (
 	"errors"
@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/notify"
+	"github.com/finedge/idempotent-consumer/notifysim"
 )
 
 func TestRecorderRecordsMaskedAndInjectsFailures(t *testing.T) {
 	c := charge.Charge{ID: "CHG-N", AccountID: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
 		Type: charge.SMSAlertFee, DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
-	r := notify.NewRecorder(0, nil)
+	r := notifysim.NewRecorder(0, nil)
 	if err := r.NotifyPreDebit(t.Context(), c, charge.DebitReceipt{Reference: "CBS1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -20,8 +20,8 @@ func TestRecorderRecordsMaskedAndInjectsFailures(t *testing.T) {
 	if len(got) != 1 || got[0].Account != "********7890" || got[0].Amount != "INR 25.00" || got[0].Reference != "CBS1" {
 		t.Fatalf("sent = %+v", got)
 	}
-	failing := notify.NewRecorder(1, nil)
-	if err := failing.NotifyPreDebit(t.Context(), c, charge.DebitReceipt{}); !errors.Is(err, notify.ErrInjected) {
+	failing := notifysim.NewRecorder(1, nil)
+	if err := failing.NotifyPreDebit(t.Context(), c, charge.DebitReceipt{}); !errors.Is(err, notifysim.ErrInjected) {
 		t.Fatalf("err = %v, want ErrInjected", err)
 	}
 	if len(failing.Sent()) != 0 {

@@ -1,4 +1,4 @@
-package corebank
+package corebanksim
 
 import (
 	"encoding/json"
@@ -10,75 +10,17 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/corebank"
 )
 
-// The simulator's HTTP API (documented in the README):
+// The simulator serves the core-banking API of package corebank (its wire
+// format: corebank.DebitBody, corebank.StatusResponse, …) and an admin API
+// of its own:
 //
-//	POST /v1/debits        Idempotency-Key header + DebitBody → 201 (posted) or
-//	                       200 (replay of the same key and body, header
-//	                       Idempotent-Replayed: true); 422 DECLINED for a
-//	                       decline; 422 IDEMPOTENCY_KEY_REUSED for a key
-//	                       reused with another body; 409 REQUEST_IN_PROGRESS
-//	                       while an earlier request with the key runs; 202
-//	                       {"status":"PENDING"} when accepted to post later; 503,
-//	                       502, 401, resets: injected faults
-//	GET  /v1/debits/{key}  status enquiry → 200 {"status":"POSTED","reference"},
-//	                       200 {"status":"IN_PROGRESS"}, 200 {"status":"DECLINED",
-//	                       "code"}, or 404 {"status":"NOT_FOUND"}
 //	GET  /v1/ledger        every posting, with its idempotency key
 //	PUT  /v1/faults        replace the injected faults (FaultsBody)
 //	POST /v1/reset         forget every posting
 //	GET  /healthz          200, or the outage window's status
-const (
-	IdempotencyHeader = "Idempotency-Key"
-	ReplayedHeader    = "Idempotent-Replayed"
-)
-
-// DebitBody is the JSON body of POST /v1/debits.
-type DebitBody struct {
-	AccountID  string    `json:"accountId"`
-	Amount     MoneyBody `json:"amount"`
-	ChargeType string    `json:"chargeType"`
-	Narrative  string    `json:"narrative,omitempty"`
-}
-
-// MoneyBody is integer minor units and an ISO-4217 code.
-type MoneyBody struct {
-	Minor    int64  `json:"minor"`
-	Currency string `json:"currency"`
-}
-
-// DebitResponse is the body of a 200/201.
-type DebitResponse struct {
-	Reference      string `json:"reference"`
-	IdempotencyKey string `json:"idempotencyKey"`
-	Status         string `json:"status"`
-}
-
-// The states of a status enquiry's answer.
-const (
-	StatusPosted     = "POSTED"
-	StatusInProgress = "IN_PROGRESS"
-	StatusDeclined   = "DECLINED"
-	StatusNotFound   = "NOT_FOUND"
-)
-
-// StatusResponse is the body of GET /v1/debits/{key}.
-type StatusResponse struct {
-	IdempotencyKey string `json:"idempotencyKey"`
-	Status         string `json:"status"`
-	Reference      string `json:"reference,omitempty"`
-	Code           string `json:"code,omitempty"`
-	Message        string `json:"message,omitempty"`
-	Error          string `json:"error,omitempty"`
-}
-
-// ErrorResponse is the body of every 4xx/5xx.
-type ErrorResponse struct {
-	Error   string `json:"error"`
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message,omitempty"`
-}
 
 // LedgerResponse is the body of GET /v1/ledger.
 type LedgerResponse struct {
@@ -129,13 +71,13 @@ func Handler(l *Ledger) http.Handler {
 		}
 		switch e.State {
 		case charge.DebitPosted:
-			writeJSON(w, http.StatusOK, StatusResponse{IdempotencyKey: key, Status: StatusPosted, Reference: e.Reference})
+			writeJSON(w, http.StatusOK, corebank.StatusResponse{IdempotencyKey: key, Status: corebank.StatusPosted, Reference: e.Reference})
 		case charge.DebitInProgress:
-			writeJSON(w, http.StatusOK, StatusResponse{IdempotencyKey: key, Status: StatusInProgress})
+			writeJSON(w, http.StatusOK, corebank.StatusResponse{IdempotencyKey: key, Status: corebank.StatusInProgress})
 		case charge.DebitDeclined:
-			writeJSON(w, http.StatusOK, StatusResponse{IdempotencyKey: key, Status: StatusDeclined, Code: e.Decline.Code, Message: e.Decline.Message})
+			writeJSON(w, http.StatusOK, corebank.StatusResponse{IdempotencyKey: key, Status: corebank.StatusDeclined, Code: e.Decline.Code, Message: e.Decline.Message})
 		default:
-			writeJSON(w, http.StatusNotFound, StatusResponse{IdempotencyKey: key, Status: StatusNotFound, Error: "NOT_FOUND"})
+			writeJSON(w, http.StatusNotFound, corebank.StatusResponse{IdempotencyKey: key, Status: corebank.StatusNotFound, Error: "NOT_FOUND"})
 		}
 	})
 	mux.HandleFunc("GET /v1/ledger", func(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +92,7 @@ func Handler(l *Ledger) http.Handler {
 		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&f); err != nil {
-			writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: "BAD_REQUEST", Message: err.Error()})
+			writeJSON(w, http.StatusBadRequest, corebank.ErrorResponse{Error: "BAD_REQUEST", Message: err.Error()})
 			return
 		}
 		l.SetFaults(f.Faults(time.Now()))
@@ -194,21 +136,21 @@ func (f FaultsBody) Faults(now time.Time) Faults {
 }
 
 func debit(l *Ledger, w http.ResponseWriter, r *http.Request) {
-	key := r.Header.Get(IdempotencyHeader)
+	key := r.Header.Get(corebank.IdempotencyHeader)
 	if key == "" {
-		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: "BAD_REQUEST", Message: "the " + IdempotencyHeader + " header is required"})
+		writeJSON(w, http.StatusBadRequest, corebank.ErrorResponse{Error: "BAD_REQUEST", Message: "the " + corebank.IdempotencyHeader + " header is required"})
 		return
 	}
-	var b DebitBody
+	var b corebank.DebitBody
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
-		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: "BAD_REQUEST", Message: err.Error()})
+		writeJSON(w, http.StatusBadRequest, corebank.ErrorResponse{Error: "BAD_REQUEST", Message: err.Error()})
 		return
 	}
 	cur := charge.Currency(b.Amount.Currency)
 	if b.AccountID == "" || b.Amount.Minor <= 0 || !cur.Valid() {
-		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: "BAD_REQUEST", Message: "accountId, a positive amount.minor and an ISO-4217 amount.currency are required"})
+		writeJSON(w, http.StatusBadRequest, corebank.ErrorResponse{Error: "BAD_REQUEST", Message: "accountId, a positive amount.minor and an ISO-4217 amount.currency are required"})
 		return
 	}
 	receipt, replayed, err := l.debit(r.Context(), charge.DebitRequest{
@@ -221,24 +163,24 @@ func debit(l *Ledger, w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &fault):
 		writeFault(w, fault)
 	case errors.Is(err, ErrPending):
-		writeJSON(w, http.StatusAccepted, DebitResponse{IdempotencyKey: key, Status: "PENDING"})
+		writeJSON(w, http.StatusAccepted, corebank.DebitResponse{IdempotencyKey: key, Status: "PENDING"})
 	case errors.Is(err, ErrInProgress):
-		writeJSON(w, http.StatusConflict, ErrorResponse{Error: "REQUEST_IN_PROGRESS", Message: err.Error()})
+		writeJSON(w, http.StatusConflict, corebank.ErrorResponse{Error: "REQUEST_IN_PROGRESS", Message: err.Error()})
 	case err == nil:
 		status := http.StatusCreated
 		if replayed {
 			status = http.StatusOK
-			w.Header().Set(ReplayedHeader, "true")
+			w.Header().Set(corebank.ReplayedHeader, "true")
 		}
-		writeJSON(w, status, DebitResponse{Reference: receipt.Reference, IdempotencyKey: key, Status: "POSTED"})
+		writeJSON(w, status, corebank.DebitResponse{Reference: receipt.Reference, IdempotencyKey: key, Status: "POSTED"})
 	case errors.As(err, &decline):
-		writeJSON(w, http.StatusUnprocessableEntity, ErrorResponse{Error: "DECLINED", Code: decline.Code, Message: decline.Message})
+		writeJSON(w, http.StatusUnprocessableEntity, corebank.ErrorResponse{Error: "DECLINED", Code: decline.Code, Message: decline.Message})
 	case errors.Is(err, ErrKeyReuse):
-		writeJSON(w, http.StatusUnprocessableEntity, ErrorResponse{Error: "IDEMPOTENCY_KEY_REUSED", Message: err.Error()})
+		writeJSON(w, http.StatusUnprocessableEntity, corebank.ErrorResponse{Error: "IDEMPOTENCY_KEY_REUSED", Message: err.Error()})
 	case r.Context().Err() != nil:
 		// The caller gave up; nobody reads this.
 	default:
-		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "UNAVAILABLE", Message: err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, corebank.ErrorResponse{Error: "UNAVAILABLE", Message: err.Error()})
 	}
 }
 
@@ -247,7 +189,7 @@ func debit(l *Ledger, w http.ResponseWriter, r *http.Request) {
 func writeFault(w http.ResponseWriter, err error) {
 	var f *FaultError
 	if !errors.As(err, &f) {
-		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "UNAVAILABLE", Message: err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, corebank.ErrorResponse{Error: "UNAVAILABLE", Message: err.Error()})
 		return
 	}
 	if f.Reset {
@@ -259,7 +201,7 @@ func writeFault(w http.ResponseWriter, err error) {
 		}
 		panic(http.ErrAbortHandler) // drops the connection where hijacking is not possible
 	}
-	writeJSON(w, f.Status, ErrorResponse{Error: f.Code, Message: "injected fault"})
+	writeJSON(w, f.Status, corebank.ErrorResponse{Error: f.Code, Message: "injected fault"})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -268,10 +210,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func statusError(status int, e ErrorResponse) error {
+func statusError(status int, e corebank.ErrorResponse) error {
 	msg := e.Message
 	if msg == "" {
 		msg = http.StatusText(status)
 	}
 	return fmt.Errorf("corebank: HTTP %s: %s: %s", strconv.Itoa(status), e.Error, msg)
 }
+
+func durationMS(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
