@@ -12,8 +12,11 @@ const module = "github.com/finedge/idempotent-consumer/"
 // contract), the queue port (queue) and the runtime (consumer) import only
 // the standard library and each other: no AWS, SQL or HTTP client.
 func TestDomainImportsOnlyTheStandardLibrary(t *testing.T) {
-	allowed := map[string]bool{module + "idempotency": true, module + "idempotency/driver": true, module + "queue": true}
-	for _, dir := range []string{"charge", "idempotency", "idempotency/driver", "queue", "consumer"} {
+	allowed := map[string]bool{
+		module + "idempotency": true, module + "idempotency/driver": true,
+		module + "queue": true, module + "internal/strictjson": true,
+	}
+	for _, dir := range []string{"charge", "idempotency", "idempotency/driver", "queue", "consumer", "internal/strictjson"} {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)

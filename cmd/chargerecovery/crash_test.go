@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -24,8 +26,8 @@ import (
 // (IC_TEST_RUN_MAIN=1), so crash tests can SIGKILL a real process.
 func TestMain(m *testing.M) {
 	if os.Getenv("IC_TEST_RUN_MAIN") == "1" {
-		main()
-		return
+		os.Exit(runProcess(&cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv,
+			Drill: crashDrill(os.Getenv("IC_CRASH_AT"))}))
 	}
 	redis.SetLogger(redisLog{}) // as main does
 	if spec := os.Getenv("IC_TEST_HOLD_WRITE_LOCK"); spec != "" {
@@ -130,7 +132,9 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 			}
 
 			// The first consumer dies by SIGKILL in the window.
-			proc := child(t, env, "serve", "--crash-at", tt.at)
+			env["IC_CRASH_AT"] = tt.at
+			proc := child(t, env, "serve")
+			delete(env, "IC_CRASH_AT")
 			done := make(chan error, 1)
 			go func() { done <- proc.Wait() }()
 			select {
@@ -239,5 +243,20 @@ func TestThreeConsumerProcessesOnOneFile(t *testing.T) {
 	}
 	if d := ledger.DuplicateRequests(); len(d) != 0 {
 		t.Fatalf("core banking was asked again for confirmed charges: %v", d)
+	}
+}
+
+// The crash drill is in the test binary only: serve has no flag or
+// variable that makes a production process kill itself.
+func TestServeHasNoCrashSwitch(t *testing.T) {
+	r := runCmd(t.Context(), nil, "serve", "-h")
+	if r.code != 0 || !strings.Contains(r.stderr+r.stdout, "corebank-url") {
+		t.Fatalf("serve -h: %d %s", r.code, r.stderr)
+	}
+	if out := r.stderr + r.stdout; strings.Contains(out, "crash-at") || strings.Contains(out, "CRASH_AT") || strings.Contains(out, "SIGKILL") {
+		t.Fatalf("serve -h offers a crash switch:\n%s", out)
+	}
+	if r := runCmd(t.Context(), nil, "serve", "--crash-at", "after-claim"); r.code != 2 {
+		t.Fatalf("serve --crash-at: exit %d, want 2 (no such flag)", r.code)
 	}
 }

@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/internal/pipeline"
-	"golang.org/x/net/netutil"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/internal/pipeline"
+	"golang.org/x/net/netutil"
 
 	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/metrics"

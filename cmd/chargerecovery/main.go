@@ -71,12 +71,14 @@ type redisLog struct{}
 
 func (redisLog) Printf(context.Context, string, ...any) {}
 
-func main() {
+func main() { os.Exit(runProcess(&cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})) }
+
+// runProcess runs the command line of this process in env.
+func runProcess(env *cli.Env) int {
 	redis.SetLogger(redisLog{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, &cli.Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}, os.Args[1:])
-	stop()
-	os.Exit(code)
+	defer stop()
+	return run(ctx, env, os.Args[1:])
 }
 
 func run(ctx context.Context, env *cli.Env, args []string) int {

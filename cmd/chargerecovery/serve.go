@@ -23,7 +23,6 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		nc              pipeline.NotifyConfig
 		sc              backend.SweepConfig
 		lc              cli.LogConfig
-		crashAt         string
 		createIfMissing string
 		httpAddr        string
 		depthTick       time.Duration
@@ -36,7 +35,6 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (--http-addr \"\" turns it off)")
 	f.Duration(&depthTick, "depth-interval", "IC_DEPTH_INTERVAL", 15*time.Second, "how often the queue depth gauges are sampled (in the background, never on a scrape)")
 	f.String(&createIfMissing, "create-if-missing", "IC_CREATE_IF_MISSING", "", "create and migrate the SQLite file or PostgreSQL schema if needed: true or false (default: true for embedded, false for postgres, where chargerecovery setup does it and serve runs with a least-privilege role)")
-	f.String(&crashAt, "crash-at", "IC_CRASH_AT", "", "testing and drills only: SIGKILL this process right after a step: after-claim, after-debit or after-done")
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
@@ -56,9 +54,6 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		bc.Existing = createIfMissing == "false"
 	default:
 		p.Add("--create-if-missing %q is not true or false", createIfMissing)
-	}
-	if !validCrashPoint(crashAt) {
-		p.Add("--crash-at %q is not after-claim, after-debit or after-done", crashAt)
 	}
 	if err := p.Err(); err != nil {
 		return err
@@ -89,7 +84,9 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	b.Store, bank.Debiter = withCrashes(crashAt, b.Store, bank.Debiter)
+	if env.Drill != nil { // a test binary's crash drill; never set in production
+		b.Store, bank.Debiter = env.Drill(b.Store, bank.Debiter)
+	}
 	tp, stopTracing, err := tracing.Setup(ctx, env.Getenv, env.Stderr)
 	if err != nil {
 		return cli.Usagef("tracing: %v", err)

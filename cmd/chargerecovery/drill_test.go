@@ -9,21 +9,28 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// The crash points of --crash-at: the process SIGKILLs itself right after
-// that step succeeds, to prove what happens in each crash window. For tests
-// and drills only.
+// Crash drills exist in the test binary only (this file): a child process
+// of the tests started with IC_CRASH_AT SIGKILLs itself right after that
+// step succeeds, to prove what happens in each crash window. The production
+// binary has no such flag, variable or code.
 const (
 	crashAfterClaim = "after-claim" // claimed, nothing debited
 	crashAfterDebit = "after-debit" // debited, DONE not recorded
 	crashAfterDone  = "after-done"  // DONE recorded, message not acked
 )
 
-func validCrashPoint(s string) bool {
-	switch s {
-	case "", crashAfterClaim, crashAfterDebit, crashAfterDone:
-		return true
+// crashDrill is the cli.Env.Drill of a child started with IC_CRASH_AT=at
+// (nil when at is empty); an unknown point is a bug in the test.
+func crashDrill(at string) func(driver.Store, charge.Debiter) (driver.Store, charge.Debiter) {
+	switch at {
+	case "":
+		return nil
+	case crashAfterClaim, crashAfterDebit, crashAfterDone:
+		return func(s driver.Store, d charge.Debiter) (driver.Store, charge.Debiter) {
+			return crashingStore{s, at}, crashingDebiter{d, at}
+		}
 	}
-	return false
+	panic("IC_CRASH_AT=" + at + " is not after-claim, after-debit or after-done")
 }
 
 func die() {
@@ -63,13 +70,4 @@ func (d crashingDebiter) Debit(ctx context.Context, req charge.DebitRequest) (ch
 		die()
 	}
 	return r, err
-}
-
-// withCrashes wraps the store and the debiter for --crash-at (no-op when
-// at is empty).
-func withCrashes(at string, s driver.Store, d charge.Debiter) (driver.Store, charge.Debiter) {
-	if at == "" {
-		return s, d
-	}
-	return crashingStore{s, at}, crashingDebiter{d, at}
 }
