@@ -2,6 +2,10 @@ package idempotentconsumer_test
 
 import (
 	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -53,6 +57,56 @@ func TestStoresImplementTheDriverOnly(t *testing.T) {
 		}
 		if !driver {
 			t.Errorf("%s does not import idempotency/driver: is it still a store?", dir)
+		}
+	}
+}
+
+// The README's package map (its Layout table) names every package in the
+// tree, and nothing that is not there.
+func TestReadmeLayoutMatchesTheTree(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, ok := strings.Cut(string(readme), "\n## Layout\n")
+	if !ok {
+		t.Fatal("README.md has no ## Layout section")
+	}
+	layout, _, _ = strings.Cut(layout, "\n## ")
+	named := map[string]bool{}
+	for _, line := range strings.Split(layout, "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 3 {
+			continue
+		}
+		for _, m := range regexp.MustCompile("`([a-z0-9_/]+)`").FindAllStringSubmatch(cells[1], -1) {
+			named[m[1]] = true
+		}
+	}
+	packages := map[string]bool{}
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") && path != "." || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") && filepath.Dir(path) != "." {
+			packages[filepath.ToSlash(filepath.Dir(path))] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pkg := range packages {
+		if !named[pkg] {
+			t.Errorf("package %s is not in README.md's Layout table", pkg)
+		}
+	}
+	for name := range named {
+		if fi, err := os.Stat(name); err != nil || !fi.IsDir() {
+			t.Errorf("README.md's Layout table names %s, which is not a directory of the tree", name)
 		}
 	}
 }

@@ -40,7 +40,7 @@ var _ consumer.Handler = (*Handler)(nil)
 // NewHandler returns a Handler; it panics on a nil Service (a wiring bug).
 func NewHandler(opts Options) *Handler {
 	if opts.Service == nil {
-		panic("recovery: NewHandler needs a Service")
+		panic("chargehandler: NewHandler needs a Service")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -1,17 +1,34 @@
-// Package idempotency is the claim/lease/fencing state machine that turns an
-// at-least-once stream of work into exactly-once recorded effects.
+// Package idempotency turns an at-least-once stream of work into
+// exactly-once recorded effects: a Guard claims a business key (a charge id,
+// never a transport message id) before the work runs and records its result
+// after, so a second delivery of the same work finds the record instead of
+// running again.
 //
-// One Record exists per business key (a charge id, never a transport message
-// id). A worker claims the key with one atomic conditional write that succeeds
-// only when the key is absent (or past its retention) or is IN_PROGRESS with
-// an expired lease. The claim carries a fresh random fencing token; every later
-// write by the claimant (Complete, Fail, Extend, Yield) is conditional on
-// state = IN_PROGRESS and that token, so a worker whose lease expired and was
-// reclaimed by someone else gets ErrLeaseLost and must neither ack nor
-// overwrite. A payload fingerprint is stored at claim time: the same key with a
-// different payload is a Conflict and is never executed.
+// Most callers need Guard.Do: it claims the key, runs the function while a
+// heartbeat extends the lease, and records DONE or FAILED. Every way a claim
+// can end is returned as data in DoResult.Outcome, the way net/http's
+// Client.Do returns a 404 as a response: Acquired and Reclaimed (the work
+// ran), DuplicateDone and DuplicateFailed (it ran before; the stored result
+// is in DoResult.Record), DuplicateInProgress (another worker holds a live
+// lease; retry after DoResult.RetryAfter), Conflict (the key was used with another
+// payload; never run), Failed (the work failed permanently), Unfinished (a
+// retryable failure; the lease is yielded) and LeaseLost (the lease was
+// taken over while the work ran; neither acknowledge nor overwrite). Do
+// returns an error only when the store could not be reached or a result
+// could not be recorded.
 //
-// The package imports only the standard library. Storage is a port (Store)
-// implemented by one package per backend; every implementation must pass the
-// conformance suite in package storetest.
+// Claim, Extend, Complete, Fail and Yield are the same steps one at a time,
+// for callers that run the work themselves; Reopen lets an operator hand a
+// FAILED record back to the next delivery (optionally as a new generation). A Fingerprinter keys the
+// payload fingerprint with HMAC-SHA-256 so the same key with another
+// payload is told apart from a redelivery.
+//
+// The states (ABSENT, IN_PROGRESS, DONE, FAILED) and every transition
+// between them are one table, driver.Transitions in package
+// idempotency/driver, which also holds the contract a store implements.
+// Stores: memstore (tests and the demo), sqlite, postgres, redisstore and
+// awsdynamodb; each passes the conformance suite in idempotency/storetest,
+// which runs every row of the table against it.
+//
+// The package imports only the standard library and its driver package.
 package idempotency

@@ -1,6 +1,6 @@
 // Package queue is the port every message queue implements — Amazon SQS
-// (awssqs), the embedded SQLite queue (sqlite) and the in-memory one
-// (memqueue) — and the vocabulary they share: the message, the receipt
+// (awssqs), the embedded SQLite queue (sqlite), the PostgreSQL queue
+// (postgres) and the in-memory one (memqueue) — and the vocabulary they share: the message, the receipt
 // rules, the dead-letter reason and its attributes, depth, and what a
 // redrive of the dead-letter queue may move. It imports only the standard
 // library. queuetest holds the conformance suite every implementation

@@ -1,4 +1,4 @@
-// Package redisstore is an driver.Store on Redis, usable with any
+// Package redisstore is a driver.Store on Redis, usable with any
 // queue. Each record is one hash under Prefix + key, so every operation
 // touches one key and the store works on Redis Cluster; claim, finish,
 // extend and reopen are each one Lua script, which Redis runs atomically.

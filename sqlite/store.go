@@ -13,11 +13,8 @@ import (
 // Store is the driver.Store on the SQLite file. The claim runs in the
 // writer's transaction: a plain INSERT … ON CONFLICT DO NOTHING for a new
 // key; otherwise the row is read and, only when it may be taken over, an
-// INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING takes it
-// (BenchmarkGrowth: fresh claims +15%, duplicates +20% against the upsert
-// alone). A read on the pool first, to keep duplicates off the single
-// writer, was measured and dropped: duplicates 2.2× faster, fresh claims
-// 30% slower.
+// INSERT … ON CONFLICT DO UPDATE … WHERE <claimable> RETURNING takes it.
+// Why this shape and not another is in BENCHMARKS.md (SQLite claim path).
 type Store struct {
 	db *DB
 }

@@ -1,8 +1,9 @@
 // Package backend opens where the queue and the idempotency records live —
-// one SQLite file (embedded) or SQS + DynamoDB (aws) — behind one type, so
-// that the commands, the demo and the bench wire the same thing. It also
-// holds what retention means per backend and the sweeper that enforces it
-// where the backend does not do so itself.
+// one SQLite file (embedded), one PostgreSQL schema (postgres) or SQS +
+// DynamoDB (aws), with the records optionally on Redis (--store redis) —
+// behind one type, so that the commands, the demo and the bench wire the
+// same thing. It also holds what retention means per backend and the
+// sweeper that enforces it where the backend does not do so itself.
 package backend
 
 import (

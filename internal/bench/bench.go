@@ -1,3 +1,10 @@
+// Package bench is chargerecovery bench: month-end load on a real backend
+// (embedded, PostgreSQL or AWS, optionally with the Redis store) through
+// the same pipeline serve runs, with the bank simulated in process. It
+// enqueues charges with redeliveries, drains them, optionally runs the same
+// pipeline without the claim first (the baseline), and reports throughput,
+// handling latency, store and queue calls per message, memory, and the
+// exactly-once verdict read from the simulated ledger.
 package bench
 
 import (
@@ -255,20 +262,40 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 	if baseline {
 		mode = "baseline"
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	const visibility, lease = 60 * time.Second, 60 * time.Second
-	bc := c.bc
-	b, drop, err := backend.OpenFresh(ctx, env.Stderr, bc, "bench", c.dir, visibility, false)
+	b, drop, err := backend.OpenFresh(ctx, env.Stderr, c.bc, "bench", c.dir, benchVisibility, false)
 	if err != nil {
 		return RunReport{}, err
 	}
 	defer drop()
-
-	// Enqueue: originals in order, each duplicate dupLag messages later,
-	// through the queue port's batch send (SQS: 10 per call, 8 calls at
-	// once; embedded: 1,000 per transaction, one at a time, as there is
-	// one writer).
+	// 1. Enqueue the charges and their redeliveries.
 	enqStart := time.Now()
+	messages, err := enqueue(ctx, b.Queue, c, run)
+	if err != nil {
+		return RunReport{}, err
+	}
+	enqSeconds := time.Since(enqStart).Seconds()
+	// 2. With --expired, records past retention for the sweeper.
+	if err := SeedExpired(ctx, b.Store, c.expired); err != nil {
+		return RunReport{}, fmt.Errorf("seed expired records: %w", err)
+	}
+	// 3. Consume them all through the pipeline serve runs.
+	cr, err := consume(ctx, env, b, c, mode, baseline, messages)
+	if err != nil {
+		return RunReport{}, err
+	}
+	// 4. Count and verify.
+	return report(c, b, mode, baseline, messages, enqSeconds, cr)
+}
+
+// The bench's queue visibility and claim lease: long, so that nothing is
+// redelivered or reclaimed because the machine is busy.
+const benchVisibility, benchLease = 60 * time.Second, 60 * time.Second
+
+// enqueue sends the originals in order, each duplicate dupLag messages
+// later, through the queue port's batch send (SQS: 10 per call, 8 calls at
+// once; embedded: 1,000 per transaction, one at a time, as there is one
+// writer), and returns how many messages it sent.
+func enqueue(ctx context.Context, q queue.Queue, c benchConfig, run string) (int, error) {
 	batchMax, parallel := 1000, 1
 	if c.bc.Kind == backend.AWS {
 		batchMax, parallel = 10, 8
@@ -288,7 +315,7 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if _, err := b.Queue.SendBatch(ctx, msgs); err != nil {
+			if _, err := q.SendBatch(ctx, msgs); err != nil {
 				sendMu.Lock()
 				sendErr = err
 				sendMu.Unlock()
@@ -310,26 +337,38 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 	for i := 0; i < c.charges+c.dupLag; i++ {
 		if i < c.charges {
 			if err := add(i); err != nil {
-				return RunReport{}, err
+				return 0, err
 			}
 		}
 		if j := i - c.dupLag; j >= 0 && j < c.charges && duplicated(j, c.dupRatio) {
 			if err := add(j); err != nil {
-				return RunReport{}, err
+				return 0, err
 			}
 		}
 	}
 	flush()
 	wg.Wait()
 	if sendErr != nil {
-		return RunReport{}, fmt.Errorf("enqueue: %w", sendErr)
+		return 0, fmt.Errorf("enqueue: %w", sendErr)
 	}
-	enqSeconds := time.Since(enqStart).Seconds()
-	if err := SeedExpired(ctx, b.Store, c.expired); err != nil {
-		return RunReport{}, fmt.Errorf("seed expired records: %w", err)
-	}
+	return messages, nil
+}
 
-	// Consume.
+// consumed is what the consume phase measured.
+type consumed struct {
+	elapsed                            time.Duration
+	heapMB, rssMB                      float64
+	ledger                             *benchLedger
+	counts                             metrics.Counts
+	hist                               *histogram
+	dropped, deferred, retries, purged int64
+}
+
+// consume runs the pipeline until every message is decided (or the
+// timeout), with a progress line every c.progress, and the retention
+// sweeper beside it with --expired.
+func consume(ctx context.Context, env *cli.Env, b *backend.Backend, c benchConfig, mode string, baseline bool, messages int) (consumed, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runtime.GC()
 	mem := startMemSampler()
 	ledger := newBenchLedger(c.charges, c.latency)
@@ -356,11 +395,11 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 	}
 	pl, err := pipeline.New(
 		pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: pipeline.Bank{Debiter: ledger}, Notifier: nopNotifier{}},
-		pipeline.Config{Concurrency: c.concurrency, Visibility: visibility, Lease: lease, Retention: idempotency.DefaultRetention,
+		pipeline.Config{Concurrency: c.concurrency, Visibility: benchVisibility, Lease: benchLease, Retention: idempotency.DefaultRetention,
 			Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 30 * time.Second, NotifyTimeout: 5 * time.Second, Fingerprints: pipeline.RunKeys()},
 		pipeline.Options{Logger: quiet, Metrics: m, OnResult: onResult, OnDecision: onDecision, Baseline: baseline})
 	if err != nil {
-		return RunReport{}, err
+		return consumed{}, err
 	}
 	rt := pl.Runtime
 	rctx, cancel := context.WithCancel(ctx)
@@ -399,25 +438,33 @@ wait:
 		case <-timeout:
 			cancel()
 			<-runDone
-			return RunReport{}, fmt.Errorf("bench %s: timed out after %s with %d of %d messages done", mode, c.timeout, decided.Load(), messages)
+			return consumed{}, fmt.Errorf("bench %s: timed out after %s with %d of %d messages done", mode, c.timeout, decided.Load(), messages)
 		case <-ctx.Done():
 			cancel()
 			<-runDone
-			return RunReport{}, ctx.Err()
+			return consumed{}, ctx.Err()
 		}
 	}
 	elapsed := time.Since(start)
 	cancel()
 	if err := <-runDone; err != nil {
-		return RunReport{}, err
+		return consumed{}, err
 	}
 	heapMB, rssMB := mem.finish()
 
-	once, double, none := ledger.verify()
 	counts, err := m.Counts()
 	if err != nil {
-		return RunReport{}, err
+		return consumed{}, err
 	}
+	return consumed{elapsed: elapsed, heapMB: heapMB, rssMB: rssMB, ledger: ledger, counts: counts, hist: &hist,
+		dropped: dropped.Load(), deferred: deferred.Load(), retries: retries.Load(), purged: purged.Load()}, nil
+}
+
+// report counts the calls per message and verifies exactly-once from the
+// bench's ledger.
+func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messages int, enqSeconds float64, cr consumed) (RunReport, error) {
+	ledger, counts, hist, elapsed := cr.ledger, cr.counts, cr.hist, cr.elapsed
+	once, double, none := ledger.verify()
 	won := counts.ClaimOutcomes["acquired"] + counts.ClaimOutcomes["reclaimed"]
 	claimedDup := counts.StoreCalls["claim"] - won
 	fresh := float64(c.charges)
@@ -428,10 +475,10 @@ wait:
 		Seconds: elapsed.Seconds(), ChargesPerSecond: fresh / elapsed.Seconds(), MessagesPerSecond: float64(messages) / elapsed.Seconds(),
 		HandlingLatencyMS: latencyMS{P50: ms(hist.quantile(.5)), P95: ms(hist.quantile(.95)), P99: ms(hist.quantile(.99)), Max: ms(hist.max)},
 		StoreCalls:        counts.StoreCalls, QueueCalls: counts.QueueCalls,
-		PeakHeapMB: heapMB, PeakRSSMB: rssMB,
-		DuplicatesDropped: dropped.Load(), DuplicatesDeferred: deferred.Load(), Retries: retries.Load(),
+		PeakHeapMB: cr.heapMB, PeakRSSMB: cr.rssMB,
+		DuplicatesDropped: cr.dropped, DuplicatesDeferred: cr.deferred, Retries: cr.retries,
 		DebitCalls: ledger.calls.Load(), DebitedOnce: once, DoubleDebits: double, NotDebited: none,
-		ExpiredSeeded: c.expired, RecordsPurged: int(purged.Load()),
+		ExpiredSeeded: c.expired, RecordsPurged: int(cr.purged),
 	}
 	if !baseline {
 		r.StorePerFresh = float64(won+counts.StoreCalls["finish"]+counts.StoreCalls["extend"]) / fresh

@@ -1,3 +1,9 @@
+// Package demo is chargerecovery demo: the exactly-once proof in one
+// command. It starts the bank simulator over HTTP (or mutual TLS and
+// OAuth2 with --secure), sends charges of which about 30% are delivered
+// again, runs the consumer on a fresh backend, and checks the simulator's
+// ledger: every charge debited once, none twice, declined charges (with
+// --decline-rate) recorded FAILED and dead-lettered, never debited.
 package demo
 
 import (
@@ -190,139 +196,200 @@ func Workload(rng *mrand.Rand, run string, n int) []charge.Charge {
 // demo runs the whole proof: fresh state, simulator, consumer, workload,
 // verification from the simulator's ledger.
 func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
-	start := time.Now()
-	run := backend.RandomID()
 	logOut := io.Discard
 	if c.verbose {
 		logOut = env.Stderr
 	}
-	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))
-
-	// 1. Fresh state of its own.
-	const visibility, lease = 3 * time.Second, 3 * time.Second
-	c.bc.Wait, c.bc.MaxReceive, c.bc.Sync = time.Second, 20, "NORMAL"
-	var cleanup []func()
-	defer func() {
-		for i := len(cleanup) - 1; i >= 0; i-- {
-			cleanup[i]()
+	d := &demoRun{c: c, env: env, start: time.Now(), run: backend.RandomID(),
+		log: slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	defer d.close()
+	for _, step := range []func(context.Context) error{
+		d.freshState,    // 1. fresh state of its own
+		d.startBank,     // 2. the core-banking simulator, over real HTTP on loopback
+		d.startConsumer, // 3. the consumer (or, with --baseline, the pipeline without the claim)
+		d.sendWorkload,  // 4. N charges, about dupRatio of them sent twice
+		d.drain,         // 5. every charge final and the queue empty
+	} {
+		if err := step(ctx); err != nil {
+			return Report{}, err
 		}
-	}()
-	b, drop, err := backend.OpenFresh(ctx, env.Stderr, c.bc, "demo", "", visibility, c.keep)
-	if err != nil {
-		return Report{}, err
 	}
-	cleanup = append(cleanup, drop)
+	return d.verify(), nil // 6. verify from the simulator's ledger
+}
 
-	// 2. The core-banking simulator, over real HTTP on loopback.
-	faults := c.faults
-	faults.LatencyMS = c.latency.Milliseconds()
+// demoRun is one demo, built up by its steps in order.
+type demoRun struct {
+	c       demoConfig
+	env     *cli.Env
+	log     *slog.Logger
+	start   time.Time
+	run     string
+	cleanup []func()
+
+	b *backend.Backend // step 1
+
+	faults  corebanksim.FaultsBody // step 2
+	ledger  *corebanksim.Ledger
+	tokens  *corebanksim.TokenIssuer // with --secure
+	bankURL string
+	auth    pipeline.AuthFlags
+
+	pl       *pipeline.Pipeline // step 3
+	stop     func()             // stops the consumer and waits for it
+	mu       sync.Mutex
+	outcomes map[charge.Outcome]int
+
+	charges  []charge.Charge // step 4
+	declined map[string]bool
+	sent     int
+}
+
+// The demo's queue visibility and claim lease: short, so that a retry or a
+// reclaim happens within the demo's run.
+const visibility, lease = 3 * time.Second, 3 * time.Second
+
+// close stops what the steps started, last first.
+func (d *demoRun) close() {
+	for i := len(d.cleanup) - 1; i >= 0; i-- {
+		d.cleanup[i]()
+	}
+}
+
+// freshState opens a backend of the demo's own (step 1).
+func (d *demoRun) freshState(ctx context.Context) error {
+	bc := d.c.bc
+	bc.Wait, bc.MaxReceive, bc.Sync = time.Second, 20, "NORMAL"
+	b, drop, err := backend.OpenFresh(ctx, d.env.Stderr, bc, "demo", "", visibility, d.c.keep)
+	if err != nil {
+		return err
+	}
+	d.b = b
+	d.cleanup = append(d.cleanup, drop)
+	return nil
+}
+
+// startBank serves the core-banking simulator on loopback, with mutual TLS
+// and OAuth2 under --secure (step 2).
+func (d *demoRun) startBank(context.Context) error {
+	d.faults = d.c.faults
+	d.faults.LatencyMS = d.c.latency.Milliseconds()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return Report{}, err
+		return err
 	}
-	simLedger := corebanksim.NewLedger(faults.Faults(time.Now()))
-	srv := &http.Server{Handler: corebanksim.Handler(simLedger), ReadHeaderTimeout: 5 * time.Second}
+	d.ledger = corebanksim.NewLedger(d.faults.Faults(time.Now()))
+	srv := &http.Server{Handler: corebanksim.Handler(d.ledger), ReadHeaderTimeout: 5 * time.Second}
 	scheme := "http"
-	var auth pipeline.AuthFlags
-	var tokens *corebanksim.TokenIssuer
-	if c.secure {
+	if d.c.secure {
 		var tlsConf *tls.Config
-		tokens, tlsConf, auth, err = secureBank(&cleanup)
+		d.tokens, tlsConf, d.auth, err = secureBank(&d.cleanup)
 		if err != nil {
-			return Report{}, fmt.Errorf("secure bank: %w", err)
+			_ = ln.Close()
+			return fmt.Errorf("secure bank: %w", err)
 		}
-		srv.Handler, srv.TLSConfig, scheme = corebanksim.Secure(srv.Handler, tokens), tlsConf, "https"
-		auth.TokenURL = "https://" + ln.Addr().String() + "/oauth/token"
+		srv.Handler, srv.TLSConfig, scheme = corebanksim.Secure(srv.Handler, d.tokens), tlsConf, "https"
+		d.auth.TokenURL = "https://" + ln.Addr().String() + "/oauth/token"
 		go func() { _ = srv.ServeTLS(ln, "", "") }()
 	} else {
 		go func() { _ = srv.Serve(ln) }()
 	}
-	cleanup = append(cleanup, func() { _ = srv.Close() })
+	d.cleanup = append(d.cleanup, func() { _ = srv.Close() })
+	d.bankURL = scheme + "://" + ln.Addr().String()
+	return nil
+}
 
-	// 3. The consumer (or, with --baseline, the same pipeline without the claim).
-	var mu sync.Mutex
-	outcomes := map[charge.Outcome]int{}
-	cc := pipeline.Config{Concurrency: c.concurrency, Visibility: visibility, Lease: lease,
+// startConsumer runs the pipeline serve runs, against the simulator, and
+// counts the outcomes (step 3).
+func (d *demoRun) startConsumer(ctx context.Context) error {
+	d.outcomes = map[charge.Outcome]int{}
+	cc := pipeline.Config{Concurrency: d.c.concurrency, Visibility: visibility, Lease: lease,
 		Retention: idempotency.DefaultRetention, Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 10 * time.Second,
-		CorebankURL: scheme + "://" + ln.Addr().String(), CorebankTimeout: c.bankTimeout, Declines: "422:DECLINED", BankAuth: auth,
+		CorebankURL: d.bankURL, CorebankTimeout: d.c.bankTimeout, Declines: "422:DECLINED", BankAuth: d.auth,
 		Enquiry: true, HealthPath: "/healthz", CircuitAfter: 5, ProbeEvery: 200 * time.Millisecond, ProbeMax: time.Second,
 		NotifyTimeout: time.Second, Fingerprints: pipeline.RunKeys()}
-	ports, err := pipeline.NewBank(cc, log)
+	ports, err := pipeline.NewBank(cc, d.log)
 	if err != nil {
-		return Report{}, err
+		return err
 	}
-	pl, err := pipeline.New(pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: ports, Notifier: notifysim.NewRecorder(0, log)}, cc,
-		pipeline.Options{Logger: log, Baseline: c.baseline, OnResult: func(_ context.Context, _ queue.Message, _ charge.Charge, r charge.Result) {
-			mu.Lock()
-			outcomes[r.Outcome]++
-			mu.Unlock()
+	d.pl, err = pipeline.New(pipeline.Ports{Source: d.b.Queue, Store: d.b.Store, Bank: ports, Notifier: notifysim.NewRecorder(0, d.log)}, cc,
+		pipeline.Options{Logger: d.log, Baseline: d.c.baseline, OnResult: func(_ context.Context, _ queue.Message, _ charge.Charge, r charge.Result) {
+			d.mu.Lock()
+			d.outcomes[r.Outcome]++
+			d.mu.Unlock()
 		}})
 	if err != nil {
-		return Report{}, err
+		return err
 	}
-	rt := pl.Runtime
 	rctx, stopConsumer := context.WithCancel(ctx)
 	consumerDone := make(chan error, 1)
-	go func() { consumerDone <- pl.Run(rctx) }()
-	stop := sync.OnceFunc(func() { stopConsumer(); <-consumerDone })
-	defer stop()
+	go func() { consumerDone <- d.pl.Run(rctx) }()
+	d.stop = sync.OnceFunc(func() { stopConsumer(); <-consumerDone })
+	d.cleanup = append(d.cleanup, d.stop)
+	return nil
+}
 
-	// 4. The workload: N charges, about dupRatio of them sent twice.
-	seed := c.seed
+// sendWorkload sends the charges, about dupRatio of them twice, shuffled;
+// with --decline-rate the simulator declines some accounts (step 4).
+func (d *demoRun) sendWorkload(ctx context.Context) error {
+	seed := d.c.seed
 	if seed == 0 {
 		seed = mrand.Uint64()
 	}
 	rng := mrand.New(mrand.NewPCG(seed, 0x1dc0))
-	charges := Workload(rng, run, c.charges)
-	declined := map[string]bool{}
-	if n := int(float64(c.charges)*c.declineRate + 0.5); n > 0 {
-		faults.DeclineAccounts = map[string]string{}
-		for _, i := range rng.Perm(c.charges)[:n] {
-			faults.DeclineAccounts[charges[i].AccountID] = "ACCOUNT_CLOSED"
-			declined[charges[i].ID] = true
+	d.charges = Workload(rng, d.run, d.c.charges)
+	d.declined = map[string]bool{}
+	if n := int(float64(d.c.charges)*d.c.declineRate + 0.5); n > 0 {
+		d.faults.DeclineAccounts = map[string]string{}
+		for _, i := range rng.Perm(d.c.charges)[:n] {
+			d.faults.DeclineAccounts[d.charges[i].AccountID] = "ACCOUNT_CLOSED"
+			d.declined[d.charges[i].ID] = true
 		}
-		simLedger.SetFaults(faults.Faults(start))
+		d.ledger.SetFaults(d.faults.Faults(d.start))
 	}
 	var bodies [][]byte
-	for _, ch := range charges {
+	for _, ch := range d.charges {
 		body, err := charge.MarshalEvent(ch)
 		if err != nil {
-			return Report{}, err
+			return err
 		}
 		bodies = append(bodies, body)
 	}
-	dups := int(float64(c.charges)*c.dupRatio + 0.5)
-	for _, i := range rng.Perm(c.charges)[:dups] {
+	dups := int(float64(d.c.charges)*d.c.dupRatio + 0.5)
+	for _, i := range rng.Perm(d.c.charges)[:dups] {
 		bodies = append(bodies, bodies[i])
 	}
 	rng.Shuffle(len(bodies), func(i, j int) { bodies[i], bodies[j] = bodies[j], bodies[i] })
 	for _, body := range bodies {
-		if _, err := b.Queue.Send(ctx, body, nil); err != nil {
-			return Report{}, fmt.Errorf("send: %w", err)
+		if _, err := d.b.Queue.Send(ctx, body, nil); err != nil {
+			return fmt.Errorf("send: %w", err)
 		}
 	}
+	d.sent = len(bodies)
+	return nil
+}
 
-	// 5. Wait until every charge has a final record (baseline: nothing in
-	// flight) and the queue reads empty twice in a row (queue counts are
-	// approximate: SQS counts visible and in-flight messages one after the
-	// other, so a retry delay ending between the two reads as none).
-	guard := pl.Guard
-	deadline := time.Now().Add(c.timeout)
-	pending := charges
+// drain waits until every charge has a final record (baseline: nothing in
+// flight) and the queue reads empty twice in a row (queue counts are
+// approximate: SQS counts visible and in-flight messages one after the
+// other, so a retry delay ending between the two reads as none); then it
+// stops the consumer (step 5).
+func (d *demoRun) drain(ctx context.Context) error {
+	deadline := time.Now().Add(d.c.timeout)
+	pending := d.charges
 	for empty := 0; ; {
 		var still []charge.Charge
-		if !c.baseline {
+		if !d.c.baseline {
 			for _, ch := range pending {
-				r, err := guard.Get(ctx, ch.ID)
+				r, err := d.pl.Guard.Get(ctx, ch.ID)
 				if err != nil || r.State == idempotency.StateInProgress {
 					still = append(still, ch)
 				}
 			}
 		}
 		pending = still
-		d, err := b.Queue.Depth(ctx)
-		mainDepth := d.Waiting + d.InFlight
-		if err == nil && len(pending) == 0 && mainDepth == 0 && rt.Stats().InFlight == 0 {
+		depth, err := d.b.Queue.Depth(ctx)
+		mainDepth := depth.Waiting + depth.InFlight
+		if err == nil && len(pending) == 0 && mainDepth == 0 && d.pl.Runtime.Stats().InFlight == 0 {
 			if empty++; empty == 2 {
 				break
 			}
@@ -330,34 +397,38 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 			empty = 0
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			stop()
-			return Report{}, fmt.Errorf("the queue did not drain within %s (%d charges unfinished, %d messages left)", c.timeout, len(pending), mainDepth)
+			d.stop()
+			return fmt.Errorf("the queue did not drain within %s (%d charges unfinished, %d messages left)", d.c.timeout, len(pending), mainDepth)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	stop()
+	d.stop()
+	return nil
+}
 
-	// 6. Verify from the simulator's ledger.
-	ledger := corebanksim.LedgerResponse{Entries: simLedger.Entries(), DuplicateRequests: simLedger.DuplicateRequests()}
+// verify reads the simulator's ledger: a charge is double-debited if it
+// was posted twice, or if core banking was asked to debit it again after
+// confirming it (only the idempotency key stopped that one, and a bank
+// without one would have posted it) (step 6).
+func (d *demoRun) verify() Report {
+	c := d.c
+	entries, dupRequests := d.ledger.Entries(), d.ledger.DuplicateRequests()
 	posted := map[string]int{}
-	for _, e := range ledger.Entries {
+	for _, e := range entries {
 		posted[e.IdempotencyKey]++
 	}
-	rep := Report{Backend: b.Desc, Charges: c.charges, MessagesSent: len(bodies), Outcomes: map[string]int{}, Bank: "plain HTTP"}
-	if tokens != nil {
-		rep.Bank = fmt.Sprintf("mutual TLS + OAuth2 client credentials (%d tokens issued, each valid 2s)", tokens.Issued())
+	rep := Report{Backend: d.b.Desc, Charges: c.charges, MessagesSent: d.sent, Outcomes: map[string]int{}, Bank: "plain HTTP"}
+	if d.tokens != nil {
+		rep.Bank = fmt.Sprintf("mutual TLS + OAuth2 client credentials (%d tokens issued, each valid 2s)", d.tokens.Issued())
 	}
 	if c.baseline {
 		rep.Backend += ", baseline: no idempotency claim"
 	}
-	// A charge is double-debited if it was posted twice, or if core banking
-	// was asked to debit it again after confirming it: only the idempotency
-	// key stopped that one, and a bank without one would have posted it.
-	for _, ch := range charges {
-		dup := ledger.DuplicateRequests[ch.ID]
+	for _, ch := range d.charges {
+		dup := dupRequests[ch.ID]
 		rep.DuplicateRequests += dup
 		switch n := posted[ch.ID]; {
-		case declined[ch.ID] && n == 0:
+		case d.declined[ch.ID] && n == 0:
 			rep.Declined++
 		case n > 1 || (n == 1 && dup > 0):
 			rep.DoubleDebits++
@@ -367,28 +438,28 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 			rep.NotDebited++
 		}
 	}
-	mu.Lock()
-	for o, n := range outcomes {
+	d.mu.Lock()
+	for o, n := range d.outcomes {
 		rep.Outcomes[o.String()] = n
 	}
-	rep.DuplicatesDropped = outcomes[charge.DuplicateDone]
-	rep.DuplicatesDeferred = outcomes[charge.DuplicateInProgress]
-	rep.Retries = outcomes[charge.RetryLater] + outcomes[charge.LeaseLost]
-	rep.DeadLettered = outcomes[charge.DebitFailed] + outcomes[charge.DuplicateFailed] + outcomes[charge.Conflict] + outcomes[charge.Invalid]
-	mu.Unlock()
-	rep.ElapsedMS = time.Since(start).Milliseconds()
-	rep.OK = rep.DebitedOnce+rep.Declined == c.charges && rep.Declined == len(declined) && rep.DoubleDebits == 0 && rep.NotDebited == 0
+	rep.DuplicatesDropped = d.outcomes[charge.DuplicateDone]
+	rep.DuplicatesDeferred = d.outcomes[charge.DuplicateInProgress]
+	rep.Retries = d.outcomes[charge.RetryLater] + d.outcomes[charge.LeaseLost]
+	rep.DeadLettered = d.outcomes[charge.DebitFailed] + d.outcomes[charge.DuplicateFailed] + d.outcomes[charge.Conflict] + d.outcomes[charge.Invalid]
+	d.mu.Unlock()
+	rep.ElapsedMS = time.Since(d.start).Milliseconds()
+	rep.OK = rep.DebitedOnce+rep.Declined == c.charges && rep.Declined == len(d.declined) && rep.DoubleDebits == 0 && rep.NotDebited == 0
 	if !rep.OK {
 		var bad []string
-		for _, ch := range charges {
-			if n, dup := posted[ch.ID], ledger.DuplicateRequests[ch.ID]; (n != 1 && !declined[ch.ID]) || (declined[ch.ID] && n != 0) || dup > 0 {
+		for _, ch := range d.charges {
+			if n, dup := posted[ch.ID], dupRequests[ch.ID]; (n != 1 && !d.declined[ch.ID]) || (d.declined[ch.ID] && n != 0) || dup > 0 {
 				bad = append(bad, fmt.Sprintf("%s posted %d time(s), %d debit request(s) after confirmation", ch.ID, n, dup))
 			}
 		}
 		sort.Strings(bad)
 		rep.Problem = fmt.Sprintf("%d of %d charges not debited exactly once (e.g. %s)", len(bad), c.charges, bad[0])
 	}
-	return rep, nil
+	return rep
 }
 
 // secureBank makes a CA, a server and a client certificate and a client
