@@ -13,42 +13,45 @@ import (
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
-// Redrive implements queue.Queue: each moved message is sent with its body
-// and original attributes (the dead-letter ones dropped) and then deleted
-// from the DLQ. The others are made visible again when the run ends. It
+// Redrive implements queue.Queue (queue.Redrive over the DLQ): each moved
+// message is sent with its body and original attributes and then deleted
+// from the DLQ; the others are made visible again when the run ends. It
 // stops when the DLQ has nothing new to show.
 func (s *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.RedriveReport, error) {
-	api, dlqURL, queueURL := s.api, s.opts.DLQURL, s.opts.QueueURL
-	rep := queue.RedriveReport{DryRun: opts.DryRun}
-	seen := map[string]bool{}
-	var keep []string // receipts to release at the end
-	defer func() {
-		for _, r := range keep {
-			_, _ = api.ChangeMessageVisibility(context.WithoutCancel(ctx), &sqs.ChangeMessageVisibilityInput{
-				QueueUrl: aws.String(dlqURL), ReceiptHandle: aws.String(r), VisibilityTimeout: 0,
-			})
-		}
-	}()
-	empty := 0
-	for empty < 2 {
-		out, err := api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(dlqURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300,
+	return queue.Redrive(ctx, &dlqScan{q: s, seen: map[string]bool{}, receipts: map[string]string{}}, opts)
+}
+
+// dlqScan receives the DLQ (each message hidden for 5 minutes) until two
+// receives in a row bring nothing it has not seen.
+type dlqScan struct {
+	q        *Queue
+	seen     map[string]bool
+	receipts map[string]string // message id → receipt, for the ones not moved
+	keep     []string          // receipts of repeats, released at Close
+	ctx      context.Context   // for Close
+}
+
+func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
+	s.ctx = ctx
+	for empty := 0; empty < 2; {
+		out, err := s.q.api.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(s.q.opts.DLQURL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300,
 			MessageAttributeNames: []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount,
 				types.MessageSystemAttributeNameSentTimestamp, types.MessageSystemAttributeNameDeadLetterQueueSourceArn},
 		})
 		if err != nil {
-			return rep, fmt.Errorf("sqs: redrive: receive from the DLQ: %w", err)
+			return nil, fmt.Errorf("sqs: redrive: receive from the DLQ: %w", err)
 		}
-		fresh := 0
+		var page []queue.DLQEntry
 		for _, m := range out.Messages {
 			id := aws.ToString(m.MessageId)
-			if seen[id] {
-				keep = append(keep, aws.ToString(m.ReceiptHandle))
+			if s.seen[id] {
+				s.keep = append(s.keep, aws.ToString(m.ReceiptHandle))
 				continue
 			}
-			seen[id] = true
-			fresh++
+			s.seen[id] = true
+			s.receipts[id] = aws.ToString(m.ReceiptHandle)
 			attrs := fromAttrs(m.MessageAttributes)
 			var at time.Time
 			if ms, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
@@ -56,35 +59,50 @@ func (s *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.R
 			}
 			e := queue.EntryOf(id, []byte(aws.ToString(m.Body)), attrs, at)
 			e.Reason = dlqReason(m, attrs)
-			d := opts.Decide(e, rep.Moved)
-			if d != queue.Move || opts.DryRun {
-				keep = append(keep, aws.ToString(m.ReceiptHandle))
-				rep.Count(e, d)
-				continue
-			}
-			in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: m.Body,
-				MessageAttributes: toAttrs(queue.OriginalAttributes(attrs))}
-			if _, err := api.SendMessage(ctx, in); err != nil {
-				keep = append(keep, aws.ToString(m.ReceiptHandle))
-				return rep, fmt.Errorf("sqs: redrive %s: send: %w", id, err)
-			}
-			if _, err := api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(dlqURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				// It is on the main queue now; the DLQ copy stays (safe: the
-				// claim makes a second delivery a duplicate).
-				return rep, fmt.Errorf("sqs: redrive %s: sent, but delete from the DLQ failed: %w", id, err)
-			}
-			rep.Count(e, d)
+			page = append(page, e)
 		}
-		if fresh == 0 {
-			empty++
-			if len(out.Messages) == 0 {
-				time.Sleep(100 * time.Millisecond)
-			}
-		} else {
-			empty = 0
+		if len(page) > 0 {
+			return page, nil
+		}
+		empty++
+		if len(out.Messages) == 0 {
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	return rep, nil
+	return nil, nil
+}
+
+func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[string]string) error {
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(s.q.opts.QueueURL), MessageBody: aws.String(string(e.Body)),
+		MessageAttributes: toAttrs(attrs)}
+	if _, err := s.q.api.SendMessage(ctx, in); err != nil {
+		return fmt.Errorf("sqs: redrive %s: send: %w", e.ID, err)
+	}
+	receipt := s.receipts[e.ID]
+	delete(s.receipts, e.ID)
+	if _, err := s.q.api.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.q.opts.DLQURL), ReceiptHandle: aws.String(receipt)}); err != nil {
+		// It is on the main queue now; the DLQ copy stays (safe: the
+		// claim makes a second delivery a duplicate).
+		return fmt.Errorf("sqs: redrive %s: sent, but delete from the DLQ failed: %w", e.ID, err)
+	}
+	return nil
+}
+
+// Close makes every message received and not moved visible again.
+func (s *dlqScan) Close() {
+	ctx := context.Background()
+	if s.ctx != nil {
+		ctx = context.WithoutCancel(s.ctx)
+	}
+	release := s.keep
+	for _, r := range s.receipts {
+		release = append(release, r)
+	}
+	for _, r := range release {
+		_, _ = s.q.api.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+			QueueUrl: aws.String(s.q.opts.DLQURL), ReceiptHandle: aws.String(r), VisibilityTimeout: 0,
+		})
+	}
 }
 
 // dlqReason is why m is on the DLQ. SQS marks a message its redrive policy

@@ -288,28 +288,50 @@ func (q *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, erro
 	return len(msgs), nil
 }
 
-// Redrive implements queue.Queue: oldest first, each entry moved (sent
-// back, deleted from the DLQ) under the DLQ's lock.
+// Redrive implements queue.Queue (queue.Redrive over the DLQ, oldest
+// first, under the DLQ's lock for the whole run).
 func (q *Queue) Redrive(ctx context.Context, o queue.RedriveOptions) (queue.RedriveReport, error) {
-	rep := queue.RedriveReport{DryRun: o.DryRun}
-	d := q.opts.DLQ
+	return queue.Redrive(ctx, &dlqScan{q: q}, o)
+}
+
+// dlqScan holds the DLQ's lock from its first page to Close.
+type dlqScan struct {
+	q       *Queue
+	entries map[string]*entry
+	locked  bool
+}
+
+func (s *dlqScan) Next(context.Context) ([]queue.DLQEntry, error) {
+	if s.entries != nil {
+		return nil, nil
+	}
+	d := s.q.opts.DLQ
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, e := range slices.Clone(d.order[d.head:]) {
+	s.locked = true
+	s.entries = map[string]*entry{}
+	var page []queue.DLQEntry
+	for _, e := range d.order[d.head:] {
 		if e.deleted {
 			continue
 		}
-		entry := queue.EntryOf(e.msg.ID, e.msg.Body, e.msg.Attributes, e.msg.SentAt)
-		dec := o.Decide(entry, rep.Moved)
-		if dec == queue.Move && !o.DryRun {
-			if _, err := q.Send(ctx, e.msg.Body, queue.OriginalAttributes(e.msg.Attributes)); err != nil {
-				return rep, err
-			}
-			d.remove(e)
-		}
-		rep.Count(entry, dec)
+		s.entries[e.msg.ID] = e
+		page = append(page, queue.EntryOf(e.msg.ID, e.msg.Body, e.msg.Attributes, e.msg.SentAt))
 	}
-	return rep, nil
+	return page, nil
+}
+
+func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[string]string) error {
+	if _, err := s.q.Send(ctx, e.Body, attrs); err != nil {
+		return err
+	}
+	s.q.opts.DLQ.remove(s.entries[e.ID])
+	return nil
+}
+
+func (s *dlqScan) Close() {
+	if s.locked {
+		s.q.opts.DLQ.mu.Unlock()
+	}
 }
 
 // Counts returns the calls made so far.

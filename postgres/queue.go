@@ -14,27 +14,9 @@ import (
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
-// QueueOptions configure a Queue. Times are the database server's: every
-// consumer sees the same clock for visibility.
-type QueueOptions struct {
-	// Name of the queue; the DLQ is Name + "-dlq". Required.
-	Name string
-	// VisibilityTimeout of every receive. Default 30s.
-	VisibilityTimeout time.Duration
-	// MaxReceiveCount: a message received this many times and still not
-	// deleted moves to the DLQ (SQS's redrive policy). Default 10.
-	MaxReceiveCount int
-	// WaitTime is the long-poll wait of Receive. Default 1s.
-	WaitTime time.Duration
-	// PollInterval is how often an empty long poll looks again. Default 50ms.
-	PollInterval time.Duration
-	// SweepInterval is how often a receive moves messages past
-	// MaxReceiveCount to the DLQ. Default 5s.
-	SweepInterval time.Duration
-	// Retention and DLQRetention: how long a message stays before Expire
-	// deletes it. Defaults 4 and 14 days (SQS's default and maximum).
-	Retention, DLQRetention time.Duration
-}
+// QueueOptions configure the PostgreSQL queue: queue.TableOptions, whose
+// Name is required and PollInterval defaults to 50ms here.
+type QueueOptions = queue.TableOptions
 
 // Queue is a queue.Queue on the queue_messages table. Receipts are the
 // message id plus its receive count, so a stale delivery cannot ack,
@@ -56,22 +38,9 @@ func NewQueue(db *DB, opts QueueOptions) (*Queue, error) {
 	if opts.Name == "" {
 		return nil, fmt.Errorf("%w: queue needs a name", ErrConfig)
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&opts.VisibilityTimeout, 30*time.Second)
-	def(&opts.WaitTime, time.Second)
-	def(&opts.PollInterval, 50*time.Millisecond)
-	def(&opts.SweepInterval, 5*time.Second)
-	def(&opts.Retention, 4*24*time.Hour)
-	def(&opts.DLQRetention, 14*24*time.Hour)
-	if opts.MaxReceiveCount == 0 {
-		opts.MaxReceiveCount = 10
-	}
-	if opts.VisibilityTimeout < 0 || opts.WaitTime < 0 || opts.MaxReceiveCount < 0 || opts.PollInterval <= 0 {
-		return nil, fmt.Errorf("%w: queue options must not be negative", ErrConfig)
+	opts, err := opts.WithDefaults("", 50*time.Millisecond)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	return &Queue{db: db, opts: opts, dlq: opts.Name + "-dlq"}, nil
 }
@@ -334,62 +303,67 @@ func (q *Queue) Depth(ctx context.Context) (queue.Depth, error) {
 // Ping implements queue.Queue.
 func (q *Queue) Ping(ctx context.Context) error { return q.db.Ping(ctx) }
 
-// Redrive implements queue.Queue: oldest first; each move (delete from
-// the DLQ, insert on the queue with the original attributes) is one
-// statement.
+// Redrive implements queue.Queue (queue.Redrive over the DLQ, oldest
+// first, 500 at a time; each move, delete from the DLQ and insert on the
+// queue with the original attributes, is one statement).
 func (q *Queue) Redrive(ctx context.Context, o queue.RedriveOptions) (queue.RedriveReport, error) {
-	rep := queue.RedriveReport{DryRun: o.DryRun}
-	var lastID int64
-	for {
-		rows, err := q.db.pool.Query(ctx, `select id, attributes, created_at, case when octet_length(body) <= $3 then body end from queue_messages
-			where queue = $1 and id > $2 order by id limit 500`, q.dlq, lastID, queue.MaxMessageBytes)
-		if err != nil {
-			return rep, fmt.Errorf("postgres: redrive: %w", err)
-		}
-		type entry struct {
-			id    int64
-			attrs map[string]string
-			at    time.Time
-			body  []byte
-		}
-		var page []entry
-		for rows.Next() {
-			var e entry
-			var raw []byte
-			if err := rows.Scan(&e.id, &raw, &e.at, &e.body); err != nil {
-				rows.Close()
-				return rep, err
-			}
-			if len(raw) > 0 {
-				_ = json.Unmarshal(raw, &e.attrs) // unreadable attributes read as the queue's own move
-			}
-			page = append(page, e)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return rep, err
-		}
-		if len(page) == 0 {
-			return rep, nil
-		}
-		for _, e := range page {
-			lastID = e.id
-			de := queue.EntryOf(strconv.FormatInt(e.id, 10), e.body, e.attrs, e.at)
-			d := o.Decide(de, rep.Moved)
-			if d == queue.Move && !o.DryRun {
-				orig, err := encodeAttrs(queue.OriginalAttributes(e.attrs))
-				if err != nil {
-					return rep, err
-				}
-				if _, err := q.db.pool.Exec(ctx, `with d as (delete from queue_messages where queue = $1 and id = $2 returning body)
-					insert into queue_messages (queue, body, attributes) select $3, body, $4 from d`, q.dlq, e.id, q.opts.Name, orig); err != nil {
-					return rep, fmt.Errorf("postgres: redrive %d: %w", e.id, err)
-				}
-			}
-			rep.Count(de, d)
-		}
-	}
+	return queue.Redrive(ctx, &dlqScan{q: q}, o)
 }
+
+// dlqScan pages through the DLQ by id.
+type dlqScan struct {
+	q      *Queue
+	lastID int64
+}
+
+func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
+	rows, err := s.q.db.pool.Query(ctx, `select id, attributes, created_at, octet_length(body) > $3, case when octet_length(body) <= $3 then body end
+		from queue_messages where queue = $1 and id > $2 order by id limit 500`, s.q.dlq, s.lastID, queue.MaxMessageBytes)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: redrive: %w", err)
+	}
+	defer rows.Close()
+	var page []queue.DLQEntry
+	for rows.Next() {
+		var (
+			id       int64
+			raw      []byte
+			at       time.Time
+			tooLarge bool
+			body     []byte
+			attrs    map[string]string
+		)
+		if err := rows.Scan(&id, &raw, &at, &tooLarge, &body); err != nil {
+			return nil, err
+		}
+		if len(raw) > 0 {
+			_ = json.Unmarshal(raw, &attrs) // unreadable attributes read as the queue's own move
+		}
+		e := queue.EntryOf(strconv.FormatInt(id, 10), body, attrs, at)
+		e.TooLarge = tooLarge
+		page = append(page, e)
+		s.lastID = id
+	}
+	return page, rows.Err()
+}
+
+func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[string]string) error {
+	id, err := strconv.ParseInt(e.ID, 10, 64)
+	if err != nil {
+		return fmt.Errorf("postgres: redrive %q: not an id of this queue", e.ID)
+	}
+	orig, err := encodeAttrs(attrs)
+	if err != nil {
+		return err
+	}
+	if _, err := s.q.db.pool.Exec(ctx, `with d as (delete from queue_messages where queue = $1 and id = $2 returning body)
+		insert into queue_messages (queue, body, attributes) select $3, body, $4 from d`, s.q.dlq, id, s.q.opts.Name, orig); err != nil {
+		return fmt.Errorf("postgres: redrive %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+func (s *dlqScan) Close() {}
 
 // Expire deletes up to limit messages past retention at now from the queue
 // and up to limit from the DLQ.

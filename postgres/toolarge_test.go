@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"errors"
 	"runtime"
 	"testing"
 	"time"
@@ -49,5 +50,28 @@ func TestAMessageOverTheLimitIsDeadLetteredUnread(t *testing.T) {
 	}
 	if code != string(queue.CodeTooLarge) || size != huge {
 		t.Errorf("DLQ copy with code %q and %d bytes, want %s and %d", code, size, queue.CodeTooLarge, huge)
+	}
+}
+
+// A DLQ entry over the size limit can only be purged: a redrive, even
+// forced, refuses to move it back, and it stays on the DLQ (as on SQLite).
+func TestARedriveRefusesAMessageOverTheLimit(t *testing.T) {
+	db := dbtest.Postgres(t)
+	name := dbtest.Name("bigdlq")
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, WaitTime: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const huge = queue.MaxMessageBytes + 1
+	if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body, attributes) values ($1, convert_to(repeat('x', $2), 'UTF8'), $3)`,
+		name+"-dlq", huge, `{"`+queue.CodeAttribute+`":"too_large"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Redrive(t.Context(), queue.RedriveOptions{Force: true}); !errors.Is(err, queue.ErrTooLarge) {
+		t.Fatalf("forced redrive of an entry over the limit: err = %v, want ErrTooLarge", err)
+	}
+	d, err := q.Depth(t.Context())
+	if err != nil || d.DLQ != 1 || d.Waiting != 0 {
+		t.Fatalf("after the refused redrive: %+v (%v), want it still on the DLQ and nothing on the queue", d, err)
 	}
 }

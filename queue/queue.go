@@ -177,15 +177,17 @@ type Depth struct {
 // Counts is d without the age, for comparing counts.
 func (d Depth) Counts() Depth { return Depth{Waiting: d.Waiting, InFlight: d.InFlight, DLQ: d.DLQ} }
 
-// Queue is a queue with its dead-letter queue. Implementations are safe
-// for concurrent use.
+// Queue is a queue with its dead-letter queue: what a consumer, a
+// producer and an operator each ask of it. Implementations are safe for
+// concurrent use.
 type Queue interface {
-	// Send puts one message on the queue and returns its id.
-	Send(ctx context.Context, body []byte, attrs map[string]string) (string, error)
-	// SendBatch puts msgs on the queue, in as few calls as the queue
-	// allows (SQS: 10 per call; SQL queues: one transaction). It returns
-	// how many of msgs, from the start, are certainly sent.
-	SendBatch(ctx context.Context, msgs []Outgoing) (int, error)
+	Receiver
+	Sender
+	Operator
+}
+
+// Receiver is what a consumer does with a queue.
+type Receiver interface {
 	// Receive returns up to max (1-MaxReceive) messages, long polling for a
 	// while if none is ready; it may return none. Each message returned is
 	// invisible to other receivers for the visibility timeout.
@@ -198,12 +200,27 @@ type Queue interface {
 	// DeadLetter puts m's body and attributes, with the reason and the
 	// Attribute* attributes, on the DLQ and deletes m from the queue.
 	DeadLetter(ctx context.Context, m Message, r Reason) error
+}
+
+// Sender is what a producer does with a queue.
+type Sender interface {
+	// Send puts one message on the queue and returns its id.
+	Send(ctx context.Context, body []byte, attrs map[string]string) (string, error)
+	// SendBatch puts msgs on the queue, in as few calls as the queue
+	// allows (SQS: 10 per call; SQL queues: one transaction). It returns
+	// how many of msgs, from the start, are certainly sent.
+	SendBatch(ctx context.Context, msgs []Outgoing) (int, error)
+}
+
+// Operator is what an operator's tools ask of a queue.
+type Operator interface {
 	// Depth counts the messages on the queue and the DLQ.
 	Depth(ctx context.Context) (Depth, error)
 	// Ping checks that the queue and the DLQ are reachable.
 	Ping(ctx context.Context) error
 	// Redrive moves DLQ messages back to the queue as o decides, with their
-	// body and original attributes (the dead-letter ones dropped).
+	// body and original attributes (the dead-letter ones dropped); drivers
+	// implement it as Redrive over a DLQScan of theirs.
 	Redrive(ctx context.Context, o RedriveOptions) (RedriveReport, error)
 }
 

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -24,6 +26,9 @@ type DLQEntry struct {
 	// queue's own redrive policy moved it.
 	SourceID     string
 	ReceiveCount int
+	// TooLarge: the body is over MaxMessageBytes and was not read; the
+	// entry can only be purged, never moved back.
+	TooLarge bool
 }
 
 // EntryOf reads a DLQ message: its reason, source id and receive count
@@ -144,5 +149,47 @@ func (r *RedriveReport) Count(e DLQEntry, d RedriveDecision) {
 		r.TooOld++
 	default:
 		r.Skipped++
+	}
+}
+
+// DLQScan is a queue driver's part of a redrive: its dead-letter entries a
+// page at a time, and the move of one of them back to the queue. Redrive
+// runs the rest — the decision per entry, Before, Max, the dry run, the
+// report — once for every queue.
+type DLQScan interface {
+	// Next returns the next page of entries (oldest first where the queue
+	// keeps an order); none when the DLQ has nothing more to show.
+	Next(ctx context.Context) ([]DLQEntry, error)
+	// MoveBack puts e (from Next) back on the queue with attrs, its
+	// original attributes, and deletes it from the DLQ.
+	MoveBack(ctx context.Context, e DLQEntry, attrs map[string]string) error
+	// Close releases what the scan holds (SQS: makes the entries it
+	// received and did not move visible again).
+	Close()
+}
+
+// Redrive moves the entries of scan that o decides to move back to their
+// queue, with their body and original attributes (the dead-letter ones
+// dropped), and reports what it saw. It stops at the first failed move.
+func Redrive(ctx context.Context, scan DLQScan, o RedriveOptions) (RedriveReport, error) {
+	defer scan.Close()
+	rep := RedriveReport{DryRun: o.DryRun}
+	for {
+		page, err := scan.Next(ctx)
+		if err != nil || len(page) == 0 {
+			return rep, err
+		}
+		for _, e := range page {
+			d := o.Decide(e, rep.Moved)
+			if d == Move && e.TooLarge {
+				return rep, fmt.Errorf("queue: redrive %s: %w: it can only be purged", e.ID, ErrTooLarge)
+			}
+			if d == Move && !o.DryRun {
+				if err := scan.MoveBack(ctx, e, OriginalAttributes(e.Attributes)); err != nil {
+					return rep, err
+				}
+			}
+			rep.Count(e, d)
+		}
 	}
 }

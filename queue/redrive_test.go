@@ -1,6 +1,9 @@
 package queue_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,5 +99,97 @@ func TestDeadLetterAttributesKeepOursWithinTheLimit(t *testing.T) {
 	}
 	if got := queue.Truncate("héllo", 2); got != "h" {
 		t.Fatalf("Truncate cut a rune: %q", got)
+	}
+}
+
+// fakeScan is a DLQ in pages; MoveBack records what moved, and fails for
+// the ids in failOn.
+type fakeScan struct {
+	pages  [][]queue.DLQEntry
+	moved  []string
+	attrs  []map[string]string
+	failOn map[string]bool
+	closed bool
+}
+
+func (s *fakeScan) Next(context.Context) ([]queue.DLQEntry, error) {
+	if len(s.pages) == 0 {
+		return nil, nil
+	}
+	p := s.pages[0]
+	s.pages = s.pages[1:]
+	return p, nil
+}
+
+func (s *fakeScan) MoveBack(_ context.Context, e queue.DLQEntry, attrs map[string]string) error {
+	if s.failOn[e.ID] {
+		return errors.New("injected")
+	}
+	s.moved = append(s.moved, e.ID)
+	s.attrs = append(s.attrs, attrs)
+	return nil
+}
+
+func (s *fakeScan) Close() { s.closed = true }
+
+func dlqEntry(id string, code queue.Code, at time.Time) queue.DLQEntry {
+	return queue.DLQEntry{ID: id, Reason: queue.Reason{Code: code}, At: at,
+		Attributes: map[string]string{"origin": "batch-1", queue.CodeAttribute: string(code)}}
+}
+
+// The one redrive loop every queue runs: decisions across pages, Max,
+// Before, the dry run, a too-large entry, a failed move, and Close always.
+func TestRedriveLoop(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	pages := func() [][]queue.DLQEntry {
+		return [][]queue.DLQEntry{
+			{dlqEntry("1", "debit_failed", t0), dlqEntry("2", "conflict", t0)},
+			{dlqEntry("3", "debit_failed", t0.Add(time.Minute)), dlqEntry("4", "invalid", t0.Add(2*time.Hour))},
+		}
+	}
+	hold := []queue.Code{"conflict"}
+	tests := []struct {
+		name      string
+		pages     [][]queue.DLQEntry
+		opts      queue.RedriveOptions
+		failOn    map[string]bool
+		wantMoved []string
+		wantSeen  int
+		wantErr   error
+	}{
+		{"all but the held back, across pages", pages(), queue.RedriveOptions{HoldBack: hold}, nil, []string{"1", "3", "4"}, 4, nil},
+		{"max", pages(), queue.RedriveOptions{Max: 2, HoldBack: hold}, nil, []string{"1", "3"}, 4, nil},
+		{"dry run moves nothing", pages(), queue.RedriveOptions{DryRun: true}, nil, nil, 4, nil},
+		{"dead-lettered after the start is left alone", pages(), queue.RedriveOptions{Before: t0.Add(time.Hour), HoldBack: hold}, nil, []string{"1", "3"}, 3, nil},
+		{"a failed move stops the run", pages(), queue.RedriveOptions{}, map[string]bool{"2": true}, []string{"1"}, 1, errors.New("injected")},
+		{"too large is refused, also in a dry run", [][]queue.DLQEntry{{{ID: "9", Reason: queue.Reason{Code: queue.CodeTooLarge}, TooLarge: true}}},
+			queue.RedriveOptions{DryRun: true}, nil, nil, 0, queue.ErrTooLarge},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			scan := &fakeScan{pages: tt.pages, failOn: tt.failOn}
+			rep, err := queue.Redrive(t.Context(), scan, tt.opts)
+			switch {
+			case tt.wantErr == nil && err != nil:
+				t.Fatalf("Redrive: %v", err)
+			case tt.wantErr != nil && (err == nil || !errors.Is(err, tt.wantErr) && err.Error() != tt.wantErr.Error()):
+				t.Fatalf("Redrive: err = %v, want %v", err, tt.wantErr)
+			}
+			reported := len(tt.wantMoved)
+			if tt.opts.DryRun && tt.wantErr == nil {
+				reported = tt.wantSeen // a dry run reports what would move
+			}
+			if !slices.Equal(scan.moved, tt.wantMoved) || rep.Moved != reported || rep.Seen != tt.wantSeen {
+				t.Errorf("moved %v (report: %d moved, %d seen), want %v and %d seen", scan.moved, rep.Moved, rep.Seen, tt.wantMoved, tt.wantSeen)
+			}
+			for _, a := range scan.attrs {
+				if a["origin"] != "batch-1" || a[queue.CodeAttribute] != "" {
+					t.Errorf("moved with attributes %v, want the original ones without the dead-letter ones", a)
+				}
+			}
+			if !scan.closed {
+				t.Error("the scan was not closed")
+			}
+		})
 	}
 }

@@ -23,35 +23,14 @@ import (
 // timeFormat is goqite's timestamp format (UTC, millisecond precision).
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"
 
-// QueueOptions configure a Queue.
-type QueueOptions struct {
-	// Name of the queue; the DLQ is Name + "-dlq". Default "charges".
-	Name string
-	// VisibilityTimeout of every receive. Default 30s.
-	VisibilityTimeout time.Duration
-	// MaxReceiveCount: a message received this many times and still not
-	// deleted moves to the DLQ (SQS's redrive policy). Default 10.
-	MaxReceiveCount int
-	// WaitTime is the long-poll wait of Receive. Default 1s.
-	WaitTime time.Duration
-	// PollInterval is how often an empty long poll looks again. Default 25ms.
-	PollInterval time.Duration
-	// SweepInterval is how often a receive looks for messages past
-	// MaxReceiveCount to move to the DLQ (a read of the queue table, so not
-	// on every receive). Default 5s.
-	SweepInterval time.Duration
-	// Retention and DLQRetention are how long a message stays on the queue
-	// and on the DLQ (from when it was put there) before Expire deletes it,
-	// like SQS's MessageRetentionPeriod. Defaults 4 days and 14 days (SQS's
-	// default and maximum).
-	Retention    time.Duration
-	DLQRetention time.Duration
-}
+// QueueOptions configure the embedded queue: queue.TableOptions, whose
+// Name defaults to "charges" and PollInterval to 25ms here.
+type QueueOptions = queue.TableOptions
 
 // The default message retentions.
 const (
-	DefaultRetention    = 4 * 24 * time.Hour
-	DefaultDLQRetention = 14 * 24 * time.Hour
+	DefaultRetention    = queue.DefaultRetention
+	DefaultDLQRetention = queue.DefaultDLQRetention
 )
 
 // Queue is a queue.Queue on goqite: a queue and its DLQ in the SQLite
@@ -92,33 +71,9 @@ func (e DLQEntry) Reason() queue.Reason { return queue.StoredReason(e.Code, e.De
 
 // NewQueue returns the queue named in opts on db (from Open).
 func NewQueue(db *DB, opts QueueOptions) (*Queue, error) {
-	if opts.Name == "" {
-		opts.Name = "charges"
-	}
-	if opts.VisibilityTimeout == 0 {
-		opts.VisibilityTimeout = 30 * time.Second
-	}
-	if opts.MaxReceiveCount == 0 {
-		opts.MaxReceiveCount = 10
-	}
-	if opts.WaitTime == 0 {
-		opts.WaitTime = time.Second
-	}
-	if opts.PollInterval == 0 {
-		opts.PollInterval = 25 * time.Millisecond
-	}
-	if opts.SweepInterval == 0 {
-		opts.SweepInterval = 5 * time.Second
-	}
-	if opts.Retention == 0 {
-		opts.Retention = DefaultRetention
-	}
-	if opts.DLQRetention == 0 {
-		opts.DLQRetention = DefaultDLQRetention
-	}
-	if opts.VisibilityTimeout < 0 || opts.MaxReceiveCount < 0 || opts.WaitTime < 0 || opts.PollInterval < 0 || opts.SweepInterval < 0 ||
-		opts.Retention < 0 || opts.DLQRetention < 0 {
-		return nil, errors.New("sqlite: queue options must not be negative")
+	opts, err := opts.WithDefaults("charges", 25*time.Millisecond)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return &Queue{
 		db:   db,
@@ -552,33 +507,49 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 	return entries, order, rows.Err()
 }
 
-// Redrive moves DLQ entries back to the queue (oldest first) as opts
-// decides; each move (send + delete) is one transaction.
+// Redrive implements queue.Queue (queue.Redrive over the DLQ, oldest
+// first; each move, insert and delete, is one transaction).
 func (q *Queue) Redrive(ctx context.Context, opts queue.RedriveOptions) (queue.RedriveReport, error) {
-	rep := queue.RedriveReport{DryRun: opts.DryRun}
-	entries, order, err := q.DLQEntries(ctx, 1<<30)
-	if err != nil {
-		return rep, err
+	return queue.Redrive(ctx, &dlqScan{q: q}, opts)
+}
+
+// dlqScan reads the whole DLQ in one page (entries are small: bodies over
+// the limit are not read).
+type dlqScan struct {
+	q    *Queue
+	done bool
+}
+
+func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
+	if s.done {
+		return nil, nil
 	}
+	s.done = true
+	entries, order, err := s.q.DLQEntries(ctx, 1<<30)
+	if err != nil {
+		return nil, err
+	}
+	page := make([]queue.DLQEntry, 0, len(order))
 	for _, id := range order {
 		e := entries[id]
-		entry := queue.DLQEntry{ID: id, Reason: e.Reason(), At: e.At, Body: e.Body, Attributes: e.Attributes, SourceID: e.SourceID, ReceiveCount: e.ReceiveCount}
-		d := opts.Decide(entry, rep.Moved)
-		if d == queue.Move && e.TooLarge {
-			return rep, fmt.Errorf("sqlite: redrive %s: %w: it can only be purged", id, queue.ErrTooLarge)
-		}
-		if d == queue.Move && !opts.DryRun {
-			err := q.db.write(ctx, func(tx *wtx) error {
-				if _, err := q.insert(ctx, tx, q.opts.Name, e.Body, queue.OriginalAttributes(e.Attributes)); err != nil {
-					return err
-				}
-				return q.dlq.DeleteTx(ctx, tx.Tx, goqite.ID(id))
-			})
-			if err != nil {
-				return rep, fmt.Errorf("sqlite: redrive %s: %w", id, err)
-			}
-		}
-		rep.Count(entry, d)
+		page = append(page, queue.DLQEntry{ID: id, Reason: e.Reason(), At: e.At, Body: e.Body, Attributes: e.Attributes,
+			SourceID: e.SourceID, ReceiveCount: e.ReceiveCount, TooLarge: e.TooLarge})
 	}
-	return rep, nil
+	return page, nil
 }
+
+func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[string]string) error {
+	q := s.q
+	err := q.db.write(ctx, func(tx *wtx) error {
+		if _, err := q.insert(ctx, tx, q.opts.Name, e.Body, attrs); err != nil {
+			return err
+		}
+		return q.dlq.DeleteTx(ctx, tx.Tx, goqite.ID(e.ID))
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: redrive %s: %w", e.ID, err)
+	}
+	return nil
+}
+
+func (s *dlqScan) Close() {}

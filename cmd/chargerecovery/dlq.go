@@ -143,7 +143,7 @@ func splitList(raw string) []string {
 
 // listDLQ visits every DLQ entry that o accepts, without moving any, and
 // folds repeated forwards (one source message) into one entry.
-func listDLQ(ctx context.Context, q queue.Queue, o queue.RedriveOptions, now time.Time, withBody bool) ([]dlqEntry, error) {
+func listDLQ(ctx context.Context, q queue.Operator, o queue.RedriveOptions, now time.Time, withBody bool) ([]dlqEntry, error) {
 	var out []dlqEntry
 	bySource := map[string]int{}
 	o.DryRun = true

@@ -49,7 +49,7 @@ var ErrLineTooLong = fmt.Errorf("line longer than %d bytes", MaxLine)
 
 // Send reads r to the end (or until ctx ends or a send fails) and sends
 // its good lines to q in order.
-func Send(ctx context.Context, q queue.Queue, r io.Reader, o Options) (Report, error) {
+func Send(ctx context.Context, q queue.Sender, r io.Reader, o Options) (Report, error) {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 10
 	}

@@ -62,7 +62,7 @@ type Consumer struct {
 // Sources are what Collect reads.
 type Sources struct {
 	Backend    string
-	Queue      queue.Queue
+	Queue      queue.Operator
 	Store      driver.Store
 	MetricsURL string // "" to skip
 	Client     *http.Client
