@@ -1,0 +1,37 @@
+# The project's commands. Each target is what the README and .ci/run say;
+# a fresh machine with Go 1.26, gcc and Python's moto needs nothing else.
+
+GO ?= go
+BIN ?= bin/chargerecovery
+
+.PHONY: all build demo test bench check clean
+
+all: build
+
+## build: the static binary (no cgo), ./bin/chargerecovery
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/chargerecovery
+
+## demo: the exactly-once proof on a fresh SQLite file (hermetic: its own
+## file, bank simulator on a free loopback port, removed afterwards)
+demo:
+	$(GO) run ./cmd/chargerecovery demo
+
+## test: the README's test command (starts and stops its own moto server)
+test:
+	scripts/with-moto.sh $(GO) test -race -count=1 ./...
+
+## bench: month-end load on the embedded backend, with its queue-only baseline
+bench:
+	$(GO) run ./cmd/chargerecovery bench --charges 100000 --baseline
+
+## check: what CI checks before the tests (format, vet, alert rules)
+check:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
+
+clean:
+	rm -rf bin
