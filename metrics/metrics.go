@@ -43,6 +43,7 @@ type Metrics struct {
 	leaseExtensions prometheus.Counter
 	processing      prometheus.Histogram
 	storeLatency    *prometheus.HistogramVec
+	debitLatency    *prometheus.HistogramVec
 }
 
 // New registers every metric (plus Go and process collectors).
@@ -81,9 +82,12 @@ func New() *Metrics {
 		storeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "store_seconds",
 			Help:    "Idempotency store call latency by operation.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}}, []string{"op"}),
+		debitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "debit_seconds",
+			Help:    "Core-banking debit call latency by result (as debits_total).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.received, m.queueCalls, m.claims, m.debits, m.enquiries, m.purged, m.expired, m.notifications,
-		m.deadLetters, m.decisions, m.leaseLost, m.leaseExtensions, m.processing, m.storeLatency} {
+		m.deadLetters, m.decisions, m.leaseLost, m.leaseExtensions, m.processing, m.storeLatency, m.debitLatency} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
@@ -239,7 +243,9 @@ type debiter struct {
 }
 
 func (d *debiter) Debit(ctx context.Context, req charge.DebitRequest) (charge.DebitReceipt, error) {
+	start := time.Now()
 	r, err := d.Debiter.Debit(ctx, req)
+	took := time.Since(start)
 	result := "success"
 	switch {
 	case err == nil:
@@ -251,6 +257,7 @@ func (d *debiter) Debit(ctx context.Context, req charge.DebitRequest) (charge.De
 		result = "transient"
 	}
 	d.m.debits.WithLabelValues(result).Inc()
+	d.m.debitLatency.WithLabelValues(result).Observe(took.Seconds())
 	return r, err
 }
 

@@ -121,6 +121,7 @@ func opsScenario(t *testing.T, env map[string]string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	checkQueriedMetricsExported(t, env["IC_BACKEND"], metrics) // the dashboard's and the alerts' names, on every backend
 	for series, want := range map[string]float64{
 		`chargerecovery_claim_outcomes_total{outcome="acquired"}`:         2,
 		`chargerecovery_claim_outcomes_total{outcome="conflict"}`:         1,
