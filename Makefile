@@ -4,7 +4,7 @@
 GO ?= go
 BIN ?= bin/chargerecovery
 
-.PHONY: all build demo test bench check clean
+.PHONY: all build demo test bench check image clean
 
 all: build
 
@@ -32,6 +32,11 @@ check:
 	$(GO) vet ./...
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
+
+## image: build the image from this binary and run the demo in it
+## (buildah + podman; the Dockerfile does the same with a Go build stage)
+image:
+	scripts/image-test.sh
 
 clean:
 	rm -rf bin
