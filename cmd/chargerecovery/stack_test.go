@@ -212,8 +212,9 @@ func (r *actionRecorder) record(on bool) {
 
 // The stack deploys on the emulator, serve runs on its outputs alone
 // (queue and DLQ URLs, table, topic) and debits every charge once, every
-// AWS call serve made is allowed by the stack's ConsumerPolicy, and
-// deleting the stack removes the queues, the table and the topic.
+// AWS call serve made is allowed by the stack's ConsumerPolicy, the demo
+// passes on the same resources, and deleting the stack removes the queues,
+// the table and the topic.
 func TestTheAWSStackDeploysServesAndDeletes(t *testing.T) {
 	useEmulator(t)
 	cfg := awstest.Config(t)
@@ -319,7 +320,17 @@ func TestTheAWSStackDeploysServesAndDeletes(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	time.Sleep(7 * time.Second) // the copies come back and are dropped as duplicates
+	// The copies come back (one received while its original held the claim
+	// waits out the lease) and are dropped as duplicates: the queue drains.
+	for time.Now().Before(deadline) {
+		q, err := sq.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(out["QueueUrl"]),
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages,
+				sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+		if err == nil && q.Attributes["ApproximateNumberOfMessages"] == "0" && q.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0" {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	stop()
 	r := <-done
 	rec.record(false)
@@ -368,6 +379,14 @@ func TestTheAWSStackDeploysServesAndDeletes(t *testing.T) {
 		}
 	}
 	t.Logf("serve's calls: %v", recorded)
+
+	// The demo on the stack's resources as they are (created by nobody but
+	// the stack, deleted by nobody but its deletion).
+	if r := runCmd(ctx, map[string]string{"IC_BACKEND": "aws"}, "demo", "--existing-queue", out["QueueUrl"],
+		"--existing-dlq", out["DeadLetterQueueUrl"], "--existing-table", out["TableName"]); r.code != 0 ||
+		!strings.Contains(r.stdout, "OK: every charge was debited exactly once") {
+		t.Fatalf("demo on the stack's outputs: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
 
 	// Deleting the stack removes everything it made.
 	if _, err := cf.DeleteStack(ctx, &cloudformation.DeleteStackInput{StackName: aws.String(name)}); err != nil {

@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -69,13 +70,16 @@ type demoConfig struct {
 	asJSON      bool
 	verbose     bool
 	keep        bool
-	faults      corebanksim.FaultsBody
-	latency     time.Duration
-	bankTimeout time.Duration
-	declineRate float64
-	hostile     cli.HostileFlags
-	baseline    bool
-	secure      bool
+	// existing (aws): queue, DLQ and table to run on as they are, neither
+	// created nor deleted (e.g. deploy/aws/stack.json's outputs).
+	existingQueue, existingDLQ, existingTable string
+	faults                                    corebanksim.FaultsBody
+	latency                                   time.Duration
+	bankTimeout                               time.Duration
+	declineRate                               float64
+	hostile                                   cli.HostileFlags
+	baseline                                  bool
+	secure                                    bool
 }
 
 func Run(ctx context.Context, env *cli.Env, args []string) error {
@@ -90,6 +94,9 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	f.Bool(&c.asJSON, "json", "", false, "print one JSON object instead of the summary")
 	f.Bool(&c.verbose, "verbose", "", false, "log every decision to stderr")
 	f.Bool(&c.keep, "keep", "", false, "keep the demo's SQLite file / queues / table afterwards")
+	f.String(&c.existingQueue, "existing-queue", "", "", "aws: run on this queue (name or URL) instead of fresh ones, with --existing-dlq and --existing-table; nothing is created or deleted (e.g. the outputs of deploy/aws/stack.json); the queue must be empty")
+	f.String(&c.existingDLQ, "existing-dlq", "", "", "aws: the existing queue's DLQ (name or URL)")
+	f.String(&c.existingTable, "existing-table", "", "", "aws: an existing idempotency table")
 	f.Duration(&c.latency, "corebank-latency", "", 5*time.Millisecond, "simulated core-banking latency")
 	f.Float(&c.faults.TransientRate, "transient-rate", "", 0, "simulated core-banking 503s before posting (0-1)")
 	f.Float(&c.faults.TransientAfterPostRate, "lost-response-rate", "", 0, "simulated lost responses after posting (0-1)")
@@ -119,6 +126,13 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	c.hostile.Apply(&p, &c.faults)
 	if c.declineRate < 0 || c.declineRate > 1 {
 		p.Add("--decline-rate %v is outside 0-1", c.declineRate)
+	}
+	if existing := []string{c.existingQueue, c.existingDLQ, c.existingTable}; slices.Contains(existing, "") && slices.ContainsFunc(existing, func(s string) bool { return s != "" }) {
+		p.Add("--existing-queue, --existing-dlq and --existing-table go together")
+	} else if c.existingQueue != "" && (c.bc.Kind != backend.AWS || c.bc.Store != "") {
+		p.Add("--existing-queue and the others are for --backend aws with its own store")
+	} else if c.existingQueue != "" && c.keep {
+		p.Add("--keep means nothing with --existing-queue: nothing is deleted")
 	}
 	if c.bankTimeout <= 0 {
 		p.Add("--corebank-timeout must be positive")
@@ -255,10 +269,28 @@ func (d *demoRun) close() {
 	}
 }
 
-// freshState opens a backend of the demo's own (step 1).
+// freshState opens a backend of the demo's own, or the existing AWS
+// resources it was given (step 1).
 func (d *demoRun) freshState(ctx context.Context) error {
 	bc := d.c.bc
 	bc.Wait, bc.MaxReceive, bc.Sync = time.Second, 20, "NORMAL"
+	if d.c.existingQueue != "" {
+		bc.Queue, bc.DLQ, bc.Table = d.c.existingQueue, d.c.existingDLQ, d.c.existingTable
+		b, err := backend.Open(ctx, bc, visibility, false)
+		if err != nil {
+			return err
+		}
+		d.b = b
+		d.cleanup = append(d.cleanup, b.Close)
+		depth, err := b.Queue.Depth(ctx)
+		if err != nil {
+			return err
+		}
+		if depth.Waiting+depth.InFlight != 0 {
+			return fmt.Errorf("the existing queue holds %d messages: the demo needs an empty one", depth.Waiting+depth.InFlight)
+		}
+		return nil
+	}
 	b, drop, err := backend.OpenFresh(ctx, d.env.Stderr, bc, "demo", "", visibility, d.c.keep)
 	if err != nil {
 		return err
