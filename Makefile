@@ -4,7 +4,7 @@
 GO ?= go
 BIN ?= bin/chargerecovery
 
-.PHONY: all build demo test bench check image clean
+.PHONY: all build demo test bench bench-check check image clean
 
 all: build
 
@@ -24,6 +24,11 @@ test:
 ## bench: month-end load on the embedded backend, with its queue-only baseline
 bench:
 	$(GO) run ./cmd/chargerecovery bench --charges 100000 --baseline
+
+## bench-check: fail if the guard's cost (against the queue-only baseline,
+## same run, median of 3) regresses past its stated limit
+bench-check:
+	scripts/bench-check.sh
 
 ## check: what CI checks before the tests (format, vet, alert rules)
 check:
