@@ -15,6 +15,10 @@ import (
 func TestStoreConformance(t *testing.T) {
 	s := postgres.NewStore(dbtest.Postgres(t))
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
+	// Concurrent histories with lost answers, checked by porcupine against the state machine.
+	t.Run("Linearizable", func(t *testing.T) {
+		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
+	})
 }
 
 func TestQueueConformance(t *testing.T) {

@@ -18,6 +18,10 @@ func TestStoreConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
+	// Concurrent histories with lost answers, checked by porcupine against the state machine.
+	t.Run("Linearizable", func(t *testing.T) {
+		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
+	})
 }
 
 // The key carries a TTL of the record's retention, computed from the

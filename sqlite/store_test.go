@@ -24,6 +24,10 @@ func TestConformance(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	s := sqlite.NewStore(db)
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
+	// Concurrent histories with lost answers, checked by porcupine against the state machine.
+	t.Run("Linearizable", func(t *testing.T) {
+		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
+	})
 }
 
 // Several processes share one file: each has its own connection pool. The

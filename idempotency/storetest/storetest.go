@@ -18,7 +18,9 @@ const (
 )
 
 // Run runs the whole conformance suite: every topic below, then every row
-// of the state machine (Transitions). newStore is called once per subtest;
+// of the state machine (Transitions). Linearizable, the check of
+// concurrent histories against the same machine, is run by each store's
+// tests beside it. newStore is called once per subtest;
 // it may return the same store every time (every subtest uses keys of its
 // own). A backend may also run one topic alone.
 func Run(t *testing.T, newStore func(t *testing.T) driver.Store) {

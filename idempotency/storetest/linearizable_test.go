@@ -1,0 +1,108 @@
+package storetest_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/memstore"
+)
+
+func TestMemstoreIsLinearizable(t *testing.T) {
+	storetest.Linearizable(t, func(*testing.T) driver.Store { return memstore.New() }, storetest.LinearizableOptions{Histories: 500})
+}
+
+// Planted faults: each wraps a correct store with one bug the state
+// machine forbids; the checker must call the history not linearizable.
+
+// noFencing finishes whatever the token (the fencing condition dropped).
+type noFencing struct{ driver.Store }
+
+func (s noFencing) Finish(ctx context.Context, req driver.FinishRequest) error {
+	r, err := s.Store.Get(ctx, req.Key, req.Now)
+	if err != nil {
+		return driver.ErrLeaseLost
+	}
+	if r.State == driver.StateInProgress && r.Token != req.Token {
+		req.Token = r.Token // finish it as if it were ours
+	}
+	return s.Store.Finish(ctx, req)
+}
+
+// earlyLease lets a claim take a lease 1 ms before it passed.
+type earlyLease struct{ driver.Store }
+
+func (s earlyLease) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	req.LeaseExpiredBy = req.LeaseExpiredBy.Add(time.Millisecond)
+	return s.Store.Claim(ctx, req)
+}
+
+// losesDone forgets an acknowledged DONE: the next claim finds no record.
+type losesDone struct {
+	driver.Store
+	mu   sync.Mutex
+	lost map[string]bool
+}
+
+func (s *losesDone) Finish(ctx context.Context, req driver.FinishRequest) error {
+	err := s.Store.Finish(ctx, req)
+	if err == nil && req.State == driver.StateDone {
+		s.mu.Lock()
+		s.lost[req.Key] = true
+		s.mu.Unlock()
+	}
+	return err
+}
+
+func (s *losesDone) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	s.mu.Lock()
+	lost := s.lost[req.Key]
+	delete(s.lost, req.Key)
+	s.mu.Unlock()
+	if lost {
+		req.Now, req.ExpiresAt = req.Now.Add(2*time.Hour), req.ExpiresAt.Add(2*time.Hour) // the DONE is gone
+		res, err := s.Store.Claim(ctx, req)
+		return res, err
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+// twiceApplied lets a claim that lost a race to a live claim win as well.
+type twiceApplied struct{ driver.Store }
+
+func (s twiceApplied) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, req)
+	if err == nil && !res.Acquired && res.Record.State == driver.StateInProgress && res.Record.Attempt == 1 {
+		rec := res.Record
+		rec.Token = req.Token
+		return driver.ClaimResult{Acquired: true, Record: rec}, nil
+	}
+	return res, err
+}
+
+func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		wrap func(driver.Store) driver.Store
+	}{
+		{"finish without the fencing condition", func(s driver.Store) driver.Store { return noFencing{s} }},
+		{"a claim wins a lease 1 ms early", func(s driver.Store) driver.Store { return earlyLease{s} }},
+		{"an acknowledged DONE is lost", func(s driver.Store) driver.Store { return &losesDone{Store: s, lost: map[string]bool{}} }},
+		{"a claim is applied twice", func(s driver.Store) driver.Store { return twiceApplied{s} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			found, err := storetest.FindNonLinearizable(t.Context(), func() driver.Store { return tt.wrap(memstore.New()) },
+				storetest.LinearizableOptions{Histories: 300, LoseAnswers: 0.05})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if found == "" {
+				t.Fatal("300 histories of a faulty store all passed the checker")
+			}
+			t.Logf("caught; visualisation: %s", found)
+		})
+	}
+}
