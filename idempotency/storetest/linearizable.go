@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -246,15 +245,21 @@ func FindNonLinearizable(ctx context.Context, newStore func() driver.Store, o Li
 		history := RecordHistory(ctx, newStore(), fmt.Sprintf("k%d", h), o, rand.New(rand.NewPCG(uint64(h), 7)))
 		res, info := porcupine.CheckOperationsVerbose(ClaimModel, history, o.Timeout)
 		if res == porcupine.Illegal {
-			f, err := os.CreateTemp("", "linearizability-*.html")
-			if err != nil {
-				return "", err
-			}
-			defer f.Close()
-			return f.Name(), porcupine.Visualize(ClaimModel, info, f)
+			return visualise(info)
 		}
 	}
 	return "", nil
+}
+
+// visualise writes porcupine's HTML picture of a checked history to a new
+// file in the temporary directory and returns its path.
+func visualise(info porcupine.LinearizationInfo) (string, error) {
+	f, err := os.CreateTemp("", "linearizability-*.html")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return f.Name(), porcupine.Visualize(ClaimModel, info, f)
 }
 
 // Linearizable records o.Histories concurrent histories against newStore
@@ -277,8 +282,8 @@ func Linearizable(t *testing.T, newStore func(t *testing.T) driver.Store, o Line
 		switch res {
 		case porcupine.Ok:
 		case porcupine.Illegal:
-			path := filepath.Join(os.TempDir(), fmt.Sprintf("linearizability-%s-%d.html", filepath.Base(t.Name()), h))
-			if err := porcupine.VisualizePath(ClaimModel, info, path); err != nil {
+			path, err := visualise(info)
+			if err != nil {
 				t.Logf("visualisation: %v", err)
 			}
 			if testing.Verbose() {
@@ -351,8 +356,7 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 			offset := time.Duration(r.IntN(3)) * time.Millisecond // clocks disagree by up to 2 ms
 			now := func(step int) time.Time { return base.Add(offset + time.Duration(step)*time.Millisecond) }
 			fp := "fp-A"
-			var held map[string]string // key → token this client believes it holds
-			held = map[string]string{}
+			held := map[string]string{} // key → token this client believes it holds
 			for i := range o.Ops {
 				key := fmt.Sprintf("%s-%d", prefix, r.IntN(o.Keys))
 				t := now(i * 2)
