@@ -161,6 +161,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 		Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
 	}
+	tries := 0
 	for range 3 {
 		_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                           aws.String(s.table),
@@ -177,19 +178,32 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		if err != nil {
 			return driver.ClaimResult{}, err
 		}
+		// A reclaim that loses the race to another reclaimer gets the
+		// winner's record back; when that record's lease has passed by
+		// this claim's margin too, the claim must take it over as well
+		// (found by the linearizability check: giving up there answered
+		// "in progress" for a record this claim was entitled to).
+		for found && req.Allows(old) && tries < maxReclaims {
+			tries++
+			var res driver.ClaimResult
+			res, old, found, err = s.reclaim(ctx, req, old)
+			if err != nil || res.Acquired {
+				return res, err
+			}
+		}
 		if !found {
 			continue // deleted or expired between the write and the read: try again
 		}
 		if !req.Allows(old) {
 			return driver.ClaimResult{Record: old}, nil // a duplicate: one round trip
 		}
-		res, retry, err := s.reclaim(ctx, req, old)
-		if !retry {
-			return res, err
-		}
 	}
 	return driver.ClaimResult{}, driver.Unavailable("claim", errors.New("the key kept changing under the claim"))
 }
+
+// maxReclaims bounds the reclaim attempts of one claim: each lost race
+// means another claimant took the key, so a few is plenty.
+const maxReclaims = 8
 
 // existing reads the item a failed conditional write returned (or, from a
 // backend that returns none, reads it): found is false when there is no
@@ -213,9 +227,10 @@ func (s *Store) existing(ctx context.Context, op, key string, now time.Time, err
 	return rec, !rec.Expired(now), nil
 }
 
-// reclaim takes over old, an IN_PROGRESS record whose lease passed: retry
-// is true when old vanished under it.
-func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver.Record) (res driver.ClaimResult, retry bool, err error) {
+// reclaim takes over old, an IN_PROGRESS record whose lease passed. When
+// the fenced write fails, it returns the record that stands now (found is
+// false when there is none): another claimant's, or the owner's, moved on.
+func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver.Record) (res driver.ClaimResult, now driver.Record, found bool, err error) {
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      s.key(req.Key),
@@ -233,16 +248,12 @@ func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver
 	if err == nil {
 		rec, err := decode(out.Attributes)
 		if err != nil {
-			return driver.ClaimResult{}, false, err
+			return driver.ClaimResult{}, driver.Record{}, false, err
 		}
-		return driver.ClaimResult{Acquired: true, Reclaimed: true, Record: rec}, false, nil
+		return driver.ClaimResult{Acquired: true, Reclaimed: true, Record: rec}, rec, true, nil
 	}
-	now, found, err := s.existing(ctx, "claim", req.Key, req.Now, err)
-	if err != nil || !found {
-		return driver.ClaimResult{}, err == nil, err
-	}
-	// Another claimant got there first (or the owner came back): theirs.
-	return driver.ClaimResult{Record: now}, false, nil
+	now, found, err = s.existing(ctx, "claim", req.Key, req.Now, err)
+	return driver.ClaimResult{}, now, found, err
 }
 
 // encode is a record as an item, the inverse of decode.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -213,4 +214,72 @@ func TestConformanceWithoutTheItemOnAFailedCondition(t *testing.T) {
 		t.Fatal("no item was stripped: the run did not exercise the fallback")
 	}
 	t.Logf("items stripped from failed conditions: %d", it.stripped)
+}
+
+// TestLinearizable: concurrent histories on hot keys, checked by
+// porcupine against the state machine, on moto and on a DynamoDB that
+// returns no item on a failed condition (the read fallback).
+func TestLinearizable(t *testing.T) {
+	t.Run("item on failed condition", func(t *testing.T) {
+		s, _ := newStore(t)
+		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
+	})
+	t.Run("read fallback", func(t *testing.T) {
+		s, _ := storeOver(t, &itemless{base: http.DefaultTransport.(*http.Transport).Clone()}, "itemless")
+		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{Histories: 30})
+	})
+}
+
+// beforeFirst runs hook once, just before the first request whose
+// X-Amz-Target ends in target is sent.
+type beforeFirst struct {
+	base   http.RoundTripper
+	target string
+	once   sync.Once
+	hook   func()
+}
+
+func (b *beforeFirst) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.Header.Get("X-Amz-Target"), "."+b.target) {
+		b.once.Do(b.hook)
+	}
+	return b.base.RoundTrip(req)
+}
+
+// A reclaim that loses its race to another reclaimer, and gets back a
+// record whose lease has passed by its own margin too, takes that one
+// over: the sequential state machine would (the linearizability check
+// found the store answering "in progress" here).
+func TestAReclaimThatLosesTheRaceToAnExpiredLeaseReclaimsAgain(t *testing.T) {
+	at := func(ms int) time.Time {
+		return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+	}
+	claim := func(tok string, now, until int) driver.ClaimRequest {
+		return driver.ClaimRequest{Key: "CHG-RACE/1.a", Token: tok, Fingerprint: "fp", Now: at(now), LeaseExpiredBy: at(now),
+			LeaseUntil: at(until), ExpiresAt: at(now).Add(time.Hour)}
+	}
+	hooked := &beforeFirst{base: http.DefaultTransport.(*http.Transport).Clone(), target: "UpdateItem"}
+	c, _ := storeOver(t, hooked, "race")
+	other, err := awsdynamodb.New(dynamodb.NewFromConfig(awstest.Config(t)), c.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if r, err := other.Claim(ctx, claim("tok-A", 0, 5)); err != nil || !r.Acquired {
+		t.Fatalf("A's claim: %+v %v", r, err)
+	}
+	// C has read A's expired record; just before its fenced reclaim is
+	// sent, B reclaims A's lease with one that C's clock sees as passed.
+	var bRes driver.ClaimResult
+	hooked.hook = func() { bRes, err = other.Claim(ctx, claim("tok-B", 5, 6)) }
+	res, cerr := c.Claim(ctx, claim("tok-C", 6, 9))
+	if err != nil || !bRes.Reclaimed {
+		t.Fatalf("B's reclaim: %+v %v", bRes, err)
+	}
+	if cerr != nil || !res.Acquired || !res.Reclaimed || res.Record.Token != "tok-C" || res.Record.Attempt != 3 {
+		t.Fatalf("C's claim = %+v %v, want C to reclaim B's passed lease (attempt 3)", res, cerr)
+	}
+	if rec, err := other.Get(ctx, "CHG-RACE/1.a", at(6)); err != nil || rec.Token != "tok-C" || rec.Attempt != 3 {
+		t.Fatalf("record = %+v %v, want C's claim, attempt 3", rec, err)
+	}
 }
