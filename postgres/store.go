@@ -73,35 +73,49 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	if req.Key == "" || req.Token == "" {
 		return driver.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", driver.ErrInvalid)
 	}
-	var (
-		attempt, generation *int32
-		created             *time.Time
-		history             *string
-		prev                nullableRecord
-	)
-	err := s.db.pool.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy).
-		Scan(append([]any{&attempt, &created, &generation, &history}, prev.dest()...)...)
-	if err != nil {
-		return driver.ClaimResult{}, driver.Unavailable("claim", err)
-	}
-	if attempt != nil {
-		return driver.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: driver.Record{
-			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-			Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
-			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: driver.SplitHistory(*history),
-		}}, nil
-	}
-	rec, ok := prev.record()
-	if !ok || req.Allows(rec) {
-		// The snapshot predates a concurrent claim that won (the key was
-		// absent, or claimable, when this statement began): read the winner.
-		rec, err = s.get(ctx, req.Key)
+	for range maxStaleRetries {
+		var (
+			attempt, generation *int32
+			created             *time.Time
+			history             *string
+			prev                nullableRecord
+		)
+		err := s.db.pool.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy).
+			Scan(append([]any{&attempt, &created, &generation, &history}, prev.dest()...)...)
 		if err != nil {
 			return driver.ClaimResult{}, driver.Unavailable("claim", err)
 		}
+		if attempt != nil {
+			return driver.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: driver.Record{
+				Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+				Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
+				UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: driver.SplitHistory(*history),
+			}}, nil
+		}
+		rec, ok := prev.record()
+		if !ok || req.Allows(rec) {
+			// The snapshot predates a concurrent claim that won (the key was
+			// absent, or claimable, when this statement began): read the winner.
+			rec, err = s.get(ctx, req.Key)
+			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return driver.ClaimResult{}, driver.Unavailable("claim", err)
+			}
+			if err != nil || req.Allows(rec) {
+				// Gone again, or the winner's lease has passed by this
+				// claim's margin too: claim it (the state machine would).
+				continue
+			}
+		}
+		return driver.ClaimResult{Record: rec}, nil
 	}
-	return driver.ClaimResult{Record: rec}, nil
+	return driver.ClaimResult{}, driver.Unavailable("claim", errors.New("the key kept changing under the claim"))
 }
+
+// maxStaleRetries bounds how often one call runs its statement again after
+// finding that the row changed between the statement's snapshot and its
+// row lock (READ COMMITTED): each time another writer won, so a few is
+// plenty.
+const maxStaleRetries = 8
 
 // nullableRecord scans a left-joined record row.
 type nullableRecord struct {
@@ -225,25 +239,34 @@ func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Reco
 	if r.Key == "" || r.Token == "" {
 		return driver.Record{}, fmt.Errorf("%w: reopen needs key and token", driver.ErrInvalid)
 	}
-	var done bool
-	var n nullableRecord
-	err := s.db.pool.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now, r.ExpiresAt, r.Reason, r.LeaseUntil,
-		r.PrevToken, int32(r.Generation), driver.JoinHistory(r.History)).
-		Scan(append([]any{&done}, n.dest()...)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return driver.Record{}, driver.ErrNotFound
+	for range maxStaleRetries {
+		var done bool
+		var n nullableRecord
+		err := s.db.pool.QueryRow(ctx, reopenSQL, r.Key, r.Token, r.Now, r.ExpiresAt, r.Reason, r.LeaseUntil,
+			r.PrevToken, int32(r.Generation), driver.JoinHistory(r.History)).
+			Scan(append([]any{&done}, n.dest()...)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return driver.Record{}, driver.ErrNotFound
+		}
+		if err != nil {
+			return driver.Record{}, driver.Unavailable("reopen", err)
+		}
+		rec, _ := n.record()
+		switch {
+		case done:
+			return rec, nil
+		case rec.Expired(r.Now):
+			return driver.Record{}, driver.ErrNotFound
+		case r.Allows(rec):
+			// The row in the statement's snapshot was reopenable, but a
+			// concurrent write changed it before the update took its lock
+			// (found by the linearizability check: the answer was "not
+			// FAILED" with a FAILED record). Run it again on a new snapshot.
+			continue
+		}
+		return rec, driver.ErrNotFailed
 	}
-	if err != nil {
-		return driver.Record{}, driver.Unavailable("reopen", err)
-	}
-	rec, _ := n.record()
-	switch {
-	case done:
-		return rec, nil
-	case rec.Expired(r.Now):
-		return driver.Record{}, driver.ErrNotFound
-	}
-	return rec, driver.ErrNotFailed
+	return driver.Record{}, driver.Unavailable("reopen", errors.New("the record kept changing under the reopen"))
 }
 
 // Stuck implements driver.StuckLister (by the partial index on

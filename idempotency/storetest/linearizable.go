@@ -20,12 +20,15 @@ import (
 )
 
 // The linearizability check: concurrent clients drive a store with claims,
-// extensions and finishes on a few hot keys, every call and return is
+// extensions, finishes, operators' reopens and reads on a few hot keys, every call and return is
 // recorded, and porcupine decides whether the history is equivalent to some
 // sequential run of the state machine — the one in idempotency/driver,
 // whose request predicates (ClaimRequest.Allows, FinishRequest.Allows and
-// Landed, ExtendRequest.Allows) are the model's rules, so there is no
-// second encoding of them.
+// Landed, ExtendRequest.Allows, ReopenRequest.Allows) are the model's
+// rules, so there is no second encoding of them.
+
+// opGet is a read (Store.Get): not a transition, so not a driver.Op.
+const opGet driver.Op = "get"
 
 // linInput is one call: the operation and its request.
 type linInput struct {
@@ -34,14 +37,17 @@ type linInput struct {
 	claim  driver.ClaimRequest
 	finish driver.FinishRequest
 	extend driver.ExtendRequest
+	reopen driver.ReopenRequest
+	now    time.Time // a read's
 }
 
 // linOutput is what the store answered; unknown when the answer was lost
 // (the call may or may not have taken effect).
 type linOutput struct {
 	unknown bool
-	err     error // nil, ErrLeaseLost
+	err     error // nil, ErrLeaseLost, ErrNotFound, ErrNotFailed
 	claim   driver.ClaimResult
+	rec     driver.Record // what a reopen or a read returned
 }
 
 // modelRecord is the part of a record the state machine decides on.
@@ -52,13 +58,14 @@ type modelRecord struct {
 	leaseUntil  int64
 	expiresAt   int64
 	attempt     int
+	reopens     int
 }
 
 func (m *modelRecord) record() driver.Record {
 	if m == nil {
 		return driver.Record{}
 	}
-	return driver.Record{State: m.state, Token: m.token, Fingerprint: m.fingerprint, Attempt: m.attempt,
+	return driver.Record{State: m.state, Token: m.token, Fingerprint: m.fingerprint, Attempt: m.attempt, Reopens: m.reopens,
 		LeaseUntil: time.Unix(0, m.leaseUntil), ExpiresAt: time.Unix(0, m.expiresAt)}
 }
 
@@ -111,13 +118,19 @@ var ClaimModel = porcupine.Model{
 		case in.op == driver.OpClaim && out.claim.Acquired:
 			res = fmt.Sprintf("acquired (reclaimed %v, attempt %d)", out.claim.Reclaimed, out.claim.Record.Attempt)
 		case in.op == driver.OpClaim:
-			res = fmt.Sprintf("refused: %s %s attempt %d lease %d", out.claim.Record.State, short(out.claim.Record.Token), out.claim.Record.Attempt, out.claim.Record.LeaseUntil.UnixMilli()%100000)
+			res = "refused: " + describeRecord(out.claim.Record)
+		case in.op == driver.OpReopen || in.op == opGet:
+			res = describeRecord(out.rec)
 		default:
 			res = "ok"
 		}
 		switch in.op {
 		case driver.OpClaim:
-			return fmt.Sprintf("%s claim %s expiredBy=%d → %s", in.key, short(in.claim.Token), in.claim.LeaseExpiredBy.UnixMilli()%100000, res)
+			return fmt.Sprintf("%s claim %s %s expiredBy=%d → %s", in.key, short(in.claim.Token), in.claim.Fingerprint, in.claim.LeaseExpiredBy.UnixMilli()%100000, res)
+		case driver.OpReopen:
+			return fmt.Sprintf("%s reopen %s prev=%q → %s", in.key, short(in.reopen.Token), short(in.reopen.PrevToken), res)
+		case opGet:
+			return fmt.Sprintf("%s get → %s", in.key, res)
 		case driver.OpExtend:
 			return fmt.Sprintf("%s extend %s → %s", in.key, short(in.extend.Token), res)
 		default:
@@ -133,6 +146,10 @@ var ClaimModel = porcupine.Model{
 	},
 }
 
+func describeRecord(r driver.Record) string {
+	return fmt.Sprintf("%s %s %s attempt %d reopens %d lease %d", r.State, short(r.Token), r.Fingerprint, r.Attempt, r.Reopens, r.LeaseUntil.UnixMilli()%100000)
+}
+
 func short(s string) string {
 	if len(s) > 6 {
 		return s[:6]
@@ -145,7 +162,7 @@ type expected struct {
 	err       error
 	acquired  bool
 	reclaimed bool
-	existing  *modelRecord // a refused claim's record
+	existing  *modelRecord // a refused claim's or reopen's record, a read's
 	attempt   int
 }
 
@@ -172,6 +189,22 @@ func step(cur *modelRecord, in linInput) (*modelRecord, expected) {
 		n := *cur
 		n.leaseUntil = in.extend.LeaseUntil.UnixNano()
 		return &n, expected{}
+	case driver.OpReopen:
+		req := in.reopen
+		if cur == nil || cur.record().Expired(req.Now) {
+			return cur, expected{err: driver.ErrNotFound}
+		}
+		if !req.Allows(cur.record()) {
+			return cur, expected{err: driver.ErrNotFailed, existing: cur}
+		}
+		n := *cur
+		n.state, n.token, n.leaseUntil, n.expiresAt, n.reopens = driver.StateInProgress, req.Token, req.LeaseUntil.UnixNano(), req.ExpiresAt.UnixNano(), cur.reopens+1
+		return &n, expected{existing: &n}
+	case opGet:
+		if cur == nil || cur.record().Expired(in.now) {
+			return cur, expected{err: driver.ErrNotFound}
+		}
+		return cur, expected{existing: cur}
 	default: // finish
 		req := in.finish
 		if cur == nil || cur.record().Expired(req.Now) {
@@ -190,7 +223,21 @@ func step(cur *modelRecord, in linInput) (*modelRecord, expected) {
 }
 
 func matches(in linInput, want expected, out linOutput) bool {
-	if in.op != driver.OpClaim {
+	same := func(r driver.Record, m *modelRecord) bool {
+		return r.State == m.state && r.Token == m.token && r.Attempt == m.attempt && r.Reopens == m.reopens && r.Fingerprint == m.fingerprint
+	}
+	switch in.op {
+	case driver.OpReopen, opGet:
+		switch {
+		case want.err == nil:
+			return out.err == nil && same(out.rec, want.existing)
+		case !errors.Is(out.err, want.err):
+			return false
+		case errors.Is(want.err, driver.ErrNotFailed):
+			return same(out.rec, want.existing)
+		}
+		return true
+	case driver.OpExtend, driver.OpComplete, driver.OpFail:
 		return errors.Is(out.err, driver.ErrLeaseLost) == (want.err != nil) && (out.err == nil || want.err != nil)
 	}
 	if out.err != nil || out.claim.Acquired != want.acquired {
@@ -199,8 +246,7 @@ func matches(in linInput, want expected, out linOutput) bool {
 	if want.acquired {
 		return out.claim.Reclaimed == want.reclaimed && out.claim.Record.Token == in.claim.Token && out.claim.Record.Attempt == want.attempt
 	}
-	r := out.claim.Record
-	return r.State == want.existing.state && r.Token == want.existing.token && r.Attempt == want.existing.attempt
+	return same(out.claim.Record, want.existing)
 }
 
 // LinearizableOptions size a run of Linearizable.
@@ -304,11 +350,17 @@ func Linearizable(t *testing.T, newStore func(t *testing.T) driver.Store, o Line
 	t.Logf("%d histories, %d operations, linearizable, %s: %v", o.Histories, ops, time.Since(start).Round(time.Millisecond), seen)
 	// A run that never reclaimed, fenced or lost an answer checked nothing
 	// that matters.
-	for _, k := range []string{"acquired", "reclaimed", "refused", "lease lost", "finished", "unknown"} {
+	for _, k := range []string{"acquired", "reclaimed", "refused", "lease lost", "finished", "reopened", "reopen refused", "read", "unknown"} {
 		if seen[k] == 0 {
 			t.Errorf("no %q call in %d histories: the workload does not exercise the state machine (%v)", k, o.Histories, seen)
 		}
 	}
+}
+
+// definite reports whether err is one of the state machine's answers (as
+// opposed to a store that could not be reached).
+func definite(err error) bool {
+	return errors.Is(err, driver.ErrLeaseLost) || errors.Is(err, driver.ErrNotFound) || errors.Is(err, driver.ErrNotFailed)
 }
 
 // kind names what a recorded call did, for the run's tally.
@@ -319,6 +371,12 @@ func kind(op porcupine.Operation) string {
 		return "unknown"
 	case errors.Is(out.err, driver.ErrLeaseLost):
 		return "lease lost"
+	case in.op == opGet:
+		return "read"
+	case in.op == driver.OpReopen && out.err == nil:
+		return "reopened"
+	case in.op == driver.OpReopen:
+		return "reopen refused"
 	case in.op != driver.OpClaim:
 		if in.op == driver.OpExtend {
 			return "extended"
@@ -336,8 +394,10 @@ func kind(op porcupine.Operation) string {
 // returns every call with its answer. Each client has its own clock, offset
 // within a few milliseconds of the others (the leases are a few
 // milliseconds too, so that expiries, reclaims and fenced finishes happen),
-// abandons a lease now and then (never finishes it) and loses a fraction of
-// the store's answers after the call took effect.
+// abandons a lease now and then (never finishes it), now and then claims
+// with another payload's fingerprint, reads, reopens a FAILED record it saw
+// (as an operator does: fenced on the token it read, or not), and loses a
+// fraction of the store's answers after the call took effect.
 func RecordHistory(ctx context.Context, s driver.Store, prefix string, o LinearizableOptions, rng *rand.Rand) []porcupine.Operation {
 	var (
 		mu      sync.Mutex
@@ -355,13 +415,24 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 			r := rand.New(rand.NewPCG(seeds[c], uint64(c)))
 			offset := time.Duration(r.IntN(3)) * time.Millisecond // clocks disagree by up to 2 ms
 			now := func(step int) time.Time { return base.Add(offset + time.Duration(step)*time.Millisecond) }
-			fp := "fp-A"
-			held := map[string]string{} // key → token this client believes it holds
+			held := map[string]string{}   // key → token this client believes it holds
+			failed := map[string]string{} // key → token of a FAILED record it saw
 			for i := range o.Ops {
 				key := fmt.Sprintf("%s-%d", prefix, r.IntN(o.Keys))
 				t := now(i * 2)
 				var in linInput
-				switch tok, ok := held[key]; {
+				tok, ok := held[key]
+				prev, sawFailed := failed[key]
+				switch {
+				case !ok && sawFailed && r.IntN(2) == 0:
+					if r.IntN(3) == 0 {
+						prev = "" // an unfenced reopen
+					}
+					delete(failed, key)
+					in = linInput{op: driver.OpReopen, key: key, reopen: driver.ReopenRequest{Key: key, Token: fmt.Sprintf("r%d-%d-%x", c, i, r.Uint32()),
+						Reason: "linearizability", PrevToken: prev, Now: t, LeaseUntil: t.Add(-5 * time.Millisecond), ExpiresAt: t.Add(time.Hour)}}
+				case !ok && r.IntN(8) == 0:
+					in = linInput{op: opGet, key: key, now: t}
 				case ok && r.IntN(4) == 0:
 					in = linInput{op: driver.OpExtend, key: key, extend: driver.ExtendRequest{Key: key, Token: tok, Now: t, LeaseUntil: t.Add(5 * time.Millisecond)}}
 				case ok && r.IntN(5) != 0:
@@ -379,6 +450,10 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 					if ok {
 						delete(held, key) // abandon it: a worker that vanished
 					}
+					fp := "fp-A"
+					if r.IntN(10) == 0 {
+						fp = "fp-B" // the same charge id with another payload
+					}
 					tok := fmt.Sprintf("c%d-%d-%x", c, i, r.Uint32())
 					in = linInput{op: driver.OpClaim, key: key, claim: driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp,
 						Now: t, LeaseExpiredBy: t, LeaseUntil: t.Add(3 * time.Millisecond), ExpiresAt: t.Add(time.Hour)}}
@@ -392,6 +467,16 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 					if err == nil && out.claim.Acquired {
 						held[key] = in.claim.Token
 					}
+					if err == nil && out.claim.Record.State == driver.StateFailed {
+						failed[key] = out.claim.Record.Token
+					}
+				case driver.OpReopen:
+					out.rec, err = s.Reopen(ctx, in.reopen)
+				case opGet:
+					out.rec, err = s.Get(ctx, key, t)
+					if err == nil && out.rec.State == driver.StateFailed {
+						failed[key] = out.rec.Token
+					}
 				case driver.OpExtend:
 					err = s.Extend(ctx, in.extend)
 				default:
@@ -400,7 +485,7 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 				ret := seq.Add(1)
 				lose := r.Float64() < o.LoseAnswers
 				switch {
-				case err == nil && lose, err != nil && !errors.Is(err, driver.ErrLeaseLost):
+				case err == nil && lose, err != nil && !definite(err):
 					// Lost after it was applied, or a store error: of unknown
 					// outcome, as far as anyone will ever know.
 					out = linOutput{unknown: true}

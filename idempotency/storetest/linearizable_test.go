@@ -2,6 +2,7 @@ package storetest_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +84,32 @@ func (s twiceApplied) Claim(ctx context.Context, req driver.ClaimRequest) (drive
 	return res, err
 }
 
+// reopensDone answers a reopen of a DONE record as if it had been FAILED
+// (the state condition dropped from the answer).
+type reopensDone struct{ driver.Store }
+
+func (s reopensDone) Reopen(ctx context.Context, req driver.ReopenRequest) (driver.Record, error) {
+	rec, err := s.Store.Reopen(ctx, req)
+	if errors.Is(err, driver.ErrNotFailed) && rec.State == driver.StateDone {
+		rec.State, rec.Token, rec.LeaseUntil, rec.Reopens = driver.StateInProgress, req.Token, req.LeaseUntil, rec.Reopens+1
+		return rec, nil
+	}
+	return rec, err
+}
+
+// ignoresFingerprint reclaims an expired lease whatever the payload.
+type ignoresFingerprint struct{ driver.Store }
+
+func (s ignoresFingerprint) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, req)
+	if err == nil && !res.Acquired && res.Record.State == driver.StateInProgress && res.Record.Fingerprint != req.Fingerprint &&
+		!req.LeaseExpiredBy.Before(res.Record.LeaseUntil) {
+		req.Fingerprint = res.Record.Fingerprint
+		return s.Store.Claim(ctx, req)
+	}
+	return res, err
+}
+
 func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -92,6 +119,8 @@ func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
 		{"a claim wins a lease 1 ms early", func(s driver.Store) driver.Store { return earlyLease{s} }},
 		{"an acknowledged DONE is lost", func(s driver.Store) driver.Store { return &losesDone{Store: s, lost: map[string]bool{}} }},
 		{"a claim is applied twice", func(s driver.Store) driver.Store { return twiceApplied{s} }},
+		{"a DONE record is reopened", func(s driver.Store) driver.Store { return reopensDone{s} }},
+		{"a reclaim ignores the fingerprint", func(s driver.Store) driver.Store { return ignoresFingerprint{s} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			found, err := storetest.FindNonLinearizable(t.Context(), func() driver.Store { return tt.wrap(memstore.New()) },
