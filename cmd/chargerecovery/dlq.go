@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,119 +15,28 @@ import (
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/operate"
 	"github.com/finedge/idempotent-consumer/internal/status"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
-// dlqEntry is one DLQ entry as an operator sees it: the charge it carries
-// (account masked), why it is there, and how often (a forward repeated
-// after a lost answer is one entry with copies > 1).
-type dlqEntry struct {
-	ID           string    `json:"id"`
-	ChargeID     string    `json:"chargeId,omitempty"`
-	Account      string    `json:"account,omitempty"`
-	Amount       string    `json:"amount,omitempty"`
-	Type         string    `json:"type,omitempty"`
-	Code         string    `json:"code"`
-	Detail       string    `json:"detail,omitempty"`
-	ReceiveCount int       `json:"receiveCount"`
-	At           time.Time `json:"deadLetteredAt"`
-	Age          float64   `json:"ageSeconds"`
-	Copies       int       `json:"copies"`
-	SourceID     string    `json:"sourceMessageId,omitempty"`
-	// Body is the message, account numbers masked (dlq show).
-	Body string `json:"body,omitempty"`
-	// Unreadable says why the body is not a ChargeDueEvent.
-	Unreadable string `json:"unreadable,omitempty"`
-}
-
-func entryView(e queue.DLQEntry, now time.Time, withBody bool) dlqEntry {
-	v := dlqEntry{ID: e.ID, Code: string(e.Reason.Code), Detail: charge.Untrusted(e.Reason.Detail), ReceiveCount: e.ReceiveCount,
-		At: e.At.UTC(), Copies: 1, SourceID: e.SourceID}
-	if !e.At.IsZero() {
-		v.Age = now.Sub(e.At).Round(time.Second).Seconds()
-	}
-	c, err := charge.ParseEvent(e.Body)
-	switch {
-	case e.Body == nil:
-		v.Unreadable = "the body is over the size limit and was not read"
-	case err != nil:
-		v.Unreadable = charge.Untrusted(err.Error())
-		v.ChargeID = chargeIDOf(e.Body)
-		if a := accountOf(e.Body); a != "" {
-			v.Account = charge.MaskAccount(a)
-		}
-	default:
-		v.ChargeID, v.Account, v.Amount, v.Type = c.ID, charge.MaskAccount(c.AccountID), c.Amount.String(), string(c.Type)
-	}
-	if withBody && e.Body != nil {
-		v.Body = charge.Clip(maskBody(e.Body), 16<<10)
-	}
-	return v
-}
-
-// maskBody is a message body fit to show: its account number masked where
-// it can be found (the accountId field), else every long number in it.
-func maskBody(body []byte) string {
-	text := charge.Printable(string(body))
-	if a := accountOf(body); len(a) >= 4 {
-		return strings.ReplaceAll(text, a, charge.MaskAccount(a))
-	}
-	return charge.MaskText(text)
-}
-
-// accountOf is the accountId of a body, valid event or not.
-func accountOf(body []byte) string {
-	var w struct {
-		AccountID string `json:"accountId"`
-	}
-	if json.Unmarshal(body, &w) != nil {
-		return ""
-	}
-	return w.AccountID
-}
-
-// chargeIDOf is the chargeId of a body that is not a valid event, if it
-// has one (a conflict or an invalid amount still names its charge).
-func chargeIDOf(body []byte) string {
-	var w struct {
-		ChargeID string `json:"chargeId"`
-	}
-	if json.Unmarshal(body, &w) != nil {
-		return ""
-	}
-	return charge.Clip(charge.Printable(w.ChargeID), 128)
-}
+// dlqEntry is one DLQ entry as an operator sees it.
+type dlqEntry = operate.Entry
 
 // codesFlag parses --reason against the codes a DLQ entry may carry.
 func codesFlag(raw string) ([]queue.Code, error) {
-	known := chargehandler.DLQCodes()
 	var out []queue.Code
-	for _, c := range strings.Split(raw, ",") {
-		if c = strings.TrimSpace(c); c == "" {
-			continue
-		}
-		if !slices.Contains(known, queue.Code(c)) {
-			var names []string
-			for _, k := range known {
-				names = append(names, string(k))
-			}
-			return nil, cli.Usagef("--reason %q is not a reason code; the codes are %s", c, strings.Join(names, ", "))
-		}
+	for _, c := range splitList(raw) {
 		out = append(out, queue.Code(c))
 	}
+	if c, bad := operate.UnknownCode(out); bad {
+		var names []string
+		for _, k := range chargehandler.DLQCodes() {
+			names = append(names, string(k))
+		}
+		return nil, cli.Usagef("--reason %q is not a reason code; the codes are %s", c, strings.Join(names, ", "))
+	}
 	return out, nil
-}
-
-// chargeMatch accepts entries whose body names one of ids.
-func chargeMatch(ids []string) func(queue.DLQEntry) bool {
-	if len(ids) == 0 {
-		return nil
-	}
-	return func(e queue.DLQEntry) bool {
-		id := chargeIDOf(e.Body)
-		return id != "" && slices.Contains(ids, id)
-	}
 }
 
 func splitList(raw string) []string {
@@ -141,31 +49,9 @@ func splitList(raw string) []string {
 	return out
 }
 
-// listDLQ visits every DLQ entry that o accepts, without moving any, and
-// folds repeated forwards (one source message) into one entry.
+// listDLQ lists the DLQ entries o selects (operate.List).
 func listDLQ(ctx context.Context, q queue.Operator, o queue.RedriveOptions, now time.Time, withBody bool) ([]dlqEntry, error) {
-	var out []dlqEntry
-	bySource := map[string]int{}
-	o.DryRun = true
-	o.Visit = func(e queue.DLQEntry, d queue.RedriveDecision) {
-		if d == queue.Skip {
-			return
-		}
-		if i, ok := bySource[e.SourceID]; ok && e.SourceID != "" {
-			out[i].Copies++
-			return
-		}
-		if e.SourceID != "" {
-			bySource[e.SourceID] = len(out)
-		}
-		out = append(out, entryView(e, now, withBody))
-	}
-	o.Force = true // a listing shows held-back entries too
-	if _, err := q.Redrive(ctx, o); err != nil {
-		return nil, err
-	}
-	slices.SortStableFunc(out, func(a, b dlqEntry) int { return a.At.Compare(b.At) })
-	return out, nil
+	return operate.List(ctx, q, operate.ListOptions{Codes: o.Codes, Match: o.Match, Before: o.Before, Bodies: withBody, Now: now})
 }
 
 func runDLQ(ctx context.Context, env *cli.Env, args []string) error {
@@ -203,7 +89,7 @@ func runDLQList(ctx context.Context, env *cli.Env, args []string) error {
 		return cli.Usagef("--limit must be at least 1 and --older-than not negative")
 	}
 	now := time.Now()
-	match := chargeMatch(splitList(ids))
+	match := operate.ChargeMatch(splitList(ids))
 	if olderThan > 0 {
 		o.Before = now.Add(-olderThan)
 	}
@@ -270,7 +156,7 @@ func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
 	defer b.Close()
 	now := time.Now()
 	entries, err := listDLQ(ctx, b.Queue, queue.RedriveOptions{Match: func(e queue.DLQEntry) bool {
-		return e.ID == id || chargeIDOf(e.Body) == id
+		return e.ID == id || operate.ChargeIDOf(e.Body) == id
 	}}, now, true)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/operate"
 	"github.com/finedge/idempotent-consumer/internal/status"
 	"github.com/finedge/idempotent-consumer/queue"
 )
@@ -234,7 +235,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	if o.Codes, err = codesFlag(codes); err != nil {
 		return err
 	}
-	o.Match = chargeMatch(splitList(ids))
+	o.Match = operate.ChargeMatch(splitList(ids))
 	if o.Max < 0 || o.MaxAge < 0 {
 		return cli.Usagef("--max and --max-age must not be negative")
 	}
@@ -256,7 +257,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	var moved []string
 	o.Visit = func(e queue.DLQEntry, d queue.RedriveDecision) {
 		if d == queue.Move {
-			moved = append(moved, cmp.Or(chargeIDOf(e.Body), "message "+e.ID))
+			moved = append(moved, cmp.Or(operate.ChargeIDOf(e.Body), "message "+e.ID))
 		}
 	}
 	rep, err := b.Queue.Redrive(ctx, o)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -13,16 +12,9 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/operate"
 	"github.com/finedge/idempotent-consumer/internal/pipeline"
 )
-
-// renotified is one line of renotify's report.
-type renotified struct {
-	ChargeID  string `json:"chargeId"`
-	Reference string `json:"reference,omitempty"`
-	Result    string `json:"result"` // would_send, sent, failed, skipped
-	Why       string `json:"why,omitempty"`
-}
 
 // runRenotify sends the pre-debit notices that failed after a successful
 // debit (DEBITED_NOTIFICATION_FAILED records), with the same notification
@@ -108,46 +100,20 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		sender = s
 	}
 	audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
-	var report []renotified
+	rn := operate.Renotifier{Sender: sender, Amender: amender, Channel: nc.Channel, Timeout: timeout}
+	var report []operate.Renotified
 	failed := 0
 	for _, rec := range recs {
-		notice, ok := charge.PendingNotice(rec.Status, rec.Detail)
-		switch {
-		case rec.State != idempotency.StateDone || rec.Status != string(charge.DebitedNotificationFailed):
-			report = append(report, renotified{ChargeID: rec.Key, Result: "skipped", Why: fmt.Sprintf("%s %s: only DEBITED_NOTIFICATION_FAILED is notified again", rec.State, rec.Status)})
-			continue
-		case !ok:
-			report = append(report, renotified{ChargeID: rec.Key, Result: "skipped", Why: "the record keeps no notice (written by an older version): notify the customer by hand"})
-			continue
-		case dryRun:
-			report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "would_send"})
-			continue
-		}
-		sctx, cancel := context.WithTimeout(ctx, timeout)
-		err := sender.SendNotice(sctx, notice)
-		cancel()
-		if err != nil {
+		r := rn.One(ctx, rec, operator, reason, dryRun, now)
+		report = append(report, r)
+		switch r.Result {
+		case "failed":
 			failed++
-			report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: charge.Clip(err.Error(), 300)})
-			continue
+		case "sent":
+			audit.LogAttrs(ctx, slog.LevelWarn, "missed pre-debit notification sent by an operator", slog.Bool("audit", true),
+				slog.String("charge_id", rec.Key), slog.String("reference", r.Reference), slog.String("channel", nc.Channel),
+				slog.String("previous_status", rec.Status), slog.String("operator", operator), slog.String("reason", reason))
 		}
-		line := fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED; why: %s",
-			now.UTC().Format(time.RFC3339), operator, nc.Channel, notice.NotificationKey, reason)
-		_, err = amender.Amend(ctx, driver.AmendRequest{Key: rec.Key, Token: rec.Token, FromStatus: rec.Status, Status: string(charge.Debited),
-			Detail: notice.Reference, History: append(append([]string(nil), rec.History...), line), Now: time.Now()})
-		if err != nil {
-			failed++
-			why := "sent, but the record could not be updated: " + err.Error()
-			if errors.Is(err, idempotency.ErrStale) {
-				why = "sent, but the record changed meanwhile (someone else renotified it?); the receiver drops the repeat by its key"
-			}
-			report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: why})
-			continue
-		}
-		audit.LogAttrs(ctx, slog.LevelWarn, "missed pre-debit notification sent by an operator", slog.Bool("audit", true),
-			slog.String("charge_id", rec.Key), slog.String("reference", notice.Reference), slog.String("channel", nc.Channel),
-			slog.String("previous_status", rec.Status), slog.String("operator", operator), slog.String("reason", reason))
-		report = append(report, renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "sent"})
 	}
 	if *asJSON {
 		if err := json.NewEncoder(env.Stdout).Encode(map[string]any{"records": report}); err != nil {
