@@ -11,6 +11,7 @@
 //	chargerecovery purge      delete records and messages past retention (embedded)
 //	chargerecovery dlq        list the DLQ, show one entry
 //	chargerecovery redrive    move dead-lettered messages back to the queue
+//	chargerecovery console    the operators' web console (sign-in, roles, audit trail)
 //	chargerecovery demo       the whole exactly-once proof in one command
 //	chargerecovery bench      month-end load benchmark with exactly-once verification
 //
@@ -60,6 +61,7 @@ var commands = []command{
 	{"purge", "delete idempotency records and queue messages past retention (embedded; --dry-run counts)", runPurge},
 	{"dlq", "what is on the DLQ: dlq list (--reason, --charge-id, --older-than) and dlq show ID (body masked, with the charge's record)", runDLQ},
 	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --charge-id, --max; conflicts need --force)", runRedrive},
+	{"console", "the operators' web console: overview, DLQ, charges, and redrive/reopen/renotify with sign-in and an audit trail (--console-auth)", runConsole},
 	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", bench.Run},
 	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", demo.Run},
 }

@@ -26,6 +26,8 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		createIfMissing string
 		httpAddr        string
 		depthTick       time.Duration
+		withConsole     bool
+		conc            consoleConfig
 	)
 	bc.Bind(f)
 	cc.Bind(f)
@@ -34,6 +36,8 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	lc.Bind(f)
 	f.String(&httpAddr, "http-addr", "IC_HTTP_ADDR", "127.0.0.1:9090", "serve /metrics, /healthz and /readyz here (--http-addr \"\" turns it off)")
 	f.Duration(&depthTick, "depth-interval", "IC_DEPTH_INTERVAL", 15*time.Second, "how often the queue depth gauges are sampled (in the background, never on a scrape)")
+	f.Bool(&withConsole, "console", "IC_CONSOLE", false, "also serve the operators' console on --console-addr (the --console-* flags; chargerecovery console serves it alone)")
+	conc.Bind(f)
 	f.String(&createIfMissing, "create-if-missing", "IC_CREATE_IF_MISSING", "", "create and migrate the SQLite file or PostgreSQL schema if needed: true or false (default: true for embedded, false for postgres, where chargerecovery setup does it and serve runs with a least-privilege role)")
 	if err := f.Parse(args, false); err != nil {
 		return err
@@ -44,6 +48,9 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	nc.Check(&p)
 	sc.Check(&p)
 	lc.Check(&p)
+	if withConsole {
+		conc.Check(&p)
+	}
 	if depthTick < time.Second {
 		p.Add("--depth-interval %s is under 1s", depthTick)
 	}
@@ -106,6 +113,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
+	metricsURL := ""
 	if httpAddr != "" {
 		ops, err := startOpsServer(httpAddr, m, pl.Ready(b.Ready), log)
 		if err != nil {
@@ -113,6 +121,14 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		defer ops.close()
 		log.Info("serving /metrics, /healthz and /readyz", "addr", ops.addr())
+		metricsURL = consoleMetricsURL(opsAddrOf(ops.addr()))
+	}
+	if withConsole {
+		cs, err := conc.start(ctx, consoleDeps{b: b, retention: cc.Retention, metricsURL: metricsURL, notifier: notifier, channel: nc.Channel}, log)
+		if err != nil {
+			return err
+		}
+		defer cs.close()
 	}
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()

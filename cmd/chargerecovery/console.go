@@ -1,0 +1,275 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/internal/operate"
+	"github.com/finedge/idempotent-consumer/internal/pipeline"
+)
+
+// consoleConfig are the console's flags, shared by `console` and
+// `serve --console`.
+type consoleConfig struct {
+	Addr, Auth, TokenFile, AuditFile           string
+	UserHeader, GroupsHeader, OperatorGroup    string
+	Operators, TrustedProxies, TLSCert, TLSKey string
+	SessionTTL, Refresh                        time.Duration
+	ActionsPerMinute                           int
+}
+
+func (c *consoleConfig) Bind(f *cli.FlagSet) {
+	f.String(&c.Addr, "console-addr", "IC_CONSOLE_ADDR", "127.0.0.1:8088", "the console listens here (loopback unless told otherwise)")
+	f.String(&c.Auth, "console-auth", "IC_CONSOLE_AUTH", "", "how people sign in (required; no anonymous access): proxy (a trusted authenticating proxy's header, e.g. oauth2-proxy in front of the bank's identity provider) or token (--console-token-file)")
+	f.String(&c.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: a file of lines NAME ROLE TOKEN (role viewer or operator; tokens of 16+ characters)")
+	f.String(&c.UserHeader, "console-user-header", "IC_CONSOLE_USER_HEADER", "X-Auth-Request-User", "proxy sign-in: the header naming the signed-in user")
+	f.String(&c.GroupsHeader, "console-groups-header", "IC_CONSOLE_GROUPS_HEADER", "", "proxy sign-in: the header listing the user's groups (comma-separated), e.g. X-Auth-Request-Groups")
+	f.String(&c.OperatorGroup, "console-operator-group", "IC_CONSOLE_OPERATOR_GROUP", "", "proxy sign-in: members of this group are operators (everyone else signed in is a viewer)")
+	f.String(&c.Operators, "console-operators", "IC_CONSOLE_OPERATORS", "", "proxy sign-in: users who are operators, comma-separated")
+	f.String(&c.TrustedProxies, "console-trusted-proxies", "IC_CONSOLE_TRUSTED_PROXIES", "", "proxy sign-in: the proxy's addresses or CIDR ranges (required); the user header from anywhere else counts for nothing")
+	f.String(&c.AuditFile, "console-audit-file", "IC_CONSOLE_AUDIT_FILE", "", "the audit trail: every console action, taken or refused, appended as a JSON line and synced (required)")
+	f.String(&c.TLSCert, "console-tls-cert", "IC_CONSOLE_TLS_CERT", "", "serve the console over TLS with this certificate (PEM; with --console-tls-key)")
+	f.String(&c.TLSKey, "console-tls-key", "IC_CONSOLE_TLS_KEY", "", "the console certificate's key (PEM)")
+	f.Duration(&c.SessionTTL, "console-session-ttl", "IC_CONSOLE_SESSION_TTL", 8*time.Hour, "token sign-in: how long a session lasts")
+	f.Duration(&c.Refresh, "console-refresh", "IC_CONSOLE_REFRESH", 5*time.Second, "how often the overview is sampled and refreshed in the browser")
+	f.Int(&c.ActionsPerMinute, "console-actions-per-minute", "IC_CONSOLE_ACTIONS_PER_MINUTE", 10, "actions (redrive, reopen, renotify) one person may take a minute")
+}
+
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+// Check reports what is wrong.
+func (c *consoleConfig) Check(p *cli.Problems) {
+	tlsOn := c.TLSCert != "" || c.TLSKey != ""
+	if tlsOn && (c.TLSCert == "" || c.TLSKey == "") {
+		p.Add("--console-tls-cert and --console-tls-key go together")
+	}
+	switch c.Auth {
+	case "":
+		p.Add("--console-auth (IC_CONSOLE_AUTH) is required: proxy or token (the console has no anonymous access)")
+	case "token":
+		if c.TokenFile == "" {
+			p.Add("--console-auth token needs --console-token-file")
+		}
+		if !tlsOn && !loopbackAddr(c.Addr) {
+			p.Add("token sign-in on %s over plain HTTP would send tokens and sessions in clear: give --console-tls-cert and --console-tls-key, or listen on loopback", c.Addr)
+		}
+	case "proxy":
+		if c.TrustedProxies == "" {
+			p.Add("--console-auth proxy needs --console-trusted-proxies: the proxy's addresses (a user header from anyone else must count for nothing)")
+		} else if _, err := console.ParsePrefixes(c.TrustedProxies); err != nil {
+			p.Add("--console-trusted-proxies: %v", err)
+		}
+		if c.Operators == "" && c.OperatorGroup == "" {
+			p.Add("--console-auth proxy needs --console-operators or --console-groups-header with --console-operator-group: who may act (everyone else is a viewer)")
+		}
+		if (c.GroupsHeader == "") != (c.OperatorGroup == "") {
+			p.Add("--console-groups-header and --console-operator-group go together")
+		}
+	default:
+		p.Add("--console-auth %q is not proxy or token", c.Auth)
+	}
+	if c.AuditFile == "" {
+		p.Add("--console-audit-file (IC_CONSOLE_AUDIT_FILE) is required: every action is written there")
+	}
+	if c.Refresh < time.Second || c.SessionTTL < time.Minute || c.ActionsPerMinute < 1 {
+		p.Add("--console-refresh must be at least 1s, --console-session-ttl at least 1m, --console-actions-per-minute at least 1")
+	}
+}
+
+func (c *consoleConfig) authenticator() (console.Authenticator, error) {
+	if c.Auth == "token" {
+		users, err := console.ReadTokenFile(c.TokenFile)
+		if err != nil {
+			return nil, cli.Usagef("--console-token-file: %v", err)
+		}
+		return console.NewTokenAuth(users, c.SessionTTL, c.TLSCert != "" || !loopbackAddr(c.Addr), nil)
+	}
+	trusted, err := console.ParsePrefixes(c.TrustedProxies)
+	if err != nil {
+		return nil, cli.Usagef("--console-trusted-proxies: %v", err)
+	}
+	return console.ProxyAuth{UserHeader: c.UserHeader, GroupsHeader: c.GroupsHeader, OperatorGroup: c.OperatorGroup,
+		Operators: splitList(c.Operators), Trusted: trusted}, nil
+}
+
+// consoleServer is a running console.
+type consoleServer struct {
+	srv   *http.Server
+	ln    net.Listener
+	audit *console.AuditLog
+	stop  context.CancelFunc
+	errc  chan error
+}
+
+// consoleDeps are what a console reads and acts through.
+type consoleDeps struct {
+	b          *backend.Backend
+	retention  time.Duration
+	metricsURL string
+	notifier   charge.Notifier // nil: renotify not offered
+	channel    string
+}
+
+func (c *consoleConfig) start(ctx context.Context, d consoleDeps, log *slog.Logger) (*consoleServer, error) {
+	auth, err := c.authenticator()
+	if err != nil {
+		return nil, err
+	}
+	audit, err := console.OpenAuditLog(c.AuditFile)
+	if err != nil {
+		return nil, cli.Usagef("--console-audit-file: %v", err)
+	}
+	var rn *operate.Renotifier
+	if s, ok := d.notifier.(charge.NoticeSender); ok {
+		if am, ok := d.b.Store.(driver.Amender); ok {
+			rn = &operate.Renotifier{Sender: s, Amender: am, Channel: d.channel}
+		}
+	}
+	con, err := console.New(console.Options{Backend: d.b.Desc, Queue: d.b.Queue, Store: d.b.Store, MetricsURL: d.metricsURL,
+		Retention: d.retention, Renotifier: rn, Auth: auth, Audit: audit, Logger: log, Refresh: c.Refresh, ActionsPerMinute: c.ActionsPerMinute})
+	if err != nil {
+		audit.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		audit.Close()
+		return nil, cli.Usagef("--console-addr %s: %v", c.Addr, err)
+	}
+	ln = netutil.LimitListener(ln, 64)
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			ln.Close()
+			audit.Close()
+			return nil, cli.Usagef("--console-tls-cert/--console-tls-key: %v", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	}
+	cctx, stop := context.WithCancel(ctx)
+	go con.Run(cctx)
+	s := &consoleServer{ln: ln, audit: audit, stop: stop, errc: make(chan error, 1),
+		srv: &http.Server{Handler: con.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
+	go func() { s.errc <- s.srv.Serve(ln) }()
+	scheme := "http"
+	if c.TLSCert != "" {
+		scheme = "https"
+	}
+	log.Info("console serving", "url", scheme+"://"+ln.Addr().String(), "auth", c.Auth, "audit_file", c.AuditFile)
+	return s, nil
+}
+
+func (s *consoleServer) close() error {
+	s.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(err, s.audit.Close())
+}
+
+// runConsole serves the console alone, on the backend's flags.
+func runConsole(ctx context.Context, env *cli.Env, args []string) error {
+	f := cli.NewFlagSet(env, "console", "console [flags]")
+	var (
+		bc         backend.Config
+		cc         consoleConfig
+		nc         pipeline.NotifyConfig
+		lc         cli.LogConfig
+		retention  time.Duration
+		metricsURL string
+		timeout    time.Duration
+	)
+	bc.Bind(f)
+	cc.Bind(f)
+	nc.Bind(f)
+	lc.Bind(f)
+	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
+	f.String(&metricsURL, "metrics-url", "IC_METRICS_URL", "http://127.0.0.1:9090/metrics", "a consumer's /metrics, for its circuit state (\"\": skip)")
+	f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
+	if err := f.Parse(args, false); err != nil {
+		return err
+	}
+	var p cli.Problems
+	bc.Check(&p)
+	cc.Check(&p)
+	lc.Check(&p)
+	if nc.Channel != "" { // renotify needs a channel; without one it is not offered
+		nc.Check(&p)
+	}
+	if retention < 24*time.Hour {
+		p.Add("--retention %s is under 24h", retention)
+	}
+	if err := p.Err(); err != nil {
+		return err
+	}
+	log := lc.Logger(env.Stderr)
+	bc.Existing = true // the console uses what is there; it never creates
+	b, err := backend.Open(ctx, bc, 30*time.Second, false)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	d := consoleDeps{b: b, retention: retention, metricsURL: metricsURL, channel: nc.Channel}
+	if nc.Channel != "" {
+		if d.notifier, _, err = nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, log); err != nil {
+			return err
+		}
+	}
+	s, err := cc.start(ctx, d, log)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-s.errc:
+	}
+	return errors.Join(err, s.close())
+}
+
+// consoleMetricsURL is the /metrics of serve's own ops server, for the
+// console mounted in serve.
+func consoleMetricsURL(opsAddr string) string {
+	return "http://" + cmp.Or(opsAddr, "127.0.0.1:9090") + "/metrics"
+}
+
+// opsAddrOf is where a client on this host reaches --http-addr (a
+// wildcard host is reached on loopback).
+func opsAddrOf(httpAddr string) string {
+	host, port, err := net.SplitHostPort(httpAddr)
+	if err != nil {
+		return httpAddr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}

@@ -1,0 +1,438 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/internal/status"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// chromium finds Debian's headless browser: in CI its absence fails the
+// test, elsewhere it skips saying how to install it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("IC_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed (.ci/run installs Debian's chromium package)")
+	}
+	t.Skip("chromium is not installed: apt-get install chromium (or set IC_CHROMIUM)")
+	return ""
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// screenshotDir is where the browser test writes its pictures:
+// $IC_SCREENSHOT_DIR, or a temporary directory it names.
+func screenshotDir(t *testing.T) string {
+	if d := os.Getenv("IC_SCREENSHOT_DIR"); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	d, err := os.MkdirTemp("", "console-screenshots-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestTheConsoleInAHeadlessBrowser drives the console served by `serve
+// --console` in Chromium, against the embedded backend with charges in
+// every state: DONE (debited, one of them a notification that failed),
+// FAILED by a decline, a conflict and a malformed message on the DLQ, a
+// charge dead-lettered after too many receives, and a claim stuck past its
+// lease. The overview's numbers are status --json's; a viewer's action and
+// an action without the CSRF token are refused and change nothing; the
+// operator's redrive from the page ends in one debit and a DONE record;
+// the overview refreshes without a reload; every page is screenshotted.
+func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
+	exe := chromium(t)
+	dir := t.TempDir()
+	shots := screenshotDir(t)
+	t.Logf("screenshots: %s", shots)
+
+	// The bank declines one account; the notification webhook fails for
+	// charges whose id says so.
+	const declined = "009999999999"
+	ledger := corebanksim.NewLedger(corebanksim.Faults{DeclineAccounts: map[string]string{declined: "ACCOUNT_CLOSED"}})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
+	defer bank.Close()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), "NOTIFY-DOWN") {
+			http.Error(w, "gateway down", http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer hook.Close()
+
+	tokens := filepath.Join(dir, "tokens")
+	const viewerToken, operatorToken = "vera-viewer-token-0123456789", "olga-operator-token-0123456789"
+	if err := os.WriteFile(tokens, []byte("vera viewer "+viewerToken+"\nolga operator "+operatorToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	consoleAddr := freeAddr(t)
+	audit := filepath.Join(dir, "audit.jsonl")
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_COREBANK_URL": bank.URL,
+		"IC_NOTIFY": "webhook", "IC_NOTIFY_URL": hook.URL, "IC_NOTIFY_TIMEOUT": "1s",
+		"IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn",
+		"IC_CONSOLE": "true", "IC_CONSOLE_ADDR": consoleAddr, "IC_CONSOLE_AUTH": "token", "IC_CONSOLE_TOKEN_FILE": tokens,
+		"IC_CONSOLE_AUDIT_FILE": audit, "IC_CONSOLE_REFRESH": "1s"}
+	b, err := backend.Open(t.Context(), *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	event := func(id, acct string, minor int64) []byte {
+		body, err := charge.MarshalEvent(charge.Charge{ID: id, AccountID: acct, Amount: charge.Money{Minor: minor, Currency: "INR"},
+			Type: charge.LockerRent, DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return body
+	}
+	// The charge an outage dead-lettered (max receives): no record, so a
+	// redrive debits it.
+	const redriven = "CHG-2026/11.REDRIVE-1"
+	if _, err := b.Queue.Send(ctx, event(redriven, "001234567801", 4100), nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := b.Queue.Receive(ctx, 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %d", err, len(msgs))
+	}
+	if err := b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"}); err != nil {
+		t.Fatal(err)
+	}
+	// A claim whose worker died: IN_PROGRESS past its lease, no message.
+	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Claim(ctx, "CHG-STUCK-1", "fp"); err != nil {
+		t.Fatal(err)
+	}
+	// What serve gets: three charges (one sent twice), one for the closed
+	// account, one whose notice fails, a conflict and a malformed body.
+	out := []queue.Outgoing{{Body: event("CHG-OK-1", "001234567811", 2500)}, {Body: event("CHG-OK-1", "001234567811", 2500)},
+		{Body: event("CHG-OK-2", "001234567812", 2600)}, {Body: event("CHG-OK-3", "001234567813", 2700)},
+		{Body: event("CHG-DECLINED-1", declined, 2800)}, {Body: event("CHG-NOTIFY-DOWN-1", "001234567814", 2900)},
+		{Body: []byte(`{"schemaVersion":1,"chargeId":"CHG-BAD-1","accountId":"001234567815","amount":{"minor":25.5,"currency":"INR"}}`)}}
+	if _, err := b.Queue.SendBatch(ctx, out); err != nil {
+		t.Fatal(err)
+	}
+	serve := child(t, env, "serve")
+	waitUntil(t, "serve to finish the first charges", 60*time.Second, func() bool {
+		rec, err := b.Store.Get(ctx, "CHG-OK-1", time.Now())
+		d, derr := b.Queue.Depth(ctx)
+		return err == nil && rec.State == idempotency.StateDone && derr == nil && d.Waiting+d.InFlight == 0 && d.DLQ >= 3
+	})
+	// The conflict comes after its charge is DONE.
+	if _, err := b.Queue.Send(ctx, event("CHG-OK-2", "001234567812", 9900), nil); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the conflict to be dead-lettered", 30*time.Second, func() bool {
+		d, err := b.Queue.Depth(ctx)
+		return err == nil && d.DLQ == 4 && d.Waiting+d.InFlight == 0
+	})
+	time.Sleep(1500 * time.Millisecond) // the stuck claim's lease passes (and its margin)
+
+	st := runCmd(ctx, env, "status", "--json", "--metrics-url", "")
+	if st.code != 0 {
+		t.Fatalf("status: %d %s", st.code, st.stderr)
+	}
+	var want status.Report
+	if err := json.Unmarshal([]byte(st.stdout), &want); err != nil {
+		t.Fatal(err)
+	}
+
+	// The browser.
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	defer cancelBrowser()
+	// The first run starts the browser, on a context without a deadline
+	// (a deadline there would stop the browser); the steps get one.
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	base := "http://" + consoleAddr
+	// Each step has 30 s; a step that fails leaves a picture of the page.
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(sctx, steps...); err != nil {
+			if png, perr := chromedp.Run(bctx, chromedp.FullScreenshot(100)); perr == nil {
+				_ = os.WriteFile(filepath.Join(shots, "failed.png"), png, 0o644)
+			}
+			loc, _ := chromedp.Run(bctx, chromedp.Location())
+			t.Fatalf("browser, %s (at %s): %v; the page is in %s", what, loc, err, filepath.Join(shots, "failed.png"))
+		}
+	}
+	shotOf := func(ctx context.Context, name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shot := func(name string) { t.Helper(); shotOf(bctx, name) }
+	textIn := func(ctx context.Context, sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("read %s: %v", sel, err)
+		}
+		return strings.TrimSpace(s)
+	}
+	text := func(sel string) string { t.Helper(); return textIn(bctx, sel) }
+	signIn := func(token string) {
+		t.Helper()
+		run("sign in", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
+			chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin")),
+			chromedp.WaitVisible(chromedp.CSS("#waiting")))
+	}
+	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
+		resp, err := http.Get(base + "/signin")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+
+	// Not signed in: the sign-in page, nothing else.
+	run("anonymous visit", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	loc, err := chromedp.Run(bctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(loc, "/signin") {
+		t.Fatalf("an anonymous visit to /dlq ended at %s, want /signin", loc)
+	}
+	shot("signin")
+
+	// A viewer: the overview's numbers are status --json's.
+	signIn(viewerToken)
+	shot("overview")
+	num := func(sel string) int {
+		t.Helper()
+		n, err := strconv.Atoi(text(sel))
+		if err != nil {
+			t.Fatalf("%s: %v", sel, err)
+		}
+		return n
+	}
+	checks := map[string][2]int{
+		"waiting": {num("#waiting"), want.Queue.Waiting}, "in flight": {num("#inflight"), want.Queue.InFlight},
+		"dlq": {num("#dlq"), want.Queue.DLQ}, "stuck": {num("#stuck"), want.Stuck},
+		"DONE": {num("#rec-DONE"), want.Records[idempotency.StateDone]}, "FAILED": {num("#rec-FAILED"), want.Records[idempotency.StateFailed]},
+		"IN_PROGRESS": {num("#rec-IN_PROGRESS"), want.Records[idempotency.StateInProgress]},
+	}
+	for code, n := range want.DLQByCode {
+		checks["dlq "+string(code)] = [2]int{num("#dlq-" + string(code)), n}
+	}
+	for what, got := range checks {
+		if got[0] != got[1] {
+			t.Errorf("overview %s = %d, status --json says %d", what, got[0], got[1])
+		}
+	}
+	if want.Queue.DLQ != 4 || want.Stuck != 1 || want.Records[idempotency.StateDone] != 4 || want.Records[idempotency.StateFailed] != 1 {
+		t.Errorf("the world is not as built: %+v", want)
+	}
+	if len(want.DLQByCode) != 4 {
+		t.Errorf("DLQ codes %v, want max_receives, debit_failed, conflict, invalid", want.DLQByCode)
+	}
+
+	// The DLQ and one entry (masked), the stuck list, a charge.
+	run("dlq", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(chromedp.CSS("#dlq-table")))
+	shot("dlq")
+	html, err := chromedp.Run(bctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acct := range []string{declined, "001234567801", "001234567812", "001234567815"} {
+		if strings.Contains(html, acct) {
+			t.Errorf("the DLQ page shows account %s in full", acct)
+		}
+	}
+	run("filter", chromedp.Navigate(base+"/dlq?reason=max_receives"), chromedp.WaitVisible(chromedp.CSS("#dlq-table")))
+	if got := text("#dlq-total"); !strings.HasPrefix(got, "1 entry") {
+		t.Fatalf("filtered by max_receives: %q", got)
+	}
+	run("open the entry", chromedp.Click(chromedp.CSS(`#dlq-table tbody a`)), chromedp.WaitVisible(chromedp.CSS("#body")))
+	shot("dlq-entry")
+	if b := text("#body"); strings.Contains(b, "001234567801") || !strings.Contains(b, redriven) {
+		t.Errorf("the entry's body is not masked or not there: %s", b)
+	}
+	run("stuck", chromedp.Navigate(base+"/stuck"), chromedp.WaitVisible(chromedp.CSS("#stuck-total")))
+	shot("stuck")
+	run("a declined charge", chromedp.Navigate(base+"/charge?id=CHG-DECLINED-1"), chromedp.WaitVisible(chromedp.CSS("#record")))
+	shot("charge-declined")
+	if s := text("#state"); s != "FAILED" {
+		t.Errorf("the declined charge's page says %q", s)
+	}
+
+	// A viewer's action is refused (the page offers none; the form, sent
+	// by hand, is refused by the server).
+	entryID := dlqIDOf(t, b, redriven)
+	run("viewer confirm", chromedp.Navigate(base+"/dlq/redrive?id="+url.QueryEscape(entryID)), chromedp.WaitVisible(chromedp.CSS("#confirm")),
+		chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#title")))
+	shot("viewer-refused")
+	if got := text("#title"); got != "Refused" || !strings.Contains(text("#message"), "viewer") {
+		t.Fatalf("a viewer's redrive: %q %q", got, text("#message"))
+	}
+	if d, _ := b.Queue.Depth(ctx); d.DLQ != 4 {
+		t.Fatalf("after a viewer's refused redrive the DLQ has %d", d.DLQ)
+	}
+
+	// The operator.
+	run("sign out", chromedp.Click(chromedp.CSS("button.link")), chromedp.WaitVisible(chromedp.CSS("#token")))
+	signIn(operatorToken)
+	if r := text("#role"); r != "operator" {
+		t.Fatalf("signed in as %q", r)
+	}
+	// Without the CSRF token: refused.
+	run("no csrf", chromedp.Navigate(base+"/dlq/redrive?id="+url.QueryEscape(entryID)), chromedp.WaitVisible(chromedp.CSS("#confirm")),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](`document.querySelector('#confirm-form input[name=csrf]').remove(); true`)(ctx, tg)
+			return err
+		}),
+		chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#title")))
+	shot("csrf-refused")
+	if got := text("#title"); got != "Refused" || !strings.Contains(text("#message"), "CSRF") {
+		t.Fatalf("a redrive without the CSRF token: %q %q", got, text("#message"))
+	}
+	if d, _ := b.Queue.Depth(ctx); d.DLQ != 4 {
+		t.Fatalf("after a redrive without CSRF the DLQ has %d", d.DLQ)
+	}
+	// The overview, left open, refreshes without a reload when the DLQ
+	// shrinks.
+	run("overview", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#dlq")))
+	if _, err := chromedp.Run(bctx, chromedp.Evaluate[string](`window.__notReloaded = "yes"; "yes"`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The redrive, from a second tab, with the confirmation.
+	tab, cancelTab := chromedp.NewContext(bctx)
+	defer cancelTab()
+	if err := chromedp.Do(tab, chromedp.Navigate(base+"/dlq/entry?id="+url.QueryEscape(entryID)), chromedp.WaitVisible(chromedp.CSS("#redrive")),
+		chromedp.Click(chromedp.CSS("#redrive")), chromedp.WaitVisible(chromedp.CSS("#confirm"))); err != nil {
+		t.Fatal(err)
+	}
+	shotOf(tab, "redrive-confirm")
+	if err := chromedp.Do(tab, chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#title"))); err != nil {
+		t.Fatal(err)
+	}
+	if title := textIn(tab, "#title"); title != "Redriven" {
+		t.Fatalf("the operator's redrive: %q %q", title, textIn(tab, "#message"))
+	}
+	waitUntil(t, "the redriven charge to be debited", 30*time.Second, func() bool {
+		rec, err := b.Store.Get(ctx, redriven, time.Now())
+		return err == nil && rec.State == idempotency.StateDone
+	})
+	if n := ledger.PostingsByKey()[redriven]; n != 1 {
+		t.Fatalf("the redriven charge was posted %d times, want once", n)
+	}
+	// The overview tab saw it, without a reload.
+	waitUntil(t, "the overview to refresh in place", 15*time.Second, func() bool {
+		dlq, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#dlq")))
+		still, err2 := chromedp.Run(bctx, chromedp.Evaluate[string](`window.__notReloaded || "reloaded"`))
+		return err == nil && err2 == nil && strings.TrimSpace(dlq) == "3" && still == "yes"
+	})
+	shot("overview-after-redrive")
+	if err := chromedp.Do(tab, chromedp.Navigate(base+"/charge?id="+url.QueryEscape(redriven)), chromedp.WaitVisible(chromedp.CSS("#record"))); err != nil {
+		t.Fatal(err)
+	}
+	shotOf(tab, "charge-redriven")
+
+	// Reopen the declined charge with a reason: FAILED → reopened, in the
+	// record's trail and the console's.
+	run("reopen", chromedp.Navigate(base+"/charge?id=CHG-DECLINED-1"), chromedp.WaitVisible(chromedp.CSS("#reopen")),
+		chromedp.Click(chromedp.CSS("#reopen")), chromedp.WaitVisible(chromedp.CSS("#reason")),
+		chromedp.SendKeys(chromedp.CSS("#reason"), "INC-4711: account reopened by the branch"))
+	shot("reopen-confirm")
+	run("confirm reopen", chromedp.Click(chromedp.CSS("#confirm")), chromedp.WaitVisible(chromedp.CSS("#title")))
+	if got := text("#title"); got != "Reopened" {
+		t.Fatalf("reopen: %q %q", got, text("#message"))
+	}
+	rec, err := b.Store.Get(ctx, "CHG-DECLINED-1", time.Now())
+	if err != nil || rec.Reopens != 1 || len(rec.History) == 0 || !strings.Contains(rec.History[len(rec.History)-1], "olga (console)") {
+		t.Fatalf("the reopened record: %+v %v", rec, err)
+	}
+	run("audit", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(chromedp.CSS("#audit")))
+	shot("audit")
+	trail := text("#audit")
+	for _, want := range []string{"vera (viewer)", "olga (operator)", "redrive", "moved", "reopen", "refused"} {
+		if !strings.Contains(trail, want) {
+			t.Errorf("the audit page lacks %q:\n%s", want, trail)
+		}
+	}
+	stopAll(t, serve)
+	b2, _ := os.ReadFile(audit)
+	for _, acct := range []string{declined, "001234567801"} {
+		if strings.Contains(string(b2), acct) {
+			t.Errorf("the audit file holds account %s", acct)
+		}
+	}
+}
+
+// dlqIDOf is the id of the DLQ entry of chargeID.
+func dlqIDOf(t *testing.T, b *backend.Backend, chargeID string) string {
+	t.Helper()
+	var id string
+	var mu sync.Mutex
+	_, err := b.Queue.Redrive(t.Context(), queue.RedriveOptions{DryRun: true, Force: true, Visit: func(e queue.DLQEntry, _ queue.RedriveDecision) {
+		if strings.Contains(string(e.Body), `"`+chargeID+`"`) {
+			mu.Lock()
+			id = e.ID
+			mu.Unlock()
+		}
+	}})
+	if err != nil || id == "" {
+		t.Fatalf("no DLQ entry for %s: %v", chargeID, err)
+	}
+	return id
+}

@@ -1,0 +1,96 @@
+package console
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// AuditEntry is one action taken from the console, as the audit trail
+// keeps it.
+type AuditEntry struct {
+	At       time.Time `json:"at"`
+	Operator string    `json:"operator"`
+	Role     string    `json:"role"`
+	Action   string    `json:"action"` // redrive, reopen, renotify, signin, refused
+	ChargeID string    `json:"chargeId,omitempty"`
+	DLQID    string    `json:"dlqId,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Result   string    `json:"result"`
+	Detail   string    `json:"detail,omitempty"`
+	Remote   string    `json:"remote,omitempty"`
+}
+
+// AuditLog is an append-only file of AuditEntry, one JSON line each,
+// written and synced before the action's answer is sent (mode 0600).
+type AuditLog struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+}
+
+// OpenAuditLog opens (or creates) the audit file at path.
+func OpenAuditLog(path string) (*AuditLog, error) {
+	if path == "" {
+		return nil, errors.New("the console needs an audit file")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit file: %w", err)
+	}
+	return &AuditLog{path: path, f: f}, nil
+}
+
+// Append writes e and syncs it to disk.
+func (a *AuditLog) Append(e AuditEntry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, err := a.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("audit file: %w", err)
+	}
+	return a.f.Sync()
+}
+
+// Recent returns the last n entries, newest first.
+func (a *AuditLog) Recent(n int) ([]AuditEntry, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f, err := os.Open(a.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return lastEntries(f, n)
+}
+
+func lastEntries(r io.Reader, n int) ([]AuditEntry, error) {
+	ring := make([]AuditEntry, n) // the last n, ring[seen%n] next
+	seen := 0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e AuditEntry
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		ring[seen%n] = e
+		seen++
+	}
+	out := make([]AuditEntry, 0, min(seen, n))
+	for i := seen - 1; i >= 0 && i >= seen-n; i-- {
+		out = append(out, ring[i%n])
+	}
+	return out, sc.Err()
+}
+
+// Close closes the file.
+func (a *AuditLog) Close() error { return a.f.Close() }

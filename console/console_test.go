@@ -1,0 +1,422 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
+	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/memqueue"
+	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+const account = "001234567890"
+
+// world is a backend with one DONE, one FAILED charge (its message on the
+// DLQ as debit_failed) and a conflict on the DLQ.
+type world struct {
+	q      *memqueue.Queue
+	store  *memstore.Store
+	failed string // a charge id with / and .
+	audit  string
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	ctx := t.Context()
+	w := &world{q: memqueue.New(memqueue.Options{}), store: memstore.New(), failed: "CHG-2026/11.000123", audit: filepath.Join(t.TempDir(), "audit.jsonl")}
+	g, err := idempotency.NewGuard(w.store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"CHG-DONE-1", w.failed} {
+		c := charge.Charge{ID: id, AccountID: account, Amount: charge.Money{Minor: 2500 + int64(i), Currency: "INR"}, Type: charge.SMSAlertFee,
+			DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+		body, err := charge.MarshalEvent(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := g.Claim(ctx, id, "fp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if err := g.Complete(ctx, cl.Lease(), "DEBITED", "CBS0000000001"); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := g.Fail(ctx, cl.Lease(), "FAILED", "debit declined: ACCOUNT_CLOSED"); err != nil {
+			t.Fatal(err)
+		}
+		w.deadLetter(t, body, queue.Reason{Code: chargehandler.Code(charge.DebitFailed), Detail: "declined: ACCOUNT_CLOSED for account " + account})
+	}
+	w.deadLetter(t, []byte(`{"chargeId":"CHG-CONFLICT","accountId":"`+account+`"}`), queue.Reason{Code: chargehandler.Code(charge.Conflict), Detail: "another payload"})
+	return w
+}
+
+func (w *world) deadLetter(t *testing.T, body []byte, r queue.Reason) {
+	t.Helper()
+	if _, err := w.q.Send(t.Context(), body, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := w.q.Receive(t.Context(), 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %d", err, len(msgs))
+	}
+	if err := w.q.DeadLetter(t.Context(), msgs[0], r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *world) console(t *testing.T, auth console.Authenticator) *httptest.Server {
+	t.Helper()
+	audit, err := console.OpenAuditLog(w.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { audit.Close() })
+	c, err := console.New(console.Options{Backend: "memory", Queue: w.q, Store: w.store, Auth: auth, Audit: audit, ActionBurst: 3, ActionsPerMinute: 1,
+		Logger: slog.New(slog.NewTextHandler(tlog{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// tlog writes the console's log to the test's.
+type tlog struct{ t *testing.T }
+
+func (l tlog) Write(p []byte) (int, error) { l.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+
+func proxyAuth() console.ProxyAuth {
+	return console.ProxyAuth{Operators: []string{"olga"}, Trusted: loopback}
+}
+
+// as sends a request as user (through the trusted proxy's header).
+func as(t *testing.T, user, method, u string, form url.Values, hdr ...string) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, u, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if user != "" {
+		req.Header.Set("X-Auth-Request-User", user)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page:\n%s", page)
+	}
+	return m[1]
+}
+
+// dlqIDs are the ids of the DLQ entries, by charge id.
+func (w *world) dlqIDs(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	_, err := w.q.Redrive(t.Context(), queue.RedriveOptions{DryRun: true, Force: true, Visit: func(e queue.DLQEntry, _ queue.RedriveDecision) {
+		out[chargeIDIn(string(e.Body))] = e.ID
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var chargeIDRE = regexp.MustCompile(`"chargeId":"([^"]*)"`)
+
+func chargeIDIn(body string) string {
+	if m := chargeIDRE.FindStringSubmatch(body); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+func TestNoAnonymousAccess(t *testing.T) {
+	w := newWorld(t)
+	srv := w.console(t, proxyAuth())
+	for _, path := range []string{"/", "/dlq", "/charge?id=CHG-DONE-1", "/overview/fragment", "/overview.json", "/audit", "/stuck"} {
+		if code, _ := as(t, "", "GET", srv.URL+path, nil); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without a user: %d, want 401", path, code)
+		}
+	}
+	// A header from anywhere but the trusted proxy counts for nothing.
+	far := console.ProxyAuth{Operators: []string{"olga"}, Trusted: []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}}
+	srv2 := w.console(t, far)
+	if code, body := as(t, "olga", "GET", srv2.URL+"/", nil); code != http.StatusUnauthorized || !strings.Contains(body, "trusted sign-in proxy") {
+		t.Errorf("a user header from an untrusted address: %d %q, want 401", code, body)
+	}
+}
+
+func TestEveryAnswerCarriesTheSecurityHeaders(t *testing.T) {
+	w := newWorld(t)
+	srv := w.console(t, proxyAuth())
+	for _, path := range []string{"/", "/dlq", "/static/console.js", "/nope"} {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+path, nil)
+		req.Header.Set("X-Auth-Request-User", "vera")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		csp := resp.Header.Get("Content-Security-Policy")
+		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
+			if !strings.Contains(csp, want) {
+				t.Errorf("%s: CSP %q lacks %q", path, csp, want)
+			}
+		}
+		if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "unsafe-eval") {
+			t.Errorf("%s: CSP allows inline code: %q", path, csp)
+		}
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s: headers %v", path, resp.Header)
+		}
+	}
+}
+
+func TestPagesMaskAccountsAndTakeIDsWithSlashesAndDots(t *testing.T) {
+	w := newWorld(t)
+	srv := w.console(t, proxyAuth())
+	ids := w.dlqIDs(t)
+	pages := map[string]string{
+		"/":                        "Overview",
+		"/dlq":                     w.failed,
+		"/dlq?reason=debit_failed": w.failed,
+		"/dlq/entry?id=" + url.QueryEscape(ids[w.failed]): "ACCOUNT_CLOSED",
+		"/charge?id=" + url.QueryEscape(w.failed):         "debit declined: ACCOUNT_CLOSED",
+		"/charge?id=CHG-DONE-1":                           "CBS0000000001",
+	}
+	for path, want := range pages {
+		code, body := as(t, "vera", "GET", srv.URL+path, nil)
+		if code != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("GET %s: %d, want 200 with %q:\n%s", path, code, want, body)
+		}
+		if strings.Contains(body, account) {
+			t.Errorf("GET %s shows the full account number", path)
+		}
+	}
+	if code, body := as(t, "vera", "GET", srv.URL+"/dlq?reason=nonsense", nil); code != http.StatusBadRequest || !strings.Contains(body, "not a reason code") {
+		t.Errorf("an unknown reason filter: %d", code)
+	}
+}
+
+func TestOnlyAnOperatorWithTheSessionsTokenActs(t *testing.T) {
+	w := newWorld(t)
+	srv := w.console(t, proxyAuth())
+	ids := w.dlqIDs(t)
+	entry := ids[w.failed]
+	redrive := srv.URL + "/dlq/redrive"
+	_, confirm := as(t, "olga", "GET", redrive+"?id="+url.QueryEscape(entry), nil)
+	token := csrfOf(t, confirm)
+	_, viewerPage := as(t, "vera", "GET", srv.URL+"/", nil)
+	viewerToken := csrfOf(t, viewerPage)
+
+	cases := []struct {
+		name, user string
+		form       url.Values
+		hdr        []string
+		want       int
+	}{
+		{"a viewer, with her own token", "vera", url.Values{"id": {entry}, "csrf": {viewerToken}}, nil, http.StatusForbidden},
+		{"an operator without the token", "olga", url.Values{"id": {entry}}, nil, http.StatusForbidden},
+		{"an operator with another session's token", "olga", url.Values{"id": {entry}, "csrf": {viewerToken}}, nil, http.StatusForbidden},
+		{"an operator from another site's page", "olga", url.Values{"id": {entry}, "csrf": {token}}, []string{"Origin", "https://evil.example"}, http.StatusForbidden},
+		{"a cross-site fetch", "olga", url.Values{"id": {entry}, "csrf": {token}}, []string{"Sec-Fetch-Site", "cross-site"}, http.StatusForbidden},
+	}
+	for _, tc := range cases {
+		if code, body := as(t, tc.user, "POST", redrive, tc.form, tc.hdr...); code != tc.want {
+			t.Errorf("%s: %d, want %d:\n%s", tc.name, code, tc.want, body)
+		}
+		if d, _ := w.q.Depth(t.Context()); d.DLQ != 2 || d.Waiting != 0 {
+			t.Fatalf("%s: the DLQ changed: %+v", tc.name, d)
+		}
+	}
+	// The operator, with her token: moved, once.
+	code, body := as(t, "olga", "POST", redrive, url.Values{"id": {entry}, "csrf": {token}})
+	if code != http.StatusOK || !strings.Contains(body, "back on the queue") {
+		t.Fatalf("operator's redrive: %d\n%s", code, body)
+	}
+	if d, _ := w.q.Depth(t.Context()); d.DLQ != 1 || d.Waiting != 1 {
+		t.Fatalf("after the redrive: %+v, want 1 waiting, 1 on the DLQ", d)
+	}
+	// A conflict is held back.
+	code, _ = as(t, "olga", "POST", redrive, url.Values{"id": {ids["CHG-CONFLICT"]}, "csrf": {token}})
+	if d, _ := w.q.Depth(t.Context()); code != http.StatusConflict || d.DLQ != 1 {
+		t.Fatalf("redrive of a conflict: %d, depth %+v; want 409 and still on the DLQ", code, d)
+	}
+	// Rate limit: burst 3, one a minute: the next is refused.
+	code, _ = as(t, "olga", "POST", redrive, url.Values{"id": {"nothing"}, "csrf": {token}})
+	if code != http.StatusNotFound {
+		t.Fatalf("third action: %d, want 404 (no such entry)", code)
+	}
+	if code, _ = as(t, "olga", "POST", redrive, url.Values{"id": {"nothing"}, "csrf": {token}}); code != http.StatusTooManyRequests {
+		t.Fatalf("fourth action within the minute: %d, want 429", code)
+	}
+	// The audit trail has every refusal and the move, with who did it.
+	b, err := os.ReadFile(w.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trail := string(b)
+	for _, want := range []string{`"operator":"vera","role":"viewer","action":"refused"`, `"operator":"olga","role":"operator","action":"redrive","chargeId":"` + w.failed + `"`,
+		`"result":"moved"`, `"result":"held back"`, "more than 1 actions a minute"} {
+		if !strings.Contains(trail, want) {
+			t.Errorf("the audit trail lacks %s:\n%s", want, trail)
+		}
+	}
+	if strings.Contains(trail, account) {
+		t.Error("the audit trail holds a full account number")
+	}
+	_, page := as(t, "vera", "GET", srv.URL+"/audit", nil)
+	if !strings.Contains(page, "moved") || !strings.Contains(page, "olga") {
+		t.Errorf("the audit page does not show the redrive:\n%s", page)
+	}
+}
+
+func TestReopenFromTheConsoleIsRecordedWithTheOperator(t *testing.T) {
+	w := newWorld(t)
+	srv := w.console(t, proxyAuth())
+	_, page := as(t, "olga", "GET", srv.URL+"/charge/reopen?id="+url.QueryEscape(w.failed), nil)
+	token := csrfOf(t, page)
+	if code, _ := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {w.failed}, "csrf": {token}}); code != http.StatusBadRequest {
+		t.Fatalf("reopen without a reason: %d, want 400", code)
+	}
+	code, body := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {w.failed}, "csrf": {token}, "reason": {"INC-4711: account reopened"}, "new_attempt": {"on"}})
+	if code != http.StatusOK {
+		t.Fatalf("reopen: %d\n%s", code, body)
+	}
+	rec, err := w.store.Get(t.Context(), w.failed, time.Now())
+	if err != nil || rec.State != idempotency.StateInProgress || rec.Generation != 2 || len(rec.History) != 1 ||
+		!strings.Contains(rec.History[0], "olga (console)") || !strings.Contains(rec.History[0], "INC-4711") {
+		t.Fatalf("record after reopen: %+v %v", rec, err)
+	}
+	// Once reopened it is not FAILED: a second reopen is refused.
+	if code, _ := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {w.failed}, "csrf": {token}, "reason": {"again"}}); code != http.StatusConflict {
+		t.Fatalf("a second reopen: %d, want 409", code)
+	}
+	_, chargePage := as(t, "vera", "GET", srv.URL+"/charge?id="+url.QueryEscape(w.failed), nil)
+	if !strings.Contains(chargePage, "INC-4711") || !strings.Contains(chargePage, w.failed+"~2") {
+		t.Errorf("the charge page does not show the trail and the new bank key:\n%s", chargePage)
+	}
+}
+
+func TestTokenSignIn(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(file, []byte("# name role token\nolga operator olga-0123456789abcdef\nvera viewer vera-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	users, err := console.ReadTokenFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := console.NewTokenAuth(users, time.Hour, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := w.console(t, auth)
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar}
+	resp, err := client.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Request.URL.Path != "/signin" {
+		t.Fatalf("an anonymous visit ended at %s, want the sign-in page", resp.Request.URL.Path)
+	}
+	resp, err = client.PostForm(srv.URL+"/signin", url.Values{"token": {"wrong-0123456789abcdef"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %d, want 401", resp.StatusCode)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err = noRedirect.PostForm(srv.URL+"/signin", url.Values{"token": {"vera-0123456789abcdef"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cs := resp.Cookies()
+	if resp.StatusCode != http.StatusSeeOther || len(cs) != 1 {
+		t.Fatalf("sign-in: %d, cookies %v", resp.StatusCode, cs)
+	}
+	c := cs[0]
+	if c.Name != "__Host-chargerecovery-console" || !c.HttpOnly || !c.Secure || c.SameSite != http.SameSiteStrictMode || c.Path != "/" {
+		t.Fatalf("session cookie %+v: want __Host-, HttpOnly, Secure, SameSite=Strict, Path=/", c)
+	}
+	get := func(v string) int {
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", srv.URL+"/dlq", nil)
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: v})
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get(c.Value); code != http.StatusOK {
+		t.Fatalf("with the session: %d", code)
+	}
+	// Tampered: the role changed to operator, the signature kept.
+	tampered := strings.Replace(c.Value, ".viewer.", ".operator.", 1)
+	if code := get(tampered); code != http.StatusSeeOther {
+		t.Fatalf("a tampered session: %d, want a redirect to sign in", code)
+	}
+	if code := get(c.Value[:len(c.Value)-2] + "xx"); code != http.StatusSeeOther {
+		t.Fatalf("a forged signature: %d", code)
+	}
+	for _, bad := range []string{"olga operator short\n", "olga boss olga-0123456789abcdef\n", "olga\n", "# nothing\n"} {
+		f := filepath.Join(dir, fmt.Sprintf("bad-%d", len(bad)))
+		os.WriteFile(f, []byte(bad), 0o600)
+		if _, err := console.ReadTokenFile(f); err == nil {
+			t.Errorf("token file %q accepted", bad)
+		}
+	}
+}

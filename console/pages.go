@@ -1,0 +1,542 @@
+package console
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/operate"
+	"github.com/finedge/idempotent-consumer/internal/status"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// sample is one point of the overview's history.
+type sample struct {
+	At      time.Time
+	Waiting int
+	DLQ     int
+	Done    int  // records DONE
+	Counted bool // Done is known (the store counts by state)
+}
+
+// sample collects the overview once and keeps it.
+func (c *Console) sample(ctx context.Context) {
+	now := c.o.Now()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rep, err := status.Collect(ctx, status.Sources{Backend: c.o.Backend, Queue: c.o.Queue, Store: c.o.Store, MetricsURL: c.o.MetricsURL, Now: now})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sampleAt, c.report, c.rerr = now, rep, err
+	if err != nil {
+		c.o.Logger.Warn("console: overview sample failed", "error", err)
+		return
+	}
+	s := sample{At: now, Waiting: rep.Queue.Waiting, DLQ: rep.Queue.DLQ}
+	if rep.Records != nil {
+		s.Done, s.Counted = rep.Records[idempotency.StateDone], true
+	}
+	c.samples = append(c.samples, s)
+	if len(c.samples) > c.o.Samples {
+		c.samples = slices.Delete(c.samples, 0, len(c.samples)-c.o.Samples)
+	}
+}
+
+// latest is the last sample, taken now if there is none yet or it is
+// older than two refreshes (Run not running).
+func (c *Console) latest(ctx context.Context) (status.Report, []sample, time.Time, error) {
+	c.mu.Lock()
+	stale := c.sampleAt.IsZero() || c.o.Now().Sub(c.sampleAt) > 2*c.o.Refresh
+	c.mu.Unlock()
+	if stale {
+		c.sample(ctx)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.report, slices.Clone(c.samples), c.sampleAt, c.rerr
+}
+
+// series is one chart: points scaled into a 300×60 box.
+type series struct {
+	Title, Unit string
+	Points      string // SVG polyline points
+	Last, Max   float64
+	Known       bool
+}
+
+func chart(title, unit string, xs []time.Time, ys []float64) series {
+	s := series{Title: title, Unit: unit, Known: len(ys) > 0}
+	if len(ys) == 0 {
+		return s
+	}
+	s.Last = ys[len(ys)-1]
+	for _, y := range ys {
+		s.Max = max(s.Max, y)
+	}
+	top := max(s.Max, 1)
+	span := xs[len(xs)-1].Sub(xs[0]).Seconds()
+	var b strings.Builder
+	for i, y := range ys {
+		x := 300.0
+		if span > 0 {
+			x = 300 * xs[i].Sub(xs[0]).Seconds() / span
+		}
+		fmt.Fprintf(&b, "%.1f,%.1f ", x, 58-56*y/top)
+	}
+	s.Points = strings.TrimSpace(b.String())
+	return s
+}
+
+// charts are the overview's: debited per second (where the store counts
+// records) and the waiting depth.
+func charts(ss []sample) []series {
+	var tx, dx []time.Time
+	var ty, depth []float64
+	for i, s := range ss {
+		dx, depth = append(dx, s.At), append(depth, float64(s.Waiting))
+		if i > 0 && s.Counted && ss[i-1].Counted {
+			dt := s.At.Sub(ss[i-1].At).Seconds()
+			if dt > 0 {
+				tx, ty = append(tx, s.At), append(ty, max(0, float64(s.Done-ss[i-1].Done)/dt))
+			}
+		}
+	}
+	out := []series{chart("debited", "charges/s", tx, ty), chart("waiting", "messages", dx, depth)}
+	if len(ss) > 0 && !ss[len(ss)-1].Counted {
+		out[0].Title = "debited (this store does not count records)"
+	}
+	return out
+}
+
+type overviewView struct {
+	Report  status.Report
+	Charts  []series
+	At      time.Time
+	Error   string
+	Refresh int // milliseconds
+	Codes   []codeCount
+	Counted bool // the store counts records by state
+}
+
+type codeCount struct {
+	Code  string
+	Count int
+}
+
+func (c *Console) overviewData(ctx context.Context) overviewView {
+	rep, ss, at, err := c.latest(ctx)
+	v := overviewView{Report: rep, Charts: charts(ss), At: at, Refresh: int(c.o.Refresh / time.Millisecond), Counted: rep.Records != nil}
+	if err != nil {
+		v.Error = "the backend did not answer (the console's log says why)"
+	}
+	for code, n := range rep.DLQByCode {
+		v.Codes = append(v.Codes, codeCount{string(code), n})
+	}
+	slices.SortFunc(v.Codes, func(a, b codeCount) int { return strings.Compare(a.Code, b.Code) })
+	return v
+}
+
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "overview", c.overviewData(r.Context()))
+}
+
+func (c *Console) overviewFragment(w http.ResponseWriter, r *http.Request) {
+	c.renderBlock(w, r, "overview", "panel", c.overviewData(r.Context()))
+}
+
+func (c *Console) overviewJSON(w http.ResponseWriter, r *http.Request) {
+	v := c.overviewData(r.Context())
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v.Report)
+}
+
+// dlqList: the DLQ with filters (reason codes, charge id, older than).
+func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	now := c.o.Now()
+	v := map[string]any{"Codes": chargehandler.DLQCodes(), "Reason": q.Get("reason"), "ChargeID": q.Get("charge"), "Older": q.Get("older")}
+	o := operate.ListOptions{Now: now}
+	if code := q.Get("reason"); code != "" {
+		if bad, ok := operate.UnknownCode([]queue.Code{queue.Code(code)}); ok {
+			c.render(w, r, http.StatusBadRequest, "message", map[string]any{"Title": "DLQ", "Message": fmt.Sprintf("%q is not a reason code", bad)})
+			return
+		}
+		o.Codes = []queue.Code{queue.Code(code)}
+	}
+	if id := strings.TrimSpace(q.Get("charge")); id != "" {
+		o.Match = operate.ChargeMatch([]string{id})
+	}
+	if older := q.Get("older"); older != "" {
+		d, err := time.ParseDuration(older)
+		if err != nil || d < 0 {
+			c.render(w, r, http.StatusBadRequest, "message", map[string]any{"Title": "DLQ", "Message": "older than: give a duration such as 30m or 24h"})
+			return
+		}
+		o.Before = now.Add(-d)
+	}
+	entries, err := operate.List(r.Context(), c.o.Queue, o)
+	if err != nil {
+		c.backendError(w, r, "read the DLQ", err)
+		return
+	}
+	v["Total"] = len(entries)
+	v["Entries"] = entries[:min(len(entries), 500)]
+	c.render(w, r, http.StatusOK, "dlq", v)
+}
+
+// findEntry is the DLQ entry with id, with its body (masked).
+func (c *Console) findEntry(ctx context.Context, id string) (operate.Entry, bool, error) {
+	entries, err := operate.List(ctx, c.o.Queue, operate.ListOptions{Now: c.o.Now(), Bodies: true,
+		Match: func(e queue.DLQEntry) bool { return e.ID == id }})
+	if err != nil || len(entries) == 0 {
+		return operate.Entry{}, false, err
+	}
+	return entries[0], true, nil
+}
+
+func (c *Console) dlqEntry(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	e, ok, err := c.findEntry(r.Context(), id)
+	switch {
+	case err != nil:
+		c.backendError(w, r, "read the DLQ", err)
+		return
+	case !ok:
+		c.render(w, r, http.StatusNotFound, "message", map[string]any{"Title": "DLQ entry", "Message": "no DLQ entry with that id (redriven, purged, or expired)"})
+		return
+	}
+	v := map[string]any{"Entry": e}
+	if e.ChargeID != "" {
+		rec, err := c.o.Store.Get(r.Context(), e.ChargeID, c.o.Now())
+		switch {
+		case err == nil:
+			v["Record"] = recordView(rec, c.o.Now())
+		case !errors.Is(err, idempotency.ErrNotFound):
+			c.backendError(w, r, "read the record", err)
+			return
+		}
+	}
+	c.render(w, r, http.StatusOK, "entry", v)
+}
+
+// recordFields is a record as the pages show it: text from outside
+// printable and masked.
+type recordFields struct {
+	status.RecordJSON
+	BankKey      string
+	Meaning      string
+	Renotifiable bool
+	Reopenable   bool
+	NewAttemptOK bool
+	LeaseText    string
+}
+
+func recordView(r idempotency.Record, now time.Time) recordFields {
+	// What a record holds was masked before it was written (the bank's
+	// text included); it is shown without control characters.
+	clean := charge.Printable
+	r.Status, r.Detail, r.ReopenReason, r.PrevStatus, r.PrevDetail = clean(r.Status), clean(r.Detail), clean(r.ReopenReason), clean(r.PrevStatus), clean(r.PrevDetail)
+	h := make([]string, len(r.History))
+	for i, x := range r.History {
+		h[i] = clean(x)
+	}
+	r.History = h
+	v := recordFields{RecordJSON: status.RecordJSONOf(r, now), BankKey: charge.BankKey(r.Key, r.Generation),
+		Reopenable: r.State == idempotency.StateFailed, NewAttemptOK: charge.EligibleForNewGeneration(r) == nil,
+		Renotifiable: r.State == idempotency.StateDone && r.Status == string(charge.DebitedNotificationFailed)}
+	v.Meaning = map[idempotency.State]string{
+		idempotency.StateDone:       "finished; redeliveries are dropped",
+		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
+		idempotency.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
+	}[r.State]
+	switch {
+	case r.State != idempotency.StateInProgress:
+		v.LeaseText = "not held: the record is final"
+	case r.LeaseLive(now):
+		v.LeaseText = "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
+	default:
+		v.LeaseText = "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago: the next delivery reclaims it"
+	}
+	return v
+}
+
+// chargePage: one charge's record, its audit trail (the record's history),
+// every generation and attempt, the bank reference, and its DLQ entries.
+func (c *Console) chargePage(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("id")
+	now := c.o.Now()
+	v := map[string]any{"ID": id}
+	rec, err := c.o.Store.Get(r.Context(), id, now)
+	switch {
+	case errors.Is(err, idempotency.ErrNotFound):
+	case err != nil:
+		c.backendError(w, r, "read the record", err)
+		return
+	default:
+		v["Record"] = recordView(rec, now)
+	}
+	entries, err := operate.List(r.Context(), c.o.Queue, operate.ListOptions{Now: now, Match: operate.ChargeMatch([]string{id})})
+	if err != nil {
+		c.backendError(w, r, "read the DLQ", err)
+		return
+	}
+	v["Entries"] = entries
+	v["CanRenotify"] = c.o.Renotifier != nil
+	c.render(w, r, http.StatusOK, "charge", v)
+}
+
+func (c *Console) stuckPage(w http.ResponseWriter, r *http.Request) {
+	v := map[string]any{}
+	sl, ok := c.o.Store.(driver.StuckLister)
+	if !ok {
+		v["Unsupported"] = true
+	} else {
+		now := c.o.Now()
+		recs, total, err := sl.Stuck(r.Context(), now, 200)
+		if err != nil {
+			c.backendError(w, r, "list stuck claims", err)
+			return
+		}
+		var views []recordFields
+		for _, rec := range recs {
+			views = append(views, recordView(rec, now))
+		}
+		v["Total"], v["Records"] = total, views
+	}
+	c.render(w, r, http.StatusOK, "stuck", v)
+}
+
+func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
+	entries, err := c.o.Audit.Recent(200)
+	if err != nil {
+		c.backendError(w, r, "read the audit trail", err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "audit", map[string]any{"Entries": entries})
+}
+
+// confirm shows the confirmation form of an action.
+func (c *Console) confirm(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("id")
+		v := map[string]any{"Action": action, "ID": id}
+		switch action {
+		case "redrive":
+			e, ok, err := c.findEntry(r.Context(), id)
+			if err != nil {
+				c.backendError(w, r, "read the DLQ", err)
+				return
+			}
+			if !ok {
+				c.render(w, r, http.StatusNotFound, "message", map[string]any{"Title": "Redrive", "Message": "no DLQ entry with that id (redriven, purged, or expired)"})
+				return
+			}
+			v["Entry"] = e
+		default:
+			rec, err := c.o.Store.Get(r.Context(), id, c.o.Now())
+			if errors.Is(err, idempotency.ErrNotFound) {
+				c.render(w, r, http.StatusNotFound, "message", map[string]any{"Title": action, "Message": "no record for that charge"})
+				return
+			}
+			if err != nil {
+				c.backendError(w, r, "read the record", err)
+				return
+			}
+			v["Record"] = recordView(rec, c.o.Now())
+		}
+		c.render(w, r, http.StatusOK, "confirm", v)
+	}
+}
+
+// result is the page an action answers with.
+func (c *Console) result(w http.ResponseWriter, r *http.Request, code int, title, msg, link, linkText string) {
+	c.render(w, r, code, "message", map[string]any{"Title": title, "Message": msg, "Link": link, "LinkText": linkText})
+}
+
+// redrive moves one DLQ entry back to the queue (never a conflict, never
+// one older than the retention less a day: those need the command line's
+// --force after a look at the record).
+func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
+	dlqID := r.PostFormValue("id")
+	now := c.o.Now()
+	e := AuditEntry{Action: "redrive", DLQID: dlqID}
+	var chargeID string
+	rep, err := c.o.Queue.Redrive(r.Context(), queue.RedriveOptions{HoldBack: chargehandler.HoldBack, MaxAge: c.o.Retention - 24*time.Hour,
+		Now: now, Before: now, Max: 1, Match: func(d queue.DLQEntry) bool { return d.ID == dlqID },
+		Visit: func(d queue.DLQEntry, dec queue.RedriveDecision) {
+			if dec != queue.Skip {
+				chargeID = operate.ChargeIDOf(d.Body)
+			}
+		}})
+	e.ChargeID = chargeID
+	switch {
+	case err != nil:
+		c.o.Logger.Error("console: redrive failed", "error", err)
+		e.Result, e.Detail = "failed", "the backend did not answer"
+		c.result(w, r, http.StatusBadGateway, "Redrive failed", "The backend did not answer; nothing was moved that the DLQ does not show. Try again.", "/dlq", "back to the DLQ")
+	case rep.Moved == 1:
+		e.Result = "moved"
+		c.result(w, r, http.StatusOK, "Redriven", fmt.Sprintf("The entry for charge %s is back on the queue; its record decides what happens (a DONE charge is not debited again).", chargeID),
+			"/charge?id="+urlQuery(chargeID), "the charge")
+	case rep.HeldBack == 1:
+		e.Result, e.Detail = "held back", "a conflict: the charge id was reused with another payload"
+		c.result(w, r, http.StatusConflict, "Held back", "This entry is a conflict (the charge id reused with another payload): it would only conflict again. Decide with the producer; the command line's redrive --force moves it.", "/dlq", "back to the DLQ")
+	case rep.TooOld == 1:
+		e.Result, e.Detail = "held back", "older than the retention less a day"
+		c.result(w, r, http.StatusConflict, "Held back", "This entry is older than the records' retention less a day: the record that stops a second debit may be gone. Check the charge, then use the command line's redrive --force.", "/dlq", "back to the DLQ")
+	default:
+		e.Result = "not found"
+		c.result(w, r, http.StatusNotFound, "Not found", "No DLQ entry with that id: redriven already, purged, or expired.", "/dlq", "back to the DLQ")
+	}
+	return e
+}
+
+func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
+	chargeID, reason := r.PostFormValue("id"), strings.TrimSpace(r.PostFormValue("reason"))
+	newAttempt := r.PostFormValue("new_attempt") == "on"
+	e := AuditEntry{Action: "reopen", ChargeID: chargeID, Reason: charge.Clip(charge.Printable(reason), 500)}
+	if newAttempt {
+		e.Action = "reopen --new-attempt"
+	}
+	if reason == "" {
+		e.Result = "refused"
+		c.result(w, r, http.StatusBadRequest, "Reason needed", "Say why the charge may be debited now: the reason stays in the record and the audit trail.", "/charge/reopen?id="+urlQuery(chargeID), "back")
+		return e
+	}
+	rec, err := c.guard.Reopen(r.Context(), chargeID, e.Reason, idempotency.ReopenOptions{NewGeneration: newAttempt,
+		Eligible: charge.EligibleForNewGeneration, Operator: id.Name + " (console)"})
+	back := "/charge?id=" + urlQuery(chargeID)
+	switch {
+	case errors.Is(err, idempotency.ErrNotFound):
+		e.Result = "not found"
+		c.result(w, r, http.StatusNotFound, "Not reopened", "No record for this charge (never claimed, or past its retention): redriving its message debits it as a new charge.", back, "the charge")
+	case errors.Is(err, idempotency.ErrNotFailed):
+		e.Result, e.Detail = "refused", "the record is "+string(rec.State)
+		c.result(w, r, http.StatusConflict, "Not reopened", fmt.Sprintf("The charge is %s, not FAILED: only a FAILED record is reopened.", rec.State), back, "the charge")
+	case errors.Is(err, idempotency.ErrNotEligible):
+		e.Result, e.Detail = "refused", "not an explicit decline"
+		c.result(w, r, http.StatusConflict, "Not reopened", "A new attempt is only for a charge the bank declined explicitly; reopen without it to retry under the same key.", back, "the charge")
+	case err != nil:
+		c.o.Logger.Error("console: reopen failed", "error", err)
+		e.Result, e.Detail = "failed", "the backend did not answer"
+		c.result(w, r, http.StatusBadGateway, "Reopen failed", "The store did not answer; the record is as it was, or reopened: look at the charge.", back, "the charge")
+	default:
+		e.Result = "reopened"
+		e.Detail = fmt.Sprintf("generation %d, bank key %s", rec.Generation, charge.BankKey(rec.Key, rec.Generation))
+		c.result(w, r, http.StatusOK, "Reopened", fmt.Sprintf("Reopened: its next delivery claims it afresh under bank key %s. Redrive its DLQ entry to deliver it now.", charge.BankKey(rec.Key, rec.Generation)), back, "the charge")
+	}
+	return e
+}
+
+func (c *Console) renotify(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
+	chargeID := r.PostFormValue("id")
+	reason := cmpOr(strings.TrimSpace(r.PostFormValue("reason")), "missed pre-debit notification resent")
+	e := AuditEntry{Action: "renotify", ChargeID: chargeID, Reason: charge.Clip(charge.Printable(reason), 500)}
+	back := "/charge?id=" + urlQuery(chargeID)
+	if c.o.Renotifier == nil {
+		e.Result = "refused"
+		c.result(w, r, http.StatusConflict, "Not sent", "This console has no notification channel (start it with --notify).", back, "the charge")
+		return e
+	}
+	rec, err := c.o.Store.Get(r.Context(), chargeID, c.o.Now())
+	if err != nil {
+		e.Result = "failed"
+		c.result(w, r, http.StatusNotFound, "Not sent", "No record for this charge.", back, "the charge")
+		return e
+	}
+	res := c.o.Renotifier.One(r.Context(), rec, id.Name+" (console)", e.Reason, false, c.o.Now())
+	e.Result, e.Detail = res.Result, charge.Clip(charge.MaskText(res.Why), 300)
+	code := http.StatusOK
+	if res.Result != "sent" {
+		code = http.StatusConflict
+	}
+	c.result(w, r, code, "Renotify: "+res.Result, cmpOr(e.Detail, "The notice was sent with its original key and the record is DEBITED."), back, "the charge")
+	return e
+}
+
+func (c *Console) backendError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	c.o.Logger.Error("console: "+what, "error", err)
+	c.render(w, r, http.StatusBadGateway, "message", map[string]any{"Title": "Backend error", "Message": "Could not " + what + ": the backend did not answer (the console's log says why)."})
+}
+
+// page is what every template gets.
+type page struct {
+	Who  Identity
+	CSRF string
+	Path string
+	Data any
+}
+
+func (c *Console) render(w http.ResponseWriter, r *http.Request, code int, name string, data any) {
+	c.renderBlock(w, r, name, "layout", data, code)
+}
+
+func (c *Console) renderBlock(w http.ResponseWriter, r *http.Request, name, block string, data any, code ...int) {
+	t, ok := c.pages[name]
+	if !ok {
+		http.Error(w, "no page "+name, http.StatusInternalServerError)
+		return
+	}
+	id := identity(r)
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, block, page{Who: id, CSRF: c.csrfToken(id), Path: r.URL.Path, Data: data}); err != nil {
+		c.o.Logger.Error("console: render", "page", name, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if len(code) > 0 {
+		w.WriteHeader(code[0])
+	}
+	_, _ = buf.WriteTo(w)
+}
+
+func urlQuery(s string) string { return template.URLQueryEscaper(s) }
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+var funcs = template.FuncMap{
+	"ago": func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return time.Since(t).Round(time.Second).String()
+	},
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"secs": func(v any) string {
+		switch x := v.(type) {
+		case float64:
+			return (time.Duration(x) * time.Second).String()
+		case *int64:
+			if x == nil {
+				return "not known"
+			}
+			return (time.Duration(*x) * time.Second).String()
+		}
+		return "-"
+	},
+	"state": func(m map[idempotency.State]int, s string) int { return m[idempotency.State(s)] },
+	"num":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+}
