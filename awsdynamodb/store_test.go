@@ -283,3 +283,34 @@ func TestAReclaimThatLosesTheRaceToAnExpiredLeaseReclaimsAgain(t *testing.T) {
 		t.Fatalf("record = %+v %v, want C's claim, attempt 3", rec, err)
 	}
 }
+
+// On a DynamoDB that returns no item on a failed condition, a reopen that
+// failed because the record was still IN_PROGRESS reads it afterwards; if
+// the record has become FAILED meanwhile, the reopen is entitled to it and
+// must take it, not answer "not FAILED" with a FAILED record.
+func TestAReopenWhoseReadFindsTheRecordFailedReopensIt(t *testing.T) {
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	hooked := &beforeFirst{base: &itemless{base: http.DefaultTransport.(*http.Transport).Clone()}, target: "GetItem"}
+	s, _ := storeOver(t, hooked, "reopenread")
+	other, err := awsdynamodb.New(dynamodb.NewFromConfig(awstest.Config(t)), s.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const key = "CHG-REOPEN/2.b"
+	if r, err := other.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-A", Fingerprint: "fp", Now: at, LeaseExpiredBy: at,
+		LeaseUntil: at.Add(time.Minute), ExpiresAt: at.Add(time.Hour)}); err != nil || !r.Acquired {
+		t.Fatalf("claim: %+v %v", r, err)
+	}
+	var ferr error
+	hooked.hook = func() {
+		ferr = other.Finish(ctx, driver.FinishRequest{Key: key, Token: "tok-A", State: driver.StateFailed, Status: "FAILED", Now: at, ExpiresAt: at.Add(time.Hour)})
+	}
+	rec, err := s.Reopen(ctx, driver.ReopenRequest{Key: key, Token: "tok-op", Reason: "test", Now: at, LeaseUntil: at.Add(-time.Second), ExpiresAt: at.Add(time.Hour)})
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	if err != nil || rec.State != driver.StateInProgress || rec.Token != "tok-op" || rec.Reopens != 1 {
+		t.Fatalf("reopen = %s %s reopens %d (%v), want the record reopened under tok-op", rec.State, rec.Token, rec.Reopens, err)
+	}
+}

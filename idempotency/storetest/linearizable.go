@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -308,23 +309,40 @@ func visualise(info porcupine.LinearizationInfo) (string, error) {
 	return f.Name(), porcupine.Visualize(ClaimModel, info, f)
 }
 
+// ScaleEnv names the environment variable that multiplies the histories
+// of every Linearizable run (a whole number; default 1): the long campaign
+// (scripts/linearizability-campaign.sh) sets it, CI does not.
+const ScaleEnv = "IC_LINEARIZABLE_SCALE"
+
 // Linearizable records o.Histories concurrent histories against newStore
-// and fails the test at the first one porcupine finds not linearizable,
-// writing porcupine's visualisation of it to a file named in the failure.
+// (times $IC_LINEARIZABLE_SCALE) and fails the test at the first one
+// porcupine finds not linearizable, writing porcupine's visualisation of it
+// to a file named in the failure.
 func Linearizable(t *testing.T, newStore func(t *testing.T) driver.Store, o LinearizableOptions) {
 	t.Helper()
 	o = o.withDefaults()
+	if v := os.Getenv(ScaleEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a whole number of at least 1", ScaleEnv, v)
+		}
+		o.Histories *= n
+	}
 	s := newStore(t)
 	seen := map[string]int{}
-	start := time.Now()
+	var recording, checking time.Duration
 	ops := 0
 	for h := range o.Histories {
+		start := time.Now()
 		history := RecordHistory(t.Context(), s, uniqueKey(t)+fmt.Sprint(h), o, rand.New(rand.NewPCG(uint64(h), uint64(time.Now().UnixNano()))))
+		recording += time.Since(start)
 		ops += len(history)
 		for _, op := range history {
 			seen[kind(op)]++
 		}
+		start = time.Now()
 		res, info := porcupine.CheckOperationsVerbose(ClaimModel, history, o.Timeout)
+		checking += time.Since(start)
 		switch res {
 		case porcupine.Ok:
 		case porcupine.Illegal:
@@ -347,7 +365,8 @@ func Linearizable(t *testing.T, newStore func(t *testing.T) driver.Store, o Line
 			t.Fatalf("history %d: the checker gave up after %s (%d operations): make the histories smaller", h, o.Timeout, len(history))
 		}
 	}
-	t.Logf("%d histories, %d operations, linearizable, %s: %v", o.Histories, ops, time.Since(start).Round(time.Millisecond), seen)
+	t.Logf("%d histories, %d operations, linearizable; recording %s, checking %s: %v", o.Histories, ops,
+		recording.Round(time.Millisecond), checking.Round(time.Millisecond), seen)
 	// A run that never reclaimed, fenced or lost an answer checked nothing
 	// that matters.
 	for _, k := range []string{"acquired", "reclaimed", "refused", "lease lost", "finished", "reopened", "reopen refused", "read", "unknown"} {
