@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/operate"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -68,7 +70,34 @@ func newWorld(t *testing.T) *world {
 		w.deadLetter(t, body, queue.Reason{Code: chargehandler.Code(charge.DebitFailed), Detail: "declined: ACCOUNT_CLOSED for account " + account})
 	}
 	w.deadLetter(t, []byte(`{"chargeId":"CHG-CONFLICT","accountId":"`+account+`"}`), queue.Reason{Code: chargehandler.Code(charge.Conflict), Detail: "another payload"})
+	// Debited, its notice failed: the record keeps the notice to send.
+	c := charge.Charge{ID: "CHG-NOTE-1", AccountID: account, Amount: charge.Money{Minor: 3100, Currency: "INR"}, Type: charge.SMSAlertFee,
+		DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+	notice, err := charge.NoticeOf(c, charge.DebitReceipt{Reference: "CBS0000000042"}, time.Now()).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := g.Claim(ctx, c.ID, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Complete(ctx, cl.Lease(), string(charge.DebitedNotificationFailed), string(notice)); err != nil {
+		t.Fatal(err)
+	}
 	return w
+}
+
+// sender is a notification channel that records what it sent.
+type sender struct {
+	mu   sync.Mutex
+	sent []charge.Notice
+}
+
+func (s *sender) SendNotice(_ context.Context, n charge.Notice) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sent = append(s.sent, n)
+	return nil
 }
 
 func (w *world) deadLetter(t *testing.T, body []byte, r queue.Reason) {
@@ -85,15 +114,20 @@ func (w *world) deadLetter(t *testing.T, body []byte, r queue.Reason) {
 	}
 }
 
-func (w *world) console(t *testing.T, auth console.Authenticator) *httptest.Server {
+func (w *world) console(t *testing.T, auth console.Authenticator, rn ...*operate.Renotifier) *httptest.Server {
 	t.Helper()
 	audit, err := console.OpenAuditLog(w.audit)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { audit.Close() })
+	var renotifier *operate.Renotifier
+	if len(rn) > 0 {
+		renotifier = rn[0]
+	}
 	c, err := console.New(console.Options{Backend: "memory", Queue: w.q, Store: w.store, Auth: auth, Audit: audit, ActionBurst: 3, ActionsPerMinute: 1,
-		Logger: slog.New(slog.NewTextHandler(tlog{t}, nil))})
+		Renotifier: renotifier,
+		Logger:     slog.New(slog.NewTextHandler(tlog{t}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,5 +452,38 @@ func TestTokenSignIn(t *testing.T) {
 		if _, err := console.ReadTokenFile(f); err == nil {
 			t.Errorf("token file %q accepted", bad)
 		}
+	}
+}
+
+// Renotify from the console sends the kept notice once, with its key, and
+// the record becomes DEBITED with the operator in its history; the bank
+// is not involved.
+func TestRenotifyFromTheConsoleSendsTheKeptNoticeOnce(t *testing.T) {
+	w := newWorld(t)
+	snd := &sender{}
+	srv := w.console(t, proxyAuth(), &operate.Renotifier{Sender: snd, Amender: w.store, Channel: "test"})
+	code, page := as(t, "olga", "GET", srv.URL+"/charge?id=CHG-NOTE-1", nil)
+	if code != http.StatusOK || !strings.Contains(page, `id="renotify"`) || !strings.Contains(page, "CBS0000000042") {
+		t.Fatalf("the charge page offers no renotify or shows no reference: %d\n%s", code, page)
+	}
+	_, confirm := as(t, "olga", "GET", srv.URL+"/charge/renotify?id=CHG-NOTE-1", nil)
+	form := url.Values{"id": {"CHG-NOTE-1"}, "csrf": {csrfOf(t, confirm)}, "reason": {"INC-77: SMS gateway back"}}
+	if code, body := as(t, "olga", "POST", srv.URL+"/charge/renotify", form); code != http.StatusOK {
+		t.Fatalf("renotify: %d\n%s", code, body)
+	}
+	if code, _ := as(t, "olga", "POST", srv.URL+"/charge/renotify", form); code != http.StatusConflict {
+		t.Fatalf("a second renotify: %d, want 409 (the record is DEBITED now)", code)
+	}
+	if len(snd.sent) != 1 || snd.sent[0].NotificationKey != "CHG-NOTE-1:pre-debit" || snd.sent[0].Reference != "CBS0000000042" {
+		t.Fatalf("sent %+v, want the kept notice once", snd.sent)
+	}
+	rec, err := w.store.Get(t.Context(), "CHG-NOTE-1", time.Now())
+	if err != nil || rec.Status != string(charge.Debited) || rec.Detail != "CBS0000000042" || len(rec.History) != 1 || !strings.Contains(rec.History[0], "olga (console)") {
+		t.Fatalf("record after renotify: %+v %v", rec, err)
+	}
+	// Without a channel the console does not offer it.
+	srv2 := newWorld(t).console(t, proxyAuth())
+	if _, page := as(t, "olga", "GET", srv2.URL+"/charge?id=CHG-NOTE-1", nil); strings.Contains(page, `id="renotify"`) {
+		t.Error("a console without a channel offers renotify")
 	}
 }

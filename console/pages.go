@@ -236,6 +236,7 @@ func (c *Console) dlqEntry(w http.ResponseWriter, r *http.Request) {
 type recordFields struct {
 	status.RecordJSON
 	BankKey      string
+	Reference    string // the core-banking reference of a DONE record
 	Meaning      string
 	Renotifiable bool
 	Reopenable   bool
@@ -256,6 +257,9 @@ func recordView(r idempotency.Record, now time.Time) recordFields {
 	v := recordFields{RecordJSON: status.RecordJSONOf(r, now), BankKey: charge.BankKey(r.Key, r.Generation),
 		Reopenable: r.State == idempotency.StateFailed, NewAttemptOK: charge.EligibleForNewGeneration(r) == nil,
 		Renotifiable: r.State == idempotency.StateDone && r.Status == string(charge.DebitedNotificationFailed)}
+	if r.State == idempotency.StateDone {
+		v.Reference = charge.ReferenceOf(r.Status, r.Detail)
+	}
 	v.Meaning = map[idempotency.State]string{
 		idempotency.StateDone:       "finished; redeliveries are dropped",
 		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
