@@ -16,6 +16,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,11 @@ type benchConfig struct {
 	dir         string
 	cpuProfile  string
 	expired     int
+	// The month-end mode (burst.go).
+	profileRaw  string
+	profile     []phase
+	loadLatency time.Duration
+	curveEvery  time.Duration
 }
 
 type latencyMS struct {
@@ -82,9 +88,11 @@ type RunReport struct {
 	NotDebited         int              `json:"not_debited"`
 	// With --expired: records past retention seeded before the consume
 	// phase, and how many the retention sweeper deleted during it.
-	ExpiredSeeded int  `json:"expired_seeded,omitempty"`
-	RecordsPurged int  `json:"records_purged,omitempty"`
-	OK            bool `json:"ok"`
+	ExpiredSeeded int `json:"expired_seeded,omitempty"`
+	RecordsPurged int `json:"records_purged,omitempty"`
+	// Burst is the month-end mode's (--profile).
+	Burst *BurstStats `json:"burst,omitempty"`
+	OK    bool        `json:"ok"`
 }
 
 type Report struct {
@@ -113,10 +121,31 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	f.String(&c.dir, "dir", "", os.TempDir(), "embedded: directory for the bench's SQLite file (deleted afterwards)")
 	f.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the consume phase(s) to this file (go tool pprof)")
 	f.Int(&c.expired, "expired", "", 0, "embedded: seed this many idempotency records past retention, and run serve's retention sweeper (every 1s, 500 rows per write, 1s apart, serve's defaults but the interval) during the consume phase, to measure its cost")
+	f.String(&c.profileRaw, "profile", "", "", "month-end mode: send the charges while the consumer runs, at these rates, DURATION@RATE,… (\"month-end\": "+DefaultProfile+"); --charges is then the profile's total. The report adds the backlog curve and each charge's time from send to debit")
+	f.Duration(&c.loadLatency, "corebank-load-latency", "", 0, "the bank slows down under load: each debit also waits this long per debit in flight at its start (e.g. 200us)")
+	f.Duration(&c.curveEvery, "curve-interval", "", time.Second, "month-end mode: how often the backlog is sampled")
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
 	var p cli.Problems
+	if c.profileRaw != "" {
+		raw := c.profileRaw
+		if raw == "month-end" {
+			raw = DefaultProfile
+		}
+		ps, err := parseProfile(raw)
+		if err != nil {
+			p.Add("--profile: %v", err)
+		} else {
+			c.profile, c.charges = ps, profileCharges(ps)
+		}
+		if c.curveEvery < 100*time.Millisecond {
+			p.Add("--curve-interval %s is under 100ms", c.curveEvery)
+		}
+	}
+	if c.loadLatency < 0 {
+		p.Add("--corebank-load-latency must not be negative")
+	}
 	c.bc.Check(&p)
 	if c.charges < 1 || c.charges > 10_000_000 {
 		p.Add("--charges %d is outside 1-10000000", c.charges)
@@ -202,6 +231,29 @@ func printBench(w io.Writer, r Report) {
 	if r.Baseline != nil {
 		fmt.Fprintf(w, "guard cost: the baseline handles %.2fx the messages per second of the guarded run\n", r.GuardCost)
 	}
+	for _, b := range runs {
+		if b.Burst != nil {
+			printBurst(w, b)
+		}
+	}
+}
+
+// printBurst writes the month-end mode's backlog curve and waits.
+func printBurst(w io.Writer, b RunReport) {
+	s := b.Burst
+	var prof []string
+	for _, p := range s.Profile {
+		prof = append(prof, fmt.Sprintf("%gs@%d/s", p.Secs, p.Rate))
+	}
+	fmt.Fprintf(w, `month-end (%s run): profile %s, bank +%.0fµs per debit in flight
+  backlog             max %d messages; drained %.1fs after the profile ended
+  send → debit        p50 %.1fms  p95 %.1fms  p99 %.1fms  max %.1fms
+  backlog curve       t(s)  sent  decided  backlog
+`, b.Mode, strings.Join(prof, " "), s.LoadLatencyUS, s.MaxBacklog, s.DrainedAfterSecs,
+		s.TimeToDebitMS.P50, s.TimeToDebitMS.P95, s.TimeToDebitMS.P99, s.TimeToDebitMS.Max)
+	for _, p := range s.Curve {
+		fmt.Fprintf(w, "                      %5.1f %6d %8d %8d\n", p.Seconds, p.Sent, p.Decided, p.Backlog)
+	}
 }
 
 // SeedExpired writes n idempotency records whose retention has passed (as
@@ -267,19 +319,33 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 		return RunReport{}, err
 	}
 	defer drop()
-	// 1. Enqueue the charges and their redeliveries.
-	enqStart := time.Now()
-	messages, err := enqueue(ctx, b.Queue, c, run)
-	if err != nil {
-		return RunReport{}, err
+	// 1. Enqueue the charges and their redeliveries (in the month-end
+	// mode a producer sends them while the consumer runs).
+	var prod *producer
+	var messages int
+	var enqSeconds float64
+	if c.profile != nil {
+		prod = newProducer(c.charges)
+		for i := range c.charges + c.dupLag {
+			if orig, dup := at(i, c); orig >= 0 && dup >= 0 {
+				messages += 2
+			} else if orig >= 0 || dup >= 0 {
+				messages++
+			}
+		}
+	} else {
+		enqStart := time.Now()
+		if messages, err = enqueue(ctx, b.Queue, c, run); err != nil {
+			return RunReport{}, err
+		}
+		enqSeconds = time.Since(enqStart).Seconds()
 	}
-	enqSeconds := time.Since(enqStart).Seconds()
 	// 2. With --expired, records past retention for the sweeper.
 	if err := SeedExpired(ctx, b.Store, c.expired); err != nil {
 		return RunReport{}, fmt.Errorf("seed expired records: %w", err)
 	}
 	// 3. Consume them all through the pipeline serve runs.
-	cr, err := consume(ctx, env, b, c, mode, baseline, messages)
+	cr, err := consume(ctx, env, b, c, mode, baseline, messages, prod, run)
 	if err != nil {
 		return RunReport{}, err
 	}
@@ -335,14 +401,12 @@ func enqueue(ctx context.Context, q queue.Queue, c benchConfig, run string) (int
 		return nil
 	}
 	for i := 0; i < c.charges+c.dupLag; i++ {
-		if i < c.charges {
-			if err := add(i); err != nil {
-				return 0, err
-			}
-		}
-		if j := i - c.dupLag; j >= 0 && j < c.charges && duplicated(j, c.dupRatio) {
-			if err := add(j); err != nil {
-				return 0, err
+		orig, dup := at(i, c)
+		for _, j := range []int{orig, dup} {
+			if j >= 0 {
+				if err := add(j); err != nil {
+					return 0, err
+				}
 			}
 		}
 	}
@@ -362,17 +426,20 @@ type consumed struct {
 	counts                             metrics.Counts
 	hist                               *histogram
 	dropped, deferred, retries, purged int64
+	burst                              *BurstStats
 }
 
 // consume runs the pipeline until every message is decided (or the
 // timeout), with a progress line every c.progress, and the retention
 // sweeper beside it with --expired.
-func consume(ctx context.Context, env *cli.Env, b *backend.Backend, c benchConfig, mode string, baseline bool, messages int) (consumed, error) {
+func consume(ctx context.Context, env *cli.Env, b *backend.Backend, c benchConfig, mode string, baseline bool, messages int, prod *producer, runID string) (consumed, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runtime.GC()
 	mem := startMemSampler()
 	ledger := newBenchLedger(c.charges, c.latency)
-	m := metrics.New() // counts store and queue calls by wrapping the ports
+	ledger.loadLatency = c.loadLatency
+	var toDebit histogram // month-end mode: from a charge's send to its debit
+	m := metrics.New()    // counts store and queue calls by wrapping the ports
 	var hist histogram
 	var decided, dropped, deferred, retries atomic.Int64
 	done := make(chan struct{})
@@ -383,7 +450,14 @@ func consume(ctx context.Context, env *cli.Env, b *backend.Backend, c benchConfi
 			doneOnce.Do(func() { close(done) })
 		}
 	}
-	onResult := func(_ context.Context, _ queue.Message, _ charge.Charge, r charge.Result) {
+	onResult := func(_ context.Context, _ queue.Message, ch charge.Charge, r charge.Result) {
+		if prod != nil && r.Outcome == charge.Processed {
+			if i := benchIndex(ch.ID); i >= 0 && i < len(prod.sentAt) {
+				if at := prod.sentAt[i].Load(); at > 0 {
+					toDebit.add(time.Since(time.Unix(0, at)))
+				}
+			}
+		}
 		switch r.Outcome {
 		case charge.DuplicateDone:
 			dropped.Add(1)
@@ -406,6 +480,24 @@ func consume(ctx context.Context, env *cli.Env, b *backend.Backend, c benchConfi
 	runDone := make(chan error, 1)
 	start := time.Now()
 	go func() { runDone <- pl.Run(rctx) }()
+	var burst *BurstStats
+	prodErr := make(chan error, 1)
+	var curve <-chan time.Time
+	if prod != nil {
+		burst = &BurstStats{Profile: c.profile, LoadLatencyUS: float64(c.loadLatency.Nanoseconds()) / 1000}
+		go func() { prodErr <- prod.run(rctx, b.Queue, c, runID, start) }()
+		t := time.NewTicker(c.curveEvery)
+		defer t.Stop()
+		curve = t.C
+	}
+	sample := func() {
+		if burst == nil {
+			return
+		}
+		sent, dec := prod.sent.Load(), decided.Load()
+		burst.Curve = append(burst.Curve, CurvePoint{Seconds: time.Since(start).Round(time.Millisecond).Seconds(), Sent: sent, Decided: dec, Backlog: sent - dec})
+		burst.MaxBacklog = max(burst.MaxBacklog, sent-dec)
+	}
 	var purged atomic.Int64
 	if c.expired > 0 {
 		sweepDone := make(chan struct{})
@@ -429,6 +521,14 @@ wait:
 		select {
 		case <-done:
 			break wait
+		case <-curve:
+			sample()
+		case err := <-prodErr:
+			if err != nil {
+				cancel()
+				<-runDone
+				return consumed{}, fmt.Errorf("bench %s: producer: %w", mode, err)
+			}
 		case <-tick:
 			n := decided.Load()
 			now := time.Now()
@@ -446,6 +546,15 @@ wait:
 		}
 	}
 	elapsed := time.Since(start)
+	if burst != nil {
+		sample()
+		var profileDur time.Duration
+		for _, p := range c.profile {
+			profileDur += p.Dur
+		}
+		burst.DrainedAfterSecs = (elapsed - profileDur).Seconds()
+		burst.TimeToDebitMS = latencyMS{P50: ms(toDebit.quantile(.5)), P95: ms(toDebit.quantile(.95)), P99: ms(toDebit.quantile(.99)), Max: ms(toDebit.max)}
+	}
 	cancel()
 	if err := <-runDone; err != nil {
 		return consumed{}, err
@@ -457,7 +566,7 @@ wait:
 		return consumed{}, err
 	}
 	return consumed{elapsed: elapsed, heapMB: heapMB, rssMB: rssMB, ledger: ledger, counts: counts, hist: &hist,
-		dropped: dropped.Load(), deferred: deferred.Load(), retries: retries.Load(), purged: purged.Load()}, nil
+		dropped: dropped.Load(), deferred: deferred.Load(), retries: retries.Load(), purged: purged.Load(), burst: burst}, nil
 }
 
 // report counts the calls per message and verifies exactly-once from the
@@ -478,7 +587,7 @@ func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messa
 		PeakHeapMB: cr.heapMB, PeakRSSMB: cr.rssMB,
 		DuplicatesDropped: cr.dropped, DuplicatesDeferred: cr.deferred, Retries: cr.retries,
 		DebitCalls: ledger.calls.Load(), DebitedOnce: once, DoubleDebits: double, NotDebited: none,
-		ExpiredSeeded: c.expired, RecordsPurged: int(cr.purged),
+		ExpiredSeeded: c.expired, RecordsPurged: int(cr.purged), Burst: cr.burst,
 	}
 	if !baseline {
 		r.StorePerFresh = float64(won+counts.StoreCalls["finish"]+counts.StoreCalls["extend"]) / fresh

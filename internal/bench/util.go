@@ -21,8 +21,12 @@ import (
 // arrive after a debit was confirmed.
 type benchLedger struct {
 	latency time.Duration
-	state   []atomic.Uint32 // bit 0 posted, bits 1.. requests after confirmation
-	calls   atomic.Int64
+	// loadLatency is added per debit in flight when a debit starts: a bank
+	// that slows down under load.
+	loadLatency time.Duration
+	inflight    atomic.Int64
+	state       []atomic.Uint32 // bit 0 posted, bits 1.. requests after confirmation
+	calls       atomic.Int64
 }
 
 func newBenchLedger(n int, latency time.Duration) *benchLedger {
@@ -40,8 +44,10 @@ func benchIndex(id string) int {
 
 func (l *benchLedger) Debit(ctx context.Context, req charge.DebitRequest) (charge.DebitReceipt, error) {
 	l.calls.Add(1)
-	if l.latency > 0 {
-		t := time.NewTimer(l.latency)
+	n := l.inflight.Add(1)
+	defer l.inflight.Add(-1)
+	if wait := l.latency + time.Duration(n-1)*l.loadLatency; wait > 0 {
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
