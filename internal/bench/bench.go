@@ -438,8 +438,10 @@ func consume(ctx context.Context, env *cli.Env, b *backend.Backend, c benchConfi
 	mem := startMemSampler()
 	ledger := newBenchLedger(c.charges, c.latency)
 	ledger.loadLatency = c.loadLatency
-	var toDebit histogram // month-end mode: from a charge's send to its debit
-	m := metrics.New()    // counts store and queue calls by wrapping the ports
+	if prod != nil {
+		ledger.sentAt = prod.sentAt
+	}
+	m := metrics.New() // counts store and queue calls by wrapping the ports
 	var hist histogram
 	var decided, dropped, deferred, retries atomic.Int64
 	done := make(chan struct{})
@@ -450,14 +452,7 @@ func consume(ctx context.Context, env *cli.Env, b *backend.Backend, c benchConfi
 			doneOnce.Do(func() { close(done) })
 		}
 	}
-	onResult := func(_ context.Context, _ queue.Message, ch charge.Charge, r charge.Result) {
-		if prod != nil && r.Outcome == charge.Processed {
-			if i := benchIndex(ch.ID); i >= 0 && i < len(prod.sentAt) {
-				if at := prod.sentAt[i].Load(); at > 0 {
-					toDebit.add(time.Since(time.Unix(0, at)))
-				}
-			}
-		}
+	onResult := func(_ context.Context, _ queue.Message, _ charge.Charge, r charge.Result) {
 		switch r.Outcome {
 		case charge.DuplicateDone:
 			dropped.Add(1)
@@ -553,7 +548,8 @@ wait:
 			profileDur += p.Dur
 		}
 		burst.DrainedAfterSecs = (elapsed - profileDur).Seconds()
-		burst.TimeToDebitMS = latencyMS{P50: ms(toDebit.quantile(.5)), P95: ms(toDebit.quantile(.95)), P99: ms(toDebit.quantile(.99)), Max: ms(toDebit.max)}
+		td := &ledger.toDebit
+		burst.TimeToDebitMS = latencyMS{P50: ms(td.quantile(.5)), P95: ms(td.quantile(.95)), P99: ms(td.quantile(.99)), Max: ms(td.max)}
 	}
 	cancel()
 	if err := <-runDone; err != nil {

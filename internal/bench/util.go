@@ -25,8 +25,13 @@ type benchLedger struct {
 	// that slows down under load.
 	loadLatency time.Duration
 	inflight    atomic.Int64
-	state       []atomic.Uint32 // bit 0 posted, bits 1.. requests after confirmation
-	calls       atomic.Int64
+	// sentAt, when set (the month-end mode), is each charge's send time in
+	// Unix nanoseconds; toDebit gets the wait from it to the charge's first
+	// posting.
+	sentAt  []atomic.Int64
+	toDebit histogram
+	state   []atomic.Uint32 // bit 0 posted, bits 1.. requests after confirmation
+	calls   atomic.Int64
 }
 
 func newBenchLedger(n int, latency time.Duration) *benchLedger {
@@ -66,6 +71,11 @@ func (l *benchLedger) Debit(ctx context.Context, req charge.DebitRequest) (charg
 			next = old + 2 // a replay of a confirmed debit
 		}
 		if l.state[i].CompareAndSwap(old, next) {
+			if old&1 == 0 && l.sentAt != nil {
+				if at := l.sentAt[i].Load(); at > 0 {
+					l.toDebit.add(time.Since(time.Unix(0, at)))
+				}
+			}
 			break
 		}
 	}
