@@ -245,8 +245,14 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) Au
 		id := identity(r)
 		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 		refuse := func(code int, why string) {
-			c.audit(r, AuditEntry{Operator: id.Name, Role: id.Role.String(), Action: "refused", Result: "refused",
-				Detail: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, why), ChargeID: r.FormValue("id")})
+			e := AuditEntry{Operator: id.Name, Role: id.Role.String(), Action: "refused", Result: "refused",
+				Detail: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, why)}
+			if strings.HasPrefix(r.URL.Path, "/dlq/") {
+				e.DLQID = r.FormValue("id")
+			} else {
+				e.ChargeID = r.FormValue("id")
+			}
+			c.audit(r, e)
 			c.render(w, r, code, "message", map[string]any{"Title": "Refused", "Message": why})
 		}
 		if err := r.ParseForm(); err != nil {
