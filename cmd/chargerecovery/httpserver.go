@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,21 +82,15 @@ func startOpsServerWith(addr string, m *metrics.Metrics, ready func(context.Cont
 	if err != nil {
 		return nil, cli.Usagef("--http-addr %s: %v", addr, err)
 	}
-	ln = netutil.LimitListener(ln, lim.MaxConns)
 	s := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, lim.ReadTimeout), ReadTimeout: lim.ReadTimeout,
 		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: 16 << 10,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}, ln: ln, errc: make(chan error, 1)}
-	s.srv.ConnState = func(_ net.Conn, st http.ConnState) {
-		switch st {
-		case http.StateNew:
-			n := s.open.Add(1)
-			for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
-			}
-		case http.StateClosed, http.StateHijacked:
-			s.open.Add(-1)
-		}
-	}
-	go func() { s.errc <- s.srv.Serve(ln) }()
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}, errc: make(chan error, 1)}
+	// The count sits beneath the limit: a connection is counted once the
+	// limit admitted it and uncounted when it is closed, before the limit
+	// admits the next (http.Server's StateClosed hook runs after that, so
+	// counting there saw one more than were ever held).
+	s.ln = netutil.LimitListener(&countingListener{Listener: ln, s: s}, lim.MaxConns)
+	go func() { s.errc <- s.srv.Serve(s.ln) }()
 	return s, nil
 }
 
@@ -108,4 +103,33 @@ func (s *opsServer) close() error {
 		return err
 	}
 	return nil
+}
+
+// countingListener counts the connections accepted and not yet closed.
+type countingListener struct {
+	net.Listener
+	s *opsServer
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	n := l.s.open.Add(1)
+	for p := l.s.peak.Load(); n > p && !l.s.peak.CompareAndSwap(p, n); p = l.s.peak.Load() {
+	}
+	return &countedConn{Conn: c, s: l.s}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	s    *opsServer
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { c.s.open.Add(-1) })
+	return err
 }
