@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -260,19 +261,7 @@ func recordView(r idempotency.Record, now time.Time) recordFields {
 	if r.State == idempotency.StateDone {
 		v.Reference = charge.ReferenceOf(r.Status, r.Detail)
 	}
-	v.Meaning = map[idempotency.State]string{
-		idempotency.StateDone:       "finished; redeliveries are dropped",
-		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
-		idempotency.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
-	}[r.State]
-	switch {
-	case r.State != idempotency.StateInProgress:
-		v.LeaseText = "not held: the record is final"
-	case r.LeaseLive(now):
-		v.LeaseText = "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
-	default:
-		v.LeaseText = "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago: the next delivery reclaims it"
-	}
+	v.Meaning, v.LeaseText = status.Meaning(r.State), status.LeaseText(r, now)
 	return v
 }
 
@@ -446,7 +435,7 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 
 func (c *Console) renotify(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
 	chargeID := r.PostFormValue("id")
-	reason := cmpOr(strings.TrimSpace(r.PostFormValue("reason")), "missed pre-debit notification resent")
+	reason := cmp.Or(strings.TrimSpace(r.PostFormValue("reason")), "missed pre-debit notification resent")
 	e := AuditEntry{Action: "renotify", ChargeID: chargeID, Reason: charge.Clip(charge.Printable(reason), 500)}
 	back := "/charge?id=" + urlQuery(chargeID)
 	if c.o.Renotifier == nil {
@@ -466,7 +455,7 @@ func (c *Console) renotify(w http.ResponseWriter, r *http.Request, id Identity) 
 	if res.Result != "sent" {
 		code = http.StatusConflict
 	}
-	c.result(w, r, code, "Renotify: "+res.Result, cmpOr(e.Detail, "The notice was sent with its original key and the record is DEBITED."), back, "the charge")
+	c.result(w, r, code, "Renotify: "+res.Result, cmp.Or(e.Detail, "The notice was sent with its original key and the record is DEBITED."), back, "the charge")
 	return e
 }
 
@@ -508,13 +497,6 @@ func (c *Console) renderBlock(w http.ResponseWriter, r *http.Request, name, bloc
 }
 
 func urlQuery(s string) string { return template.URLQueryEscaper(s) }
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
 
 var funcs = template.FuncMap{
 	"ago": func(t time.Time) string {

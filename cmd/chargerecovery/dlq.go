@@ -49,11 +49,6 @@ func splitList(raw string) []string {
 	return out
 }
 
-// listDLQ lists the DLQ entries o selects (operate.List).
-func listDLQ(ctx context.Context, q queue.Operator, o queue.RedriveOptions, now time.Time, withBody bool) ([]dlqEntry, error) {
-	return operate.List(ctx, q, operate.ListOptions{Codes: o.Codes, Match: o.Match, Before: o.Before, Bodies: withBody, Now: now})
-}
-
 func runDLQ(ctx context.Context, env *cli.Env, args []string) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "show") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
@@ -80,7 +75,8 @@ func runDLQList(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	o := queue.RedriveOptions{}
+	now := time.Now()
+	o := operate.ListOptions{Now: now, Match: operate.ChargeMatch(splitList(ids))}
 	var err error
 	if o.Codes, err = codesFlag(codes); err != nil {
 		return err
@@ -88,18 +84,15 @@ func runDLQList(ctx context.Context, env *cli.Env, args []string) error {
 	if limit < 1 || olderThan < 0 {
 		return cli.Usagef("--limit must be at least 1 and --older-than not negative")
 	}
-	now := time.Now()
-	match := operate.ChargeMatch(splitList(ids))
 	if olderThan > 0 {
 		o.Before = now.Add(-olderThan)
 	}
-	o.Match = match
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	entries, err := listDLQ(ctx, b.Queue, o, now, false)
+	entries, err := operate.List(ctx, b.Queue, o)
 	if err != nil {
 		return err
 	}
@@ -155,9 +148,9 @@ func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	defer b.Close()
 	now := time.Now()
-	entries, err := listDLQ(ctx, b.Queue, queue.RedriveOptions{Match: func(e queue.DLQEntry) bool {
+	entries, err := operate.List(ctx, b.Queue, operate.ListOptions{Now: now, Bodies: true, Match: func(e queue.DLQEntry) bool {
 		return e.ID == id || operate.ChargeIDOf(e.Body) == id
-	}}, now, true)
+	}})
 	if err != nil {
 		return err
 	}

@@ -55,23 +55,30 @@ func RecordJSONOf(r idempotency.Record, now time.Time) RecordJSON {
 // Prefix is the first n bytes of s (tokens and fingerprints are shown cut).
 func Prefix(s string, n int) string { return s[:min(n, len(s))] }
 
-// PrintRecord writes r for a person, with what its state means at now.
-func PrintRecord(w io.Writer, r idempotency.Record, now time.Time) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	var lease string
-	switch {
-	case r.State != idempotency.StateInProgress:
-		lease = "not held: the record is final"
-	case r.LeaseLive(now):
-		lease = "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
-	default:
-		lease = "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago: the next delivery reclaims it"
-	}
-	meaning := map[idempotency.State]string{
+// Meaning says what a record in state s means for its charge.
+func Meaning(s idempotency.State) string {
+	return map[idempotency.State]string{
 		idempotency.StateDone:       "finished; redeliveries are dropped",
 		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
 		idempotency.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
-	}[r.State]
+	}[s]
+}
+
+// LeaseText says where r's lease stands at now.
+func LeaseText(r idempotency.Record, now time.Time) string {
+	switch {
+	case r.State != idempotency.StateInProgress:
+		return "not held: the record is final"
+	case r.LeaseLive(now):
+		return "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
+	}
+	return "expired " + now.Sub(r.LeaseUntil).Round(time.Second).String() + " ago: the next delivery reclaims it"
+}
+
+// PrintRecord writes r for a person, with what its state means at now.
+func PrintRecord(w io.Writer, r idempotency.Record, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	lease, meaning := LeaseText(r, now), Meaning(r.State)
 	// What a record holds came partly from outside (the bank's text): it
 	// is shown without control characters, whenever it was written.
 	r.Status, r.Detail, r.ReopenReason, r.PrevStatus, r.PrevDetail = charge.Printable(r.Status), charge.Printable(r.Detail),
