@@ -210,6 +210,7 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 	)
 	bc.Bind(f)
 	cc.Bind(f)
+	f.String(&cc.Addr, "addr", "", "127.0.0.1:8088", "the same as --console-addr")
 	nc.Bind(f)
 	lc.Bind(f)
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")

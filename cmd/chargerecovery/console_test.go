@@ -26,6 +26,7 @@ func TestConsoleRefusesABadConfiguration(t *testing.T) {
 		{"an unknown sign-in", []string{"--console-auth", "none"}, `--console-auth "none" is not proxy or token`},
 		{"tokens without a file", []string{"--console-auth", "token"}, "needs --console-token-file"},
 		{"tokens in clear on a network address", []string{"--console-auth", "token", "--console-token-file", tokens, "--console-addr", "0.0.0.0:8088"}, "would send tokens and sessions in clear"},
+		{"tokens in clear on a network address, as --addr", []string{"--console-auth", "token", "--console-token-file", tokens, "--addr", "0.0.0.0:8088"}, "would send tokens and sessions in clear"},
 		{"a proxy trusted from everywhere", []string{"--console-auth", "proxy", "--console-operators", "olga"}, "needs --console-trusted-proxies"},
 		{"a proxy address that is none", []string{"--console-auth", "proxy", "--console-operators", "olga", "--console-trusted-proxies", "10.0.0.0/99"}, "not an address or CIDR range"},
 		{"nobody may act", []string{"--console-auth", "proxy", "--console-trusted-proxies", "10.0.0.1"}, "who may act"},

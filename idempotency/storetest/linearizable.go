@@ -413,7 +413,8 @@ func kind(op porcupine.Operation) string {
 // returns every call with its answer. Each client has its own clock, offset
 // within a few milliseconds of the others (the leases are a few
 // milliseconds too, so that expiries, reclaims and fenced finishes happen),
-// abandons a lease now and then (never finishes it), now and then claims
+// reclaims only past a skew margin of its own (0 or 1 ms), abandons a
+// lease now and then (never finishes it), now and then claims
 // with another payload's fingerprint, reads, reopens a FAILED record it saw
 // (as an operator does: fenced on the token it read, or not), and loses a
 // fraction of the store's answers after the call took effect.
@@ -433,6 +434,10 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(seeds[c], uint64(c)))
 			offset := time.Duration(r.IntN(3)) * time.Millisecond // clocks disagree by up to 2 ms
+			// The skew margin: a lease is reclaimable only this long after
+			// it ends by this client's clock (0 or 1 ms, as Guards
+			// configured apart would).
+			margin := time.Duration(r.IntN(2)) * time.Millisecond
 			now := func(step int) time.Time { return base.Add(offset + time.Duration(step)*time.Millisecond) }
 			held := map[string]string{}   // key → token this client believes it holds
 			failed := map[string]string{} // key → token of a FAILED record it saw
@@ -475,7 +480,7 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 					}
 					tok := fmt.Sprintf("c%d-%d-%x", c, i, r.Uint32())
 					in = linInput{op: driver.OpClaim, key: key, claim: driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp,
-						Now: t, LeaseExpiredBy: t, LeaseUntil: t.Add(3 * time.Millisecond), ExpiresAt: t.Add(time.Hour)}}
+						Now: t, LeaseExpiredBy: t.Add(-margin), LeaseUntil: t.Add(3 * time.Millisecond), ExpiresAt: t.Add(time.Hour)}}
 				}
 				call := seq.Add(1)
 				var out linOutput
