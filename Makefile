@@ -19,7 +19,7 @@ demo:
 
 ## test: the README's test command (starts and stops its own moto server)
 test:
-	scripts/with-moto.sh $(GO) test -race -count=1 ./...
+	scripts/with-moto.sh $(GO) test -race -count=1 -timeout 25m ./...
 
 ## bench: month-end load on the embedded backend, with its queue-only baseline
 bench:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Outcome is what processing one delivery of a charge came to. The inbound
@@ -151,8 +152,25 @@ func NewService(opts Options) (*Service, error) {
 // whose work is debit → notify. hb may be nil; when set, the lease is
 // extended on every beat while the work runs, and a lost lease cancels it.
 func (s *Service) Process(ctx context.Context, c Charge, hb idempotency.Heartbeat) Result {
+	return s.ProcessDelivery(ctx, c, Delivery{Heartbeat: hb})
+}
+
+// Delivery is what Process is told of the delivery a charge came in.
+type Delivery struct {
+	// Heartbeat, when set, extends the lease on every beat while the work
+	// runs (the consumer runtime's delivery).
+	Heartbeat idempotency.Heartbeat
+	// Bound, when set, is the claim the queue made in the transaction that
+	// received the charge, and the way to record the result with the
+	// message's settlement (idempotency.DoOptions.Bound).
+	Bound idempotency.Bound
+}
+
+// ProcessDelivery is Process for a delivery that may carry a claim made in
+// its receive's transaction (d.Bound).
+func (s *Service) ProcessDelivery(ctx context.Context, c Charge, d Delivery) Result {
 	fp := c.Fingerprint(s.opts.Fingerprints)
-	res, err := s.do(ctx, c, fp, hb)
+	res, err := s.do(ctx, c, fp, d)
 	if err == nil && res.Outcome == idempotency.Conflict && res.Record.Fingerprint != fp {
 		// Written under another key (a previous one, or none): the same
 		// charge if its fingerprint matches under that key, and then the
@@ -163,14 +181,14 @@ func (s *Service) Process(ctx context.Context, c Charge, hb idempotency.Heartbea
 			return Result{Outcome: Conflict, Attempt: res.Attempt,
 				Reason: fmt.Sprintf("charge id %s has a record whose fingerprint was written under a key this process does not hold (%v): add that key as a previous fingerprint key, then redrive", c.ID, merr)}
 		case same:
-			res, err = s.do(ctx, c, res.Record.Fingerprint, hb)
+			res, err = s.do(ctx, c, res.Record.Fingerprint, d)
 		}
 	}
 	return s.result(c, res, err)
 }
 
 // do is one Guard.Do of c under fingerprint fp.
-func (s *Service) do(ctx context.Context, c Charge, fp string, hb idempotency.Heartbeat) (idempotency.DoResult, error) {
+func (s *Service) do(ctx context.Context, c Charge, fp string, d Delivery) (idempotency.DoResult, error) {
 	return s.opts.Guard.Do(ctx, c.ID, fp, func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
 		receipt, err := s.debit(ctx, c, run)
 		var decline *DeclineError
@@ -193,7 +211,15 @@ func (s *Service) do(ctx context.Context, c Charge, fp string, hb idempotency.He
 			return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: receipt.Reference}, nil
 		}
 		return idempotency.Done{Status: string(Debited), Detail: receipt.Reference}, nil
-	}, idempotency.DoOptions{Heartbeat: hb, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
+	}, idempotency.DoOptions{Heartbeat: d.Heartbeat, Bound: d.Bound, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
+}
+
+// ClaimRequest is the claim Process would write for c now (its key, its
+// fingerprint under the current key, a fresh token and the guard's lease):
+// what a queue that claims in its receive's transaction writes there
+// (queue.ClaimPolicy).
+func (s *Service) ClaimRequest(c Charge) (driver.ClaimRequest, error) {
+	return s.opts.Guard.ClaimRequest(c.ID, c.Fingerprint(s.opts.Fingerprints))
 }
 
 // outcomeOf is what each of Guard.Do's outcomes means for a charge: the

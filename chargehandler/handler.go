@@ -12,6 +12,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -59,7 +60,7 @@ func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Dec
 	if err != nil {
 		res = charge.Result{Outcome: charge.Invalid, Reason: err.Error(), Err: err}
 	} else {
-		res = h.opts.Service.Process(ctx, c, d)
+		res = h.opts.Service.ProcessDelivery(ctx, c, charge.Delivery{Heartbeat: d, Bound: d.Bound})
 	}
 	dec := Decide(res, h.opts.InProgressMargin)
 	h.log(ctx, d.Message, c, res, dec, time.Since(start))
@@ -67,6 +68,34 @@ func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Dec
 		h.opts.OnResult(ctx, d.Message, c, res)
 	}
 	return dec
+}
+
+// ClaimPolicy is how a queue that shares the idempotency store's database
+// claims ChargeDueEvents in its receive's transaction
+// (queue.ClaimingReceiver): the claim the service would write for a
+// message that parses (one that does not is left to Handle, which
+// dead-letters it unclaimed), and the settlement of a recorded result by
+// Actions: DONE is a processed charge (ack), FAILED a declined one
+// (dead-letter, with the reason Handle would give).
+func (h *Handler) ClaimPolicy() queue.ClaimPolicy {
+	return queue.ClaimPolicy{
+		Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
+			c, err := charge.ParseEvent(m.Body)
+			if err != nil {
+				return driver.ClaimRequest{}, false
+			}
+			req, err := h.opts.Service.ClaimRequest(c)
+			return req, err == nil
+		},
+		Settle: func(f driver.FinishRequest) (bool, queue.Reason) {
+			res := charge.Result{Outcome: charge.Processed}
+			if f.State == driver.StateFailed {
+				res = charge.Result{Outcome: charge.DebitFailed, Reason: f.Detail}
+			}
+			dec := Decide(res, h.opts.InProgressMargin)
+			return dec.Action == consumer.DeadLetter, dec.Reason
+		},
+	}
 }
 
 // Actions is the design's outcome → ack table, the only one: what the

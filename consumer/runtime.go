@@ -20,6 +20,11 @@ const MaxVisibility = queue.MaxVisibility
 type Options struct {
 	// Concurrency is the most messages handled at once. Default 16.
 	Concurrency int
+	// Receivers is how many receives may be under way at once, sharing
+	// the Concurrency slots (1-16). Default 1. More help where a receive
+	// takes long beside the handling: a queue that claims in its receive's
+	// transaction (a commit per receive), or a distant queue.
+	Receivers int
 	// BatchSize is the most messages asked for per Receive (1-10). Default
 	// 10. The runtime asks for as many as it has free handler slots, so no
 	// received message waits for a slot.
@@ -137,8 +142,11 @@ func ExponentialBackoff(base, max time.Duration) func(int) time.Duration {
 }
 
 func (o *Options) setDefaults() error {
-	if o.Concurrency < 0 || o.BatchSize < 0 || o.BatchSize > 10 || o.AckBatchSize < 0 || o.AckBatchSize > 10 {
-		return errors.New("consumer: Concurrency must be positive, BatchSize and AckBatchSize 1-10")
+	if o.Concurrency < 0 || o.BatchSize < 0 || o.BatchSize > 10 || o.AckBatchSize < 0 || o.AckBatchSize > 10 || o.Receivers < 0 || o.Receivers > 16 {
+		return errors.New("consumer: Concurrency must be positive, BatchSize and AckBatchSize 1-10, Receivers 1-16")
+	}
+	if o.Receivers == 0 {
+		o.Receivers = 1
 	}
 	if o.VisibilityTimeout < 0 || o.HeartbeatInterval < 0 || o.BatchFillWait < 0 || o.ShutdownTimeout < 0 || o.AckFlushInterval < 0 || o.OpTimeout < 0 {
 		return errors.New("consumer: durations must not be negative")
@@ -253,7 +261,34 @@ func (r *Runtime) Run(ctx context.Context) error {
 	go func() { defer close(ackerDone); acks.run(work) }()
 
 	slots := make(chan struct{}, r.opts.Concurrency)
-	var handlers sync.WaitGroup
+	var handlers, loops sync.WaitGroup
+	for i := range r.opts.Receivers {
+		loops.Go(func() { r.receiveLoop(ctx, work, slots, &handlers, acks, i == 0) })
+	}
+	loops.Wait()
+
+	// Shutdown: no more receives. Give handlers ShutdownTimeout, then cancel.
+	finished := make(chan struct{})
+	go func() { handlers.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(r.opts.ShutdownTimeout):
+		r.opts.Logger.Warn("shutdown timeout: cancelling in-flight handlers; their messages will be redelivered",
+			"in_flight", r.stats.inFlight.Load())
+		cancelWork()
+		<-finished
+	}
+	r.handBack(r.lot.takeAll())
+	acks.close()
+	<-ackerDone
+	return nil
+}
+
+// receiveLoop receives and dispatches until ctx ends. Receivers run one
+// each, sharing the handler slots; only the leader hands messages over
+// while the gate is on trial (one at a time) and unparks: the others wait
+// for the trial to end.
+func (r *Runtime) receiveLoop(ctx, work context.Context, slots chan struct{}, handlers *sync.WaitGroup, acks *acker, leader bool) {
 	want := min(r.opts.BatchSize, r.opts.Concurrency)
 	failures := 0
 	for ctx.Err() == nil {
@@ -263,7 +298,11 @@ func (r *Runtime) Run(ctx context.Context) error {
 				break // ctx ended
 			}
 			if trial {
-				if !r.trial(ctx, work, slots, &handlers, acks) {
+				if !leader {
+					sleep(ctx, trialWait)
+					continue
+				}
+				if !r.trial(ctx, work, slots, handlers, acks) {
 					failures++
 					sleep(ctx, receiveBackoff(failures))
 				} else {
@@ -271,7 +310,9 @@ func (r *Runtime) Run(ctx context.Context) error {
 				}
 				continue
 			}
-			r.unparkDue(ctx, work, slots, &handlers, acks)
+			if leader {
+				r.unparkDue(ctx, work, slots, handlers, acks)
+			}
 		}
 		got := r.takeSlots(ctx, slots, want)
 		if ctx.Err() != nil {
@@ -309,26 +350,14 @@ func (r *Runtime) Run(ctx context.Context) error {
 		}
 		releaseSlots(slots, got-len(msgs))
 		for _, m := range msgs {
-			r.dispatch(work, &Delivery{Message: m}, slots, &handlers, acks, nil)
+			r.dispatch(work, &Delivery{Message: m}, slots, handlers, acks, nil)
 		}
 	}
-
-	// Shutdown: no more receives. Give handlers ShutdownTimeout, then cancel.
-	finished := make(chan struct{})
-	go func() { handlers.Wait(); close(finished) }()
-	select {
-	case <-finished:
-	case <-time.After(r.opts.ShutdownTimeout):
-		r.opts.Logger.Warn("shutdown timeout: cancelling in-flight handlers; their messages will be redelivered",
-			"in_flight", r.stats.inFlight.Load())
-		cancelWork()
-		<-finished
-	}
-	r.handBack(r.lot.takeAll())
-	acks.close()
-	<-ackerDone
-	return nil
 }
+
+// trialWait is how often a receiver that is not the leader looks whether
+// a trial has ended.
+const trialWait = 20 * time.Millisecond
 
 // dispatch runs the handler on d in its own goroutine; it holds one slot,
 // taken by the caller, until the handler's decision has been applied.
@@ -541,10 +570,19 @@ func (r *Runtime) handle(work context.Context, d *Delivery, acks *acker) {
 		// Applying a decision is quick and must not be cut short by shutdown.
 		return context.WithTimeout(context.WithoutCancel(work), r.opts.OpTimeout)
 	}
-	switch dec.Action {
-	case Ack:
+	switch {
+	case m.Bound != nil && m.Bound.Settled():
+		// Deleted or dead-lettered already, in the transaction that
+		// recorded its result (a claim made in the receive's transaction):
+		// nothing is left to send.
+		if dec.Action == DeadLetter {
+			r.stats.deadLettered.Add(1)
+		} else {
+			r.stats.acked.Add(1)
+		}
+	case dec.Action == Ack:
 		acks.add(m)
-	case DeadLetter:
+	case dec.Action == DeadLetter:
 		ctx, cancel := opCtx()
 		err := r.src.DeadLetter(ctx, m, dec.Reason)
 		cancel()

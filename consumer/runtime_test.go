@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
 )
@@ -433,4 +434,138 @@ func TestABeatThatFailsRunsAgain(t *testing.T) {
 	waitFor(t, "beats after a failed one", func() bool { return beats.Load() >= 3 })
 	close(release)
 	stop()
+}
+
+// slowReceives makes every receive take a while and counts how many run at
+// once.
+type slowReceives struct {
+	*memqueue.Queue
+	cur, peak atomic.Int64
+}
+
+func (s *slowReceives) Receive(ctx context.Context, max int) ([]queue.Message, error) {
+	n := s.cur.Add(1)
+	defer s.cur.Add(-1)
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+	}
+	time.Sleep(20 * time.Millisecond)
+	return s.Queue.Receive(ctx, max)
+}
+
+// Several receivers overlap their receives, share the handler slots, and
+// hand out every message once.
+func TestReceiversOverlapAndShareTheSlots(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 120)
+	src := &slowReceives{Queue: q}
+	var cur, peak atomic.Int64
+	var mu sync.Mutex
+	seen := map[string]int{}
+	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		n := cur.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		mu.Lock()
+		seen[string(d.Body)]++
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		cur.Add(-1)
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 8, BatchSize: 4, Receivers: 3, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop()
+	if p := src.peak.Load(); p < 2 || p > 3 {
+		t.Errorf("receives at once: peak %d, want 2..3", p)
+	}
+	if p := peak.Load(); p > 8 {
+		t.Errorf("handlers at once: peak %d, over the concurrency of 8", p)
+	}
+	if len(seen) != 120 {
+		t.Errorf("%d distinct messages handled, want 120", len(seen))
+	}
+	for body, n := range seen {
+		if n != 1 {
+			t.Errorf("%s handled %d times", body, n)
+		}
+	}
+	if a := rt.Stats().Acked; a != 120 {
+		t.Errorf("acked %d, want 120", a)
+	}
+}
+
+// settledBound is a message's claim whose result was written with the
+// message's delete (as a queue that claims in its receive does).
+type settledBound struct {
+	driver.Bound
+	settled atomic.Bool
+}
+
+func (b *settledBound) Settled() bool { return b.settled.Load() }
+
+// boundReceives attaches a settledBound to every message it receives, and
+// counts the acks and dead-letters that reach the queue.
+type boundReceives struct {
+	*memqueue.Queue
+	acks, deadLetters atomic.Int64
+}
+
+func (s *boundReceives) Receive(ctx context.Context, max int) ([]queue.Message, error) {
+	msgs, err := s.Queue.Receive(ctx, max)
+	for i := range msgs {
+		msgs[i].Bound = &settledBound{}
+	}
+	return msgs, err
+}
+
+func (s *boundReceives) Ack(ctx context.Context, msgs []queue.Message) error {
+	s.acks.Add(int64(len(msgs)))
+	return s.Queue.Ack(ctx, msgs)
+}
+
+func (s *boundReceives) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason) error {
+	s.deadLetters.Add(1)
+	return s.Queue.DeadLetter(ctx, m, r)
+}
+
+// A message settled with its result (deleted or dead-lettered in that
+// transaction) is not acked or dead-lettered again; one that was not
+// settled is, as usual.
+func TestASettledMessageIsNotSentAgain(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 40)
+	src := &boundReceives{Queue: q}
+	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		var i int
+		fmt.Sscanf(string(d.Body), "m%d", &i)
+		if i%2 == 0 {
+			// Settled by the handler's result: delete it as the queue's
+			// transaction would have.
+			if err := q.Ack(context.Background(), []queue.Message{d.Message}); err != nil {
+				t.Errorf("settle: %v", err)
+			}
+			d.Bound.(*settledBound).settled.Store(true)
+		}
+		if i%4 < 2 {
+			return consumer.Decision{Action: consumer.Ack}
+		}
+		return consumer.Decision{Action: consumer.DeadLetter, Reason: queue.Reason{Code: "debit_failed"}}
+	}), consumer.Options{Concurrency: 8, Logger: quiet, AckFlushInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop()
+	// Unsettled: i%4 == 1 acked (10), i%4 == 3 dead-lettered (10).
+	if a, d := src.acks.Load(), src.deadLetters.Load(); a != 10 || d != 10 {
+		t.Errorf("acks %d, dead-letters %d reached the queue; want 10 and 10 (the settled ones never)", a, d)
+	}
+	s := rt.Stats()
+	if s.Acked != 20 || s.DeadLettered != 20 || s.AckErrors != 0 {
+		t.Errorf("stats acked %d, dead-lettered %d, ack errors %d; want 20, 20, 0", s.Acked, s.DeadLettered, s.AckErrors)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -77,3 +78,32 @@ type HandlerFunc func(ctx context.Context, d *Delivery) Decision
 
 // Handle calls f.
 func (f HandlerFunc) Handle(ctx context.Context, d *Delivery) Decision { return f(ctx, d) }
+
+// Claiming is src whose every receive claims (r.ReceiveClaiming with p):
+// for a queue whose database also holds the idempotency records, so that
+// each message arrives with its claim made in the receive's transaction
+// (queue.Message.Bound). wrap, when set, wraps each message's Bound (to
+// count its writes, or tell a circuit breaker). src's other calls are its
+// own.
+func Claiming(src Source, r queue.ClaimingReceiver, p queue.ClaimPolicy, wrap func(driver.Bound) driver.Bound) Source {
+	return claimingSource{Source: src, r: r, p: p, wrap: wrap}
+}
+
+type claimingSource struct {
+	Source
+	r    queue.ClaimingReceiver
+	p    queue.ClaimPolicy
+	wrap func(driver.Bound) driver.Bound
+}
+
+func (s claimingSource) Receive(ctx context.Context, max int) ([]Message, error) {
+	msgs, err := s.r.ReceiveClaiming(ctx, max, s.p)
+	if s.wrap != nil {
+		for i := range msgs {
+			if msgs[i].Bound != nil {
+				msgs[i].Bound = s.wrap(msgs[i].Bound)
+			}
+		}
+	}
+	return msgs, err
+}

@@ -39,6 +39,13 @@ type DoOptions struct {
 	// FinishAttempts is how often recording is tried while the store is
 	// unavailable. Default 3.
 	FinishAttempts int
+	// Bound, when set, is the claim the queue made for this delivery in
+	// its receive's transaction (a queue.ClaimingReceiver): Do takes it
+	// instead of claiming, when it is for this key and fingerprint, and
+	// records the result through it, in the transaction that deletes or
+	// dead-letters the message. The state machine is the same; only the
+	// transactions differ.
+	Bound Bound
 }
 
 // Run is what the work is told about its claim.
@@ -115,7 +122,7 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 	if opts.FinishAttempts == 0 {
 		opts.FinishAttempts = 3
 	}
-	claim, err := g.Claim(ctx, key, fingerprint)
+	claim, err := g.claimFor(ctx, key, fingerprint, opts.Bound)
 	if err != nil {
 		return DoResult{}, err
 	}
@@ -193,7 +200,7 @@ func (g *Guard) record(ctx context.Context, l Lease, s State, status, detail str
 			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
 		}
 		fctx, cancel := context.WithTimeout(base, opts.FinishTimeout)
-		err = g.finish(fctx, l, s, status, detail)
+		err = g.recordOnce(fctx, l, s, status, detail, opts.Bound)
 		cancel()
 		if err == nil {
 			return nil
@@ -203,6 +210,31 @@ func (g *Guard) record(ctx context.Context, l Lease, s State, status, detail str
 		}
 	}
 	return fmt.Errorf("record the result: %w", err)
+}
+
+// claimFor is the claim bound to the delivery, if it was made for key and
+// fingerprint (taken once), else a claim of Do's own.
+func (g *Guard) claimFor(ctx context.Context, key, fingerprint string, b Bound) (Claim, error) {
+	if b != nil {
+		if req, res, ok := b.Claimed(); ok && req.Key == key && req.Fingerprint == fingerprint {
+			return ClaimOf(req, res), nil
+		}
+	}
+	return g.Claim(ctx, key, fingerprint)
+}
+
+// recordOnce writes the final state once: through the delivery's binding
+// (with the message's settlement) when there is one, else the store's
+// Finish.
+func (g *Guard) recordOnce(ctx context.Context, l Lease, s State, status, detail string, b Bound) error {
+	if b == nil {
+		return g.finish(ctx, l, s, status, detail)
+	}
+	req, err := g.finishRequest(l, s, status, detail)
+	if err != nil {
+		return err
+	}
+	return b.Finish(ctx, req)
 }
 
 // yield gives the lease up; failing to only delays the next attempt.

@@ -182,15 +182,31 @@ type Lease struct {
 // condition. The error is ErrInvalid for an empty key, else whatever the
 // store returned (ErrUnavailable when it could not be reached).
 func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, error) {
+	req, err := g.ClaimRequest(key, fingerprint)
+	if err != nil {
+		return Claim{}, err
+	}
+	res, err := g.store.Claim(ctx, req)
+	if err != nil {
+		return Claim{}, err
+	}
+	return ClaimOf(req, res), nil
+}
+
+// ClaimRequest is the claim this guard writes for key and fingerprint now:
+// a fresh token, the lease, the skew margin and the retention. Guard.Claim
+// writes it with the store's Claim; a queue that claims in its receive's
+// transaction (queue.ClaimPolicy) writes the same request there.
+func (g *Guard) ClaimRequest(key, fingerprint string) (driver.ClaimRequest, error) {
 	if key == "" {
-		return Claim{}, fmt.Errorf("%w: empty key", ErrInvalid)
+		return driver.ClaimRequest{}, fmt.Errorf("%w: empty key", ErrInvalid)
 	}
 	token, err := g.opts.NewToken()
 	if err != nil {
-		return Claim{}, fmt.Errorf("idempotency: new token: %w", err)
+		return driver.ClaimRequest{}, fmt.Errorf("idempotency: new token: %w", err)
 	}
 	now := g.Now()
-	res, err := g.store.Claim(ctx, driver.ClaimRequest{
+	return driver.ClaimRequest{
 		Key:            key,
 		Token:          token,
 		Fingerprint:    fingerprint,
@@ -198,11 +214,12 @@ func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, erro
 		LeaseExpiredBy: now.Add(-g.opts.SkewMargin),
 		LeaseUntil:     now.Add(g.opts.Lease),
 		ExpiresAt:      now.Add(g.opts.Retention),
-	})
-	if err != nil {
-		return Claim{}, err
-	}
-	return Claim{Outcome: Classify(res, token, fingerprint), Record: res.Record}, nil
+	}, nil
+}
+
+// ClaimOf is the claim a store's result res to req amounts to.
+func ClaimOf(req driver.ClaimRequest, res driver.ClaimResult) Claim {
+	return Claim{Outcome: Classify(res, req.Token, req.Fingerprint), Record: res.Record}
 }
 
 // Classify maps a store's ClaimResult to an Outcome for a claimant with
@@ -242,14 +259,22 @@ func (g *Guard) Fail(ctx context.Context, l Lease, status, detail string) error 
 }
 
 func (g *Guard) finish(ctx context.Context, l Lease, s State, status, detail string) error {
+	req, err := g.finishRequest(l, s, status, detail)
+	if err != nil {
+		return err
+	}
+	return g.store.Finish(ctx, req)
+}
+
+func (g *Guard) finishRequest(l Lease, s State, status, detail string) (driver.FinishRequest, error) {
 	if l.Key == "" || l.Token == "" {
-		return fmt.Errorf("%w: lease without key or token", ErrInvalid)
+		return driver.FinishRequest{}, fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
 	now := g.Now()
-	return g.store.Finish(ctx, driver.FinishRequest{
+	return driver.FinishRequest{
 		Key: l.Key, Token: l.Token, State: s, Status: cut(status, MaxDetailBytes), Detail: cut(detail, MaxDetailBytes),
 		Now: now, ExpiresAt: now.Add(g.opts.Retention), Claimed: l.claimed,
-	})
+	}, nil
 }
 
 // Extend pushes the lease out to now + Lease (the heartbeat) and returns the

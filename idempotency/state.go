@@ -8,6 +8,10 @@ import "github.com/finedge/idempotent-consumer/idempotency/driver"
 type (
 	Record = driver.Record
 	State  = driver.State
+	// Bound is a claim made in the transaction that received the message
+	// it is for, and the way to record its result with the message's
+	// settlement (see DoOptions.Bound).
+	Bound = driver.Bound
 )
 
 // The three states of a record. A key without one is absent.

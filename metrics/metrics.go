@@ -234,6 +234,35 @@ func (s *store) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	return err
 }
 
+// Bound wraps a claim made in a queue's receive (driver.Bound) to count it
+// as Store does its claims and finishes: the claim's outcome when it is
+// taken, lost leases, and the latency of the write of the result with the
+// message's delete (op "finish_settle").
+func (m *Metrics) Bound(b driver.Bound) driver.Bound { return &bound{Bound: b, m: m} }
+
+type bound struct {
+	driver.Bound
+	m *Metrics
+}
+
+func (b *bound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
+	req, res, ok := b.Bound.Claimed()
+	if ok {
+		b.m.claims.WithLabelValues(idempotency.Classify(res, req.Token, req.Fingerprint).String()).Inc()
+	}
+	return req, res, ok
+}
+
+func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
+	start := time.Now()
+	err := b.Bound.Finish(ctx, f)
+	b.m.storeLatency.WithLabelValues("finish_settle").Observe(time.Since(start).Seconds())
+	if errors.Is(err, idempotency.ErrLeaseLost) {
+		b.m.leaseLost.Inc()
+	}
+	return err
+}
+
 // Debiter wraps d to count debits by result.
 func (m *Metrics) Debiter(d charge.Debiter) charge.Debiter { return &debiter{Debiter: d, m: m} }
 

@@ -21,6 +21,40 @@ func TestStoreConformance(t *testing.T) {
 	})
 }
 
+// The same suite and histories with every claim written in a queue
+// receive's transaction and every finish in the transaction that deletes
+// its message (the co-located path): the same state machine, row by row.
+func TestStoreConformanceThroughTheQueue(t *testing.T) {
+	db := dbtest.Postgres(t)
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("claims"), VisibilityTimeout: 12 * time.Hour,
+		WaitTime: 5 * time.Millisecond, PollInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storetest.ThroughQueue(q, postgres.NewStore(db))
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
+	t.Run("Linearizable", func(t *testing.T) {
+		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
+	})
+	in, byCall := storetest.ClaimsThroughQueue(s)
+	if in == 0 || byCall*10 > in+byCall {
+		t.Errorf("claims answered in a receive: %d, by a store call: %d; want (nearly) all in a receive", in, byCall)
+	}
+}
+
+// Claims ride in the PostgreSQL queue's transactions (queue.ClaimingReceiver).
+func TestQueueClaiming(t *testing.T) {
+	db := dbtest.Postgres(t)
+	queuetest.Claiming(t, queuetest.ClaimingHarness{Open: func(t *testing.T, visibility time.Duration) (queuetest.ClaimingQueue, driver.Store) {
+		q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("claiming"), VisibilityTimeout: visibility,
+			WaitTime: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q, postgres.NewStore(db)
+	}})
+}
+
 func TestQueueConformance(t *testing.T) {
 	db := dbtest.Postgres(t)
 	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, o queuetest.Options) queue.Queue {

@@ -29,6 +29,8 @@ type Queue struct {
 
 	sweepMu   sync.Mutex
 	nextSweep time.Time
+
+	settler settler // results written with their messages' settlement
 }
 
 var _ queue.Queue = (*Queue)(nil)
@@ -134,24 +136,38 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 	if err := q.sweep(ctx); err != nil {
 		return nil, fmt.Errorf("postgres: move exhausted messages to the DLQ: %w", err)
 	}
-	rows, err := q.db.pool.Query(ctx, receiveSQL, q.opts.Name, max, q.opts.MaxReceiveCount, q.opts.VisibilityTimeout.Milliseconds(), queue.MaxMessageBytes)
+	out, tooLarge, sizes, err := q.receiveIn(ctx, q.db.pool, max)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: receive: %w", err)
 	}
+	q.forwardTooLarge(ctx, tooLarge, sizes)
+	return out, nil
+}
+
+// rowsQuerier runs a query on the pool or in a transaction.
+type rowsQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// receiveIn runs the receive statement on db: the messages to hand out,
+// and apart those over the size limit (unread), with their sizes.
+func (q *Queue) receiveIn(ctx context.Context, db rowsQuerier, max int) (out, tooLarge []queue.Message, sizes []int, err error) {
+	rows, err := db.Query(ctx, receiveSQL, q.opts.Name, max, q.opts.MaxReceiveCount, q.opts.VisibilityTimeout.Milliseconds(), queue.MaxMessageBytes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	defer rows.Close()
-	var out, tooLarge []queue.Message
-	var sizes []int
 	for rows.Next() {
 		var id int64
 		var received, size int32
 		var attrs []byte
 		m := queue.Message{}
 		if err := rows.Scan(&id, &m.Body, &size, &attrs, &received, &m.SentAt); err != nil {
-			return nil, fmt.Errorf("postgres: receive: %w", err)
+			return nil, nil, nil, err
 		}
 		if len(attrs) > 0 {
 			if err := json.Unmarshal(attrs, &m.Attributes); err != nil {
-				return nil, fmt.Errorf("postgres: attributes of %d: %w", id, err)
+				return nil, nil, nil, fmt.Errorf("attributes of %d: %w", id, err)
 			}
 		}
 		m.ID, m.ReceiveCount, m.Receipt, m.SentAt = strconv.FormatInt(id, 10), int(received), receipt(id, received), m.SentAt.UTC()
@@ -161,17 +177,17 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 		}
 		out = append(out, m)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("postgres: receive: %w", err)
-	}
-	// A message over the limit (written around Send) is never read into
-	// memory: it moves to the DLQ in one statement, body and all. If that
-	// fails it is visible again later, and tried again (or moved by the
-	// max-receive sweep, also without reading it).
+	return out, tooLarge, sizes, rows.Err()
+}
+
+// forwardTooLarge moves messages over the limit (written around Send) to
+// the DLQ, each in one statement, body and all, never read into memory.
+// If that fails a message is visible again later, and tried again (or
+// moved by the max-receive sweep, also without reading it).
+func (q *Queue) forwardTooLarge(ctx context.Context, tooLarge []queue.Message, sizes []int) {
 	for i, m := range tooLarge {
 		_ = q.DeadLetter(ctx, m, queue.TooLargeReason(sizes[i]))
 	}
-	return out, nil
 }
 
 // sweepSQL moves messages received MaxReceiveCount times and visible again

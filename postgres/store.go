@@ -70,45 +70,69 @@ from (select 1) one left join ins i on true left join prev p on true`
 
 // Claim implements driver.Store.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	return claimIn(ctx, s.db.pool, req)
+}
+
+// querier runs a statement on the pool or in a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// claimIn is the claim on q: Store.Claim's on the pool, and the one a
+// claiming receive writes in its transaction (Queue.ReceiveClaiming).
+func claimIn(ctx context.Context, q querier, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	if req.Key == "" || req.Token == "" {
 		return driver.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", driver.ErrInvalid)
 	}
 	for range maxStaleRetries {
-		var (
-			attempt, generation *int32
-			created             *time.Time
-			history             *string
-			prev                nullableRecord
-		)
-		err := s.db.pool.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy).
-			Scan(append([]any{&attempt, &created, &generation, &history}, prev.dest()...)...)
-		if err != nil {
-			return driver.ClaimResult{}, driver.Unavailable("claim", err)
+		res, done, err := claimed(ctx, q, req, q.QueryRow(ctx, claimSQL, claimArgs(req)...))
+		if err != nil || done {
+			return res, err
 		}
-		if attempt != nil {
-			return driver.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: driver.Record{
-				Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-				Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
-				UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: driver.SplitHistory(*history),
-			}}, nil
-		}
-		rec, ok := prev.record()
-		if !ok || req.Allows(rec) {
-			// The snapshot predates a concurrent claim that won (the key was
-			// absent, or claimable, when this statement began): read the winner.
-			rec, err = s.get(ctx, req.Key)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return driver.ClaimResult{}, driver.Unavailable("claim", err)
-			}
-			if err != nil || req.Allows(rec) {
-				// Gone again, or the winner's lease has passed by this
-				// claim's margin too: claim it (the state machine would).
-				continue
-			}
-		}
-		return driver.ClaimResult{Record: rec}, nil
 	}
 	return driver.ClaimResult{}, driver.Unavailable("claim", errors.New("the key kept changing under the claim"))
+}
+
+// claimArgs are claimSQL's arguments for req.
+func claimArgs(req driver.ClaimRequest) []any {
+	return []any{req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy}
+}
+
+// claimed reads claimSQL's answer for req from row. done is false when the
+// statement's snapshot predates a concurrent claim and the record, read
+// again on q, may still be taken: run the statement again.
+func claimed(ctx context.Context, q querier, req driver.ClaimRequest, row pgx.Row) (res driver.ClaimResult, done bool, err error) {
+	var (
+		attempt, generation *int32
+		created             *time.Time
+		history             *string
+		prev                nullableRecord
+	)
+	if err := row.Scan(append([]any{&attempt, &created, &generation, &history}, prev.dest()...)...); err != nil {
+		return driver.ClaimResult{}, true, driver.Unavailable("claim", err)
+	}
+	if attempt != nil {
+		return driver.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: driver.Record{
+			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+			Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
+			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: driver.SplitHistory(*history),
+		}}, true, nil
+	}
+	rec, ok := prev.record()
+	if !ok || req.Allows(rec) {
+		// The snapshot predates a concurrent claim that won (the key was
+		// absent, or claimable, when this statement began): read the winner.
+		rec, err = get(ctx, q, req.Key)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return driver.ClaimResult{}, true, driver.Unavailable("claim", err)
+		}
+		if err != nil || req.Allows(rec) {
+			// Gone again, or the winner's lease has passed by this
+			// claim's margin too: claim it (the state machine would).
+			return driver.ClaimResult{}, false, nil
+		}
+	}
+	return driver.ClaimResult{Record: rec}, true, nil
 }
 
 // maxStaleRetries bounds how often one call runs its statement again after
@@ -156,7 +180,11 @@ func scanRecord(row pgx.Row) (driver.Record, error) {
 }
 
 func (s *Store) get(ctx context.Context, key string) (driver.Record, error) {
-	return scanRecord(s.db.pool.QueryRow(ctx, `select `+columns+` from idempotency_records where key = $1`, key))
+	return get(ctx, s.db.pool, key)
+}
+
+func get(ctx context.Context, q querier, key string) (driver.Record, error) {
+	return scanRecord(q.QueryRow(ctx, `select `+columns+` from idempotency_records where key = $1`, key))
 }
 
 // Get implements driver.Store.

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Message is one delivery of a queue message.
@@ -34,6 +36,10 @@ type Message struct {
 	Receipt string
 	// SentAt is when the message was first sent, if the queue knows.
 	SentAt time.Time
+	// Bound is the claim a ClaimingReceiver made for this delivery in the
+	// receive's own transaction, and the way to record its result with the
+	// message's settlement (driver.Bound); nil from every other receive.
+	Bound driver.Bound
 }
 
 // Outgoing is one message to send.

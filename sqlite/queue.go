@@ -166,10 +166,12 @@ func (q *Queue) Receive(ctx context.Context, max int) ([]queue.Message, error) {
 	if max < 1 || max > 10 {
 		return nil, fmt.Errorf("sqlite: receive of %d messages (1-10)", max)
 	}
-	return queue.Poll(ctx, q.opts.WaitTime, q.opts.PollInterval, func() ([]queue.Message, error) { return q.receiveOnce(ctx, max) })
+	return queue.Poll(ctx, q.opts.WaitTime, q.opts.PollInterval, func() ([]queue.Message, error) { return q.receiveOnce(ctx, max, nil) })
 }
 
-func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, error) {
+// receiveOnce receives up to max messages in one write transaction; with a
+// claim policy, the claims of their keys are written in it too.
+func (q *Queue) receiveOnce(ctx context.Context, max int, p *queue.ClaimPolicy) ([]queue.Message, error) {
 	if err := q.sweep(ctx); err != nil {
 		return nil, fmt.Errorf("sqlite: redrive exhausted messages: %w", err)
 	}
@@ -179,7 +181,11 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 	// and the runtime need.
 	var out []queue.Message
 	now := time.Now().UTC()
-	err := q.db.write1(ctx, func(tx *wtx) error {
+	write := q.db.write1 // one statement (plus the rare unread forward)
+	if p != nil {
+		write = q.db.write // the claims too: all or nothing
+	}
+	err := write(ctx, func(tx *wtx) error {
 		out = out[:0]
 		rows, err := tx.Query(ctx, receiveSQL, now.Add(q.opts.VisibilityTimeout).Format(timeFormat),
 			q.opts.Name, now.Format(timeFormat), q.opts.MaxReceiveCount, max, queue.MaxMessageBytes)
@@ -219,6 +225,9 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 			if err := q.forwardUnread(ctx, tx, m, queue.TooLargeReason(sizes[i])); err != nil {
 				return err
 			}
+		}
+		if p != nil {
+			return q.claimAll(ctx, tx, out, *p)
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/queue/queuetest"
 	"github.com/finedge/idempotent-consumer/sqlite"
@@ -47,6 +48,22 @@ func TestQueueConformance(t *testing.T) {
 	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, o queuetest.Options) queue.Queue {
 		return openQueue(t, "", sqlite.QueueOptions{VisibilityTimeout: o.Visibility, MaxReceiveCount: o.MaxReceiveCount,
 			SweepInterval: 10 * time.Millisecond})
+	}})
+}
+
+// Claims ride in the embedded queue's transactions (queue.ClaimingReceiver).
+func TestQueueClaiming(t *testing.T) {
+	queuetest.Claiming(t, queuetest.ClaimingHarness{Open: func(t *testing.T, visibility time.Duration) (queuetest.ClaimingQueue, driver.Store) {
+		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		q, err := sqlite.NewQueue(db, sqlite.QueueOptions{VisibilityTimeout: visibility, WaitTime: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q, sqlite.NewStore(db)
 	}})
 }
 

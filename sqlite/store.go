@@ -69,55 +69,59 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	}
 	var res driver.ClaimResult
 	err := s.db.write1(ctx, func(tx *wtx) error {
-		// A new key (most claims) is one plain insert. Otherwise the row is
-		// read and, only if the claim may take it, taken over by the
-		// conditional upsert: all in the writer's transaction, so nothing
-		// changes the row between the read and the write.
-		ins, err := tx.Exec(ctx, insertSQL, req.Key, req.Token, req.Fingerprint,
-			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli())
-		if err != nil {
-			return err
-		}
-		if n, err := ins.RowsAffected(); err != nil {
-			return err
-		} else if n == 1 {
-			res = driver.ClaimResult{Acquired: true, Record: driver.Record{
-				Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-				Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: 1,
-			}}
-			return nil
-		}
-		existing, err := scan(tx.QueryRow(ctx, selectSQL, req.Key))
-		if err != nil {
-			return err
-		}
-		if !req.Allows(existing) {
-			res = driver.ClaimResult{Record: existing} // a duplicate
-			return nil
-		}
-		var attempt, generation int
-		var created int64
-		var history string
-		err = tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
-			req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created, &generation, &history)
-		if err == nil {
-			res = driver.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: driver.Record{
-				Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-				Attempt: attempt, Fingerprint: req.Fingerprint, CreatedAt: time.UnixMilli(created).UTC(),
-				UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: generation, History: driver.SplitHistory(history),
-			}}
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		res = driver.ClaimResult{Record: existing}
-		return nil
+		var err error
+		res, err = claimTx(ctx, tx, req)
+		return err
 	})
 	if err != nil {
 		return driver.ClaimResult{}, driver.Unavailable("claim", err)
 	}
 	return res, nil
+}
+
+// claimTx is the claim inside a write transaction: Store.Claim's, and the
+// one the queue's claiming receive writes (Queue.ReceiveClaiming).
+func claimTx(ctx context.Context, tx *wtx, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	// A new key (most claims) is one plain insert. Otherwise the row is
+	// read and, only if the claim may take it, taken over by the
+	// conditional upsert: all in the writer's transaction, so nothing
+	// changes the row between the read and the write.
+	ins, err := tx.Exec(ctx, insertSQL, req.Key, req.Token, req.Fingerprint,
+		req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli())
+	if err != nil {
+		return driver.ClaimResult{}, err
+	}
+	if n, err := ins.RowsAffected(); err != nil {
+		return driver.ClaimResult{}, err
+	} else if n == 1 {
+		return driver.ClaimResult{Acquired: true, Record: driver.Record{
+			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+			Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: 1,
+		}}, nil
+	}
+	existing, err := scan(tx.QueryRow(ctx, selectSQL, req.Key))
+	if err != nil {
+		return driver.ClaimResult{}, err
+	}
+	if !req.Allows(existing) {
+		return driver.ClaimResult{Record: existing}, nil // a duplicate
+	}
+	var attempt, generation int
+	var created int64
+	var history string
+	err = tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
+		req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created, &generation, &history)
+	if err == nil {
+		return driver.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: driver.Record{
+			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
+			Attempt: attempt, Fingerprint: req.Fingerprint, CreatedAt: time.UnixMilli(created).UTC(),
+			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: generation, History: driver.SplitHistory(history),
+		}}, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return driver.ClaimResult{}, err
+	}
+	return driver.ClaimResult{Record: existing}, nil
 }
 
 // Get implements driver.Store.
@@ -163,35 +167,43 @@ func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 	if f.State != driver.StateDone && f.State != driver.StateFailed {
 		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
 	}
-	var n int64
-	var landed bool
+	var ok bool
 	err := s.db.write1(ctx, func(tx *wtx) error {
-		res, err := tx.Exec(ctx, `update idempotency_records set state = ?, status = ?, detail = ?, updated_at = ?, expires_at = ?
-			where key = ? and state = 'IN_PROGRESS' and token = ?`,
-			string(f.State), f.Status, f.Detail, f.Now.UnixMilli(), f.ExpiresAt.UnixMilli(), f.Key, f.Token)
-		if err != nil {
-			return err
-		}
-		if n, err = res.RowsAffected(); err != nil || n > 0 {
-			return err
-		}
-		// Already in the target state under our token: a retry of a finish
-		// that landed. Success, and nothing to change.
-		var state, token string
-		err = tx.QueryRow(ctx, `select state, token from idempotency_records where key = ?`, f.Key).Scan(&state, &token)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		landed = err == nil && state == string(f.State) && token == f.Token
+		var err error
+		ok, err = finishTx(ctx, tx, f)
 		return err
 	})
 	switch {
 	case err != nil:
 		return driver.Unavailable("finish", err)
-	case n == 0 && !landed:
+	case !ok:
 		return driver.ErrLeaseLost
 	}
 	return nil
+}
+
+// finishTx is the finish inside a write transaction (Store.Finish's, and
+// the one a claiming receive's bound message writes with its delete). It
+// reports whether the record is now in f.State under f.Token: moved there,
+// or already there (a retry of a finish that landed).
+func finishTx(ctx context.Context, tx *wtx, f driver.FinishRequest) (bool, error) {
+	res, err := tx.Exec(ctx, `update idempotency_records set state = ?, status = ?, detail = ?, updated_at = ?, expires_at = ?
+		where key = ? and state = 'IN_PROGRESS' and token = ?`,
+		string(f.State), f.Status, f.Detail, f.Now.UnixMilli(), f.ExpiresAt.UnixMilli(), f.Key, f.Token)
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return n > 0, err
+	}
+	// Already in the target state under our token: a retry of a finish
+	// that landed. Success, and nothing to change.
+	var state, token string
+	err = tx.QueryRow(ctx, `select state, token from idempotency_records where key = ?`, f.Key).Scan(&state, &token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil && state == string(f.State) && token == f.Token, err
 }
 
 // Extend implements driver.Store.

@@ -30,6 +30,31 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// The same suite and histories with every claim written in a queue
+// receive's transaction and every finish in the transaction that deletes
+// its message (the co-located path): the same state machine, row by row.
+func TestConformanceThroughTheQueue(t *testing.T) {
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	q, err := sqlite.NewQueue(db, sqlite.QueueOptions{Name: "claims", VisibilityTimeout: 12 * time.Hour,
+		WaitTime: 5 * time.Millisecond, PollInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := storetest.ThroughQueue(q, sqlite.NewStore(db))
+	storetest.Run(t, func(*testing.T) driver.Store { return s })
+	t.Run("Linearizable", func(t *testing.T) {
+		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
+	})
+	in, byCall := storetest.ClaimsThroughQueue(s)
+	if in == 0 || byCall*10 > in+byCall {
+		t.Errorf("claims answered in a receive: %d, by a store call: %d; want (nearly) all in a receive", in, byCall)
+	}
+}
+
 // Several processes share one file: each has its own connection pool. The
 // claim must still have exactly one winner.
 func TestOneWinnerAcrossSeparateConnectionPools(t *testing.T) {

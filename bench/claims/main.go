@@ -7,7 +7,13 @@
 //   - duplicates: the same K keys again; every one must come back as the
 //     stored result, with the work not run;
 //   - reclaim (with -reclaims R): R keys claimed with a lease that is let run
-//     out, then taken over and finished.
+//     out, then taken over and finished;
+//   - raw (with -raw): K unconditional PutItems of a DONE record's copy on
+//     new keys by the same N workers, run before and after the claims: the
+//     server's plain write rate, whose half is the floor of a fresh charge
+//     (two writes) and which, divided by the requests a duplicate takes
+//     (one where the server returns the item on a failed condition, two
+//     where it does not), is the floor of a duplicate.
 //
 // It prints one JSON line per concurrency, with the capacity units DynamoDB
 // bills for each phase, counted from every request and its item by
@@ -58,7 +64,13 @@ type Row struct {
 	FreshPerS   float64 `json:"fresh_per_s"`
 	DupPerS     float64 `json:"dup_per_s"`
 	WorkRuns    int64   `json:"work_runs"` // must equal keys: duplicates never run the work
-	Capacity    *Units  `json:"capacity,omitempty"`
+	// With -raw: the plain PutItem rate (the mean of a phase before and one
+	// after the claims), and fresh and duplicate rates against their floors.
+	RawPutPerS     float64 `json:"raw_put_per_s,omitempty"`
+	FreshOfFloor   float64 `json:"fresh_of_floor,omitempty"`
+	DupOfFloor     float64 `json:"dup_of_floor,omitempty"`
+	RequestsPerDup float64 `json:"requests_per_dup,omitempty"`
+	Capacity       *Units  `json:"capacity,omitempty"`
 }
 
 // Units are capacity units per operation of each phase.
@@ -79,6 +91,7 @@ func run(ctx context.Context, args []string) error {
 	keys := fs.Int("keys", 1000, "keys per phase")
 	conc := fs.String("concurrency", "1,8,32", "comma-separated worker counts")
 	reclaims := fs.Int("reclaims", 20, "keys for the reclaim phase (0: skip)")
+	raw := fs.Bool("raw", false, "also measure the server's plain PutItem rate, before and after the claims, and report the claims against that floor")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -107,7 +120,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	client := dynamodb.NewFromConfig(cfg)
 	for _, n := range levels {
-		row, err := measure(ctx, client, n, *keys, *reclaims)
+		row, err := measure(ctx, client, n, *keys, *reclaims, *raw)
 		if err != nil {
 			return err
 		}
@@ -118,7 +131,7 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclaims int) (Row, error) {
+func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclaims int, raw bool) (Row, error) {
 	table := fmt.Sprintf("claims-bench-%d-%d", workers, time.Now().UnixNano())
 	if err := awsdynamodb.CreateTable(ctx, client, table); err != nil {
 		return Row{}, err
@@ -152,6 +165,24 @@ func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclai
 	}
 	row := Row{Impl: "ours", Concurrency: workers, Keys: keys}
 	u := &Units{}
+	var rawItem map[string]types.AttributeValue
+	var rawBefore float64
+	if raw {
+		// A DONE record as the claims leave it, written plainly.
+		if _, err := guard.Do(ctx, "WARM-"+key(0), "fp", work, idempotency.DoOptions{}); err != nil {
+			return Row{}, err
+		}
+		runs.Store(0)
+		out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "WARM-" + key(0)}}, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return Row{}, err
+		}
+		rawItem = out.Item
+		if rawBefore, err = rawPuts(ctx, client, table, rawItem, "RAW1", workers, keys); err != nil {
+			return Row{}, err
+		}
+	}
 	meter.reset()
 	if row.FreshPerS, err = phase(idempotency.Acquired); err != nil {
 		return Row{}, fmt.Errorf("fresh: %w", err)
@@ -162,6 +193,16 @@ func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclai
 	}
 	dup := meter.reset()
 	row.WorkRuns = runs.Load()
+	if raw {
+		after, err := rawPuts(ctx, client, table, rawItem, "RAW2", workers, keys)
+		if err != nil {
+			return Row{}, err
+		}
+		row.RawPutPerS = (rawBefore + after) / 2
+		row.RequestsPerDup = float64(dup.calls) / float64(keys)
+		row.FreshOfFloor = row.FreshPerS / (row.RawPutPerS / 2)
+		row.DupOfFloor = row.DupPerS / (row.RawPutPerS / max(row.RequestsPerDup, 1))
+	}
 	per := func(v float64, n int) float64 { return v / float64(n) }
 	u.FreshWCU, u.FreshRCU, u.CallsPerFresh = per(fresh.wcu, keys), per(fresh.rcu, keys), per(float64(fresh.calls), keys)
 	u.ReportedFreshWCU = per(fresh.reported, keys)
@@ -215,6 +256,22 @@ func reclaim(ctx context.Context, meter *meter, store driver.Store, n, workers i
 	c := meter.reset()
 	u.ReclaimWCU, u.ReclaimRCU, u.CallsPerReclaim = c.wcu/float64(n), c.rcu/float64(n), float64(c.calls)/float64(n)
 	return nil
+}
+
+// rawPuts writes item under n new keys with plain PutItems (no condition,
+// nothing returned) on workers goroutines, and returns the rate.
+func rawPuts(ctx context.Context, client *dynamodb.Client, table string, item map[string]types.AttributeValue, prefix string, workers, n int) (float64, error) {
+	start := time.Now()
+	err := parallel(workers, n, func(i int) error {
+		it := make(map[string]types.AttributeValue, len(item))
+		for k, v := range item {
+			it[k] = v
+		}
+		it["pk"] = &types.AttributeValueMemberS{Value: fmt.Sprintf("%s-%d-%07d", prefix, workers, i)}
+		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: it})
+		return err
+	})
+	return float64(n) / time.Since(start).Seconds(), err
 }
 
 // parallel runs fn(0..n-1) on workers goroutines; the first error wins.

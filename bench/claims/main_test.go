@@ -14,12 +14,16 @@ import (
 // reclaim, no reads, in 2, 1 and 3 calls.
 func TestCapacityAtTheFloor(t *testing.T) {
 	client := dynamodb.NewFromConfig(awstest.Config(t))
-	row, err := measure(t.Context(), client, 4, 40, 5)
+	row, err := measure(t.Context(), client, 4, 40, 5, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if row.WorkRuns != 40 {
 		t.Fatalf("the work ran %d times for 40 keys", row.WorkRuns)
+	}
+	if row.RawPutPerS <= 0 || row.FreshOfFloor <= 0 || row.DupOfFloor <= 0 || row.RequestsPerDup != 1 {
+		t.Fatalf("floor: raw %.0f/s, fresh %.2f and duplicates %.2f of it, %.1f requests per duplicate; want rates and 1 request",
+			row.RawPutPerS, row.FreshOfFloor, row.DupOfFloor, row.RequestsPerDup)
 	}
 	c := row.Capacity
 	want := Units{FreshWCU: 2, DupWCU: 1, ReclaimWCU: 3, CallsPerFresh: 2, CallsPerDup: 1, CallsPerReclaim: 3,

@@ -19,6 +19,7 @@ import (
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -115,7 +116,7 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 	}{
 		{crashAfterClaim, 0, 1},
 		{crashAfterDebit, 1, 2}, // the retry reaches core banking, which replays the first posting
-		{crashAfterDone, 1, 1},  // the redelivery is dropped as a duplicate
+		{crashAfterDone, 1, 1},  // DONE and the delete are one transaction: nothing to redeliver
 	}
 	for _, tt := range tests {
 		t.Run(tt.at, func(t *testing.T) {
@@ -149,6 +150,21 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 			}
 			if n := len(ledger.Entries()); n != tt.postedAt {
 				t.Fatalf("ledger entries at the crash = %d, want %d", n, tt.postedAt)
+			}
+			if tt.at == crashAfterDone {
+				// The embedded backend writes DONE in the transaction that
+				// deletes the message: there is no window between them, and
+				// nothing is left for another consumer.
+				store, q := openEmbeddedForTest(t, db)
+				rec, err := store.Get(t.Context(), "CHG-CRASH-1", time.Now())
+				d, derr := q.Depth(t.Context())
+				if err != nil || rec.State != idempotency.StateDone || derr != nil || d.Counts() != (queue.Depth{}) {
+					t.Fatalf("after a crash right after DONE: record %+v (%v), queue %+v (%v); want DONE and an empty queue", rec, err, d, derr)
+				}
+				if calls := ledger.Calls("CHG-CRASH-1"); calls != tt.bankCalls {
+					t.Fatalf("core-banking calls = %d, want %d", calls, tt.bankCalls)
+				}
+				return
 			}
 
 			// A fresh consumer finishes the job after the lease expires.

@@ -115,10 +115,16 @@ func TestBenchOnPostgreSQLAndWithTheRedisStore(t *testing.T) {
 	t.Parallel()
 	dbtest.Postgres(t)
 	dbtest.Redis(t)
-	for _, args := range [][]string{
-		{"--backend", "postgres", "--postgres-url=" + dbtest.PostgresURL()},
-		{"--store", "redis", "--redis-url=" + dbtest.RedisURL(), "--sqlite-sync", "NORMAL", "--dir", t.TempDir()},
+	for _, tc := range []struct {
+		args []string
+		path string // where the claims ride
+	}{
+		{[]string{"--backend", "postgres", "--postgres-url=" + dbtest.PostgresURL()}, "queue"},
+		{[]string{"--backend", "postgres", "--postgres-url=" + dbtest.PostgresURL(), "--colocate", "off"}, "store"},
+		{[]string{"--store", "redis", "--redis-url=" + dbtest.RedisURL(), "--sqlite-sync", "NORMAL", "--dir", t.TempDir()}, "store"},
+		{[]string{"--colocate", "off", "--sqlite-sync", "NORMAL", "--dir", t.TempDir()}, "store"},
 	} {
+		args := tc.args
 		for range 2 {
 			// Duplicates 200 messages after their original: none meets its
 			// original still in progress (that one would wait out the lease).
@@ -130,8 +136,14 @@ func TestBenchOnPostgreSQLAndWithTheRedisStore(t *testing.T) {
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 				t.Fatalf("bench --json printed %q: %v", r.stdout, err)
 			}
-			if g := rep.Guarded; !g.OK || g.DebitedOnce != 300 || g.DoubleDebits != 0 || g.StorePerFresh != 2 {
+			g := rep.Guarded
+			if !g.OK || g.DebitedOnce != 300 || g.DoubleDebits != 0 || g.ClaimPath != tc.path {
 				t.Fatalf("bench %v: %+v", args, g)
+			}
+			// A claim and a DONE per fresh charge: store calls of their
+			// own, or in the queue's transactions (no store call).
+			if (tc.path == "store" && g.StorePerFresh != 2) || (tc.path == "queue" && (g.StorePerFresh != 0 || g.ResultsWithMessage != 300)) {
+				t.Fatalf("bench %v: %q path, %.2f store calls per fresh charge, %d results with their message", args, tc.path, g.StorePerFresh, g.ResultsWithMessage)
 			}
 		}
 	}

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"os"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/queue"
 )
 
 // Crash drills exist in the test binary only (this file): a child process
@@ -21,13 +23,13 @@ const (
 
 // crashDrill is the cli.Env.Drill of a child started with IC_CRASH_AT=at
 // (nil when at is empty); an unknown point is a bug in the test.
-func crashDrill(at string) func(driver.Store, charge.Debiter) (driver.Store, charge.Debiter) {
+func crashDrill(at string) func(queue.Queue, driver.Store, charge.Debiter) (queue.Queue, driver.Store, charge.Debiter) {
 	switch at {
 	case "":
 		return nil
 	case crashAfterClaim, crashAfterDebit, crashAfterDone:
-		return func(s driver.Store, d charge.Debiter) (driver.Store, charge.Debiter) {
-			return crashingStore{s, at}, crashingDebiter{d, at}
+		return func(q queue.Queue, s driver.Store, d charge.Debiter) (queue.Queue, driver.Store, charge.Debiter) {
+			return crashingQueue{q, at}, crashingStore{s, at}, crashingDebiter{d, at}
 		}
 	}
 	panic("IC_CRASH_AT=" + at + " is not after-claim, after-debit or after-done")
@@ -54,6 +56,66 @@ func (s crashingStore) Claim(ctx context.Context, req driver.ClaimRequest) (driv
 func (s crashingStore) Finish(ctx context.Context, f driver.FinishRequest) error {
 	err := s.Store.Finish(ctx, f)
 	if err == nil && s.at == crashAfterDone {
+		die()
+	}
+	return err
+}
+
+// crashingQueue carries the drill onto claims that ride in the queue's
+// transactions (a backend whose queue and store share a database): it dies
+// right after a receive that acquired a claim, or right after a result was
+// written with its message's delete.
+type crashingQueue struct {
+	queue.Queue
+	at string
+}
+
+func (q crashingQueue) Holds(s driver.Store) bool {
+	cr, ok := q.Queue.(queue.ClaimingReceiver)
+	if cs, wrapped := s.(crashingStore); wrapped {
+		s = cs.Store
+	}
+	return ok && cr.Holds(s)
+}
+
+func (q crashingQueue) ReceiveClaiming(ctx context.Context, max int, p queue.ClaimPolicy) ([]queue.Message, error) {
+	msgs, err := q.Queue.(queue.ClaimingReceiver).ReceiveClaiming(ctx, max, p)
+	for i, m := range msgs {
+		if m.Bound == nil {
+			continue
+		}
+		// Look at the claim (taking it) and hand it on to the Guard.
+		cb := &crashingBound{Bound: m.Bound, at: q.at}
+		cb.req, cb.res, cb.ok = m.Bound.Claimed()
+		if cb.ok && cb.res.Acquired && q.at == crashAfterClaim {
+			die()
+		}
+		msgs[i].Bound = cb
+	}
+	return msgs, err
+}
+
+// crashingBound dies right after a result's write (with the message's
+// delete) succeeded.
+type crashingBound struct {
+	driver.Bound
+	at    string
+	req   driver.ClaimRequest
+	res   driver.ClaimResult
+	ok    bool
+	taken atomic.Bool
+}
+
+func (b *crashingBound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
+	if b.taken.Swap(true) || !b.ok {
+		return driver.ClaimRequest{}, driver.ClaimResult{}, false
+	}
+	return b.req, b.res, true
+}
+
+func (b *crashingBound) Finish(ctx context.Context, f driver.FinishRequest) error {
+	err := b.Bound.Finish(ctx, f)
+	if err == nil && b.at == crashAfterDone {
 		die()
 	}
 	return err

@@ -92,7 +92,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	if env.Drill != nil { // a test binary's crash drill; never set in production
-		b.Store, bank.Debiter = env.Drill(b.Store, bank.Debiter)
+		b.Queue, b.Store, bank.Debiter = env.Drill(b.Queue, b.Store, bank.Debiter)
 	}
 	tp, stopTracing, err := tracing.Setup(ctx, env.Getenv, env.Stderr)
 	if err != nil {
@@ -140,7 +140,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	log.Info("consumer starting", "backend", b.Desc, "concurrency", cc.Concurrency,
 		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", redact.URL(cc.CorebankURL), "corebank_auth", authDesc(bank), "notify", notifyDesc,
-		"fingerprint_key", keyDesc(cc))
+		"fingerprint_key", keyDesc(cc), "claims", claimsDesc(pl))
 	if err := pl.Run(ctx); err != nil {
 		return err
 	}
@@ -164,4 +164,12 @@ func keyDesc(c pipeline.Config) string {
 		return "none (unkeyed)"
 	}
 	return k.KeyID()
+}
+
+// claimsDesc says where the claims are written.
+func claimsDesc(pl *pipeline.Pipeline) string {
+	if pl.Colocated {
+		return "in the queue's transactions (receive, delete / dead-letter)"
+	}
+	return "store calls of their own"
 }

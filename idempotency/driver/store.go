@@ -202,3 +202,30 @@ type StateCounter interface {
 type ResultLister interface {
 	ListByResult(ctx context.Context, state State, status string, now time.Time, limit int) ([]Record, error)
 }
+
+// Bound is a claim made in the transaction of another write to the store's
+// database — the receive of the queue message the claim is for, where the
+// queue and the records share one database (SQLite, PostgreSQL) — and the
+// way to record the claim's result in the transaction that settles that
+// message. A queue.Message from such a queue carries one (Message.Bound);
+// the Guard uses it instead of a Claim and a Finish of their own, so that a
+// charge costs about the queue's own commits. The claim and the finish are
+// the store's own (the same statements as its Claim and Finish, on the rows
+// of Transitions): only the transactions they ride in differ.
+type Bound interface {
+	// Claimed returns the claim made when the message was received — the
+	// request written and the store's result — the first time it is
+	// called; ok is false after that, or when no claim was made (a message
+	// the claim policy could not read).
+	Claimed() (req ClaimRequest, res ClaimResult, ok bool)
+	// Finish is Store.Finish, with its answers, in one transaction with the
+	// message's settlement: deleted for DONE, dead-lettered for FAILED (as
+	// the queue's claim policy says). A refused finish (ErrLeaseLost)
+	// leaves the message as it was; a finish that landed on a message
+	// delivered again since (a stale receipt) is recorded, and the message
+	// is left to that delivery.
+	Finish(ctx context.Context, req FinishRequest) error
+	// Settled reports whether the message was deleted or dead-lettered in
+	// the transaction of its result: there is nothing left to acknowledge.
+	Settled() bool
+}

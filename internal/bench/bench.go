@@ -40,6 +40,8 @@ type benchConfig struct {
 	latency     time.Duration
 	concurrency int
 	baseline    bool
+	colocate    string
+	receivers   int
 	asJSON      bool
 	timeout     time.Duration
 	progress    time.Duration
@@ -61,17 +63,26 @@ type latencyMS struct {
 }
 
 type RunReport struct {
-	Mode               string           `json:"mode"` // guarded or baseline
-	Backend            string           `json:"backend"`
-	Charges            int              `json:"charges"`
-	Messages           int              `json:"messages"`
-	Concurrency        int              `json:"concurrency"`
-	CorebankLatencyMS  float64          `json:"corebank_latency_ms"`
-	EnqueueSeconds     float64          `json:"enqueue_seconds"`
-	Seconds            float64          `json:"seconds"`
-	ChargesPerSecond   float64          `json:"charges_per_second"`
-	MessagesPerSecond  float64          `json:"messages_per_second"`
-	HandlingLatencyMS  latencyMS        `json:"handling_latency_ms"`
+	Mode              string    `json:"mode"` // guarded or baseline
+	Backend           string    `json:"backend"`
+	Charges           int       `json:"charges"`
+	Messages          int       `json:"messages"`
+	Concurrency       int       `json:"concurrency"`
+	CorebankLatencyMS float64   `json:"corebank_latency_ms"`
+	EnqueueSeconds    float64   `json:"enqueue_seconds"`
+	Seconds           float64   `json:"seconds"`
+	ChargesPerSecond  float64   `json:"charges_per_second"`
+	MessagesPerSecond float64   `json:"messages_per_second"`
+	HandlingLatencyMS latencyMS `json:"handling_latency_ms"`
+	// ClaimPath is where the claims were written: "store" (calls of their
+	// own) or "queue" (in the receive's transaction, the result with the
+	// message's delete or dead-letter).
+	ClaimPath string `json:"claim_path,omitempty"`
+	// ClaimsInReceive are the claims written in receives (claim path
+	// "queue"), ResultsWithMessage the results written with their
+	// message's delete or dead-letter.
+	ClaimsInReceive    int64            `json:"claims_in_receive,omitempty"`
+	ResultsWithMessage int64            `json:"results_with_message,omitempty"`
 	StorePerFresh      float64          `json:"store_calls_per_fresh_charge"`
 	StorePerDuplicate  float64          `json:"store_calls_per_duplicate"`
 	StoreCalls         map[string]int64 `json:"store_calls"`
@@ -114,6 +125,8 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	f.Duration(&c.latency, "corebank-latency", "", 0, "simulated core-banking latency per debit")
 	f.Int(&c.concurrency, "concurrency", "", 64, "consumer concurrency")
 	f.Bool(&c.baseline, "baseline", "", false, "also run the same pipeline without the idempotency claim first, and report the guard's cost")
+	f.Int(&c.receivers, "receivers", "", 0, "receives under way at once (0: as serve chooses)")
+	f.String(&c.colocate, "colocate", "", "auto", "auto: claims ride in the queue's transactions where the queue and the store share a database (as serve does); off: store calls of their own")
 	f.Bool(&c.asJSON, "json", "", false, "print one JSON object")
 	f.String(&c.bc.Sync, "sqlite-sync", "IC_SQLITE_SYNC", "FULL", "embedded: FULL or NORMAL")
 	f.Duration(&c.timeout, "timeout", "", time.Hour, "give up after this")
@@ -145,6 +158,9 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if c.loadLatency < 0 {
 		p.Add("--corebank-load-latency must not be negative")
+	}
+	if c.colocate != "auto" && c.colocate != "off" {
+		p.Add("--colocate %q is not auto or off", c.colocate)
 	}
 	c.bc.Check(&p)
 	if c.charges < 1 || c.charges > 10_000_000 {
@@ -216,7 +232,7 @@ func printBench(w io.Writer, r Report) {
   enqueue             %.1fs
   consume             %.2fs: %.0f charges/s, %.0f messages/s
   handling latency    p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.1fms
-  store calls         %.2f per fresh charge, %.2f per duplicate  %v
+  store calls         %.2f per fresh charge, %.2f per duplicate  %v%s
   queue calls         %.3f per message  %v
   peak memory         heap in use %.1f MiB, RSS %.1f MiB
   duplicates          %d dropped as done, %d deferred while in progress; %d retries
@@ -224,7 +240,7 @@ func printBench(w io.Writer, r Report) {
 `, b.Mode, b.Backend, r.GoMaxProcs, b.Charges, b.Messages, b.Messages-b.Charges, b.Concurrency, b.CorebankLatencyMS,
 			b.EnqueueSeconds, b.Seconds, b.ChargesPerSecond, b.MessagesPerSecond,
 			b.HandlingLatencyMS.P50, b.HandlingLatencyMS.P95, b.HandlingLatencyMS.P99, b.HandlingLatencyMS.Max,
-			b.StorePerFresh, b.StorePerDuplicate, b.StoreCalls, b.QueueCallsPerMsg, b.QueueCalls,
+			b.StorePerFresh, b.StorePerDuplicate, b.StoreCalls, claimPathText(b), b.QueueCallsPerMsg, b.QueueCalls,
 			b.PeakHeapMB, b.PeakRSSMB, b.DuplicatesDropped, b.DuplicatesDeferred, b.Retries,
 			b.DebitedOnce, b.DoubleDebits, b.NotDebited, b.DebitCalls, map[bool]string{true: "OK", false: "FAILED"}[b.OK])
 	}
@@ -427,6 +443,7 @@ type consumed struct {
 	hist                               *histogram
 	dropped, deferred, retries, purged int64
 	burst                              *BurstStats
+	colocated                          bool
 }
 
 // consume runs the pipeline until every message is decided (or the
@@ -465,7 +482,8 @@ func consume(ctx context.Context, env *cli.Env, b *backend.Backend, c benchConfi
 	pl, err := pipeline.New(
 		pipeline.Ports{Source: b.Queue, Store: b.Store, Bank: pipeline.Bank{Debiter: ledger}, Notifier: nopNotifier{}},
 		pipeline.Config{Concurrency: c.concurrency, Visibility: benchVisibility, Lease: benchLease, Retention: idempotency.DefaultRetention,
-			Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 30 * time.Second, NotifyTimeout: 5 * time.Second, Fingerprints: pipeline.RunKeys()},
+			Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 30 * time.Second, NotifyTimeout: 5 * time.Second, Fingerprints: pipeline.RunKeys(),
+			Colocate: c.colocate, Receivers: c.receivers},
 		pipeline.Options{Logger: quiet, Metrics: m, OnResult: onResult, OnDecision: onDecision, Baseline: baseline})
 	if err != nil {
 		return consumed{}, err
@@ -562,7 +580,7 @@ wait:
 		return consumed{}, err
 	}
 	return consumed{elapsed: elapsed, heapMB: heapMB, rssMB: rssMB, ledger: ledger, counts: counts, hist: &hist,
-		dropped: dropped.Load(), deferred: deferred.Load(), retries: retries.Load(), purged: purged.Load(), burst: burst}, nil
+		dropped: dropped.Load(), deferred: deferred.Load(), retries: retries.Load(), purged: purged.Load(), burst: burst, colocated: pl.Colocated}, nil
 }
 
 // report counts the calls per message and verifies exactly-once from the
@@ -571,7 +589,10 @@ func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messa
 	ledger, counts, hist, elapsed := cr.ledger, cr.counts, cr.hist, cr.elapsed
 	once, double, none := ledger.verify()
 	won := counts.ClaimOutcomes["acquired"] + counts.ClaimOutcomes["reclaimed"]
-	claimedDup := counts.StoreCalls["claim"] - won
+	// Only claims that were store calls of their own count as store calls
+	// (a claim written in the receive's transaction is not one).
+	wonByCall := min(won, counts.StoreCalls["claim"])
+	claimedDup := counts.StoreCalls["claim"] - wonByCall
 	fresh := float64(c.charges)
 	dups := float64(messages - c.charges)
 	r := RunReport{
@@ -586,7 +607,17 @@ func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messa
 		ExpiredSeeded: c.expired, RecordsPurged: int(cr.purged), Burst: cr.burst,
 	}
 	if !baseline {
-		r.StorePerFresh = float64(won+counts.StoreCalls["finish"]+counts.StoreCalls["extend"]) / fresh
+		r.ClaimPath = "store"
+		if cr.colocated {
+			r.ClaimPath = "queue"
+			var claims int64
+			for _, n := range counts.ClaimOutcomes {
+				claims += n
+			}
+			r.ClaimsInReceive = claims - counts.StoreCalls["claim"]
+			r.ResultsWithMessage = counts.StoreCalls["finish_settle"]
+		}
+		r.StorePerFresh = float64(wonByCall+counts.StoreCalls["finish"]+counts.StoreCalls["extend"]) / fresh
 		if dups > 0 {
 			r.StorePerDuplicate = float64(claimedDup) / dups
 		}
@@ -598,6 +629,15 @@ func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messa
 	r.QueueCallsPerMsg = float64(qcalls) / float64(messages)
 	r.OK = once == c.charges && double == 0 && none == 0
 	return r, nil
+}
+
+// claimPathText says, after the store calls, where the claims rode.
+func claimPathText(b RunReport) string {
+	if b.ClaimPath != "queue" {
+		return ""
+	}
+	return fmt.Sprintf("\n  claim path          in the queue's transactions: %d claims written in receives, %d results with their messages' deletes",
+		b.ClaimsInReceive, b.ResultsWithMessage)
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

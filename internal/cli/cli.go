@@ -15,6 +15,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/tracing"
 )
 
@@ -25,10 +26,11 @@ var ErrHelp = errors.New("help shown")
 type Env struct {
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
-	// Drill, set only by a test binary, wraps the store and the debiter
-	// serve runs on, to inject faults a production binary must never have
-	// (a SIGKILL right after a step). nil in the production binary.
-	Drill func(driver.Store, charge.Debiter) (driver.Store, charge.Debiter)
+	// Drill, set only by a test binary, wraps the queue, the store and the
+	// debiter serve runs on, to inject faults a production binary must
+	// never have (a SIGKILL right after a step). nil in the production
+	// binary.
+	Drill func(queue.Queue, driver.Store, charge.Debiter) (queue.Queue, driver.Store, charge.Debiter)
 }
 
 // UsageError is a configuration problem: exit 2 with its message.

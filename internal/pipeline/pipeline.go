@@ -56,6 +56,14 @@ type Config struct {
 	ProbeMax        time.Duration
 	NotifyTimeout   time.Duration
 	NotifyFailRate  float64
+	// Colocate says whether claims ride in the queue's transactions where
+	// the queue and the store share a database: "auto" (the default: yes,
+	// where they do) or "off" (the separate store calls, everywhere).
+	Colocate string
+	// Receivers is how many receives may be under way at once (0: the
+	// default, 1, or 2 where claims ride in the queue's transactions:
+	// each such receive waits for a commit).
+	Receivers int
 	// BankAuth: how to authenticate to core banking (files only).
 	BankAuth AuthFlags
 	// FingerprintKeyFile holds the key the fingerprints are written under;
@@ -171,6 +179,8 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	c.BankAuth.Bind(f, "corebank", "IC_COREBANK", "core banking")
 	f.String(&c.FingerprintKeyFile, "fingerprint-key-file", "IC_FINGERPRINT_KEY_FILE", "", "file holding the secret key of the charges' fingerprints (required; at least 32 bytes, e.g. openssl rand -base64 48): a fingerprint in the store then reveals nothing of the account number")
 	f.String(&c.FingerprintPreviousKeyFiles, "fingerprint-previous-key-files", "IC_FINGERPRINT_PREVIOUS_KEY_FILES", "", "comma-separated files of earlier fingerprint keys, still recognised for records written under them (key rotation: see OPERATIONS.md)")
+	f.String(&c.Colocate, "colocate", "IC_COLOCATE", "auto", "where the queue and the idempotency store share one database (embedded, postgres): auto writes each claim in the transaction that receives its message and each result in the one that deletes or dead-letters it; off makes them store calls of their own (as with DynamoDB or Redis)")
+	f.Int(&c.Receivers, "receivers", "IC_RECEIVERS", 0, "receives under way at once, sharing --concurrency (0: 1, or 2 where claims ride in the queue's transactions, whose receives each wait for a commit)")
 	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "--notify sim only: the simulator's notification failure rate, 0-1")
 }
 
@@ -238,6 +248,12 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 		p.Add("--fingerprint-key-file (IC_FINGERPRINT_KEY_FILE) is required: the secret key of the charges' fingerprints; make one with: openssl rand -base64 48 > fingerprint.key; chmod 600 fingerprint.key (every consumer of a queue uses the same key)")
 	} else if _, err := c.Keys(); err != nil {
 		p.Add("%v", err)
+	}
+	if c.Receivers < 0 || c.Receivers > 16 {
+		p.Add("--receivers %d is outside 0-16", c.Receivers)
+	}
+	if c.Colocate != "" && c.Colocate != "auto" && c.Colocate != "off" {
+		p.Add("--colocate %q is not auto or off", c.Colocate)
 	}
 	if c.NotifyFailRate < 0 || c.NotifyFailRate > 1 {
 		p.Add("--notify-fail-rate %v is outside 0-1", c.NotifyFailRate)
@@ -341,6 +357,10 @@ type Pipeline struct {
 	// StoreGate pauses receiving while the idempotency store cannot be
 	// reached (nil in baseline mode).
 	StoreGate *circuit.Breaker
+	// Colocated: claims are written in the queue's receive transactions
+	// and results with the message's delete or dead-letter (the queue and
+	// the store share a database, and Config.Colocate is not off).
+	Colocated bool
 }
 
 // New wires the service over p as c configures.
@@ -359,9 +379,11 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 			o.OnResult = tracing.OnResult
 		}
 	}
+	claiming, colocated := source.(queue.ClaimingReceiver)
+	colocated = colocated && !o.Baseline && c.Colocate != "off" && claiming.Holds(p.Store)
 	onDecision := o.OnDecision
 	if m := o.Metrics; m != nil {
-		store, source = m.Store(store), m.Source(source)
+		store = m.Store(store)
 		debiter, notifier = m.Debiter(debiter), m.Notifier(notifier, o.NotifyChannel)
 		if enquirer != nil {
 			enquirer = m.Enquirer(enquirer)
@@ -420,12 +442,34 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 			return nil, err
 		}
 		pl.Guard = guard
-		h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: o.Logger, OnResult: o.OnResult})
+		ch := chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: o.Logger, OnResult: o.OnResult})
+		h = ch
+		if colocated {
+			pl.Colocated = true
+			// Every receive claims; each message's claim tells the store's
+			// circuit (and the metrics) what its result's write did, as
+			// gatedStore does for store calls.
+			m := o.Metrics
+			source = consumer.Claiming(source, claiming, ch.ClaimPolicy(), func(b driver.Bound) driver.Bound {
+				if m != nil {
+					b = m.Bound(b)
+				}
+				return gatedBound{Bound: b, br: sg}
+			})
+		}
+	}
+	if o.Metrics != nil {
+		source = o.Metrics.Source(source)
 	}
 	if tr != nil {
 		h = tr.Handler(h)
 	}
+	receivers := c.Receivers
+	if receivers == 0 && pl.Colocated {
+		receivers = 2
+	}
 	opts := consumer.Options{
+		Receivers:         receivers,
 		Concurrency:       c.Concurrency,
 		VisibilityTimeout: c.Visibility,
 		ShutdownTimeout:   c.ShutdownTimeout,
@@ -588,6 +632,18 @@ func (g gatedStore) Reopen(ctx context.Context, r driver.ReopenRequest) (idempot
 	rec, err := g.Store.Reopen(ctx, r)
 	g.record(ctx, err)
 	return rec, err
+}
+
+// gatedBound records every result's write in the store's circuit.
+type gatedBound struct {
+	driver.Bound
+	br *circuit.Breaker
+}
+
+func (g gatedBound) Finish(ctx context.Context, f driver.FinishRequest) error {
+	err := g.Bound.Finish(ctx, f)
+	gatedStore{br: g.br}.record(ctx, err)
+	return err
 }
 
 // baselineHandler is the pipeline without the idempotency claim: parse,

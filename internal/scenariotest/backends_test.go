@@ -29,19 +29,25 @@ func TestMemory(t *testing.T) {
 	}})
 }
 
+// The claims ride in the queue's transactions (as serve runs it); with
+// Separate, they are store calls of their own (--colocate off).
 func TestEmbeddedSQLite(t *testing.T) {
-	scenariotest.Run(t, scenariotest.Harness{Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
-		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "scenario.db"), sqlite.OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		q, err := sqlite.NewQueue(db, sqlite.QueueOptions{VisibilityTimeout: visibility, WaitTime: 100 * time.Millisecond, MaxReceiveCount: 50})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return scenariotest.Backend{Queue: q, Store: sqlite.NewStore(db)}
-	}})
+	for _, separate := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ClaimsInTheQueuesTransactions", true: "SeparateStoreCalls"}[separate], func(t *testing.T) {
+			scenariotest.Run(t, scenariotest.Harness{Separate: separate, Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
+				db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "scenario.db"), sqlite.OpenOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				q, err := sqlite.NewQueue(db, sqlite.QueueOptions{VisibilityTimeout: visibility, WaitTime: 100 * time.Millisecond, MaxReceiveCount: 50})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return scenariotest.Backend{Queue: q, Store: sqlite.NewStore(db)}
+			}})
+		})
+	}
 }
 
 func TestPostgreSQL(t *testing.T) {

@@ -35,6 +35,11 @@ type Backend struct {
 // for every receive; it cleans up when the test ends.
 type Harness struct {
 	Open func(t *testing.T, visibility time.Duration) Backend
+	// Separate keeps claims and results store calls of their own where
+	// the queue could carry them in its transactions (a queue.ClaimingReceiver
+	// that holds the store): the path of --colocate off. By default the
+	// scenarios run as serve does, on the queue's transactions there.
+	Separate bool
 }
 
 // Run runs every scenario against h.
@@ -70,6 +75,7 @@ type pipeline struct {
 	ledger *corebanksim.Ledger
 	notes  *notifysim.Recorder
 	h      *chargehandler.Handler
+	source consumer.Source // the queue, claiming in its receives where it can
 
 	mu       sync.Mutex
 	outcomes map[charge.Outcome]int
@@ -105,6 +111,10 @@ func newPipeline(t *testing.T, h Harness, cfg config) *pipeline {
 			defer p.mu.Unlock()
 			p.outcomes[r.Outcome]++
 		}})
+	p.source = p.b.Queue
+	if cr, ok := p.b.Queue.(queue.ClaimingReceiver); ok && !h.Separate && cr.Holds(p.b.Store) {
+		p.source = consumer.Claiming(p.b.Queue, cr, p.h.ClaimPolicy(), nil)
+	}
 	return p
 }
 
@@ -115,7 +125,7 @@ func (p *pipeline) run(t *testing.T, opts consumer.Options) (stop func()) {
 	if opts.Backoff == nil {
 		opts.Backoff = func(int) time.Duration { return 50 * time.Millisecond }
 	}
-	rt, err := consumer.New(p.b.Queue, p.h, opts)
+	rt, err := consumer.New(p.source, p.h, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,352 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+var _ queue.ClaimingReceiver = (*Queue)(nil)
+
+// Holds implements queue.ClaimingReceiver: s is a Store on this queue's
+// database (the same pool).
+func (q *Queue) Holds(s driver.Store) bool {
+	st, ok := s.(*Store)
+	return ok && st.db == q.db
+}
+
+// ReceiveClaiming implements queue.ClaimingReceiver: the receive and every
+// claim (claimIn, the store's own statement) are one transaction, and each
+// message's result is written in one statement with its delete or
+// dead-letter, committed in groups (settler).
+func (q *Queue) ReceiveClaiming(ctx context.Context, max int, p queue.ClaimPolicy) ([]queue.Message, error) {
+	if max < 1 || max > queue.MaxReceive {
+		return nil, fmt.Errorf("postgres: receive of %d messages (1-%d)", max, queue.MaxReceive)
+	}
+	if p.Claim == nil {
+		return nil, fmt.Errorf("postgres: %w: a claiming receive needs ClaimPolicy.Claim", driver.ErrInvalid)
+	}
+	return queue.Poll(ctx, q.opts.WaitTime, q.opts.PollInterval, func() ([]queue.Message, error) { return q.receiveClaimingOnce(ctx, max, p) })
+}
+
+// receiveClaimingOnce is two round trips on one connection: "begin" with
+// the receive, then every claim with the "commit" (one fsync); a claim
+// that needs the record read again (its snapshot predated a concurrent
+// winner) is left out, and the Guard claims that message itself.
+func (q *Queue) receiveClaimingOnce(ctx context.Context, max int, p queue.ClaimPolicy) ([]queue.Message, error) {
+	if err := q.sweep(ctx); err != nil {
+		return nil, fmt.Errorf("postgres: move exhausted messages to the DLQ: %w", err)
+	}
+	conn, err := q.db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: receive: %w", err)
+	}
+	defer conn.Release() // a connection left in a transaction is closed, not reused
+	receive := &pgx.Batch{}
+	receive.Queue("begin")
+	receive.Queue(receiveSQL, q.opts.Name, max, q.opts.MaxReceiveCount, q.opts.VisibilityTimeout.Milliseconds(), queue.MaxMessageBytes)
+	br := conn.SendBatch(ctx, receive)
+	_, err = br.Exec()
+	var out, tooLarge []queue.Message
+	var sizes []int
+	if err == nil {
+		out, tooLarge, sizes, err = q.receiveIn(ctx, batchRows{br}, max)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = q.claimAll(ctx, conn, out, p)
+	}
+	if err != nil {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		return nil, fmt.Errorf("postgres: receive: %w", err)
+	}
+	q.forwardTooLarge(ctx, tooLarge, sizes)
+	return out, nil
+}
+
+// batchRows reads the next result of a batch as a query's rows.
+type batchRows struct{ br pgx.BatchResults }
+
+func (b batchRows) Query(context.Context, string, ...any) (pgx.Rows, error) { return b.br.Query() }
+
+// claimAll writes the claims of msgs and commits, in one round trip on
+// conn (in the receive's transaction), in key order (every claiming
+// transaction takes the records' row locks in that order, so that two
+// receivers never wait for each other), and binds each message to its
+// claim. Two copies of one charge in one batch: the second sees the
+// first's claim. A claim whose answer needs the record read again is not
+// bound (the Guard claims that message with a store call).
+func (q *Queue) claimAll(ctx context.Context, conn batchSender, msgs []queue.Message, p queue.ClaimPolicy) error {
+	type pending struct {
+		i   int
+		req driver.ClaimRequest
+	}
+	var claims []pending
+	for i := range msgs {
+		if req, ok := p.Claim(msgs[i]); ok && req.Key != "" && req.Token != "" {
+			claims = append(claims, pending{i, req})
+		}
+	}
+	slices.SortStableFunc(claims, func(a, b pending) int { return cmp.Compare(a.req.Key, b.req.Key) })
+	batch := &pgx.Batch{}
+	for _, c := range claims {
+		batch.Queue(claimSQL, claimArgs(c.req)...)
+	}
+	batch.Queue("commit")
+	br := conn.SendBatch(ctx, batch)
+	defer br.Close()
+	results := make([]driver.ClaimResult, len(claims))
+	bind := make([]bool, len(claims))
+	for i, c := range claims {
+		res, done, err := claimed(ctx, noReread{}, c.req, br.QueryRow())
+		if errors.Is(err, errReread) {
+			continue // left to the Guard
+		}
+		if err != nil {
+			return fmt.Errorf("claim %s: %w", c.req.Key, err)
+		}
+		results[i], bind[i] = res, done
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("commit: the transaction was rolled back (%s)", tag)
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	for i, c := range claims {
+		if bind[i] {
+			m := msgs[c.i]
+			msgs[c.i].Bound = &bound{q: q, p: p, m: m, req: c.req, res: results[i]}
+		}
+	}
+	return nil
+}
+
+// batchSender sends a batch on one connection.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// errReread: a claim's answer needs the record read again, which cannot
+// happen inside the batch (noReread).
+var errReread = errors.New("postgres: read the record again")
+
+// noReread is the querier of a claim answer read from a batch: it cannot
+// read again meanwhile, and says so.
+type noReread struct{}
+
+func (noReread) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{errReread} }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// bound is a message received with its claim (driver.Bound).
+type bound struct {
+	q   *Queue
+	p   queue.ClaimPolicy
+	m   queue.Message // as received, without its Bound
+	req driver.ClaimRequest
+	res driver.ClaimResult
+
+	taken, settled atomic.Bool
+}
+
+func (b *bound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
+	if b.taken.Swap(true) {
+		return driver.ClaimRequest{}, driver.ClaimResult{}, false
+	}
+	return b.req, b.res, true
+}
+
+func (b *bound) Settled() bool { return b.settled.Load() }
+
+// Finish writes the result with the message's delete or dead-letter in one
+// statement (finishSettleSQL), committed together with the other handlers'
+// waiting at that moment (settler).
+func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
+	if f.State != driver.StateDone && f.State != driver.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	}
+	id, n, err := parseReceipt(b.m.Receipt)
+	if err != nil {
+		return fmt.Errorf("%w: %v", driver.ErrInvalid, err)
+	}
+	r := &settleReq{f: f, id: id, received: n, done: make(chan struct{})}
+	if deadLetter, reason := b.p.Settlement(f); deadLetter {
+		if r.attrs, err = encodeAttrs(queue.DeadLetterAttributes(b.m, reason, 0)); err != nil {
+			return err
+		}
+		r.dlq = b.q.dlq
+	}
+	if err := b.q.settler.do(ctx, b.q, r); err != nil {
+		return driver.Unavailable("finish", err)
+	}
+	if !r.ok {
+		return driver.ErrLeaseLost
+	}
+	if r.settled {
+		b.settled.Store(true)
+	}
+	return nil
+}
+
+// finishSettleSQL is the store's finish (finishSQL's update) and, only
+// when it moved the record, the delete of this delivery of the message —
+// and for a dead-letter, its copy to the DLQ — in one statement. When it
+// moved nothing (a retry of a finish that landed, or a lease lost: rare),
+// landedSettleSQL says which, and settles the message for the former.
+//
+// $1 key, $2 token, $3 state, $4 status, $5 detail, $6 now, $7 expires at,
+// $8 queue, $9 message id, $10 receive count, $11 DLQ (” to delete
+// only), $12 the DLQ copy's attributes.
+const finishSettleSQL = `
+with u as (
+  update idempotency_records set state = $3, status = $4, detail = $5, updated_at = $6, expires_at = $7
+  where key = $1 and state = 'IN_PROGRESS' and token = $2
+  returning 1
+), d as (
+  delete from queue_messages
+  where queue = $8 and id = $9 and received = $10 and exists (select 1 from u)
+  returning body
+), f as (
+  insert into queue_messages (queue, body, attributes) select $11::text, body, $12::jsonb from d where $11::text <> ''
+)
+select (select count(*) from u), (select count(*) from d)`
+
+// landedSettleSQL settles the message if the record is already in the
+// final state under the token (a finish that landed), and says whether it
+// is: $1 key, $2 token, $3 state, $4 queue, $5 message id, $6 receive
+// count, $7 DLQ (” to delete only), $8 the DLQ copy's attributes.
+const landedSettleSQL = `
+with cur as (
+  select 1 from idempotency_records where key = $1 and state = $3 and token = $2
+), d as (
+  delete from queue_messages
+  where queue = $4 and id = $5 and received = $6 and exists (select 1 from cur)
+  returning body
+), f as (
+  insert into queue_messages (queue, body, attributes) select $7::text, body, $8::jsonb from d where $7::text <> ''
+)
+select (select count(*) from cur), (select count(*) from d)`
+
+// settleReq is one result to write with its message's settlement.
+type settleReq struct {
+	f           driver.FinishRequest
+	id          int64
+	received    int32
+	dlq         string
+	attrs       []byte
+	ok, settled bool
+	err         error
+	done        chan struct{}
+}
+
+// settler commits waiting results in groups: one round trip and one commit
+// for every result that waited while the previous group committed (a batch
+// of statements is one implicit transaction), as the SQLite writer does.
+// Statements run in key order, like the claims, so that two processes'
+// groups never wait for each other. No goroutine is left when idle.
+type settler struct {
+	mu      sync.Mutex
+	pending []*settleReq
+	running bool
+}
+
+// maxSettleBatch bounds one group.
+const maxSettleBatch = 64
+
+func (s *settler) do(ctx context.Context, q *Queue, r *settleReq) error {
+	s.mu.Lock()
+	s.pending = append(s.pending, r)
+	if !s.running {
+		s.running = true
+		go s.loop(q)
+	}
+	s.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		// The group may still commit it: its outcome is unknown, as for a
+		// lost answer; the Guard's retry finds it landed or not.
+		return ctx.Err()
+	}
+}
+
+func (s *settler) loop(q *Queue) {
+	for {
+		s.mu.Lock()
+		n := min(len(s.pending), maxSettleBatch)
+		if n == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		group := slices.Clone(s.pending[:n])
+		s.pending = slices.Delete(s.pending, 0, n)
+		s.mu.Unlock()
+		q.settleGroup(group)
+	}
+}
+
+// settleGroup runs a group in one batch: one implicit transaction.
+func (q *Queue) settleGroup(group []*settleReq) {
+	slices.SortStableFunc(group, func(a, b *settleReq) int { return cmp.Compare(a.f.Key, b.f.Key) })
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	batch := &pgx.Batch{}
+	for _, r := range group {
+		batch.Queue(finishSettleSQL, settleArgs(q, r)...)
+	}
+	br := q.db.pool.SendBatch(ctx, batch)
+	type result struct{ n, d int64 }
+	results := make([]result, len(group))
+	var err error
+	for i := range group {
+		if err = br.QueryRow().Scan(&results[i].n, &results[i].d); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr // the commit
+	}
+	for i, r := range group {
+		res := results[i]
+		if err == nil && res.n == 0 {
+			// Nothing moved: landed before, or the lease is lost.
+			r.err = q.db.pool.QueryRow(ctx, landedSettleSQL, r.f.Key, r.f.Token, string(r.f.State),
+				q.opts.Name, r.id, r.received, r.dlq, r.attrs).Scan(&res.n, &res.d)
+		}
+		if err != nil {
+			r.err = err
+		}
+		r.ok, r.settled = res.n == 1, res.d == 1
+		close(r.done)
+	}
+}
+
+// settleArgs are finishSettleSQL's arguments for r.
+func settleArgs(q *Queue, r *settleReq) []any {
+	f := r.f
+	return []any{f.Key, f.Token, string(f.State), f.Status, f.Detail, f.Now, f.ExpiresAt, q.opts.Name, r.id, r.received, r.dlq, r.attrs}
+}
+
+// settleTimeout bounds one group's round trip and commit.
+const settleTimeout = 10 * time.Second

@@ -1,0 +1,51 @@
+package queue
+
+import (
+	"context"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+)
+
+// ClaimingReceiver is an optional capability of a queue whose database also
+// holds the idempotency records (the SQLite and PostgreSQL queues with their
+// own stores): the claim of each message's key is written in the same
+// transaction that receives the message, and its result (DONE or FAILED) in
+// the one that deletes or dead-letters it (Message.Bound). The state machine
+// is the store's: the same statements as its Claim and Finish.
+type ClaimingReceiver interface {
+	// ReceiveClaiming is Receive, with a claim for every message p.Claim
+	// reads in the receive's own transaction; each such message carries the
+	// claim in Message.Bound. A message p.Claim cannot read is received
+	// as by Receive (Bound nil).
+	ReceiveClaiming(ctx context.Context, max int, p ClaimPolicy) ([]Message, error)
+	// Holds reports whether s is the store in this queue's own database:
+	// only then may its claims ride in the queue's transactions.
+	Holds(s driver.Store) bool
+}
+
+// ClaimPolicy is what a ClaimingReceiver needs to know of the messages'
+// meaning, from the application.
+type ClaimPolicy struct {
+	// Claim returns the claim to write for m (the key, the fingerprint, a
+	// fresh token and the lease, as idempotency.Guard.ClaimRequest makes
+	// them); ok false writes none (a message it cannot read: the handler
+	// decides about it as usual). It runs inside the receive's
+	// transaction: keep it to parsing. Required.
+	Claim func(m Message) (req driver.ClaimRequest, ok bool)
+	// Settle says what recording a result does to the message: for DONE
+	// and FAILED, whether it is dead-lettered (with the reason) rather
+	// than deleted. Nil: DONE deletes, FAILED dead-letters with
+	// Reason{Code: "failed", Detail: the record's detail}.
+	Settle func(f driver.FinishRequest) (deadLetter bool, r Reason)
+}
+
+// Settlement is what p says recording f does to the message.
+func (p ClaimPolicy) Settlement(f driver.FinishRequest) (deadLetter bool, r Reason) {
+	if p.Settle != nil {
+		return p.Settle(f)
+	}
+	if f.State == driver.StateFailed {
+		return true, Reason{Code: "failed", Detail: f.Detail}
+	}
+	return false, Reason{}
+}

@@ -1,0 +1,336 @@
+package queuetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// ClaimingQueue is a queue that claims in its receive's transaction.
+type ClaimingQueue interface {
+	queue.Queue
+	queue.ClaimingReceiver
+}
+
+// ClaimingHarness opens a fresh queue (of its own name) with the store of
+// its database.
+type ClaimingHarness struct {
+	Open func(t *testing.T, visibility time.Duration) (ClaimingQueue, driver.Store)
+}
+
+// Claiming checks what a claim riding in the queue's transactions does to
+// messages and records: the claim of every message the policy reads is
+// written by the receive (two copies in one receive: one owner), a result
+// is recorded with its message's delete (DONE) or dead-letter (FAILED,
+// with the policy's reason), a refused result leaves the message, a result
+// of a delivery that was delivered again since is recorded and leaves the
+// new delivery alone, and Guard.Do through it runs the work once and
+// settles both copies. (The state machine itself is checked row by row
+// through the queue by storetest.ThroughQueue.)
+func Claiming(t *testing.T, h ClaimingHarness) {
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T, ClaimingHarness)
+	}{
+		{"ReceiveClaimsEveryReadableMessage", testReceiveClaims},
+		{"DoneDeletesFailedDeadLetters", testSettlement},
+		{"RefusedResultLeavesTheMessage", testRefusedResult},
+		{"ResultOfAnEarlierDeliveryLeavesTheNewOne", testStaleDelivery},
+		{"GuardDoRunsOnceAndSettlesBothCopies", testGuardDo},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+	}
+}
+
+type claimBody struct {
+	Key string `json:"key"`
+	FP  string `json:"fp"`
+}
+
+// claimPolicy reads {"key","fp"} bodies and claims them with g; FAILED
+// dead-letters with the code "debit_failed".
+func claimPolicy(g *idempotency.Guard) queue.ClaimPolicy {
+	return queue.ClaimPolicy{
+		Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
+			var b claimBody
+			if json.Unmarshal(m.Body, &b) != nil || b.Key == "" {
+				return driver.ClaimRequest{}, false
+			}
+			req, err := g.ClaimRequest(b.Key, b.FP)
+			return req, err == nil
+		},
+		Settle: func(f driver.FinishRequest) (bool, queue.Reason) {
+			if f.State == driver.StateFailed {
+				return true, queue.Reason{Code: "debit_failed", Detail: f.Detail}
+			}
+			return false, queue.Reason{}
+		},
+	}
+}
+
+func openClaiming(t *testing.T, h ClaimingHarness, visibility time.Duration) (ClaimingQueue, driver.Store, *idempotency.Guard) {
+	t.Helper()
+	q, s := h.Open(t, visibility)
+	if !q.Holds(s) {
+		t.Fatal("the queue does not hold its own database's store")
+	}
+	if q.Holds(nil) {
+		t.Fatal("the queue holds a nil store")
+	}
+	g, err := idempotency.NewGuard(s, idempotency.Options{Lease: time.Minute, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, s, g
+}
+
+func sendClaims(t *testing.T, q queue.Queue, bodies ...string) {
+	t.Helper()
+	for _, b := range bodies {
+		if _, err := q.Send(t.Context(), []byte(b), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// receiveAll receives (claiming) until n messages are in hand.
+func receiveAll(t *testing.T, q ClaimingQueue, p queue.ClaimPolicy, n int) []queue.Message {
+	t.Helper()
+	var got []queue.Message
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("received %d of %d messages", len(got), n)
+		}
+		msgs, err := q.ReceiveClaiming(t.Context(), min(n-len(got), queue.MaxReceive), p)
+		if err != nil {
+			t.Fatalf("ReceiveClaiming: %v", err)
+		}
+		got = append(got, msgs...)
+	}
+	return got
+}
+
+func keyOf(t *testing.T, m queue.Message) string {
+	t.Helper()
+	var b claimBody
+	_ = json.Unmarshal(m.Body, &b)
+	return b.Key
+}
+
+func claimOf(t *testing.T, m queue.Message) idempotency.Claim {
+	t.Helper()
+	if m.Bound == nil {
+		t.Fatalf("message %s (%s) carries no claim", m.ID, m.Body)
+	}
+	req, res, ok := m.Bound.Claimed()
+	if !ok {
+		t.Fatalf("message %s: its claim was taken already", m.ID)
+	}
+	if _, _, again := m.Bound.Claimed(); again {
+		t.Fatalf("message %s: the claim is handed out twice", m.ID)
+	}
+	return idempotency.ClaimOf(req, res)
+}
+
+func testReceiveClaims(t *testing.T, h ClaimingHarness) {
+	q, s, g := openClaiming(t, h, time.Minute)
+	sendClaims(t, q, `{"key":"A/1.x","fp":"f"}`, `{"key":"A/1.x","fp":"f"}`, `not a claim`, `{"key":"B","fp":"f"}`, `{"key":"C","fp":"other"}`)
+	// C is DONE already under another fingerprint: a conflict.
+	c, err := g.Claim(t.Context(), "C", "f")
+	if err != nil || c.Outcome != idempotency.Acquired {
+		t.Fatalf("claim C: %v %v", c.Outcome, err)
+	}
+	if err := g.Complete(t.Context(), c.Lease(), "DEBITED", "ref"); err != nil {
+		t.Fatal(err)
+	}
+	msgs := receiveAll(t, q, claimPolicy(g), 5)
+	outcomes := map[string][]idempotency.Outcome{}
+	for _, m := range msgs {
+		if string(m.Body) == "not a claim" {
+			if m.Bound != nil {
+				t.Errorf("a message the policy cannot read carries a claim")
+			}
+			continue
+		}
+		outcomes[keyOf(t, m)] = append(outcomes[keyOf(t, m)], claimOf(t, m).Outcome)
+	}
+	a := outcomes["A/1.x"]
+	if len(a) != 2 || !((a[0] == idempotency.Acquired && a[1] == idempotency.DuplicateInProgress) || (a[1] == idempotency.Acquired && a[0] == idempotency.DuplicateInProgress)) {
+		t.Errorf("two copies of A in one receive: %v, want one acquired, one in progress", a)
+	}
+	if b := outcomes["B"]; len(b) != 1 || b[0] != idempotency.Acquired {
+		t.Errorf("B: %v, want acquired", b)
+	}
+	if c := outcomes["C"]; len(c) != 1 || c[0] != idempotency.Conflict {
+		t.Errorf("C: %v, want conflict", c)
+	}
+	// The claims are in the store, as a store call would have left them.
+	rec, err := s.Get(t.Context(), "B", g.Now())
+	if err != nil || rec.State != idempotency.StateInProgress || rec.Attempt != 1 {
+		t.Errorf("record of B: %+v %v, want IN_PROGRESS attempt 1", rec, err)
+	}
+}
+
+func testSettlement(t *testing.T, h ClaimingHarness) {
+	q, s, g := openClaiming(t, h, time.Minute)
+	p := claimPolicy(g)
+	sendClaims(t, q, `{"key":"done","fp":"f"}`, `{"key":"failed","fp":"f"}`)
+	msgs := receiveAll(t, q, p, 2)
+	for _, m := range msgs {
+		c := claimOf(t, m)
+		req, err := finishReq(g, c, keyOf(t, m) == "failed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Bound.Finish(t.Context(), req); err != nil {
+			t.Fatalf("finish %s: %v", keyOf(t, m), err)
+		}
+		if !m.Bound.Settled() {
+			t.Errorf("%s: result recorded, message not settled", keyOf(t, m))
+		}
+		// A retry of the finish (an answer lost) is still a success.
+		if err := m.Bound.Finish(t.Context(), req); err != nil {
+			t.Errorf("finish %s again: %v, want nil (landed)", keyOf(t, m), err)
+		}
+	}
+	for key, want := range map[string]idempotency.State{"done": idempotency.StateDone, "failed": idempotency.StateFailed} {
+		if rec, err := s.Get(t.Context(), key, g.Now()); err != nil || rec.State != want {
+			t.Errorf("record %s: %+v %v, want %s", key, rec, err, want)
+		}
+	}
+	if d := depth(t, q).Counts(); d != (queue.Depth{DLQ: 1}) {
+		t.Errorf("depth %+v, want only the failed one, on the DLQ", d)
+	}
+	var entries []queue.DLQEntry
+	if _, err := q.Redrive(t.Context(), queue.RedriveOptions{DryRun: true, Visit: func(e queue.DLQEntry, _ queue.RedriveDecision) {
+		entries = append(entries, e)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Reason.Code != "debit_failed" || string(entries[0].Body) != `{"key":"failed","fp":"f"}` {
+		t.Errorf("DLQ entries %+v, want the failed message with code debit_failed", entries)
+	}
+}
+
+func finishReq(g *idempotency.Guard, c idempotency.Claim, failed bool) (driver.FinishRequest, error) {
+	l := c.Lease()
+	now := g.Now()
+	f := driver.FinishRequest{Key: l.Key, Token: l.Token, State: driver.StateDone, Status: "DEBITED", Detail: "ref-1",
+		Now: now, ExpiresAt: now.Add(24 * time.Hour)}
+	if failed {
+		f.State, f.Status, f.Detail = driver.StateFailed, "FAILED", "debit declined: DECLINED"
+	}
+	if l.Key == "" {
+		return f, errors.New("no lease")
+	}
+	return f, nil
+}
+
+func testRefusedResult(t *testing.T, h ClaimingHarness) {
+	q, s, g := openClaiming(t, h, time.Minute)
+	sendClaims(t, q, `{"key":"taken","fp":"f"}`)
+	m := receiveAll(t, q, claimPolicy(g), 1)[0]
+	c := claimOf(t, m)
+	// Another worker took the claim over after the lease (its clock later).
+	late := c.Record.LeaseUntil.Add(time.Second)
+	res, err := s.Claim(t.Context(), driver.ClaimRequest{Key: "taken", Token: "the-new-owner", Fingerprint: "f", Now: late,
+		LeaseExpiredBy: late, LeaseUntil: late.Add(time.Minute), ExpiresAt: late.Add(24 * time.Hour)})
+	if err != nil || !res.Acquired {
+		t.Fatalf("reclaim: %+v %v", res, err)
+	}
+	req, _ := finishReq(g, c, false)
+	if err := m.Bound.Finish(t.Context(), req); !errors.Is(err, idempotency.ErrLeaseLost) {
+		t.Fatalf("finish under a lost lease: %v, want ErrLeaseLost", err)
+	}
+	if m.Bound.Settled() {
+		t.Error("a refused result settled its message")
+	}
+	if d := depth(t, q).Counts(); d != (queue.Depth{InFlight: 1}) {
+		t.Errorf("depth %+v, want the message still there (in flight)", d)
+	}
+	if rec, _ := s.Get(t.Context(), "taken", late); rec.State != idempotency.StateInProgress || rec.Token != "the-new-owner" {
+		t.Errorf("record %+v, want the new owner's claim untouched", rec)
+	}
+}
+
+func testStaleDelivery(t *testing.T, h ClaimingHarness) {
+	q, s, g := openClaiming(t, h, time.Second)
+	sendClaims(t, q, `{"key":"again","fp":"f"}`)
+	first := receiveAll(t, q, claimPolicy(g), 1)[0]
+	c := claimOf(t, first)
+	// Its visibility lapses; the message is delivered again (no claim).
+	var second []queue.Message
+	deadline := time.Now().Add(10 * time.Second)
+	for len(second) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the message was not delivered again")
+		}
+		var err error
+		if second, err = q.Receive(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	req, _ := finishReq(g, c, false)
+	if err := first.Bound.Finish(t.Context(), req); err != nil {
+		t.Fatalf("finish of the first delivery: %v, want nil (the result is recorded)", err)
+	}
+	if first.Bound.Settled() {
+		t.Error("the first delivery's result settled the second delivery")
+	}
+	if rec, err := s.Get(t.Context(), "again", g.Now()); err != nil || rec.State != idempotency.StateDone {
+		t.Errorf("record %+v %v, want DONE", rec, err)
+	}
+	if err := q.Ack(t.Context(), second); err != nil {
+		t.Errorf("ack of the second delivery: %v", err)
+	}
+	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
+		t.Errorf("depth %+v, want empty", d)
+	}
+}
+
+// testGuardDo is the consumer's own use: Guard.Do with the delivery's
+// bound claim runs the work once, records DONE with the first copy's
+// delete, and answers the second copy from the record (which the consumer
+// then acks).
+func testGuardDo(t *testing.T, h ClaimingHarness) {
+	q, s, g := openClaiming(t, h, time.Minute)
+	sendClaims(t, q, `{"key":"once","fp":"f"}`)
+	first := receiveAll(t, q, claimPolicy(g), 1)[0]
+	runs := 0
+	work := func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		runs++
+		return idempotency.Done{Status: "DEBITED", Detail: "ref-1"}, nil
+	}
+	res, err := g.Do(t.Context(), "once", "f", work, idempotency.DoOptions{Bound: first.Bound})
+	if err != nil || res.Outcome != idempotency.Acquired {
+		t.Fatalf("Do: %v %v, want acquired", res.Outcome, err)
+	}
+	if !first.Bound.Settled() {
+		t.Error("DONE recorded, message not deleted with it")
+	}
+	sendClaims(t, q, `{"key":"once","fp":"f"}`)
+	second := receiveAll(t, q, claimPolicy(g), 1)[0]
+	res, err = g.Do(t.Context(), "once", "f", work, idempotency.DoOptions{Bound: second.Bound})
+	if err != nil || res.Outcome != idempotency.DuplicateDone || res.Done.Detail != "ref-1" {
+		t.Fatalf("Do of the copy: %+v %v, want duplicate done with the stored result", res, err)
+	}
+	if runs != 1 {
+		t.Errorf("work ran %d times, want once", runs)
+	}
+	if err := q.Ack(t.Context(), []queue.Message{second}); err != nil {
+		t.Fatal(err)
+	}
+	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
+		t.Errorf("depth %+v, want empty", d)
+	}
+	if rec, err := s.Get(t.Context(), "once", g.Now()); err != nil || rec.State != idempotency.StateDone || rec.Detail != "ref-1" {
+		t.Errorf("record %+v %v, want DONE ref-1", rec, err)
+	}
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The AWS path against its floor (issue 23): on one server at a time —
+# plain moto, and dynalite, a second DynamoDB implementation that returns
+# no item on a failed condition — bench/claims measures the server's plain
+# PutItem rate (before and after the claims, same workers, a DONE record's
+# copy), fresh charges (claim + DONE) and duplicates through our store, in
+# one process per round. Fresh charges are set against half the plain write
+# rate (two writes), duplicates against the plain rate divided by the
+# requests a duplicate takes there (1 on moto; 2 where the item is not
+# returned and the store reads it). Prints every run, the medians and the
+# verdicts against 80%.
+#
+#   scripts/bench-aws-floor.sh [--keys 600] [--concurrency 1,8] [--rounds 3] [--servers moto,dynalite]
+#
+# Needs moto's server mode and node/npm (installs bench/dynalite's pinned
+# package with npm ci).
+set -euo pipefail
+keys=600 conc=1,8 rounds=3 servers=moto,dynalite
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keys) keys=$2; shift 2 ;;
+    --concurrency) conc=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --servers) servers=$2; shift 2 ;;
+    *) echo "usage: $0 [--keys N] [--concurrency 1,8] [--rounds N] [--servers moto,dynalite]" >&2; exit 2 ;;
+  esac
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+
+go build -o "$work/claims" "$root/bench/claims"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
+
+start_server() { # name -> endpoint on stdout
+  local port; port=$(free_port)
+  case "$1" in
+    moto)
+      # Plain moto, as a user would start it (not scripts/moto_server.py).
+      python3 -m moto.server -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
+      pids+=($!) ;;
+    dynalite)
+      if [ ! -d "$root/bench/dynalite/node_modules" ]; then
+        (cd "$root/bench/dynalite" && npm ci --no-audit --no-fund --loglevel=error >&2)
+      fi
+      node "$root/bench/dynalite/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
+        --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$work/dynalite.log" 2>&1 &
+      pids+=($!) ;;
+    *) echo "unknown server $1" >&2; exit 2 ;;
+  esac
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+    sleep 0.1
+  done
+  echo "http://127.0.0.1:$port"
+}
+
+for server in ${servers//,/ }; do
+  endpoint=$(start_server "$server")
+  for r in $(seq "$rounds"); do
+    "$work/claims" -endpoint "$endpoint" -keys "$keys" -concurrency "$conc" -reclaims 0 -raw |
+      sed "s/^{/{\"server\":\"$server\",\"round\":$r,/" | tee -a "$work/rows.jsonl" >&2
+  done
+done
+
+python3 - "$work/rows.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    if r["work_runs"] != r["keys"]:
+        sys.exit(f"{r['server']}: the work ran {r['work_runs']} times for {r['keys']} keys")
+print(f"{'server':10} {'conc':>4} {'raw put/s':>10} {'fresh/s':>9} {'of floor':>9} {'dup/s':>9} {'req/dup':>8} {'of floor':>9}  verdict (>= 80% each; medians of {len({r['round'] for r in rows})})")
+ok = True
+for server in dict.fromkeys(r["server"] for r in rows):
+    for c in sorted({r["concurrency"] for r in rows if r["server"] == server}):
+        rs = [r for r in rows if r["server"] == server and r["concurrency"] == c]
+        med = lambda k: statistics.median(r[k] for r in rs)
+        fresh, dup = med("fresh_of_floor"), med("dup_of_floor")
+        met = fresh >= 0.8 and dup >= 0.8
+        ok = ok and met
+        print(f"{server:10} {c:>4} {med('raw_put_per_s'):>10.0f} {med('fresh_per_s'):>9.0f} {fresh:>8.0%} {med('dup_per_s'):>9.0f} {med('requests_per_dup'):>8.1f} {dup:>8.0%}  {'met' if met else 'NOT met'}")
+print("floor:", "met everywhere" if ok else "not met everywhere")
+PY

@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+var _ queue.ClaimingReceiver = (*Queue)(nil)
+
+// Holds implements queue.ClaimingReceiver: s is a Store on this queue's
+// database.
+func (q *Queue) Holds(s driver.Store) bool {
+	st, ok := s.(*Store)
+	return ok && st.db == q.db
+}
+
+// ReceiveClaiming implements queue.ClaimingReceiver: the receive and every
+// claim are one write of the group commit (claimTx, the store's own claim),
+// and each message's result is recorded in the write that deletes or
+// dead-letters it (bound.Finish).
+func (q *Queue) ReceiveClaiming(ctx context.Context, max int, p queue.ClaimPolicy) ([]queue.Message, error) {
+	if max < 1 || max > 10 {
+		return nil, fmt.Errorf("sqlite: receive of %d messages (1-10)", max)
+	}
+	if p.Claim == nil {
+		return nil, fmt.Errorf("sqlite: %w: a claiming receive needs ClaimPolicy.Claim", driver.ErrInvalid)
+	}
+	return queue.Poll(ctx, q.opts.WaitTime, q.opts.PollInterval, func() ([]queue.Message, error) { return q.receiveOnce(ctx, max, &p) })
+}
+
+// claimAll writes the claims of msgs in tx, in key order (as every
+// claiming transaction does), and binds each message to its claim. Two
+// copies of one charge in one batch: the second sees the first's claim.
+func (q *Queue) claimAll(ctx context.Context, tx *wtx, msgs []queue.Message, p queue.ClaimPolicy) error {
+	type pending struct {
+		i   int
+		req driver.ClaimRequest
+	}
+	var claims []pending
+	for i := range msgs {
+		if req, ok := p.Claim(msgs[i]); ok && req.Key != "" && req.Token != "" {
+			claims = append(claims, pending{i, req})
+		}
+	}
+	slices.SortStableFunc(claims, func(a, b pending) int { return cmp.Compare(a.req.Key, b.req.Key) })
+	for _, c := range claims {
+		res, err := claimTx(ctx, tx, c.req)
+		if err != nil {
+			return fmt.Errorf("claim %s: %w", c.req.Key, err)
+		}
+		m := msgs[c.i]
+		msgs[c.i].Bound = &bound{q: q, p: p, m: m, req: c.req, res: res}
+	}
+	return nil
+}
+
+// bound is a message received with its claim (driver.Bound).
+type bound struct {
+	q   *Queue
+	p   queue.ClaimPolicy
+	m   queue.Message // as received, without its Bound
+	req driver.ClaimRequest
+	res driver.ClaimResult
+
+	taken, settled atomic.Bool
+}
+
+func (b *bound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
+	if b.taken.Swap(true) {
+		return driver.ClaimRequest{}, driver.ClaimResult{}, false
+	}
+	return b.req, b.res, true
+}
+
+func (b *bound) Settled() bool { return b.settled.Load() }
+
+// Finish writes the result and the message's settlement in one write of
+// the group commit: the store's finish (finishTx), then, only if the record
+// is ours in its final state, the delete or the dead-letter forward of this
+// delivery (nothing, when the message was delivered again since).
+func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
+	if f.State != driver.StateDone && f.State != driver.StateFailed {
+		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	}
+	deadLetter, reason := b.p.Settlement(f)
+	var ok, settled bool
+	err := b.q.db.write(ctx, func(tx *wtx) error {
+		var err error
+		if ok, err = finishTx(ctx, tx, f); err != nil || !ok {
+			return err
+		}
+		settled, err = b.q.settle(ctx, tx, b.m, deadLetter, reason)
+		return err
+	})
+	switch {
+	case err != nil:
+		return driver.Unavailable("finish", err)
+	case !ok:
+		return driver.ErrLeaseLost
+	}
+	if settled {
+		b.settled.Store(true)
+	}
+	return nil
+}
+
+// settle deletes m, or forwards it to the DLQ, in tx if its receipt is
+// still its latest delivery, and reports whether it did.
+func (q *Queue) settle(ctx context.Context, tx *wtx, m queue.Message, deadLetter bool, reason queue.Reason) (bool, error) {
+	id, count, err := parseReceipt(m.Receipt)
+	if err != nil {
+		return false, nil
+	}
+	if deadLetter {
+		switch err := q.current(ctx, tx, m); err {
+		case nil:
+			return true, q.forward(ctx, tx, m, reason)
+		case queue.ErrStaleReceipt:
+			return false, nil
+		default:
+			return false, err
+		}
+	}
+	res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ? and received = ?`, q.opts.Name, id, count)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
