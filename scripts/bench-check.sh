@@ -7,6 +7,7 @@
 # to 2.4x, a ratio measured in one run does not.
 #
 #   scripts/bench-check.sh [--backend embedded|postgres] [--charges N] [--rounds N] [--max-guard-cost X]
+#                          [--postgres-url URL] [--colocate auto|off] [--receivers N]
 #
 # Defaults: embedded, 100000 charges, 3 rounds, limit from BENCH_GUARD_COST_LIMIT
 # below (the current median plus a stated margin; BENCHMARKS.md).
@@ -25,6 +26,8 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --max-guard-cost) limit=$2; shift 2 ;;
     --postgres-url) extra+=(--postgres-url "$2"); shift 2 ;;
+    --colocate) extra+=(--colocate "$2"); shift 2 ;;
+    --receivers) extra+=(--receivers "$2"); shift 2 ;;
     *) echo "bench-check: unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -41,7 +44,7 @@ import json, statistics, sys
 work, rounds, limit, backend, charges = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
 costs, bad = [], []
 print(f"bench-check: {backend}, {charges} charges, {rounds} rounds")
-print("round  guarded/s  baseline/s  guard cost  exactly once")
+print("round  guarded/s  baseline/s  guard cost  exactly once  claim path")
 for r in range(1, rounds + 1):
     d = json.load(open(f"{work}/run-{r}.json"))
     g, b = d["guarded"], d["baseline"]
@@ -49,7 +52,7 @@ for r in range(1, rounds + 1):
     once = g["ok"] and g["double_debits"] == 0 and g["not_debited"] == 0
     if not once:
         bad.append(r)
-    print(f"{r:>5}  {g['charges_per_second']:>9.0f}  {b['charges_per_second']:>10.0f}  {d['guard_cost']:>9.2f}x  {'yes' if once else 'NO'}")
+    print(f"{r:>5}  {g['charges_per_second']:>9.0f}  {b['charges_per_second']:>10.0f}  {d['guard_cost']:>9.2f}x  {'yes' if once else 'NO':>12}  {g.get('claim_path', '')}")
 med = statistics.median(costs)
 print(f"median guard cost {med:.2f}x, limit {limit:.2f}x")
 if bad:

@@ -61,7 +61,7 @@ type Config struct {
 	// where they do) or "off" (the separate store calls, everywhere).
 	Colocate string
 	// Receivers is how many receives may be under way at once (0: the
-	// default, 1, or 2 where claims ride in the queue's transactions:
+	// default, 1, or 4 where claims ride in the queue's transactions:
 	// each such receive waits for a commit).
 	Receivers int
 	// BankAuth: how to authenticate to core banking (files only).
@@ -180,7 +180,7 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.FingerprintKeyFile, "fingerprint-key-file", "IC_FINGERPRINT_KEY_FILE", "", "file holding the secret key of the charges' fingerprints (required; at least 32 bytes, e.g. openssl rand -base64 48): a fingerprint in the store then reveals nothing of the account number")
 	f.String(&c.FingerprintPreviousKeyFiles, "fingerprint-previous-key-files", "IC_FINGERPRINT_PREVIOUS_KEY_FILES", "", "comma-separated files of earlier fingerprint keys, still recognised for records written under them (key rotation: see OPERATIONS.md)")
 	f.String(&c.Colocate, "colocate", "IC_COLOCATE", "auto", "where the queue and the idempotency store share one database (embedded, postgres): auto writes each claim in the transaction that receives its message and each result in the one that deletes or dead-letters it; off makes them store calls of their own (as with DynamoDB or Redis)")
-	f.Int(&c.Receivers, "receivers", "IC_RECEIVERS", 0, "receives under way at once, sharing --concurrency (0: 1, or 2 where claims ride in the queue's transactions, whose receives each wait for a commit)")
+	f.Int(&c.Receivers, "receivers", "IC_RECEIVERS", 0, "receives under way at once, sharing --concurrency (0: 1, or 4 where claims ride in the queue's transactions, whose receives each wait for a commit)")
 	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "--notify sim only: the simulator's notification failure rate, 0-1")
 }
 
@@ -466,7 +466,7 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 	}
 	receivers := c.Receivers
 	if receivers == 0 && pl.Colocated {
-		receivers = 2
+		receivers = 4
 	}
 	opts := consumer.Options{
 		Receivers:         receivers,
