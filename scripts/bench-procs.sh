@@ -99,7 +99,9 @@ for k in $procs; do
   drained=$(date +%s.%N)
   kill -TERM "${serve[@]}"; wait "${serve[@]}" || true
   [ "$backend" = aws ] && { kill "$moto"; wait "$moto" 2>/dev/null || true; }
-  [ "$backend" = postgres ] && psql "$IC_POSTGRES_URL" -qc "set client_min_messages = warning; drop schema $IC_POSTGRES_SCHEMA cascade"
+  # psql takes the URL without pgx's pool settings (pool_max_conns=N).
+  [ "$backend" = postgres ] && psql "$(printf %s "$IC_POSTGRES_URL" | sed -E 's/([?&])pool_[a-z_]+=[^&]*&?/\1/g; s/[?&]$//')" \
+    -qc "set client_min_messages = warning; drop schema $IC_POSTGRES_SCHEMA cascade"
   ledger=$(curl -fs "$bank/v1/ledger" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["count"], sum(d.get("duplicateRequests", {}).values()))')
   python3 -c "
 s = $end - $start; n = $n; m = $msgs; posted, dup = map(int, '$ledger'.split())

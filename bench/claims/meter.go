@@ -65,10 +65,15 @@ func (m *meter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...
 	c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
 	out, err := m.api.PutItem(ctx, &c, opts...)
 	size := awsdynamodb.ItemSize(in.Item)
-	if err == nil {
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
 		m.add(awsdynamodb.WriteUnits(size), 0, out.ConsumedCapacity)
-	} else if old := failedItem(err); old != nil {
-		m.add(awsdynamodb.WriteUnits(max(size, awsdynamodb.ItemSize(old))), 0, nil)
+	case errors.As(err, &ccf):
+		// A failed condition is billed too: by the larger of the two items
+		// where the server says what was there, else by ours (a server
+		// that returns no item, whose caller then reads it: a request more).
+		m.add(awsdynamodb.WriteUnits(max(size, awsdynamodb.ItemSize(ccf.Item))), 0, nil)
 	}
 	return out, err
 }
