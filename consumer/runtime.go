@@ -549,6 +549,14 @@ func sleep(ctx context.Context, d time.Duration) {
 func (r *Runtime) release(msgs []Message) {
 	for _, m := range msgs {
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.OpTimeout)
+		if m.Bound != nil {
+			// A claim made in the receive: give its lease up too, or the
+			// next delivery would wait it out.
+			if err := m.Bound.Release(ctx); err != nil {
+				r.opts.Logger.Warn("could not give up the claim of an unhandled message; its next delivery waits for the lease",
+					"message_id", m.ID, "error", err)
+			}
+		}
 		if err := r.src.ChangeVisibility(ctx, m, 0); err != nil {
 			r.opts.Logger.Warn("could not release an unhandled message; it returns after its visibility timeout",
 				"message_id", m.ID, "error", err)

@@ -506,6 +506,54 @@ type settledBound struct {
 
 func (b *settledBound) Settled() bool { return b.settled.Load() }
 
+// releasedBound counts Release calls.
+type releasedBound struct {
+	driver.Bound
+	released *atomic.Int64
+}
+
+func (b releasedBound) Release(context.Context) error { b.released.Add(1); return nil }
+
+// lateReceive answers a receive only once the runtime is shutting down,
+// with messages whose claims were made in it.
+type lateReceive struct {
+	*memqueue.Queue
+	released atomic.Int64
+}
+
+func (s *lateReceive) Receive(ctx context.Context, max int) ([]queue.Message, error) {
+	<-ctx.Done()
+	msgs, err := s.Queue.Receive(context.Background(), max)
+	for i := range msgs {
+		msgs[i].Bound = releasedBound{released: &s.released}
+	}
+	return msgs, err
+}
+
+// Messages received as shutdown began are handed back unhandled, and the
+// claims their receive made are given up with them.
+func TestMessagesReceivedAtShutdownGiveTheirClaimsUp(t *testing.T) {
+	q, _ := newQueue(time.Minute)
+	send(t, q, 3)
+	src := &lateReceive{Queue: q}
+	rt, err := consumer.New(src, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+		t.Error("a message received at shutdown was handled")
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 4, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	time.Sleep(20 * time.Millisecond)
+	stop()
+	if n := src.released.Load(); n != 3 {
+		t.Errorf("claims given up: %d, want 3", n)
+	}
+	if s := rt.Stats(); s.Released != 3 {
+		t.Errorf("released %d messages, want 3", s.Released)
+	}
+}
+
 // boundReceives attaches a settledBound to every message it receives, and
 // counts the acks and dead-letters that reach the queue.
 type boundReceives struct {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -79,6 +80,19 @@ func (b *bound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
 }
 
 func (b *bound) Settled() bool { return b.settled.Load() }
+
+// Release implements driver.Bound: the store's extend (Guard.Yield's
+// write), to a lease that passed by the claim's own skew margin.
+func (b *bound) Release(ctx context.Context) error {
+	if b.taken.Swap(true) || !b.res.Acquired {
+		return nil
+	}
+	err := (&Store{db: b.q.db}).Extend(ctx, driver.ExtendRequest{Key: b.req.Key, Token: b.req.Token, LeaseUntil: b.req.LeaseExpiredBy, Now: b.req.Now})
+	if errors.Is(err, driver.ErrLeaseLost) {
+		return nil // taken over or finished meanwhile: nothing to give up
+	}
+	return err
+}
 
 // Finish writes the result and the message's settlement in one write of
 // the group commit: the store's finish (finishTx), then, only if the record

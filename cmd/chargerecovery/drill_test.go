@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -29,7 +30,7 @@ func crashDrill(at string) func(queue.Queue, driver.Store, charge.Debiter) (queu
 		return nil
 	case crashAfterClaim, crashAfterDebit, crashAfterDone:
 		return func(q queue.Queue, s driver.Store, d charge.Debiter) (queue.Queue, driver.Store, charge.Debiter) {
-			return crashingQueue{q, at}, crashingStore{s, at}, crashingDebiter{d, at}
+			return crashingQueue{q, s, at}, crashingStore{s, at}, crashingDebiter{d, at}
 		}
 	}
 	panic("IC_CRASH_AT=" + at + " is not after-claim, after-debit or after-done")
@@ -67,7 +68,8 @@ func (s crashingStore) Finish(ctx context.Context, f driver.FinishRequest) error
 // written with its message's delete.
 type crashingQueue struct {
 	queue.Queue
-	at string
+	store driver.Store
+	at    string
 }
 
 func (q crashingQueue) Holds(s driver.Store) bool {
@@ -85,7 +87,7 @@ func (q crashingQueue) ReceiveClaiming(ctx context.Context, max int, p queue.Cla
 			continue
 		}
 		// Look at the claim (taking it) and hand it on to the Guard.
-		cb := &crashingBound{Bound: m.Bound, at: q.at}
+		cb := &crashingBound{Bound: m.Bound, store: q.store, at: q.at}
 		cb.req, cb.res, cb.ok = m.Bound.Claimed()
 		if cb.ok && cb.res.Acquired && q.at == crashAfterClaim {
 			die()
@@ -99,6 +101,7 @@ func (q crashingQueue) ReceiveClaiming(ctx context.Context, max int, p queue.Cla
 // delete) succeeded.
 type crashingBound struct {
 	driver.Bound
+	store driver.Store
 	at    string
 	req   driver.ClaimRequest
 	res   driver.ClaimResult
@@ -111,6 +114,19 @@ func (b *crashingBound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool
 		return driver.ClaimRequest{}, driver.ClaimResult{}, false
 	}
 	return b.req, b.res, true
+}
+
+// Release gives the lease up itself: the inner claim was taken by the
+// receive above (it yields as the store's bound would).
+func (b *crashingBound) Release(ctx context.Context) error {
+	if b.taken.Swap(true) || !b.ok || !b.res.Acquired {
+		return nil
+	}
+	err := b.store.Extend(ctx, driver.ExtendRequest{Key: b.req.Key, Token: b.req.Token, LeaseUntil: b.req.LeaseExpiredBy, Now: b.req.Now})
+	if errors.Is(err, driver.ErrLeaseLost) {
+		return nil
+	}
+	return err
 }
 
 func (b *crashingBound) Finish(ctx context.Context, f driver.FinishRequest) error {

@@ -228,4 +228,10 @@ type Bound interface {
 	// Settled reports whether the message was deleted or dead-lettered in
 	// the transaction of its result: there is nothing left to acknowledge.
 	Settled() bool
+	// Release gives up a claim the receive acquired and nobody took (the
+	// message is handed back unhandled, at shutdown): its lease is set to
+	// have passed, as Guard.Yield does, so that the next delivery reclaims
+	// at once instead of waiting the lease out. A claim taken, or not
+	// acquired, is left alone; Claimed answers false after it.
+	Release(ctx context.Context) error
 }

@@ -43,6 +43,7 @@ func Claiming(t *testing.T, h ClaimingHarness) {
 		{"RefusedResultLeavesTheMessage", testRefusedResult},
 		{"ResultOfAnEarlierDeliveryLeavesTheNewOne", testStaleDelivery},
 		{"GuardDoRunsOnceAndSettlesBothCopies", testGuardDo},
+		{"ReleasedClaimIsTakenAtOnceByTheNextDelivery", testRelease},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
 	}
@@ -332,5 +333,49 @@ func testGuardDo(t *testing.T, h ClaimingHarness) {
 	}
 	if rec, err := s.Get(t.Context(), "once", g.Now()); err != nil || rec.State != idempotency.StateDone || rec.Detail != "ref-1" {
 		t.Errorf("record %+v %v, want DONE ref-1", rec, err)
+	}
+}
+
+// testRelease: a message handed back unhandled (shutdown) gives its claim
+// up, so the next delivery reclaims at once; a claim the Guard took is not
+// given up by a Release.
+func testRelease(t *testing.T, h ClaimingHarness) {
+	q, s, g := openClaiming(t, h, time.Minute)
+	p := claimPolicy(g)
+	sendClaims(t, q, `{"key":"handed-back","fp":"f"}`, `{"key":"in-use","fp":"f"}`)
+	var back, inUse queue.Message
+	for _, m := range receiveAll(t, q, p, 2) {
+		if keyOf(t, m) == "in-use" {
+			inUse = m
+		} else {
+			back = m
+		}
+	}
+	if c := claimOf(t, inUse); c.Outcome != idempotency.Acquired {
+		t.Fatalf("in-use: %v", c.Outcome)
+	}
+	if err := inUse.Bound.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := back.Bound.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := back.Bound.Claimed(); ok {
+		t.Error("a released claim is still handed out")
+	}
+	for _, m := range []queue.Message{back, inUse} {
+		if err := q.ChangeVisibility(t.Context(), m, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]idempotency.Outcome{}
+	for _, m := range receiveAll(t, q, p, 2) {
+		got[keyOf(t, m)] = claimOf(t, m).Outcome
+	}
+	if got["handed-back"] != idempotency.Reclaimed || got["in-use"] != idempotency.DuplicateInProgress {
+		t.Errorf("next deliveries: %v; want handed-back reclaimed at once, in-use still held", got)
+	}
+	if rec, err := s.Get(t.Context(), "handed-back", g.Now()); err != nil || rec.Attempt != 2 {
+		t.Errorf("record %+v %v, want attempt 2", rec, err)
 	}
 }
