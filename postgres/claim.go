@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -132,7 +131,7 @@ func (q *Queue) claimAll(ctx context.Context, conn batchSender, msgs []queue.Mes
 	for i, c := range claims {
 		if bind[i] {
 			m := msgs[c.i]
-			msgs[c.i].Bound = &bound{q: q, p: p, m: m, req: c.req, res: results[i]}
+			msgs[c.i].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.req, results[i]), q: q, p: p, m: m}
 		}
 	}
 	return nil
@@ -157,37 +156,13 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// bound is a message received with its claim (driver.Bound).
+// bound is a message received with its claim (driver.Bound): the claim
+// as every store keeps it, and this queue's Finish.
 type bound struct {
-	q   *Queue
-	p   queue.ClaimPolicy
-	m   queue.Message // as received, without its Bound
-	req driver.ClaimRequest
-	res driver.ClaimResult
-
-	taken, settled atomic.Bool
-}
-
-func (b *bound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
-	if b.taken.Swap(true) {
-		return driver.ClaimRequest{}, driver.ClaimResult{}, false
-	}
-	return b.req, b.res, true
-}
-
-func (b *bound) Settled() bool { return b.settled.Load() }
-
-// Release implements driver.Bound: the store's extend (Guard.Yield's
-// write), to a lease that passed by the claim's own skew margin.
-func (b *bound) Release(ctx context.Context) error {
-	if b.taken.Swap(true) || !b.res.Acquired {
-		return nil
-	}
-	err := (&Store{db: b.q.db}).Extend(ctx, driver.ExtendRequest{Key: b.req.Key, Token: b.req.Token, LeaseUntil: b.req.LeaseExpiredBy, Now: b.req.Now})
-	if errors.Is(err, driver.ErrLeaseLost) {
-		return nil // taken over or finished meanwhile: nothing to give up
-	}
-	return err
+	*driver.ClaimedAtReceive
+	q *Queue
+	p queue.ClaimPolicy
+	m queue.Message // as received, without its Bound
 }
 
 // Finish writes the result with the message's delete or dead-letter in one
@@ -215,7 +190,7 @@ func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
 		return driver.ErrLeaseLost
 	}
 	if r.settled {
-		b.settled.Store(true)
+		b.SetSettled()
 	}
 	return nil
 }

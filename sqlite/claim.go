@@ -3,10 +3,8 @@ package sqlite
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -56,42 +54,18 @@ func (q *Queue) claimAll(ctx context.Context, tx *wtx, msgs []queue.Message, p q
 			return fmt.Errorf("claim %s: %w", c.req.Key, err)
 		}
 		m := msgs[c.i]
-		msgs[c.i].Bound = &bound{q: q, p: p, m: m, req: c.req, res: res}
+		msgs[c.i].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.req, res), q: q, p: p, m: m}
 	}
 	return nil
 }
 
-// bound is a message received with its claim (driver.Bound).
+// bound is a message received with its claim (driver.Bound): the claim
+// as every store keeps it, and this queue's Finish.
 type bound struct {
-	q   *Queue
-	p   queue.ClaimPolicy
-	m   queue.Message // as received, without its Bound
-	req driver.ClaimRequest
-	res driver.ClaimResult
-
-	taken, settled atomic.Bool
-}
-
-func (b *bound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
-	if b.taken.Swap(true) {
-		return driver.ClaimRequest{}, driver.ClaimResult{}, false
-	}
-	return b.req, b.res, true
-}
-
-func (b *bound) Settled() bool { return b.settled.Load() }
-
-// Release implements driver.Bound: the store's extend (Guard.Yield's
-// write), to a lease that passed by the claim's own skew margin.
-func (b *bound) Release(ctx context.Context) error {
-	if b.taken.Swap(true) || !b.res.Acquired {
-		return nil
-	}
-	err := (&Store{db: b.q.db}).Extend(ctx, driver.ExtendRequest{Key: b.req.Key, Token: b.req.Token, LeaseUntil: b.req.LeaseExpiredBy, Now: b.req.Now})
-	if errors.Is(err, driver.ErrLeaseLost) {
-		return nil // taken over or finished meanwhile: nothing to give up
-	}
-	return err
+	*driver.ClaimedAtReceive
+	q *Queue
+	p queue.ClaimPolicy
+	m queue.Message // as received, without its Bound
 }
 
 // Finish writes the result and the message's settlement in one write of
@@ -119,7 +93,7 @@ func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
 		return driver.ErrLeaseLost
 	}
 	if settled {
-		b.settled.Store(true)
+		b.SetSettled()
 	}
 	return nil
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"os"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -87,10 +85,16 @@ func (q crashingQueue) ReceiveClaiming(ctx context.Context, max int, p queue.Cla
 			continue
 		}
 		// Look at the claim (taking it) and hand it on to the Guard.
-		cb := &crashingBound{Bound: m.Bound, store: q.store, at: q.at}
-		cb.req, cb.res, cb.ok = m.Bound.Claimed()
-		if cb.ok && cb.res.Acquired && q.at == crashAfterClaim {
+		req, res, ok := m.Bound.Claimed()
+		if ok && res.Acquired && q.at == crashAfterClaim {
 			die()
+		}
+		cb := &crashingBound{Bound: m.Bound, at: q.at}
+		if ok {
+			cb.claim = driver.NewClaimedAtReceive(q.store, req, res)
+		} else {
+			cb.claim = driver.NewClaimedAtReceive(q.store, driver.ClaimRequest{}, driver.ClaimResult{})
+			cb.claim.Claimed() // none to hand on
 		}
 		msgs[i].Bound = cb
 	}
@@ -98,36 +102,19 @@ func (q crashingQueue) ReceiveClaiming(ctx context.Context, max int, p queue.Cla
 }
 
 // crashingBound dies right after a result's write (with the message's
-// delete) succeeded.
+// delete) succeeded. The receive above took the inner claim to look at it:
+// it hands the claim on (and gives it up) itself.
 type crashingBound struct {
 	driver.Bound
-	store driver.Store
+	claim *driver.ClaimedAtReceive
 	at    string
-	req   driver.ClaimRequest
-	res   driver.ClaimResult
-	ok    bool
-	taken atomic.Bool
 }
 
 func (b *crashingBound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
-	if b.taken.Swap(true) || !b.ok {
-		return driver.ClaimRequest{}, driver.ClaimResult{}, false
-	}
-	return b.req, b.res, true
+	return b.claim.Claimed()
 }
 
-// Release gives the lease up itself: the inner claim was taken by the
-// receive above (it yields as the store's bound would).
-func (b *crashingBound) Release(ctx context.Context) error {
-	if b.taken.Swap(true) || !b.ok || !b.res.Acquired {
-		return nil
-	}
-	err := b.store.Extend(ctx, driver.ExtendRequest{Key: b.req.Key, Token: b.req.Token, LeaseUntil: b.req.LeaseExpiredBy, Now: b.req.Now})
-	if errors.Is(err, driver.ErrLeaseLost) {
-		return nil
-	}
-	return err
-}
+func (b *crashingBound) Release(ctx context.Context) error { return b.claim.Release(ctx) }
 
 func (b *crashingBound) Finish(ctx context.Context, f driver.FinishRequest) error {
 	err := b.Bound.Finish(ctx, f)

@@ -2,6 +2,8 @@ package driver
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -234,4 +236,50 @@ type Bound interface {
 	// at once instead of waiting the lease out. A claim taken, or not
 	// acquired, is left alone; Claimed answers false after it.
 	Release(ctx context.Context) error
+}
+
+// ClaimedAtReceive is the part of a Bound that is the same for every
+// store: the claim made when the message was received, handed out once
+// (Claimed), given up when the message goes back unhandled (Release,
+// through the store's Extend), and whether the message was settled. A
+// store's Bound embeds it and adds its Finish.
+type ClaimedAtReceive struct {
+	store          Store
+	req            ClaimRequest
+	res            ClaimResult
+	taken, settled atomic.Bool
+}
+
+// NewClaimedAtReceive is the claim req made at receive, with the store's
+// result res; store is what Release extends the lease through.
+func NewClaimedAtReceive(store Store, req ClaimRequest, res ClaimResult) *ClaimedAtReceive {
+	return &ClaimedAtReceive{store: store, req: req, res: res}
+}
+
+// Claimed implements Bound.
+func (c *ClaimedAtReceive) Claimed() (ClaimRequest, ClaimResult, bool) {
+	if c.taken.Swap(true) {
+		return ClaimRequest{}, ClaimResult{}, false
+	}
+	return c.req, c.res, true
+}
+
+// Settled implements Bound.
+func (c *ClaimedAtReceive) Settled() bool { return c.settled.Load() }
+
+// SetSettled records that the message went with its result.
+func (c *ClaimedAtReceive) SetSettled() { c.settled.Store(true) }
+
+// Release implements Bound: the store's Extend (Guard.Yield's write) to a
+// lease that passed by the claim's own skew margin (LeaseExpiredBy), so
+// that any later claimant may take it.
+func (c *ClaimedAtReceive) Release(ctx context.Context) error {
+	if c.taken.Swap(true) || !c.res.Acquired {
+		return nil
+	}
+	err := c.store.Extend(ctx, ExtendRequest{Key: c.req.Key, Token: c.req.Token, LeaseUntil: c.req.LeaseExpiredBy, Now: c.req.Now})
+	if errors.Is(err, ErrLeaseLost) {
+		return nil // taken over or finished meanwhile: nothing to give up
+	}
+	return err
 }
