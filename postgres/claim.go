@@ -88,20 +88,10 @@ func (b batchRows) Query(context.Context, string, ...any) (pgx.Rows, error) { re
 // first's claim. A claim whose answer needs the record read again is not
 // bound (the Guard claims that message with a store call).
 func (q *Queue) claimAll(ctx context.Context, conn batchSender, msgs []queue.Message, p queue.ClaimPolicy) error {
-	type pending struct {
-		i   int
-		req driver.ClaimRequest
-	}
-	var claims []pending
-	for i := range msgs {
-		if req, ok := p.Claim(msgs[i]); ok && req.Key != "" && req.Token != "" {
-			claims = append(claims, pending{i, req})
-		}
-	}
-	slices.SortStableFunc(claims, func(a, b pending) int { return cmp.Compare(a.req.Key, b.req.Key) })
+	claims := p.Claims(msgs)
 	batch := &pgx.Batch{}
 	for _, c := range claims {
-		batch.Queue(claimSQL, claimArgs(c.req)...)
+		batch.Queue(claimSQL, claimArgs(c.Req)...)
 	}
 	batch.Queue("commit")
 	br := conn.SendBatch(ctx, batch)
@@ -109,12 +99,12 @@ func (q *Queue) claimAll(ctx context.Context, conn batchSender, msgs []queue.Mes
 	results := make([]driver.ClaimResult, len(claims))
 	bind := make([]bool, len(claims))
 	for i, c := range claims {
-		res, done, err := claimed(ctx, noReread{}, c.req, br.QueryRow())
+		res, done, err := claimed(ctx, noReread{}, c.Req, br.QueryRow())
 		if errors.Is(err, errReread) {
 			continue // left to the Guard
 		}
 		if err != nil {
-			return fmt.Errorf("claim %s: %w", c.req.Key, err)
+			return fmt.Errorf("claim %s: %w", c.Req.Key, err)
 		}
 		results[i], bind[i] = res, done
 	}
@@ -130,8 +120,8 @@ func (q *Queue) claimAll(ctx context.Context, conn batchSender, msgs []queue.Mes
 	}
 	for i, c := range claims {
 		if bind[i] {
-			m := msgs[c.i]
-			msgs[c.i].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.req, results[i]), q: q, p: p, m: m}
+			m := msgs[c.Index]
+			msgs[c.Index].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.Req, results[i]), q: q, p: p, m: m}
 		}
 	}
 	return nil
@@ -202,7 +192,7 @@ func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
 // landedSettleSQL says which, and settles the message for the former.
 //
 // $1 key, $2 token, $3 state, $4 status, $5 detail, $6 now, $7 expires at,
-// $8 queue, $9 message id, $10 receive count, $11 DLQ (” to delete
+// $8 queue, $9 message id, $10 receive count, $11 the DLQ (empty: delete
 // only), $12 the DLQ copy's attributes.
 const finishSettleSQL = `
 with u as (
@@ -221,7 +211,7 @@ select (select count(*) from u), (select count(*) from d)`
 // landedSettleSQL settles the message if the record is already in the
 // final state under the token (a finish that landed), and says whether it
 // is: $1 key, $2 token, $3 state, $4 queue, $5 message id, $6 receive
-// count, $7 DLQ (” to delete only), $8 the DLQ copy's attributes.
+// count, $7 the DLQ (empty: delete only), $8 the DLQ copy's attributes.
 const landedSettleSQL = `
 with cur as (
   select 1 from idempotency_records where key = $1 and state = $3 and token = $2

@@ -1,7 +1,9 @@
 package queue
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
@@ -48,4 +50,24 @@ func (p ClaimPolicy) Settlement(f driver.FinishRequest) (deadLetter bool, r Reas
 		return true, Reason{Code: "failed", Detail: f.Detail}
 	}
 	return false, Reason{}
+}
+
+// PendingClaim is a claim to write for the message at Index of a receive.
+type PendingClaim struct {
+	Index int
+	Req   driver.ClaimRequest
+}
+
+// Claims are the claims p makes for msgs (those it can read), in key
+// order: the order every claiming transaction writes them in, so that two
+// transactions never wait for each other's rows.
+func (p ClaimPolicy) Claims(msgs []Message) []PendingClaim {
+	var claims []PendingClaim
+	for i := range msgs {
+		if req, ok := p.Claim(msgs[i]); ok && req.Key != "" && req.Token != "" {
+			claims = append(claims, PendingClaim{i, req})
+		}
+	}
+	slices.SortStableFunc(claims, func(a, b PendingClaim) int { return cmp.Compare(a.Req.Key, b.Req.Key) })
+	return claims
 }

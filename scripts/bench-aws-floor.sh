@@ -36,7 +36,7 @@ go build -o "$work/claims" "$root/bench/claims"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
 
-start_server() { # name -> endpoint on stdout
+start_server() { # name -> $endpoint (not in a subshell: its pid must reach the trap)
   local port; port=$(free_port)
   case "$1" in
     moto)
@@ -56,15 +56,16 @@ start_server() { # name -> endpoint on stdout
     curl -s -o /dev/null "http://127.0.0.1:$port/" && break
     sleep 0.1
   done
-  echo "http://127.0.0.1:$port"
+  endpoint="http://127.0.0.1:$port"
 }
 
 for server in ${servers//,/ }; do
-  endpoint=$(start_server "$server")
+  start_server "$server"
   for r in $(seq "$rounds"); do
     "$work/claims" -endpoint "$endpoint" -keys "$keys" -concurrency "$conc" -reclaims 0 -raw |
       sed "s/^{/{\"server\":\"$server\",\"round\":$r,/" | tee -a "$work/rows.jsonl" >&2
   done
+  kill "${pids[-1]}" 2>/dev/null || true # one server at a time
 done
 
 python3 - "$work/rows.jsonl" <<'PY'

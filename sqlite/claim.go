@@ -1,10 +1,8 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -37,24 +35,14 @@ func (q *Queue) ReceiveClaiming(ctx context.Context, max int, p queue.ClaimPolic
 // claiming transaction does), and binds each message to its claim. Two
 // copies of one charge in one batch: the second sees the first's claim.
 func (q *Queue) claimAll(ctx context.Context, tx *wtx, msgs []queue.Message, p queue.ClaimPolicy) error {
-	type pending struct {
-		i   int
-		req driver.ClaimRequest
-	}
-	var claims []pending
-	for i := range msgs {
-		if req, ok := p.Claim(msgs[i]); ok && req.Key != "" && req.Token != "" {
-			claims = append(claims, pending{i, req})
-		}
-	}
-	slices.SortStableFunc(claims, func(a, b pending) int { return cmp.Compare(a.req.Key, b.req.Key) })
+	claims := p.Claims(msgs)
 	for _, c := range claims {
-		res, err := claimTx(ctx, tx, c.req)
+		res, err := claimTx(ctx, tx, c.Req)
 		if err != nil {
-			return fmt.Errorf("claim %s: %w", c.req.Key, err)
+			return fmt.Errorf("claim %s: %w", c.Req.Key, err)
 		}
-		m := msgs[c.i]
-		msgs[c.i].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.req, res), q: q, p: p, m: m}
+		m := msgs[c.Index]
+		msgs[c.Index].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.Req, res), q: q, p: p, m: m}
 	}
 	return nil
 }
