@@ -132,6 +132,9 @@ func TestBadConfigurationExitsTwoWithWhatToSet(t *testing.T) {
 		{"missing CA bundle", nil, []string{"serve", "--corebank-url", "https://x", "--notify", "log", "--corebank-ca", "/nonexistent/ca.pem"}, "/nonexistent/ca.pem"},
 		{"oauth without a secret file", nil, []string{"serve", "--corebank-url", "https://x", "--notify", "log", "--corebank-oauth-token-url", "https://idp/t", "--corebank-oauth-client-id", "c"}, "need the token URL, the client id and the client secret file"},
 		{"sns topic not an ARN", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "sns", "--notify-sns-topic", "my-topic"}, "not a topic ARN"},
+		{"unknown colocate mode", map[string]string{"IC_COLOCATE": "sometimes"}, []string{"serve", "--corebank-url", "http://x", "--notify", "log"}, `--colocate "sometimes" is not auto or off`},
+		{"too many receivers", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "log", "--receivers", "17"}, "--receivers 17 is outside 0-16"},
+		{"bench colocate mode", nil, []string{"bench", "--colocate", "on"}, `--colocate "on" is not auto or off`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
