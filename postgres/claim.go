@@ -29,11 +29,8 @@ func (q *Queue) Holds(s driver.Store) bool {
 // message's result is written in one statement with its delete or
 // dead-letter, committed in groups (settler).
 func (q *Queue) ReceiveClaiming(ctx context.Context, max int, p queue.ClaimPolicy) ([]queue.Message, error) {
-	if max < 1 || max > queue.MaxReceive {
-		return nil, fmt.Errorf("postgres: receive of %d messages (1-%d)", max, queue.MaxReceive)
-	}
-	if p.Claim == nil {
-		return nil, fmt.Errorf("postgres: %w: a claiming receive needs ClaimPolicy.Claim", driver.ErrInvalid)
+	if err := p.Check(max); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	return queue.Poll(ctx, q.opts.WaitTime, q.opts.PollInterval, func() ([]queue.Message, error) { return q.receiveClaimingOnce(ctx, max, p) })
 }

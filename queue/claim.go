@@ -3,6 +3,7 @@ package queue
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -39,6 +40,18 @@ type ClaimPolicy struct {
 	// than deleted. Nil: DONE deletes, FAILED dead-letters with
 	// Reason{Code: "failed", Detail: the record's detail}.
 	Settle func(f driver.FinishRequest) (deadLetter bool, r Reason)
+}
+
+// Check is what every ReceiveClaiming refuses: a batch outside
+// 1–MaxReceive, or a policy without Claim.
+func (p ClaimPolicy) Check(max int) error {
+	if max < 1 || max > MaxReceive {
+		return fmt.Errorf("receive of %d messages (1-%d)", max, MaxReceive)
+	}
+	if p.Claim == nil {
+		return fmt.Errorf("%w: a claiming receive needs ClaimPolicy.Claim", driver.ErrInvalid)
+	}
+	return nil
 }
 
 // Settlement is what p says recording f does to the message.

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -22,11 +23,8 @@ func (q *Queue) Holds(s driver.Store) bool {
 // and each message's result is recorded in the write that deletes or
 // dead-letters it (bound.Finish).
 func (q *Queue) ReceiveClaiming(ctx context.Context, max int, p queue.ClaimPolicy) ([]queue.Message, error) {
-	if max < 1 || max > 10 {
-		return nil, fmt.Errorf("sqlite: receive of %d messages (1-10)", max)
-	}
-	if p.Claim == nil {
-		return nil, fmt.Errorf("sqlite: %w: a claiming receive needs ClaimPolicy.Claim", driver.ErrInvalid)
+	if err := p.Check(max); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return queue.Poll(ctx, q.opts.WaitTime, q.opts.PollInterval, func() ([]queue.Message, error) { return q.receiveOnce(ctx, max, &p) })
 }
@@ -74,16 +72,10 @@ func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
 		settled, err = b.q.settle(ctx, tx, b.m, deadLetter, reason)
 		return err
 	})
-	switch {
-	case err != nil:
-		return driver.Unavailable("finish", err)
-	case !ok:
-		return driver.ErrLeaseLost
-	}
-	if settled {
+	if err == nil && settled { // only what committed
 		b.SetSettled()
 	}
-	return nil
+	return finishAnswer(ok, err)
 }
 
 // settle deletes m, or forwards it to the DLQ, in tx if its receipt is
@@ -94,10 +86,10 @@ func (q *Queue) settle(ctx context.Context, tx *wtx, m queue.Message, deadLetter
 		return false, nil
 	}
 	if deadLetter {
-		switch err := q.current(ctx, tx, m); err {
-		case nil:
+		switch err := q.current(ctx, tx, m); {
+		case err == nil:
 			return true, q.forward(ctx, tx, m, reason)
-		case queue.ErrStaleReceipt:
+		case errors.Is(err, queue.ErrStaleReceipt):
 			return false, nil
 		default:
 			return false, err

@@ -173,6 +173,12 @@ func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 		ok, err = finishTx(ctx, tx, f)
 		return err
 	})
+	return finishAnswer(ok, err)
+}
+
+// finishAnswer is Store.Finish's answer for finishTx's: unavailable, lease
+// lost (the record is not ours in that state), or nil.
+func finishAnswer(ok bool, err error) error {
 	switch {
 	case err != nil:
 		return driver.Unavailable("finish", err)
