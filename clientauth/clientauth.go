@@ -17,15 +17,19 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/internal/redact"
 	"net/http"
+	"net/netip"
 	"net/textproto"
-	"os"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/internal/redact"
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -97,6 +101,11 @@ func New(o Options) (*Auth, error) {
 	if oauth && redact.URL(o.TokenURL) != strings.TrimRight(o.TokenURL, "?#") {
 		return nil, fmt.Errorf("clientauth: token URL %q holds user info or a query: the client secret goes in its file, not the URL", redact.URL(o.TokenURL))
 	}
+	if oauth {
+		if err := CheckSecretURL("clientauth: token URL", o.TokenURL); err != nil {
+			return nil, err
+		}
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -113,12 +122,12 @@ func New(o Options) (*Auth, error) {
 		}
 	}
 	if o.HeaderFile != "" {
-		if a.headers, err = watch(o.HeaderFile, parseHeaders); err != nil {
+		if a.headers, err = watchSecret(o.HeaderFile, parseHeaders); err != nil {
 			return nil, err
 		}
 	}
 	if oauth {
-		if a.secret, err = watch(o.ClientSecretFile, func(b []byte) (string, error) {
+		if a.secret, err = watchSecret(o.ClientSecretFile, func(b []byte) (string, error) {
 			s := strings.TrimSpace(string(b))
 			if s == "" {
 				return "", errors.New("empty")
@@ -182,10 +191,13 @@ func (a *Auth) Describe() string {
 	return strings.Join(parts, ", ")
 }
 
-// tlsConfig verifies the server against the CA bundle as it is on disk
-// now, and offers the client certificate as it is on disk now.
+// tlsConfig verifies the server with Go's own verifier — chain, expiry,
+// and the host name or IP address of the URL (IP SANs for an IP) — against
+// the CA bundle as it was read for this transport (a changed bundle makes
+// a new transport), and offers the client certificate as it is on disk
+// now.
 func (a *Auth) tlsConfig() *tls.Config {
-	c := &tls.Config{MinVersion: tls.VersionTLS12}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, Time: a.o.Now}
 	if a.cert != nil {
 		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			cert, err := a.cert.get()
@@ -196,29 +208,9 @@ func (a *Auth) tlsConfig() *tls.Config {
 		}
 	}
 	if a.ca != nil {
-		// The standard verification, against a pool that can change: Go
-		// checks RootCAs only at handshake time from a fixed pool, so the
-		// check is done here, the same way (chain to the pool, host name).
-		c.InsecureSkipVerify = true
-		c.VerifyConnection = func(cs tls.ConnectionState) error {
-			pool, err := a.ca.get()
-			if err != nil {
-				return err
-			}
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("clientauth: the server sent no certificate")
-			}
-			inter := x509.NewCertPool()
-			for _, c := range cs.PeerCertificates[1:] {
-				inter.AddCert(c)
-			}
-			_, err = cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, DNSName: cs.ServerName,
-				CurrentTime: a.o.Now()})
-			if err != nil {
-				return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
-			}
-			return nil
-		}
+		// get cannot fail here: New read the bundle once, and a bundle
+		// that later cannot be read keeps its last good value.
+		c.RootCAs, _ = a.ca.get()
 	}
 	return c
 }
@@ -284,11 +276,12 @@ func (a *Auth) token(ctx context.Context) (*oauth2.Token, error) {
 		return nil, &TokenError{Err: err}
 	}
 	cc := clientcredentials.Config{ClientID: a.o.ClientID, ClientSecret: secret, TokenURL: a.o.TokenURL, Scopes: a.o.Scopes}
-	tctx := context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: a.transport(), Timeout: 30 * time.Second})
+	tctx := context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Transport: a.transport(), Timeout: 30 * time.Second,
+		CheckRedirect: refuseRedirect})
 	fetched := a.o.Now()
 	tok, err := cc.Token(tctx)
 	if err != nil {
-		err = &TokenError{Err: scrub(err, secret)}
+		err = &TokenError{Err: scrub(err, a.o.ClientID, secret)}
 		a.tokenErr = err
 		return nil, err
 	}
@@ -403,7 +396,7 @@ func loadCA(b []byte) (*x509.CertPool, error) {
 }
 
 func loadCert(certPEM []byte, keyFile string) (*tls.Certificate, error) {
-	key, err := os.ReadFile(keyFile)
+	key, err := secretfile.Read(keyFile)
 	if err != nil {
 		return nil, fmt.Errorf("key file: %w", err)
 	}
@@ -414,11 +407,75 @@ func loadCert(certPEM []byte, keyFile string) (*tls.Certificate, error) {
 	return &c, nil
 }
 
-// scrub removes the secret from an error's text (an identity provider may
-// echo the request).
-func scrub(err error, secret string) error {
-	if secret == "" || !strings.Contains(err.Error(), secret) {
+// errRedirect is the token request's answer to a redirect: following it
+// would send the client secret to wherever the redirect points.
+var errRedirect = errors.New("the token endpoint answered with a redirect: not followed (the client secret is sent to the configured token URL only)")
+
+func refuseRedirect(*http.Request, []*http.Request) error { return errRedirect }
+
+// scrub removes the secret from an error's text in every form the token
+// request carries it (an identity provider may echo the request): raw,
+// URL-encoded (the form body), and base64 (HTTP Basic authentication of
+// "id:secret", raw or with both URL-encoded). The error's chain is dropped
+// with it: an errors.As on it could otherwise reach the echoed body.
+func scrub(err error, clientID, secret string) error {
+	if secret == "" {
 		return err
 	}
-	return errors.New(strings.ReplaceAll(err.Error(), secret, "[secret]"))
+	msg := err.Error()
+	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret)}
+	for _, pair := range []string{clientID + ":" + secret, url.QueryEscape(clientID) + ":" + url.QueryEscape(secret), secret} {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+			forms = append(forms, enc.EncodeToString([]byte(pair)))
+		}
+	}
+	found := false
+	for _, f := range forms {
+		if f != "" && strings.Contains(msg, f) {
+			msg, found = strings.ReplaceAll(msg, f, "[secret]"), true
+		}
+	}
+	if !found {
+		return err
+	}
+	return errors.New(msg)
+}
+
+// SendsSecret is true when requests carry a secret: a header file's
+// headers or an OAuth2 bearer token.
+func (a *Auth) SendsSecret() bool { return a != nil && (a.headers != nil || a.secret != nil) }
+
+// CheckURL refuses a URL the credentials would be sent to in clear: plain
+// http to a host other than this machine's loopback, when requests carry a
+// secret. what names the flag in the error.
+func (a *Auth) CheckURL(what, raw string) error {
+	if !a.SendsSecret() {
+		return nil
+	}
+	return CheckSecretURL(what, raw)
+}
+
+// CheckSecretURL refuses raw as a destination of a secret unless it is
+// https, or http to the loopback interface (a sidecar, a test).
+func CheckSecretURL(what, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%s %q is not a URL", what, redact.URL(raw))
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	if u.Scheme == "http" && IsLoopback(u.Hostname()) {
+		return nil
+	}
+	return fmt.Errorf("%s %s is plain %s to a host on the network: the credentials (a bearer token, an API key, a client secret) would cross it in clear; use https://", what, redact.URL(raw), u.Scheme)
+}
+
+// IsLoopback is true for localhost and the loopback addresses.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

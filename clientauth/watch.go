@@ -5,6 +5,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // watched is a value parsed from a file (and any companion files), read
@@ -12,6 +14,9 @@ import (
 type watched[T any] struct {
 	files []string
 	parse func([]byte) (T, error)
+	// secret: the first file must be owner-only (secretfile), checked at
+	// every read.
+	secret bool
 
 	mu      sync.Mutex
 	stamp   string // modification times and sizes when last read
@@ -22,6 +27,16 @@ type watched[T any] struct {
 
 func watch[T any](file string, parse func([]byte) (T, error), companions ...string) (*watched[T], error) {
 	w := &watched[T]{files: append([]string{file}, companions...), parse: parse}
+	if _, err := w.get(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// watchSecret is watch for a file holding a secret: refused unless it is
+// owner-only, now and at every later read.
+func watchSecret[T any](file string, parse func([]byte) (T, error)) (*watched[T], error) {
+	w := &watched[T]{files: []string{file}, parse: parse, secret: true}
 	if _, err := w.get(); err != nil {
 		return nil, err
 	}
@@ -52,12 +67,16 @@ func (w *watched[T]) get() (T, error) {
 			w.err = fmt.Errorf("%s: %w", f, err)
 			return zero, w.err
 		}
-		stamp += fmt.Sprintf("%d/%d;", st.ModTime().UnixNano(), st.Size())
+		stamp += fmt.Sprintf("%d/%d/%o;", st.ModTime().UnixNano(), st.Size(), st.Mode().Perm())
 	}
 	if stamp == w.stamp {
 		return w.val, w.err
 	}
-	b, err := os.ReadFile(w.files[0])
+	read := os.ReadFile
+	if w.secret {
+		read = secretfile.Read
+	}
+	b, err := read(w.files[0])
 	if err == nil {
 		var v T
 		if v, err = w.parse(b); err == nil {

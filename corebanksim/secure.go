@@ -24,6 +24,7 @@ type TokenIssuer struct {
 	mu     sync.Mutex
 	tokens map[string]time.Time // token → expiry
 	issued int
+	asked  int             // token requests received
 	serial map[string]bool // client certificate serials seen (mTLS)
 }
 
@@ -39,6 +40,13 @@ func (ti *TokenIssuer) Issued() int {
 	return ti.issued
 }
 
+// Requests counts the token requests received (issued or refused).
+func (ti *TokenIssuer) Requests() int {
+	ti.mu.Lock()
+	defer ti.mu.Unlock()
+	return ti.asked
+}
+
 // Serials returns the serial numbers of the client certificates seen.
 func (ti *TokenIssuer) Serials() []string {
 	ti.mu.Lock()
@@ -51,6 +59,9 @@ func (ti *TokenIssuer) Serials() []string {
 }
 
 func (ti *TokenIssuer) token(w http.ResponseWriter, r *http.Request) {
+	ti.mu.Lock()
+	ti.asked++
+	ti.mu.Unlock()
 	id, secret, ok := r.BasicAuth()
 	if !ok {
 		_ = r.ParseForm()

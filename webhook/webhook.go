@@ -62,8 +62,11 @@ func New(o Options) (*Notifier, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("webhook: URL %q must be http(s)://host[:port]/path", redact.URL(o.URL))
 	}
-	if u.User != nil {
-		return nil, fmt.Errorf("webhook: URL %q holds credentials: put them in a header file or the OAuth2 flags, not the URL", redact.URL(o.URL))
+	if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		// A credential in the URL (user info, or a query such as
+		// ?token=…) would be in the process's arguments and environment,
+		// visible in ps, and in every log line naming the URL.
+		return nil, fmt.Errorf("webhook: URL %q holds user info, a query or a fragment: put credentials in a header file or the OAuth2 flags, not the URL", redact.URL(o.URL))
 	}
 	if o.Timeout < 0 {
 		return nil, errors.New("webhook: Timeout must not be negative")

@@ -39,13 +39,20 @@ const simClientSecret = "s3cr3t-0f-the-c0nsumer"
 
 func newSecureBank(t *testing.T, ttl time.Duration) *secureBank {
 	t.Helper()
+	return newSecureBankNamed(t, ttl, "127.0.0.1", "localhost")
+}
+
+// newSecureBankNamed is newSecureBank with a server certificate, signed by
+// the bank's CA, that names hosts.
+func newSecureBankNamed(t *testing.T, ttl time.Duration, hosts ...string) *secureBank {
+	t.Helper()
 	ca, err := pki.NewCA("test bank CA")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	now := time.Now()
-	server, err := ca.Issue("corebank", true, now.Add(-time.Hour), now.Add(time.Hour))
+	server, err := ca.IssueServer("corebank", hosts, now.Add(-time.Hour), now.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +236,50 @@ func TestWrongCredentialsSayWhyAndLoseNothing(t *testing.T) {
 			t.Logf("/readyz said: %s", strings.TrimSpace(body))
 		})
 	}
+}
+
+// The wrong server, as a real process: a bank at an IP address whose
+// certificate — signed by the pinned CA — names another host is refused by
+// the TLS handshake itself: no token is requested (the client secret never
+// reaches it), no debit is sent, /readyz says the certificate does not name
+// the host, and nothing is FAILED or dead-lettered.
+func TestAServerCertifiedForAnotherNameGetsNothing(t *testing.T) {
+	t.Parallel()
+	bank := newSecureBankNamed(t, time.Minute, "other-bank.example", "10.9.9.9")
+	if !strings.HasPrefix(bank.env["IC_COREBANK_URL"], "https://127.0.0.1:") {
+		t.Fatalf("the bank is at %s, want an IP address", bank.env["IC_COREBANK_URL"])
+	}
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "wrong.db"), "IC_CONCURRENCY": "4", "IC_LOG_LEVEL": "info"}
+	for k, v := range bank.env {
+		env[k] = v
+	}
+	ids, b, _ := sendCharges(t, env, "WRONG", 10, bank.ledger)
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	proc := childLogged(t, env, logPath, "serve")
+	ready := readyzOf(t, logPath)
+	var body string
+	waitUntil(t, "/readyz naming the host mismatch", 30*time.Second, func() bool {
+		code, b := getBody(ready)
+		body = b
+		return code == http.StatusServiceUnavailable && strings.Contains(b, "does not name the host")
+	})
+	time.Sleep(time.Second) // a few more tries, all refused
+	stopAll(t, proc)
+	if n := bank.tokens.Issued(); n != 0 {
+		t.Errorf("%d tokens issued to a server certified for another name: the client secret reached it", n)
+	}
+	if n := bank.tokens.Requests(); n != 0 {
+		t.Errorf("%d token requests reached a server certified for another name", n)
+	}
+	if n := len(bank.ledger.Entries()); n != 0 {
+		t.Errorf("%d debits posted to a server certified for another name", n)
+	}
+	for _, id := range ids {
+		if rec, err := b.Store.Get(t.Context(), id, time.Now()); err == nil && rec.State != idempotency.StateInProgress {
+			t.Errorf("%s is %s, want nothing final", id, rec.State)
+		}
+	}
+	t.Logf("/readyz said: %s", strings.TrimSpace(body))
 }
 
 // replaceFile writes b over file and returns what puts the old content back.

@@ -102,6 +102,16 @@ func TestServeAgainstTheEmulatorDebitsACharge3TimesSentOnce(t *testing.T) {
 }
 
 func TestBadConfigurationExitsTwoWithWhatToSet(t *testing.T) {
+	dir := t.TempDir()
+	headers, openHeaders, secret := filepath.Join(dir, "headers"), filepath.Join(dir, "open-headers"), filepath.Join(dir, "secret")
+	for f, mode := range map[string]os.FileMode{headers: 0o600, openHeaders: 0o644, secret: 0o600} {
+		if err := os.WriteFile(f, []byte("X-Api-Key: s3cret-key\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(f, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name string
 		env  map[string]string
@@ -125,7 +135,12 @@ func TestBadConfigurationExitsTwoWithWhatToSet(t *testing.T) {
 		{"no notification channel", map[string]string{"IC_NOTIFY": ""}, []string{"serve", "--corebank-url", "http://x"}, "--notify (IC_NOTIFY) is required: sns, webhook, log or sim"},
 		{"unknown notification channel", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "pigeon"}, `--notify "pigeon" is not sns, webhook, log or sim`},
 		{"webhook without url", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook"}, "--notify webhook needs --notify-url"},
-		{"webhook url with credentials", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook", "--notify-url", "https://u:s3cret@h/n"}, "holds credentials"},
+		{"webhook url with credentials", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook", "--notify-url", "https://u:s3cret@h/n"}, "holds user info"},
+		{"webhook url with a query secret", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook", "--notify-url", "https://h/n?token=s3cret"}, "holds user info, a query"},
+		{"api key to a bank over plain http", nil, []string{"serve", "--corebank-url", "http://bank.example:8081", "--notify", "log", "--corebank-header-file", headers}, "--corebank-url http://bank.example:8081 is plain http to a host on the network"},
+		{"api key to a webhook over plain http", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "webhook", "--notify-url", "http://10.1.2.3/n", "--notify-header-file", headers}, "--notify-url http://10.1.2.3/n is plain http"},
+		{"client secret to a token URL over plain http", nil, []string{"serve", "--corebank-url", "https://x", "--notify", "log", "--corebank-oauth-token-url", "http://idp.example/t", "--corebank-oauth-client-id", "c", "--corebank-oauth-client-secret-file", secret}, "token URL http://idp.example/t is plain http"},
+		{"header file open to others", nil, []string{"serve", "--corebank-url", "https://x", "--notify", "log", "--corebank-header-file", openHeaders}, "chmod 600 " + openHeaders},
 		{"sns without topic", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "sns"}, "--notify sns needs --notify-sns-topic"},
 		{"webhook auth on another channel", nil, []string{"serve", "--corebank-url", "http://x", "--notify", "log", "--notify-ca", "/etc/hosts"}, "are for --notify webhook"},
 		{"client certificate without key", nil, []string{"serve", "--corebank-url", "https://x", "--notify", "log", "--corebank-client-cert", "/etc/hosts"}, "needs both the certificate and the key file"},

@@ -72,8 +72,10 @@ func (n *NotifyConfig) Check(p *cli.Problems) {
 	if n.Auth != (AuthFlags{}) {
 		if n.Channel != NotifyWebhook {
 			p.Add("--notify-ca, --notify-client-cert, --notify-oauth-* and --notify-header-file are for --notify webhook")
-		} else if _, err := n.Auth.Auth(); err != nil {
+		} else if auth, err := n.Auth.Auth(); err != nil {
 			p.Add("webhook authentication: %v", err)
+		} else if err := auth.CheckURL("--notify-url", n.URL); err != nil && n.URL != "" {
+			p.Add("%v", err)
 		}
 	}
 }
@@ -96,6 +98,9 @@ func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger)
 		auth, err := n.Auth.Auth()
 		if err != nil {
 			return nil, "", cli.Usagef("webhook authentication: %v", err)
+		}
+		if err := auth.CheckURL("--notify-url", n.URL); err != nil {
+			return nil, "", cli.Usagef("%v", err)
 		}
 		o := webhook.Options{URL: n.URL, Timeout: c.NotifyTimeout, Headers: tracing.Headers}
 		desc := "webhook " + redact.URL(n.URL)

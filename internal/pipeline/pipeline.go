@@ -241,8 +241,10 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 	if c.NotifyTimeout <= 0 {
 		p.Add("--notify-timeout must be positive")
 	}
-	if _, err := c.BankAuth.Auth(); err != nil {
+	if auth, err := c.BankAuth.Auth(); err != nil {
 		p.Add("core-banking authentication: %v", err)
+	} else if err := auth.CheckURL("--corebank-url", c.CorebankURL); err != nil && c.CorebankURL != "" {
+		p.Add("%v", err)
 	}
 	if needCorebank && c.FingerprintKeyFile == "" && c.Fingerprints == nil {
 		p.Add("--fingerprint-key-file (IC_FINGERPRINT_KEY_FILE) is required: the secret key of the charges' fingerprints; make one with: openssl rand -base64 48 > fingerprint.key; chmod 600 fingerprint.key (every consumer of a queue uses the same key)")
@@ -300,6 +302,9 @@ func NewBank(c Config, log *slog.Logger) (Bank, error) {
 	auth, err := c.BankAuth.Auth()
 	if err != nil {
 		return Bank{}, cli.Usagef("core-banking authentication: %v", err)
+	}
+	if err := auth.CheckURL("--corebank-url", c.CorebankURL); err != nil {
+		return Bank{}, cli.Usagef("%v", err)
 	}
 	opts := corebank.ClientOptions{
 		Timeout: c.CorebankTimeout, Declines: declines, Breaker: breaker, HealthPath: cmp.Or(c.HealthPath, "/healthz"),

@@ -50,6 +50,25 @@ type Pair struct{ Cert, Key []byte }
 // and localhost when server, else a client certificate; valid from
 // notBefore until notAfter.
 func (ca *CA) Issue(name string, server bool, notBefore, notAfter time.Time) (Pair, error) {
+	if server {
+		return ca.IssueServer(name, []string{"127.0.0.1", "localhost"}, notBefore, notAfter)
+	}
+	return ca.issue(name, nil, notBefore, notAfter)
+}
+
+// IssueServer signs a server certificate naming hosts (IP addresses become
+// IP SANs, the rest DNS names), valid from notBefore until notAfter.
+func (ca *CA) IssueServer(name string, hosts []string, notBefore, notAfter time.Time) (Pair, error) {
+	if hosts == nil {
+		hosts = []string{}
+	}
+	return ca.issue(name, hosts, notBefore, notAfter)
+}
+
+// issue signs a client certificate (hosts nil) or a server certificate
+// for hosts.
+func (ca *CA) issue(name string, hosts []string, notBefore, notAfter time.Time) (Pair, error) {
+	server := hosts != nil
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Pair{}, err
@@ -59,8 +78,13 @@ func (ca *CA) Issue(name string, server bool, notBefore, notAfter time.Time) (Pa
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 	if server {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.DNSNames = []string{"localhost"}
+		for _, h := range hosts {
+			if ip := net.ParseIP(h); ip != nil {
+				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+			} else {
+				tmpl.DNSNames = append(tmpl.DNSNames, h)
+			}
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -1,0 +1,39 @@
+package secretfile_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
+)
+
+func TestOnlyOwnerOnlyFilesAreRead(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o600, true}, {0o400, true}, {0o700, true}, {0o640, false}, {0o644, false}, {0o604, false}, {0o660, false}, {0o666, false}} {
+		p := filepath.Join(t.TempDir(), "secret")
+		if err := os.WriteFile(p, []byte("s3cret-value"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, tc.mode); err != nil {
+			t.Fatal(err)
+		}
+		b, err := secretfile.Read(p)
+		if tc.ok {
+			if err != nil || string(b) != "s3cret-value" {
+				t.Fatalf("mode %04o: %q, %v", tc.mode, b, err)
+			}
+			continue
+		}
+		if !errors.Is(err, secretfile.ErrOpen) || b != nil {
+			t.Fatalf("mode %04o: want ErrOpen, got %q, %v", tc.mode, b, err)
+		}
+		if !strings.Contains(err.Error(), "chmod 600 "+p) || strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("mode %04o: the error should name the fix and not the content: %v", tc.mode, err)
+		}
+	}
+}
