@@ -32,9 +32,13 @@ type AuditLog struct {
 	mu   sync.Mutex
 	path string
 	f    *os.File
+	// torn: a write failed part way, so the file may end in half a line;
+	// the next line starts on a line of its own.
+	torn bool
 }
 
-// OpenAuditLog opens (or creates) the audit file at path.
+// OpenAuditLog opens (or creates, mode 0600) the audit file at path; an
+// existing file that others may read or write is tightened to 0600.
 func OpenAuditLog(path string) (*AuditLog, error) {
 	if path == "" {
 		return nil, errors.New("the console needs an audit file")
@@ -42,6 +46,17 @@ func OpenAuditLog(path string) (*AuditLog, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("audit file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit file: %w", err)
+	}
+	if st.Mode().IsRegular() && st.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("audit file %s is open to others (mode %04o) and could not be made 0600: %w", path, st.Mode().Perm(), err)
+		}
 	}
 	return &AuditLog{path: path, f: f}, nil
 }
@@ -52,12 +67,21 @@ func (a *AuditLog) Append(e AuditEntry) error {
 	if err != nil {
 		return err
 	}
+	line := append(b, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, err := a.f.Write(append(b, '\n')); err != nil {
+	if a.torn {
+		line = append([]byte{'\n'}, line...)
+	}
+	if n, err := a.f.Write(line); err != nil {
+		a.torn = a.torn || n > 0
 		return fmt.Errorf("audit file: %w", err)
 	}
-	return a.f.Sync()
+	a.torn = false
+	if err := a.f.Sync(); err != nil {
+		return fmt.Errorf("audit file: %w", err)
+	}
+	return nil
 }
 
 // Recent returns the last n entries, newest first.

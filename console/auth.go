@@ -2,21 +2,25 @@ package console
 
 import (
 	"bufio"
-	"crypto/hmac"
+	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // Role is what a signed-in person may do.
@@ -109,6 +113,30 @@ func ParsePrefixes(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// identityHeaders are the headers that name the person.
+func (a ProxyAuth) identityHeaders() []string {
+	if a.GroupsHeader != "" {
+		return []string{a.userHeader(), a.GroupsHeader}
+	}
+	return []string{a.userHeader()}
+}
+
+// duplicatedIdentityHeader names a header that says who the person is and
+// comes more than once (behind a proxy that appends rather than replaces,
+// the client would name itself in the first): such a request is refused.
+func duplicatedIdentityHeader(auth Authenticator, r *http.Request) string {
+	p, ok := auth.(ProxyAuth)
+	if !ok {
+		return ""
+	}
+	for _, h := range p.identityHeaders() {
+		if len(r.Header.Values(h)) > 1 {
+			return h
+		}
+	}
+	return ""
+}
+
 // Identify implements Authenticator.
 func (a ProxyAuth) Identify(r *http.Request) (Identity, bool, string) {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -120,7 +148,7 @@ func (a ProxyAuth) Identify(r *http.Request) (Identity, bool, string) {
 		return Identity{}, false, "this request did not come through the trusted sign-in proxy"
 	}
 	user := strings.TrimSpace(r.Header.Get(a.userHeader()))
-	if user == "" || len(user) > 256 || strings.ContainsFunc(user, func(c rune) bool { return c < 0x20 || c == 0x7f }) {
+	if user == "" || len(user) > 256 || strings.ContainsFunc(user, func(c rune) bool { return c < 0x20 || c == 0x7f || c == ',' }) {
 		return Identity{}, false, "the sign-in proxy named no user"
 	}
 	role := Viewer
@@ -154,38 +182,22 @@ type tokenUser struct {
 	sum  [sha256.Size]byte // of the token
 }
 
-// TokenAuth signs people in with static tokens (small setups), kept in a
-// file of lines "NAME ROLE TOKEN" (role viewer or operator; # comments),
-// and keeps them signed in with a session cookie signed by a key of this
-// process (a restart signs everyone out).
-type TokenAuth struct {
-	users  []tokenUser
-	key    []byte
-	ttl    time.Duration
-	now    func() time.Time
-	secure bool
-}
-
-// cookieName: the __Host- prefix makes the browser refuse the cookie
-// unless it is Secure, path /, and set by this host itself; a console on
-// plain HTTP (loopback only) cannot use it.
-func (a *TokenAuth) cookieName() string {
-	if a.secure {
-		return "__Host-chargerecovery-console"
-	}
-	return "chargerecovery-console"
-}
-
-// ReadTokenFile reads a token file (see TokenAuth). Tokens shorter than 16
-// characters are refused.
+// ReadTokenFile reads a token file (see TokenAuth): it must be owner-only
+// (mode 0600 or 0400); tokens shorter than 16 characters are refused; an
+// error names the line, never what is on it (a line with its columns
+// swapped would otherwise print the token).
 func ReadTokenFile(path string) ([]tokenUser, error) {
-	f, err := os.Open(path)
+	b, err := secretfile.Read(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	return parseTokenFile(path, b)
+}
+
+func parseTokenFile(path string, b []byte) ([]tokenUser, error) {
 	var out []tokenUser
-	sc := bufio.NewScanner(f)
+	names := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -193,19 +205,23 @@ func ReadTokenFile(path string) ([]tokenUser, error) {
 		}
 		w := strings.Fields(line)
 		if len(w) != 3 {
-			return nil, fmt.Errorf("%s line %d: want NAME ROLE TOKEN", path, n)
+			return nil, fmt.Errorf("%s line %d: has %d fields, want 3: NAME ROLE TOKEN", path, n, len(w))
 		}
 		role, err := ParseRole(w[1])
 		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, n, err)
+			return nil, fmt.Errorf("%s line %d: the second field is not viewer or operator (want NAME ROLE TOKEN)", path, n)
 		}
 		if len(w[2]) < 16 {
-			return nil, fmt.Errorf("%s line %d: the token of %s is shorter than 16 characters", path, n, w[0])
+			return nil, fmt.Errorf("%s line %d: the token (third field) is shorter than 16 characters", path, n)
 		}
+		if names[w[0]] {
+			return nil, fmt.Errorf("%s line %d: a second line for the same name", path, n)
+		}
+		names[w[0]] = true
 		out = append(out, tokenUser{name: w[0], role: role, sum: sha256.Sum256([]byte(w[2]))})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s has no NAME ROLE TOKEN line", path)
@@ -213,104 +229,173 @@ func ReadTokenFile(path string) ([]tokenUser, error) {
 	return out, nil
 }
 
-// NewTokenAuth signs in users; a session lasts ttl (default 8h). secure
-// marks the cookie Secure (always, except for plain HTTP on loopback).
-func NewTokenAuth(users []tokenUser, ttl time.Duration, secure bool, now func() time.Time) (*TokenAuth, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
+// TokenOptions configure a TokenAuth.
+type TokenOptions struct {
+	// File is the token file, lines "NAME ROLE TOKEN" (required). It is
+	// looked at again on every request: a removed or changed line ends the
+	// sessions its token made, and the token, at the next request; a file
+	// that can no longer be read (or is opened to others) admits nobody
+	// until it is fixed.
+	File string
+	// TTL is how long a session lasts (default 8h).
+	TTL time.Duration
+	// Secure marks the cookie Secure with the __Host- prefix (always,
+	// except for plain HTTP on loopback).
+	Secure bool
+	// MaxSessions bounds the sessions kept (default 10,000); past it the
+	// oldest is ended.
+	MaxSessions int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// TokenAuth signs people in with static tokens (small setups), kept in a
+// file of lines "NAME ROLE TOKEN" (role viewer or operator; # comments),
+// and keeps them signed in with a session held here: the cookie carries a
+// random session id and nothing else, so a session ends for good when the
+// person signs out, when the token that made it leaves the file, or at its
+// expiry (a restart signs everyone out).
+type TokenAuth struct {
+	o TokenOptions
+
+	fmu   sync.Mutex
+	stamp string // the token file's modification time, size and mode when read
+	users []tokenUser
+	ferr  error // why the file cannot be used now (nil: users are current)
+
+	sessions *lru.Cache[[sha256.Size]byte, tokenSession] // by the hash of the cookie's id
+}
+
+type tokenSession struct {
+	name    string
+	sum     [sha256.Size]byte // the token that made it
+	expires time.Time
+}
+
+// NewTokenAuth reads the token file and returns a TokenAuth.
+func NewTokenAuth(o TokenOptions) (*TokenAuth, error) {
+	o.TTL = cmp.Or(o.TTL, 8*time.Hour)
+	o.MaxSessions = cmp.Or(o.MaxSessions, 10_000)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	sessions, err := lru.New[[sha256.Size]byte, tokenSession](o.MaxSessions)
+	if err != nil {
 		return nil, err
 	}
-	if ttl <= 0 {
-		ttl = 8 * time.Hour
+	a := &TokenAuth{o: o, sessions: sessions}
+	if _, err := a.current(); err != nil {
+		return nil, err
 	}
-	if now == nil {
-		now = time.Now
+	return a, nil
+}
+
+// cookieName: the __Host- prefix makes the browser refuse the cookie
+// unless it is Secure, path /, and set by this host itself; a console on
+// plain HTTP (loopback only) cannot use it.
+func (a *TokenAuth) cookieName() string {
+	if a.o.Secure {
+		return "__Host-chargerecovery-console"
 	}
-	return &TokenAuth{users: users, key: key, ttl: ttl, now: now, secure: secure}, nil
+	return "chargerecovery-console"
+}
+
+// current is the token file's users as the file is now (read again when
+// its modification time, size or mode changed).
+func (a *TokenAuth) current() ([]tokenUser, error) {
+	a.fmu.Lock()
+	defer a.fmu.Unlock()
+	st, err := os.Stat(a.o.File)
+	if err != nil {
+		a.users, a.ferr, a.stamp = nil, err, ""
+		return nil, err
+	}
+	stamp := fmt.Sprintf("%d/%d/%o", st.ModTime().UnixNano(), st.Size(), st.Mode().Perm())
+	if stamp == a.stamp {
+		return a.users, a.ferr
+	}
+	users, err := ReadTokenFile(a.o.File)
+	a.users, a.ferr, a.stamp = users, err, stamp
+	return users, err
 }
 
 // SignIn implements Authenticator.
 func (*TokenAuth) SignIn() bool { return true }
 
 // check finds the user whose token this is (in constant time per user).
-func (a *TokenAuth) check(token string) (tokenUser, bool) {
+func (a *TokenAuth) check(token string) (tokenUser, bool, error) {
+	users, err := a.current()
+	if err != nil {
+		return tokenUser{}, false, err
+	}
 	sum := sha256.Sum256([]byte(token))
 	var found tokenUser
 	ok := false
-	for _, u := range a.users {
+	for _, u := range users {
 		if subtle.ConstantTimeCompare(sum[:], u.sum[:]) == 1 {
 			found, ok = u, true
 		}
 	}
-	return found, ok
+	return found, ok, nil
 }
 
-func (a *TokenAuth) sign(payload string) string {
-	m := hmac.New(sha256.New, a.key)
-	m.Write([]byte(payload))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
-// session is the cookie for u: name, role, expiry and a random session id,
-// signed.
+// session starts a session for u and returns its cookie.
 func (a *TokenAuth) session(u tokenUser) (*http.Cookie, error) {
-	sid := make([]byte, 16)
-	if _, err := rand.Read(sid); err != nil {
+	id := make([]byte, 32)
+	if _, err := rand.Read(id); err != nil {
 		return nil, err
 	}
-	exp := a.now().Add(a.ttl)
-	payload := strings.Join([]string{base64.RawURLEncoding.EncodeToString([]byte(u.name)), u.role.String(),
-		strconv.FormatInt(exp.Unix(), 10), base64.RawURLEncoding.EncodeToString(sid)}, ".")
-	return &http.Cookie{Name: a.cookieName(), Value: payload + "." + a.sign(payload), Path: "/", Expires: exp,
-		HttpOnly: true, Secure: a.secure, SameSite: http.SameSiteStrictMode}, nil
+	exp := a.o.Now().Add(a.o.TTL)
+	a.sessions.Add(sha256.Sum256(id), tokenSession{name: u.name, sum: u.sum, expires: exp})
+	return &http.Cookie{Name: a.cookieName(), Value: base64.RawURLEncoding.EncodeToString(id), Path: "/", Expires: exp,
+		HttpOnly: true, Secure: a.o.Secure, SameSite: http.SameSiteStrictMode}, nil
 }
 
-var errBadSession = errors.New("bad session")
-
-func (a *TokenAuth) parse(v string) (Identity, error) {
-	i := strings.LastIndexByte(v, '.')
-	if i < 0 {
-		return Identity{}, errBadSession
+// endSession ends the session of r's cookie, if any.
+func (a *TokenAuth) endSession(r *http.Request) {
+	if k, ok := a.sessionKey(r); ok {
+		a.sessions.Remove(k)
 	}
-	payload, mac := v[:i], v[i+1:]
-	if !hmac.Equal([]byte(mac), []byte(a.sign(payload))) {
-		return Identity{}, errBadSession
-	}
-	w := strings.Split(payload, ".")
-	if len(w) != 4 {
-		return Identity{}, errBadSession
-	}
-	name, err := base64.RawURLEncoding.DecodeString(w[0])
-	if err != nil {
-		return Identity{}, errBadSession
-	}
-	role, err := ParseRole(w[1])
-	if err != nil {
-		return Identity{}, errBadSession
-	}
-	exp, err := strconv.ParseInt(w[2], 10, 64)
-	if err != nil || !a.now().Before(time.Unix(exp, 0)) {
-		return Identity{}, errBadSession
-	}
-	// The role is the token file's now, not the cookie's: a user removed
-	// or demoted is so at once.
-	for _, u := range a.users {
-		if u.name == string(name) {
-			return Identity{Name: u.name, Role: min(role, u.role), Session: "token:" + w[3]}, nil
-		}
-	}
-	return Identity{}, errBadSession
 }
 
-// Identify implements Authenticator.
-func (a *TokenAuth) Identify(r *http.Request) (Identity, bool, string) {
+func (a *TokenAuth) sessionKey(r *http.Request) ([sha256.Size]byte, bool) {
 	c, err := r.Cookie(a.cookieName())
 	if err != nil {
+		return [sha256.Size]byte{}, false
+	}
+	id, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil || len(id) != 32 {
+		return [sha256.Size]byte{}, false
+	}
+	return sha256.Sum256(id), true
+}
+
+// Identify implements Authenticator: the session of the cookie, still
+// live, whose token is still in the file; the role is the file's now (a
+// demotion counts at once).
+func (a *TokenAuth) Identify(r *http.Request) (Identity, bool, string) {
+	k, ok := a.sessionKey(r)
+	if !ok {
 		return Identity{}, false, "sign in"
 	}
-	id, err := a.parse(c.Value)
-	if err != nil {
+	s, ok := a.sessions.Get(k)
+	if !ok {
 		return Identity{}, false, "your session has ended: sign in again"
 	}
-	return id, true, ""
+	if !a.o.Now().Before(s.expires) {
+		a.sessions.Remove(k)
+		return Identity{}, false, "your session has ended: sign in again"
+	}
+	users, err := a.current()
+	if err != nil {
+		return Identity{}, false, "the console's token file cannot be read now: nobody is signed in until it is fixed"
+	}
+	for _, u := range users {
+		if u.name == s.name && subtle.ConstantTimeCompare(u.sum[:], s.sum[:]) == 1 {
+			return Identity{Name: u.name, Role: u.role, Session: "token:" + base64.RawURLEncoding.EncodeToString(k[:])}, true, ""
+		}
+	}
+	// The token that made this session is no longer in the file.
+	a.sessions.Remove(k)
+	return Identity{}, false, "your session has ended: sign in again"
 }

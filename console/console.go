@@ -14,6 +14,7 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/hmac"
@@ -28,13 +29,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/time/rate"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/operate"
@@ -69,11 +73,27 @@ type Options struct {
 	// ActionsPerMinute and ActionBurst limit each person's actions
 	// (defaults 10 and 5).
 	ActionsPerMinute, ActionBurst int
+	// SignInsPerMinute and SignInBurst limit the sign-in attempts of each
+	// client address (defaults 10 and 10).
+	SignInsPerMinute, SignInBurst int
 	// Refresh is how often the overview is sampled and refreshed in the
 	// browser (default 5s); Samples how many are kept for the chart
 	// (default 120).
 	Refresh time.Duration
 	Samples int
+	// TrustedProxies are the addresses of proxies in front of the console
+	// (a TLS-terminating load balancer, the sign-in proxy): from them, the
+	// client's address is the last one they appended to X-Forwarded-For
+	// (for the sign-in rate limit and the audit trail). From anywhere
+	// else the header counts for nothing.
+	TrustedProxies []netip.Prefix
+	// MaxClients bounds the rate limiters and the refused sign-in counts
+	// kept (one per person and per client address; default 10,000): the
+	// least recently seen goes first.
+	MaxClients int
+	// RefusalSummary is how often refused sign-ins are written to the
+	// audit trail, one line per address (default 1m).
+	RefusalSummary time.Duration
 }
 
 // Console serves the pages.
@@ -83,12 +103,17 @@ type Console struct {
 	csrf  []byte
 	guard *idempotency.Guard
 
-	mu       sync.Mutex
-	limiters map[string]*rate.Limiter
-	samples  []sample // oldest first
-	sampleAt time.Time
-	report   status.Report
-	rerr     error
+	cop *http.CrossOriginProtection
+
+	mu               sync.Mutex
+	limiters         *lru.Cache[string, *rate.Limiter] // "person:" + name, "signin:" + address
+	refused          *lru.Cache[string, refusedCount]  // refused sign-ins by address since refusedSince
+	refusedElsewhere int                               // refused sign-ins of addresses evicted from refused
+	refusedSince     time.Time
+	samples          []sample // oldest first
+	sampleAt         time.Time
+	report           status.Report
+	rerr             error
 }
 
 // New returns a console; Run samples the overview in the background.
@@ -105,13 +130,23 @@ func New(o Options) (*Console, error) {
 	}
 	o.ActionsPerMinute = cmp.Or(o.ActionsPerMinute, 10)
 	o.ActionBurst = cmp.Or(o.ActionBurst, 5)
+	o.SignInsPerMinute = cmp.Or(o.SignInsPerMinute, 10)
+	o.SignInBurst = cmp.Or(o.SignInBurst, 10)
 	o.Refresh = cmp.Or(o.Refresh, 5*time.Second)
 	o.Samples = cmp.Or(o.Samples, 120)
+	o.MaxClients = cmp.Or(o.MaxClients, 10_000)
+	o.RefusalSummary = cmp.Or(o.RefusalSummary, time.Minute)
 	guard, err := idempotency.NewGuard(o.Store, idempotency.Options{Retention: o.Retention, Clock: clockFunc(o.Now)})
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{o: o, guard: guard, limiters: map[string]*rate.Limiter{}, pages: map[string]*template.Template{}}
+	c := &Console{o: o, guard: guard, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), refusedSince: o.Now().UTC()}
+	if c.limiters, err = lru.New[string, *rate.Limiter](o.MaxClients); err != nil {
+		return nil, err
+	}
+	if c.refused, err = lru.NewWithEvict(o.MaxClients, func(_ string, n refusedCount) { c.refusedElsewhere += n.count }); err != nil {
+		return nil, err
+	}
 	c.csrf = make([]byte, 32)
 	if _, err := rand.Read(c.csrf); err != nil {
 		return nil, err
@@ -138,16 +173,24 @@ func New(o Options) (*Console, error) {
 	return c, nil
 }
 
-// Run samples the overview every Refresh until ctx ends.
+// Run samples the overview every Refresh, and writes the refused
+// sign-ins' summary every RefusalSummary, until ctx ends (then the last
+// summary).
 func (c *Console) Run(ctx context.Context) {
 	t := time.NewTicker(c.o.Refresh)
 	defer t.Stop()
+	summary := time.NewTicker(c.o.RefusalSummary)
+	defer summary.Stop()
+	defer c.flushRefusals()
+	c.sample(ctx)
 	for {
-		c.sample(ctx)
 		select {
 		case <-ctx.Done():
 			return
+		case <-summary.C:
+			c.flushRefusals()
 		case <-t.C:
+			c.sample(ctx)
 		}
 	}
 }
@@ -204,6 +247,10 @@ func identity(r *http.Request) Identity { id, _ := r.Context().Value(ctxKey{}).(
 // authed admits signed-in people only.
 func (c *Console) authed(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := duplicatedIdentityHeader(c.o.Auth, r); h != "" {
+			http.Error(w, "refused: the request names "+h+" more than once", http.StatusBadRequest)
+			return
+		}
 		id, ok, problem := c.o.Auth.Identify(r)
 		if !ok {
 			if c.o.Auth.SignIn() && r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "fragment") && !strings.HasSuffix(r.URL.Path, ".json") {
@@ -224,42 +271,43 @@ func (c *Console) csrfToken(id Identity) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// sameOrigin refuses a request another site's page sent. A browser says
-// where a request comes from in Sec-Fetch-Site, which no page can set; an
-// older one only in Origin.
-func sameOrigin(r *http.Request) bool {
-	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
-		return s == "same-origin" || s == "none"
-	}
-	if o := r.Header.Get("Origin"); o != "" {
-		u, err := url.Parse(o)
-		return err == nil && u.Host == r.Host
-	}
-	return true
+// sameOrigin refuses a request another site's page sent: net/http's
+// CrossOriginProtection (Sec-Fetch-Site, which no page can set, or an
+// older browser's Origin against the Host).
+func (c *Console) sameOrigin(r *http.Request) bool { return c.cop.Check(r) == nil }
+
+// actionName is the audit trail's name of the action at path.
+func actionName(path string) string {
+	return strings.TrimPrefix(strings.TrimPrefix(path, "/dlq/"), "/charge/")
 }
 
 // action admits a signed-in operator's POST carrying the session's CSRF
 // token, within the person's rate limit; everything refused is audited.
+// The action is taken only once a line saying it was requested is written
+// and synced to the audit trail (if it cannot be, nothing is done and the
+// page says so), and its answer is sent only after its result's line.
 func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) AuditEntry) http.Handler {
 	return c.authed(func(w http.ResponseWriter, r *http.Request) {
 		id := identity(r)
 		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-		refuse := func(code int, why string) {
-			e := AuditEntry{Operator: id.Name, Role: id.Role.String(), Action: "refused", Result: "refused",
-				Detail: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, why)}
+		target := func(e AuditEntry) AuditEntry {
 			if strings.HasPrefix(r.URL.Path, "/dlq/") {
-				e.DLQID = r.FormValue("id")
+				e.DLQID = charge.Clip(charge.Printable(r.FormValue("id")), 256)
 			} else {
-				e.ChargeID = r.FormValue("id")
+				e.ChargeID = charge.Clip(charge.Printable(r.FormValue("id")), 256)
 			}
-			c.audit(r, e)
+			return e
+		}
+		refuse := func(code int, why string) {
+			_ = c.audit(r, target(AuditEntry{Operator: id.Name, Role: id.Role.String(), Action: "refused", Result: "refused",
+				Detail: fmt.Sprintf("%s %s: %s", r.Method, r.URL.Path, why)}))
 			c.render(w, r, code, "message", map[string]any{"Title": "Refused", "Message": why})
 		}
 		if err := r.ParseForm(); err != nil {
 			refuse(http.StatusBadRequest, "the form could not be read")
 			return
 		}
-		if !sameOrigin(r) {
+		if !c.sameOrigin(r) {
 			refuse(http.StatusForbidden, "the request came from another site")
 			return
 		}
@@ -275,33 +323,149 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) Au
 			refuse(http.StatusTooManyRequests, fmt.Sprintf("more than %d actions a minute: wait a little", c.o.ActionsPerMinute))
 			return
 		}
-		e := h(w, r, id)
+		requested := target(AuditEntry{Operator: id.Name, Role: id.Role.String(), Action: actionName(r.URL.Path), Result: "requested",
+			Reason: charge.Clip(charge.Printable(strings.TrimSpace(r.PostFormValue("reason"))), 500)})
+		if err := c.audit(r, requested); err != nil {
+			c.render(w, r, http.StatusServiceUnavailable, "message", map[string]any{"Title": "Not done: the audit trail cannot be written",
+				"Message": "Nothing was done: every action is written to the audit trail first, and the audit file cannot be written now (a full disk, or its permissions). The console's log says why; try again once it is fixed."})
+			return
+		}
+		bw := &bufferedWriter{header: http.Header{}}
+		e := h(bw, r, id)
 		e.Operator, e.Role = id.Name, id.Role.String()
-		c.audit(r, e)
+		if err := c.audit(r, e); err != nil {
+			// The action was taken (its request line is in the trail): say
+			// so in the log; the answer goes out as it is.
+			c.o.Logger.Error("console: the result of an action taken is not in the audit trail; its request line is", "action", e.Action,
+				"charge_id", e.ChargeID, "dlq_id", e.DLQID, "result", e.Result)
+		}
+		bw.flushTo(w)
 	})
 }
 
+// bufferedWriter holds a page until its audit line is written.
+type bufferedWriter struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (b *bufferedWriter) Header() http.Header { return b.header }
+func (b *bufferedWriter) WriteHeader(code int) {
+	if b.code == 0 {
+		b.code = code
+	}
+}
+func (b *bufferedWriter) Write(p []byte) (int, error) {
+	if b.code == 0 {
+		b.code = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+
+func (b *bufferedWriter) flushTo(w http.ResponseWriter) {
+	for k, v := range b.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(cmp.Or(b.code, http.StatusOK))
+	_, _ = b.body.WriteTo(w)
+}
+
+// limiter is the action rate limiter of a person.
 func (c *Console) limiter(name string) *rate.Limiter {
+	return c.limiterOf("person:"+name, c.o.ActionsPerMinute, c.o.ActionBurst)
+}
+
+func (c *Console) limiterOf(key string, perMinute, burst int) *rate.Limiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l, ok := c.limiters[name]
+	l, ok := c.limiters.Get(key)
 	if !ok {
-		l = rate.NewLimiter(rate.Limit(float64(c.o.ActionsPerMinute)/60), c.o.ActionBurst)
-		c.limiters[name] = l
+		l = rate.NewLimiter(rate.Limit(float64(perMinute)/60), burst)
+		c.limiters.Add(key, l)
 	}
 	return l
 }
 
-// audit appends e to the audit trail and the log.
-func (c *Console) audit(r *http.Request, e AuditEntry) {
+// clientAddr is the address a request comes from: the connection's peer,
+// or — when the peer is one of the trusted proxies — the address the proxy
+// appended last to X-Forwarded-For (anything a client put before it is its
+// own say-so).
+func (c *Console) clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil || !slices.ContainsFunc(c.o.TrustedProxies, func(p netip.Prefix) bool { return p.Contains(peer.Unmap()) }) {
+		return host
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	if len(xff) == 0 {
+		return host
+	}
+	parts := strings.Split(xff[len(xff)-1], ",")
+	if a, err := netip.ParseAddr(strings.TrimSpace(parts[len(parts)-1])); err == nil {
+		return a.Unmap().String()
+	}
+	return host
+}
+
+// audit appends e to the audit trail and the log; an error means the line
+// is not in the trail.
+func (c *Console) audit(r *http.Request, e AuditEntry) error {
 	e.At = c.o.Now().UTC()
-	e.Remote = r.RemoteAddr
-	if err := c.o.Audit.Append(e); err != nil {
+	e.Remote = c.clientAddr(r)
+	err := c.o.Audit.Append(e)
+	if err != nil {
 		c.o.Logger.Error("console: audit entry not written", "error", err, "action", e.Action, "charge_id", e.ChargeID)
 	}
-	c.o.Logger.LogAttrs(r.Context(), slog.LevelWarn, "console action", slog.Bool("audit", true), slog.String("operator", e.Operator),
+	c.o.Logger.LogAttrs(r.Context(), slog.LevelWarn, "console action", slog.Bool("audit", err == nil), slog.String("operator", e.Operator),
 		slog.String("action", e.Action), slog.String("charge_id", e.ChargeID), slog.String("dlq_id", e.DLQID),
 		slog.String("result", e.Result), slog.String("reason", e.Reason), slog.String("detail", e.Detail))
+	return err
+}
+
+// refusedSignIn counts a refused sign-in from addr; the counts go to the
+// audit trail as one line per address a minute (flushRefusals), never one
+// synced line per attempt.
+func (c *Console) refusedSignIn(addr, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, _ := c.refused.Get(addr)
+	n.count++
+	n.why = why
+	c.refused.Add(addr, n)
+}
+
+type refusedCount struct {
+	count int
+	why   string
+}
+
+// flushRefusals writes the refused sign-ins counted since the last flush.
+func (c *Console) flushRefusals() {
+	c.mu.Lock()
+	var lines []AuditEntry
+	now := c.o.Now().UTC()
+	for _, addr := range c.refused.Keys() {
+		n, _ := c.refused.Peek(addr)
+		lines = append(lines, AuditEntry{At: now, Action: "signin", Result: "refused", Remote: addr,
+			Detail: fmt.Sprintf("%d refused sign-in(s) since %s, the last: %s", n.count, c.refusedSince.Format(time.RFC3339), n.why)})
+	}
+	if c.refusedElsewhere > 0 {
+		lines = append(lines, AuditEntry{At: now, Action: "signin", Result: "refused",
+			Detail: fmt.Sprintf("%d refused sign-in(s) since %s from addresses past the ones counted one by one", c.refusedElsewhere, c.refusedSince.Format(time.RFC3339))})
+	}
+	c.refused.Purge()
+	c.refusedElsewhere, c.refusedSince = 0, now
+	c.mu.Unlock()
+	for _, e := range lines {
+		if err := c.o.Audit.Append(e); err != nil {
+			c.o.Logger.Error("console: audit entry not written", "error", err, "action", e.Action)
+		}
+		c.o.Logger.Warn("console sign-ins refused", "remote", e.Remote, "detail", e.Detail)
+	}
 }
 
 // signinPage shows the token form (token sign-in only).
@@ -313,7 +477,8 @@ func (c *Console) signinPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "signin", map[string]any{})
 }
 
-// signin checks a token and starts a session. Failures are audited and
+// signin checks a token and starts a session. Refusals are counted per
+// client address (summarised in the audit trail once a minute) and
 // rate-limited per client address.
 func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 	ta, ok := c.o.Auth.(*TokenAuth)
@@ -322,18 +487,25 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	if !sameOrigin(r) || !c.limiter("signin@"+host).Allow() {
-		c.audit(r, AuditEntry{Action: "signin", Result: "refused", Detail: "another site's form, or too many attempts"})
-		c.render(w, r, http.StatusTooManyRequests, "signin", map[string]any{"Problem": "refused: too many attempts, or a form from another site"})
+	addr := c.clientAddr(r)
+	if !c.sameOrigin(r) {
+		c.refusedSignIn(addr, "a form from another site")
+		c.render(w, r, http.StatusForbidden, "signin", map[string]any{"Problem": "refused: a form from another site"})
 		return
 	}
-	u, ok := ta.check(r.PostFormValue("token"))
+	if !c.limiterOf("signin:"+addr, c.o.SignInsPerMinute, c.o.SignInBurst).Allow() {
+		c.refusedSignIn(addr, "too many attempts")
+		c.render(w, r, http.StatusTooManyRequests, "signin", map[string]any{"Problem": "refused: too many attempts; wait a minute"})
+		return
+	}
+	u, ok, err := ta.check(r.PostFormValue("token"))
+	if err != nil {
+		c.o.Logger.Error("console: the token file cannot be read: nobody can sign in", "error", err)
+		c.render(w, r, http.StatusServiceUnavailable, "signin", map[string]any{"Problem": "sign-in is not possible now: the console's token file cannot be read (its log says why)"})
+		return
+	}
 	if !ok {
-		c.audit(r, AuditEntry{Action: "signin", Result: "refused", Detail: "unknown token"})
+		c.refusedSignIn(addr, "unknown token")
 		c.render(w, r, http.StatusUnauthorized, "signin", map[string]any{"Problem": "that token is not valid"})
 		return
 	}
@@ -342,13 +514,18 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no session could be made", http.StatusInternalServerError)
 		return
 	}
+	if err := c.audit(r, AuditEntry{Operator: u.name, Role: u.role.String(), Action: "signin", Result: "signed in"}); err != nil {
+		ta.endSession(&http.Request{Header: http.Header{"Cookie": {cookie.String()}}})
+		c.render(w, r, http.StatusServiceUnavailable, "signin", map[string]any{"Problem": "sign-in is not possible now: the audit trail cannot be written (the console's log says why)"})
+		return
+	}
 	http.SetCookie(w, cookie)
-	c.audit(r, AuditEntry{Operator: u.name, Role: u.role.String(), Action: "signin", Result: "signed in"})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
-// signout ends a token session (the CSRF token is required: another site
-// cannot sign anyone out).
+// signout ends a token session: the session is gone on the server, so a
+// copy of the cookie acts for nobody (the CSRF token is required: another
+// site cannot sign anyone out).
 func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
 	id := identity(r)
 	if !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(c.csrfToken(id))) {
@@ -356,7 +533,9 @@ func (c *Console) signout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ta, ok := c.o.Auth.(*TokenAuth); ok {
-		http.SetCookie(w, &http.Cookie{Name: ta.cookieName(), Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: ta.secure, SameSite: http.SameSiteStrictMode})
+		ta.endSession(r)
+		_ = c.audit(r, AuditEntry{Operator: id.Name, Role: id.Role.String(), Action: "signout", Result: "signed out"})
+		http.SetCookie(w, &http.Cookie{Name: ta.cookieName(), Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: ta.o.Secure, SameSite: http.SameSiteStrictMode})
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}

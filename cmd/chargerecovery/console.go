@@ -36,12 +36,12 @@ type consoleConfig struct {
 func (c *consoleConfig) Bind(f *cli.FlagSet) {
 	f.String(&c.Addr, "console-addr", "IC_CONSOLE_ADDR", "127.0.0.1:8088", "the console listens here (loopback unless told otherwise)")
 	f.String(&c.Auth, "console-auth", "IC_CONSOLE_AUTH", "", "how people sign in (required; no anonymous access): proxy (a trusted authenticating proxy's header, e.g. oauth2-proxy in front of the bank's identity provider) or token (--console-token-file)")
-	f.String(&c.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: a file of lines NAME ROLE TOKEN (role viewer or operator; tokens of 16+ characters)")
+	f.String(&c.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: an owner-only (0600) file of lines NAME ROLE TOKEN (role viewer or operator; tokens of 16+ characters), looked at on every request: a removed line ends its sessions at once")
 	f.String(&c.UserHeader, "console-user-header", "IC_CONSOLE_USER_HEADER", "X-Auth-Request-User", "proxy sign-in: the header naming the signed-in user")
 	f.String(&c.GroupsHeader, "console-groups-header", "IC_CONSOLE_GROUPS_HEADER", "", "proxy sign-in: the header listing the user's groups (comma-separated), e.g. X-Auth-Request-Groups")
 	f.String(&c.OperatorGroup, "console-operator-group", "IC_CONSOLE_OPERATOR_GROUP", "", "proxy sign-in: members of this group are operators (everyone else signed in is a viewer)")
 	f.String(&c.Operators, "console-operators", "IC_CONSOLE_OPERATORS", "", "proxy sign-in: users who are operators, comma-separated")
-	f.String(&c.TrustedProxies, "console-trusted-proxies", "IC_CONSOLE_TRUSTED_PROXIES", "", "proxy sign-in: the proxy's addresses or CIDR ranges (required); the user header from anywhere else counts for nothing")
+	f.String(&c.TrustedProxies, "console-trusted-proxies", "IC_CONSOLE_TRUSTED_PROXIES", "", "the addresses or CIDR ranges of proxies in front of the console: required for proxy sign-in (the user header from anywhere else counts for nothing); with token sign-in behind a TLS-terminating proxy, the client's address is then the one the proxy appended to X-Forwarded-For (sign-in rate limit, audit trail)")
 	f.String(&c.AuditFile, "console-audit-file", "IC_CONSOLE_AUDIT_FILE", "", "the audit trail: every console action, taken or refused, appended as a JSON line and synced (required)")
 	f.String(&c.TLSCert, "console-tls-cert", "IC_CONSOLE_TLS_CERT", "", "serve the console over TLS with this certificate (PEM; with --console-tls-key)")
 	f.String(&c.TLSKey, "console-tls-key", "IC_CONSOLE_TLS_KEY", "", "the console certificate's key (PEM)")
@@ -74,9 +74,14 @@ func (c *consoleConfig) Check(p *cli.Problems) {
 	case "token":
 		if c.TokenFile == "" {
 			p.Add("--console-auth token needs --console-token-file")
+		} else if _, err := console.ReadTokenFile(c.TokenFile); err != nil {
+			p.Add("--console-token-file: %v", err)
 		}
 		if !tlsOn && !loopbackAddr(c.Addr) {
 			p.Add("token sign-in on %s over plain HTTP would send tokens and sessions in clear: give --console-tls-cert and --console-tls-key, or listen on loopback", c.Addr)
+		}
+		if _, err := console.ParsePrefixes(c.TrustedProxies); err != nil {
+			p.Add("--console-trusted-proxies: %v", err)
 		}
 	case "proxy":
 		if c.TrustedProxies == "" {
@@ -102,16 +107,16 @@ func (c *consoleConfig) Check(p *cli.Problems) {
 }
 
 func (c *consoleConfig) authenticator() (console.Authenticator, error) {
-	if c.Auth == "token" {
-		users, err := console.ReadTokenFile(c.TokenFile)
-		if err != nil {
-			return nil, cli.Usagef("--console-token-file: %v", err)
-		}
-		return console.NewTokenAuth(users, c.SessionTTL, c.TLSCert != "" || !loopbackAddr(c.Addr), nil)
-	}
 	trusted, err := console.ParsePrefixes(c.TrustedProxies)
 	if err != nil {
 		return nil, cli.Usagef("--console-trusted-proxies: %v", err)
+	}
+	if c.Auth == "token" {
+		a, err := console.NewTokenAuth(console.TokenOptions{File: c.TokenFile, TTL: c.SessionTTL, Secure: c.TLSCert != "" || !loopbackAddr(c.Addr)})
+		if err != nil {
+			return nil, cli.Usagef("--console-token-file: %v", err)
+		}
+		return a, nil
 	}
 	return console.ProxyAuth{UserHeader: c.UserHeader, GroupsHeader: c.GroupsHeader, OperatorGroup: c.OperatorGroup,
 		Operators: splitList(c.Operators), Trusted: trusted}, nil
@@ -140,6 +145,7 @@ func (c *consoleConfig) start(ctx context.Context, d consoleDeps, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
+	trusted, _ := console.ParsePrefixes(c.TrustedProxies) // checked by authenticator
 	audit, err := console.OpenAuditLog(c.AuditFile)
 	if err != nil {
 		return nil, cli.Usagef("--console-audit-file: %v", err)
@@ -151,7 +157,8 @@ func (c *consoleConfig) start(ctx context.Context, d consoleDeps, log *slog.Logg
 		}
 	}
 	con, err := console.New(console.Options{Backend: d.b.Desc, Queue: d.b.Queue, Store: d.b.Store, MetricsURL: d.metricsURL,
-		Retention: d.retention, Renotifier: rn, Auth: auth, Audit: audit, Logger: log, Refresh: c.Refresh, ActionsPerMinute: c.ActionsPerMinute})
+		Retention: d.retention, Renotifier: rn, Auth: auth, Audit: audit, Logger: log, Refresh: c.Refresh, ActionsPerMinute: c.ActionsPerMinute,
+		TrustedProxies: trusted})
 	if err != nil {
 		audit.Close()
 		return nil, err
@@ -207,10 +214,11 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 		retention  time.Duration
 		metricsURL string
 		timeout    time.Duration
+		addr       string
 	)
 	bc.Bind(f)
 	cc.Bind(f)
-	f.String(&cc.Addr, "addr", "", "127.0.0.1:8088", "the same as --console-addr")
+	f.String(&addr, "addr", "", "", "the same as --console-addr (IC_CONSOLE_ADDR); given, it wins")
 	nc.Bind(f)
 	lc.Bind(f)
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
@@ -219,6 +227,7 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
+	cc.Addr = cmp.Or(addr, cc.Addr)
 	var p cli.Problems
 	bc.Check(&p)
 	cc.Check(&p)

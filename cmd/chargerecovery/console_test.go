@@ -1,10 +1,13 @@
 package main
 
 import (
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // A console misconfigured exits 2 naming what to set, before it opens
@@ -50,5 +53,126 @@ func TestConsoleRefusesABadConfiguration(t *testing.T) {
 				t.Fatal("a refused console created the SQLite file")
 			}
 		})
+	}
+}
+
+// The console command takes its address from IC_CONSOLE_ADDR (its --addr
+// default used to overwrite it), and refuses a token file open to others
+// or with a line it cannot read, quoting no token.
+func TestConsoleTakesItsAddressAndTokenFileAsGiven(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open-tokens")
+	if err := os.WriteFile(open, []byte("olga operator olga-0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	swapped := filepath.Join(dir, "swapped")
+	if err := os.WriteFile(swapped, []byte("olga olga-s3cret-0123456789 operator\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "none.db"), "IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit"),
+		"IC_CONSOLE_AUTH": "token"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"IC_CONSOLE_ADDR on the network, tokens in clear", map[string]string{"IC_CONSOLE_ADDR": "0.0.0.0:8088", "IC_CONSOLE_TOKEN_FILE": swapped}, "token sign-in on 0.0.0.0:8088 over plain HTTP"},
+		{"a token file open to others", map[string]string{"IC_CONSOLE_TOKEN_FILE": open}, "chmod 600 " + open},
+		{"a line with its columns swapped", map[string]string{"IC_CONSOLE_TOKEN_FILE": swapped}, "line 1: the second field is not viewer or operator"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.env {
+				env[k] = v
+			}
+			r := runCmd(t.Context(), env, "console")
+			if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", r.code, r.stderr, tc.want)
+			}
+			if strings.Contains(r.stderr, "s3cret") {
+				t.Fatalf("the error quotes a token: %q", r.stderr)
+			}
+		})
+	}
+}
+
+// As a real process: a line removed from the token file ends its live
+// session at the next request, without a restart, and its token no longer
+// signs in; sign-out ends a session for every copy of the cookie.
+func TestTheConsoleProcessRevokesARemovedTokenAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	const olga, vera = "olga-operator-token-0123456789", "vera-viewer-token-0123456789"
+	writeTokens := func(lines string) {
+		if err := os.WriteFile(tokens+".tmp", []byte(lines), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tokens+".tmp", tokens); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTokens("olga operator " + olga + "\nvera viewer " + vera + "\n")
+	addr := freeAddr(t)
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_CONSOLE_ADDR": addr, "IC_CONSOLE_AUTH": "token",
+		"IC_CONSOLE_TOKEN_FILE": tokens, "IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_METRICS_URL": ""}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %d %s", r.code, r.stderr)
+	}
+	proc := childLogged(t, env, filepath.Join(dir, "console.log"), "console")
+	defer stopAll(t, proc)
+	base := "http://" + addr
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	waitUntil(t, "the console listening", 30*time.Second, func() bool {
+		resp, err := noRedirect.Get(base + "/signin")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	signIn := func(token string) *http.Cookie {
+		resp, err := noRedirect.PostForm(base+"/signin", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+			t.Fatalf("sign-in: %d %v", resp.StatusCode, resp.Cookies())
+		}
+		return resp.Cookies()[0]
+	}
+	get := func(c *http.Cookie) int {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", base+"/dlq", nil)
+		req.AddCookie(c)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	olgaSession, veraSession := signIn(olga), signIn(vera)
+	if get(olgaSession) != http.StatusOK || get(veraSession) != http.StatusOK {
+		t.Fatal("the sessions do not work")
+	}
+	writeTokens("vera viewer " + vera + "\n")
+	if code := get(olgaSession); code != http.StatusSeeOther {
+		t.Fatalf("olga's live session after her line was removed: %d, want a redirect to sign in", code)
+	}
+	resp, err := noRedirect.PostForm(base+"/signin", url.Values{"token": {olga}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("olga's removed token: %d, want 401", resp.StatusCode)
+	}
+	if code := get(veraSession); code != http.StatusOK {
+		t.Fatalf("vera's session: %d", code)
 	}
 }
