@@ -1,8 +1,11 @@
 // Package secretfile is the one rule for files that hold a secret (a
 // private key, a client secret, a header file with an API key, the
-// console's token file): they must be readable by their owner only, as
-// OpenSSH requires of a private key, or they are refused with the command
-// that fixes them. It imports only the standard library.
+// console's token file): nobody but their owner may read them — PostgreSQL's
+// rule for a client key. A file owned by this process's user must be
+// owner-only (0600 or 0400); a file owned by root may also be readable by
+// its group (0640 or 0440: how Kubernetes mounts a secret for a non-root
+// container with fsGroup). Anything more open is refused with the command
+// that fixes it. It imports only the standard library.
 package secretfile
 
 import (
@@ -10,28 +13,38 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // ErrOpen is the error of a secret file that others can read or write.
 var ErrOpen = errors.New("readable or writable by others")
 
-// CheckMode says what is wrong with a secret file whose mode is mode
-// (nil when only its owner may read or write it).
-func CheckMode(path string, mode fs.FileMode) error {
-	if mode.Perm()&0o077 != 0 {
+// CheckMode says what is wrong with a secret file whose mode is mode and
+// whose owner is root or not (nil when nobody but its owner, and for
+// root's file its group, may read it).
+func CheckMode(path string, mode fs.FileMode, rootOwned bool) error {
+	allowed := fs.FileMode(0o700)
+	if rootOwned {
+		allowed = 0o740
+	}
+	if mode.Perm()&^allowed != 0 {
 		return fmt.Errorf("%s is %w (mode %04o): make it owner-only with: chmod 600 %s", path, ErrOpen, mode.Perm(), path)
 	}
 	return nil
 }
 
 // Check stats path (following a symbolic link, as a mounted secret is
-// one) and refuses it unless it is owner-only.
+// one) and refuses it unless only its owner may read it.
 func Check(path string) error {
 	st, err := os.Stat(path)
 	if err != nil {
 		return err
 	}
-	return CheckMode(path, st.Mode())
+	root := false
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		root = sys.Uid == 0 && os.Geteuid() != 0
+	}
+	return CheckMode(path, st.Mode(), root)
 }
 
 // Read reads a secret file after checking its mode.

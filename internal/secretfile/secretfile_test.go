@@ -37,3 +37,22 @@ func TestOnlyOwnerOnlyFilesAreRead(t *testing.T) {
 		}
 	}
 }
+
+// Root's file may be readable by its group (a Kubernetes secret with
+// fsGroup for a non-root container), never by others nor writable by the
+// group; a file of one's own must be owner-only.
+func TestTheModeRule(t *testing.T) {
+	for _, tc := range []struct {
+		mode os.FileMode
+		root bool
+		ok   bool
+	}{
+		{0o600, false, true}, {0o400, false, true}, {0o640, false, false}, {0o440, false, false},
+		{0o600, true, true}, {0o640, true, true}, {0o440, true, true}, {0o660, true, false}, {0o644, true, false}, {0o604, true, false},
+	} {
+		err := secretfile.CheckMode("f", tc.mode, tc.root)
+		if (err == nil) != tc.ok {
+			t.Errorf("mode %04o root %v: %v", tc.mode, tc.root, err)
+		}
+	}
+}
