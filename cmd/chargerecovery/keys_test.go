@@ -55,7 +55,15 @@ func TestServeWritesKeyedFingerprintsAndInspectShowsAPrefix(t *testing.T) {
 	if err := os.WriteFile(short, []byte("tooshort"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for file, want := range map[string]string{"": "--fingerprint-key-file (IC_FINGERPRINT_KEY_FILE) is required", short: "want at least 32"} {
+	open := filepath.Join(t.TempDir(), "open.key")
+	if err := os.WriteFile(open, []byte(strings.Repeat("k", 48)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{"": "--fingerprint-key-file (IC_FINGERPRINT_KEY_FILE) is required", short: "want at least 32",
+		open: "chmod 600 " + open} {
 		e := map[string]string{"IC_FINGERPRINT_KEY_FILE": file}
 		for k, v := range env {
 			e[k] = v

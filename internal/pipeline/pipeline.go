@@ -13,12 +13,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/internal/redact"
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -92,7 +92,7 @@ func (c *Config) Keys() (*idempotency.Fingerprinter, error) {
 		return c.Fingerprints, nil
 	}
 	read := func(flag, file string) ([]byte, error) {
-		b, err := os.ReadFile(file)
+		b, err := secretfile.Read(file)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
