@@ -18,12 +18,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
+	"html"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"net/textproto"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -68,7 +72,9 @@ type Auth struct {
 	mu       sync.Mutex
 	tok      *oauth2.Token
 	tokAt    time.Time // when tok was fetched
-	tokenErr error     // the last token request's failure, until one succeeds
+
+	emu      sync.Mutex // guards tokenErr alone: Check never waits for a token request
+	tokenErr error      // the last token request's failure, until one succeeds
 
 	tmu     sync.Mutex
 	base    *http.Transport
@@ -272,7 +278,7 @@ func (a *Auth) token(ctx context.Context) (*oauth2.Token, error) {
 	}
 	secret, err := a.secret.get()
 	if err != nil {
-		a.tokenErr = err
+		a.setTokenErr(err)
 		return nil, &TokenError{Err: err}
 	}
 	cc := clientcredentials.Config{ClientID: a.o.ClientID, ClientSecret: secret, TokenURL: a.o.TokenURL, Scopes: a.o.Scopes}
@@ -282,11 +288,20 @@ func (a *Auth) token(ctx context.Context) (*oauth2.Token, error) {
 	tok, err := cc.Token(tctx)
 	if err != nil {
 		err = &TokenError{Err: scrub(err, a.o.ClientID, secret)}
-		a.tokenErr = err
+		if ctx.Err() == nil { // a request given up is no verdict on the credentials
+			a.setTokenErr(err)
+		}
 		return nil, err
 	}
-	a.tok, a.tokAt, a.tokenErr = tok, fetched, nil
+	a.tok, a.tokAt = tok, fetched
+	a.setTokenErr(nil)
 	return tok, nil
+}
+
+func (a *Auth) setTokenErr(err error) {
+	a.emu.Lock()
+	defer a.emu.Unlock()
+	a.tokenErr = err
 }
 
 // Check says what is wrong with the credentials now, in words an operator
@@ -310,14 +325,30 @@ func (a *Auth) Check() error {
 		}
 	}
 	if a.ca != nil {
-		if _, err := a.ca.get(); err != nil {
+		if err := a.ca.problem(); err != nil {
 			return &CheckError{Summary: "the CA bundle cannot be read", Err: err}
 		}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.tokenErr != nil {
-		inner := a.tokenErr
+	if a.cert != nil {
+		if err := a.cert.problem(); err != nil {
+			return &CheckError{Summary: "the client certificate or its key cannot be read", Err: err}
+		}
+	}
+	if a.headers != nil {
+		if err := a.headers.problem(); err != nil {
+			return &CheckError{Summary: "the header file cannot be read", Err: err}
+		}
+	}
+	if a.secret != nil {
+		if err := a.secret.problem(); err != nil {
+			return &CheckError{Summary: "the client secret file cannot be read", Err: err}
+		}
+	}
+	a.emu.Lock()
+	tokenErr := a.tokenErr
+	a.emu.Unlock()
+	if tokenErr != nil {
+		inner := tokenErr
 		var te *TokenError
 		if errors.As(inner, &te) {
 			inner = te.Err
@@ -382,7 +413,12 @@ func parseHeaders(b []byte) (http.Header, error) {
 		if !ok || name == "" || strings.ContainsAny(name, " \t") {
 			return nil, fmt.Errorf("line %d is not \"Name: value\"", n)
 		}
-		h.Add(textproto.CanonicalMIMEHeaderKey(name), strings.TrimSpace(value))
+		key := textproto.CanonicalMIMEHeaderKey(name)
+		switch key {
+		case "Idempotency-Key", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection", "Traceparent", "Tracestate":
+			return nil, fmt.Errorf("line %d names %s, which every request sets itself: a header file carries credentials only", n, key)
+		}
+		h.Add(key, strings.TrimSpace(value))
 	}
 	return h, sc.Err()
 }
@@ -423,12 +459,29 @@ func scrub(err error, clientID, secret string) error {
 		return err
 	}
 	msg := err.Error()
-	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret)}
+	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret), html.EscapeString(secret)}
+	// As Go's %q, a JSON string (with and without HTML escaping) and
+	// quoted twice over (a JSON log line of a %q error), without the quotes.
+	quoted := strconv.Quote(secret)
+	forms = append(forms, quoted[1:len(quoted)-1])
+	twice := strconv.Quote(quoted)
+	forms = append(forms, twice[3:len(twice)-3])
+	for _, escapeHTML := range []bool{true, false} {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(escapeHTML)
+		if enc.Encode(secret) == nil {
+			j := strings.TrimSpace(buf.String())
+			forms = append(forms, j[1:len(j)-1])
+		}
+	}
 	for _, pair := range []string{clientID + ":" + secret, url.QueryEscape(clientID) + ":" + url.QueryEscape(secret), secret} {
 		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
 			forms = append(forms, enc.EncodeToString([]byte(pair)))
 		}
 	}
+	// The longest forms first: one form may hold another.
+	slices.SortFunc(forms, func(x, y string) int { return len(y) - len(x) })
 	found := false
 	for _, f := range forms {
 		if f != "" && strings.Contains(msg, f) {
@@ -448,8 +501,10 @@ func (a *Auth) SendsSecret() bool { return a != nil && (a.headers != nil || a.se
 // CheckURL refuses a URL the credentials would be sent to in clear: plain
 // http to a host other than this machine's loopback, when requests carry a
 // secret. what names the flag in the error.
+// A pinned CA or a client certificate with a plain http URL is refused
+// too: TLS was asked for, and the URL would silently turn it off.
 func (a *Auth) CheckURL(what, raw string) error {
-	if !a.SendsSecret() {
+	if !a.SendsSecret() && (a == nil || (a.ca == nil && a.cert == nil)) {
 		return nil
 	}
 	return CheckSecretURL(what, raw)

@@ -290,7 +290,8 @@ func TestSecretsAreNotSentOverPlainHTTP(t *testing.T) {
 		{withHeaders, "http://bank.example/v1", false},
 		{withHeaders, "http://10.0.0.5:8081", false},
 		{withHeaders, "ftp://bank.example", false},
-		{onlyCA, "http://bank.example/v1", true}, // no secret to send
+		{onlyCA, "http://bank.example/v1", false}, // TLS asked for, turned off by the URL
+		{onlyCA, "http://127.0.0.1:8081", true},
 		{nil, "http://bank.example/v1", true},
 	} {
 		err := tc.a.CheckURL("--corebank-url", tc.url)

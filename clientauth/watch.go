@@ -19,10 +19,11 @@ type watched[T any] struct {
 	secret bool
 
 	mu      sync.Mutex
-	stamp   string // modification times and sizes when last read
+	stamp   string // the files' stamps (secretfile.Stamp) when last read
 	checked time.Time
 	val     T
-	err     error
+	good    bool  // val holds a good value
+	err     error // why the files on disk now cannot be used (nil: val is theirs)
 }
 
 func watch[T any](file string, parse func([]byte) (T, error), companions ...string) (*watched[T], error) {
@@ -52,10 +53,15 @@ func (w *watched[T]) version() string {
 	return w.stamp
 }
 
+// get returns the value as the files are now, read again at most once a
+// second when one of them changed. A file that is missing, open to others
+// or does not parse keeps the last good value in use (a rotation half
+// done must not stop the debits) — and problem reports it, for /readyz —
+// or is an error when there never was a good one.
 func (w *watched[T]) get() (T, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if time.Since(w.checked) < time.Second && w.stamp != "" {
+	if time.Since(w.checked) < time.Second && w.good {
 		return w.val, nil
 	}
 	w.checked = time.Now()
@@ -63,15 +69,17 @@ func (w *watched[T]) get() (T, error) {
 	for _, f := range w.files {
 		st, err := os.Stat(f)
 		if err != nil {
-			var zero T
-			w.err = fmt.Errorf("%s: %w", f, err)
-			return zero, w.err
+			// Forget the stamp: the same file put back (mv away and back,
+			// cp -p) is read again.
+			w.stamp, w.err = "", fmt.Errorf("%s: %w", f, err)
+			return w.current()
 		}
-		stamp += fmt.Sprintf("%d/%d/%o;", st.ModTime().UnixNano(), st.Size(), st.Mode().Perm())
+		stamp += secretfile.Stamp(st) + ";"
 	}
 	if stamp == w.stamp {
-		return w.val, w.err
+		return w.current()
 	}
+	w.stamp = stamp
 	read := os.ReadFile
 	if w.secret {
 		read = secretfile.Read
@@ -80,16 +88,31 @@ func (w *watched[T]) get() (T, error) {
 	if err == nil {
 		var v T
 		if v, err = w.parse(b); err == nil {
-			w.val, w.err, w.stamp = v, nil, stamp
+			w.val, w.err, w.good = v, nil, true
 			return v, nil
 		}
 	}
-	// Keep the last good value if there was one (a rotation half-written:
-	// read again on a later call); report the error only when there is none.
-	if w.stamp != "" {
+	w.err = fmt.Errorf("%s: %w", w.files[0], err)
+	return w.current()
+}
+
+// current is the last good value while there is one, else the error.
+func (w *watched[T]) current() (T, error) {
+	if w.good {
 		return w.val, nil
 	}
 	var zero T
-	w.err = fmt.Errorf("%s: %w", w.files[0], err)
 	return zero, w.err
+}
+
+// problem is why the files as they are on disk now cannot be used (nil
+// when they can), also while the last good value is still in use.
+func (w *watched[T]) problem() error {
+	_, _ = w.get()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil && w.good {
+		return fmt.Errorf("%w (the last good version is still in use until it is fixed)", w.err)
+	}
+	return w.err
 }

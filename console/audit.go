@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -70,6 +71,9 @@ func (a *AuditLog) Append(e AuditEntry) error {
 	line := append(b, '\n')
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if err := a.reopenIfMoved(); err != nil {
+		return fmt.Errorf("audit file: %w", err)
+	}
 	if a.torn {
 		line = append([]byte{'\n'}, line...)
 	}
@@ -84,16 +88,63 @@ func (a *AuditLog) Append(e AuditEntry) error {
 	return nil
 }
 
-// Recent returns the last n entries, newest first.
+// reopenIfMoved opens the file at the path again when the one held is no
+// longer there — deleted, or rotated away (renamed, a new file created):
+// lines must go where the trail is read, never into an unlinked inode or
+// yesterday's file.
+func (a *AuditLog) reopenIfMoved() error {
+	held, err := a.f.Stat()
+	if err != nil {
+		return err
+	}
+	if !held.Mode().IsRegular() {
+		return nil // a device (tests use /dev/full)
+	}
+	there, err := os.Stat(a.path)
+	if err == nil && os.SameFile(held, there) {
+		return nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(a.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_ = a.f.Close()
+	a.f, a.torn = f, false
+	return nil
+}
+
+// recentWindow is how much of the file's end Recent reads: the audit page
+// never scans a trail of months.
+const recentWindow = 4 << 20
+
+// Recent returns the last n entries, newest first, from the file's last
+// few MiB. It takes no lock an action needs: an audit page never holds an
+// action up.
 func (a *AuditLog) Recent(n int) ([]AuditEntry, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	f, err := os.Open(a.path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return lastEntries(f, n)
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	var r io.Reader = f
+	if st.Size() > recentWindow {
+		if _, err := f.Seek(st.Size()-recentWindow, io.SeekStart); err != nil {
+			return nil, err
+		}
+		br := bufio.NewReader(f)
+		if _, err := br.ReadString('\n'); err != nil { // the first line is cut
+			return nil, err
+		}
+		r = br
+	}
+	return lastEntries(r, n)
 }
 
 func lastEntries(r io.Reader, n int) ([]AuditEntry, error) {

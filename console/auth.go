@@ -217,8 +217,12 @@ func parseTokenFile(path string, b []byte) ([]tokenUser, error) {
 		if names[w[0]] {
 			return nil, fmt.Errorf("%s line %d: a second line for the same name", path, n)
 		}
+		sum := sha256.Sum256([]byte(w[2]))
+		if slices.ContainsFunc(out, func(u tokenUser) bool { return u.sum == sum }) {
+			return nil, fmt.Errorf("%s line %d: the same token as an earlier line (each person needs a token of her own)", path, n)
+		}
 		names[w[0]] = true
-		out = append(out, tokenUser{name: w[0], role: role, sum: sha256.Sum256([]byte(w[2]))})
+		out = append(out, tokenUser{name: w[0], role: role, sum: sum})
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -310,7 +314,7 @@ func (a *TokenAuth) current() ([]tokenUser, error) {
 		a.users, a.ferr, a.stamp = nil, err, ""
 		return nil, err
 	}
-	stamp := fmt.Sprintf("%d/%d/%o", st.ModTime().UnixNano(), st.Size(), st.Mode().Perm())
+	stamp := secretfile.Stamp(st)
 	if stamp == a.stamp {
 		return a.users, a.ferr
 	}

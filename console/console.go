@@ -106,7 +106,8 @@ type Console struct {
 	cop *http.CrossOriginProtection
 
 	mu               sync.Mutex
-	limiters         *lru.Cache[string, *rate.Limiter] // "person:" + name, "signin:" + address
+	limiters         *lru.Cache[string, *rate.Limiter] // actions, by person
+	signinLimiters   *lru.Cache[string, *rate.Limiter] // sign-in attempts, by client address (an IPv6 /64)
 	refused          *lru.Cache[string, refusedCount]  // refused sign-ins by address since refusedSince
 	refusedElsewhere int                               // refused sign-ins of addresses evicted from refused
 	refusedSince     time.Time
@@ -142,6 +143,9 @@ func New(o Options) (*Console, error) {
 	}
 	c := &Console{o: o, guard: guard, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), refusedSince: o.Now().UTC()}
 	if c.limiters, err = lru.New[string, *rate.Limiter](o.MaxClients); err != nil {
+		return nil, err
+	}
+	if c.signinLimiters, err = lru.New[string, *rate.Limiter](o.MaxClients); err != nil {
 		return nil, err
 	}
 	if c.refused, err = lru.NewWithEvict(o.MaxClients, func(_ string, n refusedCount) { c.refusedElsewhere += n.count }); err != nil {
@@ -371,18 +375,29 @@ func (b *bufferedWriter) flushTo(w http.ResponseWriter) {
 	_, _ = b.body.WriteTo(w)
 }
 
-// limiter is the action rate limiter of a person.
+// limiter is the action rate limiter of a person (kept apart from the
+// sign-in limiters: a flood of anonymous sign-ins cannot evict it).
 func (c *Console) limiter(name string) *rate.Limiter {
-	return c.limiterOf("person:"+name, c.o.ActionsPerMinute, c.o.ActionBurst)
+	return c.limiterOf(c.limiters, name, c.o.ActionsPerMinute, c.o.ActionBurst)
 }
 
-func (c *Console) limiterOf(key string, perMinute, burst int) *rate.Limiter {
+// signinLimiter is the sign-in rate limiter of a client address; an IPv6
+// address counts as its /64 (one host often holds a whole /64).
+func (c *Console) signinLimiter(addr string) *rate.Limiter {
+	key := addr
+	if a, err := netip.ParseAddr(addr); err == nil && a.Is6() && !a.Is4In6() {
+		key = netip.PrefixFrom(a, 64).Masked().String()
+	}
+	return c.limiterOf(c.signinLimiters, key, c.o.SignInsPerMinute, c.o.SignInBurst)
+}
+
+func (c *Console) limiterOf(cache *lru.Cache[string, *rate.Limiter], key string, perMinute, burst int) *rate.Limiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l, ok := c.limiters.Get(key)
+	l, ok := cache.Get(key)
 	if !ok {
 		l = rate.NewLimiter(rate.Limit(float64(perMinute)/60), burst)
-		c.limiters.Add(key, l)
+		cache.Add(key, l)
 	}
 	return l
 }
@@ -493,7 +508,7 @@ func (c *Console) signin(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusForbidden, "signin", map[string]any{"Problem": "refused: a form from another site"})
 		return
 	}
-	if !c.limiterOf("signin:"+addr, c.o.SignInsPerMinute, c.o.SignInBurst).Allow() {
+	if !c.signinLimiter(addr).Allow() {
 		c.refusedSignIn(addr, "too many attempts")
 		c.render(w, r, http.StatusTooManyRequests, "signin", map[string]any{"Problem": "refused: too many attempts; wait a minute"})
 		return

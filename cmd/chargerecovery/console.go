@@ -112,7 +112,7 @@ func (c *consoleConfig) authenticator() (console.Authenticator, error) {
 		return nil, cli.Usagef("--console-trusted-proxies: %v", err)
 	}
 	if c.Auth == "token" {
-		a, err := console.NewTokenAuth(console.TokenOptions{File: c.TokenFile, TTL: c.SessionTTL, Secure: c.TLSCert != "" || !loopbackAddr(c.Addr)})
+		a, err := console.NewTokenAuth(console.TokenOptions{File: c.TokenFile, TTL: c.SessionTTL, Secure: c.TLSCert != "" || !loopbackAddr(c.Addr) || c.TrustedProxies != ""})
 		if err != nil {
 			return nil, cli.Usagef("--console-token-file: %v", err)
 		}

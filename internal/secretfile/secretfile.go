@@ -42,6 +42,9 @@ func Check(path string) error {
 	}
 	root := false
 	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if euid := os.Geteuid(); int(sys.Uid) != euid && sys.Uid != 0 {
+			return fmt.Errorf("%s is owned by uid %d, not by this process's user (%d) nor root: whoever owns it can read and rewrite the secret (chown it)", path, sys.Uid, euid)
+		}
 		root = sys.Uid == 0 && os.Geteuid() != 0
 	}
 	return CheckMode(path, st.Mode(), root)
@@ -53,4 +56,17 @@ func Read(path string) ([]byte, error) {
 		return nil, err
 	}
 	return os.ReadFile(path)
+}
+
+// Stamp identifies a version of a file for re-reading it when it changed:
+// modification time, size and mode, and — where the system has them — the
+// inode and the status-change time, so that a same-size edit that kept the
+// modification time (cp -p, rsync -t, touch -r) or a rename over it is
+// still seen.
+func Stamp(st fs.FileInfo) string {
+	s := fmt.Sprintf("%d/%d/%o", st.ModTime().UnixNano(), st.Size(), st.Mode().Perm())
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		s += fmt.Sprintf("/%d/%d/%d.%d", sys.Dev, sys.Ino, sys.Ctim.Sec, sys.Ctim.Nsec)
+	}
+	return s
 }
