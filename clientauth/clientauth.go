@@ -19,9 +19,9 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"html"
 	"errors"
 	"fmt"
+	"html"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -69,9 +69,9 @@ type Auth struct {
 	headers *watched[http.Header]
 	secret  *watched[string]
 
-	mu       sync.Mutex
-	tok      *oauth2.Token
-	tokAt    time.Time // when tok was fetched
+	mu    sync.Mutex
+	tok   *oauth2.Token
+	tokAt time.Time // when tok was fetched
 
 	emu      sync.Mutex // guards tokenErr alone: Check never waits for a token request
 	tokenErr error      // the last token request's failure, until one succeeds

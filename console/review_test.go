@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -256,7 +256,6 @@ func TestReviewAViewerSigningInRepeatedlyEndsTheOperatorsSessions(t *testing.T) 
 	}
 }
 
-
 // ATTACK 7. The audit page reads the whole audit file under the audit
 // trail's mutex. The file only grows (a year of actions and minute-by-
 // minute refusal summaries); while any signed-in viewer's page view scans
@@ -330,15 +329,18 @@ func TestReviewHeldCrossSiteAndCSRFVariants(t *testing.T) {
 	}
 	f := func(csrf string) url.Values { return url.Values{"id": {w.failed}, "csrf": {csrf}, "reason": {"held"}} }
 	for name, code := range map[string]int{
-		"viewer's CSRF by an operator":  post(olga, "/charge/reopen", f(vc), ""),
-		"another operator's CSRF":       post(olga, "/charge/reopen", f(ic), ""),
-		"CSRF in the query string":      post(olga, "/charge/reopen", url.Values{"id": {w.failed}, "reason": {"held"}}, "?csrf="+url.QueryEscape(oc)),
-		"Sec-Fetch-Site: same-site":     post(olga, "/charge/reopen", f(oc), "", "Sec-Fetch-Site", "same-site"),
-		"Sec-Fetch-Site: cross-site":    post(olga, "/charge/reopen", f(oc), "", "Sec-Fetch-Site", "cross-site"),
-		"Origin: null":                  post(olga, "/charge/reopen", f(oc), "", "Origin", "null"),
-		"Origin: sibling subdomain":     post(olga, "/charge/reopen", f(oc), "", "Origin", "https://evil.console.test"),
-		"signin from another site":      post(olga, "/signin", url.Values{"token": {olgaToken}}, "", "Sec-Fetch-Site", "cross-site"),
-		"method override header on GET": func() int { c, _ := olga.do("GET", "/charge/reopen?id="+url.QueryEscape(w.failed)+"&_method=POST&csrf="+url.QueryEscape(oc)+"&reason=x", nil); return c }(),
+		"viewer's CSRF by an operator": post(olga, "/charge/reopen", f(vc), ""),
+		"another operator's CSRF":      post(olga, "/charge/reopen", f(ic), ""),
+		"CSRF in the query string":     post(olga, "/charge/reopen", url.Values{"id": {w.failed}, "reason": {"held"}}, "?csrf="+url.QueryEscape(oc)),
+		"Sec-Fetch-Site: same-site":    post(olga, "/charge/reopen", f(oc), "", "Sec-Fetch-Site", "same-site"),
+		"Sec-Fetch-Site: cross-site":   post(olga, "/charge/reopen", f(oc), "", "Sec-Fetch-Site", "cross-site"),
+		"Origin: null":                 post(olga, "/charge/reopen", f(oc), "", "Origin", "null"),
+		"Origin: sibling subdomain":    post(olga, "/charge/reopen", f(oc), "", "Origin", "https://evil.console.test"),
+		"signin from another site":     post(olga, "/signin", url.Values{"token": {olgaToken}}, "", "Sec-Fetch-Site", "cross-site"),
+		"method override header on GET": func() int {
+			c, _ := olga.do("GET", "/charge/reopen?id="+url.QueryEscape(w.failed)+"&_method=POST&csrf="+url.QueryEscape(oc)+"&reason=x", nil)
+			return c
+		}(),
 	} {
 		if code == http.StatusOK && name == "method override header on GET" {
 			// the confirmation page; the record must not have moved
