@@ -267,8 +267,12 @@ type TokenAuth struct {
 	users []tokenUser
 	ferr  error // why the file cannot be used now (nil: users are current)
 
+	smu      sync.Mutex                                  // one sign-in at a time counts a person's sessions
 	sessions *lru.Cache[[sha256.Size]byte, tokenSession] // by the hash of the cookie's id
 }
+
+// sessionsPerPerson bounds one person's sessions (browsers, devices).
+const sessionsPerPerson = 20
 
 type tokenSession struct {
 	name    string
@@ -350,7 +354,21 @@ func (a *TokenAuth) session(u tokenUser) (*http.Cookie, error) {
 		return nil, err
 	}
 	exp := a.o.Now().Add(a.o.TTL)
+	a.smu.Lock()
+	// A person keeps at most sessionsPerPerson sessions (her oldest ends
+	// first): no one's sign-ins can push everyone else's sessions out.
+	var hers [][sha256.Size]byte
+	for _, k := range a.sessions.Keys() { // oldest first
+		if s, ok := a.sessions.Peek(k); ok && s.name == u.name {
+			hers = append(hers, k)
+		}
+	}
+	for len(hers) >= sessionsPerPerson {
+		a.sessions.Remove(hers[0])
+		hers = hers[1:]
+	}
 	a.sessions.Add(sha256.Sum256(id), tokenSession{name: u.name, sum: u.sum, expires: exp})
+	a.smu.Unlock()
 	return &http.Cookie{Name: a.cookieName(), Value: base64.RawURLEncoding.EncodeToString(id), Path: "/", Expires: exp,
 		HttpOnly: true, Secure: a.o.Secure, SameSite: http.SameSiteStrictMode}, nil
 }

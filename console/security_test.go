@@ -414,3 +414,28 @@ func TestAnIdentityHeaderGivenTwiceIsRefused(t *testing.T) {
 		t.Fatalf("one header: %d", code)
 	}
 }
+
+// One person's sign-ins end her own oldest sessions, never another's: a
+// viewer signing in again and again cannot sign the operators out.
+func TestAPersonsSignInsNeverEndAnothersSession(t *testing.T) {
+	w := newWorld(t)
+	auth, err := console.NewTokenAuth(console.TokenOptions{File: tokenFile(t, "olga operator "+olgaToken, "vera viewer "+veraToken), MaxSessions: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.rawConsole(t, auth, nil)
+	olga := cookieOf(t, call(h, "10.1.1.1:5000", "POST", "/signin", url.Values{"token": {olgaToken}}, nil))
+	var vera []*http.Cookie
+	for i := range 100 {
+		vera = append(vera, cookieOf(t, call(h, fmt.Sprintf("10.2.%d.%d:5000", i/200, i%200+1), "POST", "/signin", url.Values{"token": {veraToken}}, nil)))
+	}
+	if code := call(h, "10.1.1.1:5000", "GET", "/dlq", nil, olga).Code; code != http.StatusOK {
+		t.Fatalf("olga's session after 100 sign-ins of vera's: %d, want 200", code)
+	}
+	if code := call(h, "10.2.0.100:5000", "GET", "/dlq", nil, vera[len(vera)-1]).Code; code != http.StatusOK {
+		t.Fatalf("vera's newest session: %d", code)
+	}
+	if code := call(h, "10.2.0.1:5000", "GET", "/dlq", nil, vera[0]).Code; code != http.StatusSeeOther {
+		t.Fatalf("vera's oldest session: %d, want ended", code)
+	}
+}
