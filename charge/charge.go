@@ -132,7 +132,7 @@ const (
 // MaskText masks what may be an account number in text that came from
 // outside (a bank's error message): every occurrence of the given account
 // numbers, and every number of 8 or more digits — also when written in
-// groups joined by '-' or ' ' ("0012-3456-7890", "0012 3456 7890") — keeps
+// groups joined by '-', ' ', '.' or '/' ("0012-3456-7890", "0012.3456.7890") — keeps
 // its last four digits. A date (2026-11-30, 30-11-2026) is left alone. Our
 // own references and ids are not passed through it.
 func MaskText(text string, accounts ...string) string {
@@ -174,7 +174,7 @@ func MaskText(text string, accounts ...string) string {
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // numberAt reads the number starting at text[i]: digit groups joined by
-// one separator, '-' or ' ', the same one throughout. It returns where the
+// one separator, '-', ' ', '.' or '/', the same one throughout. It returns where the
 // number ends, how many digits it has and the length of each group.
 func numberAt(text string, i int) (end, digits int, groups []int) {
 	var sep byte
@@ -185,7 +185,7 @@ func numberAt(text string, i int) (end, digits int, groups []int) {
 		}
 		groups = append(groups, i-start)
 		digits += i - start
-		if i+1 >= len(text) || !isDigit(text[i+1]) || (text[i] != '-' && text[i] != ' ') || (sep != 0 && text[i] != sep) {
+		if i+1 >= len(text) || !isDigit(text[i+1]) || !strings.ContainsRune("- ./", rune(text[i])) || (sep != 0 && text[i] != sep) {
 			return i, digits, groups
 		}
 		sep = text[i]
@@ -193,7 +193,8 @@ func numberAt(text string, i int) (end, digits int, groups []int) {
 	}
 }
 
-// isDate: a number shaped as yyyy-mm-dd or dd-mm-yyyy.
+// isDate: a number shaped as yyyy-mm-dd or dd-mm-yyyy (with any of the
+// separators).
 func isDate(groups []int) bool {
 	return len(groups) == 3 && groups[1] == 2 && (groups[0] == 4 && groups[2] == 2 || groups[0] == 2 && groups[2] == 4)
 }

@@ -138,3 +138,18 @@ func TestUntrustedTextIsPrintableMaskedAndBounded(t *testing.T) {
 		t.Errorf("invalid UTF-8 and C1 controls kept: %q", charge.Untrusted("\xff\xfeok\u0085"))
 	}
 }
+
+// Accounts written with '.' or '/' between their groups are masked too;
+// dates with those separators are not.
+func TestMaskTextWithDotsAndSlashes(t *testing.T) {
+	for in, want := range map[string]string{
+		"account 0012.3456.7890 closed": "account ****.****.7890 closed",
+		"account 0012/3456/7890 closed": "account ****/****/7890 closed",
+		"due 30/11/2026, 2026.11.30":    "due 30/11/2026, 2026.11.30",
+		"fee 1500.00":                   "fee 1500.00",
+	} {
+		if got := charge.MaskText(in); got != want {
+			t.Errorf("MaskText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

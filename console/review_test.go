@@ -423,3 +423,30 @@ func TestReviewTwoNamesWithOneTokenAreAcceptedAndMisattributed(t *testing.T) {
 			page[strings.Index(page, `id="who"`):][:40])
 	}
 }
+
+// ATTACK 6. A DLQ body is masked only at its accountId when it has one:
+// every other account number in it is shown in clear. A producer whose
+// schema grew a field (a debtor / beneficiary account) sends exactly such
+// messages — the parser refuses unknown fields, so every one of them is on
+// the DLQ, in the console, for every viewer. The same for an accountId
+// written with a JSON escape (the decoded value is what is searched for).
+func TestReviewDLQBodyShowsOtherAccountNumbersInClear(t *testing.T) {
+	w := newWorld(t)
+	const other = "998877665544332211"
+	w.deadLetter(t, []byte(`{"schemaVersion":1,"chargeId":"CHG-EXTRA-1","accountId":"`+account+`","debtorAccount":"`+other+`","amount":{"minor":100,"currency":"INR"}}`),
+		queue.Reason{Code: chargehandler.Code(charge.Invalid), Detail: "unknown field"})
+	w.deadLetter(t, []byte(`{"schemaVersion":1,"chargeId":"CHG-ESC-1","accountId":"0012345678\u0039\u0030"}`),
+		queue.Reason{Code: chargehandler.Code(charge.Invalid), Detail: "escaped"})
+	srv := w.console(t, proxyAuth())
+	ids := w.dlqIDs(t)
+	var leaks []string
+	for charge, leak := range map[string]string{"CHG-EXTRA-1": other, "CHG-ESC-1": `0012345678\u0039\u0030`} {
+		_, page := as(t, "vera", "GET", srv.URL+"/dlq/entry?id="+url.QueryEscape(ids[charge]), nil)
+		if strings.Contains(page, leak) {
+			leaks = append(leaks, charge+": "+leak)
+		}
+	}
+	if len(leaks) > 0 {
+		t.Fatalf("a viewer's DLQ entry page shows account numbers in clear: %v", leaks)
+	}
+}

@@ -6,9 +6,13 @@
 package operate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,14 +69,124 @@ func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
 	return v
 }
 
-// MaskBody is a message body fit to show: its account number masked where
-// it can be found (the accountId field), else every long number in it.
+// MaskBody is a message body fit to show, masked by value, not by field
+// name: a JSON body is written again token by token (duplicate keys and
+// their order kept, escapes decoded, so no \u0039 hides a digit) with
+// every string under a key that names an account (account, acct, iban,
+// pan, …) masked as an account and every other string and number passed
+// through MaskText (any 8+ digit run keeps its last four); a body that is
+// not JSON is MaskText'ed whole. Control characters are dropped.
 func MaskBody(body []byte) string {
-	text := charge.Printable(string(body))
-	if a := accountOf(body); len(a) >= 4 {
-		return strings.ReplaceAll(text, a, charge.MaskAccount(a))
+	if out, ok := maskJSON(body); ok {
+		return charge.Printable(out)
 	}
-	return charge.MaskText(text)
+	return charge.MaskText(charge.Printable(string(body)))
+}
+
+// accountKey: a JSON key whose value is an account number.
+func accountKey(k string) bool {
+	k = strings.ToLower(k)
+	for _, w := range []string{"account", "acct", "iban", "pan", "card"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskJSON writes body again with its values masked; ok is false when
+// body is not one JSON value.
+func maskJSON(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	type frame struct {
+		object bool
+		n      int    // tokens written in this container
+		key    string // the key of the value to come (objects)
+	}
+	var stack []frame
+	var b strings.Builder
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", false
+		}
+		top := (*frame)(nil)
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			b.WriteByte(byte(d))
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		isKey := top != nil && top.object && top.n%2 == 0
+		if top != nil {
+			switch {
+			case top.object && isKey && top.n > 0:
+				b.WriteByte(',')
+			case top.object && !isKey:
+				b.WriteByte(':')
+			case !top.object && top.n > 0:
+				b.WriteByte(',')
+			}
+		}
+		underAccount := top != nil && top.object && !isKey && accountKey(top.key)
+		switch v := tok.(type) {
+		case json.Delim:
+			b.WriteByte(byte(v))
+			if top != nil {
+				top.n++
+			}
+			stack = append(stack, frame{object: v == '{'})
+			continue
+		case string:
+			switch {
+			case isKey:
+				top.key = v
+				writeString(&b, charge.MaskText(v))
+			case underAccount:
+				writeString(&b, charge.MaskAccount(v))
+			default:
+				writeString(&b, charge.MaskText(v))
+			}
+		case json.Number:
+			if underAccount {
+				b.WriteString(strconv.Quote(charge.MaskAccount(v.String())))
+			} else if m := charge.MaskText(v.String()); m != v.String() {
+				b.WriteString(strconv.Quote(m)) // masked, a number no more
+			} else {
+				b.WriteString(m)
+			}
+		default: // bool, nil
+			fmt.Fprint(&b, jsonLiteral(v))
+		}
+		if top != nil {
+			top.n++
+		}
+	}
+	if len(stack) != 0 || b.Len() == 0 {
+		return "", false
+	}
+	return b.String(), true
+}
+
+func writeString(b *strings.Builder, s string) {
+	enc, _ := json.Marshal(s)
+	b.Write(enc)
+}
+
+func jsonLiteral(v any) string {
+	switch v {
+	case true:
+		return "true"
+	case false:
+		return "false"
+	}
+	return "null"
 }
 
 // accountOf is the accountId of a body, valid event or not.
