@@ -62,7 +62,7 @@ func TestNoCredentialFromAURLOrSecretFileIsPrinted(t *testing.T) {
 		{name: "header file that does not parse", flag: "corebank-header-file", env: "IC_COREBANK_HEADER_FILE", value: headerFile, cmd: "serve"},
 		{name: "consumer metrics URL with credentials", flag: "metrics-url", env: "IC_METRICS_URL", value: "http://u:" + planted + "@127.0.0.1:1/metrics?token=" + planted, cmd: "status", runs: false},
 		{name: "webhook URL with a token in the query", flag: "notify-url", env: "IC_NOTIFY_URL", value: "https://127.0.0.1:1/hook?token=" + planted, cmd: "serve",
-			extra: []string{"--notify", "webhook"}, runs: true},
+			extra: []string{"--notify", "webhook"}},
 	}
 	for _, c := range cases {
 		for _, form := range []string{"flag", "env"} {

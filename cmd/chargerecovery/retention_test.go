@@ -64,17 +64,23 @@ func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
 	if err := bench.SeedExpired(ctx, b.Store, 5); err != nil {
 		t.Fatal(err)
 	}
+	if got := purge("--dry-run"); got.Records != 5 {
+		t.Fatalf("seeded again: %+v, want 5 records to purge", got)
+	}
 	bank := httptest.NewServer(corebanksim.Handler(corebanksim.NewLedger(corebanksim.Faults{})))
 	defer bank.Close()
-	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_SWEEP_INTERVAL": "200ms", "IC_HTTP_ADDR": "127.0.0.1:0"} {
+	ops := freeAddr(t)
+	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_SWEEP_INTERVAL": "200ms", "IC_HTTP_ADDR": ops} {
 		env[k] = v
 	}
 	sctx, stop := context.WithCancel(ctx)
 	done := make(chan result, 1)
 	go func() { done <- runCmd(sctx, env, "serve") }()
+	// Stop serve once it has counted the sweep (its log line follows the
+	// count): stopping it as soon as the records were gone raced the line.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if got := purge("--dry-run"); got.Records == 0 {
+		if _, body := getBody("http://" + ops + "/metrics"); strings.Contains(body, "chargerecovery_records_purged_total 5") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -82,6 +88,9 @@ func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {
 			t.Fatalf("serve did not sweep: %s", (<-done).stderr)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	if got := purge("--dry-run"); got.Records != 0 {
+		t.Fatalf("after serve's sweep: %+v", got)
 	}
 	stop()
 	r := <-done
