@@ -4,7 +4,6 @@ package clientauth_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -36,13 +35,7 @@ func get(t *testing.T, c *http.Client, u string) error {
 func TestReviewHeldPooledConnectionAfterCARotation(t *testing.T) {
 	ca, _ := pki.NewCA("CA")
 	other, _ := pki.NewCA("other")
-	var conns atomic.Int32
 	srv := tlsServer(t, ca, []string{"127.0.0.1"}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	write(t, caFile, string(ca.PEM))
 	a, err := clientauth.New(clientauth.Options{CAFile: caFile})
@@ -56,7 +49,7 @@ func TestReviewHeldPooledConnectionAfterCARotation(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	write(t, caFile, string(other.PEM))
 	if err := get(t, c, srv.URL); err == nil {
-		t.Fatalf("accepted over a pooled connection after the CA changed (%d conns)", conns.Load())
+		t.Fatal("accepted over a pooled connection after the CA changed")
 	}
 }
 
