@@ -132,71 +132,158 @@ const (
 // MaskText masks what may be an account number in text that came from
 // outside (a bank's error message): every occurrence of the given account
 // numbers, and every number of 8 or more digits — also when written in
-// groups joined by '-', ' ', '.' or '/' ("0012-3456-7890", "0012.3456.7890") — keeps
-// its last four digits. A date (2026-11-30, 30-11-2026) is left alone. Our
-// own references and ids are not passed through it.
+// groups joined by one separator, '-', ' ', '.' or '/' ("0012-3456-7890",
+// "0012.3456.7890", "0012/3456/7890") — keeps its last four digits. A date
+// (2026-11-30, 30/11/2026, 2026.11.30, 30.11.2026) is left alone. Our own
+// references and ids are not passed through it.
+//
+// Digit groups joined by single separators form a cluster; within it each
+// run of groups joined by the same separator is a number on its own, and
+// runs that meet share their boundary group ("0012-3456 7890" is read as
+// both 0012-3456 and 3456 7890, so "****-**** 7890"): no way of reading
+// the cluster leaves 8 or more digits of one number in clear. A date's
+// digits are masked only when another number of 8 or more digits runs
+// through them ("2026-11-30 12345678" reads 30 12345678 too).
 func MaskText(text string, accounts ...string) string {
+	// Both are found in text as it came: an account masked first must not
+	// break a longer number into pieces too short to mask (nor the other
+	// way round).
+	var mask []byte // per byte of text: keep, star or drop
+	mark := func(at int, m byte) {
+		if mask == nil {
+			mask = make([]byte, len(text))
+		}
+		mask[at] = max(mask[at], m)
+	}
 	for _, a := range accounts {
-		if len(a) >= 4 && strings.Contains(text, a) {
-			text = strings.ReplaceAll(text, a, MaskAccount(a))
+		if len(a) < 4 {
+			continue
+		}
+		n := max(utf8.RuneCountInString(a)-4, 0) // runes to mask
+		if n == 0 {
+			n = utf8.RuneCountInString(a) // four or fewer: all of it
+		}
+		for from := 0; ; {
+			i := strings.Index(text[from:], a)
+			if i < 0 {
+				break
+			}
+			at := from + i
+			for r := 0; r < n; r++ {
+				_, w := utf8.DecodeRuneInString(text[at:])
+				mark(at, maskStar)
+				for k := 1; k < w; k++ {
+					mark(at+k, maskDrop)
+				}
+				at += w
+			}
+			_, w := utf8.DecodeRuneInString(text[from+i:])
+			from += i + w
 		}
 	}
-	var b strings.Builder
 	for i := 0; i < len(text); {
 		if !isDigit(text[i]) {
-			b.WriteByte(text[i])
 			i++
 			continue
 		}
-		end, digits, groups := numberAt(text, i)
-		span := text[i:end]
-		if digits < 8 || isDate(groups) {
-			b.WriteString(span)
-		} else {
-			keep := 0 // digits still to mask before the last four
-			for j := 0; j < len(span); j++ {
-				switch {
-				case !isDigit(span[j]):
-					b.WriteByte(span[j])
-				case keep < digits-4:
-					b.WriteByte('*')
-					keep++
-				default:
-					b.WriteByte(span[j])
-				}
-			}
+		groups, seps := clusterAt(text, i)
+		for _, at := range maskedDigits(groups, seps) {
+			mark(at, maskStar)
 		}
-		i = end
+		i = groups[len(groups)-1].end
 	}
-	return b.String()
+	if mask == nil {
+		return text
+	}
+	b := make([]byte, 0, len(text))
+	for i := range len(text) {
+		switch mask[i] {
+		case maskKeep:
+			b = append(b, text[i])
+		case maskStar:
+			b = append(b, '*')
+		}
+	}
+	return string(b)
 }
+
+// What MaskText does with a byte: keeps it, writes '*' for it (the first
+// byte of a masked rune) or drops it (the rest of a masked rune).
+const (
+	maskKeep byte = iota
+	maskStar
+	maskDrop
+)
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
-// numberAt reads the number starting at text[i]: digit groups joined by
-// one separator, '-', ' ', '.' or '/', the same one throughout. It returns where the
-// number ends, how many digits it has and the length of each group.
-func numberAt(text string, i int) (end, digits int, groups []int) {
-	var sep byte
+// span is one group of digits, text[start:end].
+type span struct{ start, end int }
+
+func (g span) len() int { return g.end - g.start }
+
+// clusterAt reads the digit groups starting at text[i], each joined to the
+// next by exactly one separator ('-', ' ', '.' or '/', any mix of them);
+// seps[k] joins groups[k] and groups[k+1].
+func clusterAt(text string, i int) (groups []span, seps []byte) {
 	for {
 		start := i
 		for i < len(text) && isDigit(text[i]) {
 			i++
 		}
-		groups = append(groups, i-start)
-		digits += i - start
-		if i+1 >= len(text) || !isDigit(text[i+1]) || !strings.ContainsRune("- ./", rune(text[i])) || (sep != 0 && text[i] != sep) {
-			return i, digits, groups
+		groups = append(groups, span{start, i})
+		if i+1 >= len(text) || !isDigit(text[i+1]) || !isSeparator(text[i]) {
+			return groups, seps
 		}
-		sep = text[i]
+		seps = append(seps, text[i])
 		i++
 	}
 }
 
-// isDate: a number shaped as yyyy-mm-dd or dd-mm-yyyy (with any of the
-// separators).
-func isDate(groups []int) bool {
-	return len(groups) == 3 && groups[1] == 2 && (groups[0] == 4 && groups[2] == 2 || groups[0] == 2 && groups[2] == 4)
+func isSeparator(c byte) bool { return c == '-' || c == ' ' || c == '.' || c == '/' }
+
+// maskedDigits are the offsets of the cluster's digits to mask: for each
+// run of groups joined by the same separator (a lone group is a run) that
+// has 8 or more digits and is not a date, every digit but its last four.
+func maskedDigits(groups []span, seps []byte) []int {
+	var masked []int
+	for a := 0; a < len(groups); {
+		b := a // the run is groups[a..b]
+		for b < len(seps) && seps[b] == seps[a] {
+			b++
+		}
+		run := groups[a : b+1]
+		digits := 0
+		for _, g := range run {
+			digits += g.len()
+		}
+		if digits >= 8 && !isDate(run) {
+			n := digits - 4
+			for _, g := range run {
+				for at := g.start; at < g.end && n > 0; at++ {
+					masked = append(masked, at)
+					n--
+				}
+			}
+		}
+		if b == a {
+			break // a lone group: the cluster has no separator
+		}
+		a = b // the next run starts at this one's last group
+		if a == len(groups)-1 {
+			break
+		}
+	}
+	return masked
+}
+
+// isDate: three groups shaped as yyyy-mm-dd or dd-mm-yyyy (with any one
+// of the separators).
+func isDate(run []span) bool {
+	if len(run) != 3 || run[1].len() != 2 {
+		return false
+	}
+	return run[0].len() == 4 && run[2].len() == 2 || run[0].len() == 2 && run[2].len() == 4
 }
 
 // MaxOutsideText bounds text from outside (a bank's or a notifier's

@@ -9,10 +9,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -45,17 +43,21 @@ type Entry struct {
 
 // View is e as an operator sees it at now; withBody adds the masked body.
 func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
-	v := Entry{ID: e.ID, Code: string(e.Reason.Code), Detail: charge.Untrusted(e.Reason.Detail), ReceiveCount: e.ReceiveCount,
+	v := Entry{ID: e.ID, Code: string(e.Reason.Code), ReceiveCount: e.ReceiveCount,
 		At: e.At.UTC(), Copies: 1, SourceID: e.SourceID}
 	if !e.At.IsZero() {
 		v.Age = now.Sub(e.At).Round(time.Second).Seconds()
 	}
+	// Every account the body names is masked in what the entry shows of
+	// it, wherever it shows it.
+	accounts := bodyAccounts(e.Body)
+	v.Detail = charge.Untrusted(e.Reason.Detail, accounts...)
 	c, err := charge.ParseEvent(e.Body)
 	switch {
 	case e.Body == nil:
 		v.Unreadable = "the body is over the size limit and was not read"
 	case err != nil:
-		v.Unreadable = charge.Untrusted(err.Error())
+		v.Unreadable = charge.Untrusted(err.Error(), accounts...)
 		v.ChargeID = ChargeIDOf(e.Body)
 		if a := accountOf(e.Body); a != "" {
 			v.Account = charge.MaskAccount(a)
@@ -70,17 +72,23 @@ func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
 }
 
 // MaskBody is a message body fit to show, masked by value, not by field
-// name: a JSON body is written again token by token (duplicate keys and
-// their order kept, escapes decoded, so no \u0039 hides a digit) with
-// every string under a key that names an account (account, acct, iban,
-// pan, …) masked as an account and every other string and number passed
-// through MaskText (any 8+ digit run keeps its last four); a body that is
-// not JSON is MaskText'ed whole. Control characters are dropped.
+// name. Every value under a key that names an account (account, acct,
+// iban, pan, card: any case, any depth, a repeated key as often as it
+// comes, and whatever an object or array under such a key holds) is an
+// account: it is masked with MaskAccount, and wherever else the same value
+// occurs in the body (another field, a key, a text) it is masked too. A
+// JSON body is written again token by token (duplicate keys and their
+// order kept, escapes decoded, so no \u0039 hides a digit), every other
+// key, string and number passed through MaskText, so any 8+ digit run,
+// plain or grouped, keeps only its last four digits. A body that is not
+// JSON (or not only JSON) is MaskText'ed whole, with the accounts read
+// from it up to where it stops being JSON. Control characters are dropped.
 func MaskBody(body []byte) string {
-	if out, ok := maskJSON(body); ok {
+	accounts := bodyAccounts(body)
+	if out, ok := maskJSON(body, accounts); ok {
 		return charge.Printable(out)
 	}
-	return charge.MaskText(charge.Printable(string(body)))
+	return charge.MaskText(charge.Printable(string(body)), accounts...)
 }
 
 // accountKey: a JSON key whose value is an account number.
@@ -94,89 +102,193 @@ func accountKey(k string) bool {
 	return false
 }
 
-// maskJSON writes body again with its values masked; ok is false when
-// body is not one JSON value.
-func maskJSON(body []byte) (string, bool) {
+// accountLikeKey: a key inside a container under an account-like key that
+// is itself an account ({"accounts":{"AB12CD34EF56":…}}): one with a
+// digit. A name ("number", "iban") is left to read.
+func accountLikeKey(tok json.Token) bool {
+	s, ok := tok.(string)
+	return ok && strings.ContainsAny(s, "0123456789")
+}
+
+// jsonWalker follows where Decoder.Token is in a body: whether the next
+// token is a key, and whether it lies under an account-like key.
+type jsonWalker struct {
+	stack []jsonFrame
+}
+
+type jsonFrame struct {
+	object  bool
+	account bool   // the container lies under an account-like key
+	n       int    // tokens read in this container
+	key     string // the key of the value to come (objects)
+}
+
+// step classifies tok, read next: a key, or a value (under an account-like
+// key or not); the separator to write before it (0 for none); and whether
+// it closes a container.
+func (w *jsonWalker) step(tok json.Token) (isKey, account bool, sep byte, closes bool) {
+	var top *jsonFrame
+	if len(w.stack) > 0 {
+		top = &w.stack[len(w.stack)-1]
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+		if top != nil { // the decoder never closes what it did not open
+			w.stack = w.stack[:len(w.stack)-1]
+		}
+		return false, false, 0, true
+	}
+	if top != nil {
+		isKey = top.object && top.n%2 == 0
+		account = top.account || top.object && !isKey && accountKey(top.key)
+		switch {
+		case top.object && !isKey:
+			sep = ':'
+		case top.n > 0:
+			sep = ','
+		}
+		if s, ok := tok.(string); ok && isKey {
+			top.key = s
+		}
+		top.n++
+	}
+	if d, ok := tok.(json.Delim); ok {
+		w.stack = append(w.stack, jsonFrame{object: d == '{', account: account})
+	}
+	return isKey, account, sep, false
+}
+
+func (w *jsonWalker) depth() int { return len(w.stack) }
+
+// maxBodyAccounts bounds the accounts of one body searched for in all of
+// it (each string of the body is searched for each): a body naming more
+// still has each masked where it stands under its key, and every 8+ digit
+// run masked anyway.
+const maxBodyAccounts = 64
+
+// bodyAccounts are the values under account-like keys, read token by
+// token as far as the body is JSON (a body that is not an event, or not
+// JSON from some point on, still names its accounts up to there): each
+// decoded, and as written when the body escapes it, longest first (so
+// that one account within another is masked as part of the longer).
+func bodyAccounts(body []byte) []string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	type frame struct {
-		object bool
-		n      int    // tokens written in this container
-		key    string // the key of the value to come (objects)
+	var w jsonWalker
+	seen := map[string]bool{}
+	var accounts []string
+	add := func(a string) {
+		if len(a) >= 4 && !seen[a] && len(accounts) < maxBodyAccounts {
+			seen[a] = true
+			accounts = append(accounts, a)
+		}
 	}
-	var stack []frame
+	for {
+		from := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		isKey, account, _, _ := w.step(tok)
+		if !account || isKey && !accountLikeKey(tok) {
+			continue
+		}
+		switch v := tok.(type) {
+		case string:
+			add(v)
+			add(charge.Printable(v)) // as the masking sees it
+			if raw, ok := rawString(body, from, dec.InputOffset()); ok && raw != v {
+				add(raw)
+			}
+		case json.Number:
+			add(v.String())
+		}
+	}
+	slices.SortStableFunc(accounts, func(a, b string) int { return len(b) - len(a) })
+	return accounts
+}
+
+// rawString is the string token that ends at body[end], as written
+// (escapes and all, without its quotes), from is where the token's read
+// began (before any ',' ':' or space in front of it).
+func rawString(body []byte, from, end int64) (string, bool) {
+	if from < 0 || end > int64(len(body)) || from >= end {
+		return "", false
+	}
+	tok := body[from:end]
+	q := bytes.IndexByte(tok, '"')
+	if q < 0 || len(tok)-q < 2 || tok[len(tok)-1] != '"' {
+		return "", false
+	}
+	return string(tok[q+1 : len(tok)-1]), true
+}
+
+// maskJSON writes body again with its values masked; ok is false when
+// body is not one JSON value (and space) throughout. Not a stream of
+// values: "1234 5678 9012" is three JSON numbers, each too short to mask,
+// that would be written again as one.
+func maskJSON(body []byte, accounts []string) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var w jsonWalker
 	var b strings.Builder
+	done := false // one whole value has been read
+	// text is a key or a value not under an account-like key: printable
+	// first (a dropped control character must not join two digit runs
+	// after they were masked apart), then masked.
+	text := func(s string) string { return charge.MaskText(charge.Printable(s), accounts...) }
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
 			break
 		}
-		if err != nil {
+		if err != nil || done {
 			return "", false
 		}
-		top := (*frame)(nil)
-		if len(stack) > 0 {
-			top = &stack[len(stack)-1]
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			b.WriteByte(byte(d))
-			stack = stack[:len(stack)-1]
+		isKey, account, sep, closes := w.step(tok)
+		if closes {
+			b.WriteByte(byte(tok.(json.Delim)))
+			done = w.depth() == 0
 			continue
 		}
-		isKey := top != nil && top.object && top.n%2 == 0
-		if top != nil {
-			switch {
-			case top.object && isKey && top.n > 0:
-				b.WriteByte(',')
-			case top.object && !isKey:
-				b.WriteByte(':')
-			case !top.object && top.n > 0:
-				b.WriteByte(',')
-			}
+		done = w.depth() == 0 // a whole value, unless it opened one
+		if sep != 0 {
+			b.WriteByte(sep)
 		}
-		underAccount := top != nil && top.object && !isKey && accountKey(top.key)
 		switch v := tok.(type) {
 		case json.Delim:
 			b.WriteByte(byte(v))
-			if top != nil {
-				top.n++
-			}
-			stack = append(stack, frame{object: v == '{'})
-			continue
 		case string:
 			switch {
-			case isKey:
-				top.key = v
-				writeString(&b, charge.MaskText(v))
-			case underAccount:
-				writeString(&b, charge.MaskAccount(v))
+			case account && (!isKey || accountLikeKey(v)):
+				writeString(&b, charge.MaskAccount(charge.Printable(v)))
 			default:
-				writeString(&b, charge.MaskText(v))
+				writeString(&b, text(v))
 			}
 		case json.Number:
-			if underAccount {
-				b.WriteString(strconv.Quote(charge.MaskAccount(v.String())))
-			} else if m := charge.MaskText(v.String()); m != v.String() {
-				b.WriteString(strconv.Quote(m)) // masked, a number no more
+			if account {
+				writeString(&b, charge.MaskAccount(v.String()))
+			} else if m := text(v.String()); m != v.String() {
+				writeString(&b, m) // masked, a number no more
 			} else {
 				b.WriteString(m)
 			}
 		default: // bool, nil
-			fmt.Fprint(&b, jsonLiteral(v))
-		}
-		if top != nil {
-			top.n++
+			b.WriteString(jsonLiteral(v))
 		}
 	}
-	if len(stack) != 0 || b.Len() == 0 {
+	if w.depth() != 0 || b.Len() == 0 {
 		return "", false
 	}
 	return b.String(), true
 }
 
+// writeString writes s as a JSON string, '<', '>' and '&' as they are.
 func writeString(b *strings.Builder, s string) {
-	enc, _ := json.Marshal(s)
-	b.Write(enc)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	b.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
 func jsonLiteral(v any) string {
