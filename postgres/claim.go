@@ -38,16 +38,26 @@ func (q *Queue) ReceiveClaiming(ctx context.Context, max int, p queue.ClaimPolic
 // receiveClaimingOnce is two round trips on one connection: "begin" with
 // the receive, then every claim with the "commit" (one fsync); a claim
 // that needs the record read again (its snapshot predated a concurrent
-// winner) is left out, and the Guard claims that message itself.
+// winner) is left out, and the Guard claims that message itself. It holds
+// one pooled connection and needs no other meanwhile: messages over the
+// size limit are moved to the DLQ in the same transaction. It has a
+// deadline of its own (receiveTimeout), so a receive never waits forever
+// for a connection or a lock.
 func (q *Queue) receiveClaimingOnce(ctx context.Context, max int, p queue.ClaimPolicy) ([]queue.Message, error) {
 	if err := q.sweep(ctx); err != nil {
 		return nil, fmt.Errorf("postgres: move exhausted messages to the DLQ: %w", err)
 	}
-	conn, err := q.db.pool.Acquire(ctx)
+	ctx, cancel := context.WithTimeout(ctx, receiveTimeout)
+	defer cancel()
+	pc, err := q.db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: receive: %w", err)
 	}
-	defer conn.Release() // a connection left in a transaction is closed, not reused
+	defer pc.Release() // a connection left in a transaction is closed, not reused
+	var conn batchSender = pc
+	if q.wrapConn != nil {
+		conn = q.wrapConn(conn)
+	}
 	receive := &pgx.Batch{}
 	receive.Queue("begin")
 	receive.Queue(receiveSQL, q.opts.Name, max, q.opts.MaxReceiveCount, q.opts.VisibilityTimeout.Milliseconds(), queue.MaxMessageBytes)
@@ -61,15 +71,51 @@ func (q *Queue) receiveClaimingOnce(ctx context.Context, max int, p queue.ClaimP
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
+	var forwards *pgx.Batch
 	if err == nil {
-		err = q.claimAll(ctx, conn, out, p)
+		// Over the limit: moved to the DLQ unread in this transaction, on
+		// this connection — never through the pool while holding it.
+		forwards, err = q.tooLargeForwards(tooLarge, sizes)
 	}
 	if err != nil {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "rollback")
+		_, _ = pc.Exec(context.WithoutCancel(ctx), "rollback")
 		return nil, fmt.Errorf("postgres: receive: %w", err)
 	}
-	q.forwardTooLarge(ctx, tooLarge, sizes)
+	claims := p.Claims(out)
+	if err := q.claimAll(ctx, conn, out, claims, p, forwards); err != nil {
+		_, _ = pc.Exec(context.WithoutCancel(ctx), "rollback")
+		// The commit was sent: it may have landed though the answer was
+		// lost (a deadline, a connection cut at shutdown). Its claims are
+		// given back and its messages made visible, so that the next
+		// delivery claims at once instead of waiting out the lease and
+		// the visibility; if it did not land, both find nothing to do.
+		q.giveBack(ctx, out, claims)
+		return nil, fmt.Errorf("postgres: receive: %w", err)
+	}
 	return out, nil
+}
+
+// receiveTimeout bounds one receive's round trips (the connection, the
+// row locks, the commit).
+const receiveTimeout = 30 * time.Second
+
+// giveBack undoes what a receive whose answer was lost may have done:
+// each claim's lease is set to have passed (as Guard.Yield does) and, for
+// a claim that was there to give back, its message made visible again, in
+// statements of their own.
+func (q *Queue) giveBack(ctx context.Context, msgs []queue.Message, claims []queue.PendingClaim) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	store := &Store{db: q.db}
+	for _, c := range claims {
+		err := store.Extend(ctx, driver.ExtendRequest{Key: c.Req.Key, Token: c.Req.Token, LeaseUntil: c.Req.LeaseExpiredBy, Now: c.Req.Now})
+		if err == nil {
+			// The claim's token is this receive's own: the commit landed,
+			// so the receipt is this delivery's too (had it not landed,
+			// another receive could hold a delivery with the same one).
+			_ = q.ChangeVisibility(ctx, msgs[c.Index], 0)
+		}
+	}
 }
 
 // batchRows reads the next result of a batch as a query's rows.
@@ -84,15 +130,24 @@ func (b batchRows) Query(context.Context, string, ...any) (pgx.Rows, error) { re
 // claim. Two copies of one charge in one batch: the second sees the
 // first's claim. A claim whose answer needs the record read again is not
 // bound (the Guard claims that message with a store call).
-func (q *Queue) claimAll(ctx context.Context, conn batchSender, msgs []queue.Message, p queue.ClaimPolicy) error {
-	claims := p.Claims(msgs)
+func (q *Queue) claimAll(ctx context.Context, conn batchSender, msgs []queue.Message, claims []queue.PendingClaim, p queue.ClaimPolicy, forwards *pgx.Batch) error {
 	batch := &pgx.Batch{}
+	var moves []*pgx.QueuedQuery
+	if forwards != nil {
+		moves = forwards.QueuedQueries
+		batch.QueuedQueries = append(batch.QueuedQueries, moves...)
+	}
 	for _, c := range claims {
 		batch.Queue(claimSQL, claimArgs(c.Req)...)
 	}
 	batch.Queue("commit")
 	br := conn.SendBatch(ctx, batch)
 	defer br.Close()
+	for range moves {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("move a message over the size limit to the DLQ: %w", err)
+		}
+	}
 	results := make([]driver.ClaimResult, len(claims))
 	bind := make([]bool, len(claims))
 	for i, c := range claims {
@@ -242,6 +297,7 @@ type settler struct {
 	mu      sync.Mutex
 	pending []*settleReq
 	running bool
+	hold    chan struct{} // tests: a group waits for it before it forms
 }
 
 // maxSettleBatch bounds one group.
@@ -267,6 +323,9 @@ func (s *settler) do(ctx context.Context, q *Queue, r *settleReq) error {
 
 func (s *settler) loop(q *Queue) {
 	for {
+		if s.hold != nil {
+			<-s.hold
+		}
 		s.mu.Lock()
 		n := min(len(s.pending), maxSettleBatch)
 		if n == 0 {
@@ -281,40 +340,81 @@ func (s *settler) loop(q *Queue) {
 	}
 }
 
-// settleGroup runs a group in one batch: one implicit transaction.
+// settleGroup runs a group in one batch: one implicit transaction. It
+// locks the group's messages first, then writes each result (its record)
+// with its message's delete: messages before records, the order a
+// claiming receive takes them in (it skips locked messages, then claims
+// the records), so that a receive that re-received a message of the group
+// never holds that message while waiting on a record the group holds. If
+// the batch fails as a whole anyway (PostgreSQL aborted it, or one
+// member's statement failed), each member is tried again alone, in a
+// transaction of its own, and gets its own answer: one member never fails
+// the others, and a retry never repeats the whole group blindly.
 func (q *Queue) settleGroup(group []*settleReq) {
 	slices.SortStableFunc(group, func(a, b *settleReq) int { return cmp.Compare(a.f.Key, b.f.Key) })
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	batch := &pgx.Batch{}
-	for _, r := range group {
-		batch.Queue(finishSettleSQL, settleArgs(q, r)...)
-	}
-	br := q.db.pool.SendBatch(ctx, batch)
-	type result struct{ n, d int64 }
-	results := make([]result, len(group))
-	var err error
-	for i := range group {
-		if err = br.QueryRow().Scan(&results[i].n, &results[i].d); err != nil {
-			break
-		}
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr // the commit
-	}
+	results, err := q.runSettles(ctx, group)
 	for i, r := range group {
 		res := results[i]
-		if err == nil && res.n == 0 {
-			// Nothing moved: landed before, or the lease is lost.
-			r.err = q.db.pool.QueryRow(ctx, landedSettleSQL, r.f.Key, r.f.Token, string(r.f.State),
-				q.opts.Name, r.id, r.received, r.dlq, r.attrs).Scan(&res.n, &res.d)
-		}
-		if err != nil {
+		switch {
+		case err != nil && len(group) > 1:
+			// A member that landed before its group failed (an answer
+			// lost) reads as landed when tried alone.
+			var alone []settleResult
+			if alone, r.err = q.runSettles(ctx, group[i:i+1]); r.err == nil {
+				res = alone[0]
+			}
+		case err != nil:
 			r.err = err
+		}
+		if r.err == nil && res.n == 0 {
+			// Nothing moved: landed before, or the lease is lost.
+			res.n, res.d, r.err = q.landed(ctx, r)
 		}
 		r.ok, r.settled = res.n == 1, res.d == 1
 		close(r.done)
 	}
+}
+
+type settleResult struct{ n, d int64 }
+
+// lockMessagesSQL locks the messages of a settle group, in id order.
+const lockMessagesSQL = `select id from queue_messages where queue = $1 and id = any($2::bigint[]) order by id for update`
+
+// runSettles writes group's results with their settlements in one batch
+// (one transaction): the messages' locks, then each finishSettleSQL.
+func (q *Queue) runSettles(ctx context.Context, group []*settleReq) ([]settleResult, error) {
+	ids := make([]int64, len(group))
+	for i, r := range group {
+		ids[i] = r.id
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(lockMessagesSQL, q.opts.Name, ids)
+	for _, r := range group {
+		batch.Queue(finishSettleSQL, settleArgs(q, r)...)
+	}
+	br := q.db.pool.SendBatch(ctx, batch)
+	results := make([]settleResult, len(group))
+	_, err := br.Exec()
+	for i := range group {
+		if err != nil {
+			break
+		}
+		err = br.QueryRow().Scan(&results[i].n, &results[i].d)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr // the commit
+	}
+	return results, err
+}
+
+// landed settles r's message if its finish landed before, and says
+// whether it had (landedSettleSQL).
+func (q *Queue) landed(ctx context.Context, r *settleReq) (n, d int64, err error) {
+	err = q.db.pool.QueryRow(ctx, landedSettleSQL, r.f.Key, r.f.Token, string(r.f.State),
+		q.opts.Name, r.id, r.received, r.dlq, r.attrs).Scan(&n, &d)
+	return n, d, err
 }
 
 // settleArgs are finishSettleSQL's arguments for r.

@@ -28,8 +28,18 @@ import (
 type Options struct {
 	// Schema holds the tables; created if missing. Default "public".
 	Schema string
-	// MaxConns bounds the pool. Default pgx's (max(4, CPUs)).
+	// MaxConns bounds the pool. Default: pgx's (max(4, CPUs)), or, with
+	// Receivers, PoolFor(Receivers); a pool_max_conns in the URL wins over
+	// both.
 	MaxConns int32
+	// Receivers is how many receives the process runs at once. Each
+	// claiming receive holds a connection for its transaction, and the
+	// results it hands out are written through another (the settle
+	// group): with it, the pool is sized PoolFor(Receivers) unless the URL
+	// or MaxConns sizes it, and a pool sized below NeedFor(Receivers) is
+	// refused (ErrConfig), since receives would starve the results. 0: no
+	// sizing and no check.
+	Receivers int
 	// Existing uses the schema as it is: nothing is created or migrated
 	// (ErrNotSetUp when it is missing or behind). It needs no privilege
 	// beyond USAGE on the schema and SELECT/INSERT/UPDATE/DELETE on its
@@ -49,6 +59,19 @@ type DB struct {
 }
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// poolMaxConns finds a pool size written in a connection string.
+var poolMaxConns = regexp.MustCompile(`(?:^|[\s?&])pool_max_conns\s*=`)
+
+// NeedFor is the smallest pool a process running receivers receives at
+// once works with: one connection per receive (a claiming receive holds
+// one for its transaction), one for the settle group that writes their
+// results, one for everything else (heartbeats, the sweeper, depth).
+func NeedFor(receivers int) int32 { return int32(receivers) + 2 }
+
+// PoolFor is the pool Open makes for receivers receives: NeedFor with two
+// more for heartbeats and samples under load.
+func PoolFor(receivers int) int32 { return NeedFor(receivers) + 2 }
 
 // ErrConfig marks a connection string or option that cannot work
 // (configuration, not an outage).
@@ -72,8 +95,17 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	if o.MaxConns > 0 {
-		cfg.MaxConns = o.MaxConns
+	sized := poolMaxConns.MatchString(url)
+	switch {
+	case sized:
+	case o.MaxConns > 0:
+		cfg.MaxConns, sized = o.MaxConns, true
+	case o.Receivers > 0:
+		cfg.MaxConns = PoolFor(o.Receivers)
+	}
+	if need := NeedFor(o.Receivers); o.Receivers > 0 && sized && cfg.MaxConns < need {
+		return nil, fmt.Errorf("%w: a pool of %d connections (pool_max_conns) is too small for %d receivers: each claiming receive holds one while the results it hands out need another; set pool_max_conns to at least %d (%d recommended) or lower --receivers",
+			ErrConfig, cfg.MaxConns, o.Receivers, need, PoolFor(o.Receivers))
 	}
 	schema := o.Schema
 	cfg.ConnConfig.RuntimeParams["search_path"] = schema

@@ -31,6 +31,10 @@ type Queue struct {
 	nextSweep time.Time
 
 	settler settler // results written with their messages' settlement
+
+	// wrapConn, in tests, stands between a claiming receive and its
+	// connection.
+	wrapConn func(batchSender) batchSender
 }
 
 var _ queue.Queue = (*Queue)(nil)
@@ -140,7 +144,14 @@ func (q *Queue) receiveOnce(ctx context.Context, max int) ([]queue.Message, erro
 	if err != nil {
 		return nil, fmt.Errorf("postgres: receive: %w", err)
 	}
-	q.forwardTooLarge(ctx, tooLarge, sizes)
+	if len(tooLarge) > 0 {
+		// The receive's connection is back in the pool: this takes one of
+		// its own. If it fails, the messages are visible again later and
+		// moved then (or by the max-receive sweep, also unread).
+		if b, err := q.tooLargeForwards(tooLarge, sizes); err == nil {
+			_ = q.db.pool.SendBatch(ctx, b).Close()
+		}
+	}
 	return out, nil
 }
 
@@ -180,15 +191,34 @@ func (q *Queue) receiveIn(ctx context.Context, db rowsQuerier, max int) (out, to
 	return out, tooLarge, sizes, rows.Err()
 }
 
-// forwardTooLarge moves messages over the limit (written around Send) to
-// the DLQ, each in one statement, body and all, never read into memory.
-// If that fails a message is visible again later, and tried again (or
-// moved by the max-receive sweep, also without reading it).
-func (q *Queue) forwardTooLarge(ctx context.Context, tooLarge []queue.Message, sizes []int) {
-	for i, m := range tooLarge {
-		_ = q.DeadLetter(ctx, m, queue.TooLargeReason(sizes[i]))
+// tooLargeForwards are the statements that move messages over the limit
+// (written around Send) to the DLQ, each in one statement, body and all,
+// never read into memory (nil for none). A receive runs them on the
+// connection it holds.
+func (q *Queue) tooLargeForwards(tooLarge []queue.Message, sizes []int) (*pgx.Batch, error) {
+	if len(tooLarge) == 0 {
+		return nil, nil
 	}
+	b := &pgx.Batch{}
+	for i, m := range tooLarge {
+		id, n, err := parseReceipt(m.Receipt)
+		if err != nil {
+			return nil, err
+		}
+		attrs, err := encodeAttrs(queue.DeadLetterAttributes(m, queue.TooLargeReason(sizes[i]), 0))
+		if err != nil {
+			return nil, err
+		}
+		b.Queue(deadLetterSQL, q.opts.Name, id, n, q.dlq, attrs)
+	}
+	return b, nil
 }
+
+// deadLetterSQL moves one delivery of a message to the DLQ: $1 queue, $2
+// id, $3 receive count, $4 the DLQ, $5 the DLQ copy's attributes.
+const deadLetterSQL = `with d as (
+  delete from queue_messages where queue = $1 and id = $2 and received = $3 returning body)
+insert into queue_messages (queue, body, attributes) select $4, body, $5 from d`
 
 // sweepSQL moves messages received MaxReceiveCount times and visible again
 // to the DLQ, as SQS's redrive policy does: delete and insert in one
@@ -286,10 +316,7 @@ func (q *Queue) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason)
 	if err != nil {
 		return err
 	}
-	tag, err := q.db.pool.Exec(ctx, `with d as (
-		  delete from queue_messages where queue = $1 and id = $2 and received = $3 returning body)
-		insert into queue_messages (queue, body, attributes) select $4, body, $5 from d`,
-		q.opts.Name, id, n, q.dlq, attrs)
+	tag, err := q.db.pool.Exec(ctx, deadLetterSQL, q.opts.Name, id, n, q.dlq, attrs)
 	if err != nil {
 		return fmt.Errorf("postgres: dead-letter %s: %w", m.ID, err)
 	}
@@ -333,7 +360,7 @@ type dlqScan struct {
 }
 
 func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
-	rows, err := s.q.db.pool.Query(ctx, `select id, attributes, created_at, octet_length(body) > $3, case when octet_length(body) <= $3 then body end
+	rows, err := s.q.db.pool.Query(ctx, `select id, attributes, created_at, octet_length(body), case when octet_length(body) <= $3 then body end
 		from queue_messages where queue = $1 and id > $2 order by id limit 500`, s.q.dlq, s.lastID, queue.MaxMessageBytes)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: redrive: %w", err)
@@ -342,21 +369,23 @@ func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
 	var page []queue.DLQEntry
 	for rows.Next() {
 		var (
-			id       int64
-			raw      []byte
-			at       time.Time
-			tooLarge bool
-			body     []byte
-			attrs    map[string]string
+			id    int64
+			raw   []byte
+			at    time.Time
+			size  int
+			body  []byte
+			attrs map[string]string
 		)
-		if err := rows.Scan(&id, &raw, &at, &tooLarge, &body); err != nil {
+		if err := rows.Scan(&id, &raw, &at, &size, &body); err != nil {
 			return nil, err
 		}
 		if len(raw) > 0 {
 			_ = json.Unmarshal(raw, &attrs) // unreadable attributes read as the queue's own move
 		}
 		e := queue.EntryOf(strconv.FormatInt(id, 10), body, attrs, at)
-		e.TooLarge = tooLarge
+		if e.TooLarge = size > queue.MaxMessageBytes; e.TooLarge {
+			e.Size = size
+		}
 		page = append(page, e)
 		s.lastID = id
 	}
@@ -409,4 +438,32 @@ func (q *Queue) Expired(ctx context.Context, now time.Time) (main, dlq int, err 
 		return 0, 0, fmt.Errorf("postgres: expired: %w", err)
 	}
 	return main, dlq, nil
+}
+
+var _ queue.DLQPurger = (*Queue)(nil)
+
+// PurgeDLQ implements queue.DLQPurger: one DELETE of the DLQ rows with
+// these ids.
+func (q *Queue) PurgeDLQ(ctx context.Context, ids []string) ([]string, error) {
+	nums := make([]int64, 0, len(ids))
+	for _, id := range ids {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			continue // not an id of this queue: on no DLQ
+		}
+		nums = append(nums, n)
+	}
+	rows, err := q.db.pool.Query(ctx, `delete from queue_messages where queue = $1 and id = any($2::bigint[]) returning id`, q.dlq, nums)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: purge DLQ entries: %w", err)
+	}
+	deleted, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: purge DLQ entries: %w", err)
+	}
+	out := make([]string, len(deleted))
+	for i, id := range deleted {
+		out[i] = strconv.FormatInt(id, 10)
+	}
+	return out, nil
 }

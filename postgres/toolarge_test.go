@@ -1,11 +1,16 @@
 package postgres_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -73,5 +78,93 @@ func TestARedriveRefusesAMessageOverTheLimit(t *testing.T) {
 	d, err := q.Depth(t.Context())
 	if err != nil || d.DLQ != 1 || d.Waiting != 0 {
 		t.Fatalf("after the refused redrive: %+v (%v), want it still on the DLQ and nothing on the queue", d, err)
+	}
+}
+
+// Four claiming receives on a pool of four connections, with messages over
+// the size limit among the good ones: every receive that meets one moves it
+// to the DLQ in its own transaction (on the connection it holds), so none
+// waits for a connection another receive holds. Before, each receive held
+// its connection while dead-lettering through the pool: four of them
+// waited for each other forever, and nothing was received again.
+func TestFourClaimingReceivesOnAPoolOfFourMoveTooLargeMessages(t *testing.T) {
+	db := dbtest.PostgresWith(t, postgres.Options{MaxConns: 4})
+	name := dbtest.Name("poison")
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idempotency.NewGuard(postgres.NewStore(db), idempotency.Options{Lease: time.Minute, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := queue.ClaimPolicy{
+		Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
+			req, err := g.ClaimRequest(string(m.Body), "fp")
+			return req, err == nil
+		},
+		Settle: func(driver.FinishRequest) (bool, queue.Reason) { return false, queue.Reason{} },
+	}
+	const good, poison = 40, 16
+	// Poison first: each receive of four meets some at once.
+	if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body, attributes)
+		select $1, convert_to(repeat('x', $2), 'UTF8'), '{"origin":"poison"}' from generate_series(1, $3)`, name, queue.MaxMessageBytes+1, poison); err != nil {
+		t.Fatal(err)
+	}
+	for i := range good {
+		if _, err := q.Send(t.Context(), []byte(fmt.Sprintf("charge-%03d", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				mu.Lock()
+				n := len(claimed)
+				mu.Unlock()
+				if n == good {
+					return
+				}
+				msgs, err := q.ReceiveClaiming(ctx, 2, p)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for _, m := range msgs {
+					if m.Bound == nil {
+						errs <- fmt.Errorf("message %s received without its claim", m.ID)
+					}
+					claimed[string(m.Body)]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("receive: %v", err)
+	}
+	if len(claimed) != good {
+		t.Fatalf("the four receives claimed %d of %d good messages before the deadline: stuck", len(claimed), good)
+	}
+	for body, n := range claimed {
+		if n != 1 {
+			t.Errorf("%s received %d times, want once", body, n)
+		}
+	}
+	d, err := q.Depth(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.DLQ != poison || d.Waiting != 0 {
+		t.Errorf("queue %+v: want all %d messages over the limit on the DLQ and nothing waiting", d, poison)
 	}
 }

@@ -230,6 +230,15 @@ type Operator interface {
 	Redrive(ctx context.Context, o RedriveOptions) (RedriveReport, error)
 }
 
+// DLQPurger is an optional capability of a queue whose DLQ can hold
+// entries that cannot be moved back (over MaxMessageBytes, written around
+// Send: the SQL queues; SQS refuses such messages itself): the entries
+// with these DLQ ids are deleted for good. It returns the ids it deleted
+// (an id not on the DLQ is not among them).
+type DLQPurger interface {
+	PurgeDLQ(ctx context.Context, ids []string) (deleted []string, err error)
+}
+
 // ReasonFromAttributes reads the reason a DLQ message carries. A message
 // dead-lettered before codes existed has only "code: detail" in its
 // detail attribute; one moved by the queue's redrive policy has neither.

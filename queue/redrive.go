@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,9 @@ type DLQEntry struct {
 	// TooLarge: the body is over MaxMessageBytes and was not read; the
 	// entry can only be purged, never moved back.
 	TooLarge bool
+	// Size is the body's length in bytes where the queue reports it
+	// without reading the body (always for a TooLarge entry; 0: unknown).
+	Size int
 }
 
 // EntryOf reads a DLQ message: its reason, source id and receive count
@@ -80,6 +84,9 @@ const (
 	Move
 	TooOld // older than MaxAge, without Force
 	Later  // dead-lettered after Before: neither moved nor counted
+	// Unmovable would move but cannot: its body is over the size limit
+	// (TooLarge), so it can only be purged.
+	Unmovable
 )
 
 // Decide says what to do with e, given how many were already moved.
@@ -110,6 +117,9 @@ func (o RedriveOptions) decide(e DLQEntry, moved int) RedriveDecision {
 	if o.Max > 0 && moved >= o.Max {
 		return Skip
 	}
+	if e.TooLarge {
+		return Unmovable
+	}
 	return Move
 }
 
@@ -124,6 +134,10 @@ type RedriveReport struct {
 	ByCode   map[Code]int `json:"moved_by_code"`
 	// SeenByCode counts every entry seen, moved or not.
 	SeenByCode map[Code]int `json:"seen_by_code"`
+	// Unmovable counts the entries chosen that cannot be moved (over the
+	// size limit: purge them), and UnmovableIDs names up to 100 of them.
+	Unmovable    int      `json:"unmovable_too_large"`
+	UnmovableIDs []string `json:"unmovable_ids,omitempty"`
 }
 
 // Count records the decision for e.
@@ -147,6 +161,11 @@ func (r *RedriveReport) Count(e DLQEntry, d RedriveDecision) {
 		r.HeldBack++
 	case TooOld:
 		r.TooOld++
+	case Unmovable:
+		r.Unmovable++
+		if len(r.UnmovableIDs) < 100 {
+			r.UnmovableIDs = append(r.UnmovableIDs, e.ID)
+		}
 	default:
 		r.Skipped++
 	}
@@ -171,19 +190,23 @@ type DLQScan interface {
 // Redrive moves the entries of scan that o decides to move back to their
 // queue, with their body and original attributes (the dead-letter ones
 // dropped), and reports what it saw. It stops at the first failed move.
+// An entry over the size limit is never moved: it is counted (Unmovable)
+// and the others go on; a redrive that is not a dry run and chose such
+// entries moves the rest and then says so (ErrTooLarge, naming them). A
+// dry run (a listing, a status) reads them as entries like any other.
 func Redrive(ctx context.Context, scan DLQScan, o RedriveOptions) (RedriveReport, error) {
 	defer scan.Close()
 	rep := RedriveReport{DryRun: o.DryRun}
 	for {
 		page, err := scan.Next(ctx)
+		if err == nil && len(page) == 0 && rep.Unmovable > 0 && !o.DryRun {
+			err = unmovable(rep)
+		}
 		if err != nil || len(page) == 0 {
 			return rep, err
 		}
 		for _, e := range page {
 			d := o.Decide(e, rep.Moved)
-			if d == Move && e.TooLarge {
-				return rep, fmt.Errorf("queue: redrive %s: %w: it can only be purged", e.ID, ErrTooLarge)
-			}
 			if d == Move && !o.DryRun {
 				if err := scan.MoveBack(ctx, e, OriginalAttributes(e.Attributes)); err != nil {
 					return rep, err
@@ -192,4 +215,14 @@ func Redrive(ctx context.Context, scan DLQScan, o RedriveOptions) (RedriveReport
 			rep.Count(e, d)
 		}
 	}
+}
+
+// unmovable is the error of a redrive that chose entries over the size
+// limit.
+func unmovable(rep RedriveReport) error {
+	ids := strings.Join(rep.UnmovableIDs, ", ")
+	if rep.Unmovable > len(rep.UnmovableIDs) {
+		ids += ", …"
+	}
+	return fmt.Errorf("queue: redrive: %w: %d DLQ entries were not moved (%s): they can only be purged", ErrTooLarge, rep.Unmovable, ids)
 }

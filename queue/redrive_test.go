@@ -162,8 +162,10 @@ func TestRedriveLoop(t *testing.T) {
 		{"dry run moves nothing", pages(), queue.RedriveOptions{DryRun: true}, nil, nil, 4, nil},
 		{"dead-lettered after the start is left alone", pages(), queue.RedriveOptions{Before: t0.Add(time.Hour), HoldBack: hold}, nil, []string{"1", "3"}, 3, nil},
 		{"a failed move stops the run", pages(), queue.RedriveOptions{}, map[string]bool{"2": true}, []string{"1"}, 1, errors.New("injected")},
-		{"too large is refused, also in a dry run", [][]queue.DLQEntry{{{ID: "9", Reason: queue.Reason{Code: queue.CodeTooLarge}, TooLarge: true}}},
-			queue.RedriveOptions{DryRun: true}, nil, nil, 0, queue.ErrTooLarge},
+		{"too large is read by a dry run, counted as unmovable", [][]queue.DLQEntry{{tooLarge("9"), dlqEntry("1", "debit_failed", t0)}},
+			queue.RedriveOptions{DryRun: true}, nil, nil, 2, nil},
+		{"too large is not moved, the rest is, and the run says so", [][]queue.DLQEntry{{tooLarge("9"), dlqEntry("1", "debit_failed", t0)}, {tooLarge("8")}},
+			queue.RedriveOptions{}, nil, []string{"1"}, 3, queue.ErrTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,8 +178,19 @@ func TestRedriveLoop(t *testing.T) {
 				t.Fatalf("Redrive: err = %v, want %v", err, tt.wantErr)
 			}
 			reported := len(tt.wantMoved)
-			if tt.opts.DryRun && tt.wantErr == nil {
-				reported = tt.wantSeen // a dry run reports what would move
+			big := 0
+			for _, p := range tt.pages {
+				for _, e := range p {
+					if e.TooLarge {
+						big++
+					}
+				}
+			}
+			if tt.opts.DryRun {
+				reported = tt.wantSeen - big // a dry run reports what would move
+			}
+			if big > 0 && (rep.Unmovable != big || len(rep.UnmovableIDs) != big) {
+				t.Errorf("report: %d unmovable (%v), want the %d over the limit", rep.Unmovable, rep.UnmovableIDs, big)
 			}
 			if !slices.Equal(scan.moved, tt.wantMoved) || rep.Moved != reported || rep.Seen != tt.wantSeen {
 				t.Errorf("moved %v (report: %d moved, %d seen), want %v and %d seen", scan.moved, rep.Moved, rep.Seen, tt.wantMoved, tt.wantSeen)
@@ -192,4 +205,8 @@ func TestRedriveLoop(t *testing.T) {
 			}
 		})
 	}
+}
+
+func tooLarge(id string) queue.DLQEntry {
+	return queue.DLQEntry{ID: id, Reason: queue.Reason{Code: queue.CodeTooLarge}, TooLarge: true, Size: queue.MaxMessageBytes + 1}
 }

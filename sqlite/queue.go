@@ -62,8 +62,10 @@ type DLQEntry struct {
 	ReceiveCount int       `json:"receiveCount"`
 	At           time.Time `json:"at"`
 	// TooLarge: the body is over queue.MaxMessageBytes and was not read
-	// (Body is nil); such an entry cannot be redriven.
+	// (Body is nil); such an entry cannot be redriven. Size is its body's
+	// length then.
 	TooLarge bool `json:"-"`
+	Size     int  `json:"-"`
 }
 
 // Reason is why the entry was dead-lettered.
@@ -499,16 +501,22 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 		if attrs.Valid {
 			// A row moved as it was (forwardUnread): the reason is in
 			// its attributes; a body over the limit is not read.
+			// Unreadable attributes (written by hand) read as none: the
+			// entry is still listed, and can be purged.
 			var a map[string]string
-			if err := json.Unmarshal([]byte(attrs.String), &a); err != nil {
-				return nil, nil, fmt.Errorf("sqlite: DLQ entry %s: %w", id, err)
-			}
+			_ = json.Unmarshal([]byte(attrs.String), &a)
 			r := queue.ReasonFromAttributes(a)
 			e = DLQEntry{Body: body, Attributes: a, Code: r.Code, Detail: r.Detail, SourceID: a[queue.SourceIDAttribute], TooLarge: size > queue.MaxMessageBytes}
+			if e.TooLarge {
+				e.Size = size
+			}
 			e.ReceiveCount, _ = strconv.Atoi(a[queue.ReceiveCountAttribute])
 			e.At, _ = time.Parse(time.RFC3339Nano, created)
 		} else if err := json.Unmarshal(body, &e); err != nil {
-			return nil, nil, fmt.Errorf("sqlite: DLQ entry %s: %w", id, err)
+			// Not an entry this queue wrote: listed with its bytes as
+			// the body, so that it can be read and purged.
+			e = DLQEntry{Body: body, Detail: "unreadable: the DLQ row is not in the format this queue writes (" + err.Error() + ")"}
+			e.At, _ = time.Parse(time.RFC3339Nano, created)
 		}
 		entries[id] = e
 		order = append(order, id)
@@ -542,7 +550,7 @@ func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
 	for _, id := range order {
 		e := entries[id]
 		page = append(page, queue.DLQEntry{ID: id, Reason: e.Reason(), At: e.At, Body: e.Body, Attributes: e.Attributes,
-			SourceID: e.SourceID, ReceiveCount: e.ReceiveCount, TooLarge: e.TooLarge})
+			SourceID: e.SourceID, ReceiveCount: e.ReceiveCount, TooLarge: e.TooLarge, Size: e.Size})
 	}
 	return page, nil
 }
@@ -562,3 +570,28 @@ func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[stri
 }
 
 func (s *dlqScan) Close() {}
+
+var _ queue.DLQPurger = (*Queue)(nil)
+
+// PurgeDLQ implements queue.DLQPurger: the DLQ rows with these ids
+// deleted in one write.
+func (q *Queue) PurgeDLQ(ctx context.Context, ids []string) ([]string, error) {
+	var deleted []string
+	err := q.db.write(ctx, func(tx *wtx) error {
+		deleted = deleted[:0]
+		for _, id := range ids {
+			res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ?`, q.opts.Name+"-dlq", id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				deleted = append(deleted, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: purge DLQ entries: %w", err)
+	}
+	return deleted, nil
+}

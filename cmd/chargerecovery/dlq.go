@@ -50,15 +50,18 @@ func splitList(raw string) []string {
 }
 
 func runDLQ(ctx context.Context, env *cli.Env, args []string) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "show") {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "show" && args[0] != "purge") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(env.Stderr, "usage: chargerecovery dlq list [flags] | dlq show [flags] ID\n\n  list  what is on the DLQ: charge, masked account, amount, reason, receive count, age\n  show  one entry (by its DLQ id or its charge id): the body with the account masked, and the charge's record\n\nchargerecovery dlq list -h and dlq show -h give the flags.")
+			fmt.Fprintln(env.Stderr, "usage: chargerecovery dlq list [flags] | dlq show [flags] ID | dlq purge [flags] ID…\n\n  list   what is on the DLQ: charge, masked account, amount, reason, receive count, age\n  show   one entry (by its DLQ id or its charge id): the body with the account masked, and the charge's record\n  purge  delete entries for good: those over the size limit, which can never be redriven (others only with --force)\n\nchargerecovery dlq list -h, dlq show -h and dlq purge -h give the flags.")
 			return cli.ErrHelp
 		}
-		return cli.Usagef("say dlq list or dlq show ID (see chargerecovery dlq -h)")
+		return cli.Usagef("say dlq list, dlq show ID or dlq purge ID… (see chargerecovery dlq -h)")
 	}
-	if args[0] == "list" {
+	switch args[0] {
+	case "list":
 		return runDLQList(ctx, env, args[1:])
+	case "purge":
+		return runDLQPurge(ctx, env, args[1:])
 	}
 	return runDLQShow(ctx, env, args[1:])
 }
@@ -188,6 +191,9 @@ func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
 		fmt.Fprintf(tw, "reason\t%s: %s\n", e.Code, e.Detail)
 		if e.Unreadable != "" {
 			fmt.Fprintf(tw, "not a valid event\t%s\n", e.Unreadable)
+		}
+		if e.Size > 0 {
+			fmt.Fprintf(tw, "size\t%d bytes, over the limit: chargerecovery dlq purge %s removes it\n", e.Size, e.ID)
 		}
 		fmt.Fprintf(tw, "dead-lettered\t%s (%s ago), after %d receive(s)\n", e.At.Format(time.RFC3339), time.Duration(e.Age)*time.Second, e.ReceiveCount)
 		if e.Copies > 1 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,4 +104,36 @@ func TestThreePostgresConsumersWithOneKilledEverySecond(t *testing.T) {
 	}
 	t.Logf("%d kills (%d while charges were unposted); %d debit requests after a confirmed posting (crashes between the debit and DONE, absorbed by the key)",
 		kills, midWork, len(ledger.DuplicateRequests()))
+}
+
+// A PostgreSQL pool too small for the receivers serve runs is refused at
+// start, saying what to set; without pool_max_conns serve sizes the pool
+// for its receivers itself.
+func TestServeRefusesAPostgresPoolTooSmallForItsReceivers(t *testing.T) {
+	t.Parallel()
+	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is not there
+	for _, tc := range []struct {
+		url       string
+		receivers string
+		refused   bool
+	}{
+		{dbtest.PostgresURL() + "&pool_max_conns=4", "", true},   // 4 receivers by default where claims ride in the queue
+		{dbtest.PostgresURL() + "&pool_max_conns=5", "3", false}, // 3 + 2
+		{dbtest.PostgresURL() + "&pool_max_conns=8", "8", true},
+		{dbtest.PostgresURL(), "16", false},
+	} {
+		env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": tc.url, "IC_POSTGRES_SCHEMA": dbtest.Schema(t),
+			"IC_COREBANK_URL": "http://127.0.0.1:1", "IC_RECEIVERS": tc.receivers}
+		r := runCmd(t.Context(), env, "serve")
+		if tc.refused {
+			if r.code != exitUsage || !strings.Contains(r.stderr, "too small for") || !strings.Contains(r.stderr, "set pool_max_conns to at least") {
+				t.Errorf("receivers %q with %s: exit %d, %s; want 2 saying the pool is too small", tc.receivers, tc.url, r.code, r.stderr)
+			}
+			continue
+		}
+		// Past the pool check: it stops at the schema setup has not made.
+		if r.code != exitFailed || !strings.Contains(r.stderr, "run chargerecovery setup") {
+			t.Errorf("receivers %q with %s: exit %d, %s; want the pool accepted (and the missing schema named)", tc.receivers, tc.url, r.code, r.stderr)
+		}
+	}
 }

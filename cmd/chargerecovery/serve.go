@@ -65,6 +65,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err := p.Err(); err != nil {
 		return err
 	}
+	bc.Receivers = cc.MostReceivers()
 	log := lc.Logger(env.Stderr)
 
 	bank, err := pipeline.NewBank(cc, log)

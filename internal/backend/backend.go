@@ -63,6 +63,10 @@ type Config struct {
 	// Store replaces the backend's idempotency store: "" (its own) or
 	// "redis" (RedisURL, keys under RedisPrefix)
 	Store, RedisURL, RedisPrefix string
+	// Receivers is how many receives the process runs at once (postgres:
+	// the pool is sized for them, and a pool_max_conns too small for
+	// them refused; 0: pgx's default pool, unchecked).
+	Receivers int
 	// Existing opens only what is there and migrated — no SQLite file,
 	// PostgreSQL schema, table or queue is created or migrated; a missing
 	// one is an error that says to run setup. Operator commands set it.
@@ -242,7 +246,7 @@ func Open(ctx context.Context, c Config, visibility time.Duration, create bool) 
 // openPostgres connects, migrates the schema (every process may: the
 // migrations run once, under an advisory lock) and opens the queue.
 func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Backend, error) {
-	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema, Existing: c.Existing})
+	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema, Existing: c.Existing, Receivers: c.Receivers})
 	err = redact.Error(err, c.PostgresURL)
 	if errors.Is(err, postgres.ErrNotSetUp) {
 		return nil, notSetUp(err)
@@ -265,7 +269,7 @@ func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Bac
 	}
 	return &Backend{
 		Warnings:  warnings,
-		Desc:      fmt.Sprintf("postgres (schema %s, queue %s)", c.PostgresSchema, c.Queue),
+		Desc:      fmt.Sprintf("postgres (schema %s, queue %s, pool of %d connections)", c.PostgresSchema, c.Queue, db.Pool().Config().MaxConns),
 		Queue:     q,
 		Store:     postgres.NewStore(db),
 		Expirer:   q,

@@ -330,7 +330,9 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 	if baseline {
 		mode = "baseline"
 	}
-	b, drop, err := backend.OpenFresh(ctx, env.Stderr, c.bc, "bench", c.dir, benchVisibility, false)
+	bc := c.bc
+	bc.Receivers = pipeline.Config{Receivers: c.receivers}.MostReceivers()
+	b, drop, err := backend.OpenFresh(ctx, env.Stderr, bc, "bench", c.dir, benchVisibility, false)
 	if err != nil {
 		return RunReport{}, err
 	}

@@ -274,6 +274,7 @@ func (d *demoRun) close() {
 func (d *demoRun) freshState(ctx context.Context) error {
 	bc := d.c.bc
 	bc.Wait, bc.MaxReceive, bc.Sync = time.Second, 20, "NORMAL"
+	bc.Receivers = pipeline.ColocatedReceivers // as serve runs by default
 	if d.c.existingQueue != "" {
 		bc.Queue, bc.DLQ, bc.Table = d.c.existingQueue, d.c.existingDLQ, d.c.existingTable
 		b, err := backend.Open(ctx, bc, visibility, false)

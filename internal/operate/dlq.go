@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -39,6 +40,9 @@ type Entry struct {
 	Body string `json:"body,omitempty"`
 	// Unreadable says why the body is not a ChargeDueEvent.
 	Unreadable string `json:"unreadable,omitempty"`
+	// Size is the body's length in bytes, for an entry over the size
+	// limit (which can only be purged).
+	Size int `json:"sizeBytes,omitempty"`
 }
 
 // View is e as an operator sees it at now; withBody adds the masked body.
@@ -54,6 +58,9 @@ func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
 	v.Detail = charge.Untrusted(e.Reason.Detail, accounts...)
 	c, err := charge.ParseEvent(e.Body)
 	switch {
+	case e.TooLarge:
+		v.Unreadable = fmt.Sprintf("the body (%d bytes) is over the %d-byte size limit and was not read; it cannot be redriven: remove it with chargerecovery purge", e.Size, queue.MaxMessageBytes)
+		v.Size = e.Size
 	case e.Body == nil:
 		v.Unreadable = "the body is over the size limit and was not read"
 	case err != nil:

@@ -471,7 +471,7 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 	}
 	receivers := c.Receivers
 	if receivers == 0 && pl.Colocated {
-		receivers = 4
+		receivers = ColocatedReceivers
 	}
 	opts := consumer.Options{
 		Receivers:         receivers,
@@ -500,6 +500,20 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 	}
 	pl.Runtime = rt
 	return pl, nil
+}
+
+// ColocatedReceivers is how many receives run at once by default where
+// claims ride in the queue's transactions (each receive waits for its
+// commit); elsewhere one.
+const ColocatedReceivers = 4
+
+// MostReceivers is the most receives c runs at once, whichever path it
+// takes: what a backend's connection pool must be sized for.
+func (c Config) MostReceivers() int {
+	if c.Receivers > 0 {
+		return c.Receivers
+	}
+	return ColocatedReceivers
 }
 
 // Run consumes until ctx ends, watching the bank's and the store's
