@@ -2,6 +2,7 @@ package scenariotest_test
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -35,7 +37,8 @@ func TestEmbeddedSQLite(t *testing.T) {
 	for _, separate := range []bool{false, true} {
 		t.Run(map[bool]string{false: "ClaimsInTheQueuesTransactions", true: "SeparateStoreCalls"}[separate], func(t *testing.T) {
 			scenariotest.Run(t, scenariotest.Harness{Separate: separate, Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
-				db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "scenario.db"), sqlite.OpenOptions{})
+				path := filepath.Join(t.TempDir(), "scenario.db")
+				db, err := sqlite.Open(t.Context(), path, sqlite.OpenOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -44,7 +47,19 @@ func TestEmbeddedSQLite(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				return scenariotest.Backend{Queue: q, Store: sqlite.NewStore(db)}
+				return scenariotest.Backend{Queue: q, Store: sqlite.NewStore(db), WriteTooLarge: func(t *testing.T, n int) {
+					raw, err := sql.Open("sqlite", path) // beside the queue, as another writer would
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer raw.Close()
+					for range n {
+						if _, err := raw.ExecContext(t.Context(), `insert into goqite (id, queue, body) values (?, 'charges', zeroblob(?))`,
+							dbtest.Name("m_big"), queue.MaxMessageBytes+1); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}}
 			}})
 		})
 	}
@@ -52,13 +67,21 @@ func TestEmbeddedSQLite(t *testing.T) {
 
 func TestPostgreSQL(t *testing.T) {
 	scenariotest.Run(t, scenariotest.Harness{Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
-		db := dbtest.Postgres(t) // a schema of the scenario's own
-		q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("q"), VisibilityTimeout: visibility,
+		// A schema of the scenario's own, on a pool of four connections
+		// (pgx's default on up to four CPUs) under four receives.
+		db := dbtest.PostgresWith(t, postgres.Options{MaxConns: 4})
+		name := dbtest.Name("q")
+		q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: visibility,
 			WaitTime: 100 * time.Millisecond, MaxReceiveCount: 50})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return scenariotest.Backend{Queue: q, Store: postgres.NewStore(db)}
+		return scenariotest.Backend{Queue: q, Store: postgres.NewStore(db), WriteTooLarge: func(t *testing.T, n int) {
+			if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body) select $1, convert_to(repeat('x', $2), 'UTF8') from generate_series(1, $3)`,
+				name, queue.MaxMessageBytes+1, n); err != nil {
+				t.Fatal(err)
+			}
+		}}
 	}})
 }
 

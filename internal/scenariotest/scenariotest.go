@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -29,6 +30,11 @@ import (
 type Backend struct {
 	Queue queue.Queue
 	Store driver.Store
+	// WriteTooLarge, where the queue can hold them, puts n messages over
+	// queue.MaxMessageBytes on the queue around Send (as a producer
+	// writing to the table directly would); nil where the queue refuses
+	// them itself (SQS).
+	WriteTooLarge func(t *testing.T, n int)
 }
 
 // Harness opens a new, empty backend per call whose queue uses visibility
@@ -58,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"TransientFailuresAndLostAnswersUnderConcurrency", transient},
 		{"ShutdownMidStreamThenRestartDebitsEveryChargeOnce", shutdownRestart},
 		{"OutagesOfTheBankAndTheStoreCostAMessageAtMostOneReceive", outages},
+		{"PoisonAmongTheChargesIsDeadLetteredWhileTheRestFlows", poison},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -440,4 +447,47 @@ func shutdownRestart(t *testing.T, h Harness) {
 	p.drained(t)
 	stop2()
 	p.wantPostedOnce(t, ids...)
+}
+
+// poison: 200 charges (a third sent twice) among 100 messages over the
+// size limit (where the queue can hold them), 40 that are not events and
+// 10 that reuse a charge id with another amount, consumed by four
+// receives at once (on PostgreSQL, on a pool of four connections): every
+// charge is posted once and DONE, and every poison message reaches the
+// DLQ with its reason.
+func poison(t *testing.T, h Harness) {
+	p := newPipeline(t, h, config{})
+	const good, big, invalid, conflicts = 200, 100, 40, 10
+	if p.b.WriteTooLarge != nil {
+		// Oldest first: every receive of the four meets them at once.
+		p.b.WriteTooLarge(t, big)
+	}
+	var ids []string
+	for i := range good {
+		c := fee(fmt.Sprintf("CHG-P%03d", i), "001234567890", int64(100+i))
+		ids = append(ids, c.ID)
+		p.send(t, c, 1+i%3/2)
+		if i%10 == 0 {
+			p.sendRaw(t, `not an event`, 1)
+			p.sendRaw(t, `{"chargeId":"CHG-BAD","amount":{"minor":1.5}}`, 1)
+		}
+	}
+	stop := p.run(t, consumer.Options{Concurrency: 64, Receivers: 4}) // as serve runs: four receives of ten at once
+	p.drained(t)
+	for i := range conflicts { // the same ids, another amount, once they are DONE
+		p.send(t, fee(ids[i], "001234567890", 999999), 1)
+	}
+	p.drained(t)
+	stop()
+	p.wantPostedOnce(t, ids...)
+	for _, id := range ids {
+		p.wantRecord(t, id, idempotency.StateDone, charge.Debited)
+	}
+	want := map[queue.Code]int{"invalid": invalid, "conflict": conflicts}
+	if p.b.WriteTooLarge != nil {
+		want[queue.CodeTooLarge] = big
+	}
+	if d := p.dlq(t); !maps.Equal(d, want) {
+		t.Fatalf("DLQ %v, want %v", d, want)
+	}
 }
