@@ -331,10 +331,16 @@ func Linearizable(t *testing.T, newStore func(t *testing.T) driver.Store, o Line
 	s := newStore(t)
 	seen := map[string]int{}
 	var recording, checking time.Duration
-	ops := 0
-	for h := range o.Histories {
+	ops, histories := 0, 0
+	// Coverage is not left to chance: past o.Histories, histories are
+	// recorded (and checked) until every kind of call has appeared, up to
+	// a bound far beyond need; only a run that still lacks one fails.
+	seed := uint64(time.Now().UnixNano())
+	limit := max(CoverageFactor*o.Histories, MinCoverageHistories)
+	for h := 0; h < o.Histories || (len(missingKinds(seen)) > 0 && h < limit); h++ {
+		histories++
 		start := time.Now()
-		history := RecordHistory(t.Context(), s, uniqueKey(t)+fmt.Sprint(h), o, rand.New(rand.NewPCG(uint64(h), uint64(time.Now().UnixNano()))))
+		history := RecordHistory(t.Context(), s, uniqueKey(t)+fmt.Sprint(h), o, rand.New(rand.NewPCG(uint64(h), seed)))
 		recording += time.Since(start)
 		ops += len(history)
 		for _, op := range history {
@@ -360,20 +366,44 @@ func Linearizable(t *testing.T, newStore func(t *testing.T) driver.Store, o Line
 					t.Logf("client %d [%d, %s] %s", op.ClientId, op.Call, ret, ClaimModel.DescribeOperation(op.Input, op.Output))
 				}
 			}
-			t.Fatalf("history %d (%d operations) is not linearizable; see %s", h, len(history), path)
+			t.Fatalf("history %d (%d operations, seed %d) is not linearizable; see %s", h, len(history), seed, path)
 		default:
 			t.Fatalf("history %d: the checker gave up after %s (%d operations): make the histories smaller", h, o.Timeout, len(history))
 		}
 	}
-	t.Logf("%d histories, %d operations, linearizable; recording %s, checking %s: %v", o.Histories, ops,
+	t.Logf("%d histories (%d asked for), %d operations, linearizable; recording %s, checking %s: %v", histories, o.Histories, ops,
 		recording.Round(time.Millisecond), checking.Round(time.Millisecond), seen)
 	// A run that never reclaimed, fenced or lost an answer checked nothing
 	// that matters.
-	for _, k := range []string{"acquired", "reclaimed", "refused", "lease lost", "finished", "reopened", "reopen refused", "read", "unknown"} {
+	for _, k := range missingKinds(seen) {
+		t.Errorf("no %q call in %d histories (seed %d): the workload does not exercise the state machine (%v)", k, histories, seed, seen)
+	}
+}
+
+// Linearizable records histories beyond the ones asked for while some
+// kind of call (callKinds) has not appeared yet, up to CoverageFactor times
+// as many and at least MinCoverageHistories in all: far beyond need (the
+// rarest kind, a refused reopen, appears in about one history in seventy).
+const (
+	CoverageFactor       = 20
+	MinCoverageHistories = 5000
+)
+
+// callKinds are the kinds of call (see kind) every Linearizable run must
+// have made, or it checked nothing that matters.
+func callKinds() []string {
+	return []string{"acquired", "reclaimed", "refused", "lease lost", "finished", "reopened", "reopen refused", "read", "unknown"}
+}
+
+// missingKinds returns the callKinds not in seen, in their order.
+func missingKinds(seen map[string]int) []string {
+	var out []string
+	for _, k := range callKinds() {
 		if seen[k] == 0 {
-			t.Errorf("no %q call in %d histories: the workload does not exercise the state machine (%v)", k, o.Histories, seen)
+			out = append(out, k)
 		}
 	}
+	return out
 }
 
 // definite reports whether err is one of the state machine's answers (as
