@@ -145,7 +145,8 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 			}
 			if tt.setup == "open" {
 				for range 100 {
-					br.Record(fmt.Errorf("earlier failure"))
+					tk, _ := br.Allow() // one failed call
+					br.Record(tk, fmt.Errorf("earlier failure"))
 				}
 			}
 			client, err := corebank.NewClient(url, corebank.ClientOptions{Timeout: 200 * time.Millisecond, Declines: tt.declines, Breaker: br})

@@ -14,6 +14,15 @@
 // cap; the interval starts from its minimum again only once the circuit
 // closes. Without a Probe, the trial call itself is the probe.
 //
+// Every call is allowed with a Ticket, and its result is reported with it.
+// A ticket belongs to the era (closed, open or half-open, one generation
+// each) it was handed out in: the result of a call allowed in an earlier
+// era (a slow call started while the circuit was closed, answering while
+// it is half-open) moves nothing; only the trial's own result closes or
+// reopens a half-open circuit. A trial that ends without a call (its
+// caller found nothing to ask) is given back with Abandon: it closes
+// nothing, and the next call can be the trial.
+//
 // It imports only the standard library.
 package circuit
 
@@ -93,7 +102,10 @@ type Breaker struct {
 	interval time.Duration
 	// trial: half-open, and the one trial call has been granted and has not
 	// answered yet.
-	trial   bool
+	trial bool
+	// gen is the era: one more on every change of state, so that a ticket
+	// handed out before the change is known as stale.
+	gen     uint64
 	opens   int           // how often it opened (for tests and status)
 	changed chan struct{} // closed and replaced on every change of state or trial
 }
@@ -127,7 +139,7 @@ func New(opts Options) (*Breaker, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Breaker{opts: opts, interval: opts.ProbeInterval, changed: make(chan struct{})}, nil
+	return &Breaker{opts: opts, interval: opts.ProbeInterval, gen: 1, changed: make(chan struct{})}, nil
 }
 
 // Status is a snapshot of the breaker for health checks and metrics.
@@ -158,42 +170,62 @@ func (b *Breaker) Status() Status {
 		NextProbeIn: b.interval, TrialOut: b.trial, Opens: b.opens}
 }
 
-// Allow asks to make one call. It returns nil when the call may go ahead:
-// always while closed, and for exactly one caller while half-open (the
-// trial); otherwise ErrOpen. A caller that was allowed reports the call's
-// result with Record, or Abandon when the call ended without an answer that
-// says anything about the dependency (its own context ended).
-func (b *Breaker) Allow() error {
+// Ticket is one call's permission, handed out by Allow; the call's result
+// is reported with it (Record, Abandon). The zero Ticket is stale in every
+// era: its result moves nothing.
+type Ticket struct {
+	gen   uint64 // the era it was handed out in
+	trial bool   // the one trial call of a half-open era
+}
+
+// Trial reports whether t is the trial call of a half-open circuit.
+func (t Ticket) Trial() bool { return t.trial }
+
+// Allow asks to make one call. It returns a nil error when the call may go
+// ahead: always while closed, and for exactly one caller while half-open
+// (the trial); otherwise ErrOpen. The Ticket is returned either way: a
+// caller that must make its call regardless (a result that has to be
+// written) reports it too, and it counts as far as its era allows. Report
+// the call's result with Record, or with Abandon when the call ended
+// without an answer that says anything about the dependency (its own
+// context ended, or it turned out not to be needed).
+func (b *Breaker) Allow() (Ticket, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.state == Closed:
-		return nil
+		return Ticket{gen: b.gen}, nil
 	case b.state == HalfOpen && !b.trial:
 		b.trial = true
 		b.wake()
-		return nil
+		return Ticket{gen: b.gen, trial: true}, nil
 	}
-	return ErrOpen
+	return Ticket{gen: b.gen}, ErrOpen
 }
 
-// Abandon gives the trial back when the allowed call ended without an
-// answer (its caller gave up), so that another call can be the trial.
-func (b *Breaker) Abandon() {
+// Abandon reports that t's call ended without an answer (its caller gave
+// up) or was never made: nothing is learnt, and if t is the trial it is
+// given back, so that the next call can be the trial.
+func (b *Breaker) Abandon(t Ticket) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == HalfOpen && b.trial {
+	if t.trial && t.gen == b.gen && b.state == HalfOpen && b.trial {
 		b.trial = false
 		b.wake()
 	}
 }
 
-// Record reports the result of one call: err == nil for an answer that
+// Record reports the result of t's call: err == nil for an answer that
 // shows the dependency works (a success, or a business refusal such as a
-// decline), else the failure.
-func (b *Breaker) Record(err error) {
+// decline), else the failure. A result from an earlier era than the
+// current one (t was handed out before the state last changed) moves
+// nothing; while half-open only the trial's result does.
+func (b *Breaker) Record(t Ticket, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if t.gen != b.gen || (b.state == HalfOpen && !t.trial) {
+		return // stale, or not the trial: it says nothing about now
+	}
 	if err == nil {
 		b.failures = 0
 		if b.state == HalfOpen {
@@ -235,6 +267,7 @@ func (b *Breaker) set(s State, why string) {
 		slog.Int("consecutive_failures", b.failures), slog.String("last_error", b.lastError))
 	b.state = s
 	b.trial = false
+	b.gen++
 	b.wake()
 }
 

@@ -26,16 +26,17 @@ type outageBank struct {
 // handle is a handler's use of the bank: refused unsent while the circuit
 // says so, retried (kept in hand by the runtime) on a failure.
 func (b *outageBank) handle(_ context.Context, d *consumer.Delivery) consumer.Decision {
-	if err := b.br.Allow(); err != nil {
+	tk, err := b.br.Allow()
+	if err != nil {
 		return consumer.Decision{Action: consumer.Retry, Reason: queue.Reason{Code: "circuit_open"}}
 	}
 	b.calls.Add(1)
 	time.Sleep(2 * time.Millisecond)
 	if !b.up.Load() {
-		b.br.Record(errors.New("HTTP 503"))
+		b.br.Record(tk, errors.New("HTTP 503"))
 		return consumer.Decision{Action: consumer.Retry, Reason: queue.Reason{Code: "bank_unavailable"}, RetryAfter: 30 * time.Millisecond}
 	}
-	b.br.Record(nil)
+	b.br.Record(tk, nil)
 	return consumer.Decision{Action: consumer.Ack}
 }
 
@@ -158,7 +159,8 @@ func TestGatesCombine(t *testing.T) {
 	if trial, err := g.Wait(t.Context()); err != nil || trial || g.Paused() {
 		t.Fatalf("both closed: trial %v, err %v, paused %v", trial, err, g.Paused())
 	}
-	store.Record(errors.New("store down"))
+	tk, _ := store.Allow()
+	store.Record(tk, errors.New("store down"))
 	if !g.Paused() {
 		t.Fatal("not paused with the store's circuit open")
 	}
@@ -171,7 +173,11 @@ func TestGatesCombine(t *testing.T) {
 	if trial, err := g.Wait(t.Context()); err != nil || !trial {
 		t.Fatalf("store on trial: trial %v, err %v", trial, err)
 	}
-	store.Record(nil)
+	tk, err := store.Allow() // the trial
+	if err != nil || !tk.Trial() {
+		t.Fatalf("the store's trial call: %v, trial %v", err, tk.Trial())
+	}
+	store.Record(tk, nil)
 	if trial, err := g.Wait(t.Context()); err != nil || trial || g.Paused() {
 		t.Fatalf("store closed again: trial %v, err %v, paused %v", trial, err, g.Paused())
 	}

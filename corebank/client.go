@@ -23,6 +23,7 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/redact"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/circuit"
 )
 
 // Client is the HTTP debit adapter. It sends the charge id as the
@@ -54,14 +55,15 @@ var (
 // Breaker is the circuit breaker the client reports to (circuit.Breaker).
 type Breaker interface {
 	// Allow returns an error while calls must not be made (open, or
-	// half-open with its one trial call already out).
-	Allow() error
+	// half-open with its one trial call already out), and the ticket the
+	// call's result is reported with.
+	Allow() (circuit.Ticket, error)
 	// Record reports a call's result: nil when the bank answered as a
 	// working bank does (a success or a decline), else the failure.
-	Record(err error)
+	Record(t circuit.Ticket, err error)
 	// Abandon reports an allowed call that ended without an answer
 	// because its caller gave up: it says nothing about the bank.
-	Abandon()
+	Abandon(t circuit.Ticket)
 }
 
 // DeclineRule says which answer is the bank's explicit, final decline: the
@@ -197,7 +199,7 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 	if err != nil {
 		return charge.DebitReceipt{}, &charge.BankError{Kind: charge.BankRejected, NotSent: true, Err: err}
 	}
-	status, raw, err := c.do(ctx, http.MethodPost, c.base.JoinPath("/v1/debits").String(), req.IdempotencyKey, body)
+	tk, status, raw, err := c.do(ctx, http.MethodPost, c.base.JoinPath("/v1/debits").String(), req.IdempotencyKey, body)
 	if err != nil {
 		return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err)
 	}
@@ -213,7 +215,7 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 			// Accepted, not posted: in progress at the bank. The bank works;
 			// the charge is not done. The kept claim waits for the enquiry
 			// or a later attempt with the same key.
-			c.record(nil)
+			c.record(tk, nil)
 			return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey,
 				&charge.BankError{Kind: charge.BankUnavailable, Status: status, Code: ok.Status, Err: errors.New("accepted, not yet posted")})
 		case !slices.Contains(c.posted, ok.Status):
@@ -223,13 +225,13 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 		}
 		if ambiguous != nil {
 			// Money may have moved: never final. The retry replays it.
-			err = c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: ambiguous})
+			err = c.record(tk, &charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: ambiguous})
 			return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err)
 		}
-		c.record(nil)
+		c.record(tk, nil)
 		return charge.DebitReceipt{Reference: ok.Reference}, nil
 	}
-	err = c.record(c.classify(status, raw, req.AccountID))
+	err = c.record(tk, c.classify(status, raw, req.AccountID))
 	return charge.DebitReceipt{}, fmt.Errorf("corebank: debit %s: %w", req.IdempotencyKey, err)
 }
 
@@ -237,7 +239,7 @@ func (c *Client) Debit(ctx context.Context, req charge.DebitRequest) (charge.Deb
 // NOT_FOUND only with the body {"status":"NOT_FOUND"}; a bare 404 is a wrong
 // URL (rejected), never a reason to post again.
 func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error) {
-	status, raw, err := c.do(ctx, http.MethodGet, c.enquiryURL(key), "", nil)
+	tk, status, raw, err := c.do(ctx, http.MethodGet, c.enquiryURL(key), "", nil)
 	if err != nil {
 		return charge.Enquiry{}, fmt.Errorf("corebank: enquiry %s: %w", key, err)
 	}
@@ -248,29 +250,29 @@ func (c *Client) Enquire(ctx context.Context, key string) (charge.Enquiry, error
 		readable && status == http.StatusNotFound && st.Status == StatusNotFound && st.IdempotencyKey != key:
 		// An answer about another key (or about no key) says nothing about
 		// ours: never DONE, never FAILED, never "post again".
-		err = c.record(&charge.BankError{Kind: charge.BankRejected, Status: status, Code: "ENQUIRY_KEY_MISMATCH",
+		err = c.record(tk, &charge.BankError{Kind: charge.BankRejected, Status: status, Code: "ENQUIRY_KEY_MISMATCH",
 			Err: fmt.Errorf("the status answer names key %q, not ours", charge.Clip(charge.Untrusted(st.IdempotencyKey), maxCode))})
 	case status == http.StatusOK && readable && st.Status == StatusPosted && st.Reference != "":
-		c.record(nil)
+		c.record(tk, nil)
 		return charge.Enquiry{State: charge.DebitPosted, Reference: st.Reference}, nil
 	case status == http.StatusOK && readable && st.Status == StatusInProgress:
-		c.record(nil)
+		c.record(tk, nil)
 		return charge.Enquiry{State: charge.DebitInProgress}, nil
 	case status == http.StatusOK && readable && st.Status == StatusDeclined:
-		c.record(nil)
+		c.record(tk, nil)
 		return charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: charge.Clip(charge.Untrusted(st.Code), maxCode), Message: charge.Untrusted(st.Message)}}, nil
 	case status == http.StatusNotFound && readable && st.Status == StatusNotFound:
-		c.record(nil)
+		c.record(tk, nil)
 		return charge.Enquiry{State: charge.DebitNotFound}, nil
 	case status >= 200 && status < 300:
-		err = c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: errors.New("unreadable status answer")})
+		err = c.record(tk, &charge.BankError{Kind: charge.BankUnavailable, Status: status, Err: errors.New("unreadable status answer")})
 	default:
 		err = c.classify(status, raw)
 		var d *charge.DeclineError
 		if errors.As(err, &d) { // a decline rule matched the enquiry's own answer: not an answer about the debit
 			err = &charge.BankError{Kind: charge.BankRejected, Status: status, Code: d.Code}
 		}
-		err = c.record(err)
+		err = c.record(tk, err)
 	}
 	return charge.Enquiry{}, fmt.Errorf("corebank: enquiry %s: %w", key, err)
 }
@@ -309,10 +311,12 @@ func (c *Client) Probe(ctx context.Context) error {
 // do sends one request and reads the answer. Its error is a
 // *charge.BankError (NotSent when the circuit is open or the connection was
 // refused) or, when the caller's ctx ended, that context error.
-func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (int, []byte, error) {
+func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (circuit.Ticket, int, []byte, error) {
+	var tk circuit.Ticket
 	if c.breaker != nil {
-		if err := c.breaker.Allow(); err != nil {
-			return 0, nil, &charge.BankError{Kind: charge.BankUnavailable, NotSent: true, Err: err}
+		var err error
+		if tk, err = c.breaker.Allow(); err != nil {
+			return tk, 0, nil, &charge.BankError{Kind: charge.BankUnavailable, NotSent: true, Err: err}
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -331,7 +335,7 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 	})
 	hreq, err := http.NewRequestWithContext(cctx, method, u, rd)
 	if err != nil {
-		return 0, nil, &charge.BankError{Kind: charge.BankRejected, NotSent: true, Err: err}
+		return tk, 0, nil, &charge.BankError{Kind: charge.BankRejected, NotSent: true, Err: err}
 	}
 	if body != nil {
 		hreq.Header.Set("Content-Type", "application/json")
@@ -353,26 +357,26 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 		if ctx.Err() != nil {
 			// Our caller gave up (shutdown, lost lease): it may have posted,
 			// and it says nothing about the bank.
-			c.abandon()
-			return 0, nil, fmt.Errorf("%w (the request may have reached the bank)", ctx.Err())
+			c.abandon(tk)
+			return tk, 0, nil, fmt.Errorf("%w (the request may have reached the bank)", ctx.Err())
 		}
 		if c.explain != nil {
 			if why := c.explain(err); why != "" {
 				err = fmt.Errorf("%s: %w", why, err)
 			}
 		}
-		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, NotSent: !wrote.Load() && neverSent(err), Err: err})
+		return tk, 0, nil, c.record(tk, &charge.BankError{Kind: charge.BankUnavailable, NotSent: !wrote.Load() && neverSent(err), Err: err})
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		if ctx.Err() != nil {
-			c.abandon()
-			return 0, nil, fmt.Errorf("%w (the request reached the bank)", ctx.Err())
+			c.abandon(tk)
+			return tk, 0, nil, fmt.Errorf("%w (the request reached the bank)", ctx.Err())
 		}
-		return 0, nil, c.record(&charge.BankError{Kind: charge.BankUnavailable, Status: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err)})
+		return tk, 0, nil, c.record(tk, &charge.BankError{Kind: charge.BankUnavailable, Status: resp.StatusCode, Err: fmt.Errorf("read answer: %w", err)})
 	}
-	return resp.StatusCode, raw, nil
+	return tk, resp.StatusCode, raw, nil
 }
 
 // neverSent reports whether a transport error says the connection could not
@@ -436,20 +440,20 @@ func (c *Client) classify(status int, raw []byte, accounts ...string) error {
 }
 
 // abandon tells the breaker that an allowed call ended without a verdict.
-func (c *Client) abandon() {
+func (c *Client) abandon(tk circuit.Ticket) {
 	if c.breaker != nil {
-		c.breaker.Abandon()
+		c.breaker.Abandon(tk)
 	}
 }
 
 // record tells the breaker about a result and returns err. A decline is a
 // working bank's answer.
-func (c *Client) record(err error) error {
+func (c *Client) record(tk circuit.Ticket, err error) error {
 	if c.breaker != nil {
 		if errors.Is(err, charge.ErrPermanent) {
-			c.breaker.Record(nil)
+			c.breaker.Record(tk, nil)
 		} else {
-			c.breaker.Record(err)
+			c.breaker.Record(tk, err)
 		}
 	}
 	return err

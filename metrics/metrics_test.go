@@ -55,7 +55,8 @@ func TestDebitsAreCountedByWhatTheBankSaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Circuit(br.Status)
-	br.Record(errors.New("down"))
+	tk, _ := br.Allow() // one failed call
+	br.Record(tk, errors.New("down"))
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()

@@ -379,8 +379,10 @@ func TestReadyzSaysWhyWhileTheCircuitIsOpenInWordsOnly(t *testing.T) {
 	}
 	backendDown.Store(false)
 	bankSaid := &charge.BankError{Kind: charge.BankUnavailable, Status: 503, Err: errors.New("maintenance of host cbs-prod-07.bank.internal; account 001234567890")}
-	br.Record(fmt.Errorf("corebank: debit CHG-1 at https://cbs-prod-07.bank.internal/v1/debits: %w", bankSaid))
-	br.Record(fmt.Errorf("corebank: debit CHG-2 at https://cbs-prod-07.bank.internal/v1/debits: %w", bankSaid))
+	tk, _ := br.Allow() // one failed call
+	br.Record(tk, fmt.Errorf("corebank: debit CHG-1 at https://cbs-prod-07.bank.internal/v1/debits: %w", bankSaid))
+	tk, _ = br.Allow()
+	br.Record(tk, fmt.Errorf("corebank: debit CHG-2 at https://cbs-prod-07.bank.internal/v1/debits: %w", bankSaid))
 	code, body = httpGet(t, url)
 	if code != 503 || !strings.Contains(body, "circuit open") || !strings.Contains(body, "HTTP 503") || !strings.Contains(body, "not receiving") {
 		t.Fatalf("open circuit: %d %q, want 503 saying the circuit is open and why", code, body)

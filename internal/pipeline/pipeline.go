@@ -607,62 +607,68 @@ func BankCause(err error) string {
 // gatedStore tells the store's circuit every result: a store that could
 // not be reached (idempotency.ErrUnavailable) is a failure; any answer,
 // even a refusal (lease lost, not found), shows it works. Calls are never
-// refused by it: a result after a debit must always be tried.
+// refused by it: a result after a debit must always be tried. Each call
+// takes its ticket when it starts (the first call of a half-open circuit
+// is its trial), so that a call started before the circuit opened never
+// closes or reopens it, and a message that makes no store call takes no
+// trial: the next one's call can be it.
 type gatedStore struct {
 	driver.Store
 	br *circuit.Breaker
 }
 
-func (g gatedStore) record(ctx context.Context, err error) {
+// call makes one store call under a ticket of the store's circuit.
+func call[T any](ctx context.Context, br *circuit.Breaker, f func() (T, error)) (T, error) {
+	tk, _ := br.Allow() // never refused: an open circuit only pauses receiving
+	v, err := f()
 	switch {
 	case errors.Is(err, idempotency.ErrUnavailable):
-		g.br.Record(err)
+		br.Record(tk, err)
 	case err != nil && ctx.Err() != nil: // our caller gave up: no verdict
+		br.Abandon(tk)
 	default:
-		g.br.Record(nil)
+		br.Record(tk, nil)
 	}
+	return v, err
+}
+
+// call0 is call for a store call that returns only an error.
+func call0(ctx context.Context, br *circuit.Breaker, f func() error) error {
+	_, err := call(ctx, br, func() (struct{}, error) { return struct{}{}, f() })
+	return err
 }
 
 func (g gatedStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
-	r, err := g.Store.Claim(ctx, req)
-	g.record(ctx, err)
-	return r, err
+	return call(ctx, g.br, func() (driver.ClaimResult, error) { return g.Store.Claim(ctx, req) })
 }
 
 func (g gatedStore) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
-	r, err := g.Store.Get(ctx, key, now)
-	g.record(ctx, err)
-	return r, err
+	return call(ctx, g.br, func() (idempotency.Record, error) { return g.Store.Get(ctx, key, now) })
 }
 
 func (g gatedStore) Finish(ctx context.Context, f driver.FinishRequest) error {
-	err := g.Store.Finish(ctx, f)
-	g.record(ctx, err)
-	return err
+	return call0(ctx, g.br, func() error { return g.Store.Finish(ctx, f) })
 }
 
 func (g gatedStore) Extend(ctx context.Context, req driver.ExtendRequest) error {
-	err := g.Store.Extend(ctx, req)
-	g.record(ctx, err)
-	return err
+	return call0(ctx, g.br, func() error { return g.Store.Extend(ctx, req) })
 }
 
 func (g gatedStore) Reopen(ctx context.Context, r driver.ReopenRequest) (idempotency.Record, error) {
-	rec, err := g.Store.Reopen(ctx, r)
-	g.record(ctx, err)
-	return rec, err
+	return call(ctx, g.br, func() (idempotency.Record, error) { return g.Store.Reopen(ctx, r) })
 }
 
-// gatedBound records every result's write in the store's circuit.
+// gatedBound records every result's write in the store's circuit, as
+// gatedStore does. The claim made at receive is not a call of the message's
+// own: a message whose claim already answered (a duplicate) and that writes
+// no result makes no store call, closes nothing and holds no trial.
 type gatedBound struct {
 	driver.Bound
 	br *circuit.Breaker
 }
 
 func (g gatedBound) Finish(ctx context.Context, f driver.FinishRequest) error {
-	err := g.Bound.Finish(ctx, f)
-	gatedStore{br: g.br}.record(ctx, err)
-	return err
+	return call0(ctx, g.br, func() error { return g.Bound.Finish(ctx, f) })
 }
 
 // baselineHandler is the pipeline without the idempotency claim: parse,
