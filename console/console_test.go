@@ -474,7 +474,11 @@ func TestTokenSignIn(t *testing.T) {
 func TestRenotifyFromTheConsoleSendsTheKeptNoticeOnce(t *testing.T) {
 	w := newWorld(t)
 	snd := &sender{}
-	srv := w.console(t, proxyAuth(), &operate.Renotifier{Sender: snd, Amender: w.store, Channel: "test"})
+	claims, err := idempotency.NewGuard(w.store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := w.console(t, proxyAuth(), &operate.Renotifier{Sender: snd, Amender: w.store, Claims: claims, Channel: "test"})
 	code, page := as(t, "olga", "GET", srv.URL+"/charge?id=CHG-NOTE-1", nil)
 	if code != http.StatusOK || !strings.Contains(page, `id="renotify"`) || !strings.Contains(page, "CBS0000000042") {
 		t.Fatalf("the charge page offers no renotify or shows no reference: %d\n%s", code, page)

@@ -153,7 +153,12 @@ func (c *consoleConfig) start(ctx context.Context, d consoleDeps, log *slog.Logg
 	var rn *operate.Renotifier
 	if s, ok := d.notifier.(charge.NoticeSender); ok {
 		if am, ok := d.b.Store.(driver.Amender); ok {
-			rn = &operate.Renotifier{Sender: s, Amender: am, Channel: d.channel}
+			// A notice's claim outlasts its send (5s at most), as renotify's.
+			claims, err := idempotency.NewGuard(d.b.Store, idempotency.Options{Lease: time.Minute, Retention: d.retention})
+			if err != nil {
+				return nil, err
+			}
+			rn = &operate.Renotifier{Sender: s, Amender: am, Claims: claims, Channel: d.channel}
 		}
 	}
 	con, err := console.New(console.Options{Backend: d.b.Desc, Queue: d.b.Queue, Store: d.b.Store, MetricsURL: d.metricsURL,

@@ -27,6 +27,8 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		reason      string
 		limit       int
 		timeout     time.Duration
+		lease, skew time.Duration
+		retention   time.Duration
 		nc          pipeline.NotifyConfig
 		lc          cli.LogConfig
 	)
@@ -35,6 +37,9 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	f.String(&reason, "reason", "", "missed pre-debit notification resent", "why (kept in each record's history and the audit log), e.g. \"INC-77: SMS gateway back\"")
 	f.Int(&limit, "limit", "", 1000, "with --all: at most this many")
 	f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long one notification may take")
+	f.Duration(&lease, "lease", "", time.Minute, "how long a run holds the claim of a notice it sends (at least twice --notify-timeout): another run at once skips that notice; one that stopped is taken over after this")
+	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long a notice's claim is kept (as serve's records)")
+	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "a lapsed claim is taken over only this long after it ends (the largest clock difference between hosts)")
 	nc.Bind(f)
 	lc.Bind(f)
 	opFlag := operatorFlag(f)
@@ -53,6 +58,12 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		return cli.Usagef("give the CHARGE_IDs to notify again, or --all")
 	case limit < 1 || timeout <= 0:
 		return cli.Usagef("--limit and --notify-timeout must be positive")
+	case lease < 2*timeout:
+		return cli.Usagef("--lease %s must be at least twice --notify-timeout %s: a notice's claim must outlast its send", lease, timeout)
+	case retention <= 0:
+		return cli.Usagef("--retention must be positive")
+	case skew < 0 || skew >= lease:
+		return cli.Usagef("--skew-margin %s must be at least 0 and shorter than --lease %s", skew, lease)
 	}
 	var p cli.Problems
 	if !dryRun {
@@ -99,8 +110,15 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		sender = s
 	}
+	if skew == 0 {
+		skew = -1 // the guard's "no margin"
+	}
+	claims, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: lease, SkewMargin: skew, Retention: retention})
+	if err != nil {
+		return err
+	}
 	audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
-	rn := operate.Renotifier{Sender: sender, Amender: amender, Channel: nc.Channel, Timeout: timeout}
+	rn := operate.Renotifier{Sender: sender, Amender: amender, Claims: claims, Channel: nc.Channel, Timeout: timeout}
 	var report []operate.Renotified
 	failed := 0
 	for _, rec := range recs {

@@ -23,12 +23,32 @@ type Renotified struct {
 // debit (a DEBITED_NOTIFICATION_FAILED record) again, with the same
 // notification key, and on success records DEBITED with a history line:
 // one conditional write on the record as read. It never calls the bank.
+//
+// At most one sender: before it sends, it claims the notice in the
+// idempotency store (the key NoticeClaimKey, with the store's own lease
+// and fencing), so that two runs at once (two operators, a run and the
+// console) send each notice once; the other run skips it. A run that stops
+// after claiming (a crash) leaves the claim to lapse: a later run
+// reclaims it after the lease and sends. The claim is finished DONE once
+// the notice is sent, so that a run that stopped between sending and
+// recording leaves a later run only the record to write, not the notice to
+// send again.
 type Renotifier struct {
 	Sender  charge.NoticeSender // nil for a dry run
 	Amender driver.Amender
+	// Claims claims each notice before it is sent, in the same store
+	// (its Lease must outlast Timeout). Required to send.
+	Claims  *idempotency.Guard
 	Channel string        // named in the history line
 	Timeout time.Duration // one notification; default 5s
 }
+
+// NoticeClaimKey is the idempotency key under which a renotify claims
+// notice before sending it.
+func NoticeClaimKey(notice charge.Notice) string { return "renotify/" + notice.NotificationKey }
+
+// SentStatus is the status of a notice's claim once the notice was sent.
+const SentStatus = "SENT"
 
 // One renotifies rec, by operator for reason; dryRun only says whether it
 // would send.
@@ -41,27 +61,75 @@ func (r Renotifier) One(ctx context.Context, rec idempotency.Record, operator, r
 		return Renotified{ChargeID: rec.Key, Result: "skipped", Why: "the record keeps no notice (written by an older version): notify the customer by hand"}
 	case dryRun:
 		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "would_send"}
+	case r.Claims == nil:
+		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: "no store to claim the notice in: not sent"}
 	}
+	key := NoticeClaimKey(notice)
+	// The charge record's token is the claim's fingerprint: a notice of
+	// another record under the same charge id is not this one.
+	claim, err := r.Claims.Claim(ctx, key, rec.Token)
+	if err != nil {
+		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: "could not claim the notice; not sent: " + charge.Clip(err.Error(), 300)}
+	}
+	switch claim.Outcome {
+	case idempotency.Acquired, idempotency.Reclaimed:
+	case idempotency.DuplicateDone:
+		// Sent by a run that stopped before it recorded the send, or that
+		// is recording it now: only the record is left to write.
+		return r.record(ctx, rec, notice, false, fmt.Sprintf("renotified %s by %s: the %s notice was sent earlier by another renotify (%s), which did not record it; was DEBITED_NOTIFICATION_FAILED; why: %s",
+			now.UTC().Format(time.RFC3339), operator, notice.NotificationKey, claim.Record.UpdatedAt.UTC().Format(time.RFC3339), reason))
+	case idempotency.DuplicateInProgress:
+		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "skipped",
+			Why: fmt.Sprintf("another renotify is sending it (claimed until %s); if it stopped, run again after that", claim.Record.LeaseUntil.UTC().Format(time.RFC3339))}
+	default:
+		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "skipped",
+			Why: fmt.Sprintf("the notice's claim %s is %s (%s): notify the customer by hand", key, claim.Record.State, claim.Outcome)}
+	}
+	lease := claim.Lease()
 	timeout := r.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
-	err := r.Sender.SendNotice(sctx, notice)
+	err = r.Sender.SendNotice(sctx, notice)
 	cancel()
 	if err != nil {
+		// Not sent (or not known to be): give the claim up, so that the
+		// next run may try at once; the receiver drops a repeat by its key.
+		_ = r.Claims.Yield(context.WithoutCancel(ctx), lease)
 		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: charge.Clip(err.Error(), 300)}
 	}
-	line := fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED; why: %s",
-		now.UTC().Format(time.RFC3339), operator, r.Channel, notice.NotificationKey, reason)
-	_, err = r.Amender.Amend(ctx, driver.AmendRequest{Key: rec.Key, Token: rec.Token, FromStatus: rec.Status, Status: string(charge.Debited),
-		Detail: notice.Reference, History: append(append([]string(nil), rec.History...), line), Now: time.Now()})
-	if err != nil {
-		why := "sent, but the record could not be updated: " + err.Error()
-		if errors.Is(err, idempotency.ErrStale) {
-			why = "sent, but the record changed meanwhile (someone else renotified it?); the receiver drops the repeat by its key"
-		}
-		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: why}
+	// Failing to mark the claim only lets a later run send once more, after
+	// the lease: the record below is what matters.
+	_ = r.Claims.Complete(context.WithoutCancel(ctx), lease, SentStatus, notice.Reference)
+	return r.record(ctx, rec, notice, true, fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED; why: %s",
+		now.UTC().Format(time.RFC3339), operator, r.Channel, notice.NotificationKey, reason))
+}
+
+// record writes DEBITED with line on rec, as read; sent says whether this
+// run sent the notice. A record another run wrote DEBITED meanwhile is
+// the same outcome.
+func (r Renotifier) record(ctx context.Context, rec idempotency.Record, notice charge.Notice, sent bool, line string) Renotified {
+	result := "skipped" // this run sent nothing
+	if sent {
+		result = "sent"
 	}
-	return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "sent"}
+	_, err := r.Amender.Amend(ctx, driver.AmendRequest{Key: rec.Key, Token: rec.Token, FromStatus: rec.Status, Status: string(charge.Debited),
+		Detail: notice.Reference, History: append(append([]string(nil), rec.History...), line), Now: time.Now()})
+	switch {
+	case err == nil && sent:
+		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "sent"}
+	case err == nil:
+		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: result, Why: "sent earlier by another renotify; recorded DEBITED now"}
+	case errors.Is(err, idempotency.ErrStale):
+		if cur, gerr := r.Claims.Get(ctx, rec.Key); gerr == nil && cur.State == idempotency.StateDone && cur.Status == string(charge.Debited) {
+			why := "recorded DEBITED by another renotify"
+			if !sent {
+				why = "sent and recorded by another renotify"
+			}
+			return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: result, Why: why}
+		}
+		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: "the notice was sent, but the record changed meanwhile; the receiver drops a repeat by its key"}
+	}
+	return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: "the notice was sent, but the record could not be updated: " + err.Error()}
 }
