@@ -335,6 +335,7 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (ci
 	})
 	hreq, err := http.NewRequestWithContext(cctx, method, u, rd)
 	if err != nil {
+		c.abandon(tk) // no call made: a trial is given back, not held
 		return tk, 0, nil, &charge.BankError{Kind: charge.BankRejected, NotSent: true, Err: err}
 	}
 	if body != nil {
