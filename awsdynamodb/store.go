@@ -211,7 +211,7 @@ const maxReclaims = 8
 func (s *Store) existing(ctx context.Context, op, key string, now time.Time, err error) (driver.Record, bool, error) {
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return driver.Record{}, false, driver.Unavailable(op, err)
+		return driver.Record{}, false, unavailable(op, err)
 	}
 	if len(ccf.Item) == 0 {
 		rec, err := s.Get(ctx, key, now)
@@ -287,7 +287,7 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (driver.Reco
 		TableName: aws.String(s.table), Key: s.key(key), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return driver.Record{}, driver.Unavailable("get", err)
+		return driver.Record{}, unavailable("get", err)
 	}
 	if len(out.Item) == 0 {
 		return driver.Record{}, driver.ErrNotFound
@@ -445,7 +445,7 @@ func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Reco
 		}
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
-			return driver.Record{}, driver.Unavailable("reopen", err)
+			return driver.Record{}, unavailable("reopen", err)
 		}
 		if len(ccf.Item) > 0 {
 			rec, err := decode(ccf.Item)
@@ -528,7 +528,7 @@ func (s *Store) ListByResult(ctx context.Context, state driver.State, status str
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, driver.Unavailable("list", err)
+			return nil, unavailable("list", err)
 		}
 		for _, item := range page.Items {
 			rec, err := decode(item)
@@ -550,7 +550,7 @@ func (s *Store) conditional(op string, err error) error {
 	if errors.As(err, &ccf) {
 		return driver.ErrLeaseLost
 	}
-	return driver.Unavailable(op, err)
+	return unavailable(op, err)
 }
 
 // decode reads an item into a Record.
@@ -643,7 +643,7 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.R
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, 0, driver.Unavailable("stuck", err)
+			return nil, 0, unavailable("stuck", err)
 		}
 		for _, item := range out.Items {
 			rec, err := decode(item)
@@ -655,4 +655,40 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.R
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].LeaseUntil.Before(all[j].LeaseUntil) })
 	return all[:min(limit, len(all))], len(all), nil
+}
+
+// ErrWrittenElsewhere: the write was rejected because another Region was
+// writing the same item at that moment (ReplicatedWriteConflictException,
+// only on a table with multi-Region strong consistency). For a claim it
+// means "claimed elsewhere": this claim did not win. errors.Is(err,
+// driver.ErrUnavailable) holds as well, and errors.As finds the SDK's
+// *types.ReplicatedWriteConflictException.
+var ErrWrittenElsewhere = errors.New("dynamodb: the item was being written in another Region")
+
+// unavailable is where the store classifies an error of the DynamoDB
+// client that is not a failed condition (conditional and existing handle
+// those): every one is driver.ErrUnavailable, nothing was decided.
+//
+// A ReplicatedWriteConflictException is classified there too, as
+// ErrWrittenElsewhere wrapping driver.ErrUnavailable — retryable, not a
+// refusal. A refusal in the state machine (idempotency/driver/state.go) is
+// a row whose answer is the record that stands: a claim answers "not
+// acquired; the record" and the Guard tells busy, duplicate and conflict
+// apart by that record, and a held write's refusal, ErrLeaseLost, says the
+// claim was taken over or finished. The conflict gives neither: DynamoDB
+// rejected this write because another Region's write to the item was in
+// flight, and returns no item (the other write may yet fail its own
+// condition, or be a heartbeat of this very claim's owner). So for a claim
+// nothing of ours was written and nothing was decided — exactly
+// ErrUnavailable's "back off and retry" — and the retry reads the record
+// the other Region wrote and gets the row that fits it (busy or a
+// duplicate), never a second win. For Finish and Extend, ErrLeaseLost
+// would give up a lease that may still be ours; retrying is right there
+// too. The call is never retried here: the Guard's caller owns the backoff.
+func unavailable(op string, err error) error {
+	var rwc *types.ReplicatedWriteConflictException
+	if errors.As(err, &rwc) {
+		return driver.Unavailable(op, fmt.Errorf("%w: %w", ErrWrittenElsewhere, err))
+	}
+	return driver.Unavailable(op, err)
 }
