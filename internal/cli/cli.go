@@ -34,12 +34,16 @@ type Env struct {
 }
 
 // UsageError is a configuration problem: exit 2 with its message.
-type UsageError struct{ msg string }
+type UsageError struct{ err error }
 
-func (e *UsageError) Error() string { return e.msg }
+func (e *UsageError) Error() string { return e.err.Error() }
 
-// Usagef returns a UsageError.
-func Usagef(format string, args ...any) error { return &UsageError{fmt.Sprintf(format, args...)} }
+// Unwrap gives the formatted error, so that errors.Is and errors.As see
+// what its format wrapped with %w.
+func (e *UsageError) Unwrap() error { return e.err }
+
+// Usagef returns a UsageError, formatted as fmt.Errorf does (%w wraps).
+func Usagef(format string, args ...any) error { return &UsageError{fmt.Errorf(format, args...)} }
 
 // FlagSet is a flag.FlagSet whose every flag may also come from an
 // environment variable (the flag wins). Bad values, from either, are usage
