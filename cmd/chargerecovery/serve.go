@@ -30,6 +30,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		conc            consoleConfig
 	)
 	bc.Bind(f)
+	bc.BindMultiRegion(f)
 	cc.Bind(f)
 	nc.Bind(f)
 	sc.Bind(f)
@@ -85,6 +86,12 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	cancel()
 	if err != nil {
 		return fmt.Errorf("backend not ready: %w", err)
+	}
+	rctx, cancel = context.WithTimeout(ctx, 15*time.Second)
+	err = backend.CheckMultiRegion(rctx, b) // before the first claim: two Regions must not both win one
+	cancel()
+	if err != nil {
+		return err
 	}
 	rctx, cancel = context.WithTimeout(ctx, 15*time.Second)
 	err = backend.CheckRetention(rctx, b, cc.Retention)

@@ -5,11 +5,21 @@
 package awstest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,4 +68,55 @@ func Name(prefix string) string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// GlobalTable returns the URL of a proxy to the emulator whose every
+// DescribeTable answer reports replicas in regions and, unless empty, the
+// MultiRegionConsistency consistency ("EVENTUAL" or "STRONG"): a global
+// table as DynamoDB describes it. moto 5.2 keeps no replicas (UpdateTable's
+// ReplicaUpdates are accepted and dropped, CreateGlobalTable fails), so the
+// multi-Region checks are tested through this answer; every other request
+// goes to the emulator as it is. The proxy stops with the test.
+func GlobalTable(t testing.TB, consistency string, regions ...string) string {
+	t.Helper()
+	Config(t) // fails in CI / skips elsewhere when unreachable
+	target, err := url.Parse(os.Getenv(EndpointEnv))
+	if err != nil {
+		t.Fatalf("%s: %v", EndpointEnv, err)
+	}
+	replicas := make([]map[string]string, 0, len(regions))
+	for _, r := range regions {
+		replicas = append(replicas, map[string]string{"RegionName": r, "ReplicaStatus": "ACTIVE"})
+	}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.Header.Get("X-Amz-Target"), ".DescribeTable") {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		var out map[string]map[string]any
+		if err := json.Unmarshal(body, &out); err != nil || out["Table"] == nil {
+			return fmt.Errorf("awstest: DescribeTable answer %q: %v", body, err)
+		}
+		out["Table"]["Replicas"] = replicas
+		if consistency != "" {
+			out["Table"]["MultiRegionConsistency"] = consistency
+		}
+		if body, err = json.Marshal(out); err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		// The client checks this header (as 0 when it is absent).
+		resp.Header.Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+		return nil
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

@@ -67,6 +67,12 @@ type Config struct {
 	// the pool is sized for them, and a pool_max_conns too small for
 	// them refused; 0: pgx's default pool, unchecked).
 	Receivers int
+	// aws, serve only (BindMultiRegion): how it runs on a DynamoDB table
+	// with replicas in more than one Region — "" (the default: a
+	// single-Region table only), "strong" or "single-writer" with
+	// WriterRegion, the one Region whose serve writes (see
+	// awsdynamodb.MultiRegionMode and CheckMultiRegion)
+	MultiRegion, WriterRegion string
 	// Existing opens only what is there and migrated — no SQLite file,
 	// PostgreSQL schema, table or queue is created or migrated; a missing
 	// one is an error that says to run setup. Operator commands set it.
@@ -96,6 +102,18 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.Duration(&c.QueueRetention, "queue-retention", "IC_QUEUE_RETENTION", sqlite.DefaultRetention, "embedded: how long a message stays on the queue before it expires (aws: the queue's MessageRetentionPeriod)")
 	f.Duration(&c.DLQRetention, "dlq-retention", "IC_DLQ_RETENTION", sqlite.DefaultDLQRetention, "embedded: how long a message stays on the DLQ before it expires")
 }
+
+// BindMultiRegion registers the flags of a writer on a multi-Region
+// DynamoDB table (serve); the operators' read-only commands do not check.
+func (c *Config) BindMultiRegion(f *cli.FlagSet) {
+	f.String(&c.MultiRegion, flagMultiRegion, "IC_DYNAMODB_MULTI_REGION", "", "aws: how serve runs on a DynamoDB table with replicas in more than one Region (a global table, refused without it): strong (the table has multi-Region strong consistency) or single-writer (only --dynamodb-writer-region's serve writes); empty: a single-Region table")
+	f.String(&c.WriterRegion, flagWriterRegion, "IC_DYNAMODB_WRITER_REGION", "", "aws, --dynamodb-multi-region single-writer: the one Region whose serve writes the table (serve in any other Region refuses to start)")
+}
+
+const (
+	flagMultiRegion  = "dynamodb-multi-region"
+	flagWriterRegion = "dynamodb-writer-region"
+)
 
 // BindFresh registers the flags of a run on a fresh backend (demo,
 // bench): which backend and where its servers are; names are the run's.
@@ -155,6 +173,7 @@ func (c *Config) Check(p *cli.Problems) {
 	default:
 		p.Add("--store %q is not redis (or empty for the backend's own)", c.Store)
 	}
+	c.checkMultiRegion(p)
 	if c.MaxReceive < 1 || c.MaxReceive > 1000 {
 		p.Add("--max-receive %d is outside 1-1000", c.MaxReceive)
 	}
@@ -163,6 +182,25 @@ func (c *Config) Check(p *cli.Problems) {
 	}
 	if c.QueueRetention < time.Minute || c.DLQRetention < time.Minute {
 		p.Add("--queue-retention and --dlq-retention must be at least 1m")
+	}
+}
+
+func (c *Config) checkMultiRegion(p *cli.Problems) {
+	mode, err := awsdynamodb.ParseMultiRegionMode(c.MultiRegion)
+	switch {
+	case err != nil:
+		p.Add("--%s (IC_DYNAMODB_MULTI_REGION) %q is not strong or single-writer (empty for a single-Region table)", flagMultiRegion, c.MultiRegion)
+		return
+	case mode != awsdynamodb.MultiRegionNone && c.Kind != AWS:
+		p.Add("--%s (IC_DYNAMODB_MULTI_REGION) is for --backend aws only", flagMultiRegion)
+	case mode != awsdynamodb.MultiRegionNone && c.Store != "":
+		p.Add("--%s (IC_DYNAMODB_MULTI_REGION) is for claims on DynamoDB; with --store %s there is no table to check", flagMultiRegion, c.Store)
+	}
+	switch {
+	case mode == awsdynamodb.MultiRegionSingleWriter && c.WriterRegion == "":
+		p.Add("--%s (IC_DYNAMODB_WRITER_REGION) must name the one Region whose serve writes, with --%s single-writer", flagWriterRegion, flagMultiRegion)
+	case mode != awsdynamodb.MultiRegionSingleWriter && c.WriterRegion != "":
+		p.Add("--%s (IC_DYNAMODB_WRITER_REGION) %q is only for --%s single-writer", flagWriterRegion, c.WriterRegion, flagMultiRegion)
 	}
 }
 
@@ -184,9 +222,12 @@ type Backend struct {
 	// verified, no TLS to another host): serve logs them at start.
 	Warnings []string
 
-	pingStore  func(ctx context.Context) error
-	retentions func(ctx context.Context) (queue, dlq time.Duration, err error)
-	close      func()
+	pingStore func(ctx context.Context) error
+	// checkRegions refuses a multi-Region table the configuration does not
+	// make safe (nil: nothing to check, the store is not DynamoDB).
+	checkRegions func(ctx context.Context) error
+	retentions   func(ctx context.Context) (queue, dlq time.Duration, err error)
+	close        func()
 	// drop deletes what a fresh backend made, where closing does not
 	// (a PostgreSQL schema, Redis keys); nil: nothing to do.
 	drop func(ctx context.Context) error
@@ -303,6 +344,7 @@ func (b *Backend) useRedis(ctx context.Context, c Config) error {
 	b.Warnings = append(b.Warnings, redisWarnings(opts)...)
 	closeBackend := b.close
 	b.Store, b.pingStore = store, store.Ping
+	b.checkRegions = nil // the claims are on Redis now: no table to check
 	b.close = func() { client.Close(); closeBackend() }
 	b.Desc += fmt.Sprintf(", store redis (%s, prefix %s)", opts.Addr, c.RedisPrefix)
 	dropBackend := b.drop
@@ -416,7 +458,11 @@ func openAWS(ctx context.Context, c Config, visibility time.Duration, create boo
 	if err != nil {
 		return nil, cli.Usagef("%v", err)
 	}
+	ro := awsdynamodb.RegionOptions{Region: cfg.Region, Mode: awsdynamodb.MultiRegionMode(c.MultiRegion), WriterRegion: c.WriterRegion}
 	return &Backend{
+		checkRegions: func(ctx context.Context) error {
+			return checkRegions(ctx, ddb, c.Table, ro, where)
+		},
 		Desc:  fmt.Sprintf("aws (queue %s, table %s, %s)", c.Queue, c.Table, where),
 		Queue: q,
 		Store: store,
@@ -551,4 +597,36 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// CheckMultiRegion refuses to write a DynamoDB table on which two Regions
+// could both win one claim (awsdynamodb.CheckRegions): a multi-Region table
+// without --dynamodb-multi-region, strong on a table that is not, or
+// single-writer outside the writer Region. Such a refusal is a usage error
+// (exit 2) saying what the table reported and which flag to set. Backends
+// whose claims are not on DynamoDB have nothing to check. serve calls it
+// before its first claim.
+func CheckMultiRegion(ctx context.Context, b *Backend) error {
+	if b.checkRegions == nil {
+		return nil
+	}
+	return b.checkRegions(ctx)
+}
+
+// regionHint is what a refused multi-Region table is told to set.
+const regionHint = "set --" + flagMultiRegion + " strong (IC_DYNAMODB_MULTI_REGION) for a table with multi-Region strong consistency, " +
+	"or --" + flagMultiRegion + " single-writer --" + flagWriterRegion + " REGION (IC_DYNAMODB_WRITER_REGION) and run serve only there; " +
+	"this process's Region comes from the AWS configuration (AWS_REGION or the profile); see OPERATIONS.md, Multi-region tables"
+
+func checkRegions(ctx context.Context, c awsdynamodb.Describer, table string, o awsdynamodb.RegionOptions, where string) error {
+	err := awsdynamodb.CheckTableRegions(ctx, c, table, o)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, awsdynamodb.ErrMultiRegion), errors.Is(err, awsdynamodb.ErrRegionOptions):
+		return cli.Usagef("%w: %s", err, regionHint)
+	default:
+		return awsProblem(err, fmt.Sprintf("table %q %s", table, where),
+			"create it (chargerecovery setup --backend aws) or set --table / IC_TABLE", "dynamodb:DescribeTable")
+	}
 }
