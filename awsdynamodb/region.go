@@ -104,7 +104,7 @@ func (r TableRegions) describe() string {
 	if c == "" {
 		c = "not reported (EVENTUAL by default)"
 	}
-	return fmt.Sprintf("replicas in %s, MultiRegionConsistency %s", strings.Join(r.Replicas, ", "), c)
+	return fmt.Sprintf("replicas in %s (MultiRegionConsistency %s)", strings.Join(r.Replicas, ", "), c)
 }
 
 // CheckRegions refuses a table on which two Regions could both win one
@@ -134,19 +134,19 @@ func CheckRegions(t *types.TableDescription, o RegionOptions) error {
 	}
 	r := RegionsOf(t)
 	if o.Mode == MultiRegionSingleWriter && o.Region != o.WriterRegion {
-		return fmt.Errorf("%w: %s runs single-writer with writer Region %s, and this process is in %s: only %s's processes may write it",
-			ErrMultiRegion, name, o.WriterRegion, o.Region, o.WriterRegion)
+		return fmt.Errorf("%w: %s is written from Region %s only (single-writer), and this process is in %s",
+			ErrMultiRegion, name, o.WriterRegion, o.Region)
 	}
 	if !r.MultiRegion(o.Region) {
 		return nil
 	}
 	switch o.Mode {
 	case MultiRegionNone:
-		return fmt.Errorf("%w: %s has %s; conditional writes in the default (eventual) mode are checked against the local replica only, so two Regions could both claim one charge: name the mode it runs (strong, or single-writer with the writer Region)",
+		return fmt.Errorf("%w: %s has %s; in the default (eventual) mode a conditional write is checked against the local replica only, so two Regions could both win one claim: name the mode the table runs (strong, or single-writer with the writer Region)",
 			ErrMultiRegion, name, r.describe())
 	case MultiRegionStrong:
 		if r.Consistency != types.MultiRegionConsistencyStrong {
-			return fmt.Errorf("%w: strong consistency was named but %s has %s: convert it to multi-Region strong consistency, or run single-writer with the writer Region",
+			return fmt.Errorf("%w: strong consistency was named but %s has %s, not STRONG",
 				ErrMultiRegion, name, r.describe())
 		}
 	}

@@ -46,21 +46,21 @@ func TestCheckRegions(t *testing.T) {
 		{"single-Region table, writer here", table(""), writerHere, nil, nil},
 
 		{"two replicas, no mode", table(eventual, here, there), none, awsdynamodb.ErrMultiRegion,
-			[]string{"table charges", "replicas in eu-west-1, eu-central-1", "EVENTUAL", "strong, or single-writer"}},
+			[]string{"table charges", "replicas in eu-west-1, eu-central-1", "EVENTUAL", "both win one claim", "strong, or single-writer"}},
 		{"replica in another Region only, no mode", table("", there), none, awsdynamodb.ErrMultiRegion,
 			[]string{"replicas in eu-central-1", "not reported (EVENTUAL by default)"}},
 		{"strong table, no mode", table(strong, here, there), none, awsdynamodb.ErrMultiRegion, []string{"STRONG"}},
 
 		{"strong named, table strong", table(strong, here, there), strongMode, nil, nil},
 		{"strong named, table EVENTUAL", table(eventual, here, there), strongMode, awsdynamodb.ErrMultiRegion,
-			[]string{"strong consistency was named", "MultiRegionConsistency EVENTUAL", "convert it"}},
+			[]string{"strong consistency was named", "MultiRegionConsistency EVENTUAL", "not STRONG"}},
 		{"strong named, consistency not reported", table("", here, there), strongMode, awsdynamodb.ErrMultiRegion,
 			[]string{"not reported (EVENTUAL by default)"}},
 
 		{"single-writer, this is the writer", table(eventual, here, there), writerHere, nil, nil},
 		{"single-writer on a strong table", table(strong, here, there), writerHere, nil, nil},
 		{"single-writer, another Region writes", table(eventual, here, there), writerThere, awsdynamodb.ErrMultiRegion,
-			[]string{"writer Region eu-central-1", "this process is in eu-west-1", "only eu-central-1's processes"}},
+			[]string{"written from Region eu-central-1 only", "this process is in eu-west-1"}},
 		{"single-writer elsewhere, even on a single-Region table", table(""), writerThere, awsdynamodb.ErrMultiRegion,
 			[]string{"this process is in eu-west-1"}},
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -116,6 +117,7 @@ func GlobalTable(t testing.TB, consistency string, regions ...string) string {
 		resp.Header.Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 		return nil
 	}
+	rp.ErrorLog = log.New(io.Discard, "", 0) // a client gone at the end of a test is no news
 	srv := httptest.NewServer(rp)
 	t.Cleanup(srv.Close)
 	return srv.URL

@@ -613,10 +613,20 @@ func CheckMultiRegion(ctx context.Context, b *Backend) error {
 	return b.checkRegions(ctx)
 }
 
-// regionHint is what a refused multi-Region table is told to set.
-const regionHint = "set --" + flagMultiRegion + " strong (IC_DYNAMODB_MULTI_REGION) for a table with multi-Region strong consistency, " +
-	"or --" + flagMultiRegion + " single-writer --" + flagWriterRegion + " REGION (IC_DYNAMODB_WRITER_REGION) and run serve only there; " +
-	"this process's Region comes from the AWS configuration (AWS_REGION or the profile); see OPERATIONS.md, Multi-region tables"
+// regionHint is what a table refused under mode o is told to do.
+func regionHint(o awsdynamodb.RegionOptions) string {
+	const see = "; see OPERATIONS.md, Multi-region tables"
+	single := "--" + flagMultiRegion + " single-writer --" + flagWriterRegion + " REGION (IC_DYNAMODB_WRITER_REGION) with serve run in that Region only"
+	switch o.Mode {
+	case awsdynamodb.MultiRegionStrong:
+		return "convert the table to multi-Region strong consistency, or set " + single + see
+	case awsdynamodb.MultiRegionSingleWriter:
+		return fmt.Sprintf("run serve only in %s (this process's Region comes from the AWS configuration: AWS_REGION or the profile); to move the writing, change --%s (IC_DYNAMODB_WRITER_REGION) on every serve, stopping the old Region's first%s",
+			o.WriterRegion, flagWriterRegion, see)
+	default:
+		return "set --" + flagMultiRegion + " strong (IC_DYNAMODB_MULTI_REGION) if the table has multi-Region strong consistency, or " + single + see
+	}
+}
 
 func checkRegions(ctx context.Context, c awsdynamodb.Describer, table string, o awsdynamodb.RegionOptions, where string) error {
 	err := awsdynamodb.CheckTableRegions(ctx, c, table, o)
@@ -624,7 +634,7 @@ func checkRegions(ctx context.Context, c awsdynamodb.Describer, table string, o 
 	case err == nil:
 		return nil
 	case errors.Is(err, awsdynamodb.ErrMultiRegion), errors.Is(err, awsdynamodb.ErrRegionOptions):
-		return cli.Usagef("%w: %s", err, regionHint)
+		return cli.Usagef("%w: %s", err, regionHint(o))
 	default:
 		return awsProblem(err, fmt.Sprintf("table %q %s", table, where),
 			"create it (chargerecovery setup --backend aws) or set --table / IC_TABLE", "dynamodb:DescribeTable")

@@ -90,10 +90,10 @@ func TestServeChecksTheTablesRegions(t *testing.T) {
 			[]string{"replicas in us-east-1, us-west-2", "MultiRegionConsistency EVENTUAL", "set --dynamodb-multi-region strong", "--dynamodb-writer-region REGION"}},
 		{"replica elsewhere only, no flag", "", []string{"eu-west-1"}, "", "", []string{"replicas in eu-west-1"}},
 		{"strong on a strong table", strong, global, "strong", "", nil},
-		{"strong on an EVENTUAL table", eventual, global, "strong", "", []string{"strong consistency was named", "MultiRegionConsistency EVENTUAL"}},
+		{"strong on an EVENTUAL table", eventual, global, "strong", "", []string{"strong consistency was named", "MultiRegionConsistency EVENTUAL", "convert the table"}},
 		{"single-writer, the writer", eventual, global, "single-writer", "us-east-1", nil},
 		{"single-writer, another Region's", eventual, global, "single-writer", "us-west-2",
-			[]string{"writer Region us-west-2", "this process is in us-east-1"}},
+			[]string{"written from Region us-west-2 only", "this process is in us-east-1", "run serve only in us-west-2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
