@@ -29,6 +29,7 @@ type API interface {
 	DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, opts ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, opts ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 	SendMessage(ctx context.Context, in *sqs.SendMessageInput, opts ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 }
 
@@ -266,7 +267,8 @@ func (s *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, erro
 	return len(msgs), nil
 }
 
-// Depth implements queue.Queue from the queues' approximate counts.
+// Depth implements queue.Queue from the queues' approximate counts
+// (Approximate: SQS's counts are eventually consistent, about a minute).
 func (s *Queue) Depth(ctx context.Context) (queue.Depth, error) {
 	m, err := counts(ctx, s.api, s.opts.QueueURL)
 	if err != nil {
@@ -276,7 +278,7 @@ func (s *Queue) Depth(ctx context.Context) (queue.Depth, error) {
 	if err != nil {
 		return queue.Depth{}, err
 	}
-	return queue.Depth{Waiting: m.Visible + m.Delayed, InFlight: m.InFlight, DLQ: d.Total()}, nil
+	return queue.Depth{Waiting: m.Visible + m.Delayed, InFlight: m.InFlight, DLQ: d.Total(), Approximate: true}, nil
 }
 
 // Ping implements queue.Queue: both queues answer GetQueueAttributes.

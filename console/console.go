@@ -81,6 +81,10 @@ type Options struct {
 	// (default 120).
 	Refresh time.Duration
 	Samples int
+	// DLQScan is how often, at most, the overview reads the DLQ by reason
+	// where the queue's counts are estimates (SQS; default 1m): each read
+	// receives every DLQ message. Elsewhere it is read every Refresh.
+	DLQScan time.Duration
 	// TrustedProxies are the addresses of proxies in front of the console
 	// (a TLS-terminating load balancer, the sign-in proxy): from them, the
 	// client's address is the last one they appended to X-Forwarded-For
@@ -115,6 +119,9 @@ type Console struct {
 	sampleAt         time.Time
 	report           status.Report
 	rerr             error
+	dlqScanAt        time.Time          // when the DLQ was last read by reason
+	dlqCodes         map[queue.Code]int // what that read counted
+	dlqUnseen        int                // and missed
 }
 
 // New returns a console; Run samples the overview in the background.
@@ -135,6 +142,7 @@ func New(o Options) (*Console, error) {
 	o.SignInBurst = cmp.Or(o.SignInBurst, 10)
 	o.Refresh = cmp.Or(o.Refresh, 5*time.Second)
 	o.Samples = cmp.Or(o.Samples, 120)
+	o.DLQScan = cmp.Or(o.DLQScan, time.Minute)
 	o.MaxClients = cmp.Or(o.MaxClients, 10_000)
 	o.RefusalSummary = cmp.Or(o.RefusalSummary, time.Minute)
 	guard, err := idempotency.NewGuard(o.Store, idempotency.Options{Retention: o.Retention, Clock: clockFunc(o.Now)})

@@ -37,9 +37,28 @@ func (c *Console) sample(ctx context.Context) {
 	now := c.o.Now()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rep, err := status.Collect(ctx, status.Sources{Backend: c.o.Backend, Queue: c.o.Queue, Store: c.o.Store, MetricsURL: c.o.MetricsURL, Now: now})
+	// Where the queue's counts are estimates (SQS), the DLQ is read by
+	// reason at most every DLQScan: a read receives every DLQ message and
+	// holds it for a moment, and a reader every few seconds would keep
+	// another reader (dlq list, redrive) waiting. The counts come from the
+	// queue's attributes every sample.
+	c.mu.Lock()
+	lastScan := c.dlqScanAt
+	c.mu.Unlock()
+	scanned := false
+	rep, err := status.Collect(ctx, status.Sources{Backend: c.o.Backend, Queue: c.o.Queue, Store: c.o.Store, MetricsURL: c.o.MetricsURL, Now: now,
+		ScanDLQ: func(d queue.Depth) bool {
+			scanned = !d.Approximate || lastScan.IsZero() || now.Sub(lastScan) >= c.o.DLQScan
+			return scanned
+		}})
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	switch {
+	case err == nil && scanned:
+		c.dlqScanAt, c.dlqCodes, c.dlqUnseen = now, rep.DLQByCode, rep.DLQUnseen
+	case err == nil:
+		rep.DLQByCode, rep.DLQUnseen = c.dlqCodes, c.dlqUnseen
+	}
 	c.sampleAt, c.report, c.rerr = now, rep, err
 	if err != nil {
 		c.o.Logger.Warn("console: overview sample failed", "error", err)
@@ -56,8 +75,9 @@ func (c *Console) sample(ctx context.Context) {
 }
 
 // latest is the last sample, taken now if there is none yet or it is
-// older than two refreshes (Run not running).
-func (c *Console) latest(ctx context.Context) (status.Report, []sample, time.Time, error) {
+// older than two refreshes (Run not running), and when the DLQ was last
+// read by reason.
+func (c *Console) latest(ctx context.Context) (status.Report, []sample, time.Time, time.Time, error) {
 	c.mu.Lock()
 	stale := c.sampleAt.IsZero() || c.o.Now().Sub(c.sampleAt) > 2*c.o.Refresh
 	c.mu.Unlock()
@@ -66,7 +86,7 @@ func (c *Console) latest(ctx context.Context) (status.Report, []sample, time.Tim
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.report, slices.Clone(c.samples), c.sampleAt, c.rerr
+	return c.report, slices.Clone(c.samples), c.sampleAt, c.dlqScanAt, c.rerr
 }
 
 // series is one chart: points scaled into a 300×60 box.
@@ -129,6 +149,13 @@ type overviewView struct {
 	Refresh int // milliseconds
 	Codes   []codeCount
 	Counted bool // the store counts records by state
+	// Approximate: the counts are the queue's estimates (SQS); CodesAt
+	// is when the DLQ was last read by reason, shown when it is older
+	// than the sample.
+	Approximate bool
+	CodesAt     time.Time
+	CodesOlder  bool
+	Unseen      int
 }
 
 type codeCount struct {
@@ -137,8 +164,9 @@ type codeCount struct {
 }
 
 func (c *Console) overviewData(ctx context.Context) overviewView {
-	rep, ss, at, err := c.latest(ctx)
-	v := overviewView{Report: rep, Charts: charts(ss), At: at, Refresh: int(c.o.Refresh / time.Millisecond), Counted: rep.Records != nil}
+	rep, ss, at, codesAt, err := c.latest(ctx)
+	v := overviewView{Report: rep, Charts: charts(ss), At: at, Refresh: int(c.o.Refresh / time.Millisecond), Counted: rep.Records != nil,
+		Approximate: rep.Queue.Approximate, CodesAt: codesAt, CodesOlder: !codesAt.IsZero() && codesAt.Before(at), Unseen: rep.DLQUnseen}
 	if err != nil {
 		v.Error = "the backend did not answer (the console's log says why)"
 	}
@@ -187,35 +215,42 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 		}
 		o.Before = now.Add(-d)
 	}
-	entries, err := operate.List(r.Context(), c.o.Queue, o)
+	l, err := operate.List(r.Context(), c.o.Queue, o)
 	if err != nil {
 		c.backendError(w, r, "read the DLQ", err)
 		return
 	}
-	v["Total"] = len(entries)
-	v["Entries"] = entries[:min(len(entries), 500)]
+	v["Total"] = len(l.Entries)
+	v["Entries"] = l.Entries[:min(len(l.Entries), 500)]
+	v["Incomplete"] = l.Incomplete()
 	c.render(w, r, http.StatusOK, "dlq", v)
 }
 
-// findEntry is the DLQ entry with id, with its body (masked).
-func (c *Console) findEntry(ctx context.Context, id string) (operate.Entry, bool, error) {
-	entries, err := operate.List(ctx, c.o.Queue, operate.ListOptions{Now: c.o.Now(), Bodies: true,
+// findEntry is the DLQ entry with id, with its body (masked); not found,
+// what is not found says so (also when the DLQ could not all be seen).
+func (c *Console) findEntry(ctx context.Context, id string) (operate.Entry, string, error) {
+	l, err := operate.List(ctx, c.o.Queue, operate.ListOptions{Now: c.o.Now(), Bodies: true,
 		Match: func(e queue.DLQEntry) bool { return e.ID == id }})
-	if err != nil || len(entries) == 0 {
-		return operate.Entry{}, false, err
+	switch {
+	case err != nil:
+		return operate.Entry{}, "", err
+	case len(l.Entries) > 0:
+		return l.Entries[0], "", nil
+	case l.Unseen > 0:
+		return operate.Entry{}, "no DLQ entry with that id among those seen; " + l.Incomplete(), nil
 	}
-	return entries[0], true, nil
+	return operate.Entry{}, "no DLQ entry with that id (redriven, purged, or expired)", nil
 }
 
 func (c *Console) dlqEntry(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("id")
-	e, ok, err := c.findEntry(r.Context(), id)
+	e, missing, err := c.findEntry(r.Context(), id)
 	switch {
 	case err != nil:
 		c.backendError(w, r, "read the DLQ", err)
 		return
-	case !ok:
-		c.render(w, r, http.StatusNotFound, "message", map[string]any{"Title": "DLQ entry", "Message": "no DLQ entry with that id (redriven, purged, or expired)"})
+	case missing != "":
+		c.render(w, r, http.StatusNotFound, "message", map[string]any{"Title": "DLQ entry", "Message": missing})
 		return
 	}
 	v := map[string]any{"Entry": e}
@@ -280,12 +315,12 @@ func (c *Console) chargePage(w http.ResponseWriter, r *http.Request) {
 	default:
 		v["Record"] = recordView(rec, now)
 	}
-	entries, err := operate.List(r.Context(), c.o.Queue, operate.ListOptions{Now: now, Match: operate.ChargeMatch([]string{id})})
+	l, err := operate.List(r.Context(), c.o.Queue, operate.ListOptions{Now: now, Match: operate.ChargeMatch([]string{id})})
 	if err != nil {
 		c.backendError(w, r, "read the DLQ", err)
 		return
 	}
-	v["Entries"] = entries
+	v["Entries"], v["Incomplete"] = l.Entries, l.Incomplete()
 	v["CanRenotify"] = c.o.Renotifier != nil
 	c.render(w, r, http.StatusOK, "charge", v)
 }
@@ -327,13 +362,13 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 		v := map[string]any{"Action": action, "ID": id}
 		switch action {
 		case "redrive":
-			e, ok, err := c.findEntry(r.Context(), id)
+			e, missing, err := c.findEntry(r.Context(), id)
 			if err != nil {
 				c.backendError(w, r, "read the DLQ", err)
 				return
 			}
-			if !ok {
-				c.render(w, r, http.StatusNotFound, "message", map[string]any{"Title": "Redrive", "Message": "no DLQ entry with that id (redriven, purged, or expired)"})
+			if missing != "" {
+				c.render(w, r, http.StatusNotFound, "message", map[string]any{"Title": "Redrive", "Message": missing})
 				return
 			}
 			v["Entry"] = e

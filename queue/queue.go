@@ -178,6 +178,9 @@ type Depth struct {
 	// (ApproximateAgeOfOldestMessage).
 	OldestAge   time.Duration `json:"oldestAge"`
 	OldestKnown bool          `json:"oldestKnown"`
+	// Approximate: the counts are the queue's estimates (SQS: they lag
+	// by up to a minute and are not exact), not counted rows.
+	Approximate bool `json:"approximate,omitempty"`
 }
 
 // Counts is d without the age, for comparing counts.

@@ -138,6 +138,12 @@ type RedriveReport struct {
 	// size limit: purge them), and UnmovableIDs names up to 100 of them.
 	Unmovable    int      `json:"unmovable_too_large"`
 	UnmovableIDs []string `json:"unmovable_ids,omitempty"`
+	// Unseen is how many DLQ messages the run could not see (SQS: held
+	// invisible by another reader for longer than the run waited); they
+	// were neither counted nor moved. Approximate says the count is the
+	// queue's estimate (SQS), not an exact one.
+	Unseen      int  `json:"unseen,omitempty"`
+	Approximate bool `json:"unseen_approximate,omitempty"`
 }
 
 // Count records the decision for e.
@@ -187,23 +193,41 @@ type DLQScan interface {
 	Close()
 }
 
+// PartialScan is a DLQScan that may end without having seen every entry
+// (SQS: entries another reader holds invisible).
+type PartialScan interface {
+	DLQScan
+	// Unseen is, once Next has returned no more, how many entries the scan
+	// could not see, and whether that count is approximate.
+	Unseen() (n int, approximate bool)
+}
+
 // Redrive moves the entries of scan that o decides to move back to their
 // queue, with their body and original attributes (the dead-letter ones
-// dropped), and reports what it saw. It stops at the first failed move.
-// An entry over the size limit is never moved: it is counted (Unmovable)
-// and the others go on; a redrive that is not a dry run and chose such
-// entries moves the rest and then says so (ErrTooLarge, naming them). A
-// dry run (a listing, a status) reads them as entries like any other.
+// dropped), and reports what it saw (and, for a PartialScan, how many it
+// could not see). It stops at the first failed move; the scan is closed
+// on every path. An entry over the size limit is never moved: it is
+// counted (Unmovable) and the others go on; a redrive that is not a dry
+// run and chose such entries moves the rest and then says so
+// (ErrTooLarge, naming them). A dry run (a listing, a status) reads them
+// as entries like any other.
 func Redrive(ctx context.Context, scan DLQScan, o RedriveOptions) (RedriveReport, error) {
 	defer scan.Close()
 	rep := RedriveReport{DryRun: o.DryRun}
 	for {
 		page, err := scan.Next(ctx)
-		if err == nil && len(page) == 0 && rep.Unmovable > 0 && !o.DryRun {
-			err = unmovable(rep)
-		}
-		if err != nil || len(page) == 0 {
+		if err != nil {
 			return rep, err
+		}
+		if len(page) == 0 {
+			if ps, ok := scan.(PartialScan); ok {
+				n, approx := ps.Unseen()
+				rep.Unseen, rep.Approximate = n, approx && n > 0
+			}
+			if rep.Unmovable > 0 && !o.DryRun {
+				return rep, unmovable(rep)
+			}
+			return rep, nil
 		}
 		for _, e := range page {
 			d := o.Decide(e, rep.Moved)

@@ -46,7 +46,7 @@ func (c *consoleConfig) Bind(f *cli.FlagSet) {
 	f.String(&c.TLSCert, "console-tls-cert", "IC_CONSOLE_TLS_CERT", "", "serve the console over TLS with this certificate (PEM; with --console-tls-key)")
 	f.String(&c.TLSKey, "console-tls-key", "IC_CONSOLE_TLS_KEY", "", "the console certificate's key (PEM)")
 	f.Duration(&c.SessionTTL, "console-session-ttl", "IC_CONSOLE_SESSION_TTL", 8*time.Hour, "token sign-in: how long a session lasts")
-	f.Duration(&c.Refresh, "console-refresh", "IC_CONSOLE_REFRESH", 5*time.Second, "how often the overview is sampled and refreshed in the browser")
+	f.Duration(&c.Refresh, "console-refresh", "IC_CONSOLE_REFRESH", 5*time.Second, "how often the overview is sampled and refreshed in the browser (on SQS the DLQ is read by reason at most once a minute; its counts every time)")
 	f.Int(&c.ActionsPerMinute, "console-actions-per-minute", "IC_CONSOLE_ACTIONS_PER_MINUTE", 10, "actions (redrive, reopen, renotify) one person may take a minute")
 }
 

@@ -95,19 +95,30 @@ func runDLQList(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	entries, err := operate.List(ctx, b.Queue, o)
+	l, err := operate.List(ctx, b.Queue, o)
 	if err != nil {
 		return err
 	}
-	total := len(entries)
-	entries = entries[:min(limit, len(entries))]
+	total := len(l.Entries)
+	entries := l.Entries[:min(limit, len(l.Entries))]
 	if *asJSON {
-		return json.NewEncoder(env.Stdout).Encode(struct {
+		if err := json.NewEncoder(env.Stdout).Encode(struct {
 			Total   int        `json:"total"`
 			Entries []dlqEntry `json:"entries"`
-		}{total, append([]dlqEntry{}, entries...)})
+			// Unseen: DLQ messages the listing could not see (SQS: held by
+			// another reader); UnseenApproximate: that count is SQS's estimate.
+			Unseen            int  `json:"unseen,omitempty"`
+			UnseenApproximate bool `json:"unseenApproximate,omitempty"`
+		}{total, append([]dlqEntry{}, entries...), l.Unseen, l.Approximate}); err != nil {
+			return err
+		}
+	} else {
+		printDLQ(env.Stdout, entries, total)
 	}
-	printDLQ(env.Stdout, entries, total)
+	if note := l.Incomplete(); note != "" {
+		// Never a silent "0 DLQ entries": an incomplete listing exits 1.
+		return errors.New(note)
+	}
 	return nil
 }
 
@@ -151,13 +162,17 @@ func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	defer b.Close()
 	now := time.Now()
-	entries, err := operate.List(ctx, b.Queue, operate.ListOptions{Now: now, Bodies: true, Match: func(e queue.DLQEntry) bool {
+	l, err := operate.List(ctx, b.Queue, operate.ListOptions{Now: now, Bodies: true, Match: func(e queue.DLQEntry) bool {
 		return e.ID == id || operate.ChargeIDOf(e.Body) == id
 	}})
 	if err != nil {
 		return err
 	}
+	entries := l.Entries
 	if len(entries) == 0 {
+		if note := l.Incomplete(); note != "" {
+			return fmt.Errorf("no DLQ entry with id or charge id %s among those seen; %s", id, note)
+		}
 		return fmt.Errorf("no DLQ entry with id or charge id %s (chargerecovery dlq list shows what is there)", id)
 	}
 	out := struct {

@@ -44,10 +44,11 @@ func runDLQPurge(ctx context.Context, env *cli.Env, args []string) error {
 	if !ok {
 		return cli.Usagef("this backend's DLQ has no entries that cannot be redriven (SQS refuses messages over the size limit itself); redrive the entries, or let the DLQ's retention expire them")
 	}
-	entries, err := operate.List(ctx, b.Queue, operate.ListOptions{Now: time.Now(), Match: func(e queue.DLQEntry) bool { return slices.Contains(ids, e.ID) }})
+	listing, err := operate.List(ctx, b.Queue, operate.ListOptions{Now: time.Now(), Match: func(e queue.DLQEntry) bool { return slices.Contains(ids, e.ID) }})
 	if err != nil {
 		return err
 	}
+	entries := listing.Entries
 	var chosen, refused, charges []string
 	for _, e := range entries {
 		if e.Size == 0 && !force {

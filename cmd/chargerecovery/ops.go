@@ -269,8 +269,17 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// What the run could not see was neither counted nor moved: it says so
+	// and exits 1, never a quiet "seen 0, moved 0".
+	unseen := operate.UnseenNote(rep.Unseen, rep.Approximate)
 	if *asJSON {
-		return json.NewEncoder(env.Stdout).Encode(rep)
+		if err := json.NewEncoder(env.Stdout).Encode(rep); err != nil {
+			return err
+		}
+		if unseen != "" {
+			return fmt.Errorf("%s (not moved)", unseen)
+		}
+		return nil
 	}
 	verb := "moved"
 	if o.DryRun {
@@ -289,6 +298,9 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		sort.Strings(parts)
 		fmt.Fprintf(env.Stdout, "%s by reason code: %s\n", verb, strings.Join(parts, " "))
+	}
+	if unseen != "" {
+		return fmt.Errorf("%s (not moved)", unseen)
 	}
 	return nil
 }

@@ -365,10 +365,39 @@ type ListOptions struct {
 	Now    time.Time
 }
 
+// Listing is what List found.
+type Listing struct {
+	Entries []Entry // oldest first
+	// Unseen is how many DLQ messages the listing could not see (SQS:
+	// held invisible by another reader for longer than it waited): the
+	// listing is incomplete when it is not 0. Approximate says Unseen is
+	// the queue's estimate (SQS), not an exact count.
+	Unseen      int
+	Approximate bool
+}
+
+// Incomplete says what a listing with unseen entries missed, "" when it
+// saw everything.
+func (l Listing) Incomplete() string {
+	return UnseenNote(l.Unseen, l.Approximate)
+}
+
+// UnseenNote says what a DLQ read that could not see n messages missed,
+// "" for none.
+func UnseenNote(n int, approximate bool) string {
+	if n == 0 {
+		return ""
+	}
+	if approximate {
+		return fmt.Sprintf("incomplete: about %d DLQ message(s) could not be seen (another reader held them invisible for longer than this one waited; SQS counts are approximate); run it again", n)
+	}
+	return fmt.Sprintf("incomplete: %d DLQ message(s) could not be seen (another reader held them); run it again", n)
+}
+
 // List visits every DLQ entry that o accepts, without moving any, folds
 // repeated forwards (one source message) into one entry, and returns them
-// oldest first.
-func List(ctx context.Context, q queue.Operator, o ListOptions) ([]Entry, error) {
+// oldest first, with how many it could not see.
+func List(ctx context.Context, q queue.Operator, o ListOptions) (Listing, error) {
 	var out []Entry
 	bySource := map[string]int{}
 	ro := queue.RedriveOptions{DryRun: true, Force: true, Codes: o.Codes, Match: o.Match, Before: o.Before, Now: o.Now}
@@ -385,9 +414,10 @@ func List(ctx context.Context, q queue.Operator, o ListOptions) ([]Entry, error)
 		}
 		out = append(out, View(e, o.Now, o.Bodies))
 	}
-	if _, err := q.Redrive(ctx, ro); err != nil {
-		return nil, err
+	rep, err := q.Redrive(ctx, ro)
+	if err != nil {
+		return Listing{}, err
 	}
 	slices.SortStableFunc(out, func(a, b Entry) int { return a.At.Compare(b.At) })
-	return out, nil
+	return Listing{Entries: out, Unseen: rep.Unseen, Approximate: rep.Approximate}, nil
 }

@@ -26,8 +26,13 @@ import (
 type Report struct {
 	Backend string    `json:"backend"`
 	Queue   QueueView `json:"queue"`
-	// DLQByCode counts the DLQ's messages by reason code.
+	// DLQByCode counts the DLQ's messages by reason code (nil when the DLQ
+	// was not read this time: Sources.ScanDLQ said no).
 	DLQByCode map[queue.Code]int `json:"dlqByCode"`
+	// DLQUnseen is how many DLQ messages DLQByCode misses (SQS: held
+	// invisible by another reader for longer than the read waited; an
+	// approximate count).
+	DLQUnseen int `json:"dlqUnseen,omitempty"`
 	// Records counts the records by state; RecordsNote says why not when
 	// the store cannot count cheaply.
 	Records     map[idempotency.State]int `json:"records,omitempty"`
@@ -44,6 +49,8 @@ type QueueView struct {
 	Waiting  int `json:"waiting"`
 	InFlight int `json:"inFlight"`
 	DLQ      int `json:"dlq"`
+	// Approximate: the counts are the queue's estimates (SQS), not exact.
+	Approximate bool `json:"approximate,omitempty"`
 	// OldestAge is the oldest message's age in whole seconds; absent where
 	// the queue cannot tell (SQS reports it to CloudWatch only).
 	OldestAge *int64 `json:"oldestAge,omitempty"`
@@ -67,6 +74,10 @@ type Sources struct {
 	MetricsURL string // "" to skip
 	Client     *http.Client
 	Now        time.Time
+	// ScanDLQ, when set, says from the queue's depth whether to read the
+	// DLQ by reason code this time (a console sampling SQS every few
+	// seconds must not keep the DLQ busy); nil: always.
+	ScanDLQ func(queue.Depth) bool
 }
 
 // Collect reads everything; an error means the backend did not answer.
@@ -77,18 +88,20 @@ func Collect(ctx context.Context, s Sources) (Report, error) {
 	if err != nil {
 		return r, fmt.Errorf("queue depth: %w", err)
 	}
-	r.Queue = QueueView{Waiting: d.Waiting, InFlight: d.InFlight, DLQ: d.DLQ}
+	r.Queue = QueueView{Waiting: d.Waiting, InFlight: d.InFlight, DLQ: d.DLQ, Approximate: d.Approximate}
 	if d.OldestKnown {
 		secs := int64(d.OldestAge.Round(time.Second) / time.Second)
 		r.Queue.OldestAge = &secs
 	}
-	dry, err := s.Queue.Redrive(ctx, queue.RedriveOptions{DryRun: true})
-	if err != nil {
-		return r, fmt.Errorf("read the DLQ: %w", err)
-	}
-	r.DLQByCode = dry.SeenByCode
-	if r.DLQByCode == nil {
-		r.DLQByCode = map[queue.Code]int{}
+	if s.ScanDLQ == nil || s.ScanDLQ(d) {
+		dry, err := s.Queue.Redrive(ctx, queue.RedriveOptions{DryRun: true})
+		if err != nil {
+			return r, fmt.Errorf("read the DLQ: %w", err)
+		}
+		r.DLQByCode, r.DLQUnseen = dry.SeenByCode, dry.Unseen
+		if r.DLQByCode == nil {
+			r.DLQByCode = map[queue.Code]int{}
+		}
 	}
 	if sc, ok := s.Store.(driver.StateCounter); ok {
 		if r.Records, err = sc.CountByState(ctx, s.Now); err != nil {
@@ -159,8 +172,15 @@ func Print(w io.Writer, r Report) {
 	if r.Queue.OldestAge != nil {
 		age = "oldest " + (time.Duration(*r.Queue.OldestAge) * time.Second).String()
 	}
-	fmt.Fprintf(w, "queue     %d waiting, %d in flight, %s\n", r.Queue.Waiting, r.Queue.InFlight, age)
-	fmt.Fprintf(w, "dlq       %d%s\n", r.Queue.DLQ, byCode(r.DLQByCode))
+	approx := ""
+	if r.Queue.Approximate {
+		approx = " (approximate counts: SQS's)"
+	}
+	fmt.Fprintf(w, "queue     %d waiting, %d in flight, %s%s\n", r.Queue.Waiting, r.Queue.InFlight, age, approx)
+	fmt.Fprintf(w, "dlq       %d%s%s\n", r.Queue.DLQ, byCode(r.DLQByCode), map[bool]string{true: " (approximate)", false: ""}[r.Queue.Approximate])
+	if r.DLQUnseen > 0 {
+		fmt.Fprintf(w, "          by reason incomplete: about %d DLQ message(s) not seen (another reader held them); run status again\n", r.DLQUnseen)
+	}
 	if r.Records != nil {
 		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d DONE, %d FAILED\n",
 			r.Records[idempotency.StateInProgress], r.Records[idempotency.StateDone], r.Records[idempotency.StateFailed])
