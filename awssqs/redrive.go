@@ -76,11 +76,11 @@ const receiveTimeout = 15 * time.Second
 func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
 	s.ctx = ctx
 	if !s.started {
-		d, err := counts(ctx, s.q.api, s.q.opts.DLQURL)
+		n, err := s.size(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("sqs: redrive: count the DLQ: %w", err)
+			return nil, err
 		}
-		s.started, s.expected = true, d.Visible+d.InFlight
+		s.started, s.expected = true, n
 	}
 	for !s.done {
 		if err := ctx.Err(); err != nil {
@@ -137,13 +137,15 @@ func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
 // back) and waits a moment; short for longer than wait, it ends with
 // unseen set.
 func (s *dlqScan) runDry(ctx context.Context) error {
-	d, err := counts(ctx, s.q.api, s.q.opts.DLQURL)
+	n, err := s.size(ctx)
 	if err != nil {
-		return fmt.Errorf("sqs: redrive: count the DLQ: %w", err)
+		return err
 	}
-	// What the DLQ held at the start, less what was deleted since (by us:
-	// moved; by others: gone from the count).
-	want := min(s.expected, d.Visible+d.InFlight+s.moved)
+	// What the DLQ held at the start (or since: a count at the start can
+	// miss what another reader was giving back), less what was deleted
+	// since (by us: moved; by others: gone from the count).
+	s.expected = max(s.expected, n)
+	want := min(s.expected, n+s.moved)
 	short := want - len(s.seen)
 	if short <= 0 {
 		s.done = true
@@ -167,6 +169,29 @@ func (s *dlqScan) runDry(ctx context.Context) error {
 	case <-time.After(pause):
 		return nil
 	}
+}
+
+// size is how many messages the DLQ holds, visible or not: the larger of
+// two reads a moment apart. Each is approximate (on SQS by design; on the
+// emulator a read taken while another reader gives messages back can miss
+// them: visible and not visible are counted one after the other).
+func (s *dlqScan) size(ctx context.Context) (int, error) {
+	n := 0
+	for i := range 2 {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return 0, fmt.Errorf("sqs: redrive: %w", ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		d, err := counts(ctx, s.q.api, s.q.opts.DLQURL)
+		if err != nil {
+			return 0, fmt.Errorf("sqs: redrive: count the DLQ: %w", err)
+		}
+		n = max(n, d.Visible+d.InFlight)
+	}
+	return n, nil
 }
 
 // Unseen implements queue.PartialScan: how many DLQ messages the scan
