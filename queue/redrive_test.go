@@ -210,3 +210,70 @@ func TestRedriveLoop(t *testing.T) {
 func tooLarge(id string) queue.DLQEntry {
 	return queue.DLQEntry{ID: id, Reason: queue.Reason{Code: queue.CodeTooLarge}, TooLarge: true, Size: queue.MaxMessageBytes + 1}
 }
+
+// partialScan is a DLQScan of pages that may fail in Next and reports
+// (as a PartialScan) entries it could not see; it counts its Close calls.
+type partialScan struct {
+	pages   [][]queue.DLQEntry
+	nextErr error // returned by Next once the pages are out
+	unseen  int
+	closed  int
+}
+
+func (s *partialScan) Next(context.Context) ([]queue.DLQEntry, error) {
+	if len(s.pages) == 0 {
+		return nil, s.nextErr
+	}
+	p := s.pages[0]
+	s.pages = s.pages[1:]
+	return p, nil
+}
+
+func (s *partialScan) MoveBack(context.Context, queue.DLQEntry, map[string]string) error { return nil }
+func (s *partialScan) Close()                                                            { s.closed++ }
+func (s *partialScan) Unseen() (int, bool)                                               { return s.unseen, true }
+
+// Redrive closes its scan once also when Next fails or a Visit panics (a
+// scan holding SQS messages gives them back only at Close), and reports
+// what a PartialScan could not see (the failed moves and too-large entries
+// are in TestRedriveLoop).
+func TestRedriveClosesThePartialScanAndReportsUnseen(t *testing.T) {
+	boom := errors.New("boom")
+	page := []queue.DLQEntry{{ID: "a", Reason: queue.Reason{Code: "invalid"}}, {ID: "b", Reason: queue.Reason{Code: "invalid"}}}
+	tests := []struct {
+		name       string
+		scan       *partialScan
+		opts       queue.RedriveOptions
+		panics     bool
+		wantErr    error
+		wantUnseen int
+	}{
+		{"every entry seen", &partialScan{pages: [][]queue.DLQEntry{page}}, queue.RedriveOptions{}, false, nil, 0},
+		{"short of the DLQ", &partialScan{pages: [][]queue.DLQEntry{page}, unseen: 3}, queue.RedriveOptions{DryRun: true}, false, nil, 3},
+		{"Next fails", &partialScan{pages: [][]queue.DLQEntry{page}, nextErr: boom, unseen: 3}, queue.RedriveOptions{DryRun: true}, false, boom, 0},
+		{"Visit panics", &partialScan{pages: [][]queue.DLQEntry{page}}, queue.RedriveOptions{DryRun: true, Visit: func(queue.DLQEntry, queue.RedriveDecision) { panic("visit") }}, true, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var rep queue.RedriveReport
+			var err error
+			func() {
+				defer func() {
+					if r := recover(); (r != nil) != tt.panics {
+						t.Errorf("panic %v, want one: %v", r, tt.panics)
+					}
+				}()
+				rep, err = queue.Redrive(t.Context(), tt.scan, tt.opts)
+			}()
+			if tt.scan.closed != 1 {
+				t.Errorf("scan closed %d times, want once", tt.scan.closed)
+			}
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+				t.Errorf("err %v, want %v", err, tt.wantErr)
+			}
+			if rep.Unseen != tt.wantUnseen || rep.Approximate != (tt.wantUnseen > 0) {
+				t.Errorf("unseen %d (approximate %v), want %d", rep.Unseen, rep.Approximate, tt.wantUnseen)
+			}
+		})
+	}
+}
