@@ -303,3 +303,34 @@ func TestAScanShortOfTheDLQSaysHowManyItCouldNotSee(t *testing.T) {
 		t.Fatalf("after the redrive: %d visible, %d not visible; want 0 and the 5 held elsewhere", v, inv)
 	}
 }
+
+// A scan whose caller is slow between pages (here 2.5s, over half the
+// 4s hold) renews its hold, so the entries of its first page do not come
+// back (to be handed to another reader) while it still runs; at its end
+// they are all given back.
+func TestASlowScanRenewsItsHold(t *testing.T) {
+	t.Parallel()
+	f := newDLQFixture(t)
+	visited, invisible := 0, -1
+	_, err := f.queue(t, f.c).RedriveHolding(t.Context(), 4*time.Second, 4*time.Second, queue.RedriveOptions{DryRun: true,
+		Visit: func(queue.DLQEntry, queue.RedriveDecision) {
+			// Pages of 10 (the emulator gives a single reader its
+			// messages in order): entry 1 opens the first, 11 the second.
+			switch visited++; visited {
+			case 1:
+				time.Sleep(2500 * time.Millisecond)
+			case 11:
+				time.Sleep(2500 * time.Millisecond)
+				// 5s after the first page was received: held without
+				// renewal, it would have been visible again since 4s.
+				_, invisible = f.counts(t)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if invisible != 20 {
+		t.Errorf("with two pages read, %d DLQ messages were invisible, want the 20 held", invisible)
+	}
+	f.wantAllVisible(t, dlqEntries)
+}
