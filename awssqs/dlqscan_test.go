@@ -304,6 +304,26 @@ func TestAScanShortOfTheDLQSaysHowManyItCouldNotSee(t *testing.T) {
 	}
 }
 
+// A read with a deadline shorter than its wait (the console's sample has
+// 10s) ends before the deadline saying what it could not see, not with
+// the deadline's error.
+func TestAShortScanWithADeadlineEndsIncompleteBeforeIt(t *testing.T) {
+	t.Parallel()
+	f := newDLQFixture(t)
+	if out, err := f.c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.qs.DLQURL), MaxNumberOfMessages: 5, VisibilityTimeout: 600}); err != nil || len(out.Messages) != 5 {
+		t.Fatalf("hold 5: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Second)
+	defer cancel()
+	rep, err := f.queue(t, f.c).Redrive(ctx, queue.RedriveOptions{DryRun: true})
+	if err != nil || rep.Seen != dlqEntries-5 || rep.Unseen != 5 {
+		t.Fatalf("read with a 6s deadline, 5 held elsewhere: %+v, %v; want %d seen, 5 unseen, no error", rep, err, dlqEntries-5)
+	}
+	if v, inv := f.counts(t); v != dlqEntries-5 || inv != 5 {
+		t.Fatalf("after the read: %d visible, %d not visible; want %d and the 5 held elsewhere", v, inv, dlqEntries-5)
+	}
+}
+
 // A scan whose caller is slow between pages (here 2.5s, over half the
 // 4s hold) renews its hold, so the entries of its first page do not come
 // back (to be handed to another reader) while it still runs; at its end

@@ -134,8 +134,8 @@ func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
 // seen what the DLQ holds, less what others deleted meanwhile), or short
 // because another reader holds the rest. Short, it gives back what it
 // holds (a reader waiting for those can finish, and then gives its own
-// back) and waits a moment; short for longer than wait, it ends with
-// unseen set.
+// back) and waits a moment; short for longer than wait (or near ctx's
+// deadline), it ends with unseen set.
 func (s *dlqScan) runDry(ctx context.Context) error {
 	n, err := s.size(ctx)
 	if err != nil {
@@ -155,7 +155,11 @@ func (s *dlqScan) runDry(ctx context.Context) error {
 	if s.shortSince.IsZero() {
 		s.shortSince = now
 	}
-	if now.Sub(s.shortSince) >= s.wait {
+	// Short for longer than wait, or too near ctx's deadline for another
+	// round (a pause and a receive): incomplete, and saying so beats an
+	// error for the whole read.
+	dl, hasDeadline := ctx.Deadline()
+	if now.Sub(s.shortSince) >= s.wait || hasDeadline && dl.Sub(now) < 3*time.Second {
 		s.done, s.unseen = true, short
 		return nil
 	}
