@@ -86,3 +86,26 @@ func TestBenchMonthEndModeDrainsABurstExactlyOnce(t *testing.T) {
 		t.Fatalf("a bad profile: exit %d %q", bad.code, bad.stderr)
 	}
 }
+
+// With --poison the bench spreads messages that are not charges among the
+// charge messages; the run is OK only if every charge is debited once and
+// every poison message is on the DLQ (and none is a duplicate).
+func TestBenchWithPoisonDeadLettersEveryPoisonMessage(t *testing.T) {
+	r := runCmd(t.Context(), nil, "bench", "--charges", "300", "--dup-ratio", "0.2", "--dup-lag", "400", "--poison", "0.1", "--json", "--progress", "0",
+		"--sqlite-sync", "NORMAL", "--dir", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("bench exited %d: %s", r.code, r.stderr)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("bench --json printed %q: %v", r.stdout, err)
+	}
+	g := rep.Guarded
+	good := g.Messages - g.Poison
+	if !g.OK || g.DebitedOnce != 300 || g.DoubleDebits != 0 || g.Poison != good/10 || g.PoisonOnTheDLQ != g.Poison || g.DuplicatesDropped+g.DuplicatesDeferred < int64(good-300) {
+		t.Fatalf("guarded = %+v: want every charge once and all %d poison messages on the DLQ", g, good/10)
+	}
+	if r := runCmd(t.Context(), nil, "bench", "--poison", "1.5"); r.code != exitUsage || !strings.Contains(r.stderr, "--poison") {
+		t.Errorf("bench --poison 1.5: exit %d, %s", r.code, r.stderr)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ type benchConfig struct {
 	dir         string
 	cpuProfile  string
 	expired     int
+	poison      float64
 	// The month-end mode (burst.go).
 	profileRaw  string
 	profile     []phase
@@ -97,6 +99,10 @@ type RunReport struct {
 	DebitedOnce        int              `json:"debited_once"`
 	DoubleDebits       int              `json:"double_debits"`
 	NotDebited         int              `json:"not_debited"`
+	// With --poison: the poison messages sent, and how many the DLQ holds
+	// after the run (every one of them, or the run failed).
+	Poison         int `json:"poison,omitempty"`
+	PoisonOnTheDLQ int `json:"poison_on_the_dlq,omitempty"`
 	// With --expired: records past retention seeded before the consume
 	// phase, and how many the retention sweeper deleted during it.
 	ExpiredSeeded int `json:"expired_seeded,omitempty"`
@@ -133,6 +139,7 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	f.Duration(&c.progress, "progress", "", time.Second, "progress line interval on stderr (0: none)")
 	f.String(&c.dir, "dir", "", os.TempDir(), "embedded: directory for the bench's SQLite file (deleted afterwards)")
 	f.String(&c.cpuProfile, "cpuprofile", "", "", "write a CPU profile of the consume phase(s) to this file (go tool pprof)")
+	f.Float(&c.poison, "poison", "", 0, "add this many poison messages per charge message (0-1), spread evenly: half not events at all, half events that do not parse (a fractional amount); each must reach the DLQ, and the run fails otherwise")
 	f.Int(&c.expired, "expired", "", 0, "embedded: seed this many idempotency records past retention, and run serve's retention sweeper (every 1s, 500 rows per write, 1s apart, serve's defaults but the interval) during the consume phase, to measure its cost")
 	f.String(&c.profileRaw, "profile", "", "", "month-end mode: send the charges while the consumer runs, at these rates, DURATION@RATE,… (\"month-end\": "+DefaultProfile+"); --charges is then the profile's total. The report adds the backlog curve and each charge's time from send to debit")
 	f.Duration(&c.loadLatency, "corebank-load-latency", "", 0, "the bank slows down under load: each debit also waits this long per debit in flight at its start (e.g. 200us)")
@@ -168,6 +175,9 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if c.dupRatio < 0 || c.dupRatio > 1 {
 		p.Add("--dup-ratio %v is outside 0-1", c.dupRatio)
+	}
+	if c.poison < 0 || c.poison > 1 || (c.poison > 0 && c.profileRaw != "") {
+		p.Add("--poison %v must be within 0-1, and is not for the month-end mode (--profile)", c.poison)
 	}
 	if c.concurrency < 1 || c.concurrency > 4096 {
 		p.Add("--concurrency %d is outside 1-4096", c.concurrency)
@@ -237,12 +247,12 @@ func printBench(w io.Writer, r Report) {
   peak memory         heap in use %.1f MiB, RSS %.1f MiB
   duplicates          %d dropped as done, %d deferred while in progress; %d retries
   exactly once        %d debited once, %d double debits, %d not debited (%d debit calls) -> %s
-`, b.Mode, b.Backend, r.GoMaxProcs, b.Charges, b.Messages, b.Messages-b.Charges, b.Concurrency, b.CorebankLatencyMS,
+%s`, b.Mode, b.Backend, r.GoMaxProcs, b.Charges, b.Messages, b.Messages-b.Charges-b.Poison, b.Concurrency, b.CorebankLatencyMS,
 			b.EnqueueSeconds, b.Seconds, b.ChargesPerSecond, b.MessagesPerSecond,
 			b.HandlingLatencyMS.P50, b.HandlingLatencyMS.P95, b.HandlingLatencyMS.P99, b.HandlingLatencyMS.Max,
 			b.StorePerFresh, b.StorePerDuplicate, b.StoreCalls, claimPathText(b), b.QueueCallsPerMsg, b.QueueCalls,
 			b.PeakHeapMB, b.PeakRSSMB, b.DuplicatesDropped, b.DuplicatesDeferred, b.Retries,
-			b.DebitedOnce, b.DoubleDebits, b.NotDebited, b.DebitCalls, map[bool]string{true: "OK", false: "FAILED"}[b.OK])
+			b.DebitedOnce, b.DoubleDebits, b.NotDebited, b.DebitCalls, map[bool]string{true: "OK", false: "FAILED"}[b.OK], poisonText(b))
 	}
 	if r.Baseline != nil {
 		fmt.Fprintf(w, "guard cost: the baseline handles %.2fx the messages per second of the guarded run\n", r.GuardCost)
@@ -368,7 +378,18 @@ func benchOnce(ctx context.Context, env *cli.Env, c benchConfig, baseline bool) 
 		return RunReport{}, err
 	}
 	// 4. Count and verify.
-	return report(c, b, mode, baseline, messages, enqSeconds, cr)
+	r, err := report(c, b, mode, baseline, messages, enqSeconds, cr)
+	if err != nil || c.poison == 0 {
+		return r, err
+	}
+	r.Poison = poisonCount(c, goodMessages(c))
+	d, err := b.Queue.Depth(ctx)
+	if err != nil {
+		return r, fmt.Errorf("count the DLQ: %w", err)
+	}
+	r.PoisonOnTheDLQ = d.DLQ
+	r.OK = r.OK && d.DLQ == r.Poison
+	return r, nil
 }
 
 // The bench's queue visibility and claim lease: long, so that nothing is
@@ -418,12 +439,21 @@ func enqueue(ctx context.Context, q queue.Queue, c benchConfig, run string) (int
 		}
 		return nil
 	}
+	sent := 0 // good messages, for the poison's spacing
 	for i := 0; i < c.charges+c.dupLag; i++ {
 		orig, dup := at(i, c)
 		for _, j := range []int{orig, dup} {
-			if j >= 0 {
-				if err := add(j); err != nil {
-					return 0, err
+			if j < 0 {
+				continue
+			}
+			if err := add(j); err != nil {
+				return 0, err
+			}
+			if sent++; poisonAfter(c, sent) {
+				batch = append(batch, queue.Outgoing{Body: poisonBody(run, sent)})
+				messages++
+				if len(batch) == batchMax {
+					flush()
 				}
 			}
 		}
@@ -434,6 +464,49 @@ func enqueue(ctx context.Context, q queue.Queue, c benchConfig, run string) (int
 		return 0, fmt.Errorf("enqueue: %w", sendErr)
 	}
 	return messages, nil
+}
+
+// poisonAfter says whether a poison message follows the sent-th good
+// one: c.poison per charge, spread evenly.
+func poisonAfter(c benchConfig, sent int) bool {
+	return c.poison > 0 && int(float64(sent)*c.poison) > int(float64(sent-1)*c.poison)
+}
+
+// goodMessages is how many charge messages (originals and duplicates)
+// a run sends.
+func goodMessages(c benchConfig) int {
+	n := 0
+	for i := range c.charges + c.dupLag {
+		orig, dup := at(i, c)
+		if orig >= 0 {
+			n++
+		}
+		if dup >= 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// poisonCount is how many poison messages enqueue sends among good
+// charge messages.
+func poisonCount(c benchConfig, good int) int {
+	n := 0
+	for i := 1; i <= good; i++ {
+		if poisonAfter(c, i) {
+			n++
+		}
+	}
+	return n
+}
+
+// poisonBody is the n-th poison message: alternately not an event at all,
+// and an event that does not parse (a fractional amount in minor units).
+func poisonBody(run string, n int) []byte {
+	if n%2 == 0 {
+		return []byte("not an event: poison " + run + "-" + strconv.Itoa(n))
+	}
+	return []byte(`{"schemaVersion":1,"chargeId":"POISON-` + run + `-` + strconv.Itoa(n) + `","accountId":"001234567890","amount":{"minor":25.5,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`)
 }
 
 // consumed is what the consume phase measured.
@@ -596,7 +669,7 @@ func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messa
 	wonByCall := min(won, counts.StoreCalls["claim"])
 	claimedDup := counts.StoreCalls["claim"] - wonByCall
 	fresh := float64(c.charges)
-	dups := float64(messages - c.charges)
+	dups := float64(goodMessages(c) - c.charges)
 	r := RunReport{
 		Mode: mode, Backend: b.Desc, Charges: c.charges, Messages: messages, Concurrency: c.concurrency,
 		CorebankLatencyMS: float64(c.latency.Microseconds()) / 1000, EnqueueSeconds: enqSeconds,
@@ -631,6 +704,14 @@ func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messa
 	r.QueueCallsPerMsg = float64(qcalls) / float64(messages)
 	r.OK = once == c.charges && double == 0 && none == 0
 	return r, nil
+}
+
+// poisonText is the poison line of a run with --poison.
+func poisonText(b RunReport) string {
+	if b.Poison == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  poison              %d sent, %d on the DLQ\n", b.Poison, b.PoisonOnTheDLQ)
 }
 
 // claimPathText says, after the store calls, where the claims rode.
