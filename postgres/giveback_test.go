@@ -52,19 +52,7 @@ func (r *lostCommitResults) Exec() (pgconn.CommandTag, error) {
 // message at once and reclaims it, instead of waiting out the visibility
 // and the lease (here a minute each).
 func TestAReceiveWhoseCommitAnswerWasLostGivesItsClaimsBack(t *testing.T) {
-	db := dbtest.Postgres(t)
-	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("lost"), VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := idempotency.NewGuard(postgres.NewStore(db), idempotency.Options{Lease: time.Minute, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := queue.ClaimPolicy{Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
-		req, err := g.ClaimRequest(string(m.Body), "fp")
-		return req, err == nil
-	}}
+	q, g, p := claimingQueue(t, dbtest.Postgres(t), dbtest.Name("lost"))
 	if _, err := q.Send(t.Context(), []byte("charge-1"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -95,19 +83,7 @@ func TestAReceiveWhoseCommitAnswerWasLostGivesItsClaimsBack(t *testing.T) {
 // and every other result of its group is recorded with its message's
 // delete.
 func TestASettleGroupThatFailsIsRetriedMemberByMember(t *testing.T) {
-	db := dbtest.Postgres(t)
-	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("group"), VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := idempotency.NewGuard(postgres.NewStore(db), idempotency.Options{Lease: time.Minute, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := queue.ClaimPolicy{Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
-		req, err := g.ClaimRequest(string(m.Body), "fp")
-		return req, err == nil
-	}}
+	q, g, p := claimingQueue(t, dbtest.Postgres(t), dbtest.Name("group"))
 	const n = 8
 	for i := range n {
 		if _, err := q.Send(t.Context(), []byte(fmt.Sprintf("charge-%d", i)), nil); err != nil {
@@ -163,4 +139,22 @@ func TestASettleGroupThatFailsIsRetriedMemberByMember(t *testing.T) {
 	if err != nil || d.InFlight != 1 {
 		t.Errorf("queue %+v (%v): want only the failed result's message left", d, err)
 	}
+}
+
+// claimingQueue is the queue name on db with a Guard on its store, and
+// a claim policy that claims each body as its key.
+func claimingQueue(t *testing.T, db *postgres.DB, name string) (*postgres.Queue, *idempotency.Guard, queue.ClaimPolicy) {
+	t.Helper()
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idempotency.NewGuard(postgres.NewStore(db), idempotency.Options{Lease: time.Minute, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, g, queue.ClaimPolicy{Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
+		req, err := g.ClaimRequest(string(m.Body), "fp")
+		return req, err == nil
+	}}
 }

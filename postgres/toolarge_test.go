@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -90,21 +88,7 @@ func TestARedriveRefusesAMessageOverTheLimit(t *testing.T) {
 func TestFourClaimingReceivesOnAPoolOfFourMoveTooLargeMessages(t *testing.T) {
 	db := dbtest.PostgresWith(t, postgres.Options{MaxConns: 4})
 	name := dbtest.Name("poison")
-	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := idempotency.NewGuard(postgres.NewStore(db), idempotency.Options{Lease: time.Minute, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := queue.ClaimPolicy{
-		Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
-			req, err := g.ClaimRequest(string(m.Body), "fp")
-			return req, err == nil
-		},
-		Settle: func(driver.FinishRequest) (bool, queue.Reason) { return false, queue.Reason{} },
-	}
+	q, _, p := claimingQueue(t, db, name)
 	const good, poison = 40, 16
 	// Poison first: each receive of four meets some at once.
 	if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body, attributes)
