@@ -59,7 +59,7 @@ func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
 	c, err := charge.ParseEvent(e.Body)
 	switch {
 	case e.TooLarge:
-		v.Unreadable = fmt.Sprintf("the body (%d bytes) is over the %d-byte size limit and was not read; it cannot be redriven: remove it with chargerecovery purge", e.Size, queue.MaxMessageBytes)
+		v.Unreadable = fmt.Sprintf("the body (%d bytes) is over the %d-byte size limit and was not read; it cannot be redriven: remove it with chargerecovery dlq purge %s", e.Size, queue.MaxMessageBytes, e.ID)
 		v.Size = e.Size
 	case e.Body == nil:
 		v.Unreadable = "the body is over the size limit and was not read"
