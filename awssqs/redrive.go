@@ -276,10 +276,22 @@ func (s *dlqScan) changeVisibility(ctx context.Context, secs int32) error {
 	return first
 }
 
+// MoveBack sends e to the queue and deletes it from the DLQ, only while
+// the scan surely still holds it: a hold that may have lapsed (a slow
+// page: the caller's decisions, throttled sends) leaves e, and every other
+// entry held with it, to whoever may hold them now — another redrive
+// could be moving them, and moving them here too would put one entry on
+// the queue twice. Those are ErrGone: not moved, for the next run.
 func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[string]string) error {
+	if len(s.held) > 0 && time.Since(s.heldSince) >= s.hold*3/4 {
+		clear(s.held)
+	}
 	receipt, ok := s.held[e.ID]
 	if !ok {
-		return fmt.Errorf("sqs: redrive %s: not held by this scan", e.ID)
+		return fmt.Errorf("sqs: redrive %s: not moved: this run's hold on it may have lapsed (the run was slow), so another reader may hold it; run the redrive again: %w", e.ID, queue.ErrGone)
+	}
+	if err := s.extend(ctx); err != nil {
+		return err
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(s.q.opts.QueueURL), MessageBody: aws.String(string(e.Body)),
 		MessageAttributes: toAttrs(attrs)}

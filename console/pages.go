@@ -401,11 +401,12 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 	now := c.o.Now()
 	e := AuditEntry{Action: "redrive", DLQID: dlqID}
 	var chargeID string
+	var code queue.Code
 	rep, err := c.o.Queue.Redrive(r.Context(), queue.RedriveOptions{HoldBack: chargehandler.HoldBack, MaxAge: c.o.Retention - 24*time.Hour,
 		Now: now, Before: now, Max: 1, Match: func(d queue.DLQEntry) bool { return d.ID == dlqID },
 		Visit: func(d queue.DLQEntry, dec queue.RedriveDecision) {
 			if dec != queue.Skip {
-				chargeID = operate.ChargeIDOf(d.Body)
+				chargeID, code = operate.ChargeIDOf(d.Body), d.Reason.Code
 			}
 		}})
 	e.ChargeID = chargeID
@@ -418,6 +419,9 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 		e.Result = "moved"
 		c.result(w, r, http.StatusOK, "Redriven", fmt.Sprintf("The entry for charge %s is back on the queue; its record decides what happens (a DONE charge is not debited again).", chargeID),
 			"/charge?id="+urlQuery(chargeID), "the charge")
+	case rep.HeldBack == 1 && code == queue.CodeTooLarge:
+		e.Result, e.Detail = "held back", "over the size limit: it can only be purged"
+		c.result(w, r, http.StatusConflict, "Cannot be redriven", "This message is over the size limit and was never read: it can only be removed, with the command line's chargerecovery dlq purge "+dlqID+".", "/dlq", "back to the DLQ")
 	case rep.HeldBack == 1:
 		e.Result, e.Detail = "held back", "a conflict: the charge id was reused with another payload"
 		c.result(w, r, http.StatusConflict, "Held back", "This entry is a conflict (the charge id reused with another payload): it would only conflict again. Decide with the producer; the command line's redrive --force moves it.", "/dlq", "back to the DLQ")

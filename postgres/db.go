@@ -60,8 +60,17 @@ type DB struct {
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// poolMaxConns finds a pool size written in a connection string.
-var poolMaxConns = regexp.MustCompile(`(?:^|[\s?&])pool_max_conns\s*=`)
+// setsPoolSize says whether a connection string sets pool_max_conns, as
+// pgx reads it (pgconn's own parser: a URL's query decoded, key=value
+// pairs quoted; the text inside a password is not a setting).
+func setsPoolSize(conn string) bool {
+	cfg, err := pgconn.ParseConfig(conn)
+	if err != nil {
+		return false // pgxpool.ParseConfig has said what is wrong
+	}
+	_, ok := cfg.RuntimeParams["pool_max_conns"]
+	return ok
+}
 
 // NeedFor is the smallest pool a process running receivers receives at
 // once works with: one connection per receive (a claiming receive holds
@@ -95,7 +104,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	sized := poolMaxConns.MatchString(url)
+	sized := setsPoolSize(url)
 	switch {
 	case sized:
 	case o.MaxConns > 0:

@@ -176,11 +176,7 @@ func (q *Queue) receiveIn(ctx context.Context, db rowsQuerier, max int) (out, to
 		if err := rows.Scan(&id, &m.Body, &size, &attrs, &received, &m.SentAt); err != nil {
 			return nil, nil, nil, err
 		}
-		if len(attrs) > 0 {
-			if err := json.Unmarshal(attrs, &m.Attributes); err != nil {
-				return nil, nil, nil, fmt.Errorf("attributes of %d: %w", id, err)
-			}
-		}
+		m.Attributes = queue.DecodeAttributes(attrs) // never fails: a bad column is no reason to stop
 		m.ID, m.ReceiveCount, m.Receipt, m.SentAt = strconv.FormatInt(id, 10), int(received), receipt(id, received), m.SentAt.UTC()
 		if size > queue.MaxMessageBytes {
 			tooLarge, sizes = append(tooLarge, m), append(sizes, int(size))
@@ -401,9 +397,13 @@ func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[stri
 	if err != nil {
 		return err
 	}
-	if _, err := s.q.db.pool.Exec(ctx, `with d as (delete from queue_messages where queue = $1 and id = $2 returning body)
-		insert into queue_messages (queue, body, attributes) select $3, body, $4 from d`, s.q.dlq, id, s.q.opts.Name, orig); err != nil {
+	tag, err := s.q.db.pool.Exec(ctx, `with d as (delete from queue_messages where queue = $1 and id = $2 returning body)
+		insert into queue_messages (queue, body, attributes) select $3, body, $4 from d`, s.q.dlq, id, s.q.opts.Name, orig)
+	if err != nil {
 		return fmt.Errorf("postgres: redrive %s: %w", e.ID, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("postgres: redrive %s: %w", e.ID, queue.ErrGone)
 	}
 	return nil
 }

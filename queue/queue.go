@@ -8,6 +8,7 @@
 package queue
 
 import (
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -147,6 +148,11 @@ const MaxReceive = 10
 // the message is gone (acked, dead-lettered, expired). SQS itself may
 // accept a stale receipt; the other queues refuse it.
 var ErrStaleReceipt = errors.New("queue: receipt is stale or the message is gone")
+
+// ErrGone: a DLQ entry a redrive was about to move is no longer on the
+// DLQ (another redrive moved it, an operator purged it, or it expired
+// meanwhile); nothing was moved.
+var ErrGone = errors.New("queue: the DLQ entry is gone (moved, purged or expired meanwhile)")
 
 // BatchError reports the messages of a batch call that failed, by ID.
 type BatchError struct {
@@ -339,4 +345,26 @@ func Poll(ctx context.Context, wait, interval time.Duration, once func() ([]Mess
 		case <-t.C:
 		}
 	}
+}
+
+// DecodeAttributes reads message attributes a SQL queue stored as a JSON
+// object. A column written around Send may hold anything: a value that is
+// not a string keeps its JSON text ({"origin": 7} reads as "7"), and a
+// column that is not an object reads as no attributes. It never fails: a
+// message is never held back by its attributes (a receive that failed on
+// them would fail on the same oldest message forever).
+func DecodeAttributes(raw []byte) map[string]string {
+	var vals map[string]json.RawMessage
+	if len(raw) == 0 || json.Unmarshal(raw, &vals) != nil || len(vals) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(vals))
+	for k, v := range vals {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = string(v)
+		}
+		out[k] = s
+	}
+	return out
 }

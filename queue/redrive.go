@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -70,8 +71,11 @@ type RedriveOptions struct {
 	// Match, when set, keeps only entries it accepts (e.g. by charge id).
 	Match func(DLQEntry) bool
 	// Visit, when set, sees every counted entry with its decision (a
-	// listing is a dry run that visits).
+	// listing is a dry run that visits), before it is moved.
 	Visit func(DLQEntry, RedriveDecision)
+	// Moved, when set, sees every entry once it is back on the queue (not
+	// one that was gone meanwhile): what an audit line names.
+	Moved func(DLQEntry)
 }
 
 // RedriveDecision is what a redrive does with one entry.
@@ -137,6 +141,10 @@ type RedriveReport struct {
 	// Unmovable counts the entries chosen that cannot be moved (over the
 	// size limit: purge them), and UnmovableIDs names up to 100 of them.
 	Unmovable    int      `json:"unmovable_too_large"`
+	// Gone counts the entries chosen that had left the DLQ when their turn
+	// came (ErrGone: moved by another redrive, purged, expired): neither
+	// moved nor counted as seen.
+	Gone int `json:"gone_meanwhile,omitempty"`
 	UnmovableIDs []string `json:"unmovable_ids,omitempty"`
 	// Unseen is how many DLQ messages the run could not see (SQS: held
 	// invisible by another reader for longer than the run waited); they
@@ -186,7 +194,9 @@ type DLQScan interface {
 	// keeps an order); none when the DLQ has nothing more to show.
 	Next(ctx context.Context) ([]DLQEntry, error)
 	// MoveBack puts e (from Next) back on the queue with attrs, its
-	// original attributes, and deletes it from the DLQ.
+	// original attributes, and deletes it from the DLQ — in one step where
+	// the queue allows it; ErrGone when e is no longer on the DLQ (then
+	// nothing is put on the queue).
 	MoveBack(ctx context.Context, e DLQEntry, attrs map[string]string) error
 	// Close releases what the scan holds (SQS: makes the entries it
 	// received and did not move visible again).
@@ -232,8 +242,16 @@ func Redrive(ctx context.Context, scan DLQScan, o RedriveOptions) (RedriveReport
 		for _, e := range page {
 			d := o.Decide(e, rep.Moved)
 			if d == Move && !o.DryRun {
-				if err := scan.MoveBack(ctx, e, OriginalAttributes(e.Attributes)); err != nil {
+				err := scan.MoveBack(ctx, e, OriginalAttributes(e.Attributes))
+				if errors.Is(err, ErrGone) {
+					rep.Gone++ // not moved, and no reason to stop
+					continue
+				}
+				if err != nil {
 					return rep, err
+				}
+				if o.Moved != nil {
+					o.Moved(e)
 				}
 			}
 			rep.Count(e, d)

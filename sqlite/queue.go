@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/binary"
@@ -211,9 +212,7 @@ func (q *Queue) receiveOnce(ctx context.Context, max int, p *queue.ClaimPolicy) 
 				continue
 			}
 			if attrs.Valid {
-				if err := json.Unmarshal([]byte(attrs.String), &m.Attributes); err != nil {
-					return fmt.Errorf("attributes of %s: %w", m.ID, err)
-				}
+				m.Attributes = queue.DecodeAttributes([]byte(attrs.String)) // never fails: a bad column is no reason to stop
 			}
 			m.SentAt, _ = time.Parse(time.RFC3339Nano, created)
 			m.Receipt = receipt(m.ID, m.ReceiveCount)
@@ -295,7 +294,7 @@ func (q *Queue) sweep(ctx context.Context) error {
 			}
 			m := queue.Message{ID: id, Body: body, ReceiveCount: received}
 			if attrs.Valid {
-				_ = json.Unmarshal([]byte(attrs.String), &m.Attributes) // a bad column loses attributes, not the message
+				m.Attributes = queue.DecodeAttributes([]byte(attrs.String)) // a bad column loses attributes, not the message
 			}
 			reason := queue.Reason{Code: queue.CodeMaxReceives,
 				Detail: fmt.Sprintf("received %d times without being deleted (max receive count %d)", received, q.opts.MaxReceiveCount)}
@@ -558,10 +557,16 @@ func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
 func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[string]string) error {
 	q := s.q
 	err := q.db.write(ctx, func(tx *wtx) error {
-		if _, err := q.insert(ctx, tx, q.opts.Name, e.Body, attrs); err != nil {
+		// The delete first: only an entry still on the DLQ is put back.
+		res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ?`, q.opts.Name+"-dlq", e.ID)
+		if err != nil {
 			return err
 		}
-		return q.dlq.DeleteTx(ctx, tx.Tx, goqite.ID(e.ID))
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return cmp.Or(err, queue.ErrGone)
+		}
+		_, err = q.insert(ctx, tx, q.opts.Name, e.Body, attrs)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: redrive %s: %w", e.ID, err)

@@ -255,10 +255,8 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	defer b.Close()
 	var moved []string
-	o.Visit = func(e queue.DLQEntry, d queue.RedriveDecision) {
-		if d == queue.Move {
-			moved = append(moved, cmp.Or(operate.ChargeIDOf(e.Body), "message "+e.ID))
-		}
+	o.Moved = func(e queue.DLQEntry) {
+		moved = append(moved, cmp.Or(operate.ChargeIDOf(e.Body), "message "+e.ID))
 	}
 	rep, err := b.Queue.Redrive(ctx, o)
 	if !o.DryRun && len(moved) > 0 {
@@ -279,7 +277,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 		if unseen != "" {
 			return fmt.Errorf("%s (not moved)", unseen)
 		}
-		return nil
+		return goneMeanwhile(rep)
 	}
 	verb := "moved"
 	if o.DryRun {
@@ -302,7 +300,18 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	if unseen != "" {
 		return fmt.Errorf("%s (not moved)", unseen)
 	}
-	return nil
+	return goneMeanwhile(rep)
+}
+
+// goneMeanwhile is the error of a redrive some of whose chosen entries had
+// left the DLQ when their turn came (another redrive, a purge, expiry;
+// on SQS also a hold that may have lapsed): nothing was moved for them.
+func goneMeanwhile(rep queue.RedriveReport) error {
+	if rep.Gone == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d chosen DLQ entr%s not moved: gone from the DLQ meanwhile (another redrive or a purge), or, on SQS, held too long by this run to move safely; run dlq list, and the redrive again if they are still there",
+		rep.Gone, map[bool]string{true: "y was", false: "ies were"}[rep.Gone == 1])
 }
 
 func runStatus(ctx context.Context, env *cli.Env, args []string) error {

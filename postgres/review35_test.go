@@ -44,7 +44,7 @@ func deadLettered(t *testing.T, q *postgres.Queue, n int) {
 // collected; it is gone. Two redrives at once both report every entry
 // moved (the same entry counted twice). Made deterministic with the
 // redrive's own Match hook, which runs between the page and the move.
-func TestAttack35RedriveCountsAnEntryThatLeftTheDLQMeanwhileAsMoved(t *testing.T) {
+func TestReview35RedriveCountsAnEntryThatLeftTheDLQMeanwhileAsMoved(t *testing.T) {
 	db := dbtest.Postgres(t)
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("a35rd"), VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
 	if err != nil {
@@ -77,7 +77,7 @@ func TestAttack35RedriveCountsAnEntryThatLeftTheDLQMeanwhileAsMoved(t *testing.T
 // up to 4 CPUs, refuses to start with "a pool of 4 connections
 // (pool_max_conns) is too small" — naming a setting the operator never
 // made; with fewer receivers it starts on a pool smaller than PoolFor.
-func TestAttack35PoolMaxConnsInsideAPasswordIsTakenForASizedPool(t *testing.T) {
+func TestReview35PoolMaxConnsInsideAPasswordIsTakenForASizedPool(t *testing.T) {
 	base := dbtest.PostgresURL()
 	if !strings.HasPrefix(base, "postgres://postgres@") {
 		t.Skip("needs the default test URL (trust authentication, user postgres)")
@@ -118,7 +118,7 @@ func TestAttack35PoolMaxConnsInsideAPasswordIsTakenForASizedPool(t *testing.T) {
 // max_receives without ever being handed out.) The DLQ reader already
 // reads such attributes as none; the receive should too, or dead-letter the
 // row with its reason.
-func TestAttack35AMessageWithNonStringAttributesStopsEveryClaimingReceive(t *testing.T) {
+func TestReview35AMessageWithNonStringAttributesStopsEveryClaimingReceive(t *testing.T) {
 	db := dbtest.Postgres(t)
 	name := dbtest.Name("a35attrs")
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
@@ -170,7 +170,7 @@ func TestAttack35AMessageWithNonStringAttributesStopsEveryClaimingReceive(t *tes
 // PoolFor(receivers) — more connections per process than the operator
 // budgeted against the server's max_connections — and skips the refusal
 // of a pool too small for the receivers.
-func TestAttack35AnEncodedPoolMaxConnsIsOverriddenAndNotChecked(t *testing.T) {
+func TestReview35AnEncodedPoolMaxConnsIsOverriddenAndNotChecked(t *testing.T) {
 	base := dbtest.PostgresURL()
 	if !strings.Contains(base, "?") {
 		t.Skip("needs a URL with a query")

@@ -23,7 +23,7 @@ import (
 // report more moved than the DLQ ever held. (The second delivery is caught
 // by the claim while the record lasts; past retention it is a second debit,
 // which is why MaxAge exists.)
-func TestAttack35ARedriveWhoseHoldLapsedMidPageMovesEntriesTwice(t *testing.T) {
+func TestReview35ARedriveWhoseHoldLapsedMidPageMovesEntriesTwice(t *testing.T) {
 	t.Parallel()
 	f := newDLQFixture(t)
 	var other queue.RedriveReport

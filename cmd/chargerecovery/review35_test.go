@@ -25,7 +25,7 @@ import (
 //     charge is dead-lettered as "charge id reused with another payload"
 //     and never collected (and the other way round, renotify skips the
 //     notice if that charge came first).
-func TestAttack35RenotifyClaimsAreTakenForCharges(t *testing.T) {
+func TestReview35RenotifyClaimsAreTakenForCharges(t *testing.T) {
 	sink := newNoticeSink(t, 0)
 	env, b, ids := missedNotices(t, sink, 2)
 

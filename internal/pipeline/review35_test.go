@@ -25,7 +25,7 @@ import (
 // as the store failing — the circuit reopens with its probe interval
 // doubled, and receiving stays paused although the store is healthy. The
 // Abandon branch is never reached with a real store.
-func TestAttack35ACancelledTrialOnARealStoreReopensTheCircuit(t *testing.T) {
+func TestReview35ACancelledTrialOnARealStoreReopensTheCircuit(t *testing.T) {
 	br, err := circuit.New(circuit.Options{Name: "idempotency store", Threshold: 1, ProbeInterval: time.Millisecond,
 		MaxProbeInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -73,7 +73,7 @@ func (panickyStore) Claim(context.Context, driver.ClaimRequest) (driver.ClaimRes
 // Wait blocks every receiver forever. One panicking message at the wrong
 // moment stops the whole consumer until a restart (nothing is received,
 // in-flight claims lapse and are re-posted by other processes).
-func TestAttack35APanickingTrialHoldsTheHalfOpenGateForever(t *testing.T) {
+func TestReview35APanickingTrialHoldsTheHalfOpenGateForever(t *testing.T) {
 	br, err := circuit.New(circuit.Options{Name: "idempotency store", Threshold: 1, ProbeInterval: time.Millisecond,
 		MaxProbeInterval: time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

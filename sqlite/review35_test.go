@@ -26,7 +26,7 @@ import (
 //
 // Made deterministic with the redrive's Match hook, which runs between
 // the scan's page and the move.
-func TestAttack35RedriveMovesAnEntryThatLeftTheDLQMeanwhile(t *testing.T) {
+func TestReview35RedriveMovesAnEntryThatLeftTheDLQMeanwhile(t *testing.T) {
 	for name, meanwhile := range map[string]func(t *testing.T, q *sqlite.Queue, id string){
 		"purged": func(t *testing.T, q *sqlite.Queue, id string) {
 			if del, err := q.PurgeDLQ(context.WithoutCancel(t.Context()), []string{id}); err != nil || len(del) != 1 {
@@ -118,7 +118,7 @@ func rawExec(t *testing.T, path, stmt string, args ...any) {
 //
 // This file's other readers already treat a bad column as "loses
 // attributes, not the message".
-func TestAttack35AMessageWithUndecodableAttributesStopsTheGoodOnes(t *testing.T) {
+func TestReview35AMessageWithUndecodableAttributesStopsTheGoodOnes(t *testing.T) {
 	for _, claiming := range []bool{true, false} {
 		t.Run(map[bool]string{true: "claiming", false: "plain"}[claiming], func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "q.db")

@@ -39,7 +39,7 @@ func (l *legacyGlobalTable) DescribeGlobalTable(_ context.Context, in *dynamodb.
 // in eu-central-1 can both win one charge's claim and both debit it — yet
 // CheckTableRegions passes it with no flag at all, as a single-Region
 // table, without ever asking DescribeGlobalTable.
-func TestAttack35ALegacyGlobalTablePassesAsSingleRegion(t *testing.T) {
+func TestReview35ALegacyGlobalTablePassesAsSingleRegion(t *testing.T) {
 	c := &legacyGlobalTable{}
 	err := awsdynamodb.CheckTableRegions(t.Context(), c, "charges", awsdynamodb.RegionOptions{Region: "eu-west-1"})
 	if !errors.Is(err, awsdynamodb.ErrMultiRegion) {
