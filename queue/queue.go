@@ -8,8 +8,8 @@
 package queue
 
 import (
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"

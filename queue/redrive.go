@@ -140,11 +140,11 @@ type RedriveReport struct {
 	SeenByCode map[Code]int `json:"seen_by_code"`
 	// Unmovable counts the entries chosen that cannot be moved (over the
 	// size limit: purge them), and UnmovableIDs names up to 100 of them.
-	Unmovable    int      `json:"unmovable_too_large"`
+	Unmovable int `json:"unmovable_too_large"`
 	// Gone counts the entries chosen that had left the DLQ when their turn
 	// came (ErrGone: moved by another redrive, purged, expired): neither
 	// moved nor counted as seen.
-	Gone int `json:"gone_meanwhile,omitempty"`
+	Gone         int      `json:"gone_meanwhile,omitempty"`
 	UnmovableIDs []string `json:"unmovable_ids,omitempty"`
 	// Unseen is how many DLQ messages the run could not see (SQS: held
 	// invisible by another reader for longer than the run waited); they
