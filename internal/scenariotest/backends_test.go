@@ -86,7 +86,7 @@ func TestPostgreSQL(t *testing.T) {
 }
 
 func TestAWSOnTheEmulator(t *testing.T) {
-	scenariotest.Run(t, scenariotest.Harness{Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
+	scenariotest.Run(t, scenariotest.Harness{Emulated: true, Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
 		cfg := awstest.Config(t)
 		ddb, sqsc := dynamodb.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 		table := awstest.Name("idem")
