@@ -620,12 +620,21 @@ type gatedStore struct {
 // call makes one store call under a ticket of the store's circuit.
 func call[T any](ctx context.Context, br *circuit.Breaker, f func() (T, error)) (T, error) {
 	tk, _ := br.Allow() // never refused: an open circuit only pauses receiving
+	reported := false
+	defer func() {
+		if !reported { // f panicked: no verdict, and the trial is given back
+			br.Abandon(tk)
+		}
+	}()
 	v, err := f()
+	reported = true
 	switch {
+	case err != nil && ctx.Err() != nil:
+		// Our caller gave up (a store wraps its cancelled call as
+		// ErrUnavailable too): no verdict on the store.
+		br.Abandon(tk)
 	case errors.Is(err, idempotency.ErrUnavailable):
 		br.Record(tk, err)
-	case err != nil && ctx.Err() != nil: // our caller gave up: no verdict
-		br.Abandon(tk)
 	default:
 		br.Record(tk, nil)
 	}
