@@ -633,10 +633,10 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.R
 	p := dynamodb.NewScanPaginator(scanner, &dynamodb.ScanInput{
 		TableName:                aws.String(s.table),
 		ConsistentRead:           aws.Bool(true),
-		FilterExpression:         aws.String(`#state = :ip AND #lease <= :now AND #expires > :now`),
-		ExpressionAttributeNames: pick("#state", "#lease", "#expires"),
+		FilterExpression:         aws.String(`#state = :ip AND #lease <= :now AND #expires > :now AND NOT begins_with(#pk, :internal)`),
+		ExpressionAttributeNames: pick("#state", "#lease", "#expires", "#pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(driver.StateInProgress)), ":now": ms(now),
+			":ip": str(string(driver.StateInProgress)), ":now": ms(now), ":internal": str(driver.InternalKeyPrefix),
 		},
 	})
 	var all []driver.Record

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,7 +191,7 @@ func (s *Store) Stuck(_ context.Context, now time.Time, limit int) ([]driver.Rec
 	s.mu.Lock()
 	var all []driver.Record
 	for _, r := range s.recs {
-		if r.State == driver.StateInProgress && !now.Before(r.LeaseUntil) && !r.Expired(now) {
+		if r.State == driver.StateInProgress && !now.Before(r.LeaseUntil) && !r.Expired(now) && !strings.HasPrefix(r.Key, driver.InternalKeyPrefix) {
 			all = append(all, r)
 		}
 	}

@@ -302,11 +302,11 @@ func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Reco
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	var total int
 	if err := s.db.pool.QueryRow(ctx, `select count(*) from idempotency_records
-		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1`, now).Scan(&total); err != nil {
+		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $2`, now, driver.InternalKeyPrefix).Scan(&total); err != nil {
 		return nil, 0, err
 	}
 	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
-		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1 order by lease_until limit $2`, now, limit)
+		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $3 order by lease_until limit $2`, now, limit, driver.InternalKeyPrefix)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -289,12 +289,12 @@ func (s *Store) held(ctx context.Context, op, query string, args ...any) error {
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	var total int
 	if err := s.db.sql.QueryRowContext(ctx, `select count(*) from idempotency_records
-		where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?`, now.UnixMilli(), now.UnixMilli()).Scan(&total); err != nil {
+		where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ? and substr(key, 1, 1) <> ?`, now.UnixMilli(), now.UnixMilli(), driver.InternalKeyPrefix).Scan(&total); err != nil {
 		return nil, 0, err
 	}
 	rows, err := s.db.sql.QueryContext(ctx, `select `+columns+`
-		from idempotency_records where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ?
-		order by lease_until limit ?`, now.UnixMilli(), now.UnixMilli(), limit)
+		from idempotency_records where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ? and substr(key, 1, 1) <> ?
+		order by lease_until limit ?`, now.UnixMilli(), now.UnixMilli(), driver.InternalKeyPrefix, limit)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -171,10 +171,17 @@ type Amender interface {
 	Amend(ctx context.Context, req AmendRequest) (Record, error)
 }
 
+// InternalKeyPrefix begins the keys of the tools' own claims (a notice
+// being sent again: "_renotify/…"), never a charge's: a charge id starts
+// with a letter or a digit. Stuck does not list them — a tool's claim
+// left behind is not a charge stuck mid-debit; the tool takes it over.
+const InternalKeyPrefix = "_"
+
 // StuckLister is an optional Store capability for operators: the
 // IN_PROGRESS records whose lease passed at or before now (their worker
 // died or hangs), oldest lease first, at most limit, plus how many there are
-// in all. Records past retention are not listed.
+// in all. Records past retention are not listed, nor those whose key
+// starts with InternalKeyPrefix.
 type StuckLister interface {
 	Stuck(ctx context.Context, now time.Time, limit int) ([]Record, int, error)
 }

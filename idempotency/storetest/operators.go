@@ -248,7 +248,8 @@ var operatorsCases = []testCase{
 		if err := e.g.Complete(ctx, done.Lease(), "DEBITED", ""); err != nil {
 			t.Fatal(err)
 		}
-		e.clock.Advance(Lease) // a and b are past their lease
+		tool := claim(driver.InternalKeyPrefix + e.key + "-tool") // a tool's own claim, left behind
+		e.clock.Advance(Lease) // a, b and the tool's are past their lease
 		live := claim(e.key + "-live")
 		recs, total, err := sl.Stuck(ctx, e.clock.Now(), 1000)
 		if err != nil {
@@ -261,6 +262,9 @@ var operatorsCases = []testCase{
 			}
 			if r.State != idempotency.StateInProgress || r.LeaseUntil.After(e.clock.Now()) {
 				t.Errorf("listed a claim that is not stuck: %+v", r)
+			}
+			if r.Key == tool.Record.Key {
+				t.Errorf("listed a tool's own claim (%s) as a stuck charge", r.Key)
 			}
 		}
 		if len(ours) != 2 || ours[0] != oldest.Record.Key || ours[1] != newer.Record.Key || total < 2 {

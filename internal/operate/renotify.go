@@ -45,7 +45,9 @@ type Renotifier struct {
 
 // NoticeClaimKey is the idempotency key under which a renotify claims
 // notice before sending it.
-func NoticeClaimKey(notice charge.Notice) string { return "renotify/" + notice.NotificationKey }
+func NoticeClaimKey(notice charge.Notice) string {
+	return driver.InternalKeyPrefix + "renotify/" + notice.NotificationKey
+}
 
 // SentStatus is the status of a notice's claim once the notice was sent.
 const SentStatus = "SENT"
