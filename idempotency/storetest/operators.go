@@ -249,7 +249,7 @@ var operatorsCases = []testCase{
 			t.Fatal(err)
 		}
 		tool := claim(driver.InternalKeyPrefix + e.key + "-tool") // a tool's own claim, left behind
-		e.clock.Advance(Lease) // a, b and the tool's are past their lease
+		e.clock.Advance(Lease)                                    // a, b and the tool's are past their lease
 		live := claim(e.key + "-live")
 		recs, total, err := sl.Stuck(ctx, e.clock.Now(), 1000)
 		if err != nil {
