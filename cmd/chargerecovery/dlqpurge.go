@@ -69,15 +69,25 @@ func runDLQPurge(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	var deleted []string
 	if len(chosen) > 0 {
+		// The intent first: nothing is deleted that no audit line names,
+		// even if the answer to the delete is lost.
+		audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
+		audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries to be purged by an operator", slog.Bool("audit", true),
+			slog.String("operator", operator), slog.Any("entries", chosen), slog.Any("charges", charges), slog.Bool("forced", force))
 		deleted, err = purger.PurgeDLQ(ctx, chosen)
-		if len(deleted) > 0 {
-			audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
-			audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries purged by an operator", slog.Bool("audit", true),
-				slog.String("operator", operator), slog.Any("entries", deleted), slog.Any("charges", charges), slog.Bool("forced", force))
+		var gone []string
+		for i, id := range chosen {
+			if slices.Contains(deleted, id) {
+				gone = append(gone, charges[i])
+			}
 		}
 		if err != nil {
+			audit.LogAttrs(ctx, slog.LevelError, "DLQ purge failed: some of the entries may be gone; dlq list shows what is left", slog.Bool("audit", true),
+				slog.String("operator", operator), slog.Any("entries", chosen), slog.String("error", err.Error()))
 			return err
 		}
+		audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries purged by an operator", slog.Bool("audit", true),
+			slog.String("operator", operator), slog.Any("entries", deleted), slog.Any("charges", gone), slog.Bool("forced", force))
 	}
 	for _, id := range chosen {
 		if !slices.Contains(deleted, id) {
