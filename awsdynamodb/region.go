@@ -160,12 +160,46 @@ type Describer interface {
 
 var _ Describer = (*dynamodb.Client)(nil)
 
+// GlobalDescriber is the client's DescribeGlobalTable: a legacy global
+// table (version 2017.11.29) lists its Regions only there.
+type GlobalDescriber interface {
+	DescribeGlobalTable(ctx context.Context, in *dynamodb.DescribeGlobalTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeGlobalTableOutput, error)
+}
+
+var _ GlobalDescriber = (*dynamodb.Client)(nil)
+
 // CheckTableRegions reads table's description and checks it with
-// CheckRegions. A failed DescribeTable is returned wrapped, as it came.
+// CheckRegions. A failed DescribeTable is returned wrapped, as it came. A
+// table with a stream (which every legacy global table has) and no
+// replicas in its description is also looked up as a legacy global table
+// (DescribeGlobalTable, where c has it): its replication group counts as
+// its replicas, eventually consistent (legacy tables have no other mode).
+// A failed lookup other than "not a global table" refuses the table: its
+// Regions are not known.
 func CheckTableRegions(ctx context.Context, c Describer, table string, o RegionOptions) error {
 	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
 		return fmt.Errorf("dynamodb: describe table %s: %w", table, err)
 	}
-	return CheckRegions(out.Table, o)
+	td := out.Table
+	gd, ok := c.(GlobalDescriber)
+	if td != nil && len(td.Replicas) == 0 && td.StreamSpecification != nil && aws.ToBool(td.StreamSpecification.StreamEnabled) && ok {
+		g, err := gd.DescribeGlobalTable(ctx, &dynamodb.DescribeGlobalTableInput{GlobalTableName: aws.String(table)})
+		var notGlobal *types.GlobalTableNotFoundException
+		switch {
+		case errors.As(err, &notGlobal):
+		case err != nil:
+			return fmt.Errorf("%w: table %s has a stream, so it may be a legacy (2017.11.29) global table, and DescribeGlobalTable failed: %v (allow dynamodb:DescribeGlobalTable on the global-table ARN)",
+				ErrMultiRegion, table, err)
+		case g.GlobalTableDescription != nil && len(g.GlobalTableDescription.ReplicationGroup) > 0:
+			legacy := *td
+			legacy.Replicas = nil
+			for _, r := range g.GlobalTableDescription.ReplicationGroup {
+				legacy.Replicas = append(legacy.Replicas, types.ReplicaDescription{RegionName: r.RegionName})
+			}
+			legacy.MultiRegionConsistency = types.MultiRegionConsistencyEventual
+			td = &legacy
+		}
+	}
+	return CheckRegions(td, o)
 }

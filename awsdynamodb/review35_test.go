@@ -3,6 +3,7 @@ package awsdynamodb_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,5 +46,34 @@ func TestReview35ALegacyGlobalTablePassesAsSingleRegion(t *testing.T) {
 	if !errors.Is(err, awsdynamodb.ErrMultiRegion) {
 		t.Fatalf("a legacy global table replicated to eu-west-1 and eu-central-1, no --dynamodb-multi-region: %v (DescribeGlobalTable asked %d times); want ErrMultiRegion",
 			err, c.describedGlobal)
+	}
+}
+
+// globalLookup answers DescribeTable with a streamed table and
+// DescribeGlobalTable with err.
+type globalLookup struct{ err error }
+
+func (g globalLookup) DescribeTable(_ context.Context, in *dynamodb.DescribeTableInput, _ ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
+	return (&legacyGlobalTable{}).DescribeTable(context.Background(), in)
+}
+
+func (g globalLookup) DescribeGlobalTable(context.Context, *dynamodb.DescribeGlobalTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeGlobalTableOutput, error) {
+	return nil, g.err
+}
+
+// A streamed table that is no global table passes; one whose global-table
+// lookup fails (no permission) is refused: its Regions are not known.
+func TestAStreamedTableIsLookedUpAsALegacyGlobalTable(t *testing.T) {
+	o := awsdynamodb.RegionOptions{Region: "eu-west-1"}
+	if err := awsdynamodb.CheckTableRegions(t.Context(), globalLookup{&types.GlobalTableNotFoundException{Message: aws.String("not found")}}, "charges", o); err != nil {
+		t.Errorf("a streamed table that is not a global table: %v, want it accepted", err)
+	}
+	err := awsdynamodb.CheckTableRegions(t.Context(), globalLookup{errors.New("AccessDeniedException: not authorized")}, "charges", o)
+	if !errors.Is(err, awsdynamodb.ErrMultiRegion) || !strings.Contains(err.Error(), "dynamodb:DescribeGlobalTable") {
+		t.Errorf("a failed global-table lookup: %v, want the table refused, naming the permission", err)
+	}
+	o.Mode, o.WriterRegion = awsdynamodb.MultiRegionSingleWriter, "eu-west-1"
+	if err := awsdynamodb.CheckTableRegions(t.Context(), &legacyGlobalTable{}, "charges", o); err != nil {
+		t.Errorf("a legacy global table run single-writer from this Region: %v, want it accepted", err)
 	}
 }
