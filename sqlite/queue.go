@@ -370,27 +370,48 @@ func (q *Queue) ChangeVisibility(ctx context.Context, m queue.Message, d time.Du
 // DeadLetter implements consumer.Source: the forward and the delete are one
 // transaction, so a message is never both in the DLQ and on the queue.
 func (q *Queue) DeadLetter(ctx context.Context, m queue.Message, reason queue.Reason) error {
+	id, count, err := parseReceipt(m.Receipt)
+	if err != nil {
+		return err
+	}
+	entry, err := q.dlqEntry(m, reason)
+	if err != nil {
+		return err
+	}
+	// Two cached statements: the delete of this delivery (none: a stale
+	// receipt, and nothing changed), then the DLQ copy.
 	return q.db.write(ctx, func(tx *wtx) error {
-		if err := q.current(ctx, tx, m); err != nil {
+		res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ? and received = ?`, q.opts.Name, id, count)
+		if err != nil {
 			return err
 		}
-		return q.forward(ctx, tx, m, reason)
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return cmp.Or(err, queue.ErrStaleReceipt)
+		}
+		_, err = tx.Exec(ctx, sendSQL, newID(), q.opts.Name+"-dlq", entry, nil)
+		return err
 	})
 }
 
-func (q *Queue) forward(ctx context.Context, tx *wtx, m queue.Message, reason queue.Reason) error {
-	entry, err := json.Marshal(DLQEntry{
+// dlqEntry is m as the DLQ holds it, with reason.
+func (q *Queue) dlqEntry(m queue.Message, reason queue.Reason) ([]byte, error) {
+	return json.Marshal(DLQEntry{
 		Body: m.Body, Attributes: queue.OriginalAttributes(m.Attributes), Code: reason.Code,
 		Detail: queue.Truncate(reason.Detail, queue.MaxDetailBytes), SourceID: m.ID,
 		ReceiveCount: m.ReceiveCount, At: time.Now().UTC(),
 	})
+}
+
+func (q *Queue) forward(ctx context.Context, tx *wtx, m queue.Message, reason queue.Reason) error {
+	entry, err := q.dlqEntry(m, reason)
 	if err != nil {
 		return err
 	}
-	if err := q.dlq.SendTx(ctx, tx.Tx, goqite.Message{Body: entry}); err != nil {
+	if _, err := tx.Exec(ctx, sendSQL, newID(), q.opts.Name+"-dlq", entry, nil); err != nil {
 		return err
 	}
-	return q.q.DeleteTx(ctx, tx.Tx, goqite.ID(m.ID))
+	_, err = tx.Exec(ctx, `delete from goqite where queue = ? and id = ?`, q.opts.Name, m.ID)
+	return err
 }
 
 // forwardUnread moves m to the DLQ without reading its body into memory:
