@@ -304,7 +304,7 @@ func (s *dlqScan) MoveBack(ctx context.Context, e queue.DLQEntry, attrs map[stri
 		// It is on the main queue now; the DLQ copy stays (safe: the
 		// claim makes a second delivery a duplicate) and comes back
 		// when its hold ends.
-		return fmt.Errorf("sqs: redrive %s: sent, but delete from the DLQ failed: %w", e.ID, err)
+		return fmt.Errorf("sqs: redrive %s: %w: %w", e.ID, queue.ErrSentNotDeleted, err)
 	}
 	return nil
 }

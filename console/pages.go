@@ -428,6 +428,9 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 	case rep.TooOld == 1:
 		e.Result, e.Detail = "held back", "older than the retention less a day"
 		c.result(w, r, http.StatusConflict, "Held back", "This entry is older than the records' retention less a day: the record that stops a second debit may be gone. Check the charge, then use the command line's redrive --force.", "/dlq", "back to the DLQ")
+	case rep.Gone == 1:
+		e.Result, e.Detail = "not moved", "gone from the DLQ meanwhile, or held too long by this read to move safely"
+		c.result(w, r, http.StatusConflict, "Not moved", "Nothing was moved: the entry left the DLQ while this redrive ran (another redrive or a purge), or, on SQS, this read held it too long to move it safely. Look at the DLQ again.", "/dlq", "back to the DLQ")
 	case rep.Unseen > 0:
 		e.Result, e.Detail = "not seen", operate.UnseenNote(rep.Unseen, rep.Approximate)
 		c.result(w, r, http.StatusServiceUnavailable, "Not seen", "Nothing was moved: the entry was not among those seen ("+e.Detail+").", "/dlq", "back to the DLQ")

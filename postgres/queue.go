@@ -375,9 +375,7 @@ func (s *dlqScan) Next(ctx context.Context) ([]queue.DLQEntry, error) {
 		if err := rows.Scan(&id, &raw, &at, &size, &body); err != nil {
 			return nil, err
 		}
-		if len(raw) > 0 {
-			_ = json.Unmarshal(raw, &attrs) // unreadable attributes read as the queue's own move
-		}
+		attrs = queue.DecodeAttributes(raw) // unreadable attributes read as the queue's own move
 		e := queue.EntryOf(strconv.FormatInt(id, 10), body, attrs, at)
 		if e.TooLarge = size > queue.MaxMessageBytes; e.TooLarge {
 			e.Size = size

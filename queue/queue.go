@@ -149,6 +149,12 @@ const MaxReceive = 10
 // accept a stale receipt; the other queues refuse it.
 var ErrStaleReceipt = errors.New("queue: receipt is stale or the message is gone")
 
+// ErrSentNotDeleted: a redrive put a DLQ entry back on the queue but could
+// not delete it from the DLQ (its copy stays there; the claim makes a
+// second delivery a duplicate). It was moved: the report and the audit
+// line count it.
+var ErrSentNotDeleted = errors.New("queue: sent back to the queue, but not deleted from the DLQ")
+
 // ErrGone: a DLQ entry a redrive was about to move is no longer on the
 // DLQ (another redrive moved it, an operator purged it, or it expired
 // meanwhile); nothing was moved.

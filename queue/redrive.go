@@ -247,11 +247,15 @@ func Redrive(ctx context.Context, scan DLQScan, o RedriveOptions) (RedriveReport
 					rep.Gone++ // not moved, and no reason to stop
 					continue
 				}
-				if err != nil {
+				if err != nil && !errors.Is(err, ErrSentNotDeleted) {
 					return rep, err
 				}
 				if o.Moved != nil {
 					o.Moved(e)
+				}
+				if err != nil { // it is on the queue: counted, then the run stops
+					rep.Count(e, d)
+					return rep, err
 				}
 			}
 			rep.Count(e, d)

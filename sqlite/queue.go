@@ -523,8 +523,7 @@ func (q *Queue) DLQEntries(ctx context.Context, limit int) (map[string]DLQEntry,
 			// its attributes; a body over the limit is not read.
 			// Unreadable attributes (written by hand) read as none: the
 			// entry is still listed, and can be purged.
-			var a map[string]string
-			_ = json.Unmarshal([]byte(attrs.String), &a)
+			a := queue.DecodeAttributes([]byte(attrs.String))
 			r := queue.ReasonFromAttributes(a)
 			e = DLQEntry{Body: body, Attributes: a, Code: r.Code, Detail: r.Detail, SourceID: a[queue.SourceIDAttribute], TooLarge: size > queue.MaxMessageBytes}
 			if e.TooLarge {

@@ -629,9 +629,10 @@ func call[T any](ctx context.Context, br *circuit.Breaker, f func() (T, error)) 
 	v, err := f()
 	reported = true
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case err != nil && errors.Is(ctx.Err(), context.Canceled):
 		// Our caller gave up (a store wraps its cancelled call as
-		// ErrUnavailable too): no verdict on the store.
+		// ErrUnavailable too): no verdict on the store. A deadline that
+		// passed is one: a store that does not answer in time is failing.
 		br.Abandon(tk)
 	case errors.Is(err, idempotency.ErrUnavailable):
 		br.Record(tk, err)
