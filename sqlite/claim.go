@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -86,14 +85,7 @@ func (q *Queue) settle(ctx context.Context, tx *wtx, m queue.Message, deadLetter
 		return false, nil
 	}
 	if deadLetter {
-		switch err := q.current(ctx, tx, m); {
-		case err == nil:
-			return true, q.forward(ctx, tx, m, reason)
-		case errors.Is(err, queue.ErrStaleReceipt):
-			return false, nil
-		default:
-			return false, err
-		}
+		return q.forward(ctx, tx, m, reason)
 	}
 	res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ? and received = ?`, q.opts.Name, id, count)
 	if err != nil {

@@ -292,13 +292,13 @@ func (q *Queue) sweep(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			m := queue.Message{ID: id, Body: body, ReceiveCount: received}
+			m := queue.Message{ID: id, Body: body, ReceiveCount: received, Receipt: receipt(id, received)}
 			if attrs.Valid {
 				m.Attributes = queue.DecodeAttributes([]byte(attrs.String)) // a bad column loses attributes, not the message
 			}
 			reason := queue.Reason{Code: queue.CodeMaxReceives,
 				Detail: fmt.Sprintf("received %d times without being deleted (max receive count %d)", received, q.opts.MaxReceiveCount)}
-			if err := q.forward(ctx, tx, m, reason); err != nil {
+			if _, err := q.forward(ctx, tx, m, reason); err != nil {
 				return err
 			}
 		}
@@ -370,25 +370,14 @@ func (q *Queue) ChangeVisibility(ctx context.Context, m queue.Message, d time.Du
 // DeadLetter implements consumer.Source: the forward and the delete are one
 // transaction, so a message is never both in the DLQ and on the queue.
 func (q *Queue) DeadLetter(ctx context.Context, m queue.Message, reason queue.Reason) error {
-	id, count, err := parseReceipt(m.Receipt)
-	if err != nil {
+	if _, _, err := parseReceipt(m.Receipt); err != nil {
 		return err
 	}
-	entry, err := q.dlqEntry(m, reason)
-	if err != nil {
-		return err
-	}
-	// Two cached statements: the delete of this delivery (none: a stale
-	// receipt, and nothing changed), then the DLQ copy.
 	return q.db.write(ctx, func(tx *wtx) error {
-		res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ? and received = ?`, q.opts.Name, id, count)
-		if err != nil {
-			return err
+		moved, err := q.forward(ctx, tx, m, reason)
+		if err == nil && !moved {
+			err = queue.ErrStaleReceipt
 		}
-		if n, err := res.RowsAffected(); err != nil || n != 1 {
-			return cmp.Or(err, queue.ErrStaleReceipt)
-		}
-		_, err = tx.Exec(ctx, sendSQL, newID(), q.opts.Name+"-dlq", entry, nil)
 		return err
 	})
 }
@@ -402,16 +391,28 @@ func (q *Queue) dlqEntry(m queue.Message, reason queue.Reason) ([]byte, error) {
 	})
 }
 
-func (q *Queue) forward(ctx context.Context, tx *wtx, m queue.Message, reason queue.Reason) error {
+// forward moves the delivery of m its receipt names to the DLQ, with
+// reason, in tx: two cached statements, the delete of that delivery (none:
+// the receipt is stale, nothing changes and moved is false), then the DLQ
+// copy.
+func (q *Queue) forward(ctx context.Context, tx *wtx, m queue.Message, reason queue.Reason) (moved bool, err error) {
+	id, count, err := parseReceipt(m.Receipt)
+	if err != nil {
+		return false, err
+	}
 	entry, err := q.dlqEntry(m, reason)
 	if err != nil {
-		return err
+		return false, err
 	}
-	if _, err := tx.Exec(ctx, sendSQL, newID(), q.opts.Name+"-dlq", entry, nil); err != nil {
-		return err
+	res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ? and received = ?`, q.opts.Name, id, count)
+	if err != nil {
+		return false, err
 	}
-	_, err = tx.Exec(ctx, `delete from goqite where queue = ? and id = ?`, q.opts.Name, m.ID)
-	return err
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return false, err
+	}
+	_, err = tx.Exec(ctx, sendSQL, newID(), q.opts.Name+"-dlq", entry, nil)
+	return err == nil, err
 }
 
 // forwardUnread moves m to the DLQ without reading its body into memory:
