@@ -1,6 +1,7 @@
 package idempotentconsumer_test
 
 import (
+	"errors"
 	"go/build"
 	"io/fs"
 	"os"
@@ -107,6 +108,114 @@ func TestReadmeLayoutMatchesTheTree(t *testing.T) {
 	for name := range named {
 		if fi, err := os.Stat(name); err != nil || !fi.IsDir() {
 			t.Errorf("README.md's Layout table names %s, which is not a directory of the tree", name)
+		}
+	}
+}
+
+// level is how high a package sits: a package imports only packages of its
+// own level or below (tests may reach higher: a test sits above what it
+// tests).
+//
+//	0 internal/…  leaf helpers (redaction, strict JSON, secret files,
+//	              certificates, test servers); they import nothing of ours
+//	              outside internal/
+//	1 the domain and the runtime: charge, idempotency, idempotency/driver,
+//	  queue, consumer, circuit
+//	2 adapters, stores, simulators and their test kits (the other top-level
+//	  folders)
+//	3 service/…   the wiring that cmd and the console share
+//	4 console
+//	5 cmd/…
+func level(pkg string) int {
+	first, _, _ := strings.Cut(pkg, "/")
+	switch {
+	case first == "internal":
+		return 0
+	case pkg == "charge" || pkg == "idempotency" || pkg == "idempotency/driver" ||
+		pkg == "queue" || pkg == "consumer" || pkg == "circuit":
+		return 1
+	case first == "service":
+		return 3
+	case first == "console":
+		return 4
+	case first == "cmd":
+		return 5
+	}
+	return 2
+}
+
+// ourPackages lists every directory of the tree that holds a Go package
+// (deploy/k8s is a module of its own and is left out).
+func ourPackages(t *testing.T) []string {
+	t.Helper()
+	var pkgs []string
+	seen := map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || path == "deploy") {
+			return filepath.SkipDir
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if !d.IsDir() && strings.HasSuffix(path, ".go") && dir != "." && !seen[dir] {
+			seen[dir] = true
+			pkgs = append(pkgs, dir)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+// The levels can be seen in the tree: internal/ holds only leaves, the
+// wiring lives in service/, and nothing imports upwards. Before this rule,
+// charge, corebank and webhook imported from an internal/ that also held
+// the top of the program.
+func TestNoPackageImportsUpwards(t *testing.T) {
+	pkgs := ourPackages(t)
+	if len(pkgs) < 20 {
+		t.Fatalf("found only %d packages: is the walk broken?", len(pkgs))
+	}
+	for _, dir := range pkgs {
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			var none *build.NoGoError
+			if errors.As(err, &none) {
+				continue // only tests here
+			}
+			t.Fatalf("%s: %v", dir, err)
+		}
+		for _, imp := range pkg.Imports {
+			ours, ok := strings.CutPrefix(imp, module)
+			if !ok {
+				continue
+			}
+			if level(ours) > level(dir) {
+				t.Errorf("%s (level %d) imports %s (level %d): move the code down, or the importer up", dir, level(dir), ours, level(ours))
+			}
+			if strings.HasPrefix(dir, "internal/") && !strings.HasPrefix(ours, "internal/") {
+				t.Errorf("%s is a leaf helper but imports %s", dir, ours)
+			}
+		}
+	}
+}
+
+// The store conformance suite checks the state machine through the driver
+// contract alone; the suite that drives claims through a queue's receive
+// lives with the queue side (queue/queuetest).
+func TestStoreSuiteDoesNotImportTheQueue(t *testing.T) {
+	for _, dir := range []string{"idempotency/storetest"} {
+		pkg, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range pkg.Imports {
+			if imp == module+"queue" || strings.HasPrefix(imp, module+"queue/") {
+				t.Errorf("%s imports %s", dir, imp)
+			}
 		}
 	}
 }

@@ -16,7 +16,7 @@ import (
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // The exactly-once scenarios over every backend are in
-// internal/scenariotest; this file checks the one decision table.
+// service/scenariotest; this file checks the one decision table.
 
 // The design's outcome → ack table, written out as the specification the
 // code's table must match. The test walks the outcomes the charge package

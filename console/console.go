@@ -41,9 +41,9 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/operate"
-	"github.com/finedge/idempotent-consumer/internal/status"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/operate"
+	"github.com/finedge/idempotent-consumer/service/status"
 )
 
 //go:embed templates/*.html

@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 )
 
 // BenchmarkClaim runs the shared store benchmark, and beside it, on the same
 // server in the same run, the floor: a raw single-row INSERT of a key into a
 // table with a primary key (what any "record it once" scheme costs).
 func BenchmarkClaim(b *testing.B) {
-	db := dbtest.Postgres(b)
+	db := pgtest.Open(b)
 	storetest.Benchmark(b, postgres.NewStore(db))
 	if _, err := db.Pool().Exec(b.Context(), `create table raw_insert (key text primary key, v text not null)`); err != nil {
 		b.Fatal(err)

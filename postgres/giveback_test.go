@@ -15,6 +15,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -52,7 +53,7 @@ func (r *lostCommitResults) Exec() (pgconn.CommandTag, error) {
 // message at once and reclaims it, instead of waiting out the visibility
 // and the lease (here a minute each).
 func TestAReceiveWhoseCommitAnswerWasLostGivesItsClaimsBack(t *testing.T) {
-	q, g, p := claimingQueue(t, dbtest.Postgres(t), dbtest.Name("lost"))
+	q, g, p := claimingQueue(t, pgtest.Open(t), dbtest.Name("lost"))
 	if _, err := q.Send(t.Context(), []byte("charge-1"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestAReceiveWhoseCommitAnswerWasLostGivesItsClaimsBack(t *testing.T) {
 // and every other result of its group is recorded with its message's
 // delete.
 func TestASettleGroupThatFailsIsRetriedMemberByMember(t *testing.T) {
-	q, g, p := claimingQueue(t, dbtest.Postgres(t), dbtest.Name("group"))
+	q, g, p := claimingQueue(t, pgtest.Open(t), dbtest.Name("group"))
 	const n = 8
 	for i := range n {
 		if _, err := q.Send(t.Context(), []byte(fmt.Sprintf("charge-%d", i)), nil); err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -32,7 +33,7 @@ func BenchmarkDrainVersusGoqite(b *testing.B) {
 	const n, workers = 5000, 8
 	body := []byte(`{"chargeId":"CHG-1","accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`)
 	b.Run("ours", func(b *testing.B) {
-		db := dbtest.Postgres(b)
+		db := pgtest.Open(b)
 		for range b.N {
 			q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("q"), VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
 			if err != nil {

@@ -8,12 +8,13 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/queue/queuetest"
 )
 
 func TestStoreConformance(t *testing.T) {
-	s := postgres.NewStore(dbtest.Postgres(t))
+	s := postgres.NewStore(pgtest.Open(t))
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
 	// Concurrent histories with lost answers, checked by porcupine against the state machine.
 	t.Run("Linearizable", func(t *testing.T) {
@@ -25,18 +26,18 @@ func TestStoreConformance(t *testing.T) {
 // receive's transaction and every finish in the transaction that deletes
 // its message (the co-located path): the same state machine, row by row.
 func TestStoreConformanceThroughTheQueue(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("claims"), VisibilityTimeout: 12 * time.Hour,
 		WaitTime: 5 * time.Millisecond, PollInterval: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := storetest.ThroughQueue(q, postgres.NewStore(db))
+	s := queuetest.ThroughQueue(q, postgres.NewStore(db))
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
 	t.Run("Linearizable", func(t *testing.T) {
 		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
 	})
-	in, byCall := storetest.ClaimsThroughQueue(s)
+	in, byCall := queuetest.ClaimsThroughQueue(s)
 	if in == 0 || byCall*10 > in+byCall {
 		t.Errorf("claims answered in a receive: %d, by a store call: %d; want (nearly) all in a receive", in, byCall)
 	}
@@ -44,7 +45,7 @@ func TestStoreConformanceThroughTheQueue(t *testing.T) {
 
 // Claims ride in the PostgreSQL queue's transactions (queue.ClaimingReceiver).
 func TestQueueClaiming(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	queuetest.Claiming(t, queuetest.ClaimingHarness{Open: func(t *testing.T, visibility time.Duration) (queuetest.ClaimingQueue, driver.Store) {
 		q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("claiming"), VisibilityTimeout: visibility,
 			WaitTime: 50 * time.Millisecond})
@@ -56,7 +57,7 @@ func TestQueueClaiming(t *testing.T) {
 }
 
 func TestQueueConformance(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	queuetest.Run(t, queuetest.Harness{Open: func(t *testing.T, o queuetest.Options) queue.Queue {
 		q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("q"), VisibilityTimeout: o.Visibility,
 			MaxReceiveCount: o.MaxReceiveCount, WaitTime: 100 * time.Millisecond, SweepInterval: 10 * time.Millisecond})
@@ -71,7 +72,7 @@ func TestQueueConformance(t *testing.T) {
 // and the version table are created under the migration lock, so no opener
 // fails with a duplicate-key error from a concurrent CREATE … IF NOT EXISTS.
 func TestConcurrentOpensOfANewSchemaAllSucceed(t *testing.T) {
-	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is unreachable
+	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is unreachable
 	const n = 12
 	for round := range 3 {
 		schema := dbtest.Schema(t)

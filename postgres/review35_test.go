@@ -11,6 +11,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -45,7 +46,7 @@ func deadLettered(t *testing.T, q *postgres.Queue, n int) {
 // moved (the same entry counted twice). Made deterministic with the
 // redrive's own Match hook, which runs between the page and the move.
 func TestReview35RedriveCountsAnEntryThatLeftTheDLQMeanwhileAsMoved(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("a35rd"), VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func TestReview35PoolMaxConnsInsideAPasswordIsTakenForASizedPool(t *testing.T) {
 // reads such attributes as none; the receive should too, or dead-letter the
 // row with its reason.
 func TestReview35AMessageWithNonStringAttributesStopsEveryClaimingReceive(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	name := dbtest.Name("a35attrs")
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
 	if err != nil {

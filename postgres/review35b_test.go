@@ -6,6 +6,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -17,7 +18,7 @@ import (
 // origin "" instead of "7": the redrive rewrites what the receive would
 // have handed out.
 func TestReview35bRedriveBlanksANonStringAttributeTheReceiveKeeps(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	name := dbtest.Name("r35battrs")
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 )
 
 // Under READ COMMITTED a statement that waits for a row lock re-checks its
@@ -18,7 +19,7 @@ import (
 // under the other reopen's token), never with the FAILED record it was
 // entitled to reopen (found by the linearizability check).
 func TestAReopenThatWaitedForAnotherAnswersWithTheRecordAsItIs(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	s := postgres.NewStore(db)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Millisecond)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 )
 
 // A connection string without sslmode verifies the server: the test
@@ -16,7 +17,7 @@ import (
 // fallen back to plaintext. A weaker mode works only when written out, and
 // says so (SSLMode).
 func TestWithoutSSLModeTheServerIsVerified(t *testing.T) {
-	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is unreachable
+	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is unreachable
 	t.Setenv("PGSSLMODE", "")
 	explicit := dbtest.PostgresURL()
 	if !strings.Contains(explicit, "sslmode=disable") {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -18,7 +19,7 @@ import (
 // memory: a receive moves it to the DLQ unread (one statement, body and
 // all) with its reason, and hands out the others.
 func TestAMessageOverTheLimitIsDeadLetteredUnread(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	name := dbtest.Name("big")
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: 30 * time.Second, WaitTime: 100 * time.Millisecond})
 	if err != nil {
@@ -59,7 +60,7 @@ func TestAMessageOverTheLimitIsDeadLetteredUnread(t *testing.T) {
 // A DLQ entry over the size limit can only be purged: a redrive, even
 // forced, refuses to move it back, and it stays on the DLQ (as on SQLite).
 func TestARedriveRefusesAMessageOverTheLimit(t *testing.T) {
-	db := dbtest.Postgres(t)
+	db := pgtest.Open(t)
 	name := dbtest.Name("bigdlq")
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, WaitTime: 100 * time.Millisecond})
 	if err != nil {
@@ -86,7 +87,7 @@ func TestARedriveRefusesAMessageOverTheLimit(t *testing.T) {
 // its connection while dead-lettering through the pool: four of them
 // waited for each other forever, and nothing was received again.
 func TestFourClaimingReceivesOnAPoolOfFourMoveTooLargeMessages(t *testing.T) {
-	db := dbtest.PostgresWith(t, postgres.Options{MaxConns: 4})
+	db := pgtest.With(t, postgres.Options{MaxConns: 4})
 	name := dbtest.Name("poison")
 	q, _, p := claimingQueue(t, db, name)
 	const good, poison = 40, 16

@@ -13,6 +13,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/queue/queuetest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -44,12 +45,12 @@ func TestConformanceThroughTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := storetest.ThroughQueue(q, sqlite.NewStore(db))
+	s := queuetest.ThroughQueue(q, sqlite.NewStore(db))
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
 	t.Run("Linearizable", func(t *testing.T) {
 		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
 	})
-	in, byCall := storetest.ClaimsThroughQueue(s)
+	in, byCall := queuetest.ClaimsThroughQueue(s)
 	if in == 0 || byCall*10 > in+byCall {
 		t.Errorf("claims answered in a receive: %d, by a store call: %d; want (nearly) all in a receive", in, byCall)
 	}

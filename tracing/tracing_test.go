@@ -18,10 +18,10 @@ import (
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/notifysim"
+	"github.com/finedge/idempotent-consumer/service/pipeline"
 	"github.com/finedge/idempotent-consumer/tracing"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finedge/idempotent-consumer/internal/bench"
+	"github.com/finedge/idempotent-consumer/service/bench"
 )
 
 func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 )
 
 // The read-only commands, as an operator types them at month-end.
@@ -40,7 +41,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 			t.Fatalf("%v created %s", args, typo)
 		}
 	}
-	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is not there
+	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is not there
 	schema := dbtest.Schema(t)
 	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": schema, "IC_COREBANK_URL": "http://127.0.0.1:1"}
 	for _, args := range append(readOnly[:len(readOnly)-1], []string{"serve"}) {

@@ -17,10 +17,10 @@ import (
 	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/backend"
-	"github.com/finedge/idempotent-consumer/internal/cli"
-	"github.com/finedge/idempotent-consumer/internal/operate"
-	"github.com/finedge/idempotent-consumer/internal/pipeline"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/operate"
+	"github.com/finedge/idempotent-consumer/service/pipeline"
 )
 
 // consoleConfig are the console's flags, shared by `console` and

@@ -21,9 +21,9 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/backend"
-	"github.com/finedge/idempotent-consumer/internal/status"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/status"
 )
 
 // chromium finds Debian's headless browser: in CI its absence fails the

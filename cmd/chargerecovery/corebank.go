@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 func runCorebank(ctx context.Context, env *cli.Env, args []string) error {

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finedge/idempotent-consumer/internal/bench"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
-	"github.com/finedge/idempotent-consumer/internal/demo"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
+	"github.com/finedge/idempotent-consumer/service/bench"
+	"github.com/finedge/idempotent-consumer/service/demo"
 )
 
 func runDemoJSON(t *testing.T, args ...string) demo.Report {
@@ -97,7 +98,7 @@ func TestDemoWithoutTheGuardFailsWithDoubleDebits(t *testing.T) {
 
 func TestDemoOnPostgreSQLAndWithTheRedisStoreTwiceInARow(t *testing.T) {
 	t.Parallel()
-	dbtest.Postgres(t) // fails in CI, skips elsewhere, when a server is missing
+	pgtest.Open(t) // fails in CI, skips elsewhere, when a server is missing
 	dbtest.Redis(t)
 	pg, rd := "--postgres-url="+dbtest.PostgresURL(), "--redis-url="+dbtest.RedisURL()
 	for _, args := range [][]string{
@@ -113,7 +114,7 @@ func TestDemoOnPostgreSQLAndWithTheRedisStoreTwiceInARow(t *testing.T) {
 
 func TestBenchOnPostgreSQLAndWithTheRedisStore(t *testing.T) {
 	t.Parallel()
-	dbtest.Postgres(t)
+	pgtest.Open(t)
 	dbtest.Redis(t)
 	for _, tc := range []struct {
 		args []string

@@ -14,10 +14,10 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/cli"
-	"github.com/finedge/idempotent-consumer/internal/operate"
-	"github.com/finedge/idempotent-consumer/internal/status"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/operate"
+	"github.com/finedge/idempotent-consumer/service/status"
 )
 
 // dlqEntry is one DLQ entry as an operator sees it.

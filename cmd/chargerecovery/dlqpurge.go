@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/internal/cli"
-	"github.com/finedge/idempotent-consumer/internal/operate"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/operate"
 )
 
 // runDLQPurge deletes DLQ entries by id for good: the way out for an entry

@@ -12,11 +12,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/internal/pipeline"
+	"github.com/finedge/idempotent-consumer/service/pipeline"
 	"golang.org/x/net/netutil"
 
-	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/metrics"
+	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 // opsServer serves /metrics, /healthz (the process is alive) and /readyz

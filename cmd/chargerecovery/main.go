@@ -31,9 +31,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/finedge/idempotent-consumer/internal/bench"
-	"github.com/finedge/idempotent-consumer/internal/cli"
-	"github.com/finedge/idempotent-consumer/internal/demo"
+	"github.com/finedge/idempotent-consumer/service/bench"
+	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/demo"
 )
 
 // Exit codes.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
-	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a command

@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/demo"
+	"github.com/finedge/idempotent-consumer/service/demo"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 

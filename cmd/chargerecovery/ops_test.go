@@ -18,10 +18,11 @@ import (
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/internal/backend"
-	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
-	"github.com/finedge/idempotent-consumer/internal/status"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/status"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -313,7 +314,7 @@ func TestOperatorToolsOnTheEmbeddedBackend(t *testing.T) {
 // create it).
 func pgEnv(t *testing.T) map[string]string {
 	t.Helper()
-	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is not there
+	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is not there
 	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": dbtest.Schema(t)}
 	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
 		t.Fatalf("setup: %d %s", r.code, r.stderr)

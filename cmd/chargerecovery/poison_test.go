@@ -8,6 +8,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -19,7 +20,7 @@ import (
 // redriven, unless forced).
 func TestOperatorCommandsWorkWithTooLargeEntriesOnThePostgresDLQ(t *testing.T) {
 	t.Parallel()
-	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is not there
+	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is not there
 	schema := dbtest.Schema(t)
 	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": schema,
 		"IC_QUEUE": "charges", "IC_OPERATOR": "asha"}

@@ -11,9 +11,10 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // Three serve processes share one PostgreSQL database while one of them is
@@ -37,7 +38,7 @@ func TestThreePostgresConsumersWithOneKilledEverySecond(t *testing.T) {
 	bc.Kind, bc.PostgresURL, bc.PostgresSchema, bc.Queue, bc.MaxReceive = backend.Postgres, dbtest.PostgresURL(), schema, "charge-due-events", 100
 	b, err := backend.Open(ctx, bc, 3*time.Second, false)
 	if err != nil {
-		dbtest.Postgres(t) // fails in CI, skips elsewhere, saying how to start PostgreSQL
+		pgtest.Open(t) // fails in CI, skips elsewhere, saying how to start PostgreSQL
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Close)
@@ -111,7 +112,7 @@ func TestThreePostgresConsumersWithOneKilledEverySecond(t *testing.T) {
 // for its receivers itself.
 func TestServeRefusesAPostgresPoolTooSmallForItsReceivers(t *testing.T) {
 	t.Parallel()
-	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is not there
+	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is not there
 	for _, tc := range []struct {
 		url       string
 		receivers string

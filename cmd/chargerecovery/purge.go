@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/backend"
-	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 // runPurge is the sweep by hand.

@@ -11,9 +11,9 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/cli"
-	"github.com/finedge/idempotent-consumer/internal/operate"
-	"github.com/finedge/idempotent-consumer/internal/pipeline"
+	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/operate"
+	"github.com/finedge/idempotent-consumer/service/pipeline"
 )
 
 // runRenotify sends the pre-debit notices that failed after a successful

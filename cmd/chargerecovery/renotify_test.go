@@ -14,8 +14,8 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/backend"
-	"github.com/finedge/idempotent-consumer/internal/operate"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/operate"
 )
 
 // noticeSink is a webhook that counts the deliveries of each notice, each

@@ -12,8 +12,8 @@ import (
 
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/backend"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // reopenScenario: charges recorded FAILED by a 401 (a consumer configured

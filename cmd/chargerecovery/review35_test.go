@@ -7,7 +7,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/operate"
+	"github.com/finedge/idempotent-consumer/service/operate"
 )
 
 // ATTACK (surface 4): renotify's claims live in the charges' own key space.

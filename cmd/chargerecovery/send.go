@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/internal/backend"
-	"github.com/finedge/idempotent-consumer/internal/bulk"
-	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/bulk"
+	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 func runSend(ctx context.Context, env *cli.Env, args []string) error {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/internal/backend"
+	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 func TestSendFileSendsTheGoodLinesAndNamesTheBadOnes(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/internal/backend"
-	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 func runSetup(ctx context.Context, env *cli.Env, args []string) error {

@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/finedge/idempotent-consumer/internal/testenv"
-	"github.com/finedge/idempotent-consumer/postgres"
 )
 
 // The variables that point tests elsewhere.
@@ -70,12 +69,6 @@ func Schema(t testing.TB) string {
 	return s
 }
 
-// Postgres opens the test database in a schema of the test's own.
-func Postgres(t testing.TB) *postgres.DB {
-	t.Helper()
-	return PostgresWith(t, postgres.Options{})
-}
-
 // Redis returns a client and a key prefix of the test's own; the keys are
 // deleted when the test ends.
 func Redis(t testing.TB) (*redis.Client, string) {
@@ -102,18 +95,4 @@ func Redis(t testing.TB) (*redis.Client, string) {
 		c.Close()
 	})
 	return c, prefix
-}
-
-// PostgresWith is Postgres with o (its Schema is the test's own).
-func PostgresWith(t testing.TB, o postgres.Options) *postgres.DB {
-	t.Helper()
-	o.Schema = Schema(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	db, err := postgres.Open(ctx, PostgresURL(), o)
-	if err != nil {
-		unreachable(t, "PostgreSQL at "+PostgresURL(), "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (or set "+PostgresEnv+")", err)
-	}
-	t.Cleanup(db.Close)
-	return db
 }

@@ -32,7 +32,7 @@ type ClaimingHarness struct {
 // of a delivery that was delivered again since is recorded and leaves the
 // new delivery alone, and Guard.Do through it runs the work once and
 // settles both copies. (The state machine itself is checked row by row
-// through the queue by storetest.ThroughQueue.)
+// through the queue by queuetest.ThroughQueue.)
 func Claiming(t *testing.T, h ClaimingHarness) {
 	for _, tc := range []struct {
 		name string

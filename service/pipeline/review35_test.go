@@ -11,8 +11,8 @@ import (
 	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 )
 
 // ATTACK (surface 5): "a call whose caller gave up gives the trial back"
@@ -40,7 +40,7 @@ func TestReview35ACancelledTrialOnARealStoreReopensTheCircuit(t *testing.T) {
 	stop() // no more probes: only the trial's outcome moves it now
 	opens := br.Status().Opens
 
-	store := gatedStore{Store: postgres.NewStore(dbtest.Postgres(t)), br: br}
+	store := gatedStore{Store: postgres.NewStore(pgtest.Open(t)), br: br}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // the caller gave up before the store answered
 	now := time.Now()

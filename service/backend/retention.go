@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 // SweepConfig is how serve deletes what is past retention on a backend

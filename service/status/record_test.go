@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/status"
+	"github.com/finedge/idempotent-consumer/service/status"
 )
 
 // A record written before answers were cleaned may hold terminal escapes:

@@ -1,4 +1,4 @@
-package storetest
+package queuetest
 
 import (
 	"context"
@@ -11,14 +11,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
-
-// ClaimingQueue is a queue that claims in its receive's transaction, as
-// ThroughQueue drives it.
-type ClaimingQueue interface {
-	queue.ClaimingReceiver
-	Send(ctx context.Context, body []byte, attrs map[string]string) (string, error)
-	Ack(ctx context.Context, msgs []queue.Message) error
-}
 
 // ThroughQueue is s with every Claim and Finish made the way a consumer of
 // q makes them: a claim is a message sent to q and received by

@@ -13,9 +13,9 @@ import (
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	wiring "github.com/finedge/idempotent-consumer/internal/pipeline"
 	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
+	wiring "github.com/finedge/idempotent-consumer/service/pipeline"
 )
 
 // downStore fails every call with ErrUnavailable while down is set: a

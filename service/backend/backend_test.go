@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 )
 
 func TestRedisWithoutTLSToAnotherHostWarns(t *testing.T) {
@@ -30,7 +31,7 @@ func TestRedisWithoutTLSToAnotherHostWarns(t *testing.T) {
 }
 
 func TestPostgreSQLWithoutVerifiedTLSWarns(t *testing.T) {
-	dbtest.Postgres(t) // fails in CI, skips elsewhere, when the server is unreachable
+	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is unreachable
 	var c Config
 	c.FreshDefaults()
 	c.Kind, c.PostgresURL, c.PostgresSchema = Postgres, dbtest.PostgresURL(), dbtest.Schema(t)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
-	"github.com/finedge/idempotent-consumer/internal/cli"
+	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 func TestMultiRegionFlagsAreChecked(t *testing.T) {

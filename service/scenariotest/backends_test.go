@@ -14,11 +14,12 @@ import (
 	"github.com/finedge/idempotent-consumer/awssqs"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
-	"github.com/finedge/idempotent-consumer/internal/scenariotest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/scenariotest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -69,7 +70,7 @@ func TestPostgreSQL(t *testing.T) {
 	scenariotest.Run(t, scenariotest.Harness{Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
 		// A schema of the scenario's own, on a pool of four connections
 		// (pgx's default on up to four CPUs) under four receives.
-		db := dbtest.PostgresWith(t, postgres.Options{MaxConns: 4})
+		db := pgtest.With(t, postgres.Options{MaxConns: 4})
 		name := dbtest.Name("q")
 		q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: visibility,
 			WaitTime: 100 * time.Millisecond, MaxReceiveCount: 50})

@@ -11,10 +11,10 @@ import (
 
 	"github.com/finedge/idempotent-consumer/awssns"
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/internal/backend"
-	"github.com/finedge/idempotent-consumer/internal/cli"
 	"github.com/finedge/idempotent-consumer/notify"
 	"github.com/finedge/idempotent-consumer/notifysim"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/tracing"
 	"github.com/finedge/idempotent-consumer/webhook"
 )
