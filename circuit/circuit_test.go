@@ -268,13 +268,6 @@ func TestWithoutAProbeTheTrialCallIsTheProbe(t *testing.T) {
 	waitState(t, b, circuit.HalfOpen)
 }
 
-// halfOpen opens b with three failures and waits for Run to half-open it.
-func halfOpen(t *testing.T, b *circuit.Breaker) {
-	t.Helper()
-	open(t, b)
-	waitState(t, b, circuit.HalfOpen)
-}
-
 // Only the trial's own result moves a half-open circuit: the result of a
 // call allowed in an earlier era (a slow call started while closed, or one
 // made regardless while open), or of a call that is not the trial, leaves

@@ -92,7 +92,7 @@ func TestOneSpanPerMessageUnderTheProducersTraceWithItsStepsAsChildren(t *testin
 	for _, s := range spans {
 		byID[s.SpanContext().SpanID().String()] = s
 		for _, a := range s.Attributes() {
-			if strings.Contains(a.Value.Emit(), account) {
+			if strings.Contains(a.Value.String(), account) {
 				t.Errorf("span %s attribute %s holds the account number", s.Name(), a.Key)
 			}
 		}
@@ -100,7 +100,7 @@ func TestOneSpanPerMessageUnderTheProducersTraceWithItsStepsAsChildren(t *testin
 	attr := func(s sdktrace.ReadOnlySpan, key string) string {
 		for _, a := range s.Attributes() {
 			if string(a.Key) == key {
-				return a.Value.Emit()
+				return a.Value.String()
 			}
 		}
 		return ""
