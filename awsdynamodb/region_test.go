@@ -192,8 +192,8 @@ func TestAReplicatedWriteConflictIsClaimedElsewhereAndRetryable(t *testing.T) {
 	check("claim", err)
 	// A lease as a claim that won would hold it (the record as written).
 	now := g.Now()
-	held := idempotency.Claim{Outcome: idempotency.Acquired, Record: idempotency.Record{
-		Key: "CHG-1", Token: "tok", State: idempotency.StateInProgress, Fingerprint: "fp", Attempt: 1,
+	held := idempotency.Claim{Outcome: idempotency.Acquired, Record: driver.Record{
+		Key: "CHG-1", Token: "tok", State: driver.StateInProgress, Fingerprint: "fp", Attempt: 1,
 		LeaseUntil: now.Add(g.Lease()), CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(idempotency.DefaultRetention),
 	}}.Lease()
 	_, err = g.Extend(t.Context(), held)

@@ -144,7 +144,7 @@ func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
 				t.Fatalf("DONE whose first answer was lost: %v (answers lost %d), want success", err, lossy.lost)
 			}
 			rec, err := g.Get(ctx, "CHG-LOSSY")
-			if err != nil || rec.State != idempotency.StateDone || rec.Attempt != 1 || rec.Token != c.Record.Token || rec.Detail != "CBS0000000001" {
+			if err != nil || rec.State != driver.StateDone || rec.Attempt != 1 || rec.Token != c.Record.Token || rec.Detail != "CBS0000000001" {
 				t.Fatalf("record = %+v (%v), want one DONE record, attempt 1", rec, err)
 			}
 			// Anyone else's claim is still a duplicate of a DONE charge.
@@ -162,7 +162,7 @@ func TestSDKRetryOfAWriteThatLanded(t *testing.T) {
 			if err := g.Fail(ctx, byHand, "DECLINED", "R01"); err != nil || lossy.lost != 1 {
 				t.Fatalf("FAILED in place whose first answer was lost: %v (answers lost %d), want success", err, lossy.lost)
 			}
-			if rec, err := g.Get(ctx, "CHG-LOSSY-2"); err != nil || rec.State != idempotency.StateFailed || rec.Fingerprint != "fp" || rec.Detail != "R01" {
+			if rec, err := g.Get(ctx, "CHG-LOSSY-2"); err != nil || rec.State != driver.StateFailed || rec.Fingerprint != "fp" || rec.Detail != "R01" {
 				t.Fatalf("record = %+v (%v), want FAILED with its claim's fields", rec, err)
 			}
 		})

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Type is the kind of fee.
@@ -361,8 +362,8 @@ func DeclinedDetail(detail string) bool { return strings.HasPrefix(detail, decli
 // a FAILED record whose failure was an explicit decline gets a new bank
 // key; an ambiguous outcome never does (it is never FAILED in the first
 // place, and a FAILED record of any other cause keeps its key).
-func EligibleForNewGeneration(r idempotency.Record) error {
-	if r.State != idempotency.StateFailed || !DeclinedDetail(r.Detail) {
+func EligibleForNewGeneration(r driver.Record) error {
+	if r.State != driver.StateFailed || !DeclinedDetail(r.Detail) {
 		return fmt.Errorf("%s failed with %q, not an explicit decline by the bank: a new key is only for a decline, whose answer is final under the old one", r.Key, Clip(r.Detail, 120))
 	}
 	return nil

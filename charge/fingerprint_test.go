@@ -9,6 +9,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 func key(b byte) []byte { return bytes.Repeat([]byte{b}, idempotency.MinFingerprintKey) }
@@ -115,7 +116,7 @@ func TestRotatingTheFingerprintKeyKeepsDuplicatesDuplicates(t *testing.T) {
 			if tc.name == "the previous key dropped too early" && !strings.Contains(res.Reason, "key this process does not hold") {
 				t.Errorf("reason %q does not say the key is missing", res.Reason)
 			}
-			if r := f.record(t, c.ID); tc.crashed && (r.State != idempotency.StateDone || r.Attempt != 2) {
+			if r := f.record(t, c.ID); tc.crashed && (r.State != driver.StateDone || r.Attempt != 2) {
 				t.Errorf("record %s attempt %d, want DONE at attempt 2", r.State, r.Attempt)
 			}
 		})

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 func TestBankKeyPerGeneration(t *testing.T) {
@@ -31,14 +31,14 @@ func TestOnlyAnExplicitDeclineGetsANewGeneration(t *testing.T) {
 	decline := &charge.DeclineError{Code: "INSUFFICIENT_FUNDS", Message: "balance too low"}
 	for _, tt := range []struct {
 		name string
-		rec  idempotency.Record
+		rec  driver.Record
 		ok   bool
 	}{
-		{"FAILED by a decline", idempotency.Record{State: idempotency.StateFailed, Detail: decline.Error()}, true},
-		{"FAILED by a permanent error of ours", idempotency.Record{State: idempotency.StateFailed, Detail: "corebank: missing idempotency key"}, false},
-		{"FAILED text that only mentions a decline", idempotency.Record{State: idempotency.StateFailed, Detail: "x: debit declined: R"}, false},
-		{"DONE", idempotency.Record{State: idempotency.StateDone, Detail: decline.Error()}, false},
-		{"IN_PROGRESS after an ambiguous answer", idempotency.Record{State: idempotency.StateInProgress}, false},
+		{"FAILED by a decline", driver.Record{State: driver.StateFailed, Detail: decline.Error()}, true},
+		{"FAILED by a permanent error of ours", driver.Record{State: driver.StateFailed, Detail: "corebank: missing idempotency key"}, false},
+		{"FAILED text that only mentions a decline", driver.Record{State: driver.StateFailed, Detail: "x: debit declined: R"}, false},
+		{"DONE", driver.Record{State: driver.StateDone, Detail: decline.Error()}, false},
+		{"IN_PROGRESS after an ambiguous answer", driver.Record{State: driver.StateInProgress}, false},
 	} {
 		if err := charge.EligibleForNewGeneration(tt.rec); (err == nil) != tt.ok {
 			t.Errorf("%s: %v, want eligible=%v", tt.name, err, tt.ok)

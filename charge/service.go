@@ -163,7 +163,7 @@ type Delivery struct {
 	// Bound, when set, is the claim the queue made in the transaction that
 	// received the charge, and the way to record the result with the
 	// message's settlement (idempotency.DoOptions.Bound).
-	Bound idempotency.Bound
+	Bound driver.Bound
 }
 
 // ProcessDelivery is Process for a delivery that may carry a claim made in

@@ -45,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) record(t *testing.T, id string) idempotency.Record {
+func (f *fixture) record(t *testing.T, id string) driver.Record {
 	t.Helper()
 	r, err := f.guard.Get(t.Context(), id)
 	if err != nil {
@@ -81,7 +81,7 @@ func TestFirstDeliveryDebitsNotifiesAndRecordsDone(t *testing.T) {
 		t.Fatalf("ledger entries %d, notifications %d; want 1 and 1", f.ledger.posted("CHG-1"), f.notes.count())
 	}
 	r := f.record(t, "CHG-1")
-	if r.State != idempotency.StateDone || r.Status != string(charge.Debited) || r.Detail != "TXN-CHG-1" {
+	if r.State != driver.StateDone || r.Status != string(charge.Debited) || r.Detail != "TXN-CHG-1" {
 		t.Fatalf("record = %+v", r)
 	}
 	got := f.ledger.entries["CHG-1"]
@@ -147,7 +147,7 @@ func TestExpiredLeaseIsReclaimedAndDebitedOnce(t *testing.T) {
 	if res.Attempt != 2 {
 		t.Fatalf("attempt = %d, want 2", res.Attempt)
 	}
-	if r := f.record(t, c.ID); r.State != idempotency.StateDone || r.Attempt != 2 {
+	if r := f.record(t, c.ID); r.State != driver.StateDone || r.Attempt != 2 {
 		t.Fatalf("record = %+v", r)
 	}
 	if f.ledger.total() != 1 {
@@ -185,7 +185,7 @@ func TestPermanentDebitFailureRecordsFailedAndDeadLetters(t *testing.T) {
 		t.Fatalf("result = %+v", res)
 	}
 	r := f.record(t, c.ID)
-	if r.State != idempotency.StateFailed || r.Status != string(charge.Failed) || r.Detail != res.Reason {
+	if r.State != driver.StateFailed || r.Status != string(charge.Failed) || r.Detail != res.Reason {
 		t.Fatalf("record = %+v", r)
 	}
 	f.clock.Advance(time.Hour)
@@ -210,7 +210,7 @@ func TestAmbiguousDebitFailureKeepsTheLeaseAndDebitsOnce(t *testing.T) {
 		t.Fatalf("RetryAfter = %s, want the rest of the kept lease %s", res.RetryAfter, lease)
 	}
 	r := f.record(t, c.ID)
-	if r.State != idempotency.StateInProgress || !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
+	if r.State != driver.StateInProgress || !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
 		t.Fatalf("after an answer that may have posted the record is %+v, want IN_PROGRESS under a live lease (never FAILED)", r)
 	}
 	// The claim is kept: a redelivery during the lease does not post again
@@ -263,7 +263,7 @@ func TestRejectedRequestAlertsAndIsNeverFinal(t *testing.T) {
 	if !res.Alert {
 		t.Fatal("a 401 did not raise an alert")
 	}
-	if r := f.record(t, c.ID); r.State != idempotency.StateInProgress {
+	if r := f.record(t, c.ID); r.State != driver.StateInProgress {
 		t.Fatalf("record after a 401 = %s, want IN_PROGRESS (a 401 is never FAILED)", r.State)
 	}
 	f.clock.Advance(lease)
@@ -301,19 +301,19 @@ func TestReclaimAsksTheBankBeforePostingAgain(t *testing.T) {
 		enqErr     error
 		want       charge.Outcome
 		wantCalls  int // debit calls on the reclaim
-		wantState  idempotency.State
+		wantState  driver.State
 		wantDetail string
 	}{
 		{"posted: DONE with the bank's reference, no second post",
-			charge.Enquiry{State: charge.DebitPosted, Reference: "CBS-FIRST"}, nil, charge.Processed, 0, idempotency.StateDone, "CBS-FIRST"},
+			charge.Enquiry{State: charge.DebitPosted, Reference: "CBS-FIRST"}, nil, charge.Processed, 0, driver.StateDone, "CBS-FIRST"},
 		{"in progress: wait under the lease",
-			charge.Enquiry{State: charge.DebitInProgress}, nil, charge.RetryLater, 0, idempotency.StateInProgress, ""},
+			charge.Enquiry{State: charge.DebitInProgress}, nil, charge.RetryLater, 0, driver.StateInProgress, ""},
 		{"not found: post",
-			charge.Enquiry{State: charge.DebitNotFound}, nil, charge.Processed, 1, idempotency.StateDone, "TXN-CHG-ENQ"},
+			charge.Enquiry{State: charge.DebitNotFound}, nil, charge.Processed, 1, driver.StateDone, "TXN-CHG-ENQ"},
 		{"declined: FAILED without posting",
-			charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: "ACCOUNT_CLOSED"}}, nil, charge.DebitFailed, 0, idempotency.StateFailed, ""},
+			charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: "ACCOUNT_CLOSED"}}, nil, charge.DebitFailed, 0, driver.StateFailed, ""},
 		{"enquiry fails: not final, no post",
-			charge.Enquiry{}, &charge.BankError{Kind: charge.BankUnavailable, Status: 503}, charge.RetryLater, 0, idempotency.StateInProgress, ""},
+			charge.Enquiry{}, &charge.BankError{Kind: charge.BankUnavailable, Status: 503}, charge.RetryLater, 0, driver.StateInProgress, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -366,7 +366,7 @@ func TestTimedOutDebitIsRetryableNotFailed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
 	wantOutcome(t, f.svc.Process(ctx, c, nil), charge.RetryLater)
-	if r := f.record(t, c.ID); r.State != idempotency.StateInProgress {
+	if r := f.record(t, c.ID); r.State != driver.StateInProgress {
 		t.Fatalf("record state %s, want IN_PROGRESS", r.State)
 	}
 }
@@ -381,7 +381,7 @@ func TestNotificationFailureKeepsTheDebitAndIsNotRetried(t *testing.T) {
 		t.Fatalf("status = %s, want DEBITED_NOTIFICATION_FAILED", res.Status)
 	}
 	r := f.record(t, c.ID)
-	if r.State != idempotency.StateDone || r.Status != string(charge.DebitedNotificationFailed) {
+	if r.State != driver.StateDone || r.Status != string(charge.DebitedNotificationFailed) {
 		t.Fatalf("record = %+v", r)
 	}
 	f.notes.err = nil
@@ -416,7 +416,7 @@ func TestStaleWorkerIsFencedAndDoesNotAck(t *testing.T) {
 	if !errors.Is(res.Err, idempotency.ErrLeaseLost) {
 		t.Fatalf("stale err = %v", res.Err)
 	}
-	if r := f.record(t, c.ID); r.Token != owner.Token || r.State != idempotency.StateDone || r.Attempt != 2 {
+	if r := f.record(t, c.ID); r.Token != owner.Token || r.State != driver.StateDone || r.Attempt != 2 {
 		t.Fatalf("record after the stale worker finished = %+v, want the owner's DONE record %+v", r, owner)
 	}
 	if f.ledger.posted(c.ID) != 1 {
@@ -494,7 +494,7 @@ func TestRecordingDoneRetriesThroughABriefStoreOutage(t *testing.T) {
 	f.store.failFinishes = 2 // the third try succeeds
 	c := smsFee("CHG-BLIP")
 	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
-	if r := f.record(t, c.ID); r.State != idempotency.StateDone {
+	if r := f.record(t, c.ID); r.State != driver.StateDone {
 		t.Fatalf("record = %+v", r)
 	}
 }
@@ -598,7 +598,7 @@ func TestLostLeaseCancelsTheWork(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the debit was not cancelled when the lease was lost")
 	}
-	if r := f.record(t, c.ID); r.Token != other.Record.Token || r.State != idempotency.StateInProgress {
+	if r := f.record(t, c.ID); r.Token != other.Record.Token || r.State != driver.StateInProgress {
 		t.Fatalf("the old worker wrote over the new owner: %+v", r)
 	}
 }
@@ -626,7 +626,7 @@ func TestHangingNotifierTimesOutAsANotificationFailure(t *testing.T) {
 		t.Fatalf("status = %s, want %s", res.Status, charge.DebitedNotificationFailed)
 	}
 	r := f.record(t, c.ID)
-	if r.State != idempotency.StateDone || r.Status != string(charge.DebitedNotificationFailed) || f.ledger.callsFor(c.ID) != 1 {
+	if r.State != driver.StateDone || r.Status != string(charge.DebitedNotificationFailed) || f.ledger.callsFor(c.ID) != 1 {
 		t.Fatalf("record %+v, debit calls %d; want DONE DEBITED_NOTIFICATION_FAILED after one debit", r, f.ledger.callsFor(c.ID))
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebank"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/notifysim"
 )
@@ -48,16 +49,16 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 	type want struct {
 		outcome charge.Outcome
 		action  consumer.Action
-		state   idempotency.State // record afterwards
-		lease   string            // "kept" (live, retry after it), "given up" (reclaimable now), "" (final)
+		state   driver.State // record afterwards
+		lease   string       // "kept" (live, retry after it), "given up" (reclaimable now), "" (final)
 		alert   bool
 		failure bool // counted against the circuit breaker
 	}
 	kept := func(alert bool) want {
-		return want{charge.RetryLater, consumer.Retry, idempotency.StateInProgress, "kept", alert, true}
+		return want{charge.RetryLater, consumer.Retry, driver.StateInProgress, "kept", alert, true}
 	}
 	// pending: the bank works and has the debit, but has not posted it.
-	pending := want{charge.RetryLater, consumer.Retry, idempotency.StateInProgress, "kept", false, false}
+	pending := want{charge.RetryLater, consumer.Retry, driver.StateInProgress, "kept", false, false}
 	tests := []struct {
 		name     string
 		answer   answer
@@ -66,14 +67,14 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 		want     want
 	}{
 		{name: "201 posted", answer: status(201, posted),
-			want: want{charge.Processed, consumer.Ack, idempotency.StateDone, "", false, false}},
+			want: want{charge.Processed, consumer.Ack, driver.StateDone, "", false, false}},
 		{name: "200 replay of the key", answer: status(200, posted),
-			want: want{charge.Processed, consumer.Ack, idempotency.StateDone, "", false, false}},
+			want: want{charge.Processed, consumer.Ack, driver.StateDone, "", false, false}},
 		{name: "422 DECLINED with a code", answer: status(422, `{"error":"DECLINED","code":"INSUFFICIENT_FUNDS"}`),
-			want: want{charge.DebitFailed, consumer.DeadLetter, idempotency.StateFailed, "", false, false}},
+			want: want{charge.DebitFailed, consumer.DeadLetter, driver.StateFailed, "", false, false}},
 		{name: "configured decline 402 NSF", answer: status(402, `{"error":"NSF","message":"balance too low"}`),
 			declines: []corebank.DeclineRule{{Status: 402, Error: "NSF"}},
-			want:     want{charge.DebitFailed, consumer.DeadLetter, idempotency.StateFailed, "", false, false}},
+			want:     want{charge.DebitFailed, consumer.DeadLetter, driver.StateFailed, "", false, false}},
 		{name: "422 that is not a decline", answer: status(422, `{"error":"IDEMPOTENCY_KEY_REUSED"}`), want: kept(true)},
 		{name: "400 bad request", answer: status(400, `{"error":"BAD_REQUEST"}`), want: kept(true)},
 		{name: "401 expired gateway token", answer: status(401, `{"error":"UNAUTHORIZED"}`), want: kept(true)},
@@ -113,9 +114,9 @@ func TestWhatTheBankAnsweredDecidesWhatWeDo(t *testing.T) {
 		}, want: kept(false)},
 		{name: "request read, connection dropped, the transport's re-dial refused", setup: "resent", want: kept(false)},
 		{name: "connection refused: never sent", setup: "refused",
-			want: want{charge.RetryLater, consumer.Retry, idempotency.StateInProgress, "given up", false, true}},
+			want: want{charge.RetryLater, consumer.Retry, driver.StateInProgress, "given up", false, true}},
 		{name: "circuit open: never sent", setup: "open",
-			want: want{charge.RetryLater, consumer.Retry, idempotency.StateInProgress, "given up", false, false}},
+			want: want{charge.RetryLater, consumer.Retry, driver.StateInProgress, "given up", false, false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -377,7 +378,7 @@ func TestReopenFromTheConsoleIsRecordedWithTheOperator(t *testing.T) {
 		t.Fatalf("reopen: %d\n%s", code, body)
 	}
 	rec, err := w.store.Get(t.Context(), w.failed, time.Now())
-	if err != nil || rec.State != idempotency.StateInProgress || rec.Generation != 2 || len(rec.History) != 1 ||
+	if err != nil || rec.State != driver.StateInProgress || rec.Generation != 2 || len(rec.History) != 1 ||
 		!strings.Contains(rec.History[0], "olga (console)") || !strings.Contains(rec.History[0], "INC-4711") {
 		t.Fatalf("record after reopen: %+v %v", rec, err)
 	}

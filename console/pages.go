@@ -66,7 +66,7 @@ func (c *Console) sample(ctx context.Context) {
 	}
 	s := sample{At: now, Waiting: rep.Queue.Waiting, DLQ: rep.Queue.DLQ}
 	if rep.Records != nil {
-		s.Done, s.Counted = rep.Records[idempotency.StateDone], true
+		s.Done, s.Counted = rep.Records[driver.StateDone], true
 	}
 	c.samples = append(c.samples, s)
 	if len(c.samples) > c.o.Samples {
@@ -280,7 +280,7 @@ type recordFields struct {
 	LeaseText    string
 }
 
-func recordView(r idempotency.Record, now time.Time) recordFields {
+func recordView(r driver.Record, now time.Time) recordFields {
 	// What a record holds was masked before it was written (the bank's
 	// text included); it is shown without control characters.
 	clean := charge.Printable
@@ -291,9 +291,9 @@ func recordView(r idempotency.Record, now time.Time) recordFields {
 	}
 	r.History = h
 	v := recordFields{RecordJSON: status.RecordJSONOf(r, now), BankKey: charge.BankKey(r.Key, r.Generation),
-		Reopenable: r.State == idempotency.StateFailed, NewAttemptOK: charge.EligibleForNewGeneration(r) == nil,
-		Renotifiable: r.State == idempotency.StateDone && r.Status == string(charge.DebitedNotificationFailed)}
-	if r.State == idempotency.StateDone {
+		Reopenable: r.State == driver.StateFailed, NewAttemptOK: charge.EligibleForNewGeneration(r) == nil,
+		Renotifiable: r.State == driver.StateDone && r.Status == string(charge.DebitedNotificationFailed)}
+	if r.State == driver.StateDone {
 		v.Reference = charge.ReferenceOf(r.Status, r.Detail)
 	}
 	v.Meaning, v.LeaseText = status.Meaning(r.State), status.LeaseText(r, now)
@@ -568,6 +568,6 @@ var funcs = template.FuncMap{
 		}
 		return "-"
 	},
-	"state": func(m map[idempotency.State]int, s string) int { return m[idempotency.State(s)] },
+	"state": func(m map[driver.State]int, s string) int { return m[driver.State(s)] },
 	"num":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
 }

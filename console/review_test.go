@@ -21,7 +21,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/console"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -107,7 +107,7 @@ func TestReviewAuditFileDeletedOrRotatedActionsAuditedIntoNothing(t *testing.T) 
 			b, _ := os.ReadFile(w.audit)
 			inTrail := bytes.Contains(b, []byte("INC-ROT"))
 			_, auditPage := as(t, "olga", "GET", srv.URL+"/audit", nil)
-			if rec.State != idempotency.StateFailed && !inTrail {
+			if rec.State != driver.StateFailed && !inTrail {
 				t.Fatalf("audit file %s: the reopen answered %d and the record is now %s generation %d (a new debit is armed), "+
 					"but the audit file at %s has no line for it (%d bytes) and the audit page does not show it (shows INC-ROT: %v)",
 					how, code, rec.State, rec.Generation, w.audit, len(b), strings.Contains(auditPage, "INC-ROT"))
@@ -333,7 +333,7 @@ func TestReviewHeldCrossSiteAndCSRFVariants(t *testing.T) {
 			t.Errorf("%s: %d, want refused", name, code)
 		}
 	}
-	if rec, _ := w.store.Get(t.Context(), w.failed, time.Now()); rec.State != idempotency.StateFailed {
+	if rec, _ := w.store.Get(t.Context(), w.failed, time.Now()); rec.State != driver.StateFailed {
 		t.Fatalf("the record moved: %s", rec.State)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/console"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
@@ -122,7 +122,7 @@ func TestTheTokenFileRevokesAtTheNextRequest(t *testing.T) {
 	if code, _ := olga.do("POST", "/charge/reopen", url.Values{"id": {w.failed}, "csrf": {csrf}, "reason": {"x"}}); code != http.StatusUnauthorized {
 		t.Fatalf("olga's action after removal: %d, want 401", code)
 	}
-	if rec, _ := w.store.Get(t.Context(), w.failed, time.Now()); rec.State != idempotency.StateFailed {
+	if rec, _ := w.store.Get(t.Context(), w.failed, time.Now()); rec.State != driver.StateFailed {
 		t.Fatalf("the record moved: %s", rec.State)
 	}
 	resp, err := noRedirects().PostForm(srv.URL+"/signin", url.Values{"token": {olgaToken}})
@@ -222,7 +222,7 @@ func TestAnActionIsTakenOnlyOnceItsAuditLineIsWritten(t *testing.T) {
 		t.Fatalf("reopen with the audit file full: %d\n%s", code, body)
 	}
 	rec, err := w.store.Get(t.Context(), w.failed, time.Now())
-	if err != nil || rec.State != idempotency.StateFailed || rec.Generation != 1 {
+	if err != nil || rec.State != driver.StateFailed || rec.Generation != 1 {
 		t.Fatalf("the record after a refused reopen: %+v %v; want FAILED, generation 1", rec, err)
 	}
 	ids := w.dlqIDs(t)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Markers for the errors a unit of work returns to Do.
@@ -45,7 +47,7 @@ type DoOptions struct {
 	// records the result through it, in the transaction that deletes or
 	// dead-letters the message. The state machine is the same; only the
 	// transactions differ.
-	Bound Bound
+	Bound driver.Bound
 }
 
 // Run is what the work is told about its claim.
@@ -93,8 +95,9 @@ type DoResult struct {
 	// (LeaseLost).
 	Err error
 	// Record is the record found, for the outcomes where the work did not
-	// run.
-	Record Record
+	// run. Its State is one of driver.StateInProgress, driver.StateDone and
+	// driver.StateFailed (package idempotency/driver).
+	Record driver.Record
 	// Attempt is the claim's attempt (1 on the first claim).
 	Attempt int
 	// RetryAfter is how long until trying again can succeed: the rest of
@@ -161,13 +164,13 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 		ran.Outcome, ran.Err = LeaseLost, fmt.Errorf("%w: taken over while the work ran; the new owner finishes", ErrLeaseLost)
 		return ran, nil
 	}
-	state, status, detail := StateDone, done.Status, done.Detail
+	state, status, detail := driver.StateDone, done.Status, done.Detail
 	switch {
 	case err == nil:
 		ran.Done = done
 	case errors.Is(err, ErrPermanent):
 		ran.Outcome, ran.Err = Failed, err
-		state, status, detail = StateFailed, "FAILED", err.Error()
+		state, status, detail = driver.StateFailed, "FAILED", err.Error()
 	case errors.Is(err, ErrNotStarted):
 		g.yield(ctx, held.get(), opts)
 		ran.Outcome, ran.Err = Unfinished, err
@@ -192,7 +195,7 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 
 // record writes the final state on a context the caller's cancellation
 // does not reach, retrying while the store is unavailable.
-func (g *Guard) record(ctx context.Context, l Lease, s State, status, detail string, opts DoOptions) error {
+func (g *Guard) record(ctx context.Context, l Lease, s driver.State, status, detail string, opts DoOptions) error {
 	base := context.WithoutCancel(ctx)
 	var err error
 	for i := range opts.FinishAttempts {
@@ -214,7 +217,7 @@ func (g *Guard) record(ctx context.Context, l Lease, s State, status, detail str
 
 // claimFor is the claim bound to the delivery, if it was made for key and
 // fingerprint (taken once), else a claim of Do's own.
-func (g *Guard) claimFor(ctx context.Context, key, fingerprint string, b Bound) (Claim, error) {
+func (g *Guard) claimFor(ctx context.Context, key, fingerprint string, b driver.Bound) (Claim, error) {
 	if b != nil {
 		if req, res, ok := b.Claimed(); ok && req.Key == key && req.Fingerprint == fingerprint {
 			return ClaimOf(req, res), nil
@@ -226,7 +229,7 @@ func (g *Guard) claimFor(ctx context.Context, key, fingerprint string, b Bound) 
 // recordOnce writes the final state once: through the delivery's binding
 // (with the message's settlement) when there is one, else the store's
 // Finish.
-func (g *Guard) recordOnce(ctx context.Context, l Lease, s State, status, detail string, b Bound) error {
+func (g *Guard) recordOnce(ctx context.Context, l Lease, s driver.State, status, detail string, b driver.Bound) error {
 	if b == nil {
 		return g.finish(ctx, l, s, status, detail)
 	}

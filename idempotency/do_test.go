@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
@@ -30,20 +31,20 @@ func TestDoOutcomes(t *testing.T) {
 		name       string
 		work       func(context.Context, idempotency.Run) (idempotency.Done, error)
 		outcome    idempotency.Outcome
-		state      idempotency.State
+		state      driver.State
 		live       bool // lease still held afterwards
 		retryAfter time.Duration
 	}{
-		{"success records DONE", ok, idempotency.Acquired, idempotency.StateDone, false, 0},
+		{"success records DONE", ok, idempotency.Acquired, driver.StateDone, false, 0},
 		{"permanent error records FAILED", func(context.Context, idempotency.Run) (idempotency.Done, error) {
 			return idempotency.Done{}, fmt.Errorf("declined: %w", idempotency.ErrPermanent)
-		}, idempotency.Failed, idempotency.StateFailed, false, 0},
+		}, idempotency.Failed, driver.StateFailed, false, 0},
 		{"ambiguous error keeps the lease", func(context.Context, idempotency.Run) (idempotency.Done, error) {
 			return idempotency.Done{}, errors.New("timeout")
-		}, idempotency.Unfinished, idempotency.StateInProgress, true, time.Minute},
+		}, idempotency.Unfinished, driver.StateInProgress, true, time.Minute},
 		{"not started gives the lease up", func(context.Context, idempotency.Run) (idempotency.Done, error) {
 			return idempotency.Done{}, fmt.Errorf("connection refused: %w", idempotency.ErrNotStarted)
-		}, idempotency.Unfinished, idempotency.StateInProgress, false, 0},
+		}, idempotency.Unfinished, driver.StateInProgress, false, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -137,7 +138,7 @@ func TestDoLeaseLostWhileTheWorkRuns(t *testing.T) {
 	if err != nil || res.Outcome != idempotency.LeaseLost || !errors.Is(res.Err, idempotency.ErrLeaseLost) {
 		t.Fatalf("Do = %+v, %v; want LeaseLost", res, err)
 	}
-	if rec, _ := g.Get(t.Context(), "K"); rec.State != idempotency.StateInProgress || rec.Attempt != 2 {
+	if rec, _ := g.Get(t.Context(), "K"); rec.State != driver.StateInProgress || rec.Attempt != 2 {
 		t.Fatalf("the new owner's record was touched: %+v", rec)
 	}
 }
@@ -166,7 +167,7 @@ func TestDoRecordsEvenWhenTheCallerGaveUp(t *testing.T) {
 	if err != nil || res.Outcome != idempotency.Acquired {
 		t.Fatalf("%+v %v", res, err)
 	}
-	if rec, err := g.Get(t.Context(), "K"); err != nil || rec.State != idempotency.StateDone {
+	if rec, err := g.Get(t.Context(), "K"); err != nil || rec.State != driver.StateDone {
 		t.Fatalf("record %+v %v, want DONE", rec, err)
 	}
 }

@@ -157,7 +157,7 @@ func (g *Guard) Now() time.Time { return g.opts.Clock.Now().Truncate(time.Millis
 type Claim struct {
 	Outcome Outcome
 	// Record is the record we wrote (Owned outcomes) or the existing one.
-	Record Record
+	Record driver.Record
 }
 
 // Lease returns the handle the claimant uses for later writes. Only
@@ -174,7 +174,7 @@ type Lease struct {
 	Until   time.Time
 	Attempt int
 
-	claimed *Record // the record as the claim left it (see driver.FinishRequest.Claimed)
+	claimed *driver.Record // the record as the claim left it (see driver.FinishRequest.Claimed)
 }
 
 // Claim tries to take key for fingerprint. It costs one store round trip in
@@ -230,7 +230,7 @@ func ClaimOf(req driver.ClaimRequest, res driver.ClaimResult) Claim {
 // found our record): the key is ours.
 func Classify(res driver.ClaimResult, token, fingerprint string) Outcome {
 	ours := token != "" && res.Record.Token == token &&
-		res.Record.State == StateInProgress && res.Record.Fingerprint == fingerprint
+		res.Record.State == driver.StateInProgress && res.Record.Fingerprint == fingerprint
 	switch {
 	case res.Acquired && res.Reclaimed, !res.Acquired && ours && res.Record.Attempt > 1:
 		return Reclaimed
@@ -238,9 +238,9 @@ func Classify(res driver.ClaimResult, token, fingerprint string) Outcome {
 		return Acquired
 	case res.Record.Fingerprint != fingerprint:
 		return Conflict
-	case res.Record.State == StateDone:
+	case res.Record.State == driver.StateDone:
 		return DuplicateDone
-	case res.Record.State == StateFailed:
+	case res.Record.State == driver.StateFailed:
 		return DuplicateFailed
 	default:
 		return DuplicateInProgress
@@ -250,15 +250,15 @@ func Classify(res driver.ClaimResult, token, fingerprint string) Outcome {
 // Complete records the work as DONE with the application's status and
 // detail. ErrLeaseLost means the key is no longer ours.
 func (g *Guard) Complete(ctx context.Context, l Lease, status, detail string) error {
-	return g.finish(ctx, l, StateDone, status, detail)
+	return g.finish(ctx, l, driver.StateDone, status, detail)
 }
 
 // Fail records the work as permanently FAILED. ErrLeaseLost as Complete.
 func (g *Guard) Fail(ctx context.Context, l Lease, status, detail string) error {
-	return g.finish(ctx, l, StateFailed, status, detail)
+	return g.finish(ctx, l, driver.StateFailed, status, detail)
 }
 
-func (g *Guard) finish(ctx context.Context, l Lease, s State, status, detail string) error {
+func (g *Guard) finish(ctx context.Context, l Lease, s driver.State, status, detail string) error {
 	req, err := g.finishRequest(l, s, status, detail)
 	if err != nil {
 		return err
@@ -266,7 +266,7 @@ func (g *Guard) finish(ctx context.Context, l Lease, s State, status, detail str
 	return g.store.Finish(ctx, req)
 }
 
-func (g *Guard) finishRequest(l Lease, s State, status, detail string) (driver.FinishRequest, error) {
+func (g *Guard) finishRequest(l Lease, s driver.State, status, detail string) (driver.FinishRequest, error) {
 	if l.Key == "" || l.Token == "" {
 		return driver.FinishRequest{}, fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
@@ -302,21 +302,21 @@ func (g *Guard) Extend(ctx context.Context, l Lease) (Lease, error) {
 // the strength of the old read. It returns the reopened record;
 // ErrNotFailed (with the record) when it is not FAILED, ErrNotEligible when
 // the rule refuses a new generation, ErrNotFound when there is none.
-func (g *Guard) Reopen(ctx context.Context, key, reason string, opts ReopenOptions) (Record, error) {
+func (g *Guard) Reopen(ctx context.Context, key, reason string, opts ReopenOptions) (driver.Record, error) {
 	if key == "" || reason == "" {
-		return Record{}, fmt.Errorf("%w: reopen needs a key and a reason", ErrInvalid)
+		return driver.Record{}, fmt.Errorf("%w: reopen needs a key and a reason", ErrInvalid)
 	}
 	token, err := g.opts.NewToken()
 	if err != nil {
-		return Record{}, fmt.Errorf("idempotency: new token: %w", err)
+		return driver.Record{}, fmt.Errorf("idempotency: new token: %w", err)
 	}
 	now := g.Now()
 	// Read the record decided on; the write is conditional on its token.
 	cur, err := g.store.Get(ctx, key, now)
 	if err != nil {
-		return Record{}, err
+		return driver.Record{}, err
 	}
-	if cur.State != StateFailed {
+	if cur.State != driver.StateFailed {
 		return cur, ErrNotFailed
 	}
 	gen := max(cur.Generation, 1)
@@ -348,7 +348,7 @@ type ReopenOptions struct {
 	// Eligible, when set, decides whether the record may get a new
 	// generation (nil error: yes). Guard.Reopen returns its error wrapped
 	// with ErrNotEligible.
-	Eligible func(Record) error
+	Eligible func(driver.Record) error
 	// Operator names who reopened, for the history.
 	Operator string
 }
@@ -376,7 +376,7 @@ func oneLine(s string) string {
 }
 
 // Get returns the record for key (ErrNotFound when absent or past retention).
-func (g *Guard) Get(ctx context.Context, key string) (Record, error) {
+func (g *Guard) Get(ctx context.Context, key string) (driver.Record, error) {
 	return g.store.Get(ctx, key, g.Now())
 }
 

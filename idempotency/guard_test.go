@@ -41,11 +41,11 @@ func TestClaimRefusesAnEmptyKey(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
-	rec := func(s idempotency.State, fp string) idempotency.Record {
-		return idempotency.Record{State: s, Fingerprint: fp, Token: "theirs", Attempt: 1}
+	rec := func(s driver.State, fp string) driver.Record {
+		return driver.Record{State: s, Fingerprint: fp, Token: "theirs", Attempt: 1}
 	}
-	ours := func(s idempotency.State, attempt int) idempotency.Record {
-		return idempotency.Record{State: s, Fingerprint: "a", Token: "ours", Attempt: attempt}
+	ours := func(s driver.State, attempt int) driver.Record {
+		return driver.Record{State: s, Fingerprint: "a", Token: "ours", Attempt: attempt}
 	}
 	tests := []struct {
 		name string
@@ -54,15 +54,15 @@ func TestClassify(t *testing.T) {
 	}{
 		{"fresh", driver.ClaimResult{Acquired: true}, idempotency.Acquired},
 		{"reclaim", driver.ClaimResult{Acquired: true, Reclaimed: true}, idempotency.Reclaimed},
-		{"done", driver.ClaimResult{Record: rec(idempotency.StateDone, "a")}, idempotency.DuplicateDone},
-		{"failed", driver.ClaimResult{Record: rec(idempotency.StateFailed, "a")}, idempotency.DuplicateFailed},
-		{"in progress", driver.ClaimResult{Record: rec(idempotency.StateInProgress, "a")}, idempotency.DuplicateInProgress},
-		{"conflict beats done", driver.ClaimResult{Record: rec(idempotency.StateDone, "b")}, idempotency.Conflict},
-		{"conflict beats in progress", driver.ClaimResult{Record: rec(idempotency.StateInProgress, "b")}, idempotency.Conflict},
+		{"done", driver.ClaimResult{Record: rec(driver.StateDone, "a")}, idempotency.DuplicateDone},
+		{"failed", driver.ClaimResult{Record: rec(driver.StateFailed, "a")}, idempotency.DuplicateFailed},
+		{"in progress", driver.ClaimResult{Record: rec(driver.StateInProgress, "a")}, idempotency.DuplicateInProgress},
+		{"conflict beats done", driver.ClaimResult{Record: rec(driver.StateDone, "b")}, idempotency.Conflict},
+		{"conflict beats in progress", driver.ClaimResult{Record: rec(driver.StateInProgress, "b")}, idempotency.Conflict},
 		// A retried write whose first attempt landed finds our own record.
-		{"our own claim landed", driver.ClaimResult{Record: ours(idempotency.StateInProgress, 1)}, idempotency.Acquired},
-		{"our own reclaim landed", driver.ClaimResult{Record: ours(idempotency.StateInProgress, 3)}, idempotency.Reclaimed},
-		{"our token but finished is not ours to work", driver.ClaimResult{Record: ours(idempotency.StateDone, 1)}, idempotency.DuplicateDone},
+		{"our own claim landed", driver.ClaimResult{Record: ours(driver.StateInProgress, 1)}, idempotency.Acquired},
+		{"our own reclaim landed", driver.ClaimResult{Record: ours(driver.StateInProgress, 3)}, idempotency.Reclaimed},
+		{"our token but finished is not ours to work", driver.ClaimResult{Record: ours(driver.StateDone, 1)}, idempotency.DuplicateDone},
 	}
 	for _, tt := range tests {
 		if got := idempotency.Classify(tt.res, "ours", "a"); got != tt.want {
@@ -111,7 +111,7 @@ func TestARecordsDetailIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != idempotency.StateDone || len(rec.Detail) > idempotency.MaxDetailBytes || !utf8.ValidString(rec.Detail) || !strings.HasPrefix(huge, strings.TrimSuffix(rec.Detail, "…")) {
+	if rec.State != driver.StateDone || len(rec.Detail) > idempotency.MaxDetailBytes || !utf8.ValidString(rec.Detail) || !strings.HasPrefix(huge, strings.TrimSuffix(rec.Detail, "…")) {
 		t.Errorf("record %s with a %d-byte detail, want DONE with at most %d bytes cut on a rune", rec.State, len(rec.Detail), idempotency.MaxDetailBytes)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/clientauth"
 	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/pki"
 )
 
@@ -138,7 +138,7 @@ func TestMutualTLSAndOAuth2AsRealProcesses(t *testing.T) {
 	posted := bank.ledger.PostingsByKey()
 	for _, id := range ids {
 		rec, err := b.Store.Get(t.Context(), id, time.Now())
-		if err != nil || rec.State != idempotency.StateDone || posted[id] != 1 {
+		if err != nil || rec.State != driver.StateDone || posted[id] != 1 {
 			t.Errorf("%s: %v %v, posted %d; want DONE, posted once", id, rec.State, err, posted[id])
 		}
 	}
@@ -214,7 +214,7 @@ func TestWrongCredentialsSayWhyAndLoseNothing(t *testing.T) {
 				t.Fatalf("/readyz shows a secret: %s", body)
 			}
 			for _, id := range ids {
-				if rec, err := b.Store.Get(t.Context(), id, time.Now()); err == nil && rec.State != idempotency.StateInProgress {
+				if rec, err := b.Store.Get(t.Context(), id, time.Now()); err == nil && rec.State != driver.StateInProgress {
 					t.Fatalf("%s is %s during the credential failure, want nothing final", id, rec.State)
 				}
 			}
@@ -275,7 +275,7 @@ func TestAServerCertifiedForAnotherNameGetsNothing(t *testing.T) {
 		t.Errorf("%d debits posted to a server certified for another name", n)
 	}
 	for _, id := range ids {
-		if rec, err := b.Store.Get(t.Context(), id, time.Now()); err == nil && rec.State != idempotency.StateInProgress {
+		if rec, err := b.Store.Get(t.Context(), id, time.Now()); err == nil && rec.State != driver.StateInProgress {
 			t.Errorf("%s is %s, want nothing final", id, rec.State)
 		}
 	}

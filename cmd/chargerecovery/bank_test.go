@@ -21,6 +21,7 @@ import (
 	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
@@ -191,7 +192,7 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 		unfinished := 0
 		for _, c := range all {
 			rec, err := b.Store.Get(ctx, c.ID, time.Now())
-			if err != nil || rec.State == idempotency.StateInProgress {
+			if err != nil || rec.State == driver.StateInProgress {
 				unfinished++
 			}
 		}
@@ -217,12 +218,12 @@ func bankOutageScenario(t *testing.T, env map[string]string) {
 		}
 		if declined[c.ID] {
 			wantDLQ += copies[c.ID]
-			if rec.State != idempotency.StateFailed || posted[c.ID] != 0 {
+			if rec.State != driver.StateFailed || posted[c.ID] != 0 {
 				t.Errorf("declined %s: record %s, posted %d; want FAILED and never posted", c.ID, rec.State, posted[c.ID])
 			}
 			continue
 		}
-		if rec.State != idempotency.StateDone || posted[c.ID] != 1 {
+		if rec.State != driver.StateDone || posted[c.ID] != 1 {
 			t.Errorf("%s: record %s %s, posted %d times; want DONE and posted exactly once", c.ID, rec.State, rec.Detail, posted[c.ID])
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/status"
@@ -161,7 +162,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	waitUntil(t, "serve to finish the first charges", 60*time.Second, func() bool {
 		rec, err := b.Store.Get(ctx, "CHG-OK-1", time.Now())
 		d, derr := b.Queue.Depth(ctx)
-		return err == nil && rec.State == idempotency.StateDone && derr == nil && d.Waiting+d.InFlight == 0 && d.DLQ >= 3
+		return err == nil && rec.State == driver.StateDone && derr == nil && d.Waiting+d.InFlight == 0 && d.DLQ >= 3
 	})
 	// The conflict comes after its charge is DONE.
 	if _, err := b.Queue.Send(ctx, event("CHG-OK-2", "001234567812", 9900), nil); err != nil {
@@ -268,8 +269,8 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	checks := map[string][2]int{
 		"waiting": {num("#waiting"), want.Queue.Waiting}, "in flight": {num("#inflight"), want.Queue.InFlight},
 		"dlq": {num("#dlq"), want.Queue.DLQ}, "stuck": {num("#stuck"), want.Stuck},
-		"DONE": {num("#rec-DONE"), want.Records[idempotency.StateDone]}, "FAILED": {num("#rec-FAILED"), want.Records[idempotency.StateFailed]},
-		"IN_PROGRESS": {num("#rec-IN_PROGRESS"), want.Records[idempotency.StateInProgress]},
+		"DONE": {num("#rec-DONE"), want.Records[driver.StateDone]}, "FAILED": {num("#rec-FAILED"), want.Records[driver.StateFailed]},
+		"IN_PROGRESS": {num("#rec-IN_PROGRESS"), want.Records[driver.StateInProgress]},
 	}
 	for code, n := range want.DLQByCode {
 		checks["dlq "+string(code)] = [2]int{num("#dlq-" + string(code)), n}
@@ -279,7 +280,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 			t.Errorf("overview %s = %d, status --json says %d", what, got[0], got[1])
 		}
 	}
-	if want.Queue.DLQ != 4 || want.Stuck != 1 || want.Records[idempotency.StateDone] != 4 || want.Records[idempotency.StateFailed] != 1 {
+	if want.Queue.DLQ != 4 || want.Stuck != 1 || want.Records[driver.StateDone] != 4 || want.Records[driver.StateFailed] != 1 {
 		t.Errorf("the world is not as built: %+v", want)
 	}
 	if len(want.DLQByCode) != 4 {
@@ -371,7 +372,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	}
 	waitUntil(t, "the redriven charge to be debited", 30*time.Second, func() bool {
 		rec, err := b.Store.Get(ctx, redriven, time.Now())
-		return err == nil && rec.State == idempotency.StateDone
+		return err == nil && rec.State == driver.StateDone
 	})
 	if n := ledger.PostingsByKey()[redriven]; n != 1 {
 		t.Fatalf("the redriven charge was posted %d times, want once", n)

@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/sqlite"
@@ -158,7 +158,7 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 				store, q := openEmbeddedForTest(t, db)
 				rec, err := store.Get(t.Context(), "CHG-CRASH-1", time.Now())
 				d, derr := q.Depth(t.Context())
-				if err != nil || rec.State != idempotency.StateDone || derr != nil || d.Counts() != (queue.Depth{}) {
+				if err != nil || rec.State != driver.StateDone || derr != nil || d.Counts() != (queue.Depth{}) {
 					t.Fatalf("after a crash right after DONE: record %+v (%v), queue %+v (%v); want DONE and an empty queue", rec, err, d, derr)
 				}
 				if calls := ledger.Calls("CHG-CRASH-1"); calls != tt.bankCalls {
@@ -177,7 +177,7 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 				rec, err := store.Get(t.Context(), "CHG-CRASH-1", time.Now())
 				d, derr := q.Depth(t.Context())
 				main := d.Waiting + d.InFlight
-				if err == nil && rec.State == idempotency.StateDone && derr == nil && main == 0 {
+				if err == nil && rec.State == driver.StateDone && derr == nil && main == 0 {
 					break
 				}
 				if time.Now().After(deadline) {

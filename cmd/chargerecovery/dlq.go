@@ -14,6 +14,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/operate"
@@ -179,7 +180,7 @@ func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
 		Entries []dlqEntry         `json:"entries"`
 		Record  *status.RecordJSON `json:"record,omitempty"`
 	}{Entries: entries}
-	var rec idempotency.Record
+	var rec driver.Record
 	if cid := entries[0].ChargeID; cid != "" {
 		rec, err = b.Store.Get(ctx, cid, now)
 		switch {

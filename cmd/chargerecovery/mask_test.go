@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/service/demo"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
@@ -82,7 +82,7 @@ func TestNoAccountNumberInAnyOutputRecordOrDLQReason(t *testing.T) {
 		}
 		records++
 		leaks("record "+key, []byte(status+detail+prev))
-		if state == string(idempotency.StateFailed) {
+		if state == string(driver.StateFailed) {
 			failed++
 			if !strings.Contains(detail, "account ********") {
 				t.Errorf("FAILED record %s: detail %q, want the bank's message with the account masked", key, detail)

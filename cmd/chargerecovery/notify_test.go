@@ -21,7 +21,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/backend"
@@ -76,7 +76,7 @@ func sendCharges(t *testing.T, env map[string]string, prefix string, n int, ledg
 func allFinished(t *testing.T, b *backend.Backend, ids []string) func() bool {
 	return func() bool {
 		for _, id := range ids {
-			if rec, err := b.Store.Get(t.Context(), id, time.Now()); err != nil || rec.State != idempotency.StateDone {
+			if rec, err := b.Store.Get(t.Context(), id, time.Now()); err != nil || rec.State != driver.StateDone {
 				return false
 			}
 		}

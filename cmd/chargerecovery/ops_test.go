@@ -17,6 +17,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
@@ -161,7 +162,7 @@ func opsScenario(t *testing.T, env map[string]string) {
 		st.DLQByCode["debit_failed"] != 1 || !st.Consumer.Reachable || st.Consumer.Circuit != "closed" {
 		t.Errorf("status = %+v", st)
 	}
-	if st.Records != nil && (st.Records[idempotency.StateDone] != 1 || st.Records[idempotency.StateFailed] != 1) {
+	if st.Records != nil && (st.Records[driver.StateDone] != 1 || st.Records[driver.StateFailed] != 1) {
 		t.Errorf("status records = %v, want 1 DONE and 1 FAILED", st.Records)
 	}
 	if r := runCmd(ctx, env, "status", "--metrics-url", base+"/metrics"); r.code != 0 || !strings.Contains(r.stdout, "circuit closed") ||

@@ -23,7 +23,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/backend"
@@ -153,7 +153,7 @@ func storeOutageScenario(t *testing.T, env, childEnv map[string]string, outage f
 	posted := ledger.PostingsByKey()
 	for _, id := range ids {
 		rec, err := b.Store.Get(ctx, id, time.Now())
-		if err != nil || rec.State != idempotency.StateDone || posted[id] != 1 {
+		if err != nil || rec.State != driver.StateDone || posted[id] != 1 {
 			t.Errorf("%s: record %+v (%v), posted %d; want DONE and posted once", id, rec.State, err, posted[id])
 		}
 	}

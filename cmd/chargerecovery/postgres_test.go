@@ -10,7 +10,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -96,7 +96,7 @@ func TestThreePostgresConsumersWithOneKilledEverySecond(t *testing.T) {
 	}
 	for _, id := range ids {
 		r, err := b.Store.Get(ctx, id, time.Now())
-		if err != nil || r.State != idempotency.StateDone {
+		if err != nil || r.State != driver.StateDone {
 			t.Fatalf("record %s: %+v %v, want DONE", id, r, err)
 		}
 	}

@@ -84,9 +84,9 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		return fmt.Errorf("the %s store cannot amend or list results", cmp.Or(bc.Store, bc.Kind))
 	}
 	now := time.Now()
-	var recs []idempotency.Record
+	var recs []driver.Record
 	if all {
-		if recs, err = lister.ListByResult(ctx, idempotency.StateDone, string(charge.DebitedNotificationFailed), now, limit); err != nil {
+		if recs, err = lister.ListByResult(ctx, driver.StateDone, string(charge.DebitedNotificationFailed), now, limit); err != nil {
 			return err
 		}
 	} else {

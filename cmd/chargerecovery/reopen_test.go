@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/backend"
 )
@@ -41,7 +41,7 @@ func reopenScenario(t *testing.T, env map[string]string) {
 			t.Fatalf("send: %s", r.stderr)
 		}
 	}
-	all := func(state idempotency.State) func() bool {
+	all := func(state driver.State) func() bool {
 		return func() bool {
 			for _, id := range ids {
 				rec, err := b.Store.Get(ctx, id, time.Now())
@@ -50,12 +50,12 @@ func reopenScenario(t *testing.T, env map[string]string) {
 				}
 			}
 			d, err := b.Queue.Depth(ctx)
-			return err == nil && d.Waiting+d.InFlight == 0 && (state != idempotency.StateFailed || d.DLQ == len(ids))
+			return err == nil && d.Waiting+d.InFlight == 0 && (state != driver.StateFailed || d.DLQ == len(ids))
 		}
 	}
 
 	// 1. The misconfigured consumer records every charge FAILED on the 401.
-	serveUntil(t, env, []string{"--corebank-declines", "422:DECLINED,401:UNAUTHORIZED"}, all(idempotency.StateFailed))
+	serveUntil(t, env, []string{"--corebank-declines", "422:DECLINED,401:UNAUTHORIZED"}, all(driver.StateFailed))
 	if n := len(ledger.Entries()); n != 0 {
 		t.Fatalf("%d postings during the 401 window", n)
 	}
@@ -86,14 +86,14 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &rep) != nil || rep.Moved != len(ids) {
 		t.Fatalf("redrive: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	serveUntil(t, env, nil, all(idempotency.StateDone))
+	serveUntil(t, env, nil, all(driver.StateDone))
 	posted := ledger.PostingsByKey()
 	for _, id := range ids {
 		if posted[id] != 1 {
 			t.Errorf("%s posted %d times, want 1", id, posted[id])
 		}
 		rec, err := b.Store.Get(ctx, id, time.Now())
-		if err != nil || rec.State != idempotency.StateDone || rec.Reopens != 1 || rec.PrevStatus != "FAILED" ||
+		if err != nil || rec.State != driver.StateDone || rec.Reopens != 1 || rec.PrevStatus != "FAILED" ||
 			!strings.Contains(rec.PrevDetail, "UNAUTHORIZED") || rec.ReopenReason != "INC-4711: gateway token renewed" || rec.Attempt != 2 {
 			t.Errorf("%s: record %+v (%v), want DONE with the reopening's audit trail", id, rec, err)
 		}
@@ -175,7 +175,7 @@ func retriedDeclineScenario(t *testing.T, env map[string]string) {
 		return func() bool {
 			rec, err := b.Store.Get(ctx, id, time.Now())
 			d, derr := b.Queue.Depth(ctx)
-			return err == nil && rec.State == idempotency.StateFailed && rec.Reopens == reopens && derr == nil && d.Waiting+d.InFlight == 0 && d.DLQ == 1
+			return err == nil && rec.State == driver.StateFailed && rec.Reopens == reopens && derr == nil && d.Waiting+d.InFlight == 0 && d.DLQ == 1
 		}
 	}
 	serve := func(done func() bool) { t.Helper(); serveUntil(t, env, nil, done) }
@@ -209,7 +209,7 @@ func retriedDeclineScenario(t *testing.T, env map[string]string) {
 	serve(func() bool {
 		rec, err := b.Store.Get(ctx, id, time.Now())
 		d, derr := b.Queue.Depth(ctx)
-		return err == nil && rec.State == idempotency.StateDone && derr == nil && d.Waiting+d.InFlight == 0
+		return err == nil && rec.State == driver.StateDone && derr == nil && d.Waiting+d.InFlight == 0
 	})
 	posted := ledger.PostingsByKey()
 	if len(posted) != 1 || posted[id+"~2"] != 1 {

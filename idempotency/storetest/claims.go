@@ -20,13 +20,13 @@ var claimsCases = []testCase{
 		start := e.clock.Now()
 		c := e.claim(t, fpA, idempotency.Acquired)
 		r := c.Record
-		if r.Key != e.key || r.State != idempotency.StateInProgress || r.Attempt != 1 || r.Fingerprint != fpA || r.Token == "" {
+		if r.Key != e.key || r.State != driver.StateInProgress || r.Attempt != 1 || r.Fingerprint != fpA || r.Token == "" {
 			t.Fatalf("claimed record = %+v", r)
 		}
 		sameTime(t, "LeaseUntil", r.LeaseUntil, start.Add(Lease))
 		sameTime(t, "ExpiresAt", r.ExpiresAt, start.Add(Retention))
 		got := e.get(t)
-		if got.Token != r.Token || got.State != idempotency.StateInProgress || got.Attempt != 1 || got.Fingerprint != fpA {
+		if got.Token != r.Token || got.State != driver.StateInProgress || got.Attempt != 1 || got.Fingerprint != fpA {
 			t.Fatalf("Get after claim = %+v, want %+v", got, r)
 		}
 		sameTime(t, "stored LeaseUntil", got.LeaseUntil, start.Add(Lease))
@@ -63,7 +63,7 @@ var claimsCases = []testCase{
 			t.Fatalf("duplicate saw %+v, want status DEBITED detail ref-123", dup.Record)
 		}
 		got := e.get(t)
-		if got.State != idempotency.StateDone || got.Status != "DEBITED" || got.Detail != "ref-123" || got.Token != c.Record.Token {
+		if got.State != driver.StateDone || got.Status != "DEBITED" || got.Detail != "ref-123" || got.Token != c.Record.Token {
 			t.Fatalf("record after Complete = %+v", got)
 		}
 		sameTime(t, "ExpiresAt after Complete", got.ExpiresAt, doneAt.Add(Retention))
@@ -75,7 +75,7 @@ var claimsCases = []testCase{
 		}
 		e.clock.Advance(10 * Lease)
 		dup := e.claim(t, fpA, idempotency.DuplicateFailed)
-		if dup.Record.State != idempotency.StateFailed || dup.Record.Detail != "account closed" {
+		if dup.Record.State != driver.StateFailed || dup.Record.Detail != "account closed" {
 			t.Fatalf("duplicate saw %+v", dup.Record)
 		}
 	}},
@@ -112,7 +112,7 @@ var claimsCases = []testCase{
 			t.Fatalf("claim past retention = %+v, want a fresh record", fresh.Record)
 		}
 		got := e.get(t)
-		if got.Attempt != 1 || got.Status != "" || got.Detail != "" || got.State != idempotency.StateInProgress {
+		if got.Attempt != 1 || got.Status != "" || got.Detail != "" || got.State != driver.StateInProgress {
 			t.Fatalf("stored after claim past retention = %+v", got)
 		}
 		sameTime(t, "CreatedAt of the fresh record", got.CreatedAt, e.clock.Now())

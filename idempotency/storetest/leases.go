@@ -22,7 +22,7 @@ var leasesCases = []testCase{
 		e.clock.Advance(Lease) // lease_until <= now: expired
 		second := e.claim(t, fpA, idempotency.Reclaimed)
 		r := second.Record
-		if r.Attempt != 2 || r.Token == first.Record.Token || r.State != idempotency.StateInProgress {
+		if r.Attempt != 2 || r.Token == first.Record.Token || r.State != driver.StateInProgress {
 			t.Fatalf("reclaimed record = %+v (first token %q)", r, first.Record.Token)
 		}
 		sameTime(t, "LeaseUntil after reclaim", r.LeaseUntil, e.clock.Now().Add(Lease))
@@ -47,13 +47,13 @@ var leasesCases = []testCase{
 		_, err := e.g.Extend(ctx, stale.Lease())
 		wantErr(t, "stale Extend", err, idempotency.ErrLeaseLost)
 		got := e.get(t)
-		if got.State != idempotency.StateInProgress || got.Token != owner.Record.Token || got.Status != "" {
+		if got.State != driver.StateInProgress || got.Token != owner.Record.Token || got.Status != "" {
 			t.Fatalf("stale writes changed the record: %+v", got)
 		}
 		if err := e.g.Complete(ctx, owner.Lease(), "DEBITED", "owner"); err != nil {
 			t.Fatalf("owner Complete: %v", err)
 		}
-		if got := e.get(t); got.State != idempotency.StateDone || got.Detail != "owner" {
+		if got := e.get(t); got.State != driver.StateDone || got.Detail != "owner" {
 			t.Fatalf("after owner Complete: %+v", got)
 		}
 	}},
@@ -71,7 +71,7 @@ var leasesCases = []testCase{
 		wantErr(t, "Fail after Complete", e.g.Fail(ctx, c.Lease(), "FAILED", "late"), idempotency.ErrLeaseLost)
 		_, err := e.g.Extend(ctx, c.Lease())
 		wantErr(t, "Extend after Complete", err, idempotency.ErrLeaseLost)
-		if got := e.get(t); got.State != idempotency.StateDone || got.Detail != "first" {
+		if got := e.get(t); got.State != driver.StateDone || got.Detail != "first" {
 			t.Fatalf("record changed after its final state: %+v", got)
 		}
 	}},

@@ -34,7 +34,7 @@ var lostAnswersCases = []testCase{
 		if err := g.Complete(t.Context(), again.Lease(), "DEBITED", "ref"); err != nil {
 			t.Fatalf("Complete under the retried claim's lease: %v", err)
 		}
-		if got := e.get(t); got.State != idempotency.StateDone || got.Attempt != 1 {
+		if got := e.get(t); got.State != driver.StateDone || got.Attempt != 1 {
 			t.Fatalf("record = %+v", got)
 		}
 	}},
@@ -50,14 +50,14 @@ var lostAnswersCases = []testCase{
 		}
 	}},
 	{"RetriedFinishThatLandedSucceeds", func(t *testing.T, e *env) {
-		for _, st := range []idempotency.State{idempotency.StateDone, idempotency.StateFailed} {
+		for _, st := range []driver.State{driver.StateDone, driver.StateFailed} {
 			key := e.key + "-" + string(st)
 			c, err := e.g.Claim(t.Context(), key, fpA)
 			if err != nil || c.Outcome != idempotency.Acquired {
 				t.Fatalf("claim: %v %v", c.Outcome, err)
 			}
 			finish := e.g.Complete
-			if st == idempotency.StateFailed {
+			if st == driver.StateFailed {
 				finish = e.g.Fail
 			}
 			for i := range 2 {
@@ -66,7 +66,7 @@ var lostAnswersCases = []testCase{
 				}
 			}
 			other := e.g.Complete
-			if st == idempotency.StateDone {
+			if st == driver.StateDone {
 				other = e.g.Fail
 			}
 			wantErr(t, "finish to the other final state", other(t.Context(), c.Lease(), "X", "x"), idempotency.ErrLeaseLost)

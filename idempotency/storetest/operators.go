@@ -30,14 +30,14 @@ var operatorsCases = []testCase{
 		if err != nil {
 			t.Fatalf("Reopen: %v", err)
 		}
-		if r.State != idempotency.StateInProgress || r.Attempt != 1 || r.Fingerprint != fpA || r.Status != "" || r.Detail != "" ||
+		if r.State != driver.StateInProgress || r.Attempt != 1 || r.Fingerprint != fpA || r.Status != "" || r.Detail != "" ||
 			r.PrevStatus != "FAILED" || r.PrevDetail != "debit declined: UNAUTHORIZED" || r.Reopens != 1 ||
 			r.ReopenReason != "gateway token fixed, INC-42" || r.Token == c.Record.Token || r.Token == "" {
 			t.Fatalf("reopened record = %+v", r)
 		}
 		sameTime(t, "ReopenedAt", r.ReopenedAt, reopenedAt)
 		sameTime(t, "ExpiresAt renewed", r.ExpiresAt, reopenedAt.Add(Retention))
-		if got := e.get(t); got.Token != r.Token || got.State != idempotency.StateInProgress || got.Reopens != 1 || got.PrevDetail != r.PrevDetail {
+		if got := e.get(t); got.Token != r.Token || got.State != driver.StateInProgress || got.Reopens != 1 || got.PrevDetail != r.PrevDetail {
 			t.Fatalf("stored after Reopen = %+v", got)
 		}
 		// The old owner cannot write over it; a different payload is still a
@@ -52,7 +52,7 @@ var operatorsCases = []testCase{
 			t.Fatalf("Complete after reopen: %v", err)
 		}
 		got := e.get(t)
-		if got.State != idempotency.StateDone || got.Detail != "CBS1" || got.Reopens != 1 || got.PrevStatus != "FAILED" ||
+		if got.State != driver.StateDone || got.Detail != "CBS1" || got.Reopens != 1 || got.PrevStatus != "FAILED" ||
 			got.ReopenReason != "gateway token fixed, INC-42" || !got.ReopenedAt.Equal(reopenedAt) {
 			t.Fatalf("record after the reopened charge finished = %+v (the audit trail must stay)", got)
 		}
@@ -70,15 +70,15 @@ var operatorsCases = []testCase{
 		}
 		refuse := errors.New("not a decline")
 		_, err := e.g.Reopen(t.Context(), e.key, "funds arrived", idempotency.ReopenOptions{NewGeneration: true,
-			Eligible: func(idempotency.Record) error { return refuse }})
+			Eligible: func(driver.Record) error { return refuse }})
 		if !errors.Is(err, idempotency.ErrNotEligible) || !errors.Is(err, refuse) {
 			t.Fatalf("a refused new generation: %v, want ErrNotEligible wrapping the rule's error", err)
 		}
-		if got := e.get(t); got.State != idempotency.StateFailed || got.Generation != 1 || got.Reopens != 0 {
+		if got := e.get(t); got.State != driver.StateFailed || got.Generation != 1 || got.Reopens != 0 {
 			t.Fatalf("a refused new generation changed the record: %+v", got)
 		}
 		r, err := e.g.Reopen(t.Context(), e.key, "funds arrived", idempotency.ReopenOptions{NewGeneration: true, Operator: "ops-7",
-			Eligible: func(r idempotency.Record) error { return nil }})
+			Eligible: func(r driver.Record) error { return nil }})
 		if err != nil || r.Generation != 2 || len(r.History) != 1 ||
 			!strings.Contains(r.History[0], "generation 1: FAILED debit declined: INSUFFICIENT_FUNDS") ||
 			!strings.Contains(r.History[0], "ops-7") || !strings.Contains(r.History[0], "new generation 2") {
@@ -93,7 +93,7 @@ var operatorsCases = []testCase{
 		if seen != 2 || err != nil || res.Outcome != idempotency.Failed {
 			t.Fatalf("Do after the reopen: generation %d (%v %v), want 2 and FAILED", seen, res, err)
 		}
-		if got := e.get(t); got.State != idempotency.StateFailed || got.Generation != 2 || len(got.History) != 1 {
+		if got := e.get(t); got.State != driver.StateFailed || got.Generation != 2 || len(got.History) != 1 {
 			t.Fatalf("after generation 2 failed: %+v", got)
 		}
 		// A plain reopen keeps the generation and adds to the history.
@@ -108,7 +108,7 @@ var operatorsCases = []testCase{
 		if err := e.g.Complete(t.Context(), again.Lease(), "DEBITED", "CBS9"); err != nil {
 			t.Fatal(err)
 		}
-		if got := e.get(t); got.State != idempotency.StateDone || got.Generation != 2 || len(got.History) != 2 || got.History[0] != r.History[0] {
+		if got := e.get(t); got.State != driver.StateDone || got.Generation != 2 || len(got.History) != 2 || got.History[0] != r.History[0] {
 			t.Fatalf("DONE after two reopenings: %+v", got)
 		}
 		// Past retention the key starts again at generation 1.
@@ -142,7 +142,7 @@ var operatorsCases = []testCase{
 		if rec.Detail != "second" {
 			t.Fatalf("the refusal returned %+v, want the current record", rec)
 		}
-		if got := e.get(t); got.State != idempotency.StateFailed || got.Detail != "second" || got.Generation != 1 || got.Reopens != 1 {
+		if got := e.get(t); got.State != driver.StateFailed || got.Detail != "second" || got.Generation != 1 || got.Reopens != 1 {
 			t.Fatalf("a reopen on a stale read changed the record: %+v", got)
 		}
 	}},
@@ -152,7 +152,7 @@ var operatorsCases = []testCase{
 		c := e.claim(t, fpA, idempotency.Acquired)
 		rec, err := e.g.Reopen(t.Context(), e.key, "why", idempotency.ReopenOptions{})
 		wantErr(t, "Reopen of IN_PROGRESS", err, idempotency.ErrNotFailed)
-		if rec.State != idempotency.StateInProgress {
+		if rec.State != driver.StateInProgress {
 			t.Fatalf("Reopen of IN_PROGRESS returned %+v, want the record", rec)
 		}
 		if err := e.g.Complete(t.Context(), c.Lease(), "DEBITED", "ref"); err != nil {
@@ -160,10 +160,10 @@ var operatorsCases = []testCase{
 		}
 		rec, err = e.g.Reopen(t.Context(), e.key, "why", idempotency.ReopenOptions{})
 		wantErr(t, "Reopen of DONE", err, idempotency.ErrNotFailed)
-		if rec.State != idempotency.StateDone {
+		if rec.State != driver.StateDone {
 			t.Fatalf("Reopen of DONE returned %+v", rec)
 		}
-		if got := e.get(t); got.State != idempotency.StateDone || got.Detail != "ref" || got.Reopens != 0 || got.Token != c.Record.Token {
+		if got := e.get(t); got.State != driver.StateDone || got.Detail != "ref" || got.Reopens != 0 || got.Token != c.Record.Token {
 			t.Fatalf("a refused Reopen changed the record: %+v", got)
 		}
 	}},
@@ -185,7 +185,7 @@ var operatorsCases = []testCase{
 		if err := e.g.Complete(t.Context(), oc.Lease(), "DEBITED", "ref"); err != nil {
 			t.Fatal(err)
 		}
-		list, err := rl.ListByResult(t.Context(), idempotency.StateDone, "DEBITED_NOTIFICATION_FAILED", e.clock.Now(), 1000)
+		list, err := rl.ListByResult(t.Context(), driver.StateDone, "DEBITED_NOTIFICATION_FAILED", e.clock.Now(), 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ var operatorsCases = []testCase{
 		wantErr(t, "Amend of a missing record", err, idempotency.ErrNotFound)
 		rec, err := am.Amend(t.Context(), driver.AmendRequest{Key: e.key, Token: cur.Token, FromStatus: "DEBITED_NOTIFICATION_FAILED",
 			Status: "DEBITED", Detail: "CBS7", History: []string{"renotified"}, Now: e.clock.Now()})
-		if err != nil || rec.Status != "DEBITED" || rec.Detail != "CBS7" || len(rec.History) != 1 || rec.State != idempotency.StateDone {
+		if err != nil || rec.Status != "DEBITED" || rec.Detail != "CBS7" || len(rec.History) != 1 || rec.State != driver.StateDone {
 			t.Fatalf("Amend: %+v %v", rec, err)
 		}
 		got := e.get(t)
@@ -260,7 +260,7 @@ var operatorsCases = []testCase{
 			if len(r.Key) > len(e.key) && r.Key[:len(e.key)] == e.key {
 				ours = append(ours, r.Key)
 			}
-			if r.State != idempotency.StateInProgress || r.LeaseUntil.After(e.clock.Now()) {
+			if r.State != driver.StateInProgress || r.LeaseUntil.After(e.clock.Now()) {
 				t.Errorf("listed a claim that is not stuck: %+v", r)
 			}
 			if r.Key == tool.Record.Key {
@@ -306,7 +306,7 @@ var operatorsCases = []testCase{
 		if err != nil {
 			t.Fatal(err)
 		}
-		for st, want := range map[idempotency.State]int{idempotency.StateDone: 1, idempotency.StateFailed: 1, idempotency.StateInProgress: 2} {
+		for st, want := range map[driver.State]int{driver.StateDone: 1, driver.StateFailed: 1, driver.StateInProgress: 2} {
 			if got := after[st] - before[st]; got != want {
 				t.Errorf("%s: %d more, want %d (before %v, after %v)", st, got, want, before, after)
 			}

@@ -75,7 +75,7 @@ func (e *env) claim(t *testing.T, fp string, want idempotency.Outcome) idempoten
 	return c
 }
 
-func (e *env) get(t *testing.T) idempotency.Record {
+func (e *env) get(t *testing.T) driver.Record {
 	t.Helper()
 	r, err := e.g.Get(t.Context(), e.key)
 	if err != nil {

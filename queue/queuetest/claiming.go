@@ -174,7 +174,7 @@ func testReceiveClaims(t *testing.T, h ClaimingHarness) {
 	}
 	// The claims are in the store, as a store call would have left them.
 	rec, err := s.Get(t.Context(), "B", g.Now())
-	if err != nil || rec.State != idempotency.StateInProgress || rec.Attempt != 1 {
+	if err != nil || rec.State != driver.StateInProgress || rec.Attempt != 1 {
 		t.Errorf("record of B: %+v %v, want IN_PROGRESS attempt 1", rec, err)
 	}
 }
@@ -201,7 +201,7 @@ func testSettlement(t *testing.T, h ClaimingHarness) {
 			t.Errorf("finish %s again: %v, want nil (landed)", keyOf(t, m), err)
 		}
 	}
-	for key, want := range map[string]idempotency.State{"done": idempotency.StateDone, "failed": idempotency.StateFailed} {
+	for key, want := range map[string]driver.State{"done": driver.StateDone, "failed": driver.StateFailed} {
 		if rec, err := s.Get(t.Context(), key, g.Now()); err != nil || rec.State != want {
 			t.Errorf("record %s: %+v %v, want %s", key, rec, err, want)
 		}
@@ -256,7 +256,7 @@ func testRefusedResult(t *testing.T, h ClaimingHarness) {
 	if d := depth(t, q).Counts(); d != (queue.Depth{InFlight: 1}) {
 		t.Errorf("depth %+v, want the message still there (in flight)", d)
 	}
-	if rec, _ := s.Get(t.Context(), "taken", late); rec.State != idempotency.StateInProgress || rec.Token != "the-new-owner" {
+	if rec, _ := s.Get(t.Context(), "taken", late); rec.State != driver.StateInProgress || rec.Token != "the-new-owner" {
 		t.Errorf("record %+v, want the new owner's claim untouched", rec)
 	}
 }
@@ -285,7 +285,7 @@ func testStaleDelivery(t *testing.T, h ClaimingHarness) {
 	if first.Bound.Settled() {
 		t.Error("the first delivery's result settled the second delivery")
 	}
-	if rec, err := s.Get(t.Context(), "again", g.Now()); err != nil || rec.State != idempotency.StateDone {
+	if rec, err := s.Get(t.Context(), "again", g.Now()); err != nil || rec.State != driver.StateDone {
 		t.Errorf("record %+v %v, want DONE", rec, err)
 	}
 	if err := q.Ack(t.Context(), second); err != nil {
@@ -331,7 +331,7 @@ func testGuardDo(t *testing.T, h ClaimingHarness) {
 	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
 		t.Errorf("depth %+v, want empty", d)
 	}
-	if rec, err := s.Get(t.Context(), "once", g.Now()); err != nil || rec.State != idempotency.StateDone || rec.Detail != "ref-1" {
+	if rec, err := s.Get(t.Context(), "once", g.Now()); err != nil || rec.State != driver.StateDone || rec.Detail != "ref-1" {
 		t.Errorf("record %+v %v, want DONE ref-1", rec, err)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/pki"
 	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -414,7 +415,7 @@ func (d *demoRun) drain(ctx context.Context) error {
 		if !d.c.baseline {
 			for _, ch := range pending {
 				r, err := d.pl.Guard.Get(ctx, ch.ID)
-				if err != nil || r.State == idempotency.StateInProgress {
+				if err != nil || r.State == driver.StateInProgress {
 					still = append(still, ch)
 				}
 			}

@@ -54,10 +54,10 @@ const SentStatus = "SENT"
 
 // One renotifies rec, by operator for reason; dryRun only says whether it
 // would send.
-func (r Renotifier) One(ctx context.Context, rec idempotency.Record, operator, reason string, dryRun bool, now time.Time) Renotified {
+func (r Renotifier) One(ctx context.Context, rec driver.Record, operator, reason string, dryRun bool, now time.Time) Renotified {
 	notice, ok := charge.PendingNotice(rec.Status, rec.Detail)
 	switch {
-	case rec.State != idempotency.StateDone || rec.Status != string(charge.DebitedNotificationFailed):
+	case rec.State != driver.StateDone || rec.Status != string(charge.DebitedNotificationFailed):
 		return Renotified{ChargeID: rec.Key, Result: "skipped", Why: fmt.Sprintf("%s %s: only DEBITED_NOTIFICATION_FAILED is notified again", rec.State, rec.Status)}
 	case !ok:
 		return Renotified{ChargeID: rec.Key, Result: "skipped", Why: "the record keeps no notice (written by an older version): notify the customer by hand"}
@@ -111,7 +111,7 @@ func (r Renotifier) One(ctx context.Context, rec idempotency.Record, operator, r
 // record writes DEBITED with line on rec, as read; sent says whether this
 // run sent the notice. A record another run wrote DEBITED meanwhile is
 // the same outcome.
-func (r Renotifier) record(ctx context.Context, rec idempotency.Record, notice charge.Notice, sent bool, line string) Renotified {
+func (r Renotifier) record(ctx context.Context, rec driver.Record, notice charge.Notice, sent bool, line string) Renotified {
 	result := "skipped" // this run sent nothing
 	if sent {
 		result = "sent"
@@ -124,7 +124,7 @@ func (r Renotifier) record(ctx context.Context, rec idempotency.Record, notice c
 	case err == nil:
 		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: result, Why: "sent earlier by another renotify; recorded DEBITED now"}
 	case errors.Is(err, idempotency.ErrStale):
-		if cur, gerr := r.Claims.Get(ctx, rec.Key); gerr == nil && cur.State == idempotency.StateDone && cur.Status == string(charge.Debited) {
+		if cur, gerr := r.Claims.Get(ctx, rec.Key); gerr == nil && cur.State == driver.StateDone && cur.Status == string(charge.Debited) {
 			why := "recorded DEBITED by another renotify"
 			if !sent {
 				why = "sent and recorded by another renotify"

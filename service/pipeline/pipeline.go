@@ -652,8 +652,8 @@ func (g gatedStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.
 	return call(ctx, g.br, func() (driver.ClaimResult, error) { return g.Store.Claim(ctx, req) })
 }
 
-func (g gatedStore) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
-	return call(ctx, g.br, func() (idempotency.Record, error) { return g.Store.Get(ctx, key, now) })
+func (g gatedStore) Get(ctx context.Context, key string, now time.Time) (driver.Record, error) {
+	return call(ctx, g.br, func() (driver.Record, error) { return g.Store.Get(ctx, key, now) })
 }
 
 func (g gatedStore) Finish(ctx context.Context, f driver.FinishRequest) error {
@@ -664,8 +664,8 @@ func (g gatedStore) Extend(ctx context.Context, req driver.ExtendRequest) error 
 	return call0(ctx, g.br, func() error { return g.Store.Extend(ctx, req) })
 }
 
-func (g gatedStore) Reopen(ctx context.Context, r driver.ReopenRequest) (idempotency.Record, error) {
-	return call(ctx, g.br, func() (idempotency.Record, error) { return g.Store.Reopen(ctx, r) })
+func (g gatedStore) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Record, error) {
+	return call(ctx, g.br, func() (driver.Record, error) { return g.Store.Reopen(ctx, r) })
 }
 
 // gatedBound records every result's write in the store's circuit, as

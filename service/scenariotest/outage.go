@@ -39,9 +39,9 @@ func (s *downStore) Claim(ctx context.Context, r driver.ClaimRequest) (driver.Cl
 	return s.Store.Claim(ctx, r)
 }
 
-func (s *downStore) Get(ctx context.Context, key string, now time.Time) (idempotency.Record, error) {
+func (s *downStore) Get(ctx context.Context, key string, now time.Time) (driver.Record, error) {
 	if err := s.err("get"); err != nil {
-		return idempotency.Record{}, err
+		return driver.Record{}, err
 	}
 	return s.Store.Get(ctx, key, now)
 }
@@ -157,7 +157,7 @@ func outages(t *testing.T, h Harness) {
 
 	p.wantPostedOnce(t, ids...)
 	for _, id := range ids {
-		if r, err := b.Store.Get(t.Context(), id, time.Now()); err != nil || r.State != idempotency.StateDone {
+		if r, err := b.Store.Get(t.Context(), id, time.Now()); err != nil || r.State != driver.StateDone {
 			t.Fatalf("%s: %+v %v, want DONE", id, r.State, err)
 		}
 	}

@@ -218,7 +218,7 @@ func (p *pipeline) dlq(t *testing.T) map[queue.Code]int {
 	return rep.SeenByCode
 }
 
-func (p *pipeline) wantRecord(t *testing.T, id string, state idempotency.State, status charge.Status) idempotency.Record {
+func (p *pipeline) wantRecord(t *testing.T, id string, state driver.State, status charge.Status) driver.Record {
 	t.Helper()
 	r, err := p.guard.Get(t.Context(), id)
 	if err != nil {
@@ -267,7 +267,7 @@ func fiveCopies(t *testing.T, h Harness) {
 	p.drained(t)
 	stop()
 	p.wantPostedOnce(t, "CHG-5X")
-	p.wantRecord(t, "CHG-5X", idempotency.StateDone, charge.Debited)
+	p.wantRecord(t, "CHG-5X", driver.StateDone, charge.Debited)
 	if p.count(charge.Processed) != 1 || p.count(charge.DuplicateDone) != 4 || len(p.notes.Sent()) != 1 {
 		t.Fatalf("outcomes %v, %d notifications; want 1 processed, 4 duplicates, 1 notification", p.snapshot(), len(p.notes.Sent()))
 	}
@@ -305,7 +305,7 @@ func expiredLease(t *testing.T, h Harness) {
 	p.drained(t)
 	stop()
 	p.wantPostedOnce(t, c.ID)
-	if r := p.wantRecord(t, c.ID, idempotency.StateDone, charge.Debited); r.Attempt != 2 {
+	if r := p.wantRecord(t, c.ID, driver.StateDone, charge.Debited); r.Attempt != 2 {
 		t.Fatalf("attempt %d, want 2 (the dead worker's claim, then ours)", r.Attempt)
 	}
 	if p.count(charge.DuplicateInProgress) < 1 {
@@ -337,7 +337,7 @@ func crashAfterDebit(t *testing.T, h Harness) {
 	if dup := p.ledger.DuplicateRequests(); dup[c.ID] != 1 || len(dup) != 1 {
 		t.Fatalf("requests after the first posting %v, want exactly the reclaim's one", dup)
 	}
-	if r := p.wantRecord(t, c.ID, idempotency.StateDone, charge.Debited); r.Attempt != 2 {
+	if r := p.wantRecord(t, c.ID, driver.StateDone, charge.Debited); r.Attempt != 2 {
 		t.Fatalf("record %+v", r)
 	}
 	if e := p.ledger.Entries(); len(e) != 1 || e[0].Reference != first.Reference {
@@ -354,7 +354,7 @@ func decline(t *testing.T, h Harness) {
 	if n := len(p.ledger.Entries()); n != 0 {
 		t.Fatalf("ledger has %d entries, want none", n)
 	}
-	p.wantRecord(t, "CHG-CLOSED", idempotency.StateFailed, charge.Failed)
+	p.wantRecord(t, "CHG-CLOSED", driver.StateFailed, charge.Failed)
 	if n := p.ledger.Calls("CHG-CLOSED"); n != 1 {
 		t.Fatalf("%d debit requests, want 1: the copy must be dropped on the FAILED record", n)
 	}
@@ -392,7 +392,7 @@ func conflict(t *testing.T, h Harness) {
 	if e := p.ledger.Entries(); len(e) != 1 || e[0].AmountMinor != 2500 {
 		t.Fatalf("ledger %+v, want the first amount only", e)
 	}
-	p.wantRecord(t, "CHG-REUSE", idempotency.StateDone, charge.Debited)
+	p.wantRecord(t, "CHG-REUSE", driver.StateDone, charge.Debited)
 	if d := p.dlq(t); d["conflict"] != 1 || len(d) != 1 {
 		t.Fatalf("DLQ %v, want one conflict", d)
 	}
@@ -417,7 +417,7 @@ func transient(t *testing.T, h Harness) {
 	stop()
 	p.wantPostedOnce(t, ids...)
 	for _, id := range ids {
-		p.wantRecord(t, id, idempotency.StateDone, charge.Debited)
+		p.wantRecord(t, id, driver.StateDone, charge.Debited)
 	}
 	if p.count(charge.RetryLater) == 0 {
 		t.Fatal("no transient failure was injected; the scenario proves nothing")
@@ -490,7 +490,7 @@ func poison(t *testing.T, h Harness) {
 	stop()
 	p.wantPostedOnce(t, ids...)
 	for _, id := range ids {
-		p.wantRecord(t, id, idempotency.StateDone, charge.Debited)
+		p.wantRecord(t, id, driver.StateDone, charge.Debited)
 	}
 	want := map[queue.Code]int{"invalid": invalid, "conflict": conflicts}
 	if p.b.WriteTooLarge != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // RecordJSON is the --json form of an idempotency record (inspect, reopen).
@@ -38,7 +39,7 @@ type RecordJSON struct {
 }
 
 // RecordJSONOf is r as RecordJSON at now.
-func RecordJSONOf(r idempotency.Record, now time.Time) RecordJSON {
+func RecordJSONOf(r driver.Record, now time.Time) RecordJSON {
 	var reopened *time.Time
 	if !r.ReopenedAt.IsZero() {
 		reopened = &r.ReopenedAt
@@ -56,18 +57,18 @@ func RecordJSONOf(r idempotency.Record, now time.Time) RecordJSON {
 func Prefix(s string, n int) string { return s[:min(n, len(s))] }
 
 // Meaning says what a record in state s means for its charge.
-func Meaning(s idempotency.State) string {
-	return map[idempotency.State]string{
-		idempotency.StateDone:       "finished; redeliveries are dropped",
-		idempotency.StateFailed:     "declined permanently; redeliveries are dead-lettered",
-		idempotency.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
+func Meaning(s driver.State) string {
+	return map[driver.State]string{
+		driver.StateDone:       "finished; redeliveries are dropped",
+		driver.StateFailed:     "declined permanently; redeliveries are dead-lettered",
+		driver.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
 	}[s]
 }
 
 // LeaseText says where r's lease stands at now.
-func LeaseText(r idempotency.Record, now time.Time) string {
+func LeaseText(r driver.Record, now time.Time) string {
 	switch {
-	case r.State != idempotency.StateInProgress:
+	case r.State != driver.StateInProgress:
 		return "not held: the record is final"
 	case r.LeaseLive(now):
 		return "live for " + r.LeaseUntil.Sub(now).Round(time.Second).String()
@@ -76,7 +77,7 @@ func LeaseText(r idempotency.Record, now time.Time) string {
 }
 
 // PrintRecord writes r for a person, with what its state means at now.
-func PrintRecord(w io.Writer, r idempotency.Record, now time.Time) {
+func PrintRecord(w io.Writer, r driver.Record, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	lease, meaning := LeaseText(r, now), Meaning(r.State)
 	// What a record holds came partly from outside (the bank's text): it

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/service/status"
 )
 
@@ -15,7 +15,7 @@ import (
 func TestPrintRecordDropsControlCharacters(t *testing.T) {
 	now := time.Now()
 	var out bytes.Buffer
-	status.PrintRecord(&out, idempotency.Record{Key: "CHG-1", State: idempotency.StateFailed, Status: "FAILED",
+	status.PrintRecord(&out, driver.Record{Key: "CHG-1", State: driver.StateFailed, Status: "FAILED",
 		Detail: "debit declined: \x1b[2J\x1b]0;owned\x07FROZEN", History: []string{"gen 1 \x1b[31mFAILED"},
 		Fingerprint: "abc", Token: "t", UpdatedAt: now}, now)
 	if strings.ContainsAny(out.String(), "\x1b\x07") {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/redact"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
@@ -35,8 +34,8 @@ type Report struct {
 	DLQUnseen int `json:"dlqUnseen,omitempty"`
 	// Records counts the records by state; RecordsNote says why not when
 	// the store cannot count cheaply.
-	Records     map[idempotency.State]int `json:"records,omitempty"`
-	RecordsNote string                    `json:"recordsNote,omitempty"`
+	Records     map[driver.State]int `json:"records,omitempty"`
+	RecordsNote string               `json:"recordsNote,omitempty"`
 	// Stuck is how many claims are IN_PROGRESS past their lease (-1: the
 	// store cannot list them).
 	Stuck int `json:"stuck"`
@@ -183,7 +182,7 @@ func Print(w io.Writer, r Report) {
 	}
 	if r.Records != nil {
 		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d DONE, %d FAILED\n",
-			r.Records[idempotency.StateInProgress], r.Records[idempotency.StateDone], r.Records[idempotency.StateFailed])
+			r.Records[driver.StateInProgress], r.Records[driver.StateDone], r.Records[driver.StateFailed])
 	} else {
 		fmt.Fprintf(w, "records   not counted: %s\n", r.RecordsNote)
 	}

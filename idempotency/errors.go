@@ -2,25 +2,6 @@ package idempotency
 
 import "github.com/finedge/idempotent-consumer/idempotency/driver"
 
-// Record is the one item kept per business key; State is where it is in
-// the claim state machine. The machine itself — every transition, its
-// condition and what the store answers — is driver.Transitions.
-type (
-	Record = driver.Record
-	State  = driver.State
-	// Bound is a claim made in the transaction that received the message
-	// it is for, and the way to record its result with the message's
-	// settlement (see DoOptions.Bound).
-	Bound = driver.Bound
-)
-
-// The three states of a record. A key without one is absent.
-const (
-	StateInProgress = driver.StateInProgress
-	StateDone       = driver.StateDone
-	StateFailed     = driver.StateFailed
-)
-
 // Errors returned by the Guard. Check them with errors.Is.
 var (
 	// ErrNotFound: no record for the key (or only one past its retention).
