@@ -100,7 +100,7 @@ var ErrUnknownFingerprintKey = errors.New("idempotency: fingerprint written unde
 // written before keys. It returns ErrUnknownFingerprintKey for a key it
 // does not hold.
 func (f *Fingerprinter) Match(stored string, parts ...string) (bool, error) {
-	id, keyed := FingerprintKeyID(stored)
+	id, keyed := fingerprintKeyID(stored)
 	if !keyed {
 		return hmac.Equal([]byte(stored), []byte(Fingerprint(parts...))), nil
 	}
@@ -114,25 +114,15 @@ func (f *Fingerprinter) Match(stored string, parts ...string) (bool, error) {
 	return hmac.Equal([]byte(stored), []byte(f.sum(k, parts))), nil
 }
 
-// FingerprintKeyID is the id of the key a fingerprint was written under,
+// fingerprintKeyID is the id of the key a fingerprint was written under,
 // and whether it was written under a key at all.
-func FingerprintKeyID(fp string) (string, bool) {
+func fingerprintKeyID(fp string) (string, bool) {
 	rest, ok := strings.CutPrefix(fp, fingerprintScheme)
 	if !ok {
 		return "", false
 	}
 	id, _, ok := strings.Cut(rest, ":")
 	return id, ok
-}
-
-// ShortFingerprint is what may be shown of a fingerprint: which key wrote
-// it and a few digits, enough to tell two apart on a screen.
-func ShortFingerprint(fp string) string {
-	if id, ok := FingerprintKeyID(fp); ok {
-		digits := strings.TrimPrefix(fp, fingerprintScheme+id+":")
-		return fingerprintScheme + id + ":" + digits[:min(8, len(digits))] + "…"
-	}
-	return fp[:min(8, len(fp))] + "… (unkeyed)"
 }
 
 // Fingerprint hashes the parts of a business payload into a stable hex

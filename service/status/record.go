@@ -3,11 +3,11 @@ package status
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
@@ -47,10 +47,23 @@ func RecordJSONOf(r driver.Record, now time.Time) RecordJSON {
 	return RecordJSON{ReopenedAt: reopened,
 		ChargeID: r.Key, State: string(r.State), Status: r.Status, Detail: r.Detail, Attempt: r.Attempt,
 		LeaseUntil: r.LeaseUntil, LeaseLive: r.LeaseLive(now), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
-		ExpiresAt: r.ExpiresAt, Fingerprint: idempotency.ShortFingerprint(r.Fingerprint), TokenPrefix: Prefix(r.Token, 8),
+		ExpiresAt: r.ExpiresAt, Fingerprint: ShortFingerprint(r.Fingerprint), TokenPrefix: Prefix(r.Token, 8),
 		Reopens: r.Reopens, ReopenReason: r.ReopenReason, PrevStatus: r.PrevStatus, PrevDetail: r.PrevDetail,
 		Generation: max(r.Generation, 1), History: r.History,
 	}
+}
+
+// ShortFingerprint is what may be shown of a fingerprint: which key wrote
+// it and a few digits, enough to tell two apart on a screen. A keyed
+// fingerprint is "hs256:<key id>:<hex>" (idempotency.Fingerprinter); any
+// other is an unkeyed hash.
+func ShortFingerprint(fp string) string {
+	if rest, ok := strings.CutPrefix(fp, "hs256:"); ok {
+		if id, digits, ok := strings.Cut(rest, ":"); ok {
+			return "hs256:" + id + ":" + Prefix(digits, 8) + "…"
+		}
+	}
+	return Prefix(fp, 8) + "… (unkeyed)"
 }
 
 // Prefix is the first n bytes of s (tokens and fingerprints are shown cut).
@@ -97,7 +110,7 @@ func PrintRecord(w io.Writer, r driver.Record, now time.Time) {
 	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "updated\t%s\n", r.UpdatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "kept until\t%s\n", r.ExpiresAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "fingerprint\t%s\n", idempotency.ShortFingerprint(r.Fingerprint))
+	fmt.Fprintf(tw, "fingerprint\t%s\n", ShortFingerprint(r.Fingerprint))
 	fmt.Fprintf(tw, "token\t%s…\n", Prefix(r.Token, 8))
 	if r.Generation > 1 {
 		fmt.Fprintf(tw, "generation\t%d (bank key %s~%d)\n", r.Generation, r.Key, r.Generation)

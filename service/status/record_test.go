@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/service/status"
 )
@@ -23,5 +24,27 @@ func TestPrintRecordDropsControlCharacters(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "debit declined: [2J]0;ownedFROZEN") {
 		t.Errorf("the detail is gone:\n%s", out.String())
+	}
+}
+
+// A fingerprint is shown short: the key that wrote it and a few digits,
+// never the whole digest. The forms are the ones package idempotency
+// writes, keyed (Fingerprinter) and unkeyed (Fingerprint).
+func TestShortFingerprintShowsTheKeyAndAFewDigits(t *testing.T) {
+	fp, err := idempotency.NewFingerprinter(bytes.Repeat([]byte("k"), idempotency.MinFingerprintKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := fp.Sum("CHG-1", "0012340056789")
+	short := status.ShortFingerprint(keyed)
+	if !strings.HasPrefix(short, "hs256:"+fp.KeyID()+":") || !strings.HasSuffix(short, "…") {
+		t.Errorf("ShortFingerprint(%s) = %s, want hs256:%s: and a few digits", keyed, short, fp.KeyID())
+	}
+	if strings.Contains(short, keyed[len(keyed)-16:]) || len(short) > len("hs256:")+len(fp.KeyID())+1+8+len("…") {
+		t.Errorf("ShortFingerprint shows too much of the digest: %s", short)
+	}
+	unkeyed := idempotency.Fingerprint("CHG-1")
+	if got, want := status.ShortFingerprint(unkeyed), unkeyed[:8]+"… (unkeyed)"; got != want {
+		t.Errorf("ShortFingerprint(%s) = %s, want %s", unkeyed, got, want)
 	}
 }
