@@ -1,6 +1,10 @@
 package idempotency
 
-import "github.com/finedge/idempotent-consumer/idempotency/driver"
+import (
+	"errors"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+)
 
 // Errors returned by the Guard. Check them with errors.Is.
 var (
@@ -19,4 +23,8 @@ var (
 	ErrNotFailed = driver.ErrNotFailed
 	// ErrStale: the record changed since it was read; nothing was written.
 	ErrStale = driver.ErrStale
+	// ErrNotEligible: a reopening into a new generation was refused by the
+	// caller's rule (ReopenOptions.Eligible; for charges: the failure was
+	// not an explicit decline).
+	ErrNotEligible = errors.New("idempotency: not eligible for a new generation")
 )

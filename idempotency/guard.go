@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,14 +14,14 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Clock tells the time. Inject one in tests; production uses SystemClock.
+// Clock tells the time. Inject one in tests; the default is the wall
+// clock.
 type Clock interface{ Now() time.Time }
 
-// SystemClock is the wall clock.
-type SystemClock struct{}
+// systemClock is the wall clock.
+type systemClock struct{}
 
-// Now returns time.Now().
-func (SystemClock) Now() time.Time { return time.Now() }
+func (systemClock) Now() time.Time { return time.Now() }
 
 // Outcome is the result of a claim attempt.
 type Outcome int
@@ -36,8 +35,8 @@ const (
 	DuplicateInProgress
 	DuplicateFailed
 	Conflict
-	// The outcomes of work that Do ran under a claim it acquired (Classify
-	// never returns them; see DoResult).
+	// The outcomes of work that Do ran under a claim it acquired (a claim
+	// alone never ends in them; see DoResult).
 	Failed
 	Unfinished
 	LeaseLost
@@ -84,7 +83,7 @@ type Options struct {
 	// reclaim a live lease, and a second debit with the same idempotency key
 	// may then run while the first is still in flight.
 	SkewMargin time.Duration
-	// Clock defaults to SystemClock.
+	// Clock defaults to the wall clock.
 	Clock Clock
 	// NewToken makes fencing tokens. Default: 128 random bits, hex.
 	NewToken func() (string, error)
@@ -102,10 +101,6 @@ type Guard struct {
 	store driver.Store
 	opts  Options
 }
-
-// ErrNotEligible: a reopening into a new generation was refused by the
-// caller's rule (for charges: the failure was not an explicit decline).
-var ErrNotEligible = errors.New("idempotency: not eligible for a new generation")
 
 // NewGuard returns a Guard over store. It returns ErrInvalid for a nil store
 // or a negative duration.
@@ -132,10 +127,10 @@ func NewGuard(store driver.Store, opts Options) (*Guard, error) {
 		return nil, fmt.Errorf("%w: retention %s is shorter than the lease %s", ErrInvalid, opts.Retention, opts.Lease)
 	}
 	if opts.Clock == nil {
-		opts.Clock = SystemClock{}
+		opts.Clock = systemClock{}
 	}
 	if opts.NewToken == nil {
-		opts.NewToken = RandomToken
+		opts.NewToken = randomToken
 	}
 	return &Guard{store: store, opts: opts}, nil
 }
@@ -217,18 +212,21 @@ func (g *Guard) ClaimRequest(key, fingerprint string) (driver.ClaimRequest, erro
 	}, nil
 }
 
-// ClaimOf is the claim a store's result res to req amounts to.
+// ClaimOf is the claim a store's result res to req amounts to: what
+// Guard.Claim returns for it. It is for code that sees a store's answer
+// itself — a claim a queue made in its receive's transaction
+// (driver.Bound), a store wrapper counting claim outcomes.
 func ClaimOf(req driver.ClaimRequest, res driver.ClaimResult) Claim {
-	return Claim{Outcome: Classify(res, req.Token, req.Fingerprint), Record: res.Record}
+	return Claim{Outcome: classify(res, req.Token, req.Fingerprint), Record: res.Record}
 }
 
-// Classify maps a store's ClaimResult to an Outcome for a claimant with
+// classify maps a store's ClaimResult to an Outcome for a claimant with
 // token and fingerprint. A different fingerprint on an existing record is a
 // Conflict whatever its state; the work must never run for it. An
 // IN_PROGRESS record under the claimant's own token means its claim landed
 // and the store's answer was lost (the SDK retried the write, and the retry
 // found our record): the key is ours.
-func Classify(res driver.ClaimResult, token, fingerprint string) Outcome {
+func classify(res driver.ClaimResult, token, fingerprint string) Outcome {
 	ours := token != "" && res.Record.Token == token &&
 		res.Record.State == driver.StateInProgress && res.Record.Fingerprint == fingerprint
 	switch {
@@ -272,7 +270,7 @@ func (g *Guard) finishRequest(l Lease, s driver.State, status, detail string) (d
 	}
 	now := g.Now()
 	return driver.FinishRequest{
-		Key: l.Key, Token: l.Token, State: s, Status: cut(status, MaxDetailBytes), Detail: cut(detail, MaxDetailBytes),
+		Key: l.Key, Token: l.Token, State: s, Status: cut(status, driver.MaxDetailBytes), Detail: cut(detail, driver.MaxDetailBytes),
 		Now: now, ExpiresAt: now.Add(g.opts.Retention), Claimed: l.claimed,
 	}, nil
 }
@@ -334,7 +332,7 @@ func (g *Guard) Reopen(ctx context.Context, key, reason string, opts ReopenOptio
 	if next != gen {
 		entry += fmt.Sprintf("; new generation %d", next)
 	}
-	history := append(slices.Clip(cur.History), cut(oneLine(entry), MaxDetailBytes))
+	history := append(slices.Clip(cur.History), cut(oneLine(entry), driver.MaxDetailBytes))
 	return g.store.Reopen(ctx, driver.ReopenRequest{Key: key, Token: token, Reason: reason, Now: now,
 		LeaseUntil: now.Add(-g.opts.SkewMargin), ExpiresAt: now.Add(g.opts.Retention),
 		PrevToken: cur.Token, Generation: next, History: history})
@@ -353,12 +351,6 @@ type ReopenOptions struct {
 	Operator string
 }
 
-// oneLine folds line breaks, so that one history entry is one line.
-// MaxDetailBytes bounds a record's status and detail (and each history
-// line): whatever the work returns, a record stays far below every store's
-// item limit (DynamoDB's 400 KB), so that it can always be finished.
-const MaxDetailBytes = 4096
-
 // cut shortens s to at most n bytes on a rune boundary, marking a cut.
 func cut(s string, n int) string {
 	if len(s) <= n {
@@ -371,6 +363,7 @@ func cut(s string, n int) string {
 	return s[:end] + "…"
 }
 
+// oneLine folds line breaks, so that one history entry is one line.
 func oneLine(s string) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(s)
 }
@@ -380,8 +373,8 @@ func (g *Guard) Get(ctx context.Context, key string) (driver.Record, error) {
 	return g.store.Get(ctx, key, g.Now())
 }
 
-// RandomToken returns 128 random bits as 32 hex characters.
-func RandomToken() (string, error) {
+// randomToken returns 128 random bits as 32 hex characters.
+func randomToken() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err

@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,9 @@ func TestClaimRefusesAnEmptyKey(t *testing.T) {
 	}
 }
 
-func TestClassify(t *testing.T) {
+// What a store's answer to a claim amounts to (ClaimOf, as Guard.Claim
+// returns it).
+func TestClaimOf(t *testing.T) {
 	rec := func(s driver.State, fp string) driver.Record {
 		return driver.Record{State: s, Fingerprint: fp, Token: "theirs", Attempt: 1}
 	}
@@ -65,7 +68,8 @@ func TestClassify(t *testing.T) {
 		{"our token but finished is not ours to work", driver.ClaimResult{Record: ours(driver.StateDone, 1)}, idempotency.DuplicateDone},
 	}
 	for _, tt := range tests {
-		if got := idempotency.Classify(tt.res, "ours", "a"); got != tt.want {
+		req := driver.ClaimRequest{Key: "K", Token: "ours", Fingerprint: "a"}
+		if got := idempotency.ClaimOf(req, tt.res).Outcome; got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
@@ -83,12 +87,16 @@ func TestFingerprintIsUnambiguous(t *testing.T) {
 	}
 }
 
+// The default fencing tokens are 128 random bits in hex: every claim gets
+// its own.
 func TestRandomTokensDiffer(t *testing.T) {
+	g, _ := idempotency.NewGuard(memstore.New(), idempotency.Options{})
 	seen := map[string]bool{}
-	for range 1000 {
-		tok, err := idempotency.RandomToken()
-		if err != nil || len(tok) != 32 || seen[tok] {
-			t.Fatalf("token %q err %v (seen before: %v)", tok, err, seen[tok])
+	for i := range 1000 {
+		c, err := g.Claim(t.Context(), fmt.Sprint("K", i), "fp")
+		tok := c.Record.Token
+		if err != nil || c.Outcome != idempotency.Acquired || len(tok) != 32 || seen[tok] {
+			t.Fatalf("claim %d: token %q outcome %v err %v (seen before: %v)", i, tok, c.Outcome, err, seen[tok])
 		}
 		seen[tok] = true
 	}
@@ -111,7 +119,7 @@ func TestARecordsDetailIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.State != driver.StateDone || len(rec.Detail) > idempotency.MaxDetailBytes || !utf8.ValidString(rec.Detail) || !strings.HasPrefix(huge, strings.TrimSuffix(rec.Detail, "…")) {
-		t.Errorf("record %s with a %d-byte detail, want DONE with at most %d bytes cut on a rune", rec.State, len(rec.Detail), idempotency.MaxDetailBytes)
+	if rec.State != driver.StateDone || len(rec.Detail) > driver.MaxDetailBytes || !utf8.ValidString(rec.Detail) || !strings.HasPrefix(huge, strings.TrimSuffix(rec.Detail, "…")) {
+		t.Errorf("record %s with a %d-byte detail, want DONE with at most %d bytes cut on a rune", rec.State, len(rec.Detail), driver.MaxDetailBytes)
 	}
 }

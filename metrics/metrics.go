@@ -208,7 +208,7 @@ func (s *store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	defer s.observe("claim", time.Now())
 	res, err := s.Store.Claim(ctx, req)
 	if err == nil {
-		s.m.claims.WithLabelValues(idempotency.Classify(res, req.Token, req.Fingerprint).String()).Inc()
+		s.m.claims.WithLabelValues(idempotency.ClaimOf(req, res).Outcome.String()).Inc()
 	}
 	return res, err
 }
@@ -248,7 +248,7 @@ type bound struct {
 func (b *bound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
 	req, res, ok := b.Bound.Claimed()
 	if ok {
-		b.m.claims.WithLabelValues(idempotency.Classify(res, req.Token, req.Fingerprint).String()).Inc()
+		b.m.claims.WithLabelValues(idempotency.ClaimOf(req, res).Outcome.String()).Inc()
 	}
 	return req, res, ok
 }

@@ -52,6 +52,12 @@ type Record struct {
 	History []string
 }
 
+// MaxDetailBytes bounds a record's Status and Detail and each History
+// line that the Guard writes (it cuts them on a rune boundary): whatever
+// the work returns, a record stays far below every store's item limit
+// (DynamoDB's 400 KB), so that it can always be finished.
+const MaxDetailBytes = 4096
+
 // LeaseLive reports whether r is IN_PROGRESS with a lease that has not passed
 // at now.
 func (r Record) LeaseLive(now time.Time) bool {
