@@ -23,9 +23,11 @@
 // payload fingerprint with HMAC-SHA-256 so the same key with another
 // payload is told apart from a redelivery.
 //
-// The states (ABSENT, IN_PROGRESS, DONE, FAILED) and every transition
-// between them are one table, driver.Transitions in package
-// idempotency/driver, which also holds the contract a store implements.
+// The record a Guard returns (driver.Record), its states
+// (driver.StateInProgress, driver.StateDone, driver.StateFailed; a key
+// without a record is absent) and every transition between them are in
+// package idempotency/driver: the table driver.Transitions, and the
+// contract a store implements.
 // Stores: memstore (tests and the demo), sqlite, postgres, redisstore and
 // awsdynamodb; each passes the conformance suite in idempotency/storetest,
 // which runs every row of the table against it.

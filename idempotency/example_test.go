@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
 
@@ -44,4 +45,33 @@ func ExampleGuard_Do() {
 	// delivery 2: duplicate_done, SENT msg-0001
 	// delivery 3: duplicate_done, SENT msg-0001
 	// e-mails sent: 1
+}
+
+// A failure marked ErrPermanent is recorded FAILED, and a later delivery
+// finds the record instead of running the work again: its state is one of
+// package driver's (driver.StateFailed), its detail the error's text.
+func ExampleDoResult_record() {
+	guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		panic(err)
+	}
+	decline := func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{}, fmt.Errorf("%w: account closed", idempotency.ErrPermanent)
+	}
+	ctx := context.Background()
+	for delivery := 1; delivery <= 2; delivery++ {
+		res, err := guard.Do(ctx, "charge-7", idempotency.Fingerprint("charge-7"), decline, idempotency.DoOptions{})
+		if err != nil {
+			fmt.Println("retry later:", err)
+			continue
+		}
+		if res.Outcome == idempotency.DuplicateFailed && res.Record.State == driver.StateFailed {
+			fmt.Printf("delivery %d: %s (%s)\n", delivery, res.Outcome, res.Record.Detail)
+			continue
+		}
+		fmt.Printf("delivery %d: %s\n", delivery, res.Outcome)
+	}
+	// Output:
+	// delivery 1: failed
+	// delivery 2: duplicate_failed (idempotency: permanent failure: account closed)
 }

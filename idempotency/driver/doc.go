@@ -1,5 +1,8 @@
 // Package driver is the contract between package idempotency and a storage
-// backend: what a store implements, not what an application calls.
+// backend: what a store implements, not what an application calls. An
+// application meets only the record a Guard returns (Record, with its
+// State: StateInProgress, StateDone, StateFailed) and the errors, which
+// package idempotency re-exports.
 //
 // A backend implements Store — one atomic conditional write per method — and
 // any of the optional capabilities (StuckLister, Purger, StateCounter,
