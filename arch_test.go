@@ -62,16 +62,16 @@ func TestStoresImplementTheDriverOnly(t *testing.T) {
 	}
 }
 
-// The README's package map (its Layout table) names every package in the
-// tree, and nothing that is not there.
+// The package map (CONTRIBUTING.md's Layout table) names every package in
+// the tree, and nothing that is not there.
 func TestReadmeLayoutMatchesTheTree(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("CONTRIBUTING.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, layout, ok := strings.Cut(string(readme), "\n## Layout\n")
 	if !ok {
-		t.Fatal("README.md has no ## Layout section")
+		t.Fatal("CONTRIBUTING.md has no ## Layout section")
 	}
 	layout, _, _ = strings.Cut(layout, "\n## ")
 	named := map[string]bool{}
@@ -102,12 +102,12 @@ func TestReadmeLayoutMatchesTheTree(t *testing.T) {
 	}
 	for pkg := range packages {
 		if !named[pkg] {
-			t.Errorf("package %s is not in README.md's Layout table", pkg)
+			t.Errorf("package %s is not in CONTRIBUTING.md's Layout table", pkg)
 		}
 	}
 	for name := range named {
 		if fi, err := os.Stat(name); err != nil || !fi.IsDir() {
-			t.Errorf("README.md's Layout table names %s, which is not a directory of the tree", name)
+			t.Errorf("CONTRIBUTING.md's Layout table names %s, which is not a directory of the tree", name)
 		}
 	}
 }

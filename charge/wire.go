@@ -21,7 +21,7 @@ const MaxEventBytes = 16 << 10
 // SchemaVersion is the wire-format version this package reads and writes.
 const SchemaVersion = 1
 
-// wireEvent is the JSON form of a ChargeDueEvent (see the README).
+// wireEvent is the JSON form of a ChargeDueEvent (see docs/operations/wire-format.md).
 type wireEvent struct {
 	SchemaVersion *int       `json:"schemaVersion,omitempty"`
 	ChargeID      string     `json:"chargeId"`

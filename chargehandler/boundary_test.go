@@ -41,7 +41,7 @@ func status(code int, body string) answer {
 
 const posted = `{"reference":"CBS0000000001","idempotencyKey":"CHG-T","status":"POSTED"}`
 
-// TestWhatTheBankAnsweredDecidesWhatWeDo is the README's table "what the
+// TestWhatTheBankAnsweredDecidesWhatWeDo is the table of docs/operations/bank.md "what the
 // bank answered → what we do", one subtest per row: the real HTTP client
 // and the service over a store, from the bank's answer to the outcome, the
 // ack decision, the record and the lease.

@@ -61,7 +61,7 @@ func TestReadOnlyCommandsCreateNothing(t *testing.T) {
 	}
 }
 
-// The GRANTs OPERATIONS.md gives a PostgreSQL role are enough: setup runs
+// The GRANTs docs/operations/postgres.md gives a PostgreSQL role are enough: setup runs
 // as the owner, then a role with only USAGE on the schema and
 // SELECT/INSERT/UPDATE/DELETE on its tables sends, serves, and runs every
 // operator command.
@@ -128,7 +128,7 @@ func TestALeastPrivilegePostgresRoleRunsEverything(t *testing.T) {
 	}
 }
 
-// leastPrivilegeGrants are the statements OPERATIONS.md gives (the test
+// leastPrivilegeGrants are the statements docs/operations/postgres.md gives (the test
 // checks the document holds them too).
 func leastPrivilegeGrants(schema, role string) []string {
 	return []string{
@@ -138,13 +138,13 @@ func leastPrivilegeGrants(schema, role string) []string {
 }
 
 func TestOperationsGivesTheLeastPrivilegeGrants(t *testing.T) {
-	doc, err := os.ReadFile("../../OPERATIONS.md")
+	doc, err := os.ReadFile("../../docs/operations/postgres.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, g := range leastPrivilegeGrants("chargerecovery", "chargerecovery_app") {
 		if !strings.Contains(string(doc), g+";") {
-			t.Errorf("OPERATIONS.md does not give %q", g)
+			t.Errorf("docs/operations/postgres.md does not give %q", g)
 		}
 	}
 }

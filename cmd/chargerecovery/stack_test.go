@@ -120,32 +120,32 @@ func TestTheAWSStackDeclaresWhatProductionNeeds(t *testing.T) {
 	}
 }
 
-// OPERATIONS.md shows the consumer's IAM policy; it must be the stack's,
+// docs/operations/aws.md shows the consumer's IAM policy; it must be the stack's,
 // statement by statement (the stack is the one source).
 func TestOperationsShowsTheStacksIAMPolicy(t *testing.T) {
 	tm, _ := readStack(t)
 	want := consumerPolicy(t, tm)
-	doc, err := os.ReadFile("../../OPERATIONS.md")
+	doc, err := os.ReadFile("../../docs/operations/aws.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(doc), "Least-privilege IAM policy for `serve`")
 	if !ok {
-		t.Fatal("OPERATIONS.md has no least-privilege policy for serve")
+		t.Fatal("docs/operations/aws.md has no least-privilege policy for serve")
 	}
 	_, block, _ := strings.Cut(after, "```json\n")
 	block, _, _ = strings.Cut(block, "```")
 	var shown struct{ Statement []policyStatement }
 	if err := json.Unmarshal([]byte(block), &shown); err != nil {
-		t.Fatalf("OPERATIONS.md's policy is not JSON: %v", err)
+		t.Fatalf("docs/operations/aws.md's policy is not JSON: %v", err)
 	}
 	if len(shown.Statement) != len(want) {
-		t.Fatalf("OPERATIONS.md shows %d statements, the stack has %d", len(shown.Statement), len(want))
+		t.Fatalf("docs/operations/aws.md shows %d statements, the stack has %d", len(shown.Statement), len(want))
 	}
 	for i := range want {
 		a, b := slices.Sorted(slices.Values(shown.Statement[i].Action)), slices.Sorted(slices.Values(want[i].Action))
 		if !slices.Equal(a, b) {
-			t.Errorf("statement %d (%s): OPERATIONS.md allows %v, the stack %v", i, want[i].Sid, a, b)
+			t.Errorf("statement %d (%s): docs/operations/aws.md allows %v, the stack %v", i, want[i].Sid, a, b)
 		}
 	}
 }

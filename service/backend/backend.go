@@ -490,7 +490,7 @@ func awsProblem(err error, what, missing, action string) error {
 		return fmt.Errorf("cannot reach AWS for %s: %w (check AWS_ENDPOINT_URL / AWS_REGION and the network; nothing is missing yet)", what, err)
 	case errors.As(err, &api) && (strings.Contains(api.ErrorCode(), "AccessDenied") || strings.Contains(api.ErrorCode(), "UnrecognizedClient") ||
 		strings.Contains(api.ErrorCode(), "InvalidClientTokenId") || strings.Contains(api.ErrorCode(), "SignatureDoesNotMatch")):
-		return fmt.Errorf("access denied to %s: %w (the credentials in use need %s on it; see the IAM policy in OPERATIONS.md)", what, err, action)
+		return fmt.Errorf("access denied to %s: %w (the credentials in use need %s on it; see the IAM policy in docs/operations/aws.md)", what, err, action)
 	case errors.As(err, &api) && (strings.Contains(api.ErrorCode(), "NonExistent") || strings.Contains(api.ErrorCode(), "DoesNotExist") ||
 		api.ErrorCode() == "ResourceNotFoundException"):
 		return fmt.Errorf("%s does not exist: %s", what, missing)
@@ -615,7 +615,7 @@ func CheckMultiRegion(ctx context.Context, b *Backend) error {
 
 // regionHint is what a table refused under mode o is told to do.
 func regionHint(o awsdynamodb.RegionOptions) string {
-	const see = "; see OPERATIONS.md, Multi-region tables"
+	const see = "; see docs/operations/aws.md, Multi-region tables"
 	single := "--" + flagMultiRegion + " single-writer --" + flagWriterRegion + " REGION (IC_DYNAMODB_WRITER_REGION) with serve run in that Region only"
 	switch o.Mode {
 	case awsdynamodb.MultiRegionStrong:
