@@ -29,6 +29,7 @@ import (
 	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/opsserver"
 	"github.com/finedge/idempotent-consumer/service/pipeline"
 	"github.com/finedge/idempotent-consumer/service/scenariotest"
 )
@@ -359,7 +360,7 @@ func TestReadyzSaysWhyWhileTheCircuitIsOpenInWordsOnly(t *testing.T) {
 	}
 	var backendDown atomic.Bool
 	var log syncBuffer
-	ops, err := startOpsServer("127.0.0.1:0", metrics.New(), p.Ready(func(context.Context) error {
+	ops, err := opsserver.Start("127.0.0.1:0", metrics.New(), p.Ready(func(context.Context) error {
 		if backendDown.Load() {
 			return errors.New("dial tcp 10.20.30.40:5432: connect: connection refused (postgres://app@db.internal/bank)")
 		}
@@ -368,8 +369,8 @@ func TestReadyzSaysWhyWhileTheCircuitIsOpenInWordsOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ops.close()
-	url := "http://" + ops.addr() + "/readyz"
+	defer ops.Close()
+	url := "http://" + ops.Addr() + "/readyz"
 	if code, body := httpGet(t, url); code != 200 {
 		t.Fatalf("closed circuit: %d %s", code, body)
 	}

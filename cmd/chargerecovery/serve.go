@@ -11,6 +11,7 @@ import (
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/opsserver"
 	"github.com/finedge/idempotent-consumer/service/pipeline"
 	"github.com/finedge/idempotent-consumer/tracing"
 )
@@ -123,13 +124,13 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	metricsURL := ""
 	if httpAddr != "" {
-		ops, err := startOpsServer(httpAddr, m, pl.Ready(b.Ready), log)
+		ops, err := opsserver.Start(httpAddr, m, pl.Ready(b.Ready), log)
 		if err != nil {
 			return err
 		}
-		defer ops.close()
-		log.Info("serving /metrics, /healthz and /readyz", "addr", ops.addr())
-		metricsURL = consoleMetricsURL(opsAddrOf(ops.addr()))
+		defer ops.Close()
+		log.Info("serving /metrics, /healthz and /readyz", "addr", ops.Addr())
+		metricsURL = ops.MetricsURL()
 	}
 	if withConsole {
 		cs, err := conc.start(ctx, consoleDeps{b: b, retention: cc.Retention, metricsURL: metricsURL, notifier: notifier, channel: nc.Channel}, log)

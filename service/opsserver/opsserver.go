@@ -1,4 +1,7 @@
-package main
+// Package opsserver is serve's ops endpoint: /metrics, /healthz (the
+// process is alive) and /readyz (the queue and the store answer), bounded
+// so that no client can hold it from the probes.
+package opsserver
 
 import (
 	"cmp"
@@ -12,16 +15,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/service/pipeline"
 	"golang.org/x/net/netutil"
 
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/pipeline"
 )
 
-// opsServer serves /metrics, /healthz (the process is alive) and /readyz
+// Server serves /metrics, /healthz (the process is alive) and /readyz
 // (the queue and the store answer).
-type opsServer struct {
+type Server struct {
 	srv  *http.Server
 	ln   net.Listener
 	errc chan error
@@ -29,10 +32,10 @@ type opsServer struct {
 	open, peak atomic.Int64
 }
 
-// opsLimits bound what one client can hold of the ops server: it is
+// Limits bound what one client can hold of the ops server: it is
 // reachable by whatever can reach the pod, and must keep answering the
 // probes.
-type opsLimits struct {
+type Limits struct {
 	// ReadTimeout bounds reading one request, headers and body (default
 	// 10s); WriteTimeout writing its answer (default 30s: a scrape);
 	// IdleTimeout a kept-alive connection between requests (default 60s).
@@ -42,7 +45,7 @@ type opsLimits struct {
 	MaxConns int
 }
 
-func (l opsLimits) withDefaults() opsLimits {
+func (l Limits) withDefaults() Limits {
 	l.ReadTimeout = cmp.Or(l.ReadTimeout, 10*time.Second)
 	l.WriteTimeout = cmp.Or(l.WriteTimeout, 30*time.Second)
 	l.IdleTimeout = cmp.Or(l.IdleTimeout, 60*time.Second)
@@ -50,11 +53,15 @@ func (l opsLimits) withDefaults() opsLimits {
 	return l
 }
 
-func startOpsServer(addr string, m *metrics.Metrics, ready func(context.Context) error, log *slog.Logger) (*opsServer, error) {
-	return startOpsServerWith(addr, m, ready, log, opsLimits{})
+// Start serves m's /metrics and ready's /readyz on addr (--http-addr: a
+// usage error if it cannot listen there) with the default Limits; the
+// detail of a failed readiness check goes to log, never to the client.
+func Start(addr string, m *metrics.Metrics, ready func(context.Context) error, log *slog.Logger) (*Server, error) {
+	return StartWith(addr, m, ready, log, Limits{})
 }
 
-func startOpsServerWith(addr string, m *metrics.Metrics, ready func(context.Context) error, log *slog.Logger, lim opsLimits) (*opsServer, error) {
+// StartWith is Start within lim.
+func StartWith(addr string, m *metrics.Metrics, ready func(context.Context) error, log *slog.Logger, lim Limits) (*Server, error) {
 	lim = lim.withDefaults()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", m.Handler())
@@ -82,7 +89,7 @@ func startOpsServerWith(addr string, m *metrics.Metrics, ready func(context.Cont
 	if err != nil {
 		return nil, cli.Usagef("--http-addr %s: %v", addr, err)
 	}
-	s := &opsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, lim.ReadTimeout), ReadTimeout: lim.ReadTimeout,
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: min(5*time.Second, lim.ReadTimeout), ReadTimeout: lim.ReadTimeout,
 		WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout, MaxHeaderBytes: 16 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}, errc: make(chan error, 1)}
 	// The count sits beneath the limit: a connection is counted once the
@@ -94,9 +101,25 @@ func startOpsServerWith(addr string, m *metrics.Metrics, ready func(context.Cont
 	return s, nil
 }
 
-func (s *opsServer) addr() string { return s.ln.Addr().String() }
+// Addr is where the server listens.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-func (s *opsServer) close() error {
+// MetricsURL is the /metrics a client on this host reaches (a wildcard
+// host is reached on loopback): the console mounted in serve reads the
+// circuit there.
+func (s *Server) MetricsURL() string {
+	addr := s.Addr()
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	return "http://" + addr + "/metrics"
+}
+
+// Close shuts the server down (5s at most for the requests in flight).
+func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := s.srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -108,7 +131,7 @@ func (s *opsServer) close() error {
 // countingListener counts the connections accepted and not yet closed.
 type countingListener struct {
 	net.Listener
-	s *opsServer
+	s *Server
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -124,7 +147,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 
 type countedConn struct {
 	net.Conn
-	s    *opsServer
+	s    *Server
 	once sync.Once
 }
 

@@ -1,4 +1,4 @@
-package main
+package opsserver
 
 import (
 	"bufio"
@@ -15,14 +15,14 @@ import (
 	"github.com/finedge/idempotent-consumer/metrics"
 )
 
-func quietOps(t *testing.T, lim opsLimits) *opsServer {
+func quietOps(t *testing.T, lim Limits) *Server {
 	t.Helper()
-	ops, err := startOpsServerWith("127.0.0.1:0", metrics.New(), func(context.Context) error { return nil },
+	ops, err := StartWith("127.0.0.1:0", metrics.New(), func(context.Context) error { return nil },
 		slog.New(slog.NewTextHandler(io.Discard, nil)), lim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ops.close() })
+	t.Cleanup(func() { ops.Close() })
 	return ops
 }
 
@@ -39,7 +39,7 @@ func closedByServer(c net.Conn, wait time.Duration) bool {
 // them: the server closes each one within its timeouts.
 func TestTheOpsServerClosesStalledConnections(t *testing.T) {
 	t.Parallel()
-	ops := quietOps(t, opsLimits{ReadTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond, MaxConns: 100})
+	ops := quietOps(t, Limits{ReadTimeout: 300 * time.Millisecond, IdleTimeout: 300 * time.Millisecond, MaxConns: 100})
 	stalls := map[string]func(c net.Conn, r *bufio.Reader) error{
 		"idle after an answer": func(c net.Conn, r *bufio.Reader) error {
 			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: ops\r\n\r\n"); err != nil {
@@ -64,7 +64,7 @@ func TestTheOpsServerClosesStalledConnections(t *testing.T) {
 	for name, stall := range stalls {
 		var conns []net.Conn
 		for range 20 {
-			c, err := net.Dial("tcp", ops.addr())
+			c, err := net.Dial("tcp", ops.Addr())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,9 +90,9 @@ func TestTheOpsServerClosesStalledConnections(t *testing.T) {
 // accepted, and are served once the stalled ones time out.
 func TestTheOpsServerServesAtMostMaxConnsAtOnce(t *testing.T) {
 	t.Parallel()
-	ops := quietOps(t, opsLimits{ReadTimeout: 500 * time.Millisecond, MaxConns: 4})
+	ops := quietOps(t, Limits{ReadTimeout: 500 * time.Millisecond, MaxConns: 4})
 	for range 12 {
-		c, err := net.Dial("tcp", ops.addr())
+		c, err := net.Dial("tcp", ops.Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestTheOpsServerServesAtMostMaxConnsAtOnce(t *testing.T) {
 		t.Errorf("%d connections served at once, want at most 4", p)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get("http://" + ops.addr() + "/healthz")
+	resp, err := client.Get("http://" + ops.Addr() + "/healthz")
 	if err != nil {
 		t.Fatalf("/healthz after the stalled connections timed out: %v", err)
 	}
