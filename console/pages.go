@@ -402,13 +402,14 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 	e := AuditEntry{Action: "redrive", DLQID: dlqID}
 	var chargeID string
 	var code queue.Code
-	rep, err := c.o.Queue.Redrive(r.Context(), queue.RedriveOptions{HoldBack: chargehandler.HoldBack, MaxAge: c.o.Retention - 24*time.Hour,
-		Now: now, Before: now, Max: 1, Match: func(d queue.DLQEntry) bool { return d.ID == dlqID },
-		Visit: func(d queue.DLQEntry, dec queue.RedriveDecision) {
-			if dec != queue.Skip {
-				chargeID, code = operate.ChargeIDOf(d.Body), d.Reason.Code
-			}
-		}})
+	o := operate.RedriveAt(now, c.o.Retention) // the command line's hold-backs, without --force
+	o.Max, o.Match = 1, func(d queue.DLQEntry) bool { return d.ID == dlqID }
+	o.Visit = func(d queue.DLQEntry, dec queue.RedriveDecision) {
+		if dec != queue.Skip {
+			chargeID, code = operate.ChargeIDOf(d.Body), d.Reason.Code
+		}
+	}
+	rep, err := c.o.Queue.Redrive(r.Context(), o)
 	e.ChargeID = chargeID
 	switch {
 	case err != nil:
@@ -453,8 +454,7 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		c.result(w, r, http.StatusBadRequest, "Reason needed", "Say why the charge may be debited now: the reason stays in the record and the audit trail.", "/charge/reopen?id="+urlQuery(chargeID), "back")
 		return e
 	}
-	rec, err := c.guard.Reopen(r.Context(), chargeID, e.Reason, idempotency.ReopenOptions{NewGeneration: newAttempt,
-		Eligible: charge.EligibleForNewGeneration, Operator: id.Name + " (console)"})
+	rec, err := operate.Reopen(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)")
 	back := "/charge?id=" + urlQuery(chargeID)
 	switch {
 	case errors.Is(err, idempotency.ErrNotFound):

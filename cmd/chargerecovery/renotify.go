@@ -3,9 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -42,11 +40,11 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "a lapsed claim is taken over only this long after it ends (the largest clock difference between hosts)")
 	nc.Bind(f)
 	lc.Bind(f)
-	opFlag := operatorFlag(f)
+	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	operator, err := whoActs(env, *opFlag)
+	operator, err := cli.WhoActs(env, *opFlag)
 	if err != nil && !dryRun {
 		return err
 	}
@@ -78,25 +76,15 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	amender, ok1 := b.Store.(driver.Amender)
-	lister, ok2 := b.Store.(driver.ResultLister)
+	_, ok1 := b.Store.(driver.Amender)
+	_, ok2 := b.Store.(driver.ResultLister)
 	if !ok1 || !ok2 {
 		return fmt.Errorf("the %s store cannot amend or list results", cmp.Or(bc.Store, bc.Kind))
 	}
 	now := time.Now()
-	var recs []driver.Record
-	if all {
-		if recs, err = lister.ListByResult(ctx, driver.StateDone, string(charge.DebitedNotificationFailed), now, limit); err != nil {
-			return err
-		}
-	} else {
-		for _, id := range ids {
-			rec, err := b.Store.Get(ctx, id, now)
-			if err != nil {
-				return fmt.Errorf("%s: %w", id, err)
-			}
-			recs = append(recs, rec)
-		}
+	recs, err := operate.Pending(ctx, b.Store, ids, all, limit, now)
+	if err != nil {
+		return err
 	}
 	var sender charge.NoticeSender
 	if !dryRun {
@@ -113,41 +101,11 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	if skew == 0 {
 		skew = -1 // the guard's "no margin"
 	}
-	claims, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: lease, SkewMargin: skew, Retention: retention})
+	rn, err := operate.NewRenotifier(b.Store, sender, operate.RenotifierOptions{Lease: lease, SkewMargin: skew, Retention: retention,
+		Timeout: timeout, Channel: nc.Channel})
 	if err != nil {
 		return err
 	}
-	audit := slog.New(slog.NewJSONHandler(env.Stderr, nil))
-	rn := operate.Renotifier{Sender: sender, Amender: amender, Claims: claims, Channel: nc.Channel, Timeout: timeout}
-	var report []operate.Renotified
-	failed := 0
-	for _, rec := range recs {
-		r := rn.One(ctx, rec, operator, reason, dryRun, now)
-		report = append(report, r)
-		switch r.Result {
-		case "failed":
-			failed++
-		case "sent":
-			audit.LogAttrs(ctx, slog.LevelWarn, "missed pre-debit notification sent by an operator", slog.Bool("audit", true),
-				slog.String("charge_id", rec.Key), slog.String("reference", r.Reference), slog.String("channel", nc.Channel),
-				slog.String("previous_status", rec.Status), slog.String("operator", operator), slog.String("reason", reason))
-		}
-	}
-	if *asJSON {
-		if err := json.NewEncoder(env.Stdout).Encode(map[string]any{"records": report}); err != nil {
-			return err
-		}
-	} else {
-		counts := map[string]int{}
-		for _, r := range report {
-			counts[r.Result]++
-			fmt.Fprintf(env.Stdout, "%-9s %s %s %s\n", r.Result, r.ChargeID, r.Reference, r.Why)
-		}
-		fmt.Fprintf(env.Stdout, "%d record(s): %d sent, %d would send, %d failed, %d skipped\n", len(report),
-			counts["sent"], counts["would_send"], counts["failed"], counts["skipped"])
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d notification(s) not sent or not recorded; run renotify again once the channel works", failed)
-	}
-	return nil
+	return rn.Renotify(ctx, recs, operate.RenotifyRun{Operator: operator, Reason: reason, DryRun: dryRun, JSON: *asJSON, Now: now,
+		Out: env.Stdout, Audit: env.Stderr})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/redact"
 
+	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/service/backend"
@@ -28,7 +29,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		httpAddr        string
 		depthTick       time.Duration
 		withConsole     bool
-		conc            consoleConfig
+		conc            console.Config
 	)
 	bc.Bind(f)
 	bc.BindMultiRegion(f)
@@ -133,11 +134,11 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		metricsURL = ops.MetricsURL()
 	}
 	if withConsole {
-		cs, err := conc.start(ctx, consoleDeps{b: b, retention: cc.Retention, metricsURL: metricsURL, notifier: notifier, channel: nc.Channel}, log)
+		cs, err := conc.Start(ctx, console.Deps{Backend: b, Retention: cc.Retention, MetricsURL: metricsURL, Notifier: notifier, Channel: nc.Channel}, log)
 		if err != nil {
 			return err
 		}
-		defer cs.close()
+		defer cs.Close()
 	}
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()

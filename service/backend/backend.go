@@ -640,3 +640,16 @@ func checkRegions(ctx context.Context, c awsdynamodb.Describer, table string, o 
 			"create it (chargerecovery setup --backend aws) or set --table / IC_TABLE", "dynamodb:DescribeTable")
 	}
 }
+
+// OpenExisting opens what an operator command uses: the backend of c as
+// it is. A mistyped --db or --postgres-schema is an error, never a new
+// empty file or schema that reads as "all clear".
+func OpenExisting(ctx context.Context, c *Config) (*Backend, error) {
+	var p cli.Problems
+	c.Check(&p)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	c.Existing = true
+	return Open(ctx, *c, 30*time.Second, false)
+}

@@ -1,8 +1,10 @@
 // Package operate holds what an operator does to one backend, shared by
-// the command line (chargerecovery dlq, redrive, renotify) and the console:
-// the DLQ as an operator sees it (charge, masked account, reason, copies),
-// the redrive of chosen entries, and a missed notice sent again. Nothing
-// here prints or parses flags.
+// the command line (chargerecovery dlq, redrive, reopen, renotify) and the
+// console: the DLQ as an operator sees it (charge, masked account, reason,
+// copies), the redrive of chosen entries, a FAILED charge reopened, a
+// missed notice sent again, and the purge of a DLQ entry. The command
+// line's flows (ReopenCharge, Redrive, Renotifier.Renotify, PurgeDLQ,
+// Show) write its reports and audit lines; nothing here parses flags.
 package operate
 
 import (

@@ -1,9 +1,13 @@
 package operate
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -134,4 +138,102 @@ func (r Renotifier) record(ctx context.Context, rec driver.Record, notice charge
 		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: "the notice was sent, but the record changed meanwhile; the receiver drops a repeat by its key"}
 	}
 	return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "failed", Why: "the notice was sent, but the record could not be updated: " + err.Error()}
+}
+
+// RenotifierOptions configure NewRenotifier.
+type RenotifierOptions struct {
+	// Lease is how long a run holds a notice's claim (default 1m: it must
+	// outlast Timeout); SkewMargin as idempotency.Options' (0: the
+	// default; negative: none); Retention how long the claim is kept.
+	Lease, SkewMargin, Retention time.Duration
+	Timeout                      time.Duration // one notification; default 5s
+	Channel                      string        // named in the history line
+}
+
+// ErrCannotAmend: the store cannot amend a record, so a notice sent again
+// could not be recorded.
+var ErrCannotAmend = errors.New("the store cannot amend records")
+
+// NewRenotifier is the Renotifier of the command line and the console:
+// sending with sender (nil for a dry run), claiming each notice in store
+// and amending its record there.
+func NewRenotifier(store driver.Store, sender charge.NoticeSender, o RenotifierOptions) (*Renotifier, error) {
+	am, ok := store.(driver.Amender)
+	if !ok {
+		return nil, ErrCannotAmend
+	}
+	claims, err := idempotency.NewGuard(store, idempotency.Options{Lease: cmp.Or(o.Lease, time.Minute), SkewMargin: o.SkewMargin, Retention: o.Retention})
+	if err != nil {
+		return nil, err
+	}
+	return &Renotifier{Sender: sender, Amender: am, Claims: claims, Channel: o.Channel, Timeout: o.Timeout}, nil
+}
+
+// Pending are the records a renotify run looks at: those of ids, or with
+// all (ids empty) every DEBITED_NOTIFICATION_FAILED record, oldest first,
+// at most limit.
+func Pending(ctx context.Context, store driver.Store, ids []string, all bool, limit int, now time.Time) ([]idempotency.Record, error) {
+	if all {
+		lister, ok := store.(driver.ResultLister)
+		if !ok {
+			return nil, errors.New("the store cannot list results")
+		}
+		return lister.ListByResult(ctx, idempotency.StateDone, string(charge.DebitedNotificationFailed), now, limit)
+	}
+	var recs []idempotency.Record
+	for _, id := range ids {
+		rec, err := store.Get(ctx, id, now)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", id, err)
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+// RenotifyRun is a renotify asked for on the command line.
+type RenotifyRun struct {
+	Operator, Reason string
+	DryRun, JSON     bool
+	Now              time.Time
+	// Out gets the report; Audit an audit line per notice sent (JSON).
+	Out, Audit io.Writer
+}
+
+// Renotify is chargerecovery renotify over recs: each sent again (or, in a
+// dry run, said whether it would be), an audit line per notice sent, a
+// line per record and the counts; any failed is an error after the report.
+func (r Renotifier) Renotify(ctx context.Context, recs []idempotency.Record, o RenotifyRun) error {
+	audit := AuditLog(o.Audit)
+	var report []Renotified
+	failed := 0
+	for _, rec := range recs {
+		res := r.One(ctx, rec, o.Operator, o.Reason, o.DryRun, o.Now)
+		report = append(report, res)
+		switch res.Result {
+		case "failed":
+			failed++
+		case "sent":
+			audit.LogAttrs(ctx, slog.LevelWarn, "missed pre-debit notification sent by an operator", slog.Bool("audit", true),
+				slog.String("charge_id", rec.Key), slog.String("reference", res.Reference), slog.String("channel", r.Channel),
+				slog.String("previous_status", rec.Status), slog.String("operator", o.Operator), slog.String("reason", o.Reason))
+		}
+	}
+	if o.JSON {
+		if err := json.NewEncoder(o.Out).Encode(map[string]any{"records": report}); err != nil {
+			return err
+		}
+	} else {
+		counts := map[string]int{}
+		for _, res := range report {
+			counts[res.Result]++
+			fmt.Fprintf(o.Out, "%-9s %s %s %s\n", res.Result, res.ChargeID, res.Reference, res.Why)
+		}
+		fmt.Fprintf(o.Out, "%d record(s): %d sent, %d would send, %d failed, %d skipped\n", len(report),
+			counts["sent"], counts["would_send"], counts["failed"], counts["skipped"])
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d notification(s) not sent or not recorded; run renotify again once the channel works", failed)
+	}
+	return nil
 }

@@ -124,3 +124,37 @@ func PrintRecord(w io.Writer, r driver.Record, now time.Time) {
 	}
 	tw.Flush()
 }
+
+// StuckJSON is chargerecovery stuck --json: how many claims are past
+// their lease, and those listed.
+type StuckJSON struct {
+	Total  int          `json:"total"`
+	Claims []RecordJSON `json:"claims"`
+}
+
+// StuckJSONOf is recs (of total) at now.
+func StuckJSONOf(recs []idempotency.Record, total int, now time.Time) StuckJSON {
+	out := StuckJSON{Total: total, Claims: []RecordJSON{}}
+	for _, r := range recs {
+		out.Claims = append(out.Claims, RecordJSONOf(r, now))
+	}
+	return out
+}
+
+// PrintStuck writes chargerecovery stuck: how many claims are past their
+// lease, and those listed, oldest first, as a table.
+func PrintStuck(w io.Writer, recs []idempotency.Record, total int, now time.Time) error {
+	fmt.Fprintf(w, "%d claim(s) IN_PROGRESS past their lease", total)
+	if total == 0 {
+		fmt.Fprintln(w)
+		return nil
+	}
+	fmt.Fprintf(w, " (oldest first, %d shown). Each is reclaimed by its next delivery; if the message is gone, see the DLQ.\n", len(recs))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CHARGE\tLEASE EXPIRED\tOVERDUE\tATTEMPT\tCLAIMED")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Key, r.LeaseUntil.UTC().Format(time.RFC3339),
+			now.Sub(r.LeaseUntil).Round(time.Second), r.Attempt, r.CreatedAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}

@@ -1,7 +1,6 @@
-package main
+package console
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -14,18 +13,15 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/console"
-	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/operate"
-	"github.com/finedge/idempotent-consumer/service/pipeline"
 )
 
-// consoleConfig are the console's flags, shared by `console` and
-// `serve --console`.
-type consoleConfig struct {
+// Config are the console's flags, shared by chargerecovery console and
+// serve --console: where it listens, how people sign in, the audit trail.
+type Config struct {
 	Addr, Auth, TokenFile, AuditFile           string
 	UserHeader, GroupsHeader, OperatorGroup    string
 	Operators, TrustedProxies, TLSCert, TLSKey string
@@ -33,7 +29,8 @@ type consoleConfig struct {
 	ActionsPerMinute                           int
 }
 
-func (c *consoleConfig) Bind(f *cli.FlagSet) {
+// Bind registers the --console-* flags on f.
+func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.Addr, "console-addr", "IC_CONSOLE_ADDR", "127.0.0.1:8088", "the console listens here (loopback unless told otherwise)")
 	f.String(&c.Auth, "console-auth", "IC_CONSOLE_AUTH", "", "how people sign in (required; no anonymous access): proxy (a trusted authenticating proxy's header, e.g. oauth2-proxy in front of the bank's identity provider) or token (--console-token-file)")
 	f.String(&c.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: an owner-only (0600) file of lines NAME ROLE TOKEN (role viewer or operator; tokens of 16+ characters), looked at on every request: a removed line ends its sessions at once")
@@ -62,8 +59,8 @@ func loopbackAddr(addr string) bool {
 	return err == nil && a.IsLoopback()
 }
 
-// Check reports what is wrong.
-func (c *consoleConfig) Check(p *cli.Problems) {
+// Check reports what is wrong with the flags.
+func (c *Config) Check(p *cli.Problems) {
 	tlsOn := c.TLSCert != "" || c.TLSKey != ""
 	if tlsOn && (c.TLSCert == "" || c.TLSKey == "") {
 		p.Add("--console-tls-cert and --console-tls-key go together")
@@ -74,19 +71,19 @@ func (c *consoleConfig) Check(p *cli.Problems) {
 	case "token":
 		if c.TokenFile == "" {
 			p.Add("--console-auth token needs --console-token-file")
-		} else if _, err := console.ReadTokenFile(c.TokenFile); err != nil {
+		} else if _, err := ReadTokenFile(c.TokenFile); err != nil {
 			p.Add("--console-token-file: %v", err)
 		}
 		if !tlsOn && !loopbackAddr(c.Addr) {
 			p.Add("token sign-in on %s over plain HTTP would send tokens and sessions in clear: give --console-tls-cert and --console-tls-key, or listen on loopback", c.Addr)
 		}
-		if _, err := console.ParsePrefixes(c.TrustedProxies); err != nil {
+		if _, err := ParsePrefixes(c.TrustedProxies); err != nil {
 			p.Add("--console-trusted-proxies: %v", err)
 		}
 	case "proxy":
 		if c.TrustedProxies == "" {
 			p.Add("--console-auth proxy needs --console-trusted-proxies: the proxy's addresses (a user header from anyone else must count for nothing)")
-		} else if _, err := console.ParsePrefixes(c.TrustedProxies); err != nil {
+		} else if _, err := ParsePrefixes(c.TrustedProxies); err != nil {
 			p.Add("--console-trusted-proxies: %v", err)
 		}
 		if c.Operators == "" && c.OperatorGroup == "" {
@@ -106,63 +103,63 @@ func (c *consoleConfig) Check(p *cli.Problems) {
 	}
 }
 
-func (c *consoleConfig) authenticator() (console.Authenticator, error) {
-	trusted, err := console.ParsePrefixes(c.TrustedProxies)
+func (c *Config) authenticator() (Authenticator, error) {
+	trusted, err := ParsePrefixes(c.TrustedProxies)
 	if err != nil {
 		return nil, cli.Usagef("--console-trusted-proxies: %v", err)
 	}
 	if c.Auth == "token" {
-		a, err := console.NewTokenAuth(console.TokenOptions{File: c.TokenFile, TTL: c.SessionTTL, Secure: c.TLSCert != "" || !loopbackAddr(c.Addr) || c.TrustedProxies != ""})
+		a, err := NewTokenAuth(TokenOptions{File: c.TokenFile, TTL: c.SessionTTL, Secure: c.TLSCert != "" || !loopbackAddr(c.Addr) || c.TrustedProxies != ""})
 		if err != nil {
 			return nil, cli.Usagef("--console-token-file: %v", err)
 		}
 		return a, nil
 	}
-	return console.ProxyAuth{UserHeader: c.UserHeader, GroupsHeader: c.GroupsHeader, OperatorGroup: c.OperatorGroup,
-		Operators: splitList(c.Operators), Trusted: trusted}, nil
+	return ProxyAuth{UserHeader: c.UserHeader, GroupsHeader: c.GroupsHeader, OperatorGroup: c.OperatorGroup,
+		Operators: cli.SplitList(c.Operators), Trusted: trusted}, nil
 }
 
-// consoleServer is a running console.
-type consoleServer struct {
+// Server is a running console.
+type Server struct {
 	srv   *http.Server
 	ln    net.Listener
-	audit *console.AuditLog
+	audit *AuditLog
 	stop  context.CancelFunc
 	errc  chan error
 }
 
-// consoleDeps are what a console reads and acts through.
-type consoleDeps struct {
-	b          *backend.Backend
-	retention  time.Duration
-	metricsURL string
-	notifier   charge.Notifier // nil: renotify not offered
-	channel    string
+// Deps are what a console reads and acts through.
+type Deps struct {
+	Backend    *backend.Backend
+	Retention  time.Duration   // of the idempotency records
+	MetricsURL string          // a consumer's /metrics ("": no circuit state)
+	Notifier   charge.Notifier // nil, or one that cannot send a kept notice: renotify not offered
+	Channel    string          // the notifier's, named in the history line
 }
 
-func (c *consoleConfig) start(ctx context.Context, d consoleDeps, log *slog.Logger) (*consoleServer, error) {
+// Start serves the console of d on c.Addr until ctx ends or Close; a
+// problem with the flags' files or address is a usage error.
+func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, error) {
 	auth, err := c.authenticator()
 	if err != nil {
 		return nil, err
 	}
-	trusted, _ := console.ParsePrefixes(c.TrustedProxies) // checked by authenticator
-	audit, err := console.OpenAuditLog(c.AuditFile)
+	trusted, _ := ParsePrefixes(c.TrustedProxies) // checked by authenticator
+	audit, err := OpenAuditLog(c.AuditFile)
 	if err != nil {
 		return nil, cli.Usagef("--console-audit-file: %v", err)
 	}
 	var rn *operate.Renotifier
-	if s, ok := d.notifier.(charge.NoticeSender); ok {
-		if am, ok := d.b.Store.(driver.Amender); ok {
+	if s, ok := d.Notifier.(charge.NoticeSender); ok {
+		if _, ok := d.Backend.Store.(driver.Amender); ok {
 			// A notice's claim outlasts its send (5s at most), as renotify's.
-			claims, err := idempotency.NewGuard(d.b.Store, idempotency.Options{Lease: time.Minute, Retention: d.retention})
-			if err != nil {
+			if rn, err = operate.NewRenotifier(d.Backend.Store, s, operate.RenotifierOptions{Lease: time.Minute, Retention: d.Retention, Channel: d.Channel}); err != nil {
 				return nil, err
 			}
-			rn = &operate.Renotifier{Sender: s, Amender: am, Claims: claims, Channel: d.channel}
 		}
 	}
-	con, err := console.New(console.Options{Backend: d.b.Desc, Queue: d.b.Queue, Store: d.b.Store, MetricsURL: d.metricsURL,
-		Retention: d.retention, Renotifier: rn, Auth: auth, Audit: audit, Logger: log, Refresh: c.Refresh, ActionsPerMinute: c.ActionsPerMinute,
+	con, err := New(Options{Backend: d.Backend.Desc, Queue: d.Backend.Queue, Store: d.Backend.Store, MetricsURL: d.MetricsURL,
+		Retention: d.Retention, Renotifier: rn, Auth: auth, Audit: audit, Logger: log, Refresh: c.Refresh, ActionsPerMinute: c.ActionsPerMinute,
 		TrustedProxies: trusted})
 	if err != nil {
 		audit.Close()
@@ -185,7 +182,7 @@ func (c *consoleConfig) start(ctx context.Context, d consoleDeps, log *slog.Logg
 	}
 	cctx, stop := context.WithCancel(ctx)
 	go con.Run(cctx)
-	s := &consoleServer{ln: ln, audit: audit, stop: stop, errc: make(chan error, 1),
+	s := &Server{ln: ln, audit: audit, stop: stop, errc: make(chan error, 1),
 		srv: &http.Server{Handler: con.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
 			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 	go func() { s.errc <- s.srv.Serve(ln) }()
@@ -197,7 +194,12 @@ func (c *consoleConfig) start(ctx context.Context, d consoleDeps, log *slog.Logg
 	return s, nil
 }
 
-func (s *consoleServer) close() error {
+// Err gets the error the console's server stopped with, if it stops
+// before Close.
+func (s *Server) Err() <-chan error { return s.errc }
+
+// Close stops the console and closes its audit trail.
+func (s *Server) Close() error {
 	s.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -206,85 +208,4 @@ func (s *consoleServer) close() error {
 		err = nil
 	}
 	return errors.Join(err, s.audit.Close())
-}
-
-// runConsole serves the console alone, on the backend's flags.
-func runConsole(ctx context.Context, env *cli.Env, args []string) error {
-	f := cli.NewFlagSet(env, "console", "console [flags]")
-	var (
-		bc         backend.Config
-		cc         consoleConfig
-		nc         pipeline.NotifyConfig
-		lc         cli.LogConfig
-		retention  time.Duration
-		metricsURL string
-		timeout    time.Duration
-		addr       string
-	)
-	bc.Bind(f)
-	cc.Bind(f)
-	f.String(&addr, "addr", "", "", "the same as --console-addr (IC_CONSOLE_ADDR); given, it wins")
-	nc.Bind(f)
-	lc.Bind(f)
-	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
-	f.String(&metricsURL, "metrics-url", "IC_METRICS_URL", "http://127.0.0.1:9090/metrics", "a consumer's /metrics, for its circuit state (\"\": skip)")
-	f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
-	if err := f.Parse(args, false); err != nil {
-		return err
-	}
-	cc.Addr = cmp.Or(addr, cc.Addr)
-	var p cli.Problems
-	bc.Check(&p)
-	cc.Check(&p)
-	lc.Check(&p)
-	if nc.Channel != "" { // renotify needs a channel; without one it is not offered
-		nc.Check(&p)
-	}
-	if retention < 24*time.Hour {
-		p.Add("--retention %s is under 24h", retention)
-	}
-	if err := p.Err(); err != nil {
-		return err
-	}
-	log := lc.Logger(env.Stderr)
-	bc.Existing = true // the console uses what is there; it never creates
-	b, err := backend.Open(ctx, bc, 30*time.Second, false)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	d := consoleDeps{b: b, retention: retention, metricsURL: metricsURL, channel: nc.Channel}
-	if nc.Channel != "" {
-		if d.notifier, _, err = nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, log); err != nil {
-			return err
-		}
-	}
-	s, err := cc.start(ctx, d, log)
-	if err != nil {
-		return err
-	}
-	select {
-	case <-ctx.Done():
-	case err = <-s.errc:
-	}
-	return errors.Join(err, s.close())
-}
-
-// consoleMetricsURL is the /metrics of serve's own ops server, for the
-// console mounted in serve.
-func consoleMetricsURL(opsAddr string) string {
-	return "http://" + cmp.Or(opsAddr, "127.0.0.1:9090") + "/metrics"
-}
-
-// opsAddrOf is where a client on this host reaches --http-addr (a
-// wildcard host is reached on loopback).
-func opsAddrOf(httpAddr string) string {
-	host, port, err := net.SplitHostPort(httpAddr)
-	if err != nil {
-		return httpAddr
-	}
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port)
 }
