@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 )
@@ -31,29 +30,13 @@ func runPurge(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	now := time.Now()
-	purger, purges := b.Store.(driver.Purger)
-	if !purges && b.Expirer == nil {
+	got, none, err := backend.PurgeNow(ctx, b, sc, dry, time.Now())
+	if err != nil {
+		return err
+	}
+	if none {
 		fmt.Fprintln(env.Stdout, "nothing to do: this backend expires records (DynamoDB TTL on attribute ttl) and messages (SQS MessageRetentionPeriod) itself")
 		return nil
-	}
-	var got backend.SweepCounts
-	if dry {
-		if purges {
-			if got.Records, err = purger.Expired(ctx, now); err != nil {
-				return err
-			}
-		}
-		if b.Expirer != nil {
-			if got.Messages, got.DLQMessages, err = b.Expirer.Expired(ctx, now); err != nil {
-				return err
-			}
-		}
-	} else {
-		sc.Interval = 0
-		if got, err = backend.Sweep(ctx, b, b.Store, now, sc); err != nil {
-			return err
-		}
 	}
 	if *asJSON {
 		return json.NewEncoder(env.Stdout).Encode(struct {

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/internal/redact"
 
 	"github.com/finedge/idempotent-consumer/console"
-	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
@@ -83,22 +81,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	for _, w := range b.Warnings {
 		log.Warn(w)
 	}
-	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	err = b.Ready(rctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("backend not ready: %w", err)
-	}
-	rctx, cancel = context.WithTimeout(ctx, 15*time.Second)
-	err = backend.CheckMultiRegion(rctx, b) // before the first claim: two Regions must not both win one
-	cancel()
-	if err != nil {
-		return err
-	}
-	rctx, cancel = context.WithTimeout(ctx, 15*time.Second)
-	err = backend.CheckRetention(rctx, b, cc.Retention)
-	cancel()
-	if err != nil {
+	if err := b.Preflight(ctx, cc.Retention); err != nil {
 		return err
 	}
 	if env.Drill != nil { // a test binary's crash drill; never set in production
@@ -142,15 +125,10 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
-	go backend.RunSweeper(sweepCtx, b, b.Store, sc, log, func(c backend.SweepCounts) { m.Swept(c.Records, c.Messages, c.DLQMessages) })
-	go m.QueueDepth(sweepCtx, depthTick, b.Queue.Depth, func(err error) { log.Warn("queue depth sample failed", "error", err) })
-	if sl, ok := b.Store.(driver.StuckLister); ok && b.CheapCounts() {
-		go m.StuckClaims(sweepCtx, depthTick, func(ctx context.Context) (int, error) { _, n, err := sl.Stuck(ctx, time.Now(), 1); return n, err },
-			func(err error) { log.Warn("stuck claims sample failed", "error", err) })
-	}
+	backend.Watch(sweepCtx, b, sc, m, depthTick, log)
 	log.Info("consumer starting", "backend", b.Desc, "concurrency", cc.Concurrency,
-		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", redact.URL(cc.CorebankURL), "corebank_auth", authDesc(bank), "notify", notifyDesc,
-		"fingerprint_key", keyDesc(cc), "claims", claimsDesc(pl))
+		"visibility", cc.Visibility.String(), "lease", cc.Lease.String(), "corebank", redact.URL(cc.CorebankURL), "corebank_auth", bank.AuthDesc(), "notify", notifyDesc,
+		"fingerprint_key", cc.KeyDesc(), "claims", pl.ClaimsDesc())
 	if err := pl.Run(ctx); err != nil {
 		return err
 	}
@@ -158,28 +136,4 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	log.Info("consumer stopped", "received", s.Received, "acked", s.Acked, "retried", s.Retried,
 		"dead_lettered", s.DeadLettered, "released", s.Released, "ack_errors", s.AckErrors)
 	return nil
-}
-
-func authDesc(b pipeline.Bank) string {
-	if b.Auth == nil {
-		return "none"
-	}
-	return b.Auth.Describe()
-}
-
-// keyDesc names the fingerprint keys by id (never the keys).
-func keyDesc(c pipeline.Config) string {
-	k, err := c.Keys()
-	if err != nil || k == nil {
-		return "none (unkeyed)"
-	}
-	return k.KeyID()
-}
-
-// claimsDesc says where the claims are written.
-func claimsDesc(pl *pipeline.Pipeline) string {
-	if pl.Colocated {
-		return "in the queue's transactions (receive, delete / dead-letter)"
-	}
-	return "store calls of their own"
 }

@@ -700,3 +700,28 @@ func baselineHandler(debiter charge.Debiter, notifier charge.Notifier) consumer.
 		return consumer.Decision{Action: consumer.Ack}
 	})
 }
+
+// AuthDesc names how the bank is authenticated to (never a credential).
+func (b Bank) AuthDesc() string {
+	if b.Auth == nil {
+		return "none"
+	}
+	return b.Auth.Describe()
+}
+
+// KeyDesc names the fingerprint keys by id (never the keys).
+func (c Config) KeyDesc() string {
+	k, err := c.Keys()
+	if err != nil || k == nil {
+		return "none (unkeyed)"
+	}
+	return k.KeyID()
+}
+
+// ClaimsDesc says where the claims are written.
+func (p *Pipeline) ClaimsDesc() string {
+	if p.Colocated {
+		return "in the queue's transactions (receive, delete / dead-letter)"
+	}
+	return "store calls of their own"
+}
