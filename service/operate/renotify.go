@@ -172,15 +172,15 @@ func NewRenotifier(store driver.Store, sender charge.NoticeSender, o RenotifierO
 // Pending are the records a renotify run looks at: those of ids, or with
 // all (ids empty) every DEBITED_NOTIFICATION_FAILED record, oldest first,
 // at most limit.
-func Pending(ctx context.Context, store driver.Store, ids []string, all bool, limit int, now time.Time) ([]idempotency.Record, error) {
+func Pending(ctx context.Context, store driver.Store, ids []string, all bool, limit int, now time.Time) ([]driver.Record, error) {
 	if all {
 		lister, ok := store.(driver.ResultLister)
 		if !ok {
 			return nil, errors.New("the store cannot list results")
 		}
-		return lister.ListByResult(ctx, idempotency.StateDone, string(charge.DebitedNotificationFailed), now, limit)
+		return lister.ListByResult(ctx, driver.StateDone, string(charge.DebitedNotificationFailed), now, limit)
 	}
-	var recs []idempotency.Record
+	var recs []driver.Record
 	for _, id := range ids {
 		rec, err := store.Get(ctx, id, now)
 		if err != nil {
@@ -203,7 +203,7 @@ type RenotifyRun struct {
 // Renotify is chargerecovery renotify over recs: each sent again (or, in a
 // dry run, said whether it would be), an audit line per notice sent, a
 // line per record and the counts; any failed is an error after the report.
-func (r Renotifier) Renotify(ctx context.Context, recs []idempotency.Record, o RenotifyRun) error {
+func (r Renotifier) Renotify(ctx context.Context, recs []driver.Record, o RenotifyRun) error {
 	audit := AuditLog(o.Audit)
 	var report []Renotified
 	failed := 0

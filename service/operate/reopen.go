@@ -21,7 +21,7 @@ import (
 // generation) only for a charge charge.EligibleForNewGeneration accepts.
 // Its errors are the guard's: idempotency.ErrNotFound, ErrNotFailed (the
 // record returned says what it is), ErrNotEligible.
-func Reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt bool, operator string) (idempotency.Record, error) {
+func Reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt bool, operator string) (driver.Record, error) {
 	return g.Reopen(ctx, id, reason, idempotency.ReopenOptions{NewGeneration: newAttempt,
 		Eligible: charge.EligibleForNewGeneration, Operator: operator})
 }

@@ -95,7 +95,7 @@ func Show(ctx context.Context, q queue.Operator, store driver.Store, o ShowOptio
 		Entries []Entry            `json:"entries"`
 		Record  *status.RecordJSON `json:"record,omitempty"`
 	}{Entries: entries}
-	var rec idempotency.Record
+	var rec driver.Record
 	if cid := entries[0].ChargeID; cid != "" {
 		rec, err = store.Get(ctx, cid, now)
 		switch {

@@ -133,7 +133,7 @@ type StuckJSON struct {
 }
 
 // StuckJSONOf is recs (of total) at now.
-func StuckJSONOf(recs []idempotency.Record, total int, now time.Time) StuckJSON {
+func StuckJSONOf(recs []driver.Record, total int, now time.Time) StuckJSON {
 	out := StuckJSON{Total: total, Claims: []RecordJSON{}}
 	for _, r := range recs {
 		out.Claims = append(out.Claims, RecordJSONOf(r, now))
@@ -143,7 +143,7 @@ func StuckJSONOf(recs []idempotency.Record, total int, now time.Time) StuckJSON 
 
 // PrintStuck writes chargerecovery stuck: how many claims are past their
 // lease, and those listed, oldest first, as a table.
-func PrintStuck(w io.Writer, recs []idempotency.Record, total int, now time.Time) error {
+func PrintStuck(w io.Writer, recs []driver.Record, total int, now time.Time) error {
 	fmt.Fprintf(w, "%d claim(s) IN_PROGRESS past their lease", total)
 	if total == 0 {
 		fmt.Fprintln(w)
