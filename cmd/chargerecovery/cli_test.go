@@ -100,7 +100,7 @@ func TestALeastPrivilegePostgresRoleRunsEverything(t *testing.T) {
 	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	defer bank.Close()
 	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": u.String(), "IC_POSTGRES_SCHEMA": schema,
-		"IC_COREBANK_URL": bank.URL, "IC_HTTP_ADDR": "", "IC_POLL_WAIT": "1s"}
+		"IC_COREBANK_URL": bank.URL, "IC_HTTP_ADDR": "127.0.0.1:0", "IC_POLL_WAIT": "1s"}
 	for _, c := range [][]string{
 		{"send", "--charge-id", "CHG-LP-1", "--account", "001234567890", "--amount-minor", "2500", "--copies", "2"},
 		{"send", "--charge-id", "CHG-LP-2", "--account", "005555555555", "--amount-minor", "2500"},
@@ -231,7 +231,7 @@ func TestAMissingQueueOrTableSaysSo(t *testing.T) {
 		t.Errorf("status on a missing queue: exit %d %s", r.code, r.stderr)
 	}
 	noTable := map[string]string{"IC_BACKEND": "aws", "IC_QUEUE": env["IC_QUEUE"], "IC_DLQ": env["IC_DLQ"], "IC_TABLE": "no-such-table-" + env["IC_TABLE"],
-		"IC_COREBANK_URL": "http://127.0.0.1:1", "IC_HTTP_ADDR": ""}
+		"IC_COREBANK_URL": "http://127.0.0.1:1", "IC_HTTP_ADDR": "127.0.0.1:0"}
 	r = runCmd(t.Context(), noTable, "serve")
 	if r.code != exitFailed || !strings.Contains(r.stderr, "does not exist: create it (chargerecovery setup --backend aws) or set --table") {
 		t.Errorf("serve on a missing table: exit %d %s", r.code, r.stderr)

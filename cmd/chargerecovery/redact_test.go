@@ -67,7 +67,7 @@ func TestNoCredentialFromAURLOrSecretFileIsPrinted(t *testing.T) {
 	for _, c := range cases {
 		for _, form := range []string{"flag", "env"} {
 			t.Run(c.name+" as "+form, func(t *testing.T) {
-				env := map[string]string{"IC_DB": filepath.Join(t.TempDir(), "r.db"), "IC_COREBANK_URL": bank.URL, "IC_HTTP_ADDR": "",
+				env := map[string]string{"IC_DB": filepath.Join(t.TempDir(), "r.db"), "IC_COREBANK_URL": bank.URL, "IC_HTTP_ADDR": "127.0.0.1:0",
 					"IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text"}
 				args := append([]string{c.cmd}, c.extra...)
 				if form == "flag" {

@@ -289,7 +289,7 @@ func TestTheAWSStackDeploysServesAndDeletes(t *testing.T) {
 	env := map[string]string{
 		"IC_BACKEND": "aws", "IC_QUEUE": out["QueueUrl"], "IC_DLQ": out["DeadLetterQueueUrl"], "IC_TABLE": out["TableName"],
 		"IC_NOTIFY": "sns", "IC_NOTIFY_SNS_TOPIC": out["TopicArn"],
-		"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "",
+		"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "127.0.0.1:0",
 	}
 	const charges = 4
 	for i := range charges {
