@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
@@ -63,34 +62,3 @@ func TestRateLimitersAndRefusalCountsAreBounded(t *testing.T) {
 	}
 }
 
-// The audit page never waits for an action: Recent answers while the
-// trail's lock is held (an action mid-append, its fsync slow).
-func TestRecentTakesNoLockAnActionNeeds(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	a, err := OpenAuditLog(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if err := a.Append(AuditEntry{Operator: "olga", Action: "reopen", Result: "requested"}); err != nil {
-		t.Fatal(err)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	done := make(chan error, 1)
-	go func() {
-		got, err := a.Recent(10)
-		if err == nil && len(got) != 1 {
-			err = fmt.Errorf("%d entries, want 1", len(got))
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Recent waits for the lock an action holds")
-	}
-}

@@ -439,7 +439,8 @@ func (c *Console) clientAddr(r *http.Request) string {
 func (c *Console) audit(r *http.Request, e AuditEntry) error {
 	e.At = c.o.Now().UTC()
 	e.Remote = c.clientAddr(r)
-	err := c.o.Audit.Append(e)
+	e.Via = "console"
+	_, err := c.o.Audit.Append(e)
 	if err != nil {
 		c.o.Logger.Error("console: audit entry not written", "error", err, "action", e.Action, "charge_id", e.ChargeID)
 	}
@@ -484,7 +485,8 @@ func (c *Console) flushRefusals() {
 	c.refusedElsewhere, c.refusedSince = 0, now
 	c.mu.Unlock()
 	for _, e := range lines {
-		if err := c.o.Audit.Append(e); err != nil {
+		e.Via = "console"
+		if _, err := c.o.Audit.Append(e); err != nil {
 			c.o.Logger.Error("console: audit entry not written", "error", err, "action", e.Action)
 		}
 		c.o.Logger.Warn("console sign-ins refused", "remote", e.Remote, "detail", e.Detail)

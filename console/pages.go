@@ -18,6 +18,7 @@ import (
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/operate"
 	"github.com/finedge/idempotent-consumer/service/status"
@@ -347,13 +348,20 @@ func (c *Console) stuckPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
-	entries, err := c.o.Audit.Recent(200)
+	q := r.URL.Query()
+	f := audit.Filter{Operator: clipParam(q.Get("operator")), Action: clipParam(q.Get("action")), ChargeID: clipParam(q.Get("charge")),
+		Proposal: clipParam(q.Get("proposal")), Via: clipParam(q.Get("via"))}
+	entries, err := c.o.Audit.Recent(200, f)
 	if err != nil {
 		c.backendError(w, r, "read the audit trail", err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "audit", map[string]any{"Entries": entries})
+	c.render(w, r, http.StatusOK, "audit", map[string]any{"Entries": entries, "Filter": f,
+		"Filtered": f != (audit.Filter{})})
 }
+
+// clipParam is a query parameter as a filter takes it: printable, short.
+func clipParam(v string) string { return charge.Clip(charge.Printable(strings.TrimSpace(v)), 200) }
 
 // confirm shows the confirmation form of an action.
 func (c *Console) confirm(action string) http.HandlerFunc {

@@ -22,6 +22,7 @@ import (
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	auditpkg "github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -277,10 +278,10 @@ func TestReviewAuditPageScanHoldsTheAuditLockAndStallsActions(t *testing.T) {
 	// end; that it takes no lock an action needs is
 	// TestRecentTakesNoLockAnActionNeeds (a wall-clock bound here was
 	// flaky on a loaded machine).
-	if err := audit.Append(console.AuditEntry{Operator: "olga", Action: "reopen", Result: "requested"}); err != nil {
+	if _, err := audit.Append(console.AuditEntry{Operator: "olga", Action: "reopen", Result: "requested"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := audit.Recent(200)
+	got, err := audit.Recent(200, auditpkg.Filter{})
 	if err != nil || len(got) == 0 || got[0].Action != "reopen" || got[0].Operator != "olga" {
 		t.Fatalf("the audit page over a %d MB trail: %d entries, newest %+v (%v); want the action just appended first", len(big)>>20, len(got), got, err)
 	}

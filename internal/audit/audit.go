@@ -1,0 +1,344 @@
+// Package audit is the operators' one audit trail: every action taken from
+// the console or the command line (redrive, reopen, renotify, proposals
+// and their approvals, sign-ins), one JSON line each, appended and synced
+// before the action's answer is given, in one file that every process of
+// the host writes (an exclusive flock around each append).
+//
+// The trail is tamper-evident: each line carries the SHA-256 of the line
+// before it (prev) and a sequence number (seq), so that an edited, removed
+// or inserted line breaks the chain at the next one, which Verify names.
+// The last line has no successor: Verify prints the chain's head (its seq
+// and hash), and every append logs it, so a log kept elsewhere anchors the
+// end of the file too.
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Entry is one line of the trail: one schema for the console and the
+// command line.
+type Entry struct {
+	// Seq numbers the lines of a file from 1; Prev is the hex SHA-256 of
+	// the line before ("" for the first line of a file). Append sets both.
+	Seq  int64  `json:"seq,omitempty"`
+	Prev string `json:"prev,omitempty"`
+
+	At       time.Time `json:"at"`
+	Operator string    `json:"operator"`
+	Role     string    `json:"role"`
+	// Action: redrive, reopen, reopen --new-attempt, renotify, propose,
+	// approve, reject, expire, execute, batch, signin, signout, refused.
+	Action   string `json:"action"`
+	ChargeID string `json:"chargeId,omitempty"`
+	DLQID    string `json:"dlqId,omitempty"`
+	// Proposal names the proposal an action belongs to (bulk actions and
+	// those that need a second operator's approval).
+	Proposal string `json:"proposal,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Result   string `json:"result"`
+	Detail   string `json:"detail,omitempty"`
+	Remote   string `json:"remote,omitempty"`
+	// Via is where the action came from: console or cli.
+	Via string `json:"via,omitempty"`
+	// Charges are the charge ids one line of a bulk action touched (a
+	// batch), Held and Failed those it held back or could not act on.
+	Charges []string `json:"charges,omitempty"`
+	Held    []string `json:"held,omitempty"`
+	Failed  []string `json:"failed,omitempty"`
+}
+
+// MaxLine is the longest line the trail writes or reads (a batch line
+// names at most a few hundred charges).
+const MaxLine = 1 << 20
+
+// Trail is an append-only file of Entry, one JSON line each, mode 0600.
+// Every process may hold one on the same file: appends are serialised by
+// an exclusive flock, so the chain stays whole.
+type Trail struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File
+	// Head is called after each append with the line's seq and hash (the
+	// chain's new head), for a log kept elsewhere; may be nil.
+	Head func(seq int64, hash string)
+}
+
+// Open opens (or creates, mode 0600) the trail at path; an existing file
+// that others may read or write is tightened to 0600.
+func Open(path string) (*Trail, error) {
+	if path == "" {
+		return nil, errors.New("no audit file given")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("audit file: %w", err)
+	}
+	if st.Mode().IsRegular() && st.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(0o600); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("audit file %s is open to others (mode %04o) and could not be made 0600: %w", path, st.Mode().Perm(), err)
+		}
+	}
+	return &Trail{path: path, f: f}, nil
+}
+
+// Path is the file's path.
+func (a *Trail) Path() string { return a.path }
+
+// Append chains e to the last line of the file, writes it and syncs it;
+// it returns e as written (with Seq and Prev).
+func (a *Trail) Append(e Entry) (Entry, error) {
+	if e.At.IsZero() {
+		e.At = time.Now().UTC()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.reopenIfMoved(); err != nil {
+		return e, fmt.Errorf("audit file: %w", err)
+	}
+	regular := true
+	if st, err := a.f.Stat(); err == nil && !st.Mode().IsRegular() {
+		regular = false // a device (tests use /dev/full)
+	}
+	if regular {
+		if err := syscall.Flock(int(a.f.Fd()), syscall.LOCK_EX); err != nil {
+			return e, fmt.Errorf("audit file: lock: %w", err)
+		}
+		defer func() { _ = syscall.Flock(int(a.f.Fd()), syscall.LOCK_UN) }()
+	}
+	var t tail
+	if regular {
+		var err error
+		if t, err = readTail(a.f); err != nil {
+			return e, fmt.Errorf("audit file %s: %w", a.path, err)
+		}
+	}
+	e.Seq, e.Prev = t.seq+1, t.hash
+	b, err := json.Marshal(e)
+	if err != nil {
+		return e, err
+	}
+	if len(b) >= MaxLine {
+		return e, fmt.Errorf("audit line of %d bytes is over the %d-byte limit", len(b), MaxLine)
+	}
+	line := append(b, '\n')
+	if t.torn {
+		// A write cut short left half a line: the next starts on a line
+		// of its own, chained to the last whole one.
+		line = append([]byte{'\n'}, line...)
+	}
+	if _, err := a.f.Write(line); err != nil {
+		return e, fmt.Errorf("audit file: %w", err)
+	}
+	if err := a.f.Sync(); err != nil {
+		return e, fmt.Errorf("audit file: %w", err)
+	}
+	if a.Head != nil {
+		a.Head(e.Seq, Hash(b))
+	}
+	return e, nil
+}
+
+// Hash is the hex SHA-256 of a line (without its newline): the next
+// line's Prev.
+func Hash(line []byte) string {
+	s := sha256.Sum256(line)
+	return hex.EncodeToString(s[:])
+}
+
+// tail is what the end of a file says about the chain.
+type tail struct {
+	seq  int64  // of the last whole line (0 for none, or a line written before the chain)
+	hash string // of the last whole line
+	torn bool   // the file does not end in a newline
+}
+
+// readTail reads the last whole line of f.
+func readTail(f *os.File) (tail, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return tail{}, err
+	}
+	size := st.Size()
+	if size == 0 {
+		return tail{}, nil
+	}
+	n := min(size, int64(2*MaxLine))
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, size-n); err != nil && !errors.Is(err, io.EOF) {
+		return tail{}, err
+	}
+	var t tail
+	if buf[len(buf)-1] != '\n' {
+		// A write cut short: a whole entry that lacks only its newline is
+		// the last line; anything else is a fragment the chain skips.
+		t.torn = true
+		i := bytes.LastIndexByte(buf, '\n')
+		if i < 0 && n < size {
+			return tail{}, errors.New("its last line is longer than the limit")
+		}
+		if seq, ok := entrySeq(buf[i+1:]); ok {
+			t.seq, t.hash = seq, Hash(buf[i+1:])
+			return t, nil
+		}
+		buf = buf[:i+1]
+	}
+	for len(buf) > 0 {
+		buf = buf[:len(buf)-1] // the newline
+		i := bytes.LastIndexByte(buf, '\n')
+		if i < 0 && n < size {
+			return tail{}, errors.New("its last line is longer than the limit")
+		}
+		line := buf[i+1:]
+		buf = buf[:i+1]
+		if seq, ok := entrySeq(line); ok {
+			t.seq, t.hash = seq, Hash(line)
+			return t, nil
+		}
+		// Blank, or a fragment a later write started a new line after:
+		// the chain goes on from the last whole line before it.
+	}
+	return t, nil
+}
+
+// entrySeq is the seq of a line that is a JSON object (0 for a line
+// written before the chain).
+func entrySeq(line []byte) (int64, bool) {
+	if len(bytes.TrimSpace(line)) == 0 {
+		return 0, false
+	}
+	var e struct {
+		Seq int64 `json:"seq"`
+	}
+	if json.Unmarshal(line, &e) != nil {
+		return 0, false
+	}
+	return e.Seq, true
+}
+
+// reopenIfMoved opens the file at the path again when the one held is no
+// longer there — deleted, or rotated away (renamed, a new file created):
+// lines must go where the trail is read, never into an unlinked inode or
+// yesterday's file. A new file starts a new chain (seq 1, no prev).
+func (a *Trail) reopenIfMoved() error {
+	held, err := a.f.Stat()
+	if err != nil {
+		return err
+	}
+	if !held.Mode().IsRegular() {
+		return nil
+	}
+	there, err := os.Stat(a.path)
+	if err == nil && os.SameFile(held, there) {
+		return nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(a.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	_ = a.f.Close()
+	a.f = f
+	return nil
+}
+
+// Close closes the file.
+func (a *Trail) Close() error { return a.f.Close() }
+
+// Filter chooses entries; an empty field matches every entry.
+type Filter struct {
+	Operator, Action, ChargeID, Proposal, Via string
+	Since                                     time.Time
+}
+
+// Match says whether e passes f (Action matches a prefix: "reopen"
+// matches "reopen --new-attempt").
+func (f Filter) Match(e Entry) bool {
+	return (f.Operator == "" || strings.EqualFold(e.Operator, f.Operator)) &&
+		(f.Action == "" || strings.HasPrefix(e.Action, f.Action)) &&
+		(f.ChargeID == "" || e.ChargeID == f.ChargeID || contains(e.Charges, f.ChargeID) || contains(e.Held, f.ChargeID) || contains(e.Failed, f.ChargeID)) &&
+		(f.Proposal == "" || e.Proposal == f.Proposal) &&
+		(f.Via == "" || e.Via == f.Via) &&
+		(f.Since.IsZero() || !e.At.Before(f.Since))
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// recentWindow is how much of the file's end Recent reads: the audit page
+// never scans a trail of months.
+const recentWindow = 8 << 20
+
+// Recent returns the last n entries that pass f, newest first, from the
+// file's last few MiB. It takes no lock an append needs: an audit page
+// never holds an action up.
+func (a *Trail) Recent(n int, f Filter) ([]Entry, error) {
+	file, err := os.Open(a.path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	var r io.Reader = file
+	if st.Size() > recentWindow {
+		if _, err := file.Seek(st.Size()-recentWindow, io.SeekStart); err != nil {
+			return nil, err
+		}
+		br := bufio.NewReader(file)
+		if _, err := br.ReadString('\n'); err != nil { // the first line is cut
+			return nil, err
+		}
+		r = br
+	}
+	return lastEntries(r, n, f)
+}
+
+func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {
+	ring := make([]Entry, n) // the last n, ring[seen%n] next
+	seen := 0
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
+	for sc.Scan() {
+		var e Entry
+		if json.Unmarshal(sc.Bytes(), &e) != nil || !f.Match(e) {
+			continue
+		}
+		ring[seen%n] = e
+		seen++
+	}
+	out := make([]Entry, 0, min(seen, n))
+	for i := seen - 1; i >= 0 && i >= seen-n; i-- {
+		out = append(out, ring[i%n])
+	}
+	return out, sc.Err()
+}

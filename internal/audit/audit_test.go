@@ -1,0 +1,306 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func verifyFile(t *testing.T, path string) (Report, error) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	return Verify(f, path, Report{})
+}
+
+func appendN(t *testing.T, tr *Trail, n int, who string) {
+	t.Helper()
+	for i := range n {
+		if _, err := tr.Append(Entry{Operator: who, Action: "redrive", ChargeID: fmt.Sprintf("CHG-%s-%d", who, i), Result: "moved"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestAppendChainsEveryLineAndVerifyAcceptsIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var heads []int64
+	tr.Head = func(seq int64, _ string) { heads = append(heads, seq) }
+	appendN(t, tr, 5, "olga")
+	tr.Close()
+	rep, err := verifyFile(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Lines != 5 || rep.HeadSeq != 5 || len(rep.Torn) != 0 || fmt.Sprint(heads) != "[1 2 3 4 5]" {
+		t.Fatalf("report %+v, heads %v", rep, heads)
+	}
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if rep.HeadHash != Hash([]byte(lines[4])) {
+		t.Fatal("the head is not the last line's hash")
+	}
+	// A second Trail on the file (another process) goes on with the chain.
+	tr2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := tr2.Append(Entry{Operator: "ivan", Action: "approve", Result: "approved"})
+	if err != nil || e.Seq != 6 || e.Prev != rep.HeadHash {
+		t.Fatalf("append after reopen: %+v %v", e, err)
+	}
+	tr2.Close()
+	if _, err := verifyFile(t, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVerifyFindsAnEditedRemovedOrInsertedLine(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, tr, 6, "olga")
+	tr.Close()
+	orig, _ := os.ReadFile(path)
+	lines := strings.SplitAfter(string(orig), "\n")
+	lines = lines[:len(lines)-1] // the empty tail
+	for _, tc := range []struct {
+		name     string
+		edit     func([]string) []string
+		wantLine int
+	}{
+		{"a charge id edited", func(l []string) []string {
+			l[2] = strings.Replace(l[2], "CHG-olga-2", "CHG-olga-9", 1)
+			return l
+		}, 4},
+		{"a result edited", func(l []string) []string { l[0] = strings.Replace(l[0], `"moved"`, `"held back"`, 1); return l }, 2},
+		{"a line removed", func(l []string) []string { return append(l[:3:3], l[4:]...) }, 4},
+		{"a line inserted", func(l []string) []string {
+			return append(l[:2:2], append([]string{`{"seq":3,"prev":"00","operator":"mallory","action":"redrive","result":"moved"}` + "\n"}, l[2:]...)...)
+		}, 3},
+		{"two lines swapped", func(l []string) []string { l[1], l[2] = l[2], l[1]; return l }, 2},
+		{"the first line removed", func(l []string) []string { return l[1:] }, 1},
+		{"a line replaced by garbage", func(l []string) []string { l[3] = "garbage\n"; return l }, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
+			if err := os.WriteFile(p, []byte(strings.Join(tc.edit(append([]string(nil), lines...)), "")), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := verifyFile(t, p)
+			var be *BreakError
+			if !errors.As(err, &be) || !errors.Is(err, ErrBroken) || be.Line != tc.wantLine {
+				t.Fatalf("verify: %v, want a break at line %d", err, tc.wantLine)
+			}
+		})
+	}
+}
+
+func TestATornWriteIsSkippedAndTheChainGoesOn(t *testing.T) {
+	for _, tc := range []struct{ name, fragment string }{
+		{"half a line", `{"seq":4,"prev":"ab`},
+		{"a whole entry without its newline", ""}, // filled below
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			tr, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			appendN(t, tr, 3, "olga")
+			frag := tc.fragment
+			if frag == "" {
+				// The last line lost its newline only: it stays in the chain.
+				b, _ := os.ReadFile(path)
+				if err := os.WriteFile(path, bytes.TrimSuffix(b, []byte("\n")), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+				f.WriteString(frag)
+				f.Close()
+			}
+			e, err := tr.Append(Entry{Operator: "olga", Action: "reopen", Result: "reopened"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.Close()
+			rep, err := verifyFile(t, path)
+			if err != nil {
+				t.Fatalf("verify: %v", err)
+			}
+			if e.Seq != 4 || rep.HeadSeq != 4 || (frag != "") != (len(rep.Torn) == 1) {
+				t.Fatalf("entry seq %d, report %+v", e.Seq, rep)
+			}
+		})
+	}
+}
+
+func TestLinesFromBeforeTheChainAreCountedAndChainedTo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	old := `{"at":"2026-11-30T10:00:00Z","operator":"olga","role":"operator","action":"redrive","result":"moved"}` + "\n"
+	if err := os.WriteFile(path, []byte(old+old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, tr, 2, "ivan")
+	tr.Close()
+	rep, err := verifyFile(t, path)
+	if err != nil || rep.Legacy != 2 || rep.Lines != 4 || rep.HeadSeq != 2 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+}
+
+func TestFilesCheckedInOrderMustChain(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, tr, 2, "olga")
+	tr.Close()
+	rep, err := verifyFile(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A file that claims to go on from another head is refused.
+	f, _ := os.Open(path)
+	defer f.Close()
+	if _, err := Verify(f, path, Report{HeadSeq: 7, HeadHash: "ff"}); !errors.Is(err, ErrBroken) {
+		t.Fatalf("a file checked after the wrong head: %v", err)
+	}
+	_ = rep
+}
+
+func TestTwoWritersAtOnceKeepOneChain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	var wg sync.WaitGroup
+	for w := range 4 {
+		tr, err := Open(path) // one per process: its own file description, so the flock decides
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer tr.Close()
+			appendN(t, tr, 50, fmt.Sprintf("op%d", w))
+		}()
+	}
+	wg.Wait()
+	rep, err := verifyFile(t, path)
+	if err != nil || rep.Lines != 200 || rep.HeadSeq != 200 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+}
+
+func TestRecentFilters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for i, e := range []Entry{
+		{Operator: "olga", Via: "cli", Action: "redrive", ChargeID: "CHG-1", Result: "moved"},
+		{Operator: "Ivan", Via: "console", Action: "reopen --new-attempt", ChargeID: "CHG-2", Result: "reopened"},
+		{Operator: "olga", Via: "console", Action: "batch", Proposal: "P-1", Charges: []string{"CHG-3", "CHG-4"}, Result: "moved"},
+	} {
+		e.At = t0.Add(time.Duration(i) * time.Hour)
+		if _, err := tr.Append(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		f    Filter
+		want string
+	}{
+		{Filter{}, "3 2 1"},
+		{Filter{Operator: "ivan"}, "2"},
+		{Filter{Via: "cli"}, "1"},
+		{Filter{Action: "reopen"}, "2"},
+		{Filter{ChargeID: "CHG-4"}, "3"},
+		{Filter{Proposal: "P-1"}, "3"},
+		{Filter{Since: t0.Add(90 * time.Minute)}, "3"},
+	} {
+		got, err := tr.Recent(10, tc.f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []string
+		for _, e := range got {
+			seqs = append(seqs, fmt.Sprint(e.Seq))
+		}
+		if strings.Join(seqs, " ") != tc.want {
+			t.Errorf("%+v: %v, want %s", tc.f, seqs, tc.want)
+		}
+	}
+}
+
+func TestTheFileIsOwnerOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %v", st.Mode())
+	}
+}
+
+// The audit page never waits for an action: Recent answers while the
+// trail's lock is held (an action mid-append, its fsync slow).
+func TestRecentTakesNoLockAnActionNeeds(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	a, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Append(Entry{Operator: "olga", Action: "reopen", Result: "requested"}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	done := make(chan error, 1)
+	go func() {
+		got, err := a.Recent(10, Filter{})
+		if err == nil && len(got) != 1 {
+			err = fmt.Errorf("%d entries, want 1", len(got))
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Recent waits for the lock an action holds")
+	}
+}

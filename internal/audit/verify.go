@@ -1,0 +1,115 @@
+package audit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Report is what Verify found in a trail.
+type Report struct {
+	// Lines are the whole lines read; Legacy those at the start written
+	// before the trail was chained (no seq), which nothing protects.
+	Lines, Legacy int
+	// Torn are fragments of writes cut short (a crash, a full disk) that
+	// the chain skips: the next line chains to the whole line before.
+	Torn []int
+	// HeadSeq and HeadHash are the last line's: compare them with the
+	// head logged elsewhere to see that no line was cut from the end.
+	HeadSeq  int64
+	HeadHash string
+}
+
+// BreakError is a broken chain: the line named does not follow the one
+// before it (that line, or this one, was edited, removed or inserted).
+type BreakError struct {
+	File string
+	Line int
+	Why  string
+}
+
+func (e *BreakError) Error() string {
+	return fmt.Sprintf("%s line %d: %s", e.File, e.Line, e.Why)
+}
+
+// ErrBroken is matched (errors.Is) by every BreakError.
+var ErrBroken = errors.New("audit trail broken")
+
+// Is makes a BreakError match ErrBroken.
+func (e *BreakError) Is(target error) bool { return target == ErrBroken }
+
+// Verify reads a trail from r (named file in errors) and checks its chain:
+// every line after the first chained one must carry the hash of the line
+// before and the next seq. prev is the head of the file before this one
+// when files are checked in order ("" for none: the first chained line
+// must then be seq 1, or follow legacy lines).
+func Verify(r io.Reader, file string, prev Report) (Report, error) {
+	rep := Report{HeadSeq: prev.HeadSeq, HeadHash: prev.HeadHash}
+	br := bufio.NewReaderSize(r, 64<<10)
+	chained := prev.HeadHash != ""
+	lineNo := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A long line: read it whole, up to the limit.
+			full := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) && len(full) < MaxLine {
+				line, err = br.ReadSlice('\n')
+				full = append(full, line...)
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return rep, &BreakError{file, lineNo + 1, fmt.Sprintf("a line longer than %d bytes: not written by the trail", MaxLine)}
+			}
+			line = full
+		}
+		if len(line) == 0 && err != nil {
+			if errors.Is(err, io.EOF) {
+				return rep, nil
+			}
+			return rep, fmt.Errorf("%s: %w", file, err)
+		}
+		lineNo++
+		line = bytes.TrimSuffix(line, []byte{'\n'})
+		var e struct {
+			Seq  int64  `json:"seq"`
+			Prev string `json:"prev"`
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if json.Unmarshal(line, &e) != nil {
+			// A fragment of a write cut short (the next write started a
+			// line of its own): the chain skips it, and the next line must
+			// chain to the line before it, which shows nothing was lost.
+			// A line replaced by garbage is caught the same way.
+			rep.Torn = append(rep.Torn, lineNo)
+			if errors.Is(err, io.EOF) {
+				return rep, nil
+			}
+			continue
+		}
+		rep.Lines++
+		switch {
+		case e.Seq == 0 && !chained:
+			rep.Legacy++ // before the chain: nothing to check
+		case e.Seq == 0:
+			return rep, &BreakError{file, lineNo, "a line without seq after the chain began: inserted, or edited"}
+		case !chained && rep.Legacy == 0 && (e.Seq != 1 || e.Prev != ""):
+			return rep, &BreakError{file, lineNo, fmt.Sprintf("the file starts at seq %d: lines before it are missing (or give the file before it first)", e.Seq)}
+		case e.Prev != rep.HeadHash:
+			return rep, &BreakError{file, lineNo, fmt.Sprintf("seq %d does not carry the hash of the line before it: that line or this one was edited, removed or inserted", e.Seq)}
+		case chained && e.Seq != rep.HeadSeq+1:
+			return rep, &BreakError{file, lineNo, fmt.Sprintf("seq %d follows seq %d: a line is missing or repeated", e.Seq, rep.HeadSeq)}
+		}
+		if e.Seq != 0 {
+			chained = true
+		}
+		rep.HeadSeq, rep.HeadHash = e.Seq, Hash(line)
+		if errors.Is(err, io.EOF) {
+			return rep, nil
+		}
+	}
+}
