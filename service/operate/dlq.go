@@ -26,10 +26,13 @@ import (
 // (account masked), why it is there, and how often (a forward repeated
 // after a lost answer is one entry with Copies > 1).
 type Entry struct {
-	ID           string    `json:"id"`
-	ChargeID     string    `json:"chargeId,omitempty"`
-	Account      string    `json:"account,omitempty"`
-	Amount       string    `json:"amount,omitempty"`
+	ID       string `json:"id"`
+	ChargeID string `json:"chargeId,omitempty"`
+	Account  string `json:"account,omitempty"`
+	Amount   string `json:"amount,omitempty"`
+	// Minor and Currency are Amount as integer minor units and its code.
+	Minor        int64     `json:"-"`
+	Currency     string    `json:"-"`
 	Type         string    `json:"type,omitempty"`
 	Code         string    `json:"code"`
 	Detail       string    `json:"detail,omitempty"`
@@ -73,6 +76,7 @@ func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
 		}
 	default:
 		v.ChargeID, v.Account, v.Amount, v.Type = c.ID, charge.MaskAccount(c.AccountID), c.Amount.String(), string(c.Type)
+		v.Minor, v.Currency = c.Amount.Minor, string(c.Amount.Currency)
 	}
 	if withBody && e.Body != nil {
 		v.Body = charge.Clip(MaskBody(e.Body), 16<<10)

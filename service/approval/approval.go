@@ -1,0 +1,350 @@
+// Package approval is four-eyes for the actions that move money or touch
+// many charges: an operator proposes (a redrive, a reopen with a new
+// attempt, a renotify of many), the proposal freezes exactly what it will
+// touch (the DLQ entries or records, their count, a sample, the total
+// amount by currency), and, where the policy asks for it, a different
+// operator approves before anything is done. An approved proposal is
+// executed in bounded batches, each batch's result saved and written to
+// the audit trail before the next one starts, so that a run that stops
+// (a crash, a deploy, Ctrl-C) is resumed where it stopped and never acts
+// on a target twice. Proposals expire.
+//
+// Proposals are files in a directory next to the audit trail
+// (AUDIT_FILE.proposals/, mode 0700, each written whole by rename under an
+// flock), shared by the console and the command line of the host; every
+// step (propose, approve, reject, expire, each batch, done) is a line of
+// the one audit trail.
+package approval
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is what a proposal does.
+type Kind string
+
+// The kinds.
+const (
+	// Redrive moves the chosen DLQ entries back to the queue.
+	Redrive Kind = "redrive"
+	// Reopen reopens the chosen FAILED records (with a new attempt, the
+	// next bank-key generation, when Spec.NewAttempt) and moves their DLQ
+	// entries back to the queue.
+	Reopen Kind = "reopen"
+	// Renotify sends the chosen missed pre-debit notices again.
+	Renotify Kind = "renotify"
+)
+
+// Policy says which actions need a second operator's approval.
+type Policy struct {
+	// ReopenNewAttempt: every reopen with a new attempt (a second debit
+	// under a new bank key).
+	ReopenNewAttempt bool
+	// RedriveForce: every redrive with --force (conflicts, entries older
+	// than the retention less a day).
+	RedriveForce bool
+	// BulkOver: every action touching more than this many charges
+	// (negative: no limit).
+	BulkOver int
+}
+
+// Off is the policy under which nothing needs approval (the demo's).
+var Off = Policy{BulkOver: -1}
+
+// ParsePolicy reads --approval-required: a comma-separated list of
+// reopen-new-attempt, redrive-force, bulk>N (N ≥ 0), or "all" (the three,
+// bulk>0... every bulk action), or "" / "off".
+func ParsePolicy(s string) (Policy, error) {
+	p := Off
+	s = strings.TrimSpace(s)
+	if s == "" || s == "off" {
+		return p, nil
+	}
+	for _, w := range strings.Split(s, ",") {
+		w = strings.TrimSpace(w)
+		switch {
+		case w == "reopen-new-attempt":
+			p.ReopenNewAttempt = true
+		case w == "redrive-force":
+			p.RedriveForce = true
+		case w == "all":
+			p.ReopenNewAttempt, p.RedriveForce, p.BulkOver = true, true, 1
+		case strings.HasPrefix(w, "bulk>"):
+			n, err := strconv.Atoi(strings.TrimPrefix(w, "bulk>"))
+			if err != nil || n < 0 {
+				return Off, fmt.Errorf("--approval-required: %q: want bulk>N with N a count of charges (0 or more)", w)
+			}
+			p.BulkOver = n
+		default:
+			return Off, fmt.Errorf("--approval-required: %q is not reopen-new-attempt, redrive-force, bulk>N, all or off", w)
+		}
+	}
+	return p, nil
+}
+
+// String is the policy as ParsePolicy reads it.
+func (p Policy) String() string {
+	var w []string
+	if p.ReopenNewAttempt {
+		w = append(w, "reopen-new-attempt")
+	}
+	if p.RedriveForce {
+		w = append(w, "redrive-force")
+	}
+	if p.BulkOver >= 0 {
+		w = append(w, fmt.Sprintf("bulk>%d", p.BulkOver))
+	}
+	if len(w) == 0 {
+		return "off"
+	}
+	return strings.Join(w, ",")
+}
+
+// On says whether anything needs approval.
+func (p Policy) On() bool { return p != Off }
+
+// Needs says why a proposal of spec touching n charges needs approval,
+// "" when it does not.
+func (p Policy) Needs(spec Spec, n int) string {
+	var why []string
+	if p.ReopenNewAttempt && spec.Kind == Reopen && spec.NewAttempt {
+		why = append(why, "a reopen with a new attempt (a second debit under a new bank key)")
+	}
+	if p.RedriveForce && spec.Force {
+		why = append(why, "a redrive with --force")
+	}
+	if p.BulkOver >= 0 && n > p.BulkOver {
+		why = append(why, fmt.Sprintf("%d charges, over the policy's %d", n, p.BulkOver))
+	}
+	return strings.Join(why, "; ")
+}
+
+// Spec is what an operator asks for.
+type Spec struct {
+	Kind Kind `json:"kind"`
+	// Reason is the operator's why, kept in every record touched and the
+	// audit trail (required).
+	Reason string `json:"reason"`
+	// Codes, OlderThan and ChargeIDs choose DLQ entries (Redrive, Reopen)
+	// or records (Renotify: ChargeIDs, or every missed notice).
+	Codes     []string      `json:"codes,omitempty"`
+	OlderThan time.Duration `json:"olderThan,omitempty"`
+	ChargeIDs []string      `json:"chargeIds,omitempty"`
+	// Force moves conflicts and entries past the retention too (Redrive).
+	Force bool `json:"force,omitempty"`
+	// NewAttempt reopens under the next bank-key generation (Reopen).
+	NewAttempt bool `json:"newAttempt,omitempty"`
+}
+
+// Describe is the spec in a line: what it chooses and does.
+func (s Spec) Describe() string {
+	var w []string
+	switch s.Kind {
+	case Redrive:
+		w = append(w, "redrive DLQ entries")
+	case Reopen:
+		if s.NewAttempt {
+			w = append(w, "reopen FAILED charges with a new attempt, and redrive them")
+		} else {
+			w = append(w, "reopen FAILED charges, and redrive them")
+		}
+	case Renotify:
+		w = append(w, "send missed pre-debit notices again")
+	}
+	if len(s.Codes) > 0 {
+		w = append(w, "with reason "+strings.Join(s.Codes, ", "))
+	}
+	if s.OlderThan > 0 {
+		w = append(w, "dead-lettered over "+s.OlderThan.String()+" ago")
+	}
+	if len(s.ChargeIDs) > 0 {
+		w = append(w, fmt.Sprintf("of %d named charge(s)", len(s.ChargeIDs)))
+	}
+	if s.Force {
+		w = append(w, "with --force")
+	}
+	return strings.Join(w, " ")
+}
+
+// Check says what is wrong with s.
+func (s Spec) Check() error {
+	switch {
+	case s.Kind != Redrive && s.Kind != Reopen && s.Kind != Renotify:
+		return fmt.Errorf("unknown kind %q", s.Kind)
+	case strings.TrimSpace(s.Reason) == "":
+		return errors.New("say why (--reason): it stays in the audit trail and every record touched")
+	case s.OlderThan < 0:
+		return errors.New("--older-than must not be negative")
+	case s.Force && s.Kind != Redrive:
+		return errors.New("--force is for a redrive")
+	case s.NewAttempt && s.Kind != Reopen:
+		return errors.New("--new-attempt is for a reopen")
+	}
+	return nil
+}
+
+// Target is one thing a proposal touches.
+type Target struct {
+	ChargeID string `json:"chargeId,omitempty"`
+	// DLQID is the DLQ entry (Redrive, Reopen); "" for a record (Renotify).
+	DLQID    string `json:"dlqId,omitempty"`
+	Account  string `json:"account,omitempty"` // masked
+	Minor    int64  `json:"minor,omitempty"`
+	Currency string `json:"currency,omitempty"`
+	// Code is the DLQ entry's reason code, or the record's status.
+	Code string `json:"code,omitempty"`
+}
+
+// Key names t among a proposal's targets.
+func (t Target) Key() string {
+	if t.DLQID != "" {
+		return "dlq:" + t.DLQID
+	}
+	return "charge:" + t.ChargeID
+}
+
+// Name is t as a person reads it: the charge, else the DLQ entry.
+func (t Target) Name() string {
+	if t.ChargeID != "" {
+		return t.ChargeID
+	}
+	return "message " + t.DLQID
+}
+
+// Total is a sum of amounts in one currency, in minor units.
+type Total struct {
+	Currency string `json:"currency"`
+	Minor    int64  `json:"minor"`
+	Count    int    `json:"count"`
+}
+
+// Totals sums targets by currency (those without an amount under "").
+func Totals(ts []Target) []Total {
+	var out []Total
+	for _, t := range ts {
+		i := slices.IndexFunc(out, func(x Total) bool { return x.Currency == t.Currency })
+		if i < 0 {
+			out = append(out, Total{Currency: t.Currency})
+			i = len(out) - 1
+		}
+		out[i].Minor += t.Minor
+		out[i].Count++
+	}
+	slices.SortFunc(out, func(a, b Total) int { return strings.Compare(a.Currency, b.Currency) })
+	return out
+}
+
+// State is where a proposal is.
+type State string
+
+// The states: Pending → Approved → Running → Done, or Pending → Rejected,
+// or Pending/Approved → Expired (approved but not started in time).
+const (
+	Pending  State = "pending"
+	Approved State = "approved"
+	Rejected State = "rejected"
+	Expired  State = "expired"
+	Running  State = "running"
+	Done     State = "done"
+)
+
+// Actor is who acts: a person, in a role, from the console or the
+// command line.
+type Actor struct {
+	Name string `json:"name"`
+	Role string `json:"role,omitempty"`
+	Via  string `json:"via"` // console or cli
+}
+
+// Same says whether a and b are one person (names compared as people
+// read them: case and surrounding space do not make another person).
+func (a Actor) Same(b Actor) bool {
+	return strings.EqualFold(strings.TrimSpace(a.Name), strings.TrimSpace(b.Name))
+}
+
+// Outcome is what became of one target.
+type Outcome struct {
+	// Result: moved, reopened, sent (done); held back, skipped (left as
+	// it was, with why); failed (could not act; why).
+	Result string    `json:"result"`
+	Why    string    `json:"why,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Proposal is one proposed action and everything that became of it.
+type Proposal struct {
+	ID       string    `json:"id"`
+	Spec     Spec      `json:"spec"`
+	Proposer Actor     `json:"proposer"`
+	At       time.Time `json:"at"`
+	Expires  time.Time `json:"expires"`
+	// Needs says why a second operator must approve ("": the policy
+	// does not ask it; the proposer may run it).
+	Needs   string   `json:"needs,omitempty"`
+	Targets []Target `json:"targets"`
+	Totals  []Total  `json:"totals"`
+
+	State     State     `json:"state"`
+	Decider   *Actor    `json:"decider,omitempty"`
+	DecidedAt time.Time `json:"decidedAt,omitzero"`
+	// Why is the rejecter's reason.
+	Why string `json:"why,omitempty"`
+
+	// Outcomes by Target.Key: what was done, batch by batch.
+	Outcomes map[string]Outcome `json:"outcomes,omitempty"`
+	Batches  int                `json:"batches,omitempty"`
+	// Runner holds the run while RunnerUntil is ahead (renewed every
+	// batch): a second run at once is refused, a stopped one taken over.
+	Runner      string    `json:"runner,omitempty"`
+	RunnerUntil time.Time `json:"runnerUntil,omitzero"`
+	FinishedAt  time.Time `json:"finishedAt,omitzero"`
+}
+
+// Remaining are the targets not acted on yet.
+func (p *Proposal) Remaining() []Target {
+	var out []Target
+	for _, t := range p.Targets {
+		if _, ok := p.Outcomes[t.Key()]; !ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Counts are the outcomes by result.
+func (p *Proposal) Counts() map[string]int {
+	out := map[string]int{}
+	for _, o := range p.Outcomes {
+		out[o.Result]++
+	}
+	return out
+}
+
+// Progress is "done of all".
+func (p *Proposal) Progress() (done, all int) { return len(p.Outcomes), len(p.Targets) }
+
+// Sample is the first n targets.
+func (p *Proposal) Sample(n int) []Target { return p.Targets[:min(n, len(p.Targets))] }
+
+// newID is a proposal id: P- and 10 hex digits.
+func newID() string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return "P-" + hex.EncodeToString(b)
+}
+
+// validID says whether s is an id newID makes (so that it may name a file).
+func validID(s string) bool {
+	if len(s) != 12 || !strings.HasPrefix(s, "P-") {
+		return false
+	}
+	_, err := hex.DecodeString(s[2:])
+	return err == nil && strings.ToLower(s[2:]) == s[2:]
+}
