@@ -11,6 +11,8 @@
 //	chargerecovery purge      delete records and messages past retention (embedded)
 //	chargerecovery dlq        list the DLQ, show one entry
 //	chargerecovery redrive    move dead-lettered messages back to the queue
+//	chargerecovery approvals  propose, approve (four-eyes) and run bulk actions
+//	chargerecovery audit      verify and list the audit trail
 //	chargerecovery console    the operators' web console (sign-in, roles, audit trail)
 //	chargerecovery demo       the whole exactly-once proof in one command
 //	chargerecovery bench      month-end load benchmark with exactly-once verification
@@ -61,6 +63,8 @@ var commands = []command{
 	{"purge", "delete idempotency records and queue messages past retention (embedded; --dry-run counts)", runPurge},
 	{"dlq", "what is on the DLQ: dlq list (--reason, --charge-id, --older-than) and dlq show ID (body masked, with the charge's record)", runDLQ},
 	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --charge-id, --max; conflicts need --force)", runRedrive},
+	{"approvals", "four-eyes and bulk actions: approvals propose redrive|reopen|renotify (what it will touch: count, sample, totals), list, show, approve (another operator), reject, run (in batches, resumable)", runApprovals},
+	{"audit", "the audit trail of console and command-line actions: audit verify (the hash chain), audit list (filtered)", runAudit},
 	{"console", "the operators' web console: overview, DLQ, charges, and redrive/reopen/renotify with sign-in and an audit trail (--console-auth)", runConsole},
 	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", bench.Run},
 	{"demo", "the whole exactly-once proof in one command (fresh state, simulator, consumer, 20 charges, ~30% redelivered)", demo.Run},

@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/operate"
@@ -70,14 +73,21 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	f.Bool(&o.NewAttempt, "new-attempt", "", false, "for a charge FAILED by an explicit decline (e.g. INSUFFICIENT_FUNDS, now that funds arrived): debit it under the next bank-key generation (CHARGE_ID~2, ~3, …), since the bank's answer under the old key is final; refused for any other failure")
 	f.String(&o.Reason, "reason", "", "", "why the charge is reopened (kept in the record and the audit log; required), e.g. \"INC-4711: gateway token fixed\"")
 	f.Duration(&o.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the reopened record is kept")
+	var ac auditConfig
+	ac.Bind(f)
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	var err error
-	if o.Operator, err = cli.WhoActs(env, *opFlag); err != nil {
+	policy, err := ac.policy()
+	if err != nil {
 		return err
 	}
+	who, err := ac.who(env, *opFlag, policy)
+	if err != nil {
+		return err
+	}
+	o.Operator = who.Name
 	if len(f.Args()) != 1 {
 		return cli.Usagef("give exactly one CHARGE_ID (see chargerecovery %s -h)", f.Name())
 	}
@@ -88,12 +98,27 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 		return cli.Usagef("--retention %s is under 24h", o.Retention)
 	}
 	o.ID, o.JSON = f.Args()[0], *asJSON
+	if why := policy.Needs(approval.Spec{Kind: approval.Reopen, NewAttempt: o.NewAttempt}, 1); why != "" {
+		return needsProposal(why, fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
+	}
+	trail, err := ac.trail()
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
-	return operate.ReopenCharge(ctx, b.Store, o)
+	action := "reopen"
+	if o.NewAttempt {
+		action = "reopen --new-attempt"
+	}
+	return actAudited(env, trail, who, action, o.ID, o.Reason, func(w io.Writer) error {
+		o.Audit = w
+		return operate.ReopenCharge(ctx, b.Store, o)
+	})
 }
 
 func runStuck(ctx context.Context, env *cli.Env, args []string) error {
@@ -138,14 +163,21 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	var retention, maxAge time.Duration
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 	f.Duration(&maxAge, "max-age", "", 0, "hold back entries older than this (default: --retention minus 24h, so that the record that stops a second debit still exists when the message comes back)")
+	var ac auditConfig
+	ac.Bind(f)
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	var err error
-	if o.Operator, err = cli.WhoActs(env, *opFlag); err != nil && !o.DryRun {
+	policy, err := ac.policy()
+	if err != nil {
 		return err
 	}
+	var who approval.Actor
+	if who, err = ac.who(env, *opFlag, policy); err != nil && !o.DryRun {
+		return err
+	}
+	o.Operator = who.Name
 	if o.Codes, err = operate.ParseCodes(codes); err != nil {
 		return err
 	}
@@ -164,7 +196,35 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	return operate.Redrive(ctx, b.Queue, o)
+	if o.DryRun {
+		return operate.Redrive(ctx, b.Queue, o)
+	}
+	if policy.On() {
+		// What would move decides whether a second operator must approve.
+		count := o
+		count.DryRun, count.Out, count.JSON = true, io.Discard, false
+		n := 0
+		count.Visit = func(_ queue.DLQEntry, d queue.RedriveDecision) {
+			if d == queue.Move {
+				n++
+			}
+		}
+		if err := operate.Redrive(ctx, b.Queue, count); err != nil {
+			return err
+		}
+		if why := policy.Needs(approval.Spec{Kind: approval.Redrive, Force: o.Force}, n); why != "" {
+			return needsProposal(why, proposeRedrive(codes, ids, o.Force))
+		}
+	}
+	trail, err := ac.trail()
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
+	return actAudited(env, trail, who, "redrive", "", codes, func(w io.Writer) error {
+		o.Audit = w
+		return operate.Redrive(ctx, b.Queue, o)
+	})
 }
 
 func runStatus(ctx context.Context, env *cli.Env, args []string) error {
@@ -188,4 +248,19 @@ func runStatus(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	status.Print(env.Stdout, rep)
 	return nil
+}
+
+// proposeRedrive is the approvals propose command of a redrive's flags.
+func proposeRedrive(codes, ids string, force bool) string {
+	w := []string{"redrive"}
+	if codes != "" {
+		w = append(w, "--reason-code "+codes)
+	}
+	if ids != "" {
+		w = append(w, "--charge-id "+ids)
+	}
+	if force {
+		w = append(w, "--force")
+	}
+	return strings.Join(append(w, `--reason "…why…"`), " ")
 }

@@ -4,11 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/operate"
 	"github.com/finedge/idempotent-consumer/service/pipeline"
@@ -40,14 +43,21 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "a lapsed claim is taken over only this long after it ends (the largest clock difference between hosts)")
 	nc.Bind(f)
 	lc.Bind(f)
+	var ac auditConfig
+	ac.Bind(f)
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	operator, err := cli.WhoActs(env, *opFlag)
+	policy, err := ac.policy()
+	if err != nil {
+		return err
+	}
+	who, err := ac.who(env, *opFlag, policy)
 	if err != nil && !dryRun {
 		return err
 	}
+	operator := who.Name
 	ids := f.Args()
 	switch {
 	case all && len(ids) > 0:
@@ -86,6 +96,9 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if why := policy.Needs(approval.Spec{Kind: approval.Renotify}, len(recs)); why != "" && !dryRun {
+		return needsProposal(why, `renotify --reason "…why…"`+map[bool]string{true: "", false: " --charge-id " + strings.Join(ids, ",")}[all])
+	}
 	var sender charge.NoticeSender
 	if !dryRun {
 		n, _, err := nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, lc.Logger(env.Stderr))
@@ -106,6 +119,17 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return rn.Renotify(ctx, recs, operate.RenotifyRun{Operator: operator, Reason: reason, DryRun: dryRun, JSON: *asJSON, Now: now,
-		Out: env.Stdout, Audit: env.Stderr})
+	run := operate.RenotifyRun{Operator: operator, Reason: reason, DryRun: dryRun, JSON: *asJSON, Now: now, Out: env.Stdout, Audit: env.Stderr}
+	if dryRun {
+		return rn.Renotify(ctx, recs, run)
+	}
+	trail, err := ac.trail()
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
+	return actAudited(env, trail, who, "renotify", "", reason, func(w io.Writer) error {
+		run.Audit = w
+		return rn.Renotify(ctx, recs, run)
+	})
 }

@@ -264,7 +264,12 @@ func (a *Trail) reopenIfMoved() error {
 }
 
 // Close closes the file.
-func (a *Trail) Close() error { return a.f.Close() }
+func (a *Trail) Close() error {
+	if a == nil {
+		return nil
+	}
+	return a.f.Close()
+}
 
 // Filter chooses entries; an empty field matches every entry.
 type Filter struct {

@@ -65,7 +65,7 @@ func PurgeDLQ(ctx context.Context, q queue.Operator, o PurgeOptions) error {
 		// The intent first: nothing is deleted that no audit line names,
 		// even if the answer to the delete is lost.
 		audit := AuditLog(o.Audit)
-		audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries to be purged by an operator", slog.Bool("audit", true),
+		audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries to be purged by an operator", slog.Bool("audit", true), slog.String("action", "dlq purge"), slog.String("result", "requested"),
 			slog.String("operator", o.Operator), slog.Any("entries", chosen), slog.Any("charges", charges), slog.Bool("forced", o.Force))
 		deleted, err = purger.PurgeDLQ(ctx, chosen)
 		var gone []string
@@ -75,11 +75,11 @@ func PurgeDLQ(ctx context.Context, q queue.Operator, o PurgeOptions) error {
 			}
 		}
 		if err != nil {
-			audit.LogAttrs(ctx, slog.LevelError, "DLQ purge failed: some of the entries may be gone; dlq list shows what is left", slog.Bool("audit", true),
+			audit.LogAttrs(ctx, slog.LevelError, "DLQ purge failed: some of the entries may be gone; dlq list shows what is left", slog.Bool("audit", true), slog.String("action", "dlq purge"), slog.String("result", "failed"),
 				slog.String("operator", o.Operator), slog.Any("entries", chosen), slog.String("error", err.Error()))
 			return err
 		}
-		audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries purged by an operator", slog.Bool("audit", true),
+		audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries purged by an operator", slog.Bool("audit", true), slog.String("action", "dlq purge"), slog.String("result", "purged"),
 			slog.String("operator", o.Operator), slog.Any("entries", deleted), slog.Any("charges", gone), slog.Bool("forced", o.Force))
 	}
 	for _, id := range chosen {

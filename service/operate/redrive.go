@@ -46,7 +46,7 @@ func Redrive(ctx context.Context, q queue.Operator, o RedriveRun) error {
 	}
 	rep, err := q.Redrive(ctx, o.RedriveOptions)
 	if !o.DryRun && len(moved) > 0 {
-		AuditLog(o.Audit).LogAttrs(ctx, slog.LevelWarn, "dead-lettered charges redriven by an operator", slog.Bool("audit", true),
+		AuditLog(o.Audit).LogAttrs(ctx, slog.LevelWarn, "dead-lettered charges redriven by an operator", slog.Bool("audit", true), slog.String("action", "redrive"), slog.String("result", "moved"),
 			slog.String("operator", o.Operator), slog.Int("moved", rep.Moved), slog.Any("charges", moved), slog.Any("codes", o.Codes))
 	}
 	if err != nil {

@@ -57,7 +57,7 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 		return err
 	}
 	AuditLog(o.Audit).LogAttrs(ctx, slog.LevelWarn, "FAILED charge reopened by an operator",
-		slog.Bool("audit", true), slog.String("charge_id", rec.Key), slog.String("reason", o.Reason),
+		slog.Bool("audit", true), slog.String("action", reopenAction(o.NewAttempt)), slog.String("result", "reopened"), slog.String("charge_id", rec.Key), slog.String("reason", o.Reason),
 		slog.String("previous_status", rec.PrevStatus), slog.String("previous_detail", rec.PrevDetail),
 		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.Int("generation", rec.Generation),
 		slog.String("bank_key", charge.BankKey(rec.Key, rec.Generation)), slog.String("operator", o.Operator))
@@ -69,4 +69,12 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 	fmt.Fprintf(o.Out, "next: chargerecovery redrive --charge-id %s (moves its dead-lettered message back to the queue)\n\n", rec.Key)
 	status.PrintRecord(o.Out, rec, time.Now())
 	return nil
+}
+
+// reopenAction is the audit trail's name of a reopen.
+func reopenAction(newAttempt bool) string {
+	if newAttempt {
+		return "reopen --new-attempt"
+	}
+	return "reopen"
 }
