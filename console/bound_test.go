@@ -61,4 +61,3 @@ func TestRateLimitersAndRefusalCountsAreBounded(t *testing.T) {
 		t.Fatalf("%d refused sign-ins counted, want 1000", total)
 	}
 }
-

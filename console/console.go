@@ -42,6 +42,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/operate"
 	"github.com/finedge/idempotent-consumer/service/status"
 )
@@ -68,8 +69,12 @@ type Options struct {
 	Renotifier *operate.Renotifier
 	Auth       Authenticator
 	Audit      *AuditLog
-	Logger     *slog.Logger // default: discard
-	Now        func() time.Time
+	// Approvals are the proposals beside the audit trail (bulk actions,
+	// four-eyes); nil: bulk actions are not offered, and nothing needs a
+	// second operator.
+	Approvals *approval.Book
+	Logger    *slog.Logger // default: discard
+	Now       func() time.Time
 	// ActionsPerMinute and ActionBurst limit each person's actions
 	// (defaults 10 and 5).
 	ActionsPerMinute, ActionBurst int
@@ -122,6 +127,9 @@ type Console struct {
 	dlqScanAt        time.Time          // when the DLQ was last read by reason
 	dlqCodes         map[queue.Code]int // what that read counted
 	dlqUnseen        int                // and missed
+
+	props  proposals
+	runCtx context.Context // Run's: proposal runs end with it
 }
 
 // New returns a console; Run samples the overview in the background.
@@ -194,6 +202,10 @@ func (c *Console) Run(ctx context.Context) {
 	summary := time.NewTicker(c.o.RefusalSummary)
 	defer summary.Stop()
 	defer c.flushRefusals()
+	c.props.mu.Lock()
+	c.runCtx = ctx
+	c.props.mu.Unlock()
+	defer c.props.wg.Wait()
 	c.sample(ctx)
 	for {
 		select {
@@ -229,6 +241,7 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("POST /charge/renotify", c.action(c.renotify))
 	mux.Handle("GET /stuck", c.authed(c.stuckPage))
 	mux.Handle("GET /audit", c.authed(c.auditPage))
+	c.proposalRoutes(mux)
 	return securityHeaders(mux)
 }
 
@@ -290,7 +303,7 @@ func (c *Console) sameOrigin(r *http.Request) bool { return c.cop.Check(r) == ni
 
 // actionName is the audit trail's name of the action at path.
 func actionName(path string) string {
-	return strings.TrimPrefix(strings.TrimPrefix(path, "/dlq/"), "/charge/")
+	return strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(path, "/dlq/"), "/charge/"), "/")
 }
 
 // action admits a signed-in operator's POST carrying the session's CSRF

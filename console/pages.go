@@ -20,6 +20,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/operate"
 	"github.com/finedge/idempotent-consumer/service/status"
 )
@@ -462,8 +463,26 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		c.result(w, r, http.StatusBadRequest, "Reason needed", "Say why the charge may be debited now: the reason stays in the record and the audit trail.", "/charge/reopen?id="+urlQuery(chargeID), "back")
 		return e
 	}
-	rec, err := operate.Reopen(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)")
 	back := "/charge?id=" + urlQuery(chargeID)
+	if newAttempt && c.o.Approvals != nil && c.o.Approvals.Policy().ReopenNewAttempt {
+		// Four-eyes: a second debit under a new bank key is proposed, and
+		// done once another operator approves.
+		spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: e.Reason, ChargeIDs: []string{chargeID}}
+		targets, err := c.approvalBackend().Select(r.Context(), spec, c.o.Now())
+		if err == nil {
+			var p approval.Proposal
+			if p, err = c.o.Approvals.Propose(actorOf(id), spec, targets); err == nil {
+				e.Proposal, e.Result = p.ID, "proposed"
+				c.result(w, r, http.StatusAccepted, "Proposed", fmt.Sprintf("A reopen with a new attempt needs another operator's approval: proposal %s waits for it.", p.ID),
+					"/proposals/show?id="+urlQuery(p.ID), "the proposal")
+				return e
+			}
+		}
+		e.Result, e.Detail = "refused", charge.Clip(charge.MaskText(err.Error()), 300)
+		c.result(w, r, http.StatusConflict, "Not proposed", e.Detail, back, "the charge")
+		return e
+	}
+	rec, err := operate.Reopen(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)")
 	switch {
 	case errors.Is(err, idempotency.ErrNotFound):
 		e.Result = "not found"

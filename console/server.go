@@ -14,6 +14,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/operate"
@@ -23,6 +24,8 @@ import (
 // serve --console: where it listens, how people sign in, the audit trail.
 type Config struct {
 	Addr, Auth, TokenFile, AuditFile           string
+	OldAuditFile, Approval                     string
+	ApprovalTTL                                time.Duration
 	UserHeader, GroupsHeader, OperatorGroup    string
 	Operators, TrustedProxies, TLSCert, TLSKey string
 	SessionTTL, Refresh                        time.Duration
@@ -39,7 +42,10 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.OperatorGroup, "console-operator-group", "IC_CONSOLE_OPERATOR_GROUP", "", "proxy sign-in: members of this group are operators (everyone else signed in is a viewer)")
 	f.String(&c.Operators, "console-operators", "IC_CONSOLE_OPERATORS", "", "proxy sign-in: users who are operators, comma-separated")
 	f.String(&c.TrustedProxies, "console-trusted-proxies", "IC_CONSOLE_TRUSTED_PROXIES", "", "the addresses or CIDR ranges of proxies in front of the console: required for proxy sign-in (the user header from anywhere else counts for nothing); with token sign-in behind a TLS-terminating proxy, the client's address is then the one the proxy appended to X-Forwarded-For (sign-in rate limit, audit trail)")
-	f.String(&c.AuditFile, "console-audit-file", "IC_CONSOLE_AUDIT_FILE", "", "the audit trail: every console action, taken or refused, appended as a JSON line and synced (required)")
+	f.String(&c.AuditFile, "audit-file", "IC_AUDIT_FILE", "", "the audit trail, shared with the command line: every action, taken or refused, a hash-chained JSON line, synced before it is done (required)")
+	f.String(&c.OldAuditFile, "console-audit-file", "IC_CONSOLE_AUDIT_FILE", "", "the former name of --audit-file")
+	f.String(&c.Approval, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: which actions a second operator must approve, comma-separated: reopen-new-attempt, redrive-force, bulk>N (more than N charges), all; off by default")
+	f.Duration(&c.ApprovalTTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run")
 	f.String(&c.TLSCert, "console-tls-cert", "IC_CONSOLE_TLS_CERT", "", "serve the console over TLS with this certificate (PEM; with --console-tls-key)")
 	f.String(&c.TLSKey, "console-tls-key", "IC_CONSOLE_TLS_KEY", "", "the console certificate's key (PEM)")
 	f.Duration(&c.SessionTTL, "console-session-ttl", "IC_CONSOLE_SESSION_TTL", 8*time.Hour, "token sign-in: how long a session lasts")
@@ -95,8 +101,19 @@ func (c *Config) Check(p *cli.Problems) {
 	default:
 		p.Add("--console-auth %q is not proxy or token", c.Auth)
 	}
-	if c.AuditFile == "" {
-		p.Add("--console-audit-file (IC_CONSOLE_AUDIT_FILE) is required: every action is written there")
+	switch {
+	case c.AuditFile == "" && c.OldAuditFile == "":
+		p.Add("--audit-file (IC_AUDIT_FILE) is required: every action is written there")
+	case c.AuditFile != "" && c.OldAuditFile != "" && c.AuditFile != c.OldAuditFile:
+		p.Add("--audit-file and --console-audit-file (its former name) name two files: give one")
+	case c.AuditFile == "":
+		c.AuditFile = c.OldAuditFile
+	}
+	if _, err := approval.ParsePolicy(c.Approval); err != nil {
+		p.Add("%v", err)
+	}
+	if c.ApprovalTTL < time.Minute {
+		p.Add("--approval-ttl must be at least 1m")
 	}
 	if c.Refresh < time.Second || c.SessionTTL < time.Minute || c.ActionsPerMinute < 1 {
 		p.Add("--console-refresh must be at least 1s, --console-session-ttl at least 1m, --console-actions-per-minute at least 1")
@@ -125,6 +142,7 @@ type Server struct {
 	ln    net.Listener
 	audit *AuditLog
 	stop  context.CancelFunc
+	ran   <-chan struct{} // closed when the console's Run (and its proposal runs) ended
 	errc  chan error
 }
 
@@ -147,7 +165,18 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 	trusted, _ := ParsePrefixes(c.TrustedProxies) // checked by authenticator
 	audit, err := OpenAuditLog(c.AuditFile)
 	if err != nil {
-		return nil, cli.Usagef("--console-audit-file: %v", err)
+		return nil, cli.Usagef("--audit-file: %v", err)
+	}
+	audit.Head = func(seq int64, hash string) { log.Debug("audit head", "seq", seq, "sha256", hash) }
+	policy, err := approval.ParsePolicy(c.Approval)
+	if err != nil {
+		audit.Close()
+		return nil, cli.Usagef("%v", err)
+	}
+	book, err := approval.Open(audit, approval.Options{Policy: policy, TTL: c.ApprovalTTL})
+	if err != nil {
+		audit.Close()
+		return nil, err
 	}
 	var rn *operate.Renotifier
 	if s, ok := d.Notifier.(charge.NoticeSender); ok {
@@ -159,7 +188,7 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 		}
 	}
 	con, err := New(Options{Backend: d.Backend.Desc, Queue: d.Backend.Queue, Store: d.Backend.Store, MetricsURL: d.MetricsURL,
-		Retention: d.Retention, Renotifier: rn, Auth: auth, Audit: audit, Logger: log, Refresh: c.Refresh, ActionsPerMinute: c.ActionsPerMinute,
+		Retention: d.Retention, Renotifier: rn, Auth: auth, Audit: audit, Approvals: book, Logger: log, Refresh: c.Refresh, ActionsPerMinute: c.ActionsPerMinute,
 		TrustedProxies: trusted})
 	if err != nil {
 		audit.Close()
@@ -181,8 +210,9 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	}
 	cctx, stop := context.WithCancel(ctx)
-	go con.Run(cctx)
-	s := &Server{ln: ln, audit: audit, stop: stop, errc: make(chan error, 1),
+	ran := make(chan struct{})
+	go func() { con.Run(cctx); close(ran) }()
+	s := &Server{ln: ln, audit: audit, stop: stop, ran: ran, errc: make(chan error, 1),
 		srv: &http.Server{Handler: con.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
 			IdleTimeout: 60 * time.Second, MaxHeaderBytes: 16 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}}
 	go func() { s.errc <- s.srv.Serve(ln) }()
@@ -190,7 +220,7 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 	if c.TLSCert != "" {
 		scheme = "https"
 	}
-	log.Info("console serving", "url", scheme+"://"+ln.Addr().String(), "auth", c.Auth, "audit_file", c.AuditFile)
+	log.Info("console serving", "url", scheme+"://"+ln.Addr().String(), "auth", c.Auth, "audit_file", c.AuditFile, "approval_required", policy.String())
 	return s, nil
 }
 
@@ -207,5 +237,6 @@ func (s *Server) Close() error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
+	<-s.ran // a proposal's batch ends with its line written, before the trail closes
 	return errors.Join(err, s.audit.Close())
 }

@@ -34,7 +34,7 @@ func TestConsoleRefusesABadConfiguration(t *testing.T) {
 		{"a proxy address that is none", []string{"--console-auth", "proxy", "--console-operators", "olga", "--console-trusted-proxies", "10.0.0.0/99"}, "not an address or CIDR range"},
 		{"nobody may act", []string{"--console-auth", "proxy", "--console-trusted-proxies", "10.0.0.1"}, "who may act"},
 		{"half of TLS", []string{"--console-auth", "token", "--console-token-file", tokens, "--console-tls-cert", "c.pem"}, "go together"},
-		{"no audit file", []string{"--console-auth", "token", "--console-token-file", tokens, "--console-audit-file", ""}, "--console-audit-file (IC_CONSOLE_AUDIT_FILE) is required"},
+		{"no audit file", []string{"--console-auth", "token", "--console-token-file", tokens, "--console-audit-file", ""}, "--audit-file (IC_AUDIT_FILE) is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := map[string]string{}

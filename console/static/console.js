@@ -13,3 +13,11 @@
   }
   setTimeout(tick, every);
 })();
+
+// A running proposal's page reloads every 2s, until its run is done.
+(function () {
+  "use strict";
+  var st = document.getElementById("pstate");
+  if (!st || st.textContent !== "running") { return; }
+  setTimeout(function () { window.location.reload(); }, 2000);
+})();
