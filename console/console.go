@@ -316,9 +316,12 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) Au
 		id := identity(r)
 		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 		target := func(e AuditEntry) AuditEntry {
-			if strings.HasPrefix(r.URL.Path, "/dlq/") {
+			switch {
+			case strings.HasPrefix(r.URL.Path, "/dlq/"):
 				e.DLQID = charge.Clip(charge.Printable(r.FormValue("id")), 256)
-			} else {
+			case strings.HasPrefix(r.URL.Path, "/proposals/"):
+				e.Proposal = charge.Clip(charge.Printable(r.FormValue("id")), 64)
+			default:
 				e.ChargeID = charge.Clip(charge.Printable(r.FormValue("id")), 256)
 			}
 			return e

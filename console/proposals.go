@@ -129,7 +129,7 @@ func (c *Console) proposalPage(w http.ResponseWriter, r *http.Request) {
 
 // propose makes a proposal from the form: what it chooses, frozen.
 func (c *Console) propose(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
-	e := AuditEntry{Action: "propose"}
+	e := AuditEntry{Action: "proposals/new"}
 	spec := approval.Spec{Kind: approval.Kind(r.PostFormValue("kind")), Reason: charge.Clip(charge.Printable(strings.TrimSpace(r.PostFormValue("reason"))), 500),
 		Codes: cli.SplitList(r.PostFormValue("reason_code")), ChargeIDs: cli.SplitList(strings.ReplaceAll(r.PostFormValue("charge_id"), "\n", ",")),
 		Force: r.PostFormValue("force") == "on", NewAttempt: r.PostFormValue("new_attempt") == "on"}
@@ -189,7 +189,7 @@ func (c *Console) propose(w http.ResponseWriter, r *http.Request, id Identity) A
 func (c *Console) decideProposal(step string) func(http.ResponseWriter, *http.Request, Identity) AuditEntry {
 	return func(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
 		pid := r.PostFormValue("id")
-		e := AuditEntry{Action: step, Proposal: charge.Clip(charge.Printable(pid), 64)}
+		e := AuditEntry{Action: "proposals/" + step, Proposal: charge.Clip(charge.Printable(pid), 64)}
 		back := "/proposals/show?id=" + urlQuery(pid)
 		who := actorOf(id)
 		var err error

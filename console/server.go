@@ -26,6 +26,7 @@ type Config struct {
 	Addr, Auth, TokenFile, AuditFile           string
 	OldAuditFile, Approval                     string
 	ApprovalTTL                                time.Duration
+	ApprovalBatch                              int
 	UserHeader, GroupsHeader, OperatorGroup    string
 	Operators, TrustedProxies, TLSCert, TLSKey string
 	SessionTTL, Refresh                        time.Duration
@@ -46,6 +47,7 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.OldAuditFile, "console-audit-file", "IC_CONSOLE_AUDIT_FILE", "", "the former name of --audit-file")
 	f.String(&c.Approval, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: which actions a second operator must approve, comma-separated: reopen-new-attempt, redrive-force, bulk>N (more than N charges), all; off by default")
 	f.Duration(&c.ApprovalTTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run")
+	f.Int(&c.ApprovalBatch, "approval-batch", "IC_APPROVAL_BATCH", 50, "a proposal's run acts on this many charges between two saves of its progress (1 to 500)")
 	f.String(&c.TLSCert, "console-tls-cert", "IC_CONSOLE_TLS_CERT", "", "serve the console over TLS with this certificate (PEM; with --console-tls-key)")
 	f.String(&c.TLSKey, "console-tls-key", "IC_CONSOLE_TLS_KEY", "", "the console certificate's key (PEM)")
 	f.Duration(&c.SessionTTL, "console-session-ttl", "IC_CONSOLE_SESSION_TTL", 8*time.Hour, "token sign-in: how long a session lasts")
@@ -115,6 +117,9 @@ func (c *Config) Check(p *cli.Problems) {
 	if c.ApprovalTTL < time.Minute {
 		p.Add("--approval-ttl must be at least 1m")
 	}
+	if c.ApprovalBatch < 1 || c.ApprovalBatch > 500 {
+		p.Add("--approval-batch must be between 1 and 500")
+	}
 	if c.Refresh < time.Second || c.SessionTTL < time.Minute || c.ActionsPerMinute < 1 {
 		p.Add("--console-refresh must be at least 1s, --console-session-ttl at least 1m, --console-actions-per-minute at least 1")
 	}
@@ -173,7 +178,7 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 		audit.Close()
 		return nil, cli.Usagef("%v", err)
 	}
-	book, err := approval.Open(audit, approval.Options{Policy: policy, TTL: c.ApprovalTTL})
+	book, err := approval.Open(audit, approval.Options{Policy: policy, TTL: c.ApprovalTTL, Batch: c.ApprovalBatch})
 	if err != nil {
 		audit.Close()
 		return nil, err
