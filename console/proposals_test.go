@@ -24,7 +24,7 @@ func (w *world) withBook(t *testing.T, policy string) func(*console.Options) {
 		t.Fatal(err)
 	}
 	return func(o *console.Options) {
-		b, err := approval.Open(o.Audit, approval.Options{Policy: p})
+		b, err := approval.Open(o.Audit, approval.Options{Policy: &p})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -173,16 +174,25 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 		return nil, cli.Usagef("--audit-file: %v", err)
 	}
 	audit.Head = func(seq int64, hash string) { log.Debug("audit head", "seq", seq, "sha256", hash) }
-	policy, err := approval.ParsePolicy(c.Approval)
-	if err != nil {
-		audit.Close()
-		return nil, cli.Usagef("%v", err)
+	var given *approval.Policy
+	if strings.TrimSpace(c.Approval) != "" {
+		p, err := approval.ParsePolicy(c.Approval)
+		if err != nil {
+			audit.Close()
+			return nil, cli.Usagef("%v", err)
+		}
+		given = &p
 	}
-	book, err := approval.Open(audit, approval.Options{Policy: policy, TTL: c.ApprovalTTL, Batch: c.ApprovalBatch})
+	book, err := approval.Open(audit, approval.Options{Policy: given, TTL: c.ApprovalTTL, Batch: c.ApprovalBatch})
+	if errors.Is(err, approval.ErrPolicy) {
+		audit.Close()
+		return nil, cli.Usagef("--approval-required: %v", err)
+	}
 	if err != nil {
 		audit.Close()
 		return nil, err
 	}
+	policy := book.Policy()
 	var rn *operate.Renotifier
 	if s, ok := d.Notifier.(charge.NoticeSender); ok {
 		if _, ok := d.Backend.Store.(driver.Amender); ok {

@@ -37,34 +37,49 @@ func (c *auditConfig) Bind(f *cli.FlagSet) {
 	f.String(&c.ConsoleTokens, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "the console's token file, which --operator-token-file is checked against")
 }
 
-func (c *auditConfig) policy() (approval.Policy, error) {
-	p, err := approval.ParsePolicy(c.Policy)
-	if err != nil {
-		return p, cli.Usagef("%v", err)
+// open opens the trail and, beside it, the proposals with the kept
+// four-eyes policy (a policy flag given where another is kept is
+// refused). Without --audit-file: no trail, no book, the policy off (and
+// a policy flag is a usage error: proposals are kept beside the trail).
+func (c *auditConfig) open() (*audit.Trail, *approval.Book, approval.Policy, error) {
+	var given *approval.Policy
+	if strings.TrimSpace(c.Policy) != "" {
+		p, err := approval.ParsePolicy(c.Policy)
+		if err != nil {
+			return nil, nil, approval.Off, cli.Usagef("%v", err)
+		}
+		given = &p
 	}
-	if p.On() && c.File == "" {
-		return p, cli.Usagef("--approval-required needs --audit-file (IC_AUDIT_FILE): proposals and approvals are kept beside the audit trail")
-	}
-	return p, nil
-}
-
-// trail opens the audit file ("" : none, nil).
-func (c *auditConfig) trail() (*audit.Trail, error) {
 	if c.File == "" {
-		return nil, nil
+		if given != nil && given.On() {
+			return nil, nil, approval.Off, cli.Usagef("--approval-required needs --audit-file (IC_AUDIT_FILE): proposals and approvals are kept beside the audit trail")
+		}
+		return nil, nil, approval.Off, nil
+	}
+	if c.Batch < 0 || c.Batch > 500 {
+		return nil, nil, approval.Off, cli.Usagef("--batch must be between 1 and 500")
 	}
 	t, err := audit.Open(c.File)
 	if err != nil {
-		return nil, fmt.Errorf("--audit-file: %w", err)
+		return nil, nil, approval.Off, fmt.Errorf("--audit-file: %w", err)
 	}
-	return t, nil
+	book, err := approval.Open(t, approval.Options{Policy: given, TTL: c.TTL, Batch: c.Batch})
+	if errors.Is(err, approval.ErrPolicy) {
+		t.Close()
+		return nil, nil, approval.Off, cli.Usagef("--approval-required: %v", err)
+	}
+	if err != nil {
+		t.Close()
+		return nil, nil, approval.Off, err
+	}
+	return t, book, book.Policy(), nil
 }
 
 // who is the person acting. Under a four-eyes policy a name given on the
 // command line is not enough (anyone can give another's): the person is
 // the one whose console token her --operator-token-file holds.
-func (c *auditConfig) who(env *cli.Env, opFlag string, policy approval.Policy) (approval.Actor, error) {
-	if !policy.On() && c.TokenFile == "" {
+func (c *auditConfig) who(env *cli.Env, opFlag string, policy approval.Policy, needs ...string) (approval.Actor, error) {
+	if !policy.On() && c.TokenFile == "" && strings.Join(needs, "") == "" {
 		name, err := cli.WhoActs(env, opFlag)
 		return approval.Actor{Name: name, Role: "operator", Via: "cli"}, err
 	}
@@ -162,9 +177,12 @@ func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
 		return runPropose(ctx, env, args[1:])
 	case "list", "show", "approve", "reject", "run":
 		return runDecide(ctx, env, sub, args[1:])
+	case "policy":
+		return runPolicy(env, args[1:])
 	case "-h", "--help":
 		fmt.Fprintln(env.Stderr, `usage: chargerecovery approvals propose redrive|reopen|renotify [flags] --reason TEXT
        chargerecovery approvals list [--all] | show ID | approve ID | reject ID --reason TEXT | run ID
+       chargerecovery approvals policy [POLICY --reason TEXT]
 
   propose  freeze what a bulk action (or one that needs four-eyes) will touch: count, sample, totals
   list     proposals waiting, approved or running (--all: every one)
@@ -172,6 +190,7 @@ func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
   approve  approve another operator's proposal, and run it (--no-run: approve only)
   reject   reject a proposal (the proposer may withdraw her own)
   run      run an approved proposal, or resume one that stopped
+  policy   the four-eyes policy kept beside the audit trail; policy POLICY --reason TEXT changes it (audited)
 
 chargerecovery approvals SUB -h gives the flags.`)
 		return cli.ErrHelp
@@ -206,23 +225,15 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	if err := spec.Check(); err != nil {
 		return cli.Usagef("%v", err)
 	}
-	policy, err := ac.policy()
-	if err != nil {
-		return err
-	}
 	if ac.File == "" {
 		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
 	}
-	who, err := ac.who(env, *opFlag, policy)
-	if err != nil {
-		return err
-	}
-	trail, err := ac.trail()
+	trail, book, policy, err := ac.open()
 	if err != nil {
 		return err
 	}
 	defer trail.Close()
-	book, err := approval.Open(trail, approval.Options{Policy: policy, TTL: ac.TTL})
+	who, err := ac.who(env, *opFlag, policy)
 	if err != nil {
 		return err
 	}
@@ -308,10 +319,6 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	policy, err := ac.policy()
-	if err != nil {
-		return err
-	}
 	if ac.File == "" {
 		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
 	}
@@ -325,18 +332,11 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if sub == "reject" && strings.TrimSpace(why) == "" {
 		return cli.Usagef("--reason is required: say why it is rejected")
 	}
-	if ac.Batch < 0 || ac.Batch > 500 {
-		return cli.Usagef("--batch must be between 1 and 500")
-	}
-	trail, err := ac.trail()
+	trail, book, policy, err := ac.open()
 	if err != nil {
 		return err
 	}
 	defer trail.Close()
-	book, err := approval.Open(trail, approval.Options{Policy: policy, TTL: ac.TTL, Batch: ac.Batch})
-	if err != nil {
-		return err
-	}
 	switch sub {
 	case "list":
 		ps, err := book.List()
@@ -373,7 +373,13 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		printOutcomes(env.Stdout, p)
 		return nil
 	}
-	who, err := ac.who(env, *opFlag, policy)
+	// A proposal that needs a second operator names the one deciding by
+	// her token, whatever this process's flags say.
+	cur, err := book.Get(id)
+	if err != nil {
+		return err
+	}
+	who, err := ac.who(env, *opFlag, policy, cur.Needs)
 	if err != nil {
 		return err
 	}
@@ -401,7 +407,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	}
 	defer b.Close()
 	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention}
-	if cur, err := book.Get(id); err == nil && cur.Spec.Kind == approval.Renotify {
+	if cur.Spec.Kind == approval.Renotify {
 		if nc.Channel == "" {
 			return cli.Usagef("a renotify proposal needs the notification channel (--notify and its flags, as renotify's)")
 		}
@@ -542,5 +548,53 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		rep = r
 	}
 	fmt.Fprintf(env.Stdout, "head: seq %d sha256 %s (compare with the last \"audit head\" the processes logged: a line cut from the end shows there)\n", rep.HeadSeq, rep.HeadHash)
+	return nil
+}
+
+// runPolicy shows the kept four-eyes policy, or changes it: by an
+// operator named by her token where the kept policy asks for approvals.
+func runPolicy(env *cli.Env, args []string) error {
+	f := cli.NewFlagSet(env, "approvals policy", "approvals policy [POLICY --reason TEXT]")
+	var ac auditConfig
+	ac.Bind(f)
+	var why string
+	f.String(&why, "reason", "", "", "why the policy changes (required to change it)")
+	opFlag := cli.OperatorFlag(f)
+	if err := f.Parse(args, true); err != nil {
+		return err
+	}
+	if ac.File == "" {
+		return cli.Usagef("the policy is kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
+	}
+	if ac.Policy != "" {
+		return cli.Usagef("give the new policy as the argument (approvals policy POLICY --reason TEXT), not --approval-required")
+	}
+	trail, book, kept, err := ac.open()
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
+	if len(f.Args()) == 0 {
+		fmt.Fprintf(env.Stdout, "four-eyes policy: %s\n", kept)
+		return nil
+	}
+	if len(f.Args()) != 1 {
+		return cli.Usagef("give one POLICY (e.g. reopen-new-attempt,redrive-force,bulk>100, or off)")
+	}
+	p, err := approval.ParsePolicy(f.Args()[0])
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	if strings.TrimSpace(why) == "" {
+		return cli.Usagef("--reason is required: say why the policy changes")
+	}
+	who, err := ac.who(env, *opFlag, kept)
+	if err != nil {
+		return err
+	}
+	if err := book.SetPolicy(who, p, why); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "four-eyes policy: %s (was %s)\n", p, kept)
 	return nil
 }

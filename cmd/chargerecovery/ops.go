@@ -79,10 +79,11 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	policy, err := ac.policy()
+	trail, _, policy, err := ac.open()
 	if err != nil {
 		return err
 	}
+	defer trail.Close()
 	who, err := ac.who(env, *opFlag, policy)
 	if err != nil {
 		return err
@@ -101,11 +102,6 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	if why := policy.Needs(approval.Spec{Kind: approval.Reopen, NewAttempt: o.NewAttempt}, 1); why != "" {
 		return needsProposal(why, fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
 	}
-	trail, err := ac.trail()
-	if err != nil {
-		return err
-	}
-	defer trail.Close()
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
@@ -169,10 +165,11 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	policy, err := ac.policy()
+	trail, _, policy, err := ac.open()
 	if err != nil {
 		return err
 	}
+	defer trail.Close()
 	var who approval.Actor
 	if who, err = ac.who(env, *opFlag, policy); err != nil && !o.DryRun {
 		return err
@@ -216,11 +213,6 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 			return needsProposal(why, proposeRedrive(codes, ids, o.Force))
 		}
 	}
-	trail, err := ac.trail()
-	if err != nil {
-		return err
-	}
-	defer trail.Close()
 	return actAudited(env, trail, who, "redrive", "", codes, func(w io.Writer) error {
 		o.Audit = w
 		return operate.Redrive(ctx, b.Queue, o)

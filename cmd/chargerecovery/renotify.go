@@ -49,10 +49,11 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	policy, err := ac.policy()
+	trail, _, policy, err := ac.open()
 	if err != nil {
 		return err
 	}
+	defer trail.Close()
 	who, err := ac.who(env, *opFlag, policy)
 	if err != nil && !dryRun {
 		return err
@@ -123,11 +124,6 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	if dryRun {
 		return rn.Renotify(ctx, recs, run)
 	}
-	trail, err := ac.trail()
-	if err != nil {
-		return err
-	}
-	defer trail.Close()
 	return actAudited(env, trail, who, "renotify", "", reason, func(w io.Writer) error {
 		run.Audit = w
 		return rn.Renotify(ctx, recs, run)

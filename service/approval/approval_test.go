@@ -123,10 +123,11 @@ var (
 
 func (w *world) book(t *testing.T, policy string, o approval.Options) *approval.Book {
 	t.Helper()
-	var err error
-	if o.Policy, err = approval.ParsePolicy(policy); err != nil {
+	p, err := approval.ParsePolicy(policy)
+	if err != nil {
 		t.Fatal(err)
 	}
+	o.Policy = &p
 	b, err := approval.Open(w.trail, o)
 	if err != nil {
 		t.Fatal(err)
@@ -331,5 +332,42 @@ func TestSelectSaysWhatMatchesNothing(t *testing.T) {
 	}
 	if _, err := w.be.Select(t.Context(), approval.Spec{Kind: approval.Redrive}, time.Now()); err == nil {
 		t.Fatal("a proposal without a reason")
+	}
+}
+
+func TestThePolicyIsKeptBesideTheTrailNotEachProcesss(t *testing.T) {
+	w := newWorld(t, 3)
+	strict, _ := approval.ParsePolicy("bulk>0")
+	if _, err := approval.Open(w.trail, approval.Options{Policy: &strict}); err != nil {
+		t.Fatal(err)
+	}
+	// A process started without the flag gets the kept policy.
+	b, err := approval.Open(w.trail, approval.Options{})
+	if err != nil || b.Policy() != strict {
+		t.Fatalf("no flag: %v %v", b.Policy(), err)
+	}
+	// One started with another is refused.
+	if _, err := approval.Open(w.trail, approval.Options{Policy: &approval.Off}); !errors.Is(err, approval.ErrPolicy) {
+		t.Fatalf("a weaker policy given: %v", err)
+	}
+	spec := approval.Spec{Kind: approval.Redrive, Reason: "INC-14"}
+	targets, _ := w.be.Select(t.Context(), spec, time.Now())
+	if p, _ := b.Propose(olga, spec, targets); p.State != approval.Pending {
+		t.Fatalf("a bulk proposal under the kept policy: %s", p.State)
+	}
+	// Changing it is an audited act.
+	if err := b.SetPolicy(ivan, approval.Off, "month-end drill over"); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := approval.Open(w.trail, approval.Options{})
+	if err != nil || b2.Policy() != approval.Off {
+		t.Fatalf("after SetPolicy: %v %v", b2.Policy(), err)
+	}
+	var changed bool
+	for _, e := range w.lines(t) {
+		changed = changed || (e.Action == "policy" && e.Operator == "ivan" && e.Result == "off")
+	}
+	if !changed {
+		t.Fatal("no audit line for the policy change")
 	}
 }

@@ -29,10 +29,18 @@ var (
 	ErrBusy = errors.New("another run is executing this proposal")
 )
 
+// ErrPolicy: the process was started with another policy than the one
+// kept beside the trail.
+var ErrPolicy = errors.New("not the four-eyes policy kept beside the audit trail")
+
 // Options configure a Book.
 type Options struct {
-	// Policy says what needs approval (default Off).
-	Policy Policy
+	// Policy says what needs approval; nil: the policy kept beside the
+	// trail (Off if none was ever set). A policy given where another is
+	// kept is refused (ErrPolicy): the policy is the installation's, set
+	// once (by the first process given one, or SetPolicy), never each
+	// process's own — a command started without the flag cannot skip it.
+	Policy *Policy
 	// TTL is how long a proposal waits for approval, and an approved one
 	// for its run (default 24h).
 	TTL time.Duration
@@ -48,18 +56,16 @@ type Options struct {
 // Book keeps the proposals of one audit trail: the directory
 // TRAIL.proposals next to it.
 type Book struct {
-	o     Options
-	dir   string
-	trail *audit.Trail
+	o      Options
+	dir    string
+	trail  *audit.Trail
+	policy Policy
 }
 
 // Open opens (creating, mode 0700) the proposals of trail.
 func Open(trail *audit.Trail, o Options) (*Book, error) {
 	if trail == nil {
 		return nil, errors.New("approvals need the audit trail (--audit-file)")
-	}
-	if o.Policy == (Policy{}) {
-		o.Policy = Off
 	}
 	o.TTL = cmp.Or(o.TTL, 24*time.Hour)
 	o.Batch = min(cmp.Or(o.Batch, 50), 500)
@@ -81,11 +87,92 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 			return nil, fmt.Errorf("proposals: %s is open to others and could not be made 0700: %w", dir, err)
 		}
 	}
-	return &Book{o: o, dir: dir, trail: trail}, nil
+	b := &Book{o: o, dir: dir, trail: trail}
+	err := b.locked(func() error {
+		kept, ok, err := b.keptPolicy()
+		switch {
+		case err != nil:
+			return err
+		case o.Policy == nil && ok:
+			b.policy = kept
+		case o.Policy == nil:
+			b.policy = Off
+		case ok && kept != *o.Policy:
+			return fmt.Errorf("%w: %s is kept beside %s, this process was given %s; change it with chargerecovery approvals policy %s (audited), or give the kept one",
+				ErrPolicy, kept, trail.Path(), *o.Policy, *o.Policy)
+		case ok:
+			b.policy = kept
+		default:
+			b.policy = *o.Policy
+			return b.keepPolicy(Actor{Name: "system", Via: "start"}, b.policy, "the first policy given")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+type keptPolicy struct {
+	Policy string    `json:"policy"`
+	By     Actor     `json:"by"`
+	At     time.Time `json:"at"`
+}
+
+func (b *Book) policyPath() string { return filepath.Join(b.dir, "policy.json") }
+
+func (b *Book) keptPolicy() (Policy, bool, error) {
+	raw, err := os.ReadFile(b.policyPath())
+	if errors.Is(err, fs.ErrNotExist) {
+		return Off, false, nil
+	}
+	if err != nil {
+		return Off, false, fmt.Errorf("proposals: %w", err)
+	}
+	var k keptPolicy
+	if err := json.Unmarshal(raw, &k); err != nil {
+		return Off, false, fmt.Errorf("proposals: %s is not a policy: %w", b.policyPath(), err)
+	}
+	p, err := ParsePolicy(k.Policy)
+	if err != nil {
+		return Off, false, fmt.Errorf("proposals: %s: %w", b.policyPath(), err)
+	}
+	return p, true, nil
+}
+
+// keepPolicy writes p beside the trail, with its audit line (under the
+// lock).
+func (b *Book) keepPolicy(who Actor, p Policy, why string) error {
+	raw, err := json.Marshal(keptPolicy{Policy: p.String(), By: who, At: b.o.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if _, err := b.trail.Append(audit.Entry{At: b.o.Now().UTC(), Operator: who.Name, Role: who.Role, Via: who.Via, Action: "policy",
+		Result: p.String(), Reason: why}); err != nil {
+		return err
+	}
+	return writeFileAtomic(b.dir, b.policyPath(), raw)
+}
+
+// SetPolicy changes the kept policy, by who (an operator; where the kept
+// policy asks for any approval, the caller must have named who by her
+// token), for why.
+func (b *Book) SetPolicy(who Actor, p Policy, why string) error {
+	if strings.TrimSpace(why) == "" {
+		return errors.New("say why the policy changes (--reason)")
+	}
+	return b.locked(func() error {
+		if err := b.keepPolicy(who, p, why); err != nil {
+			return err
+		}
+		b.policy = p
+		return nil
+	})
 }
 
 // Policy is the book's policy.
-func (b *Book) Policy() Policy { return b.o.Policy }
+func (b *Book) Policy() Policy { return b.policy }
 
 // TTL is how long a proposal waits.
 func (b *Book) TTL() time.Duration { return b.o.TTL }
@@ -128,13 +215,19 @@ func (b *Book) load(id string) (Proposal, error) {
 	return p, nil
 }
 
-// save writes p whole: a temporary file, synced, renamed over the old.
+// save writes p whole.
 func (b *Book) save(p Proposal) error {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(b.dir, ".tmp-"+p.ID+"-*")
+	return writeFileAtomic(b.dir, b.path(p.ID), raw)
+}
+
+// writeFileAtomic writes raw to path: a temporary file in dir, synced,
+// renamed over the old, the directory synced.
+func writeFileAtomic(dir, path string, raw []byte) error {
+	tmp, err := os.CreateTemp(dir, ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("proposals: %w", err)
 	}
@@ -150,10 +243,10 @@ func (b *Book) save(p Proposal) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("proposals: %w", err)
 	}
-	if err := os.Rename(tmp.Name(), b.path(p.ID)); err != nil {
+	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("proposals: %w", err)
 	}
-	if d, err := os.Open(b.dir); err == nil {
+	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
@@ -190,7 +283,7 @@ func (b *Book) Propose(who Actor, spec Spec, targets []Target) (Proposal, error)
 	}
 	now := b.o.Now().UTC()
 	p := Proposal{ID: newID(), Spec: spec, Proposer: who, At: now, Expires: now.Add(b.o.TTL),
-		Needs: b.o.Policy.Needs(spec, len(targets)), Targets: targets, Totals: Totals(targets), State: Pending}
+		Needs: b.policy.Needs(spec, len(targets)), Targets: targets, Totals: Totals(targets), State: Pending}
 	if p.Needs == "" {
 		p.State = Approved
 	}
