@@ -202,7 +202,7 @@ func TestABulkRedriveNeedsASecondOperatorAndRunsInBatches(t *testing.T) {
 		actions = append([]string{e.Action + ":" + e.Result}, actions...)
 	}
 	want := "propose:pending refused:refused approve:refused approve:refused approve:approved execute:running batch:batch 1 batch:batch 2 batch:batch 3 done:done"
-	if got := strings.Join(actions, " "); !strings.Contains(got, "approve:approved execute:running batch:batch 1 batch:batch 2 batch:batch 3 done:done") || !strings.HasPrefix(got, "propose:pending") {
+	if got := strings.Join(actions, " "); !strings.Contains(got, "approve:approved execute:running batch:batch 1 batch:batch 2 batch:batch 3 done:done") || !strings.HasPrefix(got, "policy:redrive-force,bulk>3 propose:pending") {
 		t.Fatalf("audit lines %s, want like %s", got, want)
 	}
 }
