@@ -456,13 +456,14 @@ func (c *Console) audit(r *http.Request, e AuditEntry) error {
 	e.At = c.o.Now().UTC()
 	e.Remote = c.clientAddr(r)
 	e.Via = "console"
-	_, err := c.o.Audit.Append(e)
+	e, err := c.o.Audit.Append(e)
 	if err != nil {
 		c.o.Logger.Error("console: audit entry not written", "error", err, "action", e.Action, "charge_id", e.ChargeID)
 	}
 	c.o.Logger.LogAttrs(r.Context(), slog.LevelWarn, "console action", slog.Bool("audit", err == nil), slog.String("operator", e.Operator),
 		slog.String("action", e.Action), slog.String("charge_id", e.ChargeID), slog.String("dlq_id", e.DLQID),
-		slog.String("result", e.Result), slog.String("reason", e.Reason), slog.String("detail", e.Detail))
+		slog.String("result", e.Result), slog.String("reason", e.Reason), slog.String("detail", e.Detail),
+		slog.Int64("audit_seq", e.Seq), slog.String("audit_sha256", e.Hash))
 	return err
 }
 

@@ -59,6 +59,10 @@ type Entry struct {
 	Charges []string `json:"charges,omitempty"`
 	Held    []string `json:"held,omitempty"`
 	Failed  []string `json:"failed,omitempty"`
+
+	// Hash is the line's own SHA-256 (the next line's Prev), set by
+	// Append and Recent; not written.
+	Hash string `json:"-"`
 }
 
 // MaxLine is the longest line the trail writes or reads (a batch line
@@ -152,8 +156,9 @@ func (a *Trail) Append(e Entry) (Entry, error) {
 	if err := a.f.Sync(); err != nil {
 		return e, fmt.Errorf("audit file: %w", err)
 	}
+	e.Hash = Hash(b)
 	if a.Head != nil {
-		a.Head(e.Seq, Hash(b))
+		a.Head(e.Seq, e.Hash)
 	}
 	return e, nil
 }
@@ -338,6 +343,7 @@ func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {
 		if json.Unmarshal(sc.Bytes(), &e) != nil || !f.Match(e) {
 			continue
 		}
+		e.Hash = Hash(sc.Bytes())
 		ring[seen%n] = e
 		seen++
 	}
