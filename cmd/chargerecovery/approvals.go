@@ -162,8 +162,14 @@ func actAudited(env *cli.Env, trail *audit.Trail, who approval.Actor, action, ch
 }
 
 // needsProposal is the refusal of a direct action the policy wants
-// proposed, with the command that proposes it.
-func needsProposal(why, propose string) error {
+// proposed, with the command that proposes it; the refusal is audited.
+func needsProposal(trail *audit.Trail, who approval.Actor, action, why, propose string) error {
+	if trail != nil {
+		if _, err := trail.Append(audit.Entry{Operator: who.Name, Role: who.Role, Via: "cli", Action: action, Result: "refused",
+			Detail: "needs another operator's approval (" + why + "): to be proposed"}); err != nil {
+			return fmt.Errorf("nothing done: needs another operator's approval, and the audit trail cannot be written (%w)", err)
+		}
+	}
 	return fmt.Errorf("needs another operator's approval (%s): nothing was done; propose it with\n  chargerecovery approvals propose %s\nand have another operator approve it (chargerecovery approvals approve ID, or the console's Proposals page)", why, propose)
 }
 

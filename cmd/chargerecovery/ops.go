@@ -100,7 +100,7 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	o.ID, o.JSON = f.Args()[0], *asJSON
 	if why := policy.Needs(approval.Spec{Kind: approval.Reopen, NewAttempt: o.NewAttempt}, 1); why != "" {
-		return needsProposal(why, fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
+		return needsProposal(trail, who, "reopen --new-attempt", why, fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
 	}
 	b, err := openForOps(ctx, bc)
 	if err != nil {
@@ -210,7 +210,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 			return err
 		}
 		if why := policy.Needs(approval.Spec{Kind: approval.Redrive, Force: o.Force}, n); why != "" {
-			return needsProposal(why, proposeRedrive(codes, ids, o.Force))
+			return needsProposal(trail, who, "redrive", why, proposeRedrive(codes, ids, o.Force))
 		}
 	}
 	return actAudited(env, trail, who, "redrive", "", codes, func(w io.Writer) error {

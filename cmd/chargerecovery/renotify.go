@@ -98,7 +98,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	if why := policy.Needs(approval.Spec{Kind: approval.Renotify}, len(recs)); why != "" && !dryRun {
-		return needsProposal(why, `renotify --reason "…why…"`+map[bool]string{true: "", false: " --charge-id " + strings.Join(ids, ",")}[all])
+		return needsProposal(trail, who, "renotify", why, `renotify --reason "…why…"`+map[bool]string{true: "", false: " --charge-id " + strings.Join(ids, ",")}[all])
 	}
 	var sender charge.NoticeSender
 	if !dryRun {

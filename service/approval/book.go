@@ -519,7 +519,7 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 			cur.RunnerUntil = now.Add(b.o.RunLease)
 			done, all := cur.Progress()
 			e := b.line(who, "batch", cur, "batch "+fmt.Sprint(cur.Batches),
-				fmt.Sprintf("%d of %d done: %d moved, %d held back, %d failed in this batch", done, all, len(moved), len(held), len(failed)))
+				fmt.Sprintf("%d of %d done: in this batch %d %s, %d held back, %d failed", done, all, len(moved), doneWord(cur.Spec.Kind), len(held), len(failed)))
 			e.Charges, e.Held, e.Failed = moved, held, failed
 			if _, err := b.trail.Append(e); err != nil {
 				return err
@@ -585,4 +585,15 @@ func FormatCounts(c map[string]int) string {
 		return "nothing done"
 	}
 	return strings.Join(w, ", ")
+}
+
+// doneWord is what a target done by a proposal of kind became.
+func doneWord(k Kind) string {
+	switch k {
+	case Reopen:
+		return "reopened"
+	case Renotify:
+		return "sent"
+	}
+	return "moved"
 }
