@@ -225,6 +225,7 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 	v["Total"] = len(l.Entries)
 	v["Entries"] = l.Entries[:min(len(l.Entries), 500)]
 	v["Incomplete"] = l.Incomplete()
+	v["Bulk"] = c.o.Approvals != nil
 	c.render(w, r, http.StatusOK, "dlq", v)
 }
 

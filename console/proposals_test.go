@@ -36,7 +36,16 @@ func TestABulkRedriveProposedInTheConsoleNeedsASecondOperator(t *testing.T) {
 	w := newWorld(t)
 	auth := console.ProxyAuth{Operators: []string{"olga", "ivan"}, Trusted: loopback}
 	srv := w.consoleWith(t, auth, w.withBook(t, "reopen-new-attempt,redrive-force,bulk>0"))
-	_, page := as(t, "olga", "GET", srv.URL+"/proposals", nil)
+	// The DLQ page, filtered, offers the bulk redrive of what it shows,
+	// with the filter carried to the form.
+	_, dlq := as(t, "olga", "GET", srv.URL+"/dlq?reason=debit_failed", nil)
+	if !strings.Contains(dlq, `id="propose-these" href="/proposals?kind=redrive&amp;reason_code=debit_failed`) {
+		t.Fatalf("the DLQ page offers no bulk redrive of what it shows:\n%s", dlq)
+	}
+	_, page := as(t, "olga", "GET", srv.URL+"/proposals?kind=redrive&reason_code=debit_failed", nil)
+	if !strings.Contains(page, `name="reason_code" value="debit_failed"`) {
+		t.Fatalf("the form does not carry the filter:\n%s", page)
+	}
 	if !strings.Contains(page, "reopen-new-attempt,redrive-force,bulk&gt;0") {
 		t.Fatalf("the proposals page does not show the policy:\n%s", page)
 	}
