@@ -423,13 +423,9 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 			return err
 		}
 		var lc cli.LogConfig
-		n, _, err := nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, lc.Logger(env.Stderr))
+		s, err := keptNoticeSender(ctx, nc, timeout, lc.Logger(env.Stderr))
 		if err != nil {
 			return err
-		}
-		s, ok := n.(charge.NoticeSender)
-		if !ok {
-			return fmt.Errorf("--notify %s cannot send a kept notice", nc.Channel)
 		}
 		if be.Renotifier, err = operate.NewRenotifier(b.Store, s, operate.RenotifierOptions{Lease: time.Minute, Retention: retention, Timeout: timeout, Channel: nc.Channel}); err != nil {
 			return err

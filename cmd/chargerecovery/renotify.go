@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -102,15 +103,9 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	var sender charge.NoticeSender
 	if !dryRun {
-		n, _, err := nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, lc.Logger(env.Stderr))
-		if err != nil {
+		if sender, err = keptNoticeSender(ctx, nc, timeout, lc.Logger(env.Stderr)); err != nil {
 			return err
 		}
-		s, ok := n.(charge.NoticeSender)
-		if !ok {
-			return fmt.Errorf("--notify %s cannot send a kept notice", nc.Channel)
-		}
-		sender = s
 	}
 	if skew == 0 {
 		skew = -1 // the guard's "no margin"
@@ -128,4 +123,18 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 		run.Audit = w
 		return rn.Renotify(ctx, recs, run)
 	})
+}
+
+// keptNoticeSender is the channel of nc as a sender of kept notices (the
+// ones DEBITED_NOTIFICATION_FAILED records keep), for renotify.
+func keptNoticeSender(ctx context.Context, nc pipeline.NotifyConfig, timeout time.Duration, log *slog.Logger) (charge.NoticeSender, error) {
+	n, _, err := nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, log)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := n.(charge.NoticeSender)
+	if !ok {
+		return nil, fmt.Errorf("--notify %s cannot send a kept notice", nc.Channel)
+	}
+	return s, nil
 }

@@ -307,13 +307,20 @@ func (b *Book) Get(id string) (Proposal, error) {
 	var p Proposal
 	err := b.locked(func() error {
 		var err error
-		p, err = b.load(id)
-		if err != nil {
-			return err
-		}
-		return b.expireSaved(&p)
+		p, err = b.loadLive(id)
+		return err
 	})
 	return p, err
+}
+
+// loadLive loads proposal id, marked expired (with its line) if it
+// waited too long (under the lock).
+func (b *Book) loadLive(id string) (Proposal, error) {
+	p, err := b.load(id)
+	if err != nil {
+		return p, err
+	}
+	return p, b.expireSaved(&p)
 }
 
 // expireSaved marks p expired, with its audit line, if it waited too long.
@@ -379,10 +386,8 @@ func (b *Book) decide(id string, who Actor, to State, why string) (Proposal, err
 	var p Proposal
 	err := b.locked(func() error {
 		var err error
-		if p, err = b.load(id); err != nil {
-			return err
-		}
-		if err := b.expireSaved(&p); err != nil {
+		p, err = b.loadLive(id)
+		if err != nil {
 			return err
 		}
 		action := map[State]string{Approved: "approve", Rejected: "reject"}[to]
@@ -432,10 +437,8 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 	// Take the run.
 	err := b.locked(func() error {
 		var err error
-		if p, err = b.load(id); err != nil {
-			return err
-		}
-		if err := b.expireSaved(&p); err != nil {
+		p, err = b.loadLive(id)
+		if err != nil {
 			return err
 		}
 		now := b.o.Now()
