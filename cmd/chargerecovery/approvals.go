@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,7 +43,7 @@ func (c *auditConfig) Bind(f *cli.FlagSet) {
 // four-eyes policy (a policy flag given where another is kept is
 // refused). Without --audit-file: no trail, no book, the policy off (and
 // a policy flag is a usage error: proposals are kept beside the trail).
-func (c *auditConfig) open() (*audit.Trail, *approval.Book, approval.Policy, error) {
+func (c *auditConfig) open(env *cli.Env) (*audit.Trail, *approval.Book, approval.Policy, error) {
 	var given *approval.Policy
 	if strings.TrimSpace(c.Policy) != "" {
 		p, err := approval.ParsePolicy(c.Policy)
@@ -63,6 +65,7 @@ func (c *auditConfig) open() (*audit.Trail, *approval.Book, approval.Policy, err
 	if err != nil {
 		return nil, nil, approval.Off, fmt.Errorf("--audit-file: %w", err)
 	}
+	logHead(t, env.Stderr)
 	book, err := approval.Open(t, approval.Options{Policy: given, TTL: c.TTL, Batch: c.Batch})
 	if errors.Is(err, approval.ErrPolicy) {
 		t.Close()
@@ -101,6 +104,13 @@ func (c *auditConfig) who(env *cli.Env, opFlag string, policy approval.Policy, n
 		return approval.Actor{}, cli.Usagef("--operator %s is not whom the token names (%s)", s, name)
 	}
 	return approval.Actor{Name: name, Role: role.String(), Via: "cli"}, nil
+}
+
+// logHead has every line t appends logged on w with its seq and hash:
+// the anchor, kept apart from the file, that audit verify --head checks.
+func logHead(t *audit.Trail, w io.Writer) {
+	log := slog.New(slog.NewJSONHandler(w, nil))
+	t.Head = func(seq int64, hash string) { log.Info("audit head", "seq", seq, "sha256", hash) }
 }
 
 // trailWriter passes the command's audit lines (slog JSON, "audit":true)
@@ -234,7 +244,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	if ac.File == "" {
 		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
 	}
-	trail, book, policy, err := ac.open()
+	trail, book, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}
@@ -338,7 +348,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if sub == "reject" && strings.TrimSpace(why) == "" {
 		return cli.Usagef("--reason is required: say why it is rejected")
 	}
-	trail, book, policy, err := ac.open()
+	trail, book, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}
@@ -470,9 +480,9 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		sub = args[0]
 	}
 	switch sub {
-	case "verify", "list":
+	case "verify", "list", "rotate":
 	case "-h", "--help":
-		fmt.Fprintln(env.Stderr, "usage: chargerecovery audit verify [--audit-file FILE | FILE…] | audit list [flags]\n\n  verify  check the hash chain of the trail (files given oldest first are checked as one chain); exit 1 naming the first line that breaks it\n  list    the last entries, newest first, filtered (--operator, --action, --charge-id, --proposal, --via)\n\nchargerecovery audit verify -h and audit list -h give the flags.")
+		fmt.Fprintln(env.Stderr, "usage: chargerecovery audit verify [--head SEQ:SHA256,…] [--audit-file FILE | FILE…] | audit list [flags] | audit rotate --to FILE\n\n  verify  check the hash chain of the trail (files given oldest first are checked as one chain), and that it holds the heads logged when lines were written (--head); exit 1 naming the first line that breaks it\n  list    the last entries, newest first, filtered (--operator, --action, --charge-id, --proposal, --via)\n  rotate  move the trail to FILE and go on in a new file at its path, chained to it (monthly, for retention)\n\nchargerecovery audit verify -h, audit list -h and audit rotate -h give the flags.")
 		return cli.ErrHelp
 	default:
 		return cli.Usagef("say audit verify or audit list (see chargerecovery audit -h)")
@@ -484,6 +494,14 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 	f.Bool(&asJSON, "json", "", false, "print JSON")
 	var flt audit.Filter
 	limit := 50
+	var heads, to string
+	switch sub {
+	case "verify":
+		f.String(&heads, "head", "", "", "heads logged when lines were written (the \"audit head\" log lines), SEQ:SHA256 comma-separated: the trail must hold each")
+	case "rotate":
+		f.String(&to, "to", "", "", "where the current trail goes (a new name, e.g. audit-2026-11.jsonl)")
+		f.String(&flt.Operator, "operator", "IC_OPERATOR", "", "who rotates (named in the new file's first line)")
+	}
 	if sub == "list" {
 		f.String(&flt.Operator, "operator", "", "", "only this person's")
 		f.String(&flt.Action, "action", "", "", "only actions starting so (redrive, reopen, approve, batch…)")
@@ -501,6 +519,27 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if len(files) == 0 {
 		return cli.Usagef("give the trail: --audit-file FILE (IC_AUDIT_FILE)")
+	}
+	if sub == "rotate" {
+		if to == "" {
+			return cli.Usagef("give --to FILE: where the current trail goes")
+		}
+		t, err := audit.Open(files[0])
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		logHead(t, env.Stderr)
+		who, err := cli.WhoActs(env, flt.Operator)
+		if err != nil {
+			return err
+		}
+		e, err := t.Rotate(to, audit.Entry{Operator: who, Via: "cli"})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "rotated: the trail up to seq %d is in %s; %s goes on at seq %d (check both with chargerecovery audit verify %s %s)\n", e.Seq-1, to, files[0], e.Seq, to, files[0])
+		return nil
 	}
 	if sub == "list" {
 		if limit < 1 {
@@ -527,17 +566,64 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		return nil
 	}
+	var anchors []audit.Anchor
+	for _, h := range cli.SplitList(heads) {
+		seq, hash, ok := strings.Cut(h, ":")
+		n, err := strconv.ParseInt(seq, 10, 64)
+		if !ok || err != nil || n < 1 || len(hash) != 64 {
+			return cli.Usagef("--head %q: want SEQ:SHA256 (a seq and the 64 hex digits logged with it)", h)
+		}
+		anchors = append(anchors, audit.Anchor{Seq: n, Hash: strings.ToLower(hash)})
+	}
+	// Each file's range of seq first (unanchored), then each again with
+	// the heads that fall in it (and those past the end, with the last).
+	verifyAll := func(with func(i int, first, last int64) []audit.Anchor, ranges [][2]int64) (audit.Report, []audit.Report, error) {
+		var rep audit.Report
+		var reps []audit.Report
+		for i, path := range files {
+			fh, err := os.Open(path)
+			if err != nil {
+				return rep, nil, cli.Usagef("%v", err)
+			}
+			var use []audit.Anchor
+			if with != nil {
+				use = with(i, ranges[i][0], ranges[i][1])
+			}
+			r, err := audit.Verify(fh, path, rep, use...)
+			fh.Close()
+			if err != nil {
+				return rep, nil, fmt.Errorf("the audit trail is broken: %w", err)
+			}
+			reps = append(reps, r)
+			rep = r
+		}
+		return rep, reps, nil
+	}
+	_, reps, err := verifyAll(nil, nil)
+	if err != nil {
+		return err
+	}
+	var ranges [][2]int64
+	prevHead := int64(0)
+	for _, r := range reps {
+		ranges = append(ranges, [2]int64{prevHead + 1, r.HeadSeq})
+		prevHead = r.HeadSeq
+	}
+	_, _, err = verifyAll(func(i int, first, last int64) []audit.Anchor {
+		var use []audit.Anchor
+		for _, a := range anchors {
+			if (a.Seq >= first && a.Seq <= last) || (i == len(files)-1 && a.Seq > last) {
+				use = append(use, a)
+			}
+		}
+		return use
+	}, ranges)
+	if err != nil {
+		return err
+	}
 	var rep audit.Report
-	for _, path := range files {
-		fh, err := os.Open(path)
-		if err != nil {
-			return cli.Usagef("%v", err)
-		}
-		r, err := audit.Verify(fh, path, rep)
-		fh.Close()
-		if err != nil {
-			return fmt.Errorf("the audit trail is broken: %w", err)
-		}
+	for i, path := range files {
+		r := reps[i]
 		torn := ""
 		if len(r.Torn) > 0 {
 			torn = fmt.Sprintf("; %d fragment(s) of writes cut short skipped (lines %v), the chain whole around them", len(r.Torn), r.Torn)
@@ -549,7 +635,10 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "%s: %d line(s), chain whole%s%s\n", path, r.Lines, legacy, torn)
 		rep = r
 	}
-	fmt.Fprintf(env.Stdout, "head: seq %d sha256 %s (compare with the last \"audit head\" the processes logged: a line cut from the end shows there)\n", rep.HeadSeq, rep.HeadHash)
+	if len(anchors) > 0 {
+		fmt.Fprintf(env.Stdout, "holds the %d logged head(s) given\n", len(anchors))
+	}
+	fmt.Fprintf(env.Stdout, "head: seq %d sha256 %s (give the last \"audit head\" the processes logged as --head SEQ:SHA256: a line cut from the end, or a trail edited and chained again, shows there)\n", rep.HeadSeq, rep.HeadHash)
 	return nil
 }
 
@@ -571,7 +660,7 @@ func runPolicy(env *cli.Env, args []string) error {
 	if ac.Policy != "" {
 		return cli.Usagef("give the new policy as the argument (approvals policy POLICY --reason TEXT), not --approval-required")
 	}
-	trail, book, kept, err := ac.open()
+	trail, book, kept, err := ac.open(env)
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	trail, _, policy, err := ac.open()
+	trail, _, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	trail, _, policy, err := ac.open()
+	trail, _, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	trail, _, policy, err := ac.open()
+	trail, _, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}

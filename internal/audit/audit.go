@@ -116,25 +116,37 @@ func (a *Trail) Append(e Entry) (Entry, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := a.reopenIfMoved(); err != nil {
-		return e, fmt.Errorf("audit file: %w", err)
-	}
-	regular := true
-	if st, err := a.f.Stat(); err == nil && !st.Mode().IsRegular() {
-		regular = false // a device (tests use /dev/full)
-	}
-	if regular {
+	var t tail
+	for attempt := 0; ; attempt++ {
+		carried, err := a.reopenIfMoved()
+		if err != nil {
+			return e, fmt.Errorf("audit file: %w", err)
+		}
+		if st, err := a.f.Stat(); err == nil && !st.Mode().IsRegular() {
+			break // a device (tests use /dev/full)
+		}
 		if err := syscall.Flock(int(a.f.Fd()), syscall.LOCK_EX); err != nil {
 			return e, fmt.Errorf("audit file: lock: %w", err)
 		}
+		// A rotation may have moved the file while this one waited for
+		// the lock: the line goes where the trail now is.
+		if moved, err := a.moved(); err != nil || (moved && attempt < 3) {
+			_ = syscall.Flock(int(a.f.Fd()), syscall.LOCK_UN)
+			if err != nil {
+				return e, fmt.Errorf("audit file: %w", err)
+			}
+			continue
+		}
 		defer func() { _ = syscall.Flock(int(a.f.Fd()), syscall.LOCK_UN) }()
-	}
-	var t tail
-	if regular {
-		var err error
 		if t, err = readTail(a.f); err != nil {
 			return e, fmt.Errorf("audit file %s: %w", a.path, err)
 		}
+		if t.seq == 0 && t.hash == "" && !t.torn && carried.hash != "" {
+			// A new file after a rotation by rename: it goes on from the
+			// last line of the file this trail held.
+			t = carried
+		}
+		break
 	}
 	e.Seq, e.Prev = t.seq+1, t.hash
 	b, err := json.Marshal(e)
@@ -240,32 +252,76 @@ func entrySeq(line []byte) (int64, bool) {
 	return e.Seq, true
 }
 
+// moved says whether the file held is no longer the one at the path.
+func (a *Trail) moved() (bool, error) {
+	held, err := a.f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if !held.Mode().IsRegular() {
+		return false, nil
+	}
+	there, err := os.Stat(a.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !os.SameFile(held, there), nil
+}
+
 // reopenIfMoved opens the file at the path again when the one held is no
 // longer there — deleted, or rotated away (renamed, a new file created):
 // lines must go where the trail is read, never into an unlinked inode or
-// yesterday's file. A new file starts a new chain (seq 1, no prev).
-func (a *Trail) reopenIfMoved() error {
-	held, err := a.f.Stat()
-	if err != nil {
-		return err
+// yesterday's file. It returns the tail of the file it let go, so that a
+// new, empty file goes on from it (one chain across a rotation).
+func (a *Trail) reopenIfMoved() (tail, error) {
+	moved, err := a.moved()
+	if err != nil || !moved {
+		return tail{}, err
 	}
-	if !held.Mode().IsRegular() {
-		return nil
-	}
-	there, err := os.Stat(a.path)
-	if err == nil && os.SameFile(held, there) {
-		return nil
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
+	old, _ := readTail(a.f)
 	f, err := os.OpenFile(a.path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return err
+		return tail{}, err
 	}
 	_ = a.f.Close()
 	a.f = f
-	return nil
+	old.torn = false
+	return old, nil
+}
+
+// Rotate moves the trail to the path to (which must not exist) and starts
+// a new file at its path whose first line goes on from the moved file's
+// last: one chain across files, which Verify of the two, in order, checks.
+func (a *Trail) Rotate(to string, who Entry) (Entry, error) {
+	a.mu.Lock()
+	if _, err := a.reopenIfMoved(); err != nil {
+		a.mu.Unlock()
+		return who, fmt.Errorf("audit file: %w", err)
+	}
+	if err := syscall.Flock(int(a.f.Fd()), syscall.LOCK_EX); err != nil {
+		a.mu.Unlock()
+		return who, fmt.Errorf("audit file: lock: %w", err)
+	}
+	if _, err := os.Lstat(to); err == nil {
+		_ = syscall.Flock(int(a.f.Fd()), syscall.LOCK_UN)
+		a.mu.Unlock()
+		return who, fmt.Errorf("%s exists: rotate to a new name", to)
+	}
+	err := os.Link(a.path, to)
+	if err == nil {
+		err = os.Remove(a.path)
+	}
+	_ = syscall.Flock(int(a.f.Fd()), syscall.LOCK_UN)
+	a.mu.Unlock()
+	if err != nil {
+		return who, fmt.Errorf("rotate %s to %s: %w", a.path, to, err)
+	}
+	who.Action, who.Result = "rotate", "rotated"
+	who.Detail = "the lines before this one are in " + to
+	return a.Append(who) // chained to the moved file's last line
 }
 
 // Close closes the file.

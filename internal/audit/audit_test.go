@@ -96,7 +96,8 @@ func TestVerifyFindsAnEditedRemovedOrInsertedLine(t *testing.T) {
 		}, 3},
 		{"two lines swapped", func(l []string) []string { l[1], l[2] = l[2], l[1]; return l }, 2},
 		{"the first line removed", func(l []string) []string { return l[1:] }, 1},
-		{"a line replaced by garbage", func(l []string) []string { l[3] = "garbage\n"; return l }, 5},
+		{"a line replaced by garbage", func(l []string) []string { l[3] = "garbage\n"; return l }, 4},
+		{"a line replaced by the start of another", func(l []string) []string { l[3] = `{"seq":4,"prev":"00` + "\n"; return l }, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-"))
@@ -114,7 +115,7 @@ func TestVerifyFindsAnEditedRemovedOrInsertedLine(t *testing.T) {
 
 func TestATornWriteIsSkippedAndTheChainGoesOn(t *testing.T) {
 	for _, tc := range []struct{ name, fragment string }{
-		{"half a line", `{"seq":4,"prev":"ab`},
+		{"half a line", `{"seq":4,"prev":"`}, // the hash's start is added below
 		{"a whole entry without its newline", ""}, // filled below
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -132,6 +133,9 @@ func TestATornWriteIsSkippedAndTheChainGoesOn(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
+				b, _ := os.ReadFile(path)
+				ls := strings.Split(strings.TrimSpace(string(b)), "\n")
+				frag += Hash([]byte(ls[len(ls)-1]))[:10]
 				f, _ := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 				f.WriteString(frag)
 				f.Close()

@@ -41,12 +41,34 @@ var ErrBroken = errors.New("audit trail broken")
 // Is makes a BreakError match ErrBroken.
 func (e *BreakError) Is(target error) bool { return target == ErrBroken }
 
+// Anchor is a line's seq and hash as logged elsewhere when it was
+// written (the console's "audit head" lines): the trail must hold that
+// very line. A line cut from the end, or a trail edited and chained
+// again, fails it.
+type Anchor struct {
+	Seq  int64
+	Hash string
+}
+
 // Verify reads a trail from r (named file in errors) and checks its chain:
 // every line after the first chained one must carry the hash of the line
 // before and the next seq. prev is the head of the file before this one
 // when files are checked in order ("" for none: the first chained line
 // must then be seq 1, or follow legacy lines).
-func Verify(r io.Reader, file string, prev Report) (Report, error) {
+func Verify(r io.Reader, file string, prev Report, anchors ...Anchor) (Report, error) {
+	rep, err := verify(r, file, prev, anchors)
+	if err != nil {
+		return rep, err
+	}
+	for _, a := range anchors {
+		if a.Seq > rep.HeadSeq {
+			return rep, &BreakError{file, 0, fmt.Sprintf("the trail ends at seq %d, but seq %d was logged: lines were cut from its end", rep.HeadSeq, a.Seq)}
+		}
+	}
+	return rep, nil
+}
+
+func verify(r io.Reader, file string, prev Report, anchors []Anchor) (Report, error) {
 	rep := Report{HeadSeq: prev.HeadSeq, HeadHash: prev.HeadHash}
 	br := bufio.NewReaderSize(r, 64<<10)
 	chained := prev.HeadHash != ""
@@ -82,9 +104,12 @@ func Verify(r io.Reader, file string, prev Report) (Report, error) {
 		}
 		if json.Unmarshal(line, &e) != nil {
 			// A fragment of a write cut short (the next write started a
-			// line of its own): the chain skips it, and the next line must
-			// chain to the line before it, which shows nothing was lost.
-			// A line replaced by garbage is caught the same way.
+			// line of its own): only the start of the line that write was
+			// writing, the one after the head. The chain skips it, and the
+			// next line must chain to the line before it.
+			if !fragmentOf(line, rep.HeadSeq+1, rep.HeadHash) {
+				return rep, &BreakError{file, lineNo, "not a line of the trail, nor the start of one cut short: inserted, or edited"}
+			}
 			rep.Torn = append(rep.Torn, lineNo)
 			if errors.Is(err, io.EOF) {
 				return rep, nil
@@ -108,8 +133,24 @@ func Verify(r io.Reader, file string, prev Report) (Report, error) {
 			chained = true
 		}
 		rep.HeadSeq, rep.HeadHash = e.Seq, Hash(line)
+		for _, a := range anchors {
+			if a.Seq == e.Seq && a.Hash != rep.HeadHash {
+				return rep, &BreakError{file, lineNo, fmt.Sprintf("seq %d is not the line logged when it was written (sha256 %.12s…, logged %.12s…): the trail was edited and chained again", e.Seq, rep.HeadHash, a.Hash)}
+			}
+		}
 		if errors.Is(err, io.EOF) {
 			return rep, nil
 		}
 	}
+}
+
+// fragmentOf says whether line is the start of the line seq would have
+// been, chained to prev: what a write cut short leaves.
+func fragmentOf(line []byte, seq int64, prev string) bool {
+	want := fmt.Sprintf(`{"seq":%d,"prev":%q,`, seq, prev)
+	if prev == "" {
+		want = fmt.Sprintf(`{"seq":%d,`, seq)
+	}
+	n := min(len(line), len(want))
+	return n > 0 && string(line[:n]) == want[:n]
 }
