@@ -86,7 +86,7 @@ func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
 	me := actorOf(who)
 	v.Mine = me.Same(p.Proposer)
 	v.CanApprove = who.Role == Operator && p.State == approval.Pending && !v.Mine
-	v.CanRun = who.Role == Operator && (p.State == approval.Approved || (p.State == approval.Running && !c.o.Now().Before(p.RunnerUntil)))
+	v.CanRun = who.Role == Operator && (p.State == approval.Approved || (p.State == approval.Running && !c.o.Approvals.Busy(p.ID)))
 	return v
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -185,7 +186,14 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 		}
 		given = &p
 	}
-	book, err := approval.Open(audit, approval.Options{Policy: given, TTL: c.ApprovalTTL, Batch: c.ApprovalBatch})
+	tokens := ""
+	if c.Auth == "token" {
+		if tokens, err = filepath.Abs(c.TokenFile); err != nil {
+			audit.Close()
+			return nil, err
+		}
+	}
+	book, err := approval.Open(audit, approval.Options{Policy: given, TokenFile: tokens, Authority: true, TTL: c.ApprovalTTL, Batch: c.ApprovalBatch})
 	if errors.Is(err, approval.ErrPolicy) {
 		audit.Close()
 		return nil, cli.Usagef("--approval-required: %v", err)

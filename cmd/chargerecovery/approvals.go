@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -61,12 +63,19 @@ func (c *auditConfig) open(env *cli.Env) (*audit.Trail, *approval.Book, approval
 	if c.Batch < 0 || c.Batch > 500 {
 		return nil, nil, approval.Off, cli.Usagef("--batch must be between 1 and 500")
 	}
+	if c.ConsoleTokens != "" {
+		abs, err := filepath.Abs(c.ConsoleTokens)
+		if err != nil {
+			return nil, nil, approval.Off, cli.Usagef("--console-token-file: %v", err)
+		}
+		c.ConsoleTokens = abs
+	}
 	t, err := audit.Open(c.File)
 	if err != nil {
 		return nil, nil, approval.Off, fmt.Errorf("--audit-file: %w", err)
 	}
 	logHead(t, env.Stderr)
-	book, err := approval.Open(t, approval.Options{Policy: given, TTL: c.TTL, Batch: c.Batch})
+	book, err := approval.Open(t, approval.Options{Policy: given, TokenFile: c.ConsoleTokens, TTL: c.TTL, Batch: c.Batch})
 	if errors.Is(err, approval.ErrPolicy) {
 		t.Close()
 		return nil, nil, approval.Off, cli.Usagef("--approval-required: %v", err)
@@ -81,19 +90,35 @@ func (c *auditConfig) open(env *cli.Env) (*audit.Trail, *approval.Book, approval
 // who is the person acting. Under a four-eyes policy a name given on the
 // command line is not enough (anyone can give another's): the person is
 // the one whose console token her --operator-token-file holds.
-func (c *auditConfig) who(env *cli.Env, opFlag string, policy approval.Policy, needs ...string) (approval.Actor, error) {
-	if !policy.On() && c.TokenFile == "" && strings.Join(needs, "") == "" {
+func (c *auditConfig) who(env *cli.Env, opFlag string, book *approval.Book, needs string) (approval.Actor, error) {
+	return c.whoWith(env, opFlag, book, needs, false)
+}
+
+// whoWith is who; bootstrap (setting the policy while it is off) may name
+// the console's token file that it is about to keep.
+func (c *auditConfig) whoWith(env *cli.Env, opFlag string, book *approval.Book, needs string, bootstrap bool) (approval.Actor, error) {
+	policy, tokens := approval.Off, ""
+	if book != nil {
+		policy, tokens = book.Policy(), book.TokenFile()
+	}
+	if !policy.On() && c.TokenFile == "" && needs == "" {
 		name, err := cli.WhoActs(env, opFlag)
 		return approval.Actor{Name: name, Role: "operator", Via: "cli"}, err
 	}
-	if c.TokenFile == "" || c.ConsoleTokens == "" {
-		return approval.Actor{}, cli.Usagef("under --approval-required the command line names you by your console token: give --operator-token-file (an owner-only file holding it) and --console-token-file (the console's), or act in the console")
+	if c.TokenFile == "" {
+		return approval.Actor{}, cli.Usagef("under --approval-required the command line names you by your console token: give --operator-token-file (an owner-only file holding it), or act in the console")
+	}
+	if tokens == "" && bootstrap {
+		tokens = c.ConsoleTokens
+	}
+	if tokens == "" {
+		return approval.Actor{}, fmt.Errorf("no console token file is kept beside the audit trail, so the command line cannot tell who you are: start the console with token sign-in once (it keeps its own), or, while the policy is off, chargerecovery approvals policy POLICY --console-token-file FILE --reason TEXT; or act in the console")
 	}
 	tok, err := secretfile.Read(c.TokenFile)
 	if err != nil {
 		return approval.Actor{}, cli.Usagef("--operator-token-file: %v", err)
 	}
-	name, role, err := console.TokenIdentity(c.ConsoleTokens, string(tok))
+	name, role, err := console.TokenIdentity(tokens, string(tok))
 	if err != nil {
 		return approval.Actor{}, cli.Usagef("--operator-token-file: %v", err)
 	}
@@ -244,12 +269,12 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	if ac.File == "" {
 		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
 	}
-	trail, book, policy, err := ac.open(env)
+	trail, book, _, err := ac.open(env)
 	if err != nil {
 		return err
 	}
 	defer trail.Close()
-	who, err := ac.who(env, *opFlag, policy)
+	who, err := ac.who(env, *opFlag, book, "")
 	if err != nil {
 		return err
 	}
@@ -348,7 +373,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if sub == "reject" && strings.TrimSpace(why) == "" {
 		return cli.Usagef("--reason is required: say why it is rejected")
 	}
-	trail, book, policy, err := ac.open(env)
+	trail, book, _, err := ac.open(env)
 	if err != nil {
 		return err
 	}
@@ -395,7 +420,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if err != nil {
 		return err
 	}
-	who, err := ac.who(env, *opFlag, policy, cur.Needs)
+	who, err := ac.who(env, *opFlag, book, cur.Needs)
 	if err != nil {
 		return err
 	}
@@ -562,7 +587,11 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 			if len(e.Charges) > 0 {
 				what = fmt.Sprintf("%d charge(s)", len(e.Charges))
 			}
-			fmt.Fprintf(env.Stdout, "%6d %s %-10s %-7s %-20s %-14s %-18s %-12s %s %s\n", e.Seq, e.At.Format(time.RFC3339), e.Operator, e.Via, e.Action, e.Proposal, what, e.Result, e.Reason, e.Detail)
+			// Every field as printable text: a line's content never makes
+			// a row of its own, nor a terminal escape.
+			p := charge.Printable
+			fmt.Fprintf(env.Stdout, "%6d %s %-10s %-7s %-20s %-14s %-18s %-12s %s %s\n", e.Seq, e.At.Format(time.RFC3339), p(e.Operator), p(e.Via),
+				p(e.Action), p(e.Proposal), p(what), p(e.Result), p(e.Reason), p(e.Detail))
 		}
 		return nil
 	}
@@ -679,11 +708,17 @@ func runPolicy(env *cli.Env, args []string) error {
 	if strings.TrimSpace(why) == "" {
 		return cli.Usagef("--reason is required: say why the policy changes")
 	}
-	who, err := ac.who(env, *opFlag, kept)
+	if kept.On() {
+		return approval.ErrPolicyOn
+	}
+	who, err := ac.whoWith(env, *opFlag, book, "", true)
 	if err != nil {
 		return err
 	}
-	if err := book.SetPolicy(who, p, why); err != nil {
+	if p.On() && cmp.Or(book.TokenFile(), ac.ConsoleTokens) == "" {
+		return cli.Usagef("give --console-token-file (the console's): under a policy the command line names operators by the console's tokens")
+	}
+	if err := book.SetPolicy(who, p, ac.ConsoleTokens, why); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "four-eyes policy: %s (was %s)\n", p, kept)

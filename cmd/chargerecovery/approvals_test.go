@@ -61,7 +61,7 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	auditFile := filepath.Join(dir, "audit.jsonl")
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "fourEyes.db"), "IC_COREBANK_URL": bank.URL,
 		"IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0",
-		"IC_AUDIT_FILE": auditFile, "IC_APPROVAL_REQUIRED": "reopen-new-attempt,redrive-force,bulk>2", "IC_CONSOLE_TOKEN_FILE": tokens}
+		"IC_AUDIT_FILE": auditFile, "IC_CONSOLE_TOKEN_FILE": tokens}
 	ctx := t.Context()
 	declines := map[string]string{}
 	var ids []string
@@ -91,6 +91,21 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	ledger.SetFaults(corebanksim.Faults{}) // salary day
 
 	olga, ivan, vera := as(env, own["olga"]), as(env, own["ivan"]), as(env, own["vera"])
+	// No console here: the policy and the console's token file are kept
+	// beside the trail by an operator, while the policy is off.
+	if r := runCmd(ctx, olga, "approvals", "policy", "reopen-new-attempt,redrive-force,bulk>2", "--reason", "CHG-4411: four-eyes"); r.code != 0 {
+		t.Fatalf("approvals policy: %d %s", r.code, r.stderr)
+	}
+	// Once on, it is not turned off from the command line, nor by a
+	// process given another policy, nor with another token file.
+	if r := runCmd(ctx, olga, "approvals", "policy", "off", "--reason", "month-end is over"); r.code != 1 || !strings.Contains(r.stderr, "console's configuration") {
+		t.Fatalf("policy off from the command line: %d %s", r.code, r.stderr)
+	}
+	weaker := as(env, own["olga"])
+	weaker["IC_APPROVAL_REQUIRED"] = "bulk>100"
+	if r := runCmd(ctx, weaker, "redrive", "--reason", "debit_failed"); r.code != 2 || !strings.Contains(r.stderr, "is kept beside") {
+		t.Fatalf("a process given a weaker policy: %d %s", r.code, r.stderr)
+	}
 	// Direct actions the policy wants proposed are refused, nothing done.
 	for _, args := range [][]string{
 		{"reopen", ids[0], "--new-attempt", "--reason", "funds"},

@@ -124,15 +124,6 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The command line: a bulk redrive is refused (it must be proposed),
-	// one charge is redriven (its line goes to the same trail).
-	olgaCLI := as(env, own["olga"])
-	if r := runCmd(ctx, olgaCLI, "redrive", "--reason", "max_receives"); r.code != 1 || !strings.Contains(r.stderr, "approvals propose redrive --reason-code max_receives") {
-		t.Fatalf("a bulk redrive on the command line: %d %s", r.code, r.stderr)
-	}
-	if r := runCmd(ctx, olgaCLI, "redrive", "--charge-id", ids[0]); r.code != 0 || !strings.Contains(r.stdout, "back to the queue: 1") {
-		t.Fatalf("one redrive on the command line: %d %s %s", r.code, r.stdout, r.stderr)
-	}
 	serve := child(t, env, "serve")
 	defer stopAll(t, serve)
 	base := "http://" + consoleAddr
@@ -143,6 +134,16 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
 	})
+	// The command line (the console, started, keeps the policy and its
+	// token file beside the trail): a bulk redrive is refused (it must be proposed),
+	// one charge is redriven (its line goes to the same trail).
+	olgaCLI := as(env, own["olga"])
+	if r := runCmd(ctx, olgaCLI, "redrive", "--reason", "max_receives"); r.code != 1 || !strings.Contains(r.stderr, "approvals propose redrive --reason-code max_receives") {
+		t.Fatalf("a bulk redrive on the command line: %d %s", r.code, r.stderr)
+	}
+	if r := runCmd(ctx, olgaCLI, "redrive", "--charge-id", ids[0]); r.code != 0 || !strings.Contains(r.stdout, "back to the queue: 1") {
+		t.Fatalf("one redrive on the command line: %d %s %s", r.code, r.stdout, r.stderr)
+	}
 	token := func(name string) string { b, _ := os.ReadFile(own[name]); return strings.TrimSpace(string(b)) }
 	signIn := func(name string) {
 		t.Helper()

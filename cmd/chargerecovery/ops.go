@@ -79,16 +79,11 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	trail, _, policy, err := ac.open(env)
+	trail, book, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}
 	defer trail.Close()
-	who, err := ac.who(env, *opFlag, policy)
-	if err != nil {
-		return err
-	}
-	o.Operator = who.Name
 	if len(f.Args()) != 1 {
 		return cli.Usagef("give exactly one CHARGE_ID (see chargerecovery %s -h)", f.Name())
 	}
@@ -100,8 +95,14 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	o.ID, o.JSON = f.Args()[0], *asJSON
 	if why := policy.Needs(approval.Spec{Kind: approval.Reopen, NewAttempt: o.NewAttempt}, 1); why != "" {
-		return needsProposal(trail, who, "reopen --new-attempt", why, fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
+		// Said first, whoever asks: nothing is done without a proposal.
+		return needsProposal(trail, claimed(env, *opFlag), "reopen --new-attempt", why, fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
 	}
+	who, err := ac.who(env, *opFlag, book, "")
+	if err != nil {
+		return err
+	}
+	o.Operator = who.Name
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
@@ -165,16 +166,11 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	trail, _, policy, err := ac.open(env)
+	trail, book, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}
 	defer trail.Close()
-	var who approval.Actor
-	if who, err = ac.who(env, *opFlag, policy); err != nil && !o.DryRun {
-		return err
-	}
-	o.Operator = who.Name
 	if o.Codes, err = operate.ParseCodes(codes); err != nil {
 		return err
 	}
@@ -194,6 +190,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	defer b.Close()
 	if o.DryRun {
+		o.Operator = claimed(env, *opFlag).Name
 		return operate.Redrive(ctx, b.Queue, o)
 	}
 	if policy.On() {
@@ -210,9 +207,15 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 			return err
 		}
 		if why := policy.Needs(approval.Spec{Kind: approval.Redrive, Force: o.Force}, n); why != "" {
-			return needsProposal(trail, who, "redrive", why, proposeRedrive(codes, ids, o.Force))
+			return needsProposal(trail, claimed(env, *opFlag), "redrive", why, proposeRedrive(codes, ids, o.Force))
 		}
+		o.Max = cmp.Or(o.Max, n) // never more than was counted for the policy
 	}
+	who, err := ac.who(env, *opFlag, book, "")
+	if err != nil {
+		return err
+	}
+	o.Operator = who.Name
 	return actAudited(env, trail, who, "redrive", "", codes, func(w io.Writer) error {
 		o.Audit = w
 		return operate.Redrive(ctx, b.Queue, o)
@@ -255,4 +258,14 @@ func proposeRedrive(codes, ids string, force bool) string {
 		w = append(w, "--force")
 	}
 	return strings.Join(append(w, `--reason "…why…"`), " ")
+}
+
+// claimed is who says she acts, not checked: for the audit line of a
+// refusal that names no one by a token.
+func claimed(env *cli.Env, opFlag string) approval.Actor {
+	name, err := cli.WhoActs(env, opFlag)
+	if err != nil {
+		name = "unknown"
+	}
+	return approval.Actor{Name: name + " (unverified)", Via: "cli"}
 }

@@ -50,12 +50,12 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	trail, _, policy, err := ac.open(env)
+	trail, book, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}
 	defer trail.Close()
-	who, err := ac.who(env, *opFlag, policy)
+	who, err := ac.who(env, *opFlag, book, "")
 	if err != nil && !dryRun {
 		return err
 	}

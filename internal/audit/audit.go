@@ -60,6 +60,10 @@ type Entry struct {
 	Held    []string `json:"held,omitempty"`
 	Failed  []string `json:"failed,omitempty"`
 
+	// Digest is what a line vouches for (a proposal's content, for its
+	// propose and approve lines).
+	Digest string `json:"digest,omitempty"`
+
 	// Hash is the line's own SHA-256 (the next line's Prev), set by
 	// Append and Recent; not written.
 	Hash string `json:"-"`
@@ -387,6 +391,28 @@ func (a *Trail) Recent(n int, f Filter) ([]Entry, error) {
 		r = br
 	}
 	return lastEntries(r, n, f)
+}
+
+// All returns every entry of the file that passes f, oldest first (a
+// whole scan: for checks at the start of a run, not for pages).
+func (a *Trail) All(f Filter) ([]Entry, error) {
+	file, err := os.Open(a.path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	var out []Entry
+	sc := bufio.NewScanner(file)
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
+	for sc.Scan() {
+		var e Entry
+		if json.Unmarshal(sc.Bytes(), &e) != nil || !f.Match(e) {
+			continue
+		}
+		e.Hash = Hash(sc.Bytes())
+		out = append(out, e)
+	}
+	return out, sc.Err()
 }
 
 func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {

@@ -115,7 +115,7 @@ func TestVerifyFindsAnEditedRemovedOrInsertedLine(t *testing.T) {
 
 func TestATornWriteIsSkippedAndTheChainGoesOn(t *testing.T) {
 	for _, tc := range []struct{ name, fragment string }{
-		{"half a line", `{"seq":4,"prev":"`}, // the hash's start is added below
+		{"half a line", `{"seq":4,"prev":"`},      // the hash's start is added below
 		{"a whole entry without its newline", ""}, // filled below
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Kind is what a proposal does.
@@ -180,6 +182,12 @@ func (s Spec) Check() error {
 		return fmt.Errorf("unknown kind %q", s.Kind)
 	case strings.TrimSpace(s.Reason) == "":
 		return errors.New("say why (--reason): it stays in the audit trail and every record touched")
+	case len(s.Reason) > MaxReason:
+		return fmt.Errorf("the reason is %d bytes: at most %d", len(s.Reason), MaxReason)
+	case strings.IndexFunc(s.Reason, unicode.IsControl) >= 0 || !utf8.ValidString(s.Reason):
+		return errors.New("the reason holds control characters (a newline, an escape): one line of text, please")
+	case len(s.ChargeIDs) > MaxTargets:
+		return fmt.Errorf("%d charge ids: at most %d in one proposal", len(s.ChargeIDs), MaxTargets)
 	case s.OlderThan < 0:
 		return errors.New("--older-than must not be negative")
 	case s.Force && s.Kind != Redrive:
@@ -189,6 +197,13 @@ func (s Spec) Check() error {
 	}
 	return nil
 }
+
+// MaxReason is the longest reason a proposal keeps (bytes); MaxTargets
+// the most charges one proposal names.
+const (
+	MaxReason  = 500
+	MaxTargets = 10_000
+)
 
 // Target is one thing a proposal touches.
 type Target struct {
@@ -298,13 +313,9 @@ type Proposal struct {
 	Why string `json:"why,omitempty"`
 
 	// Outcomes by Target.Key: what was done, batch by batch.
-	Outcomes map[string]Outcome `json:"outcomes,omitempty"`
-	Batches  int                `json:"batches,omitempty"`
-	// Runner holds the run while RunnerUntil is ahead (renewed every
-	// batch): a second run at once is refused, a stopped one taken over.
-	Runner      string    `json:"runner,omitempty"`
-	RunnerUntil time.Time `json:"runnerUntil,omitzero"`
-	FinishedAt  time.Time `json:"finishedAt,omitzero"`
+	Outcomes   map[string]Outcome `json:"outcomes,omitempty"`
+	Batches    int                `json:"batches,omitempty"`
+	FinishedAt time.Time          `json:"finishedAt,omitzero"`
 }
 
 // Remaining are the targets not acted on yet.

@@ -230,7 +230,7 @@ func TestAStoppedRunIsResumedWhereItStoppedAndNeverActsTwice(t *testing.T) {
 	w := newWorld(t, 10)
 	now := time.Now()
 	clock := func() time.Time { return now }
-	b := w.book(t, "off", approval.Options{Batch: 4, RunLease: time.Minute, Now: clock})
+	b := w.book(t, "off", approval.Options{Batch: 4, Now: clock})
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-10: salary day"}
 	targets, err := w.be.Select(t.Context(), spec, now)
 	if err != nil || len(targets) != 10 {
@@ -246,11 +246,7 @@ func TestAStoppedRunIsResumedWhereItStoppedAndNeverActsTwice(t *testing.T) {
 	if err == nil || p.State != approval.Running || len(p.Remaining()) != 6 {
 		t.Fatalf("stopped run: %v, state %s, %d to go", err, p.State, len(p.Remaining()))
 	}
-	// Its hold has not lapsed: a second run is refused.
-	if _, err := b.Run(t.Context(), p.ID, ivan, ex, nil); !errors.Is(err, approval.ErrBusy) {
-		t.Fatalf("a second run while the first holds it: %v", err)
-	}
-	now = now.Add(2 * time.Minute)
+	// The stopped run let go of it: the next run resumes at once.
 	ex.n = -1
 	p, err = b.Run(t.Context(), p.ID, olga, ex, nil)
 	if err != nil || p.State != approval.Done || p.Counts()["reopened"] != 10 {
@@ -355,17 +351,25 @@ func TestThePolicyIsKeptBesideTheTrailNotEachProcesss(t *testing.T) {
 	if p, _ := b.Propose(olga, spec, targets); p.State != approval.Pending {
 		t.Fatalf("a bulk proposal under the kept policy: %s", p.State)
 	}
-	// Changing it is an audited act.
-	if err := b.SetPolicy(ivan, approval.Off, "month-end drill over"); err != nil {
+	// Once on, the command line does not change it; the console's
+	// configuration does, at its start, audited.
+	if err := b.SetPolicy(ivan, approval.Off, "", "month-end drill over"); !errors.Is(err, approval.ErrPolicyOn) {
+		t.Fatalf("SetPolicy under an on policy: %v", err)
+	}
+	if _, err := approval.Open(w.trail, approval.Options{Policy: &approval.Off, Authority: true, TokenFile: "/etc/chargerecovery/tokens"}); err != nil {
 		t.Fatal(err)
 	}
 	b2, err := approval.Open(w.trail, approval.Options{})
-	if err != nil || b2.Policy() != approval.Off {
-		t.Fatalf("after SetPolicy: %v %v", b2.Policy(), err)
+	if err != nil || b2.Policy() != approval.Off || b2.TokenFile() != "/etc/chargerecovery/tokens" {
+		t.Fatalf("after the console's start: %v %q %v", b2.Policy(), b2.TokenFile(), err)
+	}
+	// A process given another token file than the console's is refused.
+	if _, err := approval.Open(w.trail, approval.Options{TokenFile: "/home/olga/tokens"}); !errors.Is(err, approval.ErrPolicy) {
+		t.Fatalf("another token file: %v", err)
 	}
 	var changed bool
 	for _, e := range w.lines(t) {
-		changed = changed || (e.Action == "policy" && e.Operator == "ivan" && e.Result == "off")
+		changed = changed || (e.Action == "policy" && e.Via == "console start" && e.Result == "off")
 	}
 	if !changed {
 		t.Fatal("no audit line for the policy change")

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/internal/audit"
 )
 
@@ -27,6 +28,9 @@ var (
 	ErrState = errors.New("not possible in the proposal's state")
 	// ErrBusy: another run holds the proposal.
 	ErrBusy = errors.New("another run is executing this proposal")
+	// ErrTampered: the proposal file is not what the audit trail vouches
+	// for.
+	ErrTampered = errors.New("the proposal does not match its audit trail")
 )
 
 // ErrPolicy: the process was started with another policy than the one
@@ -41,16 +45,20 @@ type Options struct {
 	// once (by the first process given one, or SetPolicy), never each
 	// process's own — a command started without the flag cannot skip it.
 	Policy *Policy
+	// TokenFile is the console's token file (a path), kept with the
+	// policy: the command line names operators by it. A process given
+	// another than the kept one is refused.
+	TokenFile string
+	// Authority: this process is the console, whose configuration is the
+	// deployment's: what it is given replaces what is kept (audited).
+	Authority bool
 	// TTL is how long a proposal waits for approval, and an approved one
 	// for its run (default 24h).
 	TTL time.Duration
 	// Batch is how many targets a run acts on between two saves of its
 	// progress (default 50; at most 500).
 	Batch int
-	// RunLease is how long a run holds a proposal without a batch done
-	// before another may take it over (default 2m).
-	RunLease time.Duration
-	Now      func() time.Time // default time.Now
+	Now   func() time.Time // default time.Now
 }
 
 // Book keeps the proposals of one audit trail: the directory
@@ -60,6 +68,7 @@ type Book struct {
 	dir    string
 	trail  *audit.Trail
 	policy Policy
+	tokens string // the console's token file, kept
 }
 
 // Open opens (creating, mode 0700) the proposals of trail.
@@ -69,12 +78,11 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 	}
 	o.TTL = cmp.Or(o.TTL, 24*time.Hour)
 	o.Batch = min(cmp.Or(o.Batch, 50), 500)
-	o.RunLease = cmp.Or(o.RunLease, 2*time.Minute)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Batch < 1 || o.TTL < 0 || o.RunLease < 0 {
-		return nil, errors.New("approval options: Batch, TTL and RunLease must be positive")
+	if o.Batch < 1 || o.TTL < 0 {
+		return nil, errors.New("approval options: Batch and TTL must be positive")
 	}
 	dir := trail.Path() + ".proposals"
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -90,21 +98,32 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 	b := &Book{o: o, dir: dir, trail: trail}
 	err := b.locked(func() error {
 		kept, ok, err := b.keptPolicy()
-		switch {
-		case err != nil:
+		if err != nil {
 			return err
-		case o.Policy == nil && ok:
-			b.policy = kept
-		case o.Policy == nil:
-			b.policy = Off
-		case ok && kept != *o.Policy:
-			return fmt.Errorf("%w: %s is kept beside %s, this process was given %s; change it with chargerecovery approvals policy %s (audited), or give the kept one",
-				ErrPolicy, kept, trail.Path(), *o.Policy, *o.Policy)
-		case ok:
-			b.policy = kept
-		default:
-			b.policy = *o.Policy
-			return b.keepPolicy(Actor{Name: "system", Via: "start"}, b.policy, "the first policy given")
+		}
+		b.policy, b.tokens = kept.policy, kept.TokenFile
+		given := o.Policy != nil
+		switch {
+		case o.Authority && ((given && (!ok || kept.policy != *o.Policy)) || (o.TokenFile != "" && o.TokenFile != kept.TokenFile)):
+			// The console's configuration is the deployment's: its start
+			// keeps what it was given (audited, with what was kept).
+			p := kept.policy
+			if given {
+				p = *o.Policy
+			}
+			why := "the console's configuration at its start"
+			if ok {
+				why += fmt.Sprintf(" (was %s, console tokens %q)", kept.policy, kept.TokenFile)
+			}
+			return b.keepPolicy(Actor{Name: "system", Via: "console start"}, p, cmp.Or(o.TokenFile, kept.TokenFile), why)
+		case given && ok && kept.policy != *o.Policy:
+			return fmt.Errorf("%w: %s is kept beside %s, this process was given %s; the policy is the console's configuration (its start keeps it), or, while it is off, chargerecovery approvals policy sets it",
+				ErrPolicy, kept.policy, trail.Path(), *o.Policy)
+		case o.TokenFile != "" && kept.TokenFile != "" && o.TokenFile != kept.TokenFile:
+			return fmt.Errorf("%w: the console's token file kept beside %s is %s, this process was given %s: operators are named by the console's own tokens",
+				ErrPolicy, trail.Path(), kept.TokenFile, o.TokenFile)
+		case given && !ok:
+			return b.keepPolicy(Actor{Name: "system", Via: "start"}, *o.Policy, "", "the first policy given")
 		}
 		return nil
 	})
@@ -115,61 +134,84 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 }
 
 type keptPolicy struct {
-	Policy string    `json:"policy"`
-	By     Actor     `json:"by"`
-	At     time.Time `json:"at"`
+	Policy string `json:"policy"`
+	// TokenFile is the console's token file, the one the command line
+	// names operators by under a policy (never a file the caller picks).
+	TokenFile string    `json:"tokenFile,omitempty"`
+	By        Actor     `json:"by"`
+	At        time.Time `json:"at"`
+	policy    Policy
 }
 
 func (b *Book) policyPath() string { return filepath.Join(b.dir, "policy.json") }
 
-func (b *Book) keptPolicy() (Policy, bool, error) {
+func (b *Book) keptPolicy() (keptPolicy, bool, error) {
 	raw, err := os.ReadFile(b.policyPath())
 	if errors.Is(err, fs.ErrNotExist) {
-		return Off, false, nil
+		return keptPolicy{policy: Off}, false, nil
 	}
 	if err != nil {
-		return Off, false, fmt.Errorf("proposals: %w", err)
+		return keptPolicy{}, false, fmt.Errorf("proposals: %w", err)
 	}
 	var k keptPolicy
 	if err := json.Unmarshal(raw, &k); err != nil {
-		return Off, false, fmt.Errorf("proposals: %s is not a policy: %w", b.policyPath(), err)
+		return keptPolicy{}, false, fmt.Errorf("proposals: %s is not a policy: %w", b.policyPath(), err)
 	}
-	p, err := ParsePolicy(k.Policy)
-	if err != nil {
-		return Off, false, fmt.Errorf("proposals: %s: %w", b.policyPath(), err)
+	if k.policy, err = ParsePolicy(k.Policy); err != nil {
+		return keptPolicy{}, false, fmt.Errorf("proposals: %s: %w", b.policyPath(), err)
 	}
-	return p, true, nil
+	return k, true, nil
 }
 
-// keepPolicy writes p beside the trail, with its audit line (under the
-// lock).
-func (b *Book) keepPolicy(who Actor, p Policy, why string) error {
-	raw, err := json.Marshal(keptPolicy{Policy: p.String(), By: who, At: b.o.Now().UTC()})
+// keepPolicy writes p (and the console's token file) beside the trail,
+// with its audit line (under the lock).
+func (b *Book) keepPolicy(who Actor, p Policy, tokens, why string) error {
+	raw, err := json.Marshal(keptPolicy{Policy: p.String(), TokenFile: tokens, By: who, At: b.o.Now().UTC()})
 	if err != nil {
 		return err
+	}
+	detail := ""
+	if tokens != "" {
+		detail = "operators on the command line are named by the console's tokens in " + tokens
 	}
 	if _, err := b.trail.Append(audit.Entry{At: b.o.Now().UTC(), Operator: who.Name, Role: who.Role, Via: who.Via, Action: "policy",
-		Result: p.String(), Reason: why}); err != nil {
+		Result: p.String(), Reason: why, Detail: detail}); err != nil {
 		return err
 	}
-	return writeFileAtomic(b.dir, b.policyPath(), raw)
+	if err := writeFileAtomic(b.dir, b.policyPath(), raw); err != nil {
+		return err
+	}
+	b.policy, b.tokens = p, tokens
+	return nil
 }
 
-// SetPolicy changes the kept policy, by who (an operator; where the kept
-// policy asks for any approval, the caller must have named who by her
-// token), for why.
-func (b *Book) SetPolicy(who Actor, p Policy, why string) error {
-	if strings.TrimSpace(why) == "" {
-		return errors.New("say why the policy changes (--reason)")
+// ErrPolicyOn: the kept policy asks for approvals, so the command line
+// does not change it (the console's configuration does).
+var ErrPolicyOn = errors.New("the four-eyes policy is on: it is changed by the console's configuration (its start keeps it), not from the command line")
+
+// SetPolicy sets the kept policy (and the console's token file, "" to
+// keep it), by who, for why: only while the kept policy is off (a
+// bootstrap without a console); once on, the console's configuration
+// changes it.
+func (b *Book) SetPolicy(who Actor, p Policy, tokens, why string) error {
+	if err := (Spec{Kind: Redrive, Reason: why}).Check(); err != nil {
+		return fmt.Errorf("why the policy changes (--reason): %w", err)
 	}
 	return b.locked(func() error {
-		if err := b.keepPolicy(who, p, why); err != nil {
+		kept, _, err := b.keptPolicy()
+		if err != nil {
 			return err
 		}
-		b.policy = p
-		return nil
+		if kept.policy.On() {
+			return ErrPolicyOn
+		}
+		return b.keepPolicy(who, p, cmp.Or(tokens, kept.TokenFile), why)
 	})
 }
+
+// TokenFile is the console's token file kept beside the trail ("" if
+// none): the command line names operators by it.
+func (b *Book) TokenFile() string { return b.tokens }
 
 // Policy is the book's policy.
 func (b *Book) Policy() Policy { return b.policy }
@@ -293,6 +335,7 @@ func (b *Book) Propose(who Actor, spec Spec, targets []Target) (Proposal, error)
 	}
 	e := b.line(who, "propose", p, string(p.State), detail)
 	e.Charges = names(p.Sample(20))
+	e.Digest = digest(p)
 	err := b.locked(func() error {
 		if _, err := b.trail.Append(e); err != nil {
 			return err
@@ -376,8 +419,8 @@ func (b *Book) Approve(id string, who Actor) (Proposal, error) {
 // Reject rejects proposal id by who, for why: nothing of it will run. The
 // proposer may withdraw her own proposal this way.
 func (b *Book) Reject(id string, who Actor, why string) (Proposal, error) {
-	if strings.TrimSpace(why) == "" {
-		return Proposal{}, errors.New("say why it is rejected (--reason)")
+	if err := (Spec{Kind: Redrive, Reason: why}).Check(); err != nil {
+		return Proposal{}, fmt.Errorf("why it is rejected (--reason): %w", err)
 	}
 	return b.decide(id, who, Rejected, why)
 }
@@ -403,13 +446,22 @@ func (b *Book) decide(id string, who Actor, to State, why string) (Proposal, err
 			return errors.New("who decides? no operator named")
 		case p.State == Approved && to == Approved && p.Needs == "":
 			return nil // approved at its proposal: nothing to do
-		case p.State != Pending && !(to == Rejected && p.State == Approved):
+		case to == Rejected && p.State == Running && b.Busy(p.ID):
+			return refuse(fmt.Errorf("%w: stop its run first", ErrBusy), "its run is going on")
+		case p.State != Pending && !(to == Rejected && (p.State == Approved || p.State == Running)):
 			return refuse(fmt.Errorf("%w: %s is %s", ErrState, p.ID, p.State), "the proposal is "+string(p.State))
 		case to == Approved && who.Same(p.Proposer):
 			return refuse(ErrSamePerson, "the proposer may not approve her own proposal")
 		}
+		if to == Approved {
+			// Approve what was proposed, not a file changed since.
+			if err := b.vouched(p, false); err != nil {
+				return refuse(err, err.Error())
+			}
+		}
 		p.State, p.Decider, p.DecidedAt, p.Why = to, &who, b.o.Now().UTC(), why
 		e := b.line(who, action, p, string(to), why)
+		e.Digest = digest(p)
 		if why != "" {
 			e.Reason, e.Detail = why, "proposal's reason: "+p.Spec.Reason
 		}
@@ -427,29 +479,126 @@ type Executor interface {
 	Execute(ctx context.Context, p Proposal, batch []Target, who Actor) map[string]Outcome
 }
 
+// runLock takes the run of proposal id: an exclusive flock on its .run
+// file, held for as long as the run goes on, and let go by the kernel if
+// the process dies. A second run at once, in this process or another of
+// the host, is refused (ErrBusy) however slow a batch is; a run that
+// stopped is taken over at once.
+func (b *Book) runLock(id string) (*os.File, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("%w: %q is not a proposal id (P- and 10 hex digits)", ErrNotFound, id)
+	}
+	f, err := os.OpenFile(filepath.Join(b.dir, id+".run"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("proposals: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s", ErrBusy, id)
+		}
+		return nil, fmt.Errorf("proposals: lock: %w", err)
+	}
+	return f, nil
+}
+
+func unlockRun(f *os.File) {
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	f.Close()
+}
+
+// digest is what a proposal's propose and approve lines vouch for: its
+// id, spec, proposer, targets and why it needs approval.
+func digest(p Proposal) string {
+	raw, _ := json.Marshal(struct {
+		ID       string
+		Spec     Spec
+		Proposer string
+		Targets  []Target
+		Needs    string
+	}{p.ID, p.Spec, strings.ToLower(strings.TrimSpace(p.Proposer.Name)), p.Targets, p.Needs})
+	return audit.Hash(raw)
+}
+
+// vouched checks p against the trail: a propose line of its proposer for
+// exactly this proposal (digest) and, where it needs approval, an approve
+// line for it by another operator. A proposal file edited by hand (a
+// pending one made approved, a target added) has neither.
+func (b *Book) vouched(p Proposal, needApproval bool) error {
+	d := digest(p)
+	lines, err := b.trail.All(audit.Filter{Proposal: p.ID})
+	if err != nil {
+		return err
+	}
+	proposed, approved := false, false
+	for _, e := range lines {
+		if e.Digest != d {
+			continue
+		}
+		switch {
+		case e.Action == "propose" && (Actor{Name: e.Operator}).Same(p.Proposer):
+			proposed = true
+		case e.Action == "approve" && e.Result == string(Approved) && !(Actor{Name: e.Operator}).Same(p.Proposer):
+			approved = true
+		}
+	}
+	switch {
+	case !proposed:
+		return fmt.Errorf("%w: %s is not what the audit trail says was proposed (the proposal file was changed): not run; propose it again", ErrTampered, p.ID)
+	case needApproval && p.Needs != "" && !approved:
+		return fmt.Errorf("%w: the audit trail has no approval of %s as it is by another operator: not run", ErrTampered, p.ID)
+	}
+	return nil
+}
+
 // Run executes approved proposal id by who, in batches, calling progress
-// after each; it resumes a run that stopped (its lease lapsed) and acts
-// only on targets without an outcome. It returns when every target has an
-// outcome, or ctx is done (the proposal stays running; Run again resumes).
+// after each; it resumes a run that stopped and acts only on targets
+// without an outcome. It returns when every target has an outcome, or ctx
+// is done (the proposal stays running; Run again resumes, until the
+// proposal's TTL has passed).
 func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progress func(Proposal)) (Proposal, error) {
-	runner := newID()
+	lock, err := b.runLock(id)
+	if err != nil {
+		return Proposal{}, err
+	}
+	defer unlockRun(lock)
 	var p Proposal
 	// Take the run.
-	err := b.locked(func() error {
+	err = b.locked(func() error {
 		var err error
-		p, err = b.loadLive(id)
-		if err != nil {
+		if p, err = b.load(id); err != nil {
 			return err
 		}
 		now := b.o.Now()
+		if p.State == Running && !now.Before(p.Expires) {
+			// A run that stopped is resumed only within the proposal's
+			// TTL: its targets were frozen then.
+			p.State = Expired
+			if _, err := b.trail.Append(b.line(Actor{Name: "system", Via: who.Via}, "expire", p, "expired",
+				fmt.Sprintf("its run stopped with %d of %d target(s) to go and was not resumed within %s of its proposal: propose the rest again", len(p.Remaining()), len(p.Targets), b.o.TTL))); err != nil {
+				return err
+			}
+			if err := b.save(p); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: %s expired (its run stopped and was not resumed within %s of its proposal)", ErrState, p.ID, b.o.TTL)
+		}
+		if err := b.expireSaved(&p); err != nil {
+			return err
+		}
 		switch {
-		case p.State == Running && now.Before(p.RunnerUntil):
-			return fmt.Errorf("%w (until %s at the latest)", ErrBusy, p.RunnerUntil.UTC().Format(time.RFC3339))
 		case p.State == Pending:
 			return fmt.Errorf("%w: %s waits for another operator's approval (%s)", ErrState, p.ID, p.Needs)
 		case p.State != Approved && p.State != Running:
 			return fmt.Errorf("%w: %s is %s", ErrState, p.ID, p.State)
-		case p.Needs == "" && !who.Same(p.Proposer) && p.Decider == nil:
+		}
+		if err := b.vouched(p, true); err != nil {
+			if _, aerr := b.trail.Append(b.line(who, "execute", p, "refused", err.Error())); aerr != nil {
+				return aerr
+			}
+			return err
+		}
+		if p.Needs == "" && !who.Same(p.Proposer) && p.Decider == nil {
 			// Not asked for approval: the proposer's own to run; anyone
 			// else running it decides it, and is named.
 			p.Decider = &who
@@ -459,7 +608,7 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 		if p.State == Running {
 			action, detail = "resume", detail+" (a run that stopped is taken over)"
 		}
-		p.State, p.Runner, p.RunnerUntil = Running, runner, now.Add(b.o.RunLease)
+		p.State = Running
 		if _, err := b.trail.Append(b.line(who, action, p, "running", detail)); err != nil {
 			return err
 		}
@@ -491,9 +640,6 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 			if err != nil {
 				return err
 			}
-			if cur.Runner != runner {
-				return fmt.Errorf("%w: taken over by another run (this one was too slow to renew its hold)", ErrBusy)
-			}
 			if cur.Outcomes == nil {
 				cur.Outcomes = map[string]Outcome{}
 			}
@@ -508,6 +654,7 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 					o = Outcome{Result: "failed", Why: "the run said nothing of it"}
 				}
 				o.At = cmp.Or(o.At, now)
+				o.Why = charge.Clip(o.Why, 300)
 				cur.Outcomes[t.Key()] = o
 				switch o.Result {
 				case "moved", "reopened", "sent":
@@ -519,18 +666,20 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 				}
 			}
 			cur.Batches++
-			cur.RunnerUntil = now.Add(b.o.RunLease)
+			// What the batch did is saved first: a line that cannot be
+			// written then stops the run, and a resume does not act on
+			// these targets again.
+			if err := b.save(cur); err != nil {
+				return err
+			}
+			p = cur
 			done, all := cur.Progress()
 			e := b.line(who, "batch", cur, "batch "+fmt.Sprint(cur.Batches),
 				fmt.Sprintf("%d of %d done: in this batch %d %s, %d held back, %d failed", done, all, len(moved), doneWord(cur.Spec.Kind), len(held), len(failed)))
 			e.Charges, e.Held, e.Failed = moved, held, failed
 			if _, err := b.trail.Append(e); err != nil {
-				return err
+				return fmt.Errorf("batch %d was done and its outcomes are saved in the proposal, but its audit line could not be written (%w): the run stops; fix the trail, then run it again", cur.Batches, err)
 			}
-			if err := b.save(cur); err != nil {
-				return err
-			}
-			p = cur
 			return nil
 		})
 		if err != nil {
@@ -552,7 +701,7 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 			p = cur
 			return nil
 		}
-		cur.State, cur.FinishedAt, cur.Runner, cur.RunnerUntil = Done, b.o.Now().UTC(), "", time.Time{}
+		cur.State, cur.FinishedAt = Done, b.o.Now().UTC()
 		c := cur.Counts()
 		if _, err := b.trail.Append(b.line(who, "done", cur, "done", fmt.Sprintf("%d target(s): %s", len(cur.Targets), FormatCounts(c)))); err != nil {
 			return err
@@ -561,6 +710,17 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 		return b.save(cur)
 	})
 	return p, err
+}
+
+// Busy says whether a run holds proposal id now (in any process of the
+// host).
+func (b *Book) Busy(id string) bool {
+	f, err := b.runLock(id)
+	if err != nil {
+		return errors.Is(err, ErrBusy)
+	}
+	unlockRun(f)
+	return false
 }
 
 func names(ts []Target) []string {

@@ -70,7 +70,9 @@ func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
 		v.Unreadable = "the body is over the size limit and was not read"
 	case err != nil:
 		v.Unreadable = charge.Untrusted(err.Error(), accounts...)
-		v.ChargeID = ChargeIDOf(e.Body)
+		// The charge id of a body that is not a charge is the producer's
+		// say: masked like any account the body names.
+		v.ChargeID = charge.Untrusted(ChargeIDOf(e.Body), accounts...)
 		if a := accountOf(e.Body); a != "" {
 			v.Account = charge.MaskAccount(a)
 		}
