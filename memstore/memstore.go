@@ -27,6 +27,8 @@ var (
 	_ driver.Purger       = (*Store)(nil)
 	_ driver.Amender      = (*Store)(nil)
 	_ driver.ResultLister = (*Store)(nil)
+	_ driver.StateLister  = (*Store)(nil)
+	_ driver.StateCounter = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -241,4 +243,21 @@ func (s *Store) CountByState(_ context.Context, now time.Time) (map[driver.State
 		}
 	}
 	return out, nil
+}
+
+// ListState implements driver.StateLister.
+func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.ListPage{}, driver.Unavailable("list", err)
+	}
+	s.mu.Lock()
+	var all []driver.Record
+	for _, r := range s.recs {
+		if req.Listed(r) {
+			all = append(all, r)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].Key < all[j].Key })
+	return driver.Page(all, req.PageLimit()), nil
 }

@@ -245,6 +245,9 @@ var migrations = []string{
 	// line per reopening).
 	`alter table idempotency_records add column generation integer not null default 1;
 	 alter table idempotency_records add column history text not null default '';`,
+	// 3: records listed by state, a page at a time, in byte order whatever
+	// the database's collation (StateLister).
+	`create index idempotency_records_state_key_idx on idempotency_records (state, key collate "C");`,
 }
 
 func (db *DB) migrate(ctx context.Context) error {

@@ -25,6 +25,7 @@ var (
 	_ driver.StateCounter = (*Store)(nil)
 	_ driver.Amender      = (*Store)(nil)
 	_ driver.ResultLister = (*Store)(nil)
+	_ driver.StateLister  = (*Store)(nil)
 )
 
 // NewStore returns the store on db.
@@ -412,4 +413,32 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 		out[driver.State(st)] = n
 	}
 	return out, rows.Err()
+}
+
+// ListState implements driver.StateLister by the index on (state, key
+// collate "C"): keys in byte order whatever the database's collation, the
+// prefix a key range (never a LIKE pattern), the cursor a key.
+func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
+	limit := req.PageLimit()
+	end, bounded := driver.PrefixEnd(req.Prefix)
+	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
+		where state = $1 and key collate "C" > $2 and key collate "C" >= $3 and (not $4 or key collate "C" < $5)
+		  and expires_at > $6 and ($7 = '' or status = $7)
+		order by key collate "C" limit $8`, string(req.State), req.After, req.Prefix, bounded, end, req.Now, req.Status, limit+1)
+	if err != nil {
+		return driver.ListPage{}, driver.Unavailable("list", err)
+	}
+	defer rows.Close()
+	var out []driver.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return driver.ListPage{}, err
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return driver.ListPage{}, driver.Unavailable("list", err)
+	}
+	return driver.Page(out, limit), nil
 }

@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,6 +38,7 @@ var (
 	_ driver.Store        = (*Store)(nil)
 	_ driver.Amender      = (*Store)(nil)
 	_ driver.ResultLister = (*Store)(nil)
+	_ driver.StateLister  = (*Store)(nil)
 )
 
 // Options configure a Store.
@@ -357,6 +359,65 @@ func (s *Store) ListByResult(ctx context.Context, state driver.State, status str
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
 	return out[:min(limit, len(out))], nil
+}
+
+// ListState implements driver.StateLister by SCAN: Redis keeps no index
+// by state (one key per record, so that every write touches one key and
+// the store works on Redis Cluster), so every page reads the keys under
+// the prefix — with a search, only those of the charge-id prefix are
+// returned by the server (MATCH, the prefix's glob characters escaped:
+// they match only themselves), but the server still walks every key. An
+// operator's tool; on a large keyspace search by prefix.
+func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
+	limit := req.PageLimit()
+	var keys []string
+	iter := s.c.Scan(ctx, 0, globEscape(s.prefix+req.Prefix)+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if k := strings.TrimPrefix(iter.Val(), s.prefix); k > req.After {
+			keys = append(keys, k)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return driver.ListPage{}, driver.Unavailable("list", err)
+	}
+	sort.Strings(keys)
+	keys = slices.Compact(keys) // SCAN may return a key twice
+	var out []driver.Record
+	for len(keys) > 0 && len(out) <= limit {
+		batch := keys[:min(len(keys), 100)]
+		keys = keys[len(batch):]
+		p := s.c.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(batch))
+		for i, k := range batch {
+			cmds[i] = p.HGetAll(ctx, s.key(k))
+		}
+		if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return driver.ListPage{}, driver.Unavailable("list", err)
+		}
+		for i, k := range batch {
+			h := cmds[i].Val()
+			if len(h) == 0 || h["state"] != string(req.State) {
+				continue // gone since the scan, or another state
+			}
+			rec, err := decode(k, h)
+			if err == nil && req.Listed(rec) {
+				out = append(out, rec)
+			}
+		}
+	}
+	return driver.Page(out[:min(len(out), limit+1)], limit), nil
+}
+
+// globEscape makes s match only itself in a Redis glob pattern.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^-`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Ping checks that the server answers.

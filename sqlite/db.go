@@ -212,6 +212,8 @@ var migrations = []string{
 	// (one line per reopening).
 	`alter table idempotency_records add column generation integer not null default 1;
 	 alter table idempotency_records add column history text not null default '';`,
+	// 5: records listed by state, a page at a time by key (StateLister).
+	`create index if not exists idempotency_records_state_key_idx on idempotency_records (state, key);`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -26,6 +26,7 @@ var (
 	_ driver.StateCounter = (*Store)(nil)
 	_ driver.Amender      = (*Store)(nil)
 	_ driver.ResultLister = (*Store)(nil)
+	_ driver.StateLister  = (*Store)(nil)
 )
 
 // NewStore returns a store on db (from Open).
@@ -410,4 +411,31 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 		out[driver.State(st)] = n
 	}
 	return out, rows.Err()
+}
+
+// ListState implements driver.StateLister by the index on (state, key):
+// the prefix is a key range (never a LIKE pattern), the cursor a key.
+func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
+	limit := req.PageLimit()
+	q := `select ` + columns + ` from idempotency_records
+		where state = ?1 and key > ?2 and key >= ?3 and (?4 = 0 or key < ?5) and expires_at > ?6 and (?7 = '' or status = ?7)
+		order by key limit ?8`
+	end, bounded := driver.PrefixEnd(req.Prefix)
+	rows, err := s.db.sql.QueryContext(ctx, q, string(req.State), req.After, req.Prefix, bounded, end, req.Now.UnixMilli(), req.Status, limit+1)
+	if err != nil {
+		return driver.ListPage{}, driver.Unavailable("list", err)
+	}
+	defer rows.Close()
+	var out []driver.Record
+	for rows.Next() {
+		rec, err := scan(rows)
+		if err != nil {
+			return driver.ListPage{}, err
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return driver.ListPage{}, driver.Unavailable("list", err)
+	}
+	return driver.Page(out, limit), nil
 }

@@ -27,6 +27,11 @@ var (
 	// ErrStale: the record changed since the caller read it (Amend); nothing
 	// was written.
 	ErrStale = errors.New("idempotency: record changed since it was read")
+	// ErrNotIndexed: the store cannot answer without a scan of every
+	// record (a state its index does not hold, or a table made before
+	// the index: the error says which and what to run). Nothing is wrong
+	// with the records.
+	ErrNotIndexed = errors.New("idempotency: not indexed")
 )
 
 // Unavailable wraps err so that errors.Is(err, ErrUnavailable) holds, keeping

@@ -3,8 +3,10 @@ package driver
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 )
 
 // Store is the storage port of the state machine. Every method is one atomic
@@ -199,7 +201,9 @@ type Purger interface {
 
 // StateCounter is an optional Store capability for operators: how many
 // records are in each state (records past retention not counted), where
-// the store can count without reading every record.
+// the store can count without reading every record. A state missing from
+// the map is not counted (DynamoDB counts only the states of its sparse
+// index: DONE would be a scan).
 type StateCounter interface {
 	CountByState(ctx context.Context, now time.Time) (map[State]int, error)
 }
@@ -289,4 +293,94 @@ func (c *ClaimedAtReceive) Release(ctx context.Context) error {
 		return nil // taken over or finished meanwhile: nothing to give up
 	}
 	return err
+}
+
+// ListRequest asks a StateLister for one page of the live records in a
+// state, in key order.
+type ListRequest struct {
+	State State
+	// Status, when set, keeps only the records with that Status (DONE
+	// with DEBITED_NOTIFICATION_FAILED: a missed notice).
+	Status string
+	// Prefix keeps only the keys that begin with it, byte for byte: no
+	// character in it is a pattern ("%", "_", "*" are themselves).
+	Prefix string
+	// After is the cursor: only keys greater than it (the last key of
+	// the page before; "" from the start).
+	After string
+	// Limit caps the page (1 to MaxListLimit; a larger one is
+	// MaxListLimit).
+	Limit int
+	Now   time.Time
+}
+
+// MaxListLimit caps a page of ListState.
+const MaxListLimit = 500
+
+// ListPage is one page of ListState: at most Limit records, keys
+// ascending. Next is the cursor of the next page (the last key listed),
+// "" when there is none. A record that stays in the state while the pages
+// are read is listed exactly once (the pages are by key, not by position:
+// a record leaving the state or joining it moves no other record between
+// pages); one that leaves it is not listed after it left, one that joins
+// it is listed when its key is still ahead of the cursor.
+type ListPage struct {
+	Records []Record
+	Next    string
+}
+
+// StateLister is an optional Store capability for operators: the records
+// in a state (with a status), a page at a time, by key, searched by key
+// prefix. Records past retention are not listed. A store that can list
+// only some states without a full scan answers ErrNotIndexed for the
+// others (DynamoDB: its sparse index holds IN_PROGRESS, FAILED and the
+// results it was told to keep, see its package).
+type StateLister interface {
+	ListState(ctx context.Context, req ListRequest) (ListPage, error)
+}
+
+// PageLimit is req.Limit within 1 and MaxListLimit (0: 50).
+func (req ListRequest) PageLimit() int {
+	if req.Limit <= 0 {
+		return 50
+	}
+	return min(req.Limit, MaxListLimit)
+}
+
+// PrefixEnd is the least string greater than every string that begins
+// with prefix, in byte order (which for UTF-8 is code-point order): the
+// exclusive upper bound of a key-range search by prefix, so that no store
+// reads a prefix as a pattern. It is valid UTF-8 when prefix is. ok is
+// false when there is no bound (prefix "" or only U+10FFFF).
+func PrefixEnd(prefix string) (end string, ok bool) {
+	rs := []rune(prefix)
+	for len(rs) > 0 {
+		last := rs[len(rs)-1]
+		rs = rs[:len(rs)-1]
+		switch {
+		case last == unicode.MaxRune:
+			continue
+		case last == 0xD7FF:
+			return string(append(rs, 0xE000)), true // past the surrogates
+		}
+		return string(append(rs, last+1)), true
+	}
+	return "", false
+}
+
+// Listed reports whether r belongs on a page of req: in the state (and
+// status), the prefix, after the cursor, within retention. Stores that
+// filter in Go use it; the others say the same in their query.
+func (req ListRequest) Listed(r Record) bool {
+	return r.State == req.State && (req.Status == "" || r.Status == req.Status) && strings.HasPrefix(r.Key, req.Prefix) &&
+		r.Key > req.After && !r.Expired(req.Now)
+}
+
+// Page is the page of recs (sorted by key, at most limit+1 of them, all
+// listed): the first limit, and the cursor when there are more.
+func Page(recs []Record, limit int) ListPage {
+	if len(recs) <= limit {
+		return ListPage{Records: recs}
+	}
+	return ListPage{Records: recs[:limit], Next: recs[limit-1].Key}
 }

@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore func(t *testing.T) driver.Store) {
 	t.Run("Races", func(t *testing.T) { Races(t, newStore) })
 	t.Run("LostAnswers", func(t *testing.T) { LostAnswers(t, newStore) })
 	t.Run("Operators", func(t *testing.T) { Operators(t, newStore) })
+	t.Run("Listing", func(t *testing.T) { Listing(t, newStore) })
 	t.Run("Transitions", func(t *testing.T) { Transitions(t, newStore) })
 }
 

@@ -44,6 +44,7 @@ type operatorStore interface {
 	driver.StateCounter
 	driver.Amender
 	driver.ResultLister
+	driver.StateLister
 }
 
 type throughQueueOps struct {
