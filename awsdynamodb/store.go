@@ -58,6 +58,10 @@ const (
 	attrPrevDetail  = "prevDetail"
 	attrGeneration  = "generation"
 	attrHistory     = "history"
+	// attrListState is the key of the sparse index IndexName: set only
+	// while a record is in a state worth listing (listStateOf), removed by
+	// the write that moves it out.
+	attrListState = "listState"
 	// AttrTTL is the table's TTL attribute (Unix seconds).
 	AttrTTL = "ttl"
 )
@@ -69,7 +73,33 @@ var names = map[string]string{
 	"#updated": attrUpdatedAt, "#expires": attrExpiresAt, "#status": attrStatus,
 	"#detail": attrDetail, "#ttl": AttrTTL, "#reopens": attrReopens, "#reopenedAt": attrReopenedAt,
 	"#reopenWhy": attrReopenWhy, "#prevStatus": attrPrevStatus, "#prevDetail": attrPrevDetail,
-	"#gen": attrGeneration, "#history": attrHistory,
+	"#gen": attrGeneration, "#history": attrHistory, "#ls": attrListState,
+}
+
+// IndexName is the table's sparse global secondary index: partition key
+// listState (S), sort key pk, every attribute projected. Only the records
+// worth listing are in it — IN_PROGRESS (stuck claims among them), FAILED,
+// and DONE with ListedResult (a missed notice) — so that their counts and
+// lists are a Query, never a Scan; DONE records, nearly all of a table,
+// are not (counting them would be a Scan). Reads of an index are
+// eventually consistent: a record that just changed state may show in its
+// old listing for a moment (the charge page reads it consistently).
+const IndexName = "listState"
+
+// ListedResult is the one DONE status the index holds: a charge debited
+// whose pre-debit notice was not sent (charge.DebitedNotificationFailed).
+// Every writer of a table must agree on it, so it is not an option.
+const ListedResult = "DEBITED_NOTIFICATION_FAILED"
+
+// listStateOf is r's listState ("" none: the attribute is removed).
+func listStateOf(state driver.State, status string) string {
+	switch {
+	case state == driver.StateInProgress, state == driver.StateFailed:
+		return string(state)
+	case state == driver.StateDone && status == ListedResult:
+		return ListedResult
+	}
+	return ""
 }
 
 func pick(keys ...string) map[string]string {
@@ -91,6 +121,8 @@ var (
 	_ driver.StuckLister  = (*Store)(nil)
 	_ driver.Amender      = (*Store)(nil)
 	_ driver.ResultLister = (*Store)(nil)
+	_ driver.StateLister  = (*Store)(nil)
+	_ driver.StateCounter = (*Store)(nil)
 )
 
 // New returns a store on table through api (an *dynamodb.Client).
@@ -137,11 +169,11 @@ const claimCondition = `attribute_not_exists(#pk) OR #expires <= :now`
 // its lease passed by the margin, its retention not.
 const reclaimCondition = `#state = :ip AND #token = :prev AND #lease <= :expiredBy AND #expires > :now`
 
-const reclaimUpdate = `SET #token = :token, #lease = :lease, #attempt = #attempt + :one, #updated = :now, #expires = :exp, #ttl = :ttl`
+const reclaimUpdate = `SET #token = :token, #lease = :lease, #attempt = #attempt + :one, #updated = :now, #expires = :exp, #ttl = :ttl, #ls = :ip`
 
 var (
 	claimNames   = pick("#pk", "#expires")
-	reclaimNames = pick("#state", "#token", "#lease", "#expires", "#attempt", "#updated", "#ttl")
+	reclaimNames = pick("#state", "#token", "#lease", "#expires", "#attempt", "#updated", "#ttl", "#ls")
 )
 
 // Claim implements driver.Store. A fresh claim, and a duplicate, is one
@@ -266,6 +298,9 @@ func encode(r driver.Record) map[string]types.AttributeValue {
 	if r.State != driver.StateInProgress {
 		item[attrStatus], item[attrDetail] = str(r.Status), str(r.Detail)
 	}
+	if ls := listStateOf(r.State, r.Status); ls != "" {
+		item[attrListState] = str(ls)
+	}
 	if r.Reopens > 0 {
 		item[attrReopens], item[attrReopenedAt] = num(int64(r.Reopens)), ms(r.ReopenedAt)
 		item[attrReopenWhy], item[attrPrevStatus], item[attrPrevDetail] = str(r.ReopenReason), str(r.PrevStatus), str(r.PrevDetail)
@@ -351,17 +386,25 @@ func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 
 // update finishes in place, for a caller without the claimed record.
 func (s *Store) update(ctx context.Context, f driver.FinishRequest) error {
+	update := `SET #state = :state, #status = :status, #detail = :detail, #updated = :now, #expires = :exp, #ttl = :ttl`
+	values := map[string]types.AttributeValue{
+		":ip": str(string(driver.StateInProgress)), ":token": str(f.Token),
+		":state": str(string(f.State)), ":status": str(f.Status), ":detail": str(f.Detail),
+		":now": ms(f.Now), ":exp": ms(f.ExpiresAt), ":ttl": num(ttlSeconds(f.ExpiresAt)),
+	}
+	if ls := listStateOf(f.State, f.Status); ls != "" {
+		update += `, #ls = :ls`
+		values[":ls"] = str(ls)
+	} else {
+		update += ` REMOVE #ls`
+	}
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      s.key(f.Key),
-		ConditionExpression:      aws.String(heldCondition),
-		UpdateExpression:         aws.String(`SET #state = :state, #status = :status, #detail = :detail, #updated = :now, #expires = :exp, #ttl = :ttl`),
-		ExpressionAttributeNames: pick("#state", "#token", "#status", "#detail", "#updated", "#expires", "#ttl"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(driver.StateInProgress)), ":token": str(f.Token),
-			":state": str(string(f.State)), ":status": str(f.Status), ":detail": str(f.Detail),
-			":now": ms(f.Now), ":exp": ms(f.ExpiresAt), ":ttl": num(ttlSeconds(f.ExpiresAt)),
-		},
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(f.Key),
+		ConditionExpression:                 aws.String(heldCondition),
+		UpdateExpression:                    aws.String(update),
+		ExpressionAttributeNames:            pick("#state", "#token", "#status", "#detail", "#updated", "#expires", "#ttl", "#ls"),
+		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	return err
@@ -391,7 +434,7 @@ func (s *Store) held(ctx context.Context, op, key, token, update string, names m
 
 const reopenUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #updated = :now, #expires = :exp, #ttl = :ttl, ` +
 	`#prevStatus = if_not_exists(#status, :empty), #prevDetail = if_not_exists(#detail, :empty), ` +
-	`#reopens = if_not_exists(#reopens, :zero) + :one, #reopenedAt = :now, #reopenWhy = :reason REMOVE #status, #detail`
+	`#reopens = if_not_exists(#reopens, :zero) + :one, #reopenedAt = :now, #reopenWhy = :reason, #ls = :ip REMOVE #status, #detail`
 
 // Reopen implements driver.Store with one UpdateItem conditional on
 // state FAILED (and not past retention); on failure the existing item comes
@@ -402,7 +445,7 @@ func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Reco
 	}
 	cond, update := `#state = :failed AND #expires > :now`, reopenUpdate
 	names := pick("#state", "#token", "#lease", "#updated", "#expires", "#ttl", "#status", "#detail",
-		"#prevStatus", "#prevDetail", "#reopens", "#reopenedAt", "#reopenWhy")
+		"#prevStatus", "#prevDetail", "#reopens", "#reopenedAt", "#reopenWhy", "#ls")
 	values := map[string]types.AttributeValue{
 		":failed": str(string(driver.StateFailed)), ":ip": str(string(driver.StateInProgress)),
 		":token": str(r.Token), ":now": ms(r.Now), ":lease": ms(r.LeaseUntil), ":exp": ms(r.ExpiresAt), ":ttl": num(ttlSeconds(r.ExpiresAt)),
@@ -480,18 +523,28 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 		":done": str(string(driver.StateDone)), ":token": str(a.Token), ":from": str(a.FromStatus),
 		":status": str(a.Status), ":detail": str(a.Detail), ":now": ms(a.Now),
 	}
+	var remove []string
 	if len(a.History) > 0 {
 		update += `, #history = :history`
 		values[":history"] = str(driver.JoinHistory(a.History))
 	} else {
-		update += ` REMOVE #history`
+		remove = append(remove, "#history")
+	}
+	if ls := listStateOf(driver.StateDone, a.Status); ls != "" {
+		update += `, #ls = :ls`
+		values[":ls"] = str(ls)
+	} else {
+		remove = append(remove, "#ls")
+	}
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
 	}
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(a.Key),
 		ConditionExpression:                 aws.String(`#state = :done AND #token = :token AND #status = :from AND #expires > :now`),
 		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            pick("#state", "#token", "#status", "#detail", "#updated", "#history", "#expires"),
+		ExpressionAttributeNames:            pick("#state", "#token", "#status", "#detail", "#updated", "#history", "#expires", "#ls"),
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
@@ -509,9 +562,24 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 	return old, driver.ErrStale
 }
 
-// ListByResult implements driver.ResultLister with a consistent Scan
-// and a filter (an operator's tool: it reads the whole table).
+// ListByResult implements driver.ResultLister: a Query of IndexName for
+// the results it holds, else (or on a table without it) a consistent Scan
+// with a filter (an operator's tool: it reads the whole table).
 func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
+	if ls := listStateOf(state, status); ls != "" && (state != driver.StateDone || status == ListedResult) {
+		out, err := s.queryAll(ctx, ls, now, "", nil)
+		if err == nil {
+			sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
+			return out[:min(limit, len(out))], nil
+		}
+		if !errors.Is(err, driver.ErrNotIndexed) {
+			return nil, err
+		}
+	}
+	return s.listByResultScan(ctx, state, status, now, limit)
+}
+
+func (s *Store) listByResultScan(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
 	scanner, ok := s.api.(interface {
 		Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	})
@@ -619,11 +687,9 @@ func (d *decoder) t(name string) time.Time {
 	return time.UnixMilli(d.n(name)).UTC()
 }
 
-// Stuck returns the IN_PROGRESS records whose lease passed before now,
-// oldest lease first (at most limit), and how many there are in all. It
-// scans the table (read capacity grows with the table): an operator's tool,
-// not a hot path. For a very large table, add a sparse index on leaseUntil.
-func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
+// stuckScan is Stuck on a table without IndexName: a Scan (read capacity
+// grows with the table).
+func (s *Store) stuckScan(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	scanner, ok := s.api.(interface {
 		Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
 	})

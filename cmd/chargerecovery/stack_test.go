@@ -279,6 +279,14 @@ func TestTheAWSStackDeploysServesAndDeletes(t *testing.T) {
 	if ks := desc.Table.KeySchema; len(ks) != 1 || aws.ToString(ks[0].AttributeName) != "pk" || ks[0].KeyType != ddbtypes.KeyTypeHash {
 		t.Errorf("table key schema %+v, want pk HASH", ks)
 	}
+	// The sparse index the console's listings and counts query (awsdynamodb.IndexName).
+	gsi := desc.Table.GlobalSecondaryIndexes
+	if len(gsi) != 1 || aws.ToString(gsi[0].IndexName) != awsdynamodb.IndexName || len(gsi[0].KeySchema) != 2 ||
+		aws.ToString(gsi[0].KeySchema[0].AttributeName) != "listState" || gsi[0].KeySchema[0].KeyType != ddbtypes.KeyTypeHash ||
+		aws.ToString(gsi[0].KeySchema[1].AttributeName) != "pk" || gsi[0].KeySchema[1].KeyType != ddbtypes.KeyTypeRange ||
+		gsi[0].Projection == nil || gsi[0].Projection.ProjectionType != ddbtypes.ProjectionTypeAll {
+		t.Errorf("table indexes %+v, want %s: listState HASH, pk RANGE, all attributes", gsi, awsdynamodb.IndexName)
+	}
 
 	// serve on the outputs, every call recorded.
 	rec := newActionRecorder(t, os.Getenv(awstest.EndpointEnv))

@@ -307,6 +307,9 @@ var operatorsCases = []testCase{
 			t.Fatal(err)
 		}
 		for st, want := range map[driver.State]int{driver.StateDone: 1, driver.StateFailed: 1, driver.StateInProgress: 2} {
+			if _, counted := after[st]; !counted && st == driver.StateDone {
+				continue // a state missing from the map is not counted (DynamoDB: DONE is not in its index)
+			}
 			if got := after[st] - before[st]; got != want {
 				t.Errorf("%s: %d more, want %d (before %v, after %v)", st, got, want, before, after)
 			}

@@ -228,6 +228,9 @@ type Backend struct {
 	checkRegions func(ctx context.Context) error
 	retentions   func(ctx context.Context) (queue, dlq time.Duration, err error)
 	close        func()
+	// countsByIndexQuery: the store counts by a Query of a secondary index
+	// that serve's IAM policy does not allow (DynamoDB).
+	countsByIndexQuery bool
 	// drop deletes what a fresh backend made, where closing does not
 	// (a PostgreSQL schema, Redis keys); nil: nothing to do.
 	drop func(ctx context.Context) error
@@ -244,12 +247,14 @@ func (b *Backend) Ready(ctx context.Context) error {
 	return b.Queue.Ping(ctx)
 }
 
-// CheapCounts says whether the store counts records by an index (SQLite,
-// PostgreSQL) rather than a scan (DynamoDB) or every key (Redis): only then
-// are stuck claims sampled for the metrics.
+// CheapCounts says whether serve samples the stuck claims for the metrics:
+// where the store counts records by an index in its own database (SQLite,
+// PostgreSQL). Not on Redis (every key), nor on DynamoDB: it counts by a
+// Query of its sparse index for the console and status, but the
+// consumer's IAM policy (deploy/aws/stack.json) allows no dynamodb:Query.
 func (b *Backend) CheapCounts() bool {
 	_, ok := b.Store.(driver.StateCounter)
-	return ok
+	return ok && !b.countsByIndexQuery
 }
 
 // Retentions are how long the queue and the DLQ keep a message.
@@ -463,9 +468,10 @@ func openAWS(ctx context.Context, c Config, visibility time.Duration, create boo
 		checkRegions: func(ctx context.Context) error {
 			return checkRegions(ctx, ddb, c.Table, ro, where)
 		},
-		Desc:  fmt.Sprintf("aws (queue %s, table %s, %s)", c.Queue, c.Table, where),
-		Queue: q,
-		Store: store,
+		Desc:               fmt.Sprintf("aws (queue %s, table %s, %s)", c.Queue, c.Table, where),
+		countsByIndexQuery: true,
+		Queue:              q,
+		Store:              store,
 		pingStore: func(ctx context.Context) error {
 			if err := awsdynamodb.Ping(ctx, ddb, c.Table); err != nil {
 				return awsProblem(err, fmt.Sprintf("table %q %s", c.Table, where),

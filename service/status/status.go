@@ -7,6 +7,7 @@ package status
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -103,11 +104,17 @@ func Collect(ctx context.Context, s Sources) (Report, error) {
 		}
 	}
 	if sc, ok := s.Store.(driver.StateCounter); ok {
-		if r.Records, err = sc.CountByState(ctx, s.Now); err != nil {
+		r.Records, err = sc.CountByState(ctx, s.Now)
+		switch {
+		case errors.Is(err, driver.ErrNotIndexed):
+			r.Records, r.RecordsNote = nil, err.Error() // a table made before its index: what to run
+		case err != nil:
 			return r, fmt.Errorf("count records: %w", err)
+		case !hasState(r.Records, driver.StateDone):
+			r.RecordsNote = "DONE not counted: the store's index holds only the states worth listing (DynamoDB: counting DONE would scan the table)"
 		}
 	} else {
-		r.RecordsNote = "this store cannot count records by state without reading all of them (DynamoDB: a full scan; Redis: every key); use inspect for one charge"
+		r.RecordsNote = "this store cannot count records by state without reading all of them (Redis: every key); use inspect for one charge"
 	}
 	if sl, ok := s.Store.(driver.StuckLister); ok {
 		if _, r.Stuck, err = sl.Stuck(ctx, s.Now, 1); err != nil {
@@ -180,10 +187,13 @@ func Print(w io.Writer, r Report) {
 	if r.DLQUnseen > 0 {
 		fmt.Fprintf(w, "          by reason incomplete: about %d DLQ message(s) not seen (another reader held them); run status again\n", r.DLQUnseen)
 	}
-	if r.Records != nil {
+	switch {
+	case r.Records != nil && hasState(r.Records, driver.StateDone):
 		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d DONE, %d FAILED\n",
 			r.Records[driver.StateInProgress], r.Records[driver.StateDone], r.Records[driver.StateFailed])
-	} else {
+	case r.Records != nil:
+		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d FAILED; %s\n", r.Records[driver.StateInProgress], r.Records[driver.StateFailed], r.RecordsNote)
+	default:
 		fmt.Fprintf(w, "records   not counted: %s\n", r.RecordsNote)
 	}
 	if r.Stuck >= 0 {
@@ -201,6 +211,9 @@ func Print(w io.Writer, r Report) {
 		fmt.Fprintf(w, "consumer  %s: circuit %s, %.0f in flight\n", c.URL, c.Circuit, c.InFlight)
 	}
 }
+
+// hasState: m counts st (a store may count only some states).
+func hasState(m map[driver.State]int, st driver.State) bool { _, ok := m[st]; return ok }
 
 func byCode(m map[queue.Code]int) string {
 	if len(m) == 0 {

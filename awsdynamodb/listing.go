@@ -1,0 +1,166 @@
+package awsdynamodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+)
+
+type querier interface {
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// notIndexed is the error of a Query on a table without IndexName: what to
+// run, not a failure of the store.
+func (s *Store) notIndexed() error {
+	return fmt.Errorf("%w: table %s has no index %s (made before it): run chargerecovery setup --backend aws, which adds it, "+
+		"or add the global secondary index of deploy/aws/stack.json", driver.ErrNotIndexed, s.table, IndexName)
+}
+
+// queryErr classifies a Query's error: a missing index is ErrNotIndexed.
+func (s *Store) queryErr(op string, err error) error {
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" && strings.Contains(strings.ToLower(ae.ErrorMessage()), "index") {
+		return s.notIndexed()
+	}
+	var nf *types.ResourceNotFoundException
+	if errors.As(err, &nf) && strings.Contains(strings.ToLower(nf.ErrorMessage()), "index") {
+		return s.notIndexed()
+	}
+	return unavailable(op, err)
+}
+
+// query reads the index partition ls (live records only, filter added to
+// the retention's), from start, until want records are read (0: all) or
+// the partition ends. count only counts.
+func (s *Store) query(ctx context.Context, ls string, now time.Time, prefix string, start map[string]types.AttributeValue,
+	filter string, values map[string]types.AttributeValue, want int, count bool) ([]driver.Record, int, error) {
+	q, ok := s.api.(querier)
+	if !ok {
+		return nil, 0, errors.New("dynamodb: the client cannot Query")
+	}
+	cond := `#ls = :ls`
+	names := pick("#ls", "#expires")
+	vals := map[string]types.AttributeValue{":ls": str(ls), ":now": ms(now)}
+	for k, v := range values {
+		vals[k] = v
+	}
+	if prefix != "" {
+		cond += ` AND begins_with(#pk, :prefix)`
+		vals[":prefix"] = str(prefix)
+	}
+	f := `#expires > :now`
+	if filter != "" {
+		f += " AND " + filter
+		names["#lease"] = attrLeaseUntil
+	}
+	if strings.Contains(cond+f, "#pk") {
+		names["#pk"] = attrKey
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(IndexName),
+		KeyConditionExpression: aws.String(cond), FilterExpression: aws.String(f),
+		ExpressionAttributeNames: names, ExpressionAttributeValues: vals, ExclusiveStartKey: start,
+	}
+	if count {
+		in.Select = types.SelectCount
+	} else if want > 0 {
+		in.Limit = aws.Int32(int32(min(want, 1000)))
+	}
+	var out []driver.Record
+	n := 0
+	for {
+		page, err := q.Query(ctx, in)
+		if err != nil {
+			return nil, 0, s.queryErr("list", err)
+		}
+		n += int(page.Count)
+		for _, item := range page.Items {
+			rec, err := decode(item)
+			if err != nil {
+				return nil, 0, err
+			}
+			out = append(out, rec)
+		}
+		if len(page.LastEvaluatedKey) == 0 || (want > 0 && len(out) >= want) {
+			return out, n, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// queryAll is every live record of the index partition ls.
+func (s *Store) queryAll(ctx context.Context, ls string, now time.Time, filter string, values map[string]types.AttributeValue) ([]driver.Record, error) {
+	out, _, err := s.query(ctx, ls, now, "", nil, filter, values, 0, false)
+	return out, err
+}
+
+// ListState implements driver.StateLister by a Query of IndexName
+// (eventually consistent, as every read of an index): IN_PROGRESS, FAILED,
+// and DONE with ListedResult. Any other listing (DONE as a whole) is
+// ErrNotIndexed: it would be a Scan of nearly the whole table.
+func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
+	ls := listStateOf(req.State, req.Status)
+	if ls == "" || (req.State != driver.StateDone && req.Status != "") {
+		return driver.ListPage{}, fmt.Errorf("%w: DynamoDB's index %s holds IN_PROGRESS, FAILED and DONE %s records only; "+
+			"listing %s %s would scan the whole table (look a charge up by its id)", driver.ErrNotIndexed, IndexName, ListedResult, req.State, req.Status)
+	}
+	limit := req.PageLimit()
+	var start map[string]types.AttributeValue
+	switch {
+	case req.After == "" || req.After < req.Prefix:
+	case strings.HasPrefix(req.After, req.Prefix):
+		start = map[string]types.AttributeValue{attrListState: str(ls), attrKey: str(req.After)}
+	default:
+		return driver.ListPage{}, nil // the cursor is past every key of the prefix
+	}
+	recs, _, err := s.query(ctx, ls, req.Now, req.Prefix, start, "", nil, limit+1, false)
+	if err != nil {
+		return driver.ListPage{}, err
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Key < recs[j].Key })
+	return driver.Page(recs[:min(len(recs), limit+1)], limit), nil
+}
+
+// CountByState implements driver.StateCounter for the states of IndexName
+// (a Query that counts, never a Scan): IN_PROGRESS and FAILED. DONE is
+// not counted (not in the sparse index; counting it would read the whole
+// table).
+func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.State]int, error) {
+	out := map[driver.State]int{}
+	for _, st := range []driver.State{driver.StateInProgress, driver.StateFailed} {
+		_, n, err := s.query(ctx, string(st), now, "", nil, "", nil, 0, true)
+		if err != nil {
+			return nil, err
+		}
+		out[st] = n
+	}
+	return out, nil
+}
+
+// Stuck implements driver.StuckLister: the IN_PROGRESS records whose lease
+// passed at or before now, oldest lease first (at most limit), and how many
+// there are in all, by a Query of IndexName's IN_PROGRESS partition; on a
+// table without the index, a Scan (read capacity grows with the table).
+func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
+	all, err := s.queryAll(ctx, string(driver.StateInProgress), now, `#lease <= :now AND NOT begins_with(#pk, :internal)`,
+		map[string]types.AttributeValue{":internal": str(driver.InternalKeyPrefix)})
+	if errors.Is(err, driver.ErrNotIndexed) {
+		return s.stuckScan(ctx, now, limit)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].LeaseUntil.Before(all[j].LeaseUntil) })
+	return all[:min(limit, len(all))], len(all), nil
+}
