@@ -242,6 +242,8 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /stuck", c.authed(c.stuckPage))
 	mux.Handle("GET /audit", c.authed(c.auditPage))
 	c.proposalRoutes(mux)
+	mux.Handle("GET /records", c.authed(c.recordsPage))
+	mux.HandleFunc("/", c.notFound)
 	return securityHeaders(mux)
 }
 

@@ -325,7 +325,11 @@ func (c *Console) chargePage(w http.ResponseWriter, r *http.Request) {
 	}
 	v["Entries"], v["Incomplete"] = l.Entries, l.Incomplete()
 	v["CanRenotify"] = c.o.Renotifier != nil
-	c.render(w, r, http.StatusOK, "charge", v)
+	code := http.StatusOK
+	if v["Record"] == nil && len(l.Entries) == 0 && l.Incomplete() == "" {
+		code = http.StatusNotFound // neither a record nor a DLQ entry: the console's 404
+	}
+	c.render(w, r, code, "charge", v)
 }
 
 func (c *Console) stuckPage(w http.ResponseWriter, r *http.Request) {
