@@ -25,15 +25,6 @@ import (
 	"github.com/finedge/idempotent-consumer/service/status"
 )
 
-// sample is one point of the overview's history.
-type sample struct {
-	At      time.Time
-	Waiting int
-	DLQ     int
-	Done    int  // records DONE
-	Counted bool // Done is known (the store counts by state)
-}
-
 // sample collects the overview once and keeps it.
 func (c *Console) sample(ctx context.Context) {
 	now := c.o.Now()
@@ -62,13 +53,13 @@ func (c *Console) sample(ctx context.Context) {
 		rep.DLQByCode, rep.DLQUnseen = c.dlqCodes, c.dlqUnseen
 	}
 	c.sampleAt, c.report, c.rerr = now, rep, err
+	s := sample{At: now, Missing: err != nil, Waiting: rep.Queue.Waiting, DLQ: rep.Queue.DLQ, Debits: rep.Consumer.Debits}
+	if scanned {
+		s.DLQBy = rep.DLQByCode
+	}
 	if err != nil {
 		c.o.Logger.Warn("console: overview sample failed", "error", err)
-		return
-	}
-	s := sample{At: now, Waiting: rep.Queue.Waiting, DLQ: rep.Queue.DLQ}
-	if rep.Records != nil {
-		s.Done, s.Counted = rep.Records[driver.StateDone], true
+		s = sample{At: now, Missing: true} // a gap in the charts
 	}
 	c.samples = append(c.samples, s)
 	if len(c.samples) > c.o.Samples {
@@ -91,61 +82,9 @@ func (c *Console) latest(ctx context.Context) (status.Report, []sample, time.Tim
 	return c.report, slices.Clone(c.samples), c.sampleAt, c.dlqScanAt, c.rerr
 }
 
-// series is one chart: points scaled into a 300×60 box.
-type series struct {
-	Title, Unit string
-	Points      string // SVG polyline points
-	Last, Max   float64
-	Known       bool
-}
-
-func chart(title, unit string, xs []time.Time, ys []float64) series {
-	s := series{Title: title, Unit: unit, Known: len(ys) > 0}
-	if len(ys) == 0 {
-		return s
-	}
-	s.Last = ys[len(ys)-1]
-	for _, y := range ys {
-		s.Max = max(s.Max, y)
-	}
-	top := max(s.Max, 1)
-	span := xs[len(xs)-1].Sub(xs[0]).Seconds()
-	var b strings.Builder
-	for i, y := range ys {
-		x := 300.0
-		if span > 0 {
-			x = 300 * xs[i].Sub(xs[0]).Seconds() / span
-		}
-		fmt.Fprintf(&b, "%.1f,%.1f ", x, 58-56*y/top)
-	}
-	s.Points = strings.TrimSpace(b.String())
-	return s
-}
-
-// charts are the overview's: debited per second (where the store counts
-// records) and the waiting depth.
-func charts(ss []sample) []series {
-	var tx, dx []time.Time
-	var ty, depth []float64
-	for i, s := range ss {
-		dx, depth = append(dx, s.At), append(depth, float64(s.Waiting))
-		if i > 0 && s.Counted && ss[i-1].Counted {
-			dt := s.At.Sub(ss[i-1].At).Seconds()
-			if dt > 0 {
-				tx, ty = append(tx, s.At), append(ty, max(0, float64(s.Done-ss[i-1].Done)/dt))
-			}
-		}
-	}
-	out := []series{chart("debited", "charges/s", tx, ty), chart("waiting", "messages", dx, depth)}
-	if len(ss) > 0 && !ss[len(ss)-1].Counted {
-		out[0].Title = "debited (this store does not count records)"
-	}
-	return out
-}
-
 type overviewView struct {
 	Report  status.Report
-	Charts  []series
+	Charts  []svgChart
 	At      time.Time
 	Error   string
 	Refresh int // milliseconds
@@ -167,7 +106,7 @@ type codeCount struct {
 
 func (c *Console) overviewData(ctx context.Context) overviewView {
 	rep, ss, at, codesAt, err := c.latest(ctx)
-	v := overviewView{Report: rep, Charts: charts(ss), At: at, Refresh: int(c.o.Refresh / time.Millisecond), Counted: rep.Records != nil,
+	v := overviewView{Report: rep, Charts: charts(ss, c.o.Refresh), At: at, Refresh: int(c.o.Refresh / time.Millisecond), Counted: rep.Records != nil,
 		Approximate: rep.Queue.Approximate, CodesAt: codesAt, CodesOlder: !codesAt.IsZero() && codesAt.Before(at), Unseen: rep.DLQUnseen}
 	if err != nil {
 		v.Error = "the backend did not answer (the console's log says why)"
@@ -600,6 +539,10 @@ var funcs = template.FuncMap{
 		}
 		return "-"
 	},
-	"state": func(m map[driver.State]int, s string) int { return m[driver.State(s)] },
-	"num":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"state":    func(m map[driver.State]int, s string) int { return m[driver.State(s)] },
+	"counted":  func(m map[driver.State]int, s string) bool { _, ok := m[driver.State(s)]; return ok },
+	"num":      func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"add":      func(a, b float64) float64 { return a + b },
+	"subtract": func(a, b float64) float64 { return a - b },
+	"midpoint": func(a, b float64) float64 { return (a + b) / 2 },
 }

@@ -64,6 +64,21 @@ type Consumer struct {
 	Circuit  string  `json:"circuit,omitempty"`
 	InFlight float64 `json:"inFlight"`
 	Error    string  `json:"error,omitempty"`
+	// Debits are the consumer's debit counters (for the console's charts:
+	// rates between two reads).
+	Debits Debits `json:"-"`
+}
+
+// Debits are a consumer's cumulative debit counters from its /metrics.
+type Debits struct {
+	Known bool // the consumer exports them
+	// Succeeded: chargerecovery_debits_total{result="success"}.
+	Succeeded float64
+	// Calls and Seconds: chargerecovery_debit_seconds' count and sum, every
+	// result; Buckets its cumulative buckets by upper bound (le), every
+	// result summed.
+	Calls, Seconds float64
+	Buckets        map[float64]float64
 }
 
 // Sources are what Collect reads.
@@ -161,6 +176,10 @@ func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
 		if err != nil {
 			continue
 		}
+		if metric, labels, ok := strings.Cut(name, "{"); ok {
+			readDebits(&out.Debits, metric, labels, v)
+			continue
+		}
 		switch name {
 		case "chargerecovery_circuit_state":
 			out.Circuit = [...]string{"closed", "half_open", "open"}[min(max(int(v), 0), 2)]
@@ -169,6 +188,44 @@ func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
 		}
 	}
 	return out
+}
+
+// readDebits adds one labelled sample of /metrics to d when it is one of
+// the debit series.
+func readDebits(d *Debits, metric, labels string, v float64) {
+	label := func(name string) (string, bool) {
+		_, rest, ok := strings.Cut(labels, name+`="`)
+		if !ok {
+			return "", false
+		}
+		val, _, ok := strings.Cut(rest, `"`)
+		return val, ok
+	}
+	switch metric {
+	case "chargerecovery_debits_total":
+		if r, _ := label("result"); r == "success" {
+			d.Succeeded += v
+			d.Known = true
+		}
+	case "chargerecovery_debit_seconds_count":
+		d.Calls += v
+		d.Known = true
+	case "chargerecovery_debit_seconds_sum":
+		d.Seconds += v
+	case "chargerecovery_debit_seconds_bucket":
+		le, ok := label("le")
+		if !ok {
+			return
+		}
+		bound, err := strconv.ParseFloat(le, 64) // "+Inf" too
+		if err != nil {
+			return
+		}
+		if d.Buckets == nil {
+			d.Buckets = map[float64]float64{}
+		}
+		d.Buckets[bound] += v
+	}
 }
 
 // Print writes r for a person.
