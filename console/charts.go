@@ -27,8 +27,8 @@ type sample struct {
 // The charts' geometry: a viewBox of chartW × chartH, the plot inside the
 // margins (the value axis's labels on the left, the time axis's below).
 const (
-	chartW, chartH             = 460.0, 190.0
-	plotL, plotR, plotT, plotB = 58.0, 450.0, 14.0, 158.0
+	chartW, chartH             = 460.0, 196.0
+	plotL, plotR, plotT, plotB = 52.0, 448.0, 22.0, 164.0
 )
 
 // svgChart is one chart, every number already placed: the template writes
@@ -74,7 +74,8 @@ type seriesIn struct {
 const maxGap = 3
 
 // buildChart places series ss (one value per sample at xs) in a chart.
-func buildChart(id, title, unit string, xs []time.Time, refresh time.Duration, ss []seriesIn, format func(float64) string) svgChart {
+// A count (whole) has whole steps on its value axis.
+func buildChart(id, title, unit string, whole bool, xs []time.Time, refresh time.Duration, ss []seriesIn, format func(float64) string) svgChart {
 	c := svgChart{ID: id, Title: title, Unit: unit, W: chartW, H: chartH, L: plotL, R: plotR, T: plotT, B: plotB}
 	if len(xs) == 0 {
 		c.Empty = "no sample yet"
@@ -91,6 +92,9 @@ func buildChart(id, title, unit string, xs []time.Time, refresh time.Duration, s
 				top = max(top, y)
 			}
 		}
+	}
+	if whole {
+		top = max(top, 4) // steps of 1 at least
 	}
 	step, ticks := niceTicks(top)
 	c.YTicks = make([]tick, 0, len(ticks))
@@ -138,6 +142,9 @@ func buildChart(id, title, unit string, xs []time.Time, refresh time.Duration, s
 			l.Latest = "no value at " + xs[len(xs)-1].UTC().Format("15:04:05")
 		} else {
 			l.Latest = format(last) + " " + unit
+			if unit == "messages" && last == 1 {
+				l.Latest = "1 message"
+			}
 		}
 		if s.name != "" {
 			latest = append(latest, s.name+" "+l.Latest)
@@ -147,6 +154,9 @@ func buildChart(id, title, unit string, xs []time.Time, refresh time.Duration, s
 		c.Lines = append(c.Lines, l)
 	}
 	c.Latest = strings.Join(latest, " · ")
+	if len(ss) > 1 {
+		c.Latest = "" // the legend has each series' latest value
+	}
 	if !any {
 		c.Empty = "no values in these samples"
 	}
@@ -274,18 +284,18 @@ func charts(ss []sample, refresh time.Duration) []svgChart {
 		p95[i] = quantile(0.95, prev.Debits, s.Debits)
 	}
 	out := []svgChart{
-		buildChart("chart-debited", "Debited", "/s", xs, refresh, []seriesIn{{"", rate}}, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }),
-		buildChart("chart-backlog", "Backlog (waiting)", "messages", xs, refresh, []seriesIn{{"", waiting}}, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }),
+		buildChart("chart-debited", "Debited", "/s", false, xs, refresh, []seriesIn{{"", rate}}, func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }),
+		buildChart("chart-backlog", "Backlog (waiting)", "messages", true, xs, refresh, []seriesIn{{"", waiting}}, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }),
 	}
 	var byReason []seriesIn
 	for k, c := range order {
 		byReason = append(byReason, seriesIn{string(c), dlq[k]})
 	}
-	dl := buildChart("chart-dlq", "DLQ by reason", "messages", xs, refresh, byReason, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) })
+	dl := buildChart("chart-dlq", "DLQ by reason", "messages", true, xs, refresh, byReason, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) })
 	if len(order) == 0 && dl.Empty == "" {
 		dl.Empty = "the DLQ is empty"
 	}
-	lat := buildChart("chart-latency", "Bank latency (p95)", "ms", xs, refresh, []seriesIn{{"", p95}}, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) })
+	lat := buildChart("chart-latency", "Bank latency (p95)", "ms", false, xs, refresh, []seriesIn{{"", p95}}, func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) })
 	out = append(out, dl, lat)
 	if len(ss) > 0 && !ss[len(ss)-1].Debits.Known {
 		for _, i := range []int{0, 3} {

@@ -210,7 +210,7 @@ func TestTheChartsHaveAxesTimesUnitsAndGaps(t *testing.T) {
 		t.Errorf("DLQ by reason: %d runs, want 2 reasons × 2 runs", n)
 	}
 	out := buf.String()
-	for _, want := range []string{"conflict <strong>1 messages</strong>", "debit_failed <strong>5 messages</strong>", "2.0 /s", "49 ms"} {
+	for _, want := range []string{"conflict <strong>1 message</strong>", "debit_failed <strong>5 messages</strong>", "2.0 /s", "49 ms"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the panel lacks %q", want)
 		}

@@ -135,6 +135,20 @@ func TestRecordsRefusesWhatItDidNotMake(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(page, "200 a page") {
 		t.Fatalf("a huge page size: %d", code)
 	}
+	// A charge id with HTML in it is text on the page.
+	g, _ := idempotency.NewGuard(w.store, idempotency.Options{})
+	evil := `CHG-"><script>alert(1)</script><b>x`
+	c, err := g.Claim(t.Context(), evil, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fail(t.Context(), c.Lease(), "FAILED", "<i>declined</i>"); err != nil {
+		t.Fatal(err)
+	}
+	_, page = as(t, "vera", "GET", srv.URL+"/records?state=FAILED&q="+url.QueryEscape(`CHG-"><`), nil)
+	if ids, _ := recordsOf(t, page); len(ids) != 1 || ids[0] != evil || strings.Contains(page, "<script>alert") || strings.Contains(page, "<b>x") {
+		t.Fatalf("a charge id with HTML: %v\n%s", ids, page)
+	}
 	// Search characters are text: no pattern.
 	for _, q := range []string{"%", "_", "*", ".*", "CHG-PAGE-0%", "CHG_PAGE"} {
 		_, page := as(t, "vera", "GET", srv.URL+"/records?state=FAILED&q="+url.QueryEscape(q), nil)
