@@ -77,6 +77,13 @@ const maxGap = 3
 // A count (whole) has whole steps on its value axis.
 func buildChart(id, title, unit string, whole bool, xs []time.Time, refresh time.Duration, ss []seriesIn, format func(float64) string) svgChart {
 	c := svgChart{ID: id, Title: title, Unit: unit, W: chartW, H: chartH, L: plotL, R: plotR, T: plotT, B: plotB}
+	for _, in := range ss {
+		for j, y := range in.ys {
+			if math.IsNaN(y) || math.IsInf(y, 0) || y < 0 || y > 1e12 {
+				in.ys[j] = math.NaN() // not a value a chart can place (a hostile or broken /metrics): a gap
+			}
+		}
+	}
 	if len(xs) == 0 {
 		c.Empty = "no sample yet"
 		return c

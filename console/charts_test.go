@@ -219,3 +219,30 @@ func TestTheChartsHaveAxesTimesUnitsAndGaps(t *testing.T) {
 		t.Error("inline style or script in the charts (the CSP forbids them)")
 	}
 }
+
+// A broken or hostile /metrics (NaN, infinities, counters going back)
+// leaves gaps: every number in the SVG is a finite one.
+func TestTheChartsPlaceOnlyFiniteNumbers(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	var ss []sample
+	for i, v := range []float64{0, 10, math.Inf(1), math.NaN(), 5, -1e300, 1e300, 20} {
+		d := debits(float64(i), 40)
+		d.Succeeded = v
+		d.Buckets[math.Inf(1)] = math.NaN()
+		ss = append(ss, sample{At: t0.Add(time.Duration(i) * 5 * time.Second), Waiting: i, Debits: d})
+	}
+	for _, c := range charts(ss, 5*time.Second) {
+		for _, l := range c.Lines {
+			for _, r := range l.Runs {
+				if strings.Contains(r, "Inf") || strings.Contains(r, "NaN") {
+					t.Fatalf("%s: points %q", c.ID, r)
+				}
+			}
+		}
+		for _, tk := range append(c.XTicks, c.YTicks...) {
+			if math.IsNaN(tk.Pos) || math.IsInf(tk.Pos, 0) || strings.Contains(tk.Label, "Inf") || strings.Contains(tk.Label, "NaN") {
+				t.Fatalf("%s: tick %+v", c.ID, tk)
+			}
+		}
+	}
+}

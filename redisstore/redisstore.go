@@ -391,10 +391,14 @@ func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.L
 		for i, k := range batch {
 			cmds[i] = p.HGetAll(ctx, s.key(k))
 		}
-		if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return driver.ListPage{}, driver.Unavailable("list", err)
-		}
+		_, _ = p.Exec(ctx) // each command's own error below
 		for i, k := range batch {
+			if err := cmds[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
+				if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+					continue // another program's key under the prefix: not a record
+				}
+				return driver.ListPage{}, driver.Unavailable("list", err)
+			}
 			h := cmds[i].Val()
 			if len(h) == 0 || h["state"] != string(req.State) {
 				continue // gone since the scan, or another state

@@ -49,3 +49,37 @@ func TestTheKeyExpiresAtRetention(t *testing.T) {
 		t.Fatalf("TTL %v (%v), want about 48h", got, err)
 	}
 }
+
+// A listing walks every key under the prefix: another program's key there
+// (not a hash) is skipped, and a search's glob characters match only
+// themselves.
+func TestListStateSkipsKeysThatAreNotRecords(t *testing.T) {
+	c, prefix := dbtest.Redis(t)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := c.Set(ctx, prefix+"CHG-STRING", "not a record", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := idempotency.NewGuard(s, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := g.Claim(ctx, "CHG-1", "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fail(ctx, cl.Lease(), "FAILED", "declined"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.ListState(ctx, driver.ListRequest{State: driver.StateFailed, Prefix: "CHG-", Now: time.Now()})
+	if err != nil || len(p.Records) != 1 || p.Records[0].Key != "CHG-1" {
+		t.Fatalf("ListState = %+v, %v", p, err)
+	}
+	p, err = s.ListState(ctx, driver.ListRequest{State: driver.StateFailed, Prefix: "CHG-*", Now: time.Now()})
+	if err != nil || len(p.Records) != 0 {
+		t.Fatalf("a search for CHG-* listed %+v, %v", p, err)
+	}
+}

@@ -190,6 +190,10 @@ func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
 	return out
 }
 
+// maxBuckets bounds the histogram buckets kept from a /metrics (ours has
+// 12): a page with more keeps memory bounded, not every bound.
+const maxBuckets = 64
+
 // readDebits adds one labelled sample of /metrics to d when it is one of
 // the debit series.
 func readDebits(d *Debits, metric, labels string, v float64) {
@@ -224,7 +228,9 @@ func readDebits(d *Debits, metric, labels string, v float64) {
 		if d.Buckets == nil {
 			d.Buckets = map[float64]float64{}
 		}
-		d.Buckets[bound] += v
+		if _, ok := d.Buckets[bound]; ok || len(d.Buckets) < maxBuckets {
+			d.Buckets[bound] += v
+		}
 	}
 }
 
