@@ -246,8 +246,11 @@ var migrations = []string{
 	`alter table idempotency_records add column generation integer not null default 1;
 	 alter table idempotency_records add column history text not null default '';`,
 	// 3: records listed by state, a page at a time, in byte order whatever
-	// the database's collation (StateLister).
-	`create index idempotency_records_state_key_idx on idempotency_records (state, key collate "C");`,
+	// the database's collation (StateLister). It blocks writes to the
+	// table while it is built: on a large table build it first with
+	// CREATE INDEX CONCURRENTLY under this name (docs/operations/postgres.md),
+	// and this is then instant.
+	`create index if not exists idempotency_records_state_key_idx on idempotency_records (state, key collate "C");`,
 }
 
 func (db *DB) migrate(ctx context.Context) error {
