@@ -47,7 +47,9 @@ func (s *Store) query(ctx context.Context, ls string, now time.Time, prefix stri
 	filter string, values map[string]types.AttributeValue, want int, count bool) ([]driver.Record, int, error) {
 	q, ok := s.api.(querier)
 	if !ok {
-		return nil, 0, errors.New("dynamodb: the client cannot Query")
+		// A client without Query (a wrapper of API): as a table without
+		// the index, so that Stuck and ListByResult scan as they did.
+		return nil, 0, fmt.Errorf("%w: the DynamoDB client given cannot Query", driver.ErrNotIndexed)
 	}
 	cond := `#ls = :ls`
 	names := pick("#ls", "#expires")
