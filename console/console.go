@@ -223,7 +223,15 @@ func (c *Console) Run(ctx context.Context) {
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(staticFS, "static")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	files := http.StripPrefix("/static/", http.FileServerFS(static))
+	mux.HandleFunc("GET /static/", func(w http.ResponseWriter, r *http.Request) {
+		// A file of the console's, or its 404 page (never a listing).
+		if st, err := fs.Stat(static, strings.TrimPrefix(r.URL.Path, "/static/")); err != nil || st.IsDir() {
+			c.notFound(w, r)
+			return
+		}
+		files.ServeHTTP(w, r)
+	})
 	mux.HandleFunc("GET /signin", c.signinPage)
 	mux.HandleFunc("POST /signin", c.signin)
 	mux.Handle("POST /signout", c.authed(c.signout))

@@ -176,6 +176,15 @@ func TestTheConsolesNotFoundPage(t *testing.T) {
 			t.Errorf("%s: CSP %q", u, csp)
 		}
 	}
+	for _, u := range []string{"/static/nope.js", "/static/", "/static/../console.go"} {
+		code, page := as(t, "vera", "GET", srv.URL+u, nil)
+		if code != http.StatusNotFound || !strings.Contains(page, `id="title">Not found`) {
+			t.Errorf("%s: %d\n%s", u, code, page)
+		}
+	}
+	if code, page := as(t, "vera", "GET", srv.URL+"/static/console.css", nil); code != http.StatusOK || !strings.Contains(page, ".chart") {
+		t.Errorf("the stylesheet: %d", code)
+	}
 	code, page := as(t, "vera", "GET", srv.URL+"/nope<b>x</b>", nil)
 	if code != http.StatusNotFound || !strings.Contains(page, `<link rel="stylesheet" href="/static/console.css">`) ||
 		!strings.Contains(page, `href="/"`) || strings.Contains(page, "<b>x</b>") || strings.Contains(page, "404 page not found") {
