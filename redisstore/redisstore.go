@@ -376,6 +376,10 @@ func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.L
 		if k := strings.TrimPrefix(iter.Val(), s.prefix); k > req.After {
 			keys = append(keys, k)
 		}
+		if len(keys) > MaxListScan {
+			return driver.ListPage{}, fmt.Errorf("%w: more than %d records under %q on Redis, which keeps no index by state: search by a longer charge-id prefix",
+				driver.ErrNotIndexed, MaxListScan, req.Prefix)
+		}
 	}
 	if err := iter.Err(); err != nil {
 		return driver.ListPage{}, driver.Unavailable("list", err)
@@ -411,6 +415,11 @@ func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.L
 	}
 	return driver.Page(out[:min(len(out), limit+1)], limit), nil
 }
+
+// MaxListScan bounds the keys one ListState page holds in memory (they
+// are sorted to page by key): past it the listing refuses, saying to
+// search by a longer prefix.
+var MaxListScan = 200_000
 
 // globEscape makes s match only itself in a Redis glob pattern.
 func globEscape(s string) string {

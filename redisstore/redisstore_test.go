@@ -1,6 +1,8 @@
 package redisstore_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +83,12 @@ func TestListStateSkipsKeysThatAreNotRecords(t *testing.T) {
 	p, err = s.ListState(ctx, driver.ListRequest{State: driver.StateFailed, Prefix: "CHG-*", Now: time.Now()})
 	if err != nil || len(p.Records) != 0 {
 		t.Fatalf("a search for CHG-* listed %+v, %v", p, err)
+	}
+	// Past the bound, the listing says to narrow the search.
+	old := redisstore.MaxListScan
+	redisstore.MaxListScan = 0
+	defer func() { redisstore.MaxListScan = old }()
+	if _, err := s.ListState(ctx, driver.ListRequest{State: driver.StateFailed, Prefix: "CHG-", Now: time.Now()}); !errors.Is(err, driver.ErrNotIndexed) || !strings.Contains(err.Error(), "longer charge-id prefix") {
+		t.Fatalf("past the bound: %v", err)
 	}
 }
