@@ -19,7 +19,6 @@ type sample struct {
 	At      time.Time
 	Missing bool
 	Waiting int
-	DLQ     int
 	DLQBy   map[queue.Code]int // nil: not read by reason this time
 	Debits  status.Debits
 }

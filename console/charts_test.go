@@ -122,7 +122,7 @@ func TestTheChartsHaveAxesTimesUnitsAndGaps(t *testing.T) {
 	refresh := 5 * time.Second
 	var ss []sample
 	for i := range 24 {
-		s := sample{At: t0.Add(time.Duration(i) * refresh), Waiting: 100 - 4*i, DLQ: i / 4,
+		s := sample{At: t0.Add(time.Duration(i) * refresh), Waiting: 100 - 4*i,
 			DLQBy:  map[queue.Code]int{"debit_failed": i / 4, "conflict": 1},
 			Debits: debits(float64(10*i), 40)}
 		if i == 10 || i == 11 {

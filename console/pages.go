@@ -53,13 +53,14 @@ func (c *Console) sample(ctx context.Context) {
 		rep.DLQByCode, rep.DLQUnseen = c.dlqCodes, c.dlqUnseen
 	}
 	c.sampleAt, c.report, c.rerr = now, rep, err
-	s := sample{At: now, Missing: err != nil, Waiting: rep.Queue.Waiting, DLQ: rep.Queue.DLQ, Debits: rep.Consumer.Debits}
-	if scanned {
-		s.DLQBy = rep.DLQByCode
-	}
+	s := sample{At: now, Missing: true} // the backend did not answer: a gap in the charts
 	if err != nil {
 		c.o.Logger.Warn("console: overview sample failed", "error", err)
-		s = sample{At: now, Missing: true} // a gap in the charts
+	} else {
+		s = sample{At: now, Waiting: rep.Queue.Waiting, Debits: rep.Consumer.Debits}
+		if scanned {
+			s.DLQBy = rep.DLQByCode
+		}
 	}
 	c.samples = append(c.samples, s)
 	if len(c.samples) > c.o.Samples {
