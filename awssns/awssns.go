@@ -124,3 +124,40 @@ func dedupID(key string) string {
 	}
 	return string(b[:min(len(b), 128)])
 }
+
+// TopicAPI is the part of the SNS client CreateTopic calls.
+type TopicAPI interface {
+	CreateTopic(ctx context.Context, in *sns.CreateTopicInput, opts ...func(*sns.Options)) (*sns.CreateTopicOutput, error)
+}
+
+var _ TopicAPI = (*sns.Client)(nil)
+
+// TopicName is the name in a topic ARN, or name itself when it is not an
+// ARN (setup takes either).
+func TopicName(nameOrARN string) string {
+	if CheckTopicARN(nameOrARN) == nil {
+		return nameOrARN[strings.LastIndex(nameOrARN, ":")+1:]
+	}
+	return nameOrARN
+}
+
+// CreateTopic creates the topic named name (a FIFO topic when the name
+// ends in .fifo) and returns its ARN. SNS's CreateTopic is idempotent: a
+// topic that exists with the same attributes is returned, not created
+// again (development and tests; production creates it with the stack).
+func CreateTopic(ctx context.Context, api TopicAPI, name string) (string, error) {
+	in := &sns.CreateTopicInput{Name: aws.String(name)}
+	if strings.HasSuffix(name, ".fifo") {
+		in.Attributes = map[string]string{"FifoTopic": "true"}
+	}
+	out, err := api.CreateTopic(ctx, in)
+	if err != nil {
+		return "", fmt.Errorf("awssns: create topic %s: %w", name, err)
+	}
+	return aws.ToString(out.TopicArn), nil
+}
+
+// CreateTopicFromConfig is CreateTopic with a client made from cfg.
+func CreateTopicFromConfig(ctx context.Context, cfg aws.Config, name string) (string, error) {
+	return CreateTopic(ctx, sns.NewFromConfig(cfg), name)
+}

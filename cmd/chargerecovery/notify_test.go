@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/finedge/idempotent-consumer/awssns"
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -237,11 +239,36 @@ func TestSNSNotificationsReachASubscribedQueue(t *testing.T) {
 	snsc, sqsc := sns.NewFromConfig(cfg), sqs.NewFromConfig(cfg)
 	ctx := t.Context()
 	name := awstest.Name("notices")
-	topic, err := snsc.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String(name)})
-	if err != nil {
-		t.Fatal(err)
+	// setup --notify sns creates the topic, twice without harm, and says
+	// the ARN serve wants.
+	env := awsSetup(t, "sns", "--visibility", "3s")
+	env["IC_NOTIFY"] = "sns"
+	var arn string
+	for i := range 2 {
+		r := runCmd(ctx, env, "setup", "--visibility", "3s", "--notify-sns-topic", name)
+		m := regexp.MustCompile(`(?m)^serve with: --notify sns --notify-sns-topic (\S+)$`).FindStringSubmatch(r.stdout)
+		if r.code != 0 || m == nil || (arn != "" && m[1] != arn) {
+			t.Fatalf("setup %d: %d %q %s (ARN before: %q)", i+1, r.code, r.stdout, r.stderr, arn)
+		}
+		arn = m[1]
 	}
+	topic := &sns.CreateTopicOutput{TopicArn: aws.String(arn)}
 	t.Cleanup(func() { _, _ = snsc.DeleteTopic(context.Background(), &sns.DeleteTopicInput{TopicArn: topic.TopicArn}) })
+	same := 0
+	for pg := sns.NewListTopicsPaginator(snsc, &sns.ListTopicsInput{}); pg.HasMorePages(); {
+		out, err := pg.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tp := range out.Topics {
+			if awssns.TopicName(aws.ToString(tp.TopicArn)) == name {
+				same++
+			}
+		}
+	}
+	if same != 1 {
+		t.Fatalf("%d topics named %s after setup twice, want 1", same, name)
+	}
 	q, err := sqsc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name + "-sub")})
 	if err != nil {
 		t.Fatal(err)
@@ -255,8 +282,7 @@ func TestSNSNotificationsReachASubscribedQueue(t *testing.T) {
 		Endpoint: aws.String(qa.Attributes["QueueArn"]), Attributes: map[string]string{"RawMessageDelivery": "true"}}); err != nil {
 		t.Fatal(err)
 	}
-	env := awsSetup(t, "sns", "--visibility", "3s")
-	env["IC_NOTIFY"], env["IC_NOTIFY_SNS_TOPIC"] = "sns", *topic.TopicArn
+	env["IC_NOTIFY_SNS_TOPIC"] = arn
 	// What is checked is delivery; the emulator, shared with the other
 	// tests of the run, has taken more than the default 5s to answer a
 	// publish under load (the notice then arrived, and the record said
