@@ -12,7 +12,10 @@ import (
 )
 
 func runCorebank(ctx context.Context, env *cli.Env, args []string) error {
-	f := cli.NewFlagSet(env, "corebank", "corebank [flags]")
+	if len(args) > 0 && args[0] == "ledger" {
+		return runCorebankLedger(ctx, env, args[1:])
+	}
+	f := cli.NewFlagSet(env, "corebank", "corebank [flags]   (corebank ledger -h: read its ledger)")
 	var (
 		addr, declines string
 		faults         corebanksim.FaultsBody

@@ -24,13 +24,16 @@ type CA struct {
 }
 
 // NewCA makes a CA valid for a day.
-func NewCA(name string) (*CA, error) {
+func NewCA(name string) (*CA, error) { return NewCAUntil(name, time.Now().Add(24*time.Hour)) }
+
+// NewCAUntil makes a CA valid until notAfter.
+func NewCAUntil(name string, notAfter time.Time) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -108,10 +111,25 @@ func (p Pair) Write(dir, name string) (cert, key string, err error) {
 	return cert, key, WriteFile(cert, p.Cert)
 }
 
-// WriteFile writes b to path 0600 through a rename.
+// WriteFile writes b to path 0600 through a rename. The temporary file is
+// created afresh (O_EXCL, after removing a stale one), so a link left in
+// its place is never followed.
 func WriteFile(path string, b []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	if err := os.Remove(tmp); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
 		return err
 	}
 	return os.Rename(tmp, path)
