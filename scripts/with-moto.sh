@@ -19,11 +19,7 @@ if [ "$#" -eq 0 ]; then
 fi
 
 here=$(cd "$(dirname "$0")" && pwd)
-# moto_server.py runs moto's server with DynamoDB requests serialised (see its
-# docstring: plain moto does not make conditional writes atomic under load).
-if python3 -c 'import moto.moto_server.werkzeug_app, werkzeug' >/dev/null 2>&1; then
-  moto=(python3 "$here/moto_server.py")
-else
+if ! "$here/moto.sh" check; then
   echo "with-moto: moto's server mode is not installed; install it with: pip install \"moto[server]\"" >&2
   if [ "${CI:-}" = "true" ]; then
     exit 1
@@ -32,48 +28,17 @@ else
   exec "$@"
 fi
 
-logdir=$(mktemp -d)
-pid=""
+statedir=$(mktemp -d)
 stop() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$logdir"
+  "$here/moto.sh" stop "$statedir" || true
+  rm -rf "$statedir"
 }
 trap stop EXIT INT TERM
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-started=""
-for try in 1 2 3; do
-  port=$(free_port)
-  "${moto[@]}" -H 127.0.0.1 -p "$port" >"$logdir/moto.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 100); do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      break # died (port taken?): try another port
-    fi
-    if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$port/moto-api/', timeout=1)" >/dev/null 2>&1; then
-      started=yes
-      break
-    fi
-    sleep 0.1
-  done
-  [ -n "$started" ] && break
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  pid=""
-done
-if [ -z "$started" ]; then
-  echo "with-moto: moto did not start; its log:" >&2
-  cat "$logdir/moto.log" >&2 || true
-  exit 1
-fi
-
-endpoint="http://127.0.0.1:$port"
+# scripts/moto.sh: a free port, moto_server.py (DynamoDB requests
+# serialised), three tries.
+endpoint=$("$here/moto.sh" start "$statedir")
+pid=$(cat "$statedir/moto.pid")
 echo "with-moto: moto server at $endpoint (pid $pid)" >&2
 export IC_AWS_TEST_ENDPOINT="$endpoint"
 export AWS_ENDPOINT_URL="$endpoint"
