@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // Security makes the simulator demand what a bank's gateway demands: TLS
@@ -26,13 +28,14 @@ type Security struct {
 
 // Apply wraps h in the token check s asks for and returns the TLS
 // configuration to serve with (nil: plain HTTP); its errors name the
-// flags that go wrong.
+// flags that go wrong. The key and the secret must be owner-only
+// (internal/secretfile), as serve's are.
 func (s Security) Apply(h http.Handler) (http.Handler, *tls.Config, error) {
 	if (s.ClientID == "") != (s.SecretFile == "") {
 		return nil, nil, errors.New("--oauth-client-id and --oauth-client-secret-file go together")
 	}
 	if s.ClientID != "" {
-		secret, err := os.ReadFile(s.SecretFile)
+		secret, err := secretfile.Read(s.SecretFile)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--oauth-client-secret-file: %w", err)
 		}
@@ -46,6 +49,9 @@ func (s Security) Apply(h http.Handler) (http.Handler, *tls.Config, error) {
 	}
 	if s.Cert == "" {
 		return h, nil, nil
+	}
+	if err := secretfile.Check(s.Key); err != nil {
+		return nil, nil, fmt.Errorf("--tls-key: %w", err)
 	}
 	pair, err := tls.LoadX509KeyPair(s.Cert, s.Key)
 	if err != nil {

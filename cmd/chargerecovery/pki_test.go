@@ -30,6 +30,12 @@ func pkiEnv(t *testing.T, dir, addr string) (env map[string]string, corebank []s
 			t.Fatalf("%s: %v %v, want mode 0600", name, st.Mode(), err)
 		}
 	}
+	env, corebank = pkiFlags(dir, addr)
+	return env, corebank
+}
+
+// pkiFlags are serve's variables and corebank's flags for pki's files in dir.
+func pkiFlags(dir, addr string) (env map[string]string, corebank []string) {
 	f := func(n string) string { return filepath.Join(dir, n) }
 	env = map[string]string{
 		"IC_COREBANK_URL": "https://" + addr, "IC_COREBANK_CA": f("ca.crt"),
@@ -174,6 +180,16 @@ func TestPKIRefusesToOverwriteAndSaysDevelopmentOnly(t *testing.T) {
 	leaf, _ := x509.ParseCertificate(cert.Certificate[0])
 	if err := leaf.VerifyHostname("bank.internal"); err != nil || leaf.VerifyHostname("10.0.0.7") != nil || leaf.VerifyHostname("127.0.0.1") != nil {
 		t.Fatalf("server certificate names %v %v: %v", leaf.DNSNames, leaf.IPAddresses, err)
+	}
+	// A key others can read is refused by the simulator and by the consumer.
+	_ = os.Chmod(filepath.Join(dir, "bank.key"), 0o644)
+	_ = os.Chmod(filepath.Join(dir, "consumer.key"), 0o644)
+	env, corebank := pkiFlags(dir, "127.0.0.1:1")
+	if r := runCmd(ctx, nil, corebank...); r.code != 2 || !strings.Contains(r.stderr, "--tls-key: "+filepath.Join(dir, "bank.key")+" is readable or writable by others") {
+		t.Fatalf("corebank with a world-readable key: %d %s", r.code, r.stderr)
+	}
+	if r := runCmd(ctx, env, "corebank", "ledger"); r.code != 2 || !strings.Contains(r.stderr, "chmod 600 "+filepath.Join(dir, "consumer.key")) {
+		t.Fatalf("corebank ledger with a world-readable key: %d %s", r.code, r.stderr)
 	}
 	open := filepath.Join(t.TempDir(), "open")
 	if err := os.Mkdir(open, 0o777); err != nil {
