@@ -95,6 +95,16 @@ mkdir -p "$dir"
 chmod 700 "$dir"
 dir=$(cd "$dir" && pwd)
 umask 077
+# One copy per directory: the lock is held on fd 9, which every process
+# started inherits, so it stays held while any of them lives (even after a
+# SIGKILL of this script). Without flock, the pid check below still holds.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$dir/lock"
+  if ! flock -n 9; then
+    echo "local-prod: $dir is in use (another copy of this script, or what one killed with SIGKILL left: stop it with $0 --stop --dir $dir)" >&2
+    exit 1
+  fi
+fi
 if [ -s "$dir/pids" ]; then
   while read -r pid at; do
     if [ -n "$pid" ] && ours "$pid" "$at"; then
@@ -159,7 +169,16 @@ if [ -z "$bin" ]; then
 fi
 
 # moto: its pid goes into DIR/pids too, so that one list stops everything.
-endpoint=$("$here/moto.sh" start "$dir")
+# moto.sh start runs in the background and is recorded, so that a stop
+# while it starts (even --stop after a SIGKILL of this script) ends it and
+# the server it started.
+"$here/moto.sh" start "$dir" >"$dir/moto.start" &
+record "$!"
+if ! wait "$!"; then
+  say "moto did not start"
+  exit 1
+fi
+endpoint=$(cat "$dir/moto.endpoint")
 record "$(cat "$dir/moto.pid")"
 
 bank_port=$(free_port)

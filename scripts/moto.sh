@@ -37,6 +37,10 @@ start() {
     return 1
   fi
   mkdir -p "$dir"
+  # Stopped while starting (local-prod.sh --stop, Ctrl-C): the server too,
+  # and no further try.
+  pid=""
+  trap 'if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; fi; rm -f "$dir/moto.pid"; exit 143' TERM INT
   # moto_server.py runs moto's server with DynamoDB requests serialised
   # (see its docstring: plain moto does not make conditional writes
   # atomic under load).
@@ -65,6 +69,7 @@ start() {
     cat "$dir/moto.log" >&2 || true
     return 1
   fi
+  trap - TERM INT
   echo "http://127.0.0.1:$port" | tee "$dir/moto.endpoint"
 }
 
