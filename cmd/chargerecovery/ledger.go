@@ -94,6 +94,9 @@ func runCorebankLedger(ctx context.Context, env *cli.Env, args []string) error {
 		if why := clientauth.Explain(err); why != "" {
 			return fmt.Errorf("%s: %s (%v)", redact.URL(url), why, err)
 		}
+		if strings.Contains(err.Error(), "HTTP 401") && auth.ClientID == "" {
+			return fmt.Errorf("%s: %w (the simulator runs with OAuth2: give --corebank-oauth-client-id and --corebank-oauth-client-secret-file, the token is then fetched)", redact.URL(url), err)
+		}
 		return fmt.Errorf("%s: %w", redact.URL(url), err)
 	}
 	lines := make([]ledgerLine, 0, len(rep.Entries))
