@@ -209,3 +209,13 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// setup --notify sns checks the topic's name before it creates anything.
+func TestSetupRefusesABadTopicName(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "s.db"), "IC_NOTIFY": "sns"}
+	r := runCmd(t.Context(), env, "setup", "--notify-sns-topic", "pre debit!")
+	if _, err := os.Stat(env["IC_DB"]); r.code != 2 || !strings.Contains(r.stderr, `--notify-sns-topic "pre debit!"`) || err == nil {
+		t.Fatalf("setup with a bad topic name: %d %s (file: %v)", r.code, r.stderr, err)
+	}
+}
