@@ -201,26 +201,39 @@ pki="$dir/pki"
 
 # One environment for every command: the same variables serve, send,
 # status, corebank ledger and the console read.
-cat >"$dir/env.sh" <<EOF
-# source this file to run chargerecovery against this local production
-export AWS_ENDPOINT_URL=$endpoint AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
-export AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
-export IC_BACKEND=aws IC_QUEUE=local-charges IC_DLQ=local-charges-dlq IC_TABLE=local-charges
-export IC_FINGERPRINT_KEY_FILE=$dir/fingerprint.key
-export IC_COREBANK_URL=$bank
-export IC_COREBANK_CA=$pki/ca.crt IC_COREBANK_CLIENT_CERT=$pki/consumer.crt IC_COREBANK_CLIENT_KEY=$pki/consumer.key
-export IC_COREBANK_OAUTH_TOKEN_URL=$bank/oauth/token IC_COREBANK_OAUTH_CLIENT_ID=chargerecovery
-export IC_COREBANK_OAUTH_CLIENT_SECRET_FILE=$pki/oauth-client-secret
-export IC_NOTIFY=sns
-export IC_HTTP_ADDR=127.0.0.1:$ops_port IC_METRICS_URL=http://127.0.0.1:$ops_port/metrics
-export IC_LOG_FORMAT=text IC_OPERATOR=\${IC_OPERATOR:-\${USER:-local-operator}}
-EOF
+kv() { printf 'export %s=%q\n' "$1" "$2"; }
+{
+  echo "# source this file to run chargerecovery against this local production"
+  kv AWS_ENDPOINT_URL "$endpoint"
+  kv AWS_REGION us-east-1
+  kv AWS_ACCESS_KEY_ID test
+  kv AWS_SECRET_ACCESS_KEY test
+  kv AWS_CONFIG_FILE /dev/null
+  kv AWS_SHARED_CREDENTIALS_FILE /dev/null
+  kv IC_BACKEND aws
+  kv IC_QUEUE local-charges
+  kv IC_DLQ local-charges-dlq
+  kv IC_TABLE local-charges
+  kv IC_FINGERPRINT_KEY_FILE "$dir/fingerprint.key"
+  kv IC_COREBANK_URL "$bank"
+  kv IC_COREBANK_CA "$pki/ca.crt"
+  kv IC_COREBANK_CLIENT_CERT "$pki/consumer.crt"
+  kv IC_COREBANK_CLIENT_KEY "$pki/consumer.key"
+  kv IC_COREBANK_OAUTH_TOKEN_URL "$bank/oauth/token"
+  kv IC_COREBANK_OAUTH_CLIENT_ID chargerecovery
+  kv IC_COREBANK_OAUTH_CLIENT_SECRET_FILE "$pki/oauth-client-secret"
+  kv IC_NOTIFY sns
+  kv IC_HTTP_ADDR "127.0.0.1:$ops_port"
+  kv IC_METRICS_URL "http://127.0.0.1:$ops_port/metrics"
+  kv IC_LOG_FORMAT text
+  echo 'export IC_OPERATOR="${IC_OPERATOR:-${USER:-local-operator}}"'
+} >"$dir/env.sh"
 # shellcheck source=/dev/null
 . "$dir/env.sh"
 
 "$bin" setup --visibility 10s --notify sns --notify-sns-topic local-pre-debit-notices >"$dir/setup.out"
 topic=$(sed -n 's/^serve with: --notify sns --notify-sns-topic //p' "$dir/setup.out")
-echo "export IC_NOTIFY_SNS_TOPIC=$topic" >>"$dir/env.sh"
+kv IC_NOTIFY_SNS_TOPIC "$topic" >>"$dir/env.sh"
 export IC_NOTIFY_SNS_TOPIC=$topic
 
 start corebank "$bin" corebank --addr "127.0.0.1:$bank_port" \
@@ -244,7 +257,7 @@ local production is running (state, logs and files in $dir):
   console                     http://127.0.0.1:$console_port/   (sign in: alice, token in $dir/console-tokens)  pid $pid_console
   SNS topic                   $topic
 send a charge (3 copies), then read the bank's ledger:
-  . $dir/env.sh
+  . $(printf %q "$dir/env.sh")
   $bin send --charge-id CHG-1 --account 001234567890 --amount-minor 2500 --copies 3
   $bin corebank ledger
   $bin status
