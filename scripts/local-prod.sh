@@ -41,7 +41,7 @@ say() { echo "local-prod: $*" >&2; }
 # never signalled. stop_all sends SIGTERM to each (newest first: the
 # console and serve before the bank and moto) and SIGKILL to what is left
 # after 15 s.
-started_at() { [ -r "/proc/$1/stat" ] && sed 's/^.*) //' "/proc/$1/stat" | cut -d' ' -f20 || echo "-"; }
+started_at() { { [ -r "/proc/$1/stat" ] && sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20; } || echo "-"; }
 record() { echo "$1 $(started_at "$1")" >>"$dir/pids"; }
 ours() {
   local pid=$1 at=$2
@@ -286,7 +286,11 @@ if [ -n "$smoke" ]; then
     grep "$id" "$dir/serve.log" >&2 || true
     exit 1
   fi
-  say "smoke: $id sent 3 times, debited once, its notice published on SNS"
+  if ! python3 -c "import urllib.request,sys; r=urllib.request.urlopen('http://127.0.0.1:$console_port/signin', timeout=5); sys.exit(r.status != 200)"; then
+    say "smoke: the console's sign-in page did not answer 200"
+    exit 1
+  fi
+  say "smoke: $id sent 3 times, debited once, its notice published on SNS; the console answers"
   exit 0
 fi
 
