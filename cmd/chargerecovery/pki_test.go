@@ -108,7 +108,11 @@ func TestPKIFilesRunServeAgainstTheSimulatorOverMutualTLS(t *testing.T) {
 	}
 	bad := copyEnv(env)
 	bad["IC_COREBANK_CLIENT_CERT"], bad["IC_COREBANK_CLIENT_KEY"] = sCert, sKey
-	if r := runCmd(ctx, bad, "corebank", "ledger"); r.code != 1 || !strings.Contains(r.stderr, "tls: unknown certificate authority") {
+	// In TLS 1.3 the client's side of the handshake ends before the server
+	// has checked its certificate: the refusal arrives as the server's
+	// alert, or as the connection it closed (a write then fails).
+	if r := runCmd(ctx, bad, "corebank", "ledger"); r.code != 1 || r.stdout != "" ||
+		!regexp.MustCompile(`tls: unknown certificate authority|broken pipe|connection reset by peer`).MatchString(r.stderr) {
 		t.Fatalf("a client certificate of another CA: %d %q %s", r.code, r.stdout, r.stderr)
 	}
 	// The wrong server name: Go's verifier refuses the simulator's certificate.
