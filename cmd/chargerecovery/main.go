@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"github.com/redis/go-redis/v9"
@@ -97,6 +98,9 @@ func run(ctx context.Context, env *cli.Env, args []string) int {
 		}
 		return exitOK
 	}
+	if env.ConfigKeys == nil {
+		env.ConfigKeys = sync.OnceValue(func() map[string]string { return configKeys(ctx) })
+	}
 	for _, c := range commands {
 		if c.name != args[0] {
 			continue
@@ -110,6 +114,9 @@ func run(ctx context.Context, env *cli.Env, args []string) int {
 			return exitOK
 		case errors.As(err, &ue):
 			fmt.Fprintf(env.Stderr, "chargerecovery %s: %v\n", c.name, err)
+			if from := env.FromConfig(err); from != "" {
+				fmt.Fprintf(env.Stderr, "  (%s)\n", from)
+			}
 			return exitUsage
 		default:
 			fmt.Fprintf(env.Stderr, "chargerecovery %s: %v\n", c.name, err)
@@ -119,6 +126,33 @@ func run(ctx context.Context, env *cli.Env, args []string) int {
 	fmt.Fprintf(env.Stderr, "chargerecovery: unknown command %q\n\n", args[0])
 	usage(env.Stderr)
 	return exitUsage
+}
+
+// subcommands are the commands whose flags are a subcommand's.
+var subcommands = map[string][]string{"dlq": {"list", "show", "purge"}}
+
+// configKeys is every flag with an environment variable of every command:
+// the keys a configuration file may hold (cli.Keys runs each command's
+// flag definitions only).
+func configKeys(ctx context.Context) map[string]string {
+	var runs []func(*cli.Env) error
+	for _, c := range commands {
+		argvs := [][]string{{"-h"}}
+		if subs, ok := subcommands[c.name]; ok {
+			argvs = nil
+			for _, s := range subs {
+				argvs = append(argvs, []string{s, "-h"})
+			}
+		}
+		for _, argv := range argvs {
+			runs = append(runs, func(e *cli.Env) error { return c.run(ctx, e, argv) })
+		}
+	}
+	keys, err := cli.Keys(runs...)
+	if err != nil {
+		panic(err) // a programming error; TestConfigKeys fails first
+	}
+	return keys
 }
 
 func usage(w io.Writer) {

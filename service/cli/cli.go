@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +32,39 @@ type Env struct {
 	// never have (a SIGKILL right after a step). nil in the production
 	// binary.
 	Drill func(queue.Queue, driver.Store, charge.Debiter) (queue.Queue, driver.Store, charge.Debiter)
+	// ConfigKeys is every key a configuration file may hold: each flag
+	// name of every command that has an environment variable, with that
+	// variable (see Keys). A key outside it is an error; a key in it that
+	// this command does not read is another command's, and skipped. nil:
+	// only this command's keys are known.
+	ConfigKeys func() map[string]string
+
+	// keys, set only in an Env made by Keys, collects the flags of the
+	// command run in it (its Parse does nothing else).
+	keys map[string]string
+	// checkOnly, set only in an Env made by CheckConfig, stops Parse after
+	// the configuration file.
+	checkOnly bool
+	// fromFile is the flags the configuration file set, with its line.
+	fromFile []fileValue
+}
+
+type fileValue struct {
+	path, key string
+	line      int
+}
+
+// FromConfig explains a usage error about a value that came from the
+// configuration file: "--backend: config FILE line 3", for each flag the
+// error names; "" when it names none.
+func (e *Env) FromConfig(err error) string {
+	var out []string
+	for _, v := range e.fromFile {
+		if strings.Contains(err.Error(), "--"+v.key) {
+			out = append(out, fmt.Sprintf("--%s is from config %s line %d", v.key, v.path, v.line))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // UsageError is a configuration problem: exit 2 with its message.
@@ -57,12 +91,32 @@ type FlagSet struct {
 	args  []string
 	name  string
 	usage func()
+	// envOf is each flag's environment variable ("" for none).
+	envOf  map[string]string
+	want   map[string]string // what a flag's value must be, for a file's bad value
+	config configFlag
+}
+
+// configFlag is --config: given twice is an error (the flag package would
+// keep the last one silently, and the first file would be ignored).
+type configFlag struct {
+	path string
+	n    int
+}
+
+func (c *configFlag) String() string { return c.path }
+func (c *configFlag) Set(v string) error {
+	if c.n++; c.n > 1 {
+		return errors.New("--config is given twice: one file holds the configuration")
+	}
+	c.path = v
+	return nil
 }
 
 func NewFlagSet(env *Env, name, synopsis string) *FlagSet {
 	fs := flag.NewFlagSet("chargerecovery "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	f := &FlagSet{fs: fs, env: env, name: name}
+	f := &FlagSet{fs: fs, env: env, name: name, envOf: map[string]string{}, want: map[string]string{}}
 	// The flag package calls Usage on -h and on every bad flag; the usage
 	// is printed once, for -h only (Parse), and a bad flag gets one line.
 	fs.Usage = func() {}
@@ -72,6 +126,8 @@ func NewFlagSet(env *Env, name, synopsis string) *FlagSet {
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)
 	}
+	f.config.path, _ = f.lookup("IC_CONFIG")
+	fs.Var(&f.config, "config", f.desc("read flags from this `FILE`: key = value lines, the key a flag's name (queue = …), acting as its environment variable; flags and environment variables override it (docs/operations/configuration.md)", "IC_CONFIG"))
 	return f
 }
 
@@ -98,6 +154,7 @@ func (f *FlagSet) bad(name, envName, v, want string) {
 }
 
 func (f *FlagSet) String(p *string, name, envName, def, usage string) {
+	f.envOf[name] = envName
 	if v, ok := f.lookup(envName); ok {
 		def = v
 	}
@@ -119,19 +176,27 @@ func fromEnv[T any](f *FlagSet, name, envName string, def T, parse func(string) 
 }
 
 func (f *FlagSet) Int(p *int, name, envName string, def int, usage string) {
+	f.envOf[name] = envName
+	f.want[name] = "a whole number"
 	f.fs.IntVar(p, name, fromEnv(f, name, envName, def, strconv.Atoi, "a whole number"), f.desc(usage, envName))
 }
 
 func (f *FlagSet) Float(p *float64, name, envName string, def float64, usage string) {
+	f.envOf[name] = envName
+	f.want[name] = "a number"
 	parse := func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }
 	f.fs.Float64Var(p, name, fromEnv(f, name, envName, def, parse, "a number"), f.desc(usage, envName))
 }
 
 func (f *FlagSet) Duration(p *time.Duration, name, envName string, def time.Duration, usage string) {
+	f.envOf[name] = envName
+	f.want[name] = "a duration such as 30s or 5m"
 	f.fs.DurationVar(p, name, fromEnv(f, name, envName, def, time.ParseDuration, "a duration such as 30s or 5m"), f.desc(usage, envName))
 }
 
 func (f *FlagSet) Bool(p *bool, name, envName string, def bool, usage string) {
+	f.envOf[name] = envName
+	f.want[name] = "true or false"
 	f.fs.BoolVar(p, name, fromEnv(f, name, envName, def, strconv.ParseBool, "true or false"), f.desc(usage, envName))
 }
 
@@ -139,6 +204,14 @@ func (f *FlagSet) Bool(p *bool, name, envName string, def bool, usage string) {
 // flags, bad environment values or leftover arguments (unless positional
 // arguments are allowed).
 func (f *FlagSet) Parse(args []string, allowArgs bool) error {
+	if f.env.keys != nil {
+		for name, envName := range f.envOf {
+			if envName != "" {
+				f.env.keys[name] = envName
+			}
+		}
+		return ErrHelp
+	}
 	rest := args
 	for {
 		if err := f.fs.Parse(rest); err != nil {
@@ -157,6 +230,15 @@ func (f *FlagSet) Parse(args []string, allowArgs bool) error {
 		}
 		f.args = append(f.args, f.fs.Arg(0))
 		rest = f.fs.Args()[1:]
+	}
+	if err := f.applyConfig(); err != nil {
+		return err
+	}
+	if f.env.checkOnly {
+		if len(f.errs) > 0 {
+			return Usagef("%s", strings.Join(f.errs, "; "))
+		}
+		return ErrHelp
 	}
 	if len(f.errs) > 0 {
 		return Usagef("%s", strings.Join(f.errs, "; "))
@@ -218,3 +300,112 @@ func (f *FlagSet) Args() []string { return f.args }
 // Flags is the underlying flag set, for flags without an environment
 // variable of a type FlagSet does not offer.
 func (f *FlagSet) Flags() *flag.FlagSet { return f.fs }
+
+// applyConfig sets, from the file --config (IC_CONFIG) names, each flag of
+// this command that has an environment variable, is not on the command
+// line, and whose variable is unset or empty.
+func (f *FlagSet) applyConfig() error {
+	path := f.config.path
+	if path == "" {
+		return nil
+	}
+	lines, err := readConfig(path)
+	if err != nil {
+		return err
+	}
+	onLine := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { onLine[fl.Name] = true })
+	var known map[string]string
+	if f.env.ConfigKeys != nil {
+		known = f.env.ConfigKeys()
+	}
+	byEnv := map[string]string{}
+	for name, envName := range known {
+		byEnv[envName] = name
+	}
+	for name, envName := range f.envOf {
+		if envName != "" {
+			byEnv[envName] = name
+		}
+	}
+	var errs []string
+	for _, l := range lines {
+		envName, mine := f.envOf[l.key]
+		switch {
+		case l.key == "config":
+			errs = append(errs, fmt.Sprintf("line %d: config: a configuration file does not name another", l.line))
+		case l.key == "operator":
+			errs = append(errs, fmt.Sprintf("line %d: operator: who acts is per person, never in a shared file (set IC_OPERATOR or --operator)", l.line))
+		case mine && envName != "":
+			if holdsPassword(l.value) {
+				errs = append(errs, fmt.Sprintf("line %d: %s holds a password: a configuration file holds no secrets (use a password file, see docs/operations/configuration.md)", l.line, l.key))
+				continue
+			}
+			if _, set := f.lookup(envName); set || onLine[l.key] {
+				continue // the flag or the environment wins
+			}
+			if err := f.fs.Set(l.key, l.value); err != nil {
+				errs = append(errs, fmt.Sprintf("line %d: %s = %q is not %s", l.line, l.key, l.value, cmp.Or(f.want[l.key], err.Error())))
+				continue
+			}
+			f.env.fromFile = append(f.env.fromFile, fileValue{path: path, key: l.key, line: l.line})
+		case known[l.key] != "":
+			// Another command's (or a flag of this command's own without a
+			// variable, such as demo's --concurrency): skipped, as its
+			// environment variable would be.
+		case mine:
+			errs = append(errs, fmt.Sprintf("line %d: %s: --%s is given on the command line, per run; a file holds only what has an environment variable", l.line, l.key, l.key))
+		default:
+			if name, ok := byEnv[strings.ToUpper(l.key)]; ok {
+				errs = append(errs, fmt.Sprintf("line %d: %s: write the flag's name, %s", l.line, l.key, name))
+				continue
+			}
+			errs = append(errs, fmt.Sprintf("line %d: unknown key %q: no command has --%s with an environment variable (keys are the flag names in chargerecovery COMMAND -h)", l.line, l.key, l.key))
+		}
+	}
+	if len(errs) > 0 {
+		return Usagef("config %s %s", path, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Keys is every flag name with an environment variable of the commands
+// run(env, args) runs: each is run in an Env of its own, where Parse
+// records the flags and returns ErrHelp, so nothing is done or printed.
+// A flag that two commands give different variables is an error (one key,
+// one meaning).
+func Keys(runs ...func(*Env) error) (map[string]string, error) {
+	all := map[string]string{}
+	for _, run := range runs {
+		env := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }, keys: map[string]string{}}
+		if err := run(env); err != nil && !errors.Is(err, ErrHelp) {
+			return nil, err
+		}
+		for name, envName := range env.keys {
+			if prev, ok := all[name]; ok && prev != envName {
+				return nil, fmt.Errorf("--%s has two environment variables, %s and %s: a configuration key must mean one thing", name, prev, envName)
+			}
+			all[name] = envName
+		}
+	}
+	return all, nil
+}
+
+// CheckConfig reads the configuration file path in each of the commands
+// run(env) runs, stopping each after its flags: the first problem, or nil.
+// For an example file that must not rot.
+func CheckConfig(path string, keys func() map[string]string, runs ...func(*Env) error) error {
+	for _, run := range runs {
+		env := &Env{Stdout: io.Discard, Stderr: io.Discard, ConfigKeys: keys, checkOnly: true,
+			Getenv: func(k string) string {
+				if k == "IC_CONFIG" {
+					return path
+				}
+				return ""
+			}}
+		if err := run(env); err != nil && !errors.Is(err, ErrHelp) {
+			return err
+		}
+	}
+	return nil
+}
