@@ -315,7 +315,11 @@ func backendFor(env map[string]string) *backend.Config {
 }
 
 func TestOperatorToolsOnTheEmbeddedBackend(t *testing.T) {
-	opsScenario(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "ops.db")})
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "ops.db")}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 { // send never creates the file
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	opsScenario(t, env)
 }
 
 // pgEnv points the commands at a PostgreSQL schema of the test's own,

@@ -50,7 +50,9 @@ func runSend(ctx context.Context, env *cli.Env, args []string) error {
 	if err := p.Err(); err != nil {
 		return err
 	}
-	bc.Existing = bc.Kind == backend.Postgres // setup creates the schema; a producer role need not
+	// setup creates the file or schema; send never does (a typo in --db
+	// would queue the charge where no consumer looks).
+	bc.Existing = true
 	b, err := backend.Open(ctx, bc, 30*time.Second, false)
 	if err != nil {
 		return err
@@ -82,7 +84,9 @@ func sendFile(ctx context.Context, env *cli.Env, bc backend.Config, file string,
 		}
 		defer in.Close()
 	}
-	bc.Existing = bc.Kind == backend.Postgres // setup creates the schema; a producer role need not
+	// setup creates the file or schema; send never does (a typo in --db
+	// would queue the charge where no consumer looks).
+	bc.Existing = true
 	b, err := backend.Open(ctx, bc, 30*time.Second, false)
 	if err != nil {
 		return err

@@ -21,6 +21,9 @@ func TestSendFileSendsTheGoodLinesAndNamesTheBadOnes(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := env(t)
+			if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+				t.Fatalf("setup: %s", r.stderr)
+			}
 			var lines []string
 			for i := range 25 {
 				lines = append(lines, fmt.Sprintf(`{"chargeId":"CHG-F-%d","accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`, i))
@@ -66,5 +69,39 @@ func TestSendFileSendsTheGoodLinesAndNamesTheBadOnes(t *testing.T) {
 				t.Fatalf("--raw: exit %d %s %s", r.code, r.stdout, r.stderr)
 			}
 		})
+	}
+}
+
+// TestSendRefusesAMissingDatabase: send --db typo.db used to create the
+// file and queue the charge where no consumer looks (exit 0); now it is
+// refused, as the operator commands refuse it, and setup still creates.
+func TestSendRefusesAMissingDatabase(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo4.db")
+	for _, args := range [][]string{
+		{"send", "--db", typo, "--charge-id", "CHG-TYPO-1", "--account", "001234567890", "--amount-minor", "2500"},
+		{"send", "--db", typo, "--file", os.DevNull},
+	} {
+		r := runCmd(t.Context(), nil, args...)
+		if r.code != exitFailed || !strings.Contains(r.stderr, "run chargerecovery setup") || !strings.Contains(r.stderr, "typo4.db") {
+			t.Errorf("%v: exit %d, %s", args[:3], r.code, r.stderr)
+		}
+		if _, err := os.Stat(typo); !os.IsNotExist(err) {
+			t.Fatalf("send created %s: %v", typo, err)
+		}
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCmd(t.Context(), nil, "send", "--db", empty, "--charge-id", "CHG-TYPO-2", "--account", "001234567890", "--amount-minor", "2500"); r.code != exitFailed || !strings.Contains(r.stderr, "run chargerecovery setup") {
+		t.Errorf("a file without the schema: exit %d, %s", r.code, r.stderr)
+	}
+	ok := filepath.Join(dir, "ok.db")
+	if r := runCmd(t.Context(), nil, "setup", "--db", ok); r.code != 0 {
+		t.Fatalf("setup: %d %s", r.code, r.stderr)
+	}
+	if r := runCmd(t.Context(), nil, "send", "--db", ok, "--charge-id", "CHG-TYPO-3", "--account", "001234567890", "--amount-minor", "2500"); r.code != 0 {
+		t.Errorf("send after setup: %d %s", r.code, r.stderr)
 	}
 }
