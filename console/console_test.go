@@ -505,3 +505,32 @@ func TestRenotifyFromTheConsoleSendsTheKeptNoticeOnce(t *testing.T) {
 		t.Error("a console without a channel offers renotify")
 	}
 }
+
+// TestConsoleRefusesAReopenThatCannotHelp: the failed charge was declined
+// by the bank; reopened under the same key it would be declined again, so
+// the console refuses it and names the reopen that would help (the new
+// attempt), offered on the DLQ entry page next to Redrive; the confirm
+// page says the state once.
+func TestConsoleRefusesAReopenThatCannotHelp(t *testing.T) {
+	w := newWorld(t)
+	srv := w.console(t, proxyAuth())
+	_, entry := as(t, "olga", "GET", srv.URL+"/dlq/entry?id="+url.QueryEscape(w.dlqIDs(t)[w.failed]), nil)
+	if !strings.Contains(entry, `id="redrive"`) || !strings.Contains(entry, `id="reopen"`) || !strings.Contains(entry, "Reopen with a new attempt") {
+		t.Errorf("the DLQ entry page of a declined charge does not offer Reopen with a new attempt:\n%s", entry)
+	}
+	_, page := as(t, "olga", "GET", srv.URL+"/charge/reopen?id="+url.QueryEscape(w.failed), nil)
+	if strings.Contains(page, "FAILED FAILED") || !strings.Contains(page, "now FAILED: debit declined: ACCOUNT_CLOSED") {
+		t.Errorf("the confirm page says the state twice or not at all:\n%s", page)
+	}
+	code, body := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {w.failed}, "csrf": {csrfOf(t, page)}, "reason": {"INC-1: account reopened"}})
+	if code != http.StatusConflict || !strings.Contains(body, "declined again") || !strings.Contains(body, "chargerecovery reopen --new-attempt") {
+		t.Fatalf("a plain reopen of a decline: %d\n%s", code, body)
+	}
+	if rec, err := w.store.Get(t.Context(), w.failed, time.Now()); err != nil || rec.State != driver.StateFailed || rec.Reopens != 0 {
+		t.Fatalf("the refused reopen changed the record: %+v %v", rec, err)
+	}
+	trail, err := os.ReadFile(w.audit)
+	if err != nil || !strings.Contains(string(trail), "the same key is declined again") {
+		t.Errorf("the audit trail lacks the refusal (%v):\n%s", err, trail)
+	}
+}

@@ -435,6 +435,9 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 	case errors.Is(err, idempotency.ErrNotFailed):
 		e.Result, e.Detail = "refused", "the record is "+string(rec.State)
 		c.result(w, r, http.StatusConflict, "Not reopened", fmt.Sprintf("The charge is %s, not FAILED: only a FAILED record is reopened.", rec.State), back, "the charge")
+	case errors.Is(err, operate.ErrDeclinedSameKey):
+		e.Result, e.Detail = "refused", "declined by the bank: the same key is declined again"
+		c.result(w, r, http.StatusConflict, "Not reopened", fmt.Sprintf("The bank declined this charge explicitly (%s): reopened under the same bank key %s it is declined again. Reopen it with a new attempt (the next bank key), or on the command line: chargerecovery reopen --new-attempt --reason … %s", charge.Clip(charge.Printable(rec.Detail), 120), charge.BankKey(rec.Key, rec.Generation), chargeID), "/charge/reopen?id="+urlQuery(chargeID), "reopen with a new attempt")
 	case errors.Is(err, idempotency.ErrNotEligible):
 		e.Result, e.Detail = "refused", "not an explicit decline"
 		c.result(w, r, http.StatusConflict, "Not reopened", "A new attempt is only for a charge the bank declined explicitly; reopen without it to retry under the same key.", back, "the charge")

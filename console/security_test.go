@@ -241,7 +241,7 @@ func TestTheAuditTrailHoldsTheRequestAndTheResultBeforeTheAnswer(t *testing.T) {
 	w := newWorld(t)
 	srv := w.console(t, proxyAuth())
 	_, page := as(t, "olga", "GET", srv.URL+"/charge/reopen?id="+url.QueryEscape(w.failed), nil)
-	code, _ := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {w.failed}, "csrf": {csrfOf(t, page)}, "reason": {"INC-2"}})
+	code, _ := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {w.failed}, "csrf": {csrfOf(t, page)}, "reason": {"INC-2"}, "new_attempt": {"on"}})
 	if code != http.StatusOK {
 		t.Fatalf("reopen: %d", code)
 	}
@@ -252,7 +252,7 @@ func TestTheAuditTrailHoldsTheRequestAndTheResultBeforeTheAnswer(t *testing.T) {
 			got = append(got, e.Action+":"+e.Result)
 		}
 	}
-	if strings.Join(got, ",") != "reopen:requested,reopen:reopened" {
+	if strings.Join(got, ",") != "reopen:requested,reopen --new-attempt:reopened" {
 		t.Fatalf("the trail for the reopen: %v, want the request then the result", got)
 	}
 }
@@ -307,7 +307,7 @@ func TestRefusedSignInsAreSummarisedNotFlooded(t *testing.T) {
 	srv := w.consoleWith(t, tokenAuth(t, file), func(o *console.Options) { o.RefusalSummary = 500 * time.Millisecond })
 	olga := signIn(t, srv.URL, olgaToken)
 	_, page := olga.do("GET", "/charge/reopen?id="+url.QueryEscape(w.failed), nil)
-	if code, _ := olga.do("POST", "/charge/reopen", url.Values{"id": {w.failed}, "csrf": {csrfOf(t, page)}, "reason": {"INC-3"}}); code != http.StatusOK {
+	if code, _ := olga.do("POST", "/charge/reopen", url.Values{"id": {w.failed}, "csrf": {csrfOf(t, page)}, "reason": {"INC-3"}, "new_attempt": {"on"}}); code != http.StatusOK {
 		t.Fatalf("reopen: %d", code)
 	}
 	for i := range 300 {

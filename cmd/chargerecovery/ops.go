@@ -71,6 +71,7 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "reopen", "reopen [flags] CHARGE_ID --reason TEXT [--new-attempt]")
 	o := operate.ReopenOptions{Out: env.Stdout, Audit: env.Stderr}
 	f.Bool(&o.NewAttempt, "new-attempt", "", false, "for a charge FAILED by an explicit decline (e.g. INSUFFICIENT_FUNDS, now that funds arrived): debit it under the next bank-key generation (CHARGE_ID~2, ~3, …), since the bank's answer under the old key is final; refused for any other failure")
+	f.Bool(&o.SameKey, "same-key", "", false, "reopen an explicit decline under its old bank key (refused without it: the bank declines it again); only for a \"decline\" that was not the bank's final word, such as a --corebank-declines entry that took a 401 for one")
 	f.String(&o.Reason, "reason", "", "", "why the charge is reopened (kept in the record and the audit log; required), e.g. \"INC-4711: gateway token fixed\"")
 	f.Duration(&o.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the reopened record is kept")
 	var ac auditConfig

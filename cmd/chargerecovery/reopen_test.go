@@ -60,10 +60,12 @@ func reopenScenario(t *testing.T, env map[string]string) {
 		t.Fatalf("%d postings during the 401 window", n)
 	}
 
-	// 2. Fix the cause (the gateway token) and reopen each charge.
+	// 2. Fix the cause (the gateway token) and reopen each charge: under
+	// its key (--same-key), since the 401 was never the bank's final word
+	// (a plain reopen of what the record calls a decline is refused).
 	ledger.SetFaults(corebanksim.Faults{})
 	for _, id := range ids {
-		r := runCmd(ctx, env, "reopen", id, "--reason", "INC-4711: gateway token renewed")
+		r := runCmd(ctx, env, "reopen", id, "--same-key", "--reason", "INC-4711: gateway token renewed")
 		if r.code != 0 || !strings.Contains(r.stdout, "reopened "+id) || !strings.Contains(r.stdout, "redrive --charge-id "+id) {
 			t.Fatalf("reopen %s: %d %s %s", id, r.code, r.stdout, r.stderr)
 		}
@@ -148,8 +150,9 @@ func TestReopenOnAWS(t *testing.T) {
 }
 
 // retriedDeclineScenario: a charge declined for INSUFFICIENT_FUNDS; the
-// funds arrive. Reopened under the same key the bank replays its final
-// decline (FAILED again, never posted); reopened with --new-attempt it is
+// funds arrive. A plain reopen is refused; forced under the same key
+// (--same-key) the bank replays its final decline (FAILED again, never
+// posted); reopened with --new-attempt it is
 // posted once under <id>~2, and the record keeps both generations'
 // outcomes.
 func retriedDeclineScenario(t *testing.T, env map[string]string) {
@@ -190,9 +193,19 @@ func retriedDeclineScenario(t *testing.T, env map[string]string) {
 	serve(failedAgain(0))
 	ledger.SetFaults(corebanksim.Faults{}) // the funds arrive
 
-	// 2. A plain reopen keeps the key: the bank replays its final answer.
-	if r := runCmd(ctx, env, "reopen", id, "--reason", "funds arrived"); r.code != 0 {
-		t.Fatalf("reopen: %s", r.stderr)
+	// 2. A plain reopen is refused, with the command that would help: under
+	// the same key the bank replays its final answer. --same-key forces it,
+	// and the bank does replay it.
+	r := runCmd(ctx, env, "reopen", id, "--reason", "funds arrived")
+	if want := "use: chargerecovery reopen --new-attempt --reason \"funds arrived\" " + id; r.code != exitFailed ||
+		!strings.Contains(r.stderr, "was declined by the bank") || !strings.Contains(r.stderr, want) {
+		t.Fatalf("plain reopen of a decline: %d %s, want exit 1 saying %q", r.code, r.stderr, want)
+	}
+	if rec, err := b.Store.Get(ctx, id, time.Now()); err != nil || rec.State != driver.StateFailed || rec.Reopens != 0 {
+		t.Fatalf("a refused reopen changed the record: %+v %v", rec, err)
+	}
+	if r := runCmd(ctx, env, "reopen", id, "--same-key", "--reason", "funds arrived"); r.code != 0 {
+		t.Fatalf("reopen --same-key: %s", r.stderr)
 	}
 	redrive()
 	serve(failedAgain(1))
@@ -201,7 +214,7 @@ func retriedDeclineScenario(t *testing.T, env map[string]string) {
 	}
 
 	// 3. --new-attempt: the next generation's key, posted once.
-	r := runCmd(ctx, env, "reopen", id, "--new-attempt", "--reason", "INC-9: funds arrived")
+	r = runCmd(ctx, env, "reopen", id, "--new-attempt", "--reason", "INC-9: funds arrived")
 	if r.code != 0 || !strings.Contains(r.stdout, "bank key "+id+"~2") {
 		t.Fatalf("reopen --new-attempt: %d %s %s", r.code, r.stdout, r.stderr)
 	}

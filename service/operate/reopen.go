@@ -15,13 +15,35 @@ import (
 	"github.com/finedge/idempotent-consumer/service/status"
 )
 
+// ErrDeclinedSameKey: a reopen under the same bank key of a charge the
+// bank declined explicitly. The bank's answer under that key is final, so
+// the redrive would be declined again: only a new attempt (the next key
+// generation) can change the outcome.
+var ErrDeclinedSameKey = errors.New("declined by the bank: reopening it under the same bank key is declined again")
+
 // Reopen turns the FAILED record of id back into one the next delivery
-// claims afresh, by operator for reason, with the one rule the command
-// line and the console share: a new attempt (the next bank-key
-// generation) only for a charge charge.EligibleForNewGeneration accepts.
-// Its errors are the guard's: idempotency.ErrNotFound, ErrNotFailed (the
-// record returned says what it is), ErrNotEligible.
+// claims afresh, by operator for reason, with the rules the command line
+// and the console share: a new attempt (the next bank-key generation) only
+// for a charge charge.EligibleForNewGeneration accepts, and a charge the
+// bank declined explicitly only with a new attempt (ErrDeclinedSameKey,
+// with the record). Its other errors are the guard's:
+// idempotency.ErrNotFound, ErrNotFailed (the record returned says what it
+// is), ErrNotEligible.
 func Reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt bool, operator string) (driver.Record, error) {
+	return reopen(ctx, g, id, reason, newAttempt, false, operator)
+}
+
+// reopen is Reopen; sameKey lets a decline be reopened under its key (the
+// command line's --same-key: the "decline" was a --corebank-declines entry
+// that took an answer that was not final for one).
+func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt, sameKey bool, operator string) (driver.Record, error) {
+	if !newAttempt && !sameKey {
+		// An advice, read before the guard's own read: the guard's write
+		// is conditional on the record it reads, whatever this one said.
+		if cur, err := g.Get(ctx, id); err == nil && cur.State == driver.StateFailed && charge.DeclinedDetail(cur.Detail) {
+			return cur, ErrDeclinedSameKey
+		}
+	}
 	return g.Reopen(ctx, id, reason, idempotency.ReopenOptions{NewGeneration: newAttempt,
 		Eligible: charge.EligibleForNewGeneration, Operator: operator})
 }
@@ -30,8 +52,11 @@ func Reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAtt
 type ReopenOptions struct {
 	ID, Reason, Operator string
 	NewAttempt           bool
-	Retention            time.Duration // of the reopened record
-	JSON                 bool
+	// SameKey reopens a decline under its old bank key (refused otherwise:
+	// ErrDeclinedSameKey), for a "decline" that was not the bank's final word.
+	SameKey   bool
+	Retention time.Duration // of the reopened record
+	JSON      bool
 	// Out gets the report; Audit the audit line (JSON).
 	Out, Audit io.Writer
 }
@@ -45,8 +70,11 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 		return err
 	}
 	id := o.ID
-	rec, err := Reopen(ctx, guard, id, o.Reason, o.NewAttempt, o.Operator)
+	rec, err := reopen(ctx, guard, id, o.Reason, o.NewAttempt, o.SameKey, o.Operator)
 	switch {
+	case errors.Is(err, ErrDeclinedSameKey):
+		return fmt.Errorf("%s was declined by the bank (%s); reopening it under the same bank key %s is declined again; use: chargerecovery reopen --new-attempt --reason %q %s (a debit under the next bank key). Only if that answer was not the bank's final word (a --corebank-declines entry that took a non-final answer for a decline) reopen it under the same key with --same-key",
+			id, charge.Clip(rec.Detail, 120), charge.BankKey(rec.Key, rec.Generation), o.Reason, id)
 	case errors.Is(err, idempotency.ErrNotFound):
 		return fmt.Errorf("no idempotency record for %s (never claimed, or past its retention): nothing to reopen; redriving its message debits it as a new charge", id)
 	case errors.Is(err, idempotency.ErrNotFailed):
