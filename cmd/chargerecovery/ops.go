@@ -175,7 +175,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	if o.Codes, err = operate.ParseCodes(codes); err != nil {
 		return err
 	}
-	o.Match = operate.ChargeMatch(cli.SplitList(ids))
+	o.ChargeIDs = cli.SplitList(ids)
 	if o.Max < 0 || maxAge < 0 {
 		return cli.Usagef("--max and --max-age must not be negative")
 	}

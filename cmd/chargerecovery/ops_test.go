@@ -353,3 +353,27 @@ func TestOperatorToolsOnAWS(t *testing.T) {
 }
 
 func bcKind(env map[string]string) string { return env["IC_BACKEND"] }
+
+// TestIDsThatMatchNothingExit1: redrive, renotify and reopen of a charge
+// id that matches nothing say which and exit 1 (redrive used to say
+// "moved 0" and exit 0).
+func TestIDsThatMatchNothingExit1(t *testing.T) {
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "nope.db"), "IC_OPERATOR": "ops-1", "IC_NOTIFY": "log"}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	for _, args := range [][]string{
+		{"redrive", "--charge-id", "CHG-NOPE,CHG-NOPE2"},
+		{"redrive", "--dry-run", "--charge-id", "CHG-NOPE,CHG-NOPE2"},
+		{"renotify", "CHG-NOPE", "CHG-NOPE2"},
+		{"reopen", "CHG-NOPE", "--reason", "x"},
+	} {
+		r := runCmd(t.Context(), env, args...)
+		if r.code != exitFailed || !strings.Contains(r.stderr, "CHG-NOPE") {
+			t.Errorf("%v: exit %d, %s%s", args, r.code, r.stdout, r.stderr)
+		}
+		if args[0] != "reopen" && !strings.Contains(r.stderr, "CHG-NOPE2") {
+			t.Errorf("%v does not name every id: %s", args, r.stderr)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,8 +29,12 @@ func RedriveAt(now time.Time, retention time.Duration) queue.RedriveOptions {
 // RedriveRun is a redrive asked for on the command line.
 type RedriveRun struct {
 	queue.RedriveOptions
-	Operator string
-	JSON     bool
+	// ChargeIDs, when given, choose the entries of these charges (Match,
+	// when nil, is ChargeMatch of them); each that matches no entry is an
+	// error after the run, which moves the others.
+	ChargeIDs []string
+	Operator  string
+	JSON      bool
 	// Out gets the report; Audit the audit line (JSON).
 	Out, Audit io.Writer
 }
@@ -43,6 +48,20 @@ func Redrive(ctx context.Context, q queue.Operator, o RedriveRun) error {
 	var moved []string
 	o.Moved = func(e queue.DLQEntry) {
 		moved = append(moved, cmp.Or(ChargeIDOf(e.Body), "message "+e.ID))
+	}
+	if o.Match == nil {
+		o.Match = ChargeMatch(o.ChargeIDs)
+	}
+	matched := map[string]bool{}
+	if visit := o.Visit; len(o.ChargeIDs) > 0 {
+		o.Visit = func(e queue.DLQEntry, d queue.RedriveDecision) {
+			if d != queue.Skip {
+				matched[ChargeIDOf(e.Body)] = true
+			}
+			if visit != nil {
+				visit(e, d)
+			}
+		}
 	}
 	rep, err := q.Redrive(ctx, o.RedriveOptions)
 	if !o.DryRun && len(moved) > 0 {
@@ -60,7 +79,7 @@ func Redrive(ctx context.Context, q queue.Operator, o RedriveRun) error {
 		if unseen != "" {
 			return fmt.Errorf("%s (not moved)", unseen)
 		}
-		return goneMeanwhile(rep)
+		return errors.Join(goneMeanwhile(rep), unmatched(o, rep, matched))
 	}
 	verb := "moved"
 	if o.DryRun {
@@ -83,7 +102,31 @@ func Redrive(ctx context.Context, q queue.Operator, o RedriveRun) error {
 	if unseen != "" {
 		return fmt.Errorf("%s (not moved)", unseen)
 	}
-	return goneMeanwhile(rep)
+	return errors.Join(goneMeanwhile(rep), unmatched(o, rep, matched))
+}
+
+// unmatched is the error naming the charge ids asked for that matched no
+// DLQ entry (not a quiet "moved 0"); none when --max stopped the run
+// before every entry was looked at.
+func unmatched(o RedriveRun, rep queue.RedriveReport, matched map[string]bool) error {
+	if o.Max > 0 && rep.Moved >= o.Max {
+		return nil
+	}
+	var none []string
+	for _, id := range o.ChargeIDs {
+		if !matched[id] {
+			none = append(none, id)
+		}
+	}
+	if len(none) == 0 {
+		return nil
+	}
+	filter := ""
+	if len(o.Codes) > 0 {
+		filter = " with the reason codes asked for"
+	}
+	return fmt.Errorf("no DLQ entry%s for charge id(s) %s: nothing moved for %s (chargerecovery dlq list shows what is there; a charge that is not on the DLQ is not failed, or was redriven already)",
+		filter, strings.Join(none, ", "), plural(len(none), "it", "them"))
 }
 
 // goneMeanwhile is the error of a redrive some of whose chosen entries had

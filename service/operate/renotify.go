@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -61,6 +62,8 @@ const SentStatus = "SENT"
 func (r Renotifier) One(ctx context.Context, rec driver.Record, operator, reason string, dryRun bool, now time.Time) Renotified {
 	notice, ok := charge.PendingNotice(rec.Status, rec.Detail)
 	switch {
+	case rec.State == "":
+		return Renotified{ChargeID: rec.Key, Result: "not_found", Why: "no idempotency record (never claimed, or past its retention): nothing to notify"}
 	case rec.State != driver.StateDone || rec.Status != string(charge.DebitedNotificationFailed):
 		return Renotified{ChargeID: rec.Key, Result: "skipped", Why: fmt.Sprintf("%s %s: only DEBITED_NOTIFICATION_FAILED is notified again", rec.State, rec.Status)}
 	case !ok:
@@ -183,6 +186,11 @@ func Pending(ctx context.Context, store driver.Store, ids []string, all bool, li
 	var recs []driver.Record
 	for _, id := range ids {
 		rec, err := store.Get(ctx, id, now)
+		if errors.Is(err, idempotency.ErrNotFound) {
+			// Reported (not_found) and an error after the others are done.
+			recs = append(recs, driver.Record{Key: id})
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", id, err)
 		}
@@ -207,10 +215,13 @@ func (r Renotifier) Renotify(ctx context.Context, recs []driver.Record, o Renoti
 	audit := AuditLog(o.Audit)
 	var report []Renotified
 	failed := 0
+	var missing []string
 	for _, rec := range recs {
 		res := r.One(ctx, rec, o.Operator, o.Reason, o.DryRun, o.Now)
 		report = append(report, res)
 		switch res.Result {
+		case "not_found":
+			missing = append(missing, rec.Key)
 		case "failed":
 			failed++
 		case "sent":
@@ -229,11 +240,19 @@ func (r Renotifier) Renotify(ctx context.Context, recs []driver.Record, o Renoti
 			counts[res.Result]++
 			fmt.Fprintf(o.Out, "%-9s %s %s %s\n", res.Result, res.ChargeID, res.Reference, res.Why)
 		}
-		fmt.Fprintf(o.Out, "%d record(s): %d sent, %d would send, %d failed, %d skipped\n", len(report),
-			counts["sent"], counts["would_send"], counts["failed"], counts["skipped"])
+		notFound := ""
+		if len(missing) > 0 {
+			notFound = fmt.Sprintf(", %d not found", len(missing))
+		}
+		fmt.Fprintf(o.Out, "%d record(s): %d sent, %d would send, %d failed, %d skipped%s\n", len(report),
+			counts["sent"], counts["would_send"], counts["failed"], counts["skipped"], notFound)
 	}
+	var errs []error
 	if failed > 0 {
-		return fmt.Errorf("%d notification(s) not sent or not recorded; run renotify again once the channel works", failed)
+		errs = append(errs, fmt.Errorf("%d notification(s) not sent or not recorded; run renotify again once the channel works", failed))
 	}
-	return nil
+	if len(missing) > 0 {
+		errs = append(errs, fmt.Errorf("no idempotency record for %s: nothing notified for %s (check the id with inspect)", strings.Join(missing, ", "), plural(len(missing), "it", "them")))
+	}
+	return errors.Join(errs...)
 }
