@@ -116,3 +116,25 @@ func TestNoCredentialFromTheAWSEndpointIsPrinted(t *testing.T) {
 		t.Errorf("an unreachable endpoint is reported as: %s", r.stderr)
 	}
 }
+
+// TestAPostgreSQLErrorNamesTheServer: it used to read "[redacted]:
+// connect: … user=[redacted]" for a URL with a user and no password; it
+// names host:port/db and the user, and never a password.
+func TestAPostgreSQLErrorNamesTheServer(t *testing.T) {
+	for _, u := range []string{"postgres://postgres@127.0.0.1:1/test?sslmode=disable", "postgres://postgres:pw-Zx81q@127.0.0.1:1/test?sslmode=disable"} {
+		r := runCmd(t.Context(), map[string]string{"IC_POSTGRES_URL": u}, "status", "--backend", "postgres", "--metrics-url", "")
+		if r.code != exitFailed || !strings.Contains(r.stderr, "postgres at 127.0.0.1:1/test: postgres: connect") ||
+			!strings.Contains(r.stderr, "user=postgres") || strings.Contains(r.stderr, "[redacted]") || strings.Contains(r.stderr, "Zx81q") {
+			t.Errorf("%s: exit %d %s", u, r.code, r.stderr)
+		}
+	}
+}
+
+// TestARedisErrorNamesTheServer: host:port/db, the user name, never the
+// password.
+func TestARedisErrorNamesTheServer(t *testing.T) {
+	env := map[string]string{"IC_STORE": "redis", "IC_REDIS_URL": "redis://default:pw-Zx81q@127.0.0.1:1/3", "IC_DB": filepath.Join(t.TempDir(), "r.db")}
+	if r := runCmd(t.Context(), env, "setup"); r.code != exitFailed || !strings.Contains(r.stderr, "redis at 127.0.0.1:1/3:") || strings.Contains(r.stderr, "Zx81q") {
+		t.Errorf("exit %d %s", r.code, r.stderr)
+	}
+}

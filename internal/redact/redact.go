@@ -40,6 +40,39 @@ func URL(raw string) string {
 	return scheme + rest
 }
 
+// namedUser are the schemes whose user info before the ':' is a user
+// name (the password after it is the secret); elsewhere (https) a user
+// name may be a token.
+var namedUser = map[string]bool{"postgres": true, "postgresql": true, "redis": true, "rediss": true}
+
+// Server is the server raw names, for an error that must say which one
+// failed: host:port/database of a URL (user info, query and fragment
+// dropped) or of a key=value connection string (host, port, dbname);
+// "" when raw names none.
+func Server(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	if !strings.Contains(raw, "://") && strings.Contains(raw, "=") {
+		kv := map[string]string{}
+		for _, m := range dsnPair.FindAllStringSubmatch(raw, -1) {
+			kv[strings.ToLower(m[1])] = strings.Trim(m[2], "'")
+		}
+		s := kv["host"]
+		if kv["port"] != "" {
+			s += ":" + kv["port"]
+		}
+		if kv["dbname"] != "" {
+			s += "/" + kv["dbname"]
+		}
+		return s
+	}
+	_, rest, _ := strings.Cut(URL(raw), "://")
+	return rest
+}
+
+var dsnPair = regexp.MustCompile(`(?i)\b(host|port|dbname)\s*=\s*('[^']*'|[^\s]+)`)
+
 var secretKeys = regexp.MustCompile(`(?i)\b(password|passwd|pwd|secret|token|sslpassword|sslkey)\s*=\s*('[^']*'|\S+)`)
 
 // Error is err as it may be printed when it came from parsing or using
@@ -67,17 +100,23 @@ func Error(err error, raw string) error {
 }
 
 // secretsOf are the parts of raw that must never be printed: the user
-// info (whole, and its password), and the query.
+// info (whole, and its password), and the query. For a database URL
+// (postgres, redis) a user name is a name, not a credential, and stays:
+// "user=postgres" in an error says which role failed, and replacing the
+// word everywhere made "postgres: connect" read "[redacted]: connect".
 func secretsOf(raw string) []string {
 	var out []string
-	_, rest, ok := strings.Cut(raw, "://")
+	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
-		rest = raw
+		scheme, rest = "", raw
 	}
 	if i := strings.LastIndex(rest, "@"); i >= 0 {
 		info := rest[:i]
-		out = append(out, info)
-		if _, pw, ok := strings.Cut(info, ":"); ok && pw != "" {
+		user, pw, hasPW := strings.Cut(info, ":")
+		if !namedUser[strings.ToLower(scheme)] || hasPW && user != "" {
+			out = append(out, info)
+		}
+		if hasPW && pw != "" {
 			out = append(out, pw, url.PathEscape(pw), url.QueryEscape(pw))
 		}
 	}

@@ -53,3 +53,49 @@ func TestErrorShowsNeitherTheURLNorAPieceOfItsPassword(t *testing.T) {
 		}
 	}
 }
+
+// TestServerNamesTheServerAndNoCredential: an error says which server
+// failed (host:port/db), never a password.
+func TestServerNamesTheServerAndNoCredential(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{"postgres://app:s3cretpw@db.internal:5432/bank?sslmode=verify-full&password=other", "db.internal:5432/bank"},
+		{"postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "127.0.0.1:5432/test"},
+		{"postgresql://u:p@ss/w0rd@db:5432/x", "db:5432/x"},
+		{"host=db.internal port=5432 user=app password=s3cretpw dbname=bank sslmode=verify-full", "db.internal:5432/bank"},
+		{"host='db' password='s3cret pw' dbname='bank'", "db/bank"},
+		{"redis://:s3cretpw@cache:6379/0", "cache:6379/0"},
+		{"rediss://default:s3cretpw@cache:6380", "cache:6380"},
+		{"", ""},
+	} {
+		got := redact.Server(tc.raw)
+		if got != tc.want {
+			t.Errorf("Server(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+		if strings.Contains(got, "s3cret") || strings.Contains(got, "w0rd") {
+			t.Errorf("Server(%q) = %q holds the password", tc.raw, got)
+		}
+	}
+}
+
+// TestErrorKeepsADatabaseUserName: a PostgreSQL error for a URL with a
+// user and no password used to read "[redacted]: connect: … user=[redacted]"
+// (the user name, "postgres", replaced everywhere); a database user name
+// is shown, its password never, and an https user name (maybe a token)
+// still is not.
+func TestErrorKeepsADatabaseUserName(t *testing.T) {
+	raw := "postgres://postgres@127.0.0.1:5999/test?sslmode=disable"
+	err := errors.New("postgres: connect: failed to connect to `user=postgres database=test`: 127.0.0.1:5999: connection refused")
+	if got := redact.Error(err, raw).Error(); got != err.Error() {
+		t.Errorf("got %q, want it unchanged", got)
+	}
+	raw = "postgres://postgres:hunter22x@127.0.0.1:5999/test"
+	err = errors.New("postgres: connect " + raw + ": password hunter22x refused for user=postgres")
+	got := redact.Error(err, raw).Error()
+	if strings.Contains(got, "hunter22x") || !strings.Contains(got, "user=postgres") || !strings.HasPrefix(got, "postgres: connect") {
+		t.Errorf("got %q", got)
+	}
+	raw = "https://ghp_tokenvalue123@hooks.example/x"
+	if got := redact.Error(errors.New("POST for ghp_tokenvalue123 failed"), raw).Error(); strings.Contains(got, "ghp_tokenvalue123") {
+		t.Errorf("an https user name (a token) printed: %q", got)
+	}
+}

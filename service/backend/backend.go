@@ -301,6 +301,9 @@ func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Bac
 		return nil, cli.Usagef("%v (set --postgres-url / IC_POSTGRES_URL, or the PG* variables)", err)
 	}
 	if err != nil {
+		if srv := redact.Server(c.PostgresURL); srv != "" {
+			err = fmt.Errorf("postgres at %s: %w", srv, err) // which server failed, no credential
+		}
 		return nil, fmt.Errorf("%w (check --postgres-url / IC_POSTGRES_URL or the PG* variables, and that the server runs)", err)
 	}
 	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: c.Queue, VisibilityTimeout: visibility, MaxReceiveCount: c.MaxReceive,
@@ -339,7 +342,7 @@ func (b *Backend) useRedis(ctx context.Context, c Config) error {
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		client.Close()
-		return fmt.Errorf("redis at %s: %w (check --redis-url / IC_REDIS_URL and that the server runs)", opts.Addr, redact.Error(err, c.RedisURL))
+		return fmt.Errorf("redis at %s/%d: %w (check --redis-url / IC_REDIS_URL and that the server runs)", opts.Addr, opts.DB, redact.Error(err, c.RedisURL))
 	}
 	store, err := redisstore.New(client, redisstore.Options{Prefix: c.RedisPrefix})
 	if err != nil {
