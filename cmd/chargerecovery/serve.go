@@ -68,6 +68,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	bc.Receivers = cc.MostReceivers()
 	log := lc.Logger(env.Stderr)
+	bc.Log = log // the AWS SDK's own lines, at debug
 
 	bank, err := pipeline.NewBank(cc, log)
 	if err != nil {

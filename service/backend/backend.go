@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -26,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
@@ -77,6 +79,9 @@ type Config struct {
 	// PostgreSQL schema, table or queue is created or migrated; a missing
 	// one is an error that says to run setup. Operator commands set it.
 	Existing bool
+	// Log gets the AWS SDK's own lines, at debug level (nil:
+	// slog.Default()).
+	Log *slog.Logger
 }
 
 // notSetUp is the error for a backend part that is not there.
@@ -403,9 +408,11 @@ func openEmbedded(ctx context.Context, c Config, visibility time.Duration) (*Bac
 }
 
 // LoadAWS reads the standard AWS configuration chain and checks that it
-// names a region and yields credentials.
-func LoadAWS(ctx context.Context) (aws.Config, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+// names a region and yields credentials. The SDK's own log lines (such as
+// "failed to discard remaining HTTP response body") go to log at debug
+// level (nil: slog.Default()), never raw to stderr.
+func LoadAWS(ctx context.Context, log *slog.Logger) (aws.Config, error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithLogger(SDKLogger(log)))
 	if err != nil {
 		return aws.Config{}, cli.Usagef("AWS configuration: %v", err)
 	}
@@ -420,8 +427,22 @@ func LoadAWS(ctx context.Context) (aws.Config, error) {
 	return cfg, nil
 }
 
+// SDKLogger is the AWS SDK's logger writing to log (nil: slog.Default(),
+// as it is when a line comes) at debug level: the SDK's warnings are about
+// its own plumbing (a response body it could not drain), which the caller
+// has already handled or reported.
+func SDKLogger(log *slog.Logger) logging.Logger {
+	return logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+		l := log
+		if l == nil {
+			l = slog.Default()
+		}
+		l.Debug(fmt.Sprintf(format, v...), "source", "aws-sdk", "sdk_level", string(c))
+	})
+}
+
 func openAWS(ctx context.Context, c Config, visibility time.Duration, create bool) (*Backend, error) {
-	cfg, err := LoadAWS(ctx)
+	cfg, err := LoadAWS(ctx, c.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -574,7 +595,7 @@ func OpenFresh(ctx context.Context, stderr io.Writer, c Config, prefix, dir stri
 func dropAWS(c Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg, err := LoadAWS(ctx)
+	cfg, err := LoadAWS(ctx, c.Log)
 	if err != nil {
 		return
 	}

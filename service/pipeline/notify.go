@@ -85,7 +85,7 @@ func (n *NotifyConfig) Check(p *cli.Problems) {
 func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger) (charge.Notifier, string, error) {
 	switch n.Channel {
 	case NotifySNS:
-		cfg, err := backend.LoadAWS(ctx)
+		cfg, err := backend.LoadAWS(ctx, log)
 		if err != nil {
 			return nil, "", err
 		}

@@ -1,0 +1,59 @@
+package backend
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/smithy-go/logging"
+)
+
+type recorder struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec)
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+// TestTheAWSSDKLogsThroughSlogAtDebug: the SDK's "WARN failed to discard
+// remaining HTTP response body" lines landed raw in logs and command
+// output; the aws.Config LoadAWS returns logs through slog at debug, so
+// at the default level nothing of it is printed.
+func TestTheAWSSDKLogsThroughSlogAtDebug(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	rec := &recorder{}
+	cfg, err := LoadAWS(t.Context(), slog.New(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger.Logf(logging.Warn, "failed to discard remaining HTTP response body, %v", "unexpected EOF")
+	if len(rec.recs) != 1 || rec.recs[0].Level != slog.LevelDebug || !strings.Contains(rec.recs[0].Message, "failed to discard remaining HTTP response body, unexpected EOF") {
+		t.Fatalf("recorded %+v, want the SDK's line at debug", rec.recs)
+	}
+	var out bytes.Buffer
+	info := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg, err = LoadAWS(t.Context(), info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger.Logf(logging.Warn, "failed to discard remaining HTTP response body, %v", "unexpected EOF")
+	if out.Len() != 0 {
+		t.Errorf("at the default level the SDK's line is printed: %s", out.String())
+	}
+}
