@@ -56,12 +56,12 @@ func readConfig(path string) ([]configLine, error) {
 	if err != nil {
 		return nil, Usagef("config %s: %v", path, unwrapPath(err))
 	}
+	// A pipe or a device (--config <(…), /dev/null) is read as a file,
+	// bounded as one; only a regular file's mode says who may write it.
 	switch {
 	case st.IsDir():
 		return nil, Usagef("config %s: is a directory, not a file", path)
-	case !st.Mode().IsRegular():
-		return nil, Usagef("config %s: is not a regular file (%s)", path, st.Mode().Type())
-	case st.Mode().Perm()&0o002 != 0:
+	case st.Mode().IsRegular() && st.Mode().Perm()&0o002 != 0:
 		// Whoever may write it chooses the bank URL and the queue.
 		return nil, Usagef("config %s: is writable by every user (mode %04o): chmod o-w it", path, st.Mode().Perm())
 	}
@@ -99,7 +99,9 @@ func parseConfig(path string, data []byte) ([]configLine, error) {
 		}
 		k, v, ok := strings.Cut(text, "=")
 		if !ok {
-			return nil, configAt(path, n, "%q is not key = value", text)
+			// The text is not printed: a line that is no setting may be
+			// anything (a password pasted in the wrong window).
+			return nil, configAt(path, n, "the line is not key = value")
 		}
 		k = strings.TrimSpace(k)
 		if !configKeyRE.MatchString(k) {

@@ -102,6 +102,7 @@ func TestConfigRefused(t *testing.T) {
 		{"not a key", "que ue = q\n", []string{"line 1", "not a key"}},
 		{"operator", "operator = alice\n", []string{"line 1: operator: who acts is per person"}},
 		{"no equals", "queue\n", []string{"line 1", "not key = value"}},
+		{"no equals: the text not printed", "hunter2-s3cret\n", []string{"line 1: the line is not key = value"}},
 		{"section", "[serve]\n", []string{"line 1", "sections are not supported"}},
 		{"unterminated quote", "queue = \"abc\n", []string{"line 1: queue"}},
 		{"text after quote", "queue = \"a\" b\n", []string{"line 1: queue"}},
@@ -123,7 +124,7 @@ func TestConfigRefused(t *testing.T) {
 					t.Errorf("%q does not say %q", err, w)
 				}
 			}
-			if strings.Contains(err.Error(), "pw@") || strings.Contains(err.Error(), "password=pw") {
+			if strings.Contains(err.Error(), "pw@") || strings.Contains(err.Error(), "password=pw") || strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("%q prints the password", err)
 			}
 		})
@@ -152,6 +153,14 @@ func TestConfigFileProblems(t *testing.T) {
 	if err := os.Symlink(good, link); err != nil {
 		t.Fatal(err)
 	}
+	dangling := filepath.Join(dir, "dangling.conf")
+	if err := os.Symlink(filepath.Join(dir, "gone.conf"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	dirLink := filepath.Join(dir, "dir.conf")
+	if err := os.Symlink(t.TempDir(), dirLink); err != nil {
+		t.Fatal(err)
+	}
 	writable := filepath.Join(dir, "w.conf")
 	if err := os.WriteFile(writable, []byte("queue = q\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -174,6 +183,12 @@ func TestConfigFileProblems(t *testing.T) {
 	if q, err := parse("--config", link); err != nil || q != "via-link" {
 		t.Errorf("a symlink to a file (as a mounted ConfigMap): %q, %v", q, err)
 	}
+	if q, err := parse("--config", os.DevNull); err != nil || q != "" {
+		t.Errorf("--config /dev/null (no settings; a device, mode 0666): %q, %v", q, err)
+	}
+	if q, err := parse("--config", ""); err != nil || q != "" {
+		t.Errorf(`--config "" (none): %q, %v`, q, err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -183,6 +198,9 @@ func TestConfigFileProblems(t *testing.T) {
 		{"directory", []string{"--config", dir}, "is a directory"},
 		{"writable by others", []string{"--config", writable}, "writable by every user"},
 		{"huge", []string{"--config", huge}, "is over 1048576 bytes"},
+		{"an endless device", []string{"--config", "/dev/zero"}, "is over 1048576 bytes"},
+		{"a dangling symlink", []string{"--config", dangling}, "no such file"},
+		{"a symlink to a directory", []string{"--config", dirLink}, "is a directory"},
 		{"twice", []string{"--config", good, "--config", link}, "--config is given twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
