@@ -129,7 +129,8 @@ func run(ctx context.Context, env *cli.Env, args []string) int {
 }
 
 // subcommands are the commands whose flags are a subcommand's.
-var subcommands = map[string][]string{"dlq": {"list", "show", "purge"}}
+var subcommands = map[string][]string{"dlq": {"list", "show", "purge"},
+	"approvals": {"propose", "list", "show", "approve", "reject", "run", "policy"}, "audit": {"verify", "list", "rotate"}}
 
 // configKeys is every flag with an environment variable of every command:
 // the keys a configuration file may hold (cli.Keys runs each command's

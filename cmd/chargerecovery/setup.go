@@ -54,7 +54,7 @@ func runSetup(ctx context.Context, env *cli.Env, args []string) error {
 	if channel != pipeline.NotifySNS {
 		return nil
 	}
-	cfg, err := backend.LoadAWS(ctx)
+	cfg, err := backend.LoadAWS(ctx, bc.Log)
 	if err != nil {
 		return err
 	}

@@ -101,6 +101,7 @@ func TestConfigRefused(t *testing.T) {
 		{"an IC_ name lower-case", "ic_queue = q\n", []string{"line 1: ic_queue: write the flag's name, queue"}},
 		{"not a key", "que ue = q\n", []string{"line 1", "not a key"}},
 		{"operator", "operator = alice\n", []string{"line 1: operator: who acts is per person"}},
+		{"operator's token", "operator-token-file = /home/alice/.token\n", []string{"line 1: operator-token-file: who acts is per person"}},
 		{"no equals", "queue\n", []string{"line 1", "not key = value"}},
 		{"no equals: the text not printed", "hunter2-s3cret\n", []string{"line 1: the line is not key = value"}},
 		{"section", "[serve]\n", []string{"line 1", "sections are not supported"}},
