@@ -97,7 +97,7 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	o.ID, o.JSON = f.Args()[0], *asJSON
 	if why := policy.Needs(approval.Spec{Kind: approval.Reopen, NewAttempt: o.NewAttempt}, 1); why != "" {
 		// Said first, whoever asks: nothing is done without a proposal.
-		return needsProposal(trail, claimed(env, *opFlag), "reopen --new-attempt", why, fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
+		return needsProposal(trail, claimed(env, *opFlag, &ac, book), "reopen --new-attempt", why, fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
 	}
 	who, err := ac.who(env, *opFlag, book, "")
 	if err != nil {
@@ -191,7 +191,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	defer b.Close()
 	if o.DryRun {
-		o.Operator = claimed(env, *opFlag).Name
+		o.Operator = claimed(env, *opFlag, &ac, book).Name
 		return operate.Redrive(ctx, b.Queue, o)
 	}
 	if policy.On() {
@@ -208,7 +208,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 			return err
 		}
 		if why := policy.Needs(approval.Spec{Kind: approval.Redrive, Force: o.Force}, n); why != "" {
-			return needsProposal(trail, claimed(env, *opFlag), "redrive", why, proposeRedrive(codes, ids, o.Force))
+			return needsProposal(trail, claimed(env, *opFlag, &ac, book), "redrive", why, proposeRedrive(codes, ids, o.Force))
 		}
 		o.Max = cmp.Or(o.Max, n) // never more than was counted for the policy
 	}
@@ -261,9 +261,12 @@ func proposeRedrive(codes, ids string, force bool) string {
 	return strings.Join(append(w, `--reason "…why…"`), " ")
 }
 
-// claimed is who says she acts, not checked: for the audit line of a
-// refusal that names no one by a token.
-func claimed(env *cli.Env, opFlag string) approval.Actor {
+// claimed is who acts, for the audit line of a refusal: the person her
+// token names where it does, else who she says she is (unverified).
+func claimed(env *cli.Env, opFlag string, ac *auditConfig, book *approval.Book) approval.Actor {
+	if who, err := ac.who(env, opFlag, book, ""); err == nil {
+		return who
+	}
 	name, err := cli.WhoActs(env, opFlag)
 	if err != nil {
 		name = "unknown"
