@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/finedge/idempotent-consumer/internal/audit"
+	"github.com/finedge/idempotent-consumer/service/cli"
+)
+
+// runAudit is chargerecovery audit verify|list.
+func runAudit(ctx context.Context, env *cli.Env, args []string) error {
+	sub := ""
+	if len(args) > 0 {
+		sub = args[0]
+	}
+	switch sub {
+	case "verify", "list", "rotate":
+	case "-h", "--help":
+		fmt.Fprintln(env.Stderr, "usage: chargerecovery audit verify [--head SEQ:SHA256,…] [--audit-file FILE | FILE…] | audit list [flags] | audit rotate --to FILE\n\n  verify  check the hash chain of the trail (files given oldest first are checked as one chain), and that it holds the heads logged when lines were written (--head); exit 1 naming the first line that breaks it\n  list    the last entries, newest first, filtered (--operator, --action, --charge-id, --proposal, --via)\n  rotate  move the trail to FILE and go on in a new file at its path, chained to it (monthly, for retention)\n\nchargerecovery audit verify -h, audit list -h and audit rotate -h give the flags.")
+		return cli.ErrHelp
+	default:
+		return cli.Usagef("say audit verify or audit list (see chargerecovery audit -h)")
+	}
+	f := cli.NewFlagSet(env, "audit "+sub, "audit "+sub+" [flags]")
+	var ac auditConfig
+	f.String(&ac.File, "audit-file", "IC_AUDIT_FILE", "", "the audit trail")
+	var asJSON bool
+	f.Bool(&asJSON, "json", "", false, "print JSON")
+	var flt audit.Filter
+	limit := 50
+	var heads, to string
+	switch sub {
+	case "verify":
+		f.String(&heads, "head", "", "", "heads logged when lines were written (the \"audit head\" log lines), SEQ:SHA256 comma-separated: the trail must hold each")
+	case "rotate":
+		f.String(&to, "to", "", "", "where the current trail goes (a new name, e.g. audit-2026-11.jsonl)")
+		f.String(&flt.Operator, "operator", "IC_OPERATOR", "", "who rotates (named in the new file's first line)")
+	}
+	if sub == "list" {
+		f.String(&flt.Operator, "operator", "", "", "only this person's")
+		f.String(&flt.Action, "action", "", "", "only actions starting so (redrive, reopen, approve, batch…)")
+		f.String(&flt.ChargeID, "charge-id", "", "", "only lines naming this charge")
+		f.String(&flt.Proposal, "proposal", "", "", "only this proposal's")
+		f.String(&flt.Via, "via", "", "", "console or cli")
+		f.Int(&limit, "limit", "", 50, "at most this many")
+	}
+	if err := f.Parse(args[1:], sub == "verify"); err != nil {
+		return err
+	}
+	files := f.Args()
+	if len(files) == 0 && ac.File != "" {
+		files = []string{ac.File}
+	}
+	if len(files) == 0 {
+		return cli.Usagef("give the trail: --audit-file FILE (IC_AUDIT_FILE)")
+	}
+	if sub == "rotate" {
+		if to == "" {
+			return cli.Usagef("give --to FILE: where the current trail goes")
+		}
+		t, err := audit.Open(files[0])
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		logHead(t, env.Stderr)
+		who, err := cli.WhoActs(env, flt.Operator)
+		if err != nil {
+			return err
+		}
+		e, err := t.Rotate(to, audit.Entry{Operator: who, Via: "cli"})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "rotated: the trail up to seq %d is in %s; %s goes on at seq %d (check both with chargerecovery audit verify %s %s)\n", e.Seq-1, to, files[0], e.Seq, to, files[0])
+		return nil
+	}
+	if sub == "list" {
+		if limit < 1 {
+			return cli.Usagef("--limit must be at least 1")
+		}
+		t, err := audit.Open(files[0])
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		es, err := t.Recent(limit, flt)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(env.Stdout).Encode(map[string]any{"entries": es})
+		}
+		audit.PrintEntries(env.Stdout, es)
+		return nil
+	}
+	var anchors []audit.Anchor
+	for _, h := range cli.SplitList(heads) {
+		seq, hash, ok := strings.Cut(h, ":")
+		n, err := strconv.ParseInt(seq, 10, 64)
+		if !ok || err != nil || n < 1 || len(hash) != 64 {
+			return cli.Usagef("--head %q: want SEQ:SHA256 (a seq and the 64 hex digits logged with it)", h)
+		}
+		anchors = append(anchors, audit.Anchor{Seq: n, Hash: strings.ToLower(hash)})
+	}
+	reps, err := audit.VerifyFiles(files, anchors)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return cli.Usagef("%v", err)
+		}
+		return fmt.Errorf("the audit trail is broken: %w", err)
+	}
+	var rep audit.Report
+	for i, path := range files {
+		r := reps[i]
+		torn := ""
+		if len(r.Torn) > 0 {
+			torn = fmt.Sprintf("; %d fragment(s) of writes cut short skipped (lines %v), the chain whole around them", len(r.Torn), r.Torn)
+		}
+		legacy := ""
+		if r.Legacy > 0 {
+			legacy = fmt.Sprintf("; %d line(s) from before the chain, not protected", r.Legacy)
+		}
+		fmt.Fprintf(env.Stdout, "%s: %d line(s), chain whole%s%s\n", path, r.Lines, legacy, torn)
+		rep = r
+	}
+	if len(anchors) > 0 {
+		fmt.Fprintf(env.Stdout, "holds the %d logged head(s) given\n", len(anchors))
+	}
+	fmt.Fprintf(env.Stdout, "head: seq %d sha256 %s (give the last \"audit head\" the processes logged as --head SEQ:SHA256: a line cut from the end, or a trail edited and chained again, shows there)\n", rep.HeadSeq, rep.HeadHash)
+	return nil
+}

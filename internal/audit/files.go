@@ -1,0 +1,81 @@
+package audit
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// VerifyFiles checks files, oldest first, as one chain, and that it holds
+// each anchor (a head logged when its line was written): an anchor is
+// checked in the file whose seq range holds it, one past the end against
+// the last file. It returns each file's report.
+func VerifyFiles(files []string, anchors []Anchor) ([]Report, error) {
+	run := func(with func(i int, first, last int64) []Anchor, ranges [][2]int64) ([]Report, error) {
+		var rep Report
+		var reps []Report
+		for i, path := range files {
+			fh, err := os.Open(path)
+			if err != nil {
+				return nil, err
+			}
+			var use []Anchor
+			if with != nil {
+				use = with(i, ranges[i][0], ranges[i][1])
+			}
+			r, err := Verify(fh, path, rep, use...)
+			fh.Close()
+			if err != nil {
+				return nil, err
+			}
+			reps = append(reps, r)
+			rep = r
+		}
+		return reps, nil
+	}
+	// Each file's range of seq first, then each again with the anchors
+	// that fall in it (and those past the end, with the last).
+	reps, err := run(nil, nil)
+	if err != nil || len(anchors) == 0 {
+		return reps, err
+	}
+	var ranges [][2]int64
+	prev := int64(0)
+	for _, r := range reps {
+		ranges = append(ranges, [2]int64{prev + 1, r.HeadSeq})
+		prev = r.HeadSeq
+	}
+	return run(func(i int, first, last int64) []Anchor {
+		var use []Anchor
+		for _, a := range anchors {
+			if (a.Seq >= first && a.Seq <= last) || (i == len(files)-1 && a.Seq > last) {
+				use = append(use, a)
+			}
+		}
+		return use
+	}, ranges)
+}
+
+// PrintEntries shows entries one a line, every field as printable text: a
+// line's content never makes a row of its own, nor a terminal escape.
+func PrintEntries(w io.Writer, es []Entry) {
+	p := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if unicode.IsControl(r) || r == unicode.ReplacementChar {
+				return -1
+			}
+			return r
+		}, s)
+	}
+	for _, e := range es {
+		what := e.ChargeID
+		if len(e.Charges) > 0 {
+			what = fmt.Sprintf("%d charge(s)", len(e.Charges))
+		}
+		fmt.Fprintf(w, "%6d %s %-10s %-7s %-20s %-14s %-18s %-12s %s %s\n", e.Seq, e.At.Format(time.RFC3339), p(e.Operator), p(e.Via),
+			p(e.Action), p(e.Proposal), p(what), p(e.Result), p(e.Reason), p(e.Detail))
+	}
+}

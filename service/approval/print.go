@@ -1,0 +1,64 @@
+package approval
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+)
+
+// Print shows p: what it does, what it touches, where it is.
+func Print(w io.Writer, p Proposal, sample int) {
+	fmt.Fprintf(w, "proposal %s: %s\n", p.ID, p.Spec.Describe())
+	fmt.Fprintf(w, "  why:      %s\n", p.Spec.Reason)
+	fmt.Fprintf(w, "  proposed: %s by %s (%s); expires %s\n", p.At.Format(time.RFC3339), p.Proposer.Name, p.Proposer.Via, p.Expires.Format(time.RFC3339))
+	fmt.Fprintf(w, "  touches:  %d charge(s), %s\n", len(p.Targets), FormatTotals(p.Totals))
+	for _, t := range p.Sample(sample) {
+		amt := ""
+		if t.Currency != "" {
+			amt = charge.Money{Minor: t.Minor, Currency: charge.Currency(t.Currency)}.String()
+		}
+		fmt.Fprintf(w, "    %-28s %-14s %-16s %s\n", t.Name(), t.Account, amt, t.Code)
+	}
+	if len(p.Targets) > sample {
+		fmt.Fprintf(w, "    … and %d more (chargerecovery approvals show %s --json lists all)\n", len(p.Targets)-sample, p.ID)
+	}
+	done, all := p.Progress()
+	fmt.Fprintf(w, "  state:    %s", p.State)
+	if p.Decider != nil {
+		fmt.Fprintf(w, " (by %s, %s)", p.Decider.Name, p.Decider.Via)
+	}
+	if done > 0 {
+		fmt.Fprintf(w, "; %d of %d done: %s", done, all, FormatCounts(p.Counts()))
+	}
+	fmt.Fprintln(w)
+	switch p.State {
+	case Pending:
+		fmt.Fprintf(w, "  needs:    another operator's approval (%s):\n    chargerecovery approvals approve %s\n", p.Needs, p.ID)
+	case Approved:
+		fmt.Fprintf(w, "  next:     chargerecovery approvals run %s\n", p.ID)
+	case Running:
+		fmt.Fprintf(w, "  next:     if its run stopped, chargerecovery approvals run %s resumes it\n", p.ID)
+	}
+}
+
+// PrintOutcomes lists the targets not done, by id, with why.
+func PrintOutcomes(w io.Writer, p Proposal) {
+	for _, t := range p.Targets {
+		o, ok := p.Outcomes[t.Key()]
+		if !ok || o.Result == "moved" || o.Result == "reopened" || o.Result == "sent" {
+			continue
+		}
+		fmt.Fprintf(w, "  %-9s %s: %s\n", o.Result, t.Name(), o.Why)
+	}
+}
+
+// PrintList shows proposals one a line.
+func PrintList(w io.Writer, ps []Proposal) {
+	for _, p := range ps {
+		done, n := p.Progress()
+		fmt.Fprintf(w, "%s  %-8s  %-7s by %-10s %4d charge(s) %-22s %d/%d done  %s\n", p.ID, p.State, p.Spec.Kind, p.Proposer.Name,
+			len(p.Targets), FormatTotals(p.Totals), done, n, p.Spec.Reason)
+	}
+}
