@@ -1,0 +1,83 @@
+// Package statement reads and writes the bank's own account statements for
+// reconciliation: ISO 20022 camt.053 (BankToCustomerStatement, versions
+// .001.02 to .001.13) and camt.054 (BankToCustomerDebitCreditNotification),
+// and a documented CSV export. Reading is streamed: memory stays bounded
+// whatever the number of entries (an entry's transactions are decoded one
+// at a time). Amounts are decimal text turned into integer minor units of
+// the currency, never a float.
+//
+// A statement is read from one of two sides (Options.CollectionAccount):
+//   - the fee collection account's statement: each posting of ours is a
+//     credit (CRDT) entry on that account whose debtor account
+//     (RltdPties/DbtrAcct/Id/IBAN or /Othr/Id) is the customer's;
+//   - the customers' own accounts (one Stmt or Ntfctn per account): each
+//     posting of ours is a debit (DBIT) entry on that Acct.
+//
+// Only booked entries (status BOOK) are postings. A reversal (RvslInd true)
+// carries the indicator opposite to what it reverses (ISO 20022's rule)
+// and cancels that posting; an entry in the other direction that is not a
+// reversal is not ours and is skipped.
+package statement
+
+import (
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+)
+
+// Posting is one transaction of ours read from a statement: a debit of a
+// customer's account under a bank key, or the reversal of one.
+type Posting struct {
+	// BankKey is the core-banking idempotency key the debit was sent
+	// under (TxDtls/Refs/EndToEndId): the charge id, or "<id>~N" for
+	// generation N (charge.BankKey).
+	BankKey string
+	// Account is the customer's account: IBAN or Othr/Id as written.
+	Account string
+	// Amount is the transaction's amount (TxDtls/Amt or
+	// AmtDtls/TxAmt/Amt; a single-transaction entry's is the entry's Amt).
+	Amount charge.Money
+	// Reversal: this transaction cancels an earlier posting of BankKey.
+	Reversal bool
+	// BookingDate is the entry's BookgDt (Dt, or the date of DtTm), at
+	// midnight UTC.
+	BookingDate time.Time
+	// Reference is the bank's own reference: the transaction's
+	// Refs/AcctSvcrRef, else the entry's AcctSvcrRef.
+	Reference string
+	// Narrative is the remittance text (RmtInf/Ustrd, else AddtlTxInf,
+	// else the entry's AddtlNtryInf): where the bank echoes the debit's
+	// narrative ("SMS_ALERT_FEE 2026-12-01"). May be empty.
+	Narrative string
+	// Where names the posting in its file for a person: "FILE: entry 12,
+	// transaction 2" or "FILE: line 7".
+	Where string
+}
+
+// Period is a statement's period (camt's FrToDt), half-open [From, To).
+// Zero when the file does not say.
+type Period struct {
+	From, To time.Time
+}
+
+// Header is what a file said about itself.
+type Header struct {
+	// Format names the file's message: "camt.053.001.08",
+	// "camt.054.001.02", "csv".
+	Format string
+	// Period covers every Stmt/Ntfctn of the file that was read (the
+	// earliest From, the latest To); zero when none said.
+	Period Period
+	// Entries counts the booked entries read (of any direction), and
+	// Postings the postings of ours handed to the callback.
+	Entries, Postings int
+}
+
+// Options says how to read a statement.
+type Options struct {
+	// CollectionAccount, when set, reads the statement as the fee
+	// collection account's: only its Stmt/Ntfctn (matched by IBAN or
+	// Othr/Id) is read; postings are its CRDT entries. Empty: the
+	// customers' own accounts; postings are DBIT entries.
+	CollectionAccount string
+}
