@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -165,4 +166,73 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.R
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].LeaseUntil.Before(all[j].LeaseUntil) })
 	return all[:min(limit, len(all))], len(all), nil
+}
+
+// WalkUpdated implements driver.UpdatedWalker: a consistent Scan of the
+// table filtered on state, update time and retention, in four parallel
+// segments (a daily reconciliation's read: every item once, its read
+// capacity the table's size). Internal keys are left out.
+func (s *Store) WalkUpdated(ctx context.Context, req driver.WalkRequest, fn func(driver.Record) error) error {
+	scanner, ok := s.api.(interface {
+		Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+	})
+	if !ok {
+		return errors.New("dynamodb: the client cannot Scan")
+	}
+	const segments = 4
+	var (
+		mu       sync.Mutex // fn is called from one goroutine at a time
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+			cancel()
+		}
+	}
+	for seg := range segments {
+		wg.Go(func() {
+			p := dynamodb.NewScanPaginator(scanner, &dynamodb.ScanInput{
+				TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+				Segment: aws.Int32(int32(seg)), TotalSegments: aws.Int32(segments),
+				FilterExpression:         aws.String(`#state = :state AND #updated >= :from AND #updated < :to AND #expires > :now AND NOT begins_with(#pk, :internal)`),
+				ExpressionAttributeNames: pick("#state", "#updated", "#expires", "#pk"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":state": str(string(req.State)), ":from": ms(req.From),
+					":to": ms(req.To), ":now": ms(req.Now), ":internal": str(driver.InternalKeyPrefix)},
+			})
+			for p.HasMorePages() {
+				page, err := p.NextPage(ctx)
+				if err != nil {
+					fail(unavailable("walk", err))
+					return
+				}
+				for _, item := range page.Items {
+					rec, err := decode(item)
+					if err == nil && !req.Walked(rec) {
+						continue // a millisecond's rounding at an edge
+					}
+					mu.Lock()
+					if err == nil && firstErr == nil {
+						err = fn(rec)
+					}
+					stop := firstErr != nil
+					mu.Unlock()
+					if err != nil {
+						fail(err)
+						return
+					}
+					if stop {
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
 }

@@ -117,12 +117,13 @@ type Store struct {
 }
 
 var (
-	_ driver.Store        = (*Store)(nil)
-	_ driver.StuckLister  = (*Store)(nil)
-	_ driver.Amender      = (*Store)(nil)
-	_ driver.ResultLister = (*Store)(nil)
-	_ driver.StateLister  = (*Store)(nil)
-	_ driver.StateCounter = (*Store)(nil)
+	_ driver.Store         = (*Store)(nil)
+	_ driver.StuckLister   = (*Store)(nil)
+	_ driver.Amender       = (*Store)(nil)
+	_ driver.ResultLister  = (*Store)(nil)
+	_ driver.StateLister   = (*Store)(nil)
+	_ driver.StateCounter  = (*Store)(nil)
+	_ driver.UpdatedWalker = (*Store)(nil)
 )
 
 // New returns a store on table through api (an *dynamodb.Client).

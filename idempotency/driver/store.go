@@ -384,3 +384,60 @@ func Page(recs []Record, limit int) ListPage {
 	}
 	return ListPage{Records: recs[:limit], Next: recs[limit-1].Key}
 }
+
+// WalkRequest asks an UpdatedWalker for the live records in a state whose
+// UpdatedAt is in [From, To).
+type WalkRequest struct {
+	State    State
+	From, To time.Time
+	Now      time.Time
+}
+
+// Walked reports whether r belongs to req's walk: in the state, updated
+// within [From, To), within retention, and not a tool's own record
+// (InternalKeyPrefix).
+func (req WalkRequest) Walked(r Record) bool {
+	return r.State == req.State && !r.UpdatedAt.Before(req.From) && r.UpdatedAt.Before(req.To) && !r.Expired(req.Now) &&
+		!strings.HasPrefix(r.Key, InternalKeyPrefix)
+}
+
+// UpdatedWalker is an optional Store capability for reconciliation: fn is
+// called once for every record req.Walked, in no particular order; an
+// error from fn stops the walk and is returned. A store that lists every
+// state by key (StateLister) need not have it: reconciliation pages
+// through ListState instead. DynamoDB, whose index holds only some states,
+// walks with a Scan (a daily batch's read of the table).
+type UpdatedWalker interface {
+	WalkUpdated(ctx context.Context, req WalkRequest, fn func(Record) error) error
+}
+
+// Walk calls fn for every record of s that req.Walked: through the store's
+// own UpdatedWalker where it has one, else through StateLister's pages
+// (every state listed by key), filtered. A store with neither, or whose
+// listing does not hold req.State, answers ErrNotIndexed.
+func Walk(ctx context.Context, s Store, req WalkRequest, fn func(Record) error) error {
+	if w, ok := s.(UpdatedWalker); ok {
+		return w.WalkUpdated(ctx, req, fn)
+	}
+	l, ok := s.(StateLister)
+	if !ok {
+		return ErrNotIndexed
+	}
+	for after := ""; ; {
+		page, err := l.ListState(ctx, ListRequest{State: req.State, After: after, Limit: MaxListLimit, Now: req.Now})
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Records {
+			if req.Walked(r) {
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		after = page.Next
+	}
+}

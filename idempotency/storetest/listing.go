@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,6 +188,74 @@ var listingCases = []testCase{
 		// A limit beyond the cap is the cap, not an error.
 		if _, err := l.ListState(t.Context(), driver.ListRequest{State: driver.StateFailed, Prefix: e.key, Limit: 1 << 30, Now: e.clock.Now()}); err != nil {
 			t.Fatal(err)
+		}
+	}},
+	{"WalksTheRecordsUpdatedInAPeriod", func(t *testing.T, e *env) {
+		// What reconciliation reads: the DONE records finished in a
+		// statement's period, each once, whatever their key; not another
+		// state's, not a tool's own record, not one past retention.
+		k := func(s string) string { return e.key + "/" + s }
+		t0 := e.clock.Now()
+		e.done(t, k("before"), "DEBITED")
+		e.clock.Advance(time.Hour)
+		from := e.clock.Now()
+		e.done(t, k("a"), "DEBITED")
+		e.done(t, k("b"), "DEBITED_NOTIFICATION_FAILED")
+		e.failed(t, k("failed"))
+		e.done(t, driver.InternalKeyPrefix+"tool/"+e.key, "SENT")
+		if c, err := e.g.Claim(t.Context(), k("ip"), fpA); err != nil || c.Outcome != idempotency.Acquired {
+			t.Fatalf("claim: %v %v", c.Outcome, err)
+		}
+		e.clock.Advance(time.Hour)
+		to := e.clock.Now()
+		e.done(t, k("at-the-end"), "DEBITED") // [from, to): not in
+		walk := func(req driver.WalkRequest) []string {
+			t.Helper()
+			var got []string
+			err := driver.Walk(t.Context(), e.s, req, func(r driver.Record) error {
+				if strings.HasPrefix(r.Key, e.key+"/") {
+					got = append(got, r.Key)
+				}
+				if strings.HasPrefix(r.Key, driver.InternalKeyPrefix) {
+					t.Errorf("walked a tool's own record %s", r.Key)
+				}
+				if r.State != req.State {
+					t.Errorf("walked %s in state %s", r.Key, r.State)
+				}
+				return nil
+			})
+			if errors.Is(err, driver.ErrNotIndexed) {
+				t.Skip("the store cannot walk records by update time (optional)")
+			}
+			if err != nil {
+				t.Fatalf("Walk: %v", err)
+			}
+			slices.Sort(got)
+			return got
+		}
+		req := driver.WalkRequest{State: driver.StateDone, From: from, To: to, Now: e.clock.Now()}
+		if got := walk(req); !slices.Equal(got, []string{k("a"), k("b")}) {
+			t.Fatalf("walk DONE [%s, %s) = %q, want a and b", from, to, got)
+		}
+		req.From = t0
+		if got := walk(req); !slices.Equal(got, []string{k("a"), k("b"), k("before")}) {
+			t.Fatalf("walk DONE from the start = %q", got)
+		}
+		req.State = driver.StateFailed
+		if got := walk(req); !slices.Equal(got, []string{k("failed")}) {
+			t.Fatalf("walk FAILED = %q", got)
+		}
+		// Past retention: nothing.
+		e.clock.Advance(Retention + time.Hour)
+		req.State, req.Now = driver.StateDone, e.clock.Now()
+		if got := walk(req); len(got) != 0 {
+			t.Fatalf("walk past retention = %q, want none", got)
+		}
+		// An error from fn stops the walk and comes back.
+		stop := errors.New("stop")
+		req.Now, req.From = to, t0
+		if err := driver.Walk(t.Context(), e.s, req, func(driver.Record) error { return stop }); !errors.Is(err, stop) {
+			t.Fatalf("Walk with fn failing = %v, want fn's error", err)
 		}
 	}},
 }
