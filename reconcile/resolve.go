@@ -1,0 +1,190 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
+)
+
+// ResolvedStatus is the status of a resolution's record.
+const ResolvedStatus = "RESOLVED"
+
+// ResolveRequest is an operator's closing of one charge's break.
+type ResolveRequest struct {
+	ChargeID string
+	// Kind chooses the break when the charge has several.
+	Kind Kind
+	// Reason is kept in the resolution (and, for an adoption, the
+	// record's history). Required.
+	Reason   string
+	Operator string
+	// Guard writes the adoption and the resolution (the store's, with
+	// serve's lease, retention and skew margin).
+	Guard *idempotency.Guard
+}
+
+// Resolved is what Resolve did.
+type Resolved struct {
+	Break Break `json:"break"`
+	// Action is "adopted" (the record is DONE with the posting's
+	// reference) or "marked" (the break is marked resolved).
+	Action string `json:"action"`
+	// Record is the charge's record after an adoption.
+	Record *driver.Record `json:"-"`
+}
+
+// ErrNoBreak: the charge has no open break in the statement (none, or
+// resolved already).
+var ErrNoBreak = errors.New("reconcile: no open break for this charge")
+
+// ErrAmbiguous: the charge has breaks of several kinds; say which.
+var ErrAmbiguous = errors.New("reconcile: several breaks for this charge")
+
+// Resolve closes req.ChargeID's break in the statement read: it runs the
+// reconciliation for that charge alone (as it is now, not as an earlier
+// report said), then adopts a posted_not_recorded posting — the record
+// moves to DONE DEBITED with the bank's reference and a history line, with
+// no debit and no notice — or marks any other kind resolved with the
+// reason. opts.ChargeID is set from req.
+func Resolve(ctx context.Context, opts Options, read Postings, req ResolveRequest) (Resolved, error) {
+	if strings.TrimSpace(req.Reason) == "" {
+		return Resolved{}, errors.New("say why (--reason): it is kept with the resolution")
+	}
+	if req.Guard == nil {
+		return Resolved{}, errors.New("reconcile: Resolve needs a Guard")
+	}
+	opts.ChargeID = req.ChargeID
+	var kept []statement.Posting // the charge's postings, for an adoption
+	rep, err := Run(ctx, opts, func(fn func(statement.Posting) error) error {
+		return read(func(p statement.Posting) error {
+			if id, _ := SplitBankKey(p.BankKey); id == req.ChargeID {
+				kept = append(kept, p)
+			}
+			return fn(p)
+		})
+	})
+	if err != nil {
+		return Resolved{}, err
+	}
+	var open []Break
+	for _, b := range rep.Breaks {
+		if req.Kind == "" || b.Kind == req.Kind {
+			open = append(open, b)
+		}
+	}
+	switch {
+	case len(open) == 0 && rep.Resolved > 0:
+		return Resolved{}, fmt.Errorf("%w: %s's break is resolved already", ErrNoBreak, req.ChargeID)
+	case len(open) == 0 && req.Kind != "":
+		return Resolved{}, fmt.Errorf("%w: %s has no %s break in this statement", ErrNoBreak, req.ChargeID, req.Kind)
+	case len(open) == 0:
+		return Resolved{}, fmt.Errorf("%w: %s matches the statement", ErrNoBreak, req.ChargeID)
+	case len(open) > 1:
+		var kinds []string
+		for _, b := range open {
+			kinds = append(kinds, string(b.Kind))
+		}
+		return Resolved{}, fmt.Errorf("%w: %s has %s: give --kind", ErrAmbiguous, req.ChargeID, strings.Join(kinds, ", "))
+	}
+	b := open[0]
+	if b.Kind == PostedNotRecorded {
+		rec, err := adopt(ctx, opts.Store, req, b, kept)
+		if err != nil {
+			return Resolved{Break: b}, err
+		}
+		return Resolved{Break: b, Action: "adopted", Record: &rec}, nil
+	}
+	if err := mark(ctx, req, b); err != nil {
+		return Resolved{Break: b}, err
+	}
+	return Resolved{Break: b, Action: "marked"}, nil
+}
+
+// resolution is what a resolution's record keeps (its Detail).
+type resolution struct {
+	Kind     Kind      `json:"kind"`
+	ChargeID string    `json:"chargeId"`
+	Reason   string    `json:"reason"`
+	Operator string    `json:"operator"`
+	At       time.Time `json:"at"`
+}
+
+// mark keeps b's resolution: a record of its own under b's resolution
+// key, claimed and completed (a second resolution of the same break finds
+// it there).
+func mark(ctx context.Context, req ResolveRequest, b Break) error {
+	key := b.resolutionKey()
+	c, err := req.Guard.Claim(ctx, key, b.ID)
+	if err != nil {
+		return fmt.Errorf("resolution of %s: %w", b.ChargeID, err)
+	}
+	if !c.Outcome.Owned() {
+		return fmt.Errorf("%w: %s's %s break is being resolved, or was, by another run (%s)", ErrNoBreak, b.ChargeID, b.Kind, c.Outcome)
+	}
+	detail, err := json.Marshal(resolution{Kind: b.Kind, ChargeID: b.ChargeID, Reason: charge.Clip(req.Reason, 500), Operator: req.Operator, At: req.Guard.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if err := req.Guard.Complete(ctx, c.Lease(), ResolvedStatus, string(detail)); err != nil {
+		return fmt.Errorf("resolution of %s: %w", b.ChargeID, err)
+	}
+	return nil
+}
+
+// adopt records the posting of an IN_PROGRESS record whose lease passed:
+// the record is reclaimed under its own fingerprint (so that no consumer
+// holds it meanwhile), completed DONE DEBITED with the bank's reference,
+// and given a history line. Nothing is debited and no notice is sent.
+func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break, postings []statement.Posting) (driver.Record, error) {
+	var p statement.Posting
+	for _, q := range postings {
+		if !q.Reversal && q.BankKey == charge.BankKey(b.ChargeID, b.Generation) {
+			p = q
+		}
+	}
+	if p.BankKey == "" {
+		return driver.Record{}, fmt.Errorf("reconcile: %s: the statement has no posting under the record's key", b.ChargeID)
+	}
+	rec, err := req.Guard.Get(ctx, b.ChargeID)
+	if err != nil {
+		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+	}
+	c, err := req.Guard.Claim(ctx, b.ChargeID, rec.Fingerprint)
+	if err != nil {
+		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+	}
+	if c.Outcome != idempotency.Reclaimed || max(c.Record.Generation, 1) != b.Generation {
+		return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s, %s): run reconcile again", b.ChargeID, c.Record.State, c.Outcome)
+	}
+	ref := p.Reference
+	if ref == "" {
+		ref = "statement " + p.Where
+	}
+	if err := req.Guard.Complete(ctx, c.Lease(), string(charge.Debited), ref); err != nil {
+		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+	}
+	done, err := req.Guard.Get(ctx, b.ChargeID)
+	if err != nil {
+		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+	}
+	line := fmt.Sprintf("adopted from the bank's statement %s by %s: posted %s under %s, booked %s, reference %s; no debit, no notice; why: %s",
+		req.Guard.Now().UTC().Format(time.RFC3339), req.Operator, p.Amount, p.BankKey, p.BookingDate.Format(time.DateOnly), ref, req.Reason)
+	am, ok := store.(driver.Amender)
+	if !ok {
+		return done, nil // DONE stands; the audit trail holds the line
+	}
+	amended, err := am.Amend(ctx, driver.AmendRequest{Key: done.Key, Token: done.Token, FromStatus: done.Status, Status: done.Status,
+		Detail: done.Detail, History: append(append([]string(nil), done.History...), charge.Clip(line, driver.MaxDetailBytes-8)), Now: req.Guard.Now()})
+	if err != nil {
+		return done, fmt.Errorf("record %s is DONE, but its history line was not written: %w", b.ChargeID, err)
+	}
+	return amended, nil
+}
