@@ -45,12 +45,14 @@ type Posting struct {
 	// Reference is the bank's own reference: the transaction's
 	// Refs/AcctSvcrRef, else the entry's AcctSvcrRef.
 	Reference string
-	// Narrative is the remittance text (RmtInf/Ustrd, else AddtlTxInf,
-	// else the entry's AddtlNtryInf): where the bank echoes the debit's
+	// Narrative is the remittance text (RmtInf/Ustrd, several joined by
+	// a space, else AddtlTxInf, else — for an entry of one transaction —
+	// the entry's AddtlNtryInf): where the bank echoes the debit's
 	// narrative ("SMS_ALERT_FEE 2026-12-01"). May be empty.
 	Narrative string
-	// Where names the posting in its file for a person: "FILE: entry 12,
-	// transaction 2" or "FILE: line 7".
+	// Where names the posting in its file for a person: "FILE:41: entry
+	// 12, transaction 2" (the line of the TxDtls; entries counted from 1
+	// in the statements read) or "FILE: line 7".
 	Where string
 }
 
@@ -71,6 +73,10 @@ type Header struct {
 	// Entries counts the booked entries read (of any direction), and
 	// Postings the postings of ours handed to the callback.
 	Entries, Postings int
+	// Unkeyed counts the booked transactions in the direction of ours
+	// that have no bank key (an entry without TxDtls, an EndToEndId
+	// missing or NOTPROVIDED): not postings of ours, skipped.
+	Unkeyed int
 }
 
 // Options says how to read a statement.

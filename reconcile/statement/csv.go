@@ -1,0 +1,151 @@
+package statement
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+)
+
+// csvHeader is the CSV export's header; the 8th column, narrative, is
+// optional when reading and always written.
+const csvHeader = "booking_date,bank_key,account,amount_minor,currency,reference,reversal"
+
+var csvColumns = append(strings.Split(csvHeader, ","), "narrative")
+
+func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
+	h := Header{Format: "csv"}
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	ferr := func(line int, elem string, err error) error {
+		return &FormatError{File: name, Line: line, Elem: elem, Err: err}
+	}
+	parseErr := func(err error) error {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			return ferr(pe.Line, fmt.Sprintf("column %d", pe.Column), pe.Err)
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	head, err := cr.Read()
+	if err != nil {
+		return h, parseErr(err)
+	}
+	got := strings.Join(head, ",")
+	if got != csvHeader && got != csvHeader+",narrative" {
+		return h, ferr(1, "header", fmt.Errorf("%q is not %q (with or without a last column narrative)", got, csvHeader))
+	}
+	cols := len(head)
+	cr.FieldsPerRecord = cols
+	for {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return h, nil
+		}
+		if err != nil {
+			return h, parseErr(err)
+		}
+		line, _ := cr.FieldPos(0)
+		bad := func(col int, format string, args ...any) error {
+			return ferr(line, csvColumns[col], fmt.Errorf(format, args...))
+		}
+		day, err := time.ParseInLocation(time.DateOnly, rec[0], time.UTC)
+		if err != nil {
+			return h, bad(0, "%q is not a date (YYYY-MM-DD)", rec[0])
+		}
+		if rec[1] == "" {
+			return h, bad(1, "empty")
+		}
+		if rec[2] == "" {
+			return h, bad(2, "empty")
+		}
+		minor, err := strconv.ParseInt(rec[3], 10, 64)
+		if err != nil || minor <= 0 || rec[3][0] < '1' || rec[3][0] > '9' {
+			return h, bad(3, "%q is not a positive integer of minor units", rec[3])
+		}
+		cur := charge.Currency(rec[4])
+		if !cur.Valid() {
+			return h, bad(4, "%q is not an ISO-4217 currency code", rec[4])
+		}
+		rev := false
+		switch rec[6] {
+		case "true":
+			rev = true
+		case "false", "":
+		default:
+			return h, bad(6, "%q is not true, false or empty", rec[6])
+		}
+		p := Posting{
+			BankKey:     rec[1],
+			Account:     rec[2],
+			Amount:      charge.Money{Minor: minor, Currency: cur},
+			Reversal:    rev,
+			BookingDate: day,
+			Reference:   rec[5],
+			Where:       name + ": line " + strconv.Itoa(line),
+		}
+		if cols == 8 {
+			p.Narrative = rec[7]
+		}
+		h.Entries++
+		h.Postings++
+		if err := fn(p); err != nil {
+			return h, err
+		}
+	}
+}
+
+// WriteCSV writes postings as the CSV export, header and narrative column
+// included. A posting without a bank key or account, of an amount that is
+// not positive or of an unknown currency is refused (nothing after it is
+// written; what came before may have been).
+func WriteCSV(w io.Writer, postings iter.Seq[Posting]) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvColumns); err != nil {
+		return err
+	}
+	rec := make([]string, len(csvColumns))
+	n := 0
+	for p := range postings {
+		n++
+		if err := checkPosting(p); err != nil {
+			return fmt.Errorf("posting %d: %w", n, err)
+		}
+		rec[0] = p.BookingDate.Format(time.DateOnly)
+		rec[1] = p.BankKey
+		rec[2] = p.Account
+		rec[3] = strconv.FormatInt(p.Amount.Minor, 10)
+		rec[4] = string(p.Amount.Currency)
+		rec[5] = p.Reference
+		rec[6] = strconv.FormatBool(p.Reversal)
+		rec[7] = p.Narrative
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// checkPosting refuses what no reader would give back.
+func checkPosting(p Posting) error {
+	switch {
+	case p.BankKey == "":
+		return errors.New("no bank key")
+	case p.Account == "":
+		return fmt.Errorf("%s: no account", p.BankKey)
+	case p.Amount.Minor <= 0:
+		return fmt.Errorf("%s: amount %d is not positive", p.BankKey, p.Amount.Minor)
+	case !p.Amount.Currency.Valid():
+		return fmt.Errorf("%s: %q is not an ISO-4217 currency code", p.BankKey, string(p.Amount.Currency))
+	case p.BookingDate.IsZero():
+		return fmt.Errorf("%s: no booking date", p.BankKey)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package statement
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// FormatError is a malformed file: its name, the line (1-based; 0 when
+// unknown) and the element (XML: a path such as "Ntry/Amt"; CSV: the
+// column's name) where the reader found the problem.
+type FormatError struct {
+	File string
+	Line int
+	Elem string
+	Err  error
+}
+
+// Error reads `stmt.xml:41: Ntry/Amt: "25,00" is not a decimal amount`.
+func (e *FormatError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Elem != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Elem)
+	}
+	b.WriteString(": ")
+	if e.Err != nil {
+		b.WriteString(e.Err.Error())
+	} else {
+		b.WriteString("malformed")
+	}
+	return b.String()
+}
+
+func (e *FormatError) Unwrap() error { return e.Err }
+
+// AccountNotFoundError: Options.CollectionAccount names an account that no
+// Stmt/Ntfctn of the file is for.
+type AccountNotFoundError struct {
+	File    string
+	Account string
+	// Found lists the accounts the file's statements are for, in order.
+	Found []string
+}
+
+func (e *AccountNotFoundError) Error() string {
+	found := "none"
+	if len(e.Found) > 0 {
+		found = strings.Join(e.Found, ", ")
+	}
+	return fmt.Sprintf("%s: no statement of collection account %s in the file (accounts found: %s)", e.File, e.Account, found)
+}
+
+// ReadFile is Read of the file at path, named by path in errors and in
+// each Posting's Where.
+func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Header{}, err
+	}
+	defer f.Close()
+	return Read(f, path, opts, fn)
+}
+
+// Read reads one statement file from r, detecting its format from the
+// content: an XML document whose root is a camt.053 or camt.054 Document
+// (namespace urn:iso:std:iso:20022:tech:xsd:camt.05N.001.NN, NN 02 to 13),
+// else the CSV export (see below). It calls fn with each posting of ours, in
+// file order, and returns what the file said about itself.
+//
+// A malformed file gives a *FormatError naming name, the line and the
+// element; an error returned by fn stops the read and is returned as is.
+// On an error the Header holds what was read up to it.
+//
+// # camt
+//
+// Every Stmt (camt.053) or Ntfctn (camt.054) is read, or with
+// Options.CollectionAccount only those of that account (IBAN compared
+// without spaces and case, Othr/Id as written); none of it gives an
+// *AccountNotFoundError. Of each booked entry (Sts BOOK, written
+// <Sts>BOOK</Sts> or <Sts><Cd>BOOK</Cd></Sts> in any version) in the
+// direction of the side read, each transaction (NtryDtls/TxDtls) with an
+// EndToEndId is a posting; a transaction without one (or "NOTPROVIDED"),
+// or an entry without transactions, has no bank key and is counted in
+// Header.Unkeyed. Entries of another status are skipped.
+//
+// A transaction's amount is its Amt or AmtDtls/TxAmt/Amt; a
+// single-transaction entry's may be left to the entry's Amt. The
+// transactions of an entry with several must each have one, in the
+// entry's currency, and their sum must be the entry's Amt.
+//
+// Postings are handed to fn when their entry has been read (so that the
+// sum is checked first), up to 1,000 transactions an entry: a larger batch
+// is handed over as it is read, and a sum that does not match is then
+// reported after its postings were handed over.
+//
+// FrToDt gives Header.Period: FrDtTm and ToDtTm (converted to UTC; a time
+// without an offset is taken as UTC), ToDtTm being inclusive, the period
+// ends at the end of its second (23:59:59 → the next 00:00:00); FrDt and
+// ToDt (dates) give [FrDt 00:00, the day after ToDt 00:00) UTC.
+//
+// # CSV
+//
+// The CSV export has the header
+//
+//	booking_date,bank_key,account,amount_minor,currency,reference,reversal
+//
+// and optionally an 8th column, narrative. booking_date is YYYY-MM-DD,
+// amount_minor a positive integer of minor units, currency an ISO-4217
+// code, reversal true, false or empty (false). Every row is a posting: the
+// export holds only the customers' debits (and their reversals), whatever
+// Options.CollectionAccount says. Header.Period is zero.
+func Read(r io.Reader, name string, opts Options, fn func(Posting) error) (Header, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	head, err := br.Peek(512)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return Header{}, err
+	}
+	content := bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	if len(head) != len(content) {
+		br.Discard(3)
+	}
+	content = bytes.TrimLeft(content, " \t\r\n")
+	switch {
+	case len(content) > 0 && content[0] == '<':
+		return readCamt(br, name, opts, fn)
+	case bytes.HasPrefix(content, []byte("booking_date")):
+		return readCSV(br, name, fn)
+	case len(content) == 0:
+		return Header{}, &FormatError{File: name, Err: errors.New("empty file")}
+	default:
+		return Header{}, &FormatError{File: name, Line: 1, Err: fmt.Errorf("neither a camt.053/camt.054 XML document nor the CSV export (header %s)", csvHeader)}
+	}
+}
