@@ -150,8 +150,9 @@ type Options struct {
 }
 
 // Postings streams a statement's postings to fn (statement.Read over one
-// or more files).
-type Postings func(fn func(statement.Posting) error) error
+// or more files) and returns the period the statement says it covers
+// (zero when it does not say).
+type Postings func(fn func(statement.Posting) error) (statement.Period, error)
 
 // ErrNoPeriod: neither the statement nor the caller said which period.
 var ErrNoPeriod = errors.New("reconcile: no period: the statement has no FrToDt; give --from and --to")
@@ -170,31 +171,17 @@ type chargePostings map[string]*keyPostings
 // Run reconciles the postings read against opts.Store.
 func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	var rep Report
-	if opts.Period.From.IsZero() || opts.Period.To.IsZero() || !opts.Period.From.Before(opts.Period.To) {
-		return rep, ErrNoPeriod
-	}
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 16
 	}
-	rep.Period.From, rep.Period.To = opts.Period.From.UTC().Format(time.RFC3339), opts.Period.To.UTC().Format(time.RFC3339)
 	byCharge := map[string]chargePostings{}
-	outside := 0
-	err := read(func(p statement.Posting) error {
-		if p.BookingDate.Before(opts.Period.From.Truncate(24*time.Hour)) || !p.BookingDate.Before(opts.Period.To) {
-			outside++
-			return nil
-		}
+	said, err := read(func(p statement.Posting) error {
 		id, _ := SplitBankKey(p.BankKey)
 		if opts.ChargeID != "" && id != opts.ChargeID {
 			return nil
-		}
-		if p.Reversal {
-			rep.Reversals++
-		} else {
-			rep.Postings++
 		}
 		cp := byCharge[id]
 		if cp == nil {
@@ -216,6 +203,14 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	if opts.Period == (statement.Period{}) {
+		opts.Period = said
+	}
+	if opts.Period.From.IsZero() || opts.Period.To.IsZero() || !opts.Period.From.Before(opts.Period.To) {
+		return rep, ErrNoPeriod
+	}
+	rep.Period.From, rep.Period.To = opts.Period.From.UTC().Format(time.RFC3339), opts.Period.To.UTC().Format(time.RFC3339)
+	outside := inPeriod(byCharge, opts.Period, &rep)
 	if outside > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) booked outside the period were left out", outside))
 	}
@@ -242,6 +237,32 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) matched by key only: their record's fingerprint was written under a key not given (--fingerprint-key-file, --fingerprint-previous-key-files)", r.unknownKey))
 	}
 	return rep, nil
+}
+
+// inPeriod drops the postings booked outside p (a booking date is a day:
+// it is in p when the day overlaps it), counts the rest, and returns how
+// many it dropped.
+func inPeriod(byCharge map[string]chargePostings, p statement.Period, rep *Report) (outside int) {
+	in := func(q statement.Posting) bool {
+		return q.BookingDate.Add(24*time.Hour).After(p.From) && q.BookingDate.Before(p.To)
+	}
+	for id, cp := range byCharge {
+		for key, kp := range cp {
+			n := len(kp.posted) + len(kp.reversed)
+			kp.posted = slices.DeleteFunc(kp.posted, func(q statement.Posting) bool { return !in(q) })
+			kp.reversed = slices.DeleteFunc(kp.reversed, func(q statement.Posting) bool { return !in(q) })
+			outside += n - len(kp.posted) - len(kp.reversed)
+			rep.Postings += len(kp.posted)
+			rep.Reversals += len(kp.reversed)
+			if len(kp.posted)+len(kp.reversed) == 0 {
+				delete(cp, key)
+			}
+		}
+		if len(cp) == 0 {
+			delete(byCharge, id)
+		}
+	}
+	return outside
 }
 
 type run struct {

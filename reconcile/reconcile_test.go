@@ -118,13 +118,13 @@ func (b *books) claimed(t *testing.T, c charge.Charge) {
 }
 
 func (b *books) postings_() reconcile.Postings {
-	return func(fn func(statement.Posting) error) error {
+	return func(fn func(statement.Posting) error) (statement.Period, error) {
 		for _, p := range b.postings {
 			if err := fn(p); err != nil {
-				return err
+				return statement.Period{}, err
 			}
 		}
-		return nil
+		return statement.Period{}, nil
 	}
 }
 
@@ -358,7 +358,7 @@ func TestSplitBankKey(t *testing.T) {
 }
 
 func TestARunNeedsAPeriod(t *testing.T) {
-	_, err := reconcile.Run(t.Context(), reconcile.Options{Store: memstore.New()}, func(func(statement.Posting) error) error { return nil })
+	_, err := reconcile.Run(t.Context(), reconcile.Options{Store: memstore.New()}, func(func(statement.Posting) error) (statement.Period, error) { return statement.Period{}, nil })
 	if !errors.Is(err, reconcile.ErrNoPeriod) {
 		t.Fatalf("Run without a period: %v, want ErrNoPeriod", err)
 	}

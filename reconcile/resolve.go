@@ -63,7 +63,7 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 	}
 	opts.ChargeID = req.ChargeID
 	var kept []statement.Posting // the charge's postings, for an adoption
-	rep, err := Run(ctx, opts, func(fn func(statement.Posting) error) error {
+	rep, err := Run(ctx, opts, func(fn func(statement.Posting) error) (statement.Period, error) {
 		return read(func(p statement.Posting) error {
 			if id, _ := SplitBankKey(p.BankKey); id == req.ChargeID {
 				kept = append(kept, p)

@@ -13,6 +13,7 @@
 //	chargerecovery dlq        list the DLQ, show one entry
 //	chargerecovery redrive    move dead-lettered messages back to the queue
 //	chargerecovery approvals  propose, approve (four-eyes) and run bulk actions
+//	chargerecovery reconcile  match the bank's statement against the records; resolve a break
 //	chargerecovery audit      verify and list the audit trail
 //	chargerecovery console    the operators' web console (sign-in, roles, audit trail)
 //	chargerecovery demo       the whole exactly-once proof in one command
@@ -67,6 +68,7 @@ var commands = []command{
 	{"dlq", "what is on the DLQ: dlq list (--reason, --charge-id, --older-than) and dlq show ID (body masked, with the charge's record)", runDLQ},
 	{"redrive", "move dead-lettered messages back to the queue (--dry-run, --reason, --charge-id, --max; conflicts need --force)", runRedrive},
 	{"approvals", "four-eyes and bulk actions: approvals propose redrive|reopen|renotify (what it will touch: count, sample, totals), list, show, approve (another operator), reject, run (in batches, resumable)", runApprovals},
+	{"reconcile", "match the bank's statement (camt.053, camt.054, CSV) against the records and report every break; reconcile resolve CHARGE_ID closes one", runReconcile},
 	{"audit", "the audit trail of console and command-line actions: audit verify (the hash chain), audit list (filtered)", runAudit},
 	{"console", "the operators' web console: overview, DLQ, charges, and redrive/reopen/renotify with sign-in and an audit trail (--console-auth)", runConsole},
 	{"bench", "month-end load benchmark with exactly-once verification (--baseline measures the guard's cost)", bench.Run},
@@ -130,7 +132,7 @@ func run(ctx context.Context, env *cli.Env, args []string) int {
 
 // subcommands are the commands whose flags are a subcommand's.
 var subcommands = map[string][]string{"dlq": {"list", "show", "purge"},
-	"approvals": {"propose", "list", "show", "approve", "reject", "run", "policy"}, "audit": {"verify", "list", "rotate"}}
+	"approvals": {"propose", "list", "show", "approve", "reject", "run", "policy"}, "audit": {"verify", "list", "rotate"}, "reconcile": {"run", "resolve"}}
 
 // configKeys is every flag with an environment variable of every command:
 // the keys a configuration file may hold (cli.Keys runs each command's

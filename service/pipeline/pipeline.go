@@ -177,11 +177,17 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.Duration(&c.ProbeMax, "circuit-probe-max", "IC_CIRCUIT_PROBE_MAX", 60*time.Second, "longest wait between probes")
 	f.Duration(&c.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long the pre-debit notification may take; past it the charge is DEBITED_NOTIFICATION_FAILED (never re-debited)")
 	c.BankAuth.Bind(f, "corebank", "IC_COREBANK", "core banking")
-	f.String(&c.FingerprintKeyFile, "fingerprint-key-file", "IC_FINGERPRINT_KEY_FILE", "", "file holding the secret key of the charges' fingerprints (required; at least 32 bytes, e.g. openssl rand -base64 48): a fingerprint in the store then reveals nothing of the account number")
-	f.String(&c.FingerprintPreviousKeyFiles, "fingerprint-previous-key-files", "IC_FINGERPRINT_PREVIOUS_KEY_FILES", "", "comma-separated files of earlier fingerprint keys, still recognised for records written under them (key rotation: see docs/operations/security.md)")
+	c.BindKeys(f)
 	f.String(&c.Colocate, "colocate", "IC_COLOCATE", "auto", "where the queue and the idempotency store share one database (embedded, postgres): auto writes each claim in the transaction that receives its message and each result in the one that deletes or dead-letters it; off makes them store calls of their own (as with DynamoDB or Redis)")
 	f.Int(&c.Receivers, "receivers", "IC_RECEIVERS", 0, "receives under way at once, sharing --concurrency (0: 1, or 4 where claims ride in the queue's transactions, whose receives each wait for a commit)")
 	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "--notify sim only: the simulator's notification failure rate, 0-1")
+}
+
+// BindKeys binds the fingerprint key flags alone (serve's, and the
+// commands that check a charge against its record's fingerprint).
+func (c *Config) BindKeys(f *cli.FlagSet) {
+	f.String(&c.FingerprintKeyFile, "fingerprint-key-file", "IC_FINGERPRINT_KEY_FILE", "", "file holding the secret key of the charges' fingerprints (required; at least 32 bytes, e.g. openssl rand -base64 48): a fingerprint in the store then reveals nothing of the account number")
+	f.String(&c.FingerprintPreviousKeyFiles, "fingerprint-previous-key-files", "IC_FINGERPRINT_PREVIOUS_KEY_FILES", "", "comma-separated files of earlier fingerprint keys, still recognised for records written under them (key rotation: see docs/operations/security.md)")
 }
 
 // Check reports what is wrong with c; needCorebank when a bank URL is required.

@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/metrics"
+	"github.com/finedge/idempotent-consumer/reconcile"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/service/pipeline"
+)
+
+const reconcileSynopsis = `reconcile [flags] --statement FILE[,FILE…] [FILE…]
+reconcile resolve [flags] --statement FILE[,FILE…] --reason TEXT CHARGE_ID
+
+Matches the bank's books (ISO 20022 camt.053 / camt.054, or the CSV
+export: booking_date,bank_key,account,amount_minor,currency,reference,
+reversal[,narrative]) against the records, over the statement's period
+(its FrToDt, or --from/--to), and reports every break:
+posted_not_recorded, recorded_not_posted, posted_twice, amount_mismatch,
+failed_but_posted, unknown_posting. Exit 0: none; 1: breaks; 2: bad input.
+
+resolve closes one charge's break, as the statement shows it now:
+posted_not_recorded adopts the posting (DONE with the bank's reference; no
+debit, no notice); any other kind is marked resolved with the reason. A
+resolved break does not come back on the next run of the same statement.`
+
+// statementFlags are the flags that say what to read.
+type statementFlags struct {
+	files, collection, from, to string
+	keys                        pipeline.Config
+}
+
+func (s *statementFlags) bind(f *cli.FlagSet) {
+	f.String(&s.files, "statement", "", "", "the statement file(s), comma-separated: camt.053, camt.054 or the CSV export")
+	f.String(&s.collection, "collection-account", "IC_COLLECTION_ACCOUNT", "", "read the statement as the fee collection account's (IBAN or account id): our postings are its credits, the customer's account the debtor's; unset: the customers' own statements, our postings their debits")
+	f.String(&s.from, "from", "", "", "the period's start, YYYY-MM-DD (UTC midnight) or RFC 3339; default: the statement's FrToDt")
+	f.String(&s.to, "to", "", "", "the period's end (exclusive), YYYY-MM-DD or RFC 3339; default: the statement's FrToDt")
+	s.keys.BindKeys(f)
+}
+
+// open checks the flags and returns the reader of every file and the
+// period the flags give (zero: the statement's).
+func (s *statementFlags) open(extra []string) (reconcile.Postings, statement.Period, *idempotencyKeys, error) {
+	files := append(cli.SplitList(s.files), extra...)
+	if len(files) == 0 {
+		return nil, statement.Period{}, nil, cli.Usagef("give the statement: --statement FILE")
+	}
+	var p statement.Period
+	var err error
+	if (s.from == "") != (s.to == "") {
+		return nil, p, nil, cli.Usagef("give --from and --to together")
+	}
+	if s.from != "" {
+		if p.From, err = parseDay(s.from); err != nil {
+			return nil, p, nil, cli.Usagef("--from: %v", err)
+		}
+		if p.To, err = parseDay(s.to); err != nil {
+			return nil, p, nil, cli.Usagef("--to: %v", err)
+		}
+		if !p.From.Before(p.To) {
+			return nil, p, nil, cli.Usagef("--from %s is not before --to %s", s.from, s.to)
+		}
+	}
+	fp, err := s.keys.Keys()
+	if err != nil {
+		return nil, p, nil, cli.Usagef("%v", err)
+	}
+	opts := statement.Options{CollectionAccount: strings.TrimSpace(s.collection)}
+	read := func(fn func(statement.Posting) error) (statement.Period, error) {
+		var period statement.Period
+		for _, file := range files {
+			h, err := statement.ReadFile(file, opts, fn)
+			if err != nil {
+				return period, err
+			}
+			if !h.Period.From.IsZero() && (period.From.IsZero() || h.Period.From.Before(period.From)) {
+				period.From = h.Period.From
+			}
+			if h.Period.To.After(period.To) {
+				period.To = h.Period.To
+			}
+		}
+		return period, nil
+	}
+	return read, p, &idempotencyKeys{fp}, nil
+}
+
+type idempotencyKeys struct{ fp *idempotency.Fingerprinter }
+
+// parseDay reads YYYY-MM-DD (midnight UTC) or RFC 3339.
+func parseDay(s string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is not YYYY-MM-DD or RFC 3339", s)
+	}
+	return t.UTC(), nil
+}
+
+// inputErr makes a statement's format error a usage error (exit 2: bad
+// input, nothing judged).
+func inputErr(err error) error {
+	var fe *statement.FormatError
+	if errors.As(err, &fe) || errors.Is(err, reconcile.ErrNoPeriod) {
+		return cli.Usagef("%v", err)
+	}
+	return err
+}
+
+func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
+	if len(args) > 0 && args[0] == "resolve" {
+		return runReconcileResolve(ctx, env, args[1:])
+	}
+	if len(args) > 0 && args[0] == "run" {
+		args = args[1:]
+	}
+	f, bc, asJSON := opsFlags(env, "reconcile", reconcileSynopsis)
+	var (
+		sf          statementFlags
+		asCSV       bool
+		metricsFile string
+		concurrency int
+	)
+	sf.bind(f)
+	f.Bool(&asCSV, "csv", "", false, "print the breaks as CSV (accounts masked)")
+	f.String(&metricsFile, "metrics-file", "IC_RECONCILE_METRICS_FILE", "", "also write reconciliation_breaks{kind} and the run's figures in Prometheus's text format to this file (node_exporter's textfile collector), whole by rename")
+	f.Int(&concurrency, "concurrency", "", 16, "records read at once")
+	if err := f.Parse(args, true); err != nil {
+		return err
+	}
+	if *asJSON && asCSV {
+		return cli.Usagef("--json or --csv, not both")
+	}
+	if concurrency < 1 || concurrency > 256 {
+		return cli.Usagef("--concurrency must be between 1 and 256")
+	}
+	read, period, keys, err := sf.open(f.Args())
+	if err != nil {
+		return err
+	}
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	rep, err := reconcile.Run(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period, Concurrency: concurrency}, read)
+	if err != nil {
+		return inputErr(err)
+	}
+	if metricsFile != "" {
+		end, _ := time.Parse(time.RFC3339, rep.Period.To)
+		if err := metrics.WriteReconciliationFile(metricsFile, metrics.Reconciliation{Breaks: rep.Counts(), Postings: rep.Postings,
+			Matched: rep.Matched, Resolved: rep.Resolved, PeriodEnd: end, RunAt: time.Now()}); err != nil {
+			return err
+		}
+	}
+	switch {
+	case *asJSON:
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	case asCSV:
+		err = rep.WriteCSV(env.Stdout)
+	default:
+		err = rep.WriteText(env.Stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if n := len(rep.Breaks); n > 0 {
+		return fmt.Errorf("%d break(s) to resolve (chargerecovery reconcile resolve CHARGE_ID --statement … --reason …)", n)
+	}
+	return nil
+}
+
+func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error {
+	f, bc, asJSON := opsFlags(env, "reconcile resolve", reconcileSynopsis)
+	var (
+		sf                     statementFlags
+		kind, reason           string
+		lease, skew, retention time.Duration
+	)
+	sf.bind(f)
+	f.String(&kind, "kind", "", "", "which break, when the charge has several: "+kindList())
+	f.String(&reason, "reason", "", "", "why it is resolved (kept with the resolution and in the audit trail), e.g. \"INC-88: refunded by the bank\" (required)")
+	f.Duration(&lease, "lease", "IC_LEASE", idempotency.DefaultLease, "the claim an adoption takes on the record while it writes DONE (as serve's)")
+	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the adopted record and the resolution are kept (as serve's records)")
+	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "a lapsed claim is taken over only this long after it ends (as serve's)")
+	var ac auditConfig
+	ac.Bind(f)
+	opFlag := cli.OperatorFlag(f)
+	if err := f.Parse(args, true); err != nil {
+		return err
+	}
+	if len(f.Args()) != 1 {
+		return cli.Usagef("give exactly one CHARGE_ID (see chargerecovery reconcile -h)")
+	}
+	id := f.Args()[0]
+	if kind != "" && !reconcile.Kind(kind).Valid() {
+		return cli.Usagef("--kind %q is not one of %s", kind, kindList())
+	}
+	if strings.TrimSpace(reason) == "" {
+		return cli.Usagef("say why (--reason): it is kept with the resolution and in the audit trail")
+	}
+	if lease <= 0 || retention <= 0 || skew < 0 {
+		return cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
+	}
+	read, period, keys, err := sf.open(nil)
+	if err != nil {
+		return err
+	}
+	trail, book, _, err := ac.open(env)
+	if err != nil {
+		return err
+	}
+	defer trail.Close()
+	who, err := ac.who(env, *opFlag, book, "")
+	if err != nil {
+		return err
+	}
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	guard, err := guardFor(b, lease, retention, skew)
+	if err != nil {
+		return err
+	}
+	var res reconcile.Resolved
+	err = actAudited(env, trail, who, "reconcile-resolve", id, reason, func(w io.Writer) error {
+		var err error
+		res, err = reconcile.Resolve(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period}, read,
+			reconcile.ResolveRequest{ChargeID: id, Kind: reconcile.Kind(kind), Reason: reason, Operator: who.Name, Guard: guard})
+		if err != nil {
+			return err
+		}
+		line, _ := json.Marshal(map[string]any{"audit": true, "msg": fmt.Sprintf("reconciliation break %s %s", res.Break.Kind, res.Action),
+			"action": "reconcile-resolve", "result": res.Action, "charge_id": id, "reason": reason,
+			"kind": res.Break.Kind, "break": res.Break.ID, "bank_keys": res.Break.BankKeys})
+		_, err = w.Write(append(line, '\n'))
+		return err
+	})
+	if err != nil {
+		return inputErr(err)
+	}
+	if *asJSON {
+		return json.NewEncoder(env.Stdout).Encode(res)
+	}
+	switch res.Action {
+	case "adopted":
+		fmt.Fprintf(env.Stdout, "%s: %s adopted: the record is DONE %s with the bank's reference %s (no debit, no notice)\n",
+			id, res.Break.Kind, res.Record.Status, res.Record.Detail)
+	default:
+		fmt.Fprintf(env.Stdout, "%s: %s marked resolved (break %s): %s\n", id, res.Break.Kind, res.Break.ID, reason)
+	}
+	return nil
+}
+
+func kindList() string {
+	var w []string
+	for _, k := range reconcile.Kinds {
+		w = append(w, string(k))
+	}
+	return strings.Join(w, ", ")
+}
+
+// guardFor is a Guard over b's store with serve's lease, retention and
+// skew margin (0: none).
+func guardFor(b *backend.Backend, lease, retention, skew time.Duration) (*idempotency.Guard, error) {
+	if skew == 0 {
+		skew = -1
+	}
+	return idempotency.NewGuard(b.Store, idempotency.Options{Lease: lease, Retention: retention, SkewMargin: skew})
+}

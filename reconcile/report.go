@@ -1,0 +1,94 @@
+package reconcile
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// Counts is the number of open breaks of each kind, every kind named.
+func (r Report) Counts() map[string]int {
+	m := make(map[string]int, len(Kinds))
+	for _, k := range Kinds {
+		m[string(k)] = 0
+	}
+	for _, b := range r.Breaks {
+		m[string(b.Kind)]++
+	}
+	return m
+}
+
+// postedText is the postings of b in a cell: "CHG-1 INR 25.00 2026-12-01 REF".
+func (b Break) postedText() string {
+	var w []string
+	for _, p := range b.Posted {
+		s := fmt.Sprintf("%s %s %s %s", p.BankKey, p.Amount, p.BookingDate, p.Reference)
+		if p.Reversal {
+			s = "reversal " + s
+		}
+		w = append(w, strings.TrimSpace(s))
+	}
+	return strings.Join(w, "; ")
+}
+
+// WriteText prints r for a person: the counts, then each break with what
+// disagrees and what to do.
+func (r Report) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "period %s to %s: %d postings (%d reversals), %d matched (%d by key only), %d in flight, %d breaks (%d resolved earlier)\n",
+		r.Period.From, r.Period.To, r.Postings, r.Reversals, r.Matched, r.Unverified, r.InFlight, len(r.Breaks), r.Resolved)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	if len(r.Breaks) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nKIND\tCHARGE\tACCOUNT\tRECORD\tPOSTED")
+	for _, b := range r.Breaks {
+		rec := "none"
+		if b.State != "" {
+			rec = strings.TrimSpace(fmt.Sprintf("%s %s gen %d", b.State, b.Status, b.Generation))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Kind, b.ChargeID, or(b.Account, "-"), rec, or(b.postedText(), "-"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, b := range r.Breaks {
+		fmt.Fprintf(w, "\n%s %s (break %s)\n  %s\n  do: %s\n", b.Kind, b.ChargeID, b.ID, b.Detail, b.Action)
+	}
+	return nil
+}
+
+// CSVHeader is the header of WriteCSV.
+var CSVHeader = []string{"kind", "charge_id", "bank_keys", "account", "record_state", "record_status", "generation", "record_reference",
+	"posted", "detail", "action", "break_id"}
+
+// WriteCSV prints one row per break (accounts masked).
+func (r Report) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	for _, b := range r.Breaks {
+		gen := ""
+		if b.Generation > 0 {
+			gen = fmt.Sprint(b.Generation)
+		}
+		if err := cw.Write([]string{string(b.Kind), b.ChargeID, strings.Join(b.BankKeys, " "), b.Account, b.State, b.Status, gen, b.Reference,
+			b.postedText(), b.Detail, b.Action, b.ID}); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
