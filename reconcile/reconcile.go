@@ -145,6 +145,10 @@ type Options struct {
 	Now time.Time
 	// Concurrency is how many records are read at once (default 16).
 	Concurrency int
+	// SkewMargin: an IN_PROGRESS record counts as in flight until this
+	// long after its lease (serve's skew margin: no one may take it over
+	// before then, so a posting of it is not yet a break).
+	SkewMargin time.Duration
 	// ChargeID, when set, limits the run to one charge (Resolve's).
 	ChargeID string
 }
@@ -394,7 +398,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Detail = fmt.Sprintf("recorded FAILED (%s) but the bank posted it", charge.Clip(rec.Detail, 160))
 		b.Action = "the money moved: have the bank refund it, or record it as recovered; then reconcile resolve --reason"
 		r.add(b)
-	case rec.State == driver.StateInProgress && rec.LeaseLive(r.opts.Now):
+	case rec.State == driver.StateInProgress && rec.LeaseLive(r.opts.Now.Add(-r.opts.SkewMargin)):
 		r.mu.Lock()
 		r.rep.InFlight++
 		r.mu.Unlock()

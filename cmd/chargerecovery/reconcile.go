@@ -131,8 +131,10 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 		asCSV       bool
 		metricsFile string
 		concurrency int
+		skew        time.Duration
 	)
 	sf.bind(f)
+	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "an IN_PROGRESS record posted by the bank counts as in flight (not a break) until its lease passed by this much (as serve's)")
 	f.Bool(&asCSV, "csv", "", false, "print the breaks as CSV (accounts masked)")
 	f.String(&metricsFile, "metrics-file", "IC_RECONCILE_METRICS_FILE", "", "also write reconciliation_breaks{kind} and the run's figures in Prometheus's text format to this file (node_exporter's textfile collector), whole by rename")
 	f.Int(&concurrency, "concurrency", "", 16, "records read at once")
@@ -154,7 +156,7 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	rep, err := reconcile.Run(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period, Concurrency: concurrency}, read)
+	rep, err := reconcile.Run(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period, Concurrency: concurrency, SkewMargin: max(skew, 0)}, read)
 	if err != nil {
 		return inputErr(err)
 	}
@@ -241,7 +243,7 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	var res reconcile.Resolved
 	err = actAudited(env, trail, who, "reconcile-resolve", id, reason, func(w io.Writer) error {
 		var err error
-		res, err = reconcile.Resolve(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period}, read,
+		res, err = reconcile.Resolve(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period, SkewMargin: skew}, read,
 			reconcile.ResolveRequest{ChargeID: id, Kind: reconcile.Kind(kind), Reason: reason, Operator: who.Name, Guard: guard})
 		if err != nil {
 			return err
