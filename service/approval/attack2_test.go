@@ -125,3 +125,13 @@ func TestAKeptPolicyEditedOnDiskIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A renotify proposal naming a charge with no record says so plainly
+// (it said "not CHG-NOPE (absent )").
+func TestARenotifyProposalOfNoRecordSaysSo(t *testing.T) {
+	w := newWorld(t, 1)
+	_, err := w.be.Select(t.Context(), approval.Spec{Kind: approval.Renotify, Reason: "x", ChargeIDs: []string{"CHG-NOPE"}}, time.Now())
+	if err == nil || !strings.Contains(err.Error(), "CHG-NOPE (no record)") {
+		t.Fatalf("select: %v", err)
+	}
+}
