@@ -119,8 +119,25 @@ func TestAKeptPolicyEditedOnDiskIsRefused(t *testing.T) {
 			if err == nil {
 				t.Fatalf("a policy edited on disk to %q was taken: the book's policy is %s", to, b2.Policy())
 			}
-			if !errors.Is(err, approval.ErrTampered) {
+			if !errors.Is(err, approval.ErrPolicyEdited) {
 				t.Fatalf("%v", err)
+			}
+			// The console, started with its configuration's policy, keeps
+			// it again (audited); then every process has it.
+			kept, _ := approval.ParsePolicy("reopen-new-attempt,bulk>5")
+			if _, err := approval.Open(trail, approval.Options{Policy: &kept, Authority: true}); err != nil {
+				t.Fatalf("the console's start after the edit: %v", err)
+			}
+			if b3, err := approval.Open(trail, approval.Options{}); err != nil || b3.Policy() != kept {
+				t.Fatalf("after the console's start: %v %v", err, b3)
+			}
+			// A console started without a policy does not launder an edit.
+			raw, _ = os.ReadFile(f)
+			if err := os.WriteFile(f, []byte(strings.Replace(string(raw), `"policy":"reopen-new-attempt,bulk\u003e5"`, `"policy":"off"`, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := approval.Open(trail, approval.Options{Authority: true}); !errors.Is(err, approval.ErrPolicyEdited) {
+				t.Fatalf("a console without a policy took an edited one: %v", err)
 			}
 		})
 	}

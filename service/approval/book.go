@@ -33,6 +33,10 @@ var (
 	ErrTampered = errors.New("the proposal does not match its audit trail")
 )
 
+// ErrPolicyEdited: the kept policy file is not what the trail's last
+// policy line says.
+var ErrPolicyEdited = errors.New("the kept four-eyes policy does not match its audit trail")
+
 // ErrPolicy: the process was started with another policy than the one
 // kept beside the trail.
 var ErrPolicy = errors.New("not the four-eyes policy kept beside the audit trail")
@@ -101,15 +105,16 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 		if err != nil {
 			return err
 		}
+		given := o.Policy != nil
+		var edited error
 		if ok {
-			if err := b.policyVouched(kept); err != nil {
-				return err
+			if edited = b.policyVouched(kept); edited != nil && !(o.Authority && given) {
+				return edited
 			}
 		}
 		b.policy, b.tokens = kept.policy, kept.TokenFile
-		given := o.Policy != nil
 		switch {
-		case o.Authority && ((given && (!ok || kept.policy != *o.Policy)) || (o.TokenFile != "" && o.TokenFile != kept.TokenFile)):
+		case o.Authority && (edited != nil || (given && (!ok || kept.policy != *o.Policy)) || (o.TokenFile != "" && o.TokenFile != kept.TokenFile)):
 			// The console's configuration is the deployment's: its start
 			// keeps what it was given (audited, with what was kept).
 			p := kept.policy
@@ -119,6 +124,9 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 			why := "the console's configuration at its start"
 			if ok {
 				why += fmt.Sprintf(" (was %s, console tokens %q)", kept.policy, kept.TokenFile)
+			}
+			if edited != nil {
+				why += "; the kept file had been edited by hand, not as the trail said"
 			}
 			return b.keepPolicy(Actor{Name: "system", Via: "console start"}, p, cmp.Or(o.TokenFile, kept.TokenFile), why)
 		case given && ok && kept.policy != *o.Policy:
@@ -212,7 +220,7 @@ func (b *Book) policyVouched(kept keptPolicy) error {
 			return nil
 		}
 		return fmt.Errorf("%w: %s keeps the policy %s (console tokens %q), but the trail's last policy line (seq %d) says %s (%s): the file was changed by hand; put back what the trail says, or start the console with the policy it should have",
-			ErrTampered, b.policyPath(), kept.policy, kept.TokenFile, e.Seq, e.Result, cmp.Or(e.Detail, "no console tokens"))
+			ErrPolicyEdited, b.policyPath(), kept.policy, kept.TokenFile, e.Seq, e.Result, cmp.Or(e.Detail, "no console tokens"))
 	}
 	return nil
 }
