@@ -241,7 +241,40 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 	if n := strings.Count(string(raw), `"action":"batch"`); n != 3 {
 		t.Errorf("%d batch lines, want 3 (11 charges, 4 a batch)", n)
 	}
+	// The page's filters: the command line's redrive under via=cli, the
+	// console's proposal and approval under via=console.
+	br.run("audit, the command line's", chromedp.Navigate(base+"/audit?via=cli&charge="+ids[0]), chromedp.WaitVisible(chromedp.CSS("#audit")))
+	if cliRows := br.text("#audit tbody"); !strings.Contains(cliRows, "redrive") || !strings.Contains(cliRows, "moved") || strings.Contains(cliRows, "console") {
+		t.Errorf("the audit page, via=cli, charge %s, lacks the command line's redrive (or shows the console's):\n%s", ids[0], cliRows)
+	}
+	br.run("audit, the console's", chromedp.Navigate(base+"/audit?via=console&proposal="+pid), chromedp.WaitVisible(chromedp.CSS("#audit")))
+	if conRows := br.text("#audit tbody"); !strings.Contains(conRows, "propose") || !strings.Contains(conRows, "approve") || strings.Contains(conRows, "cli") {
+		t.Errorf("the audit page, via=console, lacks the console's propose and approve of %s:\n%s", pid, conRows)
+	}
 	if r := runCmd(ctx, env, "audit", "verify"); r.code != 0 {
 		t.Fatalf("audit verify: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	// A line edited (the command line's redrive said to be of another
+	// charge): audit verify fails, naming the line.
+	raw, err = os.ReadFile(auditFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(raw), "\n")
+	edited := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"via":"cli"`) && strings.Contains(l, `"charges":["`+ids[0]+`"]`) && strings.Contains(l, `"result":"moved"`) {
+			lines[i], edited = strings.Replace(l, ids[0], "CHG-OUTAGE-99", 1), i
+			break
+		}
+	}
+	if edited < 0 {
+		t.Fatalf("no line of the command line's redrive of %s in the trail:\n%s", ids[0], raw)
+	}
+	if err := os.WriteFile(auditFile, []byte(strings.Join(lines, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCmd(ctx, env, "audit", "verify"); r.code != 1 || !strings.Contains(r.stderr, fmt.Sprintf("seq %d does not carry the hash of the line before", edited+2)) {
+		t.Fatalf("audit verify of a trail with line %d edited: exit %d\n%s%s", edited+1, r.code, r.stdout, r.stderr)
 	}
 }

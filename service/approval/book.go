@@ -33,6 +33,10 @@ var (
 	ErrTampered = errors.New("the proposal does not match its audit trail")
 )
 
+// ErrPolicyEdited: the kept policy file is not what the trail's last
+// policy line says.
+var ErrPolicyEdited = errors.New("the kept four-eyes policy does not match its audit trail")
+
 // ErrPolicy: the process was started with another policy than the one
 // kept beside the trail.
 var ErrPolicy = errors.New("not the four-eyes policy kept beside the audit trail")
@@ -101,10 +105,16 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 		if err != nil {
 			return err
 		}
-		b.policy, b.tokens = kept.policy, kept.TokenFile
 		given := o.Policy != nil
+		var edited error
+		if ok {
+			if edited = b.policyVouched(kept); edited != nil && !(o.Authority && given) {
+				return edited
+			}
+		}
+		b.policy, b.tokens = kept.policy, kept.TokenFile
 		switch {
-		case o.Authority && ((given && (!ok || kept.policy != *o.Policy)) || (o.TokenFile != "" && o.TokenFile != kept.TokenFile)):
+		case o.Authority && (edited != nil || (given && (!ok || kept.policy != *o.Policy)) || (o.TokenFile != "" && o.TokenFile != kept.TokenFile)):
 			// The console's configuration is the deployment's: its start
 			// keeps what it was given (audited, with what was kept).
 			p := kept.policy
@@ -114,6 +124,9 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 			why := "the console's configuration at its start"
 			if ok {
 				why += fmt.Sprintf(" (was %s, console tokens %q)", kept.policy, kept.TokenFile)
+			}
+			if edited != nil {
+				why += "; the kept file had been edited by hand, not as the trail said"
 			}
 			return b.keepPolicy(Actor{Name: "system", Via: "console start"}, p, cmp.Or(o.TokenFile, kept.TokenFile), why)
 		case given && ok && kept.policy != *o.Policy:
@@ -170,18 +183,45 @@ func (b *Book) keepPolicy(who Actor, p Policy, tokens, why string) error {
 	if err != nil {
 		return err
 	}
-	detail := ""
-	if tokens != "" {
-		detail = "operators on the command line are named by the console's tokens in " + tokens
-	}
 	if _, err := b.trail.Append(audit.Entry{At: b.o.Now().UTC(), Operator: who.Name, Role: who.Role, Via: who.Via, Action: "policy",
-		Result: p.String(), Reason: why, Detail: detail}); err != nil {
+		Result: p.String(), Reason: why, Detail: policyDetail(tokens)}); err != nil {
 		return err
 	}
 	if err := writeFileAtomic(b.dir, b.policyPath(), raw); err != nil {
 		return err
 	}
 	b.policy, b.tokens = p, tokens
+	return nil
+}
+
+func policyDetail(tokens string) string {
+	if tokens == "" {
+		return ""
+	}
+	return "operators on the command line are named by the console's tokens in " + tokens
+}
+
+// policyVouched checks the kept policy file against the trail's last
+// policy line: a policy.json edited by hand (four-eyes turned off or
+// weakened, another token file named) is refused. A trail without a policy
+// line (rotated since the policy was set) cannot say, and is taken.
+func (b *Book) policyVouched(kept keptPolicy) error {
+	lines, err := b.trail.All(audit.Filter{Action: "policy"})
+	if err != nil {
+		return fmt.Errorf("proposals: the audit trail: %w", err)
+	}
+	for i := len(lines) - 1; i >= 0; i-- {
+		e := lines[i]
+		if e.Action != "policy" || e.Proposal != "" {
+			continue
+		}
+		said, err := ParsePolicy(e.Result)
+		if err == nil && said == kept.policy && e.Detail == policyDetail(kept.TokenFile) {
+			return nil
+		}
+		return fmt.Errorf("%w: %s keeps the policy %s (console tokens %q), but the trail's last policy line (seq %d) says %s (%s): the file was changed by hand; put back what the trail says, or start the console with the policy it should have",
+			ErrPolicyEdited, b.policyPath(), kept.policy, kept.TokenFile, e.Seq, e.Result, cmp.Or(e.Detail, "no console tokens"))
+	}
 	return nil
 }
 
@@ -508,7 +548,8 @@ func unlockRun(f *os.File) {
 }
 
 // digest is what a proposal's propose and approve lines vouch for: its
-// id, spec, proposer, targets and why it needs approval.
+// id, spec, proposer, targets, why it needs approval and its expiry (a
+// file given a later expiry is not what was proposed).
 func digest(p Proposal) string {
 	raw, _ := json.Marshal(struct {
 		ID       string
@@ -516,8 +557,23 @@ func digest(p Proposal) string {
 		Proposer string
 		Targets  []Target
 		Needs    string
-	}{p.ID, p.Spec, strings.ToLower(strings.TrimSpace(p.Proposer.Name)), p.Targets, p.Needs})
+		Expires  time.Time
+	}{p.ID, p.Spec, strings.ToLower(strings.TrimSpace(p.Proposer.Name)), p.Targets, p.Needs, p.Expires.UTC()})
 	return audit.Hash(raw)
+}
+
+// terminal is the trail's word that proposal id is over (expired,
+// rejected or done), whatever its file says now; "" if it has none.
+func terminal(lines []audit.Entry) string {
+	for _, e := range lines {
+		switch {
+		case e.Action == "expire" && e.Result == string(Expired),
+			e.Action == "reject" && e.Result == string(Rejected),
+			e.Action == "done" && e.Result == string(Done):
+			return fmt.Sprintf("%s (seq %d)", e.Result, e.Seq)
+		}
+	}
+	return ""
 }
 
 // vouched checks p against the trail: a propose line of its proposer for
@@ -529,6 +585,9 @@ func (b *Book) vouched(p Proposal, needApproval bool) error {
 	lines, err := b.trail.All(audit.Filter{Proposal: p.ID})
 	if err != nil {
 		return err
+	}
+	if over := terminal(lines); over != "" {
+		return fmt.Errorf("%w: the audit trail says %s is over: %s; its file says %s: not approved nor run; propose it again", ErrTampered, p.ID, over, p.State)
 	}
 	proposed, approved := false, false
 	for _, e := range lines {

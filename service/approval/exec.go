@@ -112,7 +112,11 @@ func (be Backend) selectNotices(ctx context.Context, spec Spec, now time.Time) (
 	var wrong []string
 	for _, rec := range recs {
 		if rec.State != driver.StateDone || rec.Status != string(charge.DebitedNotificationFailed) {
-			wrong = append(wrong, fmt.Sprintf("%s (%s %s)", rec.Key, rec.State, rec.Status))
+			if rec.State == driver.StateAbsent {
+				wrong = append(wrong, rec.Key+" (no record)")
+			} else {
+				wrong = append(wrong, fmt.Sprintf("%s (%s)", rec.Key, strings.TrimSpace(fmt.Sprintf("%s %s", rec.State, rec.Status))))
+			}
 			continue
 		}
 		t := Target{ChargeID: rec.Key, Code: rec.Status}
