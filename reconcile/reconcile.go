@@ -123,6 +123,13 @@ type Report struct {
 	Breaks   []Break `json:"breaks"`
 	// Notes are what a reader should know about the run as a whole.
 	Notes []string `json:"notes,omitempty"`
+	// Statements names what was read (set by the caller): the files and
+	// the side they were read from, so that a report kept on disk can be
+	// resolved against the same statement (the console does).
+	Statements        []string `json:"statements,omitempty"`
+	CollectionAccount string   `json:"collectionAccount,omitempty"`
+	// RunAt is when the run finished.
+	RunAt time.Time `json:"runAt"`
 }
 
 // Store is what a run reads: the records (Get, and driver.Walk of the DONE
@@ -237,6 +244,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	if rep.Breaks == nil {
 		rep.Breaks = []Break{}
 	}
+	rep.RunAt = time.Now().UTC()
 	if r.unknownKey > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) matched by key only: their record's fingerprint was written under a key not given (--fingerprint-key-file, --fingerprint-previous-key-files)", r.unknownKey))
 	}

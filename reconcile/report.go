@@ -2,8 +2,11 @@ package reconcile
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 )
@@ -77,8 +80,12 @@ func (r Report) WriteCSV(w io.Writer) error {
 		if b.Generation > 0 {
 			gen = fmt.Sprint(b.Generation)
 		}
-		if err := cw.Write([]string{string(b.Kind), b.ChargeID, strings.Join(b.BankKeys, " "), b.Account, b.State, b.Status, gen, b.Reference,
-			b.postedText(), b.Detail, b.Action, b.ID}); err != nil {
+		row := []string{string(b.Kind), b.ChargeID, strings.Join(b.BankKeys, " "), b.Account, b.State, b.Status, gen, b.Reference,
+			b.postedText(), b.Detail, b.Action, b.ID}
+		for i := range row {
+			row[i] = cell(row[i])
+		}
+		if err := cw.Write(row); err != nil {
 			return err
 		}
 	}
@@ -86,9 +93,62 @@ func (r Report) WriteCSV(w io.Writer) error {
 	return cw.Error()
 }
 
+// cell keeps a spreadsheet from reading a cell as a formula: text from
+// the bank (a reference) that starts with =, +, -, @, a tab or a carriage
+// return gets a leading apostrophe (OWASP's CSV injection advice).
+func cell(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
 func or(s, def string) string {
 	if s == "" {
 		return def
 	}
 	return s
+}
+
+// WriteReportFile keeps r as JSON in path, owner-only, written whole by
+// rename (a reader never sees half a report).
+func WriteReportFile(path string, r Report) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// ReadReportFile reads a report WriteReportFile kept.
+func ReadReportFile(path string) (Report, error) {
+	var r Report
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return r, fmt.Errorf("%s: not a reconciliation report: %w", path, err)
+	}
+	return r, nil
 }

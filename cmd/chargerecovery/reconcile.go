@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -49,8 +50,21 @@ func (s *statementFlags) bind(f *cli.FlagSet) {
 
 // open checks the flags and returns the reader of every file and the
 // period the flags give (zero: the statement's).
+// list is every statement file named, as absolute paths where they can
+// be made so.
+func (s *statementFlags) list(extra []string) []string {
+	var out []string
+	for _, f := range append(cli.SplitList(s.files), extra...) {
+		if abs, err := filepath.Abs(f); err == nil {
+			f = abs
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
 func (s *statementFlags) open(extra []string) (reconcile.Postings, statement.Period, *idempotencyKeys, error) {
-	files := append(cli.SplitList(s.files), extra...)
+	files := s.list(extra)
 	if len(files) == 0 {
 		return nil, statement.Period{}, nil, cli.Usagef("give the statement: --statement FILE")
 	}
@@ -130,6 +144,7 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 		sf          statementFlags
 		asCSV       bool
 		metricsFile string
+		reportFile  string
 		concurrency int
 		skew        time.Duration
 	)
@@ -137,6 +152,7 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "an IN_PROGRESS record posted by the bank counts as in flight (not a break) until its lease passed by this much (as serve's)")
 	f.Bool(&asCSV, "csv", "", false, "print the breaks as CSV (accounts masked)")
 	f.String(&metricsFile, "metrics-file", "IC_RECONCILE_METRICS_FILE", "", "also write reconciliation_breaks{kind} and the run's figures in Prometheus's text format to this file (node_exporter's textfile collector), whole by rename")
+	f.String(&reportFile, "report-file", "IC_RECONCILE_REPORT_FILE", "", "also keep the report as JSON in this file (owner-only, whole by rename): the console's Reconciliation page reads it (console --reconcile-report-file) and resolves its breaks against the same statement")
 	f.Int(&concurrency, "concurrency", "", 16, "records read at once")
 	if err := f.Parse(args, true); err != nil {
 		return err
@@ -159,6 +175,12 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	rep, err := reconcile.Run(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period, Concurrency: concurrency, SkewMargin: max(skew, 0)}, read)
 	if err != nil {
 		return inputErr(err)
+	}
+	rep.Statements, rep.CollectionAccount = sf.list(f.Args()), strings.TrimSpace(sf.collection)
+	if reportFile != "" {
+		if err := reconcile.WriteReportFile(reportFile, rep); err != nil {
+			return fmt.Errorf("--report-file: %w", err)
+		}
 	}
 	if metricsFile != "" {
 		end, _ := time.Parse(time.RFC3339, rep.Period.To)
