@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	_ "time/tzdata" // the image is FROM scratch: --time-zone needs the zone database inside the binary
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/metrics"
@@ -36,15 +37,16 @@ resolved break does not come back on the next run of the same statement.`
 
 // statementFlags are the flags that say what to read.
 type statementFlags struct {
-	files, collection, from, to string
+	files, collection, from, to, zone string
 	keys                        pipeline.Config
 }
 
 func (s *statementFlags) bind(f *cli.FlagSet) {
 	f.String(&s.files, "statement", "", "", "the statement file(s), comma-separated: camt.053, camt.054 or the CSV export")
 	f.String(&s.collection, "collection-account", "IC_COLLECTION_ACCOUNT", "", "read the statement as the fee collection account's (IBAN or account id): our postings are its credits, the customer's account the debtor's; unset: the customers' own statements, our postings their debits")
-	f.String(&s.from, "from", "", "", "the period's start, YYYY-MM-DD (UTC midnight) or RFC 3339; default: the statement's FrToDt")
-	f.String(&s.to, "to", "", "", "the period's end (exclusive), YYYY-MM-DD or RFC 3339; default: the statement's FrToDt")
+	f.String(&s.from, "from", "", "", "the period's start: YYYY-MM-DD (midnight in --time-zone), RFC 3339, or yesterday / today; default: the statement's FrToDt. A statement path's {from} is this day (YYYY-MM-DD), for a daily job: --statement /statements/{from}.xml --from yesterday --to today")
+	f.String(&s.to, "to", "", "", "the period's end (exclusive), as --from")
+	f.String(&s.zone, "time-zone", "IC_TIME_ZONE", "UTC", "the bank's time zone, where a day of --from/--to starts (IANA name, e.g. Asia/Kolkata)")
 	s.keys.BindKeys(f)
 }
 
@@ -54,7 +56,16 @@ func (s *statementFlags) bind(f *cli.FlagSet) {
 // be made so.
 func (s *statementFlags) list(extra []string) []string {
 	var out []string
+	day := ""
+	if loc, err := time.LoadLocation(s.zone); err == nil {
+		if from, err := parseDay(s.from, loc, time.Now()); err == nil && s.from != "" {
+			day = from.In(loc).Format(time.DateOnly)
+		}
+	}
 	for _, f := range append(cli.SplitList(s.files), extra...) {
+		if day != "" {
+			f = strings.ReplaceAll(f, "{from}", day)
+		}
 		if abs, err := filepath.Abs(f); err == nil {
 			f = abs
 		}
@@ -73,11 +84,21 @@ func (s *statementFlags) open(extra []string) (reconcile.Postings, statement.Per
 	if (s.from == "") != (s.to == "") {
 		return nil, p, nil, cli.Usagef("give --from and --to together")
 	}
+	loc, err := time.LoadLocation(s.zone)
+	if err != nil {
+		return nil, p, nil, cli.Usagef("--time-zone %q: %v", s.zone, err)
+	}
+	for _, f := range files {
+		if strings.Contains(f, "{from}") {
+			return nil, p, nil, cli.Usagef("--statement %s: {from} needs --from", f)
+		}
+	}
 	if s.from != "" {
-		if p.From, err = parseDay(s.from); err != nil {
+		now := time.Now()
+		if p.From, err = parseDay(s.from, loc, now); err != nil {
 			return nil, p, nil, cli.Usagef("--from: %v", err)
 		}
-		if p.To, err = parseDay(s.to); err != nil {
+		if p.To, err = parseDay(s.to, loc, now); err != nil {
 			return nil, p, nil, cli.Usagef("--to: %v", err)
 		}
 		if !p.From.Before(p.To) {
@@ -110,14 +131,22 @@ func (s *statementFlags) open(extra []string) (reconcile.Postings, statement.Per
 
 type idempotencyKeys struct{ fp *idempotency.Fingerprinter }
 
-// parseDay reads YYYY-MM-DD (midnight UTC) or RFC 3339.
-func parseDay(s string) (time.Time, error) {
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t, nil
+// parseDay reads YYYY-MM-DD (midnight in loc), RFC 3339, or today /
+// yesterday (the day's midnight in loc at now).
+func parseDay(s string, loc *time.Location, now time.Time) (time.Time, error) {
+	n := now.In(loc)
+	switch s {
+	case "today":
+		return time.Date(n.Year(), n.Month(), n.Day(), 0, 0, 0, 0, loc).UTC(), nil
+	case "yesterday":
+		return time.Date(n.Year(), n.Month(), n.Day()-1, 0, 0, 0, 0, loc).UTC(), nil
+	}
+	if t, err := time.ParseInLocation(time.DateOnly, s, loc); err == nil {
+		return t.UTC(), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%q is not YYYY-MM-DD or RFC 3339", s)
+		return time.Time{}, fmt.Errorf("%q is not YYYY-MM-DD, RFC 3339, today or yesterday", s)
 	}
 	return t.UTC(), nil
 }

@@ -21,6 +21,7 @@ import (
 	kedav1alpha1 "github.com/kedacore/keda/v2/apis/keda/v1alpha1"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +33,7 @@ var kinds = map[string]func() any{
 	"v1/ConfigMap":                            func() any { return &corev1.ConfigMap{} },
 	"v1/Service":                              func() any { return &corev1.Service{} },
 	"v1/ServiceAccount":                       func() any { return &corev1.ServiceAccount{} },
+	"batch/v1/CronJob":                        func() any { return &batchv1.CronJob{} },
 	"apps/v1/Deployment":                      func() any { return &appsv1.Deployment{} },
 	"policy/v1/PodDisruptionBudget":           func() any { return &policyv1.PodDisruptionBudget{} },
 	"monitoring.coreos.com/v1/ServiceMonitor": func() any { return &monitoringv1.ServiceMonitor{} },
@@ -109,6 +111,55 @@ func one[T any](t *testing.T, all []any) T {
 	return found[0]
 }
 
+// named is the one object of type T called name.
+func named[T interface{ GetName() string }](t *testing.T, all []any, name string) T {
+	t.Helper()
+	for _, o := range all {
+		if v, ok := o.(T); ok && v.GetName() == name {
+			return v
+		}
+	}
+	var zero T
+	t.Fatalf("no %T named %s", zero, name)
+	return zero
+}
+
+// The reconciliation job runs under its own service account, as the
+// consumer's user, with the fingerprint key the consumer uses, and never
+// retries a run that found breaks (exit 1 is an answer).
+func TestTheReconciliationJob(t *testing.T) {
+	all := readAll(t)
+	cj := one[*batchv1.CronJob](t, all)
+	dep := one[*appsv1.Deployment](t, all)
+	sa := named[*corev1.ServiceAccount](t, all, "chargerecovery-reconcile")
+	pod := cj.Spec.JobTemplate.Spec.Template.Spec
+	if pod.ServiceAccountName != sa.Name {
+		t.Errorf("the job runs as %q, want %s", pod.ServiceAccountName, sa.Name)
+	}
+	if b := cj.Spec.JobTemplate.Spec.BackoffLimit; b == nil || *b != 0 {
+		t.Error("backoffLimit must be 0: a run that found breaks exits 1, and a retry only reports them again")
+	}
+	if cj.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {
+		t.Errorf("concurrencyPolicy %q, want Forbid", cj.Spec.ConcurrencyPolicy)
+	}
+	c := pod.Containers[0]
+	if c.Image != dep.Spec.Template.Spec.Containers[0].Image || len(c.Args) == 0 || c.Args[0] != "reconcile" || len(c.Command) != 0 {
+		t.Errorf("the job runs %v %v in %s; want the consumer's image running reconcile (no shell in it)", c.Command, c.Args, c.Image)
+	}
+	mounted := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		mounted[m.MountPath] = true
+	}
+	for _, m := range dep.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.Name == "fingerprint-key" && !mounted[m.MountPath] {
+			t.Errorf("the job does not mount the fingerprint key where the config says (%s): amounts could not be checked", m.MountPath)
+		}
+	}
+	if pod.SecurityContext == nil || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+		t.Error("the job may run as root")
+	}
+}
+
 // A misspelt field fails the check (the decode is strict).
 func TestAnUnknownFieldIsRefused(t *testing.T) {
 	bad := []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  replica: 2\n")
@@ -130,7 +181,7 @@ func TestTheManifestsAgree(t *testing.T) {
 	pdb := one[*policyv1.PodDisruptionBudget](t, all)
 	so := one[*kedav1alpha1.ScaledObject](t, all)
 	ta := one[*kedav1alpha1.TriggerAuthentication](t, all)
-	sa := one[*corev1.ServiceAccount](t, all)
+	sa := named[*corev1.ServiceAccount](t, all, "chargerecovery")
 
 	pod := dep.Spec.Template
 	labels := pod.Labels
