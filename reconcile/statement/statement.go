@@ -32,7 +32,8 @@ type Posting struct {
 	// under (TxDtls/Refs/EndToEndId): the charge id, or "<id>~N" for
 	// generation N (charge.BankKey).
 	BankKey string
-	// Account is the customer's account: IBAN or Othr/Id as written.
+	// Account is the customer's account: the IBAN in its electronic form
+	// (spaces removed, upper case), or Othr/Id as written.
 	Account string
 	// Amount is the transaction's amount (TxDtls/Amt or
 	// AmtDtls/TxAmt/Amt; a single-transaction entry's is the entry's Amt).
