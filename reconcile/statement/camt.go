@@ -108,9 +108,8 @@ type entry struct {
 	firstTxLine, txLen int
 }
 
-func readCamt(br *bufio.Reader, name string, opts Options, fn func(Posting) error) (Header, error) {
-	src := &source{r: br}
-	r := &camtReader{src: src, d: xml.NewDecoder(bufio.NewReaderSize(src, 64<<10)), file: name, fn: fn}
+func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(Posting) error) (Header, error) {
+	r := &camtReader{src: src, d: xml.NewDecoder(br), file: name, fn: fn}
 	r.d.CharsetReader = charsetReader
 	if a := strings.TrimSpace(opts.CollectionAccount); a != "" {
 		r.collection = true
