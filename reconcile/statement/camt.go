@@ -746,8 +746,6 @@ func (r *camtReader) transaction(line int) error {
 		switch {
 		case t.amt.Currency != e.amt.Currency:
 			return r.errf(t.amtLine, t.amtElem, "currency %s is not the entry's (%s)", t.amt.Currency, e.amt.Currency)
-		case t.amt.Minor == 0:
-			return r.errf(t.amtLine, t.amtElem, "zero amount")
 		case e.sum > math.MaxInt64-t.amt.Minor:
 			return r.errf(t.amtLine, t.amtElem, "the transactions of entry %d sum beyond an int64", e.n)
 		}
@@ -766,7 +764,10 @@ func (r *camtReader) transaction(line int) error {
 		r.h.Unkeyed++
 		return nil
 	}
-	if t.amt.Minor == 0 {
+	if t.amt.Minor == 0 { // a posting of nothing
+		if t.hasAmt {
+			return r.errf(t.amtLine, t.amtElem, "zero amount")
+		}
 		return r.errf(e.amtLine, "Ntry/Amt", "zero amount")
 	}
 	p := Posting{
