@@ -52,7 +52,23 @@ func message(ns string) (format, body, stmt string, err error) {
 	return name, body, stmt, nil
 }
 
+// source keeps the error of the reader under the decoder, so that it is
+// told from the decoder's own (a malformed file).
+type source struct {
+	r   io.Reader
+	err error
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
 type camtReader struct {
+	src  *source
 	d    *xml.Decoder
 	file string
 	fn   func(Posting) error
@@ -92,8 +108,8 @@ type entry struct {
 	firstTxLine, txLen int
 }
 
-func readCamt(br *bufio.Reader, name string, opts Options, fn func(Posting) error) (Header, error) {
-	r := &camtReader{d: xml.NewDecoder(br), file: name, fn: fn}
+func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(Posting) error) (Header, error) {
+	r := &camtReader{src: src, d: xml.NewDecoder(br), file: name, fn: fn}
 	r.d.CharsetReader = charsetReader
 	if a := strings.TrimSpace(opts.CollectionAccount); a != "" {
 		r.collection = true
@@ -120,12 +136,14 @@ func (r *camtReader) errf(line int, elem, format string, args ...any) error {
 func (r *camtReader) tokErr(elem string, err error) error {
 	var se *xml.SyntaxError
 	switch {
+	case r.src.err != nil && errors.Is(err, r.src.err):
+		return fmt.Errorf("%s: %w", r.file, err)
 	case errors.As(err, &se):
 		return &FormatError{File: r.file, Line: se.Line, Elem: elem, Err: errors.New(se.Msg)}
 	case errors.Is(err, io.EOF):
 		return &FormatError{File: r.file, Line: r.line(), Elem: elem, Err: errors.New("unexpected end of file")}
 	}
-	return fmt.Errorf("%s: %w", r.file, err)
+	return &FormatError{File: r.file, Line: r.line(), Elem: elem, Err: err}
 }
 
 // children calls f for each child element of the element just started
@@ -232,9 +250,11 @@ func normIBAN(s string) string {
 // account is an Acct (or DbtrAcct): its Id/IBAN, else its Id/Othr/Id.
 type account struct{ iban, othr string }
 
+// String is the IBAN in its electronic form (no spaces, upper case), else
+// the Othr/Id as written.
 func (a account) String() string {
 	if a.iban != "" {
-		return a.iban
+		return normIBAN(a.iban)
 	}
 	return a.othr
 }
@@ -726,8 +746,6 @@ func (r *camtReader) transaction(line int) error {
 		switch {
 		case t.amt.Currency != e.amt.Currency:
 			return r.errf(t.amtLine, t.amtElem, "currency %s is not the entry's (%s)", t.amt.Currency, e.amt.Currency)
-		case t.amt.Minor == 0:
-			return r.errf(t.amtLine, t.amtElem, "zero amount")
 		case e.sum > math.MaxInt64-t.amt.Minor:
 			return r.errf(t.amtLine, t.amtElem, "the transactions of entry %d sum beyond an int64", e.n)
 		}
@@ -746,7 +764,10 @@ func (r *camtReader) transaction(line int) error {
 		r.h.Unkeyed++
 		return nil
 	}
-	if t.amt.Minor == 0 {
+	if t.amt.Minor == 0 { // a posting of nothing
+		if t.hasAmt {
+			return r.errf(t.amtLine, t.amtElem, "zero amount")
+		}
 		return r.errf(e.amtLine, "Ntry/Amt", "zero amount")
 	}
 	p := Posting{

@@ -119,7 +119,8 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 // export holds only the customers' debits (and their reversals), whatever
 // Options.CollectionAccount says. Header.Period is zero.
 func Read(r io.Reader, name string, opts Options, fn func(Posting) error) (Header, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	src := &source{r: r}
+	br := bufio.NewReaderSize(src, 64<<10)
 	head, err := br.Peek(512)
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
 		return Header{}, err
@@ -131,7 +132,7 @@ func Read(r io.Reader, name string, opts Options, fn func(Posting) error) (Heade
 	content = bytes.TrimLeft(content, " \t\r\n")
 	switch {
 	case len(content) > 0 && content[0] == '<':
-		return readCamt(br, name, opts, fn)
+		return readCamt(br, src, name, opts, fn)
 	case bytes.HasPrefix(content, []byte("booking_date")):
 		return readCSV(br, name, fn)
 	case len(content) == 0:

@@ -3,7 +3,8 @@
 // .001.02 to .001.13) and camt.054 (BankToCustomerDebitCreditNotification),
 // and a documented CSV export. Reading is streamed: memory stays bounded
 // whatever the number of entries (an entry's transactions are decoded one
-// at a time). Amounts are decimal text turned into integer minor units of
+// at a time, and at most 1,000 of them are held until the entry's end).
+// Amounts are decimal text turned into integer minor units of
 // the currency, never a float.
 //
 // A statement is read from one of two sides (Options.CollectionAccount):
@@ -12,6 +13,14 @@
 //     (RltdPties/DbtrAcct/Id/IBAN or /Othr/Id) is the customer's;
 //   - the customers' own accounts (one Stmt or Ntfctn per account): each
 //     posting of ours is a debit (DBIT) entry on that Acct.
+//
+// The CSV export holds only the customers' debits and their reversals:
+// every row is a posting, whichever side is asked for.
+//
+// Read detects the format from the content and hands each posting to a
+// callback; a malformed file gives a *FormatError naming the file, the line
+// and the element. WriteCamt053 and WriteCSV write postings back (the bank
+// simulator's export of its ledger).
 //
 // Only booked entries (status BOOK) are postings. A reversal (RvslInd true)
 // carries the indicator opposite to what it reverses (ISO 20022's rule)
@@ -32,7 +41,8 @@ type Posting struct {
 	// under (TxDtls/Refs/EndToEndId): the charge id, or "<id>~N" for
 	// generation N (charge.BankKey).
 	BankKey string
-	// Account is the customer's account: IBAN or Othr/Id as written.
+	// Account is the customer's account: the IBAN in its electronic form
+	// (spaces removed, upper case), or Othr/Id as written.
 	Account string
 	// Amount is the transaction's amount (TxDtls/Amt or
 	// AmtDtls/TxAmt/Amt; a single-transaction entry's is the entry's Amt).
