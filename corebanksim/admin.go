@@ -58,6 +58,48 @@ func (a *Admin) Reset(ctx context.Context) error {
 	return a.call(ctx, http.MethodPost, "/v1/reset", nil, nil)
 }
 
+// Statement fetches the ledger as a bank statement of [from, to): format
+// "camt053" or "csv" (empty: camt053), account the collection account
+// (empty: DefaultCollectionAccount).
+func (a *Admin) Statement(ctx context.Context, from, to time.Time, format, account string) ([]byte, error) {
+	q := url.Values{"from": {from.UTC().Format(time.RFC3339)}, "to": {to.UTC().Format(time.RFC3339)}}
+	if format != "" {
+		q.Set("format", format)
+	}
+	if account != "" {
+		q.Set("account", account)
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	u := a.base.JoinPath("/v1/statement")
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("corebanksim: GET /v1/statement: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e corebank.ErrorResponse
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
+		return nil, statusError(resp.StatusCode, e)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+// Reverse has the bank reverse key's posting.
+func (a *Admin) Reverse(ctx context.Context, key string) error {
+	return a.call(ctx, http.MethodPost, "/v1/ledger/"+url.PathEscape(key)+"/reverse", nil, nil)
+}
+
+// Drop has the bank lose key's posting (the statement leaves it out).
+func (a *Admin) Drop(ctx context.Context, key string) error {
+	return a.call(ctx, http.MethodPost, "/v1/ledger/"+url.PathEscape(key)+"/drop", nil, nil)
+}
+
 func (a *Admin) call(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
 	if in != nil {

@@ -15,11 +15,15 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
 )
 
 // ErrKeyReuse: an idempotency key was sent again with a different body
 // (HTTP 422).
 var ErrKeyReuse = errors.New("corebank: idempotency key reused with a different request")
+
+// ErrUnknownKey: Reverse or Drop named a key with no posting (HTTP 404).
+var ErrUnknownKey = errors.New("corebank: no posting under this idempotency key")
 
 // ErrUnavailable is the simulator's injected transient failure (HTTP 503).
 var ErrUnavailable = errors.New("corebank: service unavailable")
@@ -59,6 +63,13 @@ type Entry struct {
 	Narrative      string    `json:"narrative"`
 	Reference      string    `json:"reference"`
 	PostedAt       time.Time `json:"postedAt"`
+	// ReversedAt is when the bank reversed the posting (Reverse): the
+	// statement then carries a reversal booked at that time. The entry
+	// stays a posting of Entries and PostingsByKey.
+	ReversedAt *time.Time `json:"reversedAt,omitempty"`
+	// Dropped: the bank lost the posting (Drop); the statement leaves it
+	// out. It stays in Entries and PostingsByKey.
+	Dropped bool `json:"dropped,omitempty"`
 }
 
 // Faults are injected into debits. The zero value injects nothing.
@@ -384,4 +395,83 @@ func (l *Ledger) Reset() {
 	l.byKey, l.calls, l.entries = map[string]*posting{}, map[string]int{}, nil
 	l.confirmed, l.dupRequests = map[string]bool{}, map[string]int{}
 	l.faults.OutageStatus, l.faults.OutageUntil = 0, time.Time{}
+}
+
+// entryIndex returns the index in l.entries of key's posting, or an error.
+// Caller holds mu.
+func (l *Ledger) entryIndex(key string) (int, error) {
+	for i := range l.entries {
+		if l.entries[i].IdempotencyKey == key {
+			return i, nil
+		}
+	}
+	return -1, fmt.Errorf("%w: %q", ErrUnknownKey, key)
+}
+
+// Reverse has the bank reverse key's posting now: the statement of a
+// period holding now carries a reversal of it. The entry stays in Entries
+// (and PostingsByKey), with ReversedAt set. Reversing twice is an error.
+func (l *Ledger) Reverse(key string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, err := l.entryIndex(key)
+	if err != nil {
+		return err
+	}
+	if l.entries[i].ReversedAt != nil {
+		return fmt.Errorf("corebank: posting %q already reversed", key)
+	}
+	t := l.now().UTC()
+	l.entries[i].ReversedAt = &t
+	return nil
+}
+
+// Drop has the bank lose key's posting: the statement leaves it (and any
+// reversal of it) out. The entry stays in Entries (and PostingsByKey),
+// with Dropped set.
+func (l *Ledger) Drop(key string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, err := l.entryIndex(key)
+	if err != nil {
+		return err
+	}
+	l.entries[i].Dropped = true
+	return nil
+}
+
+// Statement returns the ledger as a bank statement of [from, to): a
+// posting per entry posted in the period (BankKey the idempotency key,
+// booked on PostedAt's UTC date), then a reversal per entry reversed in
+// the period (booked on ReversedAt's UTC date), each in ledger order.
+// Dropped entries are left out.
+func (l *Ledger) Statement(from, to time.Time) []statement.Posting {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in := func(t time.Time) bool { return !t.Before(from) && t.Before(to) }
+	day := func(t time.Time) time.Time {
+		y, m, d := t.UTC().Date()
+		return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	}
+	posting := func(e Entry) statement.Posting {
+		return statement.Posting{
+			BankKey: e.IdempotencyKey, Account: e.AccountID,
+			Amount:      charge.Money{Minor: e.AmountMinor, Currency: charge.Currency(e.Currency)},
+			BookingDate: day(e.PostedAt), Reference: e.Reference, Narrative: e.Narrative,
+		}
+	}
+	var out []statement.Posting
+	for _, e := range l.entries {
+		if !e.Dropped && in(e.PostedAt) {
+			out = append(out, posting(e))
+		}
+	}
+	for _, e := range l.entries {
+		if !e.Dropped && e.ReversedAt != nil && in(*e.ReversedAt) {
+			p := posting(e)
+			p.Reversal, p.BookingDate = true, day(*e.ReversedAt)
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -1,17 +1,110 @@
 package corebanksim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/corebank"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
 )
+
+// DefaultCollectionAccount is the statement's account when none is asked.
+const DefaultCollectionAccount = "FEES-COLLECTION"
+
+// ParseStatementTime reads a statement bound: YYYY-MM-DD (midnight UTC) or
+// RFC 3339.
+func ParseStatementTime(s string) (time.Time, error) {
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want YYYY-MM-DD or RFC 3339", s)
+	}
+	return t, nil
+}
+
+func badRequest(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusBadRequest, corebank.ErrorResponse{Error: "BAD_REQUEST", Message: msg})
+}
+
+// serveStatement answers GET /v1/statement.
+func serveStatement(l *Ledger, w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var p statement.Period
+	for _, b := range []struct {
+		name string
+		t    *time.Time
+	}{{"from", &p.From}, {"to", &p.To}} {
+		v := q.Get(b.name)
+		if v == "" {
+			badRequest(w, b.name+": required")
+			return
+		}
+		t, err := ParseStatementTime(v)
+		if err != nil {
+			badRequest(w, b.name+": "+err.Error())
+			return
+		}
+		*b.t = t
+	}
+	if !p.From.Before(p.To) {
+		badRequest(w, "from must be before to")
+		return
+	}
+	format := q.Get("format")
+	if format == "" {
+		format = "camt053"
+	}
+	if !slices.Contains([]string{"camt053", "csv"}, format) {
+		badRequest(w, fmt.Sprintf("format %q: want camt053 or csv", format))
+		return
+	}
+	account := q.Get("account")
+	if account == "" {
+		account = DefaultCollectionAccount
+	}
+	postings := l.Statement(p.From, p.To)
+	var buf bytes.Buffer
+	var err error
+	if format == "csv" {
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		err = statement.WriteCSV(&buf, slices.Values(postings))
+	} else {
+		w.Header().Set("Content-Type", "application/xml")
+		now := time.Now().UTC()
+		err = statement.WriteCamt053(&buf, statement.StatementInfo{
+			ID: "SIM-" + now.Format("20060102T150405"), Account: account, Period: p, Created: now,
+		}, postings)
+	}
+	if err != nil {
+		w.Header().Del("Content-Type")
+		writeJSON(w, http.StatusInternalServerError, corebank.ErrorResponse{Error: "INTERNAL", Message: err.Error()})
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// ledgerAction answers a reverse or drop: 204, or 404 for an unknown key.
+func ledgerAction(w http.ResponseWriter, err error) {
+	switch {
+	case err == nil:
+		w.WriteHeader(http.StatusNoContent)
+	case errors.Is(err, ErrUnknownKey):
+		writeJSON(w, http.StatusNotFound, corebank.ErrorResponse{Error: "NOT_FOUND", Message: err.Error()})
+	default:
+		writeJSON(w, http.StatusConflict, corebank.ErrorResponse{Error: "CONFLICT", Message: err.Error()})
+	}
+}
 
 // The simulator serves the core-banking API of package corebank (its wire
 // format: corebank.DebitBody, corebank.StatusResponse, …) and an admin API
@@ -20,6 +113,12 @@ import (
 //	GET  /v1/ledger        every posting, with its idempotency key
 //	PUT  /v1/faults        replace the injected faults (FaultsBody)
 //	POST /v1/reset         forget every posting
+//	GET  /v1/statement     the ledger as a bank statement of a period:
+//	                       ?from=&to= (RFC 3339 or YYYY-MM-DD, to exclusive)
+//	                       &format=camt053|csv &account= (the collection
+//	                       account, default FEES-COLLECTION)
+//	POST /v1/ledger/{key}/reverse  the bank reverses the posting
+//	POST /v1/ledger/{key}/drop     the bank loses the posting
 //	GET  /healthz          200, or the outage window's status
 
 // LedgerResponse is the body of GET /v1/ledger.
@@ -101,6 +200,13 @@ func Handler(l *Ledger) http.Handler {
 	mux.HandleFunc("POST /v1/reset", func(w http.ResponseWriter, r *http.Request) {
 		l.Reset()
 		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /v1/statement", func(w http.ResponseWriter, r *http.Request) { serveStatement(l, w, r) })
+	mux.HandleFunc("POST /v1/ledger/{key}/reverse", func(w http.ResponseWriter, r *http.Request) {
+		ledgerAction(w, l.Reverse(r.PathValue("key")))
+	})
+	mux.HandleFunc("POST /v1/ledger/{key}/drop", func(w http.ResponseWriter, r *http.Request) {
+		ledgerAction(w, l.Drop(r.PathValue("key")))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := l.Health(); err != nil {

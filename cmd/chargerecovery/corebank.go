@@ -12,10 +12,17 @@ import (
 )
 
 func runCorebank(ctx context.Context, env *cli.Env, args []string) error {
-	if len(args) > 0 && args[0] == "ledger" {
-		return runCorebankLedger(ctx, env, args[1:])
+	if len(args) > 0 {
+		switch args[0] {
+		case "ledger":
+			return runCorebankLedger(ctx, env, args[1:])
+		case "statement":
+			return runCorebankStatement(ctx, env, args[1:])
+		case "reverse", "drop":
+			return runCorebankMark(ctx, env, args[0], args[1:])
+		}
 	}
-	f := cli.NewFlagSet(env, "corebank", "corebank [flags]   (corebank ledger -h: read its ledger)")
+	f := cli.NewFlagSet(env, "corebank", "corebank [flags]   (corebank ledger -h: read its ledger; corebank statement -h: export it as a bank statement; corebank reverse|drop -h: have the bank reverse or lose a posting)")
 	var (
 		addr, declines string
 		faults         corebanksim.FaultsBody

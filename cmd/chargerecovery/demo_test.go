@@ -161,3 +161,28 @@ func TestSecureDemoOverMutualTLSAndOAuth2(t *testing.T) {
 		t.Fatalf("bank %q: want mutual TLS + OAuth2 with tokens expiring during the run", rep.Bank)
 	}
 }
+
+// demo --reconcile: the simulator's ledger exported as a camt.053
+// statement of the run's period and reconciled against the records, with
+// declines and lost responses on the way: every posting matched, 0
+// breaks, exit 0. Without the claim (--baseline) there are no records to
+// match and the reconciliation says so.
+func TestDemoReconcileFindsNoBreaks(t *testing.T) {
+	r := runCmd(t.Context(), nil, "demo", "--reconcile", "--charges", "10")
+	if r.code != 0 || !strings.Contains(r.stdout, "reconciliation: 10 postings, 10 matched, 0 breaks") {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	rep := runDemoJSON(t, "--reconcile", "--charges", "20", "--decline-rate", "0.2", "--lost-response-rate", "0.2", "--seed", "11")
+	rc := rep.Reconciliation
+	if rc == nil || rc.Breaks != 0 || rc.Postings != 16 || rc.Matched != 16 || rc.CollectionAccount != "FEES-COLLECTION" || rc.Unverified != 0 {
+		t.Fatalf("reconciliation = %+v", rc)
+	}
+	if rep.Declined != 4 || rep.DebitedOnce != 16 {
+		t.Fatalf("report = %+v", rep)
+	}
+
+	r = runCmd(t.Context(), nil, "demo", "--reconcile", "--baseline", "--charges", "5", "--dup-ratio", "0")
+	if r.code == 0 || !strings.Contains(r.stdout, "unknown_posting") || !strings.Contains(r.stderr, "reconciliation found 5 breaks") {
+		t.Fatalf("baseline: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -48,56 +48,24 @@ type ledgerLine struct {
 func runCorebankLedger(ctx context.Context, env *cli.Env, args []string) error {
 	f := cli.NewFlagSet(env, "corebank ledger", ledgerSynopsis)
 	var (
-		url     string
-		asJSON  bool
-		timeout time.Duration
-		auth    pipeline.AuthFlags
+		sim    simFlags
+		asJSON bool
 	)
-	f.String(&url, "corebank-url", "IC_COREBANK_URL", "", "the simulator's base URL, e.g. https://127.0.0.1:8081 (required)")
+	sim.bind(f)
 	f.Bool(&asJSON, "json", "", false, "print the postings as JSON (accounts masked)")
-	f.Duration(&timeout, "timeout", "", 10*time.Second, "how long the call may take")
-	auth.Bind(f, "corebank", "IC_COREBANK", "core banking")
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
 	var p cli.Problems
-	if url == "" {
-		p.Add("--corebank-url (IC_COREBANK_URL) is required")
-	}
-	if timeout <= 0 {
-		p.Add("--timeout must be positive")
-	}
-	if auth.ClientID != "" && auth.TokenURL == "" && url != "" {
-		auth.TokenURL = strings.TrimRight(url, "/") + "/oauth/token"
-	}
-	a, err := auth.Auth()
+	admin, err := sim.admin(&p)
 	if err != nil {
-		p.Add("core-banking authentication: %v", err)
-	} else if err := a.CheckURL("--corebank-url", url); err != nil && url != "" {
-		p.Add("%v", err)
-	}
-	if err := p.Err(); err != nil {
 		return err
 	}
-	var hc *http.Client // nil: no authentication (a plain simulator)
-	if a != nil {
-		hc = a.Client()
-	}
-	admin, err := corebanksim.NewAdmin(url, hc)
-	if err != nil {
-		return cli.Usagef("--corebank-url: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, sim.timeout)
 	defer cancel()
 	rep, err := admin.LedgerReport(ctx)
 	if err != nil {
-		if why := clientauth.Explain(err); why != "" {
-			return fmt.Errorf("%s: %s (%v)", redact.URL(url), why, err)
-		}
-		if strings.Contains(err.Error(), "HTTP 401") && auth.ClientID == "" {
-			return fmt.Errorf("%s: %w (the simulator runs with OAuth2: give --corebank-oauth-client-id and --corebank-oauth-client-secret-file, the token is then fetched)", redact.URL(url), err)
-		}
-		return fmt.Errorf("%s: %w", redact.URL(url), err)
+		return sim.explain(err)
 	}
 	lines := make([]ledgerLine, 0, len(rep.Entries))
 	for _, e := range rep.Entries {
@@ -129,4 +97,62 @@ func runCorebankLedger(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "%d postings; %d repeated requests absorbed by their key\n", len(lines), dups)
 	return nil
+}
+
+// simFlags are the flags of a command calling the simulator's admin API:
+// its URL, a timeout, and serve's core-banking authentication.
+type simFlags struct {
+	url     string
+	timeout time.Duration
+	auth    pipeline.AuthFlags
+}
+
+func (s *simFlags) bind(f *cli.FlagSet) {
+	f.String(&s.url, "corebank-url", "IC_COREBANK_URL", "", "the simulator's base URL, e.g. https://127.0.0.1:8081 (required)")
+	f.Duration(&s.timeout, "timeout", "", 10*time.Second, "how long the call may take")
+	s.auth.Bind(f, "corebank", "IC_COREBANK", "core banking")
+}
+
+// admin checks the flags (adding to p's problems, returned as one error)
+// and returns a client of the simulator's admin API.
+func (s *simFlags) admin(p *cli.Problems) (*corebanksim.Admin, error) {
+	if s.url == "" {
+		p.Add("--corebank-url (IC_COREBANK_URL) is required")
+	}
+	if s.timeout <= 0 {
+		p.Add("--timeout must be positive")
+	}
+	if s.auth.ClientID != "" && s.auth.TokenURL == "" && s.url != "" {
+		s.auth.TokenURL = strings.TrimRight(s.url, "/") + "/oauth/token"
+	}
+	a, err := s.auth.Auth()
+	if err != nil {
+		p.Add("core-banking authentication: %v", err)
+	} else if err := a.CheckURL("--corebank-url", s.url); err != nil && s.url != "" {
+		p.Add("%v", err)
+	}
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	var hc *http.Client // nil: no authentication (a plain simulator)
+	if a != nil {
+		hc = a.Client()
+	}
+	admin, err := corebanksim.NewAdmin(s.url, hc)
+	if err != nil {
+		return nil, cli.Usagef("--corebank-url: %v", err)
+	}
+	return admin, nil
+}
+
+// explain turns a failed admin call into the error to print: the URL
+// redacted, an authentication failure explained.
+func (s *simFlags) explain(err error) error {
+	if why := clientauth.Explain(err); why != "" {
+		return fmt.Errorf("%s: %s (%v)", redact.URL(s.url), why, err)
+	}
+	if strings.Contains(err.Error(), "HTTP 401") && s.auth.ClientID == "" {
+		return fmt.Errorf("%s: %w (the simulator runs with OAuth2: give --corebank-oauth-client-id and --corebank-oauth-client-secret-file, the token is then fetched)", redact.URL(s.url), err)
+	}
+	return fmt.Errorf("%s: %w", redact.URL(s.url), err)
 }

@@ -3,7 +3,7 @@
 //	chargerecovery serve      run the consumer (SQS + DynamoDB, or embedded SQLite)
 //	chargerecovery setup      create the queue(s) and the idempotency table (development)
 //	chargerecovery send       put a ChargeDueEvent (or N copies) on the queue
-//	chargerecovery corebank   run the core-banking simulator (HTTP); corebank ledger reads it
+//	chargerecovery corebank   run the core-banking simulator (HTTP); corebank ledger reads it, corebank statement exports it
 //	chargerecovery pki        development certificates for the simulator and the consumer
 //	chargerecovery status     queue depth, DLQ by code, records by state, the circuit
 //	chargerecovery inspect    show the idempotency record of a charge
@@ -57,7 +57,7 @@ var commands = []command{
 	{"serve", "run the consumer until SIGINT/SIGTERM", runServe},
 	{"setup", "create the queues and the idempotency table (development, tests)", runSetup},
 	{"send", "put a ChargeDueEvent (or N copies of it) on the queue", runSend},
-	{"corebank", "run the core-banking simulator over HTTP(S); corebank ledger reads its postings", runCorebank},
+	{"corebank", "run the core-banking simulator over HTTP(S); corebank ledger reads its postings, corebank statement|reverse|drop", runCorebank},
 	{"pki", "development only: a CA, the simulator's server certificate, the consumer's client certificate and an OAuth2 secret (--dir)", runPKI},
 	{"status", "queue depth, DLQ by reason code, records by state, stuck claims, the consumer's circuit", runStatus},
 	{"inspect", "show the idempotency record of a charge", runInspect},

@@ -3,7 +3,10 @@
 // OAuth2 with --secure), sends charges of which about 30% are delivered
 // again, runs the consumer on a fresh backend, and checks the simulator's
 // ledger: every charge debited once, none twice, declined charges (with
-// --decline-rate) recorded FAILED and dead-lettered, never debited.
+// --decline-rate) recorded FAILED and dead-lettered, never debited. With
+// --reconcile it then exports the simulator's ledger as a camt.053
+// statement of the run's period and reconciles it against the records,
+// as chargerecovery reconcile does: a break fails the demo.
 package demo
 
 import (
@@ -23,6 +26,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +37,8 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/pki"
 	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/reconcile"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/pipeline"
@@ -59,6 +65,27 @@ type Report struct {
 	// Bank is how the consumer reached the bank: "plain HTTP", or mutual
 	// TLS + OAuth2 with the count of tokens issued.
 	Bank string `json:"bank"`
+	// Reconciliation is what --reconcile found (nil without it).
+	Reconciliation *Reconciliation `json:"reconciliation,omitempty"`
+}
+
+// Reconciliation is the demo's reconciliation of the simulator's statement
+// against the records.
+type Reconciliation struct {
+	// Statement is the camt.053 file (in the demo's temporary directory:
+	// gone afterwards unless --keep).
+	Statement         string         `json:"statement"`
+	CollectionAccount string         `json:"collection_account"`
+	PeriodFrom        string         `json:"period_from"`
+	PeriodTo          string         `json:"period_to"`
+	Postings          int            `json:"postings"`
+	Reversals         int            `json:"reversals"`
+	Matched           int            `json:"matched"`
+	Unverified        int            `json:"unverified"`
+	Breaks            int            `json:"breaks"`
+	Kinds             map[string]int `json:"break_kinds"`
+	// Report is the reconciliation's own report (its breaks, to act on).
+	Report reconcile.Report `json:"report"`
 }
 
 type demoConfig struct {
@@ -81,6 +108,7 @@ type demoConfig struct {
 	hostile                                   cli.HostileFlags
 	baseline                                  bool
 	secure                                    bool
+	reconcile                                 bool
 }
 
 func Run(ctx context.Context, env *cli.Env, args []string) error {
@@ -107,6 +135,7 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	c.hostile.Bind(f, "")
 	f.Bool(&c.baseline, "baseline", "", false, "run WITHOUT the idempotency claim, to see what it prevents (the check then fails)")
 	f.Bool(&c.secure, "secure", "", false, "run the bank over mutual TLS and OAuth2 client credentials: a CA, server and client certificates made at start (crypto/x509), tokens that expire every 2s")
+	f.Bool(&c.reconcile, "reconcile", "", false, "after the check, export the simulator's ledger as a camt.053 statement of the run's period and reconcile it against the records (as chargerecovery reconcile --collection-account does): a break fails the demo")
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
@@ -163,7 +192,21 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 	if !rep.OK {
 		return fmt.Errorf("exactly-once check failed: %s", rep.Problem)
 	}
+	if r := rep.Reconciliation; r != nil && r.Breaks > 0 {
+		return fmt.Errorf("reconciliation found %d breaks (%s)", r.Breaks, breakKinds(r.Kinds))
+	}
 	return nil
+}
+
+// breakKinds lists the kinds found: "posted_not_recorded 1, …".
+func breakKinds(m map[string]int) string {
+	var w []string
+	for _, k := range reconcile.Kinds {
+		if n := m[string(k)]; n > 0 {
+			w = append(w, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	return strings.Join(w, ", ")
 }
 
 func printDemo(w io.Writer, r Report) {
@@ -187,6 +230,20 @@ func printDemo(w io.Writer, r Report) {
 `, r.Backend, r.Bank, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.DuplicateRequests, r.NotDebited, r.Declined,
 		r.DuplicatesDropped, r.DuplicatesDeferred, r.Retries, r.DeadLettered,
 		(time.Duration(r.ElapsedMS) * time.Millisecond).String(), verdict)
+	if rc := r.Reconciliation; rc != nil {
+		fmt.Fprintf(w, "reconciliation: %d postings, %d matched, %d breaks\n", rc.Postings, rc.Matched, rc.Breaks)
+		fmt.Fprintf(w, "  statement         camt.053 of %s, %s to %s, from the simulator's ledger\n", rc.CollectionAccount, rc.PeriodFrom, rc.PeriodTo)
+		fmt.Fprintf(w, "  matched           %d (%d by key only), %d reversals\n", rc.Matched, rc.Unverified, rc.Reversals)
+		if rc.Breaks > 0 {
+			fmt.Fprintf(w, "  breaks            %s\n", breakKinds(rc.Kinds))
+			for _, b := range rc.Report.Breaks {
+				fmt.Fprintf(w, "    %s %s: %s\n", b.Kind, b.ChargeID, b.Detail)
+			}
+			fmt.Fprintln(w, "FAILED: the bank's statement and the records disagree")
+		} else {
+			fmt.Fprintln(w, "OK: the bank's statement and the records agree")
+		}
+	}
 }
 
 // Workload makes n charges from rng: a seed gives the same accounts,
@@ -229,7 +286,16 @@ func demo(ctx context.Context, env *cli.Env, c demoConfig) (Report, error) {
 			return Report{}, err
 		}
 	}
-	return d.verify(), nil // 6. verify from the simulator's ledger
+	rep := d.verify() // 6. verify from the simulator's ledger
+	if c.reconcile {
+		r, err := d.reconcile(ctx) // 7. reconcile the bank's statement with the records
+		if err != nil {
+			return Report{}, fmt.Errorf("reconcile: %w", err)
+		}
+		rep.Reconciliation = r
+		rep.ElapsedMS = time.Since(d.start).Milliseconds()
+	}
+	return rep, nil
 }
 
 // demoRun is one demo, built up by its steps in order.
@@ -245,7 +311,8 @@ type demoRun struct {
 
 	faults  corebanksim.FaultsBody // step 2
 	ledger  *corebanksim.Ledger
-	tokens  *corebanksim.TokenIssuer // with --secure
+	tokens  *corebanksim.TokenIssuer   // with --secure
+	keys    *idempotency.Fingerprinter // the pipeline's fingerprint keys
 	bankURL string
 	auth    pipeline.AuthFlags
 
@@ -336,11 +403,12 @@ func (d *demoRun) startBank(context.Context) error {
 // counts the outcomes (step 3).
 func (d *demoRun) startConsumer(ctx context.Context) error {
 	d.outcomes = map[charge.Outcome]int{}
+	d.keys = pipeline.RunKeys()
 	cc := pipeline.Config{Concurrency: d.c.concurrency, Visibility: visibility, Lease: lease,
 		Retention: idempotency.DefaultRetention, Skew: idempotency.DefaultSkewMargin, ShutdownTimeout: 10 * time.Second,
 		CorebankURL: d.bankURL, CorebankTimeout: d.c.bankTimeout, Declines: "422:DECLINED", BankAuth: d.auth,
 		Enquiry: true, HealthPath: "/healthz", CircuitAfter: 5, ProbeEvery: 200 * time.Millisecond, ProbeMax: time.Second,
-		NotifyTimeout: time.Second, Fingerprints: pipeline.RunKeys()}
+		NotifyTimeout: time.Second, Fingerprints: d.keys}
 	ports, err := pipeline.NewBank(cc, d.log)
 	if err != nil {
 		return err
@@ -541,4 +609,47 @@ func secureBank(cleanup *[]func()) (*corebanksim.TokenIssuer, *tls.Config, pipel
 	pool.AppendCertsFromPEM(ca.PEM)
 	conf := &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 	return corebanksim.NewTokenIssuer(a.ClientID, hex.EncodeToString(secret[:]), 2*time.Second), conf, a, nil
+}
+
+// reconcile exports the simulator's ledger as the camt.053 statement of the
+// fee collection account for the run's period (whole seconds from its
+// start to now), into a temporary directory of its own, and reconciles it
+// against the demo's records with the pipeline's fingerprint keys, as
+// chargerecovery reconcile --collection-account does (step 7).
+func (d *demoRun) reconcile(ctx context.Context) (*Reconciliation, error) {
+	dir, err := os.MkdirTemp("", "chargerecovery-demo-reconcile-")
+	if err != nil {
+		return nil, err
+	}
+	if !d.c.keep {
+		d.cleanup = append(d.cleanup, func() { _ = os.RemoveAll(dir) })
+	}
+	now := time.Now()
+	period := statement.Period{From: d.start.UTC().Truncate(time.Second), To: now.UTC().Truncate(time.Second).Add(time.Second)}
+	account := corebanksim.DefaultCollectionAccount
+	file := filepath.Join(dir, "statement-"+d.run+".xml")
+	out, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	err = statement.WriteCamt053(out, statement.StatementInfo{ID: "DEMO-" + d.run, Account: account, Period: period, Created: now},
+		d.ledger.Statement(period.From, period.To))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("statement: %w", err)
+	}
+	read := func(fn func(statement.Posting) error) (statement.Period, error) {
+		h, err := statement.ReadFile(file, statement.Options{CollectionAccount: account}, fn)
+		return h.Period, err
+	}
+	rep, err := reconcile.Run(ctx, reconcile.Options{Store: d.b.Store, Fingerprints: d.keys, Period: period}, read)
+	if err != nil {
+		return nil, err
+	}
+	rep.Statements, rep.CollectionAccount = []string{file}, account
+	return &Reconciliation{Statement: file, CollectionAccount: account,
+		PeriodFrom: rep.Period.From, PeriodTo: rep.Period.To, Postings: rep.Postings, Reversals: rep.Reversals,
+		Matched: rep.Matched, Unverified: rep.Unverified, Breaks: len(rep.Breaks), Kinds: rep.Counts(), Report: rep}, nil
 }
