@@ -38,7 +38,7 @@ resolved break does not come back on the next run of the same statement.`
 // statementFlags are the flags that say what to read.
 type statementFlags struct {
 	files, collection, from, to, zone string
-	keys                        pipeline.Config
+	keys                              pipeline.Config
 }
 
 func (s *statementFlags) bind(f *cli.FlagSet) {
