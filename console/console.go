@@ -103,6 +103,19 @@ type Options struct {
 	// RefusalSummary is how often refused sign-ins are written to the
 	// audit trail, one line per address (default 1m).
 	RefusalSummary time.Duration
+	// ReconcileReport is the file chargerecovery reconcile --report-file
+	// keeps: the Reconciliation page shows it, and an operator resolves
+	// its breaks against the statement it names ("": the page says how to
+	// configure it).
+	ReconcileReport string
+	// Fingerprints checks a posting's amount and account against the
+	// record's fingerprint when a break is resolved (serve's keys); nil:
+	// that check is left out (matched by key only).
+	Fingerprints *idempotency.Fingerprinter
+	// Lease and SkewMargin are serve's, for a resolve's adoption (it
+	// claims the record while it writes DONE) and for what counts as in
+	// flight: zero, idempotency's defaults; a negative SkewMargin, none.
+	Lease, SkewMargin time.Duration
 }
 
 // Console serves the pages.
@@ -111,6 +124,9 @@ type Console struct {
 	pages map[string]*template.Template
 	csrf  []byte
 	guard *idempotency.Guard
+	// rguard writes a resolve's adoption and resolution: the records'
+	// retention with serve's lease and skew margin.
+	rguard *idempotency.Guard
 
 	cop *http.CrossOriginProtection
 
@@ -157,7 +173,14 @@ func New(o Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{o: o, guard: guard, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), refusedSince: o.Now().UTC()}
+	if o.SkewMargin == 0 {
+		o.SkewMargin = idempotency.DefaultSkewMargin
+	}
+	rguard, err := idempotency.NewGuard(o.Store, idempotency.Options{Lease: o.Lease, Retention: o.Retention, SkewMargin: o.SkewMargin, Clock: clockFunc(o.Now)})
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{o: o, guard: guard, rguard: rguard, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), refusedSince: o.Now().UTC()}
 	if c.limiters, err = lru.New[string, *rate.Limiter](o.MaxClients); err != nil {
 		return nil, err
 	}
@@ -251,6 +274,8 @@ func (c *Console) Handler() http.Handler {
 	mux.Handle("GET /audit", c.authed(c.auditPage))
 	c.proposalRoutes(mux)
 	mux.Handle("GET /records", c.authed(c.recordsPage))
+	mux.Handle("GET /reconciliation", c.authed(c.reconciliationPage))
+	mux.Handle("POST /reconciliation/resolve", c.action(c.resolveBreak))
 	mux.HandleFunc("/", c.notFound)
 	return securityHeaders(mux)
 }
@@ -313,6 +338,9 @@ func (c *Console) sameOrigin(r *http.Request) bool { return c.cop.Check(r) == ni
 
 // actionName is the audit trail's name of the action at path.
 func actionName(path string) string {
+	if path == "/reconciliation/resolve" {
+		return "reconcile-resolve" // the command line's name
+	}
 	return strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(path, "/dlq/"), "/charge/"), "/")
 }
 

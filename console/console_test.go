@@ -227,7 +227,7 @@ func chargeIDIn(body string) string {
 func TestNoAnonymousAccess(t *testing.T) {
 	w := newWorld(t)
 	srv := w.console(t, proxyAuth())
-	for _, path := range []string{"/", "/dlq", "/charge?id=CHG-DONE-1", "/overview/fragment", "/overview.json", "/audit", "/stuck", "/records?state=FAILED"} {
+	for _, path := range []string{"/", "/dlq", "/charge?id=CHG-DONE-1", "/overview/fragment", "/overview.json", "/audit", "/stuck", "/records?state=FAILED", "/reconciliation"} {
 		if code, _ := as(t, "", "GET", srv.URL+path, nil); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without a user: %d, want 401", path, code)
 		}

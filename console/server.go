@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/backend"
@@ -33,6 +34,7 @@ type Config struct {
 	Operators, TrustedProxies, TLSCert, TLSKey string
 	SessionTTL, Refresh                        time.Duration
 	ActionsPerMinute                           int
+	ReconcileReportFile                        string
 }
 
 // Bind registers the --console-* flags on f.
@@ -54,6 +56,7 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.TLSKey, "console-tls-key", "IC_CONSOLE_TLS_KEY", "", "the console certificate's key (PEM)")
 	f.Duration(&c.SessionTTL, "console-session-ttl", "IC_CONSOLE_SESSION_TTL", 8*time.Hour, "token sign-in: how long a session lasts")
 	f.Duration(&c.Refresh, "console-refresh", "IC_CONSOLE_REFRESH", 5*time.Second, "how often the overview is sampled and refreshed in the browser (on SQS the DLQ is read by reason at most once a minute; its counts every time)")
+	f.String(&c.ReconcileReportFile, "reconcile-report-file", "IC_RECONCILE_REPORT_FILE", "", "the report chargerecovery reconcile --report-file keeps (the same variable): the Reconciliation page shows it, and an operator resolves its breaks against the statement it names (\"\": the page says how to configure it)")
 	f.Int(&c.ActionsPerMinute, "console-actions-per-minute", "IC_CONSOLE_ACTIONS_PER_MINUTE", 10, "actions (redrive, reopen, renotify) one person may take a minute")
 }
 
@@ -160,6 +163,12 @@ type Deps struct {
 	MetricsURL string          // a consumer's /metrics ("": no circuit state)
 	Notifier   charge.Notifier // nil, or one that cannot send a kept notice: renotify not offered
 	Channel    string          // the notifier's, named in the history line
+	// Lease and SkewMargin are serve's (zero: idempotency's defaults; a
+	// negative SkewMargin: none), and Fingerprints its keys (nil: a
+	// resolved break's amount is not checked against the fingerprint):
+	// the Reconciliation page's resolve uses them.
+	Lease, SkewMargin time.Duration
+	Fingerprints      *idempotency.Fingerprinter
 }
 
 // Start serves the console of d on c.Addr until ctx ends or Close; a
@@ -214,7 +223,7 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 	}
 	con, err := New(Options{Backend: d.Backend.Desc, Queue: d.Backend.Queue, Store: d.Backend.Store, MetricsURL: d.MetricsURL,
 		Retention: d.Retention, Renotifier: rn, Auth: auth, Audit: audit, Approvals: book, Logger: log, Refresh: c.Refresh, ActionsPerMinute: c.ActionsPerMinute,
-		TrustedProxies: trusted})
+		TrustedProxies: trusted, ReconcileReport: c.ReconcileReportFile, Fingerprints: d.Fingerprints, Lease: d.Lease, SkewMargin: d.SkewMargin})
 	if err != nil {
 		audit.Close()
 		return nil, err

@@ -232,7 +232,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	if err := r.finished(ctx, byCharge); err != nil {
 		return rep, err
 	}
-	if err := r.dropResolved(ctx); err != nil {
+	if rep, err = rep.Open(ctx, opts.Store, opts.Now); err != nil {
 		return rep, err
 	}
 	slices.SortFunc(rep.Breaks, func(a, b Break) int {
@@ -502,22 +502,24 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 	return err
 }
 
-// dropResolved leaves out the breaks resolved earlier.
-func (r *run) dropResolved(ctx context.Context) error {
-	kept := r.rep.Breaks[:0]
-	for _, b := range r.rep.Breaks {
-		_, err := r.opts.Store.Get(ctx, b.resolutionKey(), r.opts.Now)
+// Open is r without the breaks resolved since (or before) it was made:
+// each break's resolution is looked up in store, as a run does, and those
+// found are counted in Resolved. The console shows a kept report this way.
+func (r Report) Open(ctx context.Context, store driver.Store, now time.Time) (Report, error) {
+	kept := make([]Break, 0, len(r.Breaks))
+	for _, b := range r.Breaks {
+		_, err := store.Get(ctx, b.resolutionKey(), now)
 		switch {
 		case err == nil:
-			r.rep.Resolved++
+			r.Resolved++
 		case errors.Is(err, driver.ErrNotFound):
 			kept = append(kept, b)
 		default:
-			return fmt.Errorf("resolution of %s: %w", b.ChargeID, err)
+			return r, fmt.Errorf("resolution of %s: %w", b.ChargeID, err)
 		}
 	}
-	r.rep.Breaks = kept
-	return nil
+	r.Breaks = kept
+	return r, nil
 }
 
 // ResolutionPrefix begins the keys of resolutions.

@@ -272,6 +272,15 @@ func reconcileOn(t *testing.T, s driver.Store, prefix string) {
 			t.Errorf("resolve %s: %s %s, want %s %s", br.ChargeID, res.Action, res.Break.Kind, wantAction, br.Kind)
 		}
 	}
+	// The report made before the resolutions, checked again: nothing of
+	// ours open (the adoption included), every break counted resolved.
+	open, err := rep.Open(t.Context(), s, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.mine(open); len(got) != 0 || open.Resolved < rep.Resolved+len(want) {
+		t.Fatalf("the earlier report checked again: open %q, resolved %d (was %d), want none open and %d more resolved", got, open.Resolved, rep.Resolved, len(want))
+	}
 	adopted, err := b.guard.Get(t.Context(), prefix+"crashed")
 	if err != nil {
 		t.Fatal(err)

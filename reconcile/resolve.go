@@ -52,8 +52,9 @@ var ErrAmbiguous = errors.New("reconcile: several breaks for this charge")
 // reconciliation for that charge alone (as it is now, not as an earlier
 // report said), then adopts a posted_not_recorded posting — the record
 // moves to DONE DEBITED with the bank's reference and a history line, with
-// no debit and no notice — or marks any other kind resolved with the
-// reason. opts.ChargeID is set from req.
+// no debit and no notice, and the adoption kept as the break's resolution
+// — or marks any other kind resolved with the reason. opts.ChargeID is set
+// from req.
 func Resolve(ctx context.Context, opts Options, read Postings, req ResolveRequest) (Resolved, error) {
 	if strings.TrimSpace(req.Reason) == "" {
 		return Resolved{}, errors.New("say why (--reason): it is kept with the resolution")
@@ -99,6 +100,11 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 		rec, err := adopt(ctx, opts.Store, req, b, kept)
 		if err != nil {
 			return Resolved{Break: b}, err
+		}
+		// The adoption is kept as the break's resolution too, so that a
+		// report made before it (the console's) shows it closed.
+		if err := mark(ctx, req, b); err != nil {
+			return Resolved{Break: b, Action: "adopted", Record: &rec}, fmt.Errorf("%s is adopted (DONE), but its resolution was not kept: %w", b.ChargeID, err)
 		}
 		return Resolved{Break: b, Action: "adopted", Record: &rec}, nil
 	}

@@ -20,6 +20,11 @@ func TestConfigKeys(t *testing.T) {
 			t.Errorf("key %s not collected", want)
 		}
 	}
+	// reconcile's --report-file and the console's --reconcile-report-file
+	// are one variable: either key sets both.
+	if keys["report-file"] != "IC_RECONCILE_REPORT_FILE" || keys["reconcile-report-file"] != "IC_RECONCILE_REPORT_FILE" {
+		t.Errorf("report-file → %q, reconcile-report-file → %q; want IC_RECONCILE_REPORT_FILE both", keys["report-file"], keys["reconcile-report-file"])
+	}
 }
 
 func writeConfig(t *testing.T, dir, text string) string {

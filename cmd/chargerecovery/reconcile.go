@@ -110,22 +110,7 @@ func (s *statementFlags) open(extra []string) (reconcile.Postings, statement.Per
 		return nil, p, nil, cli.Usagef("%v", err)
 	}
 	opts := statement.Options{CollectionAccount: strings.TrimSpace(s.collection)}
-	read := func(fn func(statement.Posting) error) (statement.Period, error) {
-		var period statement.Period
-		for _, file := range files {
-			h, err := statement.ReadFile(file, opts, fn)
-			if err != nil {
-				return period, err
-			}
-			if !h.Period.From.IsZero() && (period.From.IsZero() || h.Period.From.Before(period.From)) {
-				period.From = h.Period.From
-			}
-			if h.Period.To.After(period.To) {
-				period.To = h.Period.To
-			}
-		}
-		return period, nil
-	}
+	read := reconcile.ReadFiles(files, opts)
 	return read, p, &idempotencyKeys{fp}, nil
 }
 

@@ -25,6 +25,9 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 		metricsURL string
 		timeout    time.Duration
 		addr       string
+		keys       pipeline.Config
+		lease      time.Duration
+		skew       time.Duration
 	)
 	bc.Bind(f)
 	cc.Bind(f)
@@ -33,6 +36,9 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 	lc.Bind(f)
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 	f.String(&metricsURL, "metrics-url", "IC_METRICS_URL", "http://127.0.0.1:9090/metrics", "a consumer's /metrics, for its circuit state (\"\": skip)")
+	f.Duration(&lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconciliation: the claim a resolve's adoption takes on the record while it writes DONE (as serve's)")
+	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconciliation: a lapsed claim is taken over (and a posted IN_PROGRESS record stops counting as in flight) only this long after it ends (as serve's)")
+	keys.BindKeys(f) // reconciliation: a resolved break's amount checked against the fingerprint
 	f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
 	if err := f.Parse(args, false); err != nil {
 		return err
@@ -44,6 +50,13 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 	lc.Check(&p)
 	if nc.Channel != "" { // renotify needs a channel; without one it is not offered
 		nc.Check(&p)
+	}
+	if lease <= 0 || skew < 0 {
+		p.Add("--lease must be positive, --skew-margin not negative")
+	}
+	fp, err := keys.Keys()
+	if err != nil {
+		p.Add("%v", err)
 	}
 	if retention < 24*time.Hour {
 		p.Add("--retention %s is under 24h", retention)
@@ -58,7 +71,8 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	d := console.Deps{Backend: b, Retention: retention, MetricsURL: metricsURL, Channel: nc.Channel}
+	d := console.Deps{Backend: b, Retention: retention, MetricsURL: metricsURL, Channel: nc.Channel,
+		Lease: lease, SkewMargin: noneIfZero(skew), Fingerprints: fp}
 	if nc.Channel != "" {
 		if d.Notifier, _, err = nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, log); err != nil {
 			return err
@@ -73,4 +87,13 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 	case err = <-s.Err():
 	}
 	return errors.Join(err, s.Close())
+}
+
+// noneIfZero is a skew margin as idempotency.Options takes it: a flag's 0
+// (none) is its -1; zero there means the default.
+func noneIfZero(skew time.Duration) time.Duration {
+	if skew == 0 {
+		return -1
+	}
+	return skew
 }

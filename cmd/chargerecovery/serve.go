@@ -118,7 +118,12 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 		metricsURL = ops.MetricsURL()
 	}
 	if withConsole {
-		cs, err := conc.Start(ctx, console.Deps{Backend: b, Retention: cc.Retention, MetricsURL: metricsURL, Notifier: notifier, Channel: nc.Channel}, log)
+		fp, err := cc.Keys()
+		if err != nil {
+			return cli.Usagef("%v", err)
+		}
+		cs, err := conc.Start(ctx, console.Deps{Backend: b, Retention: cc.Retention, MetricsURL: metricsURL, Notifier: notifier, Channel: nc.Channel,
+			Lease: cc.Lease, SkewMargin: noneIfZero(cc.Skew), Fingerprints: fp}, log)
 		if err != nil {
 			return err
 		}

@@ -328,9 +328,46 @@ func (f *FlagSet) applyConfig() error {
 			byEnv[envName] = name
 		}
 	}
+	// A key another command names for a variable this command reads
+	// under another flag's name sets that flag: a key acts as its
+	// variable would (reconcile's report-file and the console's
+	// reconcile-report-file are both IC_RECONCILE_REPORT_FILE).
+	mineByEnv := map[string]string{}
+	for name, envName := range f.envOf {
+		if envName != "" {
+			mineByEnv[envName] = name
+		}
+	}
+	setBy := map[string]configLine{} // the flag set from the file, by the line that set it
 	var errs []string
 	for _, l := range lines {
 		envName, mine := f.envOf[l.key]
+		if !mine {
+			if name, ok := mineByEnv[known[l.key]]; ok && known[l.key] != "" {
+				if prev, ok := setBy[name]; ok && prev.value != l.value {
+					errs = append(errs, fmt.Sprintf("line %d: %s: line %d's %s is the same variable, %s, with another value: give one", l.line, l.key, prev.line, prev.key, known[l.key]))
+					continue
+				}
+				if holdsPassword(l.value) {
+					errs = append(errs, fmt.Sprintf("line %d: %s holds a password: a configuration file holds no secrets (use a password file, see docs/operations/configuration.md)", l.line, l.key))
+					continue
+				}
+				if _, set := f.lookup(known[l.key]); set || onLine[name] {
+					continue // the flag or the environment wins
+				}
+				if err := f.fs.Set(name, l.value); err != nil {
+					errs = append(errs, fmt.Sprintf("line %d: %s = %q is not %s", l.line, l.key, l.value, cmp.Or(f.want[name], err.Error())))
+					continue
+				}
+				setBy[name] = l
+				f.env.fromFile = append(f.env.fromFile, fileValue{path: path, key: name, line: l.line})
+				continue
+			}
+		}
+		if prev, ok := setBy[l.key]; mine && ok && prev.value != l.value {
+			errs = append(errs, fmt.Sprintf("line %d: %s: line %d's %s is the same variable, %s, with another value: give one", l.line, l.key, prev.line, prev.key, envName))
+			continue
+		}
 		switch {
 		case l.key == "config":
 			errs = append(errs, fmt.Sprintf("line %d: config: a configuration file does not name another", l.line))
@@ -348,6 +385,7 @@ func (f *FlagSet) applyConfig() error {
 				errs = append(errs, fmt.Sprintf("line %d: %s = %q is not %s", l.line, l.key, l.value, cmp.Or(f.want[l.key], err.Error())))
 				continue
 			}
+			setBy[l.key] = l
 			f.env.fromFile = append(f.env.fromFile, fileValue{path: path, key: l.key, line: l.line})
 		case known[l.key] != "":
 			// Another command's (or a flag of this command's own without a

@@ -41,7 +41,8 @@ func parseWith(t *testing.T, file string, env map[string]string, args ...string)
 	e := &Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] },
 		// another command's key: serve's --http-addr
 		ConfigKeys: func() map[string]string {
-			return map[string]string{"http-addr": "IC_HTTP_ADDR", "queue": "IC_QUEUE", "lease": "IC_LEASE", "transient-rate": "IC_COREBANK_TRANSIENT_RATE"}
+			return map[string]string{"http-addr": "IC_HTTP_ADDR", "queue": "IC_QUEUE", "lease": "IC_LEASE", "transient-rate": "IC_COREBANK_TRANSIENT_RATE",
+				"queue-name": "IC_QUEUE"} // another command's name for this one's --queue
 		}}
 	f := NewFlagSet(e, "test", "test [flags]")
 	var c cmdFlags
@@ -141,6 +142,29 @@ func TestConfigOtherCommandsKeys(t *testing.T) {
 	}
 	if got.queue != "q" || got.rate != 0 {
 		t.Errorf("got %+v", got)
+	}
+}
+
+// A key acts as its variable: another command's name for a variable this
+// command reads under its own flag sets that flag; the two names with two
+// values are refused.
+func TestConfigOneVariableTwoNames(t *testing.T) {
+	got, _, err := parseWith(t, "queue-name = shared\n", nil)
+	if err != nil || got.queue != "shared" {
+		t.Fatalf("queue-name (IC_QUEUE) = %q, %v; want shared", got.queue, err)
+	}
+	if got, _, err := parseWith(t, "queue-name = shared\nqueue = shared\n", nil); err != nil || got.queue != "shared" {
+		t.Fatalf("both names, one value: %q, %v", got.queue, err)
+	}
+	if got, _, err := parseWith(t, "queue-name = shared\n", nil, "--queue", "flag"); err != nil || got.queue != "flag" {
+		t.Fatalf("the flag wins: %q, %v", got.queue, err)
+	}
+	if got, _, err := parseWith(t, "queue-name = shared\n", map[string]string{"IC_QUEUE": "env"}); err != nil || got.queue != "env" {
+		t.Fatalf("the variable wins: %q, %v", got.queue, err)
+	}
+	_, _, err = parseWith(t, "queue = one\nqueue-name = two\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "same variable") {
+		t.Fatalf("two names, two values: %v", err)
 	}
 }
 
