@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/reconcile"
@@ -197,5 +198,42 @@ func TestAttackTextReportPrintsControlCharacters(t *testing.T) {
 	}
 	if strings.ContainsRune(out.String(), 0x1b) || strings.Contains(out.String(), "\nperiod 2026-12-01 to 2026-12-02: 0 postings") {
 		t.Fatalf("the text report carries the bank's control characters raw:\n%q", out.String())
+	}
+}
+
+// Resolve with an empty charge id: opts.ChargeID "" means "no filter", so
+// the run covers every charge and the one open break of the kind asked —
+// another charge's — is marked resolved, under a request (and, on the
+// command line, an audit line) that names charge "". A bank key "~2"
+// (charge id "") gives such a break to resolve in the first place.
+func TestAttackResolveEmptyChargeIDMarksAnotherChargesBreak(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("lost", 2500)
+	b.done(t, c) // recorded_not_posted
+	res, err := reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: period, Now: b.clock.Now()}, b.postings_(),
+		reconcile.ResolveRequest{ChargeID: "", Kind: reconcile.RecordedNotPosted, Reason: "attack", Operator: "mallory", Guard: b.guard})
+	if err == nil {
+		t.Fatalf("Resolve(ChargeID \"\"): %s the break of %s", res.Action, res.Break.ChargeID)
+	}
+}
+
+// failed_but_posted: the bank took the money of a charge recorded FAILED.
+// Resolve only marks the break; the record stays FAILED (declined), so a
+// reopen with a new attempt — the ordinary answer to a FAILED decline, and
+// what the DLQ tooling offers — is still allowed and would debit the
+// customer a second time under "<id>~2". The resolution closes the
+// reconciliation break but leaves the double-debit path open.
+func TestAttackResolvedFailedButPostedStaysReopenable(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("failed-posted", 2500)
+	b.failed(t, c)
+	b.post(c, 1, 2500, true)
+	res, err := attackResolve(t, b, period, c.ID)
+	if err != nil || res.Break.Kind != reconcile.FailedButPosted {
+		t.Fatalf("resolve: %v %+v", err, res)
+	}
+	if _, err := b.guard.Reopen(t.Context(), c.ID, "customer funded the account", idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err == nil {
+		rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+		t.Fatalf("after failed_but_posted was resolved (%s), the charge the bank already posted was reopened for a second debit: %s gen %d", res.Action, rec.State, rec.Generation)
 	}
 }

@@ -147,3 +147,25 @@ func TestAttackBadInputExitsOneNotTwo(t *testing.T) {
 		}
 	}
 }
+
+// reconcile resolve "" (an empty CHARGE_ID — a script's unset variable:
+// resolve --kind recorded_not_posted "$ID"): accepted; the run is then over
+// every charge, and another charge's break is marked resolved while the
+// audit trail records charge_id "".
+func TestAttackResolveEmptyChargeIDOnTheCommandLine(t *testing.T) {
+	s := newAttackSetup(t)
+	ctx := t.Context()
+	lost := s.charge("CHG-A-3")
+	cl, err := s.g.Claim(ctx, lost.ID, lost.Fingerprint(s.fp))
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	if err := s.g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-X"); err != nil {
+		t.Fatal(err)
+	}
+	r := s.run(ctx, "reconcile", "resolve", "--statement", s.stmt, "--collection-account", "FEES-001", "--kind", "recorded_not_posted", "--reason", "INC-1", "")
+	if r.code != 2 {
+		trail, _ := os.ReadFile(s.env["IC_AUDIT_FILE"])
+		t.Fatalf("resolve \"\": exit %d, want 2\n%s\naudit trail:\n%s", r.code, r.stdout, trail)
+	}
+}
