@@ -237,3 +237,39 @@ func TestAttackResolvedFailedButPostedStaysReopenable(t *testing.T) {
 		t.Fatalf("after failed_but_posted was resolved (%s), the charge the bank already posted was reopened for a second debit: %s gen %d", res.Action, rec.State, rec.Generation)
 	}
 }
+
+// recorded_not_posted for a reversed debit advises "recover the charge
+// again (reopen with a new attempt)", but a reopen only takes a FAILED
+// record: the charge is DONE, the bank gave the money back, and no tool can
+// collect it again (the fee is lost; the advice cannot be followed).
+func TestAttackReversedDebitCannotBeRecoveredAsAdvised(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("reversed", 2500)
+	b.done(t, c)
+	b.reverse(b.post(c, 1, 2500, true))
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != reconcile.RecordedNotPosted || !strings.Contains(br.Action, "reopen with a new attempt") {
+		t.Fatalf("break: %+v", br)
+	}
+	if _, err := b.guard.Reopen(t.Context(), c.ID, "the bank reversed the debit", idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err != nil {
+		t.Fatalf("the break says %q, but the reopen it advises is refused: %v", br.Action, err)
+	}
+}
+
+// Reversals are paired with postings by count, not by amount: 99.99
+// posted in error, 25.00 posted, and the bank reverses the 25.00. The
+// 99.99 stands on the customer's account, but the run checks the last
+// posting (25.00), finds it the charge's and reports a match.
+func TestAttackReversalPairedByPositionNotAmount(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("wrong-reversed", 2500)
+	b.done(t, c)
+	b.post(c, 1, 9999, true)
+	right := b.post(c, 1, 2500, true)
+	b.reverse(right)
+	rep := b.run(t)
+	if findBreak(rep, c.ID) == nil {
+		t.Fatalf("99.99 stands for a 25.00 charge (the 25.00 was reversed): no break; matched %d", rep.Matched)
+	}
+}

@@ -169,3 +169,33 @@ func TestAttackResolveEmptyChargeIDOnTheCommandLine(t *testing.T) {
 		t.Fatalf("resolve \"\": exit %d, want 2\n%s\naudit trail:\n%s", r.code, r.stdout, trail)
 	}
 }
+
+// Two statements with a gap (yesterday's and tomorrow's; today's not
+// given): the period read is their union, [yesterday, the day after
+// tomorrow), so every charge finished today — whose statement was not read
+// — is reported recorded_not_posted.
+func TestAttackStatementsWithAGapReportFalseBreaks(t *testing.T) {
+	s := newAttackSetup(t)
+	write := func(name string, from time.Time) string {
+		path := filepath.Join(s.dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		other := s.charge("CHG-Z-" + name[:1])
+		p := s.posting(other)
+		p.BookingDate = from
+		if err := statement.WriteCamt053(f, statement.StatementInfo{ID: name, Account: "FEES-001", Created: time.Now(),
+			Period: statement.Period{From: from, To: from.AddDate(0, 0, 1)}}, []statement.Posting{p}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	y := write("y.xml", s.today.AddDate(0, 0, -1))
+	tm := write("t.xml", s.today.AddDate(0, 0, 1))
+	r := s.run(t.Context(), "reconcile", "--statement", y+","+tm, "--collection-account", "FEES-001")
+	if strings.Contains(r.stdout, "recorded_not_posted") && strings.Contains(r.stdout, "CHG-A-1") {
+		t.Fatalf("today's statement was not given, yet today's charge is a break:\n%s", r.stdout)
+	}
+}
