@@ -273,3 +273,39 @@ func TestAttackReversalPairedByPositionNotAmount(t *testing.T) {
 		t.Fatalf("99.99 stands for a 25.00 charge (the 25.00 was reversed): no break; matched %d", rep.Matched)
 	}
 }
+
+// A break of a charge DONE DEBITED_NOTIFICATION_FAILED is resolved; then
+// the missed notice is sent again (renotify amends the record to DEBITED,
+// same debit, same reference). The break's id digests the record's
+// status, so the same statement now shows the resolved break again as a
+// new one.
+func TestAttackRenotifyResurrectsResolvedBreak(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("notice-failed", 2500)
+	cl, err := b.guard.Claim(t.Context(), c.ID, c.Fingerprint(b.fp))
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	notice, _ := charge.NoticeOf(c, charge.DebitReceipt{Reference: "REF-" + c.ID}, b.clock.Now()).Marshal()
+	if err := b.guard.Complete(t.Context(), cl.Lease(), string(charge.DebitedNotificationFailed), string(notice)); err != nil {
+		t.Fatal(err)
+	}
+	b.post(c, 1, 3000, true) // amount_mismatch
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != reconcile.AmountMismatch {
+		t.Fatalf("break: %+v", br)
+	}
+	if _, err := attackResolve(t, b, period, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	if _, err := b.store.(driver.Amender).Amend(t.Context(), driver.AmendRequest{Key: c.ID, Token: rec.Token, FromStatus: rec.Status,
+		Status: string(charge.Debited), Detail: "REF-" + c.ID, History: []string{"notice sent again"}, Now: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	again := b.run(t)
+	if br := findBreak(again, c.ID); br != nil {
+		t.Fatalf("the resolved %s came back as break %s after the notice was sent again (resolved %d)", br.Kind, br.ID, again.Resolved)
+	}
+}
