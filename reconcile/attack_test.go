@@ -309,3 +309,24 @@ func TestAttackRenotifyResurrectsResolvedBreak(t *testing.T) {
 		t.Fatalf("the resolved %s came back as break %s after the notice was sent again (resolved %d)", br.Kind, br.ID, again.Resolved)
 	}
 }
+
+// An adoption records DEBITED — which means "the debit succeeded and the
+// notification was sent" (charge.Debited) — for a consumer that died
+// between the debit and DONE, i.e. most likely before it sent the
+// customer's debit notice. renotify only picks DEBITED_NOTIFICATION_FAILED
+// records, so the customer is never told of the debit.
+func TestAttackAdoptionClaimsTheNoticeWasSent(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("crashed", 2500)
+	b.claimed(t, c)
+	b.post(c, 1, 2500, true)
+	b.clock.Advance(2 * time.Minute)
+	res, err := attackResolve(t, b, period, c.ID)
+	if err != nil || res.Action != "adopted" {
+		t.Fatalf("adopt: %v %+v", err, res)
+	}
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	if _, pending := charge.PendingNotice(rec.Status, rec.Detail); !pending {
+		t.Fatalf("adopted record %s %s %q: recorded as notified (no notice pending for renotify), though no notice was sent", rec.State, rec.Status, rec.Detail)
+	}
+}
