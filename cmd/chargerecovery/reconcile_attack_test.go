@@ -199,3 +199,20 @@ func TestAttackStatementsWithAGapReportFalseBreaks(t *testing.T) {
 		t.Fatalf("today's statement was not given, yet today's charge is a break:\n%s", r.stdout)
 	}
 }
+
+// A statement that matches (no breaks) run with --metrics-file in a
+// missing directory, or --report-file naming a directory: exit 1 — the
+// code for "breaks found" — and the report is not printed at all (the
+// files are written before the output).
+func TestAttackOutputFileErrorsExitAsBreaks(t *testing.T) {
+	s := newAttackSetup(t)
+	for name, extra := range map[string][]string{
+		"--metrics-file in a missing directory": {"--metrics-file", filepath.Join(s.dir, "nope", "m.prom")},
+		"--report-file naming a directory":      {"--report-file", s.dir},
+	} {
+		r := s.run(t.Context(), append([]string{"reconcile", "--statement", s.stmt, "--collection-account", "FEES-001"}, extra...)...)
+		if r.code == 1 || r.stdout == "" {
+			t.Errorf("%s, no breaks: exit %d (1 = breaks), stdout %q\n%s", name, r.code, r.stdout, r.stderr)
+		}
+	}
+}

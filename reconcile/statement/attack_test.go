@@ -85,3 +85,16 @@ func TestAttackForeignNamespaceElementsAreReadAsCamt(t *testing.T) {
 		t.Fatalf("an Ntry in namespace urn:example:not-iso gave %d posting(s) of ours", n)
 	}
 }
+
+// The XML reader trims the bank key and account (xs:token); the CSV
+// reader keeps them as written: an export with padded cells gives the key
+// " CHG-1 ", which matches no record (unknown_posting, and the charge's
+// recorded_not_posted) — or an error would say why.
+func TestAttackCSVKeepsPaddingInKeys(t *testing.T) {
+	csv := "booking_date,bank_key,account,amount_minor,currency,reference,reversal\n2026-12-01, CHG-1 , 001234567890 ,2500,INR,R1,\n"
+	var got []Posting
+	_, err := Read(strings.NewReader(csv), "pad.csv", Options{}, func(p Posting) error { got = append(got, p); return nil })
+	if err == nil && len(got) == 1 && got[0].BankKey != "CHG-1" {
+		t.Fatalf("CSV bank key read as %q (the XML reader would give \"CHG-1\"), no error", got[0].BankKey)
+	}
+}
