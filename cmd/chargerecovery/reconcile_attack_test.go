@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/service/backend"
+)
+
+// attackSetup is reconcile_test.go's set-up: an embedded store with one
+// charge DONE today, and its camt.053 (collection account FEES-001).
+type attackSetup struct {
+	env   map[string]string
+	dir   string
+	stmt  string
+	g     *idempotency.Guard
+	fp    *idempotency.Fingerprinter
+	b     *backend.Backend
+	today time.Time
+}
+
+func newAttackSetup(t *testing.T) *attackSetup {
+	t.Helper()
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "fp.key")
+	key := []byte("a-fingerprint-key-of-at-least-32-bytes-0123456789")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "recon.db"), "IC_FINGERPRINT_KEY_FILE": keyFile,
+		"IC_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_OPERATOR": "asha", "IC_SKEW_MARGIN": "0s"}
+	ctx := t.Context()
+	if r := runCmd(ctx, env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	fp, err := idempotency.NewFingerprinter(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &attackSetup{env: env, dir: dir, g: g, fp: fp, b: b, today: time.Now().UTC().Truncate(24 * time.Hour)}
+	c := s.charge("CHG-A-1")
+	cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.stmt = s.write(t, "camt053.xml", s.posting(c))
+	return s
+}
+
+func (s *attackSetup) charge(id string) charge.Charge {
+	return charge.Charge{ID: id, AccountID: "001234567890" + id[len(id)-1:], Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		Type: charge.SMSAlertFee, DueDate: s.today}
+}
+
+func (s *attackSetup) posting(c charge.Charge) statement.Posting {
+	req := c.DebitRequest()
+	return statement.Posting{BankKey: req.IdempotencyKey, Account: c.AccountID, Amount: c.Amount, BookingDate: s.today,
+		Reference: "BANK-" + c.ID, Narrative: req.Narrative}
+}
+
+func (s *attackSetup) write(t *testing.T, name string, ps ...statement.Posting) string {
+	t.Helper()
+	path := filepath.Join(s.dir, name)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-" + name, Account: "FEES-001", Created: time.Now(),
+		Period: statement.Period{From: s.today, To: s.today.AddDate(0, 0, 1)}}, ps); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func (s *attackSetup) run(ctx context.Context, args ...string) result {
+	return runCmd(ctx, s.env, args...)
+}
+
+// The baseline holds: the statement alone matches (exit 0).
+func TestAttackBaselineMatches(t *testing.T) {
+	s := newAttackSetup(t)
+	if r := s.run(t.Context(), "reconcile", "--statement", s.stmt, "--collection-account", "FEES-001"); r.code != 0 {
+		t.Fatalf("baseline: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The same statement given twice (a slip in a cron line, a file downloaded
+// again under another name, or the day's camt.054 notifications read with
+// the camt.053 that repeats their entries): every posting counts twice and
+// every matched charge is reported posted_twice — with the action "have
+// the bank refund every posting but one". Nothing tells one bank entry
+// read twice (same AcctSvcrRef, same entry) from two debits.
+func TestAttackSameStatementTwiceReportsPostedTwice(t *testing.T) {
+	s := newAttackSetup(t)
+	copyPath := filepath.Join(s.dir, "camt053-again.xml")
+	data, _ := os.ReadFile(s.stmt)
+	if err := os.WriteFile(copyPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, files := range []string{s.stmt + "," + s.stmt, s.stmt + "," + copyPath} {
+		r := s.run(t.Context(), "reconcile", "--statement", files, "--collection-account", "FEES-001")
+		if r.code != 0 {
+			t.Errorf("--statement %s: exit %d, want 0 (one bank entry, read twice)\n%s", filepath.Base(files), r.code, r.stdout)
+		}
+	}
+}
+
+// Bad input must exit 2; these exit 1, the code that means "breaks found"
+// (a cron wrapper pages the reconciliation team rather than the on-call
+// for a broken feed).
+func TestAttackBadInputExitsOneNotTwo(t *testing.T) {
+	s := newAttackSetup(t)
+	enc := filepath.Join(s.dir, "enc.xml")
+	data, _ := os.ReadFile(s.stmt)
+	if err := os.WriteFile(enc, []byte(strings.Replace(string(data), `encoding="UTF-8"`, `encoding="windows-1252"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range map[string][]string{
+		"missing file":             {"--statement", filepath.Join(s.dir, "missing.xml"), "--collection-account", "FEES-001"},
+		"a directory":              {"--statement", s.dir, "--collection-account", "FEES-001"},
+		"wrong collection account": {"--statement", s.stmt, "--collection-account", "FEES-999"},
+		"encoding windows-1252":    {"--statement", enc, "--collection-account", "FEES-001"},
+	} {
+		r := s.run(t.Context(), append([]string{"reconcile"}, args...)...)
+		if r.code != 2 {
+			t.Errorf("%s: exit %d, want 2 (bad input)\n%s", name, r.code, r.stderr)
+		}
+	}
+}
+
+// reconcile resolve "" (an empty CHARGE_ID — a script's unset variable:
+// resolve --kind recorded_not_posted "$ID"): accepted; the run is then over
+// every charge, and another charge's break is marked resolved while the
+// audit trail records charge_id "".
+func TestAttackResolveEmptyChargeIDOnTheCommandLine(t *testing.T) {
+	s := newAttackSetup(t)
+	ctx := t.Context()
+	lost := s.charge("CHG-A-3")
+	cl, err := s.g.Claim(ctx, lost.ID, lost.Fingerprint(s.fp))
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	if err := s.g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-X"); err != nil {
+		t.Fatal(err)
+	}
+	r := s.run(ctx, "reconcile", "resolve", "--statement", s.stmt, "--collection-account", "FEES-001", "--kind", "recorded_not_posted", "--reason", "INC-1", "")
+	if r.code != 2 {
+		trail, _ := os.ReadFile(s.env["IC_AUDIT_FILE"])
+		t.Fatalf("resolve \"\": exit %d, want 2\n%s\naudit trail:\n%s", r.code, r.stdout, trail)
+	}
+}
+
+// Two statements with a gap (yesterday's and tomorrow's; today's not
+// given): the period read is their union, [yesterday, the day after
+// tomorrow), so every charge finished today — whose statement was not read
+// — is reported recorded_not_posted.
+func TestAttackStatementsWithAGapReportFalseBreaks(t *testing.T) {
+	s := newAttackSetup(t)
+	write := func(name string, from time.Time) string {
+		path := filepath.Join(s.dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		other := s.charge("CHG-Z-" + name[:1])
+		p := s.posting(other)
+		p.BookingDate = from
+		if err := statement.WriteCamt053(f, statement.StatementInfo{ID: name, Account: "FEES-001", Created: time.Now(),
+			Period: statement.Period{From: from, To: from.AddDate(0, 0, 1)}}, []statement.Posting{p}); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	y := write("y.xml", s.today.AddDate(0, 0, -1))
+	tm := write("t.xml", s.today.AddDate(0, 0, 1))
+	r := s.run(t.Context(), "reconcile", "--statement", y+","+tm, "--collection-account", "FEES-001")
+	if strings.Contains(r.stdout, "recorded_not_posted") && strings.Contains(r.stdout, "CHG-A-1") {
+		t.Fatalf("today's statement was not given, yet today's charge is a break:\n%s", r.stdout)
+	}
+}
+
+// A statement that matches (no breaks) run with --metrics-file in a
+// missing directory, or --report-file naming a directory: exit 1 — the
+// code for "breaks found" — and the report is not printed at all (the
+// files are written before the output).
+func TestAttackOutputFileErrorsExitAsBreaks(t *testing.T) {
+	s := newAttackSetup(t)
+	for name, extra := range map[string][]string{
+		"--metrics-file in a missing directory": {"--metrics-file", filepath.Join(s.dir, "nope", "m.prom")},
+		"--report-file naming a directory":      {"--report-file", s.dir},
+	} {
+		r := s.run(t.Context(), append([]string{"reconcile", "--statement", s.stmt, "--collection-account", "FEES-001"}, extra...)...)
+		if r.code == 1 || r.stdout == "" {
+			t.Errorf("%s, no breaks: exit %d (1 = breaks), stdout %q\n%s", name, r.code, r.stdout, r.stderr)
+		}
+	}
+}
