@@ -28,6 +28,9 @@ type breakView struct {
 	Record                      string // "IN_PROGRESS gen 1", "none"
 	Posted                      []string
 	Detail, Action              string
+	// Unverified: adopting it needs the operator's word that she checked
+	// the amount by hand (a checkbox).
+	Unverified bool
 }
 
 type reconciliationView struct {
@@ -58,7 +61,7 @@ func printable(s string) string { return charge.Printable(s) }
 
 func viewBreak(b reconcile.Break) breakView {
 	v := breakView{Kind: printable(string(b.Kind)), ChargeID: printable(b.ChargeID), ID: printable(b.ID), Account: charge.MaskAccount(printable(b.Account)),
-		Detail: printable(b.Detail), Action: printable(b.Action), Record: "none"}
+		Detail: printable(b.Detail), Action: printable(b.Action), Record: "none", Unverified: b.Unverified}
 	if b.Account == "" {
 		v.Account = "-"
 	}
@@ -175,7 +178,8 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 	read := reconcile.ReadFiles(rep.Statements, statement.Options{CollectionAccount: rep.CollectionAccount})
 	res, err := reconcile.Resolve(r.Context(), reconcile.Options{Store: c.o.Store, Fingerprints: c.o.Fingerprints, Period: rep.Span(),
 		Now: c.o.Now(), SkewMargin: max(c.o.SkewMargin, 0)}, read,
-		reconcile.ResolveRequest{ChargeID: chargeID, Kind: kind, Reason: e.Reason, Operator: id.Name + " (console)", Guard: c.rguard})
+		reconcile.ResolveRequest{ChargeID: chargeID, Kind: kind, Reason: e.Reason, Operator: id.Name + " (console)", Guard: c.rguard,
+			Unverified: r.PostFormValue("unverified") == "1", Refunded: r.PostFormValue("refunded") == "1"})
 	var fe *statement.FormatError
 	switch {
 	case res.Action == "adopted":
@@ -185,7 +189,12 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 			ref = charge.ReferenceOf(res.Record.Status, res.Record.Detail)
 		}
 		e.Detail = fmt.Sprintf("%s break %s: DONE with reference %s", res.Break.Kind, res.Break.ID, ref)
-		msg := fmt.Sprintf("Adopted: the record of %s is DONE with reference %s (no debit, no notice).", chargeID, ref)
+		msg := fmt.Sprintf("Adopted: the record of %s is DONE with reference %s (no debit).", chargeID, ref)
+		if res.Record != nil {
+			if _, kept := charge.PendingNotice(res.Record.Status, res.Record.Detail); kept {
+				msg += " Its pre-debit notice is kept for renotify (Renotify on the charge's page sends it)."
+			}
+		}
 		if err != nil {
 			c.o.Logger.Error("console: adopted, but the resolution was not kept", "charge_id", chargeID, "error", err)
 			e.Detail += "; the resolution was not kept (the next run does not show it: the record now matches)"
@@ -195,7 +204,7 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 	case err == nil:
 		e.Result, e.Detail = res.Action, fmt.Sprintf("%s break %s marked resolved", res.Break.Kind, res.Break.ID)
 		c.result(w, r, http.StatusOK, "Marked resolved", fmt.Sprintf("The %s break of %s is marked resolved: it does not come back on the next run of this statement.", res.Break.Kind, chargeID), back, "back to the reconciliation")
-	case errors.Is(err, reconcile.ErrNoBreak), errors.Is(err, reconcile.ErrAmbiguous):
+	case errors.Is(err, reconcile.ErrNoBreak), errors.Is(err, reconcile.ErrAmbiguous), errors.Is(err, reconcile.ErrUnchecked):
 		e.Result, e.Detail = "refused", charge.Clip(charge.MaskText(printable(err.Error())), 300)
 		c.result(w, r, http.StatusConflict, "Not resolved", e.Detail, back, "back to the reconciliation")
 	case errors.As(err, &fe), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, reconcile.ErrNoPeriod):

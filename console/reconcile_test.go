@@ -180,7 +180,8 @@ func TestReconciliationPageShowsAndResolvesTheKeptReport(t *testing.T) {
 		t.Fatalf("adopt: %d\n%s", code, body)
 	}
 	rec, err := w.store.Get(t.Context(), w.crashed.ID, time.Now())
-	if err != nil || rec.State != driver.StateDone || rec.Status != string(charge.Debited) || rec.Detail != "BANK-CHG-REC-2" ||
+	notice, kept := charge.PendingNotice(rec.Status, rec.Detail) // the notice kept for renotify
+	if err != nil || rec.State != driver.StateDone || !kept || notice.Reference != "BANK-CHG-REC-2" ||
 		len(rec.History) != 1 || !strings.Contains(rec.History[0], "olga (console)") || !strings.Contains(rec.History[0], "INC-7") {
 		t.Fatalf("adopted record: %+v %v", rec, err)
 	}

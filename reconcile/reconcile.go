@@ -27,6 +27,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -95,6 +97,10 @@ type Break struct {
 	// Detail says what disagrees; Action what to do.
 	Detail string `json:"detail"`
 	Action string `json:"action"`
+	// Unverified: the posting of a posted_not_recorded break could not be
+	// checked against the charge (no narrative, or no fingerprint key):
+	// adopting it needs the operator's word (ResolveRequest.Unverified).
+	Unverified bool `json:"unverified,omitempty"`
 	// ID is the digest of the break's facts: a resolution closes this
 	// break, not a later one of the same charge with other facts.
 	ID string `json:"id"`
@@ -173,8 +179,48 @@ type keyPostings struct {
 	posted, reversed []statement.Posting
 }
 
-// net is how many postings of the key stand.
-func (k *keyPostings) net() int { return len(k.posted) - len(k.reversed) }
+// add files p, unless the same posting (same key, bank reference, day,
+// amount and direction) was read already: the same statement given twice,
+// or a camt.054 beside the camt.053 that repeats it. A bank's reference
+// is its own entry's: two real postings never share one. It reports
+// whether p was new.
+func (k *keyPostings) add(p statement.Posting) bool {
+	list := &k.posted
+	if p.Reversal {
+		list = &k.reversed
+	}
+	if p.Reference != "" {
+		for _, q := range *list {
+			if q.Reference == p.Reference && q.BookingDate.Equal(p.BookingDate) && q.Amount == p.Amount {
+				return false
+			}
+		}
+	}
+	*list = append(*list, p)
+	return true
+}
+
+// pair cancels each reversal with a posting of the same amount (the one
+// with the same bank reference first): what stands after it is in posted,
+// and reversed keeps the reversals that matched no posting of this
+// statement (of an earlier one's, or partial).
+func (k *keyPostings) pair() {
+	var left []statement.Posting
+	for _, rv := range k.reversed {
+		at := -1
+		for i, p := range k.posted {
+			if p.Amount == rv.Amount && (at < 0 || (p.Reference == rv.Reference && k.posted[at].Reference != rv.Reference)) {
+				at = i
+			}
+		}
+		if at < 0 {
+			left = append(left, rv)
+			continue
+		}
+		k.posted = slices.Delete(k.posted, at, at+1)
+	}
+	k.reversed = left
+}
 
 // chargePostings are one charge's postings by bank key.
 type chargePostings map[string]*keyPostings
@@ -189,25 +235,33 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 		opts.Concurrency = 16
 	}
 	byCharge := map[string]chargePostings{}
+	// odd holds the postings under keys no charge of ours can have (a
+	// tool's internal key, a generation suffix we never send): unknown
+	// postings, judged without reading any record.
+	odd := map[string]chargePostings{}
+	repeated := 0
 	said, err := read(func(p statement.Posting) error {
-		id, _ := SplitBankKey(p.BankKey)
+		id, ok := ChargeOf(p.BankKey)
+		to := byCharge
+		if !ok {
+			// Not a charge of ours: reported under its whole key.
+			id, to = p.BankKey, odd
+		}
 		if opts.ChargeID != "" && id != opts.ChargeID {
 			return nil
 		}
-		cp := byCharge[id]
+		cp := to[id]
 		if cp == nil {
 			cp = chargePostings{}
-			byCharge[id] = cp
+			to[id] = cp
 		}
 		kp := cp[p.BankKey]
 		if kp == nil {
 			kp = &keyPostings{}
 			cp[p.BankKey] = kp
 		}
-		if p.Reversal {
-			kp.reversed = append(kp.reversed, p)
-		} else {
-			kp.posted = append(kp.posted, p)
+		if !kp.add(p) {
+			repeated++
 		}
 		return nil
 	})
@@ -221,11 +275,17 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 		return rep, ErrNoPeriod
 	}
 	rep.Period.From, rep.Period.To = opts.Period.From.UTC().Format(time.RFC3339), opts.Period.To.UTC().Format(time.RFC3339)
-	outside := inPeriod(byCharge, opts.Period, &rep)
+	outside := inPeriod(byCharge, opts.Period, &rep) + inPeriod(odd, opts.Period, &rep)
+	if repeated > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) read twice (the same bank reference, day and amount: a statement given twice, or a notification repeating it) were counted once", repeated))
+	}
 	if outside > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) booked outside the period were left out", outside))
 	}
 	r := &run{opts: opts, rep: &rep}
+	for id, cp := range odd {
+		r.unknownKeys(id, cp)
+	}
 	if err := r.postings(ctx, byCharge); err != nil {
 		return rep, err
 	}
@@ -328,6 +388,25 @@ func (r *run) postings(ctx context.Context, byCharge map[string]chargePostings) 
 	return ctx.Err()
 }
 
+// unknownKeys reports the postings under keys no charge of ours has.
+func (r *run) unknownKeys(id string, cp chargePostings) {
+	b := Break{ChargeID: id, Kind: UnknownPosting}
+	for _, key := range slices.Sorted(maps.Keys(cp)) {
+		cp[key].pair()
+		b.BankKeys = append(b.BankKeys, key)
+		for _, p := range append(slices.Clone(cp[key].posted), cp[key].reversed...) {
+			b.Posted = append(b.Posted, shown(p))
+		}
+	}
+	if len(b.Posted) == 0 {
+		return
+	}
+	b.Account = b.Posted[0].Account
+	b.Detail = "posting(s) under a bank key that is no charge's of ours (a charge id starts with a letter or a digit, and a generation suffix is ~2 or more): the collector never sent it; no record was read"
+	b.Action = "ask the bank who sent the debit; have it refunded if it is not ours"
+	r.add(b)
+}
+
 // judge is one charge's postings against its record.
 func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 	rec, err := r.opts.Store.Get(ctx, id, r.opts.Now)
@@ -336,8 +415,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		return fmt.Errorf("record %s: %w", id, err)
 	}
 	b := Break{ChargeID: id}
-	standing := 0 // postings that stand, over every key
-	var posted []statement.Posting
+	var posted, unpaired []statement.Posting // what stands; reversals of nothing here
 	for _, key := range slices.Sorted(maps.Keys(cp)) {
 		kp := cp[key]
 		b.BankKeys = append(b.BankKeys, key)
@@ -347,11 +425,11 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		for _, p := range kp.reversed {
 			b.Posted = append(b.Posted, shown(p))
 		}
-		if n := kp.net(); n > 0 {
-			standing += n
-			posted = append(posted, kp.posted[len(kp.posted)-n:]...)
-		}
+		kp.pair()
+		posted = append(posted, kp.posted...)
+		unpaired = append(unpaired, kp.reversed...)
 	}
+	standing := len(posted)
 	if len(b.Posted) > 0 {
 		b.Account = b.Posted[0].Account
 	}
@@ -365,30 +443,37 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 	current := charge.BankKey(id, max(rec.Generation, 1))
 	switch {
 	case !found && standing == 0:
-		if reversedOnly(cp) {
+		if len(unpaired) > 0 {
 			b.Kind, b.Detail = UnknownPosting, "a reversal under a key that matches no record (past its retention, or never ours)"
-			b.Action = "ask the bank which debit it reverses; close it with reconcile resolve --reason"
+			b.Action = "ask the bank which debit it reverses"
 			r.add(b)
 		}
 		return nil
 	case !found:
 		b.Kind = UnknownPosting
 		b.Detail = fmt.Sprintf("%d posting(s) under a key that matches no record: a charge the collector never saw (or one past its retention)", standing)
-		b.Action = "ask the bank who sent the debit; refund it if it is not ours, then reconcile resolve --reason"
+		b.Action = "ask the bank who sent the debit; have it refunded if it is not ours"
 		r.add(b)
 		return nil
 	case standing >= 2:
 		b.Kind = PostedTwice
 		b.Detail = fmt.Sprintf("%d postings stand for one charge (keys %s); the record is %s", standing, strings.Join(b.BankKeys, ", "), stateText(rec))
-		b.Action = "have the bank refund every posting but one (their references are listed), then reconcile resolve --reason"
+		b.Action = "have the bank refund every posting but one (their references are listed)"
+		r.add(b)
+		return nil
+	case standing == 1 && len(unpaired) > 0:
+		b.Kind = AmountMismatch
+		b.Detail = fmt.Sprintf("a posting of %s stands beside a reversal of %s that matches no posting's amount (a partial reversal): the customer paid another amount than the charge's", posted[0].Amount, unpaired[0].Amount)
+		b.Action = "ask the bank what the customer was charged in the end; have it corrected"
 		r.add(b)
 		return nil
 	case standing == 0:
-		// Every posting of the period was reversed.
+		// Every posting of the period was reversed, or a reversal of an
+		// earlier statement's posting came.
 		if rec.State == driver.StateDone {
 			b.Kind = RecordedNotPosted
-			b.Detail = fmt.Sprintf("recorded %s but the bank reversed its posting", rec.Status)
-			b.Action = "ask the bank why it reversed the debit; if the money is truly back with the customer, recover the charge again (reopen with a new attempt) and reconcile resolve --reason"
+			b.Detail = fmt.Sprintf("recorded %s but the bank reversed its posting: the money is back with the customer", rec.Status)
+			b.Action = "ask the bank why it reversed the debit; the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
 			r.add(b)
 		}
 		return nil
@@ -399,44 +484,50 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Kind = FailedButPosted
 		_, gen := SplitBankKey(p.BankKey)
 		b.Detail = fmt.Sprintf("the bank posted generation %d (key %s), which it had declined; the record is at generation %d and %s", gen, p.BankKey, max(rec.Generation, 1), stateText(rec))
-		b.Action = "have the bank refund the posting under the declined key (or, if the later generation never posts, keep it), then reconcile resolve --reason"
+		b.Action = "have the bank refund the posting under the declined key (or, if the later generation never posts, keep it)"
 		r.add(b)
-	case rec.State == driver.StateFailed:
-		b.Kind = FailedButPosted
-		b.Detail = fmt.Sprintf("recorded FAILED (%s) but the bank posted it", charge.Clip(rec.Detail, 160))
-		b.Action = "the money moved: have the bank refund it, or record it as recovered; then reconcile resolve --reason"
-		r.add(b)
+		return nil
 	case rec.State == driver.StateInProgress && rec.LeaseLive(r.opts.Now.Add(-r.opts.SkewMargin)):
 		r.mu.Lock()
 		r.rep.InFlight++
 		r.mu.Unlock()
-	case rec.State == driver.StateInProgress:
+		return nil
+	}
+	ok, checked, err := r.verify(rec, p)
+	if err != nil {
+		return err
+	}
+	if checked && !ok {
+		b.Kind = AmountMismatch
+		b.Detail = fmt.Sprintf("the bank posted %s to %s; that is not the charge's amount, currency or account (the record's fingerprint does not match); the record is %s",
+			p.Amount, charge.MaskAccount(p.Account), stateText(rec))
+		b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
+		r.add(b)
+		return nil
+	}
+	switch rec.State {
+	case driver.StateFailed:
+		b.Kind = FailedButPosted
+		b.Detail = fmt.Sprintf("recorded FAILED (%s) but the bank posted it", charge.Clip(rec.Detail, 160))
+		b.Action = "the money moved: resolve records it as collected (DONE, so it is never debited again); if the bank refunds it instead, resolve --refunded"
+		r.add(b)
+	case driver.StateInProgress:
 		b.Kind = PostedNotRecorded
-		b.Detail = fmt.Sprintf("the bank posted it (reference %s) and the record is IN_PROGRESS with its lease passed (attempt %d): no consumer finished it", p.Reference, rec.Attempt)
-		b.Action = fmt.Sprintf("adopt the posting: chargerecovery reconcile resolve %s --statement FILE --reason TEXT (records DONE with the bank's reference; no debit, no notice)", id)
+		how := "its account, amount and currency checked against the charge"
+		b.Unverified = !checked
+		if !checked {
+			how = "NOT checked against the charge (no narrative, or no fingerprint key): check the amount by hand, then resolve --unverified"
+		}
+		b.Detail = fmt.Sprintf("the bank posted it (reference %s, %s) and the record is IN_PROGRESS with its lease passed (attempt %d): no consumer finished it", p.Reference, how, rec.Attempt)
+		b.Action = fmt.Sprintf("adopt the posting: chargerecovery reconcile resolve %s (records DONE with the bank's reference and keeps the notice for renotify; no debit)", id)
 		r.add(b)
 	default: // DONE, posted once under its own key
-		ok, checked, err := r.verify(rec, p)
-		if err != nil {
-			return err
-		}
-		switch {
-		case !checked:
-			r.mu.Lock()
-			r.rep.Matched++
+		r.mu.Lock()
+		r.rep.Matched++
+		if !checked {
 			r.rep.Unverified++
-			r.mu.Unlock()
-		case ok:
-			r.mu.Lock()
-			r.rep.Matched++
-			r.mu.Unlock()
-		default:
-			b.Kind = AmountMismatch
-			b.Detail = fmt.Sprintf("the bank posted %s to %s; that is not the charge's amount, currency or account (the record's fingerprint does not match)",
-				p.Amount, charge.MaskAccount(p.Account))
-			b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust), then reconcile resolve --reason"
-			r.add(b)
 		}
+		r.mu.Unlock()
 	}
 	return nil
 }
@@ -473,6 +564,9 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 		if _, judged := byCharge[rec.Key]; judged {
 			return nil // its postings were judged against it
 		}
+		if amended(rec) {
+			return nil
+		}
 		r.add(Break{Kind: RecordedNotPosted, ChargeID: rec.Key, BankKeys: []string{charge.BankKey(rec.Key, max(rec.Generation, 1))},
 			Account: noticeAccount(rec), State: string(rec.State), Status: rec.Status, Generation: max(rec.Generation, 1),
 			Reference: charge.ReferenceOf(rec.Status, rec.Detail), UpdatedAt: rec.UpdatedAt.UTC().Format(time.RFC3339),
@@ -508,8 +602,12 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 func (r Report) Open(ctx context.Context, store driver.Store, now time.Time) (Report, error) {
 	kept := make([]Break, 0, len(r.Breaks))
 	for _, b := range r.Breaks {
-		_, err := store.Get(ctx, b.resolutionKey(), now)
+		res, err := store.Get(ctx, b.resolutionKey(), now)
 		switch {
+		case err == nil && res.State != driver.StateDone:
+			// A resolve under way, or one that died before it wrote its
+			// reason: not resolved.
+			kept = append(kept, b)
 		case err == nil:
 			r.Resolved++
 		case errors.Is(err, driver.ErrNotFound):
@@ -533,7 +631,9 @@ func (b Break) resolutionKey() string {
 // digest is the break's id: its kind, charge, record and postings.
 func (b Break) digest() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%d\x00%s\x00", b.Kind, b.ChargeID, b.State, b.Status, b.Generation, b.Reference)
+	// Not the status: a missed notice sent later (DEBITED_NOTIFICATION_FAILED
+	// → DEBITED) is the same debit, the same break.
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", b.Kind, b.ChargeID, b.State, b.Generation, b.Reference)
 	for _, p := range b.Posted {
 		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%t\x00", p.BankKey, p.Minor, p.Currency, p.BookingDate, p.Reference, p.Reversal)
 	}
@@ -553,6 +653,27 @@ func SplitBankKey(key string) (chargeID string, gen int) {
 		return id, 0
 	}
 	return id, n
+}
+
+// ChargeOf is the charge id of a bank key, and whether the key is one the
+// collector sends: a charge id (it starts with an ASCII letter or digit,
+// never with driver.InternalKeyPrefix, and holds no control character),
+// alone or with a generation suffix of 2 or more. For any other key the
+// id is the key without what follows its last generation separator.
+func ChargeOf(key string) (string, bool) {
+	id, gen := SplitBankKey(key)
+	return id, gen > 0 && validID(id)
+}
+
+func validID(id string) bool {
+	if id == "" || !utf8.ValidString(id) {
+		return false
+	}
+	c := id[0]
+	if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+		return false
+	}
+	return strings.IndexFunc(id, unicode.IsControl) < 0
 }
 
 // NarrativeParts reads the charge type and due date (YYYY-MM-DD) from a
@@ -575,20 +696,24 @@ func shown(p statement.Posting) Posted {
 		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: p.Reference, Reversal: p.Reversal, Where: p.Where}
 }
 
-func reversedOnly(cp chargePostings) bool {
-	for _, kp := range cp {
-		if len(kp.posted) > 0 {
-			return false
-		}
-	}
-	return true
-}
 
 func stateText(rec driver.Record) string {
 	if rec.Status != "" {
 		return string(rec.State) + " " + rec.Status
 	}
 	return string(rec.State)
+}
+
+// amended reports whether rec's last write was an operator's amendment of
+// a debit recorded earlier (a posting adopted, a missed notice sent): its
+// UpdatedAt is the amendment's, not the debit's, and the debit was judged
+// against the statement of its own day.
+func amended(rec driver.Record) bool {
+	if len(rec.History) == 0 {
+		return false
+	}
+	last := rec.History[len(rec.History)-1]
+	return strings.HasPrefix(last, AdoptedLine) || strings.HasPrefix(last, "renotified ")
 }
 
 // noticeAccount is the masked account a DONE record's kept notice names.

@@ -73,8 +73,14 @@ func (b *books) charge(name string, minor int64) charge.Charge {
 // it (narrative and all), with the amount given.
 func (b *books) post(c charge.Charge, gen int, minor int64, narrative bool) statement.Posting {
 	req := c.DebitRequestFor(gen)
+	ref := "REF-" + req.IdempotencyKey // a bank's reference is its entry's own
+	for _, q := range b.postings {
+		if q.BankKey == req.IdempotencyKey && !q.Reversal {
+			ref = fmt.Sprintf("REF-%s-%d", req.IdempotencyKey, len(b.postings)+1)
+		}
+	}
 	p := statement.Posting{BankKey: req.IdempotencyKey, Account: c.AccountID, Amount: charge.Money{Minor: minor, Currency: c.Amount.Currency},
-		BookingDate: day, Reference: "REF-" + req.IdempotencyKey, Where: fmt.Sprintf("test: entry %d", len(b.postings)+1)}
+		BookingDate: day, Reference: ref, Where: fmt.Sprintf("test: entry %d", len(b.postings)+1)}
 	if narrative {
 		p.Narrative = req.Narrative
 	}
@@ -265,8 +271,8 @@ func reconcileOn(t *testing.T, s driver.Store, prefix string) {
 			t.Fatalf("resolve %s: %v", br.ChargeID, err)
 		}
 		wantAction := "marked"
-		if br.Kind == reconcile.PostedNotRecorded {
-			wantAction = "adopted"
+		if br.Kind == reconcile.PostedNotRecorded || br.Kind == reconcile.FailedButPosted {
+			wantAction = "adopted" // the posting recorded: DONE, never debited again
 		}
 		if res.Action != wantAction || res.Break.Kind != br.Kind {
 			t.Errorf("resolve %s: %s %s, want %s %s", br.ChargeID, res.Action, res.Break.Kind, wantAction, br.Kind)
@@ -285,7 +291,9 @@ func reconcileOn(t *testing.T, s driver.Store, prefix string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if adopted.State != driver.StateDone || adopted.Status != string(charge.Debited) || adopted.Detail != "REF-"+prefix+"crashed" ||
+	notice, kept := charge.PendingNotice(adopted.Status, adopted.Detail)
+	if adopted.State != driver.StateDone || adopted.Status != string(charge.DebitedNotificationFailed) || !kept || notice.Reference != "REF-"+prefix+"crashed" ||
+		notice.Amount.Minor != 2500 || notice.Account != charge.MaskAccount(b.charges[prefix+"crashed"].AccountID) ||
 		len(adopted.History) != 1 || !strings.Contains(adopted.History[0], "adopted from the bank's statement") || !strings.Contains(adopted.History[0], "asha") {
 		t.Errorf("adopted record = %s %s %q history %q", adopted.State, adopted.Status, adopted.Detail, adopted.History)
 	}
@@ -293,8 +301,11 @@ func reconcileOn(t *testing.T, s driver.Store, prefix string) {
 	if got := b.mine(again); len(got) != 0 {
 		t.Fatalf("after resolving, the same statement still shows %q", got)
 	}
-	if again.Resolved < len(want)-1 {
-		t.Errorf("resolved = %d, want at least %d (every break but the adopted one, which now matches)", again.Resolved, len(want)-1)
+	if again.Resolved < len(want)-2 {
+		t.Errorf("resolved = %d, want at least %d (every break but the two adopted, which now match)", again.Resolved, len(want)-2)
+	}
+	if rec, err := b.guard.Get(t.Context(), prefix+"failed-posted"); err != nil || rec.State != driver.StateDone || charge.ReferenceOf(rec.Status, rec.Detail) != "REF-"+prefix+"failed-posted" {
+		t.Errorf("failed_but_posted resolved: record %s %s %q (%v), want DONE with the posting's reference: collected, never debited again", rec.State, rec.Status, rec.Detail, err)
 	}
 	// Resolving again: nothing open.
 	_, err = reconcile.Resolve(t.Context(), reconcile.Options{Store: s, Period: period, Now: b.clock.Now()}, b.postings_(),

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Counts is the number of open breaks of each kind, every kind named.
@@ -42,7 +44,7 @@ func (r Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "period %s to %s: %d postings (%d reversals), %d matched (%d by key only), %d in flight, %d breaks (%d resolved earlier)\n",
 		r.Period.From, r.Period.To, r.Postings, r.Reversals, r.Matched, r.Unverified, r.InFlight, len(r.Breaks), r.Resolved)
 	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+		fmt.Fprintf(w, "note: %s\n", clean(n))
 	}
 	if len(r.Breaks) == 0 {
 		return nil
@@ -54,13 +56,13 @@ func (r Report) WriteText(w io.Writer) error {
 		if b.State != "" {
 			rec = strings.TrimSpace(fmt.Sprintf("%s %s gen %d", b.State, b.Status, b.Generation))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Kind, b.ChargeID, or(b.Account, "-"), rec, or(b.postedText(), "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Kind, clean(b.ChargeID), clean(or(b.Account, "-")), clean(rec), clean(or(b.postedText(), "-")))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, b := range r.Breaks {
-		fmt.Fprintf(w, "\n%s %s (break %s)\n  %s\n  do: %s\n", b.Kind, b.ChargeID, b.ID, b.Detail, b.Action)
+		fmt.Fprintf(w, "\n%s %s (break %s)\n  %s\n  do: %s\n", b.Kind, clean(b.ChargeID), b.ID, clean(b.Detail), clean(b.Action))
 	}
 	return nil
 }
@@ -101,6 +103,29 @@ func cell(s string) string {
 		return "'" + s
 	}
 	return s
+}
+
+// clean shows the control characters of text from outside (a bank's
+// reference, a narrative) as escapes, so that no report line is rewritten
+// on a terminal (an escape sequence, a carriage return, a newline forging
+// a line, a bidirectional override).
+func clean(s string) string {
+	if strings.IndexFunc(s, unsafeRune) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == utf8.RuneError
 }
 
 func or(s, def string) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,18 @@ type ResolveRequest struct {
 	// Guard writes the adoption and the resolution (the store's, with
 	// serve's lease, retention and skew margin).
 	Guard *idempotency.Guard
+	// Unverified adopts a posting that could not be checked against the
+	// charge (Break.Unverified): the operator checked it by hand.
+	Unverified bool
+	// NoticeSent records an adopted posting DEBITED (the pre-debit notice
+	// is known to have gone out); by default it is recorded
+	// DEBITED_NOTIFICATION_FAILED with the notice kept, for renotify.
+	NoticeSent bool
+	// Refunded closes a failed_but_posted break by marking it (the bank
+	// gave the money back; the record stays FAILED). By default the
+	// posting is recorded as collected: the record becomes DONE, so the
+	// charge is never debited again.
+	Refunded bool
 }
 
 // Resolved is what Resolve did.
@@ -44,6 +57,10 @@ type Resolved struct {
 // ErrNoBreak: the charge has no open break in the statement (none, or
 // resolved already).
 var ErrNoBreak = errors.New("reconcile: no open break for this charge")
+
+// ErrUnchecked: an adoption of a posting that could not be checked
+// against the charge, without the operator's word.
+var ErrUnchecked = errors.New("reconcile: posting not checked against the charge")
 
 // ErrAmbiguous: the charge has breaks of several kinds; say which.
 var ErrAmbiguous = errors.New("reconcile: several breaks for this charge")
@@ -61,6 +78,9 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 	}
 	if req.Guard == nil {
 		return Resolved{}, errors.New("reconcile: Resolve needs a Guard")
+	}
+	if req.ChargeID == "" {
+		return Resolved{}, errors.New("reconcile: which charge? (an empty id would resolve any charge's break)")
 	}
 	opts.ChargeID = req.ChargeID
 	var kept []statement.Posting // the charge's postings, for an adoption
@@ -96,7 +116,17 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 		return Resolved{}, fmt.Errorf("%w: %s has %s: give --kind", ErrAmbiguous, req.ChargeID, strings.Join(kinds, ", "))
 	}
 	b := open[0]
-	if b.Kind == PostedNotRecorded {
+	collect := b.Kind == FailedButPosted && !req.Refunded && b.State == string(driver.StateFailed) &&
+		slices.Contains(b.BankKeys, charge.BankKey(b.ChargeID, b.Generation))
+	if b.Kind == PostedNotRecorded || collect {
+		if b.Unverified && !req.Unverified {
+			return Resolved{Break: b}, fmt.Errorf("%w: %s's posting could not be checked against the charge (no narrative in the statement, or no fingerprint key given): check its amount and account by hand, then resolve with --unverified", ErrUnchecked, b.ChargeID)
+		}
+		if collect {
+			if _, err := req.Guard.Reopen(ctx, b.ChargeID, "reconciliation: the bank posted it: "+req.Reason, idempotency.ReopenOptions{Operator: req.Operator}); err != nil {
+				return Resolved{Break: b}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+			}
+		}
 		rec, err := adopt(ctx, opts.Store, req, b, kept)
 		if err != nil {
 			return Resolved{Break: b}, err
@@ -112,6 +142,33 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 		return Resolved{Break: b}, err
 	}
 	return Resolved{Break: b, Action: "marked"}, nil
+}
+
+// AdoptedLine begins the history line of an adopted posting.
+const AdoptedLine = "adopted from the bank's statement"
+
+// adoptedResult is the status and detail an adoption records, and what
+// its history line says of the notice: DEBITED when the operator says the
+// notice went out; else DEBITED_NOTIFICATION_FAILED keeping the notice
+// built from the posting (account masked), which renotify sends — the
+// consumer most likely died before it notified; without the charge type
+// and due date in the narrative no notice can be built, and the record
+// says so.
+func adoptedResult(id string, p statement.Posting, ref string, req ResolveRequest) (status, detail, notice string) {
+	if req.NoticeSent {
+		return string(charge.Debited), ref, "the pre-debit notice went out (the operator's word)"
+	}
+	typ, due, ok := NarrativeParts(p.Narrative)
+	if ok {
+		d, err := time.Parse(time.DateOnly, due)
+		if err == nil {
+			c := charge.Charge{ID: id, AccountID: p.Account, Amount: p.Amount, Type: typ, DueDate: d}
+			if n, err := charge.NoticeOf(c, charge.DebitReceipt{Reference: ref}, req.Guard.Now()).Marshal(); err == nil {
+				return string(charge.DebitedNotificationFailed), string(n), "the pre-debit notice kept for renotify"
+			}
+		}
+	}
+	return string(charge.DebitedNotificationFailed), ref, "no notice known to be sent and none can be built (no charge type and due date in the narrative): tell the customer by hand"
 }
 
 // resolution is what a resolution's record keeps (its Detail).
@@ -174,15 +231,16 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break,
 	if ref == "" {
 		ref = "statement " + p.Where
 	}
-	if err := req.Guard.Complete(ctx, c.Lease(), string(charge.Debited), ref); err != nil {
+	status, detail, notice := adoptedResult(b.ChargeID, p, ref, req)
+	if err := req.Guard.Complete(ctx, c.Lease(), status, detail); err != nil {
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
 	done, err := req.Guard.Get(ctx, b.ChargeID)
 	if err != nil {
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
-	line := fmt.Sprintf("adopted from the bank's statement %s by %s: posted %s under %s, booked %s, reference %s; no debit, no notice; why: %s",
-		req.Guard.Now().UTC().Format(time.RFC3339), req.Operator, p.Amount, p.BankKey, p.BookingDate.Format(time.DateOnly), ref, req.Reason)
+	line := fmt.Sprintf("%s %s by %s: posted %s under %s, booked %s, reference %s; no debit; %s; why: %s",
+		AdoptedLine, req.Guard.Now().UTC().Format(time.RFC3339), req.Operator, p.Amount, p.BankKey, p.BookingDate.Format(time.DateOnly), ref, notice, req.Reason)
 	am, ok := store.(driver.Amender)
 	if !ok {
 		return done, nil // DONE stands; the audit trail holds the line

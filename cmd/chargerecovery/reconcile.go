@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // the image is FROM scratch: --time-zone needs the zone database inside the binary
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/reconcile"
@@ -139,11 +143,30 @@ func parseDay(s string, loc *time.Location, now time.Time) (time.Time, error) {
 // inputErr makes a statement's format error a usage error (exit 2: bad
 // input, nothing judged).
 func inputErr(err error) error {
-	var fe *statement.FormatError
-	if errors.As(err, &fe) || errors.Is(err, reconcile.ErrNoPeriod) {
+	var (
+		fe *statement.FormatError
+		an *statement.AccountNotFoundError
+		pe *fs.PathError
+	)
+	if errors.As(err, &fe) || errors.As(err, &an) || errors.As(err, &pe) || errors.Is(err, reconcile.ErrNoPeriod) || errors.Is(err, reconcile.ErrGap) {
 		return cli.Usagef("%v", err)
 	}
 	return err
+}
+
+// outputFile checks, before anything is read, that path can be written
+// as a file: its directory exists and it is not a directory itself.
+func outputFile(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return cli.Usagef("%s %s: its directory does not exist", flag, path)
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return cli.Usagef("%s %s is a directory: name a file", flag, path)
+	}
+	return nil
 }
 
 func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
@@ -177,6 +200,9 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	if concurrency < 1 || concurrency > 256 {
 		return cli.Usagef("--concurrency must be between 1 and 256")
 	}
+	if err := errors.Join(outputFile("--report-file", reportFile), outputFile("--metrics-file", metricsFile)); err != nil {
+		return cli.Usagef("%v", err)
+	}
 	read, period, keys, err := sf.open(f.Args())
 	if err != nil {
 		return err
@@ -189,19 +215,6 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	rep, err := reconcile.Run(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period, Concurrency: concurrency, SkewMargin: max(skew, 0)}, read)
 	if err != nil {
 		return inputErr(err)
-	}
-	rep.Statements, rep.CollectionAccount = sf.list(f.Args()), strings.TrimSpace(sf.collection)
-	if reportFile != "" {
-		if err := reconcile.WriteReportFile(reportFile, rep); err != nil {
-			return fmt.Errorf("--report-file: %w", err)
-		}
-	}
-	if metricsFile != "" {
-		end, _ := time.Parse(time.RFC3339, rep.Period.To)
-		if err := metrics.WriteReconciliationFile(metricsFile, metrics.Reconciliation{Breaks: rep.Counts(), Postings: rep.Postings,
-			Matched: rep.Matched, Resolved: rep.Resolved, PeriodEnd: end, RunAt: time.Now()}); err != nil {
-			return err
-		}
 	}
 	switch {
 	case *asJSON:
@@ -216,6 +229,19 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	rep.Statements, rep.CollectionAccount = sf.list(f.Args()), strings.TrimSpace(sf.collection)
+	if reportFile != "" {
+		if err := reconcile.WriteReportFile(reportFile, rep); err != nil {
+			return fmt.Errorf("--report-file: %w", err)
+		}
+	}
+	if metricsFile != "" {
+		end, _ := time.Parse(time.RFC3339, rep.Period.To)
+		if err := metrics.WriteReconciliationFile(metricsFile, metrics.Reconciliation{Breaks: rep.Counts(), Postings: rep.Postings,
+			Matched: rep.Matched, Resolved: rep.Resolved, PeriodEnd: end, RunAt: time.Now()}); err != nil {
+			return err
+		}
+	}
 	if n := len(rep.Breaks); n > 0 {
 		return fmt.Errorf("%d break(s) to resolve (chargerecovery reconcile resolve CHARGE_ID --statement … --reason …)", n)
 	}
@@ -225,12 +251,16 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "reconcile resolve", reconcileSynopsis)
 	var (
-		sf                     statementFlags
-		kind, reason           string
-		lease, skew, retention time.Duration
+		sf                               statementFlags
+		kind, reason                     string
+		lease, skew, retention           time.Duration
+		unverified, noticeSent, refunded bool
 	)
 	sf.bind(f)
 	f.String(&kind, "kind", "", "", "which break, when the charge has several: "+kindList())
+	f.Bool(&unverified, "unverified", "", false, "adopt a posting that could not be checked against the charge (no narrative, or no fingerprint key): you checked its amount and account by hand")
+	f.Bool(&noticeSent, "notice-sent", "", false, "an adopted posting's pre-debit notice is known to have gone out: record DEBITED (default: DEBITED_NOTIFICATION_FAILED with the notice kept, for renotify)")
+	f.Bool(&refunded, "refunded", "", false, "failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED); by default the posting is recorded as collected (DONE, never debited again)")
 	f.String(&reason, "reason", "", "", "why it is resolved (kept with the resolution and in the audit trail), e.g. \"INC-88: refunded by the bank\" (required)")
 	f.Duration(&lease, "lease", "IC_LEASE", idempotency.DefaultLease, "the claim an adoption takes on the record while it writes DONE (as serve's)")
 	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the adopted record and the resolution are kept (as serve's records)")
@@ -245,6 +275,9 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 		return cli.Usagef("give exactly one CHARGE_ID (see chargerecovery reconcile -h)")
 	}
 	id := f.Args()[0]
+	if _, ok := reconcile.ChargeOf(id); !ok && !strings.ContainsAny(id, "~_") {
+		return cli.Usagef("%q is not a charge id (nor the bank key of an unknown posting)", id)
+	}
 	if kind != "" && !reconcile.Kind(kind).Valid() {
 		return cli.Usagef("--kind %q is not one of %s", kind, kindList())
 	}
@@ -280,7 +313,8 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	err = actAudited(env, trail, who, "reconcile-resolve", id, reason, func(w io.Writer) error {
 		var err error
 		res, err = reconcile.Resolve(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period, SkewMargin: skew}, read,
-			reconcile.ResolveRequest{ChargeID: id, Kind: reconcile.Kind(kind), Reason: reason, Operator: who.Name, Guard: guard})
+			reconcile.ResolveRequest{ChargeID: id, Kind: reconcile.Kind(kind), Reason: reason, Operator: who.Name, Guard: guard,
+				Unverified: unverified, NoticeSent: noticeSent, Refunded: refunded})
 		if err != nil {
 			return err
 		}
@@ -298,10 +332,13 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	}
 	switch res.Action {
 	case "adopted":
-		fmt.Fprintf(env.Stdout, "%s: %s adopted: the record is DONE %s with the bank's reference %s (no debit, no notice)\n",
-			id, res.Break.Kind, res.Record.Status, res.Record.Detail)
+		fmt.Fprintf(env.Stdout, "%s: %s adopted: the record is DONE %s with the bank's reference %s (no debit)\n",
+			id, res.Break.Kind, res.Record.Status, charge.ReferenceOf(res.Record.Status, res.Record.Detail))
+		if _, kept := charge.PendingNotice(res.Record.Status, res.Record.Detail); kept {
+			fmt.Fprintf(env.Stdout, "  its pre-debit notice is kept: chargerecovery renotify %s sends it\n", id)
+		}
 	default:
-		fmt.Fprintf(env.Stdout, "%s: %s marked resolved (break %s): %s\n", id, res.Break.Kind, res.Break.ID, reason)
+		fmt.Fprintf(env.Stdout, "%s: %s marked resolved (break %s): %s\n", id, res.Break.Kind, res.Break.ID, strconv.QuoteToGraphic(reason))
 	}
 	return nil
 }

@@ -211,8 +211,10 @@ func TestAttackOutputFileErrorsExitAsBreaks(t *testing.T) {
 		"--report-file naming a directory":      {"--report-file", s.dir},
 	} {
 		r := s.run(t.Context(), append([]string{"reconcile", "--statement", s.stmt, "--collection-account", "FEES-001"}, extra...)...)
-		if r.code == 1 || r.stdout == "" {
-			t.Errorf("%s, no breaks: exit %d (1 = breaks), stdout %q\n%s", name, r.code, r.stdout, r.stderr)
+		// Fixed: refused before anything is read (exit 2, naming the flag),
+		// never an exit 1 that reads as "breaks found".
+		if r.code != 2 || !strings.Contains(r.stderr, extra[0]) {
+			t.Errorf("%s, no breaks: exit %d (want 2, a bad flag), stderr %q", name, r.code, r.stderr)
 		}
 	}
 }
