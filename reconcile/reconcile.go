@@ -696,7 +696,6 @@ func shown(p statement.Posting) Posted {
 		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: p.Reference, Reversal: p.Reversal, Where: p.Where}
 }
 
-
 func stateText(rec driver.Record) string {
 	if rec.Status != "" {
 		return string(rec.State) + " " + rec.Status
