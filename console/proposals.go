@@ -79,7 +79,7 @@ func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
 		v.Sample = append(v.Sample, tv(t))
 	}
 	for _, t := range p.Targets {
-		if o, ok := p.Outcomes[t.Key()]; ok && o.Result != "moved" && o.Result != "reopened" && o.Result != "sent" && len(v.NotDone) < 200 {
+		if o, ok := p.Outcomes[t.Key()]; ok && o.Result != "moved" && o.Result != "reopened" && o.Result != "sent" && o.Result != "adopted" && o.Result != "resolved" && len(v.NotDone) < 200 {
 			v.NotDone = append(v.NotDone, tv(t))
 		}
 	}
