@@ -277,7 +277,7 @@ func (be Backend) statementOf(spec Spec, now time.Time) (reconcile.Options, reco
 // selectBreak freezes the one open break of the charge a Reconcile spec
 // names, as reconcile.Resolve would find it now (the reconciliation run
 // for that charge alone; nothing written): its kind, id, bank keys and
-// what was posted.
+// what was posted. Its errors say what Resolve's would.
 func (be Backend) selectBreak(ctx context.Context, spec Spec, now time.Time) ([]Target, error) {
 	id := spec.ChargeIDs[0]
 	o, read := be.statementOf(spec, now)
@@ -293,21 +293,21 @@ func (be Backend) selectBreak(ctx context.Context, spec Spec, now time.Time) ([]
 	}
 	switch {
 	case len(open) == 0 && rep.Resolved > 0:
-		return nil, fmt.Errorf("no proposal made: %w: %s's break is resolved already", reconcile.ErrNoBreak, id)
+		return nil, fmt.Errorf("%w: %s's break is resolved already", reconcile.ErrNoBreak, id)
 	case len(open) == 0 && spec.BreakKind != "":
-		return nil, fmt.Errorf("no proposal made: %w: %s has no %s break in this statement", reconcile.ErrNoBreak, id, spec.BreakKind)
+		return nil, fmt.Errorf("%w: %s has no %s break in this statement", reconcile.ErrNoBreak, id, spec.BreakKind)
 	case len(open) == 0:
-		return nil, fmt.Errorf("no proposal made: %w: %s matches the statement", reconcile.ErrNoBreak, id)
+		return nil, fmt.Errorf("%w: %s matches the statement", reconcile.ErrNoBreak, id)
 	case len(open) > 1:
 		var kinds []string
 		for _, b := range open {
 			kinds = append(kinds, string(b.Kind))
 		}
-		return nil, fmt.Errorf("no proposal made: %w: %s has %s: give --kind", reconcile.ErrAmbiguous, id, strings.Join(kinds, ", "))
+		return nil, fmt.Errorf("%w: %s has %s: give --kind", reconcile.ErrAmbiguous, id, strings.Join(kinds, ", "))
 	}
 	b := open[0]
 	if adopts := (Spec{Kind: Reconcile, BreakKind: b.Kind, Refunded: spec.Refunded}).Adopts(); adopts && b.Unverified && !spec.Unverified {
-		return nil, fmt.Errorf("no proposal made: %w: %s's posting could not be checked against the charge (no narrative in the statement, or no fingerprint key given): check its amount and account by hand, then propose with --unverified", reconcile.ErrUnchecked, id)
+		return nil, fmt.Errorf("%w: %s's posting could not be checked against the charge (no narrative in the statement, or no fingerprint key given): check its amount and account by hand, then propose with --unverified", reconcile.ErrUnchecked, id)
 	}
 	t := Target{ChargeID: id, Account: b.Account, Code: string(b.Kind), BreakID: b.ID, BankKeys: b.BankKeys}
 	for _, p := range b.Posted {
