@@ -37,7 +37,8 @@ func (c *Console) proposalRoutes(mux *http.ServeMux) {
 }
 
 func (c *Console) approvalBackend() approval.Backend {
-	return approval.Backend{Queue: c.o.Queue, Store: c.o.Store, Retention: c.o.Retention, Renotifier: c.o.Renotifier}
+	return approval.Backend{Queue: c.o.Queue, Store: c.o.Store, Retention: c.o.Retention, Renotifier: c.o.Renotifier,
+		Guard: c.rguard, Fingerprints: c.o.Fingerprints, SkewMargin: max(c.o.SkewMargin, 0)}
 }
 
 func actorOf(id Identity) approval.Actor {
