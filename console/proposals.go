@@ -37,7 +37,8 @@ func (c *Console) proposalRoutes(mux *http.ServeMux) {
 }
 
 func (c *Console) approvalBackend() approval.Backend {
-	return approval.Backend{Queue: c.o.Queue, Store: c.o.Store, Retention: c.o.Retention, Renotifier: c.o.Renotifier}
+	return approval.Backend{Queue: c.o.Queue, Store: c.o.Store, Retention: c.o.Retention, Renotifier: c.o.Renotifier,
+		Guard: c.rguard, Fingerprints: c.o.Fingerprints, SkewMargin: max(c.o.SkewMargin, 0)}
 }
 
 func actorOf(id Identity) approval.Actor {
@@ -79,7 +80,7 @@ func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
 		v.Sample = append(v.Sample, tv(t))
 	}
 	for _, t := range p.Targets {
-		if o, ok := p.Outcomes[t.Key()]; ok && o.Result != "moved" && o.Result != "reopened" && o.Result != "sent" && len(v.NotDone) < 200 {
+		if o, ok := p.Outcomes[t.Key()]; ok && o.Result != "moved" && o.Result != "reopened" && o.Result != "sent" && o.Result != "adopted" && o.Result != "resolved" && len(v.NotDone) < 200 {
 			v.NotDone = append(v.NotDone, tv(t))
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/reconcile"
 	"github.com/finedge/idempotent-consumer/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/service/approval"
 )
 
 // The Reconciliation page shows the report chargerecovery reconcile
@@ -50,6 +51,9 @@ type reconciliationView struct {
 	// Unchecked: the resolutions could not be looked up; every break of
 	// the report is listed.
 	Unchecked bool
+	// Propose: proposals are kept here (a Propose button beside an
+	// adoption: four-eyes under reconcile-adopt).
+	Propose bool
 }
 
 type kindCount struct {
@@ -104,7 +108,7 @@ func (c *Console) readReport() (rep reconcile.Report, problem string) {
 }
 
 func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
-	v := reconciliationView{File: c.o.ReconcileReport}
+	v := reconciliationView{File: c.o.ReconcileReport, Propose: c.o.Approvals != nil}
 	if c.o.ReconcileReport == "" {
 		v.Configure = true
 		c.render(w, r, http.StatusOK, "reconciliation", v)
@@ -175,6 +179,12 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 		return refuse(http.StatusConflict, "Not resolved", "The report does not name the statement it read: resolve on the command line (chargerecovery reconcile resolve --statement …).")
 	}
 	e.Detail = fmt.Sprintf("%s break %s", kind, breakID)
+	propose := r.PostFormValue("propose") == "1"
+	if c.o.Approvals != nil && (propose || c.o.Approvals.Policy().ReconcileAdopt) {
+		if done, ok := c.reconcileFourEyes(w, r, id, &e, rep, breakID, propose); ok {
+			return done
+		}
+	}
 	read := reconcile.ReadFiles(rep.Statements, statement.Options{CollectionAccount: rep.CollectionAccount})
 	res, err := reconcile.Resolve(r.Context(), reconcile.Options{Store: c.o.Store, Fingerprints: c.o.Fingerprints, Period: rep.Span(),
 		Now: c.o.Now(), SkewMargin: max(c.o.SkewMargin, 0)}, read,
@@ -216,4 +226,57 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 		c.result(w, r, http.StatusBadGateway, "Not resolved", "The break was not resolved: "+e.Detail, back, "back to the reconciliation")
 	}
 	return e
+}
+
+// reconcileFourEyes finds the break as it is now (the reconciliation of
+// its charge alone, nothing written): an adoption under reconcile-adopt
+// is refused, pointing to its proposal; with propose the proposal is made
+// (the break frozen). ok says the request is answered here; else the
+// resolve goes on.
+func (c *Console) reconcileFourEyes(w http.ResponseWriter, r *http.Request, id Identity, e *AuditEntry, rep reconcile.Report, breakID string, propose bool) (AuditEntry, bool) {
+	back := "/reconciliation"
+	span := rep.Span()
+	spec := approval.Spec{Kind: approval.Reconcile, Reason: e.Reason, ChargeIDs: []string{e.ChargeID}, Statements: rep.Statements,
+		CollectionAccount: rep.CollectionAccount, From: span.From, To: span.To, BreakKind: reconcile.Kind(r.PostFormValue("kind")),
+		Unverified: r.PostFormValue("unverified") == "1", Refunded: r.PostFormValue("refunded") == "1"}
+	refuse := func(code int, msg string) (AuditEntry, bool) {
+		msg = charge.Clip(charge.MaskText(printable(msg)), 1000)
+		e.Result, e.Detail = "refused", charge.Clip(msg, 300)
+		c.result(w, r, code, "Not resolved", msg, back, "back to the reconciliation")
+		return *e, true
+	}
+	if err := spec.Check(); err != nil {
+		return refuse(http.StatusConflict, "The break cannot be proposed: "+err.Error())
+	}
+	targets, err := c.approvalBackend().Select(r.Context(), spec, c.o.Now())
+	if err != nil {
+		// Fails closed: what cannot be judged is not resolved.
+		return refuse(http.StatusConflict, "Nothing done: "+err.Error())
+	}
+	if targets[0].BreakID != breakID {
+		return refuse(http.StatusConflict, "The break changed since the report was made (the record or the statement is not what the report saw): run the reconciliation again, then reload the page.")
+	}
+	spec.BreakKind = reconcile.Kind(targets[0].Code)
+	if !propose {
+		why := c.o.Approvals.Policy().Needs(spec, 1)
+		if why == "" {
+			return AuditEntry{}, false
+		}
+		return refuse(http.StatusConflict, fmt.Sprintf("Needs another operator's approval (%s): nothing was done. Propose it (the Propose button beside the break) and have another operator approve it on the Proposals page; or on the command line: chargerecovery approvals propose reconcile --charge-id %s --statement %s --kind %s --reason TEXT.",
+			why, e.ChargeID, strings.Join(rep.Statements, ","), spec.BreakKind))
+	}
+	p, err := c.o.Approvals.Propose(actorOf(id), spec, targets)
+	if err != nil {
+		e.Result, e.Detail = "failed", charge.Clip(err.Error(), 300)
+		c.result(w, r, http.StatusConflict, "Not proposed", e.Detail, back, "back to the reconciliation")
+		return *e, true
+	}
+	e.Proposal, e.Result = p.ID, "proposed"
+	e.Detail = fmt.Sprintf("%s break %s: proposal %s, %s", spec.BreakKind, breakID, p.ID, p.State)
+	next := "It needs another operator's approval: " + p.Needs + "."
+	if p.State == approval.Approved {
+		next = "The policy does not ask for a second operator: run it from its page."
+	}
+	c.result(w, r, http.StatusOK, "Proposed", fmt.Sprintf("Proposal %s: %s. %s", p.ID, p.Spec.Describe(), next), "/proposals/show?id="+urlQuery(p.ID), "the proposal")
+	return *e, true
 }

@@ -262,3 +262,62 @@ func TestReconciliationPageSaysWhyThereIsNoReport(t *testing.T) {
 		})
 	}
 }
+
+// Under reconcile-adopt the Reconciliation page's adoption is refused,
+// pointing to its proposal; marking a break still resolves it; Propose
+// freezes the break as a proposal that another operator approves, and its
+// run adopts the posting.
+func TestFourEyesConsoleReconcileAdopt(t *testing.T) {
+	w := newReconWorld(t)
+	auth := console.ProxyAuth{Operators: []string{"olga", "ivan"}, Trusted: loopback}
+	book := w.withBook(t, "reconcile-adopt")
+	srv := w.consoleWith(t, auth, func(o *console.Options) {
+		o.ReconcileReport, o.Fingerprints, o.ActionBurst = w.report, w.fp, 10
+		book(o)
+	})
+	_, body := as(t, "olga", "GET", srv.URL+"/reconciliation", nil)
+	if n := strings.Count(body, `name="propose" value="1"`); n != 1 {
+		t.Fatalf("%d Propose buttons, want 1 (the adoption's)", n)
+	}
+	token := csrfOf(t, body)
+	crashed, lost := w.breakOf(t, w.crashed.ID), w.breakOf(t, w.lost.ID)
+	form := func(b reconcile.Break, extra ...string) url.Values {
+		v := url.Values{"id": {b.ChargeID}, "kind": {string(b.Kind)}, "break": {b.ID}, "csrf": {token}, "reason": {"INC-7: checked with the bank"}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			v.Set(extra[i], extra[i+1])
+		}
+		return v
+	}
+	resolve := srv.URL + "/reconciliation/resolve"
+	code, body := as(t, "olga", "POST", resolve, form(crashed))
+	if code != http.StatusConflict || !strings.Contains(body, "Needs another operator") || !strings.Contains(body, "approvals propose reconcile") {
+		t.Fatalf("a direct adoption under reconcile-adopt: %d\n%s", code, body)
+	}
+	if rec, err := w.store.Get(t.Context(), w.crashed.ID, time.Now()); err != nil || rec.State != driver.StateInProgress {
+		t.Fatalf("the refused adoption wrote the record: %+v %v", rec, err)
+	}
+	if code, body := as(t, "olga", "POST", resolve, form(lost)); code != http.StatusOK || !strings.Contains(body, "marked resolved") {
+		t.Fatalf("marking under reconcile-adopt: %d\n%s", code, body)
+	}
+	code, body = as(t, "olga", "POST", resolve, form(crashed, "propose", "1"))
+	id := proposalIDRE.FindString(body)
+	if code != http.StatusOK || id == "" || !strings.Contains(body, "Proposed") {
+		t.Fatalf("propose: %d\n%s", code, body)
+	}
+	_, theirs := as(t, "ivan", "GET", srv.URL+"/proposals/show?id="+id, nil)
+	if code, body := as(t, "ivan", "POST", srv.URL+"/proposals/approve", url.Values{"csrf": {csrfOf(t, theirs)}, "id": {id}}); code != http.StatusOK {
+		t.Fatalf("approve: %d\n%s", code, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := w.store.Get(t.Context(), w.crashed.ID, time.Now())
+		if err == nil && rec.State == driver.StateDone && charge.ReferenceOf(rec.Status, rec.Detail) == "BANK-CHG-REC-2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, page := as(t, "ivan", "GET", srv.URL+"/proposals/show?id="+id, nil)
+			t.Fatalf("not adopted by the approved proposal: %+v %v\n%s", rec, err, page)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -49,7 +49,7 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.TrustedProxies, "console-trusted-proxies", "IC_CONSOLE_TRUSTED_PROXIES", "", "the addresses or CIDR ranges of proxies in front of the console: required for proxy sign-in (the user header from anywhere else counts for nothing); with token sign-in behind a TLS-terminating proxy, the client's address is then the one the proxy appended to X-Forwarded-For (sign-in rate limit, audit trail)")
 	f.String(&c.AuditFile, "audit-file", "IC_AUDIT_FILE", "", "the audit trail, shared with the command line: every action, taken or refused, a hash-chained JSON line, synced before it is done (required)")
 	f.String(&c.OldAuditFile, "console-audit-file", "IC_CONSOLE_AUDIT_FILE", "", "the former name of --audit-file")
-	f.String(&c.Approval, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: which actions a second operator must approve, comma-separated: reopen-new-attempt, redrive-force, bulk>N (more than N charges), all; off by default")
+	f.String(&c.Approval, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: which actions a second operator must approve, comma-separated: reopen-new-attempt, redrive-force, reconcile-adopt (a reconciliation resolve adopting a posting), bulk>N (more than N charges), all; off by default")
 	f.Duration(&c.ApprovalTTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run")
 	f.Int(&c.ApprovalBatch, "approval-batch", "IC_APPROVAL_BATCH", 50, "a proposal's run acts on this many charges between two saves of its progress (1 to 500)")
 	f.String(&c.TLSCert, "console-tls-cert", "IC_CONSOLE_TLS_CERT", "", "serve the console over TLS with this certificate (PEM; with --console-tls-key)")

@@ -42,6 +42,11 @@ type ResolveRequest struct {
 	// posting is recorded as collected: the record becomes DONE, so the
 	// charge is never debited again.
 	Refunded bool
+	// BreakID, when set, is the break to close: a break found now with
+	// another id (the record or the postings changed since it was seen,
+	// e.g. when a proposal froze it) is refused (ErrBreakChanged), nothing
+	// written.
+	BreakID string
 }
 
 // Resolved is what Resolve did.
@@ -61,6 +66,10 @@ var ErrNoBreak = errors.New("reconcile: no open break for this charge")
 // ErrUnchecked: an adoption of a posting that could not be checked
 // against the charge, without the operator's word.
 var ErrUnchecked = errors.New("reconcile: posting not checked against the charge")
+
+// ErrBreakChanged: the break found now is not the one the request named
+// (ResolveRequest.BreakID).
+var ErrBreakChanged = errors.New("reconcile: the break changed since it was seen")
 
 // ErrAmbiguous: the charge has breaks of several kinds; say which.
 var ErrAmbiguous = errors.New("reconcile: several breaks for this charge")
@@ -116,6 +125,9 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 		return Resolved{}, fmt.Errorf("%w: %s has %s: give --kind", ErrAmbiguous, req.ChargeID, strings.Join(kinds, ", "))
 	}
 	b := open[0]
+	if req.BreakID != "" && b.ID != req.BreakID {
+		return Resolved{Break: b}, fmt.Errorf("%w: %s's %s break is %s now, not %s", ErrBreakChanged, req.ChargeID, b.Kind, b.ID, req.BreakID)
+	}
 	collect := b.Kind == FailedButPosted && !req.Refunded && b.State == string(driver.StateFailed) &&
 		slices.Contains(b.BankKeys, charge.BankKey(b.ChargeID, b.Generation))
 	if b.Kind == PostedNotRecorded || collect {

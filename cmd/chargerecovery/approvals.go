@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/reconcile"
 	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/operate"
@@ -29,6 +30,7 @@ func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
 		return runPolicy(env, args[1:])
 	case "-h", "--help":
 		fmt.Fprintln(env.Stderr, `usage: chargerecovery approvals propose redrive|reopen|renotify [flags] --reason TEXT
+       chargerecovery approvals propose reconcile --charge-id ID --statement FILE[,FILE] [--collection-account ID] [--kind K] [--unverified] [--notice-sent] [--refunded] --reason TEXT
        chargerecovery approvals list [--all] | show ID | approve ID | reject ID --reason TEXT | run ID
        chargerecovery approvals policy [POLICY --reason TEXT]
 
@@ -51,12 +53,21 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		kind, args = args[0], args[1:]
 	}
-	f, bc, asJSON := opsFlags(env, "approvals propose "+kind, "approvals propose redrive|reopen|renotify [flags] --reason TEXT")
+	f, bc, asJSON := opsFlags(env, "approvals propose "+kind, "approvals propose redrive|reopen|renotify|reconcile [flags] --reason TEXT")
 	var ac auditConfig
 	ac.Bind(f)
 	var spec approval.Spec
-	var codes, ids string
-	var retention time.Duration
+	var codes, ids, breakKind string
+	var retention, skew time.Duration
+	var sf statementFlags
+	if kind == string(approval.Reconcile) {
+		sf.bind(f)
+		f.String(&breakKind, "kind", "", "", "reconcile: which break, when the charge has several: "+kindList())
+		f.Bool(&spec.Unverified, "unverified", "", false, "reconcile: adopt a posting that could not be checked against the charge: you checked its amount and account by hand")
+		f.Bool(&spec.NoticeSent, "notice-sent", "", false, "reconcile: an adopted posting's pre-debit notice is known to have gone out: record DEBITED")
+		f.Bool(&spec.Refunded, "refunded", "", false, "reconcile, failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED)")
+		f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: an IN_PROGRESS record posted by the bank counts as in flight until its lease passed by this much (as serve's)")
+	}
 	f.String(&spec.Reason, "reason", "", "", "why (required): kept in the audit trail and every record touched")
 	f.String(&codes, "reason-code", "", "", "redrive, reopen: only DLQ entries with these reason codes, comma-separated (reopen: default debit_failed)")
 	f.String(&ids, "charge-id", "", "", "only these charges, comma-separated (renotify: default every DEBITED_NOTIFICATION_FAILED record)")
@@ -70,6 +81,19 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	spec.Kind = approval.Kind(kind)
 	spec.Codes, spec.ChargeIDs = cli.SplitList(codes), cli.SplitList(ids)
+	var fp *idempotencyKeys
+	if spec.Kind == approval.Reconcile {
+		if breakKind != "" && !reconcile.Kind(breakKind).Valid() {
+			return cli.Usagef("--kind %q is not one of %s", breakKind, kindList())
+		}
+		_, period, keys, err := sf.open(nil)
+		if err != nil {
+			return err
+		}
+		fp = keys
+		spec.Statements, spec.CollectionAccount = sf.list(nil), strings.TrimSpace(sf.collection)
+		spec.From, spec.To, spec.BreakKind = period.From, period.To, reconcile.Kind(breakKind)
+	}
 	if err := spec.Check(); err != nil {
 		return cli.Usagef("%v", err)
 	}
@@ -90,10 +114,13 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention}
+	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention, SkewMargin: max(skew, 0)}
+	if fp != nil {
+		be.Fingerprints = fp.fp
+	}
 	targets, err := be.Select(ctx, spec, time.Now())
 	if err != nil {
-		return err
+		return inputErr(err)
 	}
 	p, err := book.Propose(who, spec, targets)
 	if err != nil {
@@ -112,8 +139,9 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	ac.Bind(f)
 	var all, noRun bool
 	var why string
-	var retention, timeout time.Duration
+	var retention, timeout, lease, skew time.Duration
 	var nc pipeline.NotifyConfig
+	var keys pipeline.Config
 	switch sub {
 	case "list":
 		f.Bool(&all, "all", "", false, "every proposal, also those done, rejected or expired")
@@ -127,6 +155,9 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		f.Int(&ac.Batch, "batch", "", 50, "act on this many targets between two saves of the progress (at most 500)")
 		f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
 		nc.Bind(f)
+		keys.BindKeys(f)
+		f.Duration(&lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconcile: the claim an adoption takes on the record while it writes DONE (as serve's)")
+		f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: a lapsed claim is taken over only this long after it ends (as serve's)")
 	}
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
@@ -216,6 +247,18 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	}
 	defer b.Close()
 	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention}
+	if cur.Spec.Kind == approval.Reconcile {
+		if lease <= 0 || retention <= 0 || skew < 0 {
+			return cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
+		}
+		if be.Fingerprints, err = keys.Keys(); err != nil {
+			return cli.Usagef("%v", err)
+		}
+		if be.Guard, err = guardFor(b, lease, retention, skew); err != nil {
+			return err
+		}
+		be.SkewMargin = skew
+	}
 	if cur.Spec.Kind == approval.Renotify {
 		if nc.Channel == "" {
 			return cli.Usagef("a renotify proposal needs the notification channel (--notify and its flags, as renotify's)")

@@ -19,6 +19,7 @@ import (
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/reconcile"
 	"github.com/finedge/idempotent-consumer/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/pipeline"
@@ -291,20 +292,38 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	if err != nil {
 		return err
 	}
-	trail, book, _, err := ac.open(env)
+	trail, book, policy, err := ac.open(env)
 	if err != nil {
 		return err
 	}
 	defer trail.Close()
-	who, err := ac.who(env, *opFlag, book, "")
-	if err != nil {
-		return err
-	}
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
 	defer b.Close()
+	if policy.ReconcileAdopt {
+		// Whether it is an adoption is the break's kind: found first, by
+		// the reconciliation of this charge alone (nothing written). Said
+		// before anything is done, whoever asks.
+		spec := approval.Spec{Kind: approval.Reconcile, Reason: reason, ChargeIDs: []string{id}, Statements: sf.list(nil),
+			CollectionAccount: strings.TrimSpace(sf.collection), From: period.From, To: period.To, BreakKind: reconcile.Kind(kind),
+			Unverified: unverified, NoticeSent: noticeSent, Refunded: refunded}
+		be := approval.Backend{Store: b.Store, Fingerprints: keys.fp, SkewMargin: max(skew, 0)}
+		ts, err := be.Select(ctx, spec, time.Now())
+		if err != nil {
+			// Fails closed: what cannot be judged is not resolved.
+			return inputErr(fmt.Errorf("nothing done: %w", err))
+		}
+		spec.BreakKind = reconcile.Kind(ts[0].Code)
+		if why := policy.Needs(spec, 1); why != "" {
+			return needsProposal(trail, claimed(env, *opFlag, &ac, book), "reconcile-resolve", why, proposeReconcile(spec, kind != ""))
+		}
+	}
+	who, err := ac.who(env, *opFlag, book, "")
+	if err != nil {
+		return err
+	}
 	guard, err := guardFor(b, lease, retention, skew)
 	if err != nil {
 		return err
@@ -341,6 +360,39 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 		fmt.Fprintf(env.Stdout, "%s: %s marked resolved (break %s): %s\n", id, res.Break.Kind, res.Break.ID, strconv.QuoteToGraphic(reason))
 	}
 	return nil
+}
+
+// proposeReconcile is the approvals propose command of spec (withKind:
+// the break's kind was given).
+func proposeReconcile(spec approval.Spec, withKind bool) string {
+	w := []string{"reconcile", "--charge-id", shellWord(spec.ChargeIDs[0]), "--statement", shellWord(strings.Join(spec.Statements, ","))}
+	if spec.CollectionAccount != "" {
+		w = append(w, "--collection-account", shellWord(spec.CollectionAccount))
+	}
+	if !spec.From.IsZero() {
+		w = append(w, "--from", spec.From.UTC().Format(time.RFC3339), "--to", spec.To.UTC().Format(time.RFC3339))
+	}
+	if withKind {
+		w = append(w, "--kind", string(spec.BreakKind))
+	}
+	for _, f := range []struct {
+		on   bool
+		flag string
+	}{{spec.Unverified, "--unverified"}, {spec.NoticeSent, "--notice-sent"}, {spec.Refunded, "--refunded"}} {
+		if f.on {
+			w = append(w, f.flag)
+		}
+	}
+	return strings.Join(append(w, "--reason", strconv.Quote(spec.Reason)), " ")
+}
+
+// shellWord is s as one word of a shell command: as it is when plain,
+// else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:,@~+=-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func kindList() string {

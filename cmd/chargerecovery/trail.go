@@ -27,7 +27,7 @@ type auditConfig struct {
 
 func (c *auditConfig) Bind(f *cli.FlagSet) {
 	f.String(&c.File, "audit-file", "IC_AUDIT_FILE", "", "the audit trail, shared with the console: every action a hash-chained JSON line, synced before it is done (required under --approval-required; chargerecovery audit verify checks it)")
-	f.String(&c.Policy, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: which actions a second operator must approve, comma-separated: reopen-new-attempt, redrive-force, bulk>N (more than N charges), all; off by default. They are proposed (chargerecovery approvals propose) and run once another operator approves")
+	f.String(&c.Policy, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: which actions a second operator must approve, comma-separated: reopen-new-attempt, redrive-force, reconcile-adopt (a reconciliation resolve adopting a posting), bulk>N (more than N charges), all; off by default. They are proposed (chargerecovery approvals propose) and run once another operator approves")
 	f.Duration(&c.TTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run")
 	f.String(&c.TokenFile, "operator-token-file", "IC_OPERATOR_TOKEN_FILE", "", "under --approval-required: an owner-only file holding your console token, which names you (--operator is a name anyone can give)")
 	f.String(&c.ConsoleTokens, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "the console's token file, which --operator-token-file is checked against")

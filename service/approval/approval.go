@@ -21,12 +21,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/finedge/idempotent-consumer/reconcile"
 )
 
 // Kind is what a proposal does.
@@ -42,6 +45,10 @@ const (
 	Reopen Kind = "reopen"
 	// Renotify sends the chosen missed pre-debit notices again.
 	Renotify Kind = "renotify"
+	// Reconcile resolves one charge's reconciliation break
+	// (reconcile.Resolve): an adoption records the bank's posting as
+	// collected (DONE, no debit); any other break is marked resolved.
+	Reconcile Kind = "reconcile"
 )
 
 // Policy says which actions need a second operator's approval.
@@ -52,6 +59,11 @@ type Policy struct {
 	// RedriveForce: every redrive with --force (conflicts, entries older
 	// than the retention less a day).
 	RedriveForce bool
+	// ReconcileAdopt: every reconciliation resolve that adopts a posting
+	// (posted_not_recorded, or failed_but_posted not refunded): money
+	// recorded as collected without a debit. Marking a break resolved
+	// does not need it.
+	ReconcileAdopt bool
 	// BulkOver: every action touching more than this many charges
 	// (negative: no limit).
 	BulkOver int
@@ -61,8 +73,8 @@ type Policy struct {
 var Off = Policy{BulkOver: -1}
 
 // ParsePolicy reads --approval-required: a comma-separated list of
-// reopen-new-attempt, redrive-force, bulk>N (N ≥ 0), or "all" (the three,
-// bulk>0... every bulk action), or "" / "off".
+// reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N (N ≥ 0), or
+// "all" (the four, with bulk>1), or "" / "off".
 func ParsePolicy(s string) (Policy, error) {
 	p := Off
 	s = strings.TrimSpace(s)
@@ -76,8 +88,10 @@ func ParsePolicy(s string) (Policy, error) {
 			p.ReopenNewAttempt = true
 		case w == "redrive-force":
 			p.RedriveForce = true
+		case w == "reconcile-adopt":
+			p.ReconcileAdopt = true
 		case w == "all":
-			p.ReopenNewAttempt, p.RedriveForce, p.BulkOver = true, true, 1
+			p.ReopenNewAttempt, p.RedriveForce, p.ReconcileAdopt, p.BulkOver = true, true, true, 1
 		case strings.HasPrefix(w, "bulk>"):
 			n, err := strconv.Atoi(strings.TrimPrefix(w, "bulk>"))
 			if err != nil || n < 0 {
@@ -85,7 +99,7 @@ func ParsePolicy(s string) (Policy, error) {
 			}
 			p.BulkOver = n
 		default:
-			return Off, fmt.Errorf("--approval-required: %q is not reopen-new-attempt, redrive-force, bulk>N, all or off", w)
+			return Off, fmt.Errorf("--approval-required: %q is not reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N, all or off", w)
 		}
 	}
 	return p, nil
@@ -99,6 +113,9 @@ func (p Policy) String() string {
 	}
 	if p.RedriveForce {
 		w = append(w, "redrive-force")
+	}
+	if p.ReconcileAdopt {
+		w = append(w, "reconcile-adopt")
 	}
 	if p.BulkOver >= 0 {
 		w = append(w, fmt.Sprintf("bulk>%d", p.BulkOver))
@@ -122,6 +139,9 @@ func (p Policy) Needs(spec Spec, n int) string {
 	if p.RedriveForce && spec.Force {
 		why = append(why, "a redrive with --force")
 	}
+	if p.ReconcileAdopt && spec.Adopts() {
+		why = append(why, "a reconciliation adopting the bank's posting (money recorded as collected without a debit)")
+	}
 	if p.BulkOver >= 0 && n > p.BulkOver {
 		why = append(why, fmt.Sprintf("%d charges, over the policy's %d", n, p.BulkOver))
 	}
@@ -143,6 +163,28 @@ type Spec struct {
 	Force bool `json:"force,omitempty"`
 	// NewAttempt reopens under the next bank-key generation (Reopen).
 	NewAttempt bool `json:"newAttempt,omitempty"`
+
+	// Reconcile: ChargeIDs names exactly one charge; Statements are the
+	// statement files (absolute paths) read as one statement, from the
+	// side of CollectionAccount ("": the customers' own statements), over
+	// From–To (zero: the statement's period). BreakKind is the break's
+	// kind (set at the proposal from the break found, when not given).
+	// Unverified, NoticeSent and Refunded are ResolveRequest's.
+	Statements        []string       `json:"statements,omitempty"`
+	CollectionAccount string         `json:"collectionAccount,omitempty"`
+	From              time.Time      `json:"from,omitzero"`
+	To                time.Time      `json:"to,omitzero"`
+	BreakKind         reconcile.Kind `json:"breakKind,omitempty"`
+	Unverified        bool           `json:"unverified,omitempty"`
+	NoticeSent        bool           `json:"noticeSent,omitempty"`
+	Refunded          bool           `json:"refunded,omitempty"`
+}
+
+// Adopts says whether a reconcile spec adopts the bank's posting (its
+// break is posted_not_recorded, or failed_but_posted not Refunded): the
+// record becomes DONE, money recorded as collected without a debit.
+func (s Spec) Adopts() bool {
+	return s.Kind == Reconcile && (s.BreakKind == reconcile.PostedNotRecorded || (s.BreakKind == reconcile.FailedButPosted && !s.Refunded))
 }
 
 // Describe is the spec in a line: what it chooses and does.
@@ -159,6 +201,17 @@ func (s Spec) Describe() string {
 		}
 	case Renotify:
 		w = append(w, "send missed pre-debit notices again")
+	case Reconcile:
+		what := "resolve the reconciliation break"
+		if s.BreakKind != "" {
+			what = "resolve the " + string(s.BreakKind) + " break"
+		}
+		if s.Adopts() {
+			what += ", adopting the bank's posting (DONE, no debit)"
+		} else if s.BreakKind != "" {
+			what += ", marking it resolved"
+		}
+		return what + " of " + strings.Join(s.ChargeIDs, ", ")
 	}
 	if len(s.Codes) > 0 {
 		w = append(w, "with reason "+strings.Join(s.Codes, ", "))
@@ -178,7 +231,7 @@ func (s Spec) Describe() string {
 // Check says what is wrong with s.
 func (s Spec) Check() error {
 	switch {
-	case s.Kind != Redrive && s.Kind != Reopen && s.Kind != Renotify:
+	case s.Kind != Redrive && s.Kind != Reopen && s.Kind != Renotify && s.Kind != Reconcile:
 		return fmt.Errorf("unknown kind %q", s.Kind)
 	case strings.TrimSpace(s.Reason) == "":
 		return errors.New("say why (--reason): it stays in the audit trail and every record touched")
@@ -194,6 +247,35 @@ func (s Spec) Check() error {
 		return errors.New("--force is for a redrive")
 	case s.NewAttempt && s.Kind != Reopen:
 		return errors.New("--new-attempt is for a reopen")
+	case s.Kind == Reconcile:
+		return s.checkReconcile()
+	case len(s.Statements) > 0 || s.CollectionAccount != "" || !s.From.IsZero() || !s.To.IsZero() || s.BreakKind != "" || s.Unverified || s.NoticeSent || s.Refunded:
+		return errors.New("--statement, --collection-account, --from/--to, --kind, --unverified, --notice-sent and --refunded are for a reconcile")
+	}
+	return nil
+}
+
+func (s Spec) checkReconcile() error {
+	switch {
+	case len(s.ChargeIDs) != 1 || strings.TrimSpace(s.ChargeIDs[0]) == "":
+		return errors.New("a reconcile proposal resolves exactly one charge's break: give one --charge-id")
+	case len(s.Codes) > 0 || s.OlderThan != 0:
+		return errors.New("--reason-code and --older-than are not for a reconcile")
+	case len(s.Statements) == 0:
+		return errors.New("a reconcile proposal needs the statement: give --statement FILE[,FILE]")
+	case len(s.Statements) > 100:
+		return fmt.Errorf("%d statement files: at most 100", len(s.Statements))
+	case s.BreakKind != "" && !s.BreakKind.Valid():
+		return fmt.Errorf("--kind %q is not a kind of break", s.BreakKind)
+	case s.From.IsZero() != s.To.IsZero() || (!s.From.IsZero() && !s.From.Before(s.To)):
+		return errors.New("give --from and --to together, --from before --to")
+	case len(s.CollectionAccount) > 200 || strings.IndexFunc(s.CollectionAccount, unicode.IsControl) >= 0:
+		return errors.New("--collection-account: not an account")
+	}
+	for _, f := range s.Statements {
+		if !filepath.IsAbs(f) || strings.IndexFunc(f, unicode.IsControl) >= 0 {
+			return fmt.Errorf("statement %q: give an absolute path (the approver's run reads the same file)", f)
+		}
 	}
 	return nil
 }
@@ -213,8 +295,13 @@ type Target struct {
 	Account  string `json:"account,omitempty"` // masked
 	Minor    int64  `json:"minor,omitempty"`
 	Currency string `json:"currency,omitempty"`
-	// Code is the DLQ entry's reason code, or the record's status.
+	// Code is the DLQ entry's reason code, or the record's status (the
+	// break's kind, Reconcile).
 	Code string `json:"code,omitempty"`
+	// BreakID and BankKeys are a reconciliation break's, as frozen at the
+	// proposal: its run acts only on a break with the same id.
+	BreakID  string   `json:"breakId,omitempty"`
+	BankKeys []string `json:"bankKeys,omitempty"`
 }
 
 // Key names t among a proposal's targets.

@@ -18,6 +18,7 @@ import (
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/reconcile"
 	"github.com/finedge/idempotent-consumer/service/approval"
 )
 
@@ -30,7 +31,10 @@ func TestParsePolicy(t *testing.T) {
 		{"off", "off", false},
 		{"reopen-new-attempt,redrive-force,bulk>100", "reopen-new-attempt,redrive-force,bulk>100", false},
 		{" bulk>0 ", "bulk>0", false},
-		{"all", "reopen-new-attempt,redrive-force,bulk>1", false},
+		{"all", "reopen-new-attempt,redrive-force,reconcile-adopt,bulk>1", false},
+		{"reconcile-adopt", "reconcile-adopt", false},
+		{" reconcile-adopt , bulk>3", "reconcile-adopt,bulk>3", false},
+		{"reconcile", "", true},
 		{"bulk>-1", "", true},
 		{"bulk>many", "", true},
 		{"redrive", "", true},
@@ -52,9 +56,65 @@ func TestParsePolicy(t *testing.T) {
 		{approval.Spec{Kind: approval.Reopen}, 1, false},
 		{approval.Spec{Kind: approval.Reopen, NewAttempt: true}, 1, true},
 		{approval.Spec{Kind: approval.Renotify}, 3, true},
+		// reconcile-adopt is not in this policy.
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.PostedNotRecorded}, 1, false},
 	} {
 		if got := p.Needs(tc.spec, tc.n) != ""; got != tc.needs {
 			t.Errorf("Needs(%+v, %d) = %v, want %v", tc.spec, tc.n, got, tc.needs)
+		}
+	}
+	ra, _ := approval.ParsePolicy("reconcile-adopt")
+	all, _ := approval.ParsePolicy("all")
+	for _, tc := range []struct {
+		spec  approval.Spec
+		needs bool
+	}{
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.PostedNotRecorded}, true},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.PostedNotRecorded, NoticeSent: true}, true},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.FailedButPosted}, true},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.FailedButPosted, Refunded: true}, false},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.RecordedNotPosted}, false},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.PostedTwice}, false},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.AmountMismatch}, false},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.UnknownPosting}, false},
+		{approval.Spec{Kind: approval.Reopen, NewAttempt: true}, false},
+		{approval.Spec{Kind: approval.Redrive, Force: true}, false},
+	} {
+		if got := ra.Needs(tc.spec, 1) != ""; got != tc.needs {
+			t.Errorf("reconcile-adopt: Needs(%+v) = %v, want %v", tc.spec, got, tc.needs)
+		}
+		if tc.needs && all.Needs(tc.spec, 1) == "" {
+			t.Errorf("all: Needs(%+v) = \"\", want the adoption named", tc.spec)
+		}
+	}
+}
+
+func TestReconcileSpecCheck(t *testing.T) {
+	ok := approval.Spec{Kind: approval.Reconcile, Reason: "INC-9", ChargeIDs: []string{"CHG-1"}, Statements: []string{"/s/camt.xml"}}
+	for _, tc := range []struct {
+		name string
+		edit func(*approval.Spec)
+		bad  bool
+	}{
+		{"ok", func(*approval.Spec) {}, false},
+		{"with kind and flags", func(s *approval.Spec) {
+			s.BreakKind, s.Unverified, s.NoticeSent, s.CollectionAccount = reconcile.PostedNotRecorded, true, true, "FEES-001"
+		}, false},
+		{"no charge", func(s *approval.Spec) { s.ChargeIDs = nil }, true},
+		{"two charges", func(s *approval.Spec) { s.ChargeIDs = []string{"CHG-1", "CHG-2"} }, true},
+		{"no statement", func(s *approval.Spec) { s.Statements = nil }, true},
+		{"relative statement", func(s *approval.Spec) { s.Statements = []string{"camt.xml"} }, true},
+		{"no reason", func(s *approval.Spec) { s.Reason = " " }, true},
+		{"bad kind", func(s *approval.Spec) { s.BreakKind = "lost" }, true},
+		{"reason codes", func(s *approval.Spec) { s.Codes = []string{"debit_failed"} }, true},
+		{"from without to", func(s *approval.Spec) { s.From = time.Now() }, true},
+		{"statement on a redrive", func(s *approval.Spec) { s.Kind = approval.Redrive; s.ChargeIDs = nil }, true},
+		{"refunded on a renotify", func(s *approval.Spec) { s.Kind, s.Statements, s.Refunded = approval.Renotify, nil, true }, true},
+	} {
+		s := ok
+		tc.edit(&s)
+		if err := s.Check(); (err != nil) != tc.bad {
+			t.Errorf("%s: Check() = %v, want bad %v", tc.name, err, tc.bad)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/internal/audit"
+	"github.com/finedge/idempotent-consumer/reconcile"
 )
 
 // The errors of a Book.
@@ -362,6 +363,17 @@ func (b *Book) Propose(who Actor, spec Spec, targets []Target) (Proposal, error)
 	}
 	if len(targets) == 0 {
 		return Proposal{}, errors.New("nothing matches: no proposal made")
+	}
+	if spec.Kind == Reconcile {
+		// The break's kind decides whether it is an adoption: the one
+		// found (frozen), never one the caller merely says.
+		if len(targets) != 1 || targets[0].ChargeID != spec.ChargeIDs[0] || !reconcile.Kind(targets[0].Code).Valid() || targets[0].BreakID == "" {
+			return Proposal{}, errors.New("a reconcile proposal freezes exactly the one break of its charge (Backend.Select): no proposal made")
+		}
+		if spec.BreakKind != "" && spec.BreakKind != reconcile.Kind(targets[0].Code) {
+			return Proposal{}, fmt.Errorf("the break found is %s, not the %s asked for: no proposal made", targets[0].Code, spec.BreakKind)
+		}
+		spec.BreakKind = reconcile.Kind(targets[0].Code)
 	}
 	now := b.o.Now().UTC()
 	p := Proposal{ID: newID(), Spec: spec, Proposer: who, At: now, Expires: now.Add(b.o.TTL),
@@ -716,7 +728,7 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 				o.Why = charge.Clip(o.Why, 300)
 				cur.Outcomes[t.Key()] = o
 				switch o.Result {
-				case "moved", "reopened", "sent":
+				case "moved", "reopened", "sent", "adopted", "resolved":
 					moved = append(moved, t.Name())
 				case "failed":
 					failed = append(failed, t.Name())
@@ -793,13 +805,13 @@ func names(ts []Target) []string {
 // FormatCounts is outcome counts in a line, in a fixed order.
 func FormatCounts(c map[string]int) string {
 	var w []string
-	for _, k := range []string{"moved", "reopened", "sent", "held back", "skipped", "failed"} {
+	for _, k := range outcomeOrder {
 		if c[k] > 0 {
 			w = append(w, fmt.Sprintf("%d %s", c[k], k))
 		}
 	}
 	for k, n := range c {
-		if !slices.Contains([]string{"moved", "reopened", "sent", "held back", "skipped", "failed"}, k) {
+		if !slices.Contains(outcomeOrder, k) {
 			w = append(w, fmt.Sprintf("%d %s", n, k))
 		}
 	}
@@ -809,6 +821,8 @@ func FormatCounts(c map[string]int) string {
 	return strings.Join(w, ", ")
 }
 
+var outcomeOrder = []string{"moved", "reopened", "sent", "adopted", "resolved", "held back", "skipped", "failed"}
+
 // doneWord is what a target done by a proposal of kind became.
 func doneWord(k Kind) string {
 	switch k {
@@ -816,6 +830,8 @@ func doneWord(k Kind) string {
 		return "reopened"
 	case Renotify:
 		return "sent"
+	case Reconcile:
+		return "resolved"
 	}
 	return "moved"
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/reconcile"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/service/operate"
 )
 
@@ -39,6 +41,15 @@ type Backend struct {
 	Retention time.Duration
 	// Renotifier sends missed notices (nil: Renotify proposals refused).
 	Renotifier *operate.Renotifier
+	// Guard writes a Reconcile proposal's adoption and resolution (the
+	// store's, with serve's lease, retention and skew margin); nil: one is
+	// made with Retention and the default lease and skew margin.
+	Guard *idempotency.Guard
+	// Fingerprints checks a posting's amount and account against the
+	// charge (serve's fingerprint keys), and SkewMargin is serve's
+	// (Reconcile).
+	Fingerprints *idempotency.Fingerprinter
+	SkewMargin   time.Duration
 }
 
 // Select chooses the targets of spec at now: the DLQ entries it names
@@ -52,6 +63,9 @@ func (be Backend) Select(ctx context.Context, spec Spec, now time.Time) ([]Targe
 	}
 	if spec.Kind == Renotify {
 		return be.selectNotices(ctx, spec, now)
+	}
+	if spec.Kind == Reconcile {
+		return be.selectBreak(ctx, spec, now)
 	}
 	codes, err := operate.ParseCodes(strings.Join(spec.Codes, ","))
 	if err != nil {
@@ -141,6 +155,8 @@ func (be Backend) Execute(ctx context.Context, p Proposal, batch []Target, who A
 		return be.reopen(ctx, p, batch, operator)
 	case Renotify:
 		return be.renotify(ctx, p, batch, operator)
+	case Reconcile:
+		return be.reconcile(ctx, p, batch, operator)
 	}
 	return nil
 }
@@ -247,6 +263,114 @@ func (be Backend) renotify(ctx context.Context, p Proposal, batch []Target, oper
 			res = "skipped"
 		}
 		out[t.Key()] = Outcome{Result: res, Why: charge.Clip(charge.MaskText(r.Why), 300)}
+	}
+	return out
+}
+
+// statementOf is what a Reconcile spec reads, and how.
+func (be Backend) statementOf(spec Spec, now time.Time) (reconcile.Options, reconcile.Postings) {
+	o := reconcile.Options{Store: be.Store, Fingerprints: be.Fingerprints, Period: statement.Period{From: spec.From, To: spec.To},
+		Now: now, SkewMargin: max(be.SkewMargin, 0), ChargeID: spec.ChargeIDs[0]}
+	return o, reconcile.ReadFiles(spec.Statements, statement.Options{CollectionAccount: strings.TrimSpace(spec.CollectionAccount)})
+}
+
+// selectBreak freezes the one open break of the charge a Reconcile spec
+// names, as reconcile.Resolve would find it now (the reconciliation run
+// for that charge alone; nothing written): its kind, id, bank keys and
+// what was posted. Its errors say what Resolve's would.
+func (be Backend) selectBreak(ctx context.Context, spec Spec, now time.Time) ([]Target, error) {
+	id := spec.ChargeIDs[0]
+	o, read := be.statementOf(spec, now)
+	rep, err := reconcile.Run(ctx, o, read)
+	if err != nil {
+		return nil, err
+	}
+	var open []reconcile.Break
+	for _, b := range rep.Breaks {
+		if b.ChargeID == id && (spec.BreakKind == "" || b.Kind == spec.BreakKind) {
+			open = append(open, b)
+		}
+	}
+	switch {
+	case len(open) == 0 && rep.Resolved > 0:
+		return nil, fmt.Errorf("%w: %s's break is resolved already", reconcile.ErrNoBreak, id)
+	case len(open) == 0 && spec.BreakKind != "":
+		return nil, fmt.Errorf("%w: %s has no %s break in this statement", reconcile.ErrNoBreak, id, spec.BreakKind)
+	case len(open) == 0:
+		return nil, fmt.Errorf("%w: %s matches the statement", reconcile.ErrNoBreak, id)
+	case len(open) > 1:
+		var kinds []string
+		for _, b := range open {
+			kinds = append(kinds, string(b.Kind))
+		}
+		return nil, fmt.Errorf("%w: %s has %s: give --kind", reconcile.ErrAmbiguous, id, strings.Join(kinds, ", "))
+	}
+	b := open[0]
+	if adopts := (Spec{Kind: Reconcile, BreakKind: b.Kind, Refunded: spec.Refunded}).Adopts(); adopts && b.Unverified && !spec.Unverified {
+		return nil, fmt.Errorf("%w: %s's posting could not be checked against the charge (no narrative in the statement, or no fingerprint key given): check its amount and account by hand, then propose with --unverified", reconcile.ErrUnchecked, id)
+	}
+	t := Target{ChargeID: id, Account: b.Account, Code: string(b.Kind), BreakID: b.ID, BankKeys: b.BankKeys}
+	for _, p := range b.Posted {
+		if p.Reversal {
+			continue
+		}
+		if t.Currency == "" {
+			t.Currency = p.Currency
+		}
+		if p.Currency == t.Currency {
+			t.Minor += p.Minor
+		}
+		if t.Account == "" {
+			t.Account = p.Account
+		}
+	}
+	t.Account = charge.MaskAccount(t.Account)
+	return []Target{t}, nil
+}
+
+// reconcile resolves the frozen break (reconcile.Resolve, as the command
+// line's): only a break with the same id as the proposal froze; one that
+// changed since (the record finished, another posting came) is held back,
+// nothing written.
+func (be Backend) reconcile(ctx context.Context, p Proposal, batch []Target, operator string) map[string]Outcome {
+	out := map[string]Outcome{}
+	guard := be.Guard
+	if guard == nil {
+		var err error
+		if guard, err = idempotency.NewGuard(be.Store, idempotency.Options{Retention: be.Retention}); err != nil {
+			for _, t := range batch {
+				out[t.Key()] = Outcome{Result: "failed", Why: err.Error()}
+			}
+			return out
+		}
+	}
+	for _, t := range batch {
+		if ctx.Err() != nil {
+			break
+		}
+		spec := p.Spec
+		spec.ChargeIDs = []string{t.ChargeID}
+		o, read := be.statementOf(spec, time.Now())
+		res, err := reconcile.Resolve(ctx, o, read, reconcile.ResolveRequest{ChargeID: t.ChargeID, Kind: reconcile.Kind(t.Code),
+			Reason: p.Spec.Reason, Operator: operator, Guard: guard, BreakID: t.BreakID,
+			Unverified: p.Spec.Unverified, NoticeSent: p.Spec.NoticeSent, Refunded: p.Spec.Refunded})
+		switch {
+		case res.Action == "adopted":
+			o := Outcome{Result: "adopted"}
+			if res.Record != nil {
+				o.Why = "DONE " + res.Record.Status + " with the bank's reference " + charge.ReferenceOf(res.Record.Status, res.Record.Detail) + " (no debit)"
+			}
+			if err != nil {
+				o.Why += "; " + charge.Clip(charge.MaskText(err.Error()), 200)
+			}
+			out[t.Key()] = o
+		case err == nil:
+			out[t.Key()] = Outcome{Result: "resolved", Why: "the " + string(res.Break.Kind) + " break is marked resolved"}
+		case errors.Is(err, reconcile.ErrBreakChanged), errors.Is(err, reconcile.ErrNoBreak), errors.Is(err, reconcile.ErrAmbiguous):
+			out[t.Key()] = Outcome{Result: "held back", Why: "the break changed since it was proposed: " + charge.Clip(charge.MaskText(err.Error()), 250)}
+		default:
+			out[t.Key()] = Outcome{Result: "failed", Why: charge.Clip(charge.MaskText(err.Error()), 300)}
+		}
 	}
 	return out
 }

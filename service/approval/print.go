@@ -47,7 +47,7 @@ func Print(w io.Writer, p Proposal, sample int) {
 func PrintOutcomes(w io.Writer, p Proposal) {
 	for _, t := range p.Targets {
 		o, ok := p.Outcomes[t.Key()]
-		if !ok || o.Result == "moved" || o.Result == "reopened" || o.Result == "sent" {
+		if !ok || o.Result == "moved" || o.Result == "reopened" || o.Result == "sent" || o.Result == "adopted" || o.Result == "resolved" {
 			continue
 		}
 		fmt.Fprintf(w, "  %-9s %s: %s\n", o.Result, t.Name(), o.Why)
