@@ -322,7 +322,7 @@ func (r *camtReader) statement(line int) error {
 				return r.errf(line, s+"/Acct", "neither Id/IBAN nor Id/Othr/Id")
 			}
 			haveAcct = true
-			r.found = append(r.found, acct.String())
+			r.found = append(r.found, charge.MaskAccount(acct.String()))
 			if r.collection && !r.matches(acct) {
 				skipping = true
 			}

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/finedge/idempotent-consumer/charge"
 )
 
 // FormatError is a malformed file: its name, the line (1-based; 0 when
@@ -45,16 +47,27 @@ func (e *FormatError) Unwrap() error { return e.Err }
 // AccountNotFoundError: Options.CollectionAccount names an account that no
 // Stmt/Ntfctn of the file is for.
 type AccountNotFoundError struct {
-	File    string
+	File string
+	// Account is Options.CollectionAccount as given (the operator's
+	// input, not a customer's account).
 	Account string
-	// Found lists the accounts the file's statements are for, in order.
+	// Found lists the accounts the file's statements are for, in order,
+	// masked (charge.MaskAccount: all but the last four characters
+	// starred): on the customers' side they are customers' accounts,
+	// which an error message must never print whole.
 	Found []string
 }
 
+// Error prints the accounts found masked (again, should Found have been
+// set whole).
 func (e *AccountNotFoundError) Error() string {
 	found := "none"
 	if len(e.Found) > 0 {
-		found = strings.Join(e.Found, ", ")
+		masked := make([]string, len(e.Found))
+		for i, a := range e.Found {
+			masked[i] = charge.MaskAccount(a)
+		}
+		found = strings.Join(masked, ", ")
 	}
 	return fmt.Sprintf("%s: no statement of collection account %s in the file (accounts found: %s)", e.File, e.Account, found)
 }
