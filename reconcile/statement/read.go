@@ -91,6 +91,9 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 //
 // A malformed file gives a *FormatError naming name, the line and the
 // element; an error returned by fn stops the read and is returned as is.
+// An XML document is read in UTF-8, or in ISO-8859-1 or US-ASCII when its
+// declaration says so; another declared encoding is a *FormatError at
+// line 1 saying which (wrapping the charset reader's error).
 // On an error the Header holds what was read up to it.
 //
 // # camt
