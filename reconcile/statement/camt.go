@@ -240,7 +240,38 @@ func (r *camtReader) document() error {
 	if !seen {
 		return r.errf(r.line(), "Document", "no %s in the document", body)
 	}
-	return nil
+	return r.epilog()
+}
+
+// epilog reads what follows the root element's end to the end of the
+// file: only white space, comments and processing instructions may (XML's
+// Misc); anything else — a second Document, text — is refused rather than
+// left unread.
+func (r *camtReader) epilog() error {
+	for {
+		tok, err := r.d.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return r.tokErr("", err)
+		}
+		switch t := tok.(type) {
+		case xml.Comment:
+		case xml.ProcInst:
+			if strings.EqualFold(t.Target, "xml") {
+				return r.errf(r.line(), "", "an XML declaration after the end of the Document (one document a file)")
+			}
+		case xml.CharData:
+			if len(strings.TrimLeft(string(t), " \t\r\n")) > 0 {
+				return r.errf(r.line(), "", "text after the end of the Document")
+			}
+		case xml.StartElement:
+			return r.errf(r.line(), t.Name.Local, "an element after the end of the Document (one document a file)")
+		default:
+			return r.errf(r.line(), "", "content after the end of the Document")
+		}
+	}
 }
 
 func normIBAN(s string) string {

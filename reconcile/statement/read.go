@@ -98,7 +98,10 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 //
 // # camt
 //
-// Every Stmt (camt.053) or Ntfctn (camt.054) is read, or with
+// A file holds one Document: after its end only white space, comments and
+// processing instructions may follow (a second document, or any other
+// content, is a *FormatError). Every Stmt (camt.053) or Ntfctn (camt.054)
+// is read, or with
 // Options.CollectionAccount only those of that account (IBAN compared
 // without spaces and case, Othr/Id as written); none of it gives an
 // *AccountNotFoundError. Of each booked entry (Sts BOOK, written
