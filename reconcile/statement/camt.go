@@ -79,6 +79,7 @@ type camtReader struct {
 	found            []string
 	matched          bool
 
+	ns       string // the Document's namespace: the camt message's
 	stmtName string
 	acct     string // the account of the statement being read
 	entryN   int
@@ -147,7 +148,10 @@ func (r *camtReader) tokErr(elem string, err error) error {
 }
 
 // children calls f for each child element of the element just started
-// (named elem in errors); f reads the child whole (text, children, skip).
+// (named elem in errors) that is in the Document's namespace; f reads the
+// child whole (text, children, skip). A child in another namespace is not
+// camt (an extension, a vendor's element of the same local name): it is
+// skipped as unknown.
 func (r *camtReader) children(elem string, f func(se xml.StartElement, line int) error) error {
 	for {
 		tok, err := r.d.Token()
@@ -156,6 +160,12 @@ func (r *camtReader) children(elem string, f func(se xml.StartElement, line int)
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
+			if t.Name.Space != r.ns {
+				if err := r.skip(elem + "/" + t.Name.Local); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := f(t, r.line()); err != nil {
 				return err
 			}
@@ -217,7 +227,7 @@ func (r *camtReader) document() error {
 	if err != nil {
 		return &FormatError{File: r.file, Line: r.line(), Elem: "Document", Err: err}
 	}
-	r.h.Format, r.stmtName = format, stmt
+	r.h.Format, r.stmtName, r.ns = format, stmt, root.Name.Space
 	seen := false
 	err = r.children("Document", func(se xml.StartElement, line int) error {
 		switch se.Name.Local {
@@ -463,7 +473,7 @@ func (r *camtReader) period(elem string) (Period, error) {
 func (r *camtReader) amount(se xml.StartElement, line int, elem string) (charge.Money, error) {
 	ccy, hasCcy := "", false
 	for _, a := range se.Attr {
-		if a.Name.Local == "Ccy" {
+		if a.Name.Local == "Ccy" && a.Name.Space == "" {
 			ccy, hasCcy = strings.TrimSpace(a.Value), true
 		}
 	}
@@ -495,7 +505,11 @@ func (r *camtReader) status(line int) (string, error) {
 		case xml.CharData:
 			text = append(text, t...)
 		case xml.StartElement:
-			switch t.Name.Local {
+			name := t.Name.Local
+			if t.Name.Space != r.ns {
+				name = "" // not camt: skipped
+			}
+			switch name {
 			case "Cd":
 				if code, err = r.leaf("Ntry/Sts/Cd"); err != nil {
 					return "", err

@@ -54,3 +54,40 @@ func TestContentAfterDocument(t *testing.T) {
 		})
 	}
 }
+
+// Elements are matched by namespace as well as local name: one in another
+// namespace is skipped as unknown; a prefix bound to the camt namespace is
+// camt.
+func TestForeignNamespaceElementsSkipped(t *testing.T) {
+	doc := custDoc([]string{"DE89370400440532013000"}, []string{"CHG-1"})
+	for _, tt := range []struct {
+		name, old, new string
+		keys           []string
+		unkeyed        int
+	}{
+		{"foreign Ntry", "<Ntry>", `<Ntry xmlns="urn:example:not-iso">`, nil, 0},
+		{"foreign Stmt", "<Stmt>", `<Stmt xmlns="urn:example:not-iso">`, nil, 0},
+		{"foreign EndToEndId", "<EndToEndId>CHG-1</EndToEndId>", `<x:EndToEndId xmlns:x="urn:example:not-iso">CHG-1</x:EndToEndId>`, nil, 1},
+		{"foreign Sts/Cd", "<Sts>BOOK</Sts>", `<Sts><x:Cd xmlns:x="urn:example:not-iso">BOOK</x:Cd>BOOK</Sts>`, []string{"CHG-1"}, 0},
+		{"camt prefix", "<EndToEndId>CHG-1</EndToEndId>", `<c:EndToEndId xmlns:c="urn:iso:std:iso:20022:tech:xsd:camt.053.001.02">CHG-1</c:EndToEndId>`, []string{"CHG-1"}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := strings.Replace(doc, tt.old, tt.new, 1)
+			var keys []string
+			h, err := Read(strings.NewReader(d), "ns.xml", Options{}, func(p Posting) error { keys = append(keys, p.BankKey); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(keys, ",") != strings.Join(tt.keys, ",") || h.Unkeyed != tt.unkeyed {
+				t.Errorf("keys %q unkeyed %d, want %q unkeyed %d", keys, h.Unkeyed, tt.keys, tt.unkeyed)
+			}
+		})
+	}
+	// An Amt whose Ccy is in another namespace has no Ccy.
+	d := strings.Replace(doc, `<Amt Ccy="INR">`, `<Amt xmlns:x="urn:example:not-iso" x:Ccy="INR">`, 1)
+	_, err := Read(strings.NewReader(d), "ns.xml", Options{}, func(Posting) error { return nil })
+	var fe *FormatError
+	if !errors.As(err, &fe) || fe.Elem != "Ntry/Amt" {
+		t.Errorf("foreign Ccy: %v, want a FormatError of Ntry/Amt", err)
+	}
+}

@@ -100,7 +100,10 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 //
 // A file holds one Document: after its end only white space, comments and
 // processing instructions may follow (a second document, or any other
-// content, is a *FormatError). Every Stmt (camt.053) or Ntfctn (camt.054)
+// content, is a *FormatError). Elements are matched by namespace as well
+// as local name: one in a namespace other than the Document's (an
+// extension, a vendor's element) is not camt and is skipped as unknown, as
+// is an attribute in a namespace (Ccy is unqualified). Every Stmt (camt.053) or Ntfctn (camt.054)
 // is read, or with
 // Options.CollectionAccount only those of that account (IBAN compared
 // without spaces and case, Othr/Id as written); none of it gives an
