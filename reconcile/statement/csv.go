@@ -59,10 +59,13 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 		if err != nil {
 			return h, bad(0, "%q is not a date (YYYY-MM-DD)", rec[0])
 		}
-		if rec[1] == "" {
+		// The text columns are trimmed as the camt reader trims its text
+		// (xs:token): " CHG-1 " is the bank key CHG-1.
+		key, acct, ref := strings.TrimSpace(rec[1]), strings.TrimSpace(rec[2]), strings.TrimSpace(rec[5])
+		if key == "" {
 			return h, bad(1, "empty")
 		}
-		if rec[2] == "" {
+		if acct == "" {
 			return h, bad(2, "empty")
 		}
 		minor, err := strconv.ParseInt(rec[3], 10, 64)
@@ -82,16 +85,16 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 			return h, bad(6, "%q is not true, false or empty", rec[6])
 		}
 		p := Posting{
-			BankKey:     rec[1],
-			Account:     rec[2],
+			BankKey:     key,
+			Account:     acct,
 			Amount:      charge.Money{Minor: minor, Currency: cur},
 			Reversal:    rev,
 			BookingDate: day,
-			Reference:   rec[5],
+			Reference:   ref,
 			Where:       name + ": line " + strconv.Itoa(line),
 		}
 		if cols == 8 {
-			p.Narrative = rec[7]
+			p.Narrative = strings.TrimSpace(rec[7])
 		}
 		h.Entries++
 		h.Postings++

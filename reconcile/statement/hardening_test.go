@@ -91,3 +91,27 @@ func TestForeignNamespaceElementsSkipped(t *testing.T) {
 		t.Errorf("foreign Ccy: %v, want a FormatError of Ntry/Amt", err)
 	}
 }
+
+// The CSV reader trims the text columns as the camt reader does; a key or
+// account of white space only is empty.
+func TestCSVTrimsTextColumns(t *testing.T) {
+	const head = "booking_date,bank_key,account,amount_minor,currency,reference,reversal,narrative\n"
+	var got []Posting
+	_, err := Read(strings.NewReader(head+"2026-12-01,\t CHG-1 , 001234567890 ,2500,INR, R1 ,, SMS_ALERT_FEE 2026-12-01 \n"), "pad.csv", Options{}, func(p Posting) error { got = append(got, p); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].BankKey != "CHG-1" || got[0].Account != "001234567890" || got[0].Reference != "R1" || got[0].Narrative != "SMS_ALERT_FEE 2026-12-01" {
+		t.Fatalf("got %+v", got)
+	}
+	for col, row := range map[string]string{
+		"bank_key": "2026-12-01,  ,001234567890,2500,INR,R1,,\n",
+		"account":  "2026-12-01,CHG-1, \t,2500,INR,R1,,\n",
+	} {
+		_, err := Read(strings.NewReader(head+row), "pad.csv", Options{}, func(Posting) error { return nil })
+		var fe *FormatError
+		if !errors.As(err, &fe) || fe.Elem != col || fe.Line != 2 {
+			t.Errorf("%s of spaces: %v, want a FormatError of %s at line 2", col, err, col)
+		}
+	}
+}

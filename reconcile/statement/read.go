@@ -137,7 +137,10 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 //
 // and optionally an 8th column, narrative. booking_date is YYYY-MM-DD,
 // amount_minor a positive integer of minor units, currency an ISO-4217
-// code, reversal true, false or empty (false). Every row is a posting: the
+// code, reversal true, false or empty (false). bank_key, account,
+// reference and narrative are trimmed of the white space around them, as
+// the camt reader trims its text (a bank key or account of white space
+// only is empty, and refused). Every row is a posting: the
 // export holds only the customers' debits (and their reversals), whatever
 // Options.CollectionAccount says. Header.Period is zero.
 func Read(r io.Reader, name string, opts Options, fn func(Posting) error) (Header, error) {
