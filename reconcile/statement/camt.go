@@ -110,7 +110,7 @@ type entry struct {
 }
 
 func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(Posting) error) (Header, error) {
-	r := &camtReader{src: src, d: xml.NewDecoder(br), file: name, fn: fn}
+	r := &camtReader{src: src, d: xml.NewDecoder(newXMLGuard(br)), file: name, fn: fn}
 	r.d.CharsetReader = charsetReader
 	if a := strings.TrimSpace(opts.CollectionAccount); a != "" {
 		r.collection = true
@@ -184,8 +184,14 @@ func (r *camtReader) skip(elem string) error {
 
 // leaf reads the text of the element just started, trimmed of the white
 // space around it (xs:token and xs:decimal collapse it); a child element in
-// it is skipped.
+// it is skipped. A text longer than maxShort is refused.
 func (r *camtReader) leaf(elem string) (string, error) {
+	return r.leafMax(elem, maxShort)
+}
+
+// leafMax is leaf of a text of up to max bytes (after decoding, before
+// trimming).
+func (r *camtReader) leafMax(elem string, max int) (string, error) {
 	r.text = r.text[:0]
 	for {
 		tok, err := r.d.Token()
@@ -194,6 +200,9 @@ func (r *camtReader) leaf(elem string) (string, error) {
 		}
 		switch t := tok.(type) {
 		case xml.CharData:
+			if len(r.text)+len(t) > max {
+				return "", r.errf(r.line(), elem, "a text longer than %d bytes", max)
+			}
 			r.text = append(r.text, t...)
 		case xml.StartElement:
 			if err := r.skip(elem + "/" + t.Name.Local); err != nil {
@@ -503,6 +512,9 @@ func (r *camtReader) status(line int) (string, error) {
 		}
 		switch t := tok.(type) {
 		case xml.CharData:
+			if len(text)+len(t) > maxShort {
+				return "", r.errf(r.line(), "Ntry/Sts", "a text longer than %d bytes", maxShort)
+			}
 			text = append(text, t...)
 		case xml.StartElement:
 			name := t.Name.Local
@@ -611,7 +623,7 @@ func (r *camtReader) entry(line int) error {
 			e.ref, err = r.leaf(path)
 			return err
 		case "AddtlNtryInf":
-			e.addtl, err = r.leaf(path)
+			e.addtl, err = r.leafMax(path, maxText)
 			return err
 		case "NtryDtls":
 			if err := r.decide(line); err != nil {
@@ -716,6 +728,7 @@ func (r *camtReader) transaction(line int) error {
 	e.ntx++
 	var t txn
 	t.ustrd = make([]string, 0, 2)
+	ustrdLen := 0 // of the Ustrd kept, joined by a space
 	err := r.children("TxDtls", func(se xml.StartElement, line int) error {
 		name := se.Name.Local
 		path := "TxDtls/" + name
@@ -772,14 +785,20 @@ func (r *camtReader) transaction(line int) error {
 				if se.Name.Local != "Ustrd" {
 					return r.skip(path + "/" + se.Name.Local)
 				}
-				s, err := r.leaf(path + "/Ustrd")
+				s, err := r.leafMax(path+"/Ustrd", maxText)
+				if err != nil {
+					return err
+				}
 				if s != "" {
+					if ustrdLen += len(s) + 1; ustrdLen > maxText+1 {
+						return r.errf(line, path+"/Ustrd", "the transaction's remittance texts together are longer than %d bytes", maxText)
+					}
 					t.ustrd = append(t.ustrd, s)
 				}
-				return err
+				return nil
 			})
 		case "AddtlTxInf":
-			t.addtl, err = r.leaf(path)
+			t.addtl, err = r.leafMax(path, maxText)
 			return err
 		}
 		return r.skip(path)

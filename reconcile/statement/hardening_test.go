@@ -2,6 +2,7 @@ package statement
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -113,5 +114,95 @@ func TestCSVTrimsTextColumns(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Elem != col || fe.Line != 2 {
 			t.Errorf("%s of spaces: %v, want a FormatError of %s at line 2", col, err, col)
 		}
+	}
+}
+
+// endless is an endless run of one byte.
+type endless byte
+
+func (e endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(e)
+	}
+	return len(p), nil
+}
+
+// The text of an element kept is bounded: 64 KiB for a narrative, 1 KiB
+// for the rest; beyond, a FormatError names the element.
+func TestElementTextBounded(t *testing.T) {
+	doc := custDoc([]string{"DE89370400440532013000"}, []string{"CHG-1"})
+	ustrd := func(texts ...string) string {
+		var b strings.Builder
+		b.WriteString("</Refs><RmtInf>")
+		for _, s := range texts {
+			b.WriteString("<Ustrd>" + s + "</Ustrd>")
+		}
+		b.WriteString("</RmtInf>")
+		return strings.Replace(doc, "</Refs>", b.String(), 1)
+	}
+	big := strings.Repeat("x", maxText)
+	for _, tt := range []struct {
+		name, doc, elem string
+	}{
+		{"Ustrd at the limit", ustrd(big), ""},
+		{"Ustrd over the limit", ustrd(big + "x"), "TxDtls/RmtInf/Ustrd"},
+		{"Ustrd together over the limit", ustrd(big[:maxText/2], big[:maxText/2]), "TxDtls/RmtInf/Ustrd"},
+		{"AddtlTxInf over the limit", strings.Replace(doc, "</Refs>", "</Refs><AddtlTxInf>"+big+"x</AddtlTxInf>", 1), "TxDtls/AddtlTxInf"},
+		{"AddtlNtryInf over the limit", strings.Replace(doc, "<NtryDtls>", "<AddtlNtryInf>"+big+"x</AddtlNtryInf><NtryDtls>", 1), "Ntry/AddtlNtryInf"},
+		{"EndToEndId at the limit", strings.Replace(doc, "CHG-1", strings.Repeat("k", maxShort), 1), ""},
+		{"EndToEndId over the limit", strings.Replace(doc, "CHG-1", strings.Repeat("k", maxShort+1), 1), "TxDtls/Refs/EndToEndId"},
+		{"EndToEndId over the limit in CDATA pieces", strings.Replace(doc, "CHG-1", strings.Repeat("<![CDATA[kkkkkkkk]]>", maxShort/8+1), 1), "TxDtls/Refs/EndToEndId"},
+		{"IBAN over the limit", strings.Replace(doc, "DE89370400440532013000", strings.Repeat("1", 2*maxShort), 1), "Stmt/Acct/Id/IBAN"},
+		{"Amt over the limit", strings.Replace(doc, "25.00", strings.Repeat("0", maxShort)+"25.00", 1), "Ntry/Amt"},
+		{"Sts over the limit", strings.Replace(doc, "<Sts>BOOK", "<Sts>"+strings.Repeat(" ", maxShort)+"BOOK", 1), "Ntry/Sts"},
+		{"AcctSvcrRef over the limit", strings.Replace(doc, "<AcctSvcrRef>R0", "<AcctSvcrRef>"+strings.Repeat("R", maxShort+1), 1), "Ntry/AcctSvcrRef"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []Posting
+			_, err := Read(strings.NewReader(tt.doc), "big.xml", Options{}, func(p Posting) error { got = append(got, p); return nil })
+			if tt.elem == "" {
+				if err != nil || len(got) != 1 {
+					t.Fatalf("error %v, postings %d", err, len(got))
+				}
+				return
+			}
+			var fe *FormatError
+			if !errors.As(err, &fe) || fe.Elem != tt.elem || fe.Line == 0 || !strings.Contains(fe.Err.Error(), "longer than") {
+				t.Fatalf("error %v, want a FormatError of %s saying it is too long", err, tt.elem)
+			}
+		})
+	}
+}
+
+// Whatever the decoder would buffer whole — a text, a tag, a comment, a
+// CDATA section — is refused past maxToken bytes as it is read, so an
+// endless one ends in a FormatError, not in memory exhausted; so are
+// elements nested past maxDepth.
+func TestEndlessPieceRefused(t *testing.T) {
+	const head = `<?xml version="1.0" encoding="UTF-8"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.02"><BkToCstmrStmt><GrpHdr><MsgId>`
+	latin := strings.Replace(head, "UTF-8", "ISO-8859-1", 1)
+	for _, tt := range []struct {
+		name string
+		r    io.Reader
+		msg  string
+	}{
+		{"text of a skipped element", io.MultiReader(strings.NewReader(head), endless('a')), "a text longer than"},
+		{"text, ISO-8859-1", io.MultiReader(strings.NewReader(latin), endless(0xe9)), "a text longer than"},
+		{"text between elements", io.MultiReader(strings.NewReader(head+"M</MsgId>"), endless(' ')), "a text longer than"},
+		{"comment", io.MultiReader(strings.NewReader(head+"<!--"), endless('<')), "a comment longer than"},
+		{"CDATA", io.MultiReader(strings.NewReader(head+"<![CDATA["), endless('<')), "a CDATA section longer than"},
+		{"tag", io.MultiReader(strings.NewReader(head+`<x a="`), endless('>')), "a tag longer than"},
+		{"processing instruction", io.MultiReader(strings.NewReader(head+`<?p `), endless('>')), "a processing instruction longer than"},
+		{"nesting", strings.NewReader(head + strings.Repeat("<x>", maxDepth)), "nested deeper than"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(tt.r, "endless.xml", Options{}, func(Posting) error { return nil })
+			var fe *FormatError
+			if !errors.As(err, &fe) || fe.File != "endless.xml" || fe.Line == 0 || !strings.Contains(err.Error(), tt.msg) {
+				t.Fatalf("error %v, want a FormatError saying %q", err, tt.msg)
+			}
+			t.Log(err)
+		})
 	}
 }
