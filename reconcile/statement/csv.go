@@ -21,13 +21,17 @@ var csvColumns = append(strings.Split(csvHeader, ","), "narrative")
 
 func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 	h := Header{Format: "csv"}
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(newCSVGuard(r))
 	cr.ReuseRecord = true
 	ferr := func(line int, elem string, err error) error {
 		return &FormatError{File: name, Line: line, Elem: elem, Err: err}
 	}
 	parseErr := func(err error) error {
 		var pe *csv.ParseError
+		var long *recordTooLong
+		if errors.As(err, &long) {
+			return ferr(long.line, "record", err)
+		}
 		if errors.As(err, &pe) {
 			return ferr(pe.Line, fmt.Sprintf("column %d", pe.Column), pe.Err)
 		}
@@ -67,6 +71,14 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 		}
 		if acct == "" {
 			return h, bad(2, "empty")
+		}
+		for _, c := range []int{1, 2, 5} {
+			if len(rec[c]) > maxShort {
+				return h, bad(c, "longer than %d bytes", maxShort)
+			}
+		}
+		if cols == 8 && len(rec[7]) > maxText {
+			return h, bad(7, "longer than %d bytes", maxText)
 		}
 		minor, err := strconv.ParseInt(rec[3], 10, 64)
 		if err != nil || minor <= 0 || rec[3][0] < '1' || rec[3][0] > '9' {

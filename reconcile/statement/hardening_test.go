@@ -206,3 +206,47 @@ func TestEndlessPieceRefused(t *testing.T) {
 		})
 	}
 }
+
+// The CSV reader bounds its cells as the camt reader bounds its text, and
+// a record as it is read.
+func TestCSVBounded(t *testing.T) {
+	const head = "booking_date,bank_key,account,amount_minor,currency,reference,reversal,narrative\n"
+	row := func(key, acct, ref, narr string) string {
+		return head + "2026-12-01," + key + "," + acct + ",2500,INR," + ref + ",," + narr + "\n"
+	}
+	long := strings.Repeat("k", maxShort+1)
+	for _, tt := range []struct {
+		name, csv, elem string
+	}{
+		{"at the limits", row(long[1:], long[1:], long[1:], strings.Repeat("n", maxText)), ""},
+		{"bank_key", row(long, "A1", "R1", ""), "bank_key"},
+		{"account", row("CHG-1", long, "R1", ""), "account"},
+		{"reference", row("CHG-1", "A1", long, ""), "reference"},
+		{"narrative", row("CHG-1", "A1", "R1", strings.Repeat("n", maxText+1)), "narrative"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Read(strings.NewReader(tt.csv), "big.csv", Options{}, func(Posting) error { return nil })
+			if tt.elem == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var fe *FormatError
+			if !errors.As(err, &fe) || fe.Elem != tt.elem || fe.Line != 2 {
+				t.Fatalf("error %v, want a FormatError of %s at line 2", err, tt.elem)
+			}
+		})
+	}
+	for name, r := range map[string]io.Reader{
+		"endless line":         io.MultiReader(strings.NewReader(head+"2026-12-01,"), endless('k')),
+		"endless quoted field": io.MultiReader(strings.NewReader(head+`2026-12-01,"`), endless('\n')),
+	} {
+		_, err := Read(r, "endless.csv", Options{}, func(Posting) error { return nil })
+		var fe *FormatError
+		if !errors.As(err, &fe) || fe.Elem != "record" || fe.Line < 2 || !strings.Contains(err.Error(), "longer than") {
+			t.Errorf("%s: %v, want a FormatError of a record too long", name, err)
+		}
+		t.Log(err)
+	}
+}

@@ -204,3 +204,54 @@ func (g *xmlGuard) stepDecl(b byte) error {
 }
 
 var _ io.ByteReader = (*xmlGuard)(nil)
+
+// maxRecord bounds, in the file's bytes, a record of the CSV export
+// (encoding/csv reads a record whole).
+const maxRecord = 1 << 20
+
+// recordTooLong is csvGuard's refusal, at a line of the file.
+type recordTooLong struct{ line int }
+
+func (e *recordTooLong) Error() string {
+	return fmt.Sprintf("a record longer than %d bytes", maxRecord)
+}
+
+// csvGuard sits between the file and encoding/csv and refuses a record
+// longer than maxRecord as the bytes go by. A record ends at a newline
+// outside double quotes (RFC 4180: a doubled quote inside a quoted field
+// toggles twice).
+type csvGuard struct {
+	r       io.Reader
+	err     error
+	n, line int
+	quoted  bool
+}
+
+func newCSVGuard(r io.Reader) *csvGuard { return &csvGuard{r: r, line: 1} }
+
+func (g *csvGuard) Read(p []byte) (int, error) {
+	if g.err != nil {
+		return 0, g.err
+	}
+	n, err := g.r.Read(p)
+	for i, b := range p[:n] {
+		g.n++
+		switch b {
+		case '"':
+			g.quoted = !g.quoted
+		case '\n':
+			if !g.quoted {
+				g.n = 0
+			}
+			g.line++
+		}
+		if g.n > maxRecord {
+			g.err = &recordTooLong{line: g.line}
+			if i == 0 {
+				return 0, g.err
+			}
+			return i, nil
+		}
+	}
+	return n, err
+}

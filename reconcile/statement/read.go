@@ -140,7 +140,10 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 // code, reversal true, false or empty (false). bank_key, account,
 // reference and narrative are trimmed of the white space around them, as
 // the camt reader trims its text (a bank key or account of white space
-// only is empty, and refused). Every row is a posting: the
+// only is empty, and refused). As in camt, bank_key, account and
+// reference are at most 1 KiB, narrative 64 KiB, and a record (a line, or
+// more with quoted newlines) at most 1 MiB of the file, refused as it is
+// read. Every row is a posting: the
 // export holds only the customers' debits (and their reversals), whatever
 // Options.CollectionAccount says. Header.Period is zero.
 func Read(r io.Reader, name string, opts Options, fn func(Posting) error) (Header, error) {
