@@ -79,6 +79,7 @@ type camtReader struct {
 	found            []string
 	matched          bool
 
+	ns       string // the Document's namespace: the camt message's
 	stmtName string
 	acct     string // the account of the statement being read
 	entryN   int
@@ -109,7 +110,7 @@ type entry struct {
 }
 
 func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(Posting) error) (Header, error) {
-	r := &camtReader{src: src, d: xml.NewDecoder(br), file: name, fn: fn}
+	r := &camtReader{src: src, d: xml.NewDecoder(newXMLGuard(br)), file: name, fn: fn}
 	r.d.CharsetReader = charsetReader
 	if a := strings.TrimSpace(opts.CollectionAccount); a != "" {
 		r.collection = true
@@ -147,7 +148,10 @@ func (r *camtReader) tokErr(elem string, err error) error {
 }
 
 // children calls f for each child element of the element just started
-// (named elem in errors); f reads the child whole (text, children, skip).
+// (named elem in errors) that is in the Document's namespace; f reads the
+// child whole (text, children, skip). A child in another namespace is not
+// camt (an extension, a vendor's element of the same local name): it is
+// skipped as unknown.
 func (r *camtReader) children(elem string, f func(se xml.StartElement, line int) error) error {
 	for {
 		tok, err := r.d.Token()
@@ -156,6 +160,12 @@ func (r *camtReader) children(elem string, f func(se xml.StartElement, line int)
 		}
 		switch t := tok.(type) {
 		case xml.StartElement:
+			if t.Name.Space != r.ns {
+				if err := r.skip(elem + "/" + t.Name.Local); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := f(t, r.line()); err != nil {
 				return err
 			}
@@ -174,8 +184,14 @@ func (r *camtReader) skip(elem string) error {
 
 // leaf reads the text of the element just started, trimmed of the white
 // space around it (xs:token and xs:decimal collapse it); a child element in
-// it is skipped.
+// it is skipped. A text longer than maxShort is refused.
 func (r *camtReader) leaf(elem string) (string, error) {
+	return r.leafMax(elem, maxShort)
+}
+
+// leafMax is leaf of a text of up to max bytes (after decoding, before
+// trimming).
+func (r *camtReader) leafMax(elem string, max int) (string, error) {
 	r.text = r.text[:0]
 	for {
 		tok, err := r.d.Token()
@@ -184,6 +200,9 @@ func (r *camtReader) leaf(elem string) (string, error) {
 		}
 		switch t := tok.(type) {
 		case xml.CharData:
+			if len(r.text)+len(t) > max {
+				return "", r.errf(r.line(), elem, "a text longer than %d bytes", max)
+			}
 			r.text = append(r.text, t...)
 		case xml.StartElement:
 			if err := r.skip(elem + "/" + t.Name.Local); err != nil {
@@ -217,7 +236,7 @@ func (r *camtReader) document() error {
 	if err != nil {
 		return &FormatError{File: r.file, Line: r.line(), Elem: "Document", Err: err}
 	}
-	r.h.Format, r.stmtName = format, stmt
+	r.h.Format, r.stmtName, r.ns = format, stmt, root.Name.Space
 	seen := false
 	err = r.children("Document", func(se xml.StartElement, line int) error {
 		switch se.Name.Local {
@@ -240,7 +259,38 @@ func (r *camtReader) document() error {
 	if !seen {
 		return r.errf(r.line(), "Document", "no %s in the document", body)
 	}
-	return nil
+	return r.epilog()
+}
+
+// epilog reads what follows the root element's end to the end of the
+// file: only white space, comments and processing instructions may (XML's
+// Misc); anything else — a second Document, text — is refused rather than
+// left unread.
+func (r *camtReader) epilog() error {
+	for {
+		tok, err := r.d.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return r.tokErr("", err)
+		}
+		switch t := tok.(type) {
+		case xml.Comment:
+		case xml.ProcInst:
+			if strings.EqualFold(t.Target, "xml") {
+				return r.errf(r.line(), "", "an XML declaration after the end of the Document (one document a file)")
+			}
+		case xml.CharData:
+			if len(strings.TrimLeft(string(t), " \t\r\n")) > 0 {
+				return r.errf(r.line(), "", "text after the end of the Document")
+			}
+		case xml.StartElement:
+			return r.errf(r.line(), t.Name.Local, "an element after the end of the Document (one document a file)")
+		default:
+			return r.errf(r.line(), "", "content after the end of the Document")
+		}
+	}
 }
 
 func normIBAN(s string) string {
@@ -322,7 +372,7 @@ func (r *camtReader) statement(line int) error {
 				return r.errf(line, s+"/Acct", "neither Id/IBAN nor Id/Othr/Id")
 			}
 			haveAcct = true
-			r.found = append(r.found, acct.String())
+			r.found = append(r.found, charge.MaskAccount(acct.String()))
 			if r.collection && !r.matches(acct) {
 				skipping = true
 			}
@@ -432,7 +482,7 @@ func (r *camtReader) period(elem string) (Period, error) {
 func (r *camtReader) amount(se xml.StartElement, line int, elem string) (charge.Money, error) {
 	ccy, hasCcy := "", false
 	for _, a := range se.Attr {
-		if a.Name.Local == "Ccy" {
+		if a.Name.Local == "Ccy" && a.Name.Space == "" {
 			ccy, hasCcy = strings.TrimSpace(a.Value), true
 		}
 	}
@@ -462,9 +512,16 @@ func (r *camtReader) status(line int) (string, error) {
 		}
 		switch t := tok.(type) {
 		case xml.CharData:
+			if len(text)+len(t) > maxShort {
+				return "", r.errf(r.line(), "Ntry/Sts", "a text longer than %d bytes", maxShort)
+			}
 			text = append(text, t...)
 		case xml.StartElement:
-			switch t.Name.Local {
+			name := t.Name.Local
+			if t.Name.Space != r.ns {
+				name = "" // not camt: skipped
+			}
+			switch name {
 			case "Cd":
 				if code, err = r.leaf("Ntry/Sts/Cd"); err != nil {
 					return "", err
@@ -566,7 +623,7 @@ func (r *camtReader) entry(line int) error {
 			e.ref, err = r.leaf(path)
 			return err
 		case "AddtlNtryInf":
-			e.addtl, err = r.leaf(path)
+			e.addtl, err = r.leafMax(path, maxText)
 			return err
 		case "NtryDtls":
 			if err := r.decide(line); err != nil {
@@ -671,6 +728,7 @@ func (r *camtReader) transaction(line int) error {
 	e.ntx++
 	var t txn
 	t.ustrd = make([]string, 0, 2)
+	ustrdLen := 0 // of the Ustrd kept, joined by a space
 	err := r.children("TxDtls", func(se xml.StartElement, line int) error {
 		name := se.Name.Local
 		path := "TxDtls/" + name
@@ -727,14 +785,20 @@ func (r *camtReader) transaction(line int) error {
 				if se.Name.Local != "Ustrd" {
 					return r.skip(path + "/" + se.Name.Local)
 				}
-				s, err := r.leaf(path + "/Ustrd")
+				s, err := r.leafMax(path+"/Ustrd", maxText)
+				if err != nil {
+					return err
+				}
 				if s != "" {
+					if ustrdLen += len(s) + 1; ustrdLen > maxText+1 {
+						return r.errf(line, path+"/Ustrd", "the transaction's remittance texts together are longer than %d bytes", maxText)
+					}
 					t.ustrd = append(t.ustrd, s)
 				}
-				return err
+				return nil
 			})
 		case "AddtlTxInf":
-			t.addtl, err = r.leaf(path)
+			t.addtl, err = r.leafMax(path, maxText)
 			return err
 		}
 		return r.skip(path)

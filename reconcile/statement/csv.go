@@ -21,13 +21,17 @@ var csvColumns = append(strings.Split(csvHeader, ","), "narrative")
 
 func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 	h := Header{Format: "csv"}
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(newCSVGuard(r))
 	cr.ReuseRecord = true
 	ferr := func(line int, elem string, err error) error {
 		return &FormatError{File: name, Line: line, Elem: elem, Err: err}
 	}
 	parseErr := func(err error) error {
 		var pe *csv.ParseError
+		var long *recordTooLong
+		if errors.As(err, &long) {
+			return ferr(long.line, "record", err)
+		}
 		if errors.As(err, &pe) {
 			return ferr(pe.Line, fmt.Sprintf("column %d", pe.Column), pe.Err)
 		}
@@ -59,11 +63,22 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 		if err != nil {
 			return h, bad(0, "%q is not a date (YYYY-MM-DD)", rec[0])
 		}
-		if rec[1] == "" {
+		// The text columns are trimmed as the camt reader trims its text
+		// (xs:token): " CHG-1 " is the bank key CHG-1.
+		key, acct, ref := strings.TrimSpace(rec[1]), strings.TrimSpace(rec[2]), strings.TrimSpace(rec[5])
+		if key == "" {
 			return h, bad(1, "empty")
 		}
-		if rec[2] == "" {
+		if acct == "" {
 			return h, bad(2, "empty")
+		}
+		for _, c := range []int{1, 2, 5} {
+			if len(rec[c]) > maxShort {
+				return h, bad(c, "longer than %d bytes", maxShort)
+			}
+		}
+		if cols == 8 && len(rec[7]) > maxText {
+			return h, bad(7, "longer than %d bytes", maxText)
 		}
 		minor, err := strconv.ParseInt(rec[3], 10, 64)
 		if err != nil || minor <= 0 || rec[3][0] < '1' || rec[3][0] > '9' {
@@ -82,16 +97,16 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 			return h, bad(6, "%q is not true, false or empty", rec[6])
 		}
 		p := Posting{
-			BankKey:     rec[1],
-			Account:     rec[2],
+			BankKey:     key,
+			Account:     acct,
 			Amount:      charge.Money{Minor: minor, Currency: cur},
 			Reversal:    rev,
 			BookingDate: day,
-			Reference:   rec[5],
+			Reference:   ref,
 			Where:       name + ": line " + strconv.Itoa(line),
 		}
 		if cols == 8 {
-			p.Narrative = rec[7]
+			p.Narrative = strings.TrimSpace(rec[7])
 		}
 		h.Entries++
 		h.Postings++

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/finedge/idempotent-consumer/charge"
 )
 
 // FormatError is a malformed file: its name, the line (1-based; 0 when
@@ -45,16 +47,27 @@ func (e *FormatError) Unwrap() error { return e.Err }
 // AccountNotFoundError: Options.CollectionAccount names an account that no
 // Stmt/Ntfctn of the file is for.
 type AccountNotFoundError struct {
-	File    string
+	File string
+	// Account is Options.CollectionAccount as given (the operator's
+	// input, not a customer's account).
 	Account string
-	// Found lists the accounts the file's statements are for, in order.
+	// Found lists the accounts the file's statements are for, in order,
+	// masked (charge.MaskAccount: all but the last four characters
+	// starred): on the customers' side they are customers' accounts,
+	// which an error message must never print whole.
 	Found []string
 }
 
+// Error prints the accounts found masked (again, should Found have been
+// set whole).
 func (e *AccountNotFoundError) Error() string {
 	found := "none"
 	if len(e.Found) > 0 {
-		found = strings.Join(e.Found, ", ")
+		masked := make([]string, len(e.Found))
+		for i, a := range e.Found {
+			masked[i] = charge.MaskAccount(a)
+		}
+		found = strings.Join(masked, ", ")
 	}
 	return fmt.Sprintf("%s: no statement of collection account %s in the file (accounts found: %s)", e.File, e.Account, found)
 }
@@ -78,11 +91,20 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 //
 // A malformed file gives a *FormatError naming name, the line and the
 // element; an error returned by fn stops the read and is returned as is.
+// An XML document is read in UTF-8, or in ISO-8859-1 or US-ASCII when its
+// declaration says so; another declared encoding is a *FormatError at
+// line 1 saying which (wrapping the charset reader's error).
 // On an error the Header holds what was read up to it.
 //
 // # camt
 //
-// Every Stmt (camt.053) or Ntfctn (camt.054) is read, or with
+// A file holds one Document: after its end only white space, comments and
+// processing instructions may follow (a second document, or any other
+// content, is a *FormatError). Elements are matched by namespace as well
+// as local name: one in a namespace other than the Document's (an
+// extension, a vendor's element) is not camt and is skipped as unknown, as
+// is an attribute in a namespace (Ccy is unqualified). Every Stmt (camt.053) or Ntfctn (camt.054)
+// is read, or with
 // Options.CollectionAccount only those of that account (IBAN compared
 // without spaces and case, Othr/Id as written); none of it gives an
 // *AccountNotFoundError. Of each booked entry (Sts BOOK, written
@@ -115,7 +137,13 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 //
 // and optionally an 8th column, narrative. booking_date is YYYY-MM-DD,
 // amount_minor a positive integer of minor units, currency an ISO-4217
-// code, reversal true, false or empty (false). Every row is a posting: the
+// code, reversal true, false or empty (false). bank_key, account,
+// reference and narrative are trimmed of the white space around them, as
+// the camt reader trims its text (a bank key or account of white space
+// only is empty, and refused). As in camt, bank_key, account and
+// reference are at most 1 KiB, narrative 64 KiB, and a record (a line, or
+// more with quoted newlines) at most 1 MiB of the file, refused as it is
+// read. Every row is a posting: the
 // export holds only the customers' debits (and their reversals), whatever
 // Options.CollectionAccount says. Header.Period is zero.
 func Read(r io.Reader, name string, opts Options, fn func(Posting) error) (Header, error) {

@@ -3,7 +3,16 @@
 // .001.02 to .001.13) and camt.054 (BankToCustomerDebitCreditNotification),
 // and a documented CSV export. Reading is streamed: memory stays bounded
 // whatever the number of entries (an entry's transactions are decoded one
-// at a time, and at most 1,000 of them are held until the entry's end).
+// at a time, and at most 1,000 of them are held until the entry's end) and
+// whatever the length of an element: the text of an element kept is at
+// most 64 KiB for a narrative (Ustrd — all of a transaction's together —,
+// AddtlTxInf, AddtlNtryInf) and 1 KiB for the rest (ids, references,
+// amounts, dates, codes); any single piece of XML (a text, a tag, a
+// comment, a CDATA section) at most 1 MiB of the file, skipped or not;
+// elements nested at most 256 deep. Past a limit the file is refused with
+// a *FormatError naming the element. (The 1 MiB guard follows XML's
+// lexical structure ahead of encoding/xml, which has no limits of its own;
+// inside a DOCTYPE, which a camt message never has, it is approximate.)
 // Amounts are decimal text turned into integer minor units of
 // the currency, never a float.
 //

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -339,9 +340,12 @@ func TestCollectionAccountNotInTheFile(t *testing.T) {
 	if !errors.As(err, &ae) {
 		t.Fatalf("error %v, want an *AccountNotFoundError", err)
 	}
-	want := path + ": no statement of collection account GB29NWBK60161331926819 in the file (accounts found: GB33BUKB20201555555555, DE89370400440532013000)"
+	want := path + ": no statement of collection account GB29NWBK60161331926819 in the file (accounts found: ******************5555, ******************3000)"
 	if err.Error() != want {
 		t.Errorf("error\n %s\nwant\n %s", err, want)
+	}
+	if want := []string{"******************5555", "******************3000"}; !slices.Equal(ae.Found, want) {
+		t.Errorf("Found %q, want %q (masked)", ae.Found, want)
 	}
 	if len(posts) != 0 {
 		t.Errorf("postings %v", posts)
