@@ -22,13 +22,14 @@ type Store struct {
 }
 
 var (
-	_ driver.Store        = (*Store)(nil)
-	_ driver.StuckLister  = (*Store)(nil)
-	_ driver.Purger       = (*Store)(nil)
-	_ driver.Amender      = (*Store)(nil)
-	_ driver.ResultLister = (*Store)(nil)
-	_ driver.StateLister  = (*Store)(nil)
-	_ driver.StateCounter = (*Store)(nil)
+	_ driver.Store         = (*Store)(nil)
+	_ driver.StuckLister   = (*Store)(nil)
+	_ driver.Purger        = (*Store)(nil)
+	_ driver.Amender       = (*Store)(nil)
+	_ driver.ResultLister  = (*Store)(nil)
+	_ driver.StateLister   = (*Store)(nil)
+	_ driver.UpdatedWalker = (*Store)(nil)
+	_ driver.StateCounter  = (*Store)(nil)
 )
 
 // New returns an empty store.
@@ -260,4 +261,26 @@ func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.L
 	s.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].Key < all[j].Key })
 	return driver.Page(all, req.PageLimit()), nil
+}
+
+// WalkUpdated implements driver.UpdatedWalker: one pass over the records
+// (fn is called outside the store's lock, on a copy of the matches).
+func (s *Store) WalkUpdated(ctx context.Context, req driver.WalkRequest, fn func(driver.Record) error) error {
+	if err := ctx.Err(); err != nil {
+		return driver.Unavailable("walk", err)
+	}
+	s.mu.Lock()
+	var matched []driver.Record
+	for _, r := range s.recs {
+		if req.Walked(r) {
+			matched = append(matched, r)
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range matched {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -35,10 +35,11 @@ type Store struct {
 }
 
 var (
-	_ driver.Store        = (*Store)(nil)
-	_ driver.Amender      = (*Store)(nil)
-	_ driver.ResultLister = (*Store)(nil)
-	_ driver.StateLister  = (*Store)(nil)
+	_ driver.Store         = (*Store)(nil)
+	_ driver.Amender       = (*Store)(nil)
+	_ driver.ResultLister  = (*Store)(nil)
+	_ driver.StateLister   = (*Store)(nil)
+	_ driver.UpdatedWalker = (*Store)(nil)
 )
 
 // Options configure a Store.
@@ -435,3 +436,59 @@ func globEscape(s string) string {
 
 // Ping checks that the server answers.
 func (s *Store) Ping(ctx context.Context) error { return s.c.Ping(ctx).Err() }
+
+// WalkUpdated implements driver.UpdatedWalker: one SCAN of the prefix's
+// keys, read 100 at a time in a pipeline, each record filtered by
+// req.Walked (no index by state or time on Redis: a daily job's read of
+// every record once). SCAN may return a key twice: the keys walked are
+// remembered to call fn once each (memory: the records walked, a day's
+// finished charges, not the table).
+func (s *Store) WalkUpdated(ctx context.Context, req driver.WalkRequest, fn func(driver.Record) error) error {
+	iter := s.c.Scan(ctx, 0, globEscape(s.prefix)+"*", 1000).Iterator()
+	batch := make([]string, 0, 100)
+	walked := map[string]struct{}{}
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		p := s.c.Pipeline()
+		cmds := make([]*redis.MapStringStringCmd, len(batch))
+		for i, k := range batch {
+			cmds[i] = p.HGetAll(ctx, s.key(k))
+		}
+		_, _ = p.Exec(ctx) // each command's own error below
+		for i, k := range batch {
+			if err := cmds[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
+				if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+					continue // another program's key under the prefix
+				}
+				return driver.Unavailable("walk", err)
+			}
+			h := cmds[i].Val()
+			if len(h) == 0 || h["state"] != string(req.State) {
+				continue
+			}
+			rec, err := decode(k, h)
+			if _, dup := walked[k]; err == nil && !dup && req.Walked(rec) {
+				walked[k] = struct{}{}
+				if err := fn(rec); err != nil {
+					return err
+				}
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for iter.Next(ctx) {
+		batch = append(batch, strings.TrimPrefix(iter.Val(), s.prefix))
+		if len(batch) == cap(batch) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return driver.Unavailable("walk", err)
+	}
+	return flush()
+}
