@@ -21,7 +21,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -176,6 +175,7 @@ var ErrNoPeriod = errors.New("reconcile: no period: the statement has no FrToDt;
 
 // keyPostings are the postings and reversals of one bank key.
 type keyPostings struct {
+	key              string
 	posted, reversed []statement.Posting
 }
 
@@ -201,29 +201,66 @@ func (k *keyPostings) add(p statement.Posting) bool {
 }
 
 // pair cancels each reversal with a posting of the same amount (the one
-// with the same bank reference first): what stands after it is in posted,
-// and reversed keeps the reversals that matched no posting of this
-// statement (of an earlier one's, or partial).
-func (k *keyPostings) pair() {
-	var left []statement.Posting
+// with the same bank reference first): standing is what stands after it,
+// unpaired the reversals that matched no posting of this statement (of an
+// earlier one's, or partial). k is left as read.
+func (k *keyPostings) pair() (standing, unpaired []statement.Posting) {
+	if len(k.reversed) == 0 {
+		return k.posted, nil
+	}
+	standing = slices.Clone(k.posted)
 	for _, rv := range k.reversed {
 		at := -1
-		for i, p := range k.posted {
-			if p.Amount == rv.Amount && (at < 0 || (p.Reference == rv.Reference && k.posted[at].Reference != rv.Reference)) {
+		for i, p := range standing {
+			if p.Amount == rv.Amount && (at < 0 || (p.Reference == rv.Reference && standing[at].Reference != rv.Reference)) {
 				at = i
 			}
 		}
 		if at < 0 {
-			left = append(left, rv)
+			unpaired = append(unpaired, rv)
 			continue
 		}
-		k.posted = slices.Delete(k.posted, at, at+1)
+		standing = slices.Delete(standing, at, at+1)
 	}
-	k.reversed = left
+	return standing, unpaired
 }
 
-// chargePostings are one charge's postings by bank key.
-type chargePostings map[string]*keyPostings
+// chargePostings are one charge's postings by bank key (nearly always
+// one key: a slice, not a map, for a million of them).
+type chargePostings []*keyPostings
+
+// of is the postings of key, nil when there are none.
+func (cp chargePostings) of(key string) *keyPostings {
+	for _, kp := range cp {
+		if kp.key == key {
+			return kp
+		}
+	}
+	return nil
+}
+
+// sorted is cp by bank key.
+func (cp chargePostings) sorted() chargePostings {
+	slices.SortFunc(cp, func(a, b *keyPostings) int { return strings.Compare(a.key, b.key) })
+	return cp
+}
+
+// fill puts cp's postings, as read, on b (masked), and b's account.
+func (cp chargePostings) fill(b Break) Break {
+	for _, kp := range cp.sorted() {
+		b.BankKeys = append(b.BankKeys, kp.key)
+		for _, p := range kp.posted {
+			b.Posted = append(b.Posted, shown(p))
+		}
+		for _, p := range kp.reversed {
+			b.Posted = append(b.Posted, shown(p))
+		}
+	}
+	if len(b.Posted) > 0 {
+		b.Account = b.Posted[0].Account
+	}
+	return b
+}
 
 // Run reconciles the postings read against opts.Store.
 func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
@@ -251,14 +288,10 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 			return nil
 		}
 		cp := to[id]
-		if cp == nil {
-			cp = chargePostings{}
-			to[id] = cp
-		}
-		kp := cp[p.BankKey]
+		kp := cp.of(p.BankKey)
 		if kp == nil {
-			kp = &keyPostings{}
-			cp[p.BankKey] = kp
+			kp = &keyPostings{key: p.BankKey}
+			to[id] = append(cp, kp)
 		}
 		if !kp.add(p) {
 			repeated++
@@ -319,19 +352,22 @@ func inPeriod(byCharge map[string]chargePostings, p statement.Period, rep *Repor
 		return q.BookingDate.Add(24*time.Hour).After(p.From) && q.BookingDate.Before(p.To)
 	}
 	for id, cp := range byCharge {
-		for key, kp := range cp {
+		kept := cp[:0]
+		for _, kp := range cp {
 			n := len(kp.posted) + len(kp.reversed)
 			kp.posted = slices.DeleteFunc(kp.posted, func(q statement.Posting) bool { return !in(q) })
 			kp.reversed = slices.DeleteFunc(kp.reversed, func(q statement.Posting) bool { return !in(q) })
 			outside += n - len(kp.posted) - len(kp.reversed)
 			rep.Postings += len(kp.posted)
 			rep.Reversals += len(kp.reversed)
-			if len(kp.posted)+len(kp.reversed) == 0 {
-				delete(cp, key)
+			if len(kp.posted)+len(kp.reversed) > 0 {
+				kept = append(kept, kp)
 			}
 		}
-		if len(cp) == 0 {
+		if len(kept) == 0 {
 			delete(byCharge, id)
+		} else {
+			byCharge[id] = kept
 		}
 	}
 	return outside
@@ -390,18 +426,10 @@ func (r *run) postings(ctx context.Context, byCharge map[string]chargePostings) 
 
 // unknownKeys reports the postings under keys no charge of ours has.
 func (r *run) unknownKeys(id string, cp chargePostings) {
-	b := Break{ChargeID: id, Kind: UnknownPosting}
-	for _, key := range slices.Sorted(maps.Keys(cp)) {
-		cp[key].pair()
-		b.BankKeys = append(b.BankKeys, key)
-		for _, p := range append(slices.Clone(cp[key].posted), cp[key].reversed...) {
-			b.Posted = append(b.Posted, shown(p))
-		}
-	}
+	b := cp.fill(Break{ChargeID: id, Kind: UnknownPosting})
 	if len(b.Posted) == 0 {
 		return
 	}
-	b.Account = b.Posted[0].Account
 	b.Detail = "posting(s) under a bank key that is no charge's of ours (a charge id starts with a letter or a digit, and a generation suffix is ~2 or more): the collector never sent it; no record was read"
 	b.Action = "ask the bank who sent the debit; have it refunded if it is not ours"
 	r.add(b)
@@ -416,23 +444,12 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 	}
 	b := Break{ChargeID: id}
 	var posted, unpaired []statement.Posting // what stands; reversals of nothing here
-	for _, key := range slices.Sorted(maps.Keys(cp)) {
-		kp := cp[key]
-		b.BankKeys = append(b.BankKeys, key)
-		for _, p := range kp.posted {
-			b.Posted = append(b.Posted, shown(p))
-		}
-		for _, p := range kp.reversed {
-			b.Posted = append(b.Posted, shown(p))
-		}
-		kp.pair()
-		posted = append(posted, kp.posted...)
-		unpaired = append(unpaired, kp.reversed...)
+	for _, kp := range cp.sorted() {
+		st, un := kp.pair()
+		posted = append(posted, st...)
+		unpaired = append(unpaired, un...)
 	}
 	standing := len(posted)
-	if len(b.Posted) > 0 {
-		b.Account = b.Posted[0].Account
-	}
 	if found {
 		b.State, b.Status, b.Generation = string(rec.State), rec.Status, max(rec.Generation, 1)
 		b.UpdatedAt = rec.UpdatedAt.UTC().Format(time.RFC3339)
@@ -446,26 +463,26 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		if len(unpaired) > 0 {
 			b.Kind, b.Detail = UnknownPosting, "a reversal under a key that matches no record (past its retention, or never ours)"
 			b.Action = "ask the bank which debit it reverses"
-			r.add(b)
+			r.add(cp.fill(b))
 		}
 		return nil
 	case !found:
 		b.Kind = UnknownPosting
 		b.Detail = fmt.Sprintf("%d posting(s) under a key that matches no record: a charge the collector never saw (or one past its retention)", standing)
 		b.Action = "ask the bank who sent the debit; have it refunded if it is not ours"
-		r.add(b)
+		r.add(cp.fill(b))
 		return nil
 	case standing >= 2:
 		b.Kind = PostedTwice
-		b.Detail = fmt.Sprintf("%d postings stand for one charge (keys %s); the record is %s", standing, strings.Join(b.BankKeys, ", "), stateText(rec))
+		b.Detail = fmt.Sprintf("%d postings stand for one charge (keys %s); the record is %s", standing, strings.Join(keysOf(cp), ", "), stateText(rec))
 		b.Action = "have the bank refund every posting but one (their references are listed)"
-		r.add(b)
+		r.add(cp.fill(b))
 		return nil
 	case standing == 1 && len(unpaired) > 0:
 		b.Kind = AmountMismatch
 		b.Detail = fmt.Sprintf("a posting of %s stands beside a reversal of %s that matches no posting's amount (a partial reversal): the customer paid another amount than the charge's", posted[0].Amount, unpaired[0].Amount)
 		b.Action = "ask the bank what the customer was charged in the end; have it corrected"
-		r.add(b)
+		r.add(cp.fill(b))
 		return nil
 	case standing == 0:
 		// Every posting of the period was reversed, or a reversal of an
@@ -474,7 +491,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 			b.Kind = RecordedNotPosted
 			b.Detail = fmt.Sprintf("recorded %s but the bank reversed its posting: the money is back with the customer", rec.Status)
 			b.Action = "ask the bank why it reversed the debit; the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
-			r.add(b)
+			r.add(cp.fill(b))
 		}
 		return nil
 	}
@@ -485,7 +502,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		_, gen := SplitBankKey(p.BankKey)
 		b.Detail = fmt.Sprintf("the bank posted generation %d (key %s), which it had declined; the record is at generation %d and %s", gen, p.BankKey, max(rec.Generation, 1), stateText(rec))
 		b.Action = "have the bank refund the posting under the declined key (or, if the later generation never posts, keep it)"
-		r.add(b)
+		r.add(cp.fill(b))
 		return nil
 	case rec.State == driver.StateInProgress && rec.LeaseLive(r.opts.Now.Add(-r.opts.SkewMargin)):
 		r.mu.Lock()
@@ -502,7 +519,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Detail = fmt.Sprintf("the bank posted %s to %s; that is not the charge's amount, currency or account (the record's fingerprint does not match); the record is %s",
 			p.Amount, charge.MaskAccount(p.Account), stateText(rec))
 		b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
-		r.add(b)
+		r.add(cp.fill(b))
 		return nil
 	}
 	switch rec.State {
@@ -510,7 +527,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Kind = FailedButPosted
 		b.Detail = fmt.Sprintf("recorded FAILED (%s) but the bank posted it", charge.Clip(rec.Detail, 160))
 		b.Action = "the money moved: resolve records it as collected (DONE, so it is never debited again); if the bank refunds it instead, resolve --refunded"
-		r.add(b)
+		r.add(cp.fill(b))
 	case driver.StateInProgress:
 		b.Kind = PostedNotRecorded
 		how := "its account, amount and currency checked against the charge"
@@ -520,7 +537,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		}
 		b.Detail = fmt.Sprintf("the bank posted it (reference %s, %s) and the record is IN_PROGRESS with its lease passed (attempt %d): no consumer finished it", p.Reference, how, rec.Attempt)
 		b.Action = fmt.Sprintf("adopt the posting: chargerecovery reconcile resolve %s (records DONE with the bank's reference and keeps the notice for renotify; no debit)", id)
-		r.add(b)
+		r.add(cp.fill(b))
 	default: // DONE, posted once under its own key
 		r.mu.Lock()
 		r.rep.Matched++
@@ -694,6 +711,14 @@ func NarrativeParts(narrative string) (charge.Type, string, bool) {
 func shown(p statement.Posting) Posted {
 	return Posted{BankKey: p.BankKey, Account: charge.MaskAccount(p.Account), Minor: p.Amount.Minor, Currency: string(p.Amount.Currency),
 		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: p.Reference, Reversal: p.Reversal, Where: p.Where}
+}
+
+func keysOf(cp chargePostings) []string {
+	var ks []string
+	for _, kp := range cp.sorted() {
+		ks = append(ks, kp.key)
+	}
+	return ks
 }
 
 func stateText(rec driver.Record) string {
