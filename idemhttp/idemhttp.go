@@ -33,7 +33,9 @@
 // written after the payment was made must not let the retry pay again.
 // A handler that knows nothing happened (a load shedder's 503, a
 // validation error) says so with Options.NotStarted: that response is sent,
-// not stored, and the key is free at once. A handler that panics leaves the
+// not stored, and a retry of the same request runs the handler again at
+// once (the key keeps the request's fingerprint: another body with it is
+// still 422). A handler that panics leaves the
 // key FAILED (retries get 500, "first request failed"; use a new key)
 // and the panic goes on up the stack. A response larger than
 // Options.MaxResponseBytes is sent but not stored: the key is recorded done
