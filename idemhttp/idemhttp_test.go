@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idemhttp"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
 // payments is a handler that makes a new payment id on every run.
@@ -395,5 +397,38 @@ func TestMiddlewareRefusesBadOptions(t *testing.T) {
 	g, _ := idempotency.NewGuard(memstore.New(), idempotency.Options{})
 	if _, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Namespace: "a:b"}); err == nil {
 		t.Fatal("a namespace with ':' accepted")
+	}
+}
+
+func TestReplaySurvivesARestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idem.db")
+	serve := func() (*httptest.Server, *payments, func()) {
+		db, err := sqlite.Open(t.Context(), path, sqlite.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := idempotency.NewGuard(sqlite.NewStore(db), idempotency.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &payments{}
+		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(mw(h))
+		return srv, h, func() { srv.Close(); db.Close() }
+	}
+	srv, h, stop := serve()
+	first := send(t, "POST", srv.URL+"/payments", "k", `{"a":1}`)
+	stop()
+	srv, h2, stop := serve()
+	defer stop()
+	again := send(t, "POST", srv.URL+"/payments", "k", `{"a":1}`)
+	if first.status != 201 || again.status != 201 || again.body != first.body || again.header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("after a restart: %d %s, want the replay of %d %s", again.status, again.body, first.status, first.body)
+	}
+	if h.runs.Load()+h2.runs.Load() != 1 {
+		t.Fatalf("the handler ran %d times", h.runs.Load()+h2.runs.Load())
 	}
 }
