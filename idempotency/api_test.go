@@ -13,8 +13,9 @@ import (
 // maxEntries bounds what `go doc -short ./idempotency` lists: the user API
 // (Guard and Do, the options, the results and outcomes, the
 // Fingerprinter, the errors a user checks). What only stores, queues or
-// the runtime need lives in package idempotency/driver.
-const maxEntries = 25
+// the runtime need lives in package idempotency/driver. Typed results
+// (DoTyped, TypedOptions, TypedResult, Codec) took it from 25 to 29.
+const maxEntries = 29
 
 // apiEntries are the package's top-level entries as `go doc -short` lists
 // them, one line each: every const or var group with an exported name,

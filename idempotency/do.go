@@ -116,6 +116,13 @@ type DoResult struct {
 // options, or wraps ErrUnavailable when the store could not be reached to
 // claim (Attempt 0) or to record the result (the work ran; Attempt set).
 func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context.Context, Run) (Done, error), opts DoOptions) (DoResult, error) {
+	return g.do(ctx, key, fingerprint, fn, opts, driver.MaxDetailBytes)
+}
+
+// do is Do, with the bound on the Detail of a DONE record: Do's
+// driver.MaxDetailBytes, DoTyped's driver.MaxResultBytes (a FAILED
+// record's detail, an error's text, is always cut at MaxDetailBytes).
+func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context.Context, Run) (Done, error), opts DoOptions, doneLimit int) (DoResult, error) {
 	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 {
 		return DoResult{}, fmt.Errorf("%w: FinishTimeout and FinishAttempts must not be negative", ErrInvalid)
 	}
@@ -164,13 +171,13 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 		ran.Outcome, ran.Err = LeaseLost, fmt.Errorf("%w: taken over while the work ran; the new owner finishes", ErrLeaseLost)
 		return ran, nil
 	}
-	state, status, detail := driver.StateDone, done.Status, done.Detail
+	state, status, detail, limit := driver.StateDone, done.Status, done.Detail, doneLimit
 	switch {
 	case err == nil:
 		ran.Done = done
 	case errors.Is(err, ErrPermanent):
 		ran.Outcome, ran.Err = Failed, err
-		state, status, detail = driver.StateFailed, "FAILED", err.Error()
+		state, status, detail, limit = driver.StateFailed, "FAILED", err.Error(), driver.MaxDetailBytes
 	case errors.Is(err, ErrNotStarted):
 		g.yield(ctx, held.get(), opts)
 		ran.Outcome, ran.Err = Unfinished, err
@@ -183,7 +190,7 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 		ran.RetryAfter = max(g.ReclaimableAt(held.get().Until).Sub(g.Now()), 0)
 		return ran, nil
 	}
-	if ferr := g.record(ctx, held.get(), state, status, detail, opts); ferr != nil {
+	if ferr := g.record(ctx, held.get(), state, status, detail, limit, opts); ferr != nil {
 		if errors.Is(ferr, ErrLeaseLost) {
 			ran.Outcome, ran.Done, ran.Err = LeaseLost, Done{}, ferr
 			return ran, nil
@@ -195,7 +202,7 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 
 // record writes the final state on a context the caller's cancellation
 // does not reach, retrying while the store is unavailable.
-func (g *Guard) record(ctx context.Context, l Lease, s driver.State, status, detail string, opts DoOptions) error {
+func (g *Guard) record(ctx context.Context, l Lease, s driver.State, status, detail string, limit int, opts DoOptions) error {
 	base := context.WithoutCancel(ctx)
 	var err error
 	for i := range opts.FinishAttempts {
@@ -203,7 +210,7 @@ func (g *Guard) record(ctx context.Context, l Lease, s driver.State, status, det
 			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
 		}
 		fctx, cancel := context.WithTimeout(base, opts.FinishTimeout)
-		err = g.recordOnce(fctx, l, s, status, detail, opts.Bound)
+		err = g.recordOnce(fctx, l, s, status, detail, limit, opts.Bound)
 		cancel()
 		if err == nil {
 			return nil
@@ -229,13 +236,13 @@ func (g *Guard) claimFor(ctx context.Context, key, fingerprint string, b driver.
 // recordOnce writes the final state once: through the delivery's binding
 // (with the message's settlement) when there is one, else the store's
 // Finish.
-func (g *Guard) recordOnce(ctx context.Context, l Lease, s driver.State, status, detail string, b driver.Bound) error {
-	if b == nil {
-		return g.finish(ctx, l, s, status, detail)
-	}
-	req, err := g.finishRequest(l, s, status, detail)
+func (g *Guard) recordOnce(ctx context.Context, l Lease, s driver.State, status, detail string, limit int, b driver.Bound) error {
+	req, err := g.finishRequest(l, s, status, detail, limit)
 	if err != nil {
 		return err
+	}
+	if b == nil {
+		return g.store.Finish(ctx, req)
 	}
 	return b.Finish(ctx, req)
 }

@@ -17,6 +17,15 @@
 // returns an error only when the store could not be reached or a result
 // could not be recorded.
 //
+// DoTyped is Do for work that returns a value of any type: the first
+// run's value is encoded (encoding/json unless TypedOptions.Codec says
+// otherwise), stored whole with DONE (up to driver.MaxResultBytes, 256 KiB;
+// a larger one is refused with ErrResultTooLarge, and the key is still
+// recorded DONE so that the work never runs twice), and handed back decoded
+// to every duplicate with TypedResult.Replayed set. TypedOptions.Namespace
+// keeps callers that share a store apart. Package idemhttp builds the
+// Idempotency-Key middleware for net/http on it.
+//
 // Claim, Extend, Complete, Fail and Yield are the same steps one at a time,
 // for callers that run the work themselves; Reopen lets an operator hand a
 // FAILED record back to the next delivery (optionally as a new generation). A Fingerprinter keys the

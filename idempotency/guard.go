@@ -257,20 +257,23 @@ func (g *Guard) Fail(ctx context.Context, l Lease, status, detail string) error 
 }
 
 func (g *Guard) finish(ctx context.Context, l Lease, s driver.State, status, detail string) error {
-	req, err := g.finishRequest(l, s, status, detail)
+	req, err := g.finishRequest(l, s, status, detail, driver.MaxDetailBytes)
 	if err != nil {
 		return err
 	}
 	return g.store.Finish(ctx, req)
 }
 
-func (g *Guard) finishRequest(l Lease, s driver.State, status, detail string) (driver.FinishRequest, error) {
+// finishRequest is the write of the final state; detail is cut at limit
+// (driver.MaxDetailBytes, or driver.MaxResultBytes for a typed result that
+// DoTyped has already checked).
+func (g *Guard) finishRequest(l Lease, s driver.State, status, detail string, limit int) (driver.FinishRequest, error) {
 	if l.Key == "" || l.Token == "" {
 		return driver.FinishRequest{}, fmt.Errorf("%w: lease without key or token", ErrInvalid)
 	}
 	now := g.Now()
 	return driver.FinishRequest{
-		Key: l.Key, Token: l.Token, State: s, Status: cut(status, driver.MaxDetailBytes), Detail: cut(detail, driver.MaxDetailBytes),
+		Key: l.Key, Token: l.Token, State: s, Status: cut(status, driver.MaxDetailBytes), Detail: cut(detail, limit),
 		Now: now, ExpiresAt: now.Add(g.opts.Retention), Claimed: l.claimed,
 	}, nil
 }

@@ -58,6 +58,16 @@ type Record struct {
 // (DynamoDB's 400 KB), so that it can always be finished.
 const MaxDetailBytes = 4096
 
+// MaxResultBytes bounds the Detail of a DONE record that holds a typed
+// result (idempotency.DoTyped: the encoded first result, handed back to
+// every duplicate). Every store holds a Detail of this size (the
+// conformance suite writes and reads one): 256 KiB stays under DynamoDB's
+// 400 KB item limit with the record's other attributes (each bounded by
+// MaxDetailBytes; a DONE record is never reopened, so its History does not
+// grow). Larger results are refused before they are written
+// (idempotency.ErrResultTooLarge).
+const MaxResultBytes = 256 << 10
+
 // LeaseLive reports whether r is IN_PROGRESS with a lease that has not passed
 // at now.
 func (r Record) LeaseLive(now time.Time) bool {

@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func(t *testing.T) driver.Store) {
 	t.Run("LostAnswers", func(t *testing.T) { LostAnswers(t, newStore) })
 	t.Run("Operators", func(t *testing.T) { Operators(t, newStore) })
 	t.Run("Listing", func(t *testing.T) { Listing(t, newStore) })
+	t.Run("Results", func(t *testing.T) { Results(t, newStore) })
 	t.Run("Transitions", func(t *testing.T) { Transitions(t, newStore) })
 }
 

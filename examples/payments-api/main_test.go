@@ -1,0 +1,184 @@
+package main_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const payment = `{"amount": {"minor": 2500, "currency": "INR"}, "account": "0012345678901", "memo": "locker rent"}`
+
+// server is the example built and started as a process of its own.
+type server struct {
+	url string
+	cmd *exec.Cmd
+	out *syncBuf
+}
+
+// syncBuf is the process's stderr, written by exec's copier while the test
+// reads it.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "payments-api")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func start(t *testing.T, bin, db string) *server {
+	t.Helper()
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--db", db, "--work-delay", "300ms")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuf{}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				lines <- u
+			}
+		}
+		close(lines)
+	}()
+	select {
+	case u, ok := <-lines:
+		if !ok {
+			t.Fatalf("payments-api stopped before it listened:\n%s", logs)
+		}
+		return &server{url: u, cmd: cmd, out: logs}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("payments-api did not listen:\n%s", logs)
+	}
+	return nil
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (s *server) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Wait(); err != nil {
+		t.Fatalf("payments-api exited with %v:\n%s", err, s.out)
+	}
+}
+
+type reply struct {
+	status   int
+	replayed bool
+	id       string
+	body     string
+}
+
+func (s *server) post(t *testing.T, key, body string) reply {
+	t.Helper()
+	req, err := http.NewRequest("POST", s.url+"/payments", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var p struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(b, &p)
+	return reply{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", p.ID, string(b)}
+}
+
+func TestPaymentsAPIAsAProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example")
+	}
+	bin := build(t)
+	db := filepath.Join(t.TempDir(), "payments.db")
+	s := start(t, bin, db)
+
+	first := s.post(t, "key-1", payment)
+	if first.status != 201 || first.replayed || !strings.HasPrefix(first.id, "pay_") {
+		t.Fatalf("first POST: %+v", first)
+	}
+	if strings.Contains(first.body, "0012345678901") || strings.Contains(s.out.String(), "0012345678901") {
+		t.Fatalf("the account number is in the output: %s\n%s", first.body, s.out)
+	}
+	again := s.post(t, "key-1", payment)
+	if again.status != 201 || !again.replayed || again.id != first.id || again.body != first.body {
+		t.Fatalf("same key again: %+v, want the replay of %+v", again, first)
+	}
+	// While a first request runs: 409.
+	running := make(chan reply)
+	go func() { running <- s.post(t, "key-2", payment) }()
+	time.Sleep(100 * time.Millisecond)
+	if busy := s.post(t, "key-2", payment); busy.status != 409 {
+		t.Fatalf("while the first runs: %+v, want 409", busy)
+	}
+	second := <-running
+	if second.status != 201 || second.id == first.id {
+		t.Fatalf("another key: %+v, want a new payment", second)
+	}
+	if r := s.post(t, "", payment); r.status != 400 {
+		t.Fatalf("no key: %+v, want 400", r)
+	}
+	s.stop(t)
+
+	// The replay survives a restart on the same file.
+	s = start(t, bin, db)
+	after := s.post(t, "key-1", payment)
+	if after.status != 201 || !after.replayed || after.id != first.id {
+		t.Fatalf("after a restart: %+v, want the replay of %s", after, first.id)
+	}
+	other := strings.Replace(payment, "2500", "2600", 1)
+	if r := s.post(t, "key-1", other); r.status != 422 {
+		t.Fatalf("the key with another body: %+v, want 422", r)
+	}
+	if r := s.post(t, "key-3", payment); r.status != 201 || r.replayed || r.id == first.id || r.id == second.id {
+		t.Fatalf("a new key after the restart: %+v, want a new payment", r)
+	}
+	s.stop(t)
+	if _, err := os.Stat(db); err != nil {
+		t.Fatal(err)
+	}
+}

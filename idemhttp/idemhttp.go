@@ -1,0 +1,433 @@
+// Package idemhttp is net/http middleware for the IETF Idempotency-Key
+// header (draft-ietf-httpapi-idempotency-key-header) on any store of
+// package idempotency: a request that carries a key runs its handler at most
+// once per key, and every retry gets the first response back.
+//
+// For each request whose method needs a key (Options.Methods, default POST
+// and PATCH):
+//
+//   - no key (or an empty one, or more than one): 400, problem+json; the
+//     handler does not run. A missing key is never defaulted or hashed:
+//     requests without one would all share one record;
+//   - a body larger than Options.MaxBodyBytes: 413 before anything is
+//     claimed;
+//   - the key claimed for another request fingerprint: 422. The fingerprint
+//     is SHA-256 (HMAC-SHA-256 with Options.Fingerprinter) over the method,
+//     the escaped path, the raw query and the body; it is checked on every
+//     request, including a replay of a finished key;
+//   - the key held by a request still running: 409 with Retry-After;
+//   - the key finished: the first response, replayed: its status, the
+//     headers in Options.StoreHeaders (default Content-Type and Location)
+//     and its body, with "Idempotent-Replayed: true";
+//   - else the handler runs, under a claim whose lease a heartbeat extends
+//     for as long as it runs (a slow handler is never taken over by a
+//     retry), and its response is recorded, then sent.
+//
+// A key's lifetime is the Guard's retention (idempotency.Options.Retention,
+// default 30 days) from the record's last write: until then every request
+// with the key gets the first response (or 409 / 422); after it the key is
+// new again. The key is kept per Options.Namespace and, with Options.Scope,
+// per client, so that one client cannot replay another's response.
+//
+// Every response the handler finishes is stored, 5xx included: a 500
+// written after the payment was made must not let the retry pay again.
+// A handler that knows nothing happened (a load shedder's 503, a
+// validation error) says so with Options.NotStarted: that response is sent,
+// not stored, and a retry of the same request runs the handler again at
+// once (the key keeps the request's fingerprint: another body with it is
+// still 422). A handler that panics leaves the
+// key FAILED (retries get 500, "first request failed"; use a new key)
+// and the panic goes on up the stack. A response larger than
+// Options.MaxResponseBytes is sent but not stored: the key is recorded done
+// and retries get 500, "response not stored" — the handler never runs
+// twice. A client that goes away does not stop the handler: it runs on a
+// context that the request's cancellation does not reach (its values are
+// kept), and its response is recorded for the retry.
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+)
+
+// Defaults of Options.
+const (
+	DefaultHeader           = "Idempotency-Key"
+	DefaultMaxBodyBytes     = 1 << 20
+	DefaultMaxResponseBytes = 160 << 10
+	DefaultNamespace        = "http"
+	// MaxKeyLength is the longest key accepted, in bytes.
+	MaxKeyLength = 255
+	// ReplayedHeader marks a replayed response.
+	ReplayedHeader = "Idempotent-Replayed"
+)
+
+// Options configure Middleware. Guard is required; the zero value of every
+// other field takes its default.
+type Options struct {
+	// Guard claims the keys; its Retention is a key's lifetime and its
+	// Lease how long a crashed server's key stays 409 before a retry may
+	// run the handler again.
+	Guard *idempotency.Guard
+	// Methods that need a key. Default POST and PATCH. Other methods pass
+	// through untouched.
+	Methods []string
+	// Header is the request header that carries the key. Default
+	// "Idempotency-Key". Its value may be a structured-field string (in
+	// double quotes, as the draft writes it) or bare.
+	Header string
+	// StoreHeaders are the response headers stored and replayed. Default
+	// Content-Type and Location.
+	StoreHeaders []string
+	// MaxBodyBytes bounds the request body read to fingerprint it (and
+	// handed to the handler). Larger: 413. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxResponseBytes bounds the response body stored for replay.
+	// Default 160 KiB (stored as base64 in JSON with the headers, it stays
+	// under driver.MaxResultBytes). A larger response is sent, not stored.
+	MaxResponseBytes int
+	// Namespace separates these keys from other users of the store.
+	// Default "http". It must not hold ":".
+	Namespace string
+	// Scope, when set, names the client a request comes from (the
+	// authenticated principal): keys are kept per scope. Without it, keys
+	// are shared by every client, and a client who learns another's key
+	// and request body gets its response.
+	Scope func(*http.Request) string
+	// Fingerprinter keys the request fingerprint (HMAC-SHA-256): a stored
+	// fingerprint then tells nothing about a body. Default nil: plain
+	// SHA-256.
+	Fingerprinter *idempotency.Fingerprinter
+	// NotStarted, when set, reports whether a response means the handler
+	// had no effect (e.g. a 503 from a load shedder before any work):
+	// such a response is sent but not stored, and the key is released for
+	// the retry at once. Default: every response is stored.
+	NotStarted func(status int) bool
+}
+
+// Middleware returns the middleware, or idempotency.ErrInvalid for a nil
+// Guard or a bad option.
+func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
+	if opts.Guard == nil {
+		return nil, fmt.Errorf("%w: idemhttp needs a Guard", idempotency.ErrInvalid)
+	}
+	if opts.MaxBodyBytes < 0 || opts.MaxResponseBytes < 0 {
+		return nil, fmt.Errorf("%w: negative MaxBodyBytes or MaxResponseBytes", idempotency.ErrInvalid)
+	}
+	if opts.Methods == nil {
+		opts.Methods = []string{http.MethodPost, http.MethodPatch}
+	}
+	if opts.Header == "" {
+		opts.Header = DefaultHeader
+	}
+	if opts.StoreHeaders == nil {
+		opts.StoreHeaders = []string{"Content-Type", "Location"}
+	}
+	for i, h := range opts.StoreHeaders {
+		opts.StoreHeaders[i] = http.CanonicalHeaderKey(h)
+	}
+	if opts.MaxBodyBytes == 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxResponseBytes == 0 {
+		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = DefaultNamespace
+	}
+	if strings.Contains(opts.Namespace, ":") {
+		return nil, fmt.Errorf("%w: namespace %q holds ':'", idempotency.ErrInvalid, opts.Namespace)
+	}
+	return func(next http.Handler) http.Handler {
+		return &middleware{opts: opts, next: next}
+	}, nil
+}
+
+type middleware struct {
+	opts Options
+	next http.Handler
+}
+
+// response is a response as stored for replay.
+type response struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+	// NotStored says why the response was not kept (too large).
+	NotStored string `json:"not_stored,omitempty"`
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !slices.Contains(m.opts.Methods, r.Method) {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	key, msg := m.key(r)
+	if msg != "" {
+		problem(w, http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key missing or invalid", msg)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, m.opts.MaxBodyBytes+1))
+	if err != nil {
+		problem(w, http.StatusBadRequest, "body-unreadable", "Request body could not be read", err.Error())
+		return
+	}
+	if int64(len(body)) > m.opts.MaxBodyBytes {
+		problem(w, http.StatusRequestEntityTooLarge, "body-too-large", "Request body too large",
+			fmt.Sprintf("a request with an %s may have a body of at most %d bytes", m.opts.Header, m.opts.MaxBodyBytes))
+		return
+	}
+	_ = r.Body.Close()
+	fp := m.opts.Fingerprinter.Sum(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(body))
+
+	var (
+		ran      response // what the handler wrote, this time
+		rec      *recorder
+		panicVal any
+		panicked bool
+	)
+	work := func(ctx context.Context, run idempotency.Run) (response, error) {
+		req := r.Clone(ctx)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		rec = newRecorder(w, m.opts.MaxResponseBytes)
+		err := func() (err error) {
+			defer func() {
+				if p := recover(); p != nil {
+					panicVal, panicked = p, true
+					err = fmt.Errorf("idemhttp: handler panicked: %v: %w", p, idempotency.ErrPermanent)
+				}
+			}()
+			m.next.ServeHTTP(rec, req)
+			return nil
+		}()
+		if err != nil {
+			return response{}, err
+		}
+		ran = rec.response()
+		if m.opts.NotStarted != nil && m.opts.NotStarted(ran.Status) {
+			return response{}, fmt.Errorf("idemhttp: status %d: %w", ran.Status, idempotency.ErrNotStarted)
+		}
+		if rec.overflow {
+			return response{Status: ran.Status, NotStored: fmt.Sprintf("the response body had more than %d bytes", m.opts.MaxResponseBytes)}, nil
+		}
+		stored := ran
+		stored.Header = http.Header{}
+		for _, h := range m.opts.StoreHeaders {
+			if v := ran.Header.Values(h); len(v) > 0 {
+				stored.Header[h] = slices.Clone(v)
+			}
+		}
+		return stored, nil
+	}
+	hb := &heartbeat{every: max(m.opts.Guard.Lease()/3, 10*time.Millisecond)}
+	// The handler and the record run on a context the client's going away
+	// does not cancel: what it started is finished and recorded.
+	ctx := context.WithoutCancel(r.Context())
+	res, err := idempotency.DoTyped(ctx, m.opts.Guard, key, fp, work,
+		idempotency.TypedOptions{Namespace: m.opts.Namespace, DoOptions: idempotency.DoOptions{Heartbeat: hb}})
+	if panicked {
+		panic(panicVal)
+	}
+	switch res.Outcome {
+	case idempotency.Acquired, idempotency.Reclaimed, idempotency.Unfinished, idempotency.LeaseLost:
+		// The handler ran: its response goes to the client whatever
+		// became of the record (a store that could not be reached to
+		// record it, a response too large to keep).
+		if rec != nil {
+			rec.flush(ran)
+			return
+		}
+	case idempotency.DuplicateDone:
+		if err != nil {
+			detail := "the first request with this key was processed, but its response could not be replayed: " + err.Error()
+			problem(w, http.StatusInternalServerError, "response-not-stored", "Response not stored", detail)
+			return
+		}
+		if res.Value.NotStored != "" {
+			problem(w, http.StatusInternalServerError, "response-not-stored", "Response not stored",
+				"the first request with this key was processed, but its response was not stored: "+res.Value.NotStored)
+			return
+		}
+		replay(w, res.Value)
+		return
+	case idempotency.DuplicateInProgress:
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(res.RetryAfter, time.Second).Seconds()))))
+		problem(w, http.StatusConflict, "request-in-progress", "A request with this key is in progress",
+			"a request with this Idempotency-Key is being processed; retry after it finishes")
+		return
+	case idempotency.Conflict:
+		problem(w, http.StatusUnprocessableEntity, "key-reused", "Idempotency-Key reused",
+			"this Idempotency-Key was used with another request (method, path, query or body)")
+		return
+	case idempotency.DuplicateFailed:
+		problem(w, http.StatusInternalServerError, "first-request-failed", "The first request with this key failed",
+			"the first request with this Idempotency-Key failed without a response ("+res.Record.Detail+"); send a new key to try again")
+		return
+	}
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		problem(w, http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable", "try again")
+		return
+	}
+	problem(w, http.StatusInternalServerError, "internal", "Internal error", "outcome "+res.Outcome.String())
+}
+
+// key is the request's key in its scope, or why there is none.
+func (m *middleware) key(r *http.Request) (string, string) {
+	vs := r.Header.Values(m.opts.Header)
+	if len(vs) != 1 {
+		return "", fmt.Sprintf("a %s request needs exactly one %s header", r.Method, m.opts.Header)
+	}
+	k := strings.TrimSpace(vs[0])
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = k[1 : len(k)-1]
+	}
+	if k == "" || len(k) > MaxKeyLength {
+		return "", fmt.Sprintf("%s must have 1 to %d characters", m.opts.Header, MaxKeyLength)
+	}
+	for i := range len(k) {
+		if k[i] < 0x20 || k[i] > 0x7e || k[i] == '"' || k[i] == '\\' {
+			return "", fmt.Sprintf("%s must be printable ASCII without quotes or backslashes", m.opts.Header)
+		}
+	}
+	if m.opts.Scope != nil {
+		s := m.opts.Scope(r)
+		k = strconv.Itoa(len(s)) + ":" + s + ":" + k
+	}
+	return k, ""
+}
+
+func replay(w http.ResponseWriter, resp response) {
+	for h, vs := range resp.Header {
+		w.Header()[h] = vs
+	}
+	w.Header().Set(ReplayedHeader, "true")
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// problem writes an RFC 9457 problem.
+func problem(w http.ResponseWriter, status int, kind, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"type":   "https://github.com/finedge/idempotent-consumer/blob/main/docs/library/http.md#" + kind,
+		"title":  title,
+		"status": status,
+		"detail": detail,
+	})
+}
+
+// recorder buffers the handler's response up to max bytes of body; past
+// them it sends what it has and passes the rest through (overflow: the
+// response is not stored).
+type recorder struct {
+	w        http.ResponseWriter
+	max      int
+	header   http.Header
+	status   int
+	body     bytes.Buffer
+	overflow bool
+}
+
+func newRecorder(w http.ResponseWriter, limit int) *recorder {
+	return &recorder{w: w, max: limit, header: http.Header{}}
+}
+
+func (c *recorder) Header() http.Header {
+	if c.overflow {
+		return c.w.Header()
+	}
+	return c.header
+}
+
+func (c *recorder) WriteHeader(code int) {
+	if c.status == 0 {
+		c.status = code
+	}
+}
+
+func (c *recorder) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if c.overflow {
+		return c.w.Write(p)
+	}
+	if c.body.Len()+len(p) <= c.max {
+		return c.body.Write(p)
+	}
+	c.overflow = true
+	c.sendHead()
+	if _, err := c.w.Write(c.body.Bytes()); err != nil {
+		return 0, err
+	}
+	c.body.Reset()
+	return c.w.Write(p)
+}
+
+func (c *recorder) sendHead() {
+	for h, vs := range c.header {
+		c.w.Header()[h] = vs
+	}
+	c.w.WriteHeader(c.status)
+}
+
+func (c *recorder) response() response {
+	return response{Status: max(c.status, http.StatusOK), Header: c.header.Clone(), Body: bytes.Clone(c.body.Bytes())}
+}
+
+// flush sends the response the handler wrote, once.
+func (c *recorder) flush(resp response) {
+	if c.overflow {
+		return // sent while it was written
+	}
+	if resp.Status == 0 {
+		resp = c.response()
+	}
+	for h, vs := range resp.Header {
+		c.w.Header()[h] = vs
+	}
+	c.w.WriteHeader(resp.Status)
+	_, _ = c.w.Write(resp.Body)
+}
+
+// heartbeat extends the lease every so often while the handler runs.
+type heartbeat struct{ every time.Duration }
+
+func (h *heartbeat) Register(beat func(ctx context.Context) error) (unregister func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(h.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				ctx, cancel := context.WithTimeout(context.Background(), h.every)
+				_ = beat(ctx)
+				cancel()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); wg.Wait() }) }
+}

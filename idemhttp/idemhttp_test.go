@@ -1,0 +1,434 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idemhttp"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/sqlite"
+)
+
+// payments is a handler that makes a new payment id on every run.
+type payments struct {
+	runs  atomic.Int32
+	delay time.Duration
+}
+
+func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n := p.runs.Add(1)
+	time.Sleep(p.delay)
+	body, _ := io.ReadAll(r.Body)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprintf("/payments/pay_%d", n))
+	w.Header().Set("X-Not-Stored", "1")
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"id":"pay_%d","request":%q}`, n, body)
+}
+
+func newServer(t *testing.T, h http.Handler, opts idemhttp.Options) *httptest.Server {
+	t.Helper()
+	if opts.Guard == nil {
+		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts.Guard = g
+	}
+	mw, err := idemhttp.Middleware(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(mw(h))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func send(t *testing.T, method, url, key, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+func problemType(t *testing.T, a answer) string {
+	t.Helper()
+	if ct := a.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type = %q, want application/problem+json (%d %s)", ct, a.status, a.body)
+	}
+	var p struct {
+		Type   string `json:"type"`
+		Status int    `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &p); err != nil || p.Status != a.status {
+		t.Fatalf("problem body %q: %v", a.body, err)
+	}
+	_, kind, _ := strings.Cut(p.Type, "#")
+	return kind
+}
+
+func TestRequests(t *testing.T) {
+	type step struct {
+		method, path, key, body string
+		status                  int
+		problem                 string // the problem's kind, "" for the handler's answer
+		replayed                bool
+	}
+	tests := []struct {
+		name  string
+		steps []step
+		runs  int32
+	}{
+		{"no key → 400, never a shared record", []step{
+			{"POST", "/payments", "", `{"a":1}`, 400, "idempotency-key-missing", false},
+			{"POST", "/payments", "", `{"a":1}`, 400, "idempotency-key-missing", false},
+		}, 0},
+		{"empty quoted key → 400", []step{{"POST", "/payments", `""`, `{}`, 400, "idempotency-key-missing", false}}, 0},
+		{"key too long → 400", []step{{"POST", "/payments", strings.Repeat("k", 256), `{}`, 400, "idempotency-key-missing", false}}, 0},
+		{"GET needs no key", []step{{"GET", "/payments", "", ``, 201, "", false}, {"GET", "/payments", "", ``, 201, "", false}}, 2},
+		{"same key replays the first response", []step{
+			{"POST", "/payments", "k1", `{"a":1}`, 201, "", false},
+			{"POST", "/payments", "k1", `{"a":1}`, 201, "", true},
+			{"POST", "/payments", `"k1"`, `{"a":1}`, 201, "", true}, // the draft's sf-string form
+		}, 1},
+		{"same key, another body → 422", []step{
+			{"POST", "/payments", "k2", `{"a":1}`, 201, "", false},
+			{"POST", "/payments", "k2", `{"a":2}`, 422, "key-reused", false},
+			{"POST", "/payments", "k2", `{"a":1}`, 201, "", true},
+		}, 1},
+		{"same key, another path or query → 422", []step{
+			{"POST", "/payments", "k3", `{}`, 201, "", false},
+			{"POST", "/refunds", "k3", `{}`, 422, "key-reused", false},
+			{"POST", "/payments?x=1", "k3", `{}`, 422, "key-reused", false},
+			{"PATCH", "/payments", "k3", `{}`, 422, "key-reused", false},
+		}, 1},
+		{"body too large → 413 before any claim", []step{
+			{"POST", "/payments", "k4", strings.Repeat("x", 1025), 413, "body-too-large", false},
+			{"POST", "/payments", "k4", `{}`, 201, "", false},
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &payments{}
+			srv := newServer(t, h, idemhttp.Options{MaxBodyBytes: 1024})
+			var first answer
+			for i, s := range tt.steps {
+				a := send(t, s.method, srv.URL+s.path, s.key, s.body)
+				if a.status != s.status {
+					t.Fatalf("step %d: status %d, want %d (%s)", i, a.status, s.status, a.body)
+				}
+				if s.problem != "" {
+					if kind := problemType(t, a); kind != s.problem {
+						t.Fatalf("step %d: problem %q, want %q", i, kind, s.problem)
+					}
+					continue
+				}
+				if got := a.header.Get(idemhttp.ReplayedHeader) == "true"; got != s.replayed {
+					t.Fatalf("step %d: replayed %v, want %v", i, got, s.replayed)
+				}
+				if !s.replayed {
+					first = a
+					continue
+				}
+				if a.body != first.body || a.header.Get("Location") != first.header.Get("Location") ||
+					a.header.Get("Content-Type") != first.header.Get("Content-Type") {
+					t.Fatalf("step %d: replay %q %v differs from the first %q %v", i, a.body, a.header, first.body, first.header)
+				}
+				if a.header.Get("X-Not-Stored") != "" {
+					t.Fatalf("step %d: a header outside StoreHeaders was replayed", i)
+				}
+			}
+			if n := h.runs.Load(); n != tt.runs {
+				t.Fatalf("handler ran %d times, want %d", n, tt.runs)
+			}
+		})
+	}
+}
+
+func TestHundredConcurrentRequestsRunTheHandlerOnce(t *testing.T) {
+	h := &payments{delay: 200 * time.Millisecond}
+	srv := newServer(t, h, idemhttp.Options{})
+	const n = 100
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			answers[i] = send(t, "POST", srv.URL+"/payments", "same-key", `{"amount":2500}`)
+		})
+	}
+	close(start)
+	wg.Wait()
+	// And one more once it has finished: the replay.
+	after := send(t, "POST", srv.URL+"/payments", "same-key", `{"amount":2500}`)
+	if runs := h.runs.Load(); runs != 1 {
+		t.Fatalf("handler ran %d times, want 1", runs)
+	}
+	var firsts, replays, conflicts int
+	var body string
+	for _, a := range append(answers, after) {
+		switch {
+		case a.status == 409:
+			if problemType(t, a) != "request-in-progress" || a.header.Get("Retry-After") == "" {
+				t.Fatalf("409 without its problem or Retry-After: %v %s", a.header, a.body)
+			}
+			conflicts++
+			continue
+		case a.status == 201 && a.header.Get(idemhttp.ReplayedHeader) == "true":
+			replays++
+		case a.status == 201:
+			firsts++
+		default:
+			t.Fatalf("answer %d %s", a.status, a.body)
+		}
+		if body == "" {
+			body = a.body
+		}
+		if a.body != body {
+			t.Fatalf("two bodies: %q and %q", body, a.body)
+		}
+	}
+	if firsts != 1 || after.header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("%d first answers, %d replays, %d conflicts; want exactly one first answer and a replay after", firsts, replays, conflicts)
+	}
+	t.Logf("1 first answer, %d replays, %d conflicts", replays, conflicts)
+}
+
+func TestFailuresNeverRunTheHandlerTwice(t *testing.T) {
+	t.Run("5xx is stored and replayed", func(t *testing.T) {
+		var runs atomic.Int32
+		srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			http.Error(w, "bank timed out after the debit", http.StatusBadGateway)
+		}), idemhttp.Options{})
+		a := send(t, "POST", srv.URL, "k", "{}")
+		b := send(t, "POST", srv.URL, "k", "{}")
+		if a.status != 502 || b.status != 502 || b.header.Get(idemhttp.ReplayedHeader) != "true" || runs.Load() != 1 {
+			t.Fatalf("answers %d, %d (replayed %q), runs %d", a.status, b.status, b.header.Get(idemhttp.ReplayedHeader), runs.Load())
+		}
+	})
+	t.Run("NotStarted releases the key", func(t *testing.T) {
+		var runs atomic.Int32
+		srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if runs.Add(1) == 1 {
+				http.Error(w, "shed", http.StatusServiceUnavailable)
+				return
+			}
+			w.WriteHeader(http.StatusCreated)
+		}), idemhttp.Options{NotStarted: func(s int) bool { return s == http.StatusServiceUnavailable }})
+		a := send(t, "POST", srv.URL, "k", "{}")
+		b := send(t, "POST", srv.URL, "k", "{}")
+		c := send(t, "POST", srv.URL, "k", "{}")
+		if a.status != 503 || b.status != 201 || c.status != 201 || c.header.Get(idemhttp.ReplayedHeader) != "true" || runs.Load() != 2 {
+			t.Fatalf("answers %d, %d, %d, runs %d", a.status, b.status, c.status, runs.Load())
+		}
+	})
+	t.Run("panic leaves the key failed, not done", func(t *testing.T) {
+		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var runs atomic.Int32
+		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			panic("boom")
+		}))
+		serve := func() (rec *httptest.ResponseRecorder, p any) {
+			defer func() { p = recover() }()
+			rec = httptest.NewRecorder()
+			req := httptest.NewRequest("POST", "/payments", strings.NewReader("{}"))
+			req.Header.Set("Idempotency-Key", "k")
+			h.ServeHTTP(rec, req)
+			return rec, nil
+		}
+		if _, p := serve(); p != "boom" {
+			t.Fatalf("the panic did not go on up: %v", p)
+		}
+		rec, p := serve()
+		if p != nil || rec.Code != 500 || !strings.Contains(rec.Body.String(), "first-request-failed") || runs.Load() != 1 {
+			t.Fatalf("retry after a panic: %d %s (panic %v), runs %d", rec.Code, rec.Body, p, runs.Load())
+		}
+		if r, err := g.Get(t.Context(), "http:k"); err != nil || r.State != "FAILED" {
+			t.Fatalf("record after a panic: %+v, %v", r, err)
+		}
+	})
+	t.Run("response too large is sent, not stored", func(t *testing.T) {
+		var runs atomic.Int32
+		big := strings.Repeat("b", 2048)
+		srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, big)
+		}), idemhttp.Options{MaxResponseBytes: 1024})
+		a := send(t, "POST", srv.URL, "k", "{}")
+		b := send(t, "POST", srv.URL, "k", "{}")
+		if a.status != 201 || a.body != big || b.status != 500 || problemType(t, b) != "response-not-stored" || runs.Load() != 1 {
+			t.Fatalf("answers %d (%d bytes), %d %s, runs %d", a.status, len(a.body), b.status, b.body, runs.Load())
+		}
+	})
+	t.Run("client gone: the handler finishes and is recorded", func(t *testing.T) {
+		var runs atomic.Int32
+		release := make(chan struct{})
+		srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			<-release
+			if err := r.Context().Err(); err != nil {
+				t.Errorf("the handler's context was cancelled: %v", err)
+			}
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, "made")
+		}), idemhttp.Options{})
+		ctx, cancel := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader("{}"))
+		req.Header.Set("Idempotency-Key", "k")
+		done := make(chan error)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the request was not cancelled")
+		}
+		if a := send(t, "POST", srv.URL, "k", "{}"); a.status != 409 {
+			t.Fatalf("while the handler still runs: %d, want 409", a.status)
+		}
+		close(release)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			a := send(t, "POST", srv.URL, "k", "{}")
+			if a.status == 201 && a.body == "made" && a.header.Get(idemhttp.ReplayedHeader) == "true" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no replay after the client went away: %d %s", a.status, a.body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if runs.Load() != 1 {
+			t.Fatalf("runs %d", runs.Load())
+		}
+	})
+	t.Run("a handler slower than the lease is not taken over", func(t *testing.T) {
+		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 300 * time.Millisecond, SkewMargin: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &payments{delay: time.Second}
+		srv := newServer(t, h, idemhttp.Options{Guard: g})
+		first := make(chan answer)
+		go func() { first <- send(t, "POST", srv.URL, "k", "{}") }()
+		for range 8 {
+			time.Sleep(150 * time.Millisecond)
+			if a := send(t, "POST", srv.URL, "k", "{}"); a.status != 409 && a.header.Get(idemhttp.ReplayedHeader) != "true" {
+				t.Fatalf("retry during a slow handler: %d %s", a.status, a.body)
+			}
+		}
+		<-first
+		if h.runs.Load() != 1 {
+			t.Fatalf("runs %d", h.runs.Load())
+		}
+	})
+}
+
+func TestScopeKeepsClientsApart(t *testing.T) {
+	h := &payments{}
+	srv := newServer(t, h, idemhttp.Options{Scope: func(r *http.Request) string { return r.Header.Get("X-Client") }})
+	for _, client := range []string{"alice", "bob"} {
+		req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader([]byte("{}")))
+		req.Header.Set("Idempotency-Key", "k")
+		req.Header.Set("X-Client", client)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.Header.Get(idemhttp.ReplayedHeader) != "" {
+			t.Fatalf("%s got another client's response", client)
+		}
+	}
+	if h.runs.Load() != 2 {
+		t.Fatalf("runs %d", h.runs.Load())
+	}
+}
+
+func TestMiddlewareRefusesBadOptions(t *testing.T) {
+	if _, err := idemhttp.Middleware(idemhttp.Options{}); err == nil {
+		t.Fatal("no Guard accepted")
+	}
+	g, _ := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if _, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Namespace: "a:b"}); err == nil {
+		t.Fatal("a namespace with ':' accepted")
+	}
+}
+
+func TestReplaySurvivesARestart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "idem.db")
+	serve := func() (*httptest.Server, *payments, func()) {
+		db, err := sqlite.Open(t.Context(), path, sqlite.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := idempotency.NewGuard(sqlite.NewStore(db), idempotency.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &payments{}
+		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(mw(h))
+		return srv, h, func() { srv.Close(); db.Close() }
+	}
+	srv, h, stop := serve()
+	first := send(t, "POST", srv.URL+"/payments", "k", `{"a":1}`)
+	stop()
+	srv, h2, stop := serve()
+	defer stop()
+	again := send(t, "POST", srv.URL+"/payments", "k", `{"a":1}`)
+	if first.status != 201 || again.status != 201 || again.body != first.body || again.header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("after a restart: %d %s, want the replay of %d %s", again.status, again.body, first.status, first.body)
+	}
+	if h.runs.Load()+h2.runs.Load() != 1 {
+		t.Fatalf("the handler ran %d times", h.runs.Load()+h2.runs.Load())
+	}
+}

@@ -1,0 +1,205 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+)
+
+// maxResultBytes is the largest encoded typed result DoTyped stores.
+const maxResultBytes = driver.MaxResultBytes
+
+// Codec turns a typed result into bytes and back. Name is stored with the
+// result (the record's Status is "RESULT " + Name), so that a result is
+// never decoded by another codec than the one that wrote it.
+type Codec interface {
+	Name() string
+	Encode(v any) ([]byte, error)
+	Decode(data []byte, v any) error
+}
+
+// jsonCodec is the default Codec: encoding/json, named "json".
+type jsonCodec struct{}
+
+func (jsonCodec) Name() string                    { return "json" }
+func (jsonCodec) Encode(v any) ([]byte, error)    { return json.Marshal(v) }
+func (jsonCodec) Decode(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+// The Status of a DONE record written by DoTyped: resultStatus + the
+// codec's name, plus base64Suffix when the encoded bytes were not UTF-8
+// text (PostgreSQL's and DynamoDB's strings take only that); or one of the
+// markers of a result that was not stored (the Detail then says why).
+const (
+	resultStatus      = "RESULT "
+	base64Suffix      = " base64"
+	statusTooLarge    = "RESULT NOT STORED: TOO LARGE"
+	statusUnencodable = "RESULT NOT STORED: UNENCODABLE"
+)
+
+// TypedOptions configure one DoTyped. The zero value takes the defaults.
+type TypedOptions struct {
+	DoOptions
+	// Codec encodes the first result for the record. Default
+	// encoding/json (named "json").
+	Codec Codec
+	// Namespace, when set, is put before the key in the store
+	// (Namespace + ":" + key), so that callers sharing a
+	// store (two endpoints, two services) never read each other's results.
+	// It must not hold the separator (so the stored key splits one way
+	// only); give every caller sharing a store a namespace, since a key
+	// without one may itself look like "ns:key".
+	Namespace string
+}
+
+// namespaceSeparator joins TypedOptions.Namespace and the key.
+const namespaceSeparator = ":"
+
+// namespacedKey is the key stored for key in namespace ns (key itself when
+// ns is empty). It refuses an empty key (ErrInvalid): a missing key is
+// never defaulted, or every caller without one would share one record.
+func namespacedKey(ns, key string) (string, error) {
+	if key == "" {
+		return "", fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	if strings.Contains(ns, namespaceSeparator) {
+		return "", fmt.Errorf("%w: namespace %q holds the separator", ErrInvalid, ns)
+	}
+	if ns == "" {
+		return key, nil
+	}
+	return ns + namespaceSeparator + key, nil
+}
+
+// TypedResult is what DoTyped did: DoResult's fields, with the work's value
+// in place of Done.
+type TypedResult[T any] struct {
+	// Outcome, Err, Record, Attempt and RetryAfter are as in DoResult.
+	Outcome Outcome
+	// Value is the work's value: returned by the work now (Acquired,
+	// Reclaimed), or the first result decoded from the record
+	// (DuplicateDone).
+	Value T
+	// Replayed: Value is the stored first result, not this call's work.
+	Replayed   bool
+	Err        error
+	Record     driver.Record
+	Attempt    int
+	RetryAfter time.Duration
+}
+
+// DoTyped is Guard.Do for work that returns a value: the value of the
+// first run is encoded (opts.Codec, JSON by default), stored with DONE, and
+// handed back to every duplicate, decoded, with Replayed true. The claim,
+// the fingerprint rules (the same key with another fingerprint is a
+// Conflict, whatever the record's state), the heartbeat and the outcomes of
+// a failing work (ErrPermanent → Failed, recorded FAILED; ErrNotStarted →
+// Unfinished with the lease given up; any other error → Unfinished with the
+// lease kept) are Do's.
+//
+// The encoded value may be up to driver.MaxResultBytes; it is not cut, as Do's
+// Detail is. A larger one, or one the codec refuses, is not stored: the
+// work has run, so the key is recorded DONE with a marker and never runs
+// again; this call returns the value with an error wrapping
+// ErrResultNotStored (and ErrResultTooLarge), and so does every duplicate
+// (without a value). A DONE record that does not decode returns
+// ErrResultUnreadable. Other errors are Do's: ErrInvalid (an empty key, bad
+// options), ErrUnavailable (the store).
+func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work func(context.Context, Run) (T, error), opts TypedOptions) (TypedResult[T], error) {
+	if g == nil || work == nil {
+		return TypedResult[T]{}, fmt.Errorf("%w: nil guard or work", ErrInvalid)
+	}
+	k, err := namespacedKey(opts.Namespace, key)
+	if err != nil {
+		return TypedResult[T]{}, err
+	}
+	codec := opts.Codec
+	if codec == nil {
+		codec = jsonCodec{}
+	}
+	var (
+		value    T
+		notStore error // why the value was not stored
+	)
+	res, err := g.do(ctx, k, fingerprint, func(ctx context.Context, run Run) (Done, error) {
+		v, err := work(ctx, run)
+		if err != nil {
+			return Done{}, err
+		}
+		value = v
+		d, nerr := encodeResult(codec, v)
+		if nerr != nil {
+			notStore = nerr
+			status := statusUnencodable
+			if errors.Is(nerr, ErrResultTooLarge) {
+				status = statusTooLarge
+			}
+			return Done{Status: status, Detail: nerr.Error()}, nil
+		}
+		return d, nil
+	}, opts.DoOptions, driver.MaxResultBytes)
+	out := TypedResult[T]{Outcome: res.Outcome, Err: res.Err, Record: res.Record, Attempt: res.Attempt, RetryAfter: res.RetryAfter}
+	switch res.Outcome {
+	case Acquired, Reclaimed:
+		out.Value = value
+		if err == nil && notStore != nil {
+			out.Err, err = notStore, notStore
+		}
+	case DuplicateDone:
+		out.Replayed = true
+		if derr := decodeResult(codec, res.Record, &out.Value); derr != nil {
+			out.Replayed, out.Err = false, derr
+			return out, derr
+		}
+	}
+	return out, err
+}
+
+// encodeResult is the DONE record's Status and Detail for v.
+func encodeResult(codec Codec, v any) (Done, error) {
+	b, err := codec.Encode(v)
+	if err != nil {
+		return Done{}, fmt.Errorf("%w: codec %s: %w", ErrResultNotStored, codec.Name(), err)
+	}
+	status, detail := resultStatus+codec.Name(), string(b)
+	if !utf8.Valid(b) || strings.IndexByte(detail, 0) >= 0 {
+		status, detail = status+base64Suffix, base64.StdEncoding.EncodeToString(b)
+	}
+	if len(detail) > maxResultBytes {
+		return Done{}, fmt.Errorf("%w (%w): the %s result encodes to %d bytes, more than the %d bytes a store keeps; the work ran and will not run again for this key",
+			ErrResultNotStored, ErrResultTooLarge, codec.Name(), len(detail), maxResultBytes)
+	}
+	return Done{Status: status, Detail: detail}, nil
+}
+
+// decodeResult decodes a DONE record's result into v.
+func decodeResult(codec Codec, r driver.Record, v any) error {
+	switch r.Status {
+	case statusTooLarge:
+		return fmt.Errorf("%w (%w): the first run's result was not stored (%s)", ErrResultNotStored, ErrResultTooLarge, r.Detail)
+	case statusUnencodable:
+		return fmt.Errorf("%w: the first run's result was not stored (%s)", ErrResultNotStored, r.Detail)
+	}
+	data := []byte(r.Detail)
+	switch r.Status {
+	case resultStatus + codec.Name():
+	case resultStatus + codec.Name() + base64Suffix:
+		b, err := base64.StdEncoding.DecodeString(r.Detail)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrResultUnreadable, err)
+		}
+		data = b
+	default:
+		return fmt.Errorf("%w: record status %q, want a result of codec %s", ErrResultUnreadable, r.Status, codec.Name())
+	}
+	if err := codec.Decode(data, v); err != nil {
+		return fmt.Errorf("%w: codec %s: %w", ErrResultUnreadable, codec.Name(), err)
+	}
+	return nil
+}
