@@ -145,7 +145,8 @@ func level(pkg string) int {
 }
 
 // ourPackages lists every directory of the tree that holds a Go package
-// (deploy/k8s is a module of its own and is left out).
+// (deploy/k8s and integrations/watermill are modules of their own and are
+// left out: a directory with a go.mod of its own is another module).
 func ourPackages(t *testing.T) []string {
 	t.Helper()
 	var pkgs []string
@@ -156,6 +157,11 @@ func ourPackages(t *testing.T) []string {
 		}
 		if d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || path == "deploy") {
 			return filepath.SkipDir
+		}
+		if d.IsDir() && path != "." {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
 		}
 		dir := filepath.ToSlash(filepath.Dir(path))
 		if !d.IsDir() && strings.HasSuffix(path, ".go") && dir != "." && !seen[dir] {
