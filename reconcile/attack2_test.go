@@ -1,0 +1,171 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/reconcile"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
+)
+
+// A DONE DEBITED_NOTIFICATION_FAILED record renotified later: renotify's
+// Amend moves UpdatedAt to the renotify, and the walk of the period goes by
+// UpdatedAt. Renotified the same day (or the next day before the daily
+// reconcile ran), the debit is never judged: not walked on its own day (its
+// UpdatedAt is the renotify's, or it is "amended"), not walked on the
+// renotify's day ("amended"). A debit recorded DONE that the bank never
+// posted is hidden from every report.
+func TestAttack2RenotifiedRecordNeverReconciled(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // renotify this long after the debit (09:00)
+	}{{"same day", 2 * time.Hour}, {"next morning before the reconcile", 16 * time.Hour}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := memstore.New()
+			b := newBooks(t, s, "ATK2-")
+			c := b.charge("renotified", 2500)
+			cl, err := b.guard.Claim(t.Context(), c.ID, c.Fingerprint(b.fp))
+			if err != nil || !cl.Outcome.Owned() {
+				t.Fatalf("claim: %v %v", cl.Outcome, err)
+			}
+			n, _ := charge.NoticeOf(c, charge.DebitReceipt{Reference: "REF-X"}, b.clock.Now()).Marshal()
+			if err := b.guard.Complete(t.Context(), cl.Lease(), string(charge.DebitedNotificationFailed), string(n)); err != nil {
+				t.Fatal(err)
+			}
+			// The bank never posted it: the day's statement has only another charge.
+			other := b.charge("other", 100)
+			b.done(t, other)
+			b.post(other, 1, 100, true)
+
+			b.clock.Advance(tc.after)
+			rec, _ := s.Get(t.Context(), c.ID, b.clock.Now())
+			if _, err := s.Amend(t.Context(), driver.AmendRequest{Key: rec.Key, Token: rec.Token, FromStatus: rec.Status, Status: string(charge.Debited),
+				Detail: "REF-X", History: append(rec.History, "renotified "+b.clock.Now().UTC().Format(time.RFC3339)+" by ops on sms: notice sent; was DEBITED_NOTIFICATION_FAILED; why: x"),
+				Now: b.clock.Now()}); err != nil {
+				t.Fatal(err)
+			}
+			b.clock.Advance(time.Hour) // the daily reconcile runs after
+			found := false
+			for _, p := range []statement.Period{period, {From: period.To, To: period.To.AddDate(0, 0, 1)}} {
+				rep, err := reconcile.Run(t.Context(), reconcile.Options{Store: s, Fingerprints: b.fp, Period: p, Now: b.clock.Now()}, b.postings_())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if findBreak(rep, c.ID) != nil {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("%s is DONE (debited 25.00, notice renotified %s later) and no statement posted it: neither its day's nor the renotify's day's report has a recorded_not_posted break", c.ID, tc.after)
+			}
+		})
+	}
+}
+
+// The adoption records the posting it adopts by scanning every posting
+// read under the key and keeping the LAST non-reversal one — not the one
+// that stands after pairing, which is the one Run checked against the
+// fingerprint. A statement with the good posting first, then a wrong one
+// (another account, another amount) that the bank reversed: Run checks the
+// good one, the break is posted_not_recorded, and the adoption writes the
+// reversed posting's reference, amount and account into the record and
+// the notice kept for renotify.
+func TestAttack2AdoptionRecordsTheReversedPosting(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK2-")
+	c := b.charge("adopt", 2500)
+	b.claimed(t, c)
+	b.clock.Advance(2 * time.Minute)
+	good := b.post(c, 1, 2500, true)
+	bad := b.post(c, 1, 99900, true)
+	bad.Account = "009999999999"
+	b.postings[len(b.postings)-1] = bad
+	b.reverse(bad)
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != reconcile.PostedNotRecorded {
+		t.Fatalf("want posted_not_recorded, got %+v", br)
+	}
+	res, err := attackResolve(t, b, period, c.ID)
+	if err != nil || res.Action != "adopted" {
+		t.Fatalf("resolve: %v %v", res.Action, err)
+	}
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	ref := charge.ReferenceOf(rec.Status, rec.Detail)
+	n, _ := charge.PendingNotice(rec.Status, rec.Detail)
+	if ref != good.Reference || n.Amount.Minor != 2500 || n.Account != charge.MaskAccount(c.AccountID) {
+		t.Fatalf("adopted %s with reference %q (want the standing posting's %q), notice amount %d to %s (the charge is 2500 to %s): the reversed posting was recorded; history %q",
+			c.ID, ref, good.Reference, n.Amount.Minor, n.Account, charge.MaskAccount(c.AccountID), rec.History)
+	}
+}
+
+// The same with a posting outside the period: Resolve's kept list is
+// filled before Run drops the postings booked outside the period, so a
+// posting Run left out ("booked outside the period") is the one adopted.
+func TestAttack2AdoptionRecordsAPostingOutsideThePeriod(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK2-")
+	c := b.charge("adoptout", 2500)
+	b.claimed(t, c)
+	b.clock.Advance(2 * time.Minute)
+	good := b.post(c, 1, 2500, true)
+	bad := b.post(c, 1, 4400, true)
+	bad.BookingDate = day.AddDate(0, 0, -3)
+	b.postings[len(b.postings)-1] = bad
+	res, err := attackResolve(t, b, period, c.ID)
+	if err != nil || res.Action != "adopted" {
+		t.Fatalf("resolve: %v %v", res.Action, err)
+	}
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	if ref := charge.ReferenceOf(rec.Status, rec.Detail); ref != good.Reference {
+		t.Fatalf("adopted %s with reference %q, not the period's posting %q: a posting booked outside the period (left out of the run) was recorded; history %q", c.ID, ref, good.Reference, rec.History)
+	}
+}
+
+// reopenRace is a store on which a consumer's redelivery arrives right
+// after a Reopen: what any delivery in flight does.
+type reopenRace struct {
+	*memstore.Store
+	onReopen func()
+}
+
+func (s *reopenRace) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Record, error) {
+	rec, err := s.Store.Reopen(ctx, r)
+	if err == nil && s.onReopen != nil {
+		f := s.onReopen
+		s.onReopen = nil
+		f()
+	}
+	return rec, err
+}
+
+// A failed_but_posted break resolved as collected: Resolve Reopens the
+// FAILED record (which makes it one "the next delivery claims at once"),
+// then claims it to adopt. Between the two, a redelivery of the charge
+// (a retry topic, a replay) claims the record and debits the customer a
+// second time; the resolve then fails and leaves the consumer to it.
+func TestAttack2CollectReopensForAConsumer(t *testing.T) {
+	s := &reopenRace{Store: memstore.New()}
+	b := newBooks(t, s, "ATK2-")
+	c := b.charge("collect", 2500)
+	b.failed(t, c)
+	b.post(c, 1, 2500, true)
+	consumer, err := idempotency.NewGuard(s, idempotency.Options{Lease: time.Minute, Retention: 30 * 24 * time.Hour, Clock: b.clock, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got idempotency.Outcome
+	s.onReopen = func() {
+		cl, err := consumer.Claim(context.Background(), c.ID, c.Fingerprint(b.fp))
+		if err == nil {
+			got = cl.Outcome
+		}
+	}
+	res, err := attackResolve(t, b, period, c.ID)
+	if got.Owned() {
+		t.Fatalf("while resolve collected %s's posting (%s, %v), a redelivery claimed the record (%s): the consumer debits the customer a second time", c.ID, res.Action, err, got)
+	}
+}
