@@ -169,3 +169,39 @@ func TestAttack2CollectReopensForAConsumer(t *testing.T) {
 		t.Fatalf("while resolve collected %s's posting (%s, %v), a redelivery claimed the record (%s): the consumer debits the customer a second time", c.ID, res.Action, err, got)
 	}
 }
+
+// A record FAILED at generation 2 (generation 1 declined, reopened into
+// a new generation, which failed too). The bank posted generation 1 anyway
+// and posted-then-reversed generation 2. What stands is generation 1's
+// posting, under a declined key: failed_but_posted, "have the bank refund
+// the posting under the declined key". But the break's BankKeys hold the
+// current key (its reversed pair), so Resolve's default "collects" it:
+// the record is reopened and adopted DONE with the REVERSED generation-2
+// posting's reference. Once the bank refunds generation 1 as advised, the
+// charge is DONE (never debited again) with no money collected.
+func TestAttack2CollectAdoptsReversedCurrentGeneration(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK2-")
+	c := b.charge("gen2", 2500)
+	b.failed(t, c)
+	if _, err := b.guard.Reopen(t.Context(), c.ID, "retry", idempotency.ReopenOptions{NewGeneration: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.failed(t, c)
+	if rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now()); rec.Generation != 2 {
+		t.Fatalf("generation %d", rec.Generation)
+	}
+	b.post(c, 1, 2500, true)
+	g2 := b.post(c, 2, 2500, true)
+	b.reverse(g2)
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != reconcile.FailedButPosted {
+		t.Fatalf("want failed_but_posted, got %+v", br)
+	}
+	res, err := attackResolve(t, b, period, c.ID)
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	if res.Action == "adopted" || rec.State == driver.StateDone {
+		t.Fatalf("the declined generation 1 stands and generation 2 was reversed; resolve %s (%v): the record is %s %s reference %q (generation 2's reversed posting %q); history %q",
+			res.Action, err, rec.State, rec.Status, charge.ReferenceOf(rec.Status, rec.Detail), g2.Reference, rec.History)
+	}
+}
