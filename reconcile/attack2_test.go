@@ -1,7 +1,10 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,5 +206,42 @@ func TestAttack2CollectAdoptsReversedCurrentGeneration(t *testing.T) {
 	if res.Action == "adopted" || rec.State == driver.StateDone {
 		t.Fatalf("the declined generation 1 stands and generation 2 was reversed; resolve %s (%v): the record is %s %s reference %q (generation 2's reversed posting %q); history %q",
 			res.Action, err, rec.State, rec.Status, charge.ReferenceOf(rec.Status, rec.Detail), g2.Reference, rec.History)
+	}
+}
+
+// A bank's reference is text from outside, and banks put the account in it
+// ("UPI/<account>/…", "NEFT-<account>-…"). Posted.Reference and the
+// posted_not_recorded detail carry it as read; the text, CSV and JSON
+// reports, and the adopted record (its reference, its notice, its history
+// line) keep the customer's full account number. "Accounts are always
+// masked" (reconciliation.md); charge.MaskText exists for such text.
+func TestAttack2BankReferenceCarriesTheFullAccount(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK2-")
+	c := b.charge("refacct", 2500)
+	b.claimed(t, c)
+	b.clock.Advance(2 * time.Minute)
+	p := b.post(c, 1, 2500, true)
+	p.Reference = "UPI/" + c.AccountID + "/771"
+	b.postings[len(b.postings)-1] = p
+	rep := b.run(t)
+	var text, csvb bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteCSV(&csvb); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := json.Marshal(rep)
+	for what, out := range map[string]string{"text": text.String(), "csv": csvb.String(), "json": string(js)} {
+		if strings.Contains(out, c.AccountID) {
+			t.Errorf("the %s report holds the full account %s (from the bank's reference)", what, c.AccountID)
+		}
+	}
+	if _, err := attackResolve(t, b, period, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	if strings.Contains(rec.Detail, c.AccountID) || strings.Contains(strings.Join(rec.History, "\n"), c.AccountID) {
+		t.Errorf("the adopted record keeps the full account %s: detail %q, history %q", c.AccountID, rec.Detail, rec.History)
 	}
 }
