@@ -245,3 +245,32 @@ func TestAttack2BankReferenceCarriesTheFullAccount(t *testing.T) {
 		t.Errorf("the adopted record keeps the full account %s: detail %q, history %q", c.AccountID, rec.Detail, rec.History)
 	}
 }
+
+// The break id (what a proposal freezes, and ResolveRequest.BreakID
+// checks) leaves out the posting's account. An unverified adoption (no
+// narrative: the operator and the approver checked the account by hand)
+// proposed over a posting from the charge's account is run, after the
+// statement changed, over a posting from ANOTHER account with the same
+// key, amount, day and reference: the same id, so it adopts — the charge
+// is recorded collected from a customer who was never debited.
+func TestAttack2BreakIDIgnoresTheAccount(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK2-")
+	c := b.charge("acctswap", 2500)
+	b.claimed(t, c)
+	b.clock.Advance(2 * time.Minute)
+	b.post(c, 1, 2500, false)
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != reconcile.PostedNotRecorded || !br.Unverified {
+		t.Fatalf("want an unverified posted_not_recorded, got %+v", br)
+	}
+	frozen := br.ID
+	b.postings[len(b.postings)-1].Account = "009999999999" // another customer's debit
+	res, err := reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: period, Now: b.clock.Now()}, b.postings_(),
+		reconcile.ResolveRequest{ChargeID: c.ID, Kind: reconcile.PostedNotRecorded, Reason: "approved", Operator: "run", Guard: b.guard,
+			BreakID: frozen, Unverified: true})
+	if err == nil || res.Action == "adopted" {
+		t.Fatalf("the break frozen was a posting from %s; the posting now is from ********9999; same break id %s → %s (%v)",
+			charge.MaskAccount(c.AccountID), frozen, res.Action, err)
+	}
+}
