@@ -274,3 +274,30 @@ func TestAttack2BreakIDIgnoresTheAccount(t *testing.T) {
 			charge.MaskAccount(c.AccountID), frozen, res.Action, err)
 	}
 }
+
+// The same hole as the first review's failed_but_posted, for a declined
+// generation: generation 1 was declined, the record reopened into
+// generation 2, which failed too; the bank posted generation 1 after all.
+// The break is failed_but_posted ("or, if the later generation never
+// posts, keep it"); Resolve without --refunded — the money kept — only
+// MARKS it (the collect path wants the current key among the postings),
+// the record stays FAILED, and a reopen into generation 3 debits the
+// customer a second time.
+func TestAttack2KeptDeclinedGenerationStaysReopenable(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK2-")
+	c := b.charge("keptgen1", 2500)
+	b.failed(t, c)
+	if _, err := b.guard.Reopen(t.Context(), c.ID, "retry", idempotency.ReopenOptions{NewGeneration: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.failed(t, c)
+	b.post(c, 1, 2500, true)
+	res, err := attackResolve(t, b, period, c.ID)
+	if err != nil || res.Break.Kind != reconcile.FailedButPosted {
+		t.Fatalf("resolve: %v %+v", err, res)
+	}
+	if _, err := b.guard.Reopen(t.Context(), c.ID, "customer funded the account", idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err == nil {
+		rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+		t.Fatalf("generation 1's posting kept (resolve %s, not --refunded), yet the charge reopens for another debit: %s gen %d", res.Action, rec.State, rec.Generation)
+	}
+}
