@@ -301,3 +301,62 @@ func TestAttack2KeptDeclinedGenerationStaysReopenable(t *testing.T) {
 		t.Fatalf("generation 1's posting kept (resolve %s, not --refunded), yet the charge reopens for another debit: %s gen %d", res.Action, rec.State, rec.Generation)
 	}
 }
+
+// Reversals across two statements. Day 1: the charge posted twice —
+// posted_twice, "have the bank refund every posting but one". Day 2: the
+// bank's refund of the duplicate, a reversal. Day 2's report says
+// recorded_not_posted, "the bank reversed its posting: the money is back
+// with the customer … the billing system raises it again under a new
+// charge id" — but one debit still stands (day 1's): following the advice
+// charges the customer twice.
+func TestAttack2RefundOfADuplicateReportedAsMoneyBack(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK2-")
+	c := b.charge("dupfix", 2500)
+	b.done(t, c)
+	b.post(c, 1, 2500, true)
+	dup := b.post(c, 1, 2500, true)
+	day1 := b.run(t)
+	if br := findBreak(day1, c.ID); br == nil || br.Kind != reconcile.PostedTwice {
+		t.Fatalf("day 1: want posted_twice, got %+v", br)
+	}
+	// Day 2's statement: the duplicate's reversal only.
+	rev := dup
+	rev.Reversal, rev.BookingDate = true, day.AddDate(0, 0, 1)
+	b.postings = []statement.Posting{rev}
+	b.clock.Advance(24 * time.Hour)
+	rep, err := reconcile.Run(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp,
+		Period: statement.Period{From: period.To, To: period.To.AddDate(0, 0, 1)}, Now: b.clock.Now()}, b.postings_())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br := findBreak(rep, c.ID); br != nil && br.Kind == reconcile.RecordedNotPosted {
+		t.Fatalf("day 2: the duplicate refunded as advised is reported %s: %q / do: %q (one debit of 25.00 still stands, day 1's)", br.Kind, br.Detail, br.Action)
+	}
+}
+
+// The bank corrects a posting: day 1 posts it, day 2 reverses it and posts
+// it again (the same amount, a new reference). The customer paid once, the
+// right amount. Day 2's report pairs the reversal with the NEW posting
+// (the same amount; the reversal's reference is no posting's of this
+// statement) and says recorded_not_posted, "the money is back with the
+// customer … raise it again under a new charge id": a second charge.
+func TestAttack2CorrectionAcrossStatementsReportedAsMoneyBack(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK2-")
+	c := b.charge("corrected", 2500)
+	b.done(t, c)
+	first := b.post(c, 1, 2500, true)
+	rev := first
+	rev.Reversal, rev.BookingDate = true, day.AddDate(0, 0, 1)
+	again := first
+	again.Reference, again.BookingDate = "REF-CORRECTED", day.AddDate(0, 0, 1)
+	b.postings = []statement.Posting{rev, again}
+	b.clock.Advance(24 * time.Hour)
+	rep, err := reconcile.Run(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp,
+		Period: statement.Period{From: period.To, To: period.To.AddDate(0, 0, 1)}, Now: b.clock.Now()}, b.postings_())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br := findBreak(rep, c.ID); br != nil && (br.Kind == reconcile.AmountMismatch || br.Kind == reconcile.RecordedNotPosted) {
+		t.Fatalf("day 2: a reversal of day 1's 25.00 and a new posting of 25.00 (REF-CORRECTED, standing) reported %s: %q / do: %q", br.Kind, br.Detail, br.Action)
+	}
+}
