@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/finedge/idempotent-consumer/internal/dbtest"
+	"github.com/finedge/idempotent-consumer/redisstore"
 	"strings"
 	"testing"
 	"time"
@@ -358,5 +360,32 @@ func TestAttack2CorrectionAcrossStatementsReportedAsMoneyBack(t *testing.T) {
 	}
 	if br := findBreak(rep, c.ID); br != nil && (br.Kind == reconcile.AmountMismatch || br.Kind == reconcile.RecordedNotPosted) {
 		t.Fatalf("day 2: a reversal of day 1's 25.00 and a new posting of 25.00 (REF-CORRECTED, standing) reported %s: %q / do: %q", br.Kind, br.Detail, br.Action)
+	}
+}
+
+// Two deployments on one Redis, one under the default prefix "ic:" (here
+// P) and one under "ic:eu:" (P+"eu:"): WalkUpdated SCANs P+"*", which
+// holds the other deployment's records too, read as charges "eu:…" of
+// this one. Its DONE records of the day become recorded_not_posted breaks
+// of this deployment's report (a break that is not ours; resolving it
+// writes into the other deployment's keyspace).
+func TestAttack2RedisWalkReadsANestedPrefixsRecords(t *testing.T) {
+	rdb, prefix := dbtest.Redis(t)
+	mine, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix + "eu:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := newBooks(t, other, "EU-")
+	ob.done(t, ob.charge("theirs", 2500)) // the other deployment's, posted on its own statement
+	b := newBooks(t, mine, "ATK2-")
+	rep := b.run(t)
+	for _, br := range rep.Breaks {
+		if strings.Contains(br.ChargeID, "EU-") {
+			t.Fatalf("the report of the store under %q has the break %s %q: a record of the deployment under %q", prefix, br.Kind, br.ChargeID, prefix+"eu:")
+		}
 	}
 }
