@@ -100,6 +100,14 @@ type Break struct {
 	// checked against the charge (no narrative, or no fingerprint key):
 	// adopting it needs the operator's word (ResolveRequest.Unverified).
 	Unverified bool `json:"unverified,omitempty"`
+	// judged is the posting the run judged (the one that stands), which an
+	// adoption records; facts digests every posting's full account and
+	// narrative (never shown) into the break's ID.
+	judged statement.Posting
+	facts  string
+	// collectable: the record is FAILED and one posting stands for it,
+	// which Resolve records as collected.
+	collectable bool
 	// ID is the digest of the break's facts: a resolution closes this
 	// break, not a later one of the same charge with other facts.
 	ID string `json:"id"`
@@ -200,29 +208,43 @@ func (k *keyPostings) add(p statement.Posting) bool {
 	return true
 }
 
-// pair cancels each reversal with a posting of the same amount (the one
-// with the same bank reference first): standing is what stands after it,
-// unpaired the reversals that matched no posting of this statement (of an
-// earlier one's, or partial). k is left as read.
-func (k *keyPostings) pair() (standing, unpaired []statement.Posting) {
+// pair cancels each reversal with the posting it reverses: the one with
+// its bank reference, else (a reversal without one) a posting of its
+// amount. standing is what stands after it; partial the reversals of a
+// posting here of another amount (or, without a reference, of no amount
+// here); earlier the reversals of a posting of no statement read here (a
+// reference no posting has). k is left as read.
+func (k *keyPostings) pair() (standing, partial, earlier []statement.Posting) {
 	if len(k.reversed) == 0 {
-		return k.posted, nil
+		return k.posted, nil, nil
 	}
 	standing = slices.Clone(k.posted)
 	for _, rv := range k.reversed {
 		at := -1
-		for i, p := range standing {
-			if p.Amount == rv.Amount && (at < 0 || (p.Reference == rv.Reference && standing[at].Reference != rv.Reference)) {
-				at = i
+		if rv.Reference != "" {
+			at = slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Reference == rv.Reference })
+			switch {
+			case at < 0:
+				earlier = append(earlier, rv)
+				continue
+			case standing[at].Amount != rv.Amount:
+				partial = append(partial, rv)
+				continue
 			}
-		}
-		if at < 0 {
-			unpaired = append(unpaired, rv)
-			continue
+		} else {
+			at = slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Amount == rv.Amount })
+			if at < 0 {
+				if len(standing) > 0 {
+					partial = append(partial, rv)
+				} else {
+					earlier = append(earlier, rv)
+				}
+				continue
+			}
 		}
 		standing = slices.Delete(standing, at, at+1)
 	}
-	return standing, unpaired
+	return standing, partial, earlier
 }
 
 // chargePostings are one charge's postings by bank key (nearly always
@@ -259,6 +281,13 @@ func (cp chargePostings) fill(b Break) Break {
 	if len(b.Posted) > 0 {
 		b.Account = b.Posted[0].Account
 	}
+	h := sha256.New()
+	for _, kp := range cp {
+		for _, p := range append(slices.Clone(kp.posted), kp.reversed...) {
+			fmt.Fprintf(h, "%s\x00%s\x00", p.Account, p.Narrative)
+		}
+	}
+	b.facts = hex.EncodeToString(h.Sum(nil))
 	return b
 }
 
@@ -443,11 +472,12 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		return fmt.Errorf("record %s: %w", id, err)
 	}
 	b := Break{ChargeID: id}
-	var posted, unpaired []statement.Posting // what stands; reversals of nothing here
+	var posted, partial, earlier []statement.Posting
 	for _, kp := range cp.sorted() {
-		st, un := kp.pair()
+		st, pa, ea := kp.pair()
 		posted = append(posted, st...)
-		unpaired = append(unpaired, un...)
+		partial = append(partial, pa...)
+		earlier = append(earlier, ea...)
 	}
 	standing := len(posted)
 	if found {
@@ -457,10 +487,13 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 			b.Reference = charge.ReferenceOf(rec.Status, rec.Detail)
 		}
 	}
+	if standing == 1 {
+		b.judged = posted[0]
+	}
 	current := charge.BankKey(id, max(rec.Generation, 1))
 	switch {
 	case !found && standing == 0:
-		if len(unpaired) > 0 {
+		if len(partial)+len(earlier) > 0 {
 			b.Kind, b.Detail = UnknownPosting, "a reversal under a key that matches no record (past its retention, or never ours)"
 			b.Action = "ask the bank which debit it reverses"
 			r.add(cp.fill(b))
@@ -472,36 +505,45 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Action = "ask the bank who sent the debit; have it refunded if it is not ours"
 		r.add(cp.fill(b))
 		return nil
+	case len(partial) > 0:
+		b.Kind = AmountMismatch
+		b.Detail = fmt.Sprintf("a reversal of %s stands beside %d posting(s) of another amount under its key (a partial reversal): the customer paid another amount than the charge's",
+			partial[0].Amount, standing)
+		b.Action = "ask the bank what the customer was charged in the end; have it corrected"
+		r.add(cp.fill(b))
+		return nil
 	case standing >= 2:
 		b.Kind = PostedTwice
 		b.Detail = fmt.Sprintf("%d postings stand for one charge (keys %s); the record is %s", standing, strings.Join(keysOf(cp), ", "), stateText(rec))
 		b.Action = "have the bank refund every posting but one (their references are listed)"
 		r.add(cp.fill(b))
 		return nil
-	case standing == 1 && len(unpaired) > 0:
-		b.Kind = AmountMismatch
-		b.Detail = fmt.Sprintf("a posting of %s stands beside a reversal of %s that matches no posting's amount (a partial reversal): the customer paid another amount than the charge's", posted[0].Amount, unpaired[0].Amount)
-		b.Action = "ask the bank what the customer was charged in the end; have it corrected"
-		r.add(cp.fill(b))
+	case standing == 0 && rec.State != driver.StateDone:
+		return nil // reversed, and never recorded as collected
+	case standing == 0 && len(earlier) > 0 && !reversesRecorded(earlier, b.Reference):
+		// The reversal of another posting than the one recorded (a
+		// duplicate refunded, as a posted_twice break advised): nothing
+		// is owed either way.
+		r.mu.Lock()
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%s: the bank reversed a posting of an earlier statement (reference %s), not the one recorded (%s): a refunded duplicate; nothing to do if an earlier report had it posted_twice",
+			id, clip(earlier[0].Reference), clip(b.Reference)))
+		r.mu.Unlock()
 		return nil
 	case standing == 0:
-		// Every posting of the period was reversed, or a reversal of an
-		// earlier statement's posting came.
-		if rec.State == driver.StateDone {
-			b.Kind = RecordedNotPosted
-			b.Detail = fmt.Sprintf("recorded %s but the bank reversed its posting: the money is back with the customer", rec.Status)
-			b.Action = "ask the bank why it reversed the debit; the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
-			r.add(cp.fill(b))
-		}
+		b.Kind = RecordedNotPosted
+		b.Detail = fmt.Sprintf("recorded %s but the bank reversed the posting recorded (reference %s): the money is back with the customer", rec.Status, b.Reference)
+		b.Action = "ask the bank why it reversed the debit; the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
+		r.add(cp.fill(b))
 		return nil
 	}
 	p := posted[0]
 	switch {
 	case p.BankKey != current:
 		b.Kind = FailedButPosted
+		b.collectable = rec.State == driver.StateFailed
 		_, gen := SplitBankKey(p.BankKey)
 		b.Detail = fmt.Sprintf("the bank posted generation %d (key %s), which it had declined; the record is at generation %d and %s", gen, p.BankKey, max(rec.Generation, 1), stateText(rec))
-		b.Action = "have the bank refund the posting under the declined key (or, if the later generation never posts, keep it)"
+		b.Action = "the money moved under the declined key: if the record is FAILED, resolve records it as collected (DONE, never debited again); else, or if the bank refunds it, resolve --refunded"
 		r.add(cp.fill(b))
 		return nil
 	case rec.State == driver.StateInProgress && rec.LeaseLive(r.opts.Now.Add(-r.opts.SkewMargin)):
@@ -525,6 +567,8 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 	switch rec.State {
 	case driver.StateFailed:
 		b.Kind = FailedButPosted
+		b.collectable = true
+		b.Unverified = !checked
 		b.Detail = fmt.Sprintf("recorded FAILED (%s) but the bank posted it", charge.Clip(rec.Detail, 160))
 		b.Action = "the money moved: resolve records it as collected (DONE, so it is never debited again); if the bank refunds it instead, resolve --refunded"
 		r.add(cp.fill(b))
@@ -535,7 +579,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		if !checked {
 			how = "NOT checked against the charge (no narrative, or no fingerprint key): check the amount by hand, then resolve --unverified"
 		}
-		b.Detail = fmt.Sprintf("the bank posted it (reference %s, %s) and the record is IN_PROGRESS with its lease passed (attempt %d): no consumer finished it", p.Reference, how, rec.Attempt)
+		b.Detail = fmt.Sprintf("the bank posted it (reference %s, %s) and the record is IN_PROGRESS with its lease passed (attempt %d): no consumer finished it", clip(charge.MaskText(p.Reference, p.Account)), how, rec.Attempt)
 		b.Action = fmt.Sprintf("adopt the posting: chargerecovery reconcile resolve %s (records DONE with the bank's reference and keeps the notice for renotify; no debit)", id)
 		r.add(cp.fill(b))
 	default: // DONE, posted once under its own key
@@ -548,6 +592,19 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 	}
 	return nil
 }
+
+// reversesRecorded reports whether one of the reversals undoes the posting
+// the record holds the reference of (or says no reference: then it may).
+func reversesRecorded(reversals []statement.Posting, recorded string) bool {
+	for _, rv := range reversals {
+		if rv.Reference == "" || recorded == "" || rv.Reference == recorded {
+			return true
+		}
+	}
+	return false
+}
+
+func clip(s string) string { return charge.Clip(s, 80) }
 
 // verify checks p against rec's fingerprint: ok when it is the charge's
 // account, amount and currency; checked false when it cannot be told.
@@ -573,16 +630,22 @@ func (r *run) verify(rec driver.Record, p statement.Posting) (ok, checked bool, 
 // finished finds the records DONE in the period whose key has no posting
 // standing in the statement.
 func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) error {
-	req := driver.WalkRequest{State: driver.StateDone, From: r.opts.Period.From, To: r.opts.Period.To, Now: r.opts.Now}
+	// Walked up to now, not to the period's end: a record amended since
+	// (a notice sent again, a posting adopted) has a later UpdatedAt than
+	// its debit, which is the time that counts (DebitTime).
+	req := driver.WalkRequest{State: driver.StateDone, From: r.opts.Period.From, To: maxTime(r.opts.Period.To, r.opts.Now.Add(time.Millisecond)), Now: r.opts.Now}
 	check := func(rec driver.Record) error {
 		if r.opts.ChargeID != "" && rec.Key != r.opts.ChargeID {
 			return nil
 		}
+		if rec.Status != string(charge.Debited) && rec.Status != string(charge.DebitedNotificationFailed) {
+			return nil // not a charge's debit (a library user's record sharing the store)
+		}
 		if _, judged := byCharge[rec.Key]; judged {
 			return nil // its postings were judged against it
 		}
-		if amended(rec) {
-			return nil
+		if at := DebitTime(rec); at.Before(r.opts.Period.From) || !at.Before(r.opts.Period.To) {
+			return nil // debited in another period
 		}
 		r.add(Break{Kind: RecordedNotPosted, ChargeID: rec.Key, BankKeys: []string{charge.BankKey(rec.Key, max(rec.Generation, 1))},
 			Account: noticeAccount(rec), State: string(rec.State), Status: rec.Status, Generation: max(rec.Generation, 1),
@@ -654,6 +717,10 @@ func (b Break) digest() string {
 	for _, p := range b.Posted {
 		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%t\x00", p.BankKey, p.Minor, p.Currency, p.BookingDate, p.Reference, p.Reversal)
 	}
+	// The full accounts and narratives (never shown), and whether the
+	// posting could be checked: another customer's posting under the same
+	// key, amount, day and reference is another break.
+	fmt.Fprintf(h, "%s\x00%t\x00", b.facts, b.Unverified)
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -709,8 +776,11 @@ func NarrativeParts(narrative string) (charge.Type, string, bool) {
 }
 
 func shown(p statement.Posting) Posted {
+	// A bank's reference is text from outside, and may hold the account
+	// ("UPI/<account>/…"): masked as any such text is.
 	return Posted{BankKey: p.BankKey, Account: charge.MaskAccount(p.Account), Minor: p.Amount.Minor, Currency: string(p.Amount.Currency),
-		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: p.Reference, Reversal: p.Reversal, Where: p.Where}
+		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: charge.MaskText(p.Reference, p.Account),
+		Reversal: p.Reversal, Where: charge.MaskText(p.Where, p.Account)}
 }
 
 func keysOf(cp chargePostings) []string {
@@ -728,16 +798,43 @@ func stateText(rec driver.Record) string {
 	return string(rec.State)
 }
 
-// amended reports whether rec's last write was an operator's amendment of
-// a debit recorded earlier (a posting adopted, a missed notice sent): its
-// UpdatedAt is the amendment's, not the debit's, and the debit was judged
-// against the statement of its own day.
-func amended(rec driver.Record) bool {
+// DebitTime is when a DONE record's debit was recorded: its last write,
+// unless that was an operator's amendment — a posting adopted (the day it
+// was booked, from the history line), a notice sent again (the debit's
+// time the line names, else the first claim's: a renotify line written
+// before it named one).
+func DebitTime(rec driver.Record) time.Time {
 	if len(rec.History) == 0 {
-		return false
+		return rec.UpdatedAt
 	}
 	last := rec.History[len(rec.History)-1]
-	return strings.HasPrefix(last, AdoptedLine) || strings.HasPrefix(last, "renotified ")
+	switch {
+	case strings.HasPrefix(last, AdoptedLine):
+		if _, rest, ok := strings.Cut(last, ", booked "); ok && len(rest) >= len(time.DateOnly) {
+			if d, err := time.Parse(time.DateOnly, rest[:len(time.DateOnly)]); err == nil {
+				return d
+			}
+		}
+		return rec.CreatedAt
+	case strings.HasPrefix(last, "renotified "):
+		if _, rest, ok := strings.Cut(last, "; debited "); ok {
+			if end := strings.IndexAny(rest, ";, "); end > 0 {
+				rest = rest[:end]
+			}
+			if t, err := time.Parse(time.RFC3339, rest); err == nil {
+				return t
+			}
+		}
+		return rec.CreatedAt
+	}
+	return rec.UpdatedAt
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // noticeAccount is the masked account a DONE record's kept notice names.

@@ -383,3 +383,26 @@ func TestARunNeedsAPeriod(t *testing.T) {
 		t.Fatalf("Run without a period: %v, want ErrNoPeriod", err)
 	}
 }
+
+func TestDebitTime(t *testing.T) {
+	created, updated := day.Add(9*time.Hour), day.AddDate(0, 0, 2)
+	for _, c := range []struct {
+		name string
+		last string
+		want time.Time
+	}{
+		{"finished", "", updated},
+		{"renotified with the debit's time", "renotified 2026-12-03T08:00:00Z by ops on sns: K notice sent; was DEBITED_NOTIFICATION_FAILED; debited 2026-12-01T10:30:00Z; why: x", day.Add(10*time.Hour + 30*time.Minute)},
+		{"renotified by an older version", "renotified 2026-12-03T08:00:00Z by ops on sns: K notice sent; was DEBITED_NOTIFICATION_FAILED; why: x", created},
+		{"adopted", reconcile.AdoptedLine + " 2026-12-03T08:00:00Z by asha: posted INR 25.00 under K, booked 2026-12-01, reference R; no debit; n; why: x", day},
+		{"reopened once, then finished", "generation 1: FAILED declined (attempt 1); reopened …", updated},
+	} {
+		rec := driver.Record{State: driver.StateDone, CreatedAt: created, UpdatedAt: updated}
+		if c.last != "" {
+			rec.History = []string{c.last}
+		}
+		if got := reconcile.DebitTime(rec); !got.Equal(c.want) {
+			t.Errorf("%s: DebitTime = %s, want %s", c.name, got, c.want)
+		}
+	}
+}

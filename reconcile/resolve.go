@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,15 +94,7 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 		return Resolved{}, errors.New("reconcile: which charge? (an empty id would resolve any charge's break)")
 	}
 	opts.ChargeID = req.ChargeID
-	var kept []statement.Posting // the charge's postings, for an adoption
-	rep, err := Run(ctx, opts, func(fn func(statement.Posting) error) (statement.Period, error) {
-		return read(func(p statement.Posting) error {
-			if id, _ := SplitBankKey(p.BankKey); id == req.ChargeID {
-				kept = append(kept, p)
-			}
-			return fn(p)
-		})
-	})
+	rep, err := Run(ctx, opts, read)
 	if err != nil {
 		return Resolved{}, err
 	}
@@ -128,18 +122,12 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 	if req.BreakID != "" && b.ID != req.BreakID {
 		return Resolved{Break: b}, fmt.Errorf("%w: %s's %s break is %s now, not %s", ErrBreakChanged, req.ChargeID, b.Kind, b.ID, req.BreakID)
 	}
-	collect := b.Kind == FailedButPosted && !req.Refunded && b.State == string(driver.StateFailed) &&
-		slices.Contains(b.BankKeys, charge.BankKey(b.ChargeID, b.Generation))
+	collect := b.Kind == FailedButPosted && !req.Refunded && b.collectable
 	if b.Kind == PostedNotRecorded || collect {
 		if b.Unverified && !req.Unverified {
 			return Resolved{Break: b}, fmt.Errorf("%w: %s's posting could not be checked against the charge (no narrative in the statement, or no fingerprint key given): check its amount and account by hand, then resolve with --unverified", ErrUnchecked, b.ChargeID)
 		}
-		if collect {
-			if _, err := req.Guard.Reopen(ctx, b.ChargeID, "reconciliation: the bank posted it: "+req.Reason, idempotency.ReopenOptions{Operator: req.Operator}); err != nil {
-				return Resolved{Break: b}, fmt.Errorf("record %s: %w", b.ChargeID, err)
-			}
-		}
-		rec, err := adopt(ctx, opts.Store, req, b, kept)
+		rec, err := adopt(ctx, opts.Store, req, b)
 		if err != nil {
 			return Resolved{Break: b}, err
 		}
@@ -218,49 +206,81 @@ func mark(ctx context.Context, req ResolveRequest, b Break) error {
 // the record is reclaimed under its own fingerprint (so that no consumer
 // holds it meanwhile), completed DONE DEBITED with the bank's reference,
 // and given a history line. Nothing is debited and no notice is sent.
-func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break, postings []statement.Posting) (driver.Record, error) {
-	var p statement.Posting
-	for _, q := range postings {
-		if !q.Reversal && q.BankKey == charge.BankKey(b.ChargeID, b.Generation) {
-			p = q
-		}
-	}
-	if p.BankKey == "" {
-		return driver.Record{}, fmt.Errorf("reconcile: %s: the statement has no posting under the record's key", b.ChargeID)
+func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break) (driver.Record, error) {
+	p := b.judged // the posting the run judged: the one that stands, in the period
+	if p.BankKey == "" || p.Reversal {
+		return driver.Record{}, fmt.Errorf("reconcile: %s: no single posting stands to record", b.ChargeID)
 	}
 	rec, err := req.Guard.Get(ctx, b.ChargeID)
 	if err != nil {
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
-	c, err := req.Guard.Claim(ctx, b.ChargeID, rec.Fingerprint)
-	if err != nil {
-		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+	if max(rec.Generation, 1) != b.Generation || string(rec.State) != b.State {
+		return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s generation %d): run reconcile again", b.ChargeID, rec.State, rec.Generation)
 	}
-	if c.Outcome != idempotency.Reclaimed || max(c.Record.Generation, 1) != b.Generation {
-		return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s, %s): run reconcile again", b.ChargeID, c.Record.State, c.Outcome)
-	}
-	ref := p.Reference
+	ref := charge.MaskText(p.Reference, p.Account)
 	if ref == "" {
-		ref = "statement " + p.Where
+		ref = "statement " + charge.MaskText(p.Where, p.Account)
 	}
 	status, detail, notice := adoptedResult(b.ChargeID, p, ref, req)
-	if err := req.Guard.Complete(ctx, c.Lease(), status, detail); err != nil {
+	now := req.Guard.Now()
+	line := charge.Clip(fmt.Sprintf("%s %s by %s: posted %s under %s, booked %s, reference %s; no debit; %s; why: %s",
+		AdoptedLine, now.UTC().Format(time.RFC3339), req.Operator, p.Amount, p.BankKey, p.BookingDate.Format(time.DateOnly), ref, notice, req.Reason),
+		driver.MaxDetailBytes-8)
+	var lease idempotency.Lease
+	if rec.State == driver.StateFailed {
+		// Collected: FAILED → IN_PROGRESS under a token of ours with a
+		// LIVE lease, on the very record read (one conditional write), so
+		// that no delivery can claim it before it is DONE.
+		token, err := newToken()
+		if err != nil {
+			return driver.Record{}, err
+		}
+		until := now.Add(req.Guard.Lease())
+		reopened, err := store.Reopen(ctx, driver.ReopenRequest{Key: rec.Key, Token: token, Reason: "reconciliation: the bank posted it: " + req.Reason,
+			Now: now, LeaseUntil: until, ExpiresAt: rec.ExpiresAt, PrevToken: rec.Token, Generation: max(rec.Generation, 1),
+			History: append(slices.Clip(rec.History), line)})
+		if err != nil {
+			return driver.Record{}, fmt.Errorf("record %s changed since it was read (%w): run reconcile again", b.ChargeID, err)
+		}
+		lease = idempotency.Lease{Key: rec.Key, Token: token, Until: until, Attempt: reopened.Attempt}
+	} else {
+		c, err := req.Guard.Claim(ctx, b.ChargeID, rec.Fingerprint)
+		if err != nil {
+			return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+		}
+		if c.Outcome != idempotency.Reclaimed || max(c.Record.Generation, 1) != b.Generation {
+			return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s, %s): run reconcile again", b.ChargeID, c.Record.State, c.Outcome)
+		}
+		lease = c.Lease()
+	}
+	if err := req.Guard.Complete(ctx, lease, status, detail); err != nil {
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
 	done, err := req.Guard.Get(ctx, b.ChargeID)
 	if err != nil {
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
-	line := fmt.Sprintf("%s %s by %s: posted %s under %s, booked %s, reference %s; no debit; %s; why: %s",
-		AdoptedLine, req.Guard.Now().UTC().Format(time.RFC3339), req.Operator, p.Amount, p.BankKey, p.BookingDate.Format(time.DateOnly), ref, notice, req.Reason)
+	if rec.State == driver.StateFailed {
+		return done, nil // the line went in with the reopening
+	}
 	am, ok := store.(driver.Amender)
 	if !ok {
 		return done, nil // DONE stands; the audit trail holds the line
 	}
 	amended, err := am.Amend(ctx, driver.AmendRequest{Key: done.Key, Token: done.Token, FromStatus: done.Status, Status: done.Status,
-		Detail: done.Detail, History: append(append([]string(nil), done.History...), charge.Clip(line, driver.MaxDetailBytes-8)), Now: req.Guard.Now()})
+		Detail: done.Detail, History: append(append([]string(nil), done.History...), line), Now: now})
 	if err != nil {
 		return done, fmt.Errorf("record %s is DONE, but its history line was not written: %w", b.ChargeID, err)
 	}
 	return amended, nil
+}
+
+// newToken is a fencing token nobody holds (128 random bits).
+func newToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -85,8 +85,8 @@ func (r Renotifier) One(ctx context.Context, rec driver.Record, operator, reason
 	case idempotency.DuplicateDone:
 		// Sent by a run that stopped before it recorded the send, or that
 		// is recording it now: only the record is left to write.
-		return r.record(ctx, rec, notice, false, fmt.Sprintf("renotified %s by %s: the %s notice was sent earlier by another renotify (%s), which did not record it; was DEBITED_NOTIFICATION_FAILED; why: %s",
-			now.UTC().Format(time.RFC3339), operator, notice.NotificationKey, claim.Record.UpdatedAt.UTC().Format(time.RFC3339), reason))
+		return r.record(ctx, rec, notice, false, fmt.Sprintf("renotified %s by %s: the %s notice was sent earlier by another renotify (%s), which did not record it; was DEBITED_NOTIFICATION_FAILED; debited %s; why: %s",
+			now.UTC().Format(time.RFC3339), operator, notice.NotificationKey, claim.Record.UpdatedAt.UTC().Format(time.RFC3339), notice.DebitedAt.UTC().Format(time.RFC3339), reason))
 	case idempotency.DuplicateInProgress:
 		return Renotified{ChargeID: rec.Key, Reference: notice.Reference, Result: "skipped",
 			Why: fmt.Sprintf("another renotify is sending it (claimed until %s); if it stopped, run again after that", claim.Record.LeaseUntil.UTC().Format(time.RFC3339))}
@@ -111,8 +111,8 @@ func (r Renotifier) One(ctx context.Context, rec driver.Record, operator, reason
 	// Failing to mark the claim only lets a later run send once more, after
 	// the lease: the record below is what matters.
 	_ = r.Claims.Complete(context.WithoutCancel(ctx), lease, SentStatus, notice.Reference)
-	return r.record(ctx, rec, notice, true, fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED; why: %s",
-		now.UTC().Format(time.RFC3339), operator, r.Channel, notice.NotificationKey, reason))
+	return r.record(ctx, rec, notice, true, fmt.Sprintf("renotified %s by %s on %s: %s notice sent; was DEBITED_NOTIFICATION_FAILED; debited %s; why: %s",
+		now.UTC().Format(time.RFC3339), operator, r.Channel, notice.NotificationKey, notice.DebitedAt.UTC().Format(time.RFC3339), reason))
 }
 
 // record writes DEBITED with line on rec, as read; sent says whether this
