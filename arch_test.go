@@ -80,7 +80,7 @@ func TestReadmeLayoutMatchesTheTree(t *testing.T) {
 		if len(cells) < 3 {
 			continue
 		}
-		for _, m := range regexp.MustCompile("`([a-z0-9_/]+)`").FindAllStringSubmatch(cells[1], -1) {
+		for _, m := range regexp.MustCompile("`([a-z0-9_/-]+)`").FindAllStringSubmatch(cells[1], -1) {
 			named[m[1]] = true
 		}
 	}
