@@ -176,6 +176,9 @@ type Options struct {
 // DefaultMargin is Options.Margin's default.
 const DefaultMargin = 2 * time.Second
 
+// DeadLetterTimeout bounds one Options.DeadLetter call.
+const DeadLetterTimeout = 10 * time.Second
+
 // ErrInvalid is returned for options that cannot work.
 var ErrInvalid = errors.New("lambdasqs: invalid options")
 
@@ -271,7 +274,13 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	for i, m := range ev.Records {
 		v := verdicts[i]
 		if v.Disposition == Permanent && r.opts.DeadLetter != nil {
-			if err := r.opts.DeadLetter(context.WithoutCancel(ctx), m, v.Reason); err != nil {
+			// Past the work's deadline too: the verdict is final and the send
+			// is short; bounded, so that a DLQ that hangs cannot hold the
+			// invocation to its timeout (the batch would then come back whole).
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeadLetterTimeout)
+			err := r.opts.DeadLetter(dctx, m, v.Reason)
+			cancel()
+			if err != nil {
 				r.opts.Logger.Error("could not dead-letter a permanent failure; named for retry", "message_id", m.MessageId,
 					"reason", v.Reason.String(), "error", err.Error())
 				v = Verdict{Retry, queue.Reason{Code: CodeDeadLetterFailed, Detail: err.Error()}}

@@ -192,3 +192,29 @@ func TestVerdictOf(t *testing.T) {
 		t.Errorf("an unknown outcome → %v, want retry", got)
 	}
 }
+
+// Called with less than MinWork + Margin left, the handler claims nothing
+// and names every record; the work never starts.
+func TestNearDeadlineClaimsNothing(t *testing.T) {
+	store := memstore.New()
+	guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := 0
+	h, err := lambdasqs.Handler(guard, lambdasqs.Options{MinWork: 5 * time.Second, Margin: time.Second, Logger: quiet,
+		Key: func(m events.SQSMessage) (string, error) { return m.Body, nil }},
+		func(context.Context, events.SQSMessage) error { ran++; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5500*time.Millisecond)
+	defer cancel()
+	resp, err := h(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "a", Body: "k1"}, {MessageId: "b", Body: "k2"}}})
+	if err != nil || strings.Join(failures(resp), ",") != "a,b" || ran != 0 {
+		t.Fatalf("failures %v, %v, work ran %d times; want a,b and no work", failures(resp), err, ran)
+	}
+	if _, err := store.Get(t.Context(), "k1", time.Now()); err == nil {
+		t.Fatal("k1 was claimed by an invocation without time to run it")
+	}
+}
