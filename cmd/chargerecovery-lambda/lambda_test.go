@@ -368,3 +368,37 @@ func TestLambdaRefusesAMappingWithoutPartialBatchResponses(t *testing.T) {
 		t.Fatalf("started (or failed for another reason) with a mapping without ReportBatchItemFailures: %v\n%s", err, out)
 	}
 }
+
+// When the mapping cannot be read (no lambda:ListEventSourceMappings), the
+// function starts, and a batch with a record to retry fails as a whole
+// rather than trust a partial response Lambda may ignore; the records done
+// in it are not done again.
+func TestLambdaCannotTellFailsWholeBatches(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Amzn-Errortype", "AccessDeniedException")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"Message":"not authorized to perform: lambda:ListEventSourceMappings"}`)
+	}))
+	defer api.Close()
+	f := newFn(t, corebanksim.Faults{FailFirst: map[string]int{charge.BankKey("CHG-L-W503", 1): 1000}},
+		"IC_LAMBDA_CHECK_MAPPING=true", "AWS_ENDPOINT_URL_LAMBDA="+api.URL)
+	f.start()
+	ev, _ := f.send(chargeBody("CHG-L-WOK", "001234567890"), chargeBody("CHG-L-W503", "001234567891"))
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		res, err := f.rt.Invoke(t.Context(), payload, time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.OK || !strings.Contains(string(res.Body), "failing the whole batch") {
+			t.Fatalf("a batch with a record to retry and an unknown mapping answered OK=%v: %s", res.OK, res.Body)
+		}
+	}
+	ev, ids := f.send(chargeBody("CHG-L-WOK", "001234567890"))
+	want(t, "failures of a batch all done", f.invoke(ev, ids, time.Minute), nil)
+	f.wantPostedOnce("CHG-L-WOK")
+}
