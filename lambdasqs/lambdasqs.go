@@ -323,7 +323,7 @@ func (r *runner) one(ctx context.Context, m events.SQSMessage) Verdict {
 		defer cancel()
 	}
 	hb := newBeater()
-	stop := hb.run(ctx, r.opts.Lease/3)
+	stop := hb.run(ctx, max(r.opts.Lease/3, 10*time.Millisecond))
 	defer stop()
 	return r.process(ctx, m, hb)
 }

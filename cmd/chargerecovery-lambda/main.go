@@ -7,6 +7,11 @@
 // mapping, retried ones are named in the response's batchItemFailures, and
 // dead-lettered ones are sent to the DLQ (IC_DLQ) with their reason code.
 //
+// At start it runs serve's preflight (the table and the queues answer, a
+// multi-Region table is run as configured, records outlive the messages
+// that could repeat them) and the mapping check below; either failing
+// fails the function's init, before any record is consumed.
+//
 // Its configuration is serve's, from the IC_* environment only (there
 // are no arguments): IC_BACKEND=aws, IC_QUEUE, IC_DLQ, IC_TABLE,
 // IC_COREBANK_URL, IC_FINGERPRINT_KEY_FILE, IC_LEASE, … and:
@@ -145,6 +150,12 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	}
 	b, err := backend.Open(ctx, bc, cc.Visibility, false)
 	if err != nil {
+		return nil, err
+	}
+	// serve's checks before the first claim: the table and the queues
+	// answer, a multi-Region table is run as configured, and records outlive
+	// the messages that could repeat them.
+	if err := b.Preflight(ctx, cc.Retention); err != nil {
 		return nil, err
 	}
 	notifier, notifyDesc, err := nc.Notifier(ctx, cc, log)
