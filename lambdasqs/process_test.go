@@ -249,7 +249,7 @@ func TestProcessWorkPastTheDeadlineRunsOnce(t *testing.T) {
 	first := make(chan []string, 1)
 	go func() {
 		// Enough time to start (MinWork + margin), not to finish.
-		res, err := w.rt.Invoke(t.Context(), event(rec{"m1", body("k1", "stubborn")}), time.Now().Add(1600*time.Millisecond))
+		res, err := w.rt.Invoke(t.Context(), event(rec{"m1", body("k1", "stubborn")}), time.Now().Add(1900*time.Millisecond))
 		if err != nil || !res.OK {
 			first <- []string{fmt.Sprint("error ", err, string(res.Body))}
 			return
@@ -262,7 +262,7 @@ func TestProcessWorkPastTheDeadlineRunsOnce(t *testing.T) {
 		}
 		first <- ids
 	}()
-	time.Sleep(2 * time.Second) // past the first invocation's deadline and its first lease
+	time.Sleep(2100 * time.Millisecond) // past the first invocation's deadline and its first lease
 	for range 2 {
 		wantList(t, "failures of a copy while the work runs", w.invoke(30*time.Second, rec{"m1-copy", body("k1", "stubborn")}), []string{"m1-copy"})
 		time.Sleep(700 * time.Millisecond)

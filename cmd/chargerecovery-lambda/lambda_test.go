@@ -331,16 +331,16 @@ func TestLambdaDeadlineNeverRunsTheWorkTwice(t *testing.T) {
 	ev, ids := f.send(body)
 	claimed := time.Now()
 	// Enough time to start (MinWork 2s + margin 1s), not for the bank.
-	want(t, "failures of the first invocation", f.invoke(ev, ids, 3200*time.Millisecond), []string{"CHG-L-SLOW"})
+	want(t, "failures of the first invocation", f.invoke(ev, ids, 3800*time.Millisecond), []string{"CHG-L-SLOW"})
 	calls := f.ledger.Calls(charge.BankKey("CHG-L-SLOW", 1))
 	ev2, ids2 := f.send(body)
-	time.Sleep(time.Until(claimed.Add(3500 * time.Millisecond))) // past the first invocation's deadline
+	time.Sleep(time.Until(claimed.Add(4100 * time.Millisecond))) // past the first invocation's deadline
 	want(t, "failures of a copy past the first deadline", f.invoke(ev2, ids2, time.Minute), []string{"CHG-L-SLOW"})
 	if got := f.ledger.Calls(charge.BankKey("CHG-L-SLOW", 1)); got != calls {
 		t.Fatalf("the bank was called %d times, then %d: a second invocation ran the work while the first one's debit was under way", calls, got)
 	}
-	time.Sleep(time.Until(claimed.Add(6500 * time.Millisecond))) // the lease has passed
-	f.ledger.SetFaults(corebanksim.Faults{})                     // the bank answers in time again
+	time.Sleep(time.Until(claimed.Add(7 * time.Second))) // the lease has passed
+	f.ledger.SetFaults(corebanksim.Faults{})             // the bank answers in time again
 	want(t, "failures after the lease", f.invoke(ev2, ids2, time.Minute), nil)
 	f.wantPostedOnce("CHG-L-SLOW")
 }
