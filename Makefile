@@ -4,13 +4,19 @@
 GO ?= go
 BIN ?= bin/chargerecovery
 
-.PHONY: all build demo test bench bench-check check image clean
+.PHONY: all build lambda demo test bench bench-check check image clean
 
 all: build
 
 ## build: the static binary (no cgo), ./bin/chargerecovery
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(BIN) ./cmd/chargerecovery
+
+## lambda: the charge consumer as an AWS Lambda function (provided.al2023,
+## deploy/aws/lambda.yaml): bin/lambda/bootstrap, zipped as bin/lambda/function.zip
+lambda:
+	GOOS=linux GOARCH=amd64 CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -tags lambda.norpc -o bin/lambda/bootstrap ./cmd/chargerecovery-lambda
+	cd bin/lambda && rm -f function.zip && zip -q function.zip bootstrap
 
 ## demo: the exactly-once proof on a fresh SQLite file (hermetic: its own
 ## file, bank simulator on a free loopback port, removed afterwards)

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
+	"github.com/finedge/idempotent-consumer/awssqs"
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/lambdatest"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds this command as Lambda runs it (bootstrap, lambda.norpc).
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "chargerecovery-lambda")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "bootstrap")
+		cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+const declinedAccount = "009999999999"
+
+// fn is one test's function: its queues and table on the emulator, a bank
+// simulator, a Runtime API server, and the environment of its processes.
+type fn struct {
+	t      *testing.T
+	rt     *lambdatest.Runtime
+	sqs    *sqs.Client
+	q      awssqs.Queues
+	ledger *corebanksim.Ledger
+	env    []string
+	guard  *idempotency.Guard
+	keys   *idempotency.Fingerprinter
+	store  *awsdynamodb.Store
+}
+
+func newFn(t *testing.T, faults corebanksim.Faults, extra ...string) *fn {
+	t.Helper()
+	cfg := awstest.Config(t)
+	f := &fn{t: t, rt: lambdatest.Start(t), sqs: sqs.NewFromConfig(cfg)}
+	name := awstest.Name("lambda")
+	var err error
+	if f.q, err = awssqs.CreateQueues(t.Context(), f.sqs, awssqs.QueueSpec{Name: name, DLQName: name + "-dlq", VisibilityTimeout: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	ddb := dynamodb.NewFromConfig(cfg)
+	if err := awsdynamodb.CreateTable(t.Context(), ddb, name); err != nil {
+		t.Fatal(err)
+	}
+	if f.store, err = awsdynamodb.New(ddb, name); err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("0123456789abcdef0123456789abcdef-lambda-test-key")
+	keyFile := filepath.Join(t.TempDir(), "fingerprint.key")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f.keys, err = idempotency.NewFingerprinter(key); err != nil {
+		t.Fatal(err)
+	}
+	f.ledger = corebanksim.NewLedger(faults)
+	bank := httptest.NewServer(corebanksim.Handler(f.ledger))
+	t.Cleanup(bank.Close)
+	f.env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+f.rt.Addr, "AWS_LAMBDA_FUNCTION_NAME="+name,
+		"AWS_ENDPOINT_URL="+os.Getenv(awstest.EndpointEnv), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"IC_BACKEND=aws", "IC_QUEUE="+name, "IC_DLQ="+name+"-dlq", "IC_TABLE="+name, "IC_COREBANK_URL="+bank.URL,
+		"IC_FINGERPRINT_KEY_FILE="+keyFile, "IC_NOTIFY=log", "IC_LAMBDA_CHECK_MAPPING=false", "IC_LOG_FORMAT=text",
+		"IC_VISIBILITY=3s", "IC_LEASE=30s", "IC_SKEW_MARGIN=0", "IC_COREBANK_TIMEOUT=2s", "IC_NOTIFY_TIMEOUT=1s",
+		"IC_LAMBDA_MIN_WORK=5s", "IC_LAMBDA_MARGIN=1s")
+	f.env = append(f.env, extra...)
+	lease := 30 * time.Second
+	for _, e := range f.env {
+		if v, ok := strings.CutPrefix(e, "IC_LEASE="); ok {
+			lease, _ = time.ParseDuration(v)
+		}
+	}
+	if f.guard, err = idempotency.NewGuard(f.store, idempotency.Options{Lease: lease, SkewMargin: -1}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// start runs one function process (an execution environment).
+func (f *fn) start() {
+	f.t.Helper()
+	cmd := exec.Command(binary(f.t))
+	cmd.Env = f.env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if f.t.Failed() {
+			f.t.Logf("function process %d:\n%s", cmd.Process.Pid, stderr.String())
+		}
+	})
+}
+
+func chargeBody(id, account string) string {
+	return fmt.Sprintf(`{"schemaVersion":1,"chargeId":%q,"accountId":%q,"amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-12-01"}`, id, account)
+}
+
+// send puts bodies on the queue and receives them back as one SQS event,
+// as the event source mapping does (real message ids and receipt handles).
+func (f *fn) send(bodies ...string) (events.SQSEvent, map[string]string) {
+	f.t.Helper()
+	for _, b := range bodies {
+		if _, err := f.sqs.SendMessage(f.t.Context(), &sqs.SendMessageInput{QueueUrl: aws.String(f.q.URL), MessageBody: aws.String(b)}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	var ev events.SQSEvent
+	idOf := map[string]string{} // message id → body's charge id (or the body)
+	for len(ev.Records) < len(bodies) {
+		out, err := f.sqs.ReceiveMessage(f.t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.q.URL), MaxNumberOfMessages: 10,
+			WaitTimeSeconds: 1, VisibilityTimeout: 60, MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"All"}})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			f.t.Fatalf("received %d of %d messages", len(ev.Records), len(bodies))
+		}
+		for _, m := range out.Messages {
+			ev.Records = append(ev.Records, events.SQSMessage{MessageId: aws.ToString(m.MessageId), ReceiptHandle: aws.ToString(m.ReceiptHandle),
+				Body: aws.ToString(m.Body), Attributes: m.Attributes, EventSource: "aws:sqs", EventSourceARN: "arn:aws:sqs:us-east-1:123456789012:charges",
+				AWSRegion: "us-east-1"})
+			var c struct{ ChargeID string }
+			_ = json.Unmarshal([]byte(aws.ToString(m.Body)), &c)
+			idOf[aws.ToString(m.MessageId)] = cmpOr(c.ChargeID, aws.ToString(m.Body))
+		}
+	}
+	return ev, idOf
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// invoke runs ev with left before its deadline and returns the charge ids
+// of the records named in batchItemFailures (sorted).
+func (f *fn) invoke(ev events.SQSEvent, idOf map[string]string, left time.Duration) []string {
+	f.t.Helper()
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(f.t.Context(), left+60*time.Second)
+	defer cancel()
+	res, err := f.rt.Invoke(ctx, payload, time.Now().Add(left))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if !res.OK {
+		f.t.Fatalf("invocation failed: %s", res.Body)
+	}
+	var resp events.SQSEventResponse
+	if err := json.Unmarshal(res.Body, &resp); err != nil || resp.BatchItemFailures == nil {
+		f.t.Fatalf("response %s: %v", res.Body, err)
+	}
+	var ids []string
+	for _, it := range resp.BatchItemFailures {
+		ids = append(ids, idOf[it.ItemIdentifier])
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// dlq returns the DLQ's messages as "chargeId code" (sorted).
+func (f *fn) dlq() []string {
+	f.t.Helper()
+	var got []string
+	for {
+		out, err := f.sqs.ReceiveMessage(f.t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.q.DLQURL), MaxNumberOfMessages: 10,
+			VisibilityTimeout: 60, MessageAttributeNames: []string{"All"}})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			slices.Sort(got)
+			return got
+		}
+		for _, m := range out.Messages {
+			var c struct{ ChargeID string }
+			_ = json.Unmarshal([]byte(aws.ToString(m.Body)), &c)
+			got = append(got, cmpOr(c.ChargeID, aws.ToString(m.Body))+" "+aws.ToString(m.MessageAttributes[queue.CodeAttribute].StringValue))
+		}
+	}
+}
+
+func want(t *testing.T, what string, got, w []string) {
+	t.Helper()
+	slices.Sort(w)
+	if !slices.Equal(got, w) {
+		t.Fatalf("%s = %q, want %q", what, got, w)
+	}
+}
+
+// wantPostedOnce: each charge is posted once in the bank's books.
+func (f *fn) wantPostedOnce(ids ...string) {
+	f.t.Helper()
+	posted := f.ledger.PostingsByKey()
+	got := 0
+	for _, n := range posted {
+		got += n
+	}
+	for _, id := range ids {
+		if n := posted[charge.BankKey(id, 1)]; n != 1 {
+			f.t.Errorf("charge %s posted %d times, want once (postings %v)", id, n, posted)
+		}
+	}
+	if got != len(ids) {
+		f.t.Errorf("%d postings, want %d (%v)", got, len(ids), posted)
+	}
+}
+
+// Copies of a charge inside one batch and across batches, spread over two
+// execution environments: each charge is debited once, every copy deleted.
+func TestLambdaDuplicatesDebitOnce(t *testing.T) {
+	f := newFn(t, corebanksim.Faults{})
+	f.start()
+	f.start()
+	ev, ids := f.send(chargeBody("CHG-L-A", "001234567890"), chargeBody("CHG-L-A", "001234567890"), chargeBody("CHG-L-B", "001234567891"),
+		chargeBody("CHG-L-A", "001234567890"))
+	want(t, "failures of batch 1", f.invoke(ev, ids, time.Minute), nil)
+	for range 2 {
+		ev, ids = f.send(chargeBody("CHG-L-A", "001234567890"), chargeBody("CHG-L-B", "001234567891"), chargeBody("CHG-L-C", "001234567892"))
+		want(t, "failures of a later batch", f.invoke(ev, ids, time.Minute), nil)
+	}
+	f.wantPostedOnce("CHG-L-A", "CHG-L-B", "CHG-L-C")
+	want(t, "DLQ", f.dlq(), nil)
+}
+
+// batchItemFailures are exactly the records to retry: a charge another
+// invocation holds, and a charge whose bank answers 503. A decline and a
+// malformed message are dead-lettered with their codes and not named.
+func TestLambdaFailuresAreExactlyTheRecordsToRetry(t *testing.T) {
+	f := newFn(t, corebanksim.Faults{DeclineAccounts: map[string]string{declinedAccount: "INSUFFICIENT_FUNDS"},
+		FailFirst: map[string]int{charge.BankKey("CHG-L-503", 1): 1000}})
+	held, err := charge.ParseEvent([]byte(chargeBody("CHG-L-HELD", "001234567890")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.guard.Claim(t.Context(), held.ID, held.Fingerprint(f.keys)); err != nil || !c.Outcome.Owned() {
+		t.Fatalf("plant another invocation's claim: %v %v", c.Outcome, err)
+	}
+	f.start()
+	ev, ids := f.send(chargeBody("CHG-L-HELD", "001234567890"), chargeBody("CHG-L-503", "001234567891"),
+		chargeBody("CHG-L-DECLINE", declinedAccount), `{"not":"a charge"}`, chargeBody("CHG-L-OK", "001234567893"))
+	want(t, "failures", f.invoke(ev, ids, time.Minute), []string{"CHG-L-HELD", "CHG-L-503"})
+	f.wantPostedOnce("CHG-L-OK")
+	want(t, "DLQ", f.dlq(), []string{"CHG-L-DECLINE debit_failed", `{"not":"a charge"} invalid`})
+}
+
+// An invocation with less time left than a charge can take starts none:
+// no claim is written, nothing is debited, every record is named; the
+// next invocation with time debits each once.
+func TestLambdaNearDeadlineStartsNothing(t *testing.T) {
+	f := newFn(t, corebanksim.Faults{})
+	f.start()
+	ev, ids := f.send(chargeBody("CHG-L-N1", "001234567890"), chargeBody("CHG-L-N2", "001234567891"))
+	want(t, "failures near the deadline", f.invoke(ev, ids, 4*time.Second), []string{"CHG-L-N1", "CHG-L-N2"})
+	if n := len(f.ledger.Entries()); n != 0 {
+		t.Fatalf("%d debits from an invocation that had no time", n)
+	}
+	if _, err := f.store.Get(t.Context(), "CHG-L-N1", time.Now()); err == nil {
+		t.Fatal("a claim was written by an invocation that had no time to run it")
+	}
+	want(t, "failures with time", f.invoke(ev, ids, time.Minute), nil)
+	f.wantPostedOnce("CHG-L-N1", "CHG-L-N2")
+}
+
+// A debit sent just before the invocation's deadline goes on at the bank
+// after the function gave up on it (the bank is slow and posts all the
+// same). The claim is not tied to the deadline: an invocation right after
+// is told the charge is in progress and debits nothing; only once the
+// lease has passed does a later one reclaim it, under the same bank key,
+// and the charge is posted once.
+func TestLambdaDeadlineNeverRunsTheWorkTwice(t *testing.T) {
+	f := newFn(t, corebanksim.Faults{SlowRate: 1, SlowLatency: 3 * time.Second},
+		"IC_LEASE=6s", "IC_LAMBDA_MIN_WORK=2s", "IC_COREBANK_TIMEOUT=1s")
+	f.start()
+	f.start()
+	body := chargeBody("CHG-L-SLOW", "001234567890")
+	ev, ids := f.send(body)
+	claimed := time.Now()
+	// Enough time to start (MinWork 2s + margin 1s), not for the bank.
+	want(t, "failures of the first invocation", f.invoke(ev, ids, 3800*time.Millisecond), []string{"CHG-L-SLOW"})
+	calls := f.ledger.Calls(charge.BankKey("CHG-L-SLOW", 1))
+	ev2, ids2 := f.send(body)
+	time.Sleep(time.Until(claimed.Add(4100 * time.Millisecond))) // past the first invocation's deadline
+	want(t, "failures of a copy past the first deadline", f.invoke(ev2, ids2, time.Minute), []string{"CHG-L-SLOW"})
+	if got := f.ledger.Calls(charge.BankKey("CHG-L-SLOW", 1)); got != calls {
+		t.Fatalf("the bank was called %d times, then %d: a second invocation ran the work while the first one's debit was under way", calls, got)
+	}
+	time.Sleep(time.Until(claimed.Add(7 * time.Second))) // the lease has passed
+	f.ledger.SetFaults(corebanksim.Faults{})             // the bank answers in time again
+	want(t, "failures after the lease", f.invoke(ev2, ids2, time.Minute), nil)
+	f.wantPostedOnce("CHG-L-SLOW")
+}
+
+// With the mapping check on, a function whose SQS mapping lacks
+// ReportBatchItemFailures refuses to start (the Lambda API here is a fake
+// that answers ListEventSourceMappings).
+func TestLambdaRefusesAMappingWithoutPartialBatchResponses(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"EventSourceMappings":[{"UUID":"u-9","EventSourceArn":"arn:aws:sqs:us-east-1:1:charges","FunctionResponseTypes":[]}]}`)
+	}))
+	defer api.Close()
+	key := filepath.Join(t.TempDir(), "fingerprint.key")
+	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef-lambda-test-key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rt := lambdatest.Start(t)
+	cmd := exec.Command(binary(t))
+	cmd.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+rt.Addr, "AWS_LAMBDA_FUNCTION_NAME=charges-fn",
+		"AWS_ENDPOINT_URL_LAMBDA="+api.URL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		"IC_BACKEND=aws", "IC_COREBANK_URL=http://127.0.0.1:1", "IC_FINGERPRINT_KEY_FILE="+key, "IC_NOTIFY=log")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "ReportBatchItemFailures") || !strings.Contains(string(out), "u-9") {
+		t.Fatalf("started (or failed for another reason) with a mapping without ReportBatchItemFailures: %v\n%s", err, out)
+	}
+}
+
+// When the mapping cannot be read (no lambda:ListEventSourceMappings), the
+// function starts, and a batch with a record to retry fails as a whole
+// rather than trust a partial response Lambda may ignore; the records done
+// in it are not done again.
+func TestLambdaCannotTellFailsWholeBatches(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Amzn-Errortype", "AccessDeniedException")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"Message":"not authorized to perform: lambda:ListEventSourceMappings"}`)
+	}))
+	defer api.Close()
+	f := newFn(t, corebanksim.Faults{FailFirst: map[string]int{charge.BankKey("CHG-L-W503", 1): 1000}},
+		"IC_LAMBDA_CHECK_MAPPING=true", "AWS_ENDPOINT_URL_LAMBDA="+api.URL)
+	f.start()
+	ev, _ := f.send(chargeBody("CHG-L-WOK", "001234567890"), chargeBody("CHG-L-W503", "001234567891"))
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		res, err := f.rt.Invoke(t.Context(), payload, time.Now().Add(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.OK || !strings.Contains(string(res.Body), "failing the whole batch") {
+			t.Fatalf("a batch with a record to retry and an unknown mapping answered OK=%v: %s", res.OK, res.Body)
+		}
+	}
+	ev, ids := f.send(chargeBody("CHG-L-WOK", "001234567890"))
+	want(t, "failures of a batch all done", f.invoke(ev, ids, time.Minute), nil)
+	f.wantPostedOnce("CHG-L-WOK")
+}

@@ -1,0 +1,464 @@
+// Package lambdasqs runs the idempotency guard in an SQS-triggered AWS
+// Lambda function (github.com/aws/aws-lambda-go): each record of a batch
+// is claimed and run under idempotency.Guard.Do, and the function's
+// response (events.SQSEventResponse) names in batchItemFailures exactly the
+// records that must come back: those another invocation holds, those whose
+// work did not reach a final result, and those never started. A record
+// whose work is done — now or by an earlier delivery — is not named, so
+// the event source mapping deletes it.
+//
+// # The event source mapping
+//
+// A partial batch response means something only when the mapping has
+// FunctionResponseTypes [ReportBatchItemFailures]. Without it Lambda
+// ignores batchItemFailures and deletes every record of a batch the
+// function returned without an error (aws-lambda-go issue #430): the
+// records to retry are lost. CheckMapping asks the Lambda API and refuses
+// a mapping without it; where it cannot tell (no lambda:ListEventSourceMappings
+// permission), set Options.WholeBatchOnFailure: a batch with any record to
+// retry then fails as a whole, which retries every record of it (the ones
+// already done come back as duplicates and are deleted then).
+//
+// # Permanent failures
+//
+// A record whose key is recorded FAILED (the work failed for good, now or
+// before), whose key was claimed with another fingerprint (Conflict), or
+// which has no key, never runs again. With Options.DeadLetter the function
+// sends it to the dead-letter queue itself (with the reason) and leaves it
+// out of batchItemFailures; without it the record is named in
+// batchItemFailures and the source queue's redrive policy moves it to its
+// DLQ after maxReceiveCount receives (each receive finds the FAILED record
+// and does not run the work; the record reaches the DLQ after
+// maxReceiveCount × the visibility timeout).
+//
+// # The lease and the deadline
+//
+// Options.MinWork is how long the work of one record can take. A record is
+// started only when the invocation has at least MinWork + Margin left;
+// otherwise it is named in batchItemFailures without being claimed. The
+// claim's lease is the guard's (at least MinWork, checked), extended every third of it while the work
+// runs, and never tied to the invocation's deadline.
+//
+// Tying the lease to the deadline is the tempting fix for records left
+// IN_PROGRESS after a timeout, and it is wrong: a deadline says when this
+// invocation is cut off, not when the work's effect stops — a bank call
+// sent a second before the timeout is still being posted when a lease that
+// ended at the deadline hands the key to the next invocation, which posts
+// it again. Here a record left IN_PROGRESS by a timed-out invocation comes
+// back as a reclaim once its lease (plus the guard's skew margin) has
+// passed: bounded by the lease, never early. The visibility timeout of the
+// source queue (at least 6 × the function's timeout, as AWS advises) is
+// what spaces the retries.
+//
+// # FIFO queues
+//
+// On a FIFO queue (an event source ARN ending in .fifo) records run one at
+// a time in order, and once one is to be retried every later record of the
+// batch is named too, so that a message group keeps its order.
+package lambdasqs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// Disposition is what becomes of one record of a batch.
+type Disposition int
+
+// The dispositions.
+const (
+	// Delete: the work is done (now, or by an earlier delivery); the
+	// record is left out of batchItemFailures and the mapping deletes it.
+	Delete Disposition = iota + 1
+	// Retry: not final (another invocation holds the key, the work failed
+	// without a final result, the store could not be reached, or the work
+	// was not started); the record is named in batchItemFailures.
+	Retry
+	// Permanent: it will never succeed; dead-lettered by the function
+	// (Options.DeadLetter) or named in batchItemFailures for the queue's
+	// redrive policy.
+	Permanent
+)
+
+func (d Disposition) String() string {
+	switch d {
+	case Delete:
+		return "delete"
+	case Retry:
+		return "retry"
+	case Permanent:
+		return "permanent"
+	}
+	return fmt.Sprintf("disposition(%d)", int(d))
+}
+
+// Verdict is what processing one record came to.
+type Verdict struct {
+	Disposition Disposition
+	// Reason says why (its code on the DLQ for Permanent; logged for Retry).
+	Reason queue.Reason
+}
+
+// Reason codes of the records this package decides on itself.
+const (
+	// CodeNoTime: not started, the invocation had less than MinWork +
+	// Margin left.
+	CodeNoTime queue.Code = "deadline_near"
+	// CodeNoKey: Options.Key gave no key (an error or an empty key).
+	CodeNoKey queue.Code = "no_key"
+	// CodeAfterFailure: a FIFO record after one to retry.
+	CodeAfterFailure queue.Code = "fifo_after_failure"
+	// CodeDeadLetterFailed: sending a permanent failure to the DLQ failed.
+	CodeDeadLetterFailed queue.Code = "dead_letter_failed"
+)
+
+// The reason codes Handler gives for the guard's outcomes.
+const (
+	CodeInProgress  queue.Code = "duplicate_in_progress"
+	CodeUnfinished  queue.Code = "unfinished"
+	CodeLeaseLost   queue.Code = "lease_lost"
+	CodeUnavailable queue.Code = "store_unavailable"
+	CodeFailed      queue.Code = "failed"
+	CodeDupFailed   queue.Code = "duplicate_failed"
+	CodeConflict    queue.Code = "conflict"
+)
+
+// Options configure a batch handler. MinWork is required.
+type Options struct {
+	// MinWork is the longest the work of one record can take. A record is
+	// started only with MinWork + Margin left before the deadline; the
+	// guard's lease must be at least MinWork (checked), so that the key is
+	// held for the work's whole length even if every heartbeat fails.
+	MinWork time.Duration
+	// Margin is kept free before the deadline for recording results and
+	// answering. Default 2s.
+	Margin time.Duration
+	// Lease is the claim's lease (Handler sets the guard's): the heartbeat
+	// extends it every Lease/3 while the work runs. Records requires it.
+	Lease time.Duration
+	// Key gives a record's idempotency key (Handler). An error or an empty
+	// key is a permanent failure of that record (CodeNoKey): never a
+	// shared key.
+	Key func(events.SQSMessage) (string, error)
+	// Fingerprint gives a record's fingerprint (Handler). Default: the
+	// SHA-256 of the body, hex.
+	Fingerprint func(events.SQSMessage) string
+	// DeadLetter, when set, sends a permanent failure to the dead-letter
+	// queue; the record is then left out of batchItemFailures (and named
+	// in them if DeadLetter fails). Nil: permanent failures are named in
+	// batchItemFailures and the queue's redrive policy moves them.
+	DeadLetter func(ctx context.Context, m events.SQSMessage, r queue.Reason) error
+	// Concurrency is how many records run at once. Default 1 (in order);
+	// always 1 on a FIFO queue.
+	Concurrency int
+	// WholeBatchOnFailure makes a batch with any record to retry fail as a
+	// whole (the handler returns an error): for a mapping not known to
+	// have ReportBatchItemFailures (CheckMapping could not tell).
+	WholeBatchOnFailure bool
+	// Logger gets one line per record not deleted. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock (tests). Default time.Now.
+	Now func() time.Time
+}
+
+// DefaultMargin is Options.Margin's default.
+const DefaultMargin = 2 * time.Second
+
+// DeadLetterTimeout bounds one Options.DeadLetter call.
+const DeadLetterTimeout = 10 * time.Second
+
+// ErrInvalid is returned for options that cannot work.
+var ErrInvalid = errors.New("lambdasqs: invalid options")
+
+// BatchHandler is what lambda.Start takes for an SQS event source.
+type BatchHandler func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error)
+
+// Process handles one record: hb extends the claim's lease while the work
+// runs (pass it to idempotency.DoOptions.Heartbeat). The context ends
+// Margin before the invocation's deadline.
+type Process func(ctx context.Context, m events.SQSMessage, hb idempotency.Heartbeat) Verdict
+
+func (o *Options) defaults() error {
+	if o.MinWork <= 0 {
+		return fmt.Errorf("%w: MinWork (how long one record's work can take) must be positive", ErrInvalid)
+	}
+	if o.Margin < 0 || o.Concurrency < 0 || o.Lease < 0 {
+		return fmt.Errorf("%w: Margin, Lease and Concurrency must not be negative", ErrInvalid)
+	}
+	if o.Margin == 0 {
+		o.Margin = DefaultMargin
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Lease == 0 {
+		return fmt.Errorf("%w: Lease must be set (the guard's)", ErrInvalid)
+	}
+	// The lease alone must cover the work: a claim whose every beat fails
+	// (the store unreachable) still holds the key for MinWork.
+	if o.Lease < o.MinWork {
+		return fmt.Errorf("%w: lease %s is shorter than MinWork %s: a second invocation could take the key while the work still runs",
+			ErrInvalid, o.Lease, o.MinWork)
+	}
+	return nil
+}
+
+// Records returns a batch handler that runs process for each record, with
+// the deadline rule, the heartbeat and the mapping of verdicts to
+// batchItemFailures of this package. Handler is Records over a Guard; use
+// Records where the work runs the guard itself (the charge service).
+func Records(opts Options, process Process) (BatchHandler, error) {
+	if process == nil {
+		return nil, fmt.Errorf("%w: nil process", ErrInvalid)
+	}
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	r := &runner{opts: opts, process: process}
+	return r.handle, nil
+}
+
+type runner struct {
+	opts    Options
+	process Process
+}
+
+func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	verdicts := make([]Verdict, len(ev.Records))
+	fifo := false
+	for _, m := range ev.Records {
+		fifo = fifo || strings.HasSuffix(m.EventSourceARN, ".fifo")
+	}
+	if fifo || r.opts.Concurrency == 1 {
+		stop := false
+		for i, m := range ev.Records {
+			if stop {
+				verdicts[i] = Verdict{Retry, queue.Reason{Code: CodeAfterFailure, Detail: "an earlier record of this FIFO batch is retried"}}
+				continue
+			}
+			verdicts[i] = r.one(ctx, m)
+			stop = fifo && verdicts[i].Disposition != Delete && (verdicts[i].Disposition == Retry || r.opts.DeadLetter == nil)
+		}
+	} else {
+		sem := make(chan struct{}, r.opts.Concurrency)
+		var wg sync.WaitGroup
+		for i, m := range ev.Records {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				verdicts[i] = r.one(ctx, m)
+			})
+		}
+		wg.Wait()
+	}
+	var resp events.SQSEventResponse
+	resp.BatchItemFailures = []events.SQSBatchItemFailure{}
+	for i, m := range ev.Records {
+		v := verdicts[i]
+		if v.Disposition == Permanent && r.opts.DeadLetter != nil {
+			// Past the work's deadline too: the verdict is final and the send
+			// is short; bounded, so that a DLQ that hangs cannot hold the
+			// invocation to its timeout (the batch would then come back whole).
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeadLetterTimeout)
+			err := r.opts.DeadLetter(dctx, m, v.Reason)
+			cancel()
+			if err != nil {
+				r.opts.Logger.Error("could not dead-letter a permanent failure; named for retry", "message_id", m.MessageId,
+					"reason", v.Reason.String(), "error", err.Error())
+				v = Verdict{Retry, queue.Reason{Code: CodeDeadLetterFailed, Detail: err.Error()}}
+			} else {
+				r.opts.Logger.Warn("permanent failure dead-lettered", "message_id", m.MessageId, "reason", v.Reason.String())
+				continue
+			}
+		}
+		if v.Disposition == Delete {
+			continue
+		}
+		if v.Disposition == Permanent {
+			r.opts.Logger.Warn("permanent failure left to the queue's redrive policy", "message_id", m.MessageId, "reason", v.Reason.String())
+		} else {
+			r.opts.Logger.Info("record named for retry", "message_id", m.MessageId, "reason", v.Reason.String())
+		}
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+	}
+	if r.opts.WholeBatchOnFailure && len(resp.BatchItemFailures) > 0 {
+		return resp, fmt.Errorf("lambdasqs: %d of %d records to retry and the mapping is not known to report batch item failures: failing the whole batch", len(resp.BatchItemFailures), len(ev.Records))
+	}
+	return resp, nil
+}
+
+// one runs one record: started only with MinWork + Margin left, under a
+// heartbeat while it runs.
+func (r *runner) one(ctx context.Context, m events.SQSMessage) Verdict {
+	deadline, bounded := ctx.Deadline()
+	if ctx.Err() != nil {
+		return Verdict{Retry, queue.Reason{Code: CodeNoTime, Detail: "the invocation ended before this record started"}}
+	}
+	if bounded {
+		left := deadline.Sub(r.opts.Now())
+		if left < r.opts.MinWork+r.opts.Margin {
+			return Verdict{Retry, queue.Reason{Code: CodeNoTime,
+				Detail: fmt.Sprintf("%s left, the work needs %s plus a margin of %s: not started", left.Round(time.Millisecond), r.opts.MinWork, r.opts.Margin)}}
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-r.opts.Margin))
+		defer cancel()
+	}
+	hb := newBeater()
+	stop := hb.run(ctx, max(r.opts.Lease/3, 10*time.Millisecond))
+	defer stop()
+	return r.process(ctx, m, hb)
+}
+
+// beater is the heartbeat of one record's work.
+type beater struct {
+	mu    sync.Mutex
+	next  int
+	beats map[int]func(context.Context) error
+}
+
+func newBeater() *beater { return &beater{beats: map[int]func(context.Context) error{}} }
+
+// Register implements idempotency.Heartbeat.
+func (b *beater) Register(beat func(ctx context.Context) error) func() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := b.next
+	b.next++
+	b.beats[id] = beat
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		delete(b.beats, id)
+	}
+}
+
+// run beats every interval until the returned stop is called.
+func (b *beater) run(ctx context.Context, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			b.mu.Lock()
+			fns := make([]func(context.Context) error, 0, len(b.beats))
+			for _, f := range b.beats {
+				fns = append(fns, f)
+			}
+			b.mu.Unlock()
+			for _, f := range fns {
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
+				_ = f(bctx) // a failed beat is tried again on the next
+				cancel()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// Handler returns a batch handler that runs work once per key under guard:
+// each record's key (opts.Key, required) and fingerprint (opts.Fingerprint)
+// claimed with guard.Do. The outcomes: Acquired, Reclaimed and
+// DuplicateDone delete the record; DuplicateInProgress, Unfinished,
+// LeaseLost and a store that cannot be reached retry it; Failed (work
+// returned an error wrapping idempotency.ErrPermanent), DuplicateFailed and
+// Conflict are permanent failures. opts.Lease is set to the guard's.
+func Handler(guard *idempotency.Guard, opts Options, work func(ctx context.Context, m events.SQSMessage) error) (BatchHandler, error) {
+	if guard == nil || work == nil {
+		return nil, fmt.Errorf("%w: nil guard or work", ErrInvalid)
+	}
+	if opts.Key == nil {
+		return nil, fmt.Errorf("%w: Key is required (a record without a key of its own must never share one)", ErrInvalid)
+	}
+	if opts.Fingerprint == nil {
+		opts.Fingerprint = BodyFingerprint
+	}
+	opts.Lease = guard.Lease()
+	key, fingerprint := opts.Key, opts.Fingerprint
+	return Records(opts, func(ctx context.Context, m events.SQSMessage, hb idempotency.Heartbeat) Verdict {
+		k, err := key(m)
+		if err == nil && k == "" {
+			err = errors.New("empty key")
+		}
+		if err != nil {
+			return Verdict{Permanent, queue.Reason{Code: CodeNoKey, Detail: err.Error()}}
+		}
+		res, err := guard.Do(ctx, k, fingerprint(m), func(ctx context.Context, _ idempotency.Run) (idempotency.Done, error) {
+			return idempotency.Done{Status: "DONE"}, work(ctx, m)
+		}, idempotency.DoOptions{Heartbeat: hb})
+		if err != nil {
+			return Verdict{Retry, queue.Reason{Code: CodeUnavailable, Detail: err.Error()}}
+		}
+		return VerdictOf(res)
+	})
+}
+
+// VerdictOf is the verdict for one of Guard.Do's results: the one table.
+func VerdictOf(res idempotency.DoResult) Verdict {
+	detail := ""
+	if res.Err != nil {
+		detail = res.Err.Error()
+	}
+	switch res.Outcome {
+	case idempotency.Acquired, idempotency.Reclaimed, idempotency.DuplicateDone:
+		return Verdict{Disposition: Delete}
+	case idempotency.DuplicateInProgress:
+		return Verdict{Retry, queue.Reason{Code: CodeInProgress, Detail: fmt.Sprintf("another invocation holds the key for %s more", res.RetryAfter.Round(time.Millisecond))}}
+	case idempotency.Unfinished:
+		return Verdict{Retry, queue.Reason{Code: CodeUnfinished, Detail: detail}}
+	case idempotency.LeaseLost:
+		return Verdict{Retry, queue.Reason{Code: CodeLeaseLost, Detail: detail}}
+	case idempotency.Failed:
+		return Verdict{Permanent, queue.Reason{Code: CodeFailed, Detail: detail}}
+	case idempotency.DuplicateFailed:
+		return Verdict{Permanent, queue.Reason{Code: CodeDupFailed, Detail: res.Record.Detail}}
+	case idempotency.Conflict:
+		return Verdict{Permanent, queue.Reason{Code: CodeConflict, Detail: "the key was claimed with another fingerprint"}}
+	}
+	return Verdict{Retry, queue.Reason{Code: "unknown", Detail: res.Outcome.String()}}
+}
+
+// BodyFingerprint is the default fingerprint: the SHA-256 of the body.
+func BodyFingerprint(m events.SQSMessage) string {
+	s := sha256.Sum256([]byte(m.Body))
+	return hex.EncodeToString(s[:])
+}
+
+// MessageOf is m as a queue.Message (for a queue's DeadLetter, which sends
+// it to the DLQ with the reason's attributes and deletes it by its receipt).
+func MessageOf(m events.SQSMessage) queue.Message {
+	attrs := make(map[string]string, len(m.MessageAttributes))
+	for k, v := range m.MessageAttributes {
+		if v.StringValue != nil {
+			attrs[k] = *v.StringValue
+		}
+	}
+	n := 0
+	_, _ = fmt.Sscan(m.Attributes["ApproximateReceiveCount"], &n)
+	return queue.Message{ID: m.MessageId, Body: []byte(m.Body), Attributes: attrs, ReceiveCount: n, Receipt: m.ReceiptHandle}
+}
