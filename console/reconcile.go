@@ -188,7 +188,7 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 	read := reconcile.ReadFiles(rep.Statements, statement.Options{CollectionAccount: rep.CollectionAccount})
 	res, err := reconcile.Resolve(r.Context(), reconcile.Options{Store: c.o.Store, Fingerprints: c.o.Fingerprints, Period: rep.Span(),
 		Now: c.o.Now(), SkewMargin: max(c.o.SkewMargin, 0)}, read,
-		reconcile.ResolveRequest{ChargeID: chargeID, Kind: kind, Reason: e.Reason, Operator: id.Name + " (console)", Guard: c.rguard,
+		reconcile.ResolveRequest{ChargeID: chargeID, Kind: kind, BreakID: breakID, Reason: e.Reason, Operator: id.Name + " (console)", Guard: c.rguard,
 			Unverified: r.PostFormValue("unverified") == "1", Refunded: r.PostFormValue("refunded") == "1"})
 	var fe *statement.FormatError
 	switch {
@@ -214,6 +214,12 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 	case err == nil:
 		e.Result, e.Detail = res.Action, fmt.Sprintf("%s break %s marked resolved", res.Break.Kind, res.Break.ID)
 		c.result(w, r, http.StatusOK, "Marked resolved", fmt.Sprintf("The %s break of %s is marked resolved: it does not come back on the next run of this statement.", res.Break.Kind, chargeID), back, "back to the reconciliation")
+	case errors.Is(err, reconcile.ErrBreakChanged):
+		// The break found now is not the one the operator saw and chose
+		// (the statement or the record changed since the report): nothing
+		// is done.
+		e.Result, e.Detail = "refused", charge.Clip(charge.MaskText(printable(err.Error())), 300)
+		c.result(w, r, http.StatusConflict, "Not resolved", "The break changed since the report: reload the page (run the reconciliation again if the report is stale). Nothing was done. "+e.Detail, back, "back to the reconciliation")
 	case errors.Is(err, reconcile.ErrNoBreak), errors.Is(err, reconcile.ErrAmbiguous), errors.Is(err, reconcile.ErrUnchecked):
 		e.Result, e.Detail = "refused", charge.Clip(charge.MaskText(printable(err.Error())), 300)
 		c.result(w, r, http.StatusConflict, "Not resolved", e.Detail, back, "back to the reconciliation")

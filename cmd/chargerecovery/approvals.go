@@ -91,7 +91,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 			return err
 		}
 		fp = keys
-		spec.Statements, spec.CollectionAccount = sf.list(nil), strings.TrimSpace(sf.collection)
+		spec.Statements, spec.CollectionAccount, spec.TimeZone = sf.list(nil), strings.TrimSpace(sf.collection), sf.timeZone()
 		spec.From, spec.To, spec.BreakKind = period.From, period.To, reconcile.Kind(breakKind)
 	}
 	if err := spec.Check(); err != nil {

@@ -51,7 +51,7 @@ func (s *statementFlags) bind(f *cli.FlagSet) {
 	f.String(&s.collection, "collection-account", "IC_COLLECTION_ACCOUNT", "", "read the statement as the fee collection account's (IBAN or account id): our postings are its credits, the customer's account the debtor's; unset: the customers' own statements, our postings their debits")
 	f.String(&s.from, "from", "", "", "the period's start: YYYY-MM-DD (midnight in --time-zone), RFC 3339, or yesterday / today; default: the statement's FrToDt. A statement path's {from} is this day (YYYY-MM-DD), for a daily job: --statement /statements/{from}.xml --from yesterday --to today")
 	f.String(&s.to, "to", "", "", "the period's end (exclusive), as --from")
-	f.String(&s.zone, "time-zone", "IC_TIME_ZONE", "UTC", "the bank's time zone, where a day of --from/--to starts (IANA name, e.g. Asia/Kolkata)")
+	f.String(&s.zone, "time-zone", "IC_TIME_ZONE", "UTC", "the bank's time zone (IANA name, e.g. Asia/Kolkata): where a day of --from/--to starts, and how a statement's FrToDt written without an offset is read")
 	s.keys.BindKeys(f)
 }
 
@@ -114,9 +114,20 @@ func (s *statementFlags) open(extra []string) (reconcile.Postings, statement.Per
 	if err != nil {
 		return nil, p, nil, cli.Usagef("%v", err)
 	}
-	opts := statement.Options{CollectionAccount: strings.TrimSpace(s.collection)}
+	// The zone also reads a statement's FrToDt written without an offset
+	// (the bank's wall-clock times and days).
+	opts := statement.Options{CollectionAccount: strings.TrimSpace(s.collection), Location: loc}
 	read := reconcile.ReadFiles(files, opts)
 	return read, p, &idempotencyKeys{fp}, nil
+}
+
+// timeZone is --time-zone for a proposal's spec: "" for UTC (the
+// default), else the IANA name as given.
+func (s *statementFlags) timeZone() string {
+	if z := strings.TrimSpace(s.zone); z != "UTC" {
+		return z
+	}
+	return ""
 }
 
 type idempotencyKeys struct{ fp *idempotency.Fingerprinter }
@@ -302,12 +313,13 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 		return err
 	}
 	defer b.Close()
+	pinKind, pinBreak := reconcile.Kind(kind), ""
 	if policy.ReconcileAdopt {
 		// Whether it is an adoption is the break's kind: found first, by
 		// the reconciliation of this charge alone (nothing written). Said
 		// before anything is done, whoever asks.
 		spec := approval.Spec{Kind: approval.Reconcile, Reason: reason, ChargeIDs: []string{id}, Statements: sf.list(nil),
-			CollectionAccount: strings.TrimSpace(sf.collection), From: period.From, To: period.To, BreakKind: reconcile.Kind(kind),
+			CollectionAccount: strings.TrimSpace(sf.collection), TimeZone: sf.timeZone(), From: period.From, To: period.To, BreakKind: reconcile.Kind(kind),
 			Unverified: unverified, NoticeSent: noticeSent, Refunded: refunded}
 		be := approval.Backend{Store: b.Store, Fingerprints: keys.fp, SkewMargin: max(skew, 0)}
 		ts, err := be.Select(ctx, spec, time.Now())
@@ -319,6 +331,11 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 		if why := policy.Needs(spec, 1); why != "" {
 			return needsProposal(trail, claimed(env, *opFlag, &ac, book), "reconcile-resolve", why, proposeReconcile(spec, kind != ""))
 		}
+		// The resolve below reads the statement again: it must close the
+		// break decided on here, or nothing (ErrBreakChanged) — a statement
+		// rewritten between the two reads must not turn a break that
+		// needed no approval into an adoption by one operator.
+		pinKind, pinBreak = spec.BreakKind, ts[0].BreakID
 	}
 	who, err := ac.who(env, *opFlag, book, "")
 	if err != nil {
@@ -332,7 +349,7 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	err = actAudited(env, trail, who, "reconcile-resolve", id, reason, func(w io.Writer) error {
 		var err error
 		res, err = reconcile.Resolve(ctx, reconcile.Options{Store: b.Store, Fingerprints: keys.fp, Period: period, SkewMargin: skew}, read,
-			reconcile.ResolveRequest{ChargeID: id, Kind: reconcile.Kind(kind), Reason: reason, Operator: who.Name, Guard: guard,
+			reconcile.ResolveRequest{ChargeID: id, Kind: pinKind, BreakID: pinBreak, Reason: reason, Operator: who.Name, Guard: guard,
 				Unverified: unverified, NoticeSent: noticeSent, Refunded: refunded})
 		if err != nil {
 			return err
@@ -368,6 +385,9 @@ func proposeReconcile(spec approval.Spec, withKind bool) string {
 	w := []string{"reconcile", "--charge-id", shellWord(spec.ChargeIDs[0]), "--statement", shellWord(strings.Join(spec.Statements, ","))}
 	if spec.CollectionAccount != "" {
 		w = append(w, "--collection-account", shellWord(spec.CollectionAccount))
+	}
+	if spec.TimeZone != "" {
+		w = append(w, "--time-zone", shellWord(spec.TimeZone))
 	}
 	if !spec.From.IsZero() {
 		w = append(w, "--from", spec.From.UTC().Format(time.RFC3339), "--to", spec.To.UTC().Format(time.RFC3339))

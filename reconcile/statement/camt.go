@@ -73,6 +73,7 @@ type camtReader struct {
 	file string
 	fn   func(Posting) error
 	h    Header
+	loc  *time.Location // where FrToDt's times and dates without an offset are (Options.Location)
 
 	collection       bool
 	wantIBAN, wantID string
@@ -110,7 +111,10 @@ type entry struct {
 }
 
 func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(Posting) error) (Header, error) {
-	r := &camtReader{src: src, d: xml.NewDecoder(newXMLGuard(br)), file: name, fn: fn}
+	r := &camtReader{src: src, d: xml.NewDecoder(newXMLGuard(br)), file: name, fn: fn, loc: opts.Location}
+	if r.loc == nil {
+		r.loc = time.UTC
+	}
 	r.d.CharsetReader = charsetReader
 	if a := strings.TrimSpace(opts.CollectionAccount); a != "" {
 		r.collection = true
@@ -408,20 +412,21 @@ func (r *camtReader) statement(line int) error {
 }
 
 // parseDateTime reads an ISODateTime: with an offset or Z, or without
-// (taken as UTC); fractional seconds allowed.
-func parseDateTime(s string) (time.Time, error) {
+// (taken as a wall-clock time in loc); fractional seconds allowed.
+func parseDateTime(s string, loc *time.Location) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	t, err := time.ParseInLocation("2006-01-02T15:04:05.999999999", s, time.UTC)
+	t, err := time.ParseInLocation("2006-01-02T15:04:05.999999999", s, loc)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%q is not an ISO date and time", s)
 	}
 	return t, nil
 }
 
-func parseDate(s string) (time.Time, error) {
-	t, err := time.ParseInLocation(time.DateOnly, s, time.UTC)
+// parseDate reads an ISODate: its midnight in loc.
+func parseDate(s string, loc *time.Location) (time.Time, error) {
+	t, err := time.ParseInLocation(time.DateOnly, s, loc)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("%q is not an ISO date (YYYY-MM-DD)", s)
 	}
@@ -429,7 +434,8 @@ func parseDate(s string) (time.Time, error) {
 }
 
 // period reads FrToDt: FrDtTm/ToDtTm (ToDtTm inclusive: the period ends at
-// the end of its second) or FrDt/ToDt (whole days), in UTC.
+// the end of its second) or FrDt/ToDt (whole days); what has no offset is
+// in r.loc (Options.Location). The period is in UTC.
 func (r *camtReader) period(elem string) (Period, error) {
 	var p Period
 	var fromSet, toSet bool
@@ -447,21 +453,22 @@ func (r *camtReader) period(elem string) (Period, error) {
 		}
 		var t time.Time
 		if strings.HasSuffix(name, "DtTm") {
-			t, err = parseDateTime(text)
+			t, err = parseDateTime(text, r.loc)
 		} else {
-			t, err = parseDate(text)
+			t, err = parseDate(text, r.loc)
 		}
 		if err != nil {
 			return &FormatError{File: r.file, Line: line, Elem: path, Err: err}
 		}
-		t = t.UTC()
 		switch name {
 		case "FrDtTm", "FrDt":
-			p.From, fromSet = t, true
+			p.From, fromSet = t.UTC(), true
 		case "ToDtTm":
-			p.To, toSet = t.Truncate(time.Second).Add(time.Second), true
+			p.To, toSet = t.UTC().Truncate(time.Second).Add(time.Second), true
 		case "ToDt":
-			p.To, toSet = t.AddDate(0, 0, 1), true
+			// The next midnight in the bank's zone (a day there may not
+			// be 24 hours long).
+			p.To, toSet = t.AddDate(0, 0, 1).UTC(), true
 		}
 		return nil
 	})
@@ -605,11 +612,11 @@ func (r *camtReader) entry(line int) error {
 				}
 				var t time.Time
 				if se.Name.Local == "Dt" {
-					t, err = parseDate(text)
+					t, err = parseDate(text, time.UTC)
 				} else {
 					// The date as the bank wrote it (its own day), not
 					// the date in UTC.
-					t, err = parseDateTime(text)
+					t, err = parseDateTime(text, time.UTC)
 					y, m, d := t.Date()
 					t = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 				}

@@ -125,9 +125,10 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 // reported after its postings were handed over.
 //
 // FrToDt gives Header.Period: FrDtTm and ToDtTm (converted to UTC; a time
-// without an offset is taken as UTC), ToDtTm being inclusive, the period
-// ends at the end of its second (23:59:59 → the next 00:00:00); FrDt and
-// ToDt (dates) give [FrDt 00:00, the day after ToDt 00:00) UTC.
+// without an offset is a wall-clock time in Options.Location, UTC when
+// nil), ToDtTm being inclusive, the period ends at the end of its second
+// (23:59:59 → the next 00:00:00); FrDt and ToDt (dates) give [FrDt 00:00,
+// the day after ToDt 00:00) in Options.Location (UTC when nil).
 //
 // # CSV
 //

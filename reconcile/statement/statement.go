@@ -105,4 +105,12 @@ type Options struct {
 	// Othr/Id) is read; postings are its CRDT entries. Empty: the
 	// customers' own accounts; postings are DBIT entries.
 	CollectionAccount string
+	// Location is the bank's time zone, where a camt FrToDt written
+	// without an offset is read: FrDtTm/ToDtTm without Z or ±hh:mm are
+	// its wall-clock times, FrDt/ToDt its days (midnight to midnight
+	// there). Nil: UTC (as before). A time with an offset keeps its own.
+	// It does not move BookingDate: that is the day as the bank wrote it
+	// (BookgDt/Dt, or the date of BookgDt/DtTm as written), whatever
+	// the zone.
+	Location *time.Location
 }

@@ -169,9 +169,12 @@ type Spec struct {
 	// side of CollectionAccount ("": the customers' own statements), over
 	// From–To (zero: the statement's period). BreakKind is the break's
 	// kind (set at the proposal from the break found, when not given).
-	// Unverified, NoticeSent and Refunded are ResolveRequest's.
+	// Unverified, NoticeSent and Refunded are ResolveRequest's. TimeZone
+	// is the bank's (IANA name, --time-zone), where a statement's FrToDt
+	// without an offset is read (statement.Options.Location); "": UTC.
 	Statements        []string       `json:"statements,omitempty"`
 	CollectionAccount string         `json:"collectionAccount,omitempty"`
+	TimeZone          string         `json:"timeZone,omitempty"`
 	From              time.Time      `json:"from,omitzero"`
 	To                time.Time      `json:"to,omitzero"`
 	BreakKind         reconcile.Kind `json:"breakKind,omitempty"`
@@ -249,8 +252,8 @@ func (s Spec) Check() error {
 		return errors.New("--new-attempt is for a reopen")
 	case s.Kind == Reconcile:
 		return s.checkReconcile()
-	case len(s.Statements) > 0 || s.CollectionAccount != "" || !s.From.IsZero() || !s.To.IsZero() || s.BreakKind != "" || s.Unverified || s.NoticeSent || s.Refunded:
-		return errors.New("--statement, --collection-account, --from/--to, --kind, --unverified, --notice-sent and --refunded are for a reconcile")
+	case len(s.Statements) > 0 || s.CollectionAccount != "" || s.TimeZone != "" || !s.From.IsZero() || !s.To.IsZero() || s.BreakKind != "" || s.Unverified || s.NoticeSent || s.Refunded:
+		return errors.New("--statement, --collection-account, --time-zone, --from/--to, --kind, --unverified, --notice-sent and --refunded are for a reconcile")
 	}
 	return nil
 }
@@ -271,6 +274,9 @@ func (s Spec) checkReconcile() error {
 		return errors.New("give --from and --to together, --from before --to")
 	case len(s.CollectionAccount) > 200 || strings.IndexFunc(s.CollectionAccount, unicode.IsControl) >= 0:
 		return errors.New("--collection-account: not an account")
+	}
+	if _, err := s.location(); err != nil {
+		return err
 	}
 	for _, f := range s.Statements {
 		if !filepath.IsAbs(f) || strings.IndexFunc(f, unicode.IsControl) >= 0 {
@@ -445,4 +451,19 @@ func validID(s string) bool {
 	}
 	_, err := hex.DecodeString(s[2:])
 	return err == nil && strings.ToLower(s[2:]) == s[2:]
+}
+
+// location is TimeZone's (nil for "": UTC).
+func (s Spec) location() (*time.Location, error) {
+	if s.TimeZone == "" {
+		return nil, nil
+	}
+	if len(s.TimeZone) > 100 || strings.IndexFunc(s.TimeZone, unicode.IsControl) >= 0 {
+		return nil, errors.New("--time-zone: not a time zone")
+	}
+	loc, err := time.LoadLocation(s.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("--time-zone %q: %v", s.TimeZone, err)
+	}
+	return loc, nil
 }

@@ -271,7 +271,12 @@ func (be Backend) renotify(ctx context.Context, p Proposal, batch []Target, oper
 func (be Backend) statementOf(spec Spec, now time.Time) (reconcile.Options, reconcile.Postings) {
 	o := reconcile.Options{Store: be.Store, Fingerprints: be.Fingerprints, Period: statement.Period{From: spec.From, To: spec.To},
 		Now: now, SkewMargin: max(be.SkewMargin, 0), ChargeID: spec.ChargeIDs[0]}
-	return o, reconcile.ReadFiles(spec.Statements, statement.Options{CollectionAccount: strings.TrimSpace(spec.CollectionAccount)})
+	loc, err := spec.location()
+	if err != nil {
+		// Fails closed: a zone that cannot be loaded reads nothing.
+		return o, func(func(statement.Posting) error) (statement.Period, error) { return statement.Period{}, err }
+	}
+	return o, reconcile.ReadFiles(spec.Statements, statement.Options{CollectionAccount: strings.TrimSpace(spec.CollectionAccount), Location: loc})
 }
 
 // selectBreak freezes the one open break of the charge a Reconcile spec
