@@ -220,3 +220,55 @@ func TestAttackPanicValueIsNotSentToClients(t *testing.T) {
 		t.Fatalf("the panic value reaches the retrying client: %s", again.body)
 	}
 }
+
+// docs/library/http.md: "a server that crashed mid-request leaves the key
+// 409 until its lease ... has passed, when a retry runs the handler again
+// with Run.Reclaimed". The handler is never given the Run: it is not in the
+// request's context (nor anywhere else), so a payment handler cannot ask
+// "did my crashed first run pay?" and pays again. (The check looks for a
+// value of type idempotency.Run anywhere in the request's context chain,
+// the API being absent.)
+func TestAttackReclaimedRunReachesTheHandler(t *testing.T) {
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 200 * time.Millisecond, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"amount":2500}`
+	// A server claimed the key and crashed before recording anything.
+	if _, err := g.Claim(t.Context(), idemhttp.DefaultNamespace+":crash-1", idempotency.Fingerprint("POST", "/payments", "", body)); err != nil {
+		t.Fatal(err)
+	}
+	var told atomic.Bool
+	var ran atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran.Add(1)
+		told.Store(strings.Contains(fmt.Sprint(r.Context()), "idempotency.Run"))
+		w.WriteHeader(http.StatusCreated)
+	})
+	srv := newServer(t, h, idemhttp.Options{Guard: g})
+	if a := send(t, "POST", srv.URL+"/payments", "crash-1", body); a.status != http.StatusConflict {
+		t.Fatalf("while the crashed claim's lease runs: %d, want 409", a.status)
+	}
+	time.Sleep(300 * time.Millisecond)
+	send(t, "POST", srv.URL+"/payments", "crash-1", body)
+	if ran.Load() != 1 {
+		t.Fatalf("handler ran %d times", ran.Load())
+	}
+	if !told.Load() {
+		t.Fatal("the handler re-ran after a crashed first run without being told (no Run / Reclaimed reaches it)")
+	}
+}
+
+// Two Idempotency-Key fields merged into one line by an intermediary
+// (RFC 9110 §5.3 allows combining them as "a, b") are taken as one key
+// "a, b" instead of the 400 promised for "more than one"; the draft's
+// sf-string grammar does not admit a bare "a, b" either. A lone `" "`
+// (a blank key) is also accepted. Cosmetic: nothing runs twice.
+func TestAttackMergedKeyListIsRefused(t *testing.T) {
+	srv := newServer(t, &payments{}, idemhttp.Options{})
+	for _, k := range []string{"k1, k2", `" "`} {
+		if a := send(t, "POST", srv.URL+"/p", k, "x"); a.status != http.StatusBadRequest {
+			t.Errorf("Idempotency-Key %q: %d, want 400", k, a.status)
+		}
+	}
+}

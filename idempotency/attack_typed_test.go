@@ -49,7 +49,7 @@ func TestAttackTypedLossyValueIsTheSameForDuplicates(t *testing.T) {
 
 type namedCodec struct{ name string }
 
-func (c namedCodec) Name() string                    { return c.name }
+func (c namedCodec) Name() string                  { return c.name }
 func (namedCodec) Encode(v any) ([]byte, error)    { return json.Marshal(v) }
 func (namedCodec) Decode(data []byte, v any) error { return json.Unmarshal(data, v) }
 
@@ -93,5 +93,31 @@ func TestAttackTypedReadsAGuardDoRecordAsUnreadable(t *testing.T) {
 	}, idempotency.TypedOptions{})
 	if !errors.Is(err, idempotency.ErrResultUnreadable) {
 		t.Fatalf("a Guard.Do record read by DoTyped: %+v replayed %v, %v; want ErrResultUnreadable", res.Value, res.Replayed, err)
+	}
+}
+
+// "never a zero value passed off as the result": a record written by
+// DoTyped[A] and read by DoTyped[B] (a deploy that renamed a field, two
+// call sites sharing a namespace) decodes under encoding/json's leniency
+// into B's zero value, Replayed true, no error.
+func TestAttackTypedAnotherTypeIsUnreadable(t *testing.T) {
+	g, _ := doGuard(t)
+	type v1 struct {
+		ID string `json:"id"`
+	}
+	type v2 struct {
+		PaymentID string `json:"payment_id"`
+	}
+	opts := idempotency.TypedOptions{Namespace: "payments"}
+	if _, err := idempotency.DoTyped(t.Context(), g, "k", "fp", func(context.Context, idempotency.Run) (v1, error) {
+		return v1{ID: "pay_1"}, nil
+	}, opts); err != nil {
+		t.Fatal(err)
+	}
+	res, err := idempotency.DoTyped(t.Context(), g, "k", "fp", func(context.Context, idempotency.Run) (v2, error) {
+		return v2{PaymentID: "pay_2"}, nil
+	}, opts)
+	if err == nil && res.Value == (v2{}) {
+		t.Fatalf("a v1 record read as v2: zero value %+v, replayed %v, no error", res.Value, res.Replayed)
 	}
 }
