@@ -160,3 +160,40 @@ func TestAttackWorkLongerThanMinWorkRunsTwice(t *testing.T) {
 		t.Errorf("the work of one key ran %d times, %d at once: the work's context is not bounded by MinWork, so it outlived the lease", runs.Load(), maxRunning.Load())
 	}
 }
+
+// hangExtend is a store whose lease extensions hang until their context
+// ends (a slow store).
+type hangExtend struct{ driver.Store }
+
+func (hangExtend) Extend(ctx context.Context, _ driver.ExtendRequest) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// ATTACK 5. When the work ends, the record's heartbeat is stopped and
+// stop() waits for a beat in flight, which is bounded only by Lease/3 (on
+// a context the deadline does not reach). A work that fits its MinWork
+// within the deadline is then answered after the deadline: Lambda times the
+// invocation out and the whole batch comes back.
+func TestAttackHeartbeatStopWaitsPastTheDeadline(t *testing.T) {
+	guard, err := idempotency.NewGuard(hangExtend{memstore.New()}, idempotency.Options{Lease: 3 * time.Second, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := lambdasqs.Handler(guard, lambdasqs.Options{MinWork: 1200 * time.Millisecond, Margin: 300 * time.Millisecond, Logger: quiet,
+		Key: func(m events.SQSMessage) (string, error) { return m.Body, nil }},
+		func(ctx context.Context, _ events.SQSMessage) error {
+			time.Sleep(1100 * time.Millisecond) // within MinWork
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(1600 * time.Millisecond)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	resp, err := h(ctx, events.SQSEvent{Records: []events.SQSMessage{{MessageId: "m1", Body: "charge-1"}}})
+	if over := time.Since(deadline); over > 0 {
+		t.Errorf("answered %s after the invocation's deadline (failures %v, err %v): a hung beat holds the record past the deadline", over.Round(time.Millisecond), failures(resp), err)
+	}
+}
