@@ -197,3 +197,37 @@ func TestAttackHeartbeatStopWaitsPastTheDeadline(t *testing.T) {
 		t.Errorf("answered %s after the invocation's deadline (failures %v, err %v): a hung beat holds the record past the deadline", over.Round(time.Millisecond), failures(resp), err)
 	}
 }
+
+// ATTACK 6. Handler refuses an empty key but takes a blank one (spaces, a
+// message attribute formatted from a missing value): unrelated records with
+// the same body share it, and the second is deleted as a duplicate without
+// running. The promise: no key is a permanent failure, never a shared key.
+func TestAttackBlankKeyIsShared(t *testing.T) {
+	guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	h, err := lambdasqs.Handler(guard, lambdasqs.Options{MinWork: time.Second, Logger: quiet,
+		Key: func(m events.SQSMessage) (string, error) {
+			if a, ok := m.MessageAttributes["key"]; ok && a.StringValue != nil {
+				return *a.StringValue, nil
+			}
+			return "", nil
+		}},
+		func(context.Context, events.SQSMessage) error { runs.Add(1); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	blank := " "
+	attrs := map[string]events.SQSMessageAttribute{"key": {StringValue: &blank, DataType: "String"}}
+	resp, err := h(t.Context(), events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "a", Body: `{"refund":10}`, MessageAttributes: attrs},
+		{MessageId: "b", Body: `{"refund":10}`, MessageAttributes: attrs}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs.Load() > 0 {
+		t.Errorf("a blank key was claimed as a key: the work ran %d time(s), failures %v (b deleted as a duplicate of an unrelated a): want both permanent no_key", runs.Load(), failures(resp))
+	}
+}
