@@ -78,3 +78,38 @@ func TestAttackBlankKeyIsShared(t *testing.T) {
 		t.Errorf("a blank key was used as a business key (the handler ran %d times; the second message was acked as a duplicate of an unrelated one): want ErrMissingKey", runs.Load())
 	}
 }
+
+// ATTACK W3. With every default (lease 60s + skew 2s, RetryDelay 1s) a
+// handler's transient error keeps the claim for the rest of the lease, and
+// each redelivery meanwhile is nacked after 1s as "in progress": ~62
+// deliveries before the handler may run again. A broker with a delivery
+// limit (RabbitMQ 4 quorum queues: delivery-limit 20 by default; JetStream
+// MaxDeliver; SQS maxReceiveCount) drops or dead-letters the message long
+// before: its effect never happens. Here a broker that requeues at once
+// and gives up after 20 deliveries (RabbitMQ's default); ~20s.
+func TestAttackInProgressNacksExhaustTheDeliveryLimit(t *testing.T) {
+	guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs, done atomic.Int32
+	h := watermillguard.Middleware(guard, watermillguard.Options{})(
+		func(*message.Message) ([]*message.Message, error) {
+			if runs.Add(1) == 1 {
+				return nil, errors.New("connection reset by peer") // transient, before any effect
+			}
+			done.Add(1)
+			return nil, nil
+		})
+	const deliveryLimit = 20
+	deliveries := 0
+	for deliveries < deliveryLimit {
+		deliveries++
+		if _, err := h(newMessage("pay-1", `{"amount":10}`)); err == nil {
+			break
+		}
+	}
+	if done.Load() == 0 {
+		t.Errorf("after %d deliveries (the broker's limit) the handler ran %d time(s) and the effect never happened: each redelivery was nacked as in progress under the lease our own failed attempt kept; the message is dropped", deliveries, runs.Load())
+	}
+}
