@@ -21,7 +21,9 @@
 //     and its body, with "Idempotent-Replayed: true";
 //   - else the handler runs, under a claim whose lease a heartbeat extends
 //     for as long as it runs (a slow handler is never taken over by a
-//     retry), and its response is recorded, then sent.
+//     retry), and its response is recorded, then sent. The claim is in the
+//     request's context (RunFrom): Run.Reclaimed tells a handler that an
+//     earlier attempt crashed mid-request and may have had its effect.
 //
 // A key's lifetime is the Guard's retention (idempotency.Options.Retention,
 // default 30 days) from the record's last write: until then every request
@@ -199,7 +201,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panicked bool
 	)
 	work := func(ctx context.Context, run idempotency.Run) (response, error) {
-		req := r.Clone(ctx)
+		req := r.Clone(context.WithValue(ctx, runKey{}, run))
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
 		rec = newRecorder(w, m.opts.MaxResponseBytes)
@@ -283,6 +285,22 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	problem(w, http.StatusInternalServerError, "internal", "Internal error", "outcome "+res.Outcome.String())
+}
+
+// runKey is the context key of the idempotency.Run handed to the handler.
+type runKey struct{}
+
+// RunFrom returns the claim the handler runs under: the middleware puts it
+// in the request's context. Its Reclaimed is true when an earlier attempt
+// with the key claimed it and did not finish (a server that crashed
+// mid-request): that attempt's effect may have happened, so a handler that
+// pays (or does anything else once) checks downstream first — with a
+// downstream idempotency key derived from the request's key and
+// Run.Generation, or by looking the payment up — before doing it again.
+// It returns false outside the middleware (a method that needs no key).
+func RunFrom(ctx context.Context) (idempotency.Run, bool) {
+	run, ok := ctx.Value(runKey{}).(idempotency.Run)
+	return run, ok
 }
 
 // key is the request's key in its scope, or why there is none.
