@@ -84,7 +84,8 @@ type Options struct {
 	// run the handler again.
 	Guard *idempotency.Guard
 	// Methods that need a key. Default POST and PATCH. Other methods pass
-	// through untouched.
+	// through untouched. They are upper-cased ("post" guards POST); a
+	// name that is not an HTTP token is ErrInvalid.
 	Methods []string
 	// Header is the request header that carries the key. Default
 	// "Idempotency-Key". Its value may be a structured-field string (in
@@ -131,6 +132,16 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	if opts.Methods == nil {
 		opts.Methods = []string{http.MethodPost, http.MethodPatch}
 	}
+	// Methods are case-sensitive on the wire, but a configured "post"
+	// means POST: guard the canonical method, never nothing.
+	methods := make([]string, len(opts.Methods))
+	for i, m := range opts.Methods {
+		if !isToken(m) {
+			return nil, fmt.Errorf("%w: method %q is not an HTTP token", idempotency.ErrInvalid, m)
+		}
+		methods[i] = strings.ToUpper(m)
+	}
+	opts.Methods = methods
 	if opts.Header == "" {
 		opts.Header = DefaultHeader
 	}
@@ -285,6 +296,23 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	problem(w, http.StatusInternalServerError, "internal", "Internal error", "outcome "+res.Outcome.String())
+}
+
+// isToken reports whether s is an RFC 9110 token (a method name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // runKey is the context key of the idempotency.Run handed to the handler.
