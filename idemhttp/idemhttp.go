@@ -50,9 +50,12 @@ package idemhttp
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"slices"
@@ -118,6 +121,10 @@ type Options struct {
 	// such a response is sent but not stored, and the key is released for
 	// the retry at once. Default: every response is stored.
 	NotStarted func(status int) bool
+	// Logger gets a handler's panic value, with the panic id that the
+	// key's record and the retrying clients get instead of the value.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Middleware returns the middleware, or idempotency.ErrInvalid for a nil
@@ -142,6 +149,9 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 		methods[i] = strings.ToUpper(m)
 	}
 	opts.Methods = methods
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if opts.Header == "" {
 		opts.Header = DefaultHeader
 	}
@@ -220,7 +230,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer func() {
 				if p := recover(); p != nil {
 					panicVal, panicked = p, true
-					err = fmt.Errorf("idemhttp: handler panicked: %v: %w", p, idempotency.ErrPermanent)
+					// The value may hold anything (a connection string, an
+					// account number): it goes to the server's log only,
+					// under an id that the record and the client get.
+					id := panicID()
+					m.opts.Logger.Error("idemhttp: handler panicked", "panic_id", id, "panic", fmt.Sprint(p))
+					err = fmt.Errorf("idemhttp: handler panicked (panic id %s): %w", id, idempotency.ErrPermanent)
 				}
 			}()
 			m.next.ServeHTTP(rec, req)
@@ -313,6 +328,14 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// panicID names one panic: random, so that it tells nothing but where to
+// look in the log.
+func panicID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // runKey is the context key of the idempotency.Run handed to the handler.
