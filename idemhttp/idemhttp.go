@@ -114,7 +114,9 @@ type Options struct {
 	Scope func(*http.Request) string
 	// Fingerprinter keys the request fingerprint (HMAC-SHA-256): a stored
 	// fingerprint then tells nothing about a body. Default nil: plain
-	// SHA-256.
+	// SHA-256. A record written under one of its previous keys, or
+	// unkeyed before it, is matched under that key (Fingerprinter.Match):
+	// rotating or adding a key keeps replaying.
 	Fingerprinter *idempotency.Fingerprinter
 	// NotStarted, when set, reports whether a response means the handler
 	// had no effect (e.g. a 503 from a load shedder before any work):
@@ -213,7 +215,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = r.Body.Close()
-	fp := m.opts.Fingerprinter.Sum(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(body))
+	parts := []string{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(body)}
+	fp := m.opts.Fingerprinter.Sum(parts...)
 
 	var (
 		ran      response // what the handler wrote, this time
@@ -264,8 +267,17 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The handler and the record run on a context the client's going away
 	// does not cancel: what it started is finished and recorded.
 	ctx := context.WithoutCancel(r.Context())
-	res, err := idempotency.DoTyped(ctx, m.opts.Guard, key, fp, work,
-		idempotency.TypedOptions{Namespace: m.opts.Namespace, DoOptions: idempotency.DoOptions{Heartbeat: hb}})
+	topts := idempotency.TypedOptions{Namespace: m.opts.Namespace, DoOptions: idempotency.DoOptions{Heartbeat: hb}}
+	res, err := idempotency.DoTyped(ctx, m.opts.Guard, key, fp, work, topts)
+	if err == nil && res.Outcome == idempotency.Conflict && res.Record.Fingerprint != fp {
+		// Written under another fingerprint key (a previous one, or none
+		// before keys): the same request if the stored fingerprint matches
+		// under that key, and then it is the one to claim with — a key
+		// rotation keeps replaying. A key this server does not hold: 422.
+		if same, merr := m.opts.Fingerprinter.Match(res.Record.Fingerprint, parts...); merr == nil && same {
+			res, err = idempotency.DoTyped(ctx, m.opts.Guard, key, res.Record.Fingerprint, work, topts)
+		}
+	}
 	if panicked {
 		panic(panicVal)
 	}
