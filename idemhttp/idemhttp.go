@@ -437,9 +437,20 @@ func (c *recorder) Header() http.Header {
 }
 
 func (c *recorder) WriteHeader(code int) {
-	if c.status == 0 {
-		c.status = code
+	if c.status != 0 {
+		return
 	}
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		// Informational (103 Early Hints): to the client now, with the
+		// headers set so far, as net/http sends it; not the response's
+		// status, and never replayed.
+		for h, vs := range c.header {
+			c.w.Header()[h] = vs
+		}
+		c.w.WriteHeader(code)
+		return
+	}
+	c.status = code
 }
 
 func (c *recorder) Write(p []byte) (int, error) {
