@@ -98,7 +98,8 @@ type Options struct {
 	// Content-Type and Location.
 	StoreHeaders []string
 	// MaxBodyBytes bounds the request body read to fingerprint it (and
-	// handed to the handler). Larger: 413. Default 1 MiB.
+	// handed to the handler). Larger: 413. Default 1 MiB; math.MaxInt64
+	// (no bound) is taken as math.MaxInt64-1. The body is held in memory.
 	MaxBodyBytes int64
 	// MaxResponseBytes bounds the response body stored for replay.
 	// Default 160 KiB (stored as base64 in JSON with the headers, it stays
@@ -166,6 +167,9 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	// One more byte than the bound is read to tell a larger body: keep
+	// that count from overflowing (math.MaxInt64 means no bound).
+	opts.MaxBodyBytes = min(opts.MaxBodyBytes, math.MaxInt64-1)
 	if opts.MaxResponseBytes == 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
 	}
