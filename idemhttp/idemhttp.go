@@ -53,6 +53,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,6 +66,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Defaults of Options.
@@ -73,6 +75,14 @@ const (
 	DefaultMaxBodyBytes     = 1 << 20
 	DefaultMaxResponseBytes = 160 << 10
 	DefaultNamespace        = "http"
+	// MaxMaxResponseBytes is the largest MaxResponseBytes accepted: a
+	// body of that size, base64 in the stored JSON (4/3 of it), leaves
+	// StoreHeadersRoom of driver.MaxResultBytes for the status and the
+	// stored headers.
+	MaxMaxResponseBytes = (driver.MaxResultBytes - StoreHeadersRoom) / 4 * 3
+	// StoreHeadersRoom is the part of a stored response kept for its
+	// status and headers at MaxMaxResponseBytes.
+	StoreHeadersRoom = 32 << 10
 	// MaxKeyLength is the longest key accepted, in bytes.
 	MaxKeyLength = 255
 	// ReplayedHeader marks a replayed response.
@@ -102,8 +112,10 @@ type Options struct {
 	// (no bound) is taken as math.MaxInt64-1. The body is held in memory.
 	MaxBodyBytes int64
 	// MaxResponseBytes bounds the response body stored for replay.
-	// Default 160 KiB (stored as base64 in JSON with the headers, it stays
-	// under driver.MaxResultBytes). A larger response is sent, not stored.
+	// Default 160 KiB; at most MaxMaxResponseBytes (stored as base64 in
+	// JSON with the headers, it stays under driver.MaxResultBytes), else
+	// ErrInvalid. A larger response is sent, not stored; so is one whose
+	// stored headers take it over driver.MaxResultBytes.
 	MaxResponseBytes int
 	// Namespace separates these keys from other users of the store.
 	// Default "http". It must not hold ":".
@@ -172,6 +184,10 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	opts.MaxBodyBytes = min(opts.MaxBodyBytes, math.MaxInt64-1)
 	if opts.MaxResponseBytes == 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if opts.MaxResponseBytes > MaxMaxResponseBytes {
+		return nil, fmt.Errorf("%w: MaxResponseBytes %d: a stored response (its body base64, 4/3 of it, with its headers) must fit the store's %d bytes; at most %d",
+			idempotency.ErrInvalid, opts.MaxResponseBytes, driver.MaxResultBytes, MaxMaxResponseBytes)
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
@@ -265,13 +281,18 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				stored.Header[h] = slices.Clone(v)
 			}
 		}
+		// The stored headers count against the store's limit too: what
+		// is decided storable here is stored.
+		if b, err := (responseCodec{}).Encode(stored); err == nil && len(b) > driver.MaxResultBytes {
+			return response{Status: ran.Status, NotStored: fmt.Sprintf("the response with its stored headers encodes to %d bytes, more than the %d bytes a store keeps", len(b), driver.MaxResultBytes)}, nil
+		}
 		return stored, nil
 	}
 	hb := &heartbeat{every: max(m.opts.Guard.Lease()/3, 10*time.Millisecond)}
 	// The handler and the record run on a context the client's going away
 	// does not cancel: what it started is finished and recorded.
 	ctx := context.WithoutCancel(r.Context())
-	topts := idempotency.TypedOptions{Namespace: m.opts.Namespace, DoOptions: idempotency.DoOptions{Heartbeat: hb}}
+	topts := idempotency.TypedOptions{Namespace: m.opts.Namespace, Codec: responseCodec{}, DoOptions: idempotency.DoOptions{Heartbeat: hb}}
 	res, err := idempotency.DoTyped(ctx, m.opts.Guard, key, fp, work, topts)
 	if err == nil && res.Outcome == idempotency.Conflict && res.Record.Fingerprint != fp {
 		// Written under another fingerprint key (a previous one, or none
@@ -352,6 +373,35 @@ func panicID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// responseCodec stores a response as JSON, as the default codec does
+// (same name: either reads the other's records), but without escaping
+// HTML characters: a Location full of '&' stays one byte a character.
+type responseCodec struct{}
+
+func (responseCodec) Name() string { return "json" }
+
+func (responseCodec) Encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func (responseCodec) Decode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the response")
+	}
+	return nil
 }
 
 // runKey is the context key of the idempotency.Run handed to the handler.
