@@ -1,11 +1,13 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -25,12 +27,28 @@ type Codec interface {
 	Decode(data []byte, v any) error
 }
 
-// jsonCodec is the default Codec: encoding/json, named "json".
+// jsonCodec is the default Codec: encoding/json, named "json", decoding
+// strictly (DisallowUnknownFields).
 type jsonCodec struct{}
 
-func (jsonCodec) Name() string                    { return "json" }
-func (jsonCodec) Encode(v any) ([]byte, error)    { return json.Marshal(v) }
-func (jsonCodec) Decode(data []byte, v any) error { return json.Unmarshal(data, v) }
+func (jsonCodec) Name() string                 { return "json" }
+func (jsonCodec) Encode(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Decode refuses a field the type does not have, and data after the
+// value: a record written for another type (a renamed field, two call
+// sites sharing a namespace) is ErrResultUnreadable, never decoded into a
+// zero value passed off as the result.
+func (jsonCodec) Decode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the value")
+	}
+	return nil
+}
 
 // The Status of a DONE record written by DoTyped: resultStatus + the
 // codec's name, plus base64Suffix when the encoded bytes were not UTF-8
