@@ -100,9 +100,11 @@ func namespacedKey(ns, key string) (string, error) {
 type TypedResult[T any] struct {
 	// Outcome, Err, Record, Attempt and RetryAfter are as in DoResult.
 	Outcome Outcome
-	// Value is the work's value: returned by the work now (Acquired,
-	// Reclaimed), or the first result decoded from the record
-	// (DuplicateDone).
+	// Value is the work's value, as stored and decoded back (Acquired,
+	// Reclaimed: the same value every duplicate gets, whatever the codec
+	// lost), or the first result decoded from the record (DuplicateDone).
+	// When the value was not stored (ErrResultNotStored) it is the work's
+	// own.
 	Value T
 	// Replayed: Value is the stored first result, not this call's work.
 	Replayed   bool
@@ -152,6 +154,17 @@ func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work
 		}
 		value = v
 		d, nerr := encodeResult(codec, v)
+		if nerr == nil {
+			// Every caller gets the same value: this one too gets the
+			// stored value decoded (a codec may lose what it cannot
+			// encode: invalid UTF-8, a json:"-" field), not the work's.
+			var back T
+			if derr := decodeResult(codec, driver.Record{Status: d.Status, Detail: d.Detail}, &back); derr != nil {
+				nerr = fmt.Errorf("%w: codec %s: the encoded result does not decode back: %w", ErrResultNotStored, codec.Name(), derr)
+			} else {
+				value = back
+			}
+		}
 		if nerr != nil {
 			notStore = nerr
 			status := statusUnencodable
