@@ -18,13 +18,33 @@ import (
 // maxResultBytes is the largest encoded typed result DoTyped stores.
 const maxResultBytes = driver.MaxResultBytes
 
-// Codec turns a typed result into bytes and back. Name is stored with the
-// result (the record's Status is "RESULT " + Name), so that a result is
+// Codec turns a typed result into bytes and back. Name (1 to 32 letters,
+// digits, '-', '_' or '.'; else DoTyped returns ErrInvalid) is stored with
+// the result (the record's Status is "RESULT " + Name), so that a result is
 // never decoded by another codec than the one that wrote it.
 type Codec interface {
 	Name() string
 	Encode(v any) ([]byte, error)
 	Decode(data []byte, v any) error
+}
+
+// maxCodecName is the longest Codec name.
+const maxCodecName = 32
+
+// validCodecName: a codec's name is stored in the record's Status, so it
+// is a short token (letters, digits, '-', '_', '.'), never one that makes
+// the Status another marker or is cut.
+func validCodecName(name string) bool {
+	if name == "" || len(name) > maxCodecName {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // jsonCodec is the default Codec: encoding/json, named "json", decoding
@@ -142,6 +162,9 @@ func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work
 	codec := opts.Codec
 	if codec == nil {
 		codec = jsonCodec{}
+	}
+	if !validCodecName(codec.Name()) {
+		return TypedResult[T]{}, fmt.Errorf("%w: codec name %.40q: want 1 to %d letters, digits, '-', '_' or '.'", ErrInvalid, codec.Name(), maxCodecName)
 	}
 	var (
 		value    T
