@@ -20,7 +20,7 @@ const maxResultBytes = driver.MaxResultBytes
 
 // Codec turns a typed result into bytes and back. Name (1 to 32 letters,
 // digits, '-', '_' or '.'; else DoTyped returns ErrInvalid) is stored with
-// the result (the record's Status is "RESULT " + Name), so that a result is
+// the result (the record's Status is "TYPED RESULT " + Name), so that a result is
 // never decoded by another codec than the one that wrote it.
 type Codec interface {
 	Name() string
@@ -70,16 +70,35 @@ func (jsonCodec) Decode(data []byte, v any) error {
 	return nil
 }
 
-// The Status of a DONE record written by DoTyped: resultStatus + the
+// The Status of a DONE record written by DoTyped ("TYPED RESULT json"):
+// resultStatus + the
 // codec's name, plus base64Suffix when the encoded bytes were not UTF-8
 // text (PostgreSQL's and DynamoDB's strings take only that); or one of the
 // markers of a result that was not stored (the Detail then says why).
+//
+// Every one starts with TypedStatusPrefix, which Guard.Do and
+// Guard.Complete refuse in a status of their own (ErrInvalid): a record
+// DoTyped decodes is one DoTyped wrote, never a Guard.Do result whose
+// status happens to look like one.
 const (
-	resultStatus      = "RESULT "
+	resultStatus      = TypedStatusPrefix + "RESULT "
 	base64Suffix      = " base64"
-	statusTooLarge    = "RESULT NOT STORED: TOO LARGE"
-	statusUnencodable = "RESULT NOT STORED: UNENCODABLE"
+	statusTooLarge    = TypedStatusPrefix + "RESULT NOT STORED: TOO LARGE"
+	statusUnencodable = TypedStatusPrefix + "RESULT NOT STORED: UNENCODABLE"
 )
+
+// TypedStatusPrefix starts the Status of every DONE record DoTyped
+// writes. Guard.Do and Guard.Complete refuse a status that starts with it.
+const TypedStatusPrefix = "TYPED "
+
+// typedStatusError is the error of a Guard.Do or Guard.Complete status
+// that starts with TypedStatusPrefix.
+func typedStatusError(status string) error {
+	if !strings.HasPrefix(status, TypedStatusPrefix) {
+		return nil
+	}
+	return fmt.Errorf("%w: status %.40q starts with %q, kept for DoTyped's records", ErrInvalid, status, TypedStatusPrefix)
+}
 
 // TypedOptions configure one DoTyped. The zero value takes the defaults.
 type TypedOptions struct {
