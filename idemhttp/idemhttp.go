@@ -469,14 +469,17 @@ func problem(w http.ResponseWriter, status int, kind, title, detail string) {
 
 // recorder buffers the handler's response up to max bytes of body; past
 // them it sends what it has and passes the rest through (overflow: the
-// response is not stored).
+// response is not stored). A Flush sends the head and what is buffered
+// and passes the rest through too, still recording it (sent). Unwrap gives
+// http.ResponseController the writer underneath.
 type recorder struct {
 	w        http.ResponseWriter
 	max      int
 	header   http.Header
 	status   int
 	body     bytes.Buffer
-	overflow bool
+	overflow bool // the body is larger than max: not stored
+	sent     bool // the head has gone to the client
 }
 
 func newRecorder(w http.ResponseWriter, limit int) *recorder {
@@ -484,7 +487,7 @@ func newRecorder(w http.ResponseWriter, limit int) *recorder {
 }
 
 func (c *recorder) Header() http.Header {
-	if c.overflow {
+	if c.sent {
 		return c.w.Header()
 	}
 	return c.header
@@ -511,20 +514,54 @@ func (c *recorder) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
-	if c.overflow {
-		return c.w.Write(p)
+	if !c.overflow && c.body.Len()+len(p) > c.max {
+		c.overflow = true
+		if !c.sent {
+			if err := c.send(); err != nil {
+				return 0, err
+			}
+		}
+		c.body.Reset()
 	}
-	if c.body.Len()+len(p) <= c.max {
+	if !c.sent {
 		return c.body.Write(p)
 	}
-	c.overflow = true
-	c.sendHead()
-	if _, err := c.w.Write(c.body.Bytes()); err != nil {
-		return 0, err
+	if !c.overflow {
+		c.body.Write(p)
 	}
-	c.body.Reset()
 	return c.w.Write(p)
 }
+
+// send sends the head and the body buffered so far.
+func (c *recorder) send() error {
+	c.sent = true
+	c.sendHead()
+	_, err := c.w.Write(c.body.Bytes())
+	return err
+}
+
+// FlushError sends what the handler wrote so far to the client and
+// flushes it (http.ResponseController's Flush). The response is still
+// recorded for the retries; the first client gets it as it is written.
+func (c *recorder) FlushError() error {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if !c.sent {
+		if err := c.send(); err != nil {
+			return err
+		}
+	}
+	return http.NewResponseController(c.w).Flush()
+}
+
+// Flush is FlushError for http.Flusher.
+func (c *recorder) Flush() { _ = c.FlushError() }
+
+// Unwrap is the writer underneath, for http.ResponseController (deadlines,
+// full duplex). What is written to it directly, or to a hijacked
+// connection, is not recorded.
+func (c *recorder) Unwrap() http.ResponseWriter { return c.w }
 
 func (c *recorder) sendHead() {
 	for h, vs := range c.header {
@@ -539,7 +576,7 @@ func (c *recorder) response() response {
 
 // flush sends the response the handler wrote, once.
 func (c *recorder) flush(resp response) {
-	if c.overflow {
+	if c.sent {
 		return // sent while it was written
 	}
 	if resp.Status == 0 {
