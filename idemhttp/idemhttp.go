@@ -6,7 +6,8 @@
 // For each request whose method needs a key (Options.Methods, default POST
 // and PATCH):
 //
-//   - no key (or an empty one, or more than one): 400, problem+json; the
+//   - no key (or an empty or blank one, or more than one, also merged
+//     into one line as "a, b"): 400, problem+json; the
 //     handler does not run. A missing key is never defaulted or hashed:
 //     requests without one would all share one record;
 //   - a body larger than Options.MaxBodyBytes: 413 before anything is
@@ -429,8 +430,13 @@ func (m *middleware) key(r *http.Request) (string, string) {
 	k := strings.TrimSpace(vs[0])
 	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
 		k = k[1 : len(k)-1]
+	} else if strings.Contains(k, ",") {
+		// Two fields merged into one line by an intermediary ("a, b",
+		// RFC 9110 §5.3): more than one key. (A quoted key may hold a
+		// comma; a merged pair of quoted keys holds a quote, refused below.)
+		return "", fmt.Sprintf("a %s request needs exactly one %s header", r.Method, m.opts.Header)
 	}
-	if k == "" || len(k) > MaxKeyLength {
+	if strings.TrimSpace(k) == "" || len(k) > MaxKeyLength {
 		return "", fmt.Sprintf("%s must have 1 to %d characters", m.opts.Header, MaxKeyLength)
 	}
 	for i := range len(k) {
