@@ -6,7 +6,8 @@
 // For each request whose method needs a key (Options.Methods, default POST
 // and PATCH):
 //
-//   - no key (or an empty one, or more than one): 400, problem+json; the
+//   - no key (or an empty or blank one, or more than one, also merged
+//     into one line as "a, b"): 400, problem+json; the
 //     handler does not run. A missing key is never defaulted or hashed:
 //     requests without one would all share one record;
 //   - a body larger than Options.MaxBodyBytes: 413 before anything is
@@ -21,7 +22,9 @@
 //     and its body, with "Idempotent-Replayed: true";
 //   - else the handler runs, under a claim whose lease a heartbeat extends
 //     for as long as it runs (a slow handler is never taken over by a
-//     retry), and its response is recorded, then sent.
+//     retry), and its response is recorded, then sent. The claim is in the
+//     request's context (RunFrom): Run.Reclaimed tells a handler that an
+//     earlier attempt crashed mid-request and may have had its effect.
 //
 // A key's lifetime is the Guard's retention (idempotency.Options.Retention,
 // default 30 days) from the record's last write: until then every request
@@ -48,9 +51,13 @@ package idemhttp
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"slices"
@@ -60,6 +67,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 // Defaults of Options.
@@ -68,6 +76,14 @@ const (
 	DefaultMaxBodyBytes     = 1 << 20
 	DefaultMaxResponseBytes = 160 << 10
 	DefaultNamespace        = "http"
+	// MaxMaxResponseBytes is the largest MaxResponseBytes accepted: a
+	// body of that size, base64 in the stored JSON (4/3 of it), leaves
+	// StoreHeadersRoom of driver.MaxResultBytes for the status and the
+	// stored headers.
+	MaxMaxResponseBytes = (driver.MaxResultBytes - StoreHeadersRoom) / 4 * 3
+	// StoreHeadersRoom is the part of a stored response kept for its
+	// status and headers at MaxMaxResponseBytes.
+	StoreHeadersRoom = 32 << 10
 	// MaxKeyLength is the longest key accepted, in bytes.
 	MaxKeyLength = 255
 	// ReplayedHeader marks a replayed response.
@@ -82,7 +98,8 @@ type Options struct {
 	// run the handler again.
 	Guard *idempotency.Guard
 	// Methods that need a key. Default POST and PATCH. Other methods pass
-	// through untouched.
+	// through untouched. They are upper-cased ("post" guards POST); a
+	// name that is not an HTTP token is ErrInvalid.
 	Methods []string
 	// Header is the request header that carries the key. Default
 	// "Idempotency-Key". Its value may be a structured-field string (in
@@ -92,11 +109,14 @@ type Options struct {
 	// Content-Type and Location.
 	StoreHeaders []string
 	// MaxBodyBytes bounds the request body read to fingerprint it (and
-	// handed to the handler). Larger: 413. Default 1 MiB.
+	// handed to the handler). Larger: 413. Default 1 MiB; math.MaxInt64
+	// (no bound) is taken as math.MaxInt64-1. The body is held in memory.
 	MaxBodyBytes int64
 	// MaxResponseBytes bounds the response body stored for replay.
-	// Default 160 KiB (stored as base64 in JSON with the headers, it stays
-	// under driver.MaxResultBytes). A larger response is sent, not stored.
+	// Default 160 KiB; at most MaxMaxResponseBytes (stored as base64 in
+	// JSON with the headers, it stays under driver.MaxResultBytes), else
+	// ErrInvalid. A larger response is sent, not stored; so is one whose
+	// stored headers take it over driver.MaxResultBytes.
 	MaxResponseBytes int
 	// Namespace separates these keys from other users of the store.
 	// Default "http". It must not hold ":".
@@ -108,13 +128,19 @@ type Options struct {
 	Scope func(*http.Request) string
 	// Fingerprinter keys the request fingerprint (HMAC-SHA-256): a stored
 	// fingerprint then tells nothing about a body. Default nil: plain
-	// SHA-256.
+	// SHA-256. A record written under one of its previous keys, or
+	// unkeyed before it, is matched under that key (Fingerprinter.Match):
+	// rotating or adding a key keeps replaying.
 	Fingerprinter *idempotency.Fingerprinter
 	// NotStarted, when set, reports whether a response means the handler
 	// had no effect (e.g. a 503 from a load shedder before any work):
 	// such a response is sent but not stored, and the key is released for
 	// the retry at once. Default: every response is stored.
 	NotStarted func(status int) bool
+	// Logger gets a handler's panic value, with the panic id that the
+	// key's record and the retrying clients get instead of the value.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Middleware returns the middleware, or idempotency.ErrInvalid for a nil
@@ -129,6 +155,19 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	if opts.Methods == nil {
 		opts.Methods = []string{http.MethodPost, http.MethodPatch}
 	}
+	// Methods are case-sensitive on the wire, but a configured "post"
+	// means POST: guard the canonical method, never nothing.
+	methods := make([]string, len(opts.Methods))
+	for i, m := range opts.Methods {
+		if !isToken(m) {
+			return nil, fmt.Errorf("%w: method %q is not an HTTP token", idempotency.ErrInvalid, m)
+		}
+		methods[i] = strings.ToUpper(m)
+	}
+	opts.Methods = methods
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
 	if opts.Header == "" {
 		opts.Header = DefaultHeader
 	}
@@ -141,8 +180,15 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	// One more byte than the bound is read to tell a larger body: keep
+	// that count from overflowing (math.MaxInt64 means no bound).
+	opts.MaxBodyBytes = min(opts.MaxBodyBytes, math.MaxInt64-1)
 	if opts.MaxResponseBytes == 0 {
 		opts.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if opts.MaxResponseBytes > MaxMaxResponseBytes {
+		return nil, fmt.Errorf("%w: MaxResponseBytes %d: a stored response (its body base64, 4/3 of it, with its headers) must fit the store's %d bytes; at most %d",
+			idempotency.ErrInvalid, opts.MaxResponseBytes, driver.MaxResultBytes, MaxMaxResponseBytes)
 	}
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
@@ -190,7 +236,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_ = r.Body.Close()
-	fp := m.opts.Fingerprinter.Sum(r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(body))
+	parts := []string{r.Method, r.URL.EscapedPath(), r.URL.RawQuery, string(body)}
+	fp := m.opts.Fingerprinter.Sum(parts...)
 
 	var (
 		ran      response // what the handler wrote, this time
@@ -199,7 +246,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panicked bool
 	)
 	work := func(ctx context.Context, run idempotency.Run) (response, error) {
-		req := r.Clone(ctx)
+		req := r.Clone(context.WithValue(ctx, runKey{}, run))
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		req.ContentLength = int64(len(body))
 		rec = newRecorder(w, m.opts.MaxResponseBytes)
@@ -207,7 +254,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer func() {
 				if p := recover(); p != nil {
 					panicVal, panicked = p, true
-					err = fmt.Errorf("idemhttp: handler panicked: %v: %w", p, idempotency.ErrPermanent)
+					// The value may hold anything (a connection string, an
+					// account number): it goes to the server's log only,
+					// under an id that the record and the client get.
+					id := panicID()
+					m.opts.Logger.Error("idemhttp: handler panicked", "panic_id", id, "panic", fmt.Sprint(p))
+					err = fmt.Errorf("idemhttp: handler panicked (panic id %s): %w", id, idempotency.ErrPermanent)
 				}
 			}()
 			m.next.ServeHTTP(rec, req)
@@ -230,14 +282,28 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				stored.Header[h] = slices.Clone(v)
 			}
 		}
+		// The stored headers count against the store's limit too: what
+		// is decided storable here is stored.
+		if b, err := (responseCodec{}).Encode(stored); err == nil && len(b) > driver.MaxResultBytes {
+			return response{Status: ran.Status, NotStored: fmt.Sprintf("the response with its stored headers encodes to %d bytes, more than the %d bytes a store keeps", len(b), driver.MaxResultBytes)}, nil
+		}
 		return stored, nil
 	}
 	hb := &heartbeat{every: max(m.opts.Guard.Lease()/3, 10*time.Millisecond)}
 	// The handler and the record run on a context the client's going away
 	// does not cancel: what it started is finished and recorded.
 	ctx := context.WithoutCancel(r.Context())
-	res, err := idempotency.DoTyped(ctx, m.opts.Guard, key, fp, work,
-		idempotency.TypedOptions{Namespace: m.opts.Namespace, DoOptions: idempotency.DoOptions{Heartbeat: hb}})
+	topts := idempotency.TypedOptions{Namespace: m.opts.Namespace, Codec: responseCodec{}, DoOptions: idempotency.DoOptions{Heartbeat: hb}}
+	res, err := idempotency.DoTyped(ctx, m.opts.Guard, key, fp, work, topts)
+	if err == nil && res.Outcome == idempotency.Conflict && res.Record.Fingerprint != fp {
+		// Written under another fingerprint key (a previous one, or none
+		// before keys): the same request if the stored fingerprint matches
+		// under that key, and then it is the one to claim with — a key
+		// rotation keeps replaying. A key this server does not hold: 422.
+		if same, merr := m.opts.Fingerprinter.Match(res.Record.Fingerprint, parts...); merr == nil && same {
+			res, err = idempotency.DoTyped(ctx, m.opts.Guard, key, res.Record.Fingerprint, work, topts)
+		}
+	}
 	if panicked {
 		panic(panicVal)
 	}
@@ -285,6 +351,76 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	problem(w, http.StatusInternalServerError, "internal", "Internal error", "outcome "+res.Outcome.String())
 }
 
+// isToken reports whether s is an RFC 9110 token (a method name).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// panicID names one panic: random, so that it tells nothing but where to
+// look in the log.
+func panicID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// responseCodec stores a response as JSON, as the default codec does
+// (same name: either reads the other's records), but without escaping
+// HTML characters: a Location full of '&' stays one byte a character.
+type responseCodec struct{}
+
+func (responseCodec) Name() string { return "json" }
+
+func (responseCodec) Encode(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func (responseCodec) Decode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the response")
+	}
+	return nil
+}
+
+// runKey is the context key of the idempotency.Run handed to the handler.
+type runKey struct{}
+
+// RunFrom returns the claim the handler runs under: the middleware puts it
+// in the request's context. Its Reclaimed is true when an earlier attempt
+// with the key claimed it and did not finish (a server that crashed
+// mid-request): that attempt's effect may have happened, so a handler that
+// pays (or does anything else once) checks downstream first — with a
+// downstream idempotency key derived from the request's key and
+// Run.Generation, or by looking the payment up — before doing it again.
+// It returns false outside the middleware (a method that needs no key).
+func RunFrom(ctx context.Context) (idempotency.Run, bool) {
+	run, ok := ctx.Value(runKey{}).(idempotency.Run)
+	return run, ok
+}
+
 // key is the request's key in its scope, or why there is none.
 func (m *middleware) key(r *http.Request) (string, string) {
 	vs := r.Header.Values(m.opts.Header)
@@ -294,8 +430,13 @@ func (m *middleware) key(r *http.Request) (string, string) {
 	k := strings.TrimSpace(vs[0])
 	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
 		k = k[1 : len(k)-1]
+	} else if strings.Contains(k, ",") {
+		// Two fields merged into one line by an intermediary ("a, b",
+		// RFC 9110 §5.3): more than one key. (A quoted key may hold a
+		// comma; a merged pair of quoted keys holds a quote, refused below.)
+		return "", fmt.Sprintf("a %s request needs exactly one %s header", r.Method, m.opts.Header)
 	}
-	if k == "" || len(k) > MaxKeyLength {
+	if strings.TrimSpace(k) == "" || len(k) > MaxKeyLength {
 		return "", fmt.Sprintf("%s must have 1 to %d characters", m.opts.Header, MaxKeyLength)
 	}
 	for i := range len(k) {
@@ -334,14 +475,17 @@ func problem(w http.ResponseWriter, status int, kind, title, detail string) {
 
 // recorder buffers the handler's response up to max bytes of body; past
 // them it sends what it has and passes the rest through (overflow: the
-// response is not stored).
+// response is not stored). A Flush sends the head and what is buffered
+// and passes the rest through too, still recording it (sent). Unwrap gives
+// http.ResponseController the writer underneath.
 type recorder struct {
 	w        http.ResponseWriter
 	max      int
 	header   http.Header
 	status   int
 	body     bytes.Buffer
-	overflow bool
+	overflow bool // the body is larger than max: not stored
+	sent     bool // the head has gone to the client
 }
 
 func newRecorder(w http.ResponseWriter, limit int) *recorder {
@@ -349,36 +493,81 @@ func newRecorder(w http.ResponseWriter, limit int) *recorder {
 }
 
 func (c *recorder) Header() http.Header {
-	if c.overflow {
+	if c.sent {
 		return c.w.Header()
 	}
 	return c.header
 }
 
 func (c *recorder) WriteHeader(code int) {
-	if c.status == 0 {
-		c.status = code
+	if c.status != 0 {
+		return
 	}
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		// Informational (103 Early Hints): to the client now, with the
+		// headers set so far, as net/http sends it; not the response's
+		// status, and never replayed.
+		for h, vs := range c.header {
+			c.w.Header()[h] = vs
+		}
+		c.w.WriteHeader(code)
+		return
+	}
+	c.status = code
 }
 
 func (c *recorder) Write(p []byte) (int, error) {
 	if c.status == 0 {
 		c.status = http.StatusOK
 	}
-	if c.overflow {
-		return c.w.Write(p)
+	if !c.overflow && c.body.Len()+len(p) > c.max {
+		c.overflow = true
+		if !c.sent {
+			if err := c.send(); err != nil {
+				return 0, err
+			}
+		}
+		c.body.Reset()
 	}
-	if c.body.Len()+len(p) <= c.max {
+	if !c.sent {
 		return c.body.Write(p)
 	}
-	c.overflow = true
-	c.sendHead()
-	if _, err := c.w.Write(c.body.Bytes()); err != nil {
-		return 0, err
+	if !c.overflow {
+		c.body.Write(p)
 	}
-	c.body.Reset()
 	return c.w.Write(p)
 }
+
+// send sends the head and the body buffered so far.
+func (c *recorder) send() error {
+	c.sent = true
+	c.sendHead()
+	_, err := c.w.Write(c.body.Bytes())
+	return err
+}
+
+// FlushError sends what the handler wrote so far to the client and
+// flushes it (http.ResponseController's Flush). The response is still
+// recorded for the retries; the first client gets it as it is written.
+func (c *recorder) FlushError() error {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	if !c.sent {
+		if err := c.send(); err != nil {
+			return err
+		}
+	}
+	return http.NewResponseController(c.w).Flush()
+}
+
+// Flush is FlushError for http.Flusher.
+func (c *recorder) Flush() { _ = c.FlushError() }
+
+// Unwrap is the writer underneath, for http.ResponseController (deadlines,
+// full duplex). What is written to it directly, or to a hijacked
+// connection, is not recorded.
+func (c *recorder) Unwrap() http.ResponseWriter { return c.w }
 
 func (c *recorder) sendHead() {
 	for h, vs := range c.header {
@@ -393,7 +582,7 @@ func (c *recorder) response() response {
 
 // flush sends the response the handler wrote, once.
 func (c *recorder) flush(resp response) {
-	if c.overflow {
+	if c.sent {
 		return // sent while it was written
 	}
 	if resp.Status == 0 {

@@ -115,8 +115,30 @@ type DoResult struct {
 // what happened (see DoResult.Outcome); the error is ErrInvalid for bad
 // options, or wraps ErrUnavailable when the store could not be reached to
 // claim (Attempt 0) or to record the result (the work ran; Attempt set).
+//
+// A Done.Status that starts with TypedStatusPrefix (kept for DoTyped's
+// records, so that DoTyped never decodes a Do result as its own) is a bug
+// of the work: it is recorded FAILED (the work ran), and Do returns
+// Outcome Failed with an error wrapping ErrInvalid, as Err and as Do's
+// error.
 func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context.Context, Run) (Done, error), opts DoOptions) (DoResult, error) {
-	return g.do(ctx, key, fingerprint, fn, opts, driver.MaxDetailBytes)
+	if fn == nil {
+		return DoResult{}, fmt.Errorf("%w: nil work", ErrInvalid)
+	}
+	var bad error
+	res, err := g.do(ctx, key, fingerprint, func(ctx context.Context, run Run) (Done, error) {
+		done, err := fn(ctx, run)
+		if err == nil {
+			if bad = typedStatusError(done.Status); bad != nil {
+				return Done{}, fmt.Errorf("%w: %w", bad, ErrPermanent)
+			}
+		}
+		return done, err
+	}, opts, driver.MaxDetailBytes)
+	if err == nil && bad != nil && res.Outcome == Failed {
+		err = res.Err
+	}
+	return res, err
 }
 
 // do is Do, with the bound on the Detail of a DONE record: Do's

@@ -246,8 +246,13 @@ func classify(res driver.ClaimResult, token, fingerprint string) Outcome {
 }
 
 // Complete records the work as DONE with the application's status and
-// detail. ErrLeaseLost means the key is no longer ours.
+// detail. ErrLeaseLost means the key is no longer ours. A status that
+// starts with TypedStatusPrefix (DoTyped's) is ErrInvalid; nothing is
+// written.
 func (g *Guard) Complete(ctx context.Context, l Lease, status, detail string) error {
+	if err := typedStatusError(status); err != nil {
+		return err
+	}
 	return g.finish(ctx, l, driver.StateDone, status, detail)
 }
 

@@ -1,11 +1,13 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -16,8 +18,9 @@ import (
 // maxResultBytes is the largest encoded typed result DoTyped stores.
 const maxResultBytes = driver.MaxResultBytes
 
-// Codec turns a typed result into bytes and back. Name is stored with the
-// result (the record's Status is "RESULT " + Name), so that a result is
+// Codec turns a typed result into bytes and back. Name (1 to 32 letters,
+// digits, '-', '_' or '.'; else DoTyped returns ErrInvalid) is stored with
+// the result (the record's Status is "TYPED RESULT " + Name), so that a result is
 // never decoded by another codec than the one that wrote it.
 type Codec interface {
 	Name() string
@@ -25,23 +28,77 @@ type Codec interface {
 	Decode(data []byte, v any) error
 }
 
-// jsonCodec is the default Codec: encoding/json, named "json".
+// maxCodecName is the longest Codec name.
+const maxCodecName = 32
+
+// validCodecName: a codec's name is stored in the record's Status, so it
+// is a short token (letters, digits, '-', '_', '.'), never one that makes
+// the Status another marker or is cut.
+func validCodecName(name string) bool {
+	if name == "" || len(name) > maxCodecName {
+		return false
+	}
+	for i := range len(name) {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// jsonCodec is the default Codec: encoding/json, named "json", decoding
+// strictly (DisallowUnknownFields).
 type jsonCodec struct{}
 
-func (jsonCodec) Name() string                    { return "json" }
-func (jsonCodec) Encode(v any) ([]byte, error)    { return json.Marshal(v) }
-func (jsonCodec) Decode(data []byte, v any) error { return json.Unmarshal(data, v) }
+func (jsonCodec) Name() string                 { return "json" }
+func (jsonCodec) Encode(v any) ([]byte, error) { return json.Marshal(v) }
 
-// The Status of a DONE record written by DoTyped: resultStatus + the
+// Decode refuses a field the type does not have, and data after the
+// value: a record written for another type (a renamed field, two call
+// sites sharing a namespace) is ErrResultUnreadable, never decoded into a
+// zero value passed off as the result.
+func (jsonCodec) Decode(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the value")
+	}
+	return nil
+}
+
+// The Status of a DONE record written by DoTyped ("TYPED RESULT json"):
+// resultStatus + the
 // codec's name, plus base64Suffix when the encoded bytes were not UTF-8
 // text (PostgreSQL's and DynamoDB's strings take only that); or one of the
 // markers of a result that was not stored (the Detail then says why).
+//
+// Every one starts with TypedStatusPrefix, which Guard.Do and
+// Guard.Complete refuse in a status of their own (ErrInvalid): a record
+// DoTyped decodes is one DoTyped wrote, never a Guard.Do result whose
+// status happens to look like one.
 const (
-	resultStatus      = "RESULT "
+	resultStatus      = TypedStatusPrefix + "RESULT "
 	base64Suffix      = " base64"
-	statusTooLarge    = "RESULT NOT STORED: TOO LARGE"
-	statusUnencodable = "RESULT NOT STORED: UNENCODABLE"
+	statusTooLarge    = TypedStatusPrefix + "RESULT NOT STORED: TOO LARGE"
+	statusUnencodable = TypedStatusPrefix + "RESULT NOT STORED: UNENCODABLE"
 )
+
+// TypedStatusPrefix starts the Status of every DONE record DoTyped
+// writes. Guard.Do and Guard.Complete refuse a status that starts with it.
+const TypedStatusPrefix = "TYPED "
+
+// typedStatusError is the error of a Guard.Do or Guard.Complete status
+// that starts with TypedStatusPrefix.
+func typedStatusError(status string) error {
+	if !strings.HasPrefix(status, TypedStatusPrefix) {
+		return nil
+	}
+	return fmt.Errorf("%w: status %.40q starts with %q, kept for DoTyped's records", ErrInvalid, status, TypedStatusPrefix)
+}
 
 // TypedOptions configure one DoTyped. The zero value takes the defaults.
 type TypedOptions struct {
@@ -82,9 +139,11 @@ func namespacedKey(ns, key string) (string, error) {
 type TypedResult[T any] struct {
 	// Outcome, Err, Record, Attempt and RetryAfter are as in DoResult.
 	Outcome Outcome
-	// Value is the work's value: returned by the work now (Acquired,
-	// Reclaimed), or the first result decoded from the record
-	// (DuplicateDone).
+	// Value is the work's value, as stored and decoded back (Acquired,
+	// Reclaimed: the same value every duplicate gets, whatever the codec
+	// lost), or the first result decoded from the record (DuplicateDone).
+	// When the value was not stored (ErrResultNotStored) it is the work's
+	// own.
 	Value T
 	// Replayed: Value is the stored first result, not this call's work.
 	Replayed   bool
@@ -123,6 +182,9 @@ func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work
 	if codec == nil {
 		codec = jsonCodec{}
 	}
+	if !validCodecName(codec.Name()) {
+		return TypedResult[T]{}, fmt.Errorf("%w: codec name %.40q: want 1 to %d letters, digits, '-', '_' or '.'", ErrInvalid, codec.Name(), maxCodecName)
+	}
 	var (
 		value    T
 		notStore error // why the value was not stored
@@ -134,6 +196,17 @@ func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work
 		}
 		value = v
 		d, nerr := encodeResult(codec, v)
+		if nerr == nil {
+			// Every caller gets the same value: this one too gets the
+			// stored value decoded (a codec may lose what it cannot
+			// encode: invalid UTF-8, a json:"-" field), not the work's.
+			var back T
+			if derr := decodeResult(codec, driver.Record{Status: d.Status, Detail: d.Detail}, &back); derr != nil {
+				nerr = fmt.Errorf("%w: codec %s: the encoded result does not decode back: %w", ErrResultNotStored, codec.Name(), derr)
+			} else {
+				value = back
+			}
+		}
 		if nerr != nil {
 			notStore = nerr
 			status := statusUnencodable

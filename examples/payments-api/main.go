@@ -14,7 +14,9 @@
 // also after a restart on the same --db; the same key with another body
 // gets 422; a POST while the first still runs gets 409; a POST without a
 // key gets 400. A key lives for the store's retention (--retention,
-// default 24h). It prints "listening on http://ADDR" once it serves, and
+// default 24h). Fingerprints are keyed (HMAC-SHA-256) with
+// --fingerprint-key-file, or with DB.fingerprint-key, created owner-only
+// on first start and reused. It prints "listening on http://ADDR" once it serves, and
 // stops on SIGINT or SIGTERM after the requests in flight.
 package main
 
@@ -26,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -53,7 +56,7 @@ func run() error {
 	dbPath := flag.String("db", "", "SQLite database file (created if missing; required)")
 	workDelay := flag.Duration("work-delay", 0, "how long the simulated work of a payment takes")
 	retention := flag.Duration("retention", 24*time.Hour, "how long a key is kept (its lifetime)")
-	fpKey := flag.String("fingerprint-key-file", "", "owner-only file with a secret of 32+ bytes to key the request fingerprints (HMAC-SHA-256); default plain SHA-256")
+	fpKey := flag.String("fingerprint-key-file", "", "owner-only file with a secret of 32+ bytes to key the request fingerprints (HMAC-SHA-256); default DB.fingerprint-key, created (mode 0600) on first start")
 	flag.Parse()
 	if *dbPath == "" || flag.NArg() > 0 || *workDelay < 0 {
 		flag.Usage()
@@ -72,15 +75,21 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	var fp *idempotency.Fingerprinter
+	// The bodies hold account numbers: an unkeyed fingerprint of one is
+	// reversed by trying every account number, so fingerprints are always
+	// keyed.
+	var k []byte
 	if *fpKey != "" {
-		k, err := secretfile.Read(*fpKey)
-		if err != nil {
-			return err
-		}
-		if fp, err = idempotency.NewFingerprinter(k); err != nil {
-			return err
-		}
+		k, err = secretfile.Read(*fpKey)
+	} else {
+		k, err = defaultFingerprintKey(*dbPath + ".fingerprint-key")
+	}
+	if err != nil {
+		return err
+	}
+	fp, err := idempotency.NewFingerprinter(k)
+	if err != nil {
+		return err
 	}
 	mw, err := idemhttp.Middleware(idemhttp.Options{
 		Guard:         guard,
@@ -114,6 +123,41 @@ func run() error {
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second+*workDelay)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// defaultFingerprintKey reads the key at path, or creates it (owner-only,
+// 32 random bytes as hex) when there is none; a key file others can read
+// is refused.
+func defaultFingerprintKey(path string) ([]byte, error) {
+	k, err := secretfile.Read(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return k, err
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, err
+	}
+	k = []byte(hex.EncodeToString(b[:]))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return secretfile.Read(path) // another process made it first
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write(k); err != nil {
+		_ = f.Close()
+		_ = os.Remove(path)
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	return k, nil
 }
 
 // payments makes a payment: the simulated work takes delay, and each run
@@ -169,6 +213,13 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case len(req.Memo) > 140:
 		badRequest(w, "memo must have at most 140 bytes")
 		return
+	}
+	// A run reclaimed from a crashed attempt: that attempt may have paid.
+	// A real handler asks its bank (under a downstream key made of the
+	// request's key and run.Generation) before paying again; the
+	// simulation only says so.
+	if run, ok := idemhttp.RunFrom(r.Context()); ok && run.Reclaimed {
+		p.log.Warn("payment reclaimed from a crashed attempt: check downstream before paying again", "attempt", run.Lease.Attempt)
 	}
 	// The simulated work: it takes delay, and is not cancelled by a client
 	// that goes away (idemhttp detaches the request's context).
