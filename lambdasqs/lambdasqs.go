@@ -24,8 +24,8 @@
 // A record whose key is recorded FAILED (the work failed for good, now or
 // before), whose key was claimed with another fingerprint (Conflict), or
 // which has no key, never runs again. With Options.DeadLetter the function
-// sends it to the dead-letter queue itself (with the reason) and leaves it
-// out of batchItemFailures; without it the record is named in
+// sends it to the dead-letter queue itself (with the reason, at once, within
+// half the Margin before the deadline) and leaves it out of batchItemFailures; without it the record is named in
 // batchItemFailures and the source queue's redrive policy moves it to its
 // DLQ after maxReceiveCount receives (each receive finds the FAILED record
 // and does not run the work; the record reaches the DLQ after
@@ -159,6 +159,17 @@ type Options struct {
 	// queue; the record is then left out of batchItemFailures (and named
 	// in them if DeadLetter fails). Nil: permanent failures are named in
 	// batchItemFailures and the queue's redrive policy moves them.
+	//
+	// A record is sent as soon as its verdict is known, before the next
+	// record of a FIFO batch runs (a failed send stops that batch: it and
+	// every later record are named). Each send is bounded by
+	// DeadLetterTimeout, and every send of a batch by half the Margin
+	// before the invocation's deadline; a record not sent by then is named
+	// for retry (CodeDeadLetterFailed). DeadLetter should delete the source
+	// message (queue's DeadLetter does, by MessageOf's receipt): otherwise a
+	// batch that fails whole (WholeBatchOnFailure) brings the record back.
+	// The handler remembers the message ids it sent (the last 4096) and
+	// does not send one again, but another execution environment would.
 	DeadLetter func(ctx context.Context, m events.SQSMessage, r queue.Reason) error
 	// Concurrency is how many records run at once. Default 1 (in order);
 	// always 1 on a FIFO queue.
@@ -176,7 +187,8 @@ type Options struct {
 // DefaultMargin is Options.Margin's default.
 const DefaultMargin = 2 * time.Second
 
-// DeadLetterTimeout bounds one Options.DeadLetter call.
+// DeadLetterTimeout bounds one Options.DeadLetter call (within half the
+// Margin before the invocation's deadline, which bounds them all).
 const DeadLetterTimeout = 10 * time.Second
 
 // ErrInvalid is returned for options that cannot work.
@@ -239,13 +251,22 @@ func Records(opts Options, process Process) (BatchHandler, error) {
 type runner struct {
 	opts    Options
 	process Process
+	sent    sentSet
 }
 
 func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	verdicts := make([]Verdict, len(ev.Records))
+	n := len(ev.Records)
+	verdicts := make([]Verdict, n)
+	sent := make([]bool, n) // dead-lettered: left out of batchItemFailures
 	fifo := false
 	for _, m := range ev.Records {
 		fifo = fifo || strings.HasSuffix(m.EventSourceARN, ".fifo")
+	}
+	dl := r.deadLetterBy(ctx)
+	settle := func(i int, m events.SQSMessage) {
+		if verdicts[i].Disposition == Permanent && r.opts.DeadLetter != nil {
+			verdicts[i], sent[i] = r.deadLetter(ctx, dl, m, verdicts[i])
+		}
 	}
 	if fifo || r.opts.Concurrency == 1 {
 		stop := false
@@ -255,7 +276,11 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 				continue
 			}
 			verdicts[i] = r.one(ctx, m)
-			stop = fifo && verdicts[i].Disposition != Delete && (verdicts[i].Disposition == Retry || r.opts.DeadLetter == nil)
+			// Dead-lettered here, before the next record runs: on FIFO a
+			// record that could not be sent is retried, and so is every
+			// later one of its batch.
+			settle(i, m)
+			stop = fifo && !sent[i] && verdicts[i].Disposition != Delete
 		}
 	} else {
 		sem := make(chan struct{}, r.opts.Concurrency)
@@ -265,6 +290,7 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			wg.Go(func() {
 				defer func() { <-sem }()
 				verdicts[i] = r.one(ctx, m)
+				settle(i, m)
 			})
 		}
 		wg.Wait()
@@ -273,28 +299,13 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	resp.BatchItemFailures = []events.SQSBatchItemFailure{}
 	for i, m := range ev.Records {
 		v := verdicts[i]
-		if v.Disposition == Permanent && r.opts.DeadLetter != nil {
-			// Past the work's deadline too: the verdict is final and the send
-			// is short; bounded, so that a DLQ that hangs cannot hold the
-			// invocation to its timeout (the batch would then come back whole).
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeadLetterTimeout)
-			err := r.opts.DeadLetter(dctx, m, v.Reason)
-			cancel()
-			if err != nil {
-				r.opts.Logger.Error("could not dead-letter a permanent failure; named for retry", "message_id", m.MessageId,
-					"reason", v.Reason.String(), "error", err.Error())
-				v = Verdict{Retry, queue.Reason{Code: CodeDeadLetterFailed, Detail: err.Error()}}
-			} else {
-				r.opts.Logger.Warn("permanent failure dead-lettered", "message_id", m.MessageId, "reason", v.Reason.String())
-				continue
-			}
-		}
-		if v.Disposition == Delete {
+		if sent[i] || v.Disposition == Delete {
 			continue
 		}
-		if v.Disposition == Permanent {
+		switch {
+		case v.Disposition == Permanent:
 			r.opts.Logger.Warn("permanent failure left to the queue's redrive policy", "message_id", m.MessageId, "reason", v.Reason.String())
-		} else {
+		default:
 			r.opts.Logger.Info("record named for retry", "message_id", m.MessageId, "reason", v.Reason.String())
 		}
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
@@ -303,6 +314,87 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		return resp, fmt.Errorf("lambdasqs: %d of %d records to retry and the mapping is not known to report batch item failures: failing the whole batch", len(resp.BatchItemFailures), len(ev.Records))
 	}
 	return resp, nil
+}
+
+// deadLetterBy is when every dead-letter send of the batch must be done:
+// half the margin before the invocation's deadline (the other half is for
+// answering), or zero for an invocation without one.
+func (r *runner) deadLetterBy(ctx context.Context) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}
+	}
+	return deadline.Add(-r.opts.Margin / 2)
+}
+
+// deadLetter sends a permanent failure to the DLQ: true when it was sent;
+// else the record is to be retried (CodeDeadLetterFailed). A send runs past
+// the work's context (the verdict is final) but is bounded by
+// DeadLetterTimeout and by by, so that a DLQ that hangs cannot hold the
+// invocation to its timeout (the whole batch would then come back).
+func (r *runner) deadLetter(ctx context.Context, by time.Time, m events.SQSMessage, v Verdict) (Verdict, bool) {
+	if r.sent.has(m.MessageId) {
+		// Sent by this execution environment before, and back: a batch
+		// that failed whole (WholeBatchOnFailure) brings it back when
+		// DeadLetter does not delete the source. Not sent again.
+		r.opts.Logger.Warn("permanent failure already dead-lettered; not sent again", "message_id", m.MessageId, "reason", v.Reason.String())
+		return v, true
+	}
+	end := time.Now().Add(DeadLetterTimeout)
+	if !by.IsZero() && by.Before(end) {
+		end = by
+	}
+	var err error
+	if time.Until(end) <= 0 {
+		err = errors.New("no time left before the invocation's deadline")
+	} else {
+		dctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+		err = r.opts.DeadLetter(dctx, m, v.Reason)
+		cancel()
+	}
+	if err != nil {
+		r.opts.Logger.Error("could not dead-letter a permanent failure; named for retry", "message_id", m.MessageId,
+			"reason", v.Reason.String(), "error", err.Error())
+		return Verdict{Retry, queue.Reason{Code: CodeDeadLetterFailed, Detail: err.Error()}}, false
+	}
+	r.sent.add(m.MessageId)
+	r.opts.Logger.Warn("permanent failure dead-lettered", "message_id", m.MessageId, "reason", v.Reason.String())
+	return v, true
+}
+
+// sentSet is the message ids an execution environment has dead-lettered,
+// the newest sentMemory of them.
+type sentSet struct {
+	mu   sync.Mutex
+	ids  map[string]struct{}
+	fifo []string
+}
+
+// sentMemory is how many dead-lettered message ids a handler remembers.
+const sentMemory = 4096
+
+func (s *sentSet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ids[id]
+	return ok
+}
+
+func (s *sentSet) add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids = map[string]struct{}{}
+	}
+	if _, ok := s.ids[id]; ok {
+		return
+	}
+	if len(s.fifo) >= sentMemory {
+		delete(s.ids, s.fifo[0])
+		s.fifo = s.fifo[1:]
+	}
+	s.ids[id] = struct{}{}
+	s.fifo = append(s.fifo, id)
 }
 
 // one runs one record: started only with MinWork + Margin left, under a
