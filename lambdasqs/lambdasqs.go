@@ -23,7 +23,7 @@
 //
 // A record whose key is recorded FAILED (the work failed for good, now or
 // before), whose key was claimed with another fingerprint (Conflict), or
-// which has no key, never runs again. With Options.DeadLetter the function
+// which has no key (or a blank one), never runs again. With Options.DeadLetter the function
 // sends it to the dead-letter queue itself (with the reason, at once, within
 // half the Margin before the deadline) and leaves it out of batchItemFailures; without it the record is named in
 // batchItemFailures and the source queue's redrive policy moves it to its
@@ -116,7 +116,7 @@ const (
 	// CodeNoTime: not started, the invocation had less than MinWork +
 	// Margin left.
 	CodeNoTime queue.Code = "deadline_near"
-	// CodeNoKey: Options.Key gave no key (an error or an empty key).
+	// CodeNoKey: Options.Key gave no key (an error, an empty or a blank key).
 	CodeNoKey queue.Code = "no_key"
 	// CodeAfterFailure: a FIFO record after one to retry.
 	CodeAfterFailure queue.Code = "fifo_after_failure"
@@ -148,9 +148,9 @@ type Options struct {
 	// Lease is the claim's lease (Handler sets the guard's): the heartbeat
 	// extends it every Lease/3 while the work runs. Records requires it.
 	Lease time.Duration
-	// Key gives a record's idempotency key (Handler). An error or an empty
-	// key is a permanent failure of that record (CodeNoKey): never a
-	// shared key.
+	// Key gives a record's idempotency key (Handler). An error or a key
+	// that is empty or blank (only white space) is a permanent failure of
+	// that record (CodeNoKey): never a shared key.
 	Key func(events.SQSMessage) (string, error)
 	// Fingerprint gives a record's fingerprint (Handler). Default: the
 	// SHA-256 of the body, hex.
@@ -494,8 +494,8 @@ func Handler(guard *idempotency.Guard, opts Options, work func(ctx context.Conte
 	key, fingerprint := opts.Key, opts.Fingerprint
 	return Records(opts, func(ctx context.Context, m events.SQSMessage, hb idempotency.Heartbeat) Verdict {
 		k, err := key(m)
-		if err == nil && k == "" {
-			err = errors.New("empty key")
+		if err == nil && strings.TrimSpace(k) == "" {
+			err = fmt.Errorf("blank key %q", k)
 		}
 		if err != nil {
 			return Verdict{Permanent, queue.Reason{Code: CodeNoKey, Detail: err.Error()}}
