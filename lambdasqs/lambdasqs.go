@@ -37,7 +37,15 @@
 // started only when the invocation has at least MinWork + Margin left;
 // otherwise it is named in batchItemFailures without being claimed. The
 // claim's lease is the guard's (at least MinWork, checked), extended every third of it while the work
-// runs, and never tied to the invocation's deadline.
+// runs, and never tied to the invocation's deadline. The work's context
+// ends when the lease as last extended runs out (every beat failed: the
+// store throttled or unreachable), counted from before the claim or the
+// extension was sent: the key is never reclaimable while a work that
+// honours its context still runs. A beat sent before the work's deadline
+// ends by it, and a beat in flight is cancelled when the work returns, so
+// a hung store cannot hold the answer past the invocation's deadline; a
+// work that goes on past its deadline (a call already sent) is still
+// beaten for.
 //
 // Tying the lease to the deadline is the tempting fix for records left
 // IN_PROGRESS after a timeout, and it is wrong: a deadline says when this
@@ -199,7 +207,10 @@ type BatchHandler func(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 
 // Process handles one record: hb extends the claim's lease while the work
 // runs (pass it to idempotency.DoOptions.Heartbeat). The context ends
-// Margin before the invocation's deadline.
+// Margin before the invocation's deadline, and when the lease runs out: at
+// Lease after the record started, pushed out to Lease after each beat that
+// succeeded (cause ErrLeaseRunOut). The work must return promptly once it
+// ends, before the guard's skew margin has passed.
 type Process func(ctx context.Context, m events.SQSMessage, hb idempotency.Heartbeat) Verdict
 
 func (o *Options) defaults() error {
@@ -398,7 +409,9 @@ func (s *sentSet) add(id string) {
 }
 
 // one runs one record: started only with MinWork + Margin left, under a
-// heartbeat while it runs.
+// heartbeat while it runs. The work's context ends Margin before the
+// deadline, and when the lease as last extended runs out: a work whose
+// heartbeats all fail is stopped before its key can be reclaimed.
 func (r *runner) one(ctx context.Context, m events.SQSMessage) Verdict {
 	deadline, bounded := ctx.Deadline()
 	if ctx.Err() != nil {
@@ -414,20 +427,41 @@ func (r *runner) one(ctx context.Context, m events.SQSMessage) Verdict {
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-r.opts.Margin))
 		defer cancel()
 	}
-	hb := newBeater()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hb := newBeater(r.opts.Lease, func() { cancel(ErrLeaseRunOut) })
 	stop := hb.run(ctx, max(r.opts.Lease/3, 10*time.Millisecond))
 	defer stop()
 	return r.process(ctx, m, hb)
 }
 
-// beater is the heartbeat of one record's work.
+// ErrLeaseRunOut is the cause of a work's context ended because its lease,
+// as last extended, ran out (every heartbeat failed): the key may be
+// reclaimed by another invocation from then on.
+var ErrLeaseRunOut = errors.New("lambdasqs: the claim's lease ran out (no heartbeat extended it)")
+
+// beater is the heartbeat of one record's work. It keeps the lease's end
+// as the last beat that succeeded left it (counted from before the claim or
+// the extension was sent, so never later than the store's) and calls
+// runOut when it passes.
 type beater struct {
-	mu    sync.Mutex
-	next  int
-	beats map[int]func(context.Context) error
+	lease  time.Duration
+	runOut func()
+
+	mu     sync.Mutex
+	next   int
+	beats  map[int]func(context.Context) error
+	until  time.Time
+	timer  *time.Timer
+	quiet  context.Context // ends when the work has returned or the heartbeat stops
+	silent context.CancelFunc
 }
 
-func newBeater() *beater { return &beater{beats: map[int]func(context.Context) error{}} }
+func newBeater(lease time.Duration, runOut func()) *beater {
+	b := &beater{lease: lease, runOut: runOut, beats: map[int]func(context.Context) error{}, until: time.Now().Add(lease)}
+	b.timer = time.AfterFunc(lease, runOut)
+	return b
+}
 
 // Register implements idempotency.Heartbeat.
 func (b *beater) Register(beat func(ctx context.Context) error) func() {
@@ -443,8 +477,36 @@ func (b *beater) Register(beat func(ctx context.Context) error) func() {
 	}
 }
 
-// run beats every interval until the returned stop is called.
+// extended records a beat sent at sent that succeeded.
+func (b *beater) extended(sent time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	until := sent.Add(b.lease)
+	if !until.After(b.until) {
+		return
+	}
+	if !b.timer.Stop() {
+		return // already run out: the work was stopped
+	}
+	b.until = until
+	b.timer.Reset(time.Until(until))
+}
+
+// done cancels a beat in flight and any later one: the work has returned
+// (its result is recorded on the lease as it is).
+func (b *beater) done() {
+	if b.silent != nil {
+		b.silent()
+	}
+}
+
+// run beats every interval until the returned stop is called. A beat is
+// bounded by the interval and, when sent before it, by the work's
+// deadline; it is cancelled by done and by stop, which does not wait past
+// that.
 func (b *beater) run(ctx context.Context, every time.Duration) (stop func()) {
+	b.quiet, b.silent = context.WithCancel(context.WithoutCancel(ctx))
+	deadline, bounded := ctx.Deadline()
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -455,6 +517,8 @@ func (b *beater) run(ctx context.Context, every time.Duration) (stop func()) {
 			select {
 			case <-done:
 				return
+			case <-b.quiet.Done():
+				return
 			case <-t.C:
 			}
 			b.mu.Lock()
@@ -464,13 +528,36 @@ func (b *beater) run(ctx context.Context, every time.Duration) (stop func()) {
 			}
 			b.mu.Unlock()
 			for _, f := range fns {
-				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-				_ = f(bctx) // a failed beat is tried again on the next
+				// A beat sent before the work's deadline ends by it, so that
+				// a hung store cannot hold the result's recording (and the
+				// answer) past it; one sent after (a work that goes on past
+				// its deadline, a call already sent) gets the interval: the
+				// key stays held while the work runs.
+				d := every
+				if left := time.Until(deadline); bounded && left > 0 {
+					d = min(d, left)
+				}
+				if b.quiet.Err() != nil {
+					break
+				}
+				sent := time.Now()
+				bctx, cancel := context.WithTimeout(b.quiet, d)
+				err := f(bctx) // a failed beat is tried again on the next
 				cancel()
+				if err == nil {
+					b.extended(sent)
+				}
 			}
 		}
 	}()
-	return func() { close(done); <-finished }
+	return func() {
+		b.silent()
+		close(done)
+		<-finished
+		b.mu.Lock()
+		b.timer.Stop()
+		b.mu.Unlock()
+	}
 }
 
 // Handler returns a batch handler that runs work once per key under guard:
@@ -501,7 +588,11 @@ func Handler(guard *idempotency.Guard, opts Options, work func(ctx context.Conte
 			return Verdict{Permanent, queue.Reason{Code: CodeNoKey, Detail: err.Error()}}
 		}
 		res, err := guard.Do(ctx, k, fingerprint(m), func(ctx context.Context, _ idempotency.Run) (idempotency.Done, error) {
-			return idempotency.Done{Status: "DONE"}, work(ctx, m)
+			err := work(ctx, m)
+			if b, ok := hb.(*beater); ok {
+				b.done() // a beat in flight would hold the result's recording
+			}
+			return idempotency.Done{Status: "DONE"}, err
 		}, idempotency.DoOptions{Heartbeat: hb})
 		if err != nil {
 			return Verdict{Retry, queue.Reason{Code: CodeUnavailable, Detail: err.Error()}}
