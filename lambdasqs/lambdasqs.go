@@ -23,9 +23,9 @@
 //
 // A record whose key is recorded FAILED (the work failed for good, now or
 // before), whose key was claimed with another fingerprint (Conflict), or
-// which has no key, never runs again. With Options.DeadLetter the function
-// sends it to the dead-letter queue itself (with the reason) and leaves it
-// out of batchItemFailures; without it the record is named in
+// which has no key (or a blank one), never runs again. With Options.DeadLetter the function
+// sends it to the dead-letter queue itself (with the reason, at once, within
+// half the Margin before the deadline) and leaves it out of batchItemFailures; without it the record is named in
 // batchItemFailures and the source queue's redrive policy moves it to its
 // DLQ after maxReceiveCount receives (each receive finds the FAILED record
 // and does not run the work; the record reaches the DLQ after
@@ -37,7 +37,15 @@
 // started only when the invocation has at least MinWork + Margin left;
 // otherwise it is named in batchItemFailures without being claimed. The
 // claim's lease is the guard's (at least MinWork, checked), extended every third of it while the work
-// runs, and never tied to the invocation's deadline.
+// runs, and never tied to the invocation's deadline. The work's context
+// ends when the lease as last extended runs out (every beat failed: the
+// store throttled or unreachable), counted from before the claim or the
+// extension was sent: the key is never reclaimable while a work that
+// honours its context still runs. A beat sent before the work's deadline
+// ends by it, and a beat in flight is cancelled when the work returns, so
+// a hung store cannot hold the answer past the invocation's deadline; a
+// work that goes on past its deadline (a call already sent) is still
+// beaten for.
 //
 // Tying the lease to the deadline is the tempting fix for records left
 // IN_PROGRESS after a timeout, and it is wrong: a deadline says when this
@@ -116,7 +124,7 @@ const (
 	// CodeNoTime: not started, the invocation had less than MinWork +
 	// Margin left.
 	CodeNoTime queue.Code = "deadline_near"
-	// CodeNoKey: Options.Key gave no key (an error or an empty key).
+	// CodeNoKey: Options.Key gave no key (an error, an empty or a blank key).
 	CodeNoKey queue.Code = "no_key"
 	// CodeAfterFailure: a FIFO record after one to retry.
 	CodeAfterFailure queue.Code = "fifo_after_failure"
@@ -148,9 +156,9 @@ type Options struct {
 	// Lease is the claim's lease (Handler sets the guard's): the heartbeat
 	// extends it every Lease/3 while the work runs. Records requires it.
 	Lease time.Duration
-	// Key gives a record's idempotency key (Handler). An error or an empty
-	// key is a permanent failure of that record (CodeNoKey): never a
-	// shared key.
+	// Key gives a record's idempotency key (Handler). An error or a key
+	// that is empty or blank (only white space) is a permanent failure of
+	// that record (CodeNoKey): never a shared key.
 	Key func(events.SQSMessage) (string, error)
 	// Fingerprint gives a record's fingerprint (Handler). Default: the
 	// SHA-256 of the body, hex.
@@ -159,6 +167,17 @@ type Options struct {
 	// queue; the record is then left out of batchItemFailures (and named
 	// in them if DeadLetter fails). Nil: permanent failures are named in
 	// batchItemFailures and the queue's redrive policy moves them.
+	//
+	// A record is sent as soon as its verdict is known, before the next
+	// record of a FIFO batch runs (a failed send stops that batch: it and
+	// every later record are named). Each send is bounded by
+	// DeadLetterTimeout, and every send of a batch by half the Margin
+	// before the invocation's deadline; a record not sent by then is named
+	// for retry (CodeDeadLetterFailed). DeadLetter should delete the source
+	// message (queue's DeadLetter does, by MessageOf's receipt): otherwise a
+	// batch that fails whole (WholeBatchOnFailure) brings the record back.
+	// The handler remembers the message ids it sent (the last 4096) and
+	// does not send one again, but another execution environment would.
 	DeadLetter func(ctx context.Context, m events.SQSMessage, r queue.Reason) error
 	// Concurrency is how many records run at once. Default 1 (in order);
 	// always 1 on a FIFO queue.
@@ -176,7 +195,8 @@ type Options struct {
 // DefaultMargin is Options.Margin's default.
 const DefaultMargin = 2 * time.Second
 
-// DeadLetterTimeout bounds one Options.DeadLetter call.
+// DeadLetterTimeout bounds one Options.DeadLetter call (within half the
+// Margin before the invocation's deadline, which bounds them all).
 const DeadLetterTimeout = 10 * time.Second
 
 // ErrInvalid is returned for options that cannot work.
@@ -187,7 +207,10 @@ type BatchHandler func(ctx context.Context, ev events.SQSEvent) (events.SQSEvent
 
 // Process handles one record: hb extends the claim's lease while the work
 // runs (pass it to idempotency.DoOptions.Heartbeat). The context ends
-// Margin before the invocation's deadline.
+// Margin before the invocation's deadline, and when the lease runs out: at
+// Lease after the record started, pushed out to Lease after each beat that
+// succeeded (cause ErrLeaseRunOut). The work must return promptly once it
+// ends, before the guard's skew margin has passed.
 type Process func(ctx context.Context, m events.SQSMessage, hb idempotency.Heartbeat) Verdict
 
 func (o *Options) defaults() error {
@@ -239,13 +262,22 @@ func Records(opts Options, process Process) (BatchHandler, error) {
 type runner struct {
 	opts    Options
 	process Process
+	sent    sentSet
 }
 
 func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
-	verdicts := make([]Verdict, len(ev.Records))
+	n := len(ev.Records)
+	verdicts := make([]Verdict, n)
+	sent := make([]bool, n) // dead-lettered: left out of batchItemFailures
 	fifo := false
 	for _, m := range ev.Records {
 		fifo = fifo || strings.HasSuffix(m.EventSourceARN, ".fifo")
+	}
+	dl := r.deadLetterBy(ctx)
+	settle := func(i int, m events.SQSMessage) {
+		if verdicts[i].Disposition == Permanent && r.opts.DeadLetter != nil {
+			verdicts[i], sent[i] = r.deadLetter(ctx, dl, m, verdicts[i])
+		}
 	}
 	if fifo || r.opts.Concurrency == 1 {
 		stop := false
@@ -255,7 +287,11 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 				continue
 			}
 			verdicts[i] = r.one(ctx, m)
-			stop = fifo && verdicts[i].Disposition != Delete && (verdicts[i].Disposition == Retry || r.opts.DeadLetter == nil)
+			// Dead-lettered here, before the next record runs: on FIFO a
+			// record that could not be sent is retried, and so is every
+			// later one of its batch.
+			settle(i, m)
+			stop = fifo && !sent[i] && verdicts[i].Disposition != Delete
 		}
 	} else {
 		sem := make(chan struct{}, r.opts.Concurrency)
@@ -265,6 +301,7 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 			wg.Go(func() {
 				defer func() { <-sem }()
 				verdicts[i] = r.one(ctx, m)
+				settle(i, m)
 			})
 		}
 		wg.Wait()
@@ -273,28 +310,13 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	resp.BatchItemFailures = []events.SQSBatchItemFailure{}
 	for i, m := range ev.Records {
 		v := verdicts[i]
-		if v.Disposition == Permanent && r.opts.DeadLetter != nil {
-			// Past the work's deadline too: the verdict is final and the send
-			// is short; bounded, so that a DLQ that hangs cannot hold the
-			// invocation to its timeout (the batch would then come back whole).
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DeadLetterTimeout)
-			err := r.opts.DeadLetter(dctx, m, v.Reason)
-			cancel()
-			if err != nil {
-				r.opts.Logger.Error("could not dead-letter a permanent failure; named for retry", "message_id", m.MessageId,
-					"reason", v.Reason.String(), "error", err.Error())
-				v = Verdict{Retry, queue.Reason{Code: CodeDeadLetterFailed, Detail: err.Error()}}
-			} else {
-				r.opts.Logger.Warn("permanent failure dead-lettered", "message_id", m.MessageId, "reason", v.Reason.String())
-				continue
-			}
-		}
-		if v.Disposition == Delete {
+		if sent[i] || v.Disposition == Delete {
 			continue
 		}
-		if v.Disposition == Permanent {
+		switch {
+		case v.Disposition == Permanent:
 			r.opts.Logger.Warn("permanent failure left to the queue's redrive policy", "message_id", m.MessageId, "reason", v.Reason.String())
-		} else {
+		default:
 			r.opts.Logger.Info("record named for retry", "message_id", m.MessageId, "reason", v.Reason.String())
 		}
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
@@ -305,8 +327,91 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	return resp, nil
 }
 
+// deadLetterBy is when every dead-letter send of the batch must be done:
+// half the margin before the invocation's deadline (the other half is for
+// answering), or zero for an invocation without one.
+func (r *runner) deadLetterBy(ctx context.Context) time.Time {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}
+	}
+	return deadline.Add(-r.opts.Margin / 2)
+}
+
+// deadLetter sends a permanent failure to the DLQ: true when it was sent;
+// else the record is to be retried (CodeDeadLetterFailed). A send runs past
+// the work's context (the verdict is final) but is bounded by
+// DeadLetterTimeout and by by, so that a DLQ that hangs cannot hold the
+// invocation to its timeout (the whole batch would then come back).
+func (r *runner) deadLetter(ctx context.Context, by time.Time, m events.SQSMessage, v Verdict) (Verdict, bool) {
+	if r.sent.has(m.MessageId) {
+		// Sent by this execution environment before, and back: a batch
+		// that failed whole (WholeBatchOnFailure) brings it back when
+		// DeadLetter does not delete the source. Not sent again.
+		r.opts.Logger.Warn("permanent failure already dead-lettered; not sent again", "message_id", m.MessageId, "reason", v.Reason.String())
+		return v, true
+	}
+	end := time.Now().Add(DeadLetterTimeout)
+	if !by.IsZero() && by.Before(end) {
+		end = by
+	}
+	var err error
+	if time.Until(end) <= 0 {
+		err = errors.New("no time left before the invocation's deadline")
+	} else {
+		dctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+		err = r.opts.DeadLetter(dctx, m, v.Reason)
+		cancel()
+	}
+	if err != nil {
+		r.opts.Logger.Error("could not dead-letter a permanent failure; named for retry", "message_id", m.MessageId,
+			"reason", v.Reason.String(), "error", err.Error())
+		return Verdict{Retry, queue.Reason{Code: CodeDeadLetterFailed, Detail: err.Error()}}, false
+	}
+	r.sent.add(m.MessageId)
+	r.opts.Logger.Warn("permanent failure dead-lettered", "message_id", m.MessageId, "reason", v.Reason.String())
+	return v, true
+}
+
+// sentSet is the message ids an execution environment has dead-lettered,
+// the newest sentMemory of them.
+type sentSet struct {
+	mu   sync.Mutex
+	ids  map[string]struct{}
+	fifo []string
+}
+
+// sentMemory is how many dead-lettered message ids a handler remembers.
+const sentMemory = 4096
+
+func (s *sentSet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.ids[id]
+	return ok
+}
+
+func (s *sentSet) add(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil {
+		s.ids = map[string]struct{}{}
+	}
+	if _, ok := s.ids[id]; ok {
+		return
+	}
+	if len(s.fifo) >= sentMemory {
+		delete(s.ids, s.fifo[0])
+		s.fifo = s.fifo[1:]
+	}
+	s.ids[id] = struct{}{}
+	s.fifo = append(s.fifo, id)
+}
+
 // one runs one record: started only with MinWork + Margin left, under a
-// heartbeat while it runs.
+// heartbeat while it runs. The work's context ends Margin before the
+// deadline, and when the lease as last extended runs out: a work whose
+// heartbeats all fail is stopped before its key can be reclaimed.
 func (r *runner) one(ctx context.Context, m events.SQSMessage) Verdict {
 	deadline, bounded := ctx.Deadline()
 	if ctx.Err() != nil {
@@ -322,20 +427,41 @@ func (r *runner) one(ctx context.Context, m events.SQSMessage) Verdict {
 		ctx, cancel = context.WithDeadline(ctx, deadline.Add(-r.opts.Margin))
 		defer cancel()
 	}
-	hb := newBeater()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hb := newBeater(r.opts.Lease, func() { cancel(ErrLeaseRunOut) })
 	stop := hb.run(ctx, max(r.opts.Lease/3, 10*time.Millisecond))
 	defer stop()
 	return r.process(ctx, m, hb)
 }
 
-// beater is the heartbeat of one record's work.
+// ErrLeaseRunOut is the cause of a work's context ended because its lease,
+// as last extended, ran out (every heartbeat failed): the key may be
+// reclaimed by another invocation from then on.
+var ErrLeaseRunOut = errors.New("lambdasqs: the claim's lease ran out (no heartbeat extended it)")
+
+// beater is the heartbeat of one record's work. It keeps the lease's end
+// as the last beat that succeeded left it (counted from before the claim or
+// the extension was sent, so never later than the store's) and calls
+// runOut when it passes.
 type beater struct {
-	mu    sync.Mutex
-	next  int
-	beats map[int]func(context.Context) error
+	lease  time.Duration
+	runOut func()
+
+	mu     sync.Mutex
+	next   int
+	beats  map[int]func(context.Context) error
+	until  time.Time
+	timer  *time.Timer
+	quiet  context.Context // ends when the work has returned or the heartbeat stops
+	silent context.CancelFunc
 }
 
-func newBeater() *beater { return &beater{beats: map[int]func(context.Context) error{}} }
+func newBeater(lease time.Duration, runOut func()) *beater {
+	b := &beater{lease: lease, runOut: runOut, beats: map[int]func(context.Context) error{}, until: time.Now().Add(lease)}
+	b.timer = time.AfterFunc(lease, runOut)
+	return b
+}
 
 // Register implements idempotency.Heartbeat.
 func (b *beater) Register(beat func(ctx context.Context) error) func() {
@@ -351,8 +477,36 @@ func (b *beater) Register(beat func(ctx context.Context) error) func() {
 	}
 }
 
-// run beats every interval until the returned stop is called.
+// extended records a beat sent at sent that succeeded.
+func (b *beater) extended(sent time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	until := sent.Add(b.lease)
+	if !until.After(b.until) {
+		return
+	}
+	if !b.timer.Stop() {
+		return // already run out: the work was stopped
+	}
+	b.until = until
+	b.timer.Reset(time.Until(until))
+}
+
+// done cancels a beat in flight and any later one: the work has returned
+// (its result is recorded on the lease as it is).
+func (b *beater) done() {
+	if b.silent != nil {
+		b.silent()
+	}
+}
+
+// run beats every interval until the returned stop is called. A beat is
+// bounded by the interval and, when sent before it, by the work's
+// deadline; it is cancelled by done and by stop, which does not wait past
+// that.
 func (b *beater) run(ctx context.Context, every time.Duration) (stop func()) {
+	b.quiet, b.silent = context.WithCancel(context.WithoutCancel(ctx))
+	deadline, bounded := ctx.Deadline()
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -363,6 +517,8 @@ func (b *beater) run(ctx context.Context, every time.Duration) (stop func()) {
 			select {
 			case <-done:
 				return
+			case <-b.quiet.Done():
+				return
 			case <-t.C:
 			}
 			b.mu.Lock()
@@ -372,13 +528,36 @@ func (b *beater) run(ctx context.Context, every time.Duration) (stop func()) {
 			}
 			b.mu.Unlock()
 			for _, f := range fns {
-				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), every)
-				_ = f(bctx) // a failed beat is tried again on the next
+				// A beat sent before the work's deadline ends by it, so that
+				// a hung store cannot hold the result's recording (and the
+				// answer) past it; one sent after (a work that goes on past
+				// its deadline, a call already sent) gets the interval: the
+				// key stays held while the work runs.
+				d := every
+				if left := time.Until(deadline); bounded && left > 0 {
+					d = min(d, left)
+				}
+				if b.quiet.Err() != nil {
+					break
+				}
+				sent := time.Now()
+				bctx, cancel := context.WithTimeout(b.quiet, d)
+				err := f(bctx) // a failed beat is tried again on the next
 				cancel()
+				if err == nil {
+					b.extended(sent)
+				}
 			}
 		}
 	}()
-	return func() { close(done); <-finished }
+	return func() {
+		b.silent()
+		close(done)
+		<-finished
+		b.mu.Lock()
+		b.timer.Stop()
+		b.mu.Unlock()
+	}
 }
 
 // Handler returns a batch handler that runs work once per key under guard:
@@ -402,14 +581,18 @@ func Handler(guard *idempotency.Guard, opts Options, work func(ctx context.Conte
 	key, fingerprint := opts.Key, opts.Fingerprint
 	return Records(opts, func(ctx context.Context, m events.SQSMessage, hb idempotency.Heartbeat) Verdict {
 		k, err := key(m)
-		if err == nil && k == "" {
-			err = errors.New("empty key")
+		if err == nil && strings.TrimSpace(k) == "" {
+			err = fmt.Errorf("blank key %q", k)
 		}
 		if err != nil {
 			return Verdict{Permanent, queue.Reason{Code: CodeNoKey, Detail: err.Error()}}
 		}
 		res, err := guard.Do(ctx, k, fingerprint(m), func(ctx context.Context, _ idempotency.Run) (idempotency.Done, error) {
-			return idempotency.Done{Status: "DONE"}, work(ctx, m)
+			err := work(ctx, m)
+			if b, ok := hb.(*beater); ok {
+				b.done() // a beat in flight would hold the result's recording
+			}
+			return idempotency.Done{Status: "DONE"}, err
 		}, idempotency.DoOptions{Heartbeat: hb})
 		if err != nil {
 			return Verdict{Retry, queue.Reason{Code: CodeUnavailable, Detail: err.Error()}}

@@ -132,6 +132,17 @@ func TestTheLambdaTemplate(t *testing.T) {
 	if minWork+margin >= timeout || minWork+margin >= time.Duration(num(t, allowed[0]))*time.Second {
 		t.Errorf("MinWork %s + margin %s does not fit the shortest timeout allowed (%vs) or the default (%s): no record would ever start", minWork, margin, allowed[0], timeout)
 	}
+	// The default batch is what one invocation is sure to start (records
+	// run one at a time, each needing MinWork + margin left): a record not
+	// started is named deadline_near and spends a receive of
+	// MaxReceiveCount without running.
+	started := 0
+	for left := timeout; left >= minWork+margin; left -= minWork {
+		started++
+	}
+	if batch := num(t, at(t, doc, "Parameters", "BatchSize", "Default")); batch > started {
+		t.Errorf("default BatchSize %d, but a %s invocation is sure to start only %d records of MinWork %s (+ margin %s)", batch, timeout, started, minWork, margin)
+	}
 	for _, k := range []string{"IC_BACKEND", "IC_QUEUE", "IC_DLQ", "IC_TABLE", "IC_COREBANK_URL", "IC_FINGERPRINT_KEY_FILE", "IC_NOTIFY", "IC_LEASE", "IC_LAMBDA_MIN_WORK", "IC_LAMBDA_CHECK_MAPPING"} {
 		at(t, envs, k)
 	}

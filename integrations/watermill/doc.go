@@ -16,7 +16,7 @@
 // transport's message UUID, which a re-publish changes. By default it is the
 // metadata field "idempotency_key" (KeyMetadata); Options.KeyFunc reads it
 // from elsewhere. A message without a key fails permanently with
-// ErrMissingKey: an empty key is never shared between messages. The
+// ErrMissingKey: an empty or blank key is never shared between messages. The
 // fingerprint (default: SHA-256 of the payload) tells a redelivery from
 // another payload under the same key (Conflict).
 //
@@ -27,8 +27,10 @@
 // the handler runs; DONE is recorded when it returns. A duplicate of a DONE
 // key is acknowledged without running the handler. A key in progress
 // elsewhere, a handler error, a lost lease and an unreachable store return a
-// retryable error after a short wait (Options.RetryDelay): watermill nacks
-// and the broker redelivers later. A conflicting payload, a key recorded
+// retryable error after a wait (Options.RetryDelay; by default, for a key
+// in progress, until the key can be claimed again, so that a broker's
+// delivery limit is not spent on nacks while the lease runs): watermill
+// nacks and the broker redelivers later. A conflicting payload, a key recorded
 // FAILED, a handler error marked idempotency.ErrPermanent and a missing key
 // return a *PermanentError: pair the middleware with watermill's
 // middleware.PoisonQueueWithFilter(pub, topic, IsPermanent), added before
@@ -36,9 +38,9 @@
 // instead of being redelivered for ever.
 //
 // A handler error that is not permanent may have had an effect: the guard
-// keeps the lease until it runs out (redeliveries meanwhile are
-// DuplicateInProgress), and the next delivery after it runs the handler
-// again, Reclaimed. Mark an error that provably had no effect with
+// keeps the lease until it runs out; by default the middleware holds the
+// message until then, and the next delivery runs the handler again,
+// Reclaimed. Mark an error that provably had no effect with
 // idempotency.ErrNotStarted to give the lease up at once. Inside the
 // handler, RunFrom(msg.Context()) says whether the key was reclaimed from a
 // delivery that did not finish (its effect may have happened: ask

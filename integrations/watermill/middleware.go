@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -25,8 +26,8 @@ const Status = "WATERMILL_DONE"
 // (IsPermanent) will never succeed on redelivery: route them to a poison
 // queue. The others are worth a redelivery: the router nacks the message.
 var (
-	// ErrMissingKey: the message has no business key (KeyFunc returned ""
-	// or an error). Permanent: a shared "null" key would make unrelated
+	// ErrMissingKey: the message has no business key (KeyFunc returned "",
+	// a blank key or an error). Permanent: a shared "null" key would make unrelated
 	// messages duplicates of each other.
 	ErrMissingKey = errors.New("watermillguard: message has no idempotency key")
 	// ErrConflict: the key was used before with another payload
@@ -79,23 +80,41 @@ func IsPermanent(err error) bool {
 type Options struct {
 	// KeyFunc returns a message's business key (a payment id, an order
 	// id: never the transport's message UUID, which a re-publish changes).
-	// Default: the metadata field KeyMetadata. An empty key or an error is
-	// a permanent ErrMissingKey.
+	// Default: the metadata field KeyMetadata. An empty or blank key (only
+	// white space) or an error is a permanent ErrMissingKey.
 	KeyFunc func(*message.Message) (string, error)
 	// FingerprintFunc returns what tells a redelivery from another payload
 	// under the same key. Default: idempotency.Fingerprint of the payload
 	// (SHA-256, hex). Use an idempotency.Fingerprinter where the payload
 	// holds a secret.
 	FingerprintFunc func(*message.Message) (string, error)
-	// RetryDelay caps how long the middleware waits before returning a
+	// RetryDelay is how long the middleware waits before returning a
 	// retryable error (in progress elsewhere, store unavailable, a handler
 	// error), so that a broker that redelivers at once (AMQP requeue) does
-	// not spin: it waits min(the guard's RetryAfter, RetryDelay), or
-	// RetryDelay when there is none. The wait holds the message (as
-	// watermill's Retry middleware does). Default 1s; negative: no wait.
+	// not spin. The wait holds the message (as watermill's Retry middleware
+	// does).
+	//
+	// Zero (the default) tracks the lease: a key in progress (elsewhere, or
+	// kept by our own handler's error that may have had an effect) waits
+	// the guard's RetryAfter in full, until the key can be claimed again,
+	// so that the next delivery runs the handler (Reclaimed); with nothing
+	// to wait for (the store unavailable, a lease lost, a handler error
+	// marked idempotency.ErrNotStarted, whose lease is given up at once) it
+	// waits DefaultRetryDelay.
+	//
+	// Positive: min(RetryAfter, RetryDelay), or RetryDelay when there is no
+	// RetryAfter. Mind the broker's delivery limit (RabbitMQ quorum queues'
+	// delivery-limit, JetStream MaxDeliver, SQS maxReceiveCount): a key in
+	// progress is nacked every RetryDelay, so limit × RetryDelay must
+	// exceed the guard's lease plus its skew margin, or the broker drops
+	// the message before the key can be claimed again. Negative: no wait
+	// (the same rule, with the broker's own redelivery delay).
 	RetryDelay time.Duration
 	// HeartbeatInterval is how often the lease is extended while the
-	// handler runs. Default a third of the guard's lease.
+	// handler runs. Default a third of the guard's lease; an interval of
+	// half the lease or more (the lease could run out between two beats,
+	// and a redelivery reclaim the key while the handler runs) is capped
+	// to a third of it.
 	HeartbeatInterval time.Duration
 	// KeepProduced stores the messages the handler produced in the DONE
 	// record (UUID, metadata, payload; up to driver.MaxDetailBytes as
@@ -120,8 +139,9 @@ type Options struct {
 //   - DuplicateDone: the handler does not run; nil error (ack), and no
 //     produced messages (or the kept ones, with KeepProduced);
 //   - DuplicateInProgress, Unfinished (a handler error), LeaseLost, the
-//     store unavailable: a retryable error after a wait (RetryDelay), so
-//     the router nacks and the broker redelivers;
+//     store unavailable: a retryable error after a wait (RetryDelay; by
+//     default until the key can be claimed again), so the router nacks
+//     and the broker redelivers;
 //   - Conflict, DuplicateFailed, Failed (a handler error marked
 //     idempotency.ErrPermanent), a missing key: a *PermanentError
 //     (IsPermanent), for a poison queue.
@@ -132,10 +152,7 @@ func Middleware(g *idempotency.Guard, opts Options) message.HandlerMiddleware {
 	if opts.FingerprintFunc == nil {
 		opts.FingerprintFunc = payloadFingerprint
 	}
-	if opts.RetryDelay == 0 {
-		opts.RetryDelay = time.Second
-	}
-	if opts.HeartbeatInterval <= 0 {
+	if opts.HeartbeatInterval <= 0 || opts.HeartbeatInterval >= g.Lease()/2 {
 		opts.HeartbeatInterval = max(g.Lease()/3, time.Millisecond)
 	}
 	return func(h message.HandlerFunc) message.HandlerFunc {
@@ -155,7 +172,7 @@ func payloadFingerprint(msg *message.Message) (string, error) {
 
 func handle(g *idempotency.Guard, opts Options, h message.HandlerFunc, msg *message.Message) ([]*message.Message, error) {
 	key, err := opts.KeyFunc(msg)
-	if err != nil || key == "" {
+	if err != nil || strings.TrimSpace(key) == "" {
 		e := ErrMissingKey
 		if err != nil {
 			e = fmt.Errorf("%w: %w", ErrMissingKey, err)
@@ -214,15 +231,25 @@ func handle(g *idempotency.Guard, opts Options, h message.HandlerFunc, msg *mess
 	return nil, fmt.Errorf("watermillguard: key %q: unexpected outcome %s", key, res.Outcome)
 }
 
-// wait sleeps min(retryAfter, max) (max when retryAfter is 0), or until ctx
-// ends.
-func wait(ctx context.Context, max, retryAfter time.Duration) {
-	if max <= 0 {
+// DefaultRetryDelay is the wait before a retryable error with nothing to
+// wait for, when Options.RetryDelay is zero.
+const DefaultRetryDelay = time.Second
+
+// wait sleeps for the delay before a retryable error (see
+// Options.RetryDelay), or until ctx ends.
+func wait(ctx context.Context, delay, retryAfter time.Duration) {
+	var d time.Duration
+	switch {
+	case delay < 0:
 		return
-	}
-	d := max
-	if retryAfter > 0 && retryAfter < max {
+	case delay == 0 && retryAfter > 0:
+		d = retryAfter // the key can be claimed again then
+	case delay == 0:
+		d = DefaultRetryDelay
+	case retryAfter > 0 && retryAfter < delay:
 		d = retryAfter
+	default:
+		d = delay
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
