@@ -283,7 +283,10 @@ func inFlightDuplicate(t *testing.T, h Harness) {
 	stop := p.run(t, consumer.Options{Concurrency: 2})
 	p.drained(t)
 	stop()
-	if p.count(charge.DuplicateInProgress) < 1 || p.count(charge.DuplicateDone) != 1 || p.count(charge.Processed) != 1 {
+	// At least one copy dropped as done: on a loaded machine the emulator's
+	// visibility timeout may hand a copy out once more (at-least-once),
+	// which is another duplicate, never another debit (checked below).
+	if p.count(charge.DuplicateInProgress) < 1 || p.count(charge.DuplicateDone) < 1 || p.count(charge.Processed) != 1 {
 		t.Fatalf("outcomes %v: want the copy left while the first debited, then dropped as done", p.snapshot())
 	}
 	p.wantPostedOnce(t, "CHG-SLOW")
