@@ -92,22 +92,21 @@ type camtReader struct {
 // entry is what an Ntry said before its transactions, and the tally of
 // them.
 type entry struct {
-	line, n            int
-	amt                charge.Money
-	amtLine            int
-	hasAmt             bool
-	ind                string // CRDT or DBIT
-	rvsl               bool
-	sts                string
-	booking            time.Time
-	hasBooking         bool
-	ref, addtl         string
-	decided, ours      bool
-	ntx, missing       int // transactions, of them without an amount
-	missingLine        int
-	sum                int64
-	streaming          bool
-	firstTxLine, txLen int
+	line, n       int
+	amt           charge.Money
+	amtLine       int
+	hasAmt        bool
+	ind           string // CRDT or DBIT
+	rvsl          bool
+	sts           string
+	booking       time.Time
+	hasBooking    bool
+	ref, addtl    string
+	decided, ours bool
+	ntx, missing  int // transactions, of them without an amount
+	missingLine   int
+	sum           int64
+	streaming     bool
 }
 
 func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(Posting) error) (Header, error) {
