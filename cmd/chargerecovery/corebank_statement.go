@@ -3,8 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 	"strings"
 
 	"github.com/finedge/idempotent-consumer/corebanksim"
@@ -83,32 +82,11 @@ func runCorebankStatement(ctx context.Context, env *cli.Env, args []string) erro
 		_, err := env.Stdout.Write(b)
 		return err
 	}
-	if err := writeOwnerOnly(out, b); err != nil {
+	if err := secretfile.Write(out, b); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	fmt.Fprintf(env.Stderr, "statement %s to %s written to %s (%d bytes)\n", fromT.UTC().Format("2006-01-02T15:04:05Z"), toT.UTC().Format("2006-01-02T15:04:05Z"), out, len(b))
 	return nil
-}
-
-// writeOwnerOnly writes b to path, mode 0600, whole by rename.
-func writeOwnerOnly(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // 0600
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // after a rename: nothing there
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // runCorebankMark runs corebank reverse or corebank drop.

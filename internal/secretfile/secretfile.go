@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -69,4 +70,30 @@ func Stamp(st fs.FileInfo) string {
 		s += fmt.Sprintf("/%d/%d/%d.%d", sys.Dev, sys.Ino, sys.Ctim.Sec, sys.Ctim.Nsec)
 	}
 	return s
+}
+
+// Write writes b to path owner-only (0600), whole by rename: a reader
+// never sees half of it, and a crash leaves the old file or the new one.
+func Write(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*") // 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after the rename: nothing there
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -56,3 +56,26 @@ func TestTheModeRule(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteIsOwnerOnlyAndWhole(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := secretfile.Write(path, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "new" || st.Mode().Perm() != 0o600 {
+		t.Fatalf("after Write: %q, mode %v; want \"new\", 0600 (a file others could read replaced, not kept)", b, st.Mode().Perm())
+	}
+	if err := secretfile.Write(filepath.Join(t.TempDir(), "missing", "x"), nil); err == nil {
+		t.Fatal("Write into a missing directory: no error")
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Fatalf("temporary files left: %v", entries)
+	}
+}
