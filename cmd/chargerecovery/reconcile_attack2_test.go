@@ -14,7 +14,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/reconcile/statement"
-	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // Under reconcile-adopt, reconcile resolve first finds the break's kind
@@ -31,28 +30,9 @@ import (
 func TestAttack2FourEyesBypassedBetweenSelectAndResolve(t *testing.T) {
 	dir := t.TempDir()
 	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
-	keyFile := filepath.Join(dir, "fp.key")
-	key := []byte("a-fingerprint-key-of-at-least-32-bytes-0123456789")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "recon.db"), "IC_FINGERPRINT_KEY_FILE": keyFile,
-		"IC_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_CONSOLE_TOKEN_FILE": tokens, "IC_SKEW_MARGIN": "0s"}
-	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	fp, _ := idempotency.NewFingerprinter(key)
-	today := time.Now().UTC().Truncate(24 * time.Hour)
-	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second, SkewMargin: -1, Clock: storetest.NewClock(time.Now().Add(-time.Hour))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := newReconcileSetup(t, dir, map[string]string{"IC_CONSOLE_TOKEN_FILE": tokens},
+		idempotency.Options{Clock: storetest.NewClock(time.Now().Add(-time.Hour))})
+	env, b, fp, g, today, ctx := rs.env, rs.b, rs.fp, rs.g, rs.today, t.Context()
 	c := charge.Charge{ID: "CHG-BYP-1", AccountID: "0012345678901", Amount: charge.Money{Minor: 2500, Currency: "INR"}, Type: charge.SMSAlertFee, DueDate: today}
 	if cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp)); err != nil || !cl.Outcome.Owned() {
 		t.Fatalf("claim: %v %v", cl.Outcome, err)

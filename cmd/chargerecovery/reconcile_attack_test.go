@@ -28,14 +28,37 @@ type attackSetup struct {
 
 func newAttackSetup(t *testing.T) *attackSetup {
 	t.Helper()
-	dir := t.TempDir()
+	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
+	ctx, g, fp := t.Context(), s.g, s.fp
+	c := s.charge("CHG-A-1")
+	cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
+		t.Fatal(err)
+	}
+	s.stmt = s.write(t, "camt053.xml", s.posting(c))
+	return s
+}
+
+// newReconcileSetup is the embedded backend in dir, set up, with a
+// fingerprint key file, the audit trail, no skew margin and extra on top
+// of that environment, and a guard (a lease of 1 s, no margin, opts'
+// clock) over its store: what every command-line reconcile test starts
+// from.
+func newReconcileSetup(t *testing.T, dir string, extra map[string]string, opts idempotency.Options) *attackSetup {
+	t.Helper()
 	keyFile := filepath.Join(dir, "fp.key")
 	key := []byte("a-fingerprint-key-of-at-least-32-bytes-0123456789")
 	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "recon.db"), "IC_FINGERPRINT_KEY_FILE": keyFile,
-		"IC_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_OPERATOR": "asha", "IC_SKEW_MARGIN": "0s"}
+		"IC_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_SKEW_MARGIN": "0s"}
+	for k, v := range extra {
+		env[k] = v
+	}
 	ctx := t.Context()
 	if r := runCmd(ctx, env, "setup"); r.code != 0 {
 		t.Fatalf("setup: %s", r.stderr)
@@ -49,21 +72,12 @@ func newAttackSetup(t *testing.T) *attackSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second, SkewMargin: -1})
+	opts.Lease, opts.SkewMargin = time.Second, -1
+	g, err := idempotency.NewGuard(b.Store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &attackSetup{env: env, dir: dir, g: g, fp: fp, b: b, today: time.Now().UTC().Truncate(24 * time.Hour)}
-	c := s.charge("CHG-A-1")
-	cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
-	if err != nil || !cl.Outcome.Owned() {
-		t.Fatalf("claim: %v %v", cl.Outcome, err)
-	}
-	if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
-		t.Fatal(err)
-	}
-	s.stmt = s.write(t, "camt053.xml", s.posting(c))
-	return s
+	return &attackSetup{env: env, dir: dir, g: g, fp: fp, b: b, today: time.Now().UTC().Truncate(24 * time.Hour)}
 }
 
 func (s *attackSetup) charge(id string) charge.Charge {

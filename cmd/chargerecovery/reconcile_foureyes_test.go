@@ -14,7 +14,6 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/service/approval"
-	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // Under --approval-required reconcile-adopt: resolving a
@@ -26,31 +25,9 @@ import (
 func TestFourEyesReconcileAdopt(t *testing.T) {
 	dir := t.TempDir()
 	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
-	keyFile := filepath.Join(dir, "fp.key")
-	key := []byte("a-fingerprint-key-of-at-least-32-bytes-0123456789")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	auditFile := filepath.Join(dir, "audit.jsonl")
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "recon.db"), "IC_FINGERPRINT_KEY_FILE": keyFile,
-		"IC_AUDIT_FILE": auditFile, "IC_CONSOLE_TOKEN_FILE": tokens, "IC_SKEW_MARGIN": "0s"}
-	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	fp, err := idempotency.NewFingerprinter(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rs := newReconcileSetup(t, dir, map[string]string{"IC_CONSOLE_TOKEN_FILE": tokens}, idempotency.Options{})
+	env, b, fp, g, ctx := rs.env, rs.b, rs.fp, rs.g, t.Context()
 	today := time.Now().UTC().Truncate(24 * time.Hour)
 	mk := func(id string) charge.Charge {
 		return charge.Charge{ID: id, AccountID: "001234567890" + id[len(id)-1:], Amount: charge.Money{Minor: 2500, Currency: "INR"},
