@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,15 +58,47 @@ type Run struct {
 	// effect may have happened (ask before doing it again, where you can).
 	Reclaimed bool
 	// Generation is the record's key generation (1 unless an operator
-	// reopened it into a new one): derive a downstream idempotency key
-	// from it, so that a new generation is a new request downstream.
+	// reopened it into a new one, or a *Wait moved it on): derive a
+	// downstream idempotency key from it, so that a new generation is a
+	// new request downstream.
 	Generation int
+	// History is the record's history so far, oldest first: the lines of
+	// operator reopenings and the notes of earlier runs (a *Wait's, a
+	// Done's). Work that runs on a schedule reads where it is from it.
+	History []string
 }
 
 // Done is the work's result, stored with DONE and handed to duplicates.
 type Done struct {
 	Status string
 	Detail string
+	// Note, when set, is added to the record's history as one line (the
+	// last attempt's outcome, after earlier *Wait notes).
+	Note string
+}
+
+// Wait is what work returns, as its error, to end a run without a final
+// result: the key is recorded WAITING until Until with Status and Detail
+// (why it waits), and the first claim at or after Until (plus the skew
+// margin) runs the work again — a new attempt, not a reclaim: the run
+// ended cleanly. NextGeneration moves the record to the next key
+// generation (Run.Generation + 1: the downstream system gave a final
+// answer under the old key, as a declined debit). Note is added to the
+// record's history as one line. The record's retention counts from
+// Until. Do returns Outcome Waiting with NotBefore set.
+//
+// A Note can also ride on a permanent failure: an error with a method
+// HistoryNote() string, found with errors.As, adds its line to the
+// FAILED record's history.
+type Wait struct {
+	Until          time.Time
+	Status, Detail string
+	NextGeneration bool
+	Note           string
+}
+
+func (w *Wait) Error() string {
+	return fmt.Sprintf("waiting until %s: %s %s", w.Until.UTC().Format(time.RFC3339), w.Status, w.Detail)
 }
 
 // DoResult is what Do did. Every outcome of the claim and of the work is
@@ -86,7 +119,10 @@ type DoResult struct {
 	//   - DuplicateInProgress: another worker holds a live claim (Record);
 	//     try again after RetryAfter;
 	//   - Conflict: the key was claimed with another fingerprint (Record);
-	//     the work must never run for it.
+	//     the work must never run for it;
+	//   - Waiting: the key waits until NotBefore — the work returned a
+	//     *Wait now (Done holds its Status and Detail, Record is empty), or
+	//     an earlier run did (Record); try again at NotBefore.
 	Outcome Outcome
 	// Done is the work's result (Acquired, Reclaimed) or the stored one
 	// (DuplicateDone).
@@ -105,6 +141,9 @@ type DoResult struct {
 	// keeps after work that may have had an effect (Unfinished; 0 when the
 	// lease was given up, the work having provably not started).
 	RetryAfter time.Duration
+	// NotBefore is when a Waiting key may run again (the not-before plus
+	// the skew margin: the first time a claim succeeds).
+	NotBefore time.Time
 }
 
 // Do runs fn at most once per key, however often it is called: it claims
@@ -169,6 +208,11 @@ func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context
 		return found, nil
 	case DuplicateFailed, Conflict:
 		return found, nil
+	case Waiting:
+		found.NotBefore = g.ReclaimableAt(rec.LeaseUntil)
+		found.Done = Done{Status: rec.Status, Detail: rec.Detail}
+		found.RetryAfter = max(found.NotBefore.Sub(g.Now()), 0)
+		return found, nil
 	}
 
 	// The work runs on a context that a lost lease cancels: a worker that
@@ -188,18 +232,48 @@ func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context
 	}
 	attempt := held.get().Attempt
 	ran := DoResult{Outcome: claim.Outcome, Attempt: attempt}
-	done, err := fn(ctx, Run{Lease: held.get(), Reclaimed: claim.Outcome == Reclaimed, Generation: max(rec.Generation, 1)})
+	gen := max(rec.Generation, 1)
+	done, err := fn(ctx, Run{Lease: held.get(), Reclaimed: claim.Outcome == Reclaimed, Generation: gen, History: slices.Clone(rec.History)})
 	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
 		ran.Outcome, ran.Err = LeaseLost, fmt.Errorf("%w: taken over while the work ran; the new owner finishes", ErrLeaseLost)
 		return ran, nil
 	}
-	state, status, detail, limit := driver.StateDone, done.Status, done.Detail, doneLimit
+	state, status, detail, limit, note := driver.StateDone, done.Status, done.Detail, doneLimit, done.Note
+	var wait *Wait
+	var noted interface{ HistoryNote() string }
 	switch {
 	case err == nil:
 		ran.Done = done
+	case errors.As(err, &wait):
+		if wait.Until.IsZero() {
+			g.yield(ctx, held.get(), opts)
+			ran.Outcome, ran.Err = Unfinished, fmt.Errorf("%w: a Wait without Until", ErrInvalid)
+			return ran, ran.Err
+		}
+		ran.Outcome, ran.Done, ran.NotBefore = Waiting, Done{Status: wait.Status, Detail: wait.Detail}, g.ReclaimableAt(wait.Until)
+		ran.RetryAfter = max(ran.NotBefore.Sub(g.Now()), 0)
+		req, ferr := g.finishRequest(held.get(), driver.StateWaiting, wait.Status, wait.Detail, driver.MaxDetailBytes)
+		if ferr == nil {
+			req.NotBefore, req.ExpiresAt = wait.Until, wait.Until.Add(g.opts.Retention)
+			if wait.NextGeneration {
+				req.Generation = gen + 1
+			}
+			ferr = g.write(ctx, withNote(req, wait.Note), opts)
+		}
+		if ferr != nil {
+			if errors.Is(ferr, ErrLeaseLost) {
+				ran.Outcome, ran.Done, ran.Err = LeaseLost, Done{}, ferr
+				return ran, nil
+			}
+			return ran, ferr
+		}
+		return ran, nil
 	case errors.Is(err, ErrPermanent):
 		ran.Outcome, ran.Err = Failed, err
-		state, status, detail, limit = driver.StateFailed, "FAILED", err.Error(), driver.MaxDetailBytes
+		state, status, detail, limit, note = driver.StateFailed, "FAILED", err.Error(), driver.MaxDetailBytes, ""
+		if errors.As(err, &noted) {
+			note = noted.HistoryNote()
+		}
 	case errors.Is(err, ErrNotStarted):
 		g.yield(ctx, held.get(), opts)
 		ran.Outcome, ran.Err = Unfinished, err
@@ -212,7 +286,7 @@ func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context
 		ran.RetryAfter = max(g.ReclaimableAt(held.get().Until).Sub(g.Now()), 0)
 		return ran, nil
 	}
-	if ferr := g.record(ctx, held.get(), state, status, detail, limit, opts); ferr != nil {
+	if ferr := g.record(ctx, held.get(), state, status, detail, limit, note, opts); ferr != nil {
 		if errors.Is(ferr, ErrLeaseLost) {
 			ran.Outcome, ran.Done, ran.Err = LeaseLost, Done{}, ferr
 			return ran, nil
@@ -224,7 +298,18 @@ func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context
 
 // record writes the final state on a context the caller's cancellation
 // does not reach, retrying while the store is unavailable.
-func (g *Guard) record(ctx context.Context, l Lease, s driver.State, status, detail string, limit int, opts DoOptions) error {
+func (g *Guard) record(ctx context.Context, l Lease, s driver.State, status, detail string, limit int, note string, opts DoOptions) error {
+	req, err := g.finishRequest(l, s, status, detail, limit)
+	if err != nil {
+		return err
+	}
+	return g.write(ctx, withNote(req, note), opts)
+}
+
+// write sends req (through the delivery's binding when there is one) on a
+// context the caller's cancellation does not reach, retrying while the
+// store is unavailable.
+func (g *Guard) write(ctx context.Context, req driver.FinishRequest, opts DoOptions) error {
 	base := context.WithoutCancel(ctx)
 	var err error
 	for i := range opts.FinishAttempts {
@@ -232,7 +317,11 @@ func (g *Guard) record(ctx context.Context, l Lease, s driver.State, status, det
 			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
 		}
 		fctx, cancel := context.WithTimeout(base, opts.FinishTimeout)
-		err = g.recordOnce(fctx, l, s, status, detail, limit, opts.Bound)
+		if opts.Bound == nil {
+			err = g.store.Finish(fctx, req)
+		} else {
+			err = opts.Bound.Finish(fctx, req)
+		}
 		cancel()
 		if err == nil {
 			return nil
@@ -253,20 +342,6 @@ func (g *Guard) claimFor(ctx context.Context, key, fingerprint string, b driver.
 		}
 	}
 	return g.Claim(ctx, key, fingerprint)
-}
-
-// recordOnce writes the final state once: through the delivery's binding
-// (with the message's settlement) when there is one, else the store's
-// Finish.
-func (g *Guard) recordOnce(ctx context.Context, l Lease, s driver.State, status, detail string, limit int, b driver.Bound) error {
-	req, err := g.finishRequest(l, s, status, detail, limit)
-	if err != nil {
-		return err
-	}
-	if b == nil {
-		return g.store.Finish(ctx, req)
-	}
-	return b.Finish(ctx, req)
 }
 
 // yield gives the lease up; failing to only delays the next attempt.

@@ -40,6 +40,10 @@ const (
 	Failed
 	Unfinished
 	LeaseLost
+	// Waiting: the key is WAITING until DoResult.NotBefore — the work
+	// returned a *Wait now, or an earlier run did and the time has not
+	// come. The work does not run; try again at NotBefore.
+	Waiting
 )
 
 var outcomeNames = map[Outcome]string{
@@ -52,6 +56,7 @@ var outcomeNames = map[Outcome]string{
 	Failed:              "failed",
 	Unfinished:          "unfinished",
 	LeaseLost:           "lease_lost",
+	Waiting:             "waiting",
 }
 
 func (o Outcome) String() string {
@@ -240,6 +245,8 @@ func classify(res driver.ClaimResult, token, fingerprint string) Outcome {
 		return DuplicateDone
 	case res.Record.State == driver.StateFailed:
 		return DuplicateFailed
+	case res.Record.State == driver.StateWaiting:
+		return Waiting
 	default:
 		return DuplicateInProgress
 	}
@@ -281,6 +288,16 @@ func (g *Guard) finishRequest(l Lease, s driver.State, status, detail string, li
 		Key: l.Key, Token: l.Token, State: s, Status: cut(status, driver.MaxDetailBytes), Detail: cut(detail, limit),
 		Now: now, ExpiresAt: now.Add(g.opts.Retention), Claimed: l.claimed,
 	}, nil
+}
+
+// withNote is req with note added to the history of the record the
+// lease's claim left (no change for an empty note or a lease without it).
+func withNote(req driver.FinishRequest, note string) driver.FinishRequest {
+	if note == "" || req.Claimed == nil {
+		return req
+	}
+	req.History = append(slices.Clip(req.Claimed.History), cut(oneLine(note), driver.MaxDetailBytes))
+	return req
 }
 
 // Extend pushes the lease out to now + Lease (the heartbeat) and returns the

@@ -49,7 +49,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	if exists && !req.Allows(old) {
 		return driver.ClaimResult{Record: old}, nil
 	}
-	reclaim := exists && !old.Expired(req.Now)
+	carried := exists && req.Carries(old)
 	rec := driver.Record{
 		Key:         req.Key,
 		State:       driver.StateInProgress,
@@ -62,7 +62,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		ExpiresAt:   req.ExpiresAt,
 		Generation:  1,
 	}
-	if reclaim {
+	if carried {
 		rec.Attempt = old.Attempt + 1
 		rec.CreatedAt = old.CreatedAt
 		rec.Reopens, rec.ReopenedAt, rec.ReopenReason = old.Reopens, old.ReopenedAt, old.ReopenReason
@@ -70,7 +70,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		rec.Generation, rec.History = old.Generation, old.History
 	}
 	s.recs[req.Key] = rec
-	return driver.ClaimResult{Acquired: true, Reclaimed: reclaim, Record: rec}, nil
+	return driver.ClaimResult{Acquired: true, Reclaimed: exists && req.Reclaims(old), Record: rec}, nil
 }
 
 // Get implements driver.Store.
@@ -92,8 +92,8 @@ func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 	if err := ctx.Err(); err != nil {
 		return driver.Unavailable("finish", err)
 	}
-	if f.State != driver.StateDone && f.State != driver.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	if !f.Valid() {
+		return fmt.Errorf("%w: finish to state %q (not-before %v)", driver.ErrInvalid, f.State, f.NotBefore)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -106,6 +106,15 @@ func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 	}
 	rec.State, rec.Status, rec.Detail = f.State, f.Status, f.Detail
 	rec.UpdatedAt, rec.ExpiresAt = f.Now, f.ExpiresAt
+	if f.State == driver.StateWaiting {
+		rec.LeaseUntil = f.NotBefore
+	}
+	if f.Generation > 0 {
+		rec.Generation = f.Generation
+	}
+	if f.History != nil {
+		rec.History = slices.Clone(f.History)
+	}
 	s.recs[f.Key] = rec
 	return nil
 }

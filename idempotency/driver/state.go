@@ -3,7 +3,7 @@ package driver
 // State is where a key is in the claim state machine.
 type State string
 
-// The three states of a record, and StateAbsent for a key without one.
+// The four states of a record, and StateAbsent for a key without one.
 const (
 	// StateAbsent is no record, or only one past its retention. It is
 	// never stored.
@@ -11,12 +11,18 @@ const (
 	StateInProgress State = "IN_PROGRESS"
 	StateDone       State = "DONE"
 	StateFailed     State = "FAILED"
+	// StateWaiting: the work ended without a final result and runs again
+	// at or after a time (Record.LeaseUntil holds it: the not-before): a
+	// declined debit retried on a schedule, a debit waiting out its
+	// pre-debit notice's lead. Its Status and Detail say why; its History
+	// keeps every attempt's outcome.
+	StateWaiting State = "WAITING"
 )
 
-// Valid reports whether s is one of the three stored states.
+// Valid reports whether s is one of the four stored states.
 func (s State) Valid() bool {
 	switch s {
-	case StateInProgress, StateDone, StateFailed:
+	case StateInProgress, StateDone, StateFailed, StateWaiting:
 		return true
 	}
 	return false
@@ -38,8 +44,9 @@ const (
 	OpExtend   Op = "extend"      // Store.Extend (a heartbeat, or a yield: a lease set in the past)
 	OpComplete Op = "finish DONE" // Store.Finish to DONE
 	OpFail     Op = "finish FAILED"
-	OpReopen   Op = "reopen" // Store.Reopen (an operator)
-	OpAmend    Op = "amend"  // Amender.Amend (an operator; optional)
+	OpWait     Op = "finish WAITING" // Store.Finish to WAITING: the work runs again at or after a time
+	OpReopen   Op = "reopen"         // Store.Reopen (an operator)
+	OpAmend    Op = "amend"          // Amender.Amend (an operator; optional)
 )
 
 // Condition is what a transition requires of the record and the request,
@@ -69,6 +76,12 @@ const (
 	OtherToken Condition = "another token"
 	// OtherStatus: Amend's FromStatus is not the record's status.
 	OtherStatus Condition = "another status than read"
+	// Due: a WAITING record's not-before (LeaseUntil) is at or before
+	// ClaimRequest.LeaseExpiredBy (Now minus the skew margin), same
+	// fingerprint.
+	Due Condition = "not-before passed by the skew margin, same fingerprint"
+	// NotDue: a WAITING record's not-before is ahead, same fingerprint.
+	NotDue Condition = "not-before ahead, same fingerprint"
 )
 
 // Transition is one row of the state machine: from a state, an operation
@@ -101,9 +114,14 @@ type Transition struct {
 //	IN_PROGRESS  claim          lease passed, another fingerprint      —            not acquired, the record (conflict)
 //	DONE         claim          within retention                       —            not acquired, the record (duplicate)
 //	FAILED       claim          within retention                       —            not acquired, the record (duplicate)
+//	WAITING      claim          past retention                         IN_PROGRESS  acquired as new
+//	WAITING      claim          not-before passed by the margin, same  IN_PROGRESS  resumed: new token, attempt+1, generation and history kept
+//	WAITING      claim          not-before ahead, same fp              —            not acquired, the record (waiting)
+//	WAITING      claim          lease passed, another fingerprint      —            not acquired, the record (conflict)
 //	IN_PROGRESS  extend         the record's token                     IN_PROGRESS  lease set
 //	IN_PROGRESS  extend         another token                          —            ErrLeaseLost
 //	DONE, FAILED extend         the record's token                     —            ErrLeaseLost
+//	WAITING      extend         the record's token                     —            ErrLeaseLost
 //	absent       extend         always                                 —            ErrLeaseLost
 //	IN_PROGRESS  finish DONE    the record's token                     DONE         result and retention set
 //	IN_PROGRESS  finish FAILED  the record's token                     FAILED       result and retention set
@@ -113,14 +131,22 @@ type Transition struct {
 //	DONE         finish FAILED  the record's token                     —            ErrLeaseLost
 //	FAILED       finish DONE    the record's token                     —            ErrLeaseLost
 //	absent       finish         always                                 —            ErrLeaseLost
+//	IN_PROGRESS  finish WAITING the record's token                     WAITING      not-before, result, generation, history and retention set
+//	IN_PROGRESS  finish WAITING another token                          —            ErrLeaseLost
+//	WAITING      finish WAITING the record's token                     —            nil: a retry of a wait that landed
+//	WAITING      finish DONE    the record's token                     —            ErrLeaseLost (claim it first)
+//	DONE         finish WAITING the record's token                     —            ErrLeaseLost
+//	absent       finish WAITING always                                 —            ErrLeaseLost
 //	FAILED       reopen         the record's token (or none given)     IN_PROGRESS  new token, lease passed, reopens+1
 //	FAILED       reopen         another token                          —            ErrNotFailed
 //	DONE         reopen         always                                 —            ErrNotFailed
 //	IN_PROGRESS  reopen         always                                 —            ErrNotFailed
+//	WAITING      reopen         always                                 —            ErrNotFailed
 //	absent       reopen         always                                 —            ErrNotFound
 //	DONE         amend          the record's token and status          DONE         status, detail, history set
 //	DONE         amend          another status than read               —            ErrStale
 //	FAILED       amend          the record's token                     —            ErrStale
+//	WAITING      amend          the record's token                     —            ErrStale
 //	absent       amend          always                                 —            ErrNotFound
 var Transitions = []Transition{
 	{StateAbsent, OpClaim, Always, StateInProgress, true, "acquired: attempt 1, generation 1", nil},
@@ -132,11 +158,16 @@ var Transitions = []Transition{
 	{StateInProgress, OpClaim, OtherFingerprint, StateInProgress, false, "not acquired; the record (conflict)", nil},
 	{StateDone, OpClaim, Live, StateDone, false, "not acquired; the record (a duplicate of a done key)", nil},
 	{StateFailed, OpClaim, Live, StateFailed, false, "not acquired; the record (a duplicate of a failed key)", nil},
+	{StateWaiting, OpClaim, PastRetention, StateInProgress, true, "acquired as a new record", nil},
+	{StateWaiting, OpClaim, Due, StateInProgress, true, "resumed: new token, attempt + 1, generation and history kept; not a reclaim", nil},
+	{StateWaiting, OpClaim, NotDue, StateWaiting, false, "not acquired; the record (waiting until its not-before)", nil},
+	{StateWaiting, OpClaim, OtherFingerprint, StateWaiting, false, "not acquired; the record (conflict)", nil},
 
 	{StateInProgress, OpExtend, OwnToken, StateInProgress, true, "lease set", nil},
 	{StateInProgress, OpExtend, OtherToken, StateInProgress, false, "lease lost", ErrLeaseLost},
 	{StateDone, OpExtend, OwnToken, StateDone, false, "lease lost", ErrLeaseLost},
 	{StateFailed, OpExtend, OwnToken, StateFailed, false, "lease lost", ErrLeaseLost},
+	{StateWaiting, OpExtend, OwnToken, StateWaiting, false, "lease lost", ErrLeaseLost},
 	{StateAbsent, OpExtend, Always, StateAbsent, false, "lease lost", ErrLeaseLost},
 
 	{StateInProgress, OpComplete, OwnToken, StateDone, true, "result and retention set", nil},
@@ -149,14 +180,23 @@ var Transitions = []Transition{
 	{StateFailed, OpComplete, OwnToken, StateFailed, false, "lease lost", ErrLeaseLost},
 	{StateAbsent, OpComplete, Always, StateAbsent, false, "lease lost", ErrLeaseLost},
 
+	{StateInProgress, OpWait, OwnToken, StateWaiting, true, "not-before, result, generation, history and retention set", nil},
+	{StateInProgress, OpWait, OtherToken, StateInProgress, false, "lease lost", ErrLeaseLost},
+	{StateWaiting, OpWait, OwnToken, StateWaiting, false, "nil: a retry of a wait that landed", nil},
+	{StateWaiting, OpComplete, OwnToken, StateWaiting, false, "lease lost (a waiting record is claimed before it is finished)", ErrLeaseLost},
+	{StateDone, OpWait, OwnToken, StateDone, false, "lease lost", ErrLeaseLost},
+	{StateAbsent, OpWait, Always, StateAbsent, false, "lease lost", ErrLeaseLost},
+
 	{StateFailed, OpReopen, OwnToken, StateInProgress, true, "the reopened record: new token, lease passed, reopens + 1", nil},
 	{StateFailed, OpReopen, OtherToken, StateFailed, false, "the record; not failed (a later claim's)", ErrNotFailed},
 	{StateDone, OpReopen, Always, StateDone, false, "the record; not failed", ErrNotFailed},
 	{StateInProgress, OpReopen, Always, StateInProgress, false, "the record; not failed", ErrNotFailed},
+	{StateWaiting, OpReopen, Always, StateWaiting, false, "the record; not failed", ErrNotFailed},
 	{StateAbsent, OpReopen, Always, StateAbsent, false, "not found", ErrNotFound},
 
 	{StateDone, OpAmend, OwnToken, StateDone, true, "the amended record", nil},
 	{StateDone, OpAmend, OtherStatus, StateDone, false, "the record; stale", ErrStale},
 	{StateFailed, OpAmend, OwnToken, StateFailed, false, "the record; stale", ErrStale},
+	{StateWaiting, OpAmend, OwnToken, StateWaiting, false, "the record; stale", ErrStale},
 	{StateAbsent, OpAmend, Always, StateAbsent, false, "not found", ErrNotFound},
 }

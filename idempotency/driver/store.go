@@ -16,8 +16,10 @@ type Store interface {
 	// Claim writes a new IN_PROGRESS record for req.Key, atomically, iff
 	// there is none or req.Allows the one there is. A fresh claim (no
 	// record, or one past retention) has Attempt 1 and Generation 1; a
-	// reclaim has the old Attempt + 1 and keeps CreatedAt, the reopen audit
-	// fields, Generation and History. Status and Detail are cleared.
+	// reclaim (of an IN_PROGRESS record) and a resume (of a WAITING one
+	// that is due) have the old Attempt + 1 and keep CreatedAt, the reopen
+	// audit fields, Generation and History. Status and Detail are cleared.
+	// Only a reclaim is Reclaimed: a WAITING record's work ended cleanly.
 	//
 	// When the condition fails, Claim returns Acquired=false and the existing
 	// record, read in the same round trip where the backend can.
@@ -27,8 +29,11 @@ type Store interface {
 	// its retention at now).
 	Get(ctx context.Context, key string, now time.Time) (Record, error)
 
-	// Finish moves the record to req.State (DONE or FAILED) with req.Status
-	// and req.Detail, and sets ExpiresAt, iff req.Allows it. A record
+	// Finish moves the record to req.State (DONE, FAILED or WAITING) with
+	// req.Status and req.Detail, and sets ExpiresAt, iff req.Allows it; to
+	// WAITING it also sets LeaseUntil to req.NotBefore. Generation and
+	// History are replaced by req's when req.Generation > 0 and
+	// req.History is not nil (each on its own). A record
 	// req.Landed on is a retry of a Finish that landed (an SDK retry after
 	// a lost answer): Finish returns nil for it. Otherwise it returns
 	// ErrLeaseLost and changes nothing.
@@ -66,12 +71,25 @@ type ClaimRequest struct {
 }
 
 // Allows reports whether req may take the key over from r: r is past its
-// retention, or IN_PROGRESS with its lease passed by LeaseExpiredBy and the
-// same fingerprint (the claim rows of Transitions). It is the condition
-// every Store's Claim writes atomically.
+// retention, or IN_PROGRESS with its lease passed by LeaseExpiredBy, or
+// WAITING with its not-before (LeaseUntil) passed by LeaseExpiredBy, with
+// the same fingerprint (the claim rows of Transitions). It is the
+// condition every Store's Claim writes atomically.
 func (req ClaimRequest) Allows(r Record) bool {
 	return r.Expired(req.Now) ||
-		(r.State == StateInProgress && !req.LeaseExpiredBy.Before(r.LeaseUntil) && r.Fingerprint == req.Fingerprint)
+		((r.State == StateInProgress || r.State == StateWaiting) && !req.LeaseExpiredBy.Before(r.LeaseUntil) && r.Fingerprint == req.Fingerprint)
+}
+
+// Carries reports whether a claim req.Allows on r keeps r's attempt count,
+// CreatedAt, reopen audit fields, Generation and History (a reclaim or a
+// resume), rather than starting a new record (r past retention).
+func (req ClaimRequest) Carries(r Record) bool { return !r.Expired(req.Now) }
+
+// Reclaims reports whether a claim req.Allows on r takes over an
+// IN_PROGRESS claim whose work may have had its effect
+// (ClaimResult.Reclaimed).
+func (req ClaimRequest) Reclaims(r Record) bool {
+	return !r.Expired(req.Now) && r.State == StateInProgress
 }
 
 // ClaimResult is what a Claim did.
@@ -84,21 +102,43 @@ type ClaimResult struct {
 	Record Record
 }
 
-// FinishRequest is a conditional transition to a final state.
+// FinishRequest is a conditional transition to a final state, or to
+// WAITING.
 type FinishRequest struct {
 	Key       string
 	Token     string
-	State     State // DONE or FAILED
+	State     State // DONE, FAILED or WAITING
 	Status    string
 	Detail    string
 	Now       time.Time
 	ExpiresAt time.Time
+	// NotBefore is when a WAITING record may be claimed again (written as
+	// LeaseUntil); ignored for the other states.
+	NotBefore time.Time
+	// Generation, when > 0, replaces the record's (a retry under a new key
+	// generation).
+	Generation int
+	// History, when not nil, replaces the record's (one more attempt's
+	// outcome).
+	History []string
 	// Claimed is the record as this lease's claim left it, when the Guard
 	// has it (nil for a lease built by hand). Within one claim only the
 	// lease moves, so a store may write the finished record whole from it,
 	// conditioned on the token (DynamoDB does: a PutItem instead of an
 	// UpdateItem); stores that update in place ignore it.
 	Claimed *Record
+}
+
+// Valid reports whether req's state is one Finish writes, with what it
+// needs (a WAITING record needs its not-before).
+func (req FinishRequest) Valid() bool {
+	switch req.State {
+	case StateDone, StateFailed:
+		return true
+	case StateWaiting:
+		return !req.NotBefore.IsZero()
+	}
+	return false
 }
 
 // Allows reports whether req may finish r: IN_PROGRESS under req.Token.

@@ -60,6 +60,7 @@ type modelRecord struct {
 	expiresAt   int64
 	attempt     int
 	reopens     int
+	generation  int
 }
 
 func (m *modelRecord) record() driver.Record {
@@ -67,7 +68,7 @@ func (m *modelRecord) record() driver.Record {
 		return driver.Record{}
 	}
 	return driver.Record{State: m.state, Token: m.token, Fingerprint: m.fingerprint, Attempt: m.attempt, Reopens: m.reopens,
-		LeaseUntil: time.Unix(0, m.leaseUntil), ExpiresAt: time.Unix(0, m.expiresAt)}
+		LeaseUntil: time.Unix(0, m.leaseUntil), ExpiresAt: time.Unix(0, m.expiresAt), Generation: m.generation}
 }
 
 // ClaimModel is the sequential specification of one key's record, for
@@ -175,12 +176,14 @@ func step(cur *modelRecord, in linInput) (*modelRecord, expected) {
 		req := in.claim
 		if cur == nil || cur.record().Expired(req.Now) {
 			return &modelRecord{state: driver.StateInProgress, token: req.Token, fingerprint: req.Fingerprint,
-				leaseUntil: req.LeaseUntil.UnixNano(), expiresAt: req.ExpiresAt.UnixNano(), attempt: 1}, expected{acquired: true, attempt: 1}
+				leaseUntil: req.LeaseUntil.UnixNano(), expiresAt: req.ExpiresAt.UnixNano(), attempt: 1, generation: 1}, expected{acquired: true, attempt: 1}
 		}
 		if req.Allows(cur.record()) {
+			// A reclaim of an IN_PROGRESS claim, or the resume of a WAITING
+			// record that is due (not a reclaim: its run ended cleanly).
 			n := *cur
-			n.token, n.leaseUntil, n.expiresAt, n.attempt = req.Token, req.LeaseUntil.UnixNano(), req.ExpiresAt.UnixNano(), cur.attempt+1
-			return &n, expected{acquired: true, reclaimed: true, attempt: n.attempt}
+			n.state, n.token, n.leaseUntil, n.expiresAt, n.attempt = driver.StateInProgress, req.Token, req.LeaseUntil.UnixNano(), req.ExpiresAt.UnixNano(), cur.attempt+1
+			return &n, expected{acquired: true, reclaimed: req.Reclaims(cur.record()), attempt: n.attempt}
 		}
 		return cur, expected{existing: cur}
 	case driver.OpExtend:
@@ -219,13 +222,20 @@ func step(cur *modelRecord, in linInput) (*modelRecord, expected) {
 		}
 		n := *cur
 		n.state, n.expiresAt = req.State, req.ExpiresAt.UnixNano()
+		if req.State == driver.StateWaiting {
+			n.leaseUntil = req.NotBefore.UnixNano()
+		}
+		if req.Generation > 0 {
+			n.generation = req.Generation
+		}
 		return &n, expected{}
 	}
 }
 
 func matches(in linInput, want expected, out linOutput) bool {
 	same := func(r driver.Record, m *modelRecord) bool {
-		return r.State == m.state && r.Token == m.token && r.Attempt == m.attempt && r.Reopens == m.reopens && r.Fingerprint == m.fingerprint
+		return r.State == m.state && r.Token == m.token && r.Attempt == m.attempt && r.Reopens == m.reopens && r.Fingerprint == m.fingerprint &&
+			max(r.Generation, 1) == m.generation
 	}
 	switch in.op {
 	case driver.OpReopen, opGet:
@@ -238,7 +248,7 @@ func matches(in linInput, want expected, out linOutput) bool {
 			return same(out.rec, want.existing)
 		}
 		return true
-	case driver.OpExtend, driver.OpComplete, driver.OpFail:
+	case driver.OpExtend, driver.OpComplete, driver.OpFail, driver.OpWait:
 		return errors.Is(out.err, driver.ErrLeaseLost) == (want.err != nil) && (out.err == nil || want.err != nil)
 	}
 	if out.err != nil || out.claim.Acquired != want.acquired {
@@ -392,7 +402,7 @@ const (
 // callKinds are the kinds of call (see kind) every Linearizable run must
 // have made, or it checked nothing that matters.
 func callKinds() []string {
-	return []string{"acquired", "reclaimed", "refused", "lease lost", "finished", "reopened", "reopen refused", "read", "unknown"}
+	return []string{"acquired", "reclaimed", "resumed", "refused", "lease lost", "finished", "waited", "reopened", "reopen refused", "read", "unknown"}
 }
 
 // missingKinds returns the callKinds not in seen, in their order.
@@ -427,12 +437,17 @@ func kind(op porcupine.Operation) string {
 	case in.op == driver.OpReopen:
 		return "reopen refused"
 	case in.op != driver.OpClaim:
-		if in.op == driver.OpExtend {
+		switch in.op {
+		case driver.OpExtend:
 			return "extended"
+		case driver.OpWait:
+			return "waited"
 		}
 		return "finished"
 	case out.claim.Reclaimed:
 		return "reclaimed"
+	case out.claim.Acquired && out.claim.Record.Attempt > 1:
+		return "resumed"
 	case out.claim.Acquired:
 		return "acquired"
 	}
@@ -490,15 +505,22 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 				case ok && r.IntN(4) == 0:
 					in = linInput{op: driver.OpExtend, key: key, extend: driver.ExtendRequest{Key: key, Token: tok, Now: t, LeaseUntil: t.Add(5 * time.Millisecond)}}
 				case ok && r.IntN(5) != 0:
-					st := driver.StateDone
-					if r.IntN(4) == 0 {
-						st = driver.StateFailed
+					st, op := driver.StateDone, driver.OpComplete
+					switch r.IntN(8) {
+					case 0, 1:
+						st, op = driver.StateFailed, driver.OpFail
+					case 2, 3:
+						st, op = driver.StateWaiting, driver.OpWait
 					}
-					op := driver.OpComplete
-					if st == driver.StateFailed {
-						op = driver.OpFail
+					f := driver.FinishRequest{Key: key, Token: tok, State: st, Status: string(st), Now: t, ExpiresAt: t.Add(time.Hour)}
+					if st == driver.StateWaiting {
+						// Runs again a few milliseconds on, maybe under the next generation.
+						f.NotBefore = t.Add(time.Duration(1+r.IntN(4)) * time.Millisecond)
+						if r.IntN(2) == 0 {
+							f.Generation = 2 + r.IntN(3)
+						}
 					}
-					in = linInput{op: op, key: key, finish: driver.FinishRequest{Key: key, Token: tok, State: st, Status: string(st), Now: t, ExpiresAt: t.Add(time.Hour)}}
+					in = linInput{op: op, key: key, finish: f}
 					delete(held, key)
 				default:
 					if ok {

@@ -117,6 +117,32 @@ func (s ignoresFingerprint) Claim(ctx context.Context, req driver.ClaimRequest) 
 	return res, err
 }
 
+// resumesEarly claims a WAITING record before its not-before (the not-before
+// ignored: a retry posted before its time).
+type resumesEarly struct{ driver.Store }
+
+func (s resumesEarly) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, req)
+	if err == nil && !res.Acquired && res.Record.State == driver.StateWaiting && res.Record.Fingerprint == req.Fingerprint {
+		req.LeaseExpiredBy = res.Record.LeaseUntil
+		return s.Store.Claim(ctx, req)
+	}
+	return res, err
+}
+
+// resumeAsReclaim reports the resume of a WAITING record as a reclaim (the
+// work would ask the bank about an attempt that ended cleanly, or worse,
+// treat a clean wait as a crash).
+type resumeAsReclaim struct{ driver.Store }
+
+func (s resumeAsReclaim) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, req)
+	if err == nil && res.Acquired && res.Record.Attempt > 1 {
+		res.Reclaimed = true
+	}
+	return res, err
+}
+
 func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -128,6 +154,8 @@ func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
 		{"a claim is applied twice", func(s driver.Store) driver.Store { return twiceApplied{s} }},
 		{"a DONE record is reopened", func(s driver.Store) driver.Store { return reopensDone{s} }},
 		{"a reclaim ignores the fingerprint", func(s driver.Store) driver.Store { return ignoresFingerprint{s} }},
+		{"a waiting record is resumed before its not-before", func(s driver.Store) driver.Store { return resumesEarly{s} }},
+		{"a resume is reported as a reclaim", func(s driver.Store) driver.Store { return resumeAsReclaim{s} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			found, err := storetest.FindNonLinearizable(t.Context(), func() driver.Store { return tt.wrap(memstore.New()) },

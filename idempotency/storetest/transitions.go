@@ -50,6 +50,15 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 			if err := e.g.Fail(ctx, c.Lease(), "FAILED", "declined"); err != nil {
 				t.Fatal(err)
 			}
+		case driver.StateWaiting:
+			// Waiting one lease from now, under the next generation, with
+			// one history line: what the claim that resumes it keeps.
+			now := e.clock.Now()
+			if err := e.s.Finish(ctx, driver.FinishRequest{Key: e.key, Token: c.Record.Token, State: driver.StateWaiting,
+				Status: "RETRY_SCHEDULED", Detail: "after INSUFFICIENT_FUNDS", Now: now, ExpiresAt: now.Add(Lease + Retention),
+				NotBefore: now.Add(Lease), Generation: 2, History: []string{"generation 1: declined"}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		before = e.get(t)
 	}
@@ -57,9 +66,9 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 	switch row.When {
 	case driver.PastRetention:
 		e.clock.Advance(Retention + Lease)
-	case driver.LeasePassed:
+	case driver.LeasePassed, driver.Due:
 		e.clock.Advance(Lease)
-	case driver.LeaseLive:
+	case driver.LeaseLive, driver.NotDue:
 		e.clock.Advance(Lease - time.Millisecond)
 	case driver.OtherFingerprint:
 		e.clock.Advance(Lease)
@@ -82,6 +91,15 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 		if err == nil && (res.Acquired != row.Writes || res.Reclaimed != (row.When == driver.LeasePassed)) {
 			t.Fatalf("Claim: acquired %v reclaimed %v, want acquired %v (%s)", res.Acquired, res.Reclaimed, row.Writes, row.Answer)
 		}
+		if err == nil && row.When == driver.Due {
+			// A resume carries the generation and the history on, one attempt more.
+			if r := res.Record; r.Attempt != before.Attempt+1 || r.Generation != 2 || len(r.History) != 1 || r.Status != "" || !r.CreatedAt.Equal(before.CreatedAt) {
+				t.Fatalf("a resumed record is %+v, want attempt %d, generation 2, the history line, no status, the first CreatedAt", r, before.Attempt+1)
+			}
+		}
+		if err == nil && row.When == driver.NotDue && res.Record.State != driver.StateWaiting {
+			t.Fatalf("a refused Claim of a waiting key returned %+v, want the WAITING record", res.Record)
+		}
 		if err == nil && !res.Acquired && res.Record.Token != before.Token {
 			t.Fatalf("a refused Claim returned %+v, want the existing record", res.Record)
 		}
@@ -94,6 +112,22 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 		}
 		err = e.s.Finish(ctx, driver.FinishRequest{Key: e.key, Token: token, State: state, Status: "FINISHED", Detail: "by the row",
 			Now: now, ExpiresAt: now.Add(Retention)})
+	case driver.OpWait:
+		req := driver.FinishRequest{Key: e.key, Token: token, State: driver.StateWaiting, Status: "RETRY_SCHEDULED", Detail: "by the row",
+			Now: now, ExpiresAt: now.Add(2*Lease + Retention), NotBefore: now.Add(2 * Lease), Generation: 3, History: []string{"one", "two"}}
+		if row.From == driver.StateWaiting {
+			// The retry of the very wait that landed: the same request.
+			req = driver.FinishRequest{Key: e.key, Token: token, State: driver.StateWaiting, Status: before.Status, Detail: before.Detail,
+				Now: before.UpdatedAt, ExpiresAt: before.ExpiresAt, NotBefore: before.LeaseUntil, Generation: 2, History: before.History}
+		}
+		err = e.s.Finish(ctx, req)
+		if err == nil && row.Writes {
+			w := e.get(t)
+			if !w.LeaseUntil.Equal(now.Add(2*Lease)) || w.Generation != 3 || len(w.History) != 2 || w.History[1] != "two" ||
+				w.Status != "RETRY_SCHEDULED" || !w.ExpiresAt.Equal(now.Add(2*Lease+Retention)) || w.Fingerprint != fpA {
+				t.Fatalf("after a wait the record is %+v, want not-before %v, generation 3, two history lines, the status, the retention", w, now.Add(2*Lease))
+			}
+		}
 	case driver.OpReopen:
 		_, err = e.s.Reopen(ctx, driver.ReopenRequest{Key: e.key, Token: fresh, Reason: "row", Now: now,
 			LeaseUntil: now, ExpiresAt: now.Add(Retention), PrevToken: token})
