@@ -600,8 +600,10 @@ func (r *Runtime) handle(work context.Context, d *Delivery, acks *acker) {
 		} else {
 			r.stats.deadLettered.Add(1)
 		}
-	default: // Retry, and anything unknown: never ack.
-		if dec.Action != Retry {
+	default: // Retry, Wait, and anything unknown: never ack.
+		if dec.Action == Wait {
+			dec.RetryAfter = max(time.Until(dec.Until), time.Millisecond)
+		} else if dec.Action != Retry {
 			r.opts.Logger.Error("handler returned an unknown action; leaving the message for redelivery",
 				"message_id", m.ID, "action", dec.Action)
 			dec = Decision{Action: Retry, Reason: queue.Reason{Code: "unknown_action"}}

@@ -45,6 +45,10 @@ const (
 	Retry
 	// DeadLetter forwards the message with Decision.Reason and deletes it.
 	DeadLetter
+	// Wait leaves the message to be handled again at Decision.Until (a
+	// charge whose next attempt is scheduled): unlike Retry, a wait never
+	// moves the message toward the dead-letter queue.
+	Wait
 )
 
 func (a Action) String() string {
@@ -55,6 +59,8 @@ func (a Action) String() string {
 		return "retry"
 	case DeadLetter:
 		return "dead_letter"
+	case Wait:
+		return "wait"
 	}
 	return fmt.Sprintf("action(%d)", int(a))
 }
@@ -66,6 +72,8 @@ type Decision struct {
 	// DLQ's reason-code attribute) or retried (logged).
 	Reason     queue.Reason
 	RetryAfter time.Duration
+	// Until is when a Wait ends: the message is handled again then.
+	Until time.Time
 }
 
 // Handler handles one delivery. It must be safe for concurrent use.
