@@ -221,6 +221,9 @@ type recordFields struct {
 	Reopenable   bool
 	NewAttemptOK bool
 	LeaseText    string
+	// WaitText is what a WAITING record waits for (next attempt, notice
+	// lead); "" otherwise.
+	WaitText string
 }
 
 func recordView(r driver.Record, now time.Time) recordFields {
@@ -239,7 +242,7 @@ func recordView(r driver.Record, now time.Time) recordFields {
 	if r.State == driver.StateDone {
 		v.Reference = charge.ReferenceOf(r.Status, r.Detail)
 	}
-	v.Meaning, v.LeaseText = status.Meaning(r.State), status.LeaseText(r, now)
+	v.Meaning, v.LeaseText, v.WaitText = status.Meaning(r.State), status.LeaseText(r, now), status.WaitText(r, now)
 	return v
 }
 

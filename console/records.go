@@ -30,6 +30,7 @@ type listing struct {
 var listings = []listing{
 	{"FAILED", driver.StateFailed, "", "FAILED"},
 	{"IN_PROGRESS", driver.StateInProgress, "", "IN_PROGRESS"},
+	{"WAITING", driver.StateWaiting, "", "WAITING (scheduled)"},
 	{string(charge.DebitedNotificationFailed), driver.StateDone, string(charge.DebitedNotificationFailed), "notice missed"},
 	{"DONE", driver.StateDone, "", "DONE"},
 }

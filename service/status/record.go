@@ -75,12 +75,37 @@ func Meaning(s driver.State) string {
 		driver.StateDone:       "finished; redeliveries are dropped",
 		driver.StateFailed:     "declined permanently; redeliveries are dead-lettered",
 		driver.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
+		driver.StateWaiting:    "waiting: its next step is scheduled (a retry, or the debit after the pre-debit notice); the first delivery after then resumes it",
 	}[s]
+}
+
+// WaitText says what a WAITING record waits for, in the operator's words:
+// "next attempt at T (attempt 2 of 4, after INSUFFICIENT_FUNDS)", "notice
+// sent at T, debit on or after T2". "" for any other record.
+func WaitText(r driver.Record, now time.Time) string {
+	if r.State != driver.StateWaiting {
+		return ""
+	}
+	at := r.LeaseUntil.UTC().Format(time.RFC3339)
+	when := "in " + r.LeaseUntil.Sub(now).Round(time.Second).String()
+	if !r.LeaseUntil.After(now) {
+		when = "due: the next delivery resumes it"
+	}
+	detail := charge.Printable(r.Detail)
+	switch r.Status {
+	case "RETRY_SCHEDULED":
+		return fmt.Sprintf("next attempt at %s (%s; %s)", at, detail, when)
+	case "NOTICE_SENT":
+		return fmt.Sprintf("%s; debit on or after %s (%s)", detail, at, when)
+	}
+	return fmt.Sprintf("%s %s until %s (%s)", charge.Printable(r.Status), detail, at, when)
 }
 
 // LeaseText says where r's lease stands at now.
 func LeaseText(r driver.Record, now time.Time) string {
 	switch {
+	case r.State == driver.StateWaiting:
+		return "not held: " + WaitText(r, now)
 	case r.State != driver.StateInProgress:
 		return "not held: the record is final"
 	case r.LeaseLive(now):
@@ -99,6 +124,9 @@ func PrintRecord(w io.Writer, r driver.Record, now time.Time) {
 		charge.Printable(r.ReopenReason), charge.Printable(r.PrevStatus), charge.Printable(r.PrevDetail)
 	fmt.Fprintf(tw, "charge\t%s\n", r.Key)
 	fmt.Fprintf(tw, "state\t%s (%s)\n", r.State, meaning)
+	if w := WaitText(r, now); w != "" {
+		fmt.Fprintf(tw, "schedule\t%s\n", w)
+	}
 	if r.Status != "" {
 		fmt.Fprintf(tw, "status\t%s\n", r.Status)
 	}

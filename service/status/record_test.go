@@ -48,3 +48,35 @@ func TestShortFingerprintShowsTheKeyAndAFewDigits(t *testing.T) {
 		t.Errorf("ShortFingerprint(%s) = %s, want %s", unkeyed, got, want)
 	}
 }
+
+func TestWaitingRecordsSayWhatTheyWaitFor(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := now.Add(24 * time.Hour)
+	for _, tt := range []struct {
+		name   string
+		r      driver.Record
+		want   string
+		absent string
+	}{
+		{"a retry", driver.Record{Key: "c1", State: driver.StateWaiting, LeaseUntil: at, Status: "RETRY_SCHEDULED",
+			Detail: "attempt 2 of 4, after INSUFFICIENT_FUNDS"},
+			"next attempt at 2026-12-02T10:00:00Z (attempt 2 of 4, after INSUFFICIENT_FUNDS; in 24h0m0s)", ""},
+		{"a notice's lead", driver.Record{Key: "c2", State: driver.StateWaiting, LeaseUntil: at, Status: "NOTICE_SENT",
+			Detail: "notice sent at 2026-12-01T10:00:00Z"},
+			"notice sent at 2026-12-01T10:00:00Z; debit on or after 2026-12-02T10:00:00Z (in 24h0m0s)", ""},
+		{"due", driver.Record{Key: "c3", State: driver.StateWaiting, LeaseUntil: now.Add(-time.Minute), Status: "RETRY_SCHEDULED", Detail: "attempt 3 of 4"},
+			"due: the next delivery resumes it", ""},
+		{"a final record has no schedule", driver.Record{Key: "c4", State: driver.StateDone, LeaseUntil: at, Status: "DEBITED"}, "", "schedule"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := status.WaitText(tt.r, now); tt.want != "" && !strings.Contains(got, tt.want) || tt.want == "" && got != "" {
+				t.Fatalf("WaitText = %q, want it to say %q", got, tt.want)
+			}
+			var b strings.Builder
+			status.PrintRecord(&b, tt.r, now)
+			if tt.want != "" && !strings.Contains(b.String(), "schedule") || tt.absent != "" && strings.Contains(b.String(), tt.absent) {
+				t.Fatalf("inspect printed:\n%s", b.String())
+			}
+		})
+	}
+}
