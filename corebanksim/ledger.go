@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,7 +79,10 @@ type Faults struct {
 	// Latency is added to every debit (before it posts).
 	Latency time.Duration
 	// DeclineAccounts declines every debit of these accounts with the
-	// given code (e.g. INSUFFICIENT_FUNDS, ACCOUNT_CLOSED): permanent.
+	// given code (e.g. INSUFFICIENT_FUNDS, ACCOUNT_CLOSED): permanent. A
+	// code ending in *N (INSUFFICIENT_FUNDS*2) declines only the account's
+	// first N debits (each a new idempotency key: a retry under a new key
+	// generation); after them the account is funded and debits post.
 	DeclineAccounts map[string]string
 	// TransientRate is the chance (0-1) that a debit fails with
 	// ErrUnavailable before posting.
@@ -150,6 +155,8 @@ type Ledger struct {
 	dupRequests map[string]int
 	// inflight counts requests per key being processed now.
 	inflight map[string]int
+	// declined counts the declines per account (for a code's *N).
+	declined map[string]int
 	rng      *rand.Rand
 	now      func() time.Time
 }
@@ -167,7 +174,7 @@ var _ charge.Debiter = (*Ledger)(nil)
 func NewLedger(f Faults) *Ledger {
 	return &Ledger{
 		faults: f, byKey: map[string]*posting{}, calls: map[string]int{},
-		confirmed: map[string]bool{}, dupRequests: map[string]int{}, inflight: map[string]int{},
+		confirmed: map[string]bool{}, dupRequests: map[string]int{}, inflight: map[string]int{}, declined: map[string]int{},
 		rng: rand.New(rand.NewPCG(1, 2)), now: time.Now,
 	}
 }
@@ -263,7 +270,8 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 		l.confirmed[req.IdempotencyKey] = true
 		return charge.DebitReceipt{Reference: p.entry.Reference}, true, nil
 	}
-	if code, ok := f.DeclineAccounts[req.AccountID]; ok {
+	if code, ok := declineCode(f.DeclineAccounts[req.AccountID], l.declined[req.AccountID]); ok {
+		l.declined[req.AccountID]++
 		// Like real banks, the message names the account: the consumer
 		// must mask it before it reaches a record, a DLQ reason or a log.
 		err := &charge.DeclineError{Code: code, Message: "declined by core banking: account " + req.AccountID}
@@ -295,6 +303,24 @@ func (l *Ledger) debit(ctx context.Context, req charge.DebitRequest) (_ charge.D
 	}
 	l.confirmed[req.IdempotencyKey] = true
 	return charge.DebitReceipt{Reference: e.Reference}, false, nil
+}
+
+// declineCode is the code a debit of an account declined `before` times
+// already is declined with under rule (CODE, or CODE*N: only the first N
+// debits); ok is false when it posts.
+func declineCode(rule string, before int) (string, bool) {
+	if rule == "" {
+		return "", false
+	}
+	code, times, capped := strings.Cut(rule, "*")
+	if !capped {
+		return rule, true
+	}
+	n, err := strconv.Atoi(times)
+	if err != nil || n < 0 {
+		return rule, true // a rule it cannot read declines, as a plain code would
+	}
+	return code, before < n
 }
 
 // post adds a posting to the ledger. Caller holds mu.
@@ -393,7 +419,7 @@ func (l *Ledger) Reset() {
 	defer l.mu.Unlock()
 	l.seq = 0
 	l.byKey, l.calls, l.entries = map[string]*posting{}, map[string]int{}, nil
-	l.confirmed, l.dupRequests = map[string]bool{}, map[string]int{}
+	l.confirmed, l.dupRequests, l.declined = map[string]bool{}, map[string]int{}, map[string]int{}
 	l.faults.OutageStatus, l.faults.OutageUntil = 0, time.Time{}
 }
 
