@@ -32,7 +32,7 @@ func runCorebank(ctx context.Context, env *cli.Env, args []string) error {
 	)
 	f.String(&addr, "addr", "IC_COREBANK_ADDR", "127.0.0.1:8081", "listen address")
 	f.Duration(&latency, "latency", "IC_COREBANK_LATENCY", 0, "added to every debit")
-	f.String(&declines, "decline", "IC_COREBANK_DECLINE", "", "accounts to decline permanently: ACCOUNT=CODE,... (e.g. 009999999999=ACCOUNT_CLOSED)")
+	f.String(&declines, "decline", "IC_COREBANK_DECLINE", "", "accounts to decline: ACCOUNT=CODE,... (e.g. 009999999999=ACCOUNT_CLOSED); CODE*N declines only the account's first N debits, then it is funded (e.g. 001234567890=INSUFFICIENT_FUNDS*2)")
 	f.Float(&faults.TransientRate, "transient-rate", "IC_COREBANK_TRANSIENT_RATE", 0, "chance (0-1) of a 503 before posting")
 	f.Float(&faults.TransientAfterPostRate, "lost-response-rate", "IC_COREBANK_LOST_RESPONSE_RATE", 0, "chance (0-1) of posting and then answering 503")
 	f.Float(&faults.TimeoutRate, "timeout-rate", "IC_COREBANK_TIMEOUT_RATE", 0, "chance (0-1) of never answering")
