@@ -110,12 +110,12 @@ func (s *Store) queryAll(ctx context.Context, ls string, now time.Time, filter s
 
 // ListState implements driver.StateLister by a Query of IndexName
 // (eventually consistent, as every read of an index): IN_PROGRESS, FAILED,
-// and DONE with ListedResult. Any other listing (DONE as a whole) is
+// WAITING, and DONE with ListedResult. Any other listing (DONE as a whole) is
 // ErrNotIndexed: it would be a Scan of nearly the whole table.
 func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
 	ls := listStateOf(req.State, req.Status)
 	if ls == "" || (req.State != driver.StateDone && req.Status != "") {
-		return driver.ListPage{}, fmt.Errorf("%w: DynamoDB's index %s holds IN_PROGRESS, FAILED and DONE %s records only; "+
+		return driver.ListPage{}, fmt.Errorf("%w: DynamoDB's index %s holds IN_PROGRESS, FAILED, WAITING and DONE %s records only; "+
 			"listing %s %s would scan the whole table (look a charge up by its id)", driver.ErrNotIndexed, IndexName, ListedResult, req.State, req.Status)
 	}
 	limit := req.PageLimit()
@@ -136,12 +136,12 @@ func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.L
 }
 
 // CountByState implements driver.StateCounter for the states of IndexName
-// (a Query that counts, never a Scan): IN_PROGRESS and FAILED. DONE is
-// not counted (not in the sparse index; counting it would read the whole
+// (a Query that counts, never a Scan): IN_PROGRESS, FAILED and WAITING.
+// DONE is not counted (not in the sparse index; counting it would read the whole
 // table).
 func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.State]int, error) {
 	out := map[driver.State]int{}
-	for _, st := range []driver.State{driver.StateInProgress, driver.StateFailed} {
+	for _, st := range []driver.State{driver.StateInProgress, driver.StateFailed, driver.StateWaiting} {
 		_, n, err := s.query(ctx, string(st), now, "", nil, "", nil, 0, true)
 		if err != nil {
 			return nil, err
@@ -154,7 +154,9 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 // Stuck implements driver.StuckLister: the IN_PROGRESS records whose lease
 // passed at or before now, oldest lease first (at most limit), and how many
 // there are in all, by a Query of IndexName's IN_PROGRESS partition; on a
-// table without the index, a Scan (read capacity grows with the table).
+// table without the index, a Scan (read capacity grows with the table). A
+// WAITING record is never stuck: its lease is its not-before, and it is
+// in its own partition.
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	all, err := s.queryAll(ctx, string(driver.StateInProgress), now, `#lease <= :now AND NOT begins_with(#pk, :internal)`,
 		map[string]types.AttributeValue{":internal": str(driver.InternalKeyPrefix)})

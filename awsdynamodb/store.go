@@ -1,8 +1,9 @@
 // Package awsdynamodb is the driver.Store on Amazon DynamoDB: the claim is
 // one conditional PutItem whose failure returns the existing item in the
 // same round trip (ReturnValuesOnConditionCheckFailure=ALL_OLD), a reclaim
-// of an expired lease a second write fenced on the token it saw, and every
-// later write is conditional on state = IN_PROGRESS and the claim's token.
+// of an expired lease (or the resume of a WAITING record that is due) a
+// second write fenced on the state and token it saw, and every later write
+// is conditional on state = IN_PROGRESS and the claim's token.
 //
 // Table layout: partition key "pk" (S); attributes state, token, fingerprint
 // (S), attempt (N), leaseUntil, createdAt, updatedAt, expiresAt (N, Unix
@@ -79,7 +80,8 @@ var names = map[string]string{
 // IndexName is the table's sparse global secondary index: partition key
 // listState (S), sort key pk, every attribute projected. Only the records
 // worth listing are in it — IN_PROGRESS (stuck claims among them), FAILED,
-// and DONE with ListedResult (a missed notice) — so that their counts and
+// WAITING (charges waiting for a retry or a window: operators must see
+// them), and DONE with ListedResult (a missed notice) — so that their counts and
 // lists are a Query, never a Scan; DONE records, nearly all of a table,
 // are not (counting them would be a Scan). Reads of an index are
 // eventually consistent: a record that just changed state may show in its
@@ -94,7 +96,7 @@ const ListedResult = "DEBITED_NOTIFICATION_FAILED"
 // listStateOf is r's listState ("" none: the attribute is removed).
 func listStateOf(state driver.State, status string) string {
 	switch {
-	case state == driver.StateInProgress, state == driver.StateFailed:
+	case state == driver.StateInProgress, state == driver.StateFailed, state == driver.StateWaiting:
 		return string(state)
 	case state == driver.StateDone && status == ListedResult:
 		return ListedResult
@@ -165,16 +167,23 @@ func ttlSeconds(t time.Time) int64 {
 // retention (which TTL has not deleted yet).
 const claimCondition = `attribute_not_exists(#pk) OR #expires <= :now`
 
-// reclaimCondition fences a reclaim on the claim it takes over: the same
-// IN_PROGRESS record (every claim, reclaim and reopen writes a new token),
-// its lease passed by the margin, its retention not.
-const reclaimCondition = `#state = :ip AND #token = :prev AND #lease <= :expiredBy AND #expires > :now`
+// reclaimCondition fences a reclaim on the record it takes over: the same
+// record in the same state as read, IN_PROGRESS or WAITING (every claim,
+// reclaim and reopen writes a new token; a finish to WAITING keeps it, so
+// the state is fenced too: a reclaim must not take over as a crash a
+// record that has since ended cleanly), its lease (a WAITING record's
+// not-before) passed by the margin, its retention not.
+const reclaimCondition = `#state = :seen AND #token = :prev AND #lease <= :expiredBy AND #expires > :now`
 
-const reclaimUpdate = `SET #token = :token, #lease = :lease, #attempt = #attempt + :one, #updated = :now, #expires = :exp, #ttl = :ttl, #ls = :ip`
+// reclaimUpdate keeps the attempt count (+1), CreatedAt, the reopen audit
+// fields, the generation and the history; a WAITING record's status and
+// detail go.
+const reclaimUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #attempt = #attempt + :one, #updated = :now, #expires = :exp, #ttl = :ttl, #ls = :ip ` +
+	`REMOVE #status, #detail`
 
 var (
 	claimNames   = pick("#pk", "#expires")
-	reclaimNames = pick("#state", "#token", "#lease", "#expires", "#attempt", "#updated", "#ttl", "#ls")
+	reclaimNames = pick("#state", "#token", "#lease", "#expires", "#attempt", "#updated", "#ttl", "#ls", "#status", "#detail")
 )
 
 // Claim implements driver.Store. A fresh claim, and a duplicate, is one
@@ -184,7 +193,9 @@ var (
 // round trip and no read. Only the rare reclaim of an expired lease costs a
 // second write: an UpdateItem fenced on the token the first one saw, which
 // counts the attempt on the server and lets one of several racing
-// reclaimers win. A backend that does not return the item on failure costs
+// reclaimers win. The resume of a WAITING record that is due is the same
+// second write (it is not Reclaimed: the run before it ended cleanly), so
+// a waiting charge costs two writes when it runs again. A backend that does not return the item on failure costs
 // a strongly consistent read instead.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	if req.Key == "" || req.Token == "" {
@@ -260,8 +271,9 @@ func (s *Store) existing(ctx context.Context, op, key string, now time.Time, err
 	return rec, !rec.Expired(now), nil
 }
 
-// reclaim takes over old, an IN_PROGRESS record whose lease passed. When
-// the fenced write fails, it returns the record that stands now (found is
+// reclaim takes over old, an IN_PROGRESS record whose lease passed or a
+// WAITING one whose not-before did (req.Allows it). When the fenced write
+// fails, it returns the record that stands now (found is
 // false when there is none): another claimant's, or the owner's, moved on.
 func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver.Record) (res driver.ClaimResult, now driver.Record, found bool, err error) {
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -271,7 +283,7 @@ func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver
 		UpdateExpression:         aws.String(reclaimUpdate),
 		ExpressionAttributeNames: reclaimNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(driver.StateInProgress)), ":prev": str(old.Token), ":token": str(req.Token),
+			":ip": str(string(driver.StateInProgress)), ":seen": str(string(old.State)), ":prev": str(old.Token), ":token": str(req.Token),
 			":lease": ms(req.LeaseUntil), ":expiredBy": ms(req.LeaseExpiredBy), ":now": ms(req.Now),
 			":exp": ms(req.ExpiresAt), ":ttl": num(ttlSeconds(req.ExpiresAt)), ":one": num(1),
 		},
@@ -283,7 +295,7 @@ func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver
 		if err != nil {
 			return driver.ClaimResult{}, driver.Record{}, false, err
 		}
-		return driver.ClaimResult{Acquired: true, Reclaimed: true, Record: rec}, rec, true, nil
+		return driver.ClaimResult{Acquired: true, Reclaimed: req.Reclaims(old), Record: rec}, rec, true, nil
 	}
 	now, found, err = s.existing(ctx, "claim", req.Key, req.Now, err)
 	return driver.ClaimResult{}, now, found, err
@@ -346,14 +358,25 @@ const heldCondition = `#state = :ip AND #token = :token`
 // it is the record our claim wrote, with at most its lease moved. The same
 // capacity as an UpdateItem, and less work for the service to evaluate
 // (moto's expression engine spends about six times as long on the update).
+// To WAITING the lease is the not-before; the generation and the history
+// are req's when it gives them.
 func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
-	if f.State != driver.StateDone && f.State != driver.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	if !f.Valid() {
+		return fmt.Errorf("%w: finish to state %q (not-before %v)", driver.ErrInvalid, f.State, f.NotBefore)
 	}
 	var err error
 	if c := f.Claimed; c != nil && c.Key == f.Key && c.Token == f.Token {
 		done := *c
 		done.State, done.Status, done.Detail, done.UpdatedAt, done.ExpiresAt = f.State, f.Status, f.Detail, f.Now, f.ExpiresAt
+		if f.State == driver.StateWaiting {
+			done.LeaseUntil = f.NotBefore
+		}
+		if f.Generation > 0 {
+			done.Generation = f.Generation
+		}
+		if f.History != nil {
+			done.History = f.History
+		}
 		_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName:                aws.String(s.table),
 			Item:                     encode(done),
@@ -378,7 +401,7 @@ func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 		switch {
 		case rerr != nil && !errors.Is(rerr, driver.ErrNotFound):
 			return rerr
-		case found && old.State == f.State && old.Token == f.Token:
+		case found && f.Landed(old):
 			return nil
 		}
 	}
@@ -387,24 +410,49 @@ func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 
 // update finishes in place, for a caller without the claimed record.
 func (s *Store) update(ctx context.Context, f driver.FinishRequest) error {
-	update := `SET #state = :state, #status = :status, #detail = :detail, #updated = :now, #expires = :exp, #ttl = :ttl`
+	set := []string{"#state = :state", "#status = :status", "#detail = :detail", "#updated = :now", "#expires = :exp", "#ttl = :ttl"}
+	var remove []string
+	names := pick("#state", "#token", "#status", "#detail", "#updated", "#expires", "#ttl", "#ls")
 	values := map[string]types.AttributeValue{
 		":ip": str(string(driver.StateInProgress)), ":token": str(f.Token),
 		":state": str(string(f.State)), ":status": str(f.Status), ":detail": str(f.Detail),
 		":now": ms(f.Now), ":exp": ms(f.ExpiresAt), ":ttl": num(ttlSeconds(f.ExpiresAt)),
 	}
 	if ls := listStateOf(f.State, f.Status); ls != "" {
-		update += `, #ls = :ls`
+		set = append(set, "#ls = :ls")
 		values[":ls"] = str(ls)
 	} else {
-		update += ` REMOVE #ls`
+		remove = append(remove, "#ls")
+	}
+	if f.State == driver.StateWaiting {
+		set = append(set, "#lease = :notBefore")
+		names["#lease"] = attrLeaseUntil
+		values[":notBefore"] = ms(f.NotBefore)
+	}
+	if f.Generation > 0 {
+		set = append(set, "#gen = :gen")
+		names["#gen"] = attrGeneration
+		values[":gen"] = num(int64(f.Generation))
+	}
+	if f.History != nil {
+		names["#history"] = attrHistory
+		if len(f.History) > 0 {
+			set = append(set, "#history = :history")
+			values[":history"] = str(driver.JoinHistory(f.History))
+		} else {
+			remove = append(remove, "#history")
+		}
+	}
+	update := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
 	}
 	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(f.Key),
 		ConditionExpression:                 aws.String(heldCondition),
 		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            pick("#state", "#token", "#status", "#detail", "#updated", "#expires", "#ttl", "#ls"),
+		ExpressionAttributeNames:            names,
 		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})

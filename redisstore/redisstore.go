@@ -62,23 +62,26 @@ func New(c redis.UniversalClient, o Options) (*Store, error) {
 // Times are Unix milliseconds in the hash; a TTL is set to ExpiresAt - Now.
 
 // claimScript: ARGV token, fingerprint, now, lease expired by, lease until,
-// expires at, ttl ms. Returns {1, attempt, created_at, generation, history}
-// when the claim is written, else {0, field, value, ...} (the existing
-// hash). A reclaim keeps the audit fields, the generation and the history.
+// expires at, ttl ms. Returns {1, attempt, created_at, generation, history,
+// reclaimed} when the claim is written, else {0, field, value, ...} (the
+// existing hash). A claim over a live record (a reclaim of an IN_PROGRESS
+// claim, or the resume of a WAITING record that is due) keeps the audit
+// fields, the generation and the history; only the first is reclaimed (1).
 var claimScript = redis.NewScript(`
 local k = KEYS[1]
 local now, expiredBy = tonumber(ARGV[3]), tonumber(ARGV[4])
 local old = redis.call('HGETALL', k)
-local attempt, created, generation, history = 1, ARGV[3], 1, ''
+local attempt, created, generation, history, reclaimed = 1, ARGV[3], 1, '', 0
 local keepAudit = false
 if #old > 0 then
   local h = {}
   for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
   local past = tonumber(h.expires_at) <= now
   if not past then
-    if h.state == 'IN_PROGRESS' and tonumber(h.lease_until) <= expiredBy and h.fingerprint == ARGV[2] then
+    if (h.state == 'IN_PROGRESS' or h.state == 'WAITING') and tonumber(h.lease_until) <= expiredBy and h.fingerprint == ARGV[2] then
       attempt, created, keepAudit = tonumber(h.attempt) + 1, h.created_at, true
       generation, history = tonumber(h.generation or '1'), h.history or ''
+      if h.state == 'IN_PROGRESS' then reclaimed = 1 end
     else
       return {0, old}
     end
@@ -91,17 +94,22 @@ redis.call('HSET', k, 'state', 'IN_PROGRESS', 'token', ARGV[1], 'fingerprint', A
   'lease_until', ARGV[5], 'created_at', created, 'updated_at', ARGV[3], 'expires_at', ARGV[6], 'status', '', 'detail', '',
   'generation', generation, 'history', history)
 redis.call('PEXPIRE', k, ARGV[7])
-return {1, attempt, created, generation, history}
+return {1, attempt, created, generation, history, reclaimed}
 `)
 
-// finishScript: ARGV token, state, status, detail, now, expires at, ttl.
-// Returns 1 written, 2 already in that state under the token (a retry
-// that landed), 0 not ours.
+// finishScript: ARGV token, state, status, detail, now, expires at, ttl,
+// not-before ("" but for WAITING: the new lease_until), generation (0
+// keep), history given ("1" replace, "0" keep), history. Returns 1
+// written, 2 already in that state under the token (a retry that landed),
+// 0 not ours.
 var finishScript = redis.NewScript(`
 local k = KEYS[1]
 local h = redis.call('HMGET', k, 'state', 'token')
 if h[1] == 'IN_PROGRESS' and h[2] == ARGV[1] then
   redis.call('HSET', k, 'state', ARGV[2], 'status', ARGV[3], 'detail', ARGV[4], 'updated_at', ARGV[5], 'expires_at', ARGV[6])
+  if ARGV[8] ~= '' then redis.call('HSET', k, 'lease_until', ARGV[8]) end
+  if tonumber(ARGV[9]) > 0 then redis.call('HSET', k, 'generation', ARGV[9]) end
+  if ARGV[10] == '1' then redis.call('HSET', k, 'history', ARGV[11]) end
   redis.call('PEXPIRE', k, ARGV[7])
   return 1
 end
@@ -161,12 +169,12 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	if err != nil {
 		return driver.ClaimResult{}, driver.Unavailable("claim", err)
 	}
-	if len(res) == 5 && res[0] == int64(1) {
+	if len(res) == 6 && res[0] == int64(1) {
 		attempt, _ := res[1].(int64)
 		created := parseMS(res[2])
 		generation, _ := res[3].(int64)
 		history, _ := res[4].(string)
-		return driver.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: driver.Record{
+		return driver.ClaimResult{Acquired: true, Reclaimed: res[5] == int64(1), Record: driver.Record{
 			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 			Attempt: int(attempt), Fingerprint: req.Fingerprint, CreatedAt: created, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
 			Generation: int(generation), History: driver.SplitHistory(history),
@@ -247,11 +255,18 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (driver.Reco
 
 // Finish implements driver.Store.
 func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
-	if f.State != driver.StateDone && f.State != driver.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	if !f.Valid() {
+		return fmt.Errorf("%w: finish to state %q (not-before %v)", driver.ErrInvalid, f.State, f.NotBefore)
+	}
+	notBefore, hasHistory := "", "0"
+	if f.State == driver.StateWaiting {
+		notBefore = strconv.FormatInt(ms(f.NotBefore), 10)
+	}
+	if f.History != nil {
+		hasHistory = "1"
 	}
 	n, err := finishScript.Run(ctx, s.c, []string{s.key(f.Key)}, f.Token, string(f.State), f.Status, f.Detail,
-		ms(f.Now), ms(f.ExpiresAt), ttl(f.Now, f.ExpiresAt)).Int()
+		ms(f.Now), ms(f.ExpiresAt), ttl(f.Now, f.ExpiresAt), notBefore, f.Generation, hasHistory, driver.JoinHistory(f.History)).Int()
 	if err != nil {
 		return driver.Unavailable("finish", err)
 	}

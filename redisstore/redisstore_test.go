@@ -1,10 +1,15 @@
 package redisstore_test
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -90,5 +95,161 @@ func TestListStateSkipsKeysThatAreNotRecords(t *testing.T) {
 	defer func() { redisstore.MaxListScan = old }()
 	if _, err := s.ListState(ctx, driver.ListRequest{State: driver.StateFailed, Prefix: "CHG-", Now: time.Now()}); !errors.Is(err, driver.ErrNotIndexed) || !strings.Contains(err.Error(), "longer charge-id prefix") {
 		t.Fatalf("past the bound: %v", err)
+	}
+}
+
+// scripts counts the scripts run (EVALSHA, or EVAL after NOSCRIPT: one
+// round trip that counts, the first time a script runs on a server).
+type scripts struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (s *scripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (s *scripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (s *scripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && (err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT")) {
+			s.mu.Lock()
+			s.n++
+			s.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (s *scripts) take() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.n
+	s.n = 0
+	return n
+}
+
+// A charge that waits (a declined debit retried in 24 hours) is listed and
+// walked as WAITING, its key lives past its not-before, and its resume is
+// not a reclaim and carries the generation and the history on; the claim,
+// the wait, the resume and the finish are one script each.
+func TestAWaitingChargeIsListedAndResumed(t *testing.T) {
+	c, prefix := dbtest.Redis(t)
+	count := &scripts{}
+	c.AddHook(count)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	clock := storetest.NewClock(storetest.Epoch)
+	g, err := idempotency.NewGuard(s, idempotency.Options{Lease: time.Minute, Clock: clock, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []idempotency.Run
+	work := func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
+		runs = append(runs, run)
+		if len(runs) == 1 {
+			return idempotency.Done{}, &idempotency.Wait{Until: clock.Now().Add(24 * time.Hour), Status: "RETRY_SCHEDULED",
+				Detail: "after INSUFFICIENT_FUNDS", NextGeneration: true, Note: "generation 1: declined INSUFFICIENT_FUNDS"}
+		}
+		return idempotency.Done{Status: "DEBITED", Detail: "CBS1", Note: "generation 2: debited"}, nil
+	}
+	if res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{}); err != nil || res.Outcome != idempotency.Waiting {
+		t.Fatalf("Do = %+v, %v; want Waiting", res, err)
+	}
+	if n := count.take(); n != 2 {
+		t.Fatalf("claim and wait ran %d scripts, want 2", n)
+	}
+	if got, err := c.PTTL(ctx, prefix+"CHG-W").Result(); err != nil || got <= 24*time.Hour {
+		t.Fatalf("TTL %v (%v), want past the not-before (24h)", got, err)
+	}
+	page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateWaiting, Prefix: "CHG-", Limit: 10, Now: clock.Now()})
+	if err != nil || len(page.Records) != 1 {
+		t.Fatalf("ListState(WAITING) = %+v, %v", page, err)
+	}
+	if r := page.Records[0]; r.Key != "CHG-W" || r.Status != "RETRY_SCHEDULED" || r.Generation != 2 || len(r.History) != 1 ||
+		!r.LeaseUntil.Equal(clock.Now().Add(24*time.Hour)) {
+		t.Fatalf("listed %+v, want the waiting record: its status, generation 2, one history line, its not-before", r)
+	}
+	var walked []string
+	if err := s.WalkUpdated(ctx, driver.WalkRequest{State: driver.StateWaiting, From: clock.Now().Add(-time.Hour), To: clock.Now().Add(time.Hour), Now: clock.Now()},
+		func(r driver.Record) error { walked = append(walked, r.Key); return nil }); err != nil || !slices.Equal(walked, []string{"CHG-W"}) {
+		t.Fatalf("WalkUpdated(WAITING) = %v, %v", walked, err)
+	}
+
+	clock.Advance(24 * time.Hour)
+	count.take()
+	res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{})
+	if err != nil || res.Outcome != idempotency.Acquired || res.Attempt != 2 {
+		t.Fatalf("the resumed run: %+v, %v; want Acquired on attempt 2", res, err)
+	}
+	if n := count.take(); n != 2 {
+		t.Fatalf("resume and finish ran %d scripts, want 2", n)
+	}
+	if r := runs[1]; r.Reclaimed || r.Generation != 2 || !slices.Equal(r.History, []string{"generation 1: declined INSUFFICIENT_FUNDS"}) {
+		t.Fatalf("the resumed run was told %+v; want not reclaimed, generation 2, the first note", r)
+	}
+	rec, err := g.Get(ctx, "CHG-W")
+	if err != nil || rec.State != driver.StateDone || rec.Generation != 2 || len(rec.History) != 2 || rec.Attempt != 2 {
+		t.Fatalf("final record %+v (%v), want DONE, generation 2, two history lines, attempt 2", rec, err)
+	}
+}
+
+// A finish to WAITING sets the not-before and the status, and the
+// generation and history when given: Generation 0 and a nil History keep
+// the record's, an empty History clears it.
+func TestAFinishToWaitingWritesItsFields(t *testing.T) {
+	c, prefix := dbtest.Redis(t)
+	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name        string
+		generation  int
+		history     []string
+		wantGen     int
+		wantHistory []string
+	}{
+		{"kept", 0, nil, 2, []string{"one"}},
+		{"replaced", 3, []string{"one", "two"}, 3, []string{"one", "two"}},
+		{"history cleared", 0, []string{}, 2, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "CHG-" + strings.ReplaceAll(tt.name, " ", "-")
+			claim := func(tok string, now time.Time) {
+				t.Helper()
+				r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Fingerprint: "fp", Now: now, LeaseExpiredBy: now,
+					LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+				if err != nil || !r.Acquired || r.Reclaimed {
+					t.Fatalf("claim: %+v %v", r, err)
+				}
+			}
+			claim("tok-1", at)
+			if err := s.Finish(ctx, driver.FinishRequest{Key: key, Token: "tok-1", State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
+				Now: at, ExpiresAt: at.Add(time.Hour), NotBefore: at.Add(time.Second), Generation: 2, History: []string{"one"}}); err != nil {
+				t.Fatal(err)
+			}
+			claim("tok-2", at.Add(time.Second)) // resumed: not reclaimed
+			nb := at.Add(time.Hour)
+			req := driver.FinishRequest{Key: key, Token: "tok-2", State: driver.StateWaiting, Status: "OUTSIDE_WINDOW", Detail: "until 06:00",
+				Now: at.Add(time.Second), ExpiresAt: nb.Add(time.Hour), NotBefore: nb, Generation: tt.generation, History: tt.history}
+			if err := s.Finish(ctx, req); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := s.Get(ctx, key, req.Now)
+			if err != nil || rec.State != driver.StateWaiting || !rec.LeaseUntil.Equal(nb) || rec.Status != "OUTSIDE_WINDOW" || rec.Detail != "until 06:00" ||
+				rec.Generation != tt.wantGen || !slices.Equal(rec.History, tt.wantHistory) || rec.Attempt != 2 || rec.Fingerprint != "fp" {
+				t.Fatalf("record %+v (%v), want WAITING until %v, the status, generation %d, history %q, attempt 2", rec, err, nb, tt.wantGen, tt.wantHistory)
+			}
+			// A retry of the wait that landed is nil.
+			if err := s.Finish(ctx, req); err != nil {
+				t.Fatalf("the retry of a wait that landed: %v", err)
+			}
+		})
 	}
 }
