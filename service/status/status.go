@@ -142,6 +142,16 @@ func Collect(ctx context.Context, s Sources) (Report, error) {
 	return r, nil
 }
 
+// waiting is ", N WAITING (scheduled)" when some records wait (a retry
+// scheduled, a notice's lead), else nothing: the line stays as it was for
+// a service without a recovery policy.
+func waiting(records map[driver.State]int) string {
+	if n := records[driver.StateWaiting]; n > 0 {
+		return fmt.Sprintf(", %d WAITING (scheduled: a retry, or a debit after its notice)", n)
+	}
+	return ""
+}
+
 // readConsumer reads the circuit state and in-flight gauge from a
 // consumer's /metrics.
 func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
@@ -252,10 +262,10 @@ func Print(w io.Writer, r Report) {
 	}
 	switch {
 	case r.Records != nil && hasState(r.Records, driver.StateDone):
-		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d DONE, %d FAILED\n",
-			r.Records[driver.StateInProgress], r.Records[driver.StateDone], r.Records[driver.StateFailed])
+		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d DONE, %d FAILED%s\n",
+			r.Records[driver.StateInProgress], r.Records[driver.StateDone], r.Records[driver.StateFailed], waiting(r.Records))
 	case r.Records != nil:
-		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d FAILED; %s\n", r.Records[driver.StateInProgress], r.Records[driver.StateFailed], r.RecordsNote)
+		fmt.Fprintf(w, "records   %d IN_PROGRESS, %d FAILED%s; %s\n", r.Records[driver.StateInProgress], r.Records[driver.StateFailed], waiting(r.Records), r.RecordsNote)
 	default:
 		fmt.Fprintf(w, "records   not counted: %s\n", r.RecordsNote)
 	}
