@@ -128,6 +128,12 @@ const (
 	DebitedNotificationFailed Status = "DEBITED_NOTIFICATION_FAILED"
 	// Failed: the core-banking system declined the debit permanently.
 	Failed Status = "FAILED"
+	// RetryScheduled: the debit was declined with a code the retry
+	// schedule retries; the charge waits for its next attempt (WAITING).
+	RetryScheduled Status = "RETRY_SCHEDULED"
+	// NoticeSent: the advance notice went out; the charge waits for the
+	// notice's lead to pass before the debit (WAITING).
+	NoticeSent Status = "NOTICE_SENT"
 )
 
 // MaskText masks what may be an account number in text that came from

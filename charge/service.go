@@ -42,13 +42,19 @@ const (
 	// Invalid: the message is not a valid ChargeDueEvent. Never debit.
 	// Dead-letter with the reason, ack.
 	Invalid
+	// Waiting: the charge waits until Result.NotBefore — this delivery
+	// recorded the wait (a retry scheduled after a decline, the advance
+	// notice sent), or found the charge waiting from an earlier one.
+	// Result.Status says why (RetryScheduled, NoticeSent), Result.Reason
+	// in words. Neither ack nor dead-letter: handle it again at NotBefore.
+	Waiting
 )
 
 var outcomeNames = map[Outcome]string{
 	Processed: "processed", DebitFailed: "debit_failed", RetryLater: "retry_later",
 	DuplicateDone: "duplicate_done", DuplicateInProgress: "duplicate_in_progress",
 	DuplicateFailed: "duplicate_failed", Conflict: "conflict", LeaseLost: "lease_lost",
-	Invalid: "invalid",
+	Invalid: "invalid", Waiting: "waiting",
 }
 
 func (o Outcome) String() string {
@@ -61,8 +67,8 @@ func (o Outcome) String() string {
 // Result is what Service.Process did with one delivery.
 type Result struct {
 	Outcome Outcome
-	// Status is the recorded status for Processed, DebitFailed and the
-	// duplicates of a finished charge.
+	// Status is the recorded status for Processed, DebitFailed, Waiting and
+	// the duplicates of a finished charge.
 	Status Status
 	// Reason explains dead-letters and retries, for logs and DLQ attributes.
 	Reason string
@@ -71,8 +77,11 @@ type Result struct {
 	// Attempt is the claim attempt (1 on the first claim).
 	Attempt int
 	// RetryAfter is how long to wait before the message should be seen
-	// again (the rest of a live lease); 0 lets the listener choose.
+	// again (the rest of a live lease, or of a wait); 0 lets the listener
+	// choose.
 	RetryAfter time.Duration
+	// NotBefore is when a Waiting charge runs again.
+	NotBefore time.Time
 	// Err is the underlying error for RetryLater and LeaseLost.
 	Err error
 	// Alert: the bank rejected our request as wrong or unauthorised; a
@@ -234,6 +243,7 @@ var outcomeOf = map[idempotency.Outcome]Outcome{
 	idempotency.DuplicateInProgress: DuplicateInProgress,
 	idempotency.DuplicateFailed:     DuplicateFailed,
 	idempotency.Conflict:            Conflict,
+	idempotency.Waiting:             Waiting,
 }
 
 // result maps what Guard.Do said to the charge's outcome (outcomeOf), with
@@ -267,6 +277,8 @@ func (s *Service) result(c Charge, res idempotency.DoResult, err error) Result {
 		r.Status, r.Reason = Status(res.Record.Status), "charge previously failed: "+res.Record.Detail
 	case Conflict:
 		r.Reason = fmt.Sprintf("charge id %s was already seen with a different payload (state %s)", c.ID, res.Record.State)
+	case Waiting:
+		r.Status, r.Reason, r.NotBefore = Status(res.Done.Status), res.Done.Detail, res.NotBefore
 	}
 	return r
 }

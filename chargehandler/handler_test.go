@@ -1,6 +1,7 @@
 package chargehandler_test
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"strings"
@@ -10,6 +11,10 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -27,6 +32,7 @@ func TestEveryOutcomeHasTheDesignsAction(t *testing.T) {
 		charge.DebitFailed: consumer.DeadLetter, charge.DuplicateFailed: consumer.DeadLetter,
 		charge.Conflict: consumer.DeadLetter, charge.Invalid: consumer.DeadLetter,
 		charge.RetryLater: consumer.Retry, charge.DuplicateInProgress: consumer.Retry, charge.LeaseLost: consumer.Retry,
+		charge.Waiting: consumer.Wait,
 	}
 	named := 0
 	for o := charge.Outcome(1); !strings.HasPrefix(o.String(), "outcome("); o++ {
@@ -64,4 +70,68 @@ func TestALiveLeaseComesBackJustAfterItCouldExpire(t *testing.T) {
 	if dec.RetryAfter != 0 {
 		t.Fatalf("a plain transient failure waits %v, want the runtime's backoff (0 here)", dec.RetryAfter)
 	}
+}
+
+// A waiting charge is handled again at its time, never moved toward the
+// DLQ; its reason code says what it waits for, whether this delivery
+// recorded the wait or found it.
+func TestAWaitingChargeWaitsUntilItsTimeWithItsReason(t *testing.T) {
+	until := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		status charge.Status
+		code   queue.Code
+	}{
+		{charge.RetryScheduled, "retry_scheduled"},
+		{charge.NoticeSent, "notice_lead"},
+		{"OUTSIDE_POSTING_WINDOW", "waiting"},
+		{"", "waiting"},
+	} {
+		res := charge.Result{Outcome: charge.Waiting, Status: tt.status, Reason: "why", NotBefore: until, RetryAfter: time.Hour}
+		dec := chargehandler.Decide(res, time.Second)
+		want := consumer.Decision{Action: consumer.Wait, Until: until, Reason: queue.Reason{Code: tt.code, Detail: "why"}}
+		if dec != want {
+			t.Errorf("status %q: %+v, want %+v", tt.status, dec, want)
+		}
+	}
+}
+
+// In a queue that claims in its receive's transaction, a WAITING finish
+// is never a dead-letter and carries the wait's reason.
+func TestClaimPolicySettlesAWaitAsAWait(t *testing.T) {
+	h := chargehandler.NewHandler(chargehandler.Options{Service: newService(t), Logger: quiet})
+	p := h.ClaimPolicy()
+	for _, tt := range []struct {
+		f    driver.FinishRequest
+		dlq  bool
+		code queue.Code
+	}{
+		{driver.FinishRequest{State: driver.StateDone, Status: "DEBITED"}, false, ""},
+		{driver.FinishRequest{State: driver.StateFailed, Status: "FAILED", Detail: "debit declined: ACCOUNT_CLOSED"}, true, "debit_failed"},
+		{driver.FinishRequest{State: driver.StateWaiting, Status: "RETRY_SCHEDULED", Detail: "next attempt", NotBefore: time.Now()}, false, "retry_scheduled"},
+	} {
+		dlq, reason := p.Settle(tt.f)
+		if dlq != tt.dlq || reason.Code != tt.code {
+			t.Errorf("%s: dead-letter %v reason %+v, want %v %q", tt.f.State, dlq, reason, tt.dlq, tt.code)
+		}
+	}
+}
+
+// declines is a bank that declines every debit with its code.
+type declines string
+
+func (d declines) Debit(context.Context, charge.DebitRequest) (charge.DebitReceipt, error) {
+	return charge.DebitReceipt{}, &charge.DeclineError{Code: string(d)}
+}
+
+func newService(t *testing.T) *charge.Service {
+	t.Helper()
+	guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: declines("INSUFFICIENT_FUNDS"), Notifier: notifysim.NewRecorder(0, quiet), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
