@@ -360,9 +360,13 @@ func BankKey(chargeID string, gen int) string {
 }
 
 // DeclinedDetail reports whether a FAILED record's detail is an explicit
-// decline by the bank (what the Service records for a *DeclineError), the
-// only failure that may be retried under a new key generation.
-func DeclinedDetail(detail string) bool { return strings.HasPrefix(detail, declinedPrefix) }
+// decline by the bank (what the Service records for a *DeclineError, and
+// for the last one of a retry schedule that ran out: "retries_exhausted: "
+// and the decline), the only failure that may be retried under a new key
+// generation.
+func DeclinedDetail(detail string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(detail, RetriesExhaustedPrefix), declinedPrefix)
+}
 
 // EligibleForNewGeneration is the rule for idempotency.ReopenOptions: only
 // a FAILED record whose failure was an explicit decline gets a new bank

@@ -122,8 +122,19 @@ type Options struct {
 	// service stops waiting even for a notifier that ignores its context.
 	// Default 5s.
 	NotifyTimeout time.Duration
-	// Now is the clock of the notice's debitedAt. Default time.Now.
+	// Now is the clock of the notice's debitedAt, of the declines and of
+	// the retries' times. Default: the Guard's clock (Guard.Now), the one
+	// that decides when a waiting charge comes due.
 	Now func() time.Time
+	// Retry, when set, retries declines by their code (see RetryPolicy):
+	// a decline its rules retry, while the schedule has room, records the
+	// charge WAITING (RetryScheduled) until the next attempt, under the
+	// next bank-key generation; when the schedule has run out, FAILED
+	// with "retries_exhausted: " and the decline; a hard decline or a code
+	// not listed is FAILED as without a policy. Every attempt's outcome is
+	// a line of the record's history (HistoryLine). NewService refuses a
+	// policy that Validate refuses. Default nil: every decline is final.
+	Retry *RetryPolicy
 }
 
 // Service runs claim → debit → notify → done for one charge.
@@ -152,7 +163,14 @@ func NewService(opts Options) (*Service, error) {
 		opts.NotifyTimeout = 5 * time.Second
 	}
 	if opts.Now == nil {
-		opts.Now = time.Now
+		opts.Now = opts.Guard.Now
+	}
+	if opts.Retry != nil {
+		p, err := opts.Retry.withDefaults()
+		if err != nil {
+			return nil, fmt.Errorf("charge: NewService: %w", err)
+		}
+		opts.Retry = p
 	}
 	return &Service{opts: opts}, nil
 }
@@ -199,28 +217,66 @@ func (s *Service) ProcessDelivery(ctx context.Context, c Charge, d Delivery) Res
 // do is one Guard.Do of c under fingerprint fp.
 func (s *Service) do(ctx context.Context, c Charge, fp string, d Delivery) (idempotency.DoResult, error) {
 	return s.opts.Guard.Do(ctx, c.ID, fp, func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
-		receipt, err := s.debit(ctx, c, run)
-		var decline *DeclineError
-		if errors.As(err, &decline) {
-			// Recorded as the decline itself ("debit declined: CODE…"): the
-			// mark of a FAILED record that may get a new key generation.
-			return idempotency.Done{}, decline
-		}
-		if err != nil {
-			return idempotency.Done{}, err
-		}
-		if nerr := s.notify(ctx, c, receipt); nerr != nil {
-			s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
-				slog.Any("charge", c), slog.String("reference", receipt.Reference), slog.String("error", nerr.Error()))
-			// The record keeps the notice (account masked), so that the
-			// notification can be sent later (renotify) without the message.
-			if notice, err := NoticeOf(c, receipt, s.opts.Now()).Marshal(); err == nil {
-				return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: string(notice)}, nil
-			}
-			return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: receipt.Reference}, nil
-		}
-		return idempotency.Done{Status: string(Debited), Detail: receipt.Reference}, nil
+		return s.work(ctx, c, run)
 	}, idempotency.DoOptions{Heartbeat: d.Heartbeat, Bound: d.Bound, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
+}
+
+// work is one run of c under its claim: debit → notify, or, after a
+// decline the schedule retries, a wait for the next attempt.
+func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idempotency.Done, error) {
+	past := readHistory(run.History)
+	receipt, err := s.debit(ctx, c, run)
+	var decline *DeclineError
+	if errors.As(err, &decline) {
+		// Recorded as the decline itself ("debit declined: CODE…"): the
+		// mark of a FAILED record that may get a new key generation.
+		return idempotency.Done{}, s.declined(run, past, decline)
+	}
+	if err != nil {
+		return idempotency.Done{}, err
+	}
+	var note string
+	if s.noting() && len(run.History) > 0 {
+		note = HistoryLine{Kind: HistoryDebited, Generation: run.Generation, Reference: receipt.Reference, At: s.opts.Now()}.String()
+	}
+	if nerr := s.notify(ctx, c, receipt); nerr != nil {
+		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
+			slog.Any("charge", c), slog.String("reference", receipt.Reference), slog.String("error", nerr.Error()))
+		// The record keeps the notice (account masked), so that the
+		// notification can be sent later (renotify) without the message.
+		if notice, err := NoticeOf(c, receipt, s.opts.Now()).Marshal(); err == nil {
+			return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: string(notice), Note: note}, nil
+		}
+		return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: receipt.Reference, Note: note}, nil
+	}
+	return idempotency.Done{Status: string(Debited), Detail: receipt.Reference, Note: note}, nil
+}
+
+// noting: the service writes history lines (a retry policy or the
+// notice-first mode is on); without either it records what it always did.
+func (s *Service) noting() bool { return s.opts.Retry != nil }
+
+// declined is what a decline of run's debit comes to: a wait for the next
+// attempt under the next generation (the schedule retries it), the last
+// decline of a schedule that ran out, or the decline itself (final) — with
+// its history line whenever the record has a history or the schedule
+// applies.
+func (s *Service) declined(run idempotency.Run, past attempts, d *DeclineError) error {
+	if !s.noting() {
+		return d
+	}
+	at := s.opts.Now().Truncate(time.Second)
+	p := s.opts.Retry.plan(d.Code, run.Generation, past, at)
+	switch {
+	case p.Line.Retry > 0:
+		return &idempotency.Wait{Until: p.Line.Next, Status: string(RetryScheduled), NextGeneration: true, Note: p.Line.String(),
+			Detail: fmt.Sprintf("next attempt at %s (attempt %d of %d, after %s)", stamp(p.Line.Next), p.Attempt, p.Of, d.Code)}
+	case p.Exhausted:
+		return &RetriesExhaustedError{Decline: d, Note: p.Line.String()}
+	case len(run.History) > 0:
+		return &notedDecline{DeclineError: d, note: p.Line.String()}
+	}
+	return d
 }
 
 // ClaimRequest is the claim Process would write for c now (its key, its
