@@ -69,6 +69,21 @@ func (e *RetriesExhaustedError) Is(target error) bool { return target == ErrRetr
 // record's history.
 func (e *RetriesExhaustedError) HistoryNote() string { return e.Note }
 
+// NoticeError is an advance notice that was not sent (notice-first mode):
+// the charge is not debited. It reads as idempotency.ErrNotStarted (nothing
+// was debited), so that Guard.Do gives the lease up and a later delivery
+// sends the notice again, under the same key.
+type NoticeError struct {
+	Key string // the notice's NotificationKey
+	Err error
+}
+
+func (e *NoticeError) Error() string {
+	return fmt.Sprintf("advance notice %s not sent, so no debit: %v", e.Key, e.Err)
+}
+
+func (e *NoticeError) Unwrap() []error { return []error{e.Err, idempotency.ErrNotStarted} }
+
 // notedDecline is a final decline (hard, or not in the schedule) of a
 // charge whose record has a history: recorded as the decline itself, with
 // its line in the history.

@@ -120,7 +120,8 @@ type Options struct {
 	// has not answered by then is a failed notification
 	// (DEBITED_NOTIFICATION_FAILED), never a reason to retry the debit; the
 	// service stops waiting even for a notifier that ignores its context.
-	// Default 5s.
+	// It bounds the advance notice too (notice-first mode), which is then
+	// not sent: no debit. Default 5s.
 	NotifyTimeout time.Duration
 	// Now is the clock of the notice's debitedAt, of the declines and of
 	// the retries' times. Default: the Guard's clock (Guard.Now), the one
@@ -135,6 +136,23 @@ type Options struct {
 	// a line of the record's history (HistoryLine). NewService refuses a
 	// policy that Validate refuses. Default nil: every decline is final.
 	Retry *RetryPolicy
+	// NoticeLead, when more than zero, is notice-first mode: a charge's
+	// first run sends the advance notice (AdvanceNotice: "₹25.00 will be
+	// debited on or after T", T = now + NoticeLead, up to the whole
+	// second) and records the charge WAITING (NoticeSent) until T, with the
+	// notice's line in its history; the run after T debits, and sends no
+	// notification after the debit (the customer was told before). A
+	// notice that cannot be sent means no debit (a *NoticeError: the lease
+	// is given up and a later delivery sends it again, under the same
+	// key). The one notice covers every attempt of the charge: a retry
+	// after a decline (Retry) is not noticed again, nor is a debit after
+	// an operator's reopening. Default 0: off, the notification after the
+	// debit as always.
+	NoticeLead time.Duration
+	// AdvanceNotifier sends the advance notices of notice-first mode.
+	// Default: the Notifier, when it is one too (every production channel
+	// is); NewService refuses a NoticeLead without one.
+	AdvanceNotifier AdvanceNotifier
 }
 
 // Service runs claim → debit → notify → done for one charge.
@@ -147,8 +165,15 @@ func NewService(opts Options) (*Service, error) {
 	if opts.Guard == nil || opts.Debiter == nil || opts.Notifier == nil {
 		return nil, errors.New("charge: NewService needs a Guard, a Debiter and a Notifier")
 	}
-	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 || opts.NotifyTimeout < 0 {
-		return nil, errors.New("charge: FinishTimeout, FinishAttempts and NotifyTimeout must not be negative")
+	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 || opts.NotifyTimeout < 0 || opts.NoticeLead < 0 {
+		return nil, errors.New("charge: FinishTimeout, FinishAttempts, NotifyTimeout and NoticeLead must not be negative")
+	}
+	if opts.NoticeLead > 0 && opts.AdvanceNotifier == nil {
+		an, ok := opts.Notifier.(AdvanceNotifier)
+		if !ok {
+			return nil, errors.New("charge: NewService: a NoticeLead needs an AdvanceNotifier, and the Notifier is not one")
+		}
+		opts.AdvanceNotifier = an
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -225,6 +250,16 @@ func (s *Service) do(ctx context.Context, c Charge, fp string, d Delivery) (idem
 // decline the schedule retries, a wait for the next attempt.
 func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idempotency.Done, error) {
 	past := readHistory(run.History)
+	if s.opts.NoticeLead > 0 {
+		if past.notice == nil {
+			return idempotency.Done{}, s.advance(ctx, c)
+		}
+		if now := s.opts.Now(); now.Before(past.notice.Next) {
+			// Never before the time the customer was given (a store
+			// resumes a wait only after it; this is the domain's own word).
+			return idempotency.Done{}, &idempotency.Wait{Until: past.notice.Next, Status: string(NoticeSent), Detail: noticeDetail(*past.notice)}
+		}
+	}
 	receipt, err := s.debit(ctx, c, run)
 	var decline *DeclineError
 	if errors.As(err, &decline) {
@@ -238,6 +273,10 @@ func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idem
 	var note string
 	if s.noting() && len(run.History) > 0 {
 		note = HistoryLine{Kind: HistoryDebited, Generation: run.Generation, Reference: receipt.Reference, At: s.opts.Now()}.String()
+	}
+	if past.notice != nil {
+		// Told before the debit: no notification after it.
+		return idempotency.Done{Status: string(Debited), Detail: receipt.Reference, Note: note}, nil
 	}
 	if nerr := s.notify(ctx, c, receipt); nerr != nil {
 		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
@@ -254,7 +293,26 @@ func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idem
 
 // noting: the service writes history lines (a retry policy or the
 // notice-first mode is on); without either it records what it always did.
-func (s *Service) noting() bool { return s.opts.Retry != nil }
+func (s *Service) noting() bool { return s.opts.Retry != nil || s.opts.NoticeLead > 0 }
+
+// advance sends c's advance notice and waits for its lead: WAITING
+// (NoticeSent) until the time the notice gives, with its history line.
+// A notice not sent is a *NoticeError: no debit.
+func (s *Service) advance(ctx context.Context, c Charge) error {
+	now := s.opts.Now()
+	n := AdvanceNoticeOf(c, ceilSecond(now.Add(s.opts.NoticeLead)))
+	if err := s.bounded(ctx, func(ctx context.Context) error { return s.opts.AdvanceNotifier.NotifyAdvance(ctx, n) }); err != nil {
+		return &NoticeError{Key: n.NotificationKey, Err: err}
+	}
+	line := HistoryLine{Kind: HistoryNotice, NoticeKey: n.NotificationKey, At: now, Next: n.DebitOnOrAfter}
+	return &idempotency.Wait{Until: n.DebitOnOrAfter, Status: string(NoticeSent), Detail: noticeDetail(line), Note: line.String()}
+}
+
+// noticeDetail is a NoticeSent record's detail: "notice sent at T, debit
+// on or after T2".
+func noticeDetail(l HistoryLine) string {
+	return fmt.Sprintf("notice sent at %s, debit on or after %s", stamp(l.At), stamp(l.Next))
+}
 
 // declined is what a decline of run's debit comes to: a wait for the next
 // attempt under the next generation (the schedule retries it), the last
@@ -325,6 +383,9 @@ func (s *Service) result(c Charge, res idempotency.DoResult, err error) Result {
 		r.Status, r.Reason = Failed, res.Err.Error()
 	case RetryLater:
 		r.Reason, r.Err, r.Alert = "debit: "+res.Err.Error(), res.Err, IsRejected(res.Err)
+		if errors.As(res.Err, new(*NoticeError)) {
+			r.Reason = res.Err.Error()
+		}
 	case LeaseLost:
 		r.Reason, r.Err = "lease lost: "+res.Err.Error(), res.Err
 	case DuplicateInProgress:
@@ -371,10 +432,16 @@ func (s *Service) debit(ctx context.Context, c Charge, run idempotency.Run) (Deb
 // notify sends the pre-debit notification, waiting at most NotifyTimeout
 // even for a notifier that ignores its context.
 func (s *Service) notify(ctx context.Context, c Charge, receipt DebitReceipt) error {
+	return s.bounded(ctx, func(ctx context.Context) error { return s.opts.Notifier.NotifyPreDebit(ctx, c, receipt) })
+}
+
+// bounded runs send, waiting at most NotifyTimeout even for a channel
+// that ignores its context.
+func (s *Service) bounded(ctx context.Context, send func(context.Context) error) error {
 	nctx, cancel := context.WithTimeout(ctx, s.opts.NotifyTimeout)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- s.opts.Notifier.NotifyPreDebit(nctx, c, receipt) }()
+	go func() { done <- send(nctx) }()
 	select {
 	case err := <-done:
 		return err
