@@ -13,6 +13,7 @@ import (
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -134,4 +135,53 @@ func newService(t *testing.T) *charge.Service {
 		t.Fatal(err)
 	}
 	return svc
+}
+
+// Through Handle: a decline the schedule retries waits until its next
+// attempt (retry_scheduled), a redelivery before then waits for the same
+// time, and the schedule running out dead-letters the charge; in
+// notice-first mode the first delivery waits for the notice's lead.
+func TestHandleWaitsForTheScheduleAndTheNotice(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Clock: clock, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := notifysim.NewRecorder(0, quiet)
+	retry := &charge.RetryPolicy{Rules: []charge.RetryRule{{Code: "INSUFFICIENT_FUNDS", Delay: 24 * time.Hour, Retries: 1}}, Jitter: charge.NoJitter}
+	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: declines("INSUFFICIENT_FUNDS"), Notifier: rec, Logger: quiet, Retry: retry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet})
+	body := []byte(`{"schemaVersion":1,"chargeId":"CHG-H","accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`)
+	deliver := func() consumer.Decision {
+		return h.Handle(t.Context(), &consumer.Delivery{Message: queue.Message{ID: "m1", Body: body}})
+	}
+	next := storetest.Epoch.Add(24 * time.Hour)
+	want := consumer.Decision{Action: consumer.Wait, Until: next, Reason: queue.Reason{Code: "retry_scheduled",
+		Detail: "next attempt at 2026-12-01T09:00:00Z (attempt 2 of 2, after INSUFFICIENT_FUNDS)"}}
+	if dec := deliver(); dec != want {
+		t.Fatalf("first delivery: %+v, want %+v", dec, want)
+	}
+	clock.Advance(time.Hour)
+	if dec := deliver(); dec != want {
+		t.Fatalf("a redelivery before the retry: %+v, want %+v", dec, want)
+	}
+	clock.Advance(23 * time.Hour)
+	dec := deliver()
+	if dec.Action != consumer.DeadLetter || dec.Reason.Code != "debit_failed" || dec.Reason.Detail != "retries_exhausted: debit declined: INSUFFICIENT_FUNDS" {
+		t.Fatalf("the retry: %+v, want dead-lettered retries_exhausted", dec)
+	}
+
+	nsvc, err := charge.NewService(charge.Options{Guard: guard, Debiter: declines("INSUFFICIENT_FUNDS"), Notifier: rec, Logger: quiet, NoticeLead: 48 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = chargehandler.NewHandler(chargehandler.Options{Service: nsvc, Logger: quiet})
+	body = []byte(strings.Replace(string(body), "CHG-H", "CHG-N", 1))
+	dec = deliver()
+	if dec.Action != consumer.Wait || !dec.Until.Equal(clock.Now().Add(48*time.Hour)) || dec.Reason.Code != "notice_lead" || rec.AdvanceCount("CHG-N:advance-notice") != 1 {
+		t.Fatalf("notice-first: %+v (notices %d), want a wait of the lead", dec, rec.AdvanceCount("CHG-N:advance-notice"))
+	}
 }
