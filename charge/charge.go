@@ -5,8 +5,12 @@
 // delivers it.
 //
 // The package imports only the standard library and this module's
-// idempotency package. It defines the ports it needs (Debiter, Notifier) and
-// the Service that runs claim → debit → notify → done.
+// idempotency package. It defines the ports it needs (Debiter, Notifier,
+// and AdvanceNotifier for notice-first mode) and the Service that runs
+// claim → debit → notify → done, with its recovery policy: retries of
+// declines by code (RetryPolicy), each a new bank-key generation, and the
+// advance notice before the debit (Options.NoticeLead), every step a line
+// of the record's history (HistoryLine).
 package charge
 
 import (
