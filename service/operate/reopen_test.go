@@ -57,4 +57,6 @@ func (declining) Debit(context.Context, charge.DebitRequest) (charge.DebitReceip
 
 type nopNotifier struct{}
 
-func (nopNotifier) NotifyPreDebit(context.Context, charge.Charge, charge.DebitReceipt) error { return nil }
+func (nopNotifier) NotifyPreDebit(context.Context, charge.Charge, charge.DebitReceipt) error {
+	return nil
+}
