@@ -7,7 +7,10 @@
 // emulator).
 //
 // A publish that SNS did not acknowledge is a failed notification: the
-// charge is recorded DEBITED_NOTIFICATION_FAILED, never debited again.
+// charge is recorded DEBITED_NOTIFICATION_FAILED, never debited again. In
+// notice-first mode the advance notice (charge.AdvanceNotice, noticeType
+// ADVANCE_DEBIT_NOTICE) is published before the debit; one that SNS did not
+// acknowledge means no debit.
 package awssns
 
 import (
@@ -55,8 +58,9 @@ type Notifier struct {
 }
 
 var (
-	_ charge.Notifier     = (*Notifier)(nil)
-	_ charge.NoticeSender = (*Notifier)(nil)
+	_ charge.Notifier        = (*Notifier)(nil)
+	_ charge.NoticeSender    = (*Notifier)(nil)
+	_ charge.AdvanceNotifier = (*Notifier)(nil)
 )
 
 // New checks o and returns a Notifier over api.
@@ -93,24 +97,50 @@ func (n *Notifier) SendNotice(ctx context.Context, notice charge.Notice) error {
 	if err != nil {
 		return err
 	}
+	return n.publish(ctx, body, charge.NoticeType, notice.ChargeType, notice.ChargeID, notice.NotificationKey)
+}
+
+// NotifyAdvance implements charge.AdvanceNotifier: one Publish of the
+// advance notice (charge.AdvanceNotice), noticeType ADVANCE_DEBIT_NOTICE,
+// notificationKey "<chargeId>:advance-notice". A publish SNS did not
+// acknowledge means no debit; the notice is published again later under
+// the same key.
+func (n *Notifier) NotifyAdvance(ctx context.Context, notice charge.AdvanceNotice) error {
+	body, err := notice.Marshal()
+	if err != nil {
+		return err
+	}
+	return n.publish(ctx, body, charge.AdvanceNoticeType, notice.ChargeType, notice.ChargeID, notice.NotificationKey)
+}
+
+// publish sends one notice's body with its routing attributes.
+func (n *Notifier) publish(ctx context.Context, body []byte, noticeType string, chargeType charge.Type, chargeID, key string) error {
 	in := &sns.PublishInput{
 		TopicArn: aws.String(n.topic),
 		Message:  aws.String(string(body)),
 		MessageAttributes: map[string]types.MessageAttributeValue{
-			AttrChargeType:      {DataType: aws.String("String"), StringValue: aws.String(string(notice.ChargeType))},
-			AttrNoticeType:      {DataType: aws.String("String"), StringValue: aws.String(charge.NoticeType)},
-			AttrNotificationKey: {DataType: aws.String("String"), StringValue: aws.String(notice.NotificationKey)},
+			AttrChargeType:      {DataType: aws.String("String"), StringValue: aws.String(string(chargeType))},
+			AttrNoticeType:      {DataType: aws.String("String"), StringValue: aws.String(noticeType)},
+			AttrNotificationKey: {DataType: aws.String("String"), StringValue: aws.String(key)},
 		},
 	}
 	if n.fifo {
 		// A FIFO topic drops a repeat of the key within its 5-minute window.
-		in.MessageGroupId = aws.String(notice.ChargeID)
-		in.MessageDeduplicationId = aws.String(dedupID(notice.NotificationKey))
+		in.MessageGroupId = aws.String(chargeID)
+		in.MessageDeduplicationId = aws.String(dedupID(key))
 	}
 	if _, err := n.api.Publish(ctx, in); err != nil {
-		return fmt.Errorf("awssns: publish the notice of %s: %w", notice.ChargeID, err)
+		return fmt.Errorf("awssns: publish the %s of %s: %w", noticeName(noticeType), chargeID, err)
 	}
 	return nil
+}
+
+// noticeName is how an error names a notice of the type.
+func noticeName(noticeType string) string {
+	if noticeType == charge.AdvanceNoticeType {
+		return "advance notice"
+	}
+	return "notice"
 }
 
 // dedupID fits a key into SNS's deduplication id (1-128 of

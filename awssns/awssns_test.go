@@ -68,3 +68,41 @@ func TestAFailedPublishIsAFailedNotificationAndABadTopicIsRefused(t *testing.T) 
 		}
 	}
 }
+
+// The advance notice is published with its own type and key (a FIFO topic
+// drops a re-send under the key); a failed publish is an error, which
+// keeps the charge from being debited.
+func TestTheAdvanceNoticeAndItsRoutingAttributes(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for _, topic := range []string{"arn:aws:sns:ap-south-1:123456789012:notices", "arn:aws:sns:ap-south-1:123456789012:notices.fifo"} {
+		f := &fakeSNS{}
+		n, err := awssns.New(f, awssns.Options{TopicARN: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := n.NotifyAdvance(t.Context(), charge.AdvanceNoticeOf(fee, at)); err != nil {
+			t.Fatal(err)
+		}
+		in := f.in[0]
+		var got charge.AdvanceNotice
+		if err := json.Unmarshal([]byte(*in.Message), &got); err != nil || got != charge.AdvanceNoticeOf(fee, at) {
+			t.Fatalf("message %s: %v", *in.Message, err)
+		}
+		if strings.Contains(*in.Message, "001234567890") {
+			t.Fatal("the message holds the full account")
+		}
+		attrs := in.MessageAttributes
+		if *attrs["noticeType"].StringValue != "ADVANCE_DEBIT_NOTICE" || *attrs["chargeType"].StringValue != "SMS_ALERT_FEE" ||
+			*attrs["notificationKey"].StringValue != "CHG-9:advance-notice" {
+			t.Fatalf("attributes %+v", attrs)
+		}
+		fifo := strings.HasSuffix(topic, ".fifo")
+		if fifo != (in.MessageDeduplicationId != nil && *in.MessageDeduplicationId == "CHG-9:advance-notice" && *in.MessageGroupId == "CHG-9") {
+			t.Fatalf("%s: dedup id %v, group %v", topic, in.MessageDeduplicationId, in.MessageGroupId)
+		}
+	}
+	n, _ := awssns.New(&fakeSNS{err: errors.New("throttled")}, awssns.Options{TopicARN: "arn:aws:sns:us-east-1:1:t"})
+	if err := n.NotifyAdvance(t.Context(), charge.AdvanceNoticeOf(fee, at)); err == nil || err.Error() != "awssns: publish the advance notice of CHG-9: throttled" {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -5,8 +5,12 @@
 // delivers it.
 //
 // The package imports only the standard library and this module's
-// idempotency package. It defines the ports it needs (Debiter, Notifier) and
-// the Service that runs claim → debit → notify → done.
+// idempotency package. It defines the ports it needs (Debiter, Notifier,
+// and AdvanceNotifier for notice-first mode) and the Service that runs
+// claim → debit → notify → done, with its recovery policy: retries of
+// declines by code (RetryPolicy), each a new bank-key generation, and the
+// advance notice before the debit (Options.NoticeLead), every step a line
+// of the record's history (HistoryLine).
 package charge
 
 import (
@@ -128,6 +132,12 @@ const (
 	DebitedNotificationFailed Status = "DEBITED_NOTIFICATION_FAILED"
 	// Failed: the core-banking system declined the debit permanently.
 	Failed Status = "FAILED"
+	// RetryScheduled: the debit was declined with a code the retry
+	// schedule retries; the charge waits for its next attempt (WAITING).
+	RetryScheduled Status = "RETRY_SCHEDULED"
+	// NoticeSent: the advance notice went out; the charge waits for the
+	// notice's lead to pass before the debit (WAITING).
+	NoticeSent Status = "NOTICE_SENT"
 )
 
 // MaskText masks what may be an account number in text that came from
@@ -354,9 +364,13 @@ func BankKey(chargeID string, gen int) string {
 }
 
 // DeclinedDetail reports whether a FAILED record's detail is an explicit
-// decline by the bank (what the Service records for a *DeclineError), the
-// only failure that may be retried under a new key generation.
-func DeclinedDetail(detail string) bool { return strings.HasPrefix(detail, declinedPrefix) }
+// decline by the bank (what the Service records for a *DeclineError, and
+// for the last one of a retry schedule that ran out: "retries_exhausted: "
+// and the decline), the only failure that may be retried under a new key
+// generation.
+func DeclinedDetail(detail string) bool {
+	return strings.HasPrefix(strings.TrimPrefix(detail, RetriesExhaustedPrefix), declinedPrefix)
+}
 
 // EligibleForNewGeneration is the rule for idempotency.ReopenOptions: only
 // a FAILED record whose failure was an explicit decline gets a new bank

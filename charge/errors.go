@@ -38,6 +38,63 @@ func (e *DeclineError) Error() string {
 // Is makes errors.Is(err, ErrPermanent) hold for a decline.
 func (e *DeclineError) Is(target error) bool { return target == ErrPermanent }
 
+// RetriesExhaustedPrefix starts the detail of a charge recorded FAILED
+// because its retry schedule ran out, before the last decline's text.
+const RetriesExhaustedPrefix = "retries_exhausted: "
+
+// ErrRetriesExhausted marks the last decline of a charge whose retry
+// schedule ran out (RetriesExhaustedError).
+var ErrRetriesExhausted = errors.New("retries exhausted")
+
+// RetriesExhaustedError is the last decline of a charge whose retry
+// schedule (RetryPolicy) ran out: its rule's retries, the attempts per
+// charge, or the window. It is permanent: recorded FAILED with
+// "retries_exhausted: " and the decline's text, and Note as the history
+// line of that last attempt.
+type RetriesExhaustedError struct {
+	Decline *DeclineError
+	// Note is the history line of the last attempt (a HistoryLine).
+	Note string
+}
+
+func (e *RetriesExhaustedError) Error() string { return RetriesExhaustedPrefix + e.Decline.Error() }
+
+// Unwrap is the decline (so errors.Is(err, ErrPermanent) holds).
+func (e *RetriesExhaustedError) Unwrap() error { return e.Decline }
+
+// Is makes errors.Is(err, ErrRetriesExhausted) hold.
+func (e *RetriesExhaustedError) Is(target error) bool { return target == ErrRetriesExhausted }
+
+// HistoryNote is the line idempotency.Guard.Do adds to the FAILED
+// record's history.
+func (e *RetriesExhaustedError) HistoryNote() string { return e.Note }
+
+// NoticeError is an advance notice that was not sent (notice-first mode):
+// the charge is not debited. It reads as idempotency.ErrNotStarted (nothing
+// was debited), so that Guard.Do gives the lease up and a later delivery
+// sends the notice again, under the same key.
+type NoticeError struct {
+	Key string // the notice's NotificationKey
+	Err error
+}
+
+func (e *NoticeError) Error() string {
+	return fmt.Sprintf("advance notice %s not sent, so no debit: %v", e.Key, e.Err)
+}
+
+func (e *NoticeError) Unwrap() []error { return []error{e.Err, idempotency.ErrNotStarted} }
+
+// notedDecline is a final decline (hard, or not in the schedule) of a
+// charge whose record has a history: recorded as the decline itself, with
+// its line in the history.
+type notedDecline struct {
+	*DeclineError
+	note string
+}
+
+func (e *notedDecline) Unwrap() error       { return e.DeclineError }
+func (e *notedDecline) HistoryNote() string { return e.note }
+
 // Permanent wraps err so that IsPermanent reports true.
 func Permanent(err error) error {
 	if err == nil {

@@ -35,6 +35,10 @@ func TestOnlyAnExplicitDeclineGetsANewGeneration(t *testing.T) {
 		ok   bool
 	}{
 		{"FAILED by a decline", driver.Record{State: driver.StateFailed, Detail: decline.Error()}, true},
+		{"FAILED by the last decline of a schedule that ran out", driver.Record{State: driver.StateFailed,
+			Detail: (&charge.RetriesExhaustedError{Decline: decline}).Error(), History: []string{"generation 1: declined INSUFFICIENT_FUNDS at 2026-12-01T10:00:00Z; retries exhausted: 1 of 1 debit attempts made"}}, true},
+		{"FAILED text that only mentions a schedule", driver.Record{State: driver.StateFailed, Detail: "retries_exhausted: corebank: x"}, false},
+		{"WAITING for a retry", driver.Record{State: driver.StateWaiting, Status: "RETRY_SCHEDULED", Detail: "next attempt at 2026-12-02T10:00:00Z (attempt 2 of 4, after INSUFFICIENT_FUNDS)"}, false},
 		{"FAILED by a permanent error of ours", driver.Record{State: driver.StateFailed, Detail: "corebank: missing idempotency key"}, false},
 		{"FAILED text that only mentions a decline", driver.Record{State: driver.StateFailed, Detail: "x: debit declined: R"}, false},
 		{"DONE", driver.Record{State: driver.StateDone, Detail: decline.Error()}, false},

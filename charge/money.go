@@ -51,9 +51,33 @@ type Money struct {
 
 // String renders m as "INR 25.00" with exactly the currency's minor digits.
 func (m Money) String() string {
+	return fmt.Sprintf("%s %s", m.Currency, m.digits())
+}
+
+// symbols are the currency signs a customer reads for the currencies that
+// have one everybody knows.
+var symbols = map[Currency]string{"INR": "₹", "USD": "$", "EUR": "€", "GBP": "£", "JPY": "¥"}
+
+// Human renders m for a customer, with its currency's sign where it has a
+// well-known one ("₹25.00", "$4.99"), else as String does ("AED 25.00").
+// Digits are not grouped.
+func (m Money) Human() string {
+	sym, ok := symbols[m.Currency]
+	if !ok {
+		return m.String()
+	}
+	d := m.digits()
+	if n, neg := strings.CutPrefix(d, "-"); neg {
+		return "-" + sym + n
+	}
+	return sym + d
+}
+
+// digits is m's amount with exactly the currency's minor digits: "25.00".
+func (m Money) digits() string {
 	d := m.Currency.MinorUnits()
 	if d <= 0 {
-		return fmt.Sprintf("%s %d", m.Currency, m.Minor)
+		return fmt.Sprintf("%d", m.Minor)
 	}
 	sign, v := "", uint64(m.Minor)
 	if m.Minor < 0 {
@@ -64,5 +88,5 @@ func (m Money) String() string {
 		p *= 10
 	}
 	frac := fmt.Sprintf("%d", v%p)
-	return fmt.Sprintf("%s %s%d.%s%s", m.Currency, sign, v/p, strings.Repeat("0", d-len(frac)), frac)
+	return fmt.Sprintf("%s%d.%s%s", sign, v/p, strings.Repeat("0", d-len(frac)), frac)
 }

@@ -3,6 +3,7 @@ package charge
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -54,6 +55,49 @@ func NoticeOf(c Charge, receipt DebitReceipt, now time.Time) Notice {
 
 // Marshal is the notice's JSON.
 func (n Notice) Marshal() ([]byte, error) { return json.Marshal(n) }
+
+// AdvanceNoticeType is the "type" of an advance notice.
+const AdvanceNoticeType = "ADVANCE_DEBIT_NOTICE"
+
+// AdvanceNotice is the documented body of an advance notice on every
+// production channel (notice-first mode): sent, and recorded, before the
+// debit, which waits until DebitOnOrAfter. The account is masked; Text is
+// what the customer reads. NotificationKey is the same for every send of
+// one charge's advance notice, so that the channel can drop a repeat (a
+// re-send after a crash between sending it and recording it). One notice
+// covers every attempt of the charge, retries after a decline included.
+type AdvanceNotice struct {
+	Type            string    `json:"type"`
+	NotificationKey string    `json:"notificationKey"`
+	ChargeID        string    `json:"chargeId"`
+	Account         string    `json:"account"` // masked: ********7890
+	Amount          NoticeAmt `json:"amount"`
+	ChargeType      Type      `json:"chargeType"`
+	DueDate         string    `json:"dueDate"` // YYYY-MM-DD
+	DebitOnOrAfter  time.Time `json:"debitOnOrAfter"`
+	// Text: "₹25.00 will be debited on or after 2026-12-01 09:00 UTC".
+	Text string `json:"text"`
+}
+
+// AdvanceNotificationKey is the idempotency key of c's advance notice
+// (apart from its post-debit notice's, NotificationKey).
+func AdvanceNotificationKey(chargeID string) string { return chargeID + ":advance-notice" }
+
+// AdvanceNoticeOf is the advance notice of c's debit on or after at.
+func AdvanceNoticeOf(c Charge, at time.Time) AdvanceNotice {
+	at = at.UTC()
+	return AdvanceNotice{
+		Type: AdvanceNoticeType, NotificationKey: AdvanceNotificationKey(c.ID), ChargeID: c.ID, Account: MaskAccount(c.AccountID),
+		Amount: NoticeAmt{Minor: c.Amount.Minor, Currency: c.Amount.Currency}, ChargeType: c.Type,
+		DueDate: c.DueDate.Format(time.DateOnly), DebitOnOrAfter: at,
+		// To the minute, rounded down: "on or after" the time written
+		// holds whatever the seconds.
+		Text: fmt.Sprintf("%s will be debited on or after %s", c.Amount.Human(), at.Format("2006-01-02 15:04 UTC")),
+	}
+}
+
+// Marshal is the notice's JSON.
+func (n AdvanceNotice) Marshal() ([]byte, error) { return json.Marshal(n) }
 
 // ReferenceOf is the core-banking reference of a DONE record's result: the
 // detail itself, or — for DEBITED_NOTIFICATION_FAILED, whose detail is the

@@ -79,3 +79,13 @@ type Enquirer interface {
 type Notifier interface {
 	NotifyPreDebit(ctx context.Context, c Charge, receipt DebitReceipt) error
 }
+
+// AdvanceNotifier tells the customer of a debit before it is made: the
+// advance notice of notice-first mode (Options.NoticeLead). A nil error
+// means the channel accepted the notice; any error means it may not have
+// gone out, and then the charge is not debited (no notice, no debit): the
+// notice is sent again later under the same NotificationKey, so that the
+// channel can recognise a repeat.
+type AdvanceNotifier interface {
+	NotifyAdvance(ctx context.Context, n AdvanceNotice) error
+}

@@ -42,13 +42,19 @@ const (
 	// Invalid: the message is not a valid ChargeDueEvent. Never debit.
 	// Dead-letter with the reason, ack.
 	Invalid
+	// Waiting: the charge waits until Result.NotBefore — this delivery
+	// recorded the wait (a retry scheduled after a decline, the advance
+	// notice sent), or found the charge waiting from an earlier one.
+	// Result.Status says why (RetryScheduled, NoticeSent), Result.Reason
+	// in words. Neither ack nor dead-letter: handle it again at NotBefore.
+	Waiting
 )
 
 var outcomeNames = map[Outcome]string{
 	Processed: "processed", DebitFailed: "debit_failed", RetryLater: "retry_later",
 	DuplicateDone: "duplicate_done", DuplicateInProgress: "duplicate_in_progress",
 	DuplicateFailed: "duplicate_failed", Conflict: "conflict", LeaseLost: "lease_lost",
-	Invalid: "invalid",
+	Invalid: "invalid", Waiting: "waiting",
 }
 
 func (o Outcome) String() string {
@@ -61,8 +67,8 @@ func (o Outcome) String() string {
 // Result is what Service.Process did with one delivery.
 type Result struct {
 	Outcome Outcome
-	// Status is the recorded status for Processed, DebitFailed and the
-	// duplicates of a finished charge.
+	// Status is the recorded status for Processed, DebitFailed, Waiting and
+	// the duplicates of a finished charge.
 	Status Status
 	// Reason explains dead-letters and retries, for logs and DLQ attributes.
 	Reason string
@@ -71,8 +77,11 @@ type Result struct {
 	// Attempt is the claim attempt (1 on the first claim).
 	Attempt int
 	// RetryAfter is how long to wait before the message should be seen
-	// again (the rest of a live lease); 0 lets the listener choose.
+	// again (the rest of a live lease, or of a wait); 0 lets the listener
+	// choose.
 	RetryAfter time.Duration
+	// NotBefore is when a Waiting charge runs again.
+	NotBefore time.Time
 	// Err is the underlying error for RetryLater and LeaseLost.
 	Err error
 	// Alert: the bank rejected our request as wrong or unauthorised; a
@@ -111,10 +120,39 @@ type Options struct {
 	// has not answered by then is a failed notification
 	// (DEBITED_NOTIFICATION_FAILED), never a reason to retry the debit; the
 	// service stops waiting even for a notifier that ignores its context.
-	// Default 5s.
+	// It bounds the advance notice too (notice-first mode), which is then
+	// not sent: no debit. Default 5s.
 	NotifyTimeout time.Duration
-	// Now is the clock of the notice's debitedAt. Default time.Now.
+	// Now is the clock of the notice's debitedAt, of the declines and of
+	// the retries' times. Default: the Guard's clock (Guard.Now), the one
+	// that decides when a waiting charge comes due.
 	Now func() time.Time
+	// Retry, when set, retries declines by their code (see RetryPolicy):
+	// a decline its rules retry, while the schedule has room, records the
+	// charge WAITING (RetryScheduled) until the next attempt, under the
+	// next bank-key generation; when the schedule has run out, FAILED
+	// with "retries_exhausted: " and the decline; a hard decline or a code
+	// not listed is FAILED as without a policy. Every attempt's outcome is
+	// a line of the record's history (HistoryLine). NewService refuses a
+	// policy that Validate refuses. Default nil: every decline is final.
+	Retry *RetryPolicy
+	// NoticeLead, when more than zero, is notice-first mode: a charge's
+	// first run sends the advance notice (AdvanceNotice: "₹25.00 will be
+	// debited on or after T", T = now + NoticeLead, up to the whole
+	// second) and records the charge WAITING (NoticeSent) until T, with the
+	// notice's line in its history; the run after T debits, and sends no
+	// notification after the debit (the customer was told before). A
+	// notice that cannot be sent means no debit (a *NoticeError: the lease
+	// is given up and a later delivery sends it again, under the same
+	// key). The one notice covers every attempt of the charge: a retry
+	// after a decline (Retry) is not noticed again, nor is a debit after
+	// an operator's reopening. Default 0: off, the notification after the
+	// debit as always.
+	NoticeLead time.Duration
+	// AdvanceNotifier sends the advance notices of notice-first mode.
+	// Default: the Notifier, when it is one too (every production channel
+	// is); NewService refuses a NoticeLead without one.
+	AdvanceNotifier AdvanceNotifier
 }
 
 // Service runs claim → debit → notify → done for one charge.
@@ -127,8 +165,15 @@ func NewService(opts Options) (*Service, error) {
 	if opts.Guard == nil || opts.Debiter == nil || opts.Notifier == nil {
 		return nil, errors.New("charge: NewService needs a Guard, a Debiter and a Notifier")
 	}
-	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 || opts.NotifyTimeout < 0 {
-		return nil, errors.New("charge: FinishTimeout, FinishAttempts and NotifyTimeout must not be negative")
+	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 || opts.NotifyTimeout < 0 || opts.NoticeLead < 0 {
+		return nil, errors.New("charge: FinishTimeout, FinishAttempts, NotifyTimeout and NoticeLead must not be negative")
+	}
+	if opts.NoticeLead > 0 && opts.AdvanceNotifier == nil {
+		an, ok := opts.Notifier.(AdvanceNotifier)
+		if !ok {
+			return nil, errors.New("charge: NewService: a NoticeLead needs an AdvanceNotifier, and the Notifier is not one")
+		}
+		opts.AdvanceNotifier = an
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -143,7 +188,14 @@ func NewService(opts Options) (*Service, error) {
 		opts.NotifyTimeout = 5 * time.Second
 	}
 	if opts.Now == nil {
-		opts.Now = time.Now
+		opts.Now = opts.Guard.Now
+	}
+	if opts.Retry != nil {
+		p, err := opts.Retry.withDefaults()
+		if err != nil {
+			return nil, fmt.Errorf("charge: NewService: %w", err)
+		}
+		opts.Retry = p
 	}
 	return &Service{opts: opts}, nil
 }
@@ -190,28 +242,99 @@ func (s *Service) ProcessDelivery(ctx context.Context, c Charge, d Delivery) Res
 // do is one Guard.Do of c under fingerprint fp.
 func (s *Service) do(ctx context.Context, c Charge, fp string, d Delivery) (idempotency.DoResult, error) {
 	return s.opts.Guard.Do(ctx, c.ID, fp, func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
-		receipt, err := s.debit(ctx, c, run)
-		var decline *DeclineError
-		if errors.As(err, &decline) {
-			// Recorded as the decline itself ("debit declined: CODE…"): the
-			// mark of a FAILED record that may get a new key generation.
-			return idempotency.Done{}, decline
-		}
-		if err != nil {
-			return idempotency.Done{}, err
-		}
-		if nerr := s.notify(ctx, c, receipt); nerr != nil {
-			s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
-				slog.Any("charge", c), slog.String("reference", receipt.Reference), slog.String("error", nerr.Error()))
-			// The record keeps the notice (account masked), so that the
-			// notification can be sent later (renotify) without the message.
-			if notice, err := NoticeOf(c, receipt, s.opts.Now()).Marshal(); err == nil {
-				return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: string(notice)}, nil
-			}
-			return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: receipt.Reference}, nil
-		}
-		return idempotency.Done{Status: string(Debited), Detail: receipt.Reference}, nil
+		return s.work(ctx, c, run)
 	}, idempotency.DoOptions{Heartbeat: d.Heartbeat, Bound: d.Bound, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
+}
+
+// work is one run of c under its claim: debit → notify, or, after a
+// decline the schedule retries, a wait for the next attempt.
+func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idempotency.Done, error) {
+	past := readHistory(run.History)
+	if s.opts.NoticeLead > 0 {
+		if past.notice == nil {
+			return idempotency.Done{}, s.advance(ctx, c)
+		}
+		if now := s.opts.Now(); now.Before(past.notice.Next) {
+			// Never before the time the customer was given (a store
+			// resumes a wait only after it; this is the domain's own word).
+			return idempotency.Done{}, &idempotency.Wait{Until: past.notice.Next, Status: string(NoticeSent), Detail: noticeDetail(*past.notice)}
+		}
+	}
+	receipt, err := s.debit(ctx, c, run)
+	var decline *DeclineError
+	if errors.As(err, &decline) {
+		// Recorded as the decline itself ("debit declined: CODE…"): the
+		// mark of a FAILED record that may get a new key generation.
+		return idempotency.Done{}, s.declined(run, past, decline)
+	}
+	if err != nil {
+		return idempotency.Done{}, err
+	}
+	var note string
+	if s.noting() && len(run.History) > 0 {
+		note = HistoryLine{Kind: HistoryDebited, Generation: run.Generation, Reference: receipt.Reference, At: s.opts.Now()}.String()
+	}
+	if past.notice != nil {
+		// Told before the debit: no notification after it.
+		return idempotency.Done{Status: string(Debited), Detail: receipt.Reference, Note: note}, nil
+	}
+	if nerr := s.notify(ctx, c, receipt); nerr != nil {
+		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "pre-debit notification failed after a successful debit; the debit stands",
+			slog.Any("charge", c), slog.String("reference", receipt.Reference), slog.String("error", nerr.Error()))
+		// The record keeps the notice (account masked), so that the
+		// notification can be sent later (renotify) without the message.
+		if notice, err := NoticeOf(c, receipt, s.opts.Now()).Marshal(); err == nil {
+			return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: string(notice), Note: note}, nil
+		}
+		return idempotency.Done{Status: string(DebitedNotificationFailed), Detail: receipt.Reference, Note: note}, nil
+	}
+	return idempotency.Done{Status: string(Debited), Detail: receipt.Reference, Note: note}, nil
+}
+
+// noting: the service writes history lines (a retry policy or the
+// notice-first mode is on); without either it records what it always did.
+func (s *Service) noting() bool { return s.opts.Retry != nil || s.opts.NoticeLead > 0 }
+
+// advance sends c's advance notice and waits for its lead: WAITING
+// (NoticeSent) until the time the notice gives, with its history line.
+// A notice not sent is a *NoticeError: no debit.
+func (s *Service) advance(ctx context.Context, c Charge) error {
+	now := s.opts.Now()
+	n := AdvanceNoticeOf(c, ceilSecond(now.Add(s.opts.NoticeLead)))
+	if err := s.bounded(ctx, func(ctx context.Context) error { return s.opts.AdvanceNotifier.NotifyAdvance(ctx, n) }); err != nil {
+		return &NoticeError{Key: n.NotificationKey, Err: err}
+	}
+	line := HistoryLine{Kind: HistoryNotice, NoticeKey: n.NotificationKey, At: now, Next: n.DebitOnOrAfter}
+	return &idempotency.Wait{Until: n.DebitOnOrAfter, Status: string(NoticeSent), Detail: noticeDetail(line), Note: line.String()}
+}
+
+// noticeDetail is a NoticeSent record's detail: "notice sent at T, debit
+// on or after T2".
+func noticeDetail(l HistoryLine) string {
+	return fmt.Sprintf("notice sent at %s, debit on or after %s", stamp(l.At), stamp(l.Next))
+}
+
+// declined is what a decline of run's debit comes to: a wait for the next
+// attempt under the next generation (the schedule retries it), the last
+// decline of a schedule that ran out, or the decline itself (final) — with
+// its history line whenever the record has a history or the schedule
+// applies.
+func (s *Service) declined(run idempotency.Run, past attempts, d *DeclineError) error {
+	if !s.noting() {
+		return d
+	}
+	at := s.opts.Now().Truncate(time.Second)
+	p := s.opts.Retry.plan(d.Code, run.Generation, past, at)
+	switch {
+	case p.Line.Retry > 0:
+		return &idempotency.Wait{Until: p.Line.Next, Status: string(RetryScheduled), NextGeneration: true, Note: p.Line.String(),
+			Detail: fmt.Sprintf("next attempt at %s (attempt %d of %d, after %s)", stamp(p.Line.Next), p.Attempt, p.Of, d.Code)}
+	case p.Exhausted:
+		return &RetriesExhaustedError{Decline: d, Note: p.Line.String()}
+	case len(run.History) > 0:
+		return &notedDecline{DeclineError: d, note: p.Line.String()}
+	}
+	return d
 }
 
 // ClaimRequest is the claim Process would write for c now (its key, its
@@ -234,6 +357,7 @@ var outcomeOf = map[idempotency.Outcome]Outcome{
 	idempotency.DuplicateInProgress: DuplicateInProgress,
 	idempotency.DuplicateFailed:     DuplicateFailed,
 	idempotency.Conflict:            Conflict,
+	idempotency.Waiting:             Waiting,
 }
 
 // result maps what Guard.Do said to the charge's outcome (outcomeOf), with
@@ -259,6 +383,9 @@ func (s *Service) result(c Charge, res idempotency.DoResult, err error) Result {
 		r.Status, r.Reason = Failed, res.Err.Error()
 	case RetryLater:
 		r.Reason, r.Err, r.Alert = "debit: "+res.Err.Error(), res.Err, IsRejected(res.Err)
+		if errors.As(res.Err, new(*NoticeError)) {
+			r.Reason = res.Err.Error()
+		}
 	case LeaseLost:
 		r.Reason, r.Err = "lease lost: "+res.Err.Error(), res.Err
 	case DuplicateInProgress:
@@ -267,6 +394,8 @@ func (s *Service) result(c Charge, res idempotency.DoResult, err error) Result {
 		r.Status, r.Reason = Status(res.Record.Status), "charge previously failed: "+res.Record.Detail
 	case Conflict:
 		r.Reason = fmt.Sprintf("charge id %s was already seen with a different payload (state %s)", c.ID, res.Record.State)
+	case Waiting:
+		r.Status, r.Reason, r.NotBefore = Status(res.Done.Status), res.Done.Detail, res.NotBefore
 	}
 	return r
 }
@@ -303,10 +432,16 @@ func (s *Service) debit(ctx context.Context, c Charge, run idempotency.Run) (Deb
 // notify sends the pre-debit notification, waiting at most NotifyTimeout
 // even for a notifier that ignores its context.
 func (s *Service) notify(ctx context.Context, c Charge, receipt DebitReceipt) error {
+	return s.bounded(ctx, func(ctx context.Context) error { return s.opts.Notifier.NotifyPreDebit(ctx, c, receipt) })
+}
+
+// bounded runs send, waiting at most NotifyTimeout even for a channel
+// that ignores its context.
+func (s *Service) bounded(ctx context.Context, send func(context.Context) error) error {
 	nctx, cancel := context.WithTimeout(ctx, s.opts.NotifyTimeout)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- s.opts.Notifier.NotifyPreDebit(nctx, c, receipt) }()
+	go func() { done <- send(nctx) }()
 	select {
 	case err := <-done:
 		return err

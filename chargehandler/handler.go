@@ -76,7 +76,8 @@ func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Dec
 // message that parses (one that does not is left to Handle, which
 // dead-letters it unclaimed), and the settlement of a recorded result by
 // Actions: DONE is a processed charge (ack), FAILED a declined one
-// (dead-letter, with the reason Handle would give).
+// (dead-letter, with the reason Handle would give), WAITING a waiting one
+// (not dead-lettered; the reason is the wait's).
 func (h *Handler) ClaimPolicy() queue.ClaimPolicy {
 	return queue.ClaimPolicy{
 		Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
@@ -89,8 +90,11 @@ func (h *Handler) ClaimPolicy() queue.ClaimPolicy {
 		},
 		Settle: func(f driver.FinishRequest) (bool, queue.Reason) {
 			res := charge.Result{Outcome: charge.Processed}
-			if f.State == driver.StateFailed {
+			switch f.State {
+			case driver.StateFailed:
 				res = charge.Result{Outcome: charge.DebitFailed, Reason: f.Detail}
+			case driver.StateWaiting:
+				res = charge.Result{Outcome: charge.Waiting, Status: charge.Status(f.Status), Reason: f.Detail, NotBefore: f.NotBefore}
 			}
 			dec := Decide(res, h.opts.InProgressMargin)
 			return dec.Action == consumer.DeadLetter, dec.Reason
@@ -111,12 +115,32 @@ var Actions = map[charge.Outcome]consumer.Action{
 	charge.RetryLater:          consumer.Retry,      // transient: nothing final recorded
 	charge.DuplicateInProgress: consumer.Retry,      // another delivery holds the lease
 	charge.LeaseLost:           consumer.Retry,      // the new owner finishes
+	charge.Waiting:             consumer.Wait,       // handled again at NotBefore: never toward the DLQ
 }
+
+// WaitCodes are the reason codes of a Waiting charge, by what it waits for
+// (its Status); any other status waits with CodeWaiting.
+var WaitCodes = map[charge.Status]queue.Code{
+	charge.RetryScheduled: "retry_scheduled", // declined; the next attempt is scheduled
+	charge.NoticeSent:     "notice_lead",     // the advance notice went out; the debit waits for its lead
+}
+
+// CodeWaiting is the reason code of a wait WaitCodes does not name.
+const CodeWaiting queue.Code = "waiting"
 
 // Code is the reason code a message carries to the DLQ (or logs, on a
 // retry) for an outcome: its name ("invalid", "conflict", "debit_failed",
-// "duplicate_failed" on the DLQ).
+// "duplicate_failed" on the DLQ). A wait's code is by its status
+// (WaitCodes): see Decide.
 func Code(o charge.Outcome) queue.Code { return queue.Code(o.String()) }
+
+// waitCode is the reason code of a wait for status.
+func waitCode(status charge.Status) queue.Code {
+	if c, ok := WaitCodes[status]; ok {
+		return c
+	}
+	return CodeWaiting
+}
 
 // DLQCodes are every reason code a DLQ entry may carry: the outcomes that
 // dead-letter, and the queue's own (max_receives, too_large); sorted.
@@ -149,6 +173,9 @@ func Decide(res charge.Result, inProgressMargin time.Duration) consumer.Decision
 		return consumer.Decision{Action: consumer.Ack}
 	case consumer.DeadLetter:
 		return consumer.Decision{Action: consumer.DeadLetter, Reason: reason}
+	case consumer.Wait:
+		reason.Code = waitCode(res.Status)
+		return consumer.Decision{Action: consumer.Wait, Until: res.NotBefore, Reason: reason}
 	}
 	dec := consumer.Decision{Action: consumer.Retry, Reason: reason}
 	if res.Outcome == charge.DuplicateInProgress || res.RetryAfter > 0 {
@@ -190,6 +217,9 @@ func (h *Handler) log(ctx context.Context, m queue.Message, c charge.Charge, res
 	if dec.RetryAfter > 0 {
 		attrs = append(attrs, slog.String("retry_after", dec.RetryAfter.Round(time.Millisecond).String()))
 	}
+	if dec.Action == consumer.Wait {
+		attrs = append(attrs, slog.Time("until", dec.Until), slog.String("wait", string(dec.Reason.Code)))
+	}
 	switch res.Outcome {
 	case charge.DuplicateDone, charge.DuplicateFailed, charge.DuplicateInProgress:
 		attrs = append(attrs, slog.Bool("audit", true))
@@ -220,6 +250,8 @@ func describe(o charge.Outcome) (slog.Level, string) {
 		return slog.LevelWarn, "transient failure; left for redelivery"
 	case charge.LeaseLost:
 		return slog.LevelWarn, "lease lost to another worker; not acked"
+	case charge.Waiting:
+		return slog.LevelInfo, "charge waiting; handled again at its time"
 	}
 	return slog.LevelInfo, "charge processed"
 }

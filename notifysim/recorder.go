@@ -1,5 +1,6 @@
 // Package notifysim is the simulated pre-debit notification channel
-// (--notify sim): Recorder records every notification, logs it with the
+// (--notify sim): Recorder records every notification (and every advance
+// notice of notice-first mode, counted by its key), logs it with the
 // account masked, and can inject failures. For the demo and the tests only;
 // the production channels are notify (a log line), awssns and webhook.
 package notifysim
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
 )
@@ -25,16 +27,32 @@ type Sent struct {
 	Reference string
 }
 
-// Recorder implements charge.Notifier.
+// Advance is one advance notice (notice-first mode) the recorder accepted.
+type Advance struct {
+	Key            string // the notice's NotificationKey
+	ChargeID       string
+	Account        string // masked
+	Amount         string
+	DebitOnOrAfter time.Time
+	Text           string
+}
+
+// Recorder implements charge.Notifier and charge.AdvanceNotifier.
 type Recorder struct {
 	mu       sync.Mutex
 	sent     []Sent
+	advances []Advance
+	byKey    map[string]int
 	failRate float64
 	rng      *rand.Rand
 	log      *slog.Logger
 }
 
-var _ charge.Notifier = (*Recorder)(nil)
+var (
+	_ charge.Notifier        = (*Recorder)(nil)
+	_ charge.NoticeSender    = (*Recorder)(nil)
+	_ charge.AdvanceNotifier = (*Recorder)(nil)
+)
 
 // NewRecorder returns a recorder that fails failRate (0-1) of notifications
 // and logs to log (nil: no logging).
@@ -66,6 +84,46 @@ func (r *Recorder) SendNotice(_ context.Context, n charge.Notice) error {
 	r.sent = append(r.sent, Sent{ChargeID: n.ChargeID, Account: n.Account,
 		Amount: charge.Money{Minor: n.Amount.Minor, Currency: n.Amount.Currency}.String(), Reference: n.Reference})
 	return nil
+}
+
+// NotifyAdvance implements charge.AdvanceNotifier: the notice is recorded
+// (and counted by its key: a re-send after a crash is a second count under
+// the same key), or fails as often as the failure rate says.
+func (r *Recorder) NotifyAdvance(ctx context.Context, n charge.AdvanceNotice) error {
+	r.mu.Lock()
+	fail := r.failRate > 0 && r.rng.Float64() < r.failRate
+	if !fail {
+		r.advances = append(r.advances, Advance{Key: n.NotificationKey, ChargeID: n.ChargeID, Account: n.Account,
+			Amount: charge.Money{Minor: n.Amount.Minor, Currency: n.Amount.Currency}.String(), DebitOnOrAfter: n.DebitOnOrAfter, Text: n.Text})
+		if r.byKey == nil {
+			r.byKey = map[string]int{}
+		}
+		r.byKey[n.NotificationKey]++
+	}
+	r.mu.Unlock()
+	if fail {
+		return ErrInjected
+	}
+	if r.log != nil {
+		r.log.LogAttrs(ctx, slog.LevelDebug, "advance notice sent", slog.String("notification_key", n.NotificationKey),
+			slog.String("account", n.Account), slog.String("text", n.Text))
+	}
+	return nil
+}
+
+// Advances returns every advance notice accepted, in order.
+func (r *Recorder) Advances() []Advance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Advance(nil), r.advances...)
+}
+
+// AdvanceCount is how many times an advance notice was accepted under key:
+// more than one is a re-send the channel recognises by its key.
+func (r *Recorder) AdvanceCount(key string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byKey[key]
 }
 
 // Sent returns every notification sent.

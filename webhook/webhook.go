@@ -2,7 +2,9 @@
 // documented notice (charge.Notice) to a URL the bank's customer-messaging
 // system serves, with Idempotency-Key "<chargeId>:pre-debit", so that the
 // receiver can drop a repeat (a resend by renotify, or a retry after an
-// answer that was lost).
+// answer that was lost). In notice-first mode the advance notice
+// (charge.AdvanceNotice) is posted the same way before the debit, with
+// Idempotency-Key "<chargeId>:advance-notice"; a failed one means no debit.
 //
 // Only a 2xx is "sent". Every other answer, and no answer, is a failed
 // notification: the charge is recorded DEBITED_NOTIFICATION_FAILED for an
@@ -52,8 +54,9 @@ type Notifier struct {
 }
 
 var (
-	_ charge.Notifier     = (*Notifier)(nil)
-	_ charge.NoticeSender = (*Notifier)(nil)
+	_ charge.Notifier        = (*Notifier)(nil)
+	_ charge.NoticeSender    = (*Notifier)(nil)
+	_ charge.AdvanceNotifier = (*Notifier)(nil)
 )
 
 // New checks o and returns a Notifier.
@@ -119,11 +122,28 @@ func (n *Notifier) SendNotice(ctx context.Context, notice charge.Notice) error {
 	return n.send(ctx, notice)
 }
 
+// NotifyAdvance implements charge.AdvanceNotifier: one POST of the advance
+// notice (charge.AdvanceNotice) with Idempotency-Key
+// "<chargeId>:advance-notice". Only a 2xx is sent; without it the charge
+// is not debited, and the notice is posted again later under the same key.
+func (n *Notifier) NotifyAdvance(ctx context.Context, notice charge.AdvanceNotice) error {
+	body, err := notice.Marshal()
+	if err != nil {
+		return err
+	}
+	return n.post(ctx, body, notice.NotificationKey)
+}
+
 func (n *Notifier) send(ctx context.Context, notice charge.Notice, accounts ...string) error {
 	body, err := notice.Marshal()
 	if err != nil {
 		return err
 	}
+	return n.post(ctx, body, notice.NotificationKey, accounts...)
+}
+
+// post sends body under key; the answer's text is masked for accounts.
+func (n *Notifier) post(ctx context.Context, body []byte, key string, accounts ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, n.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.url, bytes.NewReader(body))
@@ -131,7 +151,7 @@ func (n *Notifier) send(ctx context.Context, notice charge.Notice, accounts ...s
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(IdempotencyHeader, notice.NotificationKey)
+	req.Header.Set(IdempotencyHeader, key)
 	if n.headers != nil {
 		n.headers(ctx, req.Header)
 	}

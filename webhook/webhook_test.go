@@ -91,3 +91,44 @@ func TestABadURLIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// The advance notice is posted before the debit with its own key, so that
+// the receiver drops a re-send after a crash; a failure is an error (the
+// charge is then not debited), its text masked.
+func TestTheAdvanceNoticeIsPostedWithItsOwnKey(t *testing.T) {
+	var bodies []charge.AdvanceNotice
+	var keys []string
+	status := http.StatusAccepted
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), "001234567890") {
+			t.Errorf("the body holds the full account: %s", b)
+		}
+		var n charge.AdvanceNotice
+		_ = json.Unmarshal(b, &n)
+		bodies, keys = append(bodies, n), append(keys, r.Header.Get("Idempotency-Key"))
+		w.WriteHeader(status)
+		io.WriteString(w, "account 001234567890 unknown")
+	}))
+	defer srv.Close()
+	n, err := webhook.New(webhook.Options{URL: srv.URL + "/notices"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notice := charge.AdvanceNoticeOf(fee(), due.Add(33*time.Hour))
+	for range 2 { // sent, then sent again after a crash
+		if err := n.NotifyAdvance(t.Context(), notice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(bodies) != 2 || bodies[0] != notice || keys[0] != "CHG/2026/11/7:advance-notice" || keys[1] != keys[0] ||
+		bodies[0].Text != "₹25.00 will be debited on or after 2026-12-01 09:00 UTC" {
+		t.Fatalf("posted %+v with keys %q, want %+v twice under CHG/2026/11/7:advance-notice", bodies, keys, notice)
+	}
+	status = http.StatusServiceUnavailable
+	err = n.NotifyAdvance(t.Context(), notice)
+	var we *webhook.Error
+	if !errors.As(err, &we) || we.Status != 503 || strings.Contains(err.Error(), "001234567890") {
+		t.Fatalf("err = %v, want a *webhook.Error with 503, the account masked", err)
+	}
+}
