@@ -91,14 +91,13 @@ func WaitText(r driver.Record, now time.Time) string {
 	if !r.LeaseUntil.After(now) {
 		when = "due: the next delivery resumes it"
 	}
-	detail := charge.Printable(r.Detail)
-	switch r.Status {
-	case "RETRY_SCHEDULED":
-		return fmt.Sprintf("next attempt at %s (%s; %s)", at, detail, when)
-	case "NOTICE_SENT":
-		return fmt.Sprintf("%s; debit on or after %s (%s)", detail, at, when)
+	// The detail is the charge service's own words for the wait ("next
+	// attempt at T (attempt 2 of 4, after INSUFFICIENT_FUNDS)", "notice
+	// sent at T, debit on or after T2").
+	if detail := charge.Printable(r.Detail); detail != "" {
+		return fmt.Sprintf("%s (%s)", detail, when)
 	}
-	return fmt.Sprintf("%s %s until %s (%s)", charge.Printable(r.Status), detail, at, when)
+	return fmt.Sprintf("%s until %s (%s)", charge.Printable(r.Status), at, when)
 }
 
 // LeaseText says where r's lease stands at now.

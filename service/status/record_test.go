@@ -59,12 +59,12 @@ func TestWaitingRecordsSayWhatTheyWaitFor(t *testing.T) {
 		absent string
 	}{
 		{"a retry", driver.Record{Key: "c1", State: driver.StateWaiting, LeaseUntil: at, Status: "RETRY_SCHEDULED",
-			Detail: "attempt 2 of 4, after INSUFFICIENT_FUNDS"},
-			"next attempt at 2026-12-02T10:00:00Z (attempt 2 of 4, after INSUFFICIENT_FUNDS; in 24h0m0s)", ""},
+			Detail: "next attempt at 2026-12-02T10:00:00Z (attempt 2 of 4, after INSUFFICIENT_FUNDS)"},
+			"next attempt at 2026-12-02T10:00:00Z (attempt 2 of 4, after INSUFFICIENT_FUNDS) (in 24h0m0s)", ""},
 		{"a notice's lead", driver.Record{Key: "c2", State: driver.StateWaiting, LeaseUntil: at, Status: "NOTICE_SENT",
-			Detail: "notice sent at 2026-12-01T10:00:00Z"},
-			"notice sent at 2026-12-01T10:00:00Z; debit on or after 2026-12-02T10:00:00Z (in 24h0m0s)", ""},
-		{"due", driver.Record{Key: "c3", State: driver.StateWaiting, LeaseUntil: now.Add(-time.Minute), Status: "RETRY_SCHEDULED", Detail: "attempt 3 of 4"},
+			Detail: "notice sent at 2026-12-01T10:00:00Z, debit on or after 2026-12-02T10:00:00Z"},
+			"notice sent at 2026-12-01T10:00:00Z, debit on or after 2026-12-02T10:00:00Z (in 24h0m0s)", ""},
+		{"due", driver.Record{Key: "c3", State: driver.StateWaiting, LeaseUntil: now.Add(-time.Minute), Status: "RETRY_SCHEDULED", Detail: "next attempt at 2026-12-01T09:59:00Z (attempt 3 of 4, after INSUFFICIENT_FUNDS)"},
 			"due: the next delivery resumes it", ""},
 		{"a final record has no schedule", driver.Record{Key: "c4", State: driver.StateDone, LeaseUntil: at, Status: "DEBITED"}, "", "schedule"},
 	} {
