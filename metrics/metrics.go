@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -44,6 +45,8 @@ type Metrics struct {
 	processing      prometheus.Histogram
 	storeLatency    *prometheus.HistogramVec
 	debitLatency    *prometheus.HistogramVec
+	waits           *prometheus.CounterVec
+	advanceNotices  *prometheus.CounterVec
 }
 
 // New registers every metric (plus Go and process collectors).
@@ -85,9 +88,13 @@ func New() *Metrics {
 		debitLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "debit_seconds",
 			Help:    "Core-banking debit call latency by result (as debits_total).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"result"}),
+		waits: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "waits_total",
+			Help: "Deliveries that left their charge waiting, by reason: retry_scheduled (a decline the retry schedule retries), notice_lead (the advance notice went out; the debit waits for its lead), waiting (another wait)."}, []string{"reason"}),
+		advanceNotices: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "advance_notices_total",
+			Help: "Advance (pre-debit) notices of notice-first mode by channel and result (sent, failed: no debit until it is sent)."}, []string{"channel", "result"}),
 	}
 	for _, c := range []prometheus.Collector{m.received, m.queueCalls, m.claims, m.debits, m.enquiries, m.purged, m.expired, m.notifications,
-		m.deadLetters, m.decisions, m.leaseLost, m.leaseExtensions, m.processing, m.storeLatency, m.debitLatency} {
+		m.deadLetters, m.decisions, m.leaseLost, m.leaseExtensions, m.processing, m.storeLatency, m.debitLatency, m.waits, m.advanceNotices} {
 		f(c)
 	}
 	f(collectors.NewGoCollector())
@@ -106,8 +113,11 @@ func New() *Metrics {
 	// has handled nothing since it started reads 0, and rate() over it is
 	// defined (an absent series makes "handled none while messages wait"
 	// impossible to say).
-	for _, a := range []consumer.Action{consumer.Ack, consumer.Retry, consumer.DeadLetter} {
+	for _, a := range []consumer.Action{consumer.Ack, consumer.Retry, consumer.DeadLetter, consumer.Wait} {
 		m.decisions.WithLabelValues(a.String())
+	}
+	for _, r := range waitLabels {
+		m.waits.WithLabelValues(r)
 	}
 	for _, r := range reasonLabels {
 		m.deadLetters.WithLabelValues(r)
@@ -177,10 +187,21 @@ func (m *Metrics) circuit(name, what, failures string, status func() circuit.Sta
 func (m *Metrics) OnDecision(_ queue.Message, d consumer.Decision, took time.Duration) {
 	m.processing.Observe(took.Seconds())
 	m.decisions.WithLabelValues(d.Action.String()).Inc()
-	if d.Action == consumer.DeadLetter {
+	switch d.Action {
+	case consumer.DeadLetter:
 		m.deadLetters.WithLabelValues(ReasonLabel(d.Reason.Code)).Inc()
+	case consumer.Wait:
+		label := "waiting"
+		if c := string(d.Reason.Code); slices.Contains(waitLabels, c) {
+			label = c
+		}
+		m.waits.WithLabelValues(label).Inc()
 	}
 }
+
+// waitLabels are the bounded values of the wait reason label (the charge
+// handler's wait codes).
+var waitLabels = []string{"retry_scheduled", "notice_lead", "waiting"}
 
 // ReasonLabel is the bounded label of a dead-letter reason code: the
 // codes the charge handler dead-letters with, else "other".
@@ -333,6 +354,30 @@ func (n *notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, r charge
 	} else {
 		n.m.notifications.WithLabelValues(n.channel, "sent").Inc()
 	}
+	return err
+}
+
+// AdvanceNotifier wraps n to count advance notices by channel and result.
+func (m *Metrics) AdvanceNotifier(n charge.AdvanceNotifier, channel string) charge.AdvanceNotifier {
+	channel = cmp.Or(channel, "unknown")
+	m.advanceNotices.WithLabelValues(channel, "sent")
+	m.advanceNotices.WithLabelValues(channel, "failed")
+	return advanceNotifier{n: n, m: m, channel: channel}
+}
+
+type advanceNotifier struct {
+	n       charge.AdvanceNotifier
+	m       *Metrics
+	channel string
+}
+
+func (a advanceNotifier) NotifyAdvance(ctx context.Context, n charge.AdvanceNotice) error {
+	err := a.n.NotifyAdvance(ctx, n)
+	result := "sent"
+	if err != nil {
+		result = "failed"
+	}
+	a.m.advanceNotices.WithLabelValues(a.channel, result).Inc()
 	return err
 }
 

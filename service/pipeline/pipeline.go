@@ -73,6 +73,30 @@ type Config struct {
 	// Fingerprints, when set, is used instead of the key files (demo,
 	// bench). With neither, fingerprints are unkeyed (tests only).
 	Fingerprints *idempotency.Fingerprinter
+	// The recovery policy (docs/operations/recovery-policy.md).
+	// RetryDeclines is the retry schedule by decline code
+	// (INSUFFICIENT_FUNDS=24h×3,…; "" retries nothing), capped at
+	// RetryMaxAttempts debit attempts per charge within RetryWindow of
+	// the first (0: the defaults, 4 and 30 days).
+	RetryDeclines    string
+	RetryMaxAttempts int
+	RetryWindow      time.Duration
+	// NoticeLead, when set, is notice-first mode: the advance notice goes
+	// out on a charge's first delivery and the debit waits this long.
+	NoticeLead time.Duration
+}
+
+// RetryPolicy is the retry schedule the flags give (nil: none).
+func (c *Config) RetryPolicy() (*charge.RetryPolicy, error) {
+	rules, err := charge.ParseRetryRules(c.RetryDeclines)
+	if err != nil || len(rules) == 0 {
+		return nil, err
+	}
+	p := &charge.RetryPolicy{Rules: rules, MaxAttempts: c.RetryMaxAttempts, Window: c.RetryWindow}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 // RunKeys is a Fingerprinter with a random key of a run's own (demo,
@@ -176,6 +200,10 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.Duration(&c.ProbeEvery, "circuit-probe", "IC_CIRCUIT_PROBE", 5*time.Second, "first wait before a trial while a circuit is open (doubles per failed probe or trial, back to this once it closes)")
 	f.Duration(&c.ProbeMax, "circuit-probe-max", "IC_CIRCUIT_PROBE_MAX", 60*time.Second, "longest wait between probes")
 	f.Duration(&c.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "how long the pre-debit notification may take; past it the charge is DEBITED_NOTIFICATION_FAILED (never re-debited)")
+	f.String(&c.RetryDeclines, "retry-declines", "IC_RETRY_DECLINES", "", "retry schedule of declined debits by the bank's decline code, CODE=DELAY×N,... (e.g. INSUFFICIENT_FUNDS=24h×3,ACCOUNT_FROZEN=72h×1; x for ×, 3d for days): each retry under the next bank-key generation, DELAY after the decline plus up to 10% jitter; a code not listed is final, hard declines (ACCOUNT_CLOSED…) are never retried; off by default")
+	f.Int(&c.RetryMaxAttempts, "retry-max-attempts", "IC_RETRY_MAX_ATTEMPTS", 0, "with --retry-declines: the most debit attempts of one charge, across every code, the first included (0: 4)")
+	f.Duration(&c.RetryWindow, "retry-window", "IC_RETRY_WINDOW", 0, "with --retry-declines: no retry is scheduled later than this after the first decline (0: 720h, 30 days)")
+	f.Duration(&c.NoticeLead, "notice-lead", "IC_NOTICE_LEAD", 0, "notice first: send the advance notice (\"₹25.00 will be debited on or after T\") on a charge's first delivery and debit only this long after it (e.g. 24h); no notice sent, no debit; 0: off (the notification follows the debit)")
 	c.BankAuth.Bind(f, "corebank", "IC_COREBANK", "core banking")
 	c.BindKeys(f)
 	f.String(&c.Colocate, "colocate", "IC_COLOCATE", "auto", "where the queue and the idempotency store share one database (embedded, postgres): auto writes each claim in the transaction that receives its message and each result in the one that deletes or dead-letters it; off makes them store calls of their own (as with DynamoDB or Redis)")
@@ -266,6 +294,18 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 	if c.NotifyFailRate < 0 || c.NotifyFailRate > 1 {
 		p.Add("--notify-fail-rate %v is outside 0-1", c.NotifyFailRate)
 	}
+	if _, err := c.RetryPolicy(); err != nil {
+		p.Add("--retry-declines: %v", err)
+	}
+	if c.RetryDeclines == "" && (c.RetryMaxAttempts != 0 || c.RetryWindow != 0) {
+		p.Add("--retry-max-attempts and --retry-window cap the retry schedule: give --retry-declines too (or drop them)")
+	}
+	if c.NoticeLead < 0 || c.NoticeLead > 60*24*time.Hour {
+		p.Add("--notice-lead %s is outside 0-1440h (60 days)", c.NoticeLead)
+	}
+	if c.NoticeLead > 0 && c.NoticeLead+time.Hour > c.Retention {
+		p.Add("--notice-lead %s must be shorter than --retention %s by an hour at least: a waiting charge's record must outlive its wait", c.NoticeLead, c.Retention)
+	}
 }
 
 // Bank is the core-banking adapters of a pipeline.
@@ -352,6 +392,9 @@ type Options struct {
 	// NotifyChannel names the notification channel in metrics (sns,
 	// webhook, log, sim).
 	NotifyChannel string
+	// AdvanceNotifier sends notice-first mode's advance notices (nil: the
+	// Notifier, when it is one). Required with Config.NoticeLead.
+	AdvanceNotifier charge.AdvanceNotifier
 	// Baseline runs the same pipeline without the idempotency claim
 	// (parse, debit, notify, ack): the bench's measure of what the guard
 	// costs and prevents. Never in production.
@@ -447,8 +490,27 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 		if err != nil {
 			return nil, err
 		}
+		retry, err := c.RetryPolicy()
+		if err != nil {
+			return nil, cli.Usagef("--retry-declines: %v", err)
+		}
+		var advance charge.AdvanceNotifier
+		if c.NoticeLead > 0 {
+			// The advance notices go to the channel itself (the metrics and
+			// tracing wrappers are of the other port), counted apart.
+			advance = o.AdvanceNotifier
+			if advance == nil {
+				advance, _ = p.Notifier.(charge.AdvanceNotifier)
+			}
+			if advance == nil {
+				return nil, cli.Usagef("--notice-lead: the notification channel cannot send advance notices")
+			}
+			if o.Metrics != nil {
+				advance = o.Metrics.AdvanceNotifier(advance, o.NotifyChannel)
+			}
+		}
 		svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: debiter, Notifier: notifier, Enquirer: enquirer,
-			NotifyTimeout: c.NotifyTimeout, Logger: o.Logger, Fingerprints: keys})
+			NotifyTimeout: c.NotifyTimeout, Logger: o.Logger, Fingerprints: keys, Retry: retry, NoticeLead: c.NoticeLead, AdvanceNotifier: advance})
 		if err != nil {
 			return nil, err
 		}
