@@ -76,6 +76,10 @@ type Options struct {
 	// reuses a parked message instead of receiving a new one. Default
 	// 4 × Concurrency.
 	MaxParked int
+	// MaxVisibility is the longest the runtime makes a message invisible
+	// at once, counted from its receive: a retry's delay and each stretch
+	// of a Wait. Default MaxVisibility (SQS's 12 hours; tests shorten it).
+	MaxVisibility time.Duration
 }
 
 // Gate holds receiving back while a dependency is down (circuit.Breaker).
@@ -193,16 +197,23 @@ func (o *Options) setDefaults() error {
 	if o.MaxParked == 0 {
 		o.MaxParked = 4 * o.Concurrency
 	}
+	if o.MaxVisibility < 0 || o.MaxVisibility > MaxVisibility {
+		return fmt.Errorf("consumer: MaxVisibility %s outside 0-%s", o.MaxVisibility, MaxVisibility)
+	}
+	if o.MaxVisibility == 0 {
+		o.MaxVisibility = MaxVisibility
+	}
 	return nil
 }
 
 // Runtime consumes one Source with one Handler.
 type Runtime struct {
-	src   Source
-	h     Handler
-	opts  Options
-	stats counters
-	lot   *lot
+	src    Source
+	sender Sender // src's, when it can send (requeue of a Wait)
+	h      Handler
+	opts   Options
+	stats  counters
+	lot    *lot
 }
 
 // New checks opts and returns a Runtime.
@@ -213,7 +224,8 @@ func New(src Source, h Handler, opts Options) (*Runtime, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Runtime{src: src, h: h, opts: opts, lot: newLot(opts.MaxParked)}, nil
+	sender, _ := src.(Sender)
+	return &Runtime{src: src, sender: sender, h: h, opts: opts, lot: newLot(opts.MaxParked)}, nil
 }
 
 // Stats are the runtime's running totals.
@@ -225,12 +237,17 @@ type Stats struct {
 	// Unparked the parked messages handled again without a receive;
 	// InHand is how many are parked now.
 	Parked, Unparked, InHand int64
+	// Waited counts the waits applied (a handler's Wait, or a message
+	// whose not-before was still to come); Requeued the ones applied by
+	// sending a copy and deleting the original.
+	Waited, Requeued int64
 }
 
 type counters struct {
 	received, acked, retried, deadLettered, released atomic.Int64
 	ackErrors, receiveErrors, heartbeats, panics     atomic.Int64
 	inFlight, parked, unparked                       atomic.Int64
+	waited, requeued                                 atomic.Int64
 }
 
 // Stats returns a snapshot of the totals.
@@ -242,6 +259,7 @@ func (r *Runtime) Stats() Stats {
 		AckErrors: c.ackErrors.Load(), ReceiveErrors: c.receiveErrors.Load(),
 		Heartbeats: c.heartbeats.Load(), Panics: c.panics.Load(), InFlight: c.inFlight.Load(),
 		Parked: c.parked.Load(), Unparked: c.unparked.Load(), InHand: int64(r.lot.len()),
+		Waited: c.waited.Load(), Requeued: c.requeued.Load(),
 	}
 }
 
@@ -327,6 +345,7 @@ func (r *Runtime) receiveLoop(ctx, work context.Context, slots chan struct{}, ha
 				continue
 			}
 		}
+		asked := time.Now()
 		msgs, err := r.src.Receive(ctx, got)
 		if err != nil {
 			releaseSlots(slots, got)
@@ -350,7 +369,7 @@ func (r *Runtime) receiveLoop(ctx, work context.Context, slots chan struct{}, ha
 		}
 		releaseSlots(slots, got-len(msgs))
 		for _, m := range msgs {
-			r.dispatch(work, &Delivery{Message: m}, slots, handlers, acks, nil)
+			r.dispatch(work, &Delivery{Message: m, received: asked}, slots, handlers, acks, nil)
 		}
 	}
 }
@@ -397,6 +416,7 @@ func (r *Runtime) trial(ctx, work context.Context, slots chan struct{}, handlers
 			r.lot.waitDue(ctx)
 			return true
 		}
+		asked := time.Now()
 		msgs, err := r.src.Receive(ctx, 1)
 		if err != nil || len(msgs) == 0 {
 			<-slots
@@ -408,7 +428,7 @@ func (r *Runtime) trial(ctx, work context.Context, slots chan struct{}, handlers
 			return true
 		}
 		r.stats.received.Add(int64(len(msgs)))
-		d = &Delivery{Message: msgs[0]}
+		d = &Delivery{Message: msgs[0], received: asked}
 	}
 	done := make(chan struct{})
 	r.dispatch(work, d, slots, handlers, acks, done)
@@ -486,7 +506,7 @@ func (r *Runtime) park(work context.Context, d *Delivery, due time.Time) bool {
 func (r *Runtime) handBack(ps []*parked) {
 	for _, p := range ps {
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.OpTimeout)
-		delay := min(max(time.Until(p.due), 0), MaxVisibility)
+		delay := min(max(time.Until(p.due), 0), r.opts.MaxVisibility)
 		if err := r.src.ChangeVisibility(ctx, p.d.Message, delay); err != nil {
 			r.opts.Logger.Warn("could not hand a parked message back; it returns after its visibility timeout",
 				"message_id", p.d.ID, "error", err)
@@ -568,30 +588,39 @@ func (r *Runtime) release(msgs []Message) {
 
 func (r *Runtime) handle(work context.Context, d *Delivery, acks *acker) {
 	m := d.Message
+	if until, ok := r.notBefore(m); ok {
+		// Requeued to wait, and not due yet: wait again without the
+		// handler (no store request while a charge waits).
+		dec := Decision{Action: Wait, Until: until, Reason: queue.Reason{Code: CodeNotBefore}}
+		r.wait(work, d, until)
+		if r.opts.OnDecision != nil {
+			r.opts.OnDecision(m, dec, 0)
+		}
+		return
+	}
 	stopBeat := r.heartbeat(work, d)
 	start := time.Now()
 	dec := r.safeHandle(work, d)
 	took := time.Since(start)
 	stopBeat()
 
-	opCtx := func() (context.Context, context.CancelFunc) {
-		// Applying a decision is quick and must not be cut short by shutdown.
-		return context.WithTimeout(context.WithoutCancel(work), r.opts.OpTimeout)
-	}
 	switch {
 	case m.Bound != nil && m.Bound.Settled():
-		// Deleted or dead-lettered already, in the transaction that
-		// recorded its result (a claim made in the receive's transaction):
-		// nothing is left to send.
-		if dec.Action == DeadLetter {
+		// Deleted, dead-lettered or rescheduled already, in the
+		// transaction that recorded its result (a claim made in the
+		// receive's transaction): nothing is left to send.
+		switch dec.Action {
+		case DeadLetter:
 			r.stats.deadLettered.Add(1)
-		} else {
+		case Wait:
+			r.stats.waited.Add(1)
+		default:
 			r.stats.acked.Add(1)
 		}
 	case dec.Action == Ack:
 		acks.add(m)
 	case dec.Action == DeadLetter:
-		ctx, cancel := opCtx()
+		ctx, cancel := r.opCtx(work)
 		err := r.src.DeadLetter(ctx, m, dec.Reason)
 		cancel()
 		if err != nil {
@@ -600,10 +629,18 @@ func (r *Runtime) handle(work context.Context, d *Delivery, acks *acker) {
 		} else {
 			r.stats.deadLettered.Add(1)
 		}
-	default: // Retry, Wait, and anything unknown: never ack.
-		if dec.Action == Wait {
-			dec.RetryAfter = max(time.Until(dec.Until), time.Millisecond)
-		} else if dec.Action != Retry {
+	case dec.Action == Wait && !dec.Until.IsZero():
+		// Never parked: a wait is not a retry, and the gate has nothing
+		// to do with when it ends.
+		r.wait(work, d, dec.Until)
+	default: // Retry, and anything unknown: never ack.
+		switch dec.Action {
+		case Retry:
+		case Wait:
+			r.opts.Logger.Error("handler returned Wait without Until; retrying the message",
+				"message_id", m.ID, "reason", dec.Reason.String())
+			dec = Decision{Action: Retry, Reason: queue.Reason{Code: "wait_without_until", Detail: dec.Reason.String()}}
+		default:
 			r.opts.Logger.Error("handler returned an unknown action; leaving the message for redelivery",
 				"message_id", m.ID, "action", dec.Action)
 			dec = Decision{Action: Retry, Reason: queue.Reason{Code: "unknown_action"}}
@@ -612,13 +649,13 @@ func (r *Runtime) handle(work context.Context, d *Delivery, acks *acker) {
 		if delay <= 0 {
 			delay = r.opts.Backoff(m.ReceiveCount)
 		}
-		delay = min(max(delay, 0), MaxVisibility)
+		delay = min(max(delay, 0), r.opts.MaxVisibility)
 		r.stats.retried.Add(1)
 		if r.opts.Gate != nil && r.opts.Gate.Paused() && work.Err() == nil && r.park(work, d, time.Now().Add(delay)) {
 			r.stats.parked.Add(1)
 			break
 		}
-		ctx, cancel := opCtx()
+		ctx, cancel := r.opCtx(work)
 		if err := r.src.ChangeVisibility(ctx, m, delay); err != nil {
 			r.opts.Logger.Warn("could not set the retry delay; the message returns after its visibility timeout",
 				"message_id", m.ID, "error", err)
@@ -628,6 +665,115 @@ func (r *Runtime) handle(work context.Context, d *Delivery, acks *acker) {
 	if r.opts.OnDecision != nil {
 		r.opts.OnDecision(m, dec, took)
 	}
+}
+
+// opCtx bounds one queue call that applies a decision: quick, and not to
+// be cut short by shutdown.
+func (r *Runtime) opCtx(work context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(work), r.opts.OpTimeout)
+}
+
+// CodeNotBefore is the reason of the Wait the runtime applies itself to a
+// message whose queue.NotBeforeAttribute is still to come (OnDecision).
+const CodeNotBefore queue.Code = "not_before"
+
+// MaxNotBeforeAhead is the furthest ahead a not-before attribute is
+// believed: one further (or one that does not parse) is ignored with a
+// warning, and the message handed to the handler, whose claim decides.
+const MaxNotBeforeAhead = 400 * 24 * time.Hour
+
+// notBefore is m's not-before attribute when it is still to come. A
+// message carrying a claim made at its receive (Bound) is handed over
+// whatever it says: the store was asked already, and the record decides.
+func (r *Runtime) notBefore(m Message) (time.Time, bool) {
+	v, ok := m.Attributes[queue.NotBeforeAttribute]
+	if !ok || m.Bound != nil {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	now := time.Now()
+	switch {
+	case err != nil:
+		r.opts.Logger.Warn("ignoring a not-before attribute that does not parse; handling the message now",
+			"message_id", m.ID, "not_before", queue.Truncate(v, 64), "error", err)
+		return time.Time{}, false
+	case t.Sub(now) > MaxNotBeforeAhead:
+		r.opts.Logger.Warn("ignoring a not-before attribute more than 400 days ahead; handling the message now",
+			"message_id", m.ID, "not_before", v)
+		return time.Time{}, false
+	}
+	return t, t.After(now)
+}
+
+// wait leaves d's message on the queue until until without moving it
+// toward the DLQ: on its first receive it is made invisible until then
+// (at most MaxVisibility from its receive); received before, it is
+// requeued (a copy with the not-before is sent and this one deleted), the
+// copy starting again at receive count 0. A copy that cannot be sent falls
+// back to the visibility. On SQS a day of waiting costs about five
+// requests: two receives, one visibility change, one send, one delete.
+func (r *Runtime) wait(work context.Context, d *Delivery, until time.Time) {
+	r.stats.waited.Add(1)
+	if d.ReceiveCount > 1 && r.requeue(work, d, until) {
+		return
+	}
+	r.hide(work, d, until)
+}
+
+// hide makes d's message invisible until until, or as long as its
+// receive allows (SQS counts the 12 hours from the receive).
+func (r *Runtime) hide(work context.Context, d *Delivery, until time.Time) {
+	left := r.opts.MaxVisibility
+	if !d.received.IsZero() {
+		left -= time.Since(d.received)
+	}
+	delay := max(min(time.Until(until), left), 0)
+	ctx, cancel := r.opCtx(work)
+	defer cancel()
+	if err := r.src.ChangeVisibility(ctx, d.Message, delay); err != nil {
+		r.opts.Logger.Warn("could not make a waiting message invisible; it returns after its visibility timeout",
+			"message_id", d.ID, "error", err)
+	}
+}
+
+// requeue sends a copy of d's message that waits until until and, once it
+// is sent, deletes the original. It reports false when no copy was sent.
+func (r *Runtime) requeue(work context.Context, d *Delivery, until time.Time) bool {
+	if r.sender == nil {
+		return false
+	}
+	attrs := queue.OriginalAttributes(d.Attributes)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	attrs[queue.NotBeforeAttribute] = until.UTC().Format(time.RFC3339Nano)
+	ctx, cancel := r.opCtx(work)
+	_, err := r.sender.Send(ctx, d.Body, attrs)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, ErrCannotSend) {
+			r.opts.Logger.Warn("could not requeue a waiting message; making it invisible instead (its next receive counts toward the DLQ)",
+				"message_id", d.ID, "receive_count", d.ReceiveCount, "error", err)
+		}
+		return false
+	}
+	r.stats.requeued.Add(1)
+	ctx, cancel = r.opCtx(work)
+	err = r.src.Ack(ctx, []Message{d.Message})
+	cancel()
+	var be *queue.BatchError
+	switch {
+	case err == nil:
+	case errors.As(err, &be) && errors.Is(be.Failed[d.ID], queue.ErrStaleReceipt):
+		// Delivered again meanwhile: that delivery decides about it.
+	default:
+		// The copy waits on the queue; this one must not come back
+		// before it is due either (the claim makes it a duplicate then).
+		r.opts.Logger.Warn("requeued a waiting message but could not delete the original; making it invisible",
+			"message_id", d.ID, "error", err)
+		r.hide(work, d, until)
+	}
+	return true
 }
 
 func (r *Runtime) safeHandle(ctx context.Context, d *Delivery) (dec Decision) {
@@ -676,9 +822,13 @@ func (r *Runtime) heartbeat(work context.Context, d *Delivery) (stop func()) {
 // Delivery is the message being handled, plus its heartbeat registry.
 type Delivery struct {
 	Message
-	mu    sync.Mutex
-	next  int
-	beats map[int]func(context.Context) error
+	// received is when the receive that delivered it was asked for (no
+	// later than the queue's receive): SQS's 12 hours of visibility count
+	// from there.
+	received time.Time
+	mu       sync.Mutex
+	next     int
+	beats    map[int]func(context.Context) error
 }
 
 // Register adds a function to run on every heartbeat while the message is

@@ -7,6 +7,7 @@ package consumer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,6 +34,31 @@ type Source interface {
 	DeadLetter(ctx context.Context, m Message, r queue.Reason) error
 }
 
+// Sender is an optional capability of a Source: one that can also put a
+// message on its queue (every queue.Queue can). The runtime uses it to
+// requeue a message that waits (Wait) and was received before, so that
+// waiting never moves it toward the dead-letter queue; without it such a
+// message's visibility is set instead. A Source that wraps another should
+// implement Send by forwarding it, returning ErrCannotSend when the wrapped
+// Source is no Sender (SenderOf).
+type Sender interface {
+	// Send puts one message on the queue and returns its id.
+	Send(ctx context.Context, body []byte, attrs map[string]string) (string, error)
+}
+
+// ErrCannotSend: the Source, or the one it wraps, cannot send.
+var ErrCannotSend = errors.New("consumer: the source cannot send")
+
+// Send is Sender.Send on src when src is a Sender, else ErrCannotSend: the
+// forwarding a wrapping Source does.
+func Send(ctx context.Context, src Source, body []byte, attrs map[string]string) (string, error) {
+	s, ok := src.(Sender)
+	if !ok {
+		return "", ErrCannotSend
+	}
+	return s.Send(ctx, body, attrs)
+}
+
 // Action is what the runtime does with a handled message.
 type Action int
 
@@ -47,7 +73,13 @@ const (
 	DeadLetter
 	// Wait leaves the message to be handled again at Decision.Until (a
 	// charge whose next attempt is scheduled): unlike Retry, a wait never
-	// moves the message toward the dead-letter queue.
+	// moves the message toward the dead-letter queue. A message received
+	// for the first time is made invisible until then (at most
+	// Options.MaxVisibility at a time); one received before is requeued:
+	// a copy with queue.NotBeforeAttribute is sent (Sender) and the
+	// original deleted, so that the copy starts again at receive count 0.
+	// A message whose not-before is still to come is not handed to the
+	// handler: the wait is applied again. Never kept in hand (parked).
 	Wait
 )
 
@@ -114,4 +146,9 @@ func (s claimingSource) Receive(ctx context.Context, max int) ([]Message, error)
 		}
 	}
 	return msgs, err
+}
+
+// Send implements Sender when the wrapped Source does.
+func (s claimingSource) Send(ctx context.Context, body []byte, attrs map[string]string) (string, error) {
+	return Send(ctx, s.Source, body, attrs)
 }

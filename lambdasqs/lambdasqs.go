@@ -58,6 +58,21 @@
 // source queue (at least 6 × the function's timeout, as AWS advises) is
 // what spaces the retries.
 //
+// # Waiting
+//
+// A record whose key waits (idempotency.Waiting: a charge whose next
+// attempt is scheduled, the record WAITING until T) is named in
+// batchItemFailures and, with Options.ChangeVisibility, made invisible
+// until T, at most 12 hours at a time (SQS's ceiling, counted from the
+// receive: less the batching window's 5 minutes and the invocation's time
+// so far). On Lambda a wait costs one receive, one invocation and one
+// visibility change per 12 hours of waiting, and each of those receives
+// counts toward the queue's maxReceiveCount: a wait longer than
+// (maxReceiveCount − 1) × 12 hours reaches the DLQ by the redrive policy
+// (the consumer runtime, which can send, requeues a waiting message
+// instead). Without ChangeVisibility the record comes back after the
+// queue's visibility timeout, as one to retry.
+//
 // # FIFO queues
 //
 // On a FIFO queue (an event source ARN ending in .fifo) records run one at
@@ -98,6 +113,10 @@ const (
 	// (Options.DeadLetter) or named in batchItemFailures for the queue's
 	// redrive policy.
 	Permanent
+	// Wait: not to run before Verdict.Until (the key is WAITING); named
+	// in batchItemFailures and made invisible until then
+	// (Options.ChangeVisibility), at most 12 hours at a time.
+	Wait
 )
 
 func (d Disposition) String() string {
@@ -108,6 +127,8 @@ func (d Disposition) String() string {
 		return "retry"
 	case Permanent:
 		return "permanent"
+	case Wait:
+		return "wait"
 	}
 	return fmt.Sprintf("disposition(%d)", int(d))
 }
@@ -117,6 +138,8 @@ type Verdict struct {
 	Disposition Disposition
 	// Reason says why (its code on the DLQ for Permanent; logged for Retry).
 	Reason queue.Reason
+	// Until is when a Wait ends.
+	Until time.Time
 }
 
 // Reason codes of the records this package decides on itself.
@@ -141,6 +164,7 @@ const (
 	CodeFailed      queue.Code = "failed"
 	CodeDupFailed   queue.Code = "duplicate_failed"
 	CodeConflict    queue.Code = "conflict"
+	CodeWaiting     queue.Code = "waiting"
 )
 
 // Options configure a batch handler. MinWork is required.
@@ -179,6 +203,12 @@ type Options struct {
 	// The handler remembers the message ids it sent (the last 4096) and
 	// does not send one again, but another execution environment would.
 	DeadLetter func(ctx context.Context, m events.SQSMessage, r queue.Reason) error
+	// ChangeVisibility, when set, makes a record that waits (Wait)
+	// invisible for d (the source queue's ChangeVisibility, by
+	// MessageOf's receipt). It is bounded as a DeadLetter send is; a
+	// failure is logged, and the record comes back after the queue's
+	// visibility timeout. Nil: every Wait comes back after it.
+	ChangeVisibility func(ctx context.Context, m events.SQSMessage, d time.Duration) error
 	// Concurrency is how many records run at once. Default 1 (in order);
 	// always 1 on a FIFO queue.
 	Concurrency int
@@ -274,16 +304,20 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		fifo = fifo || strings.HasSuffix(m.EventSourceARN, ".fifo")
 	}
 	dl := r.deadLetterBy(ctx)
+	began := r.opts.Now()
 	settle := func(i int, m events.SQSMessage) {
-		if verdicts[i].Disposition == Permanent && r.opts.DeadLetter != nil {
+		switch {
+		case verdicts[i].Disposition == Permanent && r.opts.DeadLetter != nil:
 			verdicts[i], sent[i] = r.deadLetter(ctx, dl, m, verdicts[i])
+		case verdicts[i].Disposition == Wait && r.opts.ChangeVisibility != nil:
+			r.hide(ctx, dl, began, m, verdicts[i])
 		}
 	}
 	if fifo || r.opts.Concurrency == 1 {
 		stop := false
 		for i, m := range ev.Records {
 			if stop {
-				verdicts[i] = Verdict{Retry, queue.Reason{Code: CodeAfterFailure, Detail: "an earlier record of this FIFO batch is retried"}}
+				verdicts[i] = Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeAfterFailure, Detail: "an earlier record of this FIFO batch is retried"}}
 				continue
 			}
 			verdicts[i] = r.one(ctx, m)
@@ -316,6 +350,8 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		switch {
 		case v.Disposition == Permanent:
 			r.opts.Logger.Warn("permanent failure left to the queue's redrive policy", "message_id", m.MessageId, "reason", v.Reason.String())
+		case v.Disposition == Wait:
+			r.opts.Logger.Info("record waits", "message_id", m.MessageId, "until", v.Until.UTC().Format(time.RFC3339), "reason", v.Reason.String())
 		default:
 			r.opts.Logger.Info("record named for retry", "message_id", m.MessageId, "reason", v.Reason.String())
 		}
@@ -336,6 +372,42 @@ func (r *runner) deadLetterBy(ctx context.Context) time.Time {
 		return time.Time{}
 	}
 	return deadline.Add(-r.opts.Margin / 2)
+}
+
+// BatchingWindow is the most a record can have been received before its
+// invocation began (the event source mapping's largest
+// MaximumBatchingWindowInSeconds): taken off the 12 hours a Wait's
+// visibility may last, which SQS counts from the receive.
+const BatchingWindow = 5 * time.Minute
+
+// WaitVisibility is how long a record received no later than began waits
+// invisible at now: until until, at most SQS's 12 hours from its receive
+// (less BatchingWindow and the invocation's time so far), never negative.
+func WaitVisibility(until, began, now time.Time) time.Duration {
+	left := queue.MaxVisibility - BatchingWindow - now.Sub(began)
+	return max(min(until.Sub(now), left), 0)
+}
+
+// hide makes a record that waits invisible until its verdict's Until
+// (WaitVisibility), bounded as a dead-letter send is. A failure is logged:
+// the record comes back after the queue's visibility timeout.
+func (r *runner) hide(ctx context.Context, by, began time.Time, m events.SQSMessage, v Verdict) {
+	now := r.opts.Now()
+	d := WaitVisibility(v.Until, began, now)
+	end := time.Now().Add(DeadLetterTimeout)
+	if !by.IsZero() && by.Before(end) {
+		end = by
+	}
+	err := errors.New("no time left before the invocation's deadline")
+	if time.Until(end) > 0 {
+		vctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+		err = r.opts.ChangeVisibility(vctx, m, d)
+		cancel()
+	}
+	if err != nil {
+		r.opts.Logger.Warn("could not make a waiting record invisible; it comes back after the queue's visibility timeout",
+			"message_id", m.MessageId, "until", v.Until.UTC().Format(time.RFC3339), "error", err.Error())
+	}
 }
 
 // deadLetter sends a permanent failure to the DLQ: true when it was sent;
@@ -366,7 +438,7 @@ func (r *runner) deadLetter(ctx context.Context, by time.Time, m events.SQSMessa
 	if err != nil {
 		r.opts.Logger.Error("could not dead-letter a permanent failure; named for retry", "message_id", m.MessageId,
 			"reason", v.Reason.String(), "error", err.Error())
-		return Verdict{Retry, queue.Reason{Code: CodeDeadLetterFailed, Detail: err.Error()}}, false
+		return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeDeadLetterFailed, Detail: err.Error()}}, false
 	}
 	r.sent.add(m.MessageId)
 	r.opts.Logger.Warn("permanent failure dead-lettered", "message_id", m.MessageId, "reason", v.Reason.String())
@@ -415,12 +487,12 @@ func (s *sentSet) add(id string) {
 func (r *runner) one(ctx context.Context, m events.SQSMessage) Verdict {
 	deadline, bounded := ctx.Deadline()
 	if ctx.Err() != nil {
-		return Verdict{Retry, queue.Reason{Code: CodeNoTime, Detail: "the invocation ended before this record started"}}
+		return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeNoTime, Detail: "the invocation ended before this record started"}}
 	}
 	if bounded {
 		left := deadline.Sub(r.opts.Now())
 		if left < r.opts.MinWork+r.opts.Margin {
-			return Verdict{Retry, queue.Reason{Code: CodeNoTime,
+			return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeNoTime,
 				Detail: fmt.Sprintf("%s left, the work needs %s plus a margin of %s: not started", left.Round(time.Millisecond), r.opts.MinWork, r.opts.Margin)}}
 		}
 		var cancel context.CancelFunc
@@ -564,7 +636,8 @@ func (b *beater) run(ctx context.Context, every time.Duration) (stop func()) {
 // each record's key (opts.Key, required) and fingerprint (opts.Fingerprint)
 // claimed with guard.Do. The outcomes: Acquired, Reclaimed and
 // DuplicateDone delete the record; DuplicateInProgress, Unfinished,
-// LeaseLost and a store that cannot be reached retry it; Failed (work
+// LeaseLost and a store that cannot be reached retry it; Waiting waits
+// (until its not-before, see Waiting in the package doc); Failed (work
 // returned an error wrapping idempotency.ErrPermanent), DuplicateFailed and
 // Conflict are permanent failures. opts.Lease is set to the guard's.
 func Handler(guard *idempotency.Guard, opts Options, work func(ctx context.Context, m events.SQSMessage) error) (BatchHandler, error) {
@@ -585,7 +658,7 @@ func Handler(guard *idempotency.Guard, opts Options, work func(ctx context.Conte
 			err = fmt.Errorf("blank key %q", k)
 		}
 		if err != nil {
-			return Verdict{Permanent, queue.Reason{Code: CodeNoKey, Detail: err.Error()}}
+			return Verdict{Disposition: Permanent, Reason: queue.Reason{Code: CodeNoKey, Detail: err.Error()}}
 		}
 		res, err := guard.Do(ctx, k, fingerprint(m), func(ctx context.Context, _ idempotency.Run) (idempotency.Done, error) {
 			err := work(ctx, m)
@@ -595,7 +668,7 @@ func Handler(guard *idempotency.Guard, opts Options, work func(ctx context.Conte
 			return idempotency.Done{Status: "DONE"}, err
 		}, idempotency.DoOptions{Heartbeat: hb})
 		if err != nil {
-			return Verdict{Retry, queue.Reason{Code: CodeUnavailable, Detail: err.Error()}}
+			return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeUnavailable, Detail: err.Error()}}
 		}
 		return VerdictOf(res)
 	})
@@ -611,19 +684,22 @@ func VerdictOf(res idempotency.DoResult) Verdict {
 	case idempotency.Acquired, idempotency.Reclaimed, idempotency.DuplicateDone:
 		return Verdict{Disposition: Delete}
 	case idempotency.DuplicateInProgress:
-		return Verdict{Retry, queue.Reason{Code: CodeInProgress, Detail: fmt.Sprintf("another invocation holds the key for %s more", res.RetryAfter.Round(time.Millisecond))}}
+		return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeInProgress, Detail: fmt.Sprintf("another invocation holds the key for %s more", res.RetryAfter.Round(time.Millisecond))}}
 	case idempotency.Unfinished:
-		return Verdict{Retry, queue.Reason{Code: CodeUnfinished, Detail: detail}}
+		return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeUnfinished, Detail: detail}}
 	case idempotency.LeaseLost:
-		return Verdict{Retry, queue.Reason{Code: CodeLeaseLost, Detail: detail}}
+		return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeLeaseLost, Detail: detail}}
 	case idempotency.Failed:
-		return Verdict{Permanent, queue.Reason{Code: CodeFailed, Detail: detail}}
+		return Verdict{Disposition: Permanent, Reason: queue.Reason{Code: CodeFailed, Detail: detail}}
 	case idempotency.DuplicateFailed:
-		return Verdict{Permanent, queue.Reason{Code: CodeDupFailed, Detail: res.Record.Detail}}
+		return Verdict{Disposition: Permanent, Reason: queue.Reason{Code: CodeDupFailed, Detail: res.Record.Detail}}
 	case idempotency.Conflict:
-		return Verdict{Permanent, queue.Reason{Code: CodeConflict, Detail: "the key was claimed with another fingerprint"}}
+		return Verdict{Disposition: Permanent, Reason: queue.Reason{Code: CodeConflict, Detail: "the key was claimed with another fingerprint"}}
+	case idempotency.Waiting:
+		return Verdict{Disposition: Wait, Until: res.NotBefore,
+			Reason: queue.Reason{Code: CodeWaiting, Detail: "next attempt at " + res.NotBefore.UTC().Format(time.RFC3339)}}
 	}
-	return Verdict{Retry, queue.Reason{Code: "unknown", Detail: res.Outcome.String()}}
+	return Verdict{Disposition: Retry, Reason: queue.Reason{Code: "unknown", Detail: res.Outcome.String()}}
 }
 
 // BodyFingerprint is the default fingerprint: the SHA-256 of the body.

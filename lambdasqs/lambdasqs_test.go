@@ -182,11 +182,16 @@ func TestVerdictOf(t *testing.T) {
 		idempotency.Acquired: lambdasqs.Delete, idempotency.Reclaimed: lambdasqs.Delete, idempotency.DuplicateDone: lambdasqs.Delete,
 		idempotency.DuplicateInProgress: lambdasqs.Retry, idempotency.Unfinished: lambdasqs.Retry, idempotency.LeaseLost: lambdasqs.Retry,
 		idempotency.Failed: lambdasqs.Permanent, idempotency.DuplicateFailed: lambdasqs.Permanent, idempotency.Conflict: lambdasqs.Permanent,
+		idempotency.Waiting: lambdasqs.Wait,
 	}
 	for o, d := range want {
 		if got := lambdasqs.VerdictOf(idempotency.DoResult{Outcome: o}).Disposition; got != d {
 			t.Errorf("%v → %v, want %v", o, got, d)
 		}
+	}
+	nb := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	if v := lambdasqs.VerdictOf(idempotency.DoResult{Outcome: idempotency.Waiting, NotBefore: nb}); !v.Until.Equal(nb) || v.Reason.Code != lambdasqs.CodeWaiting {
+		t.Errorf("waiting → %+v, want until %s", v, nb)
 	}
 	if got := lambdasqs.VerdictOf(idempotency.DoResult{Outcome: 99}).Disposition; got != lambdasqs.Retry {
 		t.Errorf("an unknown outcome → %v, want retry", got)
@@ -218,3 +223,111 @@ func TestNearDeadlineClaimsNothing(t *testing.T) {
 		t.Fatal("k1 was claimed by an invocation without time to run it")
 	}
 }
+
+// The visibility of a record that waits: until its time, at most SQS's 12
+// hours counted from the receive (less the batching window and the
+// invocation's time so far), never negative.
+func TestWaitVisibility(t *testing.T) {
+	began := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	most := 12*time.Hour - lambdasqs.BatchingWindow
+	for _, c := range []struct {
+		name       string
+		until, now time.Time
+		want       time.Duration
+	}{
+		{"an hour ahead", began.Add(time.Hour), began, time.Hour},
+		{"three days ahead", began.Add(72 * time.Hour), began, most},
+		{"three days ahead, a minute into the invocation", began.Add(72 * time.Hour), began.Add(time.Minute), most - time.Minute},
+		{"due", began.Add(-time.Second), began, 0},
+	} {
+		if got := lambdasqs.WaitVisibility(c.until, began, c.now); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, got, c.want)
+		}
+	}
+}
+
+// A record whose key waits is named in batchItemFailures (never deleted)
+// and made invisible until its time, at most 12 hours at a time: on Lambda
+// a wait costs one receive per 12 hours. A later delivery before the time
+// finds the record WAITING and does not run the work.
+func TestAWaitingRecordIsHiddenUntilItsTime(t *testing.T) {
+	now := time.Date(2030, 1, 2, 3, 0, 0, 0, time.UTC)
+	store := memstore.New()
+	guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: time.Minute, Clock: fixedClock{now}, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type change struct {
+		id string
+		d  time.Duration
+	}
+	var changes []change
+	ran := 0
+	until := map[string]time.Time{"k1": now.Add(time.Hour), "k2": now.Add(72 * time.Hour)}
+	h, err := lambdasqs.Handler(guard, lambdasqs.Options{MinWork: time.Second, Logger: quiet, Now: func() time.Time { return now },
+		Key: func(m events.SQSMessage) (string, error) { return m.Body, nil },
+		ChangeVisibility: func(_ context.Context, m events.SQSMessage, d time.Duration) error {
+			changes = append(changes, change{m.MessageId, d})
+			return nil
+		}},
+		func(_ context.Context, m events.SQSMessage) error {
+			ran++
+			if u, ok := until[m.Body]; ok {
+				return &idempotency.Wait{Until: u, Status: "WAITING", Detail: "next attempt scheduled"}
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := events.SQSEvent{Records: []events.SQSMessage{{MessageId: "a", Body: "k1"}, {MessageId: "b", Body: "k2"}, {MessageId: "c", Body: "k3"}}}
+	for round := range 2 {
+		resp, err := h(t.Context(), ev)
+		if err != nil || strings.Join(failures(resp), ",") != "a,b" {
+			t.Fatalf("round %d: failures %v, %v; want a,b (c done)", round, failures(resp), err)
+		}
+	}
+	if ran != 3 {
+		t.Errorf("work ran %d times, want 3: a waiting key's second delivery must not run it", ran)
+	}
+	want := []change{{"a", time.Hour}, {"b", 12*time.Hour - lambdasqs.BatchingWindow}, {"a", time.Hour}, {"b", 12*time.Hour - lambdasqs.BatchingWindow}}
+	if len(changes) != len(want) {
+		t.Fatalf("visibility changes %v, want %v", changes, want)
+	}
+	for i := range want {
+		if changes[i] != want[i] {
+			t.Errorf("visibility change %d: %v, want %v", i, changes[i], want[i])
+		}
+	}
+	rec, err := store.Get(t.Context(), "k1", now)
+	if err != nil || rec.State != "WAITING" {
+		t.Fatalf("k1: %+v, %v; want WAITING", rec, err)
+	}
+}
+
+// A visibility change that fails leaves the record named for retry (it
+// comes back after the queue's visibility timeout); without
+// ChangeVisibility it is named all the same.
+func TestAWaitWhoseVisibilityCannotBeSetIsStillNamed(t *testing.T) {
+	for name, cv := range map[string]func(context.Context, events.SQSMessage, time.Duration) error{
+		"fails": func(context.Context, events.SQSMessage, time.Duration) error { return errors.New("throttled") },
+		"unset": nil,
+	} {
+		h, err := lambdasqs.Records(lambdasqs.Options{MinWork: time.Second, Lease: time.Minute, Logger: quiet, ChangeVisibility: cv},
+			func(context.Context, events.SQSMessage, idempotency.Heartbeat) lambdasqs.Verdict {
+				return lambdasqs.Verdict{Disposition: lambdasqs.Wait, Until: time.Now().Add(time.Hour)}
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h(t.Context(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: "a", Body: "k1"}}})
+		if err != nil || strings.Join(failures(resp), ",") != "a" {
+			t.Errorf("%s: failures %v, %v; want a", name, failures(resp), err)
+		}
+	}
+}
+
+// fixedClock is the guard's clock, stopped.
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time { return c.t }

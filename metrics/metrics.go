@@ -125,7 +125,7 @@ func New() *Metrics {
 	for _, a := range []string{"posted", "in_progress", "not_found", "declined", "failed"} {
 		m.enquiries.WithLabelValues(a)
 	}
-	for _, op := range []string{"receive", "ack", "change_visibility", "dead_letter"} {
+	for _, op := range []string{"receive", "ack", "change_visibility", "dead_letter", "send"} {
 		m.queueCalls.WithLabelValues(op)
 	}
 	return m
@@ -150,6 +150,9 @@ func (m *Metrics) RuntimeGauges(rt *consumer.Runtime) {
 			Help: "Messages kept in hand while the bank or the store is down, handled again without a new receive."}, func() float64 { return float64(rt.Stats().InHand) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "parked_total",
 			Help: "Retries kept in hand (parked) while a circuit was not closed."}, func() float64 { return float64(rt.Stats().Parked) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: ns, Name: "requeued_total",
+			Help: "Waiting messages put back on the queue as a copy with a not-before (the original deleted), so that waiting never moves them toward the DLQ."},
+			func() float64 { return float64(rt.Stats().Requeued) }),
 	)
 }
 
@@ -185,7 +188,10 @@ func (m *Metrics) circuit(name, what, failures string, status func() circuit.Sta
 
 // OnDecision is the runtime hook (consumer.Options.OnDecision).
 func (m *Metrics) OnDecision(_ queue.Message, d consumer.Decision, took time.Duration) {
-	m.processing.Observe(took.Seconds())
+	if d.Action != consumer.Wait || d.Reason.Code != consumer.CodeNotBefore {
+		// Not a message the runtime kept waiting without the handler.
+		m.processing.Observe(took.Seconds())
+	}
 	m.decisions.WithLabelValues(d.Action.String()).Inc()
 	switch d.Action {
 	case consumer.DeadLetter:
@@ -411,12 +417,21 @@ func (s *source) DeadLetter(ctx context.Context, msg queue.Message, reason queue
 	return s.Source.DeadLetter(ctx, msg, reason)
 }
 
+// Send forwards consumer.Sender (the runtime's requeue of a waiting
+// message), counted when the wrapped source can send.
+func (s *source) Send(ctx context.Context, body []byte, attrs map[string]string) (string, error) {
+	if _, ok := s.Source.(consumer.Sender); ok {
+		s.m.queueCalls.WithLabelValues("send").Inc()
+	}
+	return consumer.Send(ctx, s.Source, body, attrs)
+}
+
 // Counts is a snapshot of the call counters, by label value.
 type Counts struct {
 	Received      int64
 	ClaimOutcomes map[string]int64 // acquired, reclaimed, duplicate_done, ...
 	StoreCalls    map[string]int64 // claim, finish, extend, reopen
-	QueueCalls    map[string]int64 // receive, ack, change_visibility, dead_letter
+	QueueCalls    map[string]int64 // receive, ack, change_visibility, dead_letter, send
 }
 
 // Counts reads the counters (the bench reports them).

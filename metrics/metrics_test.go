@@ -12,6 +12,8 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/circuit"
+	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -167,5 +169,37 @@ func TestTheSeriesAlertsReadExistFromTheStart(t *testing.T) {
 		if !strings.Contains(rec.Body.String(), series+"\n") {
 			t.Errorf("no %s at start", series)
 		}
+	}
+}
+
+// noSendSource is a consumer.Source that cannot send.
+type noSendSource struct{ consumer.Source }
+
+// The instrumented source passes the runtime's requeue of a waiting
+// message on (consumer.Sender), counting it; over a source that cannot
+// send it says so (consumer.ErrCannotSend) and counts nothing.
+func TestTheInstrumentedSourceSendsWhereTheQueueCan(t *testing.T) {
+	m := New()
+	q := memqueue.New(memqueue.Options{})
+	s, ok := m.Source(q).(consumer.Sender)
+	if !ok {
+		t.Fatal("the instrumented source is no consumer.Sender")
+	}
+	if _, err := s.Send(t.Context(), []byte("b"), map[string]string{queue.NotBeforeAttribute: "2030-01-01T00:00:00Z"}); err != nil {
+		t.Fatal(err)
+	}
+	if q.Len() != 1 {
+		t.Fatalf("queue holds %d, want the message sent", q.Len())
+	}
+	_, err := m.Source(noSendSource{q}).(consumer.Sender).Send(t.Context(), []byte("b"), nil)
+	if !errors.Is(err, consumer.ErrCannotSend) {
+		t.Fatalf("send over a source that cannot: %v, want ErrCannotSend", err)
+	}
+	c, err := m.Counts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.QueueCalls["send"] != 1 {
+		t.Errorf("send calls counted %d, want 1", c.QueueCalls["send"])
 	}
 }

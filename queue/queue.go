@@ -84,6 +84,15 @@ const (
 	ReceiveCountAttribute = "dlq-receive-count"
 )
 
+// NotBeforeAttribute is the attribute of a message put back on the queue
+// to wait (the consumer's requeue of a charge whose next attempt is
+// scheduled): the time, in RFC 3339 with nanoseconds, before which the
+// message is not handed to a handler. A copy of a message that waits
+// starts again at receive count 0, so that a wait never moves it toward
+// the DLQ. The record stays the authority: a message handed to a handler
+// is claimed as any other.
+const NotBeforeAttribute = "not-before"
+
 // MaxMessageBytes is the largest message a queue takes, its body and its
 // attributes' names and values together (SQS's limit, 256 KiB). Send
 // refuses a larger one (ErrTooLarge); one found on a queue anyway (written

@@ -184,6 +184,9 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 		DeadLetter: func(ctx context.Context, m events.SQSMessage, r queue.Reason) error {
 			return b.Queue.DeadLetter(ctx, lambdasqs.MessageOf(m), r)
 		},
+		ChangeVisibility: func(ctx context.Context, m events.SQSMessage, d time.Duration) error {
+			return b.Queue.ChangeVisibility(ctx, lambdasqs.MessageOf(m), d)
+		},
 	}, process(svc, log))
 	if err != nil {
 		return nil, err
@@ -224,6 +227,10 @@ func process(svc *charge.Service, log *slog.Logger) lambdasqs.Process {
 			return lambdasqs.Verdict{Disposition: lambdasqs.Delete}
 		case consumer.DeadLetter:
 			return lambdasqs.Verdict{Disposition: lambdasqs.Permanent, Reason: dec.Reason}
+		case consumer.Wait:
+			if !dec.Until.IsZero() {
+				return lambdasqs.Verdict{Disposition: lambdasqs.Wait, Reason: dec.Reason, Until: dec.Until}
+			}
 		}
 		return lambdasqs.Verdict{Disposition: lambdasqs.Retry, Reason: cmp.Or(dec.Reason, queue.Reason{Code: "retry"})}
 	}
