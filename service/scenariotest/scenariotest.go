@@ -69,6 +69,11 @@ func Run(t *testing.T, h Harness) {
 		{"ShutdownMidStreamThenRestartDebitsEveryChargeOnce", shutdownRestart},
 		{"OutagesOfTheBankAndTheStoreCostAMessageAtMostOneReceive", outages},
 		{"PoisonAmongTheChargesIsDeadLetteredWhileTheRestFlows", poison},
+		{"DeclinedTwiceThenFundedIsPostedOnceUnderGeneration3", declinedTwiceThenFunded},
+		{"AHardDeclineIsNotRetried", hardDeclineNotRetried},
+		{"ARetryScheduleThatRunsOutEndsFailedRetriesExhausted", retriesExhausted},
+		{"NoticeFirstTheNoticePrecedesTheDebitAndAFailedNoticeHoldsItBack", noticeFirst},
+		{"ARestartInEveryWaitLosesNothing", restartInEveryWait},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
@@ -95,6 +100,11 @@ type pipeline struct {
 type config struct {
 	lease, visibility time.Duration
 	faults            corebanksim.Faults
+	// The recovery policy: a retry schedule, notice first (advance: the
+	// channel of the advance notices; nil: the recorder).
+	retry      *charge.RetryPolicy
+	noticeLead time.Duration
+	advance    charge.AdvanceNotifier
 }
 
 func newPipeline(t *testing.T, h Harness, cfg config) *pipeline {
@@ -112,7 +122,8 @@ func newPipeline(t *testing.T, h Harness, cfg config) *pipeline {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := charge.NewService(charge.Options{Guard: p.guard, Debiter: p.ledger, Notifier: p.notes, Logger: quiet})
+	svc, err := charge.NewService(charge.Options{Guard: p.guard, Debiter: p.ledger, Notifier: p.notes, Logger: quiet,
+		Retry: cfg.retry, NoticeLead: cfg.noticeLead, AdvanceNotifier: cfg.advance})
 	if err != nil {
 		t.Fatal(err)
 	}
