@@ -1,8 +1,8 @@
 // Package postgres is the PostgreSQL backend: a queue with its dead-letter
 // queue (queue.Queue, rows taken with FOR UPDATE SKIP LOCKED) and an
-// idempotency store (driver.Store, the claim one INSERT … ON CONFLICT
-// DO UPDATE … WHERE statement that also returns the previous row), on a pgx
-// connection pool. Several consumer processes on different machines share
+// idempotency store (driver.Store, the claim one statement that reads the
+// row under its lock, takes it with a conditional UPDATE or inserts it, and
+// returns the previous row), on a pgx connection pool. Several consumer processes on different machines share
 // one database safely: every transition is one conditional statement.
 //
 // The schema is created and migrated by Open (versioned, under an advisory
