@@ -173,7 +173,8 @@ func (q *Queue) claimAll(ctx context.Context, conn batchSender, msgs []queue.Mes
 	for i, c := range claims {
 		if bind[i] {
 			m := msgs[c.Index]
-			msgs[c.Index].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.Req, results[i]), q: q, p: p, m: m}
+			msgs[c.Index].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.Req, results[i]), q: q, p: p, m: m,
+				margin: queue.SkewMarginOf(c.Req)}
 		}
 	}
 	return nil
@@ -205,21 +206,28 @@ type bound struct {
 	q *Queue
 	p queue.ClaimPolicy
 	m queue.Message // as received, without its Bound
+	// margin is the claim's skew margin: a WAITING record is claimable
+	// that long after its not-before.
+	margin time.Duration
 }
 
 // Finish writes the result with the message's delete or dead-letter in one
-// statement (finishSettleSQL), committed together with the other handlers'
-// waiting at that moment (settler).
+// statement (finishSettleSQL) — for WAITING, with the message kept but
+// hidden until the record is due and its receive count reset
+// (waitSettleSQL) — committed together with the other handlers' waiting at
+// that moment (settler).
 func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
-	if f.State != driver.StateDone && f.State != driver.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	if !f.Valid() {
+		return fmt.Errorf("%w: finish to state %q (not-before %v)", driver.ErrInvalid, f.State, f.NotBefore)
 	}
 	id, n, err := parseReceipt(b.m.Receipt)
 	if err != nil {
 		return fmt.Errorf("%w: %v", driver.ErrInvalid, err)
 	}
 	r := &settleReq{f: f, id: id, received: n, done: make(chan struct{})}
-	if deadLetter, reason := b.p.Settlement(f); deadLetter {
+	if f.State == driver.StateWaiting {
+		r.wait, r.hiddenFor = true, queue.WaitVisibility(f, b.margin)
+	} else if deadLetter, reason := b.p.Settlement(f); deadLetter {
 		if r.attrs, err = encodeAttrs(queue.DeadLetterAttributes(b.m, reason, 0)); err != nil {
 			return err
 		}
@@ -243,22 +251,48 @@ func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
 // moved nothing (a retry of a finish that landed, or a lease lost: rare),
 // landedSettleSQL says which, and settles the message for the former.
 //
-// $1 key, $2 token, $3 state, $4 status, $5 detail, $6 now, $7 expires at,
-// $8 queue, $9 message id, $10 receive count, $11 the DLQ (empty: delete
-// only), $12 the DLQ copy's attributes.
+// $1 key, $2 token, $3–$11 as finishSet, $12 queue, $13 message id, $14
+// receive count, $15 the DLQ (empty: delete only), $16 the DLQ copy's
+// attributes.
 const finishSettleSQL = `
 with u as (
-  update idempotency_records set state = $3, status = $4, detail = $5, updated_at = $6, expires_at = $7
+  update idempotency_records set ` + finishSet + `
   where key = $1 and state = 'IN_PROGRESS' and token = $2
   returning 1
 ), d as (
   delete from queue_messages
-  where queue = $8 and id = $9 and received = $10 and exists (select 1 from u)
+  where queue = $12 and id = $13 and received = $14 and exists (select 1 from u)
   returning body
 ), f as (
-  insert into queue_messages (queue, body, attributes) select $11::text, body, $12::jsonb from d where $11::text <> ''
+  insert into queue_messages (queue, body, attributes) select $15::text, body, $16::jsonb from d where $15::text <> ''
 )
 select (select count(*) from u), (select count(*) from d)`
+
+// holdSet keeps a message of a WAITING record hidden until the record is
+// due (hidden, the parameter of how many milliseconds from now) with its
+// receive count reset to 0, so that a wait never moves it toward the DLQ.
+// A message already at 0 (nobody received it since this delivery's own
+// wait landed) keeps its time.
+func holdSet(hidden string) string {
+	return `visible_at = case when received = 0 then visible_at else clock_timestamp() + ` + hidden + `::bigint * interval '1 millisecond' end,
+    received = 0`
+}
+
+// waitSettleSQL is finishSettleSQL for WAITING: the finish and, only when
+// it moved the record, the message held (holdSet) if the receipt is its
+// latest delivery. $1–$14 as finishSettleSQL, $15 how long the message
+// stays hidden (ms).
+var waitSettleSQL = `
+with u as (
+  update idempotency_records set ` + finishSet + `
+  where key = $1 and state = 'IN_PROGRESS' and token = $2
+  returning 1
+), h as (
+  update queue_messages set ` + holdSet("$15") + `
+  where queue = $12 and id = $13 and received in ($14, 0) and exists (select 1 from u)
+  returning 1
+)
+select (select count(*) from u), (select count(*) from h)`
 
 // landedSettleSQL settles the message if the record is already in the
 // final state under the token (a finish that landed), and says whether it
@@ -276,13 +310,29 @@ with cur as (
 )
 select (select count(*) from cur), (select count(*) from d)`
 
+// landedWaitSQL is landedSettleSQL for WAITING: the message held
+// (holdSet) if the wait landed. $1–$6 as landedSettleSQL, $7 how long the
+// message stays hidden (ms).
+var landedWaitSQL = `
+with cur as (
+  select 1 from idempotency_records where key = $1 and state = $3 and token = $2
+), h as (
+  update queue_messages set ` + holdSet("$7") + `
+  where queue = $4 and id = $5 and received in ($6, 0) and exists (select 1 from cur)
+  returning 1
+)
+select (select count(*) from cur), (select count(*) from h)`
+
 // settleReq is one result to write with its message's settlement.
 type settleReq struct {
-	f           driver.FinishRequest
-	id          int64
-	received    int32
-	dlq         string
-	attrs       []byte
+	f        driver.FinishRequest
+	id       int64
+	received int32
+	dlq      string
+	attrs    []byte
+	// wait: f is to WAITING; the message is held, hidden for hiddenFor.
+	wait        bool
+	hiddenFor   time.Duration
 	ok, settled bool
 	err         error
 	done        chan struct{}
@@ -392,7 +442,11 @@ func (q *Queue) runSettles(ctx context.Context, group []*settleReq) ([]settleRes
 	batch := &pgx.Batch{}
 	batch.Queue(lockMessagesSQL, q.opts.Name, ids)
 	for _, r := range group {
-		batch.Queue(finishSettleSQL, settleArgs(q, r)...)
+		if r.wait {
+			batch.Queue(waitSettleSQL, settleArgs(q, r)...)
+		} else {
+			batch.Queue(finishSettleSQL, settleArgs(q, r)...)
+		}
 	}
 	br := q.db.pool.SendBatch(ctx, batch)
 	results := make([]settleResult, len(group))
@@ -412,15 +466,24 @@ func (q *Queue) runSettles(ctx context.Context, group []*settleReq) ([]settleRes
 // landed settles r's message if its finish landed before, and says
 // whether it had (landedSettleSQL).
 func (q *Queue) landed(ctx context.Context, r *settleReq) (n, d int64, err error) {
+	if r.wait {
+		err = q.db.pool.QueryRow(ctx, landedWaitSQL, r.f.Key, r.f.Token, string(r.f.State),
+			q.opts.Name, r.id, r.received, r.hiddenFor.Milliseconds()).Scan(&n, &d)
+		return n, d, err
+	}
 	err = q.db.pool.QueryRow(ctx, landedSettleSQL, r.f.Key, r.f.Token, string(r.f.State),
 		q.opts.Name, r.id, r.received, r.dlq, r.attrs).Scan(&n, &d)
 	return n, d, err
 }
 
-// settleArgs are finishSettleSQL's arguments for r.
+// settleArgs are finishSettleSQL's arguments for r (waitSettleSQL's, for
+// a wait).
 func settleArgs(q *Queue, r *settleReq) []any {
-	f := r.f
-	return []any{f.Key, f.Token, string(f.State), f.Status, f.Detail, f.Now, f.ExpiresAt, q.opts.Name, r.id, r.received, r.dlq, r.attrs}
+	args := append(finishArgs(r.f), q.opts.Name, r.id, r.received)
+	if r.wait {
+		return append(args, r.hiddenFor.Milliseconds())
+	}
+	return append(args, r.dlq, r.attrs)
 }
 
 // settleTimeout bounds one group's round trip and commit.

@@ -1,8 +1,8 @@
 // Package postgres is the PostgreSQL backend: a queue with its dead-letter
 // queue (queue.Queue, rows taken with FOR UPDATE SKIP LOCKED) and an
-// idempotency store (driver.Store, the claim one INSERT … ON CONFLICT
-// DO UPDATE … WHERE statement that also returns the previous row), on a pgx
-// connection pool. Several consumer processes on different machines share
+// idempotency store (driver.Store, the claim one statement that reads the
+// row under its lock, takes it with a conditional UPDATE or inserts it, and
+// returns the previous row), on a pgx connection pool. Several consumer processes on different machines share
 // one database safely: every transition is one conditional statement.
 //
 // The schema is created and migrated by Open (versioned, under an advisory
@@ -251,9 +251,20 @@ var migrations = []string{
 	// CREATE INDEX CONCURRENTLY under this name (docs/operations/postgres.md),
 	// and this is then instant.
 	`create index if not exists idempotency_records_state_key_idx on idempotency_records (state, key collate "C");`,
+	// 4: the state WAITING (work that runs again at or after a time; its
+	// not-before is lease_until). The CHECK is replaced: every row meets
+	// the old one, which the new one only widens, so it is added NOT VALID
+	// (no scan of the table under its lock) — it holds for every row
+	// written from now on, as the old one did before.
+	`alter table idempotency_records drop constraint idempotency_records_state_check,
+	   add constraint idempotency_records_state_check check (state in ('IN_PROGRESS', 'DONE', 'FAILED', 'WAITING')) not valid;`,
 }
 
-func (db *DB) migrate(ctx context.Context) error {
+func (db *DB) migrate(ctx context.Context) error { return db.migrateTo(ctx, len(migrations)) }
+
+// migrateTo brings the schema up to version n (tests start from an older
+// one).
+func (db *DB) migrateTo(ctx context.Context, n int) error {
 	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 		// The lock first, then every CREATE: two openers of a new schema must
 		// not both run CREATE SCHEMA IF NOT EXISTS (the loser fails with a
@@ -279,12 +290,12 @@ func (db *DB) migrate(ctx context.Context) error {
 		if version > len(migrations) {
 			return fmt.Errorf("schema %s is at version %d, newer than this binary knows (%d): upgrade the binary", db.schema, version, len(migrations))
 		}
-		for i := version; i < len(migrations); i++ {
+		for i := version; i < n; i++ {
 			if _, err := tx.Exec(ctx, migrations[i]); err != nil {
 				return fmt.Errorf("migration %d: %w", i+1, err)
 			}
 		}
-		_, err = tx.Exec(ctx, `update schema_version set version = $1`, len(migrations))
+		_, err = tx.Exec(ctx, `update schema_version set version = $1`, max(version, n))
 		return err
 	})
 }

@@ -1,5 +1,11 @@
 package postgres
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
 // BatchSender is what a claiming receive sends its batches through.
 type BatchSender = batchSender
 
@@ -17,4 +23,25 @@ func HoldSettles(q *Queue) (pending func() int, release func()) {
 		}, func() {
 			close(q.settler.hold)
 		}
+}
+
+// OpenAtVersion opens schema at url migrated to version n only (an older
+// one: where a test of an upgrade starts); Open afterwards migrates the
+// rest.
+func OpenAtVersion(ctx context.Context, url, schema string, n int) (*DB, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{pool: pool, schema: schema}
+	if err := db.migrateTo(ctx, n); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return db, nil
 }

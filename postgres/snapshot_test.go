@@ -70,3 +70,84 @@ func TestAReopenThatWaitedForAnotherAnswersWithTheRecordAsItIs(t *testing.T) {
 		t.Fatalf("reopen = %s %s (%v), want ErrNotFailed with the record as it is now (IN_PROGRESS tok-other)", a.rec.State, a.rec.Token, a.err)
 	}
 }
+
+// A claim that waited for the row lock of a concurrent write answers for
+// the record that write left, not the one in its snapshot: it resumes a
+// record that became WAITING meanwhile (Acquired, not Reclaimed) and
+// reclaims one that became IN_PROGRESS (Reclaimed: its work may have had
+// its effect). The claim reads the row under its lock for that.
+func TestAClaimThatWaitedForAWriteAnswersForTheRecordItReplaced(t *testing.T) {
+	db := pgtest.Open(t)
+	s := postgres.NewStore(db)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, tc := range []struct {
+		name          string
+		from          driver.State // the record in the claim's snapshot
+		concurrent    string       // what the other transaction writes
+		wantReclaimed bool
+	}{
+		{"became WAITING: resumed", driver.StateInProgress,
+			`update idempotency_records set state = 'WAITING', lease_until = $2 where key = $1`, false},
+		{"became IN_PROGRESS: reclaimed", driver.StateWaiting,
+			`update idempotency_records set state = 'IN_PROGRESS', token = 'tok-other', lease_until = $2 where key = $1`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			key := dbtest.Name("CHG-WAITED/1.a")
+			c, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-A", Fingerprint: "fp", Now: now, LeaseExpiredBy: now,
+				LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+			if err != nil || !c.Acquired {
+				t.Fatalf("claim: %+v %v", c, err)
+			}
+			if tc.from == driver.StateWaiting {
+				// Waiting until a minute from now: not due in the snapshot.
+				if err := s.Finish(ctx, driver.FinishRequest{Key: key, Token: "tok-A", State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
+					Now: now, ExpiresAt: now.Add(time.Hour), NotBefore: now.Add(time.Minute)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tx, err := db.Pool().Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			var pid int32
+			if err := tx.QueryRow(ctx, `select pg_backend_pid()`).Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			// The other write leaves the record claimable now.
+			if _, err := tx.Exec(ctx, tc.concurrent, key, now.Add(-time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			type answer struct {
+				res driver.ClaimResult
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				res, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-mine", Fingerprint: "fp", Now: now, LeaseExpiredBy: now,
+					LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+				done <- answer{res, err}
+			}()
+			// Wait until the claim is blocked by the other write, then commit it.
+			for blocked := false; !blocked; {
+				if err := db.Pool().QueryRow(ctx, `select exists (select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case a := <-done:
+					t.Fatalf("the claim did not wait for the row lock: %+v %v", a.res, a.err)
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a := <-done
+			if a.err != nil || !a.res.Acquired || a.res.Reclaimed != tc.wantReclaimed || a.res.Record.Attempt != 2 {
+				t.Fatalf("claim = acquired %v reclaimed %v attempt %d (%v), want acquired, reclaimed %v, attempt 2",
+					a.res.Acquired, a.res.Reclaimed, a.res.Record.Attempt, a.err, tc.wantReclaimed)
+			}
+		})
+	}
+}

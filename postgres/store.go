@@ -35,39 +35,49 @@ const columns = `key, state, token, fingerprint, attempt, lease_until, created_a
   reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history`
 
 // claimSQL writes the claim if the key is absent, past retention, or
-// IN_PROGRESS past its lease with the same fingerprint — the ON CONFLICT
-// WHERE is checked on the latest committed row under its row lock — and
-// returns either what it wrote or, in the same round trip, the row as it
-// was (the statement's snapshot).
+// IN_PROGRESS or WAITING with its lease (its not-before) passed and the
+// same fingerprint, and returns what it wrote together with the row as it
+// was, in one round trip. The row is read with its lock (prev: FOR NO KEY
+// UPDATE reads the latest committed version, waiting for a writer that
+// holds it), so the update decides on, and the answer reports, the very
+// row it replaces: whether the claim took over an IN_PROGRESS claim
+// (Reclaimed) or resumed a WAITING record. An absent key is inserted;
+// an insert that loses to a concurrent one writes nothing, and the caller
+// reads the winner.
 //
 // $1 key, $2 token, $3 fingerprint, $4 lease until, $5 now, $6 expires at,
 // $7 lease expired by.
 const claimSQL = `
 with prev as (
-  select ` + columns + ` from idempotency_records where key = $1
-), ins as (
-  insert into idempotency_records as r
-    (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at)
-  values ($1, 'IN_PROGRESS', $2, $3, 1, $4, $5, $5, $6)
-  on conflict (key) do update set
-    attempt = case when r.expires_at <= $5 then 1 else r.attempt + 1 end,
-    created_at = case when r.expires_at <= $5 then $5 else r.created_at end,
+  select ` + columns + ` from idempotency_records where key = $1 for no key update
+), upd as (
+  update idempotency_records r set
+    attempt = case when p.expires_at <= $5 then 1 else p.attempt + 1 end,
+    created_at = case when p.expires_at <= $5 then $5 else p.created_at end,
     state = 'IN_PROGRESS', token = $2, fingerprint = $3, lease_until = $4,
     updated_at = $5, expires_at = $6, status = '', detail = '',
-    reopens = case when r.expires_at <= $5 then 0 else r.reopens end,
-    reopened_at = case when r.expires_at <= $5 then null else r.reopened_at end,
-    reopen_reason = case when r.expires_at <= $5 then '' else r.reopen_reason end,
-    prev_status = case when r.expires_at <= $5 then '' else r.prev_status end,
-    prev_detail = case when r.expires_at <= $5 then '' else r.prev_detail end,
-    generation = case when r.expires_at <= $5 then 1 else r.generation end,
-    history = case when r.expires_at <= $5 then '' else r.history end
-  where r.expires_at <= $5
-     or (r.state = 'IN_PROGRESS' and r.lease_until <= $7 and r.fingerprint = $3)
+    reopens = case when p.expires_at <= $5 then 0 else p.reopens end,
+    reopened_at = case when p.expires_at <= $5 then null else p.reopened_at end,
+    reopen_reason = case when p.expires_at <= $5 then '' else p.reopen_reason end,
+    prev_status = case when p.expires_at <= $5 then '' else p.prev_status end,
+    prev_detail = case when p.expires_at <= $5 then '' else p.prev_detail end,
+    generation = case when p.expires_at <= $5 then 1 else p.generation end,
+    history = case when p.expires_at <= $5 then '' else p.history end
+  from prev p
+  where r.key = $1
+    and (p.expires_at <= $5 or (p.state in ('IN_PROGRESS', 'WAITING') and p.lease_until <= $7 and p.fingerprint = $3))
   returning r.attempt, r.created_at, r.generation, r.history
+), ins as (
+  insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at)
+  select $1, 'IN_PROGRESS', $2, $3, 1, $4, $5, $5, $6 where not exists (select 1 from prev)
+  on conflict (key) do nothing
+  returning attempt, created_at, generation, history
+), won as (
+  select * from upd union all select * from ins
 )
-select i.attempt, i.created_at, i.generation, i.history, p.key, p.state, p.token, p.fingerprint, p.attempt, p.lease_until, p.created_at, p.updated_at,
+select w.attempt, w.created_at, w.generation, w.history, p.key, p.state, p.token, p.fingerprint, p.attempt, p.lease_until, p.created_at, p.updated_at,
   p.expires_at, p.status, p.detail, p.reopens, p.reopened_at, p.reopen_reason, p.prev_status, p.prev_detail, p.generation, p.history
-from (select 1) one left join ins i on true left join prev p on true`
+from (select 1) one left join won w on true left join prev p on true`
 
 // Claim implements driver.Store.
 func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
@@ -112,17 +122,20 @@ func claimed(ctx context.Context, q querier, req driver.ClaimRequest, row pgx.Ro
 	if err := row.Scan(append([]any{&attempt, &created, &generation, &history}, prev.dest()...)...); err != nil {
 		return driver.ClaimResult{}, true, driver.Unavailable("claim", err)
 	}
+	rec, ok := prev.record()
 	if attempt != nil {
-		return driver.ClaimResult{Acquired: true, Reclaimed: *attempt > 1, Record: driver.Record{
+		// prev is the row the claim replaced (read under its lock): a
+		// reclaim of an IN_PROGRESS claim, the resume of a WAITING
+		// record, a record past retention; none: a new key.
+		return driver.ClaimResult{Acquired: true, Reclaimed: ok && req.Reclaims(rec), Record: driver.Record{
 			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 			Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
 			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: driver.SplitHistory(*history),
 		}}, true, nil
 	}
-	rec, ok := prev.record()
 	if !ok || req.Allows(rec) {
-		// The snapshot predates a concurrent claim that won (the key was
-		// absent, or claimable, when this statement began): read the winner.
+		// A concurrent first claim of the key won (it was absent when
+		// this statement began): read the winner.
 		rec, err = get(ctx, q, req.Key)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return driver.ClaimResult{}, true, driver.Unavailable("claim", err)
@@ -203,12 +216,25 @@ func (s *Store) Get(ctx context.Context, key string, now time.Time) (driver.Reco
 	return rec, nil
 }
 
-// finishSQL moves the record to its final state if we hold it, and reads
-// it as it was, in one statement: a record already in the target state
-// under our token is a retry that landed.
+// finishSet is what a finish writes (finishSQL's and finishSettleSQL's
+// update): the state, the result, the retention; for WAITING the
+// not-before as the lease; the generation when $9 > 0, the history when
+// $10.
+//
+// $3 state, $4 status, $5 detail, $6 now, $7 expires at, $8 not-before,
+// $9 generation, $10 whether the history is replaced, $11 the history.
+const finishSet = `state = $3, status = $4, detail = $5, updated_at = $6, expires_at = $7,
+    lease_until = case when $3 = 'WAITING' then $8::timestamptz else lease_until end,
+    generation = case when $9::integer > 0 then $9::integer else generation end,
+    history = case when $10::boolean then $11::text else history end`
+
+// finishSQL moves the record to its final state (or to WAITING) if we
+// hold it, and reads it as it was, in one statement: a record already in
+// the target state under our token is a retry that landed. $1 key, $2
+// token, the rest as finishSet.
 const finishSQL = `
 with u as (
-  update idempotency_records set state = $3, status = $4, detail = $5, updated_at = $6, expires_at = $7
+  update idempotency_records set ` + finishSet + `
   where key = $1 and state = 'IN_PROGRESS' and token = $2
   returning 1
 )
@@ -217,12 +243,12 @@ select (select count(*) from u), (select state from idempotency_records where ke
 
 // Finish implements driver.Store.
 func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
-	if f.State != driver.StateDone && f.State != driver.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	if !f.Valid() {
+		return fmt.Errorf("%w: finish to state %q (not-before %v)", driver.ErrInvalid, f.State, f.NotBefore)
 	}
 	var n int64
 	var state, token *string
-	err := s.db.pool.QueryRow(ctx, finishSQL, f.Key, f.Token, string(f.State), f.Status, f.Detail, f.Now, f.ExpiresAt).Scan(&n, &state, &token)
+	err := s.db.pool.QueryRow(ctx, finishSQL, finishArgs(f)...).Scan(&n, &state, &token)
 	switch {
 	case err != nil:
 		return driver.Unavailable("finish", err)
@@ -232,6 +258,12 @@ func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
 		return nil // a retry of a finish that landed
 	}
 	return driver.ErrLeaseLost
+}
+
+// finishArgs are finishSQL's arguments for f ($1 to $11).
+func finishArgs(f driver.FinishRequest) []any {
+	return []any{f.Key, f.Token, string(f.State), f.Status, f.Detail, f.Now, f.ExpiresAt, f.NotBefore,
+		int32(f.Generation), f.History != nil, driver.JoinHistory(f.History)}
 }
 
 // Extend implements driver.Store.

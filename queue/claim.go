@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
@@ -13,8 +14,12 @@ import (
 // holds the idempotency records (the SQLite and PostgreSQL queues with their
 // own stores): the claim of each message's key is written in the same
 // transaction that receives the message, and its result (DONE or FAILED) in
-// the one that deletes or dead-letters it (Message.Bound). The state machine
-// is the store's: the same statements as its Claim and Finish.
+// the one that deletes or dead-letters it (Message.Bound). A wait (WAITING)
+// is written in the one that keeps the message but hides it until the
+// record is due (WaitVisibility) with its receive count reset to 0: a wait
+// never moves a message toward the DLQ, and costs no receive while it
+// lasts. The state machine is the store's: the same statements as its
+// Claim and Finish.
 type ClaimingReceiver interface {
 	// ReceiveClaiming is Receive, with a claim for every message p.Claim
 	// reads in the receive's own transaction; each such message carries the
@@ -38,7 +43,8 @@ type ClaimPolicy struct {
 	// Settle says what recording a result does to the message: for DONE
 	// and FAILED, whether it is dead-lettered (with the reason) rather
 	// than deleted. Nil: DONE deletes, FAILED dead-letters with
-	// Reason{Code: "failed", Detail: the record's detail}.
+	// Reason{Code: "failed", Detail: the record's detail}. It is not asked
+	// about WAITING: that message is kept (see ClaimingReceiver).
 	Settle func(f driver.FinishRequest) (deadLetter bool, r Reason)
 }
 
@@ -83,4 +89,21 @@ func (p ClaimPolicy) Claims(msgs []Message) []PendingClaim {
 	}
 	slices.SortStableFunc(claims, func(a, b PendingClaim) int { return cmp.Compare(a.Req.Key, b.Req.Key) })
 	return claims
+}
+
+// SkewMarginOf is the skew margin the claim req was made with: how long
+// past a record's LeaseUntil it may be taken (Now − LeaseExpiredBy, at
+// least 0).
+func SkewMarginOf(req driver.ClaimRequest) time.Duration {
+	return max(req.Now.Sub(req.LeaseExpiredBy), 0)
+}
+
+// WaitVisibility is how long a message whose record f moves to WAITING
+// stays hidden: until a claim made with margin (SkewMarginOf) may resume
+// the record, f.NotBefore + margin, counted from f.Now (a duration, so
+// that the queue's clock need not agree with the claimant's); never
+// negative. A message received again sooner would find the record not
+// due and spend a receive on it.
+func WaitVisibility(f driver.FinishRequest, margin time.Duration) time.Duration {
+	return max(f.NotBefore.Add(margin).Sub(f.Now), 0)
 }

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -39,7 +40,8 @@ func (q *Queue) claimAll(ctx context.Context, tx *wtx, msgs []queue.Message, p q
 			return fmt.Errorf("claim %s: %w", c.Req.Key, err)
 		}
 		m := msgs[c.Index]
-		msgs[c.Index].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.Req, res), q: q, p: p, m: m}
+		msgs[c.Index].Bound = &bound{ClaimedAtReceive: driver.NewClaimedAtReceive(&Store{db: q.db}, c.Req, res), q: q, p: p, m: m,
+			margin: queue.SkewMarginOf(c.Req)}
 	}
 	return nil
 }
@@ -51,21 +53,34 @@ type bound struct {
 	q *Queue
 	p queue.ClaimPolicy
 	m queue.Message // as received, without its Bound
+	// margin is the claim's skew margin: a WAITING record is claimable
+	// that long after its not-before.
+	margin time.Duration
 }
 
 // Finish writes the result and the message's settlement in one write of
 // the group commit: the store's finish (finishTx), then, only if the record
 // is ours in its final state, the delete or the dead-letter forward of this
-// delivery (nothing, when the message was delivered again since).
+// delivery, or for WAITING the message kept but hidden until the record is
+// due, its receive count reset (nothing, when the message was delivered
+// again since).
 func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
-	if f.State != driver.StateDone && f.State != driver.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	if !f.Valid() {
+		return fmt.Errorf("%w: finish to state %q (not-before %v)", driver.ErrInvalid, f.State, f.NotBefore)
 	}
 	deadLetter, reason := b.p.Settlement(f)
+	var visibleAt time.Time
+	if f.State == driver.StateWaiting {
+		visibleAt = time.Now().UTC().Add(queue.WaitVisibility(f, b.margin))
+	}
 	var ok, settled bool
 	err := b.q.db.write(ctx, func(tx *wtx) error {
 		var err error
 		if ok, err = finishTx(ctx, tx, f); err != nil || !ok {
+			return err
+		}
+		if f.State == driver.StateWaiting {
+			settled, err = b.q.hold(ctx, tx, b.m, visibleAt)
 			return err
 		}
 		settled, err = b.q.settle(ctx, tx, b.m, deadLetter, reason)
@@ -88,6 +103,25 @@ func (q *Queue) settle(ctx context.Context, tx *wtx, m queue.Message, deadLetter
 		return q.forward(ctx, tx, m, reason)
 	}
 	res, err := tx.Exec(ctx, `delete from goqite where queue = ? and id = ? and received = ?`, q.opts.Name, id, count)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// hold keeps m on the queue but hidden until visibleAt, with its receive
+// count reset to 0 (a wait never moves a message toward the DLQ), in tx,
+// if its receipt is still its latest delivery, and reports whether it is
+// held so. A message already held (received 0: nobody received it since
+// the wait that landed, this delivery's own) keeps its time.
+func (q *Queue) hold(ctx context.Context, tx *wtx, m queue.Message, visibleAt time.Time) (bool, error) {
+	id, count, err := parseReceipt(m.Receipt)
+	if err != nil {
+		return false, nil
+	}
+	res, err := tx.Exec(ctx, `update goqite set timeout = case when received = 0 then timeout else ? end, received = 0
+		where queue = ? and id = ? and received in (?, 0)`, visibleAt.Format(timeFormat), q.opts.Name, id, count)
 	if err != nil {
 		return false, err
 	}

@@ -214,9 +214,48 @@ var migrations = []string{
 	 alter table idempotency_records add column history text not null default '';`,
 	// 5: records listed by state, a page at a time by key (StateLister).
 	`create index if not exists idempotency_records_state_key_idx on idempotency_records (state, key);`,
+	// 6: the state WAITING (work that runs again at or after a time). SQLite
+	// cannot change a CHECK constraint in place: the table is rebuilt as
+	// its documentation says (a new table, the rows copied, the old one
+	// dropped, the new one renamed, its indexes made again), in this
+	// migration's transaction. It reads and writes every record once.
+	`create table idempotency_records_v6 (
+	   key text primary key,
+	   state text not null check (state in ('IN_PROGRESS', 'DONE', 'FAILED', 'WAITING')),
+	   token text not null,
+	   fingerprint text not null,
+	   attempt integer not null,
+	   lease_until integer not null, -- Unix ms; for WAITING, the not-before
+	   created_at integer not null,
+	   updated_at integer not null,
+	   expires_at integer not null,
+	   status text not null default '',
+	   detail text not null default '',
+	   reopens integer not null default 0,
+	   reopened_at integer not null default 0,
+	   reopen_reason text not null default '',
+	   prev_status text not null default '',
+	   prev_detail text not null default '',
+	   generation integer not null default 1,
+	   history text not null default ''
+	 ) strict;
+	 insert into idempotency_records_v6 (` + columnsV6 + `) select ` + columnsV6 + ` from idempotency_records;
+	 drop table idempotency_records;
+	 alter table idempotency_records_v6 rename to idempotency_records;
+	 create index idempotency_records_state_lease_idx on idempotency_records (state, lease_until);
+	 create index idempotency_records_expires_idx on idempotency_records (expires_at);
+	 create index idempotency_records_state_key_idx on idempotency_records (state, key);`,
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
+// columnsV6 are the columns of idempotency_records as migration 6 found
+// them (fixed: a later column is not in the table it copies).
+const columnsV6 = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
+  reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history`
+
+func migrate(ctx context.Context, db *sql.DB) error { return migrateTo(ctx, db, len(migrations)) }
+
+// migrateTo brings db up to schema version n (tests start from an older one).
+func migrateTo(ctx context.Context, db *sql.DB, n int) error {
 	tx, err := db.BeginTx(ctx, nil) // immediate: one process migrates at a time
 	if err != nil {
 		return err
@@ -229,13 +268,13 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := tx.QueryRowContext(ctx, "pragma user_version").Scan(&version); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	for i := version; i < len(migrations); i++ {
+	for i := version; i < n; i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
 			return fmt.Errorf("migration %d: %w", i+1, err)
 		}
 	}
-	if version < len(migrations) {
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("pragma user_version = %d", len(migrations))); err != nil {
+	if version < n {
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("pragma user_version = %d", n)); err != nil {
 			return fmt.Errorf("set schema version: %w", err)
 		}
 	}

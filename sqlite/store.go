@@ -49,7 +49,7 @@ on conflict (key) do update set
   generation = case when expires_at <= ?5 then 1 else generation end,
   history = case when expires_at <= ?5 then '' else history end
 where expires_at <= ?5
-   or (state = 'IN_PROGRESS' and lease_until <= ?7 and fingerprint = ?3)
+   or (state in ('IN_PROGRESS', 'WAITING') and lease_until <= ?7 and fingerprint = ?3)
 returning attempt, created_at, generation, history`
 
 const insertSQL = `
@@ -113,7 +113,10 @@ func claimTx(ctx context.Context, tx *wtx, req driver.ClaimRequest) (driver.Clai
 	err = tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
 		req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created, &generation, &history)
 	if err == nil {
-		return driver.ClaimResult{Acquired: true, Reclaimed: attempt > 1, Record: driver.Record{
+		// existing is the row the upsert took over (read in this
+		// transaction): a reclaim of an IN_PROGRESS claim, the resume of a
+		// WAITING record that is due, or a record past retention.
+		return driver.ClaimResult{Acquired: true, Reclaimed: req.Reclaims(existing), Record: driver.Record{
 			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 			Attempt: attempt, Fingerprint: req.Fingerprint, CreatedAt: time.UnixMilli(created).UTC(),
 			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: generation, History: driver.SplitHistory(history),
@@ -165,8 +168,8 @@ func scan(r row) (driver.Record, error) {
 
 // Finish implements driver.Store.
 func (s *Store) Finish(ctx context.Context, f driver.FinishRequest) error {
-	if f.State != driver.StateDone && f.State != driver.StateFailed {
-		return fmt.Errorf("%w: finish to state %q", driver.ErrInvalid, f.State)
+	if !f.Valid() {
+		return fmt.Errorf("%w: finish to state %q (not-before %v)", driver.ErrInvalid, f.State, f.NotBefore)
 	}
 	var ok bool
 	err := s.db.write1(ctx, func(tx *wtx) error {
@@ -189,14 +192,26 @@ func finishAnswer(ok bool, err error) error {
 	return nil
 }
 
+// finishSQL moves the record we hold to its final state, or to WAITING
+// (its not-before the lease), replacing the generation and the history
+// when the request carries them.
+//
+// ?1 key, ?2 token, ?3 state, ?4 status, ?5 detail, ?6 now, ?7 expires at,
+// ?8 not-before, ?9 generation (0: kept), ?10 whether the history is
+// replaced, ?11 the history.
+const finishSQL = `update idempotency_records set state = ?3, status = ?4, detail = ?5, updated_at = ?6, expires_at = ?7,
+  lease_until = case when ?3 = 'WAITING' then ?8 else lease_until end,
+  generation = case when ?9 > 0 then ?9 else generation end,
+  history = case when ?10 then ?11 else history end
+where key = ?1 and state = 'IN_PROGRESS' and token = ?2`
+
 // finishTx is the finish inside a write transaction (Store.Finish's, and
 // the one a claiming receive's bound message writes with its delete). It
 // reports whether the record is now in f.State under f.Token: moved there,
 // or already there (a retry of a finish that landed).
 func finishTx(ctx context.Context, tx *wtx, f driver.FinishRequest) (bool, error) {
-	res, err := tx.Exec(ctx, `update idempotency_records set state = ?, status = ?, detail = ?, updated_at = ?, expires_at = ?
-		where key = ? and state = 'IN_PROGRESS' and token = ?`,
-		string(f.State), f.Status, f.Detail, f.Now.UnixMilli(), f.ExpiresAt.UnixMilli(), f.Key, f.Token)
+	res, err := tx.Exec(ctx, finishSQL, f.Key, f.Token, string(f.State), f.Status, f.Detail, f.Now.UnixMilli(), f.ExpiresAt.UnixMilli(),
+		f.NotBefore.UnixMilli(), f.Generation, f.History != nil, driver.JoinHistory(f.History))
 	if err != nil {
 		return false, err
 	}

@@ -273,13 +273,16 @@ type Bound interface {
 	Claimed() (req ClaimRequest, res ClaimResult, ok bool)
 	// Finish is Store.Finish, with its answers, in one transaction with the
 	// message's settlement: deleted for DONE, dead-lettered for FAILED (as
-	// the queue's claim policy says). A refused finish (ErrLeaseLost)
+	// the queue's claim policy says), for WAITING kept but hidden until the
+	// record is due, its receive count reset to 0 (queue.ClaimingReceiver).
+	// A refused finish (ErrLeaseLost)
 	// leaves the message as it was; a finish that landed on a message
 	// delivered again since (a stale receipt) is recorded, and the message
 	// is left to that delivery.
 	Finish(ctx context.Context, req FinishRequest) error
-	// Settled reports whether the message was deleted or dead-lettered in
-	// the transaction of its result: there is nothing left to acknowledge.
+	// Settled reports whether the message was deleted, dead-lettered or
+	// (WAITING) hidden in the transaction of its result: there is nothing
+	// left to acknowledge.
 	Settled() bool
 	// Release gives up a claim the receive acquired and nobody took (the
 	// message is handed back unhandled, at shutdown): its lease is set to

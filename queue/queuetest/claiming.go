@@ -31,8 +31,10 @@ type ClaimingHarness struct {
 // with the policy's reason), a refused result leaves the message, a result
 // of a delivery that was delivered again since is recorded and leaves the
 // new delivery alone, and Guard.Do through it runs the work once and
-// settles both copies. (The state machine itself is checked row by row
-// through the queue by queuetest.ThroughQueue.)
+// settles both copies, and a wait (WAITING) keeps its message hidden until
+// the record is due, its receive count reset, so that it comes back once,
+// as a first delivery, and resumes the record. (The state machine itself
+// is checked row by row through the queue by queuetest.ThroughQueue.)
 func Claiming(t *testing.T, h ClaimingHarness) {
 	for _, tc := range []struct {
 		name string
@@ -44,6 +46,8 @@ func Claiming(t *testing.T, h ClaimingHarness) {
 		{"ResultOfAnEarlierDeliveryLeavesTheNewOne", testStaleDelivery},
 		{"GuardDoRunsOnceAndSettlesBothCopies", testGuardDo},
 		{"ReleasedClaimIsTakenAtOnceByTheNextDelivery", testRelease},
+		{"WaitHidesTheMessageUntilDueAndResetsItsReceiveCount", testWait},
+		{"WaitOfAnEarlierDeliveryLeavesTheNewOne", testStaleWait},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
 	}
@@ -377,5 +381,125 @@ func testRelease(t *testing.T, h ClaimingHarness) {
 	}
 	if rec, err := s.Get(t.Context(), "handed-back", g.Now()); err != nil || rec.Attempt != 2 {
 		t.Errorf("record %+v %v, want attempt 2", rec, err)
+	}
+}
+
+// testWait: work that returns *idempotency.Wait records WAITING in the
+// transaction that settles its message: the message is kept, hidden until
+// the record is due — longer than the queue's visibility timeout, so it is
+// the wait that hides it — with its receive count reset (a wait never
+// moves a message toward the DLQ), and the runtime has nothing left to
+// send. It then comes back once, as a first delivery, and its claim
+// resumes the record.
+func testWait(t *testing.T, h ClaimingHarness) {
+	ctx := t.Context()
+	q, s, g := openClaiming(t, h, time.Second)
+	p := claimPolicy(g)
+	sendClaims(t, q, `{"key":"later","fp":"f"}`)
+	first := receiveAll(t, q, p, 1)[0]
+	until := g.Now().Add(2500 * time.Millisecond)
+	var runs []idempotency.Run
+	work := func(_ context.Context, r idempotency.Run) (idempotency.Done, error) {
+		runs = append(runs, r)
+		if len(runs) == 1 {
+			return idempotency.Done{}, &idempotency.Wait{Until: until, Status: "RETRY_SCHEDULED", Detail: "after INSUFFICIENT_FUNDS", NextGeneration: true}
+		}
+		return idempotency.Done{Status: "DEBITED", Detail: "ref-2"}, nil
+	}
+	res, err := g.Do(ctx, "later", "f", work, idempotency.DoOptions{Bound: first.Bound})
+	if err != nil || res.Outcome != idempotency.Waiting {
+		t.Fatalf("Do: %v %v, want waiting", res.Outcome, err)
+	}
+	if !first.Bound.Settled() {
+		t.Error("the wait was recorded, its message not settled with it (the runtime would still send a visibility change)")
+	}
+	if rec, err := s.Get(ctx, "later", g.Now()); err != nil || rec.State != driver.StateWaiting || !rec.LeaseUntil.Equal(until) || rec.Generation != 2 {
+		t.Fatalf("record %+v %v, want WAITING until %v under generation 2", rec, err, until)
+	}
+	if d := depth(t, q).Counts(); d != (queue.Depth{InFlight: 1}) {
+		t.Errorf("depth %+v, want the message kept, hidden (in flight)", d)
+	}
+	// The wait spent the delivery's receipt: a late visibility change from
+	// it (a heartbeat) cannot cut the wait short.
+	if err := q.ChangeVisibility(ctx, first, 0); !errors.Is(err, queue.ErrStaleReceipt) {
+		t.Errorf("visibility change with the waiting delivery's receipt: %v, want ErrStaleReceipt", err)
+	}
+	// Not delivered before its time: a receive that returns a message
+	// before until has failed; the first one that returns at or after it
+	// brings the message back.
+	var again []queue.Message
+	deadline := until.Add(10 * time.Second)
+	for len(again) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the message did not come back after its wait")
+		}
+		msgs, err := q.ReceiveClaiming(ctx, queue.MaxReceive, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msgs) > 0 && time.Now().Before(until) {
+			t.Fatalf("the message came back at %v, before the record is due (%v): receive count %d", time.Now(), until, msgs[0].ReceiveCount)
+		}
+		again = msgs
+	}
+	if len(again) != 1 || again[0].ReceiveCount != 1 {
+		t.Fatalf("after the wait: %d messages, receive count %d; want the message once, receive count 1", len(again), again[0].ReceiveCount)
+	}
+	second := again[0]
+	res, err = g.Do(ctx, "later", "f", work, idempotency.DoOptions{Bound: second.Bound})
+	if err != nil || res.Outcome != idempotency.Acquired || res.Attempt != 2 {
+		t.Fatalf("Do after the wait: %v attempt %d %v, want acquired (resumed, not reclaimed), attempt 2", res.Outcome, res.Attempt, err)
+	}
+	if len(runs) != 2 || runs[1].Reclaimed || runs[1].Generation != 2 {
+		t.Errorf("runs %+v, want two, the second under generation 2, not a reclaim", runs)
+	}
+	if !second.Bound.Settled() {
+		t.Error("DONE recorded, message not deleted with it")
+	}
+	if rec, err := s.Get(ctx, "later", g.Now()); err != nil || rec.State != driver.StateDone || rec.Attempt != 2 || rec.Detail != "ref-2" {
+		t.Errorf("record %+v %v, want DONE ref-2, attempt 2", rec, err)
+	}
+	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
+		t.Errorf("depth %+v, want empty", d)
+	}
+}
+
+// testStaleWait: a wait recorded through a delivery that was delivered
+// again since (its visibility lapsed) is recorded, and leaves the new
+// delivery alone, as a result does (testStaleDelivery).
+func testStaleWait(t *testing.T, h ClaimingHarness) {
+	ctx := t.Context()
+	q, s, g := openClaiming(t, h, time.Second)
+	sendClaims(t, q, `{"key":"wait-again","fp":"f"}`)
+	first := receiveAll(t, q, claimPolicy(g), 1)[0]
+	c := claimOf(t, first)
+	var second []queue.Message
+	deadline := time.Now().Add(10 * time.Second)
+	for len(second) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the message was not delivered again")
+		}
+		var err error
+		if second, err = q.Receive(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := g.Now()
+	f := driver.FinishRequest{Key: "wait-again", Token: c.Lease().Token, State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
+		Now: now, ExpiresAt: now.Add(24 * time.Hour), NotBefore: now.Add(time.Hour)}
+	if err := first.Bound.Finish(ctx, f); err != nil {
+		t.Fatalf("wait through the first delivery: %v, want nil (the wait is recorded)", err)
+	}
+	if first.Bound.Settled() {
+		t.Error("the first delivery's wait settled the second delivery")
+	}
+	if rec, err := s.Get(ctx, "wait-again", g.Now()); err != nil || rec.State != driver.StateWaiting {
+		t.Errorf("record %+v %v, want WAITING", rec, err)
+	}
+	if err := q.Ack(ctx, second); err != nil {
+		t.Errorf("ack of the second delivery: %v (the wait must leave it alone)", err)
+	}
+	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
+		t.Errorf("depth %+v, want empty", d)
 	}
 }

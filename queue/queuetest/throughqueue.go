@@ -23,10 +23,10 @@ import (
 // used by nothing else; give it a long visibility timeout (a claimed
 // message stays in flight until its finish) and a short wait.
 func ThroughQueue(q ClaimingQueue, s driver.Store) driver.Store {
-	t := &throughQueue{Store: s, q: q, answers: map[string]claimAnswer{}, bound: map[string]driver.Bound{}}
+	t := &throughQueue{Store: s, q: q, answers: map[string]claimAnswer{}, bound: map[string]driver.Bound{}, answered: map[string]bool{}}
 	t.policy = queue.ClaimPolicy{Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
 		var e claimEnvelope
-		if err := json.Unmarshal(m.Body, &e); err != nil {
+		if err := json.Unmarshal(m.Body, &e); err != nil || t.wasAnswered(e.Nonce) {
 			return driver.ClaimRequest{}, false
 		}
 		return e.Req, true
@@ -60,6 +60,10 @@ type throughQueue struct {
 	mu      sync.Mutex
 	answers map[string]claimAnswer  // by the claim's nonce, for whoever sent it
 	bound   map[string]driver.Bound // by key and token: the message of a claim acquired
+	// answered holds the nonces of the claims answered: a message back
+	// from a wait (a WAITING finish keeps it, hidden until the record is
+	// due) is a claim made already, not one to make again.
+	answered map[string]bool
 	// How the claims were answered: in the receive, or left to a store call.
 	inReceive, byCall int
 }
@@ -135,11 +139,18 @@ func (t *throughQueue) Claim(ctx context.Context, req driver.ClaimRequest) (driv
 	}
 }
 
+func (t *throughQueue) wasAnswered(nonce string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.answered[nonce]
+}
+
 // answer takes the claim a received message carries (or makes it, where
-// the receive left it to the caller) and files it for its sender.
+// the receive left it to the caller) and files it for its sender. A
+// message whose claim was answered before (back after a wait) is acked.
 func (t *throughQueue) answer(ctx context.Context, m queue.Message) {
 	var e claimEnvelope
-	if err := json.Unmarshal(m.Body, &e); err != nil {
+	if err := json.Unmarshal(m.Body, &e); err != nil || t.wasAnswered(e.Nonce) {
 		_ = t.q.Ack(ctx, []queue.Message{m})
 		return
 	}
@@ -163,6 +174,7 @@ func (t *throughQueue) answer(ctx context.Context, m queue.Message) {
 		t.bound[boundKey(e.Req.Key, e.Req.Token)] = b
 	}
 	t.answers[e.Nonce] = a
+	t.answered[e.Nonce] = true
 	t.mu.Unlock()
 	if b == nil || a.err != nil || !a.res.Acquired {
 		_ = t.q.Ack(ctx, []queue.Message{m}) // nothing to finish: the consumer would ack or retry it
@@ -171,7 +183,8 @@ func (t *throughQueue) answer(ctx context.Context, m queue.Message) {
 
 // Finish goes through the claim's message when the claim was made in a
 // receive, else to the store. A recorded result must have settled its
-// message (deleted: nothing else receives from q), a refused one must not.
+// message (deleted, or for WAITING hidden until the record is due: nothing
+// else receives from q), a refused one must not.
 func (t *throughQueue) Finish(ctx context.Context, f driver.FinishRequest) error {
 	t.mu.Lock()
 	b := t.bound[boundKey(f.Key, f.Token)]

@@ -1,0 +1,184 @@
+package storetest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+)
+
+// Waiting runs the cases of a WAITING record beyond its transitions: what
+// a wait writes (the not-before as LeaseUntil, the result, a generation
+// and a history replaced only when given, for every state a finish
+// writes), and what the operators' capabilities make of it (each optional,
+// skipped where the store lacks it): counted by state, listed by state
+// and by result, walked, never listed as stuck, however long past its
+// not-before. It is not part of Run yet (every store's state machine has
+// WAITING first); a store's tests call it beside Run.
+func Waiting(t *testing.T, newStore func(t *testing.T) driver.Store) {
+	t.Helper()
+	runCases(t, newStore, waitingCases)
+}
+
+// waitOnce claims e.key and finishes it to WAITING a lease from now under
+// generation 2 with one history line, and returns that request.
+func (e *env) waitOnce(t *testing.T) driver.FinishRequest {
+	t.Helper()
+	c := e.claim(t, fpA, idempotency.Acquired)
+	now := e.clock.Now()
+	f := driver.FinishRequest{Key: e.key, Token: c.Record.Token, State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
+		Detail: "after INSUFFICIENT_FUNDS", Now: now, ExpiresAt: now.Add(Lease + Retention), NotBefore: now.Add(Lease),
+		Generation: 2, History: []string{"generation 1: INSUFFICIENT_FUNDS"}}
+	if err := e.s.Finish(t.Context(), f); err != nil {
+		t.Fatalf("Finish to WAITING: %v", err)
+	}
+	return f
+}
+
+var waitingCases = []testCase{
+	{"AWaitIsCountedListedWalkedAndNeverStuck", func(t *testing.T, e *env) {
+		ctx := t.Context()
+		// Counted: the counts at one instant, before and after the wait.
+		c := e.claim(t, fpA, idempotency.Acquired)
+		at := e.clock.Now().Add(2 * Lease)
+		counter, counts := e.s.(driver.StateCounter)
+		var before map[driver.State]int
+		if counts {
+			var err error
+			if before, err = counter.CountByState(ctx, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.clock.Advance(time.Second)
+		now := e.clock.Now()
+		f := driver.FinishRequest{Key: e.key, Token: c.Record.Token, State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
+			Detail: "after INSUFFICIENT_FUNDS", Now: now, ExpiresAt: now.Add(Lease + Retention), NotBefore: now.Add(time.Second),
+			Generation: 2, History: []string{"generation 1: INSUFFICIENT_FUNDS"}}
+		if err := e.s.Finish(ctx, f); err != nil {
+			t.Fatalf("Finish to WAITING: %v", err)
+		}
+		r := e.get(t)
+		if r.State != driver.StateWaiting || !r.LeaseUntil.Equal(f.NotBefore) || r.Status != f.Status || r.Detail != f.Detail ||
+			r.Generation != 2 || !slices.Equal(r.History, f.History) || !r.ExpiresAt.Equal(f.ExpiresAt) || !r.UpdatedAt.Equal(now) ||
+			r.Attempt != 1 || r.Fingerprint != fpA || !r.CreatedAt.Equal(c.Record.CreatedAt) {
+			t.Fatalf("the waiting record = %+v, want WAITING until %v, the result, generation 2, the history line, attempt 1", r, f.NotBefore)
+		}
+		if counts {
+			after, err := counter.CountByState(ctx, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after[driver.StateWaiting] != before[driver.StateWaiting]+1 || after[driver.StateInProgress] != before[driver.StateInProgress]-1 {
+				t.Errorf("counts before the wait %v, after %v; want one more WAITING, one less IN_PROGRESS", before, after)
+			}
+		}
+		// Long past its not-before, and still waiting (no delivery came):
+		// not stuck — its work ended cleanly.
+		e.clock.Advance(time.Hour)
+		now = e.clock.Now()
+		if sl, ok := e.s.(driver.StuckLister); ok {
+			recs, _, err := sl.Stuck(ctx, now, 100000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range recs {
+				if s.Key == e.key {
+					t.Errorf("Stuck listed the waiting record %+v", s)
+				}
+			}
+		}
+		if l, ok := e.s.(driver.StateLister); ok {
+			p := listPage(t, l, driver.ListRequest{State: driver.StateWaiting, Prefix: e.key, Now: now})
+			if keys := keysOf(p); !slices.Equal(keys, []string{e.key}) {
+				t.Errorf("ListState(WAITING) = %v, want the waiting record", keys)
+			}
+			if p := listPage(t, l, driver.ListRequest{State: driver.StateInProgress, Prefix: e.key, Now: now}); len(p.Records) != 0 {
+				t.Errorf("ListState(IN_PROGRESS) = %v, want none", keysOf(p))
+			}
+			p = listPage(t, l, driver.ListRequest{State: driver.StateWaiting, Status: "RETRY_SCHEDULED", Prefix: e.key, Now: now})
+			if keys := keysOf(p); !slices.Equal(keys, []string{e.key}) {
+				t.Errorf("ListState(WAITING, RETRY_SCHEDULED) = %v, want the waiting record", keys)
+			}
+		}
+		if rl, ok := e.s.(driver.ResultLister); ok {
+			list, err := rl.ListByResult(ctx, driver.StateWaiting, "RETRY_SCHEDULED", now, 100000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(list, func(r driver.Record) bool { return r.Key == e.key }) {
+				t.Errorf("ListByResult(WAITING, RETRY_SCHEDULED) does not list the waiting record")
+			}
+		}
+		var walked []string
+		err := driver.Walk(ctx, e.s, driver.WalkRequest{State: driver.StateWaiting, From: f.Now, To: f.Now.Add(time.Millisecond), Now: now},
+			func(r driver.Record) error {
+				walked = append(walked, r.Key)
+				return nil
+			})
+		switch {
+		case errors.Is(err, driver.ErrNotIndexed):
+		case err != nil:
+			t.Fatalf("Walk(WAITING): %v", err)
+		case !slices.Contains(walked, e.key):
+			t.Errorf("Walk(WAITING) visited %v, not the waiting record", walked)
+		}
+	}},
+	{"AFinishReplacesGenerationAndHistoryOnlyWhenGiven", func(t *testing.T, e *env) {
+		ctx := t.Context()
+		for _, tc := range []struct {
+			name        string
+			state       driver.State
+			generation  int
+			history     []string
+			wantGen     int
+			wantHistory []string
+		}{
+			{"DONE, a history line added", driver.StateDone, 0, []string{"generation 1: INSUFFICIENT_FUNDS", "generation 2: posted"},
+				2, []string{"generation 1: INSUFFICIENT_FUNDS", "generation 2: posted"}},
+			{"FAILED, a new generation, the history kept", driver.StateFailed, 3, nil, 3, []string{"generation 1: INSUFFICIENT_FUNDS"}},
+			{"WAITING again, both replaced", driver.StateWaiting, 3, []string{"one", "two"}, 3, []string{"one", "two"}},
+			{"WAITING again, neither given", driver.StateWaiting, 0, nil, 2, []string{"generation 1: INSUFFICIENT_FUNDS"}},
+			{"DONE, the history emptied", driver.StateDone, 0, []string{}, 2, nil},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e := &env{g: e.g, s: e.s, clock: e.clock, key: uniqueKey(t)}
+				w := e.waitOnce(t)
+				e.clock.Advance(Lease)
+				c := e.claim(t, fpA, idempotency.Acquired) // resumed: generation 2 and the history carried
+				if c.Record.Generation != 2 || !slices.Equal(c.Record.History, w.History) || c.Record.Attempt != 2 {
+					t.Fatalf("resumed record = %+v, want generation 2, the history, attempt 2", c.Record)
+				}
+				now := e.clock.Now()
+				f := driver.FinishRequest{Key: e.key, Token: c.Record.Token, State: tc.state, Status: "S", Detail: "D", Now: now,
+					ExpiresAt: now.Add(Retention), Generation: tc.generation, History: tc.history}
+				if tc.state == driver.StateWaiting {
+					f.NotBefore = now.Add(Lease)
+				}
+				if err := e.s.Finish(ctx, f); err != nil {
+					t.Fatalf("Finish: %v", err)
+				}
+				r := e.get(t)
+				if r.State != tc.state || r.Generation != tc.wantGen || len(r.History) != len(tc.wantHistory) ||
+					(len(tc.wantHistory) > 0 && !slices.Equal(r.History, tc.wantHistory)) {
+					t.Fatalf("record = %s generation %d history %q, want %s generation %d history %q",
+						r.State, r.Generation, r.History, tc.state, tc.wantGen, tc.wantHistory)
+				}
+			})
+		}
+	}},
+	{"AFinishToWaitingNeedsItsNotBefore", func(t *testing.T, e *env) {
+		c := e.claim(t, fpA, idempotency.Acquired)
+		now := e.clock.Now()
+		err := e.s.Finish(t.Context(), driver.FinishRequest{Key: e.key, Token: c.Record.Token, State: driver.StateWaiting, Status: "S",
+			Now: now, ExpiresAt: now.Add(Retention)})
+		if !errors.Is(err, driver.ErrInvalid) {
+			t.Fatalf("Finish to WAITING without a not-before: %v, want ErrInvalid", err)
+		}
+		if r := e.get(t); r.State != driver.StateInProgress || r.Token != c.Record.Token {
+			t.Fatalf("record = %+v, want the claim as it was", r)
+		}
+	}},
+}
