@@ -65,7 +65,13 @@ func (s *Store) query(ctx context.Context, ls string, now time.Time, prefix stri
 	f := `#expires > :now`
 	if filter != "" {
 		f += " AND " + filter
-		names["#lease"] = attrLeaseUntil
+		// Only the names the filter uses: DynamoDB refuses an unused one.
+		if strings.Contains(filter, "#lease") {
+			names["#lease"] = attrLeaseUntil
+		}
+		if strings.Contains(filter, "#status") {
+			names["#status"] = attrStatus
+		}
 	}
 	if strings.Contains(cond+f, "#pk") {
 		names["#pk"] = attrKey
@@ -110,11 +116,20 @@ func (s *Store) queryAll(ctx context.Context, ls string, now time.Time, filter s
 
 // ListState implements driver.StateLister by a Query of IndexName
 // (eventually consistent, as every read of an index): IN_PROGRESS, FAILED,
-// WAITING, and DONE with ListedResult. Any other listing (DONE as a whole) is
-// ErrNotIndexed: it would be a Scan of nearly the whole table.
+// WAITING (with a status or not: the status is a filter on the state's
+// partition), and DONE with ListedResult. Any other listing (DONE as a
+// whole) is ErrNotIndexed: it would be a Scan of nearly the whole table.
 func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
-	ls := listStateOf(req.State, req.Status)
-	if ls == "" || (req.State != driver.StateDone && req.Status != "") {
+	ls := listStateOf(req.State, "")
+	var filter string
+	var values map[string]types.AttributeValue
+	switch {
+	case req.State == driver.StateDone:
+		ls = listStateOf(req.State, req.Status)
+	case req.Status != "":
+		filter, values = `#status = :status`, map[string]types.AttributeValue{":status": str(req.Status)}
+	}
+	if ls == "" {
 		return driver.ListPage{}, fmt.Errorf("%w: DynamoDB's index %s holds IN_PROGRESS, FAILED, WAITING and DONE %s records only; "+
 			"listing %s %s would scan the whole table (look a charge up by its id)", driver.ErrNotIndexed, IndexName, ListedResult, req.State, req.Status)
 	}
@@ -127,7 +142,7 @@ func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.L
 	default:
 		return driver.ListPage{}, nil // the cursor is past every key of the prefix
 	}
-	recs, _, err := s.query(ctx, ls, req.Now, req.Prefix, start, "", nil, limit+1, false)
+	recs, _, err := s.query(ctx, ls, req.Now, req.Prefix, start, filter, values, limit+1, false)
 	if err != nil {
 		return driver.ListPage{}, err
 	}

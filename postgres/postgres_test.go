@@ -16,7 +16,6 @@ import (
 func TestStoreConformance(t *testing.T) {
 	s := postgres.NewStore(pgtest.Open(t))
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
-	t.Run("Waiting", func(t *testing.T) { storetest.Waiting(t, func(*testing.T) driver.Store { return s }) })
 	// Concurrent histories with lost answers, checked by porcupine against the state machine.
 	t.Run("Linearizable", func(t *testing.T) {
 		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
@@ -35,7 +34,6 @@ func TestStoreConformanceThroughTheQueue(t *testing.T) {
 	}
 	s := queuetest.ThroughQueue(q, postgres.NewStore(db))
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
-	t.Run("Waiting", func(t *testing.T) { storetest.Waiting(t, func(*testing.T) driver.Store { return s }) })
 	t.Run("Linearizable", func(t *testing.T) {
 		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
 	})

@@ -25,7 +25,6 @@ func TestConformance(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	s := sqlite.NewStore(db)
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
-	t.Run("Waiting", func(t *testing.T) { storetest.Waiting(t, func(*testing.T) driver.Store { return s }) })
 	// Concurrent histories with lost answers, checked by porcupine against the state machine.
 	t.Run("Linearizable", func(t *testing.T) {
 		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
@@ -48,7 +47,6 @@ func TestConformanceThroughTheQueue(t *testing.T) {
 	}
 	s := queuetest.ThroughQueue(q, sqlite.NewStore(db))
 	storetest.Run(t, func(*testing.T) driver.Store { return s })
-	t.Run("Waiting", func(t *testing.T) { storetest.Waiting(t, func(*testing.T) driver.Store { return s }) })
 	t.Run("Linearizable", func(t *testing.T) {
 		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
 	})

@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) driver.Store) {
 	t.Run("Listing", func(t *testing.T) { Listing(t, newStore) })
 	t.Run("Results", func(t *testing.T) { Results(t, newStore) })
 	t.Run("Transitions", func(t *testing.T) { Transitions(t, newStore) })
+	t.Run("Waiting", func(t *testing.T) { Waiting(t, newStore) })
 }
 
 // testCase is one named case of a topic.
