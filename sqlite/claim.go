@@ -120,7 +120,11 @@ func (q *Queue) hold(ctx context.Context, tx *wtx, m queue.Message, visibleAt ti
 	if err != nil {
 		return false, nil
 	}
-	res, err := tx.Exec(ctx, `update goqite set timeout = case when received = 0 then timeout else ? end, received = 0
+	// The wait restarts the message's retention too (created: as a copy
+	// would on SQS), so that a wait longer than the queue's retention does
+	// not lose the charge to Expire.
+	res, err := tx.Exec(ctx, `update goqite set timeout = case when received = 0 then timeout else ? end,
+		created = case when received = 0 then created else strftime('%Y-%m-%dT%H:%M:%fZ') end, received = 0
 		where queue = ? and id = ? and received in (?, 0)`, visibleAt.Format(timeFormat), q.opts.Name, id, count)
 	if err != nil {
 		return false, err

@@ -406,6 +406,7 @@ func testWait(t *testing.T, h ClaimingHarness) {
 		}
 		return idempotency.Done{Status: "DEBITED", Detail: "ref-2"}, nil
 	}
+	time.Sleep(20 * time.Millisecond) // the wait is recorded later than the send, by the clock of created
 	res, err := g.Do(ctx, "later", "f", work, idempotency.DoOptions{Bound: first.Bound})
 	if err != nil || res.Outcome != idempotency.Waiting {
 		t.Fatalf("Do: %v %v, want waiting", res.Outcome, err)
@@ -446,6 +447,12 @@ func testWait(t *testing.T, h ClaimingHarness) {
 		t.Fatalf("after the wait: %d messages, receive count %d; want the message once, receive count 1", len(again), again[0].ReceiveCount)
 	}
 	second := again[0]
+	// The wait restarted the message's retention (its created time), as
+	// a copy would on SQS: a wait longer than the queue's retention does
+	// not lose the charge to the sweep of messages past it.
+	if !first.SentAt.IsZero() && !second.SentAt.After(first.SentAt) {
+		t.Errorf("after the wait the message was created at %v, as first sent (%v): its retention did not restart", second.SentAt, first.SentAt)
+	}
 	res, err = g.Do(ctx, "later", "f", work, idempotency.DoOptions{Bound: second.Bound})
 	if err != nil || res.Outcome != idempotency.Acquired || res.Attempt != 2 {
 		t.Fatalf("Do after the wait: %v attempt %d %v, want acquired (resumed, not reclaimed), attempt 2", res.Outcome, res.Attempt, err)
