@@ -13,15 +13,16 @@ import (
 
 const module = "github.com/finedge/idempotent-consumer/"
 
-// The domain (charge), the state machine (idempotency and its driver
-// contract), the queue port (queue) and the runtime (consumer) import only
-// the standard library and each other: no AWS, SQL or HTTP client.
+// The domain (charge, calendar), the state machine (idempotency and its
+// driver contract), the queue port (queue) and the runtime (consumer)
+// import only the standard library and each other: no AWS, SQL or HTTP
+// client.
 func TestDomainImportsOnlyTheStandardLibrary(t *testing.T) {
 	allowed := map[string]bool{
 		module + "idempotency": true, module + "idempotency/driver": true,
 		module + "queue": true, module + "internal/strictjson": true,
 	}
-	for _, dir := range []string{"charge", "idempotency", "idempotency/driver", "queue", "consumer", "internal/strictjson"} {
+	for _, dir := range []string{"charge", "calendar", "idempotency", "idempotency/driver", "queue", "consumer", "internal/strictjson"} {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
@@ -119,8 +120,8 @@ func TestReadmeLayoutMatchesTheTree(t *testing.T) {
 //	0 internal/…  leaf helpers (redaction, strict JSON, secret files,
 //	              certificates, test servers); they import nothing of ours
 //	              outside internal/
-//	1 the domain and the runtime: charge, idempotency, idempotency/driver,
-//	  queue, consumer, circuit
+//	1 the domain and the runtime: charge, calendar, idempotency,
+//	  idempotency/driver, queue, consumer, circuit
 //	2 adapters, stores, simulators and their test kits (the other top-level
 //	  folders)
 //	3 service/…   the wiring that cmd and the console share
@@ -131,7 +132,7 @@ func level(pkg string) int {
 	switch {
 	case first == "internal":
 		return 0
-	case pkg == "charge" || pkg == "idempotency" || pkg == "idempotency/driver" ||
+	case pkg == "charge" || pkg == "calendar" || pkg == "idempotency" || pkg == "idempotency/driver" ||
 		pkg == "queue" || pkg == "consumer" || pkg == "circuit":
 		return 1
 	case first == "service":

@@ -68,8 +68,8 @@ type Options struct {
 	// its decision. A message the handler retries while the gate is paused
 	// is kept in hand (parked: its visibility extended by the heartbeat)
 	// and handled again from memory when it is due and the gate lets it
-	// through, so that an outage costs a message at most one receive. Use
-	// Gates to combine several.
+	// through, so that an outage costs a message at most one receive (a
+	// Wait is never parked). Use Gates to combine several.
 	Gate Gate
 	// MaxParked bounds the messages kept in hand while the gate is paused;
 	// past it a retried message returns to the queue as usual, and a trial

@@ -2,7 +2,8 @@
 // Cloud AWS's listener container. It receives batches from a Source, runs a
 // Handler on each message with bounded concurrency, keeps slow messages
 // alive with a heartbeat, turns each Decision into ack / retry / dead-letter
-// (acks batched), and shuts down gracefully. It holds no business logic.
+// / wait (acks batched; a wait never moves a message toward the DLQ), and
+// shuts down gracefully. It holds no business logic.
 package consumer
 
 import (

@@ -157,6 +157,15 @@ func TestWaitsNeverMoveAMessageTowardTheDLQ(t *testing.T) {
 			if st.Parked != 0 || st.Retried != 0 || st.DeadLettered != 0 {
 				t.Errorf("stats %+v: a wait was parked, retried or dead-lettered", st)
 			}
+			if mq, ok := q.(*memqueue.Queue); ok {
+				// What a wait costs the queue: a visibility change, or (a
+				// requeue) a send and a delete; nothing else.
+				c := mq.Counts()
+				if int64(c.Sends-n) != st.Requeued || int64(c.VisibilityChanges) != st.Waited-st.Requeued ||
+					int64(c.AckedMessages) != st.Requeued+n {
+					t.Errorf("queue calls %+v for %d waits (%d requeued) of %d charges", c, st.Waited, st.Requeued, n)
+				}
+			}
 			t.Logf("%s: %d waits, %d requeued, %d received for %d charges", wq.name, st.Waited, st.Requeued, st.Received, n)
 		})
 	}

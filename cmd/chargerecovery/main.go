@@ -33,6 +33,7 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+	_ "time/tzdata" // posting windows name IANA zones: the binary carries them (hosts and containers may not)
 
 	"github.com/redis/go-redis/v9"
 

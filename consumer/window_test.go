@@ -1,0 +1,128 @@
+package consumer_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+	_ "time/tzdata"
+
+	"github.com/finedge/idempotent-consumer/calendar"
+	"github.com/finedge/idempotent-consumer/consumer"
+)
+
+// handClock is a clock that moves by hand; After's channels fire as it
+// passes them, and every After is announced on armed.
+type handClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []handTimer
+	armed  chan struct{}
+}
+
+type handTimer struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func (c *handClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *handClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	c.timers = append(c.timers, handTimer{c.now.Add(d), ch})
+	select {
+	case c.armed <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+func (c *handClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+	kept := c.timers[:0]
+	for _, tm := range c.timers {
+		if tm.at.After(t) {
+			kept = append(kept, tm)
+		} else {
+			tm.ch <- t
+		}
+	}
+	c.timers = kept
+}
+
+// Outside the posting window nothing is received: 1,000 charges sent on
+// a Sunday stay at receive count 0 while the runtime waits at the
+// calendar's gate, and once the window opens on Monday each is handled
+// once, at its first receive.
+func TestOutsideThePostingWindowNothingIsReceived(t *testing.T) {
+	cal, err := calendar.Parse("Mon-Fri 06:00-20:00 Asia/Kolkata", calendar.Holidays{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kolkata := cal.Windows()[0].Loc
+	clock := &handClock{now: time.Date(2025, 3, 16, 9, 0, 0, 0, kolkata), armed: make(chan struct{}, 1)} // Sunday
+	gate := calendar.NewGate(cal, clock)
+	var _ consumer.Gate = gate
+
+	q, dlq := newQueue(time.Minute)
+	send(t, q, 1000)
+	var mu sync.Mutex
+	handled := map[string]int{}
+	counts := map[int]int{}
+	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[string(d.Body)]++
+		counts[d.ReceiveCount]++
+		return consumer.Decision{Action: consumer.Ack}
+	}), consumer.Options{Concurrency: 32, Receivers: 2, Gate: gate, Logger: quiet, AckFlushInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, rt)
+	// The receivers are at the gate, asleep until the clock moves.
+	select {
+	case <-clock.armed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runtime did not wait at the gate")
+	}
+	if c := q.Counts(); c.Receives != 0 {
+		t.Fatalf("%d receives outside the window", c.Receives)
+	}
+	for _, m := range q.Messages() {
+		if m.ReceiveCount != 0 {
+			t.Fatalf("%s at receive count %d outside the window, want 0", m.ID, m.ReceiveCount)
+		}
+	}
+	if s := gate.Status().String(); s != "outside posting window until 2025-03-17 06:00 IST" {
+		t.Errorf("status %q", s)
+	}
+
+	clock.Set(time.Date(2025, 3, 17, 6, 0, 0, 0, kolkata)) // Monday's opening
+	waitFor(t, "every charge handled", func() bool { return q.Len() == 0 })
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(handled) != 1000 {
+		t.Errorf("%d charges handled, want 1000", len(handled))
+	}
+	for body, n := range handled {
+		if n != 1 {
+			t.Errorf("%s handled %d times", body, n)
+		}
+	}
+	if counts[1] != 1000 || len(counts) != 1 {
+		t.Errorf("receive counts at the handler %v, want all 1000 at 1", counts)
+	}
+	if dlq.Len() != 0 {
+		t.Errorf("%d dead-lettered", dlq.Len())
+	}
+}
