@@ -363,6 +363,28 @@ func (n *notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, r charge
 	return err
 }
 
+// PostingWindow registers the posting calendar's gauges, read on every
+// scrape: whether the window is open now, and when it next closes (open)
+// or opens (closed).
+func (m *Metrics) PostingWindow(status func() (open bool, until time.Time)) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "posting_window_open",
+			Help: "1 while the posting window is open (debits are posted), 0 outside it (nothing is received)."}, func() float64 {
+			if open, _ := status(); open {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Name: "posting_window_change_timestamp_seconds",
+			Help: "When the posting window next closes (open) or opens (closed), Unix time; 0 when not within 400 days."}, func() float64 {
+			_, until := status()
+			if until.IsZero() {
+				return 0
+			}
+			return float64(until.UnixMilli()) / 1000
+		}))
+}
+
 // AdvanceNotifier wraps n to count advance notices by channel and result.
 func (m *Metrics) AdvanceNotifier(n charge.AdvanceNotifier, channel string) charge.AdvanceNotifier {
 	channel = cmp.Or(channel, "unknown")

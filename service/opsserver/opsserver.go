@@ -71,7 +71,14 @@ func StartWith(addr string, m *metrics.Metrics, ready func(context.Context) erro
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
-		if err := ready(ctx); err != nil {
+		err := ready(ctx)
+		var idle *pipeline.Idle
+		if errors.As(err, &idle) {
+			// Working, and posting nothing now (outside the posting window).
+			fmt.Fprintf(w, "ready; %s\n", idle.Public)
+			return
+		}
+		if err != nil {
 			// The detail goes to the log; anyone may read /readyz.
 			log.Warn("readiness check failed", "error", err)
 			public := "not ready (the service's log says why)"

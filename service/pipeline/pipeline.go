@@ -22,6 +22,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/finedge/idempotent-consumer/calendar"
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/circuit"
@@ -84,6 +85,33 @@ type Config struct {
 	// NoticeLead, when set, is notice-first mode: the advance notice goes
 	// out on a charge's first delivery and the debit waits this long.
 	NoticeLead time.Duration
+	// PostingWindows, when set, are the bank's processing windows
+	// ("Mon-Fri 06:00-20:00 Asia/Kolkata; …"): outside them nothing is
+	// received, so no debit is posted and no message's receive count
+	// grows. HolidaysFile closes them on its dates.
+	PostingWindows, HolidaysFile string
+}
+
+// Calendar is the posting calendar the flags give (nil: always open).
+func (c *Config) Calendar() (*calendar.Calendar, error) {
+	if c.PostingWindows == "" {
+		if c.HolidaysFile != "" {
+			return nil, errors.New("--holidays closes the posting windows on its dates: give --posting-windows too")
+		}
+		return nil, nil
+	}
+	var h calendar.Holidays
+	if c.HolidaysFile != "" {
+		var err error
+		if h, err = calendar.ReadHolidays(c.HolidaysFile); err != nil {
+			return nil, fmt.Errorf("--holidays: %w", err)
+		}
+	}
+	cal, err := calendar.Parse(c.PostingWindows, h)
+	if err != nil {
+		return nil, fmt.Errorf("--posting-windows: %w", err)
+	}
+	return cal, nil
 }
 
 // RetryPolicy is the retry schedule the flags give (nil: none).
@@ -204,6 +232,8 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.Int(&c.RetryMaxAttempts, "retry-max-attempts", "IC_RETRY_MAX_ATTEMPTS", 0, "with --retry-declines: the most debit attempts of one charge, across every code, the first included (0: 4)")
 	f.Duration(&c.RetryWindow, "retry-window", "IC_RETRY_WINDOW", 0, "with --retry-declines: no retry is scheduled later than this after the first decline (0: 720h, 30 days)")
 	f.Duration(&c.NoticeLead, "notice-lead", "IC_NOTICE_LEAD", 0, "notice first: send the advance notice (\"₹25.00 will be debited on or after T\") on a charge's first delivery and debit only this long after it (e.g. 24h); no notice sent, no debit; 0: off (the notification follows the debit)")
+	f.String(&c.PostingWindows, "posting-windows", "IC_POSTING_WINDOWS", "", "the bank's posting windows, DAYS HH:MM-HH:MM ZONE; ... (e.g. \"Mon-Fri 06:00-20:00 Asia/Kolkata; Sat 06:00-13:00 Asia/Kolkata\"): outside them nothing is received, so no debit is posted and no receive count grows; charges resume in order when a window opens; always open by default")
+	f.String(&c.HolidaysFile, "holidays", "IC_HOLIDAYS", "", "file of bank holidays, one YYYY-MM-DD a line with an optional name (# comments): no posting window opens on them (needs --posting-windows)")
 	c.BankAuth.Bind(f, "corebank", "IC_COREBANK", "core banking")
 	c.BindKeys(f)
 	f.String(&c.Colocate, "colocate", "IC_COLOCATE", "auto", "where the queue and the idempotency store share one database (embedded, postgres): auto writes each claim in the transaction that receives its message and each result in the one that deletes or dead-letters it; off makes them store calls of their own (as with DynamoDB or Redis)")
@@ -302,6 +332,9 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 	}
 	if c.NoticeLead < 0 || c.NoticeLead > 60*24*time.Hour {
 		p.Add("--notice-lead %s is outside 0-1440h (60 days)", c.NoticeLead)
+	}
+	if _, err := c.Calendar(); err != nil {
+		p.Add("%v", err)
 	}
 	if c.NoticeLead > 0 && c.NoticeLead+time.Hour > c.Retention {
 		p.Add("--notice-lead %s must be shorter than --retention %s by an hour at least: a waiting charge's record must outlive its wait", c.NoticeLead, c.Retention)
@@ -411,6 +444,8 @@ type Pipeline struct {
 	// StoreGate pauses receiving while the idempotency store cannot be
 	// reached (nil in baseline mode).
 	StoreGate *circuit.Breaker
+	// Window is the posting calendar's gate (nil: always open).
+	Window *calendar.Gate
 	// Colocated: claims are written in the queue's receive transactions
 	// and results with the message's delete or dead-letter (the queue and
 	// the store share a database, and Config.Colocate is not off).
@@ -556,6 +591,20 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 	if pl.StoreGate != nil {
 		gates = append(gates, pl.StoreGate)
 	}
+	cal, err := c.Calendar()
+	if err != nil {
+		return nil, cli.Usagef("%v", err)
+	}
+	if cal != nil {
+		pl.Window = calendar.NewGate(cal, nil)
+		gates = append(gates, windowGate{pl.Window})
+		if o.Metrics != nil {
+			o.Metrics.PostingWindow(func() (bool, time.Time) {
+				st := pl.Window.Status()
+				return st.Open, st.Until
+			})
+		}
+	}
 	if len(gates) > 0 {
 		opts.Gate = consumer.Gates(gates...)
 	}
@@ -596,6 +645,21 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	return p.Runtime.Run(ctx)
 }
+
+// windowGate is the posting calendar as a consumer gate that receives
+// nothing while the window is closed but never parks: a charge handed back
+// then returns to the queue, to be received when the window opens (a
+// weekend is longer than a message may be kept in hand).
+type windowGate struct{ g *calendar.Gate }
+
+func (w windowGate) Wait(ctx context.Context) (bool, error) { return w.g.Wait(ctx) }
+func (w windowGate) Paused() bool                           { return false }
+
+// Idle is the answer of Ready for a service that works but posts no debit
+// now: outside the posting window. /readyz answers 200 with Public.
+type Idle struct{ Public string }
+
+func (e *Idle) Error() string { return e.Public }
 
 // NotReady is why the service is not ready. Public says it in words that
 // may be shown to anyone (/readyz is unauthenticated): what is wrong,
@@ -642,6 +706,11 @@ func (p *Pipeline) Ready(backendReady func(context.Context) error) func(context.
 		}
 		if err := backendReady(ctx); err != nil {
 			return &NotReady{Public: "the queue or the idempotency store does not answer", Err: err}
+		}
+		if p.Window != nil {
+			if st := p.Window.Status(); !st.Open {
+				return &Idle{Public: st.String() + ": no debit is posted; charges wait on the queue, their receive counts untouched"}
+			}
 		}
 		return nil
 	}

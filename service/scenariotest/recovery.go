@@ -2,12 +2,14 @@ package scenariotest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/calendar"
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/corebanksim"
@@ -233,5 +235,76 @@ func restartInEveryWait(t *testing.T, h Harness) {
 	}
 	if r.Generation != 2 || len(r.History) != 3 {
 		t.Fatalf("record %+v, want generation 2 with the notice's, the decline's and the debit's lines", r)
+	}
+}
+
+// steppedClock is a wall clock an operator sets by hand (the posting
+// calendar's Clock): After polls, so that a gate waiting on it sees the
+// time moved at once.
+type steppedClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *steppedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *steppedClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func (c *steppedClock) After(time.Duration) <-chan time.Time { return time.After(10 * time.Millisecond) }
+
+// Charges that arrive outside the posting window are not received at all
+// (no debit, no receive count), and when the window opens each is posted
+// once, none received more than twice.
+func outsideThePostingWindow(t *testing.T, h Harness) {
+	n := 1000
+	if h.Emulated {
+		n = 200
+	}
+	cal, err := calendar.Parse("Mon-Fri 06:00-20:00 Asia/Kolkata", calendar.Holidays{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kolkata, _ := time.LoadLocation("Asia/Kolkata")
+	clock := &steppedClock{now: time.Date(2026, 11, 28, 10, 0, 0, 0, kolkata)} // a Saturday
+	p := newPipeline(t, h, config{})
+	ids := make([]string, n)
+	msgs := make([]queue.Outgoing, 0, 10)
+	for i := range n {
+		ids[i] = fmt.Sprintf("CHG-WIN-%04d", i)
+		b, err := charge.MarshalEvent(fee(ids[i], "001234567890", 2500))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msgs = append(msgs, queue.Outgoing{Body: b}); len(msgs) == 10 || i == n-1 {
+			if sent, err := p.b.Queue.SendBatch(t.Context(), msgs); err != nil || sent != len(msgs) {
+				t.Fatalf("send: %d of %d, %v", sent, len(msgs), err)
+			}
+			msgs = msgs[:0]
+		}
+	}
+	var rc receives
+	stop := p.run(t, consumer.Options{Concurrency: 8, Gate: calendar.NewGate(cal, clock), OnDecision: rc.onDecision})
+	time.Sleep(5 * unit(h)) // the weekend, compressed: the consumer is running and receives nothing
+	d, err := p.b.Queue.Depth(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := len(p.ledger.Entries()); calls != 0 || d.InFlight != 0 || d.Waiting != n {
+		t.Fatalf("outside the window: %d postings, depth %+v; want none posted, all %d waiting, none received", calls, d, n)
+	}
+	clock.Set(time.Date(2026, 11, 30, 6, 0, 0, 0, kolkata)) // Monday's window opens
+	p.drained(t)
+	stop()
+	p.wantPostedOnce(t, ids...)
+	if maxCount, _ := rc.get(); maxCount > 2 {
+		t.Fatalf("a charge reached the handler at receive count %d, want ≤ 2", maxCount)
 	}
 }

@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 		{"ARetryScheduleThatRunsOutEndsFailedRetriesExhausted", retriesExhausted},
 		{"NoticeFirstTheNoticePrecedesTheDebitAndAFailedNoticeHoldsItBack", noticeFirst},
 		{"ARestartInEveryWaitLosesNothing", restartInEveryWait},
+		{"ChargesOutsideThePostingWindowArePostedOnceWhenItOpens", outsideThePostingWindow},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()

@@ -64,6 +64,9 @@ type Consumer struct {
 	Circuit  string  `json:"circuit,omitempty"`
 	InFlight float64 `json:"inFlight"`
 	Error    string  `json:"error,omitempty"`
+	// Window is the posting window as the consumer reports it: "open
+	// until T" or "outside posting window until T" ("" without one).
+	Window string `json:"postingWindow,omitempty"`
 	// Debits are the consumer's debit counters (for the console's charts:
 	// rates between two reads).
 	Debits Debits `json:"-"`
@@ -175,6 +178,8 @@ func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
 		return out
 	}
 	out.Reachable = true
+	windowOpen, windowUntil := -1.0, 0.0
+	defer func() { out.Window = windowText(windowOpen, windowUntil) }()
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -195,9 +200,29 @@ func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
 			out.Circuit = [...]string{"closed", "half_open", "open"}[min(max(int(v), 0), 2)]
 		case "chargerecovery_in_flight":
 			out.InFlight = v
+		case "chargerecovery_posting_window_open":
+			windowOpen = v
+		case "chargerecovery_posting_window_change_timestamp_seconds":
+			windowUntil = v
 		}
 	}
 	return out
+}
+
+// windowText is the posting window read from a consumer's gauges (open:
+// -1 when it reports none).
+func windowText(open, until float64) string {
+	if open < 0 {
+		return ""
+	}
+	when := "(no change within 400 days)"
+	if until > 0 {
+		when = "until " + time.UnixMilli(int64(until*1000)).UTC().Format(time.RFC3339)
+	}
+	if open >= 1 {
+		return "posting window open " + when
+	}
+	return "outside posting window " + when + ": no debit is posted, charges wait on the queue"
 }
 
 // maxBuckets bounds the histogram buckets kept from a /metrics (ours has
@@ -282,6 +307,9 @@ func Print(w io.Writer, r Report) {
 		fmt.Fprintf(w, "consumer  %s: %.0f in flight, no circuit breaker reported\n", c.URL, c.InFlight)
 	default:
 		fmt.Fprintf(w, "consumer  %s: circuit %s, %.0f in flight\n", c.URL, c.Circuit, c.InFlight)
+	}
+	if c := r.Consumer; c.Reachable && c.Window != "" {
+		fmt.Fprintf(w, "window    %s\n", c.Window)
 	}
 }
 
