@@ -258,7 +258,9 @@ func (c *steppedClock) Set(t time.Time) {
 	c.now = t
 }
 
-func (c *steppedClock) After(time.Duration) <-chan time.Time { return time.After(10 * time.Millisecond) }
+func (c *steppedClock) After(time.Duration) <-chan time.Time {
+	return time.After(10 * time.Millisecond)
+}
 
 // Charges that arrive outside the posting window are not received at all
 // (no debit, no receive count), and when the window opens each is posted
