@@ -157,8 +157,8 @@ func waiting(records map[driver.State]int) string {
 
 // readConsumer reads the circuit state and in-flight gauge from a
 // consumer's /metrics.
-func readConsumer(ctx context.Context, c *http.Client, url string) Consumer {
-	out := Consumer{URL: redact.URL(url)}
+func readConsumer(ctx context.Context, c *http.Client, url string) (out Consumer) {
+	out = Consumer{URL: redact.URL(url)}
 	if c == nil {
 		c = &http.Client{Timeout: 3 * time.Second}
 	}
