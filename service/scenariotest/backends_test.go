@@ -19,6 +19,7 @@ import (
 	"github.com/finedge/idempotent-consumer/postgres"
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/redisstore"
 	"github.com/finedge/idempotent-consumer/service/scenariotest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
@@ -28,6 +29,22 @@ func TestMemory(t *testing.T) {
 		return scenariotest.Backend{
 			Queue: memqueue.New(memqueue.Options{VisibilityTimeout: visibility, WaitTime: 20 * time.Millisecond, MaxReceiveCount: 50}),
 			Store: memstore.New(),
+		}
+	}})
+}
+
+// The Redis store (--store redis) under a queue of its own: the scenarios
+// against the store's scripts.
+func TestRedisStore(t *testing.T) {
+	scenariotest.Run(t, scenariotest.Harness{Open: func(t *testing.T, visibility time.Duration) scenariotest.Backend {
+		c, prefix := dbtest.Redis(t)
+		s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return scenariotest.Backend{
+			Queue: memqueue.New(memqueue.Options{VisibilityTimeout: visibility, WaitTime: 20 * time.Millisecond, MaxReceiveCount: 50}),
+			Store: s,
 		}
 	}})
 }
