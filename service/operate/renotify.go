@@ -64,6 +64,12 @@ func (r Renotifier) One(ctx context.Context, rec driver.Record, operator, reason
 	switch {
 	case rec.State == "":
 		return Renotified{ChargeID: rec.Key, Result: "not_found", Why: "no idempotency record (never claimed, or past its retention): nothing to notify"}
+	case rec.State == driver.StateWaiting && rec.Status == string(charge.NoticeSent):
+		return Renotified{ChargeID: rec.Key, Result: "skipped", Why: fmt.Sprintf("WAITING NOTICE_SENT: the advance notice went out (%s); nothing is debited before %s and no notice follows the debit: nothing to send",
+			charge.Printable(rec.Detail), rec.LeaseUntil.UTC().Format(time.RFC3339))}
+	case rec.State == driver.StateWaiting:
+		return Renotified{ChargeID: rec.Key, Result: "skipped", Why: fmt.Sprintf("WAITING %s: not debited yet (%s): nothing to send",
+			charge.Printable(rec.Status), charge.Printable(rec.Detail))}
 	case rec.State != driver.StateDone || rec.Status != string(charge.DebitedNotificationFailed):
 		return Renotified{ChargeID: rec.Key, Result: "skipped", Why: fmt.Sprintf("%s %s: only DEBITED_NOTIFICATION_FAILED is notified again", rec.State, rec.Status)}
 	case !ok:
