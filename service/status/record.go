@@ -104,7 +104,7 @@ func WaitText(r driver.Record, now time.Time) string {
 func LeaseText(r driver.Record, now time.Time) string {
 	switch {
 	case r.State == driver.StateWaiting:
-		return "not held: " + WaitText(r, now)
+		return "not held: the record waits until then (see schedule)"
 	case r.State != driver.StateInProgress:
 		return "not held: the record is final"
 	case r.LeaseLive(now):
@@ -129,11 +129,15 @@ func PrintRecord(w io.Writer, r driver.Record, now time.Time) {
 	if r.Status != "" {
 		fmt.Fprintf(tw, "status\t%s\n", r.Status)
 	}
-	if r.Detail != "" {
+	if r.Detail != "" && r.State != driver.StateWaiting { // a wait's detail is its schedule line
 		fmt.Fprintf(tw, "detail\t%s\n", r.Detail)
 	}
 	fmt.Fprintf(tw, "attempt\t%d\n", r.Attempt)
-	fmt.Fprintf(tw, "lease until\t%s (%s)\n", r.LeaseUntil.UTC().Format(time.RFC3339), lease)
+	if r.State == driver.StateWaiting {
+		fmt.Fprintf(tw, "not before\t%s\n", r.LeaseUntil.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(tw, "lease until\t%s (%s)\n", r.LeaseUntil.UTC().Format(time.RFC3339), lease)
+	}
 	fmt.Fprintf(tw, "created\t%s\n", r.CreatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "updated\t%s\n", r.UpdatedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(tw, "kept until\t%s\n", r.ExpiresAt.UTC().Format(time.RFC3339))
