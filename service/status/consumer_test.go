@@ -50,3 +50,31 @@ func TestCollectReadsTheConsumersDebits(t *testing.T) {
 		t.Fatalf("buckets %v", d.Buckets)
 	}
 }
+
+// status (and the console, which shows the same report) says the
+// consumer's posting window as its /metrics report it.
+func TestCollectReadsThePostingWindow(t *testing.T) {
+	until := time.Date(2026, 12, 4, 3, 30, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		open bool
+		want string
+	}{
+		{false, "outside posting window until 2026-12-04T03:30:00Z: no debit is posted, charges wait on the queue"},
+		{true, "posting window open until 2026-12-04T03:30:00Z"},
+	} {
+		m := metrics.New()
+		m.PostingWindow(func() (bool, time.Time) { return tt.open, until })
+		srv := httptest.NewServer(m.Handler())
+		rep, err := status.Collect(t.Context(), status.Sources{Queue: memqueue.New(memqueue.Options{}), Store: memstore.New(), MetricsURL: srv.URL, Now: time.Now()})
+		srv.Close()
+		if err != nil || rep.Consumer.Window != tt.want {
+			t.Errorf("window %q (%v), want %q", rep.Consumer.Window, err, tt.want)
+		}
+	}
+	// A consumer without a calendar reports none.
+	srv := httptest.NewServer(metrics.New().Handler())
+	defer srv.Close()
+	if rep, _ := status.Collect(t.Context(), status.Sources{Queue: memqueue.New(memqueue.Options{}), Store: memstore.New(), MetricsURL: srv.URL, Now: time.Now()}); rep.Consumer.Window != "" {
+		t.Errorf("window %q from a consumer without one", rep.Consumer.Window)
+	}
+}
