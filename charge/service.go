@@ -252,7 +252,7 @@ func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idem
 	past := readHistory(run.History)
 	if s.opts.NoticeLead > 0 {
 		if past.notice == nil {
-			return idempotency.Done{}, s.advance(ctx, c)
+			return idempotency.Done{}, s.advance(ctx, c, run)
 		}
 		if now := s.opts.Now(); now.Before(past.notice.Next) {
 			// Never before the time the customer was given (a store
@@ -296,16 +296,42 @@ func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idem
 func (s *Service) noting() bool { return s.opts.Retry != nil || s.opts.NoticeLead > 0 }
 
 // advance sends c's advance notice and waits for its lead: WAITING
-// (NoticeSent) until the time the notice gives, with its history line.
-// A notice not sent is a *NoticeError: no debit.
-func (s *Service) advance(ctx context.Context, c Charge) error {
+// (NoticeSent) until the lead has passed since this send, with the
+// notice's history line. A notice not sent is a *NoticeError: no debit.
+//
+// The notice is the same on every send of it (noticeTime): a send after a
+// crash between sending it and recording it — or after an answer that
+// did not come in time — is the same request under the same key, which a
+// receiver that holds the key replays or drops (one that implements the
+// Idempotency-Key draft answers another body under it 422: the notice
+// could then never be "sent", and the charge never debited).
+func (s *Service) advance(ctx context.Context, c Charge, run idempotency.Run) error {
 	now := s.opts.Now()
-	n := AdvanceNoticeOf(c, ceilSecond(now.Add(s.opts.NoticeLead)))
+	n := AdvanceNoticeOf(c, s.noticeTime(run.CreatedAt, now))
 	if err := s.bounded(ctx, func(ctx context.Context) error { return s.opts.AdvanceNotifier.NotifyAdvance(ctx, n) }); err != nil {
 		return &NoticeError{Key: n.NotificationKey, Err: err}
 	}
-	line := HistoryLine{Kind: HistoryNotice, NoticeKey: n.NotificationKey, At: now, Next: n.DebitOnOrAfter}
-	return &idempotency.Wait{Until: n.DebitOnOrAfter, Status: string(NoticeSent), Detail: noticeDetail(line), Note: line.String()}
+	// Never sooner than the lead after this send (a re-send may be the
+	// first the customer gets); the notice's time is then earlier, and
+	// "on or after" it still holds.
+	until := ceilSecond(now.Add(s.opts.NoticeLead))
+	if n.DebitOnOrAfter.After(until) {
+		until = n.DebitOnOrAfter
+	}
+	line := HistoryLine{Kind: HistoryNotice, NoticeKey: n.NotificationKey, At: now, Next: until}
+	return &idempotency.Wait{Until: until, Status: string(NoticeSent), Detail: noticeDetail(line), Note: line.String()}
+}
+
+// noticeTime is the "on or after" of a charge's advance notice: the lead
+// after the record's first claim, to the whole second below it (what
+// every store keeps of that time), so that every send of the notice is
+// the same; or, when that has passed already (the notice could not be
+// sent for a lead's time) or the store did not say, the lead from now.
+func (s *Service) noticeTime(created, now time.Time) time.Time {
+	if t := created.Truncate(time.Second).Add(s.opts.NoticeLead); !created.IsZero() && t.After(now) {
+		return t
+	}
+	return ceilSecond(now.Add(s.opts.NoticeLead))
 }
 
 // noticeDetail is a NoticeSent record's detail: "notice sent at T, debit
