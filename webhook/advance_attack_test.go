@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,5 +129,47 @@ func TestAnAdvanceNoticeSentAgainIsTheSameRequest(t *testing.T) {
 	// The debit still waited the lead from the last send.
 	if r, err := g.Get(ctx, c.ID); err != nil || r.State != driver.StateDone {
 		t.Fatalf("record %+v %v", r, err)
+	}
+}
+
+// A refused advance notice's answer is kept in the result's reason (the
+// decision's log line): it must not carry the charge's full account,
+// whatever its shape (an account of letters and digits has no run of
+// digits long enough for the digit rule), as the notice after the debit
+// does not.
+func TestARefusedAdvanceNoticeLogsNoFullAccount(t *testing.T) {
+	const account = "AB12CD34EF56GH78"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = io.WriteString(w, `{"error":"no customer holds account `+account+`"}`)
+	}))
+	defer srv.Close()
+	channel, err := webhook.New(webhook.Options{URL: srv.URL + "/notices"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := charge.NewService(charge.Options{Guard: g, Debiter: &bank{}, Notifier: channel, NoticeLead: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fee()
+	c.AccountID = account
+	res := svc.Process(t.Context(), c, nil)
+	if res.Outcome != charge.RetryLater {
+		t.Fatalf("%+v, want retry_later", res)
+	}
+	for what, s := range map[string]string{"reason": res.Reason, "error": res.Err.Error()} {
+		if strings.Contains(s, account) || strings.Contains(s, account[:12]) {
+			t.Errorf("the %s holds the full account: %s", what, s)
+		}
+	}
+	// And so does the notice after a debit (the reference behaviour).
+	perr := channel.NotifyPreDebit(t.Context(), c, charge.DebitReceipt{Reference: "CBS1"})
+	if perr == nil || strings.Contains(perr.Error(), account) {
+		t.Fatalf("the notice after the debit: %v", perr)
 	}
 }
