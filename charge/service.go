@@ -309,7 +309,9 @@ func (s *Service) advance(ctx context.Context, c Charge, run idempotency.Run) er
 	now := s.opts.Now()
 	n := AdvanceNoticeOf(c, s.noticeTime(run.CreatedAt, now))
 	if err := s.bounded(ctx, func(ctx context.Context) error { return s.opts.AdvanceNotifier.NotifyAdvance(ctx, n) }); err != nil {
-		return &NoticeError{Key: n.NotificationKey, Err: err}
+		// The channel's answer may name the account (the notice carries
+		// it masked; the receiver may not).
+		return &NoticeError{Key: n.NotificationKey, Err: &maskedError{err: err, text: MaskText(err.Error(), c.AccountID)}}
 	}
 	// Never sooner than the lead after this send (a re-send may be the
 	// first the customer gets); the notice's time is then earlier, and
@@ -475,3 +477,13 @@ func (s *Service) bounded(ctx context.Context, send func(context.Context) error)
 		return fmt.Errorf("notification gave no answer within %s: %w", s.opts.NotifyTimeout, context.Cause(nctx))
 	}
 }
+
+// maskedError is err with its text masked for an account (MaskText); it
+// still unwraps to err.
+type maskedError struct {
+	err  error
+	text string
+}
+
+func (e *maskedError) Error() string { return e.text }
+func (e *maskedError) Unwrap() error { return e.err }
