@@ -288,9 +288,27 @@ func (p *RetryPolicy) Validate() error {
 	if window == 0 {
 		window = DefaultRetryWindow
 	}
+	jitter := p.Jitter
+	switch jitter {
+	case 0:
+		jitter = DefaultJitter
+	case NoJitter:
+		jitter = 0
+	}
 	for _, r := range p.Rules {
 		if r.Delay > window {
 			return &RetryScheduleError{Entry: r.String(), Problem: fmt.Sprintf("delay %s is longer than the %s window from the first attempt: no retry could be scheduled", FormatDelay(r.Delay), FormatDelay(window))}
+		}
+		// The jitter lengthens a delay; one that can lengthen it past the
+		// window would decide at random, charge by charge, whether the
+		// first retry happens at all.
+		if longest := r.Delay + time.Duration(float64(r.Delay)*jitter); longest > window {
+			fits := time.Duration(float64(window) / (1 + jitter)).Truncate(time.Second)
+			if fits > time.Hour {
+				fits = fits.Truncate(time.Hour)
+			}
+			return &RetryScheduleError{Entry: r.String(), Problem: fmt.Sprintf("delay %s with its jitter of up to %v%% (%s) can fall past the %s window from the first attempt, so that the retry would happen for some charges and not others: shorten the delay to %s or widen the window to %s",
+				FormatDelay(r.Delay), jitter*100, FormatDelay(ceilDuration(longest)), FormatDelay(window), FormatDelay(fits), FormatDelay(ceilDuration(longest)))}
 		}
 	}
 	return nil
@@ -336,6 +354,14 @@ func (p *RetryPolicy) rule(code string) (RetryRule, bool) {
 func (p *RetryPolicy) jittered(d time.Duration) time.Duration {
 	r := min(max(p.Rand(), 0), 1)
 	return d + time.Duration(float64(d)*p.Jitter*r)
+}
+
+// ceilDuration is d, or the next whole second above it.
+func ceilDuration(d time.Duration) time.Duration {
+	if s := d.Truncate(time.Second); s < d {
+		return s + time.Second
+	}
+	return d
 }
 
 // ceilSecond is t, or the next whole second after it: a time a history
