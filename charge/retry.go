@@ -25,6 +25,12 @@ const (
 	DefaultJitter = 0.1
 	// NoJitter, as RetryPolicy.Jitter, keeps every delay exact.
 	NoJitter = -1
+	// MaxRetryAttempts bounds RetryPolicy.MaxAttempts: every attempt is a
+	// line of the record's history (up to a few hundred bytes), and the
+	// record must fit every store's item (DynamoDB's 400 KB) with room
+	// for operators' reopenings; card schemes allow far fewer
+	// re-presentations (Visa: 15 in 30 days).
+	MaxRetryAttempts = 100
 )
 
 // RetryPolicy is the schedule of retries after the bank declines a debit:
@@ -47,7 +53,8 @@ type RetryPolicy struct {
 	// MaxAttempts caps the debit attempts of one charge across all codes
 	// (the first included): once made, a decline is final
 	// (retries_exhausted) whatever its rule has left. Default
-	// DefaultMaxAttempts (4); at least 2 when set.
+	// DefaultMaxAttempts (4); at least 2 when set, at most
+	// MaxRetryAttempts.
 	MaxAttempts int
 	// Window is how long after the first attempt's decline a retry may be
 	// scheduled: a retry whose time would fall past it is not scheduled
@@ -277,8 +284,8 @@ func (p *RetryPolicy) Validate() error {
 		}
 	}
 	switch {
-	case p.MaxAttempts < 0 || p.MaxAttempts == 1:
-		return &RetryScheduleError{Problem: fmt.Sprintf("at most %d debit attempts per charge: want 2 or more (0: the default, %d)", p.MaxAttempts, DefaultMaxAttempts)}
+	case p.MaxAttempts < 0 || p.MaxAttempts == 1 || p.MaxAttempts > MaxRetryAttempts:
+		return &RetryScheduleError{Problem: fmt.Sprintf("at most %d debit attempts per charge: want 2 or more, and no more than %d (0: the default, %d)", p.MaxAttempts, MaxRetryAttempts, DefaultMaxAttempts)}
 	case p.Window < 0:
 		return &RetryScheduleError{Problem: fmt.Sprintf("window %s must not be negative (0: the default, %s)", p.Window, FormatDelay(DefaultRetryWindow))}
 	case p.Jitter != NoJitter && (p.Jitter < 0 || p.Jitter > 1):
