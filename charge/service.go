@@ -138,13 +138,15 @@ type Options struct {
 	Retry *RetryPolicy
 	// NoticeLead, when more than zero, is notice-first mode: a charge's
 	// first run sends the advance notice (AdvanceNotice: "₹25.00 will be
-	// debited on or after T", T = now + NoticeLead, up to the whole
-	// second) and records the charge WAITING (NoticeSent) until T, with the
-	// notice's line in its history; the run after T debits, and sends no
-	// notification after the debit (the customer was told before). A
-	// notice that cannot be sent means no debit (a *NoticeError: the lease
-	// is given up and a later delivery sends it again, under the same
-	// key). The one notice covers every attempt of the charge: a retry
+	// debited on or after T", T = NoticeLead after the record's first
+	// claim, to the second) and records the charge WAITING (NoticeSent)
+	// until T — or, for a notice sent again later, until NoticeLead after
+	// that send — with the notice's line in its history; the run after
+	// then debits, and sends no notification after the debit (the
+	// customer was told before). A notice that cannot be sent means no
+	// debit (a *NoticeError: the lease is given up and a later delivery
+	// sends the same notice again, under the same key; one that could not
+	// be sent for NoticeLead gives a T from its send). The one notice covers every attempt of the charge: a retry
 	// after a decline (Retry) is not noticed again, nor is a debit after
 	// an operator's reopening. Default 0: off, the notification after the
 	// debit as always.
