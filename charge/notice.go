@@ -61,10 +61,12 @@ const AdvanceNoticeType = "ADVANCE_DEBIT_NOTICE"
 
 // AdvanceNotice is the documented body of an advance notice on every
 // production channel (notice-first mode): sent, and recorded, before the
-// debit, which waits until DebitOnOrAfter. The account is masked; Text is
-// what the customer reads. NotificationKey is the same for every send of
-// one charge's advance notice, so that the channel can drop a repeat (a
-// re-send after a crash between sending it and recording it). One notice
+// debit, which waits at least until DebitOnOrAfter (and the lead after
+// the notice's last send). The account is masked; Text is what the
+// customer reads. NotificationKey, and the whole notice, are the same for
+// every send of one charge's advance notice, so that the channel can
+// recognise a repeat (a re-send after a crash between sending it and
+// recording it) as the same request. One notice
 // covers every attempt of the charge, retries after a decline included.
 type AdvanceNotice struct {
 	Type            string    `json:"type"`

@@ -202,8 +202,9 @@ func TestACrashAfterTheNoticeSendsNoSecondNoticeAndDebitsOnce(t *testing.T) {
 
 // A crash between sending the notice and recording it (the store did not
 // take the WAITING record): the charge is claimed again after the lease,
-// the notice sent again under the same key (the channel drops the repeat),
-// and the debit still waits the lead from it.
+// the same notice sent again under the same key (the channel drops the
+// repeat; one that holds the key with its body would refuse another
+// body), and the debit still waits the lead from it.
 func TestACrashBetweenTheNoticeAndItsRecordResendsUnderTheSameKey(t *testing.T) {
 	f, a := noticeFirst(t, nil)
 	c := smsFee("CHG-NR")
@@ -217,16 +218,40 @@ func TestACrashBetweenTheNoticeAndItsRecordResendsUnderTheSameKey(t *testing.T) 
 	res := f.svc.Process(t.Context(), c, nil)
 	wantOutcome(t, res, charge.Waiting)
 	got := a.notices()
-	if len(got) != 2 || got[0].NotificationKey != got[1].NotificationKey || a.tries("CHG-NR:advance-notice") != 2 {
-		t.Fatalf("notices %+v; want the same notice key twice", got)
+	if len(got) != 2 || got[0] != got[1] || a.tries("CHG-NR:advance-notice") != 2 {
+		t.Fatalf("notices %+v; want the same notice twice", got)
 	}
-	if !res.NotBefore.Equal(got[1].DebitOnOrAfter) || !got[1].DebitOnOrAfter.Equal(storetest.Epoch.Add(lease+lead)) {
-		t.Fatalf("waiting until %v, the notice says %v; want the lead from the notice that was recorded", res.NotBefore, got[1].DebitOnOrAfter)
+	if !got[1].DebitOnOrAfter.Equal(storetest.Epoch.Add(lead)) || !res.NotBefore.Equal(storetest.Epoch.Add(lease+lead)) {
+		t.Fatalf("waiting until %v, the notice says %v; want the first notice's time, and the lead from the re-send", res.NotBefore, got[1].DebitOnOrAfter)
 	}
 	f.clock.Advance(lead)
 	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
 	if f.ledger.total() != 1 || len(a.notices()) != 2 {
 		t.Fatalf("entries %d notices %d", f.ledger.total(), len(a.notices()))
+	}
+}
+
+// A notice that could not be sent for longer than its lead (the channel
+// down for a day) gives the lead from when it is sent at last, never a
+// time already past; one sent again within the lead gives the first
+// send's time, and the debit still waits the lead from the send.
+func TestANoticeSentLateGivesATimeAhead(t *testing.T) {
+	f, a := noticeFirst(t, nil)
+	a.err = errors.New("sms gateway: 503")
+	c := smsFee("CHG-NL")
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.RetryLater)
+	f.clock.Advance(lead / 2)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.RetryLater)
+	f.clock.Advance(lead)
+	a.mu.Lock()
+	a.err = nil
+	a.mu.Unlock()
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Waiting)
+	got := a.notices()
+	want := storetest.Epoch.Add(lead/2 + 2*lead)
+	if len(got) != 1 || !got[0].DebitOnOrAfter.Equal(want) || !res.NotBefore.Equal(want) {
+		t.Fatalf("notices %+v, waiting until %v; want one notice and the wait both at %v", got, res.NotBefore, want)
 	}
 }
 

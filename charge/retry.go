@@ -25,6 +25,12 @@ const (
 	DefaultJitter = 0.1
 	// NoJitter, as RetryPolicy.Jitter, keeps every delay exact.
 	NoJitter = -1
+	// MaxRetryAttempts bounds RetryPolicy.MaxAttempts: every attempt is a
+	// line of the record's history (up to a few hundred bytes), and the
+	// record must fit every store's item (DynamoDB's 400 KB) with room
+	// for operators' reopenings; card schemes allow far fewer
+	// re-presentations (Visa: 15 in 30 days).
+	MaxRetryAttempts = 100
 )
 
 // RetryPolicy is the schedule of retries after the bank declines a debit:
@@ -47,7 +53,8 @@ type RetryPolicy struct {
 	// MaxAttempts caps the debit attempts of one charge across all codes
 	// (the first included): once made, a decline is final
 	// (retries_exhausted) whatever its rule has left. Default
-	// DefaultMaxAttempts (4); at least 2 when set.
+	// DefaultMaxAttempts (4); at least 2 when set, at most
+	// MaxRetryAttempts.
 	MaxAttempts int
 	// Window is how long after the first attempt's decline a retry may be
 	// scheduled: a retry whose time would fall past it is not scheduled
@@ -277,8 +284,8 @@ func (p *RetryPolicy) Validate() error {
 		}
 	}
 	switch {
-	case p.MaxAttempts < 0 || p.MaxAttempts == 1:
-		return &RetryScheduleError{Problem: fmt.Sprintf("at most %d debit attempts per charge: want 2 or more (0: the default, %d)", p.MaxAttempts, DefaultMaxAttempts)}
+	case p.MaxAttempts < 0 || p.MaxAttempts == 1 || p.MaxAttempts > MaxRetryAttempts:
+		return &RetryScheduleError{Problem: fmt.Sprintf("at most %d debit attempts per charge: want 2 or more, and no more than %d (0: the default, %d)", p.MaxAttempts, MaxRetryAttempts, DefaultMaxAttempts)}
 	case p.Window < 0:
 		return &RetryScheduleError{Problem: fmt.Sprintf("window %s must not be negative (0: the default, %s)", p.Window, FormatDelay(DefaultRetryWindow))}
 	case p.Jitter != NoJitter && (p.Jitter < 0 || p.Jitter > 1):
@@ -288,9 +295,27 @@ func (p *RetryPolicy) Validate() error {
 	if window == 0 {
 		window = DefaultRetryWindow
 	}
+	jitter := p.Jitter
+	switch jitter {
+	case 0:
+		jitter = DefaultJitter
+	case NoJitter:
+		jitter = 0
+	}
 	for _, r := range p.Rules {
 		if r.Delay > window {
 			return &RetryScheduleError{Entry: r.String(), Problem: fmt.Sprintf("delay %s is longer than the %s window from the first attempt: no retry could be scheduled", FormatDelay(r.Delay), FormatDelay(window))}
+		}
+		// The jitter lengthens a delay; one that can lengthen it past the
+		// window would decide at random, charge by charge, whether the
+		// first retry happens at all.
+		if longest := r.Delay + time.Duration(float64(r.Delay)*jitter); longest > window {
+			fits := time.Duration(float64(window) / (1 + jitter)).Truncate(time.Second)
+			if fits > time.Hour {
+				fits = fits.Truncate(time.Hour)
+			}
+			return &RetryScheduleError{Entry: r.String(), Problem: fmt.Sprintf("delay %s with its jitter of up to %v%% (%s) can fall past the %s window from the first attempt, so that the retry would happen for some charges and not others: shorten the delay to %s or widen the window to %s",
+				FormatDelay(r.Delay), jitter*100, FormatDelay(ceilDuration(longest)), FormatDelay(window), FormatDelay(fits), FormatDelay(ceilDuration(longest)))}
 		}
 	}
 	return nil
@@ -336,6 +361,14 @@ func (p *RetryPolicy) rule(code string) (RetryRule, bool) {
 func (p *RetryPolicy) jittered(d time.Duration) time.Duration {
 	r := min(max(p.Rand(), 0), 1)
 	return d + time.Duration(float64(d)*p.Jitter*r)
+}
+
+// ceilDuration is d, or the next whole second above it.
+func ceilDuration(d time.Duration) time.Duration {
+	if s := d.Truncate(time.Second); s < d {
+		return s + time.Second
+	}
+	return d
 }
 
 // ceilSecond is t, or the next whole second after it: a time a history

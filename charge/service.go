@@ -138,13 +138,15 @@ type Options struct {
 	Retry *RetryPolicy
 	// NoticeLead, when more than zero, is notice-first mode: a charge's
 	// first run sends the advance notice (AdvanceNotice: "₹25.00 will be
-	// debited on or after T", T = now + NoticeLead, up to the whole
-	// second) and records the charge WAITING (NoticeSent) until T, with the
-	// notice's line in its history; the run after T debits, and sends no
-	// notification after the debit (the customer was told before). A
-	// notice that cannot be sent means no debit (a *NoticeError: the lease
-	// is given up and a later delivery sends it again, under the same
-	// key). The one notice covers every attempt of the charge: a retry
+	// debited on or after T", T = NoticeLead after the record's first
+	// claim, to the second) and records the charge WAITING (NoticeSent)
+	// until T — or, for a notice sent again later, until NoticeLead after
+	// that send — with the notice's line in its history; the run after
+	// then debits, and sends no notification after the debit (the
+	// customer was told before). A notice that cannot be sent means no
+	// debit (a *NoticeError: the lease is given up and a later delivery
+	// sends the same notice again, under the same key; one that could not
+	// be sent for NoticeLead gives a T from its send). The one notice covers every attempt of the charge: a retry
 	// after a decline (Retry) is not noticed again, nor is a debit after
 	// an operator's reopening. Default 0: off, the notification after the
 	// debit as always.
@@ -252,7 +254,7 @@ func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idem
 	past := readHistory(run.History)
 	if s.opts.NoticeLead > 0 {
 		if past.notice == nil {
-			return idempotency.Done{}, s.advance(ctx, c)
+			return idempotency.Done{}, s.advance(ctx, c, run)
 		}
 		if now := s.opts.Now(); now.Before(past.notice.Next) {
 			// Never before the time the customer was given (a store
@@ -296,16 +298,44 @@ func (s *Service) work(ctx context.Context, c Charge, run idempotency.Run) (idem
 func (s *Service) noting() bool { return s.opts.Retry != nil || s.opts.NoticeLead > 0 }
 
 // advance sends c's advance notice and waits for its lead: WAITING
-// (NoticeSent) until the time the notice gives, with its history line.
-// A notice not sent is a *NoticeError: no debit.
-func (s *Service) advance(ctx context.Context, c Charge) error {
+// (NoticeSent) until the lead has passed since this send, with the
+// notice's history line. A notice not sent is a *NoticeError: no debit.
+//
+// The notice is the same on every send of it (noticeTime): a send after a
+// crash between sending it and recording it — or after an answer that
+// did not come in time — is the same request under the same key, which a
+// receiver that holds the key replays or drops (one that implements the
+// Idempotency-Key draft answers another body under it 422: the notice
+// could then never be "sent", and the charge never debited).
+func (s *Service) advance(ctx context.Context, c Charge, run idempotency.Run) error {
 	now := s.opts.Now()
-	n := AdvanceNoticeOf(c, ceilSecond(now.Add(s.opts.NoticeLead)))
+	n := AdvanceNoticeOf(c, s.noticeTime(run.CreatedAt, now))
 	if err := s.bounded(ctx, func(ctx context.Context) error { return s.opts.AdvanceNotifier.NotifyAdvance(ctx, n) }); err != nil {
-		return &NoticeError{Key: n.NotificationKey, Err: err}
+		// The channel's answer may name the account (the notice carries
+		// it masked; the receiver may not).
+		return &NoticeError{Key: n.NotificationKey, Err: &maskedError{err: err, text: MaskText(err.Error(), c.AccountID)}}
 	}
-	line := HistoryLine{Kind: HistoryNotice, NoticeKey: n.NotificationKey, At: now, Next: n.DebitOnOrAfter}
-	return &idempotency.Wait{Until: n.DebitOnOrAfter, Status: string(NoticeSent), Detail: noticeDetail(line), Note: line.String()}
+	// Never sooner than the lead after this send (a re-send may be the
+	// first the customer gets); the notice's time is then earlier, and
+	// "on or after" it still holds.
+	until := ceilSecond(now.Add(s.opts.NoticeLead))
+	if n.DebitOnOrAfter.After(until) {
+		until = n.DebitOnOrAfter
+	}
+	line := HistoryLine{Kind: HistoryNotice, NoticeKey: n.NotificationKey, At: now, Next: until}
+	return &idempotency.Wait{Until: until, Status: string(NoticeSent), Detail: noticeDetail(line), Note: line.String()}
+}
+
+// noticeTime is the "on or after" of a charge's advance notice: the lead
+// after the record's first claim, to the whole second below it (what
+// every store keeps of that time), so that every send of the notice is
+// the same; or, when that has passed already (the notice could not be
+// sent for a lead's time) or the store did not say, the lead from now.
+func (s *Service) noticeTime(created, now time.Time) time.Time {
+	if t := created.Truncate(time.Second).Add(s.opts.NoticeLead); !created.IsZero() && t.After(now) {
+		return t
+	}
+	return ceilSecond(now.Add(s.opts.NoticeLead))
 }
 
 // noticeDetail is a NoticeSent record's detail: "notice sent at T, debit
@@ -449,3 +479,13 @@ func (s *Service) bounded(ctx context.Context, send func(context.Context) error)
 		return fmt.Errorf("notification gave no answer within %s: %w", s.opts.NotifyTimeout, context.Cause(nctx))
 	}
 }
+
+// maskedError is err with its text masked for an account (MaskText); it
+// still unwraps to err.
+type maskedError struct {
+	err  error
+	text string
+}
+
+func (e *maskedError) Error() string { return e.text }
+func (e *maskedError) Unwrap() error { return e.err }

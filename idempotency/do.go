@@ -66,6 +66,12 @@ type Run struct {
 	// operator reopenings and the notes of earlier runs (a *Wait's, a
 	// Done's). Work that runs on a schedule reads where it is from it.
 	History []string
+	// CreatedAt is when the record was first claimed: kept by reclaims,
+	// resumptions and reopenings, so that work can derive from it what
+	// must come out the same on every attempt (a message it may have sent
+	// before a crash, sent again as the same request). Zero when the store
+	// did not say.
+	CreatedAt time.Time
 }
 
 // Done is the work's result, stored with DONE and handed to duplicates.
@@ -233,7 +239,7 @@ func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context
 	attempt := held.get().Attempt
 	ran := DoResult{Outcome: claim.Outcome, Attempt: attempt}
 	gen := max(rec.Generation, 1)
-	done, err := fn(ctx, Run{Lease: held.get(), Reclaimed: claim.Outcome == Reclaimed, Generation: gen, History: slices.Clone(rec.History)})
+	done, err := fn(ctx, Run{Lease: held.get(), Reclaimed: claim.Outcome == Reclaimed, Generation: gen, History: slices.Clone(rec.History), CreatedAt: rec.CreatedAt})
 	if errors.Is(context.Cause(ctx), ErrLeaseLost) {
 		ran.Outcome, ran.Err = LeaseLost, fmt.Errorf("%w: taken over while the work ran; the new owner finishes", ErrLeaseLost)
 		return ran, nil

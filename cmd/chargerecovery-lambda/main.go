@@ -118,6 +118,11 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	if concurrency < 1 || concurrency > 100 {
 		p.Add("IC_LAMBDA_CONCURRENCY %d is outside 1-100", concurrency)
 	}
+	if cc.PostingWindows != "" || cc.HolidaysFile != "" {
+		// serve holds receiving back outside a window (its gate); the
+		// event source mapping polls whenever it is enabled.
+		p.Add("IC_POSTING_WINDOWS and IC_HOLIDAYS are not kept by the Lambda, which receives whenever its event source mapping is enabled: a charge would be posted outside the window; disable the mapping outside the bank's windows (an EventBridge schedule), or run serve")
+	}
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
@@ -174,8 +179,15 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	if err != nil {
 		return nil, err
 	}
+	retry, err := cc.RetryPolicy()
+	if err != nil {
+		return nil, cli.Usagef("IC_RETRY_DECLINES: %v", err)
+	}
+	// The recovery policy as serve keeps it: retries by decline code, the
+	// advance notice before the debit (every channel sends them); a wait
+	// is a Wait verdict, hidden until its time.
 	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: bank.Debiter, Notifier: notifier, Enquirer: bank.Enquirer,
-		NotifyTimeout: cc.NotifyTimeout, Logger: log, Fingerprints: keys})
+		NotifyTimeout: cc.NotifyTimeout, Logger: log, Fingerprints: keys, Retry: retry, NoticeLead: cc.NoticeLead})
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +204,8 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 		return nil, err
 	}
 	log.Info("function ready", "backend", b.Desc, "lease", cc.Lease.String(), "min_work", minWork.String(), "margin", margin.String(),
-		"notify", notifyDesc, "fingerprint_key", cc.KeyDesc(), "whole_batch_on_failure", wholeBatch)
+		"notify", notifyDesc, "fingerprint_key", cc.KeyDesc(), "whole_batch_on_failure", wholeBatch,
+		"retry_declines", cc.RetryDeclines, "notice_lead", cc.NoticeLead.String())
 	return h, nil
 }
 
