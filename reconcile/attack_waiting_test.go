@@ -7,11 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/reconcile"
+	"github.com/finedge/idempotent-consumer/redisstore"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -53,6 +61,28 @@ func TestAttackWaitingChargeWhoseDeclinedGenerationPostedIsDebitedAgain(t *testi
 			}
 			t.Cleanup(func() { db.Close() })
 			return sqlite.NewStore(db)
+		},
+		"postgres": func(t *testing.T) driver.Store { return postgres.NewStore(pgtest.Open(t)) },
+		"redis": func(t *testing.T) driver.Store {
+			rdb, prefix := dbtest.Redis(t)
+			s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+		"dynamodb": func(t *testing.T) driver.Store {
+			client := dynamodb.NewFromConfig(awstest.Config(t))
+			table := awstest.Name("reconw")
+			if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
+			s, err := awsdynamodb.New(client, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
 		},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -40,7 +40,8 @@ type ResolveRequest struct {
 	// DEBITED_NOTIFICATION_FAILED with the notice kept, for renotify.
 	NoticeSent bool
 	// Refunded closes a failed_but_posted break by marking it (the bank
-	// gave the money back; the record stays FAILED). By default the
+	// gave the money back; the record stays FAILED, or WAITING with its
+	// retry schedule). By default the
 	// posting is recorded as collected: the record becomes DONE, so the
 	// charge is never debited again.
 	Refunded bool
@@ -205,7 +206,9 @@ func mark(ctx context.Context, req ResolveRequest, b Break) error {
 // adopt records the posting of an IN_PROGRESS record whose lease passed:
 // the record is reclaimed under its own fingerprint (so that no consumer
 // holds it meanwhile), completed DONE DEBITED with the bank's reference,
-// and given a history line. Nothing is debited and no notice is sent.
+// and given a history line. Nothing is debited and no notice is sent. A
+// FAILED record is reopened into it, a WAITING one (a retry scheduled)
+// taken before its next attempt.
 func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break) (driver.Record, error) {
 	p := b.judged // the posting the run judged: the one that stands, in the period
 	if p.BankKey == "" || p.Reversal {
@@ -244,6 +247,31 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 			return driver.Record{}, fmt.Errorf("record %s changed since it was read (%w): run reconcile again", b.ChargeID, err)
 		}
 		lease = idempotency.Lease{Key: rec.Key, Token: token, Until: until, Attempt: reopened.Attempt}
+	} else if rec.State == driver.StateWaiting {
+		// Collected before its next attempt (a retry scheduled after the
+		// decline whose generation the bank posted after all): the record
+		// is taken from WAITING as its next attempt would take it — a
+		// claim that finds it due (the request's LeaseExpiredBy at its
+		// not-before) — under a token of ours with a live lease, in one
+		// conditional write, fenced against a delivery resuming it
+		// meanwhile; then DONE, so that the schedule never debits again.
+		creq, err := req.Guard.ClaimRequest(b.ChargeID, rec.Fingerprint)
+		if err != nil {
+			return driver.Record{}, err
+		}
+		creq.LeaseExpiredBy = maxTime(creq.LeaseExpiredBy, rec.LeaseUntil)
+		res, err := store.Claim(ctx, creq)
+		if err != nil {
+			return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+		}
+		c := idempotency.ClaimOf(creq, res)
+		if c.Outcome != idempotency.Acquired || max(c.Record.Generation, 1) != b.Generation {
+			if c.Outcome.Owned() {
+				_ = req.Guard.Yield(ctx, c.Lease()) // not the record read: give it back at once
+			}
+			return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s, %s): run reconcile again", b.ChargeID, c.Record.State, c.Outcome)
+		}
+		lease = c.Lease()
 	} else {
 		c, err := req.Guard.Claim(ctx, b.ChargeID, rec.Fingerprint)
 		if err != nil {
