@@ -146,6 +146,10 @@ func TooLargeReason(size int) Reason {
 // MaxDetailBytes bounds the detail a queue keeps with a dead letter.
 const MaxDetailBytes = 1024
 
+// MaxAttributes is the most message attributes a message may carry (SQS's
+// limit; SendMessage refuses more).
+const MaxAttributes = 10
+
 // MaxVisibility is the longest visibility timeout (SQS's 12 hours).
 const MaxVisibility = 12 * time.Hour
 
