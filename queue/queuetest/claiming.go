@@ -48,6 +48,7 @@ func Claiming(t *testing.T, h ClaimingHarness) {
 		{"ReleasedClaimIsTakenAtOnceByTheNextDelivery", testRelease},
 		{"WaitHidesTheMessageUntilDueAndResetsItsReceiveCount", testWait},
 		{"WaitOfAnEarlierDeliveryLeavesTheNewOne", testStaleWait},
+		{"AMessageHeldForAWaitDoesNotAgeTheQueue", testWaitAge},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
 	}
@@ -508,5 +509,34 @@ func testStaleWait(t *testing.T, h ClaimingHarness) {
 	}
 	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
 		t.Errorf("depth %+v, want empty", d)
+	}
+}
+
+// testWaitAge: a message held for its record's wait (notice-first holds
+// every charge for its lead, a retry for a day) is not a message waiting
+// to be handled: the queue's oldest message age (the gauge
+// OldestMessageWaitingLong alerts on after an hour: "month-end backlog or
+// a stalled consumer") is that of the messages to handle and in hand, not
+// of the ones held until their time.
+func testWaitAge(t *testing.T, h ClaimingHarness) {
+	ctx := t.Context()
+	q, _, g := openClaiming(t, h, time.Second)
+	p := claimPolicy(g)
+	sendClaims(t, q, `{"key":"held","fp":"f"}`)
+	m := receiveAll(t, q, p, 1)[0]
+	res, err := g.Do(ctx, "held", "f", func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{}, &idempotency.Wait{Until: g.Now().Add(time.Hour), Status: "NOTICE_SENT"}
+	}, idempotency.DoOptions{Bound: m.Bound})
+	if err != nil || res.Outcome != idempotency.Waiting || !m.Bound.Settled() {
+		t.Fatalf("Do: %v %v (settled %v), want the wait recorded with its message", res.Outcome, err, m.Bound.Settled())
+	}
+	time.Sleep(1500 * time.Millisecond) // the wait goes on
+	sendClaims(t, q, `{"key":"fresh","fp":"f"}`)
+	d := depth(t, q)
+	if !d.OldestKnown {
+		t.Skip("this queue cannot tell the oldest message's age")
+	}
+	if d.OldestAge >= time.Second {
+		t.Errorf("oldest message age %v with one message just sent and one held for its wait: the wait ages the queue (an hour into every wait, OldestMessageWaitingLong fires)", d.OldestAge)
 	}
 }
