@@ -198,7 +198,9 @@ type Depth struct {
 	// DLQ is every message on the dead-letter queue.
 	DLQ int `json:"dlq"`
 	// OldestAge is how long the oldest message on the queue (waiting or in
-	// flight) has been there, 0 when it is empty. OldestKnown is false
+	// flight) has been there, 0 when it is empty; a message held for its
+	// record's wait (a SQL queue's, hidden and never received since) is
+	// not counted: it is not late, it waits for its time. OldestKnown is false
 	// where the queue cannot tell: SQS reports it only to CloudWatch
 	// (ApproximateAgeOfOldestMessage).
 	OldestAge   time.Duration `json:"oldestAge"`
