@@ -231,6 +231,7 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 		AdoptedLine, now.UTC().Format(time.RFC3339), req.Operator, p.Amount, p.BankKey, p.BookingDate.Format(time.DateOnly), ref, notice, req.Reason),
 		driver.MaxDetailBytes-8)
 	var lease idempotency.Lease
+	var restore func() error // undoes the taking of a WAITING record
 	if rec.State == driver.StateFailed {
 		// Collected: FAILED → IN_PROGRESS under a token of ours with a
 		// LIVE lease, on the very record read (one conditional write), so
@@ -272,6 +273,18 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 			return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s, %s): run reconcile again", b.ChargeID, c.Record.State, c.Outcome)
 		}
 		lease = c.Lease()
+		// Not adopted after all (the store failed the DONE): the record
+		// goes back to WAITING as it was, so that no delivery reclaims it
+		// after the lease and debits the next generation meanwhile.
+		restore = func() error {
+			history := rec.History
+			if history == nil {
+				history = []string{}
+			}
+			return store.Finish(context.WithoutCancel(ctx), driver.FinishRequest{Key: rec.Key, Token: lease.Token, State: driver.StateWaiting,
+				Status: rec.Status, Detail: rec.Detail, Now: req.Guard.Now(), ExpiresAt: rec.ExpiresAt, NotBefore: rec.LeaseUntil,
+				Generation: max(rec.Generation, 1), History: history})
+		}
 	} else {
 		c, err := req.Guard.Claim(ctx, b.ChargeID, rec.Fingerprint)
 		if err != nil {
@@ -283,6 +296,12 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 		lease = c.Lease()
 	}
 	if err := req.Guard.Complete(ctx, lease, status, detail); err != nil {
+		if restore != nil {
+			if rerr := restore(); rerr != nil {
+				return driver.Record{}, fmt.Errorf("record %s: %w; and it could not be put back to WAITING (%v): it is IN_PROGRESS under this resolve's lease until %s, and a delivery after that would debit its next generation", b.ChargeID, err, rerr, lease.Until.UTC().Format(time.RFC3339))
+			}
+			return driver.Record{}, fmt.Errorf("record %s: %w (not adopted: the record is WAITING again, as it was; run resolve again)", b.ChargeID, err)
+		}
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
 	done, err := req.Guard.Get(ctx, b.ChargeID)
