@@ -40,7 +40,7 @@ var _ API = (*sqs.Client)(nil)
 const AWSTraceHeaderAttribute = "AWSTraceHeader"
 
 // maxAttributes is SQS's limit of message attributes per message.
-const maxAttributes = 10
+const maxAttributes = queue.MaxAttributes
 
 // Options configure a Queue.
 type Options struct {

@@ -247,6 +247,37 @@ func (c *Calendar) ClosesAt(t time.Time) (closes time.Time, ok bool) {
 	return time.Time{}, true
 }
 
+// LongestClosure is the longest stretch the calendar is closed that
+// begins within days of from (one closed at from counts from from): its
+// start and its end, the next opening. ErrNeverOpens, with that stretch's
+// start, when one of them does not end within Horizon days. ok is false
+// when the calendar does not close in that time.
+//
+// What is received only while the calendar is open waits on its queue for
+// the whole closure: a queue whose messages expire sooner loses them.
+func (c *Calendar) LongestClosure(from time.Time, days int) (start, end time.Time, ok bool, err error) {
+	limit := from.AddDate(0, 0, days)
+	for t := from; t.Before(limit); {
+		if c.Open(t) {
+			closes, _ := c.ClosesAt(t)
+			if closes.IsZero() {
+				return start, end, ok, nil // open to the horizon
+			}
+			t = closes
+			continue
+		}
+		opens, err := c.NextOpen(t)
+		if err != nil {
+			return t, time.Time{}, true, err
+		}
+		if !ok || opens.Sub(t) > end.Sub(start) {
+			start, end, ok = t, opens, true
+		}
+		t = opens
+	}
+	return start, end, ok, nil
+}
+
 // Status is whether the calendar is open at an instant, and until when.
 type Status struct {
 	Open bool

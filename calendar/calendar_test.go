@@ -199,3 +199,38 @@ func TestStatusSaysUntilWhen(t *testing.T) {
 		t.Errorf("always open: %+v %q", s, s)
 	}
 }
+
+// LongestClosure finds the longest closed stretch ahead: a weekend, a
+// weekend with holidays beside it, none for a calendar always open.
+func TestLongestClosure(t *testing.T) {
+	for _, c := range []struct {
+		name, spec, holidays, from string
+		days                       int
+		start, end                 string // "" none
+	}{
+		{"a weekend", "Mon-Fri 06:00-20:00 UTC", "", "2025-03-10T10:00:00Z", 10, "2025-03-14T20:00:00Z", "2025-03-17T06:00:00Z"},
+		{"a weekend and two holidays", "Mon-Fri 06:00-20:00 UTC", "2025-03-17 a\n2025-03-18 b\n", "2025-03-10T10:00:00Z", 10, "2025-03-14T20:00:00Z", "2025-03-19T06:00:00Z"},
+		{"closed from the start", "Mon-Fri 06:00-20:00 UTC", "", "2025-03-15T10:00:00Z", 2, "2025-03-15T10:00:00Z", "2025-03-17T06:00:00Z"},
+		{"Kolkata: Holi on a Friday, then the Saturday half day", kolkata, kolkataHolidays, "2025-03-10T10:00:00+05:30", 7, "2025-03-15T13:00:00+05:30", "2025-03-17T06:00:00+05:30"},
+		{"always open", "Mon-Sun 00:00-24:00 UTC", "", "2025-03-10T10:00:00Z", 10, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start, end, ok, err := mustCal(t, c.spec, c.holidays).LongestClosure(at(t, c.from), c.days)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.start == "" {
+				if ok {
+					t.Fatalf("closed %s to %s, want never", start, end)
+				}
+				return
+			}
+			if !ok || !start.Equal(at(t, c.start)) || !end.Equal(at(t, c.end)) {
+				t.Fatalf("longest closure %s to %s (%v), want %s to %s", start, end, ok, c.start, c.end)
+			}
+		})
+	}
+	if _, _, _, err := mustCal(t, "Mon 06:00-20:00 UTC", "").LongestClosure(at(t, "2025-03-10T10:00:00Z"), 30); err != nil {
+		t.Fatal(err)
+	}
+}

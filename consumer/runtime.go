@@ -738,6 +738,9 @@ func (r *Runtime) hide(work context.Context, d *Delivery, until time.Time) {
 
 // requeue sends a copy of d's message that waits until until and, once it
 // is sent, deletes the original. It reports false when no copy was sent.
+// A message with no room for one more attribute (queue.MaxAttributes) is
+// copied without the not-before: its copy is handed to the handler on its
+// first receive, and waits by its record's answer.
 func (r *Runtime) requeue(work context.Context, d *Delivery, until time.Time) bool {
 	if r.sender == nil {
 		return false
@@ -747,6 +750,13 @@ func (r *Runtime) requeue(work context.Context, d *Delivery, until time.Time) bo
 		attrs = map[string]string{}
 	}
 	attrs[queue.NotBeforeAttribute] = until.UTC().Format(time.RFC3339Nano)
+	if len(attrs) > queue.MaxAttributes || queue.CheckOutgoing(d.Body, attrs) != nil {
+		// No room for the not-before beside the producer's attributes
+		// (SQS takes 10, the trace header among them): the copy goes
+		// without it, so that it still starts at receive count 0; its
+		// first receive asks the record, which says how long it waits.
+		delete(attrs, queue.NotBeforeAttribute)
+	}
 	ctx, cancel := r.opCtx(work)
 	_, err := r.sender.Send(ctx, d.Body, attrs)
 	cancel()

@@ -492,7 +492,7 @@ func (m *Metrics) QueueDepth(ctx context.Context, interval time.Duration, depth 
 	messages := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "queue_messages",
 		Help: "Messages on the queue by state (waiting, in_flight) and on the DLQ (dlq), sampled in the background."}, []string{"state"})
 	age := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "queue_oldest_message_age_seconds",
-		Help: "Age of the oldest message on the queue (waiting or in flight), sampled; absent on SQS (see CloudWatch ApproximateAgeOfOldestMessage)."})
+		Help: "Age of the oldest message on the queue (waiting or in flight; not one a SQL queue holds for its charge's wait), sampled; absent on SQS (see CloudWatch ApproximateAgeOfOldestMessage)."})
 	sampled := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "queue_depth_sampled_timestamp_seconds",
 		Help: "When the queue depth was last sampled successfully (Unix time)."})
 	errs := prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "queue_depth_errors_total",

@@ -273,11 +273,13 @@ select (select count(*) from u), (select count(*) from d)`
 // receive count reset to 0, so that a wait never moves it toward the DLQ.
 // A message already at 0 (nobody received it since this delivery's own
 // wait landed) keeps its time. The wait restarts the message's retention
-// (created_at, as a copy would on SQS), so that a wait longer than the
-// queue's retention does not lose the charge to the sweep.
+// (created_at), from when it is due (as a copy sent then would be on SQS),
+// so that a wait longer than the queue's retention (a 14-day notice lead)
+// does not lose the charge to the sweep while it is held.
 func holdSet(hidden string) string {
-	return `visible_at = case when received = 0 then visible_at else clock_timestamp() + ` + hidden + `::bigint * interval '1 millisecond' end,
-    created_at = case when received = 0 then created_at else clock_timestamp() end,
+	due := `clock_timestamp() + ` + hidden + `::bigint * interval '1 millisecond'`
+	return `visible_at = case when received = 0 then visible_at else ` + due + ` end,
+    created_at = case when received = 0 then created_at else ` + due + ` end,
     received = 0`
 }
 

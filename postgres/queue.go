@@ -330,7 +330,7 @@ func (q *Queue) Depth(ctx context.Context) (queue.Depth, error) {
 		  count(*) filter (where queue = $1 and visible_at <= clock_timestamp()),
 		  count(*) filter (where queue = $1 and visible_at > clock_timestamp()),
 		  count(*) filter (where queue = $2),
-		  coalesce(extract(epoch from clock_timestamp() - min(created_at) filter (where queue = $1)) * 1000, 0)::float8
+		  coalesce(extract(epoch from clock_timestamp() - min(created_at) filter (where queue = $1 and not (received = 0 and visible_at > clock_timestamp()))) * 1000, 0)::float8
 		from queue_messages where queue in ($1, $2)`, q.opts.Name, q.dlq).Scan(&d.Waiting, &d.InFlight, &d.DLQ, &ageMS)
 	if err != nil {
 		return d, fmt.Errorf("postgres: depth: %w", err)

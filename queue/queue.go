@@ -146,6 +146,10 @@ func TooLargeReason(size int) Reason {
 // MaxDetailBytes bounds the detail a queue keeps with a dead letter.
 const MaxDetailBytes = 1024
 
+// MaxAttributes is the most message attributes a message may carry (SQS's
+// limit; SendMessage refuses more).
+const MaxAttributes = 10
+
 // MaxVisibility is the longest visibility timeout (SQS's 12 hours).
 const MaxVisibility = 12 * time.Hour
 
@@ -194,7 +198,9 @@ type Depth struct {
 	// DLQ is every message on the dead-letter queue.
 	DLQ int `json:"dlq"`
 	// OldestAge is how long the oldest message on the queue (waiting or in
-	// flight) has been there, 0 when it is empty. OldestKnown is false
+	// flight) has been there, 0 when it is empty; a message held for its
+	// record's wait (a SQL queue's, hidden and never received since) is
+	// not counted: it is not late, it waits for its time. OldestKnown is false
 	// where the queue cannot tell: SQS reports it only to CloudWatch
 	// (ApproximateAgeOfOldestMessage).
 	OldestAge   time.Duration `json:"oldestAge"`

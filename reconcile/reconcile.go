@@ -105,8 +105,9 @@ type Break struct {
 	// narrative (never shown) into the break's ID.
 	judged statement.Posting
 	facts  string
-	// collectable: the record is FAILED and one posting stands for it,
-	// which Resolve records as collected.
+	// collectable: the record is FAILED (or WAITING for a retry after
+	// the decline) and one posting stands for it, which Resolve records
+	// as collected.
 	collectable bool
 	// ID is the digest of the break's facts: a resolution closes this
 	// break, not a later one of the same charge with other facts.
@@ -540,10 +541,16 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 	switch {
 	case p.BankKey != current:
 		b.Kind = FailedButPosted
-		b.collectable = rec.State == driver.StateFailed
+		// A WAITING record (a retry scheduled after the decline) debits
+		// again at its next attempt unless it is collected now.
+		b.collectable = rec.State == driver.StateFailed || rec.State == driver.StateWaiting
 		_, gen := SplitBankKey(p.BankKey)
 		b.Detail = fmt.Sprintf("the bank posted generation %d (key %s), which it had declined; the record is at generation %d and %s", gen, p.BankKey, max(rec.Generation, 1), stateText(rec))
 		b.Action = "the money moved under the declined key: if the record is FAILED, resolve records it as collected (DONE, never debited again); else, or if the bank refunds it, resolve --refunded"
+		if rec.State == driver.StateWaiting {
+			b.Action = fmt.Sprintf("the money moved under the declined key, and the record is WAITING: its next attempt (generation %d, on or after %s) debits the customer again. resolve records the posting as collected (DONE, the schedule ends, never debited again); only if the bank refunds it, resolve --refunded (the schedule goes on)",
+				max(rec.Generation, 1), rec.LeaseUntil.UTC().Format(time.RFC3339))
+		}
 		r.add(cp.fill(b))
 		return nil
 	case rec.State == driver.StateInProgress && rec.LeaseLive(r.opts.Now.Add(-r.opts.SkewMargin)):

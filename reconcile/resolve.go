@@ -40,7 +40,8 @@ type ResolveRequest struct {
 	// DEBITED_NOTIFICATION_FAILED with the notice kept, for renotify.
 	NoticeSent bool
 	// Refunded closes a failed_but_posted break by marking it (the bank
-	// gave the money back; the record stays FAILED). By default the
+	// gave the money back; the record stays FAILED, or WAITING with its
+	// retry schedule). By default the
 	// posting is recorded as collected: the record becomes DONE, so the
 	// charge is never debited again.
 	Refunded bool
@@ -205,7 +206,9 @@ func mark(ctx context.Context, req ResolveRequest, b Break) error {
 // adopt records the posting of an IN_PROGRESS record whose lease passed:
 // the record is reclaimed under its own fingerprint (so that no consumer
 // holds it meanwhile), completed DONE DEBITED with the bank's reference,
-// and given a history line. Nothing is debited and no notice is sent.
+// and given a history line. Nothing is debited and no notice is sent. A
+// FAILED record is reopened into it, a WAITING one (a retry scheduled)
+// taken before its next attempt.
 func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break) (driver.Record, error) {
 	p := b.judged // the posting the run judged: the one that stands, in the period
 	if p.BankKey == "" || p.Reversal {
@@ -228,6 +231,7 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 		AdoptedLine, now.UTC().Format(time.RFC3339), req.Operator, p.Amount, p.BankKey, p.BookingDate.Format(time.DateOnly), ref, notice, req.Reason),
 		driver.MaxDetailBytes-8)
 	var lease idempotency.Lease
+	var restore func() error // undoes the taking of a WAITING record
 	if rec.State == driver.StateFailed {
 		// Collected: FAILED → IN_PROGRESS under a token of ours with a
 		// LIVE lease, on the very record read (one conditional write), so
@@ -244,6 +248,43 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 			return driver.Record{}, fmt.Errorf("record %s changed since it was read (%w): run reconcile again", b.ChargeID, err)
 		}
 		lease = idempotency.Lease{Key: rec.Key, Token: token, Until: until, Attempt: reopened.Attempt}
+	} else if rec.State == driver.StateWaiting {
+		// Collected before its next attempt (a retry scheduled after the
+		// decline whose generation the bank posted after all): the record
+		// is taken from WAITING as its next attempt would take it — a
+		// claim that finds it due (the request's LeaseExpiredBy at its
+		// not-before) — under a token of ours with a live lease, in one
+		// conditional write, fenced against a delivery resuming it
+		// meanwhile; then DONE, so that the schedule never debits again.
+		creq, err := req.Guard.ClaimRequest(b.ChargeID, rec.Fingerprint)
+		if err != nil {
+			return driver.Record{}, err
+		}
+		creq.LeaseExpiredBy = maxTime(creq.LeaseExpiredBy, rec.LeaseUntil)
+		res, err := store.Claim(ctx, creq)
+		if err != nil {
+			return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
+		}
+		c := idempotency.ClaimOf(creq, res)
+		if c.Outcome != idempotency.Acquired || max(c.Record.Generation, 1) != b.Generation {
+			if c.Outcome.Owned() {
+				_ = req.Guard.Yield(ctx, c.Lease()) // not the record read: give it back at once
+			}
+			return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s, %s): run reconcile again", b.ChargeID, c.Record.State, c.Outcome)
+		}
+		lease = c.Lease()
+		// Not adopted after all (the store failed the DONE): the record
+		// goes back to WAITING as it was, so that no delivery reclaims it
+		// after the lease and debits the next generation meanwhile.
+		restore = func() error {
+			history := rec.History
+			if history == nil {
+				history = []string{}
+			}
+			return store.Finish(context.WithoutCancel(ctx), driver.FinishRequest{Key: rec.Key, Token: lease.Token, State: driver.StateWaiting,
+				Status: rec.Status, Detail: rec.Detail, Now: req.Guard.Now(), ExpiresAt: rec.ExpiresAt, NotBefore: rec.LeaseUntil,
+				Generation: max(rec.Generation, 1), History: history})
+		}
 	} else {
 		c, err := req.Guard.Claim(ctx, b.ChargeID, rec.Fingerprint)
 		if err != nil {
@@ -255,6 +296,12 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 		lease = c.Lease()
 	}
 	if err := req.Guard.Complete(ctx, lease, status, detail); err != nil {
+		if restore != nil {
+			if rerr := restore(); rerr != nil {
+				return driver.Record{}, fmt.Errorf("record %s: %w; and it could not be put back to WAITING (%v): it is IN_PROGRESS under this resolve's lease until %s, and a delivery after that would debit its next generation", b.ChargeID, err, rerr, lease.Until.UTC().Format(time.RFC3339))
+			}
+			return driver.Record{}, fmt.Errorf("record %s: %w (not adopted: the record is WAITING again, as it was; run resolve again)", b.ChargeID, err)
+		}
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
 	done, err := req.Guard.Get(ctx, b.ChargeID)

@@ -120,12 +120,14 @@ func (q *Queue) hold(ctx context.Context, tx *wtx, m queue.Message, visibleAt ti
 	if err != nil {
 		return false, nil
 	}
-	// The wait restarts the message's retention too (created: as a copy
-	// would on SQS), so that a wait longer than the queue's retention does
-	// not lose the charge to Expire.
+	// The wait restarts the message's retention too (created), from when
+	// it is due (as a copy sent then would be on SQS), so that a wait
+	// longer than the queue's retention (a 14-day notice lead) does not
+	// lose the charge to Expire while it is held.
+	at := visibleAt.Format(timeFormat)
 	res, err := tx.Exec(ctx, `update goqite set timeout = case when received = 0 then timeout else ? end,
-		created = case when received = 0 then created else strftime('%Y-%m-%dT%H:%M:%fZ') end, received = 0
-		where queue = ? and id = ? and received in (?, 0)`, visibleAt.Format(timeFormat), q.opts.Name, id, count)
+		created = case when received = 0 then created else ? end, received = 0
+		where queue = ? and id = ? and received in (?, 0)`, at, at, q.opts.Name, id, count)
 	if err != nil {
 		return false, err
 	}

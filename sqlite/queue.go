@@ -485,9 +485,9 @@ func (q *Queue) Depth(ctx context.Context) (queue.Depth, error) {
 	var oldest sql.NullString
 	err := q.db.sql.QueryRowContext(ctx, `select
 		coalesce(sum(queue = ? and timeout <= ?), 0), coalesce(sum(queue = ? and timeout > ?), 0), coalesce(sum(queue = ?), 0),
-		min(case when queue = ? then created end)
+		min(case when queue = ? and not (received = 0 and timeout > ?) then created end)
 		from goqite where queue in (?, ?)`,
-		q.opts.Name, now, q.opts.Name, now, q.opts.Name+"-dlq", q.opts.Name, q.opts.Name, q.opts.Name+"-dlq").Scan(&d.Waiting, &d.InFlight, &d.DLQ, &oldest)
+		q.opts.Name, now, q.opts.Name, now, q.opts.Name+"-dlq", q.opts.Name, now, q.opts.Name, q.opts.Name+"-dlq").Scan(&d.Waiting, &d.InFlight, &d.DLQ, &oldest)
 	if err != nil {
 		return d, fmt.Errorf("sqlite: depth: %w", err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/internal/redact"
@@ -85,6 +86,9 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err := b.Preflight(ctx, cc.Retention); err != nil {
 		return err
 	}
+	if err := checkWindowRetention(ctx, cc, b); err != nil {
+		return err
+	}
 	if env.Drill != nil { // a test binary's crash drill; never set in production
 		b.Queue, b.Store, bank.Debiter = env.Drill(b.Queue, b.Store, bank.Debiter)
 	}
@@ -142,4 +146,20 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	log.Info("consumer stopped", "received", s.Received, "acked", s.Acked, "retried", s.Retried,
 		"dead_lettered", s.DeadLettered, "released", s.Released, "ack_errors", s.AckErrors)
 	return nil
+}
+
+// checkWindowRetention refuses posting windows closed longer than the
+// queue keeps a message (pipeline.CheckWindowRetention).
+func checkWindowRetention(ctx context.Context, cc pipeline.Config, b *backend.Backend) error {
+	cal, err := cc.Calendar()
+	if err != nil || cal == nil {
+		return err // Check reported a bad calendar already
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	retention, _, err := b.Retentions(rctx)
+	if err != nil {
+		return fmt.Errorf("read the queue's retention: %w", err)
+	}
+	return pipeline.CheckWindowRetention(cal, retention, time.Now())
 }

@@ -214,6 +214,15 @@ func TestTheManifestsAgree(t *testing.T) {
 		if tr.Type == "aws-sqs-queue" && tr.Metadata["queueURL"] != cm.Data["IC_QUEUE"] {
 			t.Errorf("KEDA watches %s, the consumer reads %s", tr.Metadata["queueURL"], cm.Data["IC_QUEUE"])
 		}
+		// A charge that waits (--retry-declines, --notice-lead: every
+		// charge waits its lead) is hidden on SQS by its visibility, i.e.
+		// in flight, for up to 12 hours at a time: KEDA's default counts
+		// in-flight messages (ApproximateNumberOfMessagesNotVisible), so a
+		// month-end of waiting charges holds the consumer at its most pods
+		// for days with nothing to do.
+		if tr.Type == "aws-sqs-queue" && tr.Metadata["scaleOnInFlight"] != "false" {
+			t.Errorf("KEDA scales on the in-flight messages too (scaleOnInFlight %q, default true): every waiting charge counts as work", tr.Metadata["scaleOnInFlight"])
+		}
 	}
 	if so.Spec.MinReplicaCount == nil || *so.Spec.MinReplicaCount < 2 {
 		t.Error("KEDA may scale below two consumers")

@@ -48,6 +48,8 @@ func Claiming(t *testing.T, h ClaimingHarness) {
 		{"ReleasedClaimIsTakenAtOnceByTheNextDelivery", testRelease},
 		{"WaitHidesTheMessageUntilDueAndResetsItsReceiveCount", testWait},
 		{"WaitOfAnEarlierDeliveryLeavesTheNewOne", testStaleWait},
+		{"AMessageHeldForAWaitDoesNotAgeTheQueue", testWaitAge},
+		{"AWaitLongerThanTheRetentionKeepsItsMessage", testLongWaitRetention},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
 	}
@@ -508,5 +510,75 @@ func testStaleWait(t *testing.T, h ClaimingHarness) {
 	}
 	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
 		t.Errorf("depth %+v, want empty", d)
+	}
+}
+
+// testWaitAge: a message held for its record's wait (notice-first holds
+// every charge for its lead, a retry for a day) is not a message waiting
+// to be handled: the queue's oldest message age (the gauge
+// OldestMessageWaitingLong alerts on after an hour: "month-end backlog or
+// a stalled consumer") is that of the messages to handle and in hand, not
+// of the ones held until their time.
+func testWaitAge(t *testing.T, h ClaimingHarness) {
+	ctx := t.Context()
+	q, _, g := openClaiming(t, h, time.Second)
+	p := claimPolicy(g)
+	sendClaims(t, q, `{"key":"held","fp":"f"}`)
+	m := receiveAll(t, q, p, 1)[0]
+	res, err := g.Do(ctx, "held", "f", func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{}, &idempotency.Wait{Until: g.Now().Add(time.Hour), Status: "NOTICE_SENT"}
+	}, idempotency.DoOptions{Bound: m.Bound})
+	if err != nil || res.Outcome != idempotency.Waiting || !m.Bound.Settled() {
+		t.Fatalf("Do: %v %v (settled %v), want the wait recorded with its message", res.Outcome, err, m.Bound.Settled())
+	}
+	time.Sleep(1500 * time.Millisecond) // the wait goes on
+	sendClaims(t, q, `{"key":"fresh","fp":"f"}`)
+	d := depth(t, q)
+	if !d.OldestKnown {
+		t.Skip("this queue cannot tell the oldest message's age")
+	}
+	if d.OldestAge >= time.Second {
+		t.Errorf("oldest message age %v with one message just sent and one held for its wait: the wait ages the queue (an hour into every wait, OldestMessageWaitingLong fires)", d.OldestAge)
+	}
+}
+
+// expirer is a queue that deletes its messages past retention (the SQL
+// queues: serve's sweep calls it).
+type expirer interface {
+	Expire(ctx context.Context, now time.Time, limit int) (main, dlq int, err error)
+}
+
+// testLongWaitRetention: a wait longer than the queue's message retention
+// (4 days by default): --notice-lead 14d, the SEPA lead the issue names, or
+// a retry delay of a week. The held message must be there when the record
+// comes due, or the charge is lost (its record WAITING, nothing to resume
+// it). The sweep deleted it once the retention had passed since the wait
+// began, hidden or not.
+func testLongWaitRetention(t *testing.T, h ClaimingHarness) {
+	ctx := t.Context()
+	q, _, g := openClaiming(t, h, time.Second)
+	ex, ok := q.(expirer)
+	if !ok {
+		t.Skip("this queue does not expire messages itself")
+	}
+	p := claimPolicy(g)
+	sendClaims(t, q, `{"key":"sepa","fp":"f"}`)
+	m := receiveAll(t, q, p, 1)[0]
+	const lead = 14 * 24 * time.Hour
+	res, err := g.Do(ctx, "sepa", "f", func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{}, &idempotency.Wait{Until: g.Now().Add(lead), Status: "NOTICE_SENT"}
+	}, idempotency.DoOptions{Bound: m.Bound})
+	if err != nil || res.Outcome != idempotency.Waiting || !m.Bound.Settled() {
+		t.Fatalf("Do: %v %v (settled %v), want the wait recorded with its message", res.Outcome, err, m.Bound.Settled())
+	}
+	// The sweep runs through the wait, a day at a time (the queue's
+	// retention is its default, 4 days).
+	for day := time.Duration(1); day < 14; day++ {
+		if main, _, err := ex.Expire(ctx, time.Now().Add(day*24*time.Hour), 100); err != nil || main != 0 {
+			t.Fatalf("day %d of a %s wait: the sweep deleted %d message(s) (%v): the charge's message is gone while its record waits", day, lead, main, err)
+		}
+	}
+	if d := depth(t, q).Counts(); d != (queue.Depth{InFlight: 1}) {
+		t.Fatalf("depth %+v after 13 days of sweeps, want the held message", d)
 	}
 }

@@ -114,6 +114,31 @@ func (c *Config) Calendar() (*calendar.Calendar, error) {
 	return cal, nil
 }
 
+// CheckWindowRetention refuses posting windows that stay closed, within
+// the calendar's horizon from now, longer than a message lasts on the
+// queue (retention, less the 12 hours a waiting charge's message may have
+// been on it when its wait ends): the calendar's gate receives nothing
+// while closed, so what arrives as a window closes would expire on the
+// queue, never received, before the next one opens. A calendar that never
+// opens again is refused too.
+func CheckWindowRetention(cal *calendar.Calendar, retention time.Duration, now time.Time) error {
+	if cal == nil {
+		return nil
+	}
+	start, end, closes, err := cal.LongestClosure(now, calendar.Horizon)
+	switch {
+	case err != nil:
+		return cli.Usagef("--posting-windows / --holidays: closed from %s with no window opening within %d days: every charge would expire on the queue", start.UTC().Format(time.RFC3339), calendar.Horizon)
+	case !closes:
+		return nil
+	}
+	if closed := end.Sub(start); closed+queue.MaxVisibility > retention {
+		return cli.Usagef("--posting-windows / --holidays: closed for %s (from %s to %s), and a message lasts %s on the queue: what arrives as the window closes (or a waiting charge's message, up to 12 hours old when its wait ends) would expire before the next window opens, never received; raise the queue's message retention (embedded, postgres: --queue-retention; aws: the queue's MessageRetentionPeriod) to at least %s, or open a window within the closure",
+			closed, start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), retention, closed+queue.MaxVisibility)
+	}
+	return nil
+}
+
 // RetryPolicy is the retry schedule the flags give (nil: none).
 func (c *Config) RetryPolicy() (*charge.RetryPolicy, error) {
 	rules, err := charge.ParseRetryRules(c.RetryDeclines)
