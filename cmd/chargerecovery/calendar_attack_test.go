@@ -1,0 +1,44 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serveBriefly runs serve with extra flags for at most d: a configuration
+// serve refuses ends it at once (exit 2), one it accepts runs until d has
+// passed (exit 0).
+func serveBriefly(t *testing.T, d time.Duration, args ...string) result {
+	t.Helper()
+	env := map[string]string{
+		"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "cal.db"), "IC_COREBANK_URL": "http://127.0.0.1:1",
+		"IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "127.0.0.1:0",
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	return runCmd(ctx, env, append([]string{"serve"}, args...)...)
+}
+
+// A calendar that never opens (a holidays file that lists every day: a
+// calendar of working days given as the holidays, say) is a consumer that
+// runs, answers ready, and posts nothing, ever; serve must refuse it and
+// say why.
+func TestAttackServeRefusesACalendarThatNeverOpens(t *testing.T) {
+	var b strings.Builder
+	for d := time.Now().UTC().AddDate(0, 0, -2); d.Before(time.Now().AddDate(2, 0, 0)); d = d.AddDate(0, 0, 1) {
+		fmt.Fprintf(&b, "%s working day\n", d.Format(time.DateOnly))
+	}
+	holidays := filepath.Join(t.TempDir(), "holidays.txt")
+	if err := os.WriteFile(holidays, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := serveBriefly(t, 5*time.Second, "--posting-windows", "Mon-Fri 06:00-20:00 Asia/Kolkata", "--holidays", holidays)
+	if r.code != 2 || !strings.Contains(r.stderr, "no posting window opens") {
+		t.Fatalf("serve with a calendar that never opens: exit %d, want 2 saying no window opens\n%s", r.code, r.stderr)
+	}
+}
