@@ -42,3 +42,38 @@ func TestAttackServeRefusesACalendarThatNeverOpens(t *testing.T) {
 		t.Fatalf("serve with a calendar that never opens: exit %d, want 2 saying no window opens\n%s", r.code, r.stderr)
 	}
 }
+
+// Outside the window nothing is received, so a message waits on the queue
+// for the whole closed stretch; the queue deletes it once its retention
+// has passed (SQS's MessageRetentionPeriod; the embedded sweeper). A
+// calendar closed for longer than that (one window a week, or a weekend
+// joined to holidays on either side) loses every charge sent as it closes:
+// never debited, never dead-lettered. serve must refuse it, naming the
+// stretch and the retention.
+func TestAttackServeRefusesAClosedStretchLongerThanTheQueueRetention(t *testing.T) {
+	// Saturday mornings only: closed 6 days 17 hours a week, against the
+	// embedded queue's default retention of 96h.
+	r := serveBriefly(t, 5*time.Second, "--posting-windows", "Sat 06:00-13:00 Asia/Kolkata")
+	if r.code != 2 || !strings.Contains(r.stderr, "retention") || !strings.Contains(r.stderr, "Sat") {
+		t.Fatalf("serve with a week-long closed stretch and a 96h queue retention: exit %d, want 2 naming the stretch and the retention\n%s", r.code, r.stderr)
+	}
+	// Holidays on the Friday and the Monday around a weekend: 4 days 10
+	// hours closed.
+	var fri time.Time
+	for fri = time.Now().AddDate(0, 1, 0); fri.Weekday() != time.Friday; fri = fri.AddDate(0, 0, 1) {
+	}
+	holidays := filepath.Join(t.TempDir(), "holidays.txt")
+	file := fri.Format(time.DateOnly) + " bridge day\n" + fri.AddDate(0, 0, 3).Format(time.DateOnly) + " festival\n"
+	if err := os.WriteFile(holidays, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = serveBriefly(t, 5*time.Second, "--posting-windows", "Mon-Fri 06:00-20:00 Asia/Kolkata", "--holidays", holidays)
+	if r.code != 2 || !strings.Contains(r.stderr, "retention") {
+		t.Fatalf("serve with a 4d10h closed stretch and a 96h queue retention: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	// The same with a queue that keeps messages a week starts.
+	r = serveBriefly(t, 3*time.Second, "--posting-windows", "Mon-Fri 06:00-20:00 Asia/Kolkata", "--holidays", holidays, "--queue-retention", "168h")
+	if r.code != 0 {
+		t.Fatalf("serve with a 4d10h closed stretch and a 168h queue retention: exit %d, want it to run\n%s", r.code, r.stderr)
+	}
+}
