@@ -333,8 +333,12 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 	if c.NoticeLead < 0 || c.NoticeLead > 60*24*time.Hour {
 		p.Add("--notice-lead %s is outside 0-1440h (60 days)", c.NoticeLead)
 	}
-	if _, err := c.Calendar(); err != nil {
+	if cal, err := c.Calendar(); err != nil {
 		p.Add("%v", err)
+	} else if cal != nil {
+		if _, err := cal.NextOpen(time.Now()); err != nil {
+			p.Add("--posting-windows %q: no posting window opens within %d days (--holidays lists every day they open on?): nothing would ever be debited", c.PostingWindows, calendar.Horizon)
+		}
 	}
 	if c.NoticeLead > 0 && c.NoticeLead+time.Hour > c.Retention {
 		p.Add("--notice-lead %s must be shorter than --retention %s by an hour at least: a waiting charge's record must outlive its wait", c.NoticeLead, c.Retention)
