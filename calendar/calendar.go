@@ -247,6 +247,34 @@ func (c *Calendar) ClosesAt(t time.Time) (closes time.Time, ok bool) {
 	return time.Time{}, true
 }
 
+// LongestClosed is the longest stretch of [from, to) in which the calendar
+// is closed: from start to end, when a window opens again (a stretch under
+// way at from counts from from). ErrNeverOpens, with start, when one does
+// not end within Horizon days of its start; zero times when the calendar
+// is never closed then. A message sent as the calendar closes waits this
+// long on the queue before anything receives it.
+func (c *Calendar) LongestClosed(from, to time.Time) (start, end time.Time, err error) {
+	for t := from; t.Before(to); {
+		if c.Open(t) {
+			closes, _ := c.ClosesAt(t)
+			if closes.IsZero() {
+				break // open to the horizon
+			}
+			t = closes
+			continue
+		}
+		opens, err := c.NextOpen(t)
+		if err != nil {
+			return t, time.Time{}, err
+		}
+		if opens.Sub(t) > end.Sub(start) {
+			start, end = t, opens
+		}
+		t = opens
+	}
+	return start, end, nil
+}
+
 // Status is whether the calendar is open at an instant, and until when.
 type Status struct {
 	Open bool

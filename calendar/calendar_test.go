@@ -199,3 +199,48 @@ func TestStatusSaysUntilWhen(t *testing.T) {
 		t.Errorf("always open: %+v %q", s, s)
 	}
 }
+
+func TestLongestClosed(t *testing.T) {
+	kolkata, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(y int, m time.Month, d, h int) time.Time { return time.Date(y, m, d, h, 0, 0, 0, kolkata) }
+	h, err := calendar.ParseHolidays(strings.NewReader("2026-12-25 Christmas\n2026-12-28 bridge day\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := calendar.Parse("Mon-Fri 06:00-20:00 Asia/Kolkata", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		from, to, start, end time.Time
+	}{
+		// A plain week: the weekend, Friday 20:00 to Monday 06:00.
+		{at(2026, 12, 1, 12), at(2026, 12, 8, 12), at(2026, 12, 4, 20), at(2026, 12, 7, 6)},
+		// Christmas on a Friday and a bridge day on the Monday: Thursday
+		// 20:00 to Tuesday 06:00.
+		{at(2026, 12, 1, 12), at(2027, 1, 31, 0), at(2026, 12, 24, 20), at(2026, 12, 29, 6)},
+		// Under way at from: counted from from.
+		{at(2026, 12, 26, 9), at(2026, 12, 27, 0), at(2026, 12, 26, 9), at(2026, 12, 29, 6)},
+	} {
+		start, end, err := cal.LongestClosed(c.from, c.to)
+		if err != nil || !start.Equal(c.start) || !end.Equal(c.end) {
+			t.Errorf("from %s to %s: %s to %s, %v; want %s to %s", c.from, c.to, start, end, err, c.start, c.end)
+		}
+	}
+	always, _ := calendar.Parse("Mon-Sun 00:00-24:00 UTC", calendar.Holidays{})
+	if start, end, err := always.LongestClosed(at(2026, 1, 1, 0), at(2027, 1, 1, 0)); err != nil || !start.IsZero() || !end.IsZero() {
+		t.Errorf("always open: %s to %s, %v", start, end, err)
+	}
+	var every strings.Builder
+	for d := at(2026, 1, 1, 0); d.Year() < 2028; d = d.AddDate(0, 0, 1) {
+		every.WriteString(d.Format(time.DateOnly) + "\n")
+	}
+	all, _ := calendar.ParseHolidays(strings.NewReader(every.String()))
+	never, _ := calendar.Parse("Mon-Fri 06:00-20:00 Asia/Kolkata", all)
+	if start, _, err := never.LongestClosed(at(2026, 3, 2, 12), at(2026, 4, 1, 0)); !errors.Is(err, calendar.ErrNeverOpens) || !start.Equal(at(2026, 3, 2, 12)) {
+		t.Errorf("never opens: %s, %v", start, err)
+	}
+}

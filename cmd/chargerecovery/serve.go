@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/internal/redact"
@@ -84,6 +85,19 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if err := b.Preflight(ctx, cc.Retention); err != nil {
 		return err
+	}
+	if cc.PostingWindows != "" {
+		// Nothing is received outside the windows: what waits there must
+		// not outlive the queue's retention.
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		queueRetention, _, err := b.Retentions(rctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("read the queue's retention: %w", err)
+		}
+		if err := cc.CheckQueueRetention(time.Now(), queueRetention); err != nil {
+			return err
+		}
 	}
 	if env.Drill != nil { // a test binary's crash drill; never set in production
 		b.Queue, b.Store, bank.Debiter = env.Drill(b.Queue, b.Store, bank.Debiter)
