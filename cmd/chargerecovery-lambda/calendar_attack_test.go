@@ -51,3 +51,18 @@ func setupWith(t *testing.T, extra map[string]string) error {
 	_, err := setup(ctx, func(k string) string { return env[k] }, io.Discard)
 	return err
 }
+
+// IC_NOTICE_LEAD passes the same checks and is ignored the same way: the
+// function debits on the first delivery and notifies after, so a customer
+// promised a notice 24 hours before the debit gets none before it. And
+// IC_RETRY_DECLINES: the schedule the operator set is never run.
+func TestAttackLambdaRefusesNoticeFirstAndRetriesItCannotKeep(t *testing.T) {
+	for name, setting := range map[string]map[string]string{
+		"IC_NOTICE_LEAD":    {"IC_NOTICE_LEAD": "24h"},
+		"IC_RETRY_DECLINES": {"IC_RETRY_DECLINES": "INSUFFICIENT_FUNDS=24h×3"},
+	} {
+		if err := setupWith(t, setting); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the function with %v: %v; want it refused, naming %s", setting, err, name)
+		}
+	}
+}
