@@ -118,6 +118,18 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	if concurrency < 1 || concurrency > 100 {
 		p.Add("IC_LAMBDA_CONCURRENCY %d is outside 1-100", concurrency)
 	}
+	// Settings of serve's recovery policy the function does not keep: it
+	// has no gate before a receive (the event source mapping receives),
+	// and its charge service runs without them. Refused, never ignored.
+	if cc.PostingWindows != "" || cc.HolidaysFile != "" {
+		p.Add("IC_POSTING_WINDOWS / IC_HOLIDAYS are not kept by the Lambda (the event source mapping receives at any hour, and each 12 hours a charge waited would spend a receive of maxReceiveCount): run chargerecovery serve for posting windows")
+	}
+	if cc.NoticeLead != 0 {
+		p.Add("IC_NOTICE_LEAD is not kept by the Lambda: it would debit on the first delivery with no advance notice before it; run chargerecovery serve for notice-first mode")
+	}
+	if cc.RetryDeclines != "" || cc.RetryMaxAttempts != 0 || cc.RetryWindow != 0 {
+		p.Add("IC_RETRY_DECLINES (and IC_RETRY_MAX_ATTEMPTS, IC_RETRY_WINDOW) are not kept by the Lambda: every decline would be final; run chargerecovery serve for retry schedules")
+	}
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
