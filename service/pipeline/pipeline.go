@@ -689,8 +689,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 // weekend is longer than a message may be kept in hand).
 type windowGate struct{ g *calendar.Gate }
 
+var _ consumer.Shutter = windowGate{}
+
 func (w windowGate) Wait(ctx context.Context) (bool, error) { return w.g.Wait(ctx) }
 func (w windowGate) Paused() bool                           { return false }
+
+// Shut is consumer.Shutter's: what a receive returns after the window
+// closed is handed back, not debited after the cut-off.
+func (w windowGate) Shut() bool { return w.g.Shut() }
 
 // Idle is the answer of Ready for a service that works but posts no debit
 // now: outside the posting window. /readyz answers 200 with Public.
