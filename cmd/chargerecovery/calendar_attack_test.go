@@ -71,6 +71,18 @@ func TestAttackServeRefusesAClosedStretchLongerThanTheQueueRetention(t *testing.
 	if r.code != 2 || !strings.Contains(r.stderr, "retention") {
 		t.Fatalf("serve with a 4d10h closed stretch and a 96h queue retention: exit %d, want 2\n%s", r.code, r.stderr)
 	}
+	// A weekend after one Friday holiday, 3 days 10 hours, fits in 96h
+	// with the 12 hours a waiting charge's copy may already be old.
+	if err := os.WriteFile(holidays, []byte(fri.Format(time.DateOnly)+" bridge day\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = serveBriefly(t, 3*time.Second, "--posting-windows", "Mon-Fri 06:00-20:00 Asia/Kolkata", "--holidays", holidays)
+	if r.code != 0 {
+		t.Fatalf("serve with a 3d10h closed stretch and a 96h queue retention: exit %d, want it to run\n%s", r.code, r.stderr)
+	}
+	if err := os.WriteFile(holidays, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	// The same with a queue that keeps messages a week starts.
 	r = serveBriefly(t, 3*time.Second, "--posting-windows", "Mon-Fri 06:00-20:00 Asia/Kolkata", "--holidays", holidays, "--queue-retention", "168h")
 	if r.code != 0 {

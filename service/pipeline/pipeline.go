@@ -115,10 +115,12 @@ func (c *Config) Calendar() (*calendar.Calendar, error) {
 }
 
 // CheckQueueRetention refuses posting windows closed, within a year of
-// now, for longer than the queue keeps a message (its retention, less an
-// hour to drain what waited): outside the windows nothing is received, so
-// a charge sent as they close would expire on the queue unreceived —
-// never debited, never dead-lettered. Nil without posting windows.
+// now, for longer than the queue keeps a message, less
+// consumer.MaxVisibility (12 hours): outside the windows nothing is
+// received, so a charge sent as they close would expire on the queue
+// unreceived — never debited, never dead-lettered; and a waiting charge's
+// copy, requeued every 12 hours of its wait, may be that old already when
+// they close. Nil without posting windows.
 func (c *Config) CheckQueueRetention(now time.Time, queueRetention time.Duration) error {
 	cal, err := c.Calendar()
 	if err != nil || cal == nil {
@@ -129,13 +131,13 @@ func (c *Config) CheckQueueRetention(now time.Time, queueRetention time.Duration
 		return cli.Usagef("--posting-windows %q: no window opens within %d days of %s: nothing would be debited, and the queue deletes what waits after %s",
 			c.PostingWindows, calendar.Horizon, start.Format("2006-01-02 15:04 MST"), queueRetention)
 	}
-	if closed := end.Sub(start); closed+time.Hour > queueRetention {
+	if closed := end.Sub(start); closed+consumer.MaxVisibility > queueRetention {
 		const layout = "Mon 2006-01-02 15:04 MST"
 		loc := cal.Windows()[0].Loc
 		start, end = start.In(loc), end.In(loc)
 		return cli.Usagef("--posting-windows %q%s: closed for %s from %s to %s, and the queue keeps a message %s: a charge sent as the window closes would expire on the queue before one opens, never debited; "+
-			"keep messages longer than the longest closed stretch by an hour at least (--queue-retention, or the SQS queue's MessageRetentionPeriod, up to 14 days; --retention must then cover it and the DLQ's)",
-			c.PostingWindows, holidaysNote(c.HolidaysFile), closed.Round(time.Minute), start.Format(layout), end.Format(layout), queueRetention)
+			"keep messages at least %s longer than the longest closed stretch, as a waiting charge's copy is requeued every %s (--queue-retention, or the SQS queue's MessageRetentionPeriod, up to 14 days; --retention must then cover it and the DLQ's)",
+			c.PostingWindows, holidaysNote(c.HolidaysFile), closed.Round(time.Minute), start.Format(layout), end.Format(layout), queueRetention, consumer.MaxVisibility, consumer.MaxVisibility)
 	}
 	return nil
 }
