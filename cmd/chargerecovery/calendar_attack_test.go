@@ -89,3 +89,27 @@ func TestAttackServeRefusesAClosedStretchLongerThanTheQueueRetention(t *testing.
 		t.Fatalf("serve with a 4d10h closed stretch and a 168h queue retention: exit %d, want it to run\n%s", r.code, r.stderr)
 	}
 }
+
+// Last year's holidays file (the year rolled over, the file did not) is
+// read, valid, and closes nothing any more: serve posts on every holiday
+// of the new year without a word. It must at least warn at start, and say
+// what calendar it runs by.
+func TestAttackServeWarnsOfAHolidaysFileWithNoDateAhead(t *testing.T) {
+	holidays := filepath.Join(t.TempDir(), "holidays.txt")
+	last := time.Now().AddDate(-1, 0, 0).Year()
+	file := fmt.Sprintf("%d-01-26 Republic Day\n%d-08-15 Independence Day\n%d-10-02 Gandhi Jayanti\n", last, last, last)
+	if err := os.WriteFile(holidays, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := serveBriefly(t, 3*time.Second, "--posting-windows", "Mon-Fri 06:00-20:00 Asia/Kolkata", "--holidays", holidays)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	var warned bool
+	for _, line := range strings.Split(r.stderr, "\n") {
+		warned = warned || strings.Contains(line, "level=WARN") && strings.Contains(line, "holidays") && strings.Contains(line, fmt.Sprintf("%d-10-02", last))
+	}
+	if !warned || !strings.Contains(r.stderr, "Mon-Fri 06:00-20:00 Asia/Kolkata") {
+		t.Fatalf("serve with a holidays file whose last date (%d-10-02) has passed: no warning naming it, or no word of the calendar\n%s", last, r.stderr)
+	}
+}
