@@ -33,6 +33,16 @@ func (h Holidays) Name(d Date) (string, bool) {
 	return n, ok
 }
 
+// Last is the latest holiday; ok is false when there is none.
+func (h Holidays) Last() (last Date, ok bool) {
+	for d := range h.names {
+		if !ok || d.midnight().After(last.midnight()) {
+			last, ok = d, true
+		}
+	}
+	return last, ok
+}
+
 // Len is how many holidays there are.
 func (h Holidays) Len() int { return len(h.names) }
 

@@ -86,3 +86,16 @@ func TestReadHolidaysNamesTheFile(t *testing.T) {
 		t.Errorf("missing file: %v", err)
 	}
 }
+
+func TestHolidaysLast(t *testing.T) {
+	h, err := calendar.ParseHolidays(strings.NewReader("2025-12-25\n2026-01-26\n2025-08-15\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, ok := h.Last(); !ok || last != (calendar.Date{Year: 2026, Month: 1, Day: 26}) {
+		t.Errorf("last %s, %v", last, ok)
+	}
+	if _, ok := (calendar.Holidays{}).Last(); ok {
+		t.Error("no holidays has a last")
+	}
+}

@@ -685,6 +685,30 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return p.Runtime.Run(ctx)
 }
 
+// LogCalendar says at start what posting calendar the pipeline runs by
+// and whether it is open now; it warns of a holidays file whose every date
+// has passed (last year's, say: it closes nothing any more).
+func (p *Pipeline) LogCalendar(log *slog.Logger, holidaysFile string, now time.Time) {
+	if p.Window == nil {
+		return
+	}
+	cal := p.Window.Calendar()
+	h := cal.Holidays()
+	log.Info("posting windows", "windows", cal.String(), "holidays", h.Len(), "now", p.Window.Status().String())
+	if holidaysFile == "" {
+		return
+	}
+	last, ok := h.Last()
+	today := calendar.DateOf(now.In(cal.Windows()[0].Loc))
+	switch {
+	case !ok:
+		log.Warn("--holidays lists no date: it closes no posting window", "holidays_file", holidaysFile)
+	case last.String() < today.String(): // YYYY-MM-DD sorts as dates do
+		log.Warn("--holidays lists no date from today on: it closes no posting window any more (last year's file?)",
+			"holidays_file", holidaysFile, "last_holiday", last.String())
+	}
+}
+
 // windowGate is the posting calendar as a consumer gate that receives
 // nothing while the window is closed but never parks: a charge handed back
 // then returns to the queue, to be received when the window opens (a
