@@ -48,3 +48,23 @@ func TestAttackBadHolidaysFileDoesNotEchoASecret(t *testing.T) {
 		}
 	}
 }
+
+// Etc/GMT+5 parses, and is five hours behind UTC, not ahead (the POSIX
+// sign, inverted): "Mon-Fri 06:00-20:00 Etc/GMT+5" written for a bank at
+// UTC+5 posts from 11:00 to 01:00 UTC instead of 01:00 to 15:00 — ten
+// hours off, debits at the bank's 16:00-06:00. And EST is New York
+// without its summer time, an hour off for half the year. Such zones must
+// be refused, naming the zone to use.
+func TestAttackZonesThatMeanSomethingElseAreRefused(t *testing.T) {
+	for _, zone := range []string{"Etc/GMT+5", "Etc/GMT-5", "EST", "MST", "HST"} {
+		_, err := calendar.ParseWindows("Mon-Fri 06:00-20:00 " + zone)
+		if err == nil {
+			t.Errorf("%s: accepted", zone)
+		}
+	}
+	for _, zone := range []string{"UTC", "Etc/UTC", "Asia/Kolkata", "America/New_York", "EST5EDT", "Etc/GMT"} {
+		if _, err := calendar.ParseWindows("Mon-Fri 06:00-20:00 " + zone); err != nil {
+			t.Errorf("%s: %v", zone, err)
+		}
+	}
+}
