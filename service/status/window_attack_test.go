@@ -25,7 +25,9 @@ func TestAttackStatusShowsTheConsumersPostingWindow(t *testing.T) {
 		{true, "posting window open until 2026-12-07T00:30:00Z"},
 	} {
 		m := metrics.New()
-		m.PostingWindow(func() (bool, time.Time) { return c.open, time.Date(2026, 12, 7, 6, 0, 0, 0, time.FixedZone("IST", 19800)) })
+		m.PostingWindow(func() (bool, time.Time) {
+			return c.open, time.Date(2026, 12, 7, 6, 0, 0, 0, time.FixedZone("IST", 19800))
+		})
 		srv := httptest.NewServer(m.Handler())
 		rep, err := status.Collect(t.Context(), status.Sources{Queue: memqueue.New(memqueue.Options{}), Store: memstore.New(), MetricsURL: srv.URL, Now: time.Now()})
 		srv.Close()
