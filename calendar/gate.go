@@ -62,6 +62,10 @@ func (g *Gate) Wait(ctx context.Context) (trial bool, err error) {
 	}
 }
 
+// Shut reports whether the calendar is closed now (consumer.Shutter): a
+// receive that long-polled across the close hands its messages back.
+func (g *Gate) Shut() bool { return !g.cal.Open(g.clock.Now()) }
+
 // Paused reports whether the calendar is closed now.
 func (g *Gate) Paused() bool { return !g.cal.Open(g.clock.Now()) }
 

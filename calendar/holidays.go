@@ -33,6 +33,16 @@ func (h Holidays) Name(d Date) (string, bool) {
 	return n, ok
 }
 
+// Last is the latest holiday; ok is false when there is none.
+func (h Holidays) Last() (last Date, ok bool) {
+	for d := range h.names {
+		if !ok || d.midnight().After(last.midnight()) {
+			last, ok = d, true
+		}
+	}
+	return last, ok
+}
+
 // Len is how many holidays there are.
 func (h Holidays) Len() int { return len(h.names) }
 
@@ -70,8 +80,8 @@ func parseHolidays(r io.Reader, source string) (Holidays, error) {
 			continue
 		}
 		if !dateShape.MatchString(f[0]) {
-			return Holidays{}, fmt.Errorf("%w: %sline %d: %q is not a date: want YYYY-MM-DD (e.g. 2025-01-26), then an optional name",
-				ErrBadHolidays, source, n, f[0])
+			return Holidays{}, fmt.Errorf("%w: %sline %d: %s: want YYYY-MM-DD (e.g. 2025-01-26), then an optional name",
+				ErrBadHolidays, source, n, notADate(f[0]))
 		}
 		t, err := time.Parse(time.DateOnly, f[0])
 		if err != nil {
@@ -85,6 +95,25 @@ func parseHolidays(r io.Reader, source string) (Holidays, error) {
 		return Holidays{}, fmt.Errorf("%w: %safter line %d: %v", ErrBadHolidays, source, n, err)
 	}
 	return h, nil
+}
+
+// dateLike is what may be quoted back from a line that is not a date:
+// up to three groups of digits joined by the separators of dates
+// (26/03/2025, 2025-1-26, 26.03). Any other text (a run of digits too: an
+// account number) is not repeated: a file given by mistake (a key, a
+// credentials file) must not land in the log.
+var dateLike = regexp.MustCompile(`^[0-9]{1,4}[./-][0-9]{1,4}([./-][0-9]{1,4})?$`)
+
+// notADate says why a line's first field is not a date, quoting it only
+// when it looks like one.
+func notADate(field string) string {
+	switch {
+	case dateLike.MatchString(field):
+		return fmt.Sprintf("%q is not a date", field)
+	case len(field) > 10 && dateShape.MatchString(field[:10]) && field[10] == '#':
+		return fmt.Sprintf("%s is followed by # without a space: a comment starts at a # after white space", field[:10])
+	}
+	return "it does not start with a date (its text is not shown: is this the holidays file?)"
 }
 
 // stripComment cuts line at a "#" that starts it or follows white space.

@@ -52,10 +52,10 @@ func TestParseHolidaysNamesTheBadLine(t *testing.T) {
 	for _, c := range []struct{ file, want string }{
 		{"2025-01-26 Republic Day\n26/03/2025 Holi\n", `calendar: bad holidays file: line 2: "26/03/2025" is not a date: want YYYY-MM-DD (e.g. 2025-01-26), then an optional name`},
 		{"# list\n\n2025-1-26\n", `calendar: bad holidays file: line 3: "2025-1-26" is not a date: want YYYY-MM-DD (e.g. 2025-01-26), then an optional name`},
-		{"Republic Day 2025-01-26\n", `calendar: bad holidays file: line 1: "Republic" is not a date: want YYYY-MM-DD (e.g. 2025-01-26), then an optional name`},
+		{"Republic Day 2025-01-26\n", `calendar: bad holidays file: line 1: it does not start with a date (its text is not shown: is this the holidays file?): want YYYY-MM-DD (e.g. 2025-01-26), then an optional name`},
 		{"2025-01-26\n2025-02-30 nothing\n", `calendar: bad holidays file: line 2: no such day 2025-02-30 (month 01-12, day within the month)`},
 		{"2025-13-01\n", `calendar: bad holidays file: line 1: no such day 2025-13-01 (month 01-12, day within the month)`},
-		{"2025-01-26#no space before the hash\n", `calendar: bad holidays file: line 1: "2025-01-26#no" is not a date: want YYYY-MM-DD (e.g. 2025-01-26), then an optional name`},
+		{"2025-01-26#no space before the hash\n", `calendar: bad holidays file: line 1: 2025-01-26 is followed by # without a space: a comment starts at a # after white space: want YYYY-MM-DD (e.g. 2025-01-26), then an optional name`},
 		{strings.Repeat("x", 70<<10), `calendar: bad holidays file: after line 0: bufio.Scanner: token too long`},
 	} {
 		_, err := calendar.ParseHolidays(strings.NewReader(c.file))
@@ -84,5 +84,18 @@ func TestReadHolidaysNamesTheFile(t *testing.T) {
 	}
 	if _, err := calendar.ReadHolidays(filepath.Join(dir, "missing.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestHolidaysLast(t *testing.T) {
+	h, err := calendar.ParseHolidays(strings.NewReader("2025-12-25\n2026-01-26\n2025-08-15\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last, ok := h.Last(); !ok || last != (calendar.Date{Year: 2026, Month: 1, Day: 26}) {
+		t.Errorf("last %s, %v", last, ok)
+	}
+	if _, ok := (calendar.Holidays{}).Last(); ok {
+		t.Error("no holidays has a last")
 	}
 }

@@ -25,7 +25,9 @@ const Example = "Mon-Fri 06:00-20:00 Asia/Kolkata"
 // without spaces. The hours are 24-hour times from 00:00 to 24:00; a
 // window closes after it opens on the same day (one across midnight is
 // refused: split it at midnight). ZONE is an IANA time-zone name
-// (Asia/Kolkata, Europe/London, UTC). A trailing ";" is allowed.
+// (Asia/Kolkata, Europe/London, UTC); the Etc/GMT±N zones (whose sign is
+// inverted) and EST, MST, HST (no summer time) are refused with the fix.
+// A trailing ";" is allowed.
 func ParseWindows(spec string) ([]Window, error) {
 	if strings.TrimSpace(spec) == "" {
 		return nil, fmt.Errorf("%w: none given (e.g. %q)", ErrBadSpec, Example)
@@ -175,7 +177,26 @@ func loadZone(name string) (*time.Location, error) {
 	if err != nil {
 		return nil, fmt.Errorf("unknown time zone %q: want an IANA name such as Asia/Kolkata, Europe/London or UTC", name)
 	}
+	base := strings.TrimPrefix(strings.TrimPrefix(name, "posix/"), "right/")
+	_, off := time.Date(2025, 1, 1, 0, 0, 0, 0, loc).Zone()
+	switch {
+	case (strings.HasPrefix(base, "Etc/GMT+") || strings.HasPrefix(base, "Etc/GMT-")) && off != 0:
+		return nil, fmt.Errorf("time zone %q is %s, not %s (its sign is POSIX's, inverted): name the bank's city instead (e.g. Asia/Kolkata)",
+			name, utcOffset(off), utcOffset(-off))
+	case base == "EST" || base == "MST" || base == "HST":
+		return nil, fmt.Errorf("time zone %q is %s all year, without summer time: name the bank's city instead (America/New_York, America/Denver, Pacific/Honolulu)",
+			name, utcOffset(off))
+	}
 	return loc, nil
+}
+
+// utcOffset writes seconds east of UTC as UTC+05:30.
+func utcOffset(off int) string {
+	sign := '+'
+	if off < 0 {
+		sign, off = '-', -off
+	}
+	return fmt.Sprintf("UTC%c%02d:%02d", sign, off/3600, off%3600/60)
 }
 
 // clock is a time after midnight as HH:MM.

@@ -94,8 +94,19 @@ type Gate interface {
 	Paused() bool
 }
 
+// Shutter is a Gate that can also tell, without blocking, that receiving
+// must not go on now (a posting window that has closed). A receive
+// long-polls, so one begun before the gate shut can return messages after
+// it: while Shut reports true they are handed back unhandled (visible
+// again at once, a claim made in the receive given up), to be received
+// when the gate opens.
+type Shutter interface {
+	Shut() bool
+}
+
 // Gates combines gates: receiving goes on when every gate lets it, on
-// trial when any gate is on trial; paused when any is paused.
+// trial when any gate is on trial; paused when any is paused; shut when
+// any is shut (Shutter).
 func Gates(gs ...Gate) Gate {
 	var out gates
 	for _, g := range gs {
@@ -123,6 +134,21 @@ func (gs gates) Wait(ctx context.Context) (bool, error) {
 	// A gate waited on earlier may have shut meanwhile: then what is
 	// received is parked (Paused), and the next Wait blocks.
 	return trial, nil
+}
+
+func (gs gates) Shut() bool {
+	for _, g := range gs {
+		if s, ok := g.(Shutter); ok && s.Shut() {
+			return true
+		}
+	}
+	return false
+}
+
+// shut reports whether the gate is a Shutter that is shut now.
+func (r *Runtime) shut() bool {
+	s, ok := r.opts.Gate.(Shutter)
+	return ok && s.Shut()
 }
 
 func (gs gates) Paused() bool {
@@ -367,6 +393,13 @@ func (r *Runtime) receiveLoop(ctx, work context.Context, slots chan struct{}, ha
 			releaseSlots(slots, got)
 			break
 		}
+		if len(msgs) > 0 && r.shut() {
+			// The gate shut while the receive long-polled: hand them
+			// back, to be received when it opens.
+			r.release(msgs)
+			releaseSlots(slots, got)
+			continue
+		}
 		releaseSlots(slots, got-len(msgs))
 		for _, m := range msgs {
 			r.dispatch(work, &Delivery{Message: m, received: asked}, slots, handlers, acks, nil)
@@ -428,6 +461,11 @@ func (r *Runtime) trial(ctx, work context.Context, slots chan struct{}, handlers
 			return true
 		}
 		r.stats.received.Add(int64(len(msgs)))
+		if r.shut() {
+			r.release(msgs)
+			<-slots
+			return true
+		}
 		d = &Delivery{Message: msgs[0], received: asked}
 	}
 	done := make(chan struct{})

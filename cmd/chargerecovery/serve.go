@@ -111,6 +111,7 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
+	pl.LogCalendar(log, cc.HolidaysFile, time.Now())
 	metricsURL := ""
 	if httpAddr != "" {
 		ops, err := opsserver.Start(httpAddr, m, pl.Ready(b.Ready), log)

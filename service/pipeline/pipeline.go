@@ -133,8 +133,12 @@ func CheckWindowRetention(cal *calendar.Calendar, retention time.Duration, now t
 		return nil
 	}
 	if closed := end.Sub(start); closed+queue.MaxVisibility > retention {
+		// In the bank's own time, with the weekday: what an operator
+		// checks against the calendar.
+		const layout = "Mon 2006-01-02 15:04 MST"
+		loc := cal.Windows()[0].Loc
 		return cli.Usagef("--posting-windows / --holidays: closed for %s (from %s to %s), and a message lasts %s on the queue: what arrives as the window closes (or a waiting charge's message, up to 12 hours old when its wait ends) would expire before the next window opens, never received; raise the queue's message retention (embedded, postgres: --queue-retention; aws: the queue's MessageRetentionPeriod) to at least %s, or open a window within the closure",
-			closed, start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339), retention, closed+queue.MaxVisibility)
+			closed.Round(time.Minute), start.In(loc).Format(layout), end.In(loc).Format(layout), retention, closed+queue.MaxVisibility)
 	}
 	return nil
 }
@@ -358,8 +362,12 @@ func (c *Config) Check(p *cli.Problems, needCorebank bool) {
 	if c.NoticeLead < 0 || c.NoticeLead > 60*24*time.Hour {
 		p.Add("--notice-lead %s is outside 0-1440h (60 days)", c.NoticeLead)
 	}
-	if _, err := c.Calendar(); err != nil {
+	if cal, err := c.Calendar(); err != nil {
 		p.Add("%v", err)
+	} else if cal != nil {
+		if _, err := cal.NextOpen(time.Now()); err != nil {
+			p.Add("--posting-windows %q: no posting window opens within %d days (--holidays lists every day they open on?): nothing would ever be debited", c.PostingWindows, calendar.Horizon)
+		}
 	}
 	if c.NoticeLead > 0 && c.NoticeLead+time.Hour > c.Retention {
 		p.Add("--notice-lead %s must be shorter than --retention %s by an hour at least: a waiting charge's record must outlive its wait", c.NoticeLead, c.Retention)
@@ -671,14 +679,44 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return p.Runtime.Run(ctx)
 }
 
+// LogCalendar says at start what posting calendar the pipeline runs by
+// and whether it is open now; it warns of a holidays file whose every date
+// has passed (last year's, say: it closes nothing any more).
+func (p *Pipeline) LogCalendar(log *slog.Logger, holidaysFile string, now time.Time) {
+	if p.Window == nil {
+		return
+	}
+	cal := p.Window.Calendar()
+	h := cal.Holidays()
+	log.Info("posting windows", "windows", cal.String(), "holidays", h.Len(), "now", p.Window.Status().String())
+	if holidaysFile == "" {
+		return
+	}
+	last, ok := h.Last()
+	today := calendar.DateOf(now.In(cal.Windows()[0].Loc))
+	switch {
+	case !ok:
+		log.Warn("--holidays lists no date: it closes no posting window", "holidays_file", holidaysFile)
+	case last.String() < today.String(): // YYYY-MM-DD sorts as dates do
+		log.Warn("--holidays lists no date from today on: it closes no posting window any more (last year's file?)",
+			"holidays_file", holidaysFile, "last_holiday", last.String())
+	}
+}
+
 // windowGate is the posting calendar as a consumer gate that receives
 // nothing while the window is closed but never parks: a charge handed back
 // then returns to the queue, to be received when the window opens (a
 // weekend is longer than a message may be kept in hand).
 type windowGate struct{ g *calendar.Gate }
 
+var _ consumer.Shutter = windowGate{}
+
 func (w windowGate) Wait(ctx context.Context) (bool, error) { return w.g.Wait(ctx) }
 func (w windowGate) Paused() bool                           { return false }
+
+// Shut is consumer.Shutter's: what a receive returns after the window
+// closed is handed back, not debited after the cut-off.
+func (w windowGate) Shut() bool { return w.g.Shut() }
 
 // Idle is the answer of Ready for a service that works but posts no debit
 // now: outside the posting window. /readyz answers 200 with Public.

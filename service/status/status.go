@@ -179,7 +179,6 @@ func readConsumer(ctx context.Context, c *http.Client, url string) (out Consumer
 	}
 	out.Reachable = true
 	windowOpen, windowUntil := -1.0, 0.0
-	defer func() { out.Window = windowText(windowOpen, windowUntil) }()
 	sc := bufio.NewScanner(io.LimitReader(resp.Body, 8<<20))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -206,6 +205,7 @@ func readConsumer(ctx context.Context, c *http.Client, url string) (out Consumer
 			windowUntil = v
 		}
 	}
+	out.Window = windowText(windowOpen, windowUntil)
 	return out
 }
 
