@@ -268,6 +268,14 @@ func (c *Console) chargePage(w http.ResponseWriter, r *http.Request) {
 	}
 	v["Entries"], v["Incomplete"] = l.Entries, l.Incomplete()
 	v["CanRenotify"] = c.o.Renotifier != nil
+	// A charge not yet debited, while the consumer reports its posting
+	// window closed (the last overview sample): it waits for the window.
+	c.mu.Lock()
+	window := c.report.Consumer.Window
+	c.mu.Unlock()
+	if strings.HasPrefix(window, "outside posting window") && (v["Record"] == nil || rec.State == driver.StateWaiting || rec.State == driver.StateInProgress) {
+		v["Window"] = window
+	}
 	code := http.StatusOK
 	if v["Record"] == nil && len(l.Entries) == 0 && l.Incomplete() == "" {
 		code = http.StatusNotFound // neither a record nor a DLQ entry: the console's 404
