@@ -25,7 +25,7 @@ func TestWindowsClosedLongerThanTheRetentionAreRefused(t *testing.T) {
 	}{
 		{"a weekend", "Mon-Fri 06:00-20:00 UTC", "", fourDays, ""},
 		{"a weekend and a holiday Monday", "Mon-Fri 06:00-20:00 UTC", "2026-03-09 a\n", fourDays, ""},
-		{"a weekend and two holidays", "Mon-Fri 06:00-20:00 UTC", "2026-03-09 a\n2026-03-10 b\n", fourDays, "closed for 106h0m0s (from 2026-03-06T20:00:00Z to 2026-03-11T06:00:00Z)"},
+		{"a weekend and two holidays", "Mon-Fri 06:00-20:00 UTC", "2026-03-09 a\n2026-03-10 b\n", fourDays, "closed for 106h0m0s (from Fri 2026-03-06 20:00 UTC to Wed 2026-03-11 06:00 UTC)"},
 		{"the same with a week's retention", "Mon-Fri 06:00-20:00 UTC", "2026-03-09 a\n2026-03-10 b\n", 7 * 24 * time.Hour, ""},
 		{"one hour a week", "Mon 06:00-07:00 UTC", "", fourDays, "closed for 167h0m0s"},
 	} {
