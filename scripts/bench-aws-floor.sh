@@ -12,6 +12,11 @@
 # the same PutItem with the least condition (the key absent): what is left
 # once the server's cost of evaluating a condition is counted.
 #
+# The store's requests go as the store sends them (-reported=false: no
+# ReturnConsumedCapacity, which the floor's PutItems do not ask for either).
+# CLAIMS_FLAGS adds bench/claims flags to every round, e.g.
+# CLAIMS_FLAGS="-cpuprofile /tmp/claims.prof" or "-idle-conns 10".
+#
 #   scripts/bench-aws-floor.sh [--keys 600] [--concurrency 1,8] [--rounds 3] [--servers moto,dynalite]
 #
 # Needs moto's server mode and node/npm (installs bench/dynalite's pinned
@@ -62,7 +67,7 @@ start_server() { # name -> $endpoint (not in a subshell: its pid must reach the 
 for server in ${servers//,/ }; do
   start_server "$server"
   for r in $(seq "$rounds"); do
-    "$work/claims" -endpoint "$endpoint" -keys "$keys" -concurrency "$conc" -reclaims 0 -raw |
+    "$work/claims" -endpoint "$endpoint" -keys "$keys" -concurrency "$conc" -reclaims 0 -raw -reported=false ${CLAIMS_FLAGS:-} |
       sed "s/^{/{\"server\":\"$server\",\"round\":$r,/" | tee -a "$work/rows.jsonl" >&2
   done
   kill "${pids[-1]}" 2>/dev/null || true # one server at a time

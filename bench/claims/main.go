@@ -29,8 +29,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,7 +77,11 @@ type Row struct {
 	FreshOfFloor   float64 `json:"fresh_of_floor,omitempty"`
 	DupOfFloor     float64 `json:"dup_of_floor,omitempty"`
 	RequestsPerDup float64 `json:"requests_per_dup,omitempty"`
-	Capacity       *Units  `json:"capacity,omitempty"`
+	// DialsFresh and DialsDup are the connections the client opened in
+	// each phase: 0 when every worker kept its connection warm.
+	DialsFresh int64  `json:"dials_fresh"`
+	DialsDup   int64  `json:"dials_dup"`
+	Capacity   *Units `json:"capacity,omitempty"`
 }
 
 // Units are capacity units per operation of each phase.
@@ -97,6 +103,9 @@ func run(ctx context.Context, args []string) error {
 	conc := fs.String("concurrency", "1,8,32", "comma-separated worker counts")
 	reclaims := fs.Int("reclaims", 20, "keys for the reclaim phase (0: skip)")
 	raw := fs.Bool("raw", false, "also measure the server's plain PutItem rate, before and after the claims, and report the claims against that floor")
+	idle := fs.Int("idle-conns", 64, "the HTTP transport's MaxIdleConnsPerHost (the SDK's default is 10: fewer than the workers reopens connections)")
+	reported := fs.Bool("reported", true, "ask the server for the consumed capacity (ReturnConsumedCapacity=TOTAL) on the store's requests; false: the store's requests as it sends them, as the -raw floor's are")
+	cpuprofile := fs.String("cpuprofile", "", "write the client's CPU profile (every phase of every level) to this file, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -113,7 +122,12 @@ func run(ctx context.Context, args []string) error {
 	}
 	opts := []func(*config.LoadOptions) error{
 		config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-			t.MaxIdleConnsPerHost = 64 // one warm connection per worker
+			t.MaxIdleConnsPerHost = *idle // 64: one warm connection per worker
+			dial := t.DialContext
+			t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return dial(ctx, network, addr)
+			}
 		}))}
 	if *endpoint != "" { // the emulator: any region and dummy credentials do
 		opts = append(opts, config.WithBaseEndpoint(*endpoint), config.WithRegion("us-east-1"),
@@ -124,8 +138,19 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	client := dynamodb.NewFromConfig(cfg)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	for _, n := range levels {
-		row, err := measure(ctx, client, n, *keys, *reclaims, *raw)
+		row, err := measure(ctx, client, n, *keys, *reclaims, *raw, *reported)
 		if err != nil {
 			return err
 		}
@@ -136,13 +161,16 @@ func run(ctx context.Context, args []string) error {
 	return nil
 }
 
-func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclaims int, raw bool) (Row, error) {
+// dials counts the connections the client opened.
+var dials atomic.Int64
+
+func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclaims int, raw, reported bool) (Row, error) {
 	table := fmt.Sprintf("claims-bench-%d-%d", workers, time.Now().UnixNano())
 	if err := awsdynamodb.CreateTable(ctx, client, table); err != nil && !ttlUnsupported(err) {
 		return Row{}, err
 	}
 	defer func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) }()
-	meter := &meter{api: client}
+	meter := &meter{api: client, noReport: !reported}
 	store, err := awsdynamodb.New(meter, table)
 	if err != nil {
 		return Row{}, err
@@ -189,14 +217,17 @@ func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclai
 		}
 	}
 	meter.reset()
+	d0 := dials.Load()
 	if row.FreshPerS, err = phase(idempotency.Acquired); err != nil {
 		return Row{}, fmt.Errorf("fresh: %w", err)
 	}
 	fresh := meter.reset()
+	d1 := dials.Load()
 	if row.DupPerS, err = phase(idempotency.DuplicateDone); err != nil {
 		return Row{}, fmt.Errorf("duplicates: %w", err)
 	}
 	dup := meter.reset()
+	row.DialsFresh, row.DialsDup = d1-d0, dials.Load()-d1
 	row.WorkRuns = runs.Load()
 	if raw {
 		after, err := rawPuts(ctx, client, table, rawItem, "RAW2", workers, keys, false)

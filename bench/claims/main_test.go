@@ -14,7 +14,7 @@ import (
 // reclaim, no reads, in 2, 1 and 3 calls.
 func TestCapacityAtTheFloor(t *testing.T) {
 	client := dynamodb.NewFromConfig(awstest.Config(t))
-	row, err := measure(t.Context(), client, 4, 40, 5, true)
+	row, err := measure(t.Context(), client, 4, 40, 5, true, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,9 @@ import (
 // read.
 type meter struct {
 	api *dynamodb.Client
+	// noReport leaves ReturnConsumedCapacity as the store sent it (the
+	// reported units are then not known).
+	noReport bool
 
 	mu  sync.Mutex
 	cur counts
@@ -62,7 +65,9 @@ func failedItem(err error) map[string]types.AttributeValue {
 
 func (m *meter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	c := *in
-	c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	if !m.noReport {
+		c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	}
 	out, err := m.api.PutItem(ctx, &c, opts...)
 	size := awsdynamodb.ItemSize(in.Item)
 	var ccf *types.ConditionalCheckFailedException
@@ -80,7 +85,9 @@ func (m *meter) PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...
 
 func (m *meter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	c := *in
-	c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	if !m.noReport {
+		c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	}
 	if c.ReturnValues == "" || c.ReturnValues == types.ReturnValueNone {
 		c.ReturnValues = types.ReturnValueAllNew
 	}
@@ -98,7 +105,9 @@ func (m *meter) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, op
 
 func (m *meter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
 	c := *in
-	c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	if !m.noReport {
+		c.ReturnConsumedCapacity = types.ReturnConsumedCapacityTotal
+	}
 	out, err := m.api.GetItem(ctx, &c, opts...)
 	if err == nil {
 		units := awsdynamodb.ReadUnits(awsdynamodb.ItemSize(out.Item))
