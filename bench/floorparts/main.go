@@ -42,7 +42,9 @@ func main() {
 }
 
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
-func n(v int64) types.AttributeValue  { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+func n(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
 
 // item is a record as the store writes it (awsdynamodb's encode), IN_PROGRESS or DONE.
 func item(key string, done bool) map[string]types.AttributeValue {
