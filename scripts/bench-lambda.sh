@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The Lambda entry point against the long-running consumer, on one moto
+# (issue 41, item 6): bench/lambda starts cmd/chargerecovery-lambda's
+# bootstrap as fresh processes on a local Runtime API (cold start: exec to
+# the first record's result; then warm batches in the same process), and
+# chargerecovery bench --backend aws runs serve's consumer on the same
+# emulator. Prints bench/lambda's JSON lines, then the consumer's.
+#
+#   scripts/bench-lambda.sh [--rounds 3] [--batches 5] [--batch 10] [--lambda-concurrency 10] [--charges 300] [--concurrency 10]
+#
+# Needs moto's server mode (scripts/with-moto.sh starts a private one). The
+# bootstrap is built as deployed (CGO_ENABLED=0) unless CGO_ENABLED is set
+# (CGO_ENABLED=1 reuses the build cache the tests left).
+set -euo pipefail
+rounds=3 batches=5 batch=10 lconc=10 charges=300 conc=10
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds=$2; shift 2 ;;
+    --batches) batches=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --lambda-concurrency) lconc=$2; shift 2 ;;
+    --charges) charges=$2; shift 2 ;;
+    --concurrency) conc=$2; shift 2 ;;
+    *) echo "usage: $0 [--rounds N] [--batches N] [--batch N] [--lambda-concurrency N] [--charges N] [--concurrency N]" >&2; exit 2 ;;
+  esac
+done
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Built before the emulator starts: a build is not part of any figure.
+(cd "$root" && CGO_ENABLED=${CGO_ENABLED:-0} go build -tags lambda.norpc -o "$work/bootstrap" ./cmd/chargerecovery-lambda)
+(cd "$root" && go build -o "$work/chargerecovery" ./cmd/chargerecovery)
+(cd "$root" && go test -c -o "$work/lambda.test" ./bench/lambda)
+cat >"$work/run.sh" <<RUN
+set -euo pipefail
+cd "$root/bench/lambda"
+echo "# lambda: cold start and warm batches (IC_LAMBDA_CONCURRENCY=$lconc)"
+"$work/lambda.test" -test.run '^\$' -test.bench Lambda -test.benchtime 1x -bootstrap "$work/bootstrap" \
+  -rounds $rounds -batches $batches -batch $batch -lambda-concurrency $lconc | grep '^{'
+echo "# consumer: chargerecovery bench --backend aws --charges $charges --dup-ratio 0 --concurrency $conc"
+"$work/chargerecovery" bench --backend aws --charges $charges --dup-ratio 0 --concurrency $conc --progress 0 --json
+RUN
+uptime
+"$root/scripts/with-moto.sh" bash "$work/run.sh"
