@@ -330,16 +330,18 @@ func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Reco
 	return driver.Record{}, driver.Unavailable("reopen", errors.New("the record kept changing under the reopen"))
 }
 
-// Stuck implements driver.StuckLister (by the partial index on
-// IN_PROGRESS leases).
+// Stuck implements driver.StuckLister (by the partial index of the
+// records not DONE-DEBITED, whose IN_PROGRESS ones are the claims under
+// way: the rows it sorts by lease are those).
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	var total int
 	if err := s.db.pool.QueryRow(ctx, `select count(*) from idempotency_records
-		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $2`, now, driver.InternalKeyPrefix).Scan(&total); err != nil {
+		where state = 'IN_PROGRESS' and `+openPredicate+` and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $2`, now, driver.InternalKeyPrefix).Scan(&total); err != nil {
 		return nil, 0, err
 	}
 	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
-		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $3 order by lease_until limit $2`, now, limit, driver.InternalKeyPrefix)
+		where state = 'IN_PROGRESS' and `+openPredicate+` and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $3
+		order by lease_until limit $2`, now, limit, driver.InternalKeyPrefix)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -388,11 +390,17 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 	return rec, driver.ErrStale
 }
 
-// ListByResult implements driver.ResultLister (a scan: status is not
-// indexed).
+// ListByResult implements driver.ResultLister: by the partial index of
+// the records not DONE-DEBITED (the renotify scan's DONE with
+// DEBITED_NOTIFICATION_FAILED among them); DONE-DEBITED itself, the
+// bulk, is a scan.
 func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
+	where := `state = $1 and status = $2`
+	if !bulk(state, status) {
+		where += ` and ` + openPredicate
+	}
 	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
-		where state = $1 and status = $2 and expires_at > $3 order by updated_at limit $4`, string(state), status, now, limit)
+		where `+where+` and expires_at > $3 order by updated_at limit $4`, string(state), status, now, limit)
 	if err != nil {
 		return nil, driver.Unavailable("list", err)
 	}
@@ -447,16 +455,30 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 	return out, rows.Err()
 }
 
-// ListState implements driver.StateLister by the index on (state, key
-// collate "C"): keys in byte order whatever the database's collation, the
-// prefix a key range (never a LIKE pattern), the cursor a key.
+// bulk says whether records in state with status are the bulk, DONE
+// with DEBITED, which no index but the primary key and expires_at's holds
+// (migration 5); status "" is any status.
+func bulk(state driver.State, status string) bool {
+	return state == driver.StateDone && (status == "" || status == "DEBITED")
+}
+
+// ListState implements driver.StateLister, keys in byte order (the key
+// column is collated "C") whatever the database's collation, the prefix a
+// key range (never a LIKE pattern), the cursor a key: DONE by walking the
+// primary key (most records are DONE, so a page reads few others), every
+// other state (and DONE with a status other than DEBITED) by the partial
+// index on (state, key).
 func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
 	limit := req.PageLimit()
 	end, bounded := driver.PrefixEnd(req.Prefix)
+	where := `state = $1`
+	if !bulk(req.State, req.Status) {
+		where += ` and ` + openPredicate
+	}
 	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
-		where state = $1 and key collate "C" > $2 and key collate "C" >= $3 and (not $4 or key collate "C" < $5)
+		where `+where+` and key > $2 and key >= $3 and (not $4 or key < $5)
 		  and expires_at > $6 and ($7 = '' or status = $7)
-		order by key collate "C" limit $8`, string(req.State), req.After, req.Prefix, bounded, end, req.Now, req.Status, limit+1)
+		order by key limit $8`, string(req.State), req.After, req.Prefix, bounded, end, req.Now, req.Status, limit+1)
 	if err != nil {
 		return driver.ListPage{}, driver.Unavailable("list", err)
 	}
