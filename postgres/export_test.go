@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -44,4 +45,36 @@ func OpenAtVersion(ctx context.Context, url, schema string, n int) (*DB, error) 
 		return nil, err
 	}
 	return db, nil
+}
+
+// PlannedQuery is a statement of the store with arguments, and the
+// indexes it must be served by at any size of the table.
+type PlannedQuery struct {
+	Name, SQL string
+	Indexes   []string
+	Args      []any
+}
+
+// RecordQueries are the store's statements that read many records: each
+// must be served by an index, whatever the table's size.
+func RecordQueries(now time.Time) []PlannedQuery {
+	list := func(name, state, status string, bulk bool, index ...string) []PlannedQuery {
+		return []PlannedQuery{
+			{"list " + name, listStateSQL[listKind{bulk, false}], index, []any{state, "", "", now, status, 101}},
+			{"list " + name + " by prefix", listStateSQL[listKind{bulk, true}], index, []any{state, "", "B0001", now, status, 101, "B0002"}},
+		}
+	}
+	const pkey, open = "idempotency_records_pkey", "idempotency_records_open_idx"
+	var out []PlannedQuery
+	out = append(out, list("DONE", "DONE", "", true, pkey)...)
+	out = append(out, list("DONE DEBITED", "DONE", "DEBITED", true, pkey)...)
+	out = append(out, list("FAILED", "FAILED", "", false, open)...)
+	out = append(out, list("WAITING", "WAITING", "", false, open)...)
+	out = append(out, list("DONE with a rare status", "DONE", "DEBITED_NOTIFICATION_FAILED", false, open)...)
+	return append(out,
+		PlannedQuery{"renotify scan", listByResultSQL[false], []string{open}, []any{"DONE", "DEBITED_NOTIFICATION_FAILED", now, 100}},
+		PlannedQuery{"stuck count", stuckCountSQL, []string{open}, []any{now, "~"}},
+		PlannedQuery{"stuck", stuckSQL, []string{open}, []any{now, 100, "~"}},
+		PlannedQuery{"sweep", purgeSQL, []string{"idempotency_records_expires_idx", pkey}, []any{now, 500}},
+	)
 }

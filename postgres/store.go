@@ -330,16 +330,26 @@ func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Reco
 	return driver.Record{}, driver.Unavailable("reopen", errors.New("the record kept changing under the reopen"))
 }
 
-// Stuck implements driver.StuckLister (by the partial index on
-// IN_PROGRESS leases).
+// stuckCountSQL counts the claims past their lease ($1 now, $2 the
+// internal keys' prefix); stuckSQL lists them, oldest lease first, $2 at
+// most ($3 the prefix).
+const (
+	stuckCountSQL = `select count(*) from idempotency_records
+		where state = 'IN_PROGRESS' and ` + openPredicate + ` and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $2`
+	stuckSQL = `select ` + columns + ` from idempotency_records
+		where state = 'IN_PROGRESS' and ` + openPredicate + ` and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $3
+		order by lease_until limit $2`
+)
+
+// Stuck implements driver.StuckLister (by the partial index of the
+// records not DONE-DEBITED, whose IN_PROGRESS ones are the claims under
+// way: the rows it sorts by lease are those).
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	var total int
-	if err := s.db.pool.QueryRow(ctx, `select count(*) from idempotency_records
-		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $2`, now, driver.InternalKeyPrefix).Scan(&total); err != nil {
+	if err := s.db.pool.QueryRow(ctx, stuckCountSQL, now, driver.InternalKeyPrefix).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
-		where state = 'IN_PROGRESS' and lease_until <= $1 and expires_at > $1 and left(key, 1) <> $3 order by lease_until limit $2`, now, limit, driver.InternalKeyPrefix)
+	rows, err := s.db.pool.Query(ctx, stuckSQL, now, limit, driver.InternalKeyPrefix)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -388,11 +398,21 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 	return rec, driver.ErrStale
 }
 
-// ListByResult implements driver.ResultLister (a scan: status is not
-// indexed).
+// listByResultSQL lists the records in state $1 with status $2 live at
+// $3, $4 at most, by the partial index (false) or for the bulk (true).
+var listByResultSQL = map[bool]string{
+	false: `select ` + columns + ` from idempotency_records
+		where state = $1 and status = $2 and ` + openPredicate + ` and expires_at > $3 order by updated_at limit $4`,
+	true: `select ` + columns + ` from idempotency_records
+		where state = $1 and status = $2 and expires_at > $3 order by updated_at limit $4`,
+}
+
+// ListByResult implements driver.ResultLister: by the partial index of
+// the records not DONE-DEBITED (the renotify scan's DONE with
+// DEBITED_NOTIFICATION_FAILED among them); DONE-DEBITED itself, the
+// bulk, is a scan.
 func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
-	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
-		where state = $1 and status = $2 and expires_at > $3 order by updated_at limit $4`, string(state), status, now, limit)
+	rows, err := s.db.pool.Query(ctx, listByResultSQL[bulk(state, status)], string(state), status, now, limit)
 	if err != nil {
 		return nil, driver.Unavailable("list", err)
 	}
@@ -408,11 +428,17 @@ func (s *Store) ListByResult(ctx context.Context, state driver.State, status str
 	return out, rows.Err()
 }
 
+// purgeSQL deletes up to $2 records past retention at $1: the keys found
+// first (by the expires_at index), then each deleted by the primary key —
+// whatever plan PostgreSQL keeps for the statement ("key in (select …)"
+// with a limit it cannot see in its generic plan reads the whole table).
+const purgeSQL = `delete from idempotency_records where key = any(array(
+		select key from idempotency_records where expires_at <= $1 limit $2 for update skip locked))`
+
 // Purge implements driver.Purger: one small delete by the expires_at
 // index per call.
 func (s *Store) Purge(ctx context.Context, now time.Time, limit int) (int, error) {
-	tag, err := s.db.pool.Exec(ctx, `delete from idempotency_records where key in
-		(select key from idempotency_records where expires_at <= $1 limit $2 for update skip locked)`, now, limit)
+	tag, err := s.db.pool.Exec(ctx, purgeSQL, now, limit)
 	if err != nil {
 		return 0, driver.Unavailable("purge", err)
 	}
@@ -447,16 +473,55 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 	return out, rows.Err()
 }
 
-// ListState implements driver.StateLister by the index on (state, key
-// collate "C"): keys in byte order whatever the database's collation, the
-// prefix a key range (never a LIKE pattern), the cursor a key.
+// bulk says whether records in state with status are the bulk, DONE
+// with DEBITED, which no index but the primary key and expires_at's holds
+// (migration 5); status "" is any status.
+func bulk(state driver.State, status string) bool {
+	return state == driver.StateDone && (status == "" || status == "DEBITED")
+}
+
+// listStateSQL is a page of ListState: state $1, keys after $2, from $3,
+// live at $4, status $5 (empty: any), $6 at most, below $7 (the bounded
+// statements only); by the partial index, or walking the primary key for
+// the bulk. The prefix's end is a condition of the index scan (a page of a
+// prefix with few records stops at its end, instead of reading on to the
+// end of the index), so a prefix without one has a statement of its own.
+var listStateSQL = map[listKind]string{}
+
+// listKind says which listStateSQL a page needs.
+type listKind struct{ bulk, bounded bool }
+
+func init() {
+	for _, bulk := range []bool{false, true} {
+		for _, bounded := range []bool{false, true} {
+			where := `state = $1 and key > $2 and key >= $3`
+			if !bulk {
+				where += ` and ` + openPredicate
+			}
+			if bounded {
+				where += ` and key < $7`
+			}
+			listStateSQL[listKind{bulk, bounded}] = `select ` + columns + ` from idempotency_records
+		where ` + where + ` and expires_at > $4 and ($5 = '' or status = $5)
+		order by key limit $6`
+		}
+	}
+}
+
+// ListState implements driver.StateLister, keys in byte order (the key
+// column is collated "C") whatever the database's collation, the prefix a
+// key range (never a LIKE pattern), the cursor a key: DONE by walking the
+// primary key (most records are DONE, so a page reads few others), every
+// other state (and DONE with a status other than DEBITED) by the partial
+// index on (state, key).
 func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
 	limit := req.PageLimit()
 	end, bounded := driver.PrefixEnd(req.Prefix)
-	rows, err := s.db.pool.Query(ctx, `select `+columns+` from idempotency_records
-		where state = $1 and key collate "C" > $2 and key collate "C" >= $3 and (not $4 or key collate "C" < $5)
-		  and expires_at > $6 and ($7 = '' or status = $7)
-		order by key collate "C" limit $8`, string(req.State), req.After, req.Prefix, bounded, end, req.Now, req.Status, limit+1)
+	args := []any{string(req.State), req.After, req.Prefix, req.Now, req.Status, limit + 1}
+	if bounded {
+		args = append(args, end)
+	}
+	rows, err := s.db.pool.Query(ctx, listStateSQL[listKind{bulk(req.State, req.Status), bounded}], args...)
 	if err != nil {
 		return driver.ListPage{}, driver.Unavailable("list", err)
 	}
