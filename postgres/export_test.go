@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -44,4 +45,21 @@ func OpenAtVersion(ctx context.Context, url, schema string, n int) (*DB, error) 
 		return nil, err
 	}
 	return db, nil
+}
+
+// QueueVacuums says how many VACUUMs of the queue table db ran, whether
+// it found it may not vacuum it, and the error of its last check or
+// VACUUM, once the one under way (if any) has ended; every, if positive,
+// becomes the time between checks.
+func QueueVacuums(db *DB, every time.Duration) (runs int64, notOwner bool, last error) {
+	if every > 0 {
+		db.vac.mu.Lock()
+		db.vac.every, db.vac.nextCheck = every, time.Time{}
+		db.vac.mu.Unlock()
+	}
+	db.vac.wait()
+	if b, ok := db.vac.lastErr.Load().(errBox); ok {
+		last = b.err
+	}
+	return db.vac.runs.Load(), db.vac.notOwner.Load(), last
 }
