@@ -63,3 +63,12 @@ func QueueVacuums(db *DB, every time.Duration) (runs int64, notOwner bool, last 
 	}
 	return db.vac.runs.Load(), db.vac.notOwner.Load(), last
 }
+
+// QueueVacuumBackoff is the time between db's checks of the queue table
+// after VACUUMs that left it over the threshold (0: none).
+func QueueVacuumBackoff(db *DB) time.Duration {
+	db.vac.wait()
+	db.vac.mu.Lock()
+	defer db.vac.mu.Unlock()
+	return db.vac.backoff
+}

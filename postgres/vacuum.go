@@ -15,6 +15,10 @@ const DefaultQueueVacuumThreshold = 10_000
 // table's dead-row count (one small statistics query).
 const queueVacuumCheckEvery = time.Second
 
+// queueVacuumMaxBackoff is the longest time between checks after VACUUMs
+// that could not bring the dead rows under the threshold.
+const queueVacuumMaxBackoff = time.Minute
+
 // queueVacuumTimeout bounds one VACUUM of the queue table.
 const queueVacuumTimeout = 5 * time.Minute
 
@@ -44,6 +48,12 @@ type vacuumer struct {
 
 	mu        sync.Mutex
 	nextCheck time.Time
+	// backoff, when positive, replaces every: the last VACUUM left the
+	// dead rows over the threshold (a transaction older than their deletes
+	// still runs, so none could be removed), and scanning the table again
+	// every second would only cost I/O. Doubled after each such VACUUM up
+	// to queueVacuumMaxBackoff, cleared by one that works.
+	backoff time.Duration
 
 	running  atomic.Bool
 	notOwner atomic.Bool  // this role may not vacuum the table: never tried again
@@ -75,7 +85,7 @@ func (v *vacuumer) maybe(db *DB) {
 		v.mu.Unlock()
 		return
 	}
-	v.nextCheck = now.Add(v.every)
+	v.nextCheck = now.Add(max(v.every, v.backoff))
 	v.mu.Unlock()
 	v.wg.Add(1)
 	go func() {
@@ -107,6 +117,18 @@ func (v *vacuumer) run(ctx context.Context, db *DB) error {
 		return err
 	}
 	v.runs.Add(1)
+	// The VACUUM's report counts the dead rows it could not remove yet.
+	if err := db.pool.QueryRow(ctx, queueDeadSQL).Scan(&dead, &owner); err != nil {
+		return err
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if dead < v.threshold {
+		v.backoff = 0
+		return nil
+	}
+	v.backoff = min(max(2*v.backoff, 2*v.every), queueVacuumMaxBackoff)
+	v.nextCheck = time.Now().Add(v.backoff)
 	return nil
 }
 

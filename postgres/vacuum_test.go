@@ -194,3 +194,52 @@ func TestQueueVacuumSkippedByARoleThatDoesNotOwnTheTable(t *testing.T) {
 		t.Errorf("as a role that does not own the table: %d vacuums, found not owner: %v, last error %v; want none tried, found, no error", runs, notOwner, last)
 	}
 }
+
+// While a transaction older than the deletes runs in the same database, no
+// VACUUM can remove the queue's dead rows: the process, finding them still
+// over the threshold after its VACUUM, waits longer before the next check
+// instead of scanning the table again and again.
+func TestQueueVacuumBacksOffWhileAnOldTransactionHoldsTheDeadRows(t *testing.T) {
+	db := pgtest.With(t, postgres.Options{QueueVacuumThreshold: 50})
+	holder, err := pgx.Connect(t.Context(), dbtest.PostgresURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.Background())
+	tx, err := holder.BeginTx(t.Context(), pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	var one int
+	if err := tx.QueryRow(t.Context(), "select 1").Scan(&one); err != nil { // takes the snapshot
+		t.Fatal(err)
+	}
+	postgres.QueueVacuums(db, 10*time.Millisecond)
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("vac"), VisibilityTimeout: time.Minute,
+		WaitTime: 20 * time.Millisecond, PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	sendN(t, q, n)
+	checkOnce(t, drainAll(t, []*postgres.Queue{q}, n), n)
+	// The deletes reach the statistics within PostgreSQL's flush interval;
+	// each receive lets the process check.
+	deadline := time.Now().Add(45 * time.Second)
+	for time.Now().Before(deadline) {
+		if runs, _, _ := postgres.QueueVacuums(db, 0); runs > 0 {
+			break
+		}
+		if _, err := q.Receive(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, _, last := postgres.QueueVacuums(db, 0)
+	if runs == 0 || last != nil {
+		t.Fatalf("%d vacuums of the queue table holding %d dead rows (threshold 50), last error %v; want one, without error", runs, 2*n, last)
+	}
+	if b := postgres.QueueVacuumBackoff(db); b <= 10*time.Millisecond {
+		t.Errorf("after a VACUUM that could remove nothing (an older snapshot is held), the next check in %v; want longer than the 10ms interval", b)
+	}
+}
