@@ -45,6 +45,13 @@ type Options struct {
 	// beyond USAGE on the schema and SELECT/INSERT/UPDATE/DELETE on its
 	// tables — what serve and the operator commands run with in production.
 	Existing bool
+	// QueueVacuumThreshold: a process receiving from the queue table
+	// vacuums it (VACUUM, in the background, one at a time) once it holds
+	// this many dead rows, so that receiving stays fast without autovacuum
+	// (docs/operations/postgres.md). It needs the role that owns the table;
+	// for another role it is skipped. 0: DefaultQueueVacuumThreshold
+	// (10,000); negative: never.
+	QueueVacuumThreshold int
 }
 
 // ErrNotSetUp: the schema is missing or not migrated to this version, and
@@ -56,6 +63,7 @@ type DB struct {
 	pool    *pgxpool.Pool
 	schema  string
 	sslmode string
+	vac     *vacuumer
 }
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
@@ -123,7 +131,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	db := &DB{pool: pool, schema: schema, sslmode: sslmode}
+	db := &DB{pool: pool, schema: schema, sslmode: sslmode, vac: newVacuumer(o.QueueVacuumThreshold)}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {

@@ -78,3 +78,29 @@ func RecordQueries(now time.Time) []PlannedQuery {
 		PlannedQuery{"sweep", purgeSQL, []string{"idempotency_records_expires_idx", pkey}, []any{now, 500}},
 	)
 }
+
+// QueueVacuums says how many VACUUMs of the queue table db ran, whether
+// it found it may not vacuum it, and the error of its last check or
+// VACUUM, once the one under way (if any) has ended; every, if positive,
+// becomes the time between checks.
+func QueueVacuums(db *DB, every time.Duration) (runs int64, notOwner bool, last error) {
+	if every > 0 {
+		db.vac.mu.Lock()
+		db.vac.every, db.vac.nextCheck = every, time.Time{}
+		db.vac.mu.Unlock()
+	}
+	db.vac.wait()
+	if b, ok := db.vac.lastErr.Load().(errBox); ok {
+		last = b.err
+	}
+	return db.vac.runs.Load(), db.vac.notOwner.Load(), last
+}
+
+// QueueVacuumBackoff is the time between db's checks of the queue table
+// after VACUUMs that left it over the threshold (0: none).
+func QueueVacuumBackoff(db *DB) time.Duration {
+	db.vac.wait()
+	db.vac.mu.Lock()
+	defer db.vac.mu.Unlock()
+	return db.vac.backoff
+}

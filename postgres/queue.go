@@ -230,6 +230,7 @@ with moved as (
 insert into queue_messages (queue, body, attributes) select $3, body, attributes from moved`
 
 func (q *Queue) sweep(ctx context.Context) error {
+	q.db.vac.maybe(q.db) // the queue table's dead rows (vacuum.go)
 	q.sweepMu.Lock()
 	if time.Now().Before(q.nextSweep) {
 		q.sweepMu.Unlock()
