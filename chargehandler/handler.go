@@ -55,7 +55,7 @@ func NewHandler(opts Options) *Handler {
 // Handle implements consumer.Handler.
 func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Decision {
 	start := time.Now()
-	c, err := charge.ParseEvent(d.Body)
+	c, err := h.read(d.Message)
 	var res charge.Result
 	if err != nil {
 		res = charge.Result{Outcome: charge.Invalid, Reason: err.Error(), Err: err}
@@ -70,23 +70,44 @@ func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Dec
 	return dec
 }
 
+// parseEvent is charge.ParseEvent (a test counts its calls).
+var parseEvent = charge.ParseEvent
+
+// read is the charge in m: the one its claiming receive parsed
+// (ClaimPolicy's Read, m.Parsed), else parsed from its body now (every
+// other receive, and a body the policy could not read, which fails here
+// again with its reason).
+func (h *Handler) read(m queue.Message) (charge.Charge, error) {
+	if p, ok := m.Parsed().(*parsedCharge); ok {
+		return p.c, nil
+	}
+	return parseEvent(m.Body)
+}
+
+// parsedCharge is what ClaimPolicy's Read attaches to a message it parsed
+// (queue.Message.Parsed): a pointer, so that the receive stores it without
+// copying the charge again.
+type parsedCharge struct{ c charge.Charge }
+
 // ClaimPolicy is how a queue that shares the idempotency store's database
 // claims ChargeDueEvents in its receive's transaction
 // (queue.ClaimingReceiver): the claim the service would write for a
 // message that parses (one that does not is left to Handle, which
-// dead-letters it unclaimed), and the settlement of a recorded result by
+// dead-letters it unclaimed), the charge it parsed carried on the message
+// so that Handle does not parse it again (queue.Message.Parsed), and the
+// settlement of a recorded result by
 // Actions: DONE is a processed charge (ack), FAILED a declined one
 // (dead-letter, with the reason Handle would give), WAITING a waiting one
 // (not dead-lettered; the reason is the wait's).
 func (h *Handler) ClaimPolicy() queue.ClaimPolicy {
 	return queue.ClaimPolicy{
-		Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
-			c, err := charge.ParseEvent(m.Body)
+		Read: func(m queue.Message) (driver.ClaimRequest, any, bool) {
+			c, err := parseEvent(m.Body)
 			if err != nil {
-				return driver.ClaimRequest{}, false
+				return driver.ClaimRequest{}, nil, false
 			}
 			req, err := h.opts.Service.ClaimRequest(c)
-			return req, err == nil
+			return req, &parsedCharge{c}, err == nil
 		},
 		Settle: func(f driver.FinishRequest) (bool, queue.Reason) {
 			res := charge.Result{Outcome: charge.Processed}

@@ -38,8 +38,14 @@ type ClaimPolicy struct {
 	// fresh token and the lease, as idempotency.Guard.ClaimRequest makes
 	// them); ok false writes none (a message it cannot read: the handler
 	// decides about it as usual). It runs inside the receive's
-	// transaction: keep it to parsing. Required.
+	// transaction: keep it to parsing.
+	// Required, unless Read is set.
 	Claim func(m Message) (req driver.ClaimRequest, ok bool)
+	// Read, when set, is Claim that also returns what it read of m's body
+	// (parsed, opaque to the queue): the receive attaches it to the message
+	// it was read from (Message.Parsed), so that the handler does not parse
+	// the body again. Set Claim or Read, not both.
+	Read func(m Message) (req driver.ClaimRequest, parsed any, ok bool)
 	// Settle says what recording a result does to the message: for DONE
 	// and FAILED, whether it is dead-lettered (with the reason) rather
 	// than deleted. Nil: DONE deletes, FAILED dead-letters with
@@ -49,13 +55,13 @@ type ClaimPolicy struct {
 }
 
 // Check is what every ReceiveClaiming refuses: a batch outside
-// 1–MaxReceive, or a policy without Claim.
+// 1–MaxReceive, or a policy without Claim or Read (or with both).
 func (p ClaimPolicy) Check(max int) error {
 	if max < 1 || max > MaxReceive {
 		return fmt.Errorf("receive of %d messages (1-%d)", max, MaxReceive)
 	}
-	if p.Claim == nil {
-		return fmt.Errorf("%w: a claiming receive needs ClaimPolicy.Claim", driver.ErrInvalid)
+	if (p.Claim == nil) == (p.Read == nil) {
+		return fmt.Errorf("%w: a claiming receive needs one of ClaimPolicy.Claim and ClaimPolicy.Read", driver.ErrInvalid)
 	}
 	return nil
 }
@@ -79,11 +85,21 @@ type PendingClaim struct {
 
 // Claims are the claims p makes for msgs (those it can read), in key
 // order: the order every claiming transaction writes them in, so that two
-// transactions never wait for each other's rows.
+// transactions never wait for each other's rows. With Read, each
+// message carries what was read of it (Message.Parsed), claimed or not.
 func (p ClaimPolicy) Claims(msgs []Message) []PendingClaim {
 	var claims []PendingClaim
 	for i := range msgs {
-		if req, ok := p.Claim(msgs[i]); ok && req.Key != "" && req.Token != "" {
+		var req driver.ClaimRequest
+		var ok bool
+		if p.Read != nil {
+			var v any
+			req, v, ok = p.Read(msgs[i])
+			msgs[i].setParsed(v)
+		} else {
+			req, ok = p.Claim(msgs[i])
+		}
+		if ok && req.Key != "" && req.Token != "" {
 			claims = append(claims, PendingClaim{i, req})
 		}
 	}

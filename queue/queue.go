@@ -41,6 +41,39 @@ type Message struct {
 	// receive's own transaction, and the way to record its result with the
 	// message's settlement (driver.Bound); nil from every other receive.
 	Bound driver.Bound
+	// parsed is what a ClaimPolicy read of Body at the receive (Parsed).
+	parsed parsedBody
+}
+
+// parsedBody is a value read from a message's body, with the body it was
+// read from (its first byte's address and its length).
+type parsedBody struct {
+	v    any
+	body *byte
+	n    int
+}
+
+// Parsed is what the claim policy of a claiming receive read of this
+// delivery's Body (ClaimPolicy.Read's value), so that the handler need not
+// read the body again; nil from every other receive, when the policy read
+// nothing, or when Body is not the bytes the value was read from (a copy
+// of the message given another body never carries the value of the one it
+// was copied from). The value is opaque here: its type is the
+// application's.
+func (m Message) Parsed() any {
+	if m.parsed.v == nil || len(m.Body) == 0 || len(m.Body) != m.parsed.n || &m.Body[0] != m.parsed.body {
+		return nil
+	}
+	return m.parsed.v
+}
+
+// setParsed attaches v, read from m.Body, to m (Parsed).
+func (m *Message) setParsed(v any) {
+	if v == nil || len(m.Body) == 0 {
+		m.parsed = parsedBody{}
+		return
+	}
+	m.parsed = parsedBody{v: v, body: &m.Body[0], n: len(m.Body)}
 }
 
 // Outgoing is one message to send.
