@@ -98,7 +98,10 @@ type RunReport struct {
 	DebitCalls         int64            `json:"debit_calls"`
 	DebitedOnce        int              `json:"debited_once"`
 	DoubleDebits       int              `json:"double_debits"`
-	NotDebited         int              `json:"not_debited"`
+	// WrongDebits are debits of a charge's key with another payload
+	// (account, amount, type or narrative): each fails the run.
+	WrongDebits int `json:"wrong_debits,omitempty"`
+	NotDebited  int `json:"not_debited"`
 	// With --poison: the poison messages sent, and how many the DLQ holds
 	// after the run (every one of them, or the run failed).
 	Poison         int `json:"poison,omitempty"`
@@ -226,7 +229,7 @@ func Run(ctx context.Context, env *cli.Env, args []string) error {
 		printBench(env.Stdout, rep)
 	}
 	if !g.OK {
-		return fmt.Errorf("exactly-once check failed: %d double debits, %d not debited", g.DoubleDebits, g.NotDebited)
+		return fmt.Errorf("exactly-once check failed: %d double debits, %d not debited, %d debits with another charge's payload", g.DoubleDebits, g.NotDebited, g.WrongDebits)
 	}
 	return nil
 }
@@ -678,7 +681,7 @@ func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messa
 		StoreCalls:        counts.StoreCalls, QueueCalls: counts.QueueCalls,
 		PeakHeapMB: cr.heapMB, PeakRSSMB: cr.rssMB,
 		DuplicatesDropped: cr.dropped, DuplicatesDeferred: cr.deferred, Retries: cr.retries,
-		DebitCalls: ledger.calls.Load(), DebitedOnce: once, DoubleDebits: double, NotDebited: none,
+		DebitCalls: ledger.calls.Load(), DebitedOnce: once, DoubleDebits: double, NotDebited: none, WrongDebits: int(ledger.wrong.Load()),
 		ExpiredSeeded: c.expired, RecordsPurged: int(cr.purged), Burst: cr.burst,
 	}
 	if !baseline {
@@ -702,7 +705,7 @@ func report(c benchConfig, b *backend.Backend, mode string, baseline bool, messa
 		qcalls += v
 	}
 	r.QueueCallsPerMsg = float64(qcalls) / float64(messages)
-	r.OK = once == c.charges && double == 0 && none == 0
+	r.OK = once == c.charges && double == 0 && none == 0 && r.WrongDebits == 0
 	return r, nil
 }
 

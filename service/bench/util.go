@@ -32,6 +32,9 @@ type benchLedger struct {
 	toDebit histogram
 	state   []atomic.Uint32 // bit 0 posted, bits 1.. requests after confirmation
 	calls   atomic.Int64
+	// wrong counts debits whose account, amount, type or narrative is not
+	// their charge's (another charge's payload under this charge's key).
+	wrong atomic.Int64
 }
 
 func newBenchLedger(n int, latency time.Duration) *benchLedger {
@@ -63,6 +66,9 @@ func (l *benchLedger) Debit(ctx context.Context, req charge.DebitRequest) (charg
 	i := benchIndex(req.IdempotencyKey)
 	if i < 0 || i >= len(l.state) {
 		return charge.DebitReceipt{}, charge.Permanent(&charge.DeclineError{Code: "UNKNOWN_CHARGE"})
+	}
+	if w := benchCharge("", i).DebitRequest(); req.AccountID != w.AccountID || req.Amount != w.Amount || req.ChargeType != w.ChargeType || req.Narrative != w.Narrative {
+		l.wrong.Add(1)
 	}
 	for {
 		old := l.state[i].Load()
