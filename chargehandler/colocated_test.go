@@ -166,3 +166,48 @@ func TestAParsedChargeNeverFollowsAnotherBody(t *testing.T) {
 		t.Errorf("the new body was parsed %d times, want once", n)
 	}
 }
+
+// A message whose body was rewritten in place after its receive (same
+// slice, same length: another charge's event) is handled as its body now
+// says, never as the charge parsed of the bytes it held before: Parsed
+// promises nothing when Body is not the bytes the value was read from.
+func TestAParsedChargeNeverOutlivesItsBytes(t *testing.T) {
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	q, err := sqlite.NewQueue(db, sqlite.QueueOptions{Name: "charges", VisibilityTimeout: time.Minute, WaitTime: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := idempotency.NewGuard(sqlite.NewStore(db), idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bank := &debits{n: map[string]int{}}
+	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: bank, Notifier: notifysim.NewRecorder(0, quiet), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled string
+	h := chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet,
+		OnResult: func(_ context.Context, _ queue.Message, c charge.Charge, _ charge.Result) { handled = c.ID }})
+	if _, err := q.Send(t.Context(), []byte(event("CHG-A")), nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := q.ReceiveClaiming(t.Context(), 10, h.ClaimPolicy())
+	if err != nil || len(msgs) != 1 || msgs[0].Parsed() == nil {
+		t.Fatalf("received %d messages (%v), want 1 with what its receive parsed", len(msgs), err)
+	}
+	m := msgs[0]
+	m.Bound = nil
+	copy(m.Body, event("CHG-B")) // the same length, in place
+	if got := m.Parsed(); got != nil {
+		t.Errorf("a body rewritten in place still carries %v", got)
+	}
+	h.Handle(t.Context(), &consumer.Delivery{Message: m})
+	if handled != "CHG-B" || bank.n["CHG-B"] != 1 || bank.n["CHG-A"] != 0 {
+		t.Errorf("handled as %q, debits %v; want CHG-B debited once and CHG-A not", handled, bank.n)
+	}
+}
