@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -46,22 +47,28 @@ type Message struct {
 }
 
 // parsedBody is a value read from a message's body, with the body it was
-// read from (its first byte's address and its length).
+// read from (its first byte's address, its length and a hash of its bytes,
+// so that a body rewritten in place no longer matches).
 type parsedBody struct {
 	v    any
 	body *byte
 	n    int
+	sum  uint64
 }
+
+// parsedSeed is the hash seed of parsedBody's sum.
+var parsedSeed = maphash.MakeSeed()
 
 // Parsed is what the claim policy of a claiming receive read of this
 // delivery's Body (ClaimPolicy.Read's value), so that the handler need not
 // read the body again; nil from every other receive, when the policy read
 // nothing, or when Body is not the bytes the value was read from (a copy
 // of the message given another body never carries the value of the one it
-// was copied from). The value is opaque here: its type is the
-// application's.
+// was copied from, nor does a body rewritten in place). The value is
+// opaque here: its type is the application's.
 func (m Message) Parsed() any {
-	if m.parsed.v == nil || len(m.Body) == 0 || len(m.Body) != m.parsed.n || &m.Body[0] != m.parsed.body {
+	if m.parsed.v == nil || len(m.Body) == 0 || len(m.Body) != m.parsed.n || &m.Body[0] != m.parsed.body ||
+		maphash.Bytes(parsedSeed, m.Body) != m.parsed.sum {
 		return nil
 	}
 	return m.parsed.v
@@ -73,7 +80,7 @@ func (m *Message) setParsed(v any) {
 		m.parsed = parsedBody{}
 		return
 	}
-	m.parsed = parsedBody{v: v, body: &m.Body[0], n: len(m.Body)}
+	m.parsed = parsedBody{v: v, body: &m.Body[0], n: len(m.Body), sum: maphash.Bytes(parsedSeed, m.Body)}
 }
 
 // Outgoing is one message to send.
