@@ -200,8 +200,12 @@ func sslmodeOf(conn string) string {
 	return ""
 }
 
-// Close closes the pool.
-func (db *DB) Close() { db.pool.Close() }
+// Close ends the queue table's VACUUM under way, if any (vacuum.go), and
+// closes the pool.
+func (db *DB) Close() {
+	db.vac.close()
+	db.pool.Close()
+}
 
 // Ping checks that the server answers.
 func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
