@@ -51,7 +51,8 @@ type vacuumer struct {
 	// backoff, when positive, replaces every: the last VACUUM left the
 	// dead rows over the threshold (a transaction older than their deletes
 	// still runs, so none could be removed), and scanning the table again
-	// every second would only cost I/O. Doubled after each such VACUUM up
+	// every second would only cost I/O; or the last check or VACUUM failed.
+	// Doubled after each such VACUUM up
 	// to queueVacuumMaxBackoff, cleared by one that works.
 	backoff time.Duration
 
@@ -98,7 +99,17 @@ func (v *vacuumer) maybe(db *DB) {
 		defer v.running.Store(false)
 		ctx, cancel := context.WithTimeout(v.ctx, queueVacuumTimeout)
 		defer cancel()
-		v.lastErr.Store(errBox{v.run(ctx, db)})
+		err := v.run(ctx, db)
+		if err != nil && v.ctx.Err() == nil {
+			// A VACUUM that failed (a statement_timeout shorter than it, an
+			// outage) is not started again at once: checks back off as
+			// after one that removed nothing.
+			v.mu.Lock()
+			v.backoff = min(max(2*v.backoff, 2*v.every), queueVacuumMaxBackoff)
+			v.nextCheck = time.Now().Add(v.backoff)
+			v.mu.Unlock()
+		}
+		v.lastErr.Store(errBox{err})
 	}()
 }
 
