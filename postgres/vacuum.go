@@ -52,8 +52,8 @@ type vacuumer struct {
 	// dead rows over the threshold (a transaction older than their deletes
 	// still runs, so none could be removed), and scanning the table again
 	// every second would only cost I/O; or the last check or VACUUM failed.
-	// Doubled after each such VACUUM up
-	// to queueVacuumMaxBackoff, cleared by one that works.
+	// Doubled each time up to queueVacuumMaxBackoff, cleared by a VACUUM
+	// that works.
 	backoff time.Duration
 
 	running  atomic.Bool
