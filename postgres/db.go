@@ -282,8 +282,8 @@ var migrations = []string{
 	// in key order, which is byte order once the key column is collated
 	// "C": that ALTER rebuilds the primary key (no table rewrite) under an
 	// ACCESS EXCLUSIVE lock — on a large table run it in a maintenance
-	// window, having built the partial index first with CREATE INDEX
-	// CONCURRENTLY under this name (docs/operations/postgres.md). A claim
+	// window (docs/operations/postgres.md); building the partial index
+	// beforehand would not help, the ALTER rebuilds every index on key. A claim
 	// writes 3 index entries instead of 4, a DONE 2 instead of 3.
 	`drop index if exists idempotency_records_state_key_idx;
 	 drop index if exists idempotency_records_stuck_idx;
