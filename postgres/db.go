@@ -200,8 +200,12 @@ func sslmodeOf(conn string) string {
 	return ""
 }
 
-// Close closes the pool.
-func (db *DB) Close() { db.pool.Close() }
+// Close ends the queue table's VACUUM under way, if any (vacuum.go), and
+// closes the pool.
+func (db *DB) Close() {
+	db.vac.close()
+	db.pool.Close()
+}
 
 // Ping checks that the server answers.
 func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
@@ -278,8 +282,8 @@ var migrations = []string{
 	// in key order, which is byte order once the key column is collated
 	// "C": that ALTER rebuilds the primary key (no table rewrite) under an
 	// ACCESS EXCLUSIVE lock — on a large table run it in a maintenance
-	// window, having built the partial index first with CREATE INDEX
-	// CONCURRENTLY under this name (docs/operations/postgres.md). A claim
+	// window (docs/operations/postgres.md); building the partial index
+	// beforehand would not help, the ALTER rebuilds every index on key. A claim
 	// writes 3 index entries instead of 4, a DONE 2 instead of 3.
 	`drop index if exists idempotency_records_state_key_idx;
 	 drop index if exists idempotency_records_stuck_idx;
