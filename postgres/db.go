@@ -10,9 +10,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	neturl "net/url"
 	"os"
 	"regexp"
@@ -52,6 +54,10 @@ type Options struct {
 	// for another role it is skipped. 0: DefaultQueueVacuumThreshold
 	// (10,000); negative: never.
 	QueueVacuumThreshold int
+	// Logger receives what an operator must see of the queue vacuum: a
+	// VACUUM or check that failed (then retried less often, up to once a
+	// minute). Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // ErrNotSetUp: the schema is missing or not migrated to this version, and
@@ -131,7 +137,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	db := &DB{pool: pool, schema: schema, sslmode: sslmode, vac: newVacuumer(o.QueueVacuumThreshold)}
+	db := &DB{pool: pool, schema: schema, sslmode: sslmode, vac: newVacuumer(o.QueueVacuumThreshold, cmp.Or(o.Logger, slog.Default()))}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {

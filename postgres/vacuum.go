@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +46,7 @@ const queueDeadSQL = `select coalesce(s.n_dead_tup, 0), pg_has_role(c.relowner, 
 type vacuumer struct {
 	threshold int64         // <= 0: never
 	every     time.Duration // between checks (queueVacuumCheckEvery)
+	log       *slog.Logger  // failures (Options.Logger)
 
 	mu        sync.Mutex
 	nextCheck time.Time
@@ -67,7 +69,7 @@ type vacuumer struct {
 	stop context.CancelFunc
 }
 
-func newVacuumer(threshold int) *vacuumer {
+func newVacuumer(threshold int, log *slog.Logger) *vacuumer {
 	switch {
 	case threshold == 0:
 		threshold = DefaultQueueVacuumThreshold
@@ -75,7 +77,7 @@ func newVacuumer(threshold int) *vacuumer {
 		threshold = 0
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &vacuumer{threshold: int64(threshold), every: queueVacuumCheckEvery, ctx: ctx, stop: stop}
+	return &vacuumer{threshold: int64(threshold), every: queueVacuumCheckEvery, log: log, ctx: ctx, stop: stop}
 }
 
 // maybe starts a check (and, past the threshold, a VACUUM) of the queue
@@ -107,7 +109,10 @@ func (v *vacuumer) maybe(db *DB) {
 			v.mu.Lock()
 			v.backoff = min(max(2*v.backoff, 2*v.every), queueVacuumMaxBackoff)
 			v.nextCheck = time.Now().Add(v.backoff)
+			next := v.backoff
 			v.mu.Unlock()
+			v.log.Warn("postgres: vacuuming the queue table failed; its dead rows pile up until a VACUUM succeeds (docs/operations/postgres.md)",
+				"err", err, "next_try_in", next.String())
 		}
 		v.lastErr.Store(errBox{err})
 	}()

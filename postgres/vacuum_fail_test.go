@@ -2,8 +2,10 @@ package postgres_test
 
 import (
 	"bytes"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,7 +33,10 @@ func TestAFailedQueueVacuumBacksOff(t *testing.T) {
 		short += "?"
 	}
 	short += "statement_timeout=300&vacuum_cost_delay=100&vacuum_cost_limit=1"
-	db, err := postgres.Open(t.Context(), short, postgres.Options{Schema: schema, QueueVacuumThreshold: 1})
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	db, err := postgres.Open(t.Context(), short, postgres.Options{Schema: schema, QueueVacuumThreshold: 1,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +71,25 @@ func TestAFailedQueueVacuumBacksOff(t *testing.T) {
 		}
 		_, _, last = postgres.QueueVacuums(db, 0)
 	}
+	logMu.Lock()
+	line := logged.String()
+	logMu.Unlock()
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "vacuuming the queue table failed") || !strings.Contains(line, "statement timeout") {
+		t.Errorf("the failed VACUUM (%v) was not logged as a warning with its cause; logged %q", last, line)
+	}
 	if b := postgres.QueueVacuumBackoff(db); b <= 10*time.Millisecond {
 		t.Errorf("after a VACUUM that failed (%v), the next check in %v; want longer than the 10ms interval", last, b)
 	}
+}
+
+// lockedWriter serialises a logger's writes with the test's reads.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -81,8 +81,8 @@ type Config struct {
 	// PostgreSQL schema, table or queue is created or migrated; a missing
 	// one is an error that says to run setup. Operator commands set it.
 	Existing bool
-	// Log gets the AWS SDK's own lines, at debug level (nil:
-	// slog.Default()).
+	// Log gets the AWS SDK's own lines, at debug level, and PostgreSQL's
+	// failed queue vacuums, at warn (nil: slog.Default()).
 	Log *slog.Logger
 }
 
@@ -299,7 +299,7 @@ func Open(ctx context.Context, c Config, visibility time.Duration, create bool) 
 // openPostgres connects, migrates the schema (every process may: the
 // migrations run once, under an advisory lock) and opens the queue.
 func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Backend, error) {
-	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema, Existing: c.Existing, Receivers: c.Receivers})
+	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema, Existing: c.Existing, Receivers: c.Receivers, Logger: c.Log})
 	err = redact.Error(err, c.PostgresURL)
 	if errors.Is(err, postgres.ErrNotSetUp) {
 		return nil, notSetUp(err)
