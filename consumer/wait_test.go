@@ -24,13 +24,18 @@ type schedule struct {
 	t     *testing.T
 	mu    sync.Mutex
 	until map[string]time.Time // by body; wall clock, as the attribute holds it
-	early map[string]int       // handler calls before the time
+	// wait, where set, is how long after its first arrival at the handler
+	// a charge's time comes (its until is set then): a wait measured from
+	// the charge's own first receive spans the same visibility periods
+	// however late a loaded machine receives it.
+	wait  map[string]time.Duration
+	early map[string]int // handler calls before the time
 	done  map[string][]time.Time
 	top   map[string]int // highest receive count seen at the handler
 }
 
 func newSchedule(t *testing.T) *schedule {
-	return &schedule{t: t, until: map[string]time.Time{}, early: map[string]int{}, done: map[string][]time.Time{}, top: map[string]int{}}
+	return &schedule{t: t, until: map[string]time.Time{}, wait: map[string]time.Duration{}, early: map[string]int{}, done: map[string][]time.Time{}, top: map[string]int{}}
 }
 
 func (s *schedule) Handle(_ context.Context, d *consumer.Delivery) consumer.Decision {
@@ -39,6 +44,10 @@ func (s *schedule) Handle(_ context.Context, d *consumer.Delivery) consumer.Deci
 	key := string(d.Body)
 	s.top[key] = max(s.top[key], d.ReceiveCount)
 	until, ok := s.until[key]
+	if w, first := s.wait[key]; !ok && first {
+		until, ok = time.Now().Add(w).Round(0), true
+		s.until[key] = until
+	}
 	if !ok {
 		s.t.Errorf("unknown message %q", key)
 		return consumer.Decision{Action: consumer.Ack}
@@ -108,10 +117,9 @@ func TestWaitsNeverMoveAMessageTowardTheDLQ(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			begin := time.Now()
 			for i, m := range msgs {
-				// 3 to 6 visibility periods from now.
-				s.until[string(m.Body)] = begin.Add(3*maxVis + time.Duration(i)*3*maxVis/n).Round(0)
+				// 3 to 6 visibility periods from its first receive.
+				s.wait[string(m.Body)] = 3*maxVis + time.Duration(i)*3*maxVis/n
 			}
 			rt, err := consumer.New(q, s, consumer.Options{Concurrency: 16, MaxVisibility: maxVis, Logger: quiet,
 				BatchFillWait: time.Millisecond, AckFlushInterval: 5 * time.Millisecond})
@@ -135,7 +143,8 @@ func TestWaitsNeverMoveAMessageTowardTheDLQ(t *testing.T) {
 			}
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			for body, until := range s.until {
+			for body := range s.wait {
+				until := s.until[body]
 				if got := s.done[body]; len(got) != 1 {
 					t.Errorf("%s handled %d times, want once", body, len(got))
 				} else if got[0].Before(until) {

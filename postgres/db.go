@@ -10,9 +10,11 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	neturl "net/url"
 	"os"
 	"regexp"
@@ -52,6 +54,10 @@ type Options struct {
 	// for another role it is skipped. 0: DefaultQueueVacuumThreshold
 	// (10,000); negative: never.
 	QueueVacuumThreshold int
+	// Logger receives what an operator must see of the queue vacuum: a
+	// VACUUM or check that failed (then retried less often, up to once a
+	// minute). Default: slog.Default().
+	Logger *slog.Logger
 }
 
 // ErrNotSetUp: the schema is missing or not migrated to this version, and
@@ -131,7 +137,7 @@ func Open(ctx context.Context, url string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	db := &DB{pool: pool, schema: schema, sslmode: sslmode, vac: newVacuumer(o.QueueVacuumThreshold)}
+	db := &DB{pool: pool, schema: schema, sslmode: sslmode, vac: newVacuumer(o.QueueVacuumThreshold, cmp.Or(o.Logger, slog.Default()))}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
@@ -200,8 +206,12 @@ func sslmodeOf(conn string) string {
 	return ""
 }
 
-// Close closes the pool.
-func (db *DB) Close() { db.pool.Close() }
+// Close ends the queue table's VACUUM under way, if any (vacuum.go), and
+// closes the pool.
+func (db *DB) Close() {
+	db.vac.close()
+	db.pool.Close()
+}
 
 // Ping checks that the server answers.
 func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
@@ -278,8 +288,8 @@ var migrations = []string{
 	// in key order, which is byte order once the key column is collated
 	// "C": that ALTER rebuilds the primary key (no table rewrite) under an
 	// ACCESS EXCLUSIVE lock — on a large table run it in a maintenance
-	// window, having built the partial index first with CREATE INDEX
-	// CONCURRENTLY under this name (docs/operations/postgres.md). A claim
+	// window (docs/operations/postgres.md); building the partial index
+	// beforehand would not help, the ALTER rebuilds every index on key. A claim
 	// writes 3 index entries instead of 4, a DONE 2 instead of 3.
 	`drop index if exists idempotency_records_state_key_idx;
 	 drop index if exists idempotency_records_stuck_idx;

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,14 +46,16 @@ const queueDeadSQL = `select coalesce(s.n_dead_tup, 0), pg_has_role(c.relowner, 
 type vacuumer struct {
 	threshold int64         // <= 0: never
 	every     time.Duration // between checks (queueVacuumCheckEvery)
+	log       *slog.Logger  // failures (Options.Logger)
 
 	mu        sync.Mutex
 	nextCheck time.Time
 	// backoff, when positive, replaces every: the last VACUUM left the
 	// dead rows over the threshold (a transaction older than their deletes
 	// still runs, so none could be removed), and scanning the table again
-	// every second would only cost I/O. Doubled after each such VACUUM up
-	// to queueVacuumMaxBackoff, cleared by one that works.
+	// every second would only cost I/O; or the last check or VACUUM failed.
+	// Doubled each time up to queueVacuumMaxBackoff, cleared by a VACUUM
+	// that works.
 	backoff time.Duration
 
 	running  atomic.Bool
@@ -60,40 +63,58 @@ type vacuumer struct {
 	runs     atomic.Int64 // VACUUMs this process ran
 	lastErr  atomic.Value // error of the last check or VACUUM (tests)
 	wg       sync.WaitGroup
+	// ctx is cancelled by stop (DB.Close): a VACUUM under way is ended
+	// rather than waited out, and none starts afterwards.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
-func newVacuumer(threshold int) *vacuumer {
+func newVacuumer(threshold int, log *slog.Logger) *vacuumer {
 	switch {
 	case threshold == 0:
 		threshold = DefaultQueueVacuumThreshold
 	case threshold < 0:
 		threshold = 0
 	}
-	return &vacuumer{threshold: int64(threshold), every: queueVacuumCheckEvery}
+	ctx, stop := context.WithCancel(context.Background())
+	return &vacuumer{threshold: int64(threshold), every: queueVacuumCheckEvery, log: log, ctx: ctx, stop: stop}
 }
 
 // maybe starts a check (and, past the threshold, a VACUUM) of the queue
 // table in the background, at most once every queueVacuumCheckEvery and
 // never while one runs.
 func (v *vacuumer) maybe(db *DB) {
-	if v == nil || v.threshold <= 0 || v.notOwner.Load() || v.running.Load() {
+	if v == nil || v.threshold <= 0 || v.notOwner.Load() || v.running.Load() || v.ctx.Err() != nil {
 		return
 	}
 	v.mu.Lock()
 	now := time.Now()
-	if now.Before(v.nextCheck) || !v.running.CompareAndSwap(false, true) {
+	if now.Before(v.nextCheck) || v.ctx.Err() != nil || !v.running.CompareAndSwap(false, true) {
 		v.mu.Unlock()
 		return
 	}
 	v.nextCheck = now.Add(max(v.every, v.backoff))
+	v.wg.Add(1) // under mu: close, once it has stopped, waits for every one added
 	v.mu.Unlock()
-	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()
 		defer v.running.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), queueVacuumTimeout)
+		ctx, cancel := context.WithTimeout(v.ctx, queueVacuumTimeout)
 		defer cancel()
-		v.lastErr.Store(errBox{v.run(ctx, db)})
+		err := v.run(ctx, db)
+		if err != nil && v.ctx.Err() == nil {
+			// A VACUUM that failed (a statement_timeout shorter than it, an
+			// outage) is not started again at once: checks back off as
+			// after one that removed nothing.
+			v.mu.Lock()
+			v.backoff = min(max(2*v.backoff, 2*v.every), queueVacuumMaxBackoff)
+			v.nextCheck = time.Now().Add(v.backoff)
+			next := v.backoff
+			v.mu.Unlock()
+			v.log.Warn("postgres: vacuuming the queue table failed; its dead rows pile up until a VACUUM succeeds (docs/operations/postgres.md)",
+				"err", err, "next_try_in", next.String())
+		}
+		v.lastErr.Store(errBox{err})
 	}()
 }
 
@@ -135,6 +156,18 @@ func (v *vacuumer) run(ctx context.Context, db *DB) error {
 // wait waits for a VACUUM under way (Close, tests).
 func (v *vacuumer) wait() {
 	if v != nil {
+		v.wg.Wait()
+	}
+}
+
+// close ends a VACUUM under way, starts no other, and waits for its
+// goroutine (DB.Close, before the pool closes: the pool would otherwise
+// wait for the VACUUM's connection).
+func (v *vacuumer) close() {
+	if v != nil {
+		v.mu.Lock()
+		v.stop()
+		v.mu.Unlock()
 		v.wg.Wait()
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +24,7 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/redact"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -79,8 +81,8 @@ type Config struct {
 	// PostgreSQL schema, table or queue is created or migrated; a missing
 	// one is an error that says to run setup. Operator commands set it.
 	Existing bool
-	// Log gets the AWS SDK's own lines, at debug level (nil:
-	// slog.Default()).
+	// Log gets the AWS SDK's own lines, at debug level, and PostgreSQL's
+	// failed queue vacuums, at warn (nil: slog.Default()).
 	Log *slog.Logger
 }
 
@@ -297,7 +299,7 @@ func Open(ctx context.Context, c Config, visibility time.Duration, create bool) 
 // openPostgres connects, migrates the schema (every process may: the
 // migrations run once, under an advisory lock) and opens the queue.
 func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Backend, error) {
-	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema, Existing: c.Existing, Receivers: c.Receivers})
+	db, err := postgres.Open(ctx, c.PostgresURL, postgres.Options{Schema: c.PostgresSchema, Existing: c.Existing, Receivers: c.Receivers, Logger: c.Log})
 	err = redact.Error(err, c.PostgresURL)
 	if errors.Is(err, postgres.ErrNotSetUp) {
 		return nil, notSetUp(err)
@@ -407,12 +409,25 @@ func openEmbedded(ctx context.Context, c Config, visibility time.Duration) (*Bac
 	}, nil
 }
 
+// IdleConnsPerAWSHost is how many idle connections LoadAWS's clients keep
+// to each AWS endpoint (SQS, DynamoDB): more than serve's handlers, so a
+// burst does not open (and TLS-handshake) new connections.
+const IdleConnsPerAWSHost = 256
+
 // LoadAWS reads the standard AWS configuration chain and checks that it
 // names a region and yields credentials. The SDK's own log lines (such as
 // "failed to discard remaining HTTP response body") go to log at debug
-// level (nil: slog.Default()), never raw to stderr.
+// level (nil: slog.Default()), never raw to stderr. Its HTTP
+// client keeps IdleConnsPerAWSHost idle connections per endpoint.
 func LoadAWS(ctx context.Context, log *slog.Logger) (aws.Config, error) {
-	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithLogger(SDKLogger(log)))
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithLogger(SDKLogger(log)),
+		awsconfig.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			// The SDK keeps 10 idle connections per host; serve runs 64
+			// handlers (and bench/claims measured new connections opened
+			// whenever the workers outnumber the idle ones): keep one warm
+			// connection per worker, as the bank's client does.
+			t.MaxIdleConnsPerHost = IdleConnsPerAWSHost
+		})))
 	if err != nil {
 		return aws.Config{}, cli.Usagef("AWS configuration: %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go/logging"
 )
 
@@ -55,5 +56,32 @@ func TestTheAWSSDKLogsThroughSlogAtDebug(t *testing.T) {
 	cfg.Logger.Logf(logging.Warn, "failed to discard remaining HTTP response body, %v", "unexpected EOF")
 	if out.Len() != 0 {
 		t.Errorf("at the default level the SDK's line is printed: %s", out.String())
+	}
+}
+
+// TestTheAWSClientKeepsAConnectionPerHandler: the SDK's default transport
+// keeps 10 idle connections per host, so serve's 64 handlers opened (and,
+// against AWS, TLS-handshook) new connections in every burst; LoadAWS's
+// keeps IdleConnsPerAWSHost, over the handlers' count.
+func TestTheAWSClientKeepsAConnectionPerHandler(t *testing.T) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	cfg, err := LoadAWS(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := cfg.HTTPClient.(*awshttp.BuildableClient)
+	if !ok {
+		t.Fatalf("the HTTP client is a %T, not the SDK's buildable client", cfg.HTTPClient)
+	}
+	tr := c.GetTransport()
+	if tr.MaxIdleConnsPerHost < 64 {
+		t.Fatalf("idle connections per host = %d, fewer than serve's 64 handlers", tr.MaxIdleConnsPerHost)
+	}
+	if tr.TLSClientConfig != nil && tr.TLSClientConfig.InsecureSkipVerify {
+		t.Fatal("the transport skips TLS verification")
 	}
 }
