@@ -32,7 +32,7 @@ bench:
 	$(GO) run ./cmd/chargerecovery bench --charges 100000 --baseline
 
 ## bench-check: fail if the guard's cost (against the queue-only baseline,
-## same run, median of 3) regresses past its stated limit
+## same run, median of 3) regresses past its backend's limit (embedded 2.0x)
 bench-check:
 	scripts/bench-check.sh
 
