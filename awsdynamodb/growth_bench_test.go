@@ -3,10 +3,7 @@ package awsdynamodb_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 
@@ -42,37 +39,9 @@ import (
 // reports claims/s (fresh claim + DONE, 16 at a time, new keys) and
 // duplicate claims/s on existing keys drawn at random over the table.
 func BenchmarkGrowth(b *testing.B) {
-	sizes := []int{10_000}
-	v := os.Getenv("IC_GROWTH_RECORDS")
-	if v == "" {
-		v = "100000"
-	}
-	for f := range strings.SplitSeq(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("IC_GROWTH_RECORDS=%q: want positive counts, comma-separated", v)
-		}
-		if n != 10_000 {
-			sizes = append(sizes, n)
-		}
-	}
-	rounds := 1
-	if v := os.Getenv("IC_GROWTH_ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("IC_GROWTH_ROUNDS=%q: want a positive count", v)
-		}
-		rounds = n
-	}
 	client := dynamodb.NewFromConfig(awstest.Config(b))
-	type table struct {
-		n      int
-		g      *idempotency.Guard
-		prefix string
-		seq    atomic.Int64
-	}
-	tables := make([]*table, len(sizes))
-	for i, n := range sizes {
+	var tables []storetest.GrowthTable
+	for _, n := range storetest.GrowthSizes(b, "100000") {
 		name := awstest.Name("growth")
 		if err := awsdynamodb.CreateTable(b.Context(), client, name); err != nil {
 			b.Fatal(err)
@@ -83,54 +52,9 @@ func BenchmarkGrowth(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g, err := idempotency.NewGuard(s, idempotency.Options{Lease: time.Minute})
-		if err != nil {
-			b.Fatal(err)
-		}
-		tables[i] = &table{n: n, g: g, prefix: fmt.Sprintf("NEW-%d-", time.Now().UnixNano())}
+		tables = append(tables, storetest.GrowthTable{N: n, Store: s})
 	}
-	fingerprint := fmt.Sprintf("%064x", 42)
-	for range rounds {
-		for _, t := range tables {
-			b.Run(fmt.Sprintf("records=%d", t.n), func(b *testing.B) {
-				b.Run("FreshClaimAndDone", func(b *testing.B) {
-					b.SetParallelism(8) // 16 claimants on 2 cores
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							c, err := t.g.Claim(b.Context(), t.prefix+strconv.FormatInt(t.seq.Add(1), 10), "fp")
-							if err == nil && c.Outcome == idempotency.Acquired {
-								err = t.g.Complete(b.Context(), c.Lease(), "DEBITED", "CBS0000000001")
-							} else if err == nil {
-								err = fmt.Errorf("claim: %s", c.Outcome)
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-				})
-				b.Run("DuplicateOfARandomRecord", func(b *testing.B) {
-					b.SetParallelism(8)
-					b.RunParallel(func(pb *testing.PB) {
-						rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
-						for pb.Next() {
-							c, err := t.g.Claim(b.Context(), fmt.Sprintf("CHG-%010d", rng.IntN(t.n)), fingerprint)
-							if err == nil && c.Outcome != idempotency.DuplicateDone {
-								err = fmt.Errorf("claim of an existing record: %s", c.Outcome)
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-				})
-			})
-		}
-	}
+	storetest.Growth(b, tables)
 }
 
 // prefillDynamo writes n DONE items to table in the store's layout (pk,
@@ -146,7 +70,7 @@ func prefillDynamo(b *testing.B, c *dynamodb.Client, table string, n int) {
 	nowMS := &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)}
 	expMS := &types.AttributeValueMemberN{Value: strconv.FormatInt(expires.UnixMilli(), 10)}
 	ttl := &types.AttributeValueMemberN{Value: strconv.FormatInt(expires.Unix(), 10)}
-	fp := &types.AttributeValueMemberS{Value: fmt.Sprintf("%064x", 42)}
+	fp := &types.AttributeValueMemberS{Value: storetest.GrowthFingerprint}
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
@@ -158,7 +82,7 @@ func prefillDynamo(b *testing.B, c *dynamodb.Client, table string, n int) {
 			var reqs []types.WriteRequest
 			for i := from; i < min(from+25, n); i++ {
 				reqs = append(reqs, types.WriteRequest{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{
-					"pk": s(fmt.Sprintf("CHG-%010d", i)), "state": s("DONE"), "token": s(fmt.Sprintf("%032x", i)), "fingerprint": fp,
+					"pk": s(storetest.GrowthKey(i)), "state": s("DONE"), "token": s(fmt.Sprintf("%032x", i)), "fingerprint": fp,
 					"attempt": &types.AttributeValueMemberN{Value: "1"}, "leaseUntil": nowMS, "createdAt": nowMS, "updatedAt": nowMS,
 					"expiresAt": expMS, "status": s("DEBITED"), "detail": s(fmt.Sprintf("CBS%010d", i)), "ttl": ttl,
 				}}})

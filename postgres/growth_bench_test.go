@@ -2,17 +2,13 @@ package postgres_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/internal/testenv"
 	"github.com/finedge/idempotent-consumer/postgres"
@@ -43,28 +39,12 @@ import (
 // store's public API is measured; the seeding writes the columns of the
 // first migration and leaves the rest to their defaults.
 func BenchmarkGrowth(b *testing.B) {
-	sizes := growthSizes(b)
-	rounds := 1
-	if v := os.Getenv("IC_GROWTH_ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("IC_GROWTH_ROUNDS=%q: want a positive count", v)
-		}
-		rounds = n
-	}
 	keep := os.Getenv("IC_GROWTH_SCHEMA")
 	if keep != "" && !regexp.MustCompile(`^[a-z_][a-z0-9_]*$`).MatchString(keep) {
 		b.Fatalf("IC_GROWTH_SCHEMA=%q: want a plain lower-case identifier", keep)
 	}
-	type table struct {
-		n         int
-		g         *idempotency.Guard
-		perRecord float64
-		prefix    string
-		seq       atomic.Int64
-	}
-	tables := make([]*table, len(sizes))
-	for i, n := range sizes {
+	var tables []storetest.GrowthTable
+	for _, n := range storetest.GrowthSizes(b, "200000") {
 		schema := keep + "_" + strconv.Itoa(n)
 		if keep == "" {
 			schema = dbtest.Schema(b)
@@ -74,81 +54,11 @@ func BenchmarkGrowth(b *testing.B) {
 		if err := db.Pool().QueryRow(b.Context(), `select pg_total_relation_size('idempotency_records')`).Scan(&bytes); err != nil {
 			b.Fatal(err)
 		}
-		g, err := idempotency.NewGuard(postgres.NewStore(db), idempotency.Options{Lease: time.Minute})
-		if err != nil {
-			b.Fatal(err)
-		}
-		tables[i] = &table{n: n, g: g, perRecord: float64(bytes) / float64(n), prefix: fmt.Sprintf("NEW-%d-", time.Now().UnixNano())}
+		tables = append(tables, storetest.GrowthTable{N: n, Store: postgres.NewStore(db),
+			Metrics: map[string]float64{"table-bytes/record": float64(bytes) / float64(n)}})
 	}
-	for range rounds {
-		for _, t := range tables {
-			b.Run(fmt.Sprintf("records=%d", t.n), func(b *testing.B) {
-				b.Run("FreshClaimAndDone", func(b *testing.B) {
-					b.SetParallelism(8) // 16 claimants on 2 cores
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							c, err := t.g.Claim(b.Context(), t.prefix+strconv.FormatInt(t.seq.Add(1), 10), "fp")
-							if err == nil && c.Outcome == idempotency.Acquired {
-								err = t.g.Complete(b.Context(), c.Lease(), "DEBITED", "CBS0000000001")
-							} else if err == nil {
-								err = fmt.Errorf("claim: %s", c.Outcome)
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-					b.ReportMetric(t.perRecord, "table-bytes/record")
-				})
-				b.Run("DuplicateOfARandomRecord", func(b *testing.B) {
-					b.SetParallelism(8)
-					b.RunParallel(func(pb *testing.PB) {
-						rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
-						for pb.Next() {
-							c, err := t.g.Claim(b.Context(), growthKey(rng.IntN(t.n)), growthFingerprint)
-							if err == nil && c.Outcome != idempotency.DuplicateDone {
-								err = fmt.Errorf("claim of an existing record: %s", c.Outcome)
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-				})
-			})
-		}
-	}
+	storetest.Growth(b, tables)
 }
-
-// growthSizes is 10,000 and then IC_GROWTH_RECORDS's sizes (default
-// 200,000).
-func growthSizes(b *testing.B) []int {
-	sizes := []int{10_000}
-	v := os.Getenv("IC_GROWTH_RECORDS")
-	if v == "" {
-		v = "200000"
-	}
-	for f := range strings.SplitSeq(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("IC_GROWTH_RECORDS=%q: want positive counts, comma-separated", v)
-		}
-		if n != 10_000 {
-			sizes = append(sizes, n)
-		}
-	}
-	return sizes
-}
-
-func growthKey(i int) string { return fmt.Sprintf("CHG-%010d", i) }
-
-// growthFingerprint is the prefilled records' fingerprint (one for all:
-// the duplicate check reads it, its value does not matter).
-var growthFingerprint = fmt.Sprintf("%064x", 42)
 
 // prefilledPostgres opens schema holding n DONE records, filling it in the
 // server (one statement) unless it already holds them.
@@ -178,7 +88,7 @@ insert into idempotency_records
   (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
 select 'CHG-' || lpad(i::text, 10, '0'), 'DONE', md5(i::text), $2, 1, now(), now(), now(), now() + interval '14 days',
   'DEBITED', 'CBS' || lpad(i::text, 10, '0')
-from generate_series(0, $1 - 1) i`, n, growthFingerprint); err != nil {
+from generate_series(0, $1 - 1) i`, n, storetest.GrowthFingerprint); err != nil {
 		b.Fatal(err)
 	}
 	if _, err := db.Pool().Exec(ctx, `vacuum analyze idempotency_records`); err != nil {

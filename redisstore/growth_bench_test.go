@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/internal/testenv"
 	"github.com/finedge/idempotent-consumer/redisstore"
@@ -45,15 +44,6 @@ import (
 // whole keyspace, and the server's bytes per record (MEMORY USAGE of 200
 // records drawn at random).
 func BenchmarkGrowth(b *testing.B) {
-	sizes := growthSizes(b)
-	rounds := 1
-	if v := os.Getenv("IC_GROWTH_ROUNDS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("IC_GROWTH_ROUNDS=%q: want a positive count", v)
-		}
-		rounds = n
-	}
 	url := os.Getenv("IC_GROWTH_REDIS_URL")
 	if url == "" {
 		url = dbtest.RedisURL()
@@ -71,15 +61,8 @@ func BenchmarkGrowth(b *testing.B) {
 		testenv.Unreachable(b, "Redis at "+url+" unreachable ("+err.Error()+"); start it with: redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save \"\" --appendonly no (or set IC_GROWTH_REDIS_URL)")
 	}
 	keep := os.Getenv("IC_GROWTH_PREFIX")
-	type keyspace struct {
-		n         int
-		g         *idempotency.Guard
-		perRecord float64
-		prefix    string
-		seq       atomic.Int64
-	}
-	spaces := make([]*keyspace, len(sizes))
-	for i, n := range sizes {
+	var tables []storetest.GrowthTable
+	for _, n := range storetest.GrowthSizes(b, "200000") {
 		prefix := keep + "-" + strconv.Itoa(n) + ":"
 		if keep == "" {
 			prefix = dbtest.Name("ic-growth-") + ":"
@@ -90,100 +73,31 @@ func BenchmarkGrowth(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		g, err := idempotency.NewGuard(s, idempotency.Options{Lease: time.Minute})
-		if err != nil {
-			b.Fatal(err)
-		}
 		var bytes int64
 		for range 200 {
-			m, err := c.MemoryUsage(b.Context(), prefix+growthKey(rand.IntN(n))).Result()
+			m, err := c.MemoryUsage(b.Context(), prefix+storetest.GrowthKey(rand.IntN(n))).Result()
 			if err != nil {
 				b.Fatal(err)
 			}
 			bytes += m
 		}
-		spaces[i] = &keyspace{n: n, g: g, perRecord: float64(bytes) / 200, prefix: fmt.Sprintf("NEW-%d-", time.Now().UnixNano())}
+		fresh := storetest.GrowthFreshPrefix()
 		if keep != "" {
 			// The fresh claims' records are not part of the kept keyspace.
-			b.Cleanup(func() { unlinkPrefix(c, prefix+spaces[i].prefix) })
+			b.Cleanup(func() { unlinkPrefix(c, prefix+fresh) })
 		}
+		tables = append(tables, storetest.GrowthTable{N: n, Store: s, FreshPrefix: fresh,
+			Metrics: map[string]float64{"server-bytes/record": float64(bytes) / 200}})
 	}
-	for range rounds {
-		for _, t := range spaces {
-			b.Run(fmt.Sprintf("records=%d", t.n), func(b *testing.B) {
-				b.Run("FreshClaimAndDone", func(b *testing.B) {
-					b.SetParallelism(8) // 16 claimants on 2 cores
-					b.RunParallel(func(pb *testing.PB) {
-						for pb.Next() {
-							c, err := t.g.Claim(b.Context(), t.prefix+strconv.FormatInt(t.seq.Add(1), 10), "fp")
-							if err == nil && c.Outcome == idempotency.Acquired {
-								err = t.g.Complete(b.Context(), c.Lease(), "DEBITED", "CBS0000000001")
-							} else if err == nil {
-								err = fmt.Errorf("claim: %s", c.Outcome)
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-					b.ReportMetric(t.perRecord, "server-bytes/record")
-				})
-				b.Run("DuplicateOfARandomRecord", func(b *testing.B) {
-					b.SetParallelism(8)
-					b.RunParallel(func(pb *testing.PB) {
-						rng := rand.New(rand.NewPCG(rand.Uint64(), 1))
-						for pb.Next() {
-							c, err := t.g.Claim(b.Context(), growthKey(rng.IntN(t.n)), growthFingerprint)
-							if err == nil && c.Outcome != idempotency.DuplicateDone {
-								err = fmt.Errorf("claim of an existing record: %s", c.Outcome)
-							}
-							if err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
-				})
-			})
-		}
-	}
+	storetest.Growth(b, tables)
 }
-
-// growthSizes is 10,000 and then IC_GROWTH_RECORDS's sizes (default
-// 200,000).
-func growthSizes(b *testing.B) []int {
-	sizes := []int{10_000}
-	v := os.Getenv("IC_GROWTH_RECORDS")
-	if v == "" {
-		v = "200000"
-	}
-	for f := range strings.SplitSeq(v, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			b.Fatalf("IC_GROWTH_RECORDS=%q: want positive counts, comma-separated", v)
-		}
-		if n != 10_000 {
-			sizes = append(sizes, n)
-		}
-	}
-	return sizes
-}
-
-func growthKey(i int) string { return fmt.Sprintf("CHG-%010d", i) }
-
-// growthFingerprint is the prefilled records' fingerprint (one for all:
-// the duplicate check reads it, its value does not matter).
-var growthFingerprint = fmt.Sprintf("%064x", 42)
 
 // prefillRedis writes n DONE records under prefix (pipelines of 1,000,
 // four at a time) unless the last one is there already.
 func prefillRedis(b *testing.B, c *redis.Client, prefix string, n int) {
 	b.Helper()
 	ctx := b.Context()
-	if c.Exists(ctx, prefix+growthKey(n-1)).Val() == 1 && c.Exists(ctx, prefix+growthKey(0)).Val() == 1 {
+	if c.Exists(ctx, prefix+storetest.GrowthKey(n-1)).Val() == 1 && c.Exists(ctx, prefix+storetest.GrowthKey(0)).Val() == 1 {
 		return
 	}
 	start := time.Now()
@@ -201,8 +115,8 @@ func prefillRedis(b *testing.B, c *redis.Client, prefix string, n int) {
 			defer func() { <-slots }()
 			p := c.Pipeline()
 			for i := from; i < min(from+batch, n); i++ {
-				k := prefix + growthKey(i)
-				p.HSet(ctx, k, "state", "DONE", "token", fmt.Sprintf("%032x", i), "fingerprint", growthFingerprint, "attempt", "1",
+				k := prefix + storetest.GrowthKey(i)
+				p.HSet(ctx, k, "state", "DONE", "token", fmt.Sprintf("%032x", i), "fingerprint", storetest.GrowthFingerprint, "attempt", "1",
 					"lease_until", nowS, "created_at", nowS, "updated_at", nowS, "expires_at", expires,
 					"status", "DEBITED", "detail", fmt.Sprintf("CBS%010d", i), "generation", "1", "history", "")
 				p.PExpire(ctx, k, retention)
