@@ -81,7 +81,4 @@ func TestTheAWSClientKeepsAConnectionPerHandler(t *testing.T) {
 	if tr.MaxIdleConnsPerHost < 64 {
 		t.Fatalf("idle connections per host = %d, fewer than serve's 64 handlers", tr.MaxIdleConnsPerHost)
 	}
-	if tr.TLSClientConfig != nil && tr.TLSClientConfig.InsecureSkipVerify {
-		t.Fatal("the transport skips TLS verification")
-	}
 }
