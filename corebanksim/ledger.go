@@ -186,6 +186,33 @@ func (l *Ledger) SetFaults(f Faults) {
 	l.faults = f
 }
 
+// SetClock replaces the ledger's clock (default time.Now): the times its
+// postings, reversals and outages are at. A simulation with a clock of its
+// own sets it before the first debit.
+func (l *Ledger) SetClock(now func() time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.now = now
+}
+
+// PostDeclined has the bank book, now, a debit it answered with a decline
+// (the declined generation posted after all: the statement carries it,
+// while a replay of the request still answers the decline). A key that was
+// not declined, or is booked already, is an error.
+func (l *Ledger) PostDeclined(key string) (Entry, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, ok := l.byKey[key]
+	if !ok || p.err == nil {
+		return Entry{}, fmt.Errorf("corebank: %q was not declined", key)
+	}
+	if p.entry.Seq != 0 {
+		return Entry{}, fmt.Errorf("corebank: declined %q is booked already", key)
+	}
+	p.entry = l.post(p.req)
+	return p.entry, nil
+}
+
 // Debit implements charge.Debiter against the simulated ledger.
 func (l *Ledger) Debit(ctx context.Context, req charge.DebitRequest) (charge.DebitReceipt, error) {
 	r, _, err := l.debit(ctx, req)
