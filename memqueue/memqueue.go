@@ -31,6 +31,11 @@ type Options struct {
 	DLQ *Queue
 	// Now is the clock for visibility. Default time.Now.
 	Now func() time.Time
+	// Retention deletes a message once it is this old (from its send),
+	// whatever its receives, as SQS's MessageRetentionPeriod does: it is
+	// never received again and never dead-lettered (Counts.Expired). A
+	// copy sent again (a requeue) starts a new age. 0: kept for ever.
+	Retention time.Duration
 }
 
 // Queue is safe for concurrent use.
@@ -48,6 +53,8 @@ type Queue struct {
 // Counts are the calls made to the queue (to measure calls per message).
 type Counts struct {
 	Sends, Receives, Acks, AckedMessages, VisibilityChanges, DeadLetters int
+	// Expired counts the messages deleted by age (Options.Retention).
+	Expired int
 }
 
 type entry struct {
@@ -151,7 +158,15 @@ func (q *Queue) take(max int) []queue.Message {
 		if len(out) == max {
 			break
 		}
-		if e.deleted || now.Before(e.visibleAt) {
+		if e.deleted {
+			continue
+		}
+		if q.opts.Retention > 0 && !now.Before(e.msg.SentAt.Add(q.opts.Retention)) {
+			q.remove(e)
+			q.counts.Expired++
+			continue
+		}
+		if now.Before(e.visibleAt) {
 			continue
 		}
 		if q.opts.MaxReceiveCount > 0 && e.msg.ReceiveCount >= q.opts.MaxReceiveCount && q.opts.DLQ != nil {
@@ -170,6 +185,23 @@ func (q *Queue) take(max int) []queue.Message {
 		out = append(out, m)
 	}
 	return out
+}
+
+// NextVisible is when the next message held becomes visible (now, when
+// one is visible already); ok is false when the queue holds none. A
+// simulation that runs a clock of its own jumps to it.
+func (q *Queue) NextVisible() (at time.Time, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, e := range q.order[q.head:] {
+		if e.deleted {
+			continue
+		}
+		if !ok || e.visibleAt.Before(at) {
+			at, ok = e.visibleAt, true
+		}
+	}
+	return at, ok
 }
 
 // remove deletes e. Caller holds mu.
