@@ -320,7 +320,7 @@ func (g *Guard) write(ctx context.Context, req driver.FinishRequest, opts DoOpti
 	var err error
 	for i := range opts.FinishAttempts {
 		if i > 0 {
-			time.Sleep(time.Duration(i) * 100 * time.Millisecond)
+			g.pause(time.Duration(i) * 100 * time.Millisecond)
 		}
 		fctx, cancel := context.WithTimeout(base, opts.FinishTimeout)
 		if opts.Bound == nil {
@@ -337,6 +337,17 @@ func (g *Guard) write(ctx context.Context, req driver.FinishRequest, opts DoOpti
 		}
 	}
 	return fmt.Errorf("record the result: %w", err)
+}
+
+// pause waits d between two tries of a write: on the Clock's own Sleep
+// when it has one (a simulated clock moves instead of waiting), else on
+// the wall clock.
+func (g *Guard) pause(d time.Duration) {
+	if s, ok := g.opts.Clock.(interface{ Sleep(time.Duration) }); ok {
+		s.Sleep(d)
+		return
+	}
+	time.Sleep(d)
 }
 
 // claimFor is the claim bound to the delivery, if it was made for key and

@@ -88,7 +88,9 @@ type Options struct {
 	// reclaim a live lease, and a second debit with the same idempotency key
 	// may then run while the first is still in flight.
 	SkewMargin time.Duration
-	// Clock defaults to the wall clock.
+	// Clock defaults to the wall clock. A Clock that also has a method
+	// Sleep(time.Duration) is used for the pauses between the tries of a
+	// result's write, instead of the wall clock.
 	Clock Clock
 	// NewToken makes fencing tokens. Default: 128 random bits, hex.
 	NewToken func() (string, error)
