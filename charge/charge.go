@@ -376,9 +376,31 @@ func DeclinedDetail(detail string) bool {
 // a FAILED record whose failure was an explicit decline gets a new bank
 // key; an ambiguous outcome never does (it is never FAILED in the first
 // place, and a FAILED record of any other cause keeps its key).
+//
+// A hard decline (HardDecline: a closed or invalid account, a cancelled
+// mandate…) is never presented again under a new key either, as the
+// retry schedule never retries one: card and mandate schemes fine a
+// re-presentment after it, and the account will not pay.
 func EligibleForNewGeneration(r driver.Record) error {
 	if r.State != driver.StateFailed || !DeclinedDetail(r.Detail) {
 		return fmt.Errorf("%s failed with %q, not an explicit decline by the bank: a new key is only for a decline, whose answer is final under the old one", r.Key, Clip(r.Detail, 120))
 	}
+	if code := DeclineCode(r.Detail); code != "" {
+		if why, hard := HardDecline(code); hard {
+			return fmt.Errorf("%s was declined %s (%s), a hard decline: it is never presented again under a new key", r.Key, code, why)
+		}
+	}
 	return nil
+}
+
+// DeclineCode is the bank's decline code in a FAILED record's detail (a
+// decline's text, or a retry schedule's last one), "" when the detail is
+// not a decline.
+func DeclineCode(detail string) string {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(detail, RetriesExhaustedPrefix), declinedPrefix)
+	if !ok {
+		return ""
+	}
+	code, _, _ := strings.Cut(rest, ":")
+	return strings.TrimSpace(code)
 }

@@ -42,6 +42,9 @@ func TestOnlyAnExplicitDeclineGetsANewGeneration(t *testing.T) {
 		{"FAILED by a permanent error of ours", driver.Record{State: driver.StateFailed, Detail: "corebank: missing idempotency key"}, false},
 		{"FAILED text that only mentions a decline", driver.Record{State: driver.StateFailed, Detail: "x: debit declined: R"}, false},
 		{"DONE", driver.Record{State: driver.StateDone, Detail: decline.Error()}, false},
+		{"FAILED by a hard decline (closed account)", driver.Record{State: driver.StateFailed,
+			Detail: (&charge.DeclineError{Code: "ACCOUNT_CLOSED", Message: "declined by core banking: account ****1001"}).Error()}, false},
+		{"FAILED by a hard decline without a message", driver.Record{State: driver.StateFailed, Detail: (&charge.DeclineError{Code: "MANDATE_CANCELLED"}).Error()}, false},
 		{"IN_PROGRESS after an ambiguous answer", driver.Record{State: driver.StateInProgress}, false},
 	} {
 		if err := charge.EligibleForNewGeneration(tt.rec); (err == nil) != tt.ok {
