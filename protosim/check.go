@@ -1,0 +1,143 @@
+package protosim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/reconcile"
+	"github.com/finedge/idempotent-consumer/service/operate"
+)
+
+// The invariants, each with its letter in docs/correctness.md.
+
+func (s *Sim) violate(format string, args ...any) {
+	v := fmt.Sprintf(format, args...)
+	s.w.violations = append(s.w.violations, v)
+	s.tracef("VIOLATION %s", v)
+}
+
+// leftBehind is checked when an operator's task returns (it did not die):
+// a move of a record is all or nothing, so the task leaves no claim of its
+// own behind — no record IN_PROGRESS under a token it wrote with a claim
+// or a live lease, which only a lease expiry would move, and which the
+// next delivery would debit (invariant g).
+func (s *Sim) leftBehind(a *actor) {
+	var keys []string
+	for kt, n := range s.w.tokens {
+		if n.actor == a.name && n.task == a.task && n.live {
+			keys = append(keys, kt)
+		}
+	}
+	sort.Strings(keys)
+	for _, kt := range keys {
+		key, token, _ := strings.Cut(kt, "\x00")
+		if strings.HasPrefix(key, driver.InternalKeyPrefix) {
+			continue
+		}
+		rec, err := s.inner.Get(s.ctx, key, s.now)
+		if err == nil && rec.State == driver.StateInProgress && rec.Token == token {
+			s.violate("(g) %s returned and left %s IN_PROGRESS under its own %s (generation %d): the next delivery after the lease takes it over and debits",
+				a.name, key, s.w.tokens[kt].op, rec.Generation)
+		}
+	}
+}
+
+// check runs the end-of-run invariants.
+func (s *Sim) check(ctx context.Context) {
+	// (a) exactly-once posting: the collector's own requests post at most
+	// one key per charge, and nothing posts after an operator recorded a
+	// charge's money as collected.
+	posted := map[string]map[string]bool{}
+	for _, r := range s.w.requests {
+		if !r.posted {
+			continue
+		}
+		if posted[r.chargeID] == nil {
+			posted[r.chargeID] = map[string]bool{}
+		}
+		if !posted[r.chargeID][r.key] {
+			if at, ok := s.w.collected[r.chargeID]; ok && r.at.After(at) {
+				s.violate("(a) %s debited under %s at %s, after an operator recorded its posting as collected at %s",
+					r.chargeID, r.key, r.at.Sub(s.start), at.Sub(s.start))
+			}
+		}
+		posted[r.chargeID][r.key] = true
+	}
+	for id, keys := range posted {
+		if len(keys) > 1 {
+			s.violate("(a) %s posted under %d keys by the collector: %s", id, len(keys), strings.Join(sortedKeys(keys), ", "))
+		}
+	}
+	// (b) a hard decline is never presented again, under any key.
+	hard := map[string]int{}
+	for _, r := range s.w.requests {
+		if g, ok := hard[r.chargeID]; ok && r.gen > g {
+			s.violate("(b) %s presented again under %s after a hard decline under generation %d", r.chargeID, r.key, g)
+		}
+		if _, isHard := charge.HardDecline(r.declined); r.declined != "" && isHard {
+			if _, ok := hard[r.chargeID]; !ok {
+				hard[r.chargeID] = r.gen
+			}
+		}
+	}
+	// (c) every charge ends somewhere that is an end, or that something
+	// brings back: the queue is drained, so a WAITING or IN_PROGRESS
+	// record is stranded unless its message is on the DLQ.
+	onDLQ := map[string]bool{}
+	for _, m := range s.q.DLQ().Messages() {
+		onDLQ[operate.ChargeIDOf(m.Body)] = true
+	}
+	if n := s.q.Len(); n > 0 {
+		s.violate("(c) %d message(s) still on the queue at the end", n)
+	}
+	if c := s.q.Counts(); c.Expired > 0 {
+		s.violate("(c) %d message(s) deleted by the queue's retention", c.Expired)
+	}
+	for _, c := range s.charges {
+		rec, err := s.inner.Get(ctx, c.ID, s.now)
+		switch {
+		case errors.Is(err, driver.ErrNotFound):
+			if !onDLQ[c.ID] {
+				s.violate("(c) %s has no record and no message: lost", c.ID)
+			}
+		case err != nil:
+			s.violate("(c) %s: %v", c.ID, err)
+		case rec.State == driver.StateDone:
+		case rec.State == driver.StateFailed:
+			if rec.Status == "" || rec.Detail == "" {
+				s.violate("(c) %s FAILED without a reason", c.ID)
+			}
+		case onDLQ[c.ID]:
+			// On the DLQ: a person decides (redrive).
+		default:
+			s.violate("(c) %s ends %s (generation %d, until %s) with nothing to bring it back", c.ID, rec.State, rec.Generation, rec.LeaseUntil.Sub(s.start))
+		}
+	}
+	// (f) a resolved break stays resolved: the statement reconciled once
+	// more at the end has no break for a charge an operator collected.
+	opts, read := s.reconcileOptions()
+	rep, err := reconcile.Run(ctx, opts, read)
+	if err != nil {
+		s.violate("(f) the final reconciliation failed: %v", err)
+		return
+	}
+	for _, b := range rep.Breaks {
+		if _, ok := s.w.collected[b.ChargeID]; ok {
+			s.violate("(f) %s was resolved as collected, and the statement shows a %s break again: %s; advice: %s", b.ChargeID, b.Kind, b.Detail, b.Action)
+		}
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

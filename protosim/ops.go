@@ -1,0 +1,189 @@
+package protosim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/reconcile"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/service/operate"
+)
+
+// An operator is a person running commands: a script of tasks at times.
+// Its progress is kept outside the actor (a person remembers what they
+// were doing when the process died): a task whose process died is run
+// again, as the person would type the same command again.
+type opScript struct {
+	name  string
+	actor *actor
+	lives int
+	tasks []*opTask
+	next  int
+}
+
+type opTask struct {
+	at    time.Time
+	what  string
+	tries int
+	// target is what the task chose on its first try (a charge id): a
+	// person retrying a command retries it on the same charge.
+	target string
+	run    func(ctx context.Context, a *actor, t *opTask) error
+}
+
+func (s *Sim) spawnOperator(o *opScript) {
+	name := o.name
+	if o.lives > 0 {
+		name = fmt.Sprintf("%s'%d", o.name, o.lives)
+	}
+	o.actor = s.spawn(name, kindOperator, func(ctx context.Context, a *actor) {
+		for o.next < len(o.tasks) {
+			t := o.tasks[o.next]
+			if err := s.sleep(ctx, t.at); err != nil {
+				return
+			}
+			a.task++
+			t.tries++
+			err := t.run(ctx, a, t)
+			if a.crashed {
+				a.die()
+				return
+			}
+			s.tracef("%s: %s %s → %s", a.name, t.what, strings.ReplaceAll(t.target, "\x00", " "), errText(err))
+			s.leftBehind(a)
+			if err != nil && t.tries < 4 {
+				t.at = s.now.Add(time.Duration(1+s.rng.IntN(20)) * time.Minute)
+				continue
+			}
+			o.next++
+		}
+	})
+}
+
+// resolverScript reconciles the bank's statement a few times over the
+// run and resolves a break each time: a posting the records lack is
+// adopted, a declined generation the bank posted anyway is collected.
+func (s *Sim) resolverScript(name string) *opScript {
+	o := &opScript{name: name}
+	for range 2 + s.rng.IntN(4) {
+		o.tasks = append(o.tasks, &opTask{at: s.now.Add(time.Duration(s.rng.IntN(72*60)) * time.Minute), what: "reconcile resolve", run: s.resolve})
+	}
+	slices.SortFunc(o.tasks, func(x, y *opTask) int { return x.at.Compare(y.at) })
+	return o
+}
+
+// statement is the bank's statement from the run's first day to the end
+// of today, exported from the ledger.
+func (s *Sim) statement() (statement.Period, reconcile.Postings) {
+	p := statement.Period{From: s.start.Truncate(24 * time.Hour), To: s.now.Truncate(24 * time.Hour).Add(24 * time.Hour)}
+	return p, func(fn func(statement.Posting) error) (statement.Period, error) {
+		for _, q := range s.ledger.Statement(p.From, p.To) {
+			if err := fn(q); err != nil {
+				return p, err
+			}
+		}
+		return p, nil
+	}
+}
+
+func (s *Sim) reconcileOptions() (reconcile.Options, reconcile.Postings) {
+	p, read := s.statement()
+	return reconcile.Options{Store: s.store, Fingerprints: s.fp, Period: p, Now: s.now, Concurrency: 1, SkewMargin: skew}, read
+}
+
+func (s *Sim) resolve(ctx context.Context, a *actor, t *opTask) error {
+	opts, read := s.reconcileOptions()
+	if t.target == "" {
+		rep, err := reconcile.Run(ctx, opts, read)
+		if err != nil {
+			return err
+		}
+		if len(rep.Breaks) == 0 {
+			return nil
+		}
+		bs := slices.Clone(rep.Breaks)
+		slices.SortFunc(bs, func(x, y reconcile.Break) int { return strings.Compare(x.ChargeID, y.ChargeID) })
+		b := bs[0] // two operators at once most often take the same first break
+		if s.rng.IntN(3) == 0 {
+			b = bs[s.rng.IntN(len(bs))]
+		}
+		t.target = b.ChargeID + "\x00" + string(b.Kind)
+	}
+	id, kind, _ := strings.Cut(t.target, "\x00")
+	opts, read = s.reconcileOptions()
+	r, err := reconcile.Resolve(ctx, opts, read, reconcile.ResolveRequest{ChargeID: id, Kind: reconcile.Kind(kind), Reason: "protosim", Operator: a.name,
+		Guard: s.guard, Unverified: true})
+	if errors.Is(err, reconcile.ErrNoBreak) {
+		t.target = "" // nothing left to do for it
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.w.ops = append(s.w.ops, fmt.Sprintf("%s %s %s's %s break", a.name, r.Action, id, kind))
+	if k := reconcile.Kind(kind); k == reconcile.FailedButPosted || k == reconcile.PostedNotRecorded {
+		if _, ok := s.w.collected[id]; !ok {
+			s.w.collected[id] = s.now
+			s.tracef("%s: %s's posting is recorded as collected (%s): no debit may follow", a.name, id, r.Action)
+		}
+	}
+	return nil
+}
+
+// reopenerScript reopens a FAILED charge (with a new attempt, mostly)
+// and redrives its message, as an operator does from the DLQ page.
+func (s *Sim) reopenerScript(name string) *opScript {
+	o := &opScript{name: name}
+	for range 1 + s.rng.IntN(3) {
+		o.tasks = append(o.tasks, &opTask{at: s.now.Add(time.Duration(s.rng.IntN(72*60)) * time.Minute), what: "reopen", run: s.reopen})
+	}
+	slices.SortFunc(o.tasks, func(x, y *opTask) int { return x.at.Compare(y.at) })
+	return o
+}
+
+func (s *Sim) reopen(ctx context.Context, a *actor, t *opTask) error {
+	if t.target == "" {
+		var failed []string
+		for _, c := range s.charges {
+			rec, err := s.guard.Get(ctx, c.ID)
+			if err == nil && rec.State == driver.StateFailed {
+				failed = append(failed, c.ID)
+			} else if err != nil && !errors.Is(err, driver.ErrNotFound) {
+				return err
+			}
+		}
+		if len(failed) == 0 {
+			return nil
+		}
+		t.target = failed[s.rng.IntN(len(failed))]
+		if s.rng.IntN(4) > 0 {
+			t.target += "\x00new-attempt"
+		}
+	}
+	id, mode, _ := strings.Cut(t.target, "\x00")
+	rec, err := operate.Reopen(ctx, s.guard, id, "protosim", mode == "new-attempt", a.name)
+	switch {
+	case errors.Is(err, idempotency.ErrNotFailed) && rec.State == driver.StateInProgress:
+		// Reopened already (this person's earlier try): the redrive is
+		// what is left, as the command's "next:" line says.
+	case errors.Is(err, idempotency.ErrNotFailed), errors.Is(err, idempotency.ErrNotEligible), errors.Is(err, operate.ErrDeclinedSameKey):
+		return nil // nothing to do: a person reads the refusal and stops
+	case err != nil:
+		return err
+	default:
+		s.w.ops = append(s.w.ops, fmt.Sprintf("%s reopened %s into generation %d", a.name, id, rec.Generation))
+	}
+	if _, err := s.gate(ctx, "queue.Redrive "+id); err != nil {
+		return err
+	}
+	o := operate.RedriveAt(s.now, retention)
+	o.Match = operate.ChargeMatch([]string{id})
+	_, err = s.q.Redrive(ctx, o)
+	return err
+}

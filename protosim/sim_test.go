@@ -1,0 +1,104 @@
+package protosim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/sqlite"
+)
+
+var (
+	seeds   = flag.Int("sim.seeds", 300, "how many seeds TestSimulate runs per backend")
+	seed    = flag.Uint64("sim.seed", 0, "run this seed alone, with its trace")
+	first   = flag.Uint64("sim.first", 1, "the first seed of TestSimulate")
+	verbose = flag.Bool("sim.trace", false, "print the trace of every run")
+)
+
+func memory() (driver.Store, func(), error) { return memstore.New(), func() {}, nil }
+
+// sqliteStores opens a fresh SQLite database per run, in the test's
+// temporary directory.
+func sqliteStores(t *testing.T) func() (driver.Store, func(), error) {
+	dir := t.TempDir()
+	n := 0
+	return func() (driver.Store, func(), error) {
+		n++
+		path := filepath.Join(dir, fmt.Sprintf("run%d.db", n))
+		db, err := sqlite.Open(t.Context(), path, sqlite.OpenOptions{Sync: sqlite.SyncNormal})
+		if err != nil {
+			return nil, nil, err
+		}
+		return sqlite.NewStore(db), func() { db.Close(); os.Remove(path) }, nil
+	}
+}
+
+// BenchmarkSimulate runs seeds on the in-memory store without traces:
+// the budget the simulator has (issue 50 asks 10,000 runs a minute).
+func BenchmarkSimulate(b *testing.B) {
+	var sd uint64
+	for b.Loop() {
+		sd++
+		if r := Run(b.Context(), Config{Seed: sd, NewStore: memory, NoTrace: true}); r.Err != nil {
+			b.Fatal(r.Err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Minutes(), "runs/min")
+}
+
+func TestSimulate(t *testing.T) {
+	backends := []struct {
+		name string
+		// share of -sim.seeds run on it: a store on disk costs more a run
+		share    int
+		newStore func(t *testing.T) func() (driver.Store, func(), error)
+	}{
+		{"memory", 1, func(*testing.T) func() (driver.Store, func(), error) { return memory }},
+		{"sqlite", 5, sqliteStores},
+	}
+	for _, b := range backends {
+		name := b.name
+		t.Run(name, func(t *testing.T) {
+			newStore := b.newStore(t)
+			from, n := *first, uint64(max(*seeds/b.share, 1))
+			if *seed != 0 {
+				from, n = *seed, 1
+			}
+			start := time.Now()
+			var failed int
+			firstOf, count := map[string]uint64{}, map[string]int{}
+			for sd := from; sd < from+n; sd++ {
+				if testing.Verbose() && *seed == 0 {
+					t.Logf("seed %d", sd)
+				}
+				r := Run(t.Context(), Config{Seed: sd, NewStore: newStore})
+				if !r.Failed() {
+					if *verbose || *seed != 0 {
+						t.Logf("%s", r.Report())
+					}
+					continue
+				}
+				failed++
+				if failed <= 2 || *seed != 0 {
+					t.Errorf("%s", r.Report())
+				}
+				for _, c := range r.Classes() {
+					if count[c]++; count[c] == 1 {
+						firstOf[c] = sd
+					}
+				}
+			}
+			for _, c := range slices.Sorted(maps.Keys(count)) {
+				t.Errorf("%s: %d seed(s), first %d", c, count[c], firstOf[c])
+			}
+			t.Logf("%s: %d seeds in %s, %d failed", name, n, time.Since(start).Round(time.Millisecond), failed)
+		})
+	}
+}

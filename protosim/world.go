@@ -1,0 +1,519 @@
+package protosim
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
+	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/memqueue"
+	"github.com/finedge/idempotent-consumer/queue"
+)
+
+// Config is one simulation run: the seed draws everything else (how many
+// charges, which accounts decline and how, the retry schedule, when the
+// bank books a declined debit after all, which operators act and when).
+type Config struct {
+	Seed uint64
+	// NewStore opens a fresh, empty store for the run (memstore.New,
+	// SQLite in a temporary file, …) and a function that closes it.
+	NewStore func() (driver.Store, func(), error)
+	// Step is the mean time between two steps (default 300ms).
+	Step time.Duration
+	// CrashRate, FailRate and LoseRate are the chances, at every call of
+	// the outside world, that the caller dies there, that the call fails,
+	// and that it lands and its answer is lost (defaults 0.02, 0.03, 0.03;
+	// negative: none).
+	CrashRate, FailRate, LoseRate float64
+	// MaxSteps bounds a run (default 20,000): a run that does not end is
+	// a failure (a livelock, or a charge nothing moves).
+	MaxSteps int
+	// NoTrace keeps no trace (benchmarks).
+	NoTrace bool
+}
+
+func (c *Config) defaults() {
+	if c.Step == 0 {
+		c.Step = 300 * time.Millisecond
+	}
+	for _, r := range []*float64{&c.CrashRate, &c.FailRate, &c.LoseRate} {
+		if *r == 0 {
+			*r = map[*float64]float64{&c.CrashRate: 0.02, &c.FailRate: 0.03, &c.LoseRate: 0.03}[r]
+		}
+		if *r < 0 {
+			*r = 0
+		}
+	}
+	if c.MaxSteps == 0 {
+		c.MaxSteps = 20_000
+	}
+}
+
+// The protocol's parameters, as serve's defaults.
+const (
+	lease      = 60 * time.Second
+	skew       = 2 * time.Second
+	retention  = 30 * 24 * time.Hour
+	visibility = 30 * time.Second
+)
+
+// Sim is one run.
+type Sim struct {
+	cfg      Config
+	ctx      context.Context
+	rng      *rand.Rand
+	start    time.Time
+	now      time.Time
+	actors   []*actor
+	ready    []*actor // scratch of run
+	idle     []*actor
+	steps    int
+	pending  fault
+	panicked string
+	trace    []string
+	quiet    bool // the final drain: no faults, no deaths
+	final    bool
+	respawn  func(*actor)
+
+	storeAwayUntil time.Time
+
+	inner   driver.Store
+	store   *store
+	ledger  *corebanksim.Ledger
+	bank    *bank
+	q       *memqueue.Queue
+	fp      *idempotency.Fingerprinter
+	guard   *idempotency.Guard // an operator's (serve's lease, retention, margin)
+	svc     *charge.Service
+	charges []charge.Charge
+	waitCap time.Duration // the longest a wait hides a message at a time
+
+	w world // what happened, for the invariants
+}
+
+// world is what the run did, as the invariants need it.
+type world struct {
+	// tokens: who wrote each key's current token, and how.
+	tokens map[string]tokenNote
+	// requests: every debit request that reached the bank, in order.
+	requests []request
+	// latePosted: the keys the bank booked after declining them.
+	latePosted map[string]bool
+	// collected: when an operator's resolve first recorded a charge's
+	// posting as collected (the charge must never be debited after it).
+	collected map[string]time.Time
+	// reopens by approval runs: (proposal, charge) → count.
+	approvalReopens map[string]int
+	ops             []string // what the operators did, for the trace's end
+	violations      []string
+}
+
+type tokenNote struct {
+	actor      string
+	task       int
+	op         string
+	live       bool // a live lease was written (a reopen hands over one already passed)
+}
+
+type request struct {
+	chargeID string
+	key      string
+	gen      int
+	at       time.Time
+	posted   bool
+	declined string // the decline code, when declined
+}
+
+func (s *Sim) wrote(ctx context.Context, key, token, op string, leaseUntil time.Time) {
+	a := actorOf(ctx)
+	n := tokenNote{actor: "check", op: op, live: leaseUntil.After(s.now)}
+	if a != nil {
+		n.actor, n.task = a.name, a.task
+	}
+	s.w.tokens[key+"\x00"+token] = n
+}
+
+func (s *Sim) debited(ctx context.Context, req charge.DebitRequest, r charge.DebitReceipt, err error) {
+	id, gen := splitKey(req.IdempotencyKey)
+	rq := request{chargeID: id, key: req.IdempotencyKey, gen: gen, at: s.now, posted: err == nil}
+	if d := (*charge.DeclineError)(nil); errors.As(err, &d) {
+		rq.declined = d.Code
+	}
+	s.w.requests = append(s.w.requests, rq)
+	s.tracef("%s: bank %s → %s", who(ctx), req.IdempotencyKey, bankText(rq, err))
+}
+
+func bankText(rq request, err error) string {
+	switch {
+	case rq.declined != "":
+		return "declined " + rq.declined
+	case err != nil:
+		return err.Error()
+	}
+	return "posted"
+}
+
+func splitKey(key string) (string, int) {
+	id, g, ok := strings.Cut(key, charge.GenerationSeparator)
+	if !ok {
+		return key, 1
+	}
+	n := 0
+	fmt.Sscanf(g, "%d", &n)
+	return id, n
+}
+
+// Result is what a run found.
+type Result struct {
+	Seed       uint64
+	Steps      int
+	Violations []string
+	Trace      []string
+	// Err: the run could not be set up or did not end.
+	Err error
+}
+
+// Failed reports whether the run found a violation or did not end.
+func (r Result) Failed() bool { return r.Err != nil || len(r.Violations) > 0 }
+
+// Classes are the invariants r violated ("(a)", "(f)", …; "no end" for
+// a run that did not end), each once.
+func (r Result) Classes() []string {
+	var out []string
+	if r.Err != nil {
+		out = append(out, "no end")
+	}
+	for _, v := range r.Violations {
+		c, _, _ := strings.Cut(v, " ")
+		if !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Report is r for a person: the seed, what broke, the trace.
+func (r Result) Report() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d (%d steps): replay with go test ./protosim -run TestSimulate -sim.seed=%d -v\n", r.Seed, r.Steps, r.Seed)
+	if r.Err != nil {
+		fmt.Fprintf(&b, "error: %v\n", r.Err)
+	}
+	for _, v := range r.Violations {
+		fmt.Fprintf(&b, "VIOLATION: %s\n", v)
+	}
+	b.WriteString("trace:\n")
+	for _, l := range r.Trace {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+// Run runs one simulation.
+func Run(ctx context.Context, cfg Config) Result {
+	cfg.defaults()
+	res := Result{Seed: cfg.Seed}
+	s, closeStore, err := newSim(ctx, cfg)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer closeStore()
+	s.cast()
+	err = s.run()
+	if err == nil {
+		s.check(ctx)
+	}
+	res.Steps, res.Violations, res.Trace, res.Err = s.steps, s.w.violations, s.trace, err
+	if err != nil {
+		s.abandon()
+	}
+	return res
+}
+
+// abandon lets every parked actor die so that no goroutine outlives a run
+// that ended early.
+func (s *Sim) abandon() {
+	for _, a := range s.actors {
+		if !a.done {
+			a.resume <- true
+			<-a.parked
+		}
+	}
+}
+
+func newSim(ctx context.Context, cfg Config) (*Sim, func(), error) {
+	inner, closeStore, err := cfg.NewStore()
+	if err != nil {
+		return nil, nil, err
+	}
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	s := &Sim{cfg: cfg, ctx: ctx, rng: newRand(cfg.Seed), start: start, now: start, inner: inner,
+		w: world{tokens: map[string]tokenNote{}, latePosted: map[string]bool{}, collected: map[string]time.Time{}, approvalReopens: map[string]int{}}}
+	s.store = &store{s: s, inner: inner}
+	s.ledger = corebanksim.NewLedger(corebanksim.Faults{})
+	s.ledger.SetClock(func() time.Time { return s.now })
+	s.bank = &bank{s: s, ledger: s.ledger}
+	s.waitCap = consumer.MaxVisibility
+	dlq := memqueue.New(memqueue.Options{Now: s.clock, WaitTime: time.Nanosecond})
+	s.q = memqueue.New(memqueue.Options{Now: s.clock, WaitTime: time.Nanosecond, VisibilityTimeout: visibility, MaxReceiveCount: 10, DLQ: dlq,
+		Retention: 4 * 24 * time.Hour})
+	s.fp, err = idempotency.NewFingerprinter([]byte("protosim fingerprint key, 32 bytes or more"))
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	tok := func() (string, error) { return fmt.Sprintf("t%016x", s.rng.Uint64()), nil }
+	s.guard, err = idempotency.NewGuard(s.store, idempotency.Options{Lease: lease, Retention: retention, SkewMargin: skew, Clock: clock{s}, NewToken: tok})
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	// The accounts: most pay; some are short of funds for a while (a
+	// decline the schedule retries), some are closed (a hard decline).
+	n := 2 + s.rng.IntN(4)
+	declines := map[string]string{}
+	for i := range n {
+		c := charge.Charge{ID: fmt.Sprintf("CHG-%d", i+1), AccountID: fmt.Sprintf("ACC%04d", 1000+i),
+			Amount: charge.Money{Minor: int64(1000 + 500*s.rng.IntN(4)), Currency: "INR"}, Type: "SMS_ALERT_FEE", DueDate: start.Truncate(24 * time.Hour)}
+		switch r := s.rng.Float64(); {
+		case r < 0.45:
+			declines[c.AccountID] = fmt.Sprintf("INSUFFICIENT_FUNDS*%d", 1+s.rng.IntN(3))
+		case r < 0.55:
+			declines[c.AccountID] = "ACCOUNT_CLOSED"
+		}
+		s.charges = append(s.charges, c)
+	}
+	s.ledger.SetFaults(corebanksim.Faults{DeclineAccounts: declines})
+	delay := time.Duration(2+s.rng.IntN(46)) * time.Hour
+	rules, err := charge.ParseRetryRules(fmt.Sprintf("INSUFFICIENT_FUNDS=%s×%d", delay, 1+s.rng.IntN(2)))
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	s.svc, err = charge.NewService(charge.Options{Guard: s.guard, Debiter: s.bank, Notifier: notifier{s}, Fingerprints: s.fp,
+		Retry: &charge.RetryPolicy{Rules: rules, Jitter: charge.NoJitter}, FinishAttempts: 2, Logger: discard})
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	s.tracef("setup: %d charges, retry %s, accounts %s", n, rules[0], declineText(declines))
+	return s, closeStore, nil
+}
+
+func (s *Sim) clock() time.Time { return s.now }
+
+// cast starts the actors: the producer, two deliverers, the bank's late
+// bookings, and the operators the seed draws.
+func (s *Sim) cast() {
+	s.spawn("producer", kindProducer, s.producer)
+	deliverers := 0
+	newDeliverer := func() {
+		deliverers++
+		s.spawn(fmt.Sprintf("deliverer-%d", deliverers), kindDeliverer, s.deliverer)
+	}
+	newDeliverer()
+	newDeliverer()
+	s.spawn("bank", kindBank, s.lateBookings)
+	var ops []*opScript
+	for i := range 1 + s.rng.IntN(2) {
+		ops = append(ops, s.resolverScript(fmt.Sprintf("resolver-%d", i+1)))
+	}
+	if s.rng.IntN(2) == 0 {
+		ops = append(ops, s.reopenerScript("reopener"))
+	}
+	for _, o := range ops {
+		s.spawnOperator(o)
+	}
+	s.respawn = func(a *actor) {
+		if a.kind == kindDeliverer {
+			newDeliverer()
+			return
+		}
+		for _, o := range ops {
+			if o.actor == a {
+				o.lives++
+				s.spawnOperator(o)
+			}
+		}
+	}
+}
+
+// producer sends every charge's event once, and some twice (a duplicate
+// delivery from upstream), spread over the first hour.
+func (s *Sim) producer(ctx context.Context, a *actor) {
+	type send struct {
+		at time.Time
+		c  charge.Charge
+	}
+	var sends []send
+	for _, c := range s.charges {
+		sends = append(sends, send{s.now.Add(time.Duration(s.rng.IntN(3600)) * time.Second), c})
+		if s.rng.Float64() < 0.3 {
+			sends = append(sends, send{s.now.Add(time.Duration(s.rng.IntN(7200)) * time.Second), c})
+		}
+	}
+	slices.SortStableFunc(sends, func(x, y send) int { return x.at.Compare(y.at) })
+	for _, sd := range sends {
+		if err := s.sleep(ctx, sd.at); err != nil {
+			return
+		}
+		body, err := charge.MarshalEvent(sd.c)
+		if err != nil {
+			panic(err)
+		}
+		if _, err := s.gate(ctx, "queue.Send "+sd.c.ID); err != nil {
+			return
+		}
+		if _, err := s.q.Send(ctx, body, nil); err != nil {
+			panic(err)
+		}
+		s.tracef("producer: sent %s", sd.c.ID)
+	}
+}
+
+// deliverer is one consumer process: receive, charge.Service, then the
+// queue action the handler's table gives (chargehandler.Decide), waits as
+// the consumer runtime applies them.
+func (s *Sim) deliverer(ctx context.Context, a *actor) {
+	var err error
+	for {
+		if s.final && s.q.Len() == 0 {
+			return
+		}
+		if _, err := s.gate(ctx, "queue.Receive"); err != nil {
+			return
+		}
+		var msgs []queue.Message
+		next, ok := s.q.NextVisible()
+		if ok && !next.After(s.now) {
+			if msgs, err = s.q.Receive(ctx, 1); err != nil {
+				panic(err)
+			}
+		}
+		if len(msgs) == 0 {
+			if !ok || !next.After(s.now) {
+				next = s.now.Add(time.Duration(1+s.rng.IntN(600)) * time.Second)
+			}
+			if err := s.sleep(ctx, next); err != nil {
+				return
+			}
+			continue
+		}
+		m := msgs[0]
+		if nb, ok := m.Attributes[queue.NotBeforeAttribute]; ok {
+			if t, err := time.Parse(time.RFC3339Nano, nb); err == nil && t.After(s.now) {
+				s.wait(ctx, m, t)
+				continue
+			}
+		}
+		c, err := charge.ParseEvent(m.Body)
+		var res charge.Result
+		if err != nil {
+			res = charge.Result{Outcome: charge.Invalid, Reason: err.Error()}
+		} else {
+			res = s.svc.ProcessDelivery(ctx, c, charge.Delivery{})
+		}
+		dec := chargehandler.Decide(res, time.Second)
+		s.tracef("%s: %s (receive %d) → %s %s", a.name, c.ID, m.ReceiveCount, res.Outcome, dec.Action)
+		s.settle(ctx, m, dec)
+	}
+}
+
+func (s *Sim) settle(ctx context.Context, m queue.Message, dec consumer.Decision) {
+	if _, err := s.gate(ctx, "queue."+dec.Action.String()); err != nil {
+		return
+	}
+	switch dec.Action {
+	case consumer.Ack:
+		_ = s.q.Ack(ctx, []queue.Message{m})
+	case consumer.DeadLetter:
+		_ = s.q.DeadLetter(ctx, m, dec.Reason)
+	case consumer.Wait:
+		s.wait(ctx, m, dec.Until)
+	default:
+		d := dec.RetryAfter
+		if d <= 0 {
+			d = time.Duration(m.ReceiveCount) * 10 * time.Second
+		}
+		_ = s.q.ChangeVisibility(ctx, m, d)
+	}
+}
+
+// wait is the consumer runtime's (consumer.Runtime.wait): on a first
+// receive the message is made invisible until due, at most the 12 hours
+// of SQS; received before, a copy carrying the not-before is sent and the
+// original deleted (the copy starts a new age and receive count).
+func (s *Sim) wait(ctx context.Context, m queue.Message, until time.Time) {
+	if m.ReceiveCount > 1 {
+		attrs := queue.OriginalAttributes(m.Attributes)
+		if attrs == nil {
+			attrs = map[string]string{}
+		}
+		attrs[queue.NotBeforeAttribute] = until.UTC().Format(time.RFC3339Nano)
+		if _, err := s.q.Send(ctx, m.Body, attrs); err == nil {
+			if _, err := s.gate(ctx, "queue.Ack (requeued)"); err != nil {
+				return
+			}
+			_ = s.q.Ack(ctx, []queue.Message{m})
+			return
+		}
+	}
+	_ = s.q.ChangeVisibility(ctx, m, max(min(until.Sub(s.now), s.waitCap), 0))
+}
+
+// lateBookings is the bank booking, some time later, a debit it had
+// declined: the statement then shows the declined generation posted.
+func (s *Sim) lateBookings(ctx context.Context, a *actor) {
+	for range 3 {
+		if err := s.sleep(ctx, s.now.Add(time.Duration(1+s.rng.IntN(36))*time.Hour)); err != nil {
+			return
+		}
+		var declined []string
+		booked := map[string]bool{}
+		for key := range s.w.latePosted {
+			id, _ := splitKey(key)
+			booked[id] = true
+		}
+		for _, r := range s.w.requests {
+			// One declined generation of a charge booked late, at most:
+			// two would be the bank posting twice, a break of its own.
+			if r.declined != "" && !booked[r.chargeID] && !slices.Contains(declined, r.key) {
+				declined = append(declined, r.key)
+			}
+		}
+		if len(declined) == 0 || s.rng.Float64() < 0.3 {
+			continue
+		}
+		key := declined[s.rng.IntN(len(declined))]
+		if _, err := s.ledger.PostDeclined(key); err == nil {
+			s.w.latePosted[key] = true
+			s.tracef("bank: books %s, which it had declined", key)
+		}
+	}
+}
+
+var discard = slog.New(slog.DiscardHandler)
+
+func declineText(m map[string]string) string {
+	var out []string
+	for acc, rule := range m {
+		out = append(out, acc+"="+rule)
+	}
+	sort.Strings(out)
+	if len(out) == 0 {
+		return "none declines"
+	}
+	return strings.Join(out, ", ")
+}
