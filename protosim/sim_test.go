@@ -3,9 +3,9 @@ package protosim
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"maps"
 	"slices"
 	"testing"
 	"time"

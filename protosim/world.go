@@ -3,11 +3,11 @@ package protosim
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"sort"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -120,10 +120,10 @@ type world struct {
 }
 
 type tokenNote struct {
-	actor      string
-	task       int
-	op         string
-	live       bool // a live lease was written (a reopen hands over one already passed)
+	actor string
+	task  int
+	op    string
+	live  bool // a live lease was written (a reopen hands over one already passed)
 }
 
 type request struct {
