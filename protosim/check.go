@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -49,28 +51,26 @@ func (s *Sim) leftBehind(a *actor) {
 
 // check runs the end-of-run invariants.
 func (s *Sim) check(ctx context.Context) {
-	// (a) exactly-once posting: the collector's own requests post at most
-	// one key per charge, and nothing posts after an operator recorded a
-	// charge's money as collected.
-	posted := map[string]map[string]bool{}
-	for _, r := range s.w.requests {
-		if !r.posted {
+	// (a) exactly-once posting: the ledger holds at most one posting of
+	// the collector's per charge (a generation the bank declined and
+	// booked anyway is the bank's, and reconciliation's to find), and
+	// nothing posts after an operator recorded a charge's money as
+	// collected.
+	postings := map[string][]string{}
+	for _, e := range s.ledger.Entries() {
+		if e.Dropped || s.w.latePosted[e.IdempotencyKey] {
 			continue
 		}
-		if posted[r.chargeID] == nil {
-			posted[r.chargeID] = map[string]bool{}
+		id, _ := splitKey(e.IdempotencyKey)
+		postings[id] = append(postings[id], e.IdempotencyKey)
+		if at, ok := s.w.collected[id]; ok && e.PostedAt.After(at) {
+			s.violate("(a) %s debited under %s at %s, after an operator recorded its posting as collected at %s",
+				id, e.IdempotencyKey, e.PostedAt.Sub(s.start), at.Sub(s.start))
 		}
-		if !posted[r.chargeID][r.key] {
-			if at, ok := s.w.collected[r.chargeID]; ok && r.at.After(at) {
-				s.violate("(a) %s debited under %s at %s, after an operator recorded its posting as collected at %s",
-					r.chargeID, r.key, r.at.Sub(s.start), at.Sub(s.start))
-			}
-		}
-		posted[r.chargeID][r.key] = true
 	}
-	for id, keys := range posted {
-		if len(keys) > 1 {
-			s.violate("(a) %s posted under %d keys by the collector: %s", id, len(keys), strings.Join(sortedKeys(keys), ", "))
+	for _, id := range slices.Sorted(maps.Keys(postings)) {
+		if keys := postings[id]; len(keys) > 1 {
+			s.violate("(a) %s posted %d times by the collector: %s", id, len(keys), strings.Join(keys, ", "))
 		}
 	}
 	// (b) a hard decline is never presented again, under any key.
@@ -131,13 +131,4 @@ func (s *Sim) check(ctx context.Context) {
 			s.violate("(f) %s was resolved as collected, and the statement shows a %s break again: %s; advice: %s", b.ChargeID, b.Kind, b.Detail, b.Action)
 		}
 	}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -1,6 +1,7 @@
 package protosim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/reconcile"
@@ -108,7 +110,9 @@ func (s *Sim) resolve(ctx context.Context, a *actor, t *opTask) error {
 			return nil
 		}
 		bs := slices.Clone(rep.Breaks)
-		slices.SortFunc(bs, func(x, y reconcile.Break) int { return strings.Compare(x.ChargeID, y.ChargeID) })
+		slices.SortFunc(bs, func(x, y reconcile.Break) int {
+			return cmp.Or(strings.Compare(x.ChargeID, y.ChargeID), strings.Compare(string(x.Kind), string(y.Kind)), strings.Compare(x.ID, y.ID))
+		})
 		b := bs[0] // two operators at once most often take the same first break
 		if s.rng.IntN(3) == 0 {
 			b = bs[s.rng.IntN(len(bs))]
@@ -116,9 +120,12 @@ func (s *Sim) resolve(ctx context.Context, a *actor, t *opTask) error {
 		t.target = b.ChargeID + "\x00" + string(b.Kind)
 	}
 	id, kind, _ := strings.Cut(t.target, "\x00")
+	if s.cfg.Plant == PlantLeaveClaim {
+		return s.takeAndLeave(ctx, id)
+	}
 	opts, read = s.reconcileOptions()
 	r, err := reconcile.Resolve(ctx, opts, read, reconcile.ResolveRequest{ChargeID: id, Kind: reconcile.Kind(kind), Reason: "protosim", Operator: a.name,
-		Guard: s.guard, Unverified: true})
+		Guard: s.guard, Unverified: true, Refunded: s.cfg.Plant == PlantMarkNotCollect && kind == string(reconcile.FailedButPosted)})
 	if errors.Is(err, reconcile.ErrNoBreak) {
 		t.target = "" // nothing left to do for it
 		return nil
@@ -167,7 +174,13 @@ func (s *Sim) reopen(ctx context.Context, a *actor, t *opTask) error {
 		}
 	}
 	id, mode, _ := strings.Cut(t.target, "\x00")
-	rec, err := operate.Reopen(ctx, s.guard, id, "protosim", mode == "new-attempt", a.name)
+	var rec driver.Record
+	var err error
+	if s.cfg.Plant == PlantAnyNewAttempt {
+		rec, err = s.guard.Reopen(ctx, id, "protosim", idempotency.ReopenOptions{NewGeneration: true, Operator: a.name})
+	} else {
+		rec, err = operate.Reopen(ctx, s.guard, id, "protosim", mode == "new-attempt", a.name)
+	}
 	switch {
 	case errors.Is(err, idempotency.ErrNotFailed) && rec.State == driver.StateInProgress:
 		// Reopened already (this person's earlier try): the redrive is
@@ -185,5 +198,34 @@ func (s *Sim) reopen(ctx context.Context, a *actor, t *opTask) error {
 	o := operate.RedriveAt(s.now, retention)
 	o.Match = operate.ChargeMatch([]string{id})
 	_, err = s.q.Redrive(ctx, o)
+	return err
+}
+
+func (s *Sim) chargeByID(id string) (charge.Charge, bool) {
+	for _, c := range s.charges {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return charge.Charge{}, false
+}
+
+// takeAndLeave is PlantLeaveClaim: the first of two writes of a move
+// (the record taken under a live lease of this operator's) and not the
+// second, as the collection of a break was before it was one write.
+func (s *Sim) takeAndLeave(ctx context.Context, id string) error {
+	rec, err := s.guard.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	token, _ := s.guard.ClaimRequest(id, rec.Fingerprint)
+	switch rec.State {
+	case driver.StateFailed:
+		_, err = s.store.Reopen(ctx, driver.ReopenRequest{Key: id, Token: token.Token, Reason: "planted", Now: s.now, LeaseUntil: s.now.Add(lease),
+			ExpiresAt: rec.ExpiresAt, PrevToken: rec.Token})
+	case driver.StateWaiting, driver.StateInProgress:
+		token.LeaseExpiredBy = rec.LeaseUntil
+		_, err = s.store.Claim(ctx, token)
+	}
 	return err
 }

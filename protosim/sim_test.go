@@ -102,3 +102,51 @@ func TestSimulate(t *testing.T) {
 		})
 	}
 }
+
+// TestPlantedDefects: each invariant fails on a defect planted for it,
+// within the first seeds (the same seeds every time).
+func TestPlantedDefects(t *testing.T) {
+	for _, tt := range []struct {
+		plant, class string
+	}{
+		{PlantBankIgnoresKeys, "(a)"},
+		{PlantAnyNewAttempt, "(b)"},
+		{PlantAckOnRetry, "(c)"},
+		{PlantMarkNotCollect, "(f)"},
+		{PlantLeaveClaim, "(g)"},
+	} {
+		t.Run(tt.plant, func(t *testing.T) {
+			const budget = 400
+			for sd := uint64(1); sd <= budget; sd++ {
+				r := Run(t.Context(), Config{Seed: sd, NewStore: memory, Plant: tt.plant})
+				if slices.Contains(r.Classes(), tt.class) {
+					t.Logf("%s caught by %s at seed %d: %s", tt.plant, tt.class, sd, r.Violations[0])
+					return
+				}
+			}
+			t.Fatalf("planted %s: invariant %s did not fail within %d seeds", tt.plant, tt.class, budget)
+		})
+	}
+}
+
+// TestReplayIsExact: a seed runs the same way every time, to the letter
+// of its trace, on both stores: a failure's seed is its reproduction.
+func TestReplayIsExact(t *testing.T) {
+	for _, b := range []struct {
+		name     string
+		newStore func() (driver.Store, func(), error)
+	}{{"memory", memory}, {"sqlite", sqliteStores(t)}} {
+		for sd := uint64(1); sd <= 40; sd++ {
+			one := Run(t.Context(), Config{Seed: sd, NewStore: b.newStore})
+			two := Run(t.Context(), Config{Seed: sd, NewStore: b.newStore})
+			if !slices.Equal(one.Trace, two.Trace) || one.Steps != two.Steps {
+				for i := range min(len(one.Trace), len(two.Trace)) {
+					if one.Trace[i] != two.Trace[i] {
+						t.Fatalf("%s seed %d runs differently at trace line %d:\n%s\n%s", b.name, sd, i, one.Trace[i], two.Trace[i])
+					}
+				}
+				t.Fatalf("%s seed %d: %d vs %d steps, %d vs %d trace lines", b.name, sd, one.Steps, two.Steps, len(one.Trace), len(two.Trace))
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package protosim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -178,6 +179,10 @@ func (b *bank) Debit(ctx context.Context, req charge.DebitRequest) (charge.Debit
 	if f == failBefore {
 		return charge.DebitReceipt{}, corebanksim.ErrUnavailable
 	}
+	if b.s.cfg.Plant == PlantBankIgnoresKeys && b.ledger.PostingsByKey()[req.IdempotencyKey] > 0 {
+		b.s.again++
+		req.IdempotencyKey += fmt.Sprintf("#again%d", b.s.again)
+	}
 	r, err := b.ledger.Debit(ctx, req)
 	b.s.debited(ctx, req, r, err)
 	if f == loseAnswer {
@@ -194,4 +199,16 @@ func (n notifier) NotifyPreDebit(ctx context.Context, c charge.Charge, r charge.
 	return nil
 }
 
-func (n notifier) NotifyAdvance(ctx context.Context, a charge.AdvanceNotice) error { return nil }
+// NotifyAdvance is notice-first mode's advance notice: it may fail (no
+// debit follows) or go out with its answer lost (sent again later, under
+// the same notification key).
+func (n notifier) NotifyAdvance(ctx context.Context, a charge.AdvanceNotice) error {
+	f, err := n.s.gate(ctx, "notice.Advance "+a.ChargeID)
+	if err != nil {
+		return err
+	}
+	if f != pass {
+		return errors.New("protosim: the notice channel did not answer")
+	}
+	return nil
+}

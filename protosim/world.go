@@ -41,7 +41,28 @@ type Config struct {
 	MaxSteps int
 	// NoTrace keeps no trace (benchmarks).
 	NoTrace bool
+	// Plant plants a defect, to show that an invariant catches it (""
+	// none): PlantBankIgnoresKeys, PlantAnyNewAttempt, PlantAckOnRetry,
+	// PlantMarkNotCollect, PlantLeaveClaim.
+	Plant string
 }
+
+// The planted defects, each caught by one invariant.
+const (
+	// PlantBankIgnoresKeys: the bank posts a request again under a key it
+	// posted already (the last line of defence gone): (a).
+	PlantBankIgnoresKeys = "bank-ignores-keys"
+	// PlantAnyNewAttempt: reopen --new-attempt without its eligibility
+	// rule: (b).
+	PlantAnyNewAttempt = "any-new-attempt"
+	// PlantAckOnRetry: the consumer deletes a message it should retry: (c).
+	PlantAckOnRetry = "ack-on-retry"
+	// PlantMarkNotCollect: resolve marks a break it says it collected: (f).
+	PlantMarkNotCollect = "mark-not-collect"
+	// PlantLeaveClaim: an operator's command claims a charge and returns
+	// without finishing: (g).
+	PlantLeaveClaim = "leave-claim"
+)
 
 func (c *Config) defaults() {
 	if c.Step == 0 {
@@ -87,6 +108,7 @@ type Sim struct {
 	respawn  func(*actor)
 
 	storeAwayUntil time.Time
+	again          int // PlantBankIgnoresKeys's postings
 
 	inner   driver.Store
 	store   *store
@@ -165,6 +187,7 @@ func bankText(rq request, err error) string {
 }
 
 func splitKey(key string) (string, int) {
+	key, _, _ = strings.Cut(key, "#again")
 	id, g, ok := strings.Cut(key, charge.GenerationSeparator)
 	if !ok {
 		return key, 1
@@ -302,13 +325,17 @@ func newSim(ctx context.Context, cfg Config) (*Sim, func(), error) {
 		closeStore()
 		return nil, nil, err
 	}
+	var lead time.Duration
+	if s.rng.IntN(4) == 0 {
+		lead = time.Duration(1+s.rng.IntN(24)) * time.Hour // notice-first
+	}
 	s.svc, err = charge.NewService(charge.Options{Guard: s.guard, Debiter: s.bank, Notifier: notifier{s}, Fingerprints: s.fp,
-		Retry: &charge.RetryPolicy{Rules: rules, Jitter: charge.NoJitter}, FinishAttempts: 2, Logger: discard})
+		Retry: &charge.RetryPolicy{Rules: rules, Jitter: charge.NoJitter}, FinishAttempts: 2, Logger: discard, NoticeLead: lead})
 	if err != nil {
 		closeStore()
 		return nil, nil, err
 	}
-	s.tracef("setup: %d charges, retry %s, accounts %s", n, rules[0], declineText(declines))
+	s.tracef("setup: %d charges, retry %s, notice lead %s, accounts %s", n, rules[0], lead, declineText(declines))
 	return s, closeStore, nil
 }
 
@@ -326,6 +353,7 @@ func (s *Sim) cast() {
 	newDeliverer()
 	newDeliverer()
 	s.spawn("bank", kindBank, s.lateBookings)
+	s.spawn("weather", kindBank, s.outages)
 	var ops []*opScript
 	for i := range 1 + s.rng.IntN(2) {
 		ops = append(ops, s.resolverScript(fmt.Sprintf("resolver-%d", i+1)))
@@ -442,6 +470,12 @@ func (s *Sim) settle(ctx context.Context, m queue.Message, dec consumer.Decision
 		_ = s.q.DeadLetter(ctx, m, dec.Reason)
 	case consumer.Wait:
 		s.wait(ctx, m, dec.Until)
+	case consumer.Retry:
+		if s.cfg.Plant == PlantAckOnRetry {
+			_ = s.q.Ack(ctx, []queue.Message{m})
+			return
+		}
+		fallthrough
 	default:
 		d := dec.RetryAfter
 		if d <= 0 {
@@ -516,4 +550,16 @@ func declineText(m map[string]string) string {
 		return "none declines"
 	}
 	return strings.Join(out, ", ")
+}
+
+// outages take the store away for a while, once or twice: every call
+// fails until it is back.
+func (s *Sim) outages(ctx context.Context, a *actor) {
+	for range s.rng.IntN(3) {
+		if err := s.sleep(ctx, s.now.Add(time.Duration(s.rng.IntN(48*60))*time.Minute)); err != nil {
+			return
+		}
+		s.storeAwayUntil = s.now.Add(time.Duration(10+s.rng.IntN(900)) * time.Second)
+		s.tracef("weather: the store is away until %s", s.storeAwayUntil.Sub(s.start))
+	}
 }

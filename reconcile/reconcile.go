@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -438,7 +439,9 @@ func (r *run) postings(ctx context.Context, byCharge map[string]chargePostings) 
 	}
 	func() {
 		defer close(ids)
-		for id := range byCharge {
+		// In key order: a run reads the records in the same order every
+		// time (a simulation replays its seed).
+		for _, id := range slices.Sorted(maps.Keys(byCharge)) {
 			select {
 			case ids <- id:
 			case <-ctx.Done():
