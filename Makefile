@@ -4,7 +4,7 @@
 GO ?= go
 BIN ?= bin/chargerecovery
 
-.PHONY: all build lambda demo test bench bench-check check image clean
+.PHONY: all build lambda demo test sim bench bench-check check image clean
 
 all: build
 
@@ -26,6 +26,13 @@ demo:
 ## test: the README's test command (starts and stops its own moto server)
 test:
 	scripts/with-moto.sh $(GO) test -race -count=1 -timeout 25m ./...
+
+## sim: the whole-protocol simulator over SEEDS seeds from FIRST (the in-memory
+## store; a fifth as many on SQLite); a failure prints its seed and trace
+SEEDS ?= 20000
+FIRST ?= 1
+sim:
+	$(GO) test -count=1 -timeout 120m ./protosim -run 'TestSimulate$$' -sim.seeds=$(SEEDS) -sim.first=$(FIRST) -v
 
 ## bench: month-end load on the embedded backend, with its queue-only baseline
 bench:

@@ -75,9 +75,6 @@ func TestSimulate(t *testing.T) {
 			var failed int
 			firstOf, count := map[string]uint64{}, map[string]int{}
 			for sd := from; sd < from+n; sd++ {
-				if testing.Verbose() && *seed == 0 {
-					t.Logf("seed %d", sd)
-				}
 				r := Run(t.Context(), Config{Seed: sd, NewStore: newStore})
 				if !r.Failed() {
 					if *verbose || *seed != 0 {
