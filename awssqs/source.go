@@ -8,10 +8,12 @@ package awssqs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -294,4 +296,32 @@ func (s *Queue) RetentionPeriods(ctx context.Context) (main, dlq time.Duration, 
 	}
 	dlq, err = retentionPeriod(ctx, s.api, s.opts.DLQURL)
 	return main, dlq, err
+}
+
+// MaxReceiveCount reads the maxReceiveCount of the queue's redrive policy:
+// after that many receives SQS moves a message to its DLQ by itself. 0:
+// the queue has no redrive policy.
+func (s *Queue) MaxReceiveCount(ctx context.Context) (int, error) {
+	out, err := s.api.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl:       aws.String(s.opts.QueueURL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameRedrivePolicy},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqs: redrive policy of %s: %w", s.opts.QueueURL, err)
+	}
+	raw := out.Attributes[string(types.QueueAttributeNameRedrivePolicy)]
+	if raw == "" {
+		return 0, nil
+	}
+	var p struct {
+		MaxReceiveCount json.RawMessage `json:"maxReceiveCount"`
+	}
+	if err := json.Unmarshal([]byte(raw), &p); err != nil {
+		return 0, fmt.Errorf("sqs: redrive policy of %s: %w", s.opts.QueueURL, err)
+	}
+	n, err := strconv.Atoi(strings.Trim(string(p.MaxReceiveCount), `"`))
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("sqs: redrive policy of %s: maxReceiveCount %s is not a count", s.opts.QueueURL, p.MaxReceiveCount)
+	}
+	return n, nil
 }

@@ -1,6 +1,7 @@
 package charge
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -431,4 +432,41 @@ func (p *RetryPolicy) plan(code string, gen int, a attempts, at time.Time) retry
 	}
 	line.Retry, line.Retries, line.Next = used+1, rule.Retries, next
 	return retryPlan{Line: line, Attempt: made + 1, Of: min(p.MaxAttempts, made+rule.Retries-used)}
+}
+
+// LongestWaits are the waits of the longest schedule p can give one
+// charge, one per retry, from its first decline: the longest delays first
+// (each with its greatest jitter, and the second a retry's time is
+// rounded up to), as many as MaxAttempts and each rule's retries allow,
+// in all no longer than the Window. What a consumer that keeps a waiting
+// charge's message (a Lambda) checks against the queue
+// (queue.CheckWaitWithinQueue). A policy Validate refuses has none.
+func (p *RetryPolicy) LongestWaits() []time.Duration {
+	if p == nil {
+		return nil
+	}
+	q, err := p.withDefaults()
+	if err != nil {
+		return nil
+	}
+	var all []time.Duration
+	for _, r := range q.Rules {
+		d := ceilDuration(r.Delay+time.Duration(float64(r.Delay)*q.Jitter)) + time.Second
+		for range r.Retries {
+			all = append(all, d)
+		}
+	}
+	slices.SortFunc(all, func(a, b time.Duration) int { return cmp.Compare(b, a) })
+	all = all[:min(len(all), q.MaxAttempts-1)]
+	var out []time.Duration
+	left := q.Window
+	for _, d := range all {
+		if left <= 0 {
+			break
+		}
+		d = min(d, left)
+		out = append(out, d)
+		left -= d
+	}
+	return out
 }

@@ -323,17 +323,21 @@ func (g *Guard) Extend(ctx context.Context, l Lease) (Lease, error) {
 // generation ended how, when, by whom and why. With opts.NewGeneration the
 // record moves to the next key generation (only where opts.Eligible
 // allows). It reads the record and writes conditionally on that very
-// record (its token): a record failed again meanwhile is not reopened on
-// the strength of the old read. It returns the reopened record;
+// record (its token; opts.PrevToken, when set, must be that token): a
+// record failed again meanwhile is not reopened on the strength of the old
+// read. It returns the reopened record;
 // ErrNotFailed (with the record) when it is not FAILED, ErrNotEligible when
 // the rule refuses a new generation, ErrNotFound when there is none.
 func (g *Guard) Reopen(ctx context.Context, key, reason string, opts ReopenOptions) (driver.Record, error) {
 	if key == "" || reason == "" {
 		return driver.Record{}, fmt.Errorf("%w: reopen needs a key and a reason", ErrInvalid)
 	}
-	token, err := g.opts.NewToken()
-	if err != nil {
-		return driver.Record{}, fmt.Errorf("idempotency: new token: %w", err)
+	token := opts.Token
+	if token == "" {
+		var err error
+		if token, err = g.opts.NewToken(); err != nil {
+			return driver.Record{}, fmt.Errorf("idempotency: new token: %w", err)
+		}
 	}
 	now := g.Now()
 	// Read the record decided on; the write is conditional on its token.
@@ -341,7 +345,7 @@ func (g *Guard) Reopen(ctx context.Context, key, reason string, opts ReopenOptio
 	if err != nil {
 		return driver.Record{}, err
 	}
-	if cur.State != driver.StateFailed {
+	if cur.State != driver.StateFailed || (opts.PrevToken != "" && cur.Token != opts.PrevToken) {
 		return cur, ErrNotFailed
 	}
 	gen := max(cur.Generation, 1)
@@ -376,6 +380,17 @@ type ReopenOptions struct {
 	Eligible func(driver.Record) error
 	// Operator names who reopened, for the history.
 	Operator string
+	// PrevToken, when set, reopens only the FAILED record under this token
+	// (one the caller read earlier and decided on, e.g. an approved
+	// proposal's): a record under any other token — claimed, finished or
+	// reopened since — is ErrNotFailed, with the record, nothing written.
+	// Default "": the record this call reads.
+	PrevToken string
+	// Token, when set, is the reopened record's token (e.g. one derived
+	// from the approval, so that a resumed run recognises its own reopen);
+	// it must be unguessable by others and never reused for another
+	// reopen. Default "": a new random token (Options.NewToken).
+	Token string
 }
 
 // cut shortens s to at most n bytes on a rune boundary, marking a cut.

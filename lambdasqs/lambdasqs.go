@@ -380,6 +380,12 @@ func (r *runner) deadLetterBy(ctx context.Context) time.Time {
 // visibility may last, which SQS counts from the receive.
 const BatchingWindow = 5 * time.Minute
 
+// HideStep is the least a Wait's hide lasts when its wait is longer: SQS's
+// 12 hours from the receive, less BatchingWindow and the longest
+// invocation (15 minutes) before it. A wait of D costs up to ⌈D /
+// HideStep⌉ receives of the message.
+const HideStep = queue.MaxVisibility - BatchingWindow - 15*time.Minute
+
 // WaitVisibility is how long a record received no later than began waits
 // invisible at now: until until, at most SQS's 12 hours from its receive
 // (less BatchingWindow and the invocation's time so far), never negative.

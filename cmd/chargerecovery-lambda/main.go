@@ -9,8 +9,15 @@
 //
 // At start it runs serve's preflight (the table and the queues answer, a
 // multi-Region table is run as configured, records outlive the messages
-// that could repeat them) and the mapping check below; either failing
-// fails the function's init, before any record is consumed.
+// that could repeat them), the mapping check below, and the wait check:
+// the longest wait the recovery policy can give one charge
+// (IC_NOTICE_LEAD, then IC_RETRY_DECLINES' delays with their jitter,
+// within IC_RETRY_MAX_ATTEMPTS and IC_RETRY_WINDOW) must fit the
+// MessageRetentionPeriod and the maxReceiveCount of IC_QUEUE (which must
+// be the queue the event source mapping reads), because a Lambda hides a
+// waiting message 12 hours at a time and the message keeps its age and
+// spends a receive each time (queue.CheckWaitWithinQueue). Any of them
+// failing fails the function's init, before any record is consumed.
 //
 // Its configuration is serve's, from the IC_* environment only (there
 // are no arguments): IC_BACKEND=aws, IC_QUEUE, IC_DLQ, IC_TABLE,
@@ -163,6 +170,13 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	if err := b.Preflight(ctx, cc.Retention); err != nil {
 		return nil, err
 	}
+	retry, err := cc.RetryPolicy()
+	if err != nil {
+		return nil, cli.Usagef("IC_RETRY_DECLINES: %v", err)
+	}
+	if err := checkWaits(ctx, b, cc, retry); err != nil {
+		return nil, err
+	}
 	notifier, notifyDesc, err := nc.Notifier(ctx, cc, log)
 	if err != nil {
 		return nil, err
@@ -178,10 +192,6 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	keys, err := cc.Keys()
 	if err != nil {
 		return nil, err
-	}
-	retry, err := cc.RetryPolicy()
-	if err != nil {
-		return nil, cli.Usagef("IC_RETRY_DECLINES: %v", err)
 	}
 	// The recovery policy as serve keeps it: retries by decline code, the
 	// advance notice before the debit (every channel sends them); a wait
@@ -207,6 +217,38 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 		"notify", notifyDesc, "fingerprint_key", cc.KeyDesc(), "whole_batch_on_failure", wholeBatch,
 		"retry_declines", cc.RetryDeclines, "notice_lead", cc.NoticeLead.String())
 	return h, nil
+}
+
+// checkWaits refuses a recovery policy whose longest wait the queue
+// cannot keep: a Lambda hides a waiting charge's message (12 hours at a
+// time, each hide ending in a receive) and cannot send a copy in its
+// place, so the message keeps its age and its receive count across every
+// wait (the advance notice's lead, then each retry's delay). A wait past
+// the queue's MessageRetentionPeriod is deleted by SQS with its record
+// left waiting for ever; one past its maxReceiveCount is moved to the DLQ
+// before its time.
+func checkWaits(ctx context.Context, b *backend.Backend, cc pipeline.Config, retry *charge.RetryPolicy) error {
+	var waits []time.Duration
+	if cc.NoticeLead > 0 {
+		waits = append(waits, cc.NoticeLead)
+	}
+	waits = append(waits, retry.LongestWaits()...)
+	if len(waits) == 0 {
+		return nil
+	}
+	retention, _, err := b.Retentions(ctx)
+	if err != nil {
+		return fmt.Errorf("read the queue's retention (sqs:GetQueueAttributes of IC_QUEUE, the event source's queue): %w", err)
+	}
+	receives, err := b.MaxReceives(ctx)
+	if err != nil {
+		return fmt.Errorf("read the queue's maxReceiveCount (sqs:GetQueueAttributes of IC_QUEUE, the event source's queue): %w", err)
+	}
+	if err := queue.CheckWaitWithinQueue(waits, retention, receives, lambdasqs.HideStep, false); err != nil {
+		return cli.Usagef("IC_RETRY_DECLINES=%q (with IC_RETRY_MAX_ATTEMPTS, IC_RETRY_WINDOW) and IC_NOTICE_LEAD=%s on queue %s (IC_QUEUE; retention %s, maxReceiveCount %d): the Lambda keeps a waiting charge on its message, which keeps its age: %v (refusing to start; shorten the schedule, or raise the queue's MessageRetentionPeriod / maxReceiveCount, or run serve, which starts a waiting message over)",
+			cc.RetryDeclines, cc.NoticeLead, b.Desc, retention, receives, err)
+	}
+	return nil
 }
 
 // process is one record: parse, the charge service, chargehandler's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/metrics"
+	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/opsserver"
@@ -89,6 +90,11 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	if err := checkWindowRetention(ctx, cc, b); err != nil {
 		return err
 	}
+	if bc.Kind == backend.AWS {
+		if err := checkWaitRetention(ctx, cc, b); err != nil {
+			return err
+		}
+	}
 	if env.Drill != nil { // a test binary's crash drill; never set in production
 		b.Queue, b.Store, bank.Debiter = env.Drill(b.Queue, b.Store, bank.Debiter)
 	}
@@ -146,6 +152,39 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	s := pl.Runtime.Stats()
 	log.Info("consumer stopped", "received", s.Received, "acked", s.Acked, "retried", s.Retried,
 		"dead_lettered", s.DeadLettered, "released", s.Released, "ack_errors", s.AckErrors)
+	return nil
+}
+
+// checkWaitRetention refuses, on SQS, a recovery policy whose waits the
+// queue cannot keep (queue.CheckWaitWithinQueue): serve starts a waiting
+// message over (a copy sent at its second receive), so only its first
+// hide, up to SQS's 12 hours, and two receives must fit. (The SQL queues
+// restart a waiting message's age at its due time.)
+func checkWaitRetention(ctx context.Context, cc pipeline.Config, b *backend.Backend) error {
+	retry, err := cc.RetryPolicy()
+	if err != nil {
+		return cli.Usagef("--retry-declines: %v", err)
+	}
+	var waits []time.Duration
+	if cc.NoticeLead > 0 {
+		waits = append(waits, cc.NoticeLead)
+	}
+	if waits = append(waits, retry.LongestWaits()...); len(waits) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	retention, _, err := b.Retentions(rctx)
+	if err != nil {
+		return fmt.Errorf("read the queue's retention: %w", err)
+	}
+	receives, err := b.MaxReceives(rctx)
+	if err != nil {
+		return fmt.Errorf("read the queue's maxReceiveCount: %w", err)
+	}
+	if err := queue.CheckWaitWithinQueue(waits, retention, receives, queue.MaxVisibility, true); err != nil {
+		return cli.Usagef("--retry-declines / --notice-lead on this queue: %v", err)
+	}
 	return nil
 }
 

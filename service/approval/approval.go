@@ -308,6 +308,16 @@ type Target struct {
 	// proposal: its run acts only on a break with the same id.
 	BreakID  string   `json:"breakId,omitempty"`
 	BankKeys []string `json:"bankKeys,omitempty"`
+	// RecordToken, RecordGeneration and RecordState are the charge's
+	// record as a Reopen proposal froze it (its FAILED record's fencing
+	// token and key generation): the run reopens only that very record,
+	// under a token derived from the proposal (ReopenToken), and a record
+	// changed since is skipped. A Reopen target without a RecordToken (a
+	// proposal made before they were frozen) is not acted on: propose it
+	// again.
+	RecordToken      string `json:"recordToken,omitempty"`
+	RecordGeneration int    `json:"recordGeneration,omitempty"`
+	RecordState      string `json:"recordState,omitempty"`
 }
 
 // Key names t among a proposal's targets.

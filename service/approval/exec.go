@@ -2,8 +2,11 @@ package approval
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,7 +53,22 @@ type Backend struct {
 	// (Reconcile).
 	Fingerprints *idempotency.Fingerprinter
 	SkewMargin   time.Duration
+	// Now is the clock of the actions (the reopens' and redrives' times,
+	// the records read); nil: time.Now. A simulator drives it.
+	Now func() time.Time
 }
+
+func (be Backend) now() time.Time {
+	if be.Now != nil {
+		return be.Now()
+	}
+	return time.Now()
+}
+
+// guardClock is a Backend's clock as a Guard's.
+type guardClock func() time.Time
+
+func (c guardClock) Now() time.Time { return c() }
 
 // Select chooses the targets of spec at now: the DLQ entries it names
 // (Redrive, Reopen: dead-lettered before now, less OlderThan), or the
@@ -93,7 +111,53 @@ func (be Backend) Select(ctx context.Context, spec Spec, now time.Time) ([]Targe
 	if missing := unmatched(spec.ChargeIDs, seen); len(missing) > 0 {
 		return nil, fmt.Errorf("no proposal made: no DLQ entry%s for %s", codeNote(codes), strings.Join(missing, ", "))
 	}
+	if spec.Kind == Reopen {
+		if err := be.freezeRecords(ctx, out, now); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
+}
+
+// freezeRecords freezes the FAILED record of each Reopen target's charge
+// (its token, generation and state): the run reopens only that very
+// record. A charge without a FAILED record is not proposable.
+func (be Backend) freezeRecords(ctx context.Context, ts []Target, now time.Time) error {
+	var wrong []string
+	for i, t := range ts {
+		if t.ChargeID == "" {
+			wrong = append(wrong, t.Name()+" (no charge id)")
+			continue
+		}
+		rec, err := be.Store.Get(ctx, t.ChargeID, now)
+		switch {
+		case errors.Is(err, driver.ErrNotFound):
+			wrong = append(wrong, t.ChargeID+" (no record)")
+		case err != nil:
+			return fmt.Errorf("no proposal made: reading %s's record: %w", t.ChargeID, err)
+		case rec.State != driver.StateFailed || rec.Token == "":
+			wrong = append(wrong, fmt.Sprintf("%s (%s, generation %d)", t.ChargeID, rec.State, max(rec.Generation, 1)))
+		default:
+			ts[i].RecordToken, ts[i].RecordGeneration, ts[i].RecordState = rec.Token, max(rec.Generation, 1), string(rec.State)
+		}
+	}
+	if len(wrong) > 0 {
+		return fmt.Errorf("no proposal made: only a charge with a FAILED record is reopened, not %s", strings.Join(wrong, ", "))
+	}
+	return nil
+}
+
+// ReopenToken is the token the run of proposal proposalID writes when it
+// reopens target t's record: derived from the proposal, the charge and the
+// token frozen at the proposal, so that a resumed run recognises its own
+// reopen (and nothing else) and one approval reopens a record at most
+// once.
+func ReopenToken(proposalID string, t Target) string {
+	h := sha256.New()
+	for _, s := range []string{"idempotent-consumer/approval/reopen/v1", proposalID, t.ChargeID, t.RecordToken} {
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func codeNote(codes []queue.Code) string {
@@ -169,7 +233,7 @@ func (be Backend) redrive(ctx context.Context, p Proposal, batch []Target, force
 		want[t.DLQID] = t
 	}
 	out := map[string]Outcome{}
-	o := operate.RedriveAt(time.Now(), be.Retention)
+	o := operate.RedriveAt(be.now(), be.Retention)
 	o.Before = p.At.Add(time.Second) // what the proposal saw; nothing dead-lettered since
 	o.Force = force
 	o.Match = func(e queue.DLQEntry) bool { _, ok := want[e.ID]; return ok }
@@ -204,9 +268,15 @@ func (be Backend) redrive(ctx context.Context, p Proposal, batch []Target, force
 	return out
 }
 
-// reopen reopens each charge's FAILED record, then redrives its entry.
+// reopen reopens each charge's FAILED record, the very one the proposal
+// froze (its token and generation), then redrives its entry. The reopen
+// writes ReopenToken: a run resumed after one that stopped (or died)
+// between the reopen and saving its outcome finds the record still under
+// that token and only redrives; a record under any other token (a
+// delivery claimed it since, debited, declined…) is skipped, nothing
+// written: one approval reopens a record at most once.
 func (be Backend) reopen(ctx context.Context, p Proposal, batch []Target, operator string) map[string]Outcome {
-	guard, err := idempotency.NewGuard(be.Store, idempotency.Options{Retention: be.Retention})
+	guard, err := idempotency.NewGuard(be.Store, idempotency.Options{Retention: be.Retention, Clock: guardClock(be.now)})
 	out := map[string]Outcome{}
 	if err != nil {
 		for _, t := range batch {
@@ -214,15 +284,42 @@ func (be Backend) reopen(ctx context.Context, p Proposal, batch []Target, operat
 		}
 		return out
 	}
+	changed := func(rec driver.Record) Outcome {
+		why := fmt.Sprintf("changed since the proposal (state %s, generation %d): not reopened", rec.State, max(rec.Generation, 1))
+		if slices.ContainsFunc(rec.History, func(h string) bool { return strings.Contains(h, ", "+p.ID+")") }) {
+			why += "; this proposal reopened it in a run that stopped before saving its outcome, and it was delivered since"
+		}
+		return Outcome{Result: "skipped", Why: why}
+	}
 	var toMove []Target
 	for _, t := range batch {
 		if ctx.Err() != nil {
 			break
 		}
-		rec, err := operate.Reopen(ctx, guard, t.ChargeID, p.Spec.Reason, p.Spec.NewAttempt, operator)
+		if t.RecordToken == "" {
+			out[t.Key()] = Outcome{Result: "skipped", Why: "proposed before a reopen proposal froze the record's token and generation: not acted on; propose it again"}
+			continue
+		}
+		mine := ReopenToken(p.ID, t)
+		rec, err := be.Store.Get(ctx, t.ChargeID, be.now())
 		switch {
-		case errors.Is(err, idempotency.ErrNotFailed) && rec.State == driver.StateInProgress && !rec.LeaseUntil.After(time.Now()):
-			toMove = append(toMove, t) // reopened by an earlier run that stopped before its redrive
+		case errors.Is(err, driver.ErrNotFound):
+			out[t.Key()] = Outcome{Result: "skipped", Why: "no record any more (past its retention, or purged): not reopened"}
+			continue
+		case err != nil:
+			out[t.Key()] = Outcome{Result: "failed", Why: charge.Clip(err.Error(), 300)}
+			continue
+		case rec.Token == mine && rec.State == driver.StateInProgress && !rec.LeaseUntil.After(be.now()):
+			toMove = append(toMove, t) // reopened by an earlier run of this proposal that stopped before its outcome was saved
+			continue
+		case rec.Token != t.RecordToken || rec.State != driver.StateFailed || max(rec.Generation, 1) != max(t.RecordGeneration, 1):
+			out[t.Key()] = changed(rec)
+			continue
+		}
+		rec, err = operate.ReopenFenced(ctx, guard, t.ChargeID, p.Spec.Reason, p.Spec.NewAttempt, operator, t.RecordToken, mine)
+		switch {
+		case errors.Is(err, idempotency.ErrNotFailed):
+			out[t.Key()] = changed(rec)
 		case err != nil:
 			out[t.Key()] = Outcome{Result: "failed", Why: charge.Clip(err.Error(), 300)}
 		default:
@@ -252,12 +349,12 @@ func (be Backend) renotify(ctx context.Context, p Proposal, batch []Target, oper
 			out[t.Key()] = Outcome{Result: "failed", Why: "no notification channel here (--notify)"}
 			continue
 		}
-		rec, err := be.Store.Get(ctx, t.ChargeID, time.Now())
+		rec, err := be.Store.Get(ctx, t.ChargeID, be.now())
 		if err != nil {
 			out[t.Key()] = Outcome{Result: "failed", Why: charge.Clip(err.Error(), 300)}
 			continue
 		}
-		r := be.Renotifier.One(ctx, rec, operator, p.Spec.Reason, false, time.Now())
+		r := be.Renotifier.One(ctx, rec, operator, p.Spec.Reason, false, be.now())
 		res := r.Result
 		if res != "sent" && res != "failed" {
 			res = "skipped"
@@ -342,7 +439,7 @@ func (be Backend) reconcile(ctx context.Context, p Proposal, batch []Target, ope
 	guard := be.Guard
 	if guard == nil {
 		var err error
-		if guard, err = idempotency.NewGuard(be.Store, idempotency.Options{Retention: be.Retention}); err != nil {
+		if guard, err = idempotency.NewGuard(be.Store, idempotency.Options{Retention: be.Retention, Clock: guardClock(be.now)}); err != nil {
 			for _, t := range batch {
 				out[t.Key()] = Outcome{Result: "failed", Why: err.Error()}
 			}
@@ -355,7 +452,7 @@ func (be Backend) reconcile(ctx context.Context, p Proposal, batch []Target, ope
 		}
 		spec := p.Spec
 		spec.ChargeIDs = []string{t.ChargeID}
-		o, read := be.statementOf(spec, time.Now())
+		o, read := be.statementOf(spec, be.now())
 		res, err := reconcile.Resolve(ctx, o, read, reconcile.ResolveRequest{ChargeID: t.ChargeID, Kind: reconcile.Kind(t.Code),
 			Reason: p.Spec.Reason, Operator: operator, Guard: guard, BreakID: t.BreakID,
 			Unverified: p.Spec.Unverified, NoticeSent: p.Spec.NoticeSent, Refunded: p.Spec.Refunded})

@@ -234,7 +234,11 @@ type Backend struct {
 	// make safe (nil: nothing to check, the store is not DynamoDB).
 	checkRegions func(ctx context.Context) error
 	retentions   func(ctx context.Context) (queue, dlq time.Duration, err error)
-	close        func()
+	// maxReceives reads the queue's maxReceiveCount (nil: the configured
+	// --max-receive, kept in maxReceive).
+	maxReceives func(ctx context.Context) (int, error)
+	maxReceive  int
+	close       func()
 	// countsByIndexQuery: the store counts by a Query of a secondary index
 	// that serve's IAM policy does not allow (DynamoDB).
 	countsByIndexQuery bool
@@ -267,6 +271,16 @@ func (b *Backend) CheapCounts() bool {
 // Retentions are how long the queue and the DLQ keep a message.
 func (b *Backend) Retentions(ctx context.Context) (queue, dlq time.Duration, err error) {
 	return b.retentions(ctx)
+}
+
+// MaxReceives is how many receives of a message the queue allows before
+// it moves it to the DLQ by itself (aws: the queue's redrive policy, read
+// with GetQueueAttributes; 0: it has none).
+func (b *Backend) MaxReceives(ctx context.Context) (int, error) {
+	if b.maxReceives == nil {
+		return b.maxReceive, nil
+	}
+	return b.maxReceives(ctx)
 }
 
 // Open opens the configured backend. visibility is the consumer's
@@ -334,7 +348,8 @@ func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Bac
 		retentions: func(context.Context) (time.Duration, time.Duration, error) {
 			return c.QueueRetention, c.DLQRetention, nil
 		},
-		drop: db.DropSchema,
+		maxReceive: c.MaxReceive,
+		drop:       db.DropSchema,
 	}, nil
 }
 
@@ -406,6 +421,7 @@ func openEmbedded(ctx context.Context, c Config, visibility time.Duration) (*Bac
 		retentions: func(context.Context) (time.Duration, time.Duration, error) {
 			return c.QueueRetention, c.DLQRetention, nil
 		},
+		maxReceive: c.MaxReceive,
 	}, nil
 }
 
@@ -518,8 +534,9 @@ func openAWS(ctx context.Context, c Config, visibility time.Duration, create boo
 			}
 			return nil
 		},
-		close:      func() {},
-		retentions: q.RetentionPeriods,
+		close:       func() {},
+		retentions:  q.RetentionPeriods,
+		maxReceives: q.MaxReceiveCount,
 	}, nil
 }
 

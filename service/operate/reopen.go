@@ -30,13 +30,26 @@ var ErrDeclinedSameKey = errors.New("declined by the bank: reopening it under th
 // idempotency.ErrNotFound, ErrNotFailed (the record returned says what it
 // is), ErrNotEligible.
 func Reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt bool, operator string) (driver.Record, error) {
-	return reopen(ctx, g, id, reason, newAttempt, false, operator)
+	return reopen(ctx, g, id, reason, newAttempt, false, operator, "", "")
+}
+
+// ReopenFenced is Reopen of the very record the caller read earlier and
+// decided on (an approved proposal's): only the FAILED record under
+// prevToken (required) is reopened — any other is idempotency.ErrNotFailed,
+// with the record, nothing written — and the reopened record is written
+// under token ("": a random one; see idempotency.ReopenOptions.Token).
+func ReopenFenced(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt bool, operator, prevToken, token string) (driver.Record, error) {
+	if prevToken == "" {
+		return driver.Record{}, fmt.Errorf("%w: a fenced reopen needs the token read", idempotency.ErrInvalid)
+	}
+	return reopen(ctx, g, id, reason, newAttempt, false, operator, prevToken, token)
 }
 
 // reopen is Reopen; sameKey lets a decline be reopened under its key (the
 // command line's --same-key: the "decline" was a --corebank-declines entry
-// that took an answer that was not final for one).
-func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt, sameKey bool, operator string) (driver.Record, error) {
+// that took an answer that was not final for one); prevToken and token are
+// ReopenFenced's.
+func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt, sameKey bool, operator, prevToken, token string) (driver.Record, error) {
 	if !newAttempt && !sameKey {
 		// An advice, read before the guard's own read: the guard's write
 		// is conditional on the record it reads, whatever this one said.
@@ -45,7 +58,7 @@ func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAtt
 		}
 	}
 	return g.Reopen(ctx, id, reason, idempotency.ReopenOptions{NewGeneration: newAttempt,
-		Eligible: charge.EligibleForNewGeneration, Operator: operator})
+		Eligible: charge.EligibleForNewGeneration, Operator: operator, PrevToken: prevToken, Token: token})
 }
 
 // ReopenOptions are a reopen asked for on the command line.
@@ -70,7 +83,7 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 		return err
 	}
 	id := o.ID
-	rec, err := reopen(ctx, guard, id, o.Reason, o.NewAttempt, o.SameKey, o.Operator)
+	rec, err := reopen(ctx, guard, id, o.Reason, o.NewAttempt, o.SameKey, o.Operator, "", "")
 	switch {
 	case errors.Is(err, ErrDeclinedSameKey):
 		return fmt.Errorf("%s was declined by the bank (%s); reopening it under the same bank key %s is declined again; use: chargerecovery reopen --new-attempt --reason %q %s (a debit under the next bank key). Only if that answer was not the bank's final word (a --corebank-declines entry that took a non-final answer for a decline) reopen it under the same key with --same-key",
