@@ -182,7 +182,7 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 				!w.CreatedAt.Equal(before.CreatedAt) || !w.ExpiresAt.Equal(now.Add(Retention)) || w.Reopens != before.Reopens {
 				t.Fatalf("after a collect the record is %+v, want DONE under the new token, generation 1 (the posted), the result and history, attempt, fingerprint, CreatedAt and reopens kept (was %+v)", w, before)
 			}
-			if (w.Token != got.Token || w.Generation != got.Generation || !w.UpdatedAt.Equal(got.UpdatedAt)) {
+			if w.Token != got.Token || w.Generation != got.Generation || !w.UpdatedAt.Equal(got.UpdatedAt) {
 				t.Fatalf("Collect returned %+v, the store holds %+v", got, w)
 			}
 		}
