@@ -423,27 +423,35 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 	if !c.Valid() {
 		return driver.Record{}, fmt.Errorf("%w: collect needs key, the token read, a new token, a state it collects from and the posted generation", driver.ErrInvalid)
 	}
-	var done bool
-	var n nullableRecord
-	err := s.db.pool.QueryRow(ctx, collectSQL, c.Key, string(c.From), c.Token, max(c.Generation, 1), c.LeaseExpiredBy, c.NewToken,
-		c.PostedGeneration, c.Status, c.Detail, driver.JoinHistory(c.History), c.Now, c.ExpiresAt).
-		Scan(append([]any{&done}, n.dest()...)...)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return driver.Record{}, driver.ErrNotFound
+	for range maxStaleRetries {
+		var done bool
+		var n nullableRecord
+		err := s.db.pool.QueryRow(ctx, collectSQL, c.Key, string(c.From), c.Token, int32(max(c.Generation, 1)), c.LeaseExpiredBy, c.NewToken,
+			int32(c.PostedGeneration), c.Status, c.Detail, driver.JoinHistory(c.History), c.Now, c.ExpiresAt).
+			Scan(append([]any{&done}, n.dest()...)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return driver.Record{}, driver.ErrNotFound
+		}
+		if err != nil {
+			return driver.Record{}, driver.Unavailable("collect", err)
+		}
+		rec, _ := n.record()
+		switch {
+		case done:
+			return rec, nil
+		case rec.Expired(c.Now):
+			return driver.Record{}, driver.ErrNotFound
+		case c.Landed(rec):
+			return rec, nil
+		case c.Allows(rec):
+			// The row in the statement's snapshot was collectable, but a
+			// concurrent write changed it before the update took its lock
+			// (as for Reopen): run it again on a new snapshot.
+			continue
+		}
+		return rec, driver.ErrStale
 	}
-	if err != nil {
-		return driver.Record{}, driver.Unavailable("collect", err)
-	}
-	rec, _ := n.record()
-	switch {
-	case done:
-		return rec, nil
-	case rec.Expired(c.Now):
-		return driver.Record{}, driver.ErrNotFound
-	case c.Landed(rec):
-		return rec, nil
-	}
-	return rec, driver.ErrStale
+	return driver.Record{}, driver.Unavailable("collect", errors.New("the record kept changing under the collect"))
 }
 
 // listByResultSQL lists the records in state $1 with status $2 live at
