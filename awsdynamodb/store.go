@@ -659,7 +659,7 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 	if len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")
 	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	in := &dynamodb.UpdateItemInput{
 		TableName:                           aws.String(s.table),
 		Key:                                 s.key(c.Key),
 		ConditionExpression:                 aws.String(cond),
@@ -668,20 +668,28 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return decode(out.Attributes)
 	}
-	old, found, err := s.existing(ctx, "collect", c.Key, c.Now, err)
-	switch {
-	case err != nil && !errors.Is(err, driver.ErrNotFound):
-		return driver.Record{}, err
-	case !found:
-		return driver.Record{}, driver.ErrNotFound
-	case c.Landed(old):
-		return old, nil
+	for range maxReclaims {
+		out, err := s.api.UpdateItem(ctx, in)
+		if err == nil {
+			return decode(out.Attributes)
+		}
+		old, found, err := s.existing(ctx, "collect", c.Key, c.Now, err)
+		switch {
+		case err != nil && !errors.Is(err, driver.ErrNotFound):
+			return driver.Record{}, err
+		case !found:
+			return driver.Record{}, driver.ErrNotFound
+		case c.Landed(old):
+			return old, nil
+		case c.Allows(old):
+			// A backend that returned no item, read after the failed
+			// write: the record became collectable since (as Reopen).
+			continue
+		}
+		return old, driver.ErrStale
 	}
-	return old, driver.ErrStale
+	return driver.Record{}, unavailable("collect", errors.New("the record kept changing under the collect"))
 }
 
 // ListByResult implements driver.ResultLister: a Query of IndexName for
