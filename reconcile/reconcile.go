@@ -552,7 +552,15 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.collectable = r.collectable(rec)
 		_, gen := SplitBankKey(p.BankKey)
 		b.Detail = fmt.Sprintf("the bank posted generation %d (key %s), which it had declined; the record is at generation %d and %s", gen, p.BankKey, max(rec.Generation, 1), stateText(rec))
-		b.Action = "the money moved under the declined key: if the record is FAILED, resolve records it as collected (DONE, never debited again); else, or if the bank refunds it, resolve --refunded"
+		switch {
+		case b.collectable:
+			b.Action = "the money moved under the declined key: resolve records it as collected (DONE at the generation posted, never debited again); if the bank refunds it instead, resolve --refunded"
+		case rec.State == driver.StateInProgress:
+			b.Action = fmt.Sprintf("a delivery holds the record under a live lease and is debiting generation %d now: resolve refuses until it is done; run reconcile again then (a second posting shows as posted_twice: have one refunded); if the bank refunds this posting, resolve --refunded",
+				max(rec.Generation, 1))
+		default:
+			b.Action = fmt.Sprintf("the record is %s under generation %d: if that generation was debited too, have the bank refund one posting; once the bank refunds this one, resolve --refunded", rec.State, max(rec.Generation, 1))
+		}
 		if rec.State == driver.StateWaiting {
 			b.Action = fmt.Sprintf("the money moved under the declined key, and the record is WAITING: its next attempt (generation %d, on or after %s) debits the customer again. resolve records the posting as collected (DONE, the schedule ends, never debited again); only if the bank refunds it, resolve --refunded (the schedule goes on)",
 				max(rec.Generation, 1), rec.LeaseUntil.UTC().Format(time.RFC3339))
