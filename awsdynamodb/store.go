@@ -122,6 +122,7 @@ var (
 	_ driver.Store         = (*Store)(nil)
 	_ driver.StuckLister   = (*Store)(nil)
 	_ driver.Amender       = (*Store)(nil)
+	_ driver.Collector     = (*Store)(nil)
 	_ driver.ResultLister  = (*Store)(nil)
 	_ driver.StateLister   = (*Store)(nil)
 	_ driver.StateCounter  = (*Store)(nil)
@@ -609,6 +610,86 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 		return driver.Record{}, driver.ErrNotFound
 	}
 	return old, driver.ErrStale
+}
+
+// Collect implements driver.Collector with one UpdateItem conditional on
+// the record read (state, token, generation; for IN_PROGRESS its lease
+// passed by LeaseExpiredBy; not past retention). The DONE record keeps
+// the attribute rules of every DONE write: listState only for
+// ListedResult (removed otherwise), the TTL with the retention. On
+// failure the existing item comes back with the error and says why, or
+// that the collect landed before (its answer lost).
+func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Record, error) {
+	if !c.Valid() {
+		return driver.Record{}, fmt.Errorf("%w: collect needs key, the token read, a new token, a state it collects from and the posted generation", driver.ErrInvalid)
+	}
+	cond := `#state = :from AND #token = :token AND #expires > :now`
+	names := pick("#state", "#token", "#expires", "#status", "#detail", "#updated", "#ttl", "#gen", "#history", "#ls")
+	values := map[string]types.AttributeValue{
+		":from": str(string(c.From)), ":token": str(c.Token), ":now": ms(c.Now), ":done": str(string(driver.StateDone)),
+		":newToken": str(c.NewToken), ":posted": num(int64(c.PostedGeneration)), ":status": str(c.Status), ":detail": str(c.Detail),
+		":exp": ms(c.ExpiresAt), ":ttl": num(ttlSeconds(c.ExpiresAt)), ":gen": num(int64(max(c.Generation, 1))),
+	}
+	if max(c.Generation, 1) == 1 {
+		cond += ` AND (attribute_not_exists(#gen) OR #gen <= :gen)` // a record written before generations is generation 1
+	} else {
+		cond += ` AND #gen = :gen`
+	}
+	if c.From == driver.StateInProgress {
+		cond += ` AND #lease <= :expiredBy`
+		names["#lease"] = attrLeaseUntil
+		values[":expiredBy"] = ms(c.LeaseExpiredBy)
+	}
+	set := []string{"#state = :done", "#token = :newToken", "#gen = :posted", "#status = :status", "#detail = :detail",
+		"#updated = :now", "#expires = :exp", "#ttl = :ttl"}
+	var remove []string
+	if len(c.History) > 0 {
+		set = append(set, "#history = :history")
+		values[":history"] = str(driver.JoinHistory(c.History))
+	} else {
+		remove = append(remove, "#history")
+	}
+	if ls := listStateOf(driver.StateDone, c.Status); ls != "" {
+		set = append(set, "#ls = :ls")
+		values[":ls"] = str(ls)
+	} else {
+		remove = append(remove, "#ls")
+	}
+	update := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		update += " REMOVE " + strings.Join(remove, ", ")
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(c.Key),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(update),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	for range maxReclaims {
+		out, err := s.api.UpdateItem(ctx, in)
+		if err == nil {
+			return decode(out.Attributes)
+		}
+		old, found, err := s.existing(ctx, "collect", c.Key, c.Now, err)
+		switch {
+		case err != nil && !errors.Is(err, driver.ErrNotFound):
+			return driver.Record{}, err
+		case !found:
+			return driver.Record{}, driver.ErrNotFound
+		case c.Landed(old):
+			return old, nil
+		case c.Allows(old):
+			// A backend that returned no item, read after the failed
+			// write: the record became collectable since (as Reopen).
+			continue
+		}
+		return old, driver.ErrStale
+	}
+	return driver.Record{}, unavailable("collect", errors.New("the record kept changing under the collect"))
 }
 
 // ListByResult implements driver.ResultLister: a Query of IndexName for

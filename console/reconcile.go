@@ -220,7 +220,8 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 		// is done.
 		e.Result, e.Detail = "refused", charge.Clip(charge.MaskText(printable(err.Error())), 300)
 		c.result(w, r, http.StatusConflict, "Not resolved", "The break changed since the report: reload the page (run the reconciliation again if the report is stale). Nothing was done. "+e.Detail, back, "back to the reconciliation")
-	case errors.Is(err, reconcile.ErrNoBreak), errors.Is(err, reconcile.ErrAmbiguous), errors.Is(err, reconcile.ErrUnchecked):
+	case errors.Is(err, reconcile.ErrNoBreak), errors.Is(err, reconcile.ErrAmbiguous), errors.Is(err, reconcile.ErrUnchecked),
+		errors.Is(err, reconcile.ErrChanged), errors.Is(err, reconcile.ErrNotCollectable):
 		e.Result, e.Detail = "refused", charge.Clip(charge.MaskText(printable(err.Error())), 300)
 		c.result(w, r, http.StatusConflict, "Not resolved", e.Detail, back, "back to the reconciliation")
 	case errors.As(err, &fe), errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission), errors.Is(err, reconcile.ErrNoPeriod):

@@ -26,6 +26,7 @@ var (
 	_ driver.StuckLister   = (*Store)(nil)
 	_ driver.Purger        = (*Store)(nil)
 	_ driver.Amender       = (*Store)(nil)
+	_ driver.Collector     = (*Store)(nil)
 	_ driver.ResultLister  = (*Store)(nil)
 	_ driver.StateLister   = (*Store)(nil)
 	_ driver.UpdatedWalker = (*Store)(nil)
@@ -180,6 +181,32 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 	}
 	rec.Status, rec.Detail, rec.History, rec.UpdatedAt = a.Status, a.Detail, slices.Clone(a.History), a.Now
 	s.recs[a.Key] = rec
+	return rec, nil
+}
+
+// Collect implements driver.Collector.
+func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return driver.Record{}, driver.Unavailable("collect", err)
+	}
+	if !c.Valid() {
+		return driver.Record{}, fmt.Errorf("%w: collect needs key, the token read, a new token, a state it collects from and the posted generation", driver.ErrInvalid)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.recs[c.Key]
+	switch {
+	case !ok || rec.Expired(c.Now):
+		return driver.Record{}, driver.ErrNotFound
+	case c.Landed(rec):
+		return rec, nil
+	case !c.Allows(rec):
+		return rec, driver.ErrStale
+	}
+	rec.State, rec.Token, rec.Status, rec.Detail = driver.StateDone, c.NewToken, c.Status, c.Detail
+	rec.Generation, rec.History = c.PostedGeneration, slices.Clone(c.History)
+	rec.UpdatedAt, rec.ExpiresAt = c.Now, c.ExpiresAt
+	s.recs[c.Key] = rec
 	return rec, nil
 }
 

@@ -24,6 +24,7 @@ var (
 	_ driver.Purger       = (*Store)(nil)
 	_ driver.StateCounter = (*Store)(nil)
 	_ driver.Amender      = (*Store)(nil)
+	_ driver.Collector    = (*Store)(nil)
 	_ driver.ResultLister = (*Store)(nil)
 	_ driver.StateLister  = (*Store)(nil)
 )
@@ -396,6 +397,61 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, driver.ErrStale
+}
+
+// collectSQL moves the very record read ($2 state, $3 token, $4
+// generation; for IN_PROGRESS its lease passed by $5) to DONE under $6
+// with $7 the posted generation, $8 status, $9 detail, $10 history, $11
+// now and $12 its retention, in one conditional UPDATE; when it matches
+// nothing, the same statement returns the row to say why.
+const collectSQL = `
+with u as (
+  update idempotency_records set state = 'DONE', token = $6, generation = $7, status = $8, detail = $9, history = $10,
+    updated_at = $11, expires_at = $12
+  where key = $1 and state = $2 and token = $3 and greatest(generation, 1) = $4 and expires_at > $11
+    and ($2 <> 'IN_PROGRESS' or lease_until <= $5)
+  returning ` + columns + `
+)
+select true, u.* from u
+union all
+select false, ` + columns + ` from idempotency_records where key = $1 and not exists (select 1 from u)`
+
+// Collect implements driver.Collector: one conditional UPDATE; when it
+// matches nothing, the same statement returns the row to say why (or that
+// the collect landed before: its answer lost).
+func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Record, error) {
+	if !c.Valid() {
+		return driver.Record{}, fmt.Errorf("%w: collect needs key, the token read, a new token, a state it collects from and the posted generation", driver.ErrInvalid)
+	}
+	for range maxStaleRetries {
+		var done bool
+		var n nullableRecord
+		err := s.db.pool.QueryRow(ctx, collectSQL, c.Key, string(c.From), c.Token, int32(max(c.Generation, 1)), c.LeaseExpiredBy, c.NewToken,
+			int32(c.PostedGeneration), c.Status, c.Detail, driver.JoinHistory(c.History), c.Now, c.ExpiresAt).
+			Scan(append([]any{&done}, n.dest()...)...)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return driver.Record{}, driver.ErrNotFound
+		}
+		if err != nil {
+			return driver.Record{}, driver.Unavailable("collect", err)
+		}
+		rec, _ := n.record()
+		switch {
+		case done:
+			return rec, nil
+		case rec.Expired(c.Now):
+			return driver.Record{}, driver.ErrNotFound
+		case c.Landed(rec):
+			return rec, nil
+		case c.Allows(rec):
+			// The row in the statement's snapshot was collectable, but a
+			// concurrent write changed it before the update took its lock
+			// (as for Reopen): run it again on a new snapshot.
+			continue
+		}
+		return rec, driver.ErrStale
+	}
+	return driver.Record{}, driver.Unavailable("collect", errors.New("the record kept changing under the collect"))
 }
 
 // listByResultSQL lists the records in state $1 with status $2 live at

@@ -2,9 +2,7 @@ package reconcile_test
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,45 +139,5 @@ func TestWaitingChargeRefundedDeclinedGenerationKeepsItsSchedule(t *testing.T) {
 	}
 	if rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now()); rec.State != driver.StateWaiting || rec.Generation != 2 {
 		t.Fatalf("record %s generation %d, want WAITING generation 2 (its schedule kept)", rec.State, rec.Generation)
-	}
-}
-
-// failDone is a store whose next finish to DONE fails as unreachable.
-type failDone struct {
-	driver.Store
-	fail bool
-}
-
-func (s *failDone) Finish(ctx context.Context, f driver.FinishRequest) error {
-	if s.fail && f.State == driver.StateDone {
-		s.fail = false
-		return driver.Unavailable("finish", errors.New("connection reset"))
-	}
-	return s.Store.Finish(ctx, f)
-}
-
-// A collection whose DONE the store fails leaves the record WAITING as it
-// was (its generation, not-before and history), not IN_PROGRESS under the
-// resolve's lease, which a delivery after the lease would reclaim and
-// debit under the next generation; resolve run again collects it.
-func TestCollectingAWaitingChargeThatFailsPutsItBack(t *testing.T) {
-	store := &failDone{Store: memstore.New()}
-	b := newBooks(t, store, "ATKW-")
-	c := b.charge("waitfail", 2500)
-	b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
-	before, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
-	b.post(c, 1, 2500, true)
-	store.fail = true
-	if res, err := attackResolve(t, b, period, c.ID); err == nil {
-		t.Fatalf("resolve %s with the DONE failing: no error", res.Action)
-	}
-	after, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
-	if after.State != driver.StateWaiting || after.Generation != before.Generation || !after.LeaseUntil.Equal(before.LeaseUntil) ||
-		after.Status != before.Status || !slices.Equal(after.History, before.History) {
-		t.Fatalf("after a failed collection the record is %s gen %d until %s %q %q; want it as it was: %s gen %d until %s %q %q",
-			after.State, after.Generation, after.LeaseUntil, after.Status, after.History, before.State, before.Generation, before.LeaseUntil, before.Status, before.History)
-	}
-	if res, err := attackResolve(t, b, period, c.ID); err != nil || res.Action != "adopted" {
-		t.Fatalf("resolve again: %s %v", res.Action, err)
 	}
 }

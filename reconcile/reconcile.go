@@ -495,6 +495,12 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.judged = posted[0]
 	}
 	current := charge.BankKey(id, max(rec.Generation, 1))
+	if k, ok := collectedKey(rec); ok && standing == 1 && posted[0].BankKey == k {
+		// Collected by reconciliation under this very posting's key (a
+		// record collected before collect wrote the posted generation is
+		// DONE at a later one): the posting is the record's.
+		current = k
+	}
 	switch {
 	case !found && standing == 0:
 		if len(partial)+len(earlier) > 0 {
@@ -546,10 +552,18 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Kind = FailedButPosted
 		// A WAITING record (a retry scheduled after the decline) debits
 		// again at its next attempt unless it is collected now.
-		b.collectable = rec.State == driver.StateFailed || rec.State == driver.StateWaiting
+		b.collectable = r.collectable(rec)
 		_, gen := SplitBankKey(p.BankKey)
 		b.Detail = fmt.Sprintf("the bank posted generation %d (key %s), which it had declined; the record is at generation %d and %s", gen, p.BankKey, max(rec.Generation, 1), stateText(rec))
-		b.Action = "the money moved under the declined key: if the record is FAILED, resolve records it as collected (DONE, never debited again); else, or if the bank refunds it, resolve --refunded"
+		switch {
+		case b.collectable:
+			b.Action = "the money moved under the declined key: resolve records it as collected (DONE at the generation posted, never debited again); if the bank refunds it instead, resolve --refunded"
+		case rec.State == driver.StateInProgress:
+			b.Action = fmt.Sprintf("a delivery holds the record under a live lease and is debiting generation %d now: resolve refuses until it is done; run reconcile again then (a second posting shows as posted_twice: have one refunded); if the bank refunds this posting, resolve --refunded",
+				max(rec.Generation, 1))
+		default:
+			b.Action = fmt.Sprintf("the record is %s under generation %d: if that generation was debited too, have the bank refund one posting; once the bank refunds this one, resolve --refunded", rec.State, max(rec.Generation, 1))
+		}
 		if rec.State == driver.StateWaiting {
 			b.Action = fmt.Sprintf("the money moved under the declined key, and the record is WAITING: its next attempt (generation %d, on or after %s) debits the customer again. resolve records the posting as collected (DONE, the schedule ends, never debited again); only if the bank refunds it, resolve --refunded (the schedule goes on)",
 				max(rec.Generation, 1), rec.LeaseUntil.UTC().Format(time.RFC3339))
@@ -584,6 +598,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		r.add(cp.fill(b))
 	case driver.StateInProgress:
 		b.Kind = PostedNotRecorded
+		b.collectable = r.collectable(rec)
 		how := "its account, amount and currency checked against the charge"
 		b.Unverified = !checked
 		if !checked {
@@ -601,6 +616,56 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// collectable reports whether rec can be recorded as collected now (one
+// driver.Collector write): FAILED, WAITING, or IN_PROGRESS with its lease
+// passed by the skew margin (no delivery holds it).
+func (r *run) collectable(rec driver.Record) bool {
+	switch rec.State {
+	case driver.StateFailed, driver.StateWaiting:
+		return true
+	case driver.StateInProgress:
+		return !rec.LeaseLive(r.opts.Now.Add(-r.opts.SkewMargin))
+	}
+	return false
+}
+
+// recordedKey is the bank key a record's result is under: the one a
+// reconciliation collected it under (its adoption line), else its
+// generation's.
+func recordedKey(rec driver.Record) string {
+	if k, ok := collectedKey(rec); ok {
+		return k
+	}
+	return charge.BankKey(rec.Key, max(rec.Generation, 1))
+}
+
+// collectedKey is the bank key a DONE record's adoption line names (the
+// posting reconciliation recorded as collected), and whether it has one.
+// A collection writes the posted generation as the record's, so the key is
+// the generation's; collections made before it did left the record at a
+// later generation, and the line is what says which posting it holds.
+func collectedKey(rec driver.Record) (string, bool) {
+	if rec.State != driver.StateDone {
+		return "", false
+	}
+	for _, line := range slices.Backward(rec.History) {
+		if !strings.HasPrefix(line, AdoptedLine) {
+			continue
+		}
+		_, rest, ok := strings.Cut(line, ": posted ")
+		if !ok {
+			continue
+		}
+		if _, rest, ok = strings.Cut(rest, " under "); !ok {
+			continue
+		}
+		if key, _, ok := strings.Cut(rest, ", booked "); ok && key != "" {
+			return key, true
+		}
+	}
+	return "", false
 }
 
 // reversesRecorded reports whether one of the reversals undoes the posting
@@ -657,7 +722,7 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 		if at := DebitTime(rec); at.Before(r.opts.Period.From) || !at.Before(r.opts.Period.To) {
 			return nil // debited in another period
 		}
-		r.add(Break{Kind: RecordedNotPosted, ChargeID: rec.Key, BankKeys: []string{charge.BankKey(rec.Key, max(rec.Generation, 1))},
+		r.add(Break{Kind: RecordedNotPosted, ChargeID: rec.Key, BankKeys: []string{recordedKey(rec)},
 			Account: noticeAccount(rec), State: string(rec.State), Status: rec.Status, Generation: max(rec.Generation, 1),
 			Reference: charge.ReferenceOf(rec.Status, rec.Detail), UpdatedAt: rec.UpdatedAt.UTC().Format(time.RFC3339),
 			Detail: fmt.Sprintf("recorded %s (bank reference %s) in the period, and the statement has no posting under its key",

@@ -2,8 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,7 +121,15 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 	if req.BreakID != "" && b.ID != req.BreakID {
 		return Resolved{Break: b}, fmt.Errorf("%w: %s's %s break is %s now, not %s", ErrBreakChanged, req.ChargeID, b.Kind, b.ID, req.BreakID)
 	}
-	collect := b.Kind == FailedButPosted && !req.Refunded && b.collectable
+	if b.Kind == FailedButPosted && !req.Refunded && !b.collectable {
+		// Marking it would close the break with the posting recorded
+		// nowhere: the money kept and the charge still open to a debit.
+		return Resolved{Break: b}, fmt.Errorf("%w: %s's %s break: the record is %s at generation %d (%s); "+
+			"if a delivery holds it (IN_PROGRESS under a live lease) it is debiting that generation now: wait until it finishes, then run reconcile again "+
+			"(a second posting shows as posted_twice: have one refunded); if the bank refunds the posting, resolve --refunded",
+			ErrNotCollectable, b.ChargeID, b.Kind, b.State, b.Generation, b.Detail)
+	}
+	collect := b.Kind == FailedButPosted && !req.Refunded
 	if b.Kind == PostedNotRecorded || collect {
 		if b.Unverified && !req.Unverified {
 			return Resolved{Break: b}, fmt.Errorf("%w: %s's posting could not be checked against the charge (no narrative in the statement, or no fingerprint key given): check its amount and account by hand, then resolve with --unverified", ErrUnchecked, b.ChargeID)
@@ -203,131 +209,70 @@ func mark(ctx context.Context, req ResolveRequest, b Break) error {
 	return nil
 }
 
-// adopt records the posting of an IN_PROGRESS record whose lease passed:
-// the record is reclaimed under its own fingerprint (so that no consumer
-// holds it meanwhile), completed DONE DEBITED with the bank's reference,
-// and given a history line. Nothing is debited and no notice is sent. A
-// FAILED record is reopened into it, a WAITING one (a retry scheduled)
-// taken before its next attempt.
+// ErrNotCollectable: a failed_but_posted break whose record cannot be
+// recorded as collected now (a delivery holds it under a live lease, or it
+// is DONE under another generation); the break stays open.
+var ErrNotCollectable = errors.New("reconcile: the posting cannot be recorded as collected now")
+
+// ErrChanged: the record is not the one the break was judged on (another
+// state, token or generation); nothing was written.
+var ErrChanged = errors.New("reconcile: the record changed since it was read")
+
+// adopt records the posting b judged as collected, in ONE conditional
+// write (driver.Collector): the record read — FAILED, WAITING, or
+// IN_PROGRESS with its lease passed by the skew margin — becomes DONE at
+// the generation the bank posted, under a token nobody holds, with the
+// bank's reference and a history line, iff it is still in the state, under
+// the token and at the generation read. No lease is taken or given up:
+// a delivery meanwhile finds the record as it was (and the collect is
+// refused: run reconcile again) or DONE (a duplicate: no debit). Nothing
+// is debited and no notice is sent.
 func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break) (driver.Record, error) {
 	p := b.judged // the posting the run judged: the one that stands, in the period
 	if p.BankKey == "" || p.Reversal {
 		return driver.Record{}, fmt.Errorf("reconcile: %s: no single posting stands to record", b.ChargeID)
+	}
+	_, posted := SplitBankKey(p.BankKey)
+	if posted < 1 {
+		return driver.Record{}, fmt.Errorf("reconcile: %s: the posting's bank key %q names no generation", b.ChargeID, p.BankKey)
+	}
+	co, ok := store.(driver.Collector)
+	if !ok {
+		return driver.Record{}, fmt.Errorf("reconcile: %s: the store cannot record a collection in one conditional write (driver.Collector): nothing written", b.ChargeID)
 	}
 	rec, err := req.Guard.Get(ctx, b.ChargeID)
 	if err != nil {
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
 	if max(rec.Generation, 1) != b.Generation || string(rec.State) != b.State {
-		return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s generation %d): run reconcile again", b.ChargeID, rec.State, rec.Generation)
+		return driver.Record{}, fmt.Errorf("%w: %s is now %s generation %d: run reconcile again", ErrChanged, b.ChargeID, rec.State, max(rec.Generation, 1))
 	}
 	ref := charge.MaskText(p.Reference, p.Account)
 	if ref == "" {
 		ref = "statement " + charge.MaskText(p.Where, p.Account)
 	}
 	status, detail, notice := adoptedResult(b.ChargeID, p, ref, req)
-	now := req.Guard.Now()
+	// The guard's request for now: a fresh token, the skew margin (a
+	// lease is collected over only once passed by it), the retention.
+	creq, err := req.Guard.ClaimRequest(b.ChargeID, rec.Fingerprint)
+	if err != nil {
+		return driver.Record{}, err
+	}
+	now := creq.Now
 	line := charge.Clip(fmt.Sprintf("%s %s by %s: posted %s under %s, booked %s, reference %s; no debit; %s; why: %s",
 		AdoptedLine, now.UTC().Format(time.RFC3339), req.Operator, p.Amount, p.BankKey, p.BookingDate.Format(time.DateOnly), ref, notice, req.Reason),
 		driver.MaxDetailBytes-8)
-	var lease idempotency.Lease
-	var restore func() error // undoes the taking of a WAITING record
-	if rec.State == driver.StateFailed {
-		// Collected: FAILED → IN_PROGRESS under a token of ours with a
-		// LIVE lease, on the very record read (one conditional write), so
-		// that no delivery can claim it before it is DONE.
-		token, err := newToken()
-		if err != nil {
-			return driver.Record{}, err
-		}
-		until := now.Add(req.Guard.Lease())
-		reopened, err := store.Reopen(ctx, driver.ReopenRequest{Key: rec.Key, Token: token, Reason: "reconciliation: the bank posted it: " + req.Reason,
-			Now: now, LeaseUntil: until, ExpiresAt: rec.ExpiresAt, PrevToken: rec.Token, Generation: max(rec.Generation, 1),
-			History: append(slices.Clip(rec.History), line)})
-		if err != nil {
-			return driver.Record{}, fmt.Errorf("record %s changed since it was read (%w): run reconcile again", b.ChargeID, err)
-		}
-		lease = idempotency.Lease{Key: rec.Key, Token: token, Until: until, Attempt: reopened.Attempt}
-	} else if rec.State == driver.StateWaiting {
-		// Collected before its next attempt (a retry scheduled after the
-		// decline whose generation the bank posted after all): the record
-		// is taken from WAITING as its next attempt would take it — a
-		// claim that finds it due (the request's LeaseExpiredBy at its
-		// not-before) — under a token of ours with a live lease, in one
-		// conditional write, fenced against a delivery resuming it
-		// meanwhile; then DONE, so that the schedule never debits again.
-		creq, err := req.Guard.ClaimRequest(b.ChargeID, rec.Fingerprint)
-		if err != nil {
-			return driver.Record{}, err
-		}
-		creq.LeaseExpiredBy = maxTime(creq.LeaseExpiredBy, rec.LeaseUntil)
-		res, err := store.Claim(ctx, creq)
-		if err != nil {
-			return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
-		}
-		c := idempotency.ClaimOf(creq, res)
-		if c.Outcome != idempotency.Acquired || max(c.Record.Generation, 1) != b.Generation {
-			if c.Outcome.Owned() {
-				_ = req.Guard.Yield(ctx, c.Lease()) // not the record read: give it back at once
-			}
-			return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s, %s): run reconcile again", b.ChargeID, c.Record.State, c.Outcome)
-		}
-		lease = c.Lease()
-		// Not adopted after all (the store failed the DONE): the record
-		// goes back to WAITING as it was, so that no delivery reclaims it
-		// after the lease and debits the next generation meanwhile.
-		restore = func() error {
-			history := rec.History
-			if history == nil {
-				history = []string{}
-			}
-			return store.Finish(context.WithoutCancel(ctx), driver.FinishRequest{Key: rec.Key, Token: lease.Token, State: driver.StateWaiting,
-				Status: rec.Status, Detail: rec.Detail, Now: req.Guard.Now(), ExpiresAt: rec.ExpiresAt, NotBefore: rec.LeaseUntil,
-				Generation: max(rec.Generation, 1), History: history})
-		}
-	} else {
-		c, err := req.Guard.Claim(ctx, b.ChargeID, rec.Fingerprint)
-		if err != nil {
-			return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
-		}
-		if c.Outcome != idempotency.Reclaimed || max(c.Record.Generation, 1) != b.Generation {
-			return driver.Record{}, fmt.Errorf("reconcile: %s changed since it was read (now %s, %s): run reconcile again", b.ChargeID, c.Record.State, c.Outcome)
-		}
-		lease = c.Lease()
+	done, err := co.Collect(ctx, driver.CollectRequest{Key: rec.Key, From: rec.State, Token: rec.Token, Generation: max(rec.Generation, 1),
+		LeaseExpiredBy: creq.LeaseExpiredBy, NewToken: creq.Token, PostedGeneration: posted, Status: status, Detail: detail,
+		History: append(slices.Clip(rec.History), line), Now: now, ExpiresAt: creq.ExpiresAt})
+	switch {
+	case errors.Is(err, driver.ErrStale):
+		return driver.Record{}, fmt.Errorf("%w: %s is now %s generation %d (read %s generation %d): nothing written; run reconcile again",
+			ErrChanged, b.ChargeID, done.State, max(done.Generation, 1), rec.State, max(rec.Generation, 1))
+	case errors.Is(err, driver.ErrNotFound):
+		return driver.Record{}, fmt.Errorf("record %s: %w (gone since it was read): run reconcile again", b.ChargeID, err)
+	case err != nil:
+		return driver.Record{}, fmt.Errorf("record %s: the collection was sent and its answer lost (%w): it may or may not have been written; run resolve again: it finds the record collected (DONE, no break) or collects it", b.ChargeID, err)
 	}
-	if err := req.Guard.Complete(ctx, lease, status, detail); err != nil {
-		if restore != nil {
-			if rerr := restore(); rerr != nil {
-				return driver.Record{}, fmt.Errorf("record %s: %w; and it could not be put back to WAITING (%v): it is IN_PROGRESS under this resolve's lease until %s, and a delivery after that would debit its next generation", b.ChargeID, err, rerr, lease.Until.UTC().Format(time.RFC3339))
-			}
-			return driver.Record{}, fmt.Errorf("record %s: %w (not adopted: the record is WAITING again, as it was; run resolve again)", b.ChargeID, err)
-		}
-		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
-	}
-	done, err := req.Guard.Get(ctx, b.ChargeID)
-	if err != nil {
-		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
-	}
-	if rec.State == driver.StateFailed {
-		return done, nil // the line went in with the reopening
-	}
-	am, ok := store.(driver.Amender)
-	if !ok {
-		return done, nil // DONE stands; the audit trail holds the line
-	}
-	amended, err := am.Amend(ctx, driver.AmendRequest{Key: done.Key, Token: done.Token, FromStatus: done.Status, Status: done.Status,
-		Detail: done.Detail, History: append(append([]string(nil), done.History...), line), Now: now})
-	if err != nil {
-		return done, fmt.Errorf("record %s is DONE, but its history line was not written: %w", b.ChargeID, err)
-	}
-	return amended, nil
-}
-
-// newToken is a fencing token nobody holds (128 random bits).
-func newToken() (string, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b), nil
+	return done, nil
 }

@@ -37,6 +37,7 @@ type Store struct {
 var (
 	_ driver.Store         = (*Store)(nil)
 	_ driver.Amender       = (*Store)(nil)
+	_ driver.Collector     = (*Store)(nil)
 	_ driver.ResultLister  = (*Store)(nil)
 	_ driver.StateLister   = (*Store)(nil)
 	_ driver.UpdatedWalker = (*Store)(nil)
@@ -346,6 +347,56 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 	case res[0] == int64(1):
 		return rec, nil
 	case rec.Expired(a.Now):
+		return driver.Record{}, driver.ErrNotFound
+	}
+	return rec, driver.ErrStale
+}
+
+// collectScript: ARGV from state, token read, generation read (1 or
+// more; a record without one is 1), lease expired by (for IN_PROGRESS),
+// new token, posted generation, status, detail, history, now, expires at,
+// ttl. Returns {1, hash} collected, {2, hash} DONE under the new token
+// already (a retry that landed), {0, hash} not as read (or past
+// retention), {0} missing.
+var collectScript = redis.NewScript(`
+local k = KEYS[1]
+local old = redis.call('HGETALL', k)
+if #old == 0 then return {0} end
+local h = {}
+for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
+if tonumber(h.expires_at) <= tonumber(ARGV[10]) then return {0, old} end
+if h.state == 'DONE' and h.token == ARGV[5] then return {2, old} end
+local gen = tonumber(h.generation or '1') or 1
+if gen < 1 then gen = 1 end
+if h.state ~= ARGV[1] or h.token ~= ARGV[2] or gen ~= tonumber(ARGV[3]) then return {0, old} end
+if ARGV[1] == 'IN_PROGRESS' and tonumber(h.lease_until) > tonumber(ARGV[4]) then return {0, old} end
+redis.call('HSET', k, 'state', 'DONE', 'token', ARGV[5], 'generation', ARGV[6], 'status', ARGV[7], 'detail', ARGV[8],
+  'history', ARGV[9], 'updated_at', ARGV[10], 'expires_at', ARGV[11])
+redis.call('PEXPIRE', k, ARGV[12])
+return {1, redis.call('HGETALL', k)}
+`)
+
+// Collect implements driver.Collector: one script.
+func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Record, error) {
+	if !c.Valid() {
+		return driver.Record{}, fmt.Errorf("%w: collect needs key, the token read, a new token, a state it collects from and the posted generation", driver.ErrInvalid)
+	}
+	res, err := collectScript.Run(ctx, s.c, []string{s.key(c.Key)}, string(c.From), c.Token, max(c.Generation, 1), ms(c.LeaseExpiredBy),
+		c.NewToken, c.PostedGeneration, c.Status, c.Detail, driver.JoinHistory(c.History), ms(c.Now), ms(c.ExpiresAt), ttl(c.Now, c.ExpiresAt)).Slice()
+	if err != nil {
+		return driver.Record{}, driver.Unavailable("collect", err)
+	}
+	if len(res) == 1 {
+		return driver.Record{}, driver.ErrNotFound
+	}
+	rec, err := decode(c.Key, res[1])
+	if err != nil {
+		return driver.Record{}, driver.Unavailable("collect", err)
+	}
+	switch {
+	case res[0] == int64(1), res[0] == int64(2):
+		return rec, nil
+	case rec.Expired(c.Now):
 		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, driver.ErrStale

@@ -25,6 +25,7 @@ var (
 	_ driver.Purger       = (*Store)(nil)
 	_ driver.StateCounter = (*Store)(nil)
 	_ driver.Amender      = (*Store)(nil)
+	_ driver.Collector    = (*Store)(nil)
 	_ driver.ResultLister = (*Store)(nil)
 	_ driver.StateLister  = (*Store)(nil)
 )
@@ -357,6 +358,56 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 		return rec, nil
 	case !found || rec.Expired(a.Now):
 		return driver.Record{}, driver.ErrNotFound
+	}
+	return rec, driver.ErrStale
+}
+
+// collectSQL moves the very record read (?2 state, ?3 token, ?4
+// generation; for IN_PROGRESS its lease passed by ?5) to DONE under ?6
+// with ?7 the posted generation, ?8 status, ?9 detail, ?10 history, ?11
+// now and ?12 its retention.
+const collectSQL = `update idempotency_records set state = 'DONE', token = ?6, generation = ?7, status = ?8, detail = ?9,
+  history = ?10, updated_at = ?11, expires_at = ?12
+where key = ?1 and state = ?2 and token = ?3 and max(generation, 1) = ?4 and expires_at > ?11
+  and (?2 <> 'IN_PROGRESS' or lease_until <= ?5)
+returning ` + columns
+
+// Collect implements driver.Collector: one conditional UPDATE …
+// RETURNING; when it matches nothing, the row is read in the same
+// transaction to say why (or that the collect landed before).
+func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Record, error) {
+	if !c.Valid() {
+		return driver.Record{}, fmt.Errorf("%w: collect needs key, the token read, a new token, a state it collects from and the posted generation", driver.ErrInvalid)
+	}
+	var rec driver.Record
+	var done, found bool
+	err := s.db.write1(ctx, func(tx *wtx) error {
+		var err error
+		rec, err = scan(tx.QueryRow(ctx, collectSQL, c.Key, string(c.From), c.Token, max(c.Generation, 1), c.LeaseExpiredBy.UnixMilli(),
+			c.NewToken, c.PostedGeneration, c.Status, c.Detail, driver.JoinHistory(c.History), c.Now.UnixMilli(), c.ExpiresAt.UnixMilli()))
+		if err == nil {
+			done = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		rec, err = scan(tx.QueryRow(ctx, selectSQL, c.Key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	switch {
+	case err != nil:
+		return driver.Record{}, driver.Unavailable("collect", err)
+	case done:
+		return rec, nil
+	case !found || rec.Expired(c.Now):
+		return driver.Record{}, driver.ErrNotFound
+	case c.Landed(rec):
+		return rec, nil
 	}
 	return rec, driver.ErrStale
 }

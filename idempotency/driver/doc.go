@@ -6,10 +6,10 @@
 //
 // A backend implements Store — one atomic conditional write per method — and
 // any of the optional capabilities (StuckLister, Purger, StateCounter,
-// Amender, ResultLister) it can serve. The rules every write enforces are
+// Amender, Collector, ResultLister) it can serve. The rules every write enforces are
 // one table, Transitions, with a predicate per request (ClaimRequest.Allows,
 // FinishRequest.Allows, ExtendRequest.Allows, ReopenRequest.Allows,
-// AmendRequest.Allows) that a store evaluating in Go calls and that a store
+// AmendRequest.Allows, CollectRequest.Allows) that a store evaluating in Go calls and that a store
 // writing a condition in its own language (SQL, a DynamoDB condition
 // expression, a Lua script) must mean. Every backend passes the conformance
 // suite in package idempotency/storetest, which runs each row of

@@ -24,7 +24,8 @@ var (
 	// (DONE or IN_PROGRESS are never reopened), or — with a PrevToken — a
 	// FAILED record of a later claim than the one read, and changed nothing.
 	ErrNotFailed = errors.New("idempotency: record is not FAILED")
-	// ErrStale: the record changed since the caller read it (Amend); nothing
+	// ErrStale: the record changed since the caller read it (Amend,
+	// Collect); nothing
 	// was written.
 	ErrStale = errors.New("idempotency: record changed since it was read")
 	// ErrNotIndexed: the store cannot answer without a scan of every

@@ -47,6 +47,7 @@ const (
 	OpWait     Op = "finish WAITING" // Store.Finish to WAITING: the work runs again at or after a time
 	OpReopen   Op = "reopen"         // Store.Reopen (an operator)
 	OpAmend    Op = "amend"          // Amender.Amend (an operator; optional)
+	OpCollect  Op = "collect"        // Collector.Collect (an operator records a posting; optional)
 )
 
 // Condition is what a transition requires of the record and the request,
@@ -82,6 +83,13 @@ const (
 	Due Condition = "not-before passed by the skew margin, same fingerprint"
 	// NotDue: a WAITING record's not-before is ahead, same fingerprint.
 	NotDue Condition = "not-before ahead, same fingerprint"
+	// OtherGeneration: Collect's Generation is not the record's.
+	OtherGeneration Condition = "another generation than read"
+	// OtherState: Collect's From is not the record's state.
+	OtherState Condition = "another state than read"
+	// Collected: a DONE record under Collect's NewToken (the collect
+	// landed, its answer was lost).
+	Collected Condition = "the collect's new token (it landed)"
 )
 
 // Transition is one row of the state machine: from a state, an operation
@@ -148,6 +156,18 @@ type Transition struct {
 //	FAILED       amend          the record's token                     —            ErrStale
 //	WAITING      amend          the record's token                     —            ErrStale
 //	absent       amend          always                                 —            ErrNotFound
+//	FAILED       collect        the record's token and generation      DONE         new token, posted generation, result, history
+//	WAITING      collect        the record's token and generation      DONE         new token, posted generation, result, history
+//	IN_PROGRESS  collect        lease passed by the margin, token, gen DONE         new token, posted generation, result, history
+//	IN_PROGRESS  collect        lease live                             —            ErrStale (never over a live lease)
+//	FAILED       collect        another token                          —            ErrStale
+//	WAITING      collect        another token                          —            ErrStale
+//	FAILED       collect        another generation than read           —            ErrStale
+//	WAITING      collect        another generation than read           —            ErrStale
+//	WAITING      collect        another state than read                —            ErrStale
+//	DONE         collect        the collect's new token (it landed)    —            nil: the record (a retry of a collect that landed)
+//	DONE         collect        the record's token                     —            ErrStale
+//	absent       collect        always                                 —            ErrNotFound
 var Transitions = []Transition{
 	{StateAbsent, OpClaim, Always, StateInProgress, true, "acquired: attempt 1, generation 1", nil},
 	{StateInProgress, OpClaim, PastRetention, StateInProgress, true, "acquired as a new record: attempt 1, no history", nil},
@@ -199,4 +219,17 @@ var Transitions = []Transition{
 	{StateFailed, OpAmend, OwnToken, StateFailed, false, "the record; stale", ErrStale},
 	{StateWaiting, OpAmend, OwnToken, StateWaiting, false, "the record; stale", ErrStale},
 	{StateAbsent, OpAmend, Always, StateAbsent, false, "not found", ErrNotFound},
+
+	{StateFailed, OpCollect, OwnToken, StateDone, true, "the collected record: new token, the posted generation, result and history", nil},
+	{StateWaiting, OpCollect, OwnToken, StateDone, true, "the collected record: new token, the posted generation, result and history", nil},
+	{StateInProgress, OpCollect, LeasePassed, StateDone, true, "the collected record: new token, the posted generation, result and history", nil},
+	{StateInProgress, OpCollect, LeaseLive, StateInProgress, false, "the record; stale (a live lease is never collected over)", ErrStale},
+	{StateFailed, OpCollect, OtherToken, StateFailed, false, "the record; stale", ErrStale},
+	{StateWaiting, OpCollect, OtherToken, StateWaiting, false, "the record; stale", ErrStale},
+	{StateFailed, OpCollect, OtherGeneration, StateFailed, false, "the record; stale", ErrStale},
+	{StateWaiting, OpCollect, OtherGeneration, StateWaiting, false, "the record; stale", ErrStale},
+	{StateWaiting, OpCollect, OtherState, StateWaiting, false, "the record; stale", ErrStale},
+	{StateDone, OpCollect, Collected, StateDone, false, "nil: the record (a retry of a collect that landed)", nil},
+	{StateDone, OpCollect, OwnToken, StateDone, false, "the record; stale", ErrStale},
+	{StateAbsent, OpCollect, Always, StateAbsent, false, "not found", ErrNotFound},
 }

@@ -213,6 +213,81 @@ type Amender interface {
 	Amend(ctx context.Context, req AmendRequest) (Record, error)
 }
 
+// CollectRequest is an operator's recording of a posting the bank made
+// (reconciliation: a declined generation posted after all, a debit whose
+// consumer died before it recorded it): the very record read — its state,
+// token and generation — becomes DONE in one conditional write, under a
+// token nobody holds, at the generation the bank posted. No lease is taken
+// or given up: a delivery meanwhile either finds the record as read (and
+// the collect lands first, or is refused) or finds it DONE.
+type CollectRequest struct {
+	Key string
+	// From is the state read: FAILED, WAITING, or IN_PROGRESS (then its
+	// lease must have passed by LeaseExpiredBy: never over a live lease).
+	From State
+	// Token is the token of the record read (required).
+	Token string
+	// Generation is the generation read (0 counts as 1).
+	Generation int
+	// LeaseExpiredBy, for From IN_PROGRESS only: the record's LeaseUntil
+	// must be at or before it (Now minus the skew margin).
+	LeaseExpiredBy time.Time
+	// NewToken is written: a token nobody holds (required).
+	NewToken string
+	// PostedGeneration is the generation the bank posted, written as the
+	// record's Generation, so that the record names the bank key collected
+	// (1 or more).
+	PostedGeneration int
+	Status, Detail   string
+	// History replaces the record's.
+	History        []string
+	Now, ExpiresAt time.Time
+}
+
+// Valid reports whether req names what a collect needs: a key, the token
+// read, a new token, a state it may collect from, a posted generation.
+func (req CollectRequest) Valid() bool {
+	switch req.From {
+	case StateFailed, StateWaiting, StateInProgress:
+	default:
+		return false
+	}
+	return req.Key != "" && req.Token != "" && req.NewToken != "" && req.PostedGeneration >= 1
+}
+
+// Allows reports whether req may collect r (a record within retention): r
+// is in req.From (FAILED, WAITING or IN_PROGRESS) under req.Token at
+// req.Generation, and, when IN_PROGRESS, its lease passed by
+// req.LeaseExpiredBy.
+func (req CollectRequest) Allows(r Record) bool {
+	switch req.From {
+	case StateFailed, StateWaiting, StateInProgress:
+	default:
+		return false
+	}
+	return req.Token != "" && r.State == req.From && r.Token == req.Token && max(r.Generation, 1) == max(req.Generation, 1) &&
+		(req.From != StateInProgress || !req.LeaseExpiredBy.Before(r.LeaseUntil))
+}
+
+// Landed reports whether r is what req wrote: DONE under req.NewToken (a
+// retried collect whose answer was lost): Collect answers it as success.
+func (req CollectRequest) Landed(r Record) bool {
+	return req.NewToken != "" && r.State == StateDone && r.Token == req.NewToken
+}
+
+// Collector is an optional Store capability: Collect writes, in one
+// conditional write iff req.Allows the record, state DONE with req's
+// Status, Detail and History, Generation req.PostedGeneration, Token
+// req.NewToken, UpdatedAt req.Now and ExpiresAt req.ExpiresAt, keeping
+// Attempt, Fingerprint, CreatedAt and the reopen audit fields, and returns
+// the record written. A record req.Landed on is returned as written (nil
+// error). A missing record (or one past retention) is ErrNotFound; any
+// other record is ErrStale, with the record, and nothing changes. A
+// request that is not Valid is ErrInvalid.
+type Collector interface {
+	Collect(ctx context.Context, req CollectRequest) (Record, error)
+}
+
 // InternalKeyPrefix begins the keys of the tools' own claims (a notice
 // being sent again: "_renotify/…"), never a charge's: a charge id starts
 // with a letter or a digit. Stuck does not list them — a tool's claim

@@ -21,11 +21,12 @@ import (
 )
 
 // The linearizability check: concurrent clients drive a store with claims,
-// extensions, finishes, operators' reopens and reads on a few hot keys, every call and return is
+// extensions, finishes, operators' reopens and collects and reads on a few hot keys, every call and return is
 // recorded, and porcupine decides whether the history is equivalent to some
 // sequential run of the state machine — the one in idempotency/driver,
 // whose request predicates (ClaimRequest.Allows, FinishRequest.Allows and
-// Landed, ExtendRequest.Allows, ReopenRequest.Allows) are the model's
+// Landed, ExtendRequest.Allows, ReopenRequest.Allows, CollectRequest.Allows
+// and Landed) are the model's
 // rules, so there is no second encoding of them.
 
 // opGet is a read (Store.Get): not a transition, so not a driver.Op.
@@ -39,6 +40,7 @@ type linInput struct {
 	finish driver.FinishRequest
 	extend driver.ExtendRequest
 	reopen driver.ReopenRequest
+	coll   driver.CollectRequest
 	now    time.Time // a read's
 }
 
@@ -46,9 +48,9 @@ type linInput struct {
 // (the call may or may not have taken effect).
 type linOutput struct {
 	unknown bool
-	err     error // nil, ErrLeaseLost, ErrNotFound, ErrNotFailed
+	err     error // nil, ErrLeaseLost, ErrNotFound, ErrNotFailed, ErrStale
 	claim   driver.ClaimResult
-	rec     driver.Record // what a reopen or a read returned
+	rec     driver.Record // what a reopen, a collect or a read returned
 }
 
 // modelRecord is the part of a record the state machine decides on.
@@ -121,7 +123,7 @@ var ClaimModel = porcupine.Model{
 			res = fmt.Sprintf("acquired (reclaimed %v, attempt %d)", out.claim.Reclaimed, out.claim.Record.Attempt)
 		case in.op == driver.OpClaim:
 			res = "refused: " + describeRecord(out.claim.Record)
-		case in.op == driver.OpReopen || in.op == opGet:
+		case in.op == driver.OpReopen || in.op == driver.OpCollect || in.op == opGet:
 			res = describeRecord(out.rec)
 		default:
 			res = "ok"
@@ -131,6 +133,8 @@ var ClaimModel = porcupine.Model{
 			return fmt.Sprintf("%s claim %s %s expiredBy=%d → %s", in.key, short(in.claim.Token), in.claim.Fingerprint, in.claim.LeaseExpiredBy.UnixMilli()%100000, res)
 		case driver.OpReopen:
 			return fmt.Sprintf("%s reopen %s prev=%q → %s", in.key, short(in.reopen.Token), short(in.reopen.PrevToken), res)
+		case driver.OpCollect:
+			return fmt.Sprintf("%s collect %s from %s %s gen %d → %s", in.key, short(in.coll.NewToken), in.coll.From, short(in.coll.Token), in.coll.Generation, res)
 		case opGet:
 			return fmt.Sprintf("%s get → %s", in.key, res)
 		case driver.OpExtend:
@@ -204,6 +208,20 @@ func step(cur *modelRecord, in linInput) (*modelRecord, expected) {
 		n := *cur
 		n.state, n.token, n.leaseUntil, n.expiresAt, n.reopens = driver.StateInProgress, req.Token, req.LeaseUntil.UnixNano(), req.ExpiresAt.UnixNano(), cur.reopens+1
 		return &n, expected{existing: &n}
+	case driver.OpCollect:
+		req := in.coll
+		if cur == nil || cur.record().Expired(req.Now) {
+			return cur, expected{err: driver.ErrNotFound}
+		}
+		if req.Landed(cur.record()) {
+			return cur, expected{existing: cur}
+		}
+		if !req.Allows(cur.record()) {
+			return cur, expected{err: driver.ErrStale, existing: cur}
+		}
+		n := *cur
+		n.state, n.token, n.generation, n.expiresAt = driver.StateDone, req.NewToken, req.PostedGeneration, req.ExpiresAt.UnixNano()
+		return &n, expected{existing: &n}
 	case opGet:
 		if cur == nil || cur.record().Expired(in.now) {
 			return cur, expected{err: driver.ErrNotFound}
@@ -238,13 +256,13 @@ func matches(in linInput, want expected, out linOutput) bool {
 			max(r.Generation, 1) == m.generation
 	}
 	switch in.op {
-	case driver.OpReopen, opGet:
+	case driver.OpReopen, driver.OpCollect, opGet:
 		switch {
 		case want.err == nil:
 			return out.err == nil && same(out.rec, want.existing)
 		case !errors.Is(out.err, want.err):
 			return false
-		case errors.Is(want.err, driver.ErrNotFailed):
+		case errors.Is(want.err, driver.ErrNotFailed), errors.Is(want.err, driver.ErrStale):
 			return same(out.rec, want.existing)
 		}
 		return true
@@ -402,7 +420,7 @@ const (
 // callKinds are the kinds of call (see kind) every Linearizable run must
 // have made, or it checked nothing that matters.
 func callKinds() []string {
-	return []string{"acquired", "reclaimed", "resumed", "refused", "lease lost", "finished", "waited", "reopened", "reopen refused", "read", "unknown"}
+	return []string{"acquired", "reclaimed", "resumed", "refused", "lease lost", "finished", "waited", "reopened", "reopen refused", "collected", "collect refused", "read", "unknown"}
 }
 
 // missingKinds returns the callKinds not in seen, in their order.
@@ -419,7 +437,8 @@ func missingKinds(seen map[string]int) []string {
 // definite reports whether err is one of the state machine's answers (as
 // opposed to a store that could not be reached).
 func definite(err error) bool {
-	return errors.Is(err, driver.ErrLeaseLost) || errors.Is(err, driver.ErrNotFound) || errors.Is(err, driver.ErrNotFailed)
+	return errors.Is(err, driver.ErrLeaseLost) || errors.Is(err, driver.ErrNotFound) || errors.Is(err, driver.ErrNotFailed) ||
+		errors.Is(err, driver.ErrStale)
 }
 
 // kind names what a recorded call did, for the run's tally.
@@ -436,6 +455,10 @@ func kind(op porcupine.Operation) string {
 		return "reopened"
 	case in.op == driver.OpReopen:
 		return "reopen refused"
+	case in.op == driver.OpCollect && out.err == nil:
+		return "collected"
+	case in.op == driver.OpCollect:
+		return "collect refused"
 	case in.op != driver.OpClaim:
 		switch in.op {
 		case driver.OpExtend:
@@ -461,7 +484,9 @@ func kind(op porcupine.Operation) string {
 // reclaims only past a skew margin of its own (0 or 1 ms), abandons a
 // lease now and then (never finishes it), now and then claims
 // with another payload's fingerprint, reads, reopens a FAILED record it saw
-// (as an operator does: fenced on the token it read, or not), and loses a
+// (as an operator does: fenced on the token it read, or not), collects a
+// FAILED, WAITING or IN_PROGRESS record it saw (fenced on its state, token
+// and generation, as reconciliation does), and loses a
 // fraction of the store's answers after the call took effect.
 func RecordHistory(ctx context.Context, s driver.Store, prefix string, o LinearizableOptions, rng *rand.Rand) []porcupine.Operation {
 	var (
@@ -484,15 +509,32 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 			// configured apart would).
 			margin := time.Duration(r.IntN(2)) * time.Millisecond
 			now := func(step int) time.Time { return base.Add(offset + time.Duration(step)*time.Millisecond) }
-			held := map[string]string{}   // key → token this client believes it holds
-			failed := map[string]string{} // key → token of a FAILED record it saw
+			held := map[string]string{}        // key → token this client believes it holds
+			failed := map[string]string{}      // key → token of a FAILED record it saw
+			seen := map[string]driver.Record{} // key → a collectable record it saw
+			saw := func(key string, rec driver.Record) {
+				switch rec.State {
+				case driver.StateFailed, driver.StateWaiting, driver.StateInProgress:
+					seen[key] = rec
+				}
+			}
 			for i := range o.Ops {
 				key := fmt.Sprintf("%s-%d", prefix, r.IntN(o.Keys))
 				t := now(i * 2)
 				var in linInput
 				tok, ok := held[key]
 				prev, sawFailed := failed[key]
+				read, sawRecord := seen[key]
 				switch {
+				case !ok && sawRecord && r.IntN(3) == 0:
+					delete(seen, key)
+					gen := read.Generation
+					if r.IntN(6) == 0 {
+						gen++ // not the generation read: refused
+					}
+					in = linInput{op: driver.OpCollect, key: key, coll: driver.CollectRequest{Key: key, From: read.State, Token: read.Token,
+						Generation: gen, LeaseExpiredBy: t.Add(-margin), NewToken: fmt.Sprintf("k%d-%d-%x", c, i, r.Uint32()),
+						PostedGeneration: 1 + r.IntN(2), Status: "DEBITED", Now: t, ExpiresAt: t.Add(time.Hour)}}
 				case !ok && sawFailed && r.IntN(2) == 0:
 					if r.IntN(3) == 0 {
 						prev = "" // an unfenced reopen
@@ -546,12 +588,25 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 					if err == nil && out.claim.Record.State == driver.StateFailed {
 						failed[key] = out.claim.Record.Token
 					}
+					if err == nil && !out.claim.Acquired {
+						saw(key, out.claim.Record)
+					}
 				case driver.OpReopen:
 					out.rec, err = s.Reopen(ctx, in.reopen)
+				case driver.OpCollect:
+					co, can := s.(driver.Collector)
+					if !can {
+						err = errors.New("the store does not collect (driver.Collector)")
+						break
+					}
+					out.rec, err = co.Collect(ctx, in.coll)
 				case opGet:
 					out.rec, err = s.Get(ctx, key, t)
 					if err == nil && out.rec.State == driver.StateFailed {
 						failed[key] = out.rec.Token
+					}
+					if err == nil {
+						saw(key, out.rec)
 					}
 				case driver.OpExtend:
 					err = s.Extend(ctx, in.extend)

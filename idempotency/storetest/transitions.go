@@ -75,6 +75,10 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 		fp = fpB
 	case driver.OtherToken:
 		token = "not-the-records-token"
+	case driver.OwnToken, driver.OtherGeneration, driver.OtherState, driver.Collected:
+		if row.Op == driver.OpCollect && before.State == driver.StateInProgress {
+			e.clock.Advance(Lease) // a collect never takes a live lease
+		}
 	case driver.Always:
 		if token == "" {
 			token = "some-token"
@@ -141,6 +145,47 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 			from = "ANOTHER_STATUS"
 		}
 		_, err = am.Amend(ctx, driver.AmendRequest{Key: e.key, Token: token, FromStatus: from, Status: "DEBITED", Detail: "amended", Now: now})
+	case driver.OpCollect:
+		co, ok := e.s.(driver.Collector)
+		if !ok {
+			t.Fatalf("the store does not collect: every store implements driver.Collector")
+		}
+		req := driver.CollectRequest{Key: e.key, From: row.From, Token: token, Generation: before.Generation, LeaseExpiredBy: now,
+			NewToken: fresh, PostedGeneration: 1, Status: "DEBITED", Detail: "collected by the row", History: []string{"generation 1: declined", "collected"},
+			Now: now, ExpiresAt: now.Add(Retention)}
+		switch row.When {
+		case driver.OtherGeneration:
+			req.Generation = before.Generation + 1
+		case driver.OtherState:
+			req.From = driver.StateFailed
+		case driver.Collected:
+			// The retry of the collect that landed: its new token is the record's.
+			req.From, req.NewToken = driver.StateWaiting, before.Token
+		case driver.Always:
+			req.From = driver.StateFailed
+		}
+		if row.From == driver.StateDone && row.When == driver.OwnToken {
+			req.From = driver.StateFailed // the token read, but the record is DONE now
+		}
+		var got driver.Record
+		got, err = co.Collect(ctx, req)
+		if err == nil && got.State != driver.StateDone {
+			t.Fatalf("Collect returned %+v, want the DONE record", got)
+		}
+		if row.Err != nil && errors.Is(err, driver.ErrStale) && got.Token != before.Token {
+			t.Fatalf("a refused Collect returned %+v, want the record as it is", got)
+		}
+		if err == nil && row.Writes {
+			w := e.get(t)
+			if w.Token != fresh || w.Generation != 1 || w.Status != "DEBITED" || w.Detail != "collected by the row" || len(w.History) != 2 ||
+				w.History[1] != "collected" || w.Attempt != before.Attempt || w.Fingerprint != before.Fingerprint ||
+				!w.CreatedAt.Equal(before.CreatedAt) || !w.ExpiresAt.Equal(now.Add(Retention)) || w.Reopens != before.Reopens {
+				t.Fatalf("after a collect the record is %+v, want DONE under the new token, generation 1 (the posted), the result and history, attempt, fingerprint, CreatedAt and reopens kept (was %+v)", w, before)
+			}
+			if w.Token != got.Token || w.Generation != got.Generation || !w.UpdatedAt.Equal(got.UpdatedAt) {
+				t.Fatalf("Collect returned %+v, the store holds %+v", got, w)
+			}
+		}
 	default:
 		t.Fatalf("no case for operation %q", row.Op)
 	}
@@ -161,7 +206,7 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 	switch {
 	case !row.Writes && (after.Token != before.Token || !after.UpdatedAt.Equal(before.UpdatedAt) || after.Status != before.Status):
 		t.Fatalf("a refused %s changed the record: %+v, was %+v", row.Op, after, before)
-	case row.Writes && (row.Op == driver.OpClaim || row.Op == driver.OpReopen) && after.Token != fresh:
+	case row.Writes && (row.Op == driver.OpClaim || row.Op == driver.OpReopen || row.Op == driver.OpCollect) && after.Token != fresh:
 		t.Fatalf("after %s the token is %q, want the request's", row.Op, after.Token)
 	case row.Writes && !after.UpdatedAt.Equal(now):
 		t.Fatalf("after %s UpdatedAt = %v, want %v", row.Op, after.UpdatedAt, now)

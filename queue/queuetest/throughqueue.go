@@ -43,6 +43,7 @@ type operatorStore interface {
 	driver.Purger
 	driver.StateCounter
 	driver.Amender
+	driver.Collector
 	driver.ResultLister
 	driver.StateLister
 }

@@ -468,7 +468,8 @@ func (be Backend) reconcile(ctx context.Context, p Proposal, batch []Target, ope
 			out[t.Key()] = o
 		case err == nil:
 			out[t.Key()] = Outcome{Result: "resolved", Why: "the " + string(res.Break.Kind) + " break is marked resolved"}
-		case errors.Is(err, reconcile.ErrBreakChanged), errors.Is(err, reconcile.ErrNoBreak), errors.Is(err, reconcile.ErrAmbiguous):
+		case errors.Is(err, reconcile.ErrBreakChanged), errors.Is(err, reconcile.ErrNoBreak), errors.Is(err, reconcile.ErrAmbiguous),
+			errors.Is(err, reconcile.ErrChanged), errors.Is(err, reconcile.ErrNotCollectable):
 			out[t.Key()] = Outcome{Result: "held back", Why: "the break changed since it was proposed: " + charge.Clip(charge.MaskText(err.Error()), 250)}
 		default:
 			out[t.Key()] = Outcome{Result: "failed", Why: charge.Clip(charge.MaskText(err.Error()), 300)}
