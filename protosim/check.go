@@ -95,9 +95,6 @@ func (s *Sim) check(ctx context.Context) {
 	if n := s.q.Len(); n > 0 {
 		s.violate("(c) %d message(s) still on the queue at the end", n)
 	}
-	if c := s.q.Counts(); c.Expired > 0 {
-		s.violate("(c) %d message(s) deleted by the queue's retention", c.Expired)
-	}
 	for _, c := range s.charges {
 		rec, err := s.inner.Get(ctx, c.ID, s.now)
 		switch {
@@ -115,9 +112,14 @@ func (s *Sim) check(ctx context.Context) {
 		case onDLQ[c.ID]:
 			// On the DLQ: a person decides (redrive).
 		default:
-			s.violate("(c) %s ends %s (generation %d, until %s) with nothing to bring it back", c.ID, rec.State, rec.Generation, rec.LeaseUntil.Sub(s.start))
+			lost := ""
+			if n := s.q.Counts().Expired; n > 0 {
+				lost = fmt.Sprintf(" (%d message(s) deleted by the queue's retention)", n)
+			}
+			s.violate("(c) %s ends %s (generation %d, until %s) with nothing to bring it back%s", c.ID, rec.State, rec.Generation, rec.LeaseUntil.Sub(s.start), lost)
 		}
 	}
+	s.checkApprovals()
 	// (f) a resolved break stays resolved: the statement reconciled once
 	// more at the end has no break for a charge an operator collected.
 	opts, read := s.reconcileOptions()

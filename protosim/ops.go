@@ -198,6 +198,7 @@ func (s *Sim) reopen(ctx context.Context, a *actor, t *opTask) error {
 	o := operate.RedriveAt(s.now, retention)
 	o.Match = operate.ChargeMatch([]string{id})
 	_, err = s.q.Redrive(ctx, o)
+	s.nudge()
 	return err
 }
 

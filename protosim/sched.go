@@ -72,6 +72,8 @@ type actor struct {
 	// task numbers the operator task under way, for the invariants that
 	// look at what one task left behind.
 	task int
+	// proposal is the approval whose run the actor is in ("" none).
+	proposal string
 }
 
 func actorOf(ctx context.Context) *actor {

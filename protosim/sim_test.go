@@ -24,10 +24,21 @@ var (
 
 func memory() (driver.Store, func(), error) { return memstore.New(), func() {}, nil }
 
-// sqliteStores opens a fresh SQLite database per run, in the test's
-// temporary directory.
+// simDir is where the runs' approval files go: in memory (/dev/shm)
+// where the machine has it, so that their fsyncs cost nothing, else the
+// test's temporary directory.
+func simDir(tb testing.TB) string {
+	if dir, err := os.MkdirTemp("/dev/shm", "protosim-"); err == nil {
+		tb.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	return tb.TempDir()
+}
+
+// sqliteStores opens a fresh SQLite database per run (in simDir: the
+// store is SQLite's own code either way).
 func sqliteStores(t *testing.T) func() (driver.Store, func(), error) {
-	dir := t.TempDir()
+	dir := simDir(t)
 	n := 0
 	return func() (driver.Store, func(), error) {
 		n++
@@ -40,13 +51,15 @@ func sqliteStores(t *testing.T) func() (driver.Store, func(), error) {
 	}
 }
 
-// BenchmarkSimulate runs seeds on the in-memory store without traces:
-// the budget the simulator has (issue 50 asks 10,000 runs a minute).
+// BenchmarkSimulate runs seeds on the in-memory store without traces,
+// approvals (and their files) in the mix as TestSimulate runs them: the
+// budget the simulator has (issue 50 asks 10,000 runs a minute).
 func BenchmarkSimulate(b *testing.B) {
 	var sd uint64
+	dir := simDir(b)
 	for b.Loop() {
 		sd++
-		if r := Run(b.Context(), Config{Seed: sd, NewStore: memory, NoTrace: true}); r.Err != nil {
+		if r := Run(b.Context(), Config{Seed: sd, NewStore: memory, NoTrace: true, Dir: dir}); r.Err != nil {
 			b.Fatal(r.Err)
 		}
 	}
@@ -66,7 +79,7 @@ func TestSimulate(t *testing.T) {
 	for _, b := range backends {
 		name := b.name
 		t.Run(name, func(t *testing.T) {
-			newStore := b.newStore(t)
+			newStore, dir := b.newStore(t), simDir(t)
 			from, n := *first, uint64(max(*seeds/b.share, 1))
 			if *seed != 0 {
 				from, n = *seed, 1
@@ -75,7 +88,7 @@ func TestSimulate(t *testing.T) {
 			var failed int
 			firstOf, count := map[string]uint64{}, map[string]int{}
 			for sd := from; sd < from+n; sd++ {
-				r := Run(t.Context(), Config{Seed: sd, NewStore: newStore})
+				r := Run(t.Context(), Config{Seed: sd, NewStore: newStore, Dir: dir})
 				if !r.Failed() {
 					if *verbose || *seed != 0 {
 						t.Logf("%s", r.Report())
@@ -111,11 +124,13 @@ func TestPlantedDefects(t *testing.T) {
 		{PlantAckOnRetry, "(c)"},
 		{PlantMarkNotCollect, "(f)"},
 		{PlantLeaveClaim, "(g)"},
+		{PlantLambdaKeepsAge, "(c)"},
 	} {
 		t.Run(tt.plant, func(t *testing.T) {
+			dir := simDir(t)
 			const budget = 400
 			for sd := uint64(1); sd <= budget; sd++ {
-				r := Run(t.Context(), Config{Seed: sd, NewStore: memory, Plant: tt.plant})
+				r := Run(t.Context(), Config{Seed: sd, NewStore: memory, Plant: tt.plant, Dir: dir})
 				if slices.Contains(r.Classes(), tt.class) {
 					t.Logf("%s caught by %s at seed %d: %s", tt.plant, tt.class, sd, r.Violations[0])
 					return

@@ -90,6 +90,9 @@ func (w *store) Reopen(ctx context.Context, req driver.ReopenRequest) (driver.Re
 		rec, err := w.inner.Reopen(ctx, req)
 		if err == nil {
 			w.s.wrote(ctx, req.Key, req.Token, "reopen", req.LeaseUntil)
+			if a := actorOf(ctx); a != nil && a.proposal != "" {
+				w.s.movedByApproval(a.proposal, req.Key)
+			}
 		}
 		w.s.tracef("%s: reopen %s gen %d → %v", who(ctx), req.Key, req.Generation, errText(err))
 		return rec, err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -17,8 +19,10 @@ import (
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/lambdasqs"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
+	"github.com/finedge/idempotent-consumer/service/approval"
 )
 
 // Config is one simulation run: the seed draws everything else (how many
@@ -41,6 +45,10 @@ type Config struct {
 	MaxSteps int
 	// NoTrace keeps no trace (benchmarks).
 	NoTrace bool
+	// Dir, when set, is a directory for the files of the runs that bring
+	// approvals in (a third of them: an audit trail and its proposals,
+	// removed after the run); "" leaves approvals out.
+	Dir string
 	// Plant plants a defect, to show that an invariant catches it (""
 	// none): PlantBankIgnoresKeys, PlantAnyNewAttempt, PlantAckOnRetry,
 	// PlantMarkNotCollect, PlantLeaveClaim.
@@ -62,6 +70,11 @@ const (
 	// PlantLeaveClaim: an operator's command claims a charge and returns
 	// without finishing: (g).
 	PlantLeaveClaim = "leave-claim"
+	// PlantLambdaKeepsAge: the Lambda hides a waiting message 12 hours
+	// at a time and never starts it over, so the message keeps its age
+	// (its start comparing only the sum of the waits with the retention,
+	// as the first fix of issue 50's defect 5 did): (c).
+	PlantLambdaKeepsAge = "lambda-keeps-age"
 )
 
 func (c *Config) defaults() {
@@ -108,7 +121,13 @@ type Sim struct {
 	respawn  func(*actor)
 
 	storeAwayUntil time.Time
+	// pausedUntil: no consumer receives before then (a posting window
+	// closed, the bank's circuit open): messages age on the queue.
+	pausedUntil time.Time
 	again          int // PlantBankIgnoresKeys's postings
+	closers        []func()
+	book           *approval.Book
+	trailPath      string
 
 	inner   driver.Store
 	store   *store
@@ -120,6 +139,11 @@ type Sim struct {
 	svc     *charge.Service
 	charges []charge.Charge
 	waitCap time.Duration // the longest a wait hides a message at a time
+	// lambda: the consumer is the Lambda (lambdasqs): a wait hides the
+	// message at most lambdasqs.WaitVisibility at a time; keepsAge: it
+	// never starts a waiting message over (PlantLambdaKeepsAge), so the
+	// message keeps its age and its receive count.
+	lambda, keepsAge bool
 
 	w world // what happened, for the invariants
 }
@@ -135,8 +159,8 @@ type world struct {
 	// collected: when an operator's resolve first recorded a charge's
 	// posting as collected (the charge must never be debited after it).
 	collected map[string]time.Time
-	// reopens by approval runs: (proposal, charge) → count.
-	approvalReopens map[string]int
+	// reopens by approval runs, by proposal and charge.
+	approvalReopens map[string]*approvalMove
 	ops             []string // what the operators did, for the trace's end
 	violations      []string
 }
@@ -253,7 +277,15 @@ func Run(ctx context.Context, cfg Config) Result {
 		return res
 	}
 	defer closeStore()
-	s.cast()
+	defer func() {
+		for _, c := range s.closers {
+			c()
+		}
+	}()
+	if err := s.cast(); err != nil {
+		res.Err = err
+		return res
+	}
 	err = s.run()
 	if err == nil {
 		s.check(ctx)
@@ -283,15 +315,12 @@ func newSim(ctx context.Context, cfg Config) (*Sim, func(), error) {
 	}
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := &Sim{cfg: cfg, ctx: ctx, rng: newRand(cfg.Seed), start: start, now: start, inner: inner,
-		w: world{tokens: map[string]tokenNote{}, latePosted: map[string]bool{}, collected: map[string]time.Time{}, approvalReopens: map[string]int{}}}
+		w: world{tokens: map[string]tokenNote{}, latePosted: map[string]bool{}, collected: map[string]time.Time{}, approvalReopens: map[string]*approvalMove{}}}
 	s.store = &store{s: s, inner: inner}
 	s.ledger = corebanksim.NewLedger(corebanksim.Faults{})
 	s.ledger.SetClock(func() time.Time { return s.now })
 	s.bank = &bank{s: s, ledger: s.ledger}
 	s.waitCap = consumer.MaxVisibility
-	dlq := memqueue.New(memqueue.Options{Now: s.clock, WaitTime: time.Nanosecond})
-	s.q = memqueue.New(memqueue.Options{Now: s.clock, WaitTime: time.Nanosecond, VisibilityTimeout: visibility, MaxReceiveCount: 10, DLQ: dlq,
-		Retention: 4 * 24 * time.Hour})
 	s.fp, err = idempotency.NewFingerprinter([]byte("protosim fingerprint key, 32 bytes or more"))
 	if err != nil {
 		closeStore()
@@ -329,13 +358,38 @@ func newSim(ctx context.Context, cfg Config) (*Sim, func(), error) {
 	if s.rng.IntN(4) == 0 {
 		lead = time.Duration(1+s.rng.IntN(24)) * time.Hour // notice-first
 	}
+	policy := &charge.RetryPolicy{Rules: rules, Jitter: charge.NoJitter}
 	s.svc, err = charge.NewService(charge.Options{Guard: s.guard, Debiter: s.bank, Notifier: notifier{s}, Fingerprints: s.fp,
-		Retry: &charge.RetryPolicy{Rules: rules, Jitter: charge.NoJitter}, FinishAttempts: 2, Logger: discard, NoticeLead: lead})
+		Retry: policy, FinishAttempts: 2, Logger: discard, NoticeLead: lead})
 	if err != nil {
 		closeStore()
 		return nil, nil, err
 	}
-	s.tracef("setup: %d charges, retry %s, notice lead %s, accounts %s", n, rules[0], lead, declineText(declines))
+	// The queue: serve's consumer or the Lambda, a retention and a redrive
+	// policy as a deployment sets them; the consumer's start refuses a
+	// recovery policy whose waits the queue cannot keep, and the operator
+	// then raises the retention (SQS's most, 14 days).
+	s.lambda = s.rng.IntN(2) == 0
+	keep := []time.Duration{2 * 24 * time.Hour, 4 * 24 * time.Hour, 14 * 24 * time.Hour}[s.rng.IntN(3)]
+	const maxReceives = 10
+	var waits []time.Duration // as the consumers' starts count them: the notice's lead, then the retries
+	if lead > 0 {
+		waits = append(waits, lead)
+	}
+	waits = append(waits, policy.LongestWaits()...)
+	s.keepsAge = s.lambda && cfg.Plant == PlantLambdaKeepsAge
+	if err := queue.CheckWaitWithinQueue(waits, keep, maxReceives, queue.MaxVisibility, !s.keepsAge); err != nil {
+		s.tracef("setup: the consumer refuses to start (%v); the queue's retention is raised to 14 days", err)
+		keep = 14 * 24 * time.Hour
+	}
+	dlq := memqueue.New(memqueue.Options{Now: s.clock, WaitTime: time.Nanosecond})
+	s.q = memqueue.New(memqueue.Options{Now: s.clock, WaitTime: time.Nanosecond, VisibilityTimeout: visibility, MaxReceiveCount: maxReceives, DLQ: dlq,
+		Retention: keep})
+	consumerName := "serve"
+	if s.lambda {
+		consumerName = "the Lambda"
+	}
+	s.tracef("setup: %d charges, retry %s, notice lead %s, accounts %s; %s on a queue keeping messages %s", n, rules[0], lead, declineText(declines), consumerName, keep)
 	return s, closeStore, nil
 }
 
@@ -343,7 +397,7 @@ func (s *Sim) clock() time.Time { return s.now }
 
 // cast starts the actors: the producer, two deliverers, the bank's late
 // bookings, and the operators the seed draws.
-func (s *Sim) cast() {
+func (s *Sim) cast() error {
 	s.spawn("producer", kindProducer, s.producer)
 	deliverers := 0
 	newDeliverer := func() {
@@ -361,6 +415,18 @@ func (s *Sim) cast() {
 	if s.rng.IntN(2) == 0 {
 		ops = append(ops, s.reopenerScript("reopener"))
 	}
+	if s.cfg.Dir != "" && s.rng.IntN(3) == 0 {
+		dir := filepath.Join(s.cfg.Dir, fmt.Sprintf("run-%d", s.cfg.Seed))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		s.closers = append(s.closers, func() { os.RemoveAll(dir) })
+		o, err := s.approvalsScript(dir)
+		if err != nil {
+			return err
+		}
+		ops = append(ops, o)
+	}
 	for _, o := range ops {
 		s.spawnOperator(o)
 	}
@@ -376,6 +442,7 @@ func (s *Sim) cast() {
 			}
 		}
 	}
+	return nil
 }
 
 // producer sends every charge's event once, and some twice (a duplicate
@@ -407,6 +474,7 @@ func (s *Sim) producer(ctx context.Context, a *actor) {
 		if _, err := s.q.Send(ctx, body, nil); err != nil {
 			panic(err)
 		}
+		s.nudge()
 		s.tracef("producer: sent %s", sd.c.ID)
 	}
 }
@@ -423,6 +491,12 @@ func (s *Sim) deliverer(ctx context.Context, a *actor) {
 		if _, err := s.gate(ctx, "queue.Receive"); err != nil {
 			return
 		}
+		if s.now.Before(s.pausedUntil) && !s.final {
+			if err := s.sleep(ctx, s.pausedUntil); err != nil {
+				return
+			}
+			continue
+		}
 		var msgs []queue.Message
 		next, ok := s.q.NextVisible()
 		if ok && !next.After(s.now) {
@@ -432,7 +506,9 @@ func (s *Sim) deliverer(ctx context.Context, a *actor) {
 		}
 		if len(msgs) == 0 {
 			if !ok || !next.After(s.now) {
-				next = s.now.Add(time.Duration(1+s.rng.IntN(600)) * time.Second)
+				// Nothing held: asleep until a send or a redrive wakes it
+				// (nudge), or a day.
+				next = s.now.Add(24 * time.Hour)
 			}
 			if err := s.sleep(ctx, next); err != nil {
 				return
@@ -490,7 +566,10 @@ func (s *Sim) settle(ctx context.Context, m queue.Message, dec consumer.Decision
 // of SQS; received before, a copy carrying the not-before is sent and the
 // original deleted (the copy starts a new age and receive count).
 func (s *Sim) wait(ctx context.Context, m queue.Message, until time.Time) {
-	if m.ReceiveCount > 1 {
+	if s.lambda {
+		s.waitCap = lambdasqs.WaitVisibility(s.now.Add(queue.MaxVisibility), s.now, s.now)
+	}
+	if m.ReceiveCount > 1 && !s.keepsAge {
 		attrs := queue.OriginalAttributes(m.Attributes)
 		if attrs == nil {
 			attrs = map[string]string{}
@@ -552,14 +631,30 @@ func declineText(m map[string]string) string {
 	return strings.Join(out, ", ")
 }
 
-// outages take the store away for a while, once or twice: every call
-// fails until it is back.
+// outages take the store away for a while (every call fails until it is
+// back), or pause the consumers (a posting window closed, the bank's
+// circuit open: nothing is received, messages age): a few times a run.
 func (s *Sim) outages(ctx context.Context, a *actor) {
-	for range s.rng.IntN(3) {
+	for range s.rng.IntN(4) {
 		if err := s.sleep(ctx, s.now.Add(time.Duration(s.rng.IntN(48*60))*time.Minute)); err != nil {
 			return
 		}
-		s.storeAwayUntil = s.now.Add(time.Duration(10+s.rng.IntN(900)) * time.Second)
-		s.tracef("weather: the store is away until %s", s.storeAwayUntil.Sub(s.start))
+		if s.rng.IntN(2) == 0 {
+			s.storeAwayUntil = s.now.Add(time.Duration(10+s.rng.IntN(900)) * time.Second)
+			s.tracef("weather: the store is away until %s", s.storeAwayUntil.Sub(s.start))
+			continue
+		}
+		s.pausedUntil = s.now.Add(time.Duration(2+s.rng.IntN(19)) * time.Hour)
+		s.tracef("weather: no consumer receives until %s", s.pausedUntil.Sub(s.start))
+	}
+}
+
+// nudge wakes the idle deliverers: a message was sent or redriven (a
+// consumer long-polling the queue sees it at once).
+func (s *Sim) nudge() {
+	for _, a := range s.actors {
+		if a.kind == kindDeliverer && a.idle && a.wake.After(s.now) {
+			a.wake = s.now
+		}
 	}
 }
