@@ -124,10 +124,10 @@ type Sim struct {
 	// pausedUntil: no consumer receives before then (a posting window
 	// closed, the bank's circuit open): messages age on the queue.
 	pausedUntil time.Time
-	again          int // PlantBankIgnoresKeys's postings
-	closers        []func()
-	book           *approval.Book
-	trailPath      string
+	again       int // PlantBankIgnoresKeys's postings
+	closers     []func()
+	book        *approval.Book
+	trailPath   string
 
 	inner   driver.Store
 	store   *store
