@@ -86,7 +86,7 @@ func TestSimulate(t *testing.T) {
 			}
 			start := time.Now()
 			var failed int
-			firstOf, count := map[string]uint64{}, map[string]int{}
+			firstOf, count, foundAfter := map[string]uint64{}, map[string]int{}, map[string]time.Duration{}
 			for sd := from; sd < from+n; sd++ {
 				r := Run(t.Context(), Config{Seed: sd, NewStore: newStore, Dir: dir})
 				if !r.Failed() {
@@ -101,12 +101,12 @@ func TestSimulate(t *testing.T) {
 				}
 				for _, c := range r.Classes() {
 					if count[c]++; count[c] == 1 {
-						firstOf[c] = sd
+						firstOf[c], foundAfter[c] = sd, time.Since(start)
 					}
 				}
 			}
 			for _, c := range slices.Sorted(maps.Keys(count)) {
-				t.Errorf("%s: %d seed(s), first %d", c, count[c], firstOf[c])
+				t.Errorf("%s: %d seed(s), first %d, found after %s", c, count[c], firstOf[c], foundAfter[c].Round(time.Millisecond))
 			}
 			t.Logf("%s: %d seeds in %s, %d failed", name, n, time.Since(start).Round(time.Millisecond), failed)
 		})
