@@ -72,6 +72,21 @@ func (s *Sim) approvalsScript(dir string) (*opScript, error) {
 	return o, nil
 }
 
+// executor is the approval.Backend the run executes through, with a gate
+// after each batch's actions and before Book.Run saves their outcomes:
+// a process may die there (the save is a write to the disk like any
+// other call), and the resumed run finds the batch acted on and not saved.
+type executor struct {
+	s  *Sim
+	be approval.Backend
+}
+
+func (e executor) Execute(ctx context.Context, p approval.Proposal, batch []approval.Target, who approval.Actor) map[string]approval.Outcome {
+	out := e.be.Execute(ctx, p, batch, who)
+	_, _ = e.s.gate(ctx, "approvals.save "+p.ID)
+	return out
+}
+
 func (s *Sim) backend() approval.Backend {
 	return approval.Backend{Queue: ops{s, s.q}, Store: s.store, Retention: retention, Guard: s.guard, Fingerprints: s.fp, SkewMargin: skew, Now: s.clock}
 }
@@ -107,7 +122,7 @@ func (s *Sim) bulkReopen(ctx context.Context, a *actor, t *opTask) error {
 	}
 	a.proposal = t.target
 	defer func() { a.proposal = "" }()
-	p, err := s.book.Run(ctx, t.target, ivan, be, nil)
+	p, err := s.book.Run(ctx, t.target, ivan, executor{s, be}, nil)
 	if errors.Is(err, approval.ErrState) {
 		return nil // done, or expired: nothing more to run
 	}
