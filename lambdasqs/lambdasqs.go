@@ -61,17 +61,40 @@
 // # Waiting
 //
 // A record whose key waits (idempotency.Waiting: a charge whose next
-// attempt is scheduled, the record WAITING until T) is named in
-// batchItemFailures and, with Options.ChangeVisibility, made invisible
-// until T, at most 12 hours at a time (SQS's ceiling, counted from the
-// receive: less the batching window's 5 minutes and the invocation's time
-// so far). On Lambda a wait costs one receive, one invocation and one
-// visibility change per 12 hours of waiting, and each of those receives
-// counts toward the queue's maxReceiveCount: a wait longer than
-// (maxReceiveCount − 1) × 12 hours reaches the DLQ by the redrive policy
-// (the consumer runtime, which can send, requeues a waiting message
-// instead). Without ChangeVisibility the record comes back after the
-// queue's visibility timeout, as one to retry.
+// attempt is scheduled, the record WAITING until T) waits on the queue
+// as serve's consumer runtime keeps it, without moving toward the DLQ or
+// toward the queue's retention. On its first receive
+// (ApproximateReceiveCount 1) it is named in batchItemFailures and, with
+// Options.ChangeVisibility, made invisible until T, at most 12 hours at a
+// time (SQS's ceiling, counted from the receive: less the batching
+// window's 5 minutes and the invocation's time so far). Received before
+// (StartsOver), it is started over with Options.Requeue: a copy carrying
+// queue.NotBeforeAttribute (T) is sent to the source queue and the
+// original is left out of batchItemFailures, so the copy starts a new age
+// and a receive count of 0; a copy that cannot be sent falls back to the
+// hide. A record whose not-before is still ahead is not processed (no
+// claim, no store request): it waits again by the same rule.
+//
+// On Lambda 12 hours of waiting cost two receives and two invocations
+// (the copy's first, which hides it, and its second, which starts it over),
+// one visibility change, one send and one delete (two: RequeueTo deletes
+// the original, and so does the mapping). The only hide of a message is
+// within 12 hours of its receive, so the queue's MessageRetentionPeriod
+// must be longer than one hide (HideStep, or the longest wait if shorter)
+// and its maxReceiveCount at least 2 (queue.CheckWaitWithinQueue with
+// resetsAge); the schedule's sum is then not bounded by the queue.
+// Without Requeue the message keeps its age and its receive count across
+// every wait: a wait longer than (maxReceiveCount − 1) × 12 hours reaches
+// the DLQ by the redrive policy, and one that, with the message's age when
+// it began, passes the retention is deleted by SQS with its record left
+// waiting. Without ChangeVisibility a first receive's wait comes back
+// after the queue's visibility timeout, as one to retry.
+//
+// On a FIFO queue a waiting record is always hidden, never requeued: a
+// copy would go behind the later messages of its group (and need its own
+// MessageGroupId and deduplication id, which the source queue's Send does
+// not give), breaking the group's order. There the wait keeps the
+// message's age and receive count, as above.
 //
 // # FIFO queues
 //
@@ -113,9 +136,11 @@ const (
 	// (Options.DeadLetter) or named in batchItemFailures for the queue's
 	// redrive policy.
 	Permanent
-	// Wait: not to run before Verdict.Until (the key is WAITING); named
-	// in batchItemFailures and made invisible until then
-	// (Options.ChangeVisibility), at most 12 hours at a time.
+	// Wait: not to run before Verdict.Until (the key is WAITING). On a
+	// first receive named in batchItemFailures and made invisible until
+	// then (Options.ChangeVisibility), at most 12 hours at a time;
+	// received before, started over (Options.Requeue): a copy with the
+	// not-before is sent and the record left out of batchItemFailures.
 	Wait
 )
 
@@ -165,6 +190,9 @@ const (
 	CodeDupFailed   queue.Code = "duplicate_failed"
 	CodeConflict    queue.Code = "conflict"
 	CodeWaiting     queue.Code = "waiting"
+	// CodeNotBefore: a record whose queue.NotBeforeAttribute is still
+	// ahead, waiting again without being processed.
+	CodeNotBefore queue.Code = "not_before"
 )
 
 // Options configure a batch handler. MinWork is required.
@@ -209,6 +237,19 @@ type Options struct {
 	// failure is logged, and the record comes back after the queue's
 	// visibility timeout. Nil: every Wait comes back after it.
 	ChangeVisibility func(ctx context.Context, m events.SQSMessage, d time.Duration) error
+	// Requeue, when set, starts over a record that waits (Wait) and was
+	// received before (StartsOver: ApproximateReceiveCount > 1): it sends
+	// a copy of m to the source queue, its body and CopyAttributes(m,
+	// until) (its attributes and queue.NotBeforeAttribute), and returns
+	// nil once the copy is sent; the record is then left out of
+	// batchItemFailures and the mapping deletes it. It should delete m
+	// itself too (RequeueTo does, by MessageOf's receipt), as DeadLetter
+	// should: otherwise a batch that fails whole (WholeBatchOnFailure)
+	// brings the original back beside its copy. An error means no copy was
+	// sent: the record is hidden instead (ChangeVisibility) and named.
+	// It is bounded as a DeadLetter send is, and never used on a FIFO
+	// queue (see Waiting in the package doc). Nil: every Wait is hidden.
+	Requeue func(ctx context.Context, m events.SQSMessage, until time.Time) error
 	// Concurrency is how many records run at once. Default 1 (in order);
 	// always 1 on a FIFO queue.
 	Concurrency int
@@ -309,8 +350,8 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 		switch {
 		case verdicts[i].Disposition == Permanent && r.opts.DeadLetter != nil:
 			verdicts[i], sent[i] = r.deadLetter(ctx, dl, m, verdicts[i])
-		case verdicts[i].Disposition == Wait && r.opts.ChangeVisibility != nil:
-			r.hide(ctx, dl, began, m, verdicts[i])
+		case verdicts[i].Disposition == Wait:
+			sent[i] = r.wait(ctx, dl, began, fifo, m, verdicts[i])
 		}
 	}
 	if fifo || r.opts.Concurrency == 1 {
@@ -344,6 +385,9 @@ func (r *runner) handle(ctx context.Context, ev events.SQSEvent) (events.SQSEven
 	resp.BatchItemFailures = []events.SQSBatchItemFailure{}
 	for i, m := range ev.Records {
 		v := verdicts[i]
+		if v.Disposition == Wait && sent[i] {
+			r.opts.Logger.Info("record waits, started over as a copy", "message_id", m.MessageId, "until", v.Until.UTC().Format(time.RFC3339), "reason", v.Reason.String())
+		}
 		if sent[i] || v.Disposition == Delete {
 			continue
 		}
@@ -394,25 +438,138 @@ func WaitVisibility(until, began, now time.Time) time.Duration {
 	return max(min(until.Sub(now), left), 0)
 }
 
+// StartsOver says whether a record that waits and was received
+// receiveCount times (its ApproximateReceiveCount) is started over as a
+// copy (Options.Requeue) rather than hidden: when it was received before,
+// as serve's consumer runtime does. A first receive is hidden (one
+// request, no copy); the receive that ends the hide starts the message
+// over, so that no message is hidden twice and its age and receive count
+// never add up across waits.
+func StartsOver(receiveCount int) bool { return receiveCount > 1 }
+
+// wait applies a Wait verdict: the record is started over (Requeue) when
+// StartsOver says so and the queue is not FIFO, else hidden
+// (ChangeVisibility). It reports whether a copy was sent (the record is
+// then left out of batchItemFailures).
+func (r *runner) wait(ctx context.Context, by, began time.Time, fifo bool, m events.SQSMessage, v Verdict) bool {
+	if r.opts.Requeue != nil && !fifo && StartsOver(MessageOf(m).ReceiveCount) {
+		err := r.bounded(ctx, by, func(ctx context.Context) error { return r.opts.Requeue(ctx, m, v.Until) })
+		if err == nil {
+			return true
+		}
+		r.opts.Logger.Warn("could not start a waiting record over as a copy; making it invisible instead (its next receive counts toward the DLQ, and it keeps its age)",
+			"message_id", m.MessageId, "receive_count", m.Attributes["ApproximateReceiveCount"], "error", err.Error())
+	}
+	if r.opts.ChangeVisibility != nil {
+		r.hide(ctx, by, began, m, v)
+	}
+	return false
+}
+
+// bounded runs call past the work's context (the verdict is final) but
+// within DeadLetterTimeout and by: a queue that hangs cannot hold the
+// invocation to its timeout.
+func (r *runner) bounded(ctx context.Context, by time.Time, call func(context.Context) error) error {
+	end := time.Now().Add(DeadLetterTimeout)
+	if !by.IsZero() && by.Before(end) {
+		end = by
+	}
+	if time.Until(end) <= 0 {
+		return errors.New("no time left before the invocation's deadline")
+	}
+	bctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
+	defer cancel()
+	return call(bctx)
+}
+
 // hide makes a record that waits invisible until its verdict's Until
 // (WaitVisibility), bounded as a dead-letter send is. A failure is logged:
 // the record comes back after the queue's visibility timeout.
 func (r *runner) hide(ctx context.Context, by, began time.Time, m events.SQSMessage, v Verdict) {
 	now := r.opts.Now()
 	d := WaitVisibility(v.Until, began, now)
-	end := time.Now().Add(DeadLetterTimeout)
-	if !by.IsZero() && by.Before(end) {
-		end = by
-	}
-	err := errors.New("no time left before the invocation's deadline")
-	if time.Until(end) > 0 {
-		vctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
-		err = r.opts.ChangeVisibility(vctx, m, d)
-		cancel()
-	}
+	err := r.bounded(ctx, by, func(ctx context.Context) error { return r.opts.ChangeVisibility(ctx, m, d) })
 	if err != nil {
 		r.opts.Logger.Warn("could not make a waiting record invisible; it comes back after the queue's visibility timeout",
 			"message_id", m.MessageId, "until", v.Until.UTC().Format(time.RFC3339), "error", err.Error())
+	}
+}
+
+// MaxNotBeforeAhead is the furthest ahead a not-before attribute is
+// believed (as serve's runtime): one further, or one that does not parse,
+// is ignored with a warning and the record processed, its claim deciding.
+const MaxNotBeforeAhead = 400 * 24 * time.Hour
+
+// notBefore is m's queue.NotBeforeAttribute when it is still ahead.
+func (r *runner) notBefore(m events.SQSMessage) (time.Time, bool) {
+	a, ok := m.MessageAttributes[queue.NotBeforeAttribute]
+	if !ok || a.StringValue == nil {
+		return time.Time{}, false
+	}
+	v := *a.StringValue
+	t, err := time.Parse(time.RFC3339Nano, v)
+	now := r.opts.Now()
+	switch {
+	case err != nil:
+		r.opts.Logger.Warn("ignoring a not-before attribute that does not parse; processing the record now",
+			"message_id", m.MessageId, "not_before", queue.Truncate(v, 64), "error", err.Error())
+		return time.Time{}, false
+	case t.Sub(now) > MaxNotBeforeAhead:
+		r.opts.Logger.Warn("ignoring a not-before attribute more than 400 days ahead; processing the record now",
+			"message_id", m.MessageId, "not_before", queue.Truncate(v, 64))
+		return time.Time{}, false
+	}
+	return t, t.After(now)
+}
+
+// CopyAttributes are the attributes of the copy that starts a waiting
+// record over (Options.Requeue): its string-valued message attributes
+// (MessageOf's: a binary one is not copied), without the dead-letter
+// ones (queue.OriginalAttributes), and queue.NotBeforeAttribute set to
+// until. A message with no room for one more attribute
+// (queue.MaxAttributes, or the size limit) is copied without the
+// not-before: its copy is processed on its first receive, and waits by
+// its record's answer.
+func CopyAttributes(m events.SQSMessage, until time.Time) map[string]string {
+	attrs := queue.OriginalAttributes(MessageOf(m).Attributes)
+	if attrs == nil {
+		attrs = map[string]string{}
+	}
+	attrs[queue.NotBeforeAttribute] = until.UTC().Format(time.RFC3339Nano)
+	if len(attrs) > queue.MaxAttributes || queue.CheckOutgoing([]byte(m.Body), attrs) != nil {
+		delete(attrs, queue.NotBeforeAttribute)
+	}
+	return attrs
+}
+
+// Requeuer is the part of the source queue (a queue.Queue, such as
+// awssqs's) RequeueTo uses.
+type Requeuer interface {
+	Send(ctx context.Context, body []byte, attrs map[string]string) (string, error)
+	Ack(ctx context.Context, msgs []queue.Message) error
+}
+
+// RequeueTo is an Options.Requeue on q, the source queue of the event
+// source mapping (a standard queue): it sends m's body with
+// CopyAttributes(m, until), then deletes m by its receipt (MessageOf). A
+// failed send is its error (the record is hidden instead); a failed
+// delete is logged on log (nil: slog.Default()) and not an error: the copy
+// is on the queue, and the mapping deletes the record, left out of
+// batchItemFailures (unless the batch fails whole: the original then
+// comes back beside its copy, and its claim makes it a duplicate).
+func RequeueTo(q Requeuer, log *slog.Logger) func(ctx context.Context, m events.SQSMessage, until time.Time) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	return func(ctx context.Context, m events.SQSMessage, until time.Time) error {
+		if _, err := q.Send(ctx, []byte(m.Body), CopyAttributes(m, until)); err != nil {
+			return err
+		}
+		if err := q.Ack(ctx, []queue.Message{MessageOf(m)}); err != nil {
+			log.Warn("started a waiting record over as a copy but could not delete the original; the event source mapping deletes it",
+				"message_id", m.MessageId, "error", err.Error())
+		}
+		return nil
 	}
 }
 
@@ -429,18 +586,7 @@ func (r *runner) deadLetter(ctx context.Context, by time.Time, m events.SQSMessa
 		r.opts.Logger.Warn("permanent failure already dead-lettered; not sent again", "message_id", m.MessageId, "reason", v.Reason.String())
 		return v, true
 	}
-	end := time.Now().Add(DeadLetterTimeout)
-	if !by.IsZero() && by.Before(end) {
-		end = by
-	}
-	var err error
-	if time.Until(end) <= 0 {
-		err = errors.New("no time left before the invocation's deadline")
-	} else {
-		dctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), end)
-		err = r.opts.DeadLetter(dctx, m, v.Reason)
-		cancel()
-	}
+	err := r.bounded(ctx, by, func(ctx context.Context) error { return r.opts.DeadLetter(ctx, m, v.Reason) })
 	if err != nil {
 		r.opts.Logger.Error("could not dead-letter a permanent failure; named for retry", "message_id", m.MessageId,
 			"reason", v.Reason.String(), "error", err.Error())
@@ -491,6 +637,12 @@ func (s *sentSet) add(id string) {
 // deadline, and when the lease as last extended runs out: a work whose
 // heartbeats all fail is stopped before its key can be reclaimed.
 func (r *runner) one(ctx context.Context, m events.SQSMessage) Verdict {
+	if until, ok := r.notBefore(m); ok {
+		// A copy started over to wait, and not due yet: it waits again
+		// without being processed (no claim, no store request).
+		return Verdict{Disposition: Wait, Until: until,
+			Reason: queue.Reason{Code: CodeNotBefore, Detail: "not before " + until.UTC().Format(time.RFC3339)}}
+	}
 	deadline, bounded := ctx.Deadline()
 	if ctx.Err() != nil {
 		return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeNoTime, Detail: "the invocation ended before this record started"}}

@@ -16,14 +16,16 @@ import (
 // receive.
 //
 // resetsAge says whether the consumer starts a waiting message over (a
-// copy sent, the original deleted, as serve's runtime does): then the
-// message's age and receive count start again at every wait, and only one
-// hide and its receive must fit. Without it (a Lambda, which cannot send
-// in its place) the message keeps its age and its receive count across
+// copy sent, the original deleted, as serve's runtime and lambdasqs with
+// Options.Requeue do): then the message's age and receive count start
+// again at every wait, and only one hide and its receive must fit.
+// Without it (a consumer that only hides: lambdasqs without Requeue, or on
+// a FIFO queue) the message keeps its age and its receive count across
 // every wait: the sum of the waits must stay within the retention, and the
 // first receive plus one receive per hide within maxReceives, or SQS
 // deletes the message by age (the record waits for ever) or moves it to
-// the DLQ before its time.
+// the DLQ before its time. That branch is necessary, not sufficient: the
+// message's age when its first wait starts (a backlog) is not counted.
 //
 // It is pure: the caller reads the queue's attributes.
 func CheckWaitWithinQueue(waits []time.Duration, retention time.Duration, maxReceives int, hideStep time.Duration, resetsAge bool) error {

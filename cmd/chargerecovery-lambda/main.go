@@ -9,15 +9,17 @@
 //
 // At start it runs serve's preflight (the table and the queues answer, a
 // multi-Region table is run as configured, records outlive the messages
-// that could repeat them), the mapping check below, and the wait check:
-// the longest wait the recovery policy can give one charge
-// (IC_NOTICE_LEAD, then IC_RETRY_DECLINES' delays with their jitter,
-// within IC_RETRY_MAX_ATTEMPTS and IC_RETRY_WINDOW) must fit the
-// MessageRetentionPeriod and the maxReceiveCount of IC_QUEUE (which must
-// be the queue the event source mapping reads), because a Lambda hides a
-// waiting message 12 hours at a time and the message keeps its age and
-// spends a receive each time (queue.CheckWaitWithinQueue). Any of them
-// failing fails the function's init, before any record is consumed.
+// that could repeat them), the mapping check below, and the wait check.
+// A waiting charge's message (IC_NOTICE_LEAD, then IC_RETRY_DECLINES'
+// delays) is kept as serve keeps it: hidden on its first receive (at most
+// 12 hours), started over on the next (a copy with its not-before sent to
+// IC_QUEUE, which must be the queue the event source mapping reads, and
+// the original deleted), so that no wait adds to the message's age or
+// receive count (lambdasqs.Options.Requeue). The wait check then refuses
+// only what even that cannot keep: one hide as long as the queue's
+// MessageRetentionPeriod, or a maxReceiveCount under 2
+// (queue.CheckWaitWithinQueue, resetsAge). Any of them failing fails the
+// function's init, before any record is consumed.
 //
 // Its configuration is serve's, from the IC_* environment only (there
 // are no arguments): IC_BACKEND=aws, IC_QUEUE, IC_DLQ, IC_TABLE,
@@ -174,7 +176,7 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	if err != nil {
 		return nil, cli.Usagef("IC_RETRY_DECLINES: %v", err)
 	}
-	if err := checkWaits(ctx, b, cc, retry); err != nil {
+	if err := checkWaits(ctx, b, cc, retry, true); err != nil {
 		return nil, err
 	}
 	notifier, notifyDesc, err := nc.Notifier(ctx, cc, log)
@@ -195,7 +197,8 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	}
 	// The recovery policy as serve keeps it: retries by decline code, the
 	// advance notice before the debit (every channel sends them); a wait
-	// is a Wait verdict, hidden until its time.
+	// is a Wait verdict, hidden until its time on a first receive and
+	// started over as a copy on IC_QUEUE after (Requeue).
 	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: bank.Debiter, Notifier: notifier, Enquirer: bank.Enquirer,
 		NotifyTimeout: cc.NotifyTimeout, Logger: log, Fingerprints: keys, Retry: retry, NoticeLead: cc.NoticeLead})
 	if err != nil {
@@ -209,6 +212,9 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 		ChangeVisibility: func(ctx context.Context, m events.SQSMessage, d time.Duration) error {
 			return b.Queue.ChangeVisibility(ctx, lambdasqs.MessageOf(m), d)
 		},
+		// IC_QUEUE is the event source's queue (the wait check reads its
+		// retention): the copy of a waiting record goes back to it.
+		Requeue: lambdasqs.RequeueTo(b.Queue, log),
 	}, process(svc, log))
 	if err != nil {
 		return nil, err
@@ -219,15 +225,18 @@ func setup(ctx context.Context, getenv func(string) string, stderr io.Writer) (l
 	return h, nil
 }
 
-// checkWaits refuses a recovery policy whose longest wait the queue
-// cannot keep: a Lambda hides a waiting charge's message (12 hours at a
-// time, each hide ending in a receive) and cannot send a copy in its
-// place, so the message keeps its age and its receive count across every
-// wait (the advance notice's lead, then each retry's delay). A wait past
-// the queue's MessageRetentionPeriod is deleted by SQS with its record
-// left waiting for ever; one past its maxReceiveCount is moved to the DLQ
+// checkWaits refuses a recovery policy whose waits the queue cannot keep.
+// resetsAge says whether a waiting message is started over as a copy
+// (lambdasqs.Options.Requeue, as wired by setup): then only one hide (12
+// hours at most, or the longest wait) must fit the queue's
+// MessageRetentionPeriod and its maxReceiveCount must be 2 at least.
+// Without it the message keeps its age and its receive count across every
+// wait (the advance notice's lead, then each retry's delay): their sum
+// must fit the retention, and a receive per 12 hours the maxReceiveCount.
+// A wait past the retention is deleted by SQS with its record left
+// waiting for ever; one past the maxReceiveCount is moved to the DLQ
 // before its time.
-func checkWaits(ctx context.Context, b *backend.Backend, cc pipeline.Config, retry *charge.RetryPolicy) error {
+func checkWaits(ctx context.Context, b *backend.Backend, cc pipeline.Config, retry *charge.RetryPolicy, resetsAge bool) error {
 	var waits []time.Duration
 	if cc.NoticeLead > 0 {
 		waits = append(waits, cc.NoticeLead)
@@ -244,9 +253,13 @@ func checkWaits(ctx context.Context, b *backend.Backend, cc pipeline.Config, ret
 	if err != nil {
 		return fmt.Errorf("read the queue's maxReceiveCount (sqs:GetQueueAttributes of IC_QUEUE, the event source's queue): %w", err)
 	}
-	if err := queue.CheckWaitWithinQueue(waits, retention, receives, lambdasqs.HideStep, false); err != nil {
-		return cli.Usagef("IC_RETRY_DECLINES=%q (with IC_RETRY_MAX_ATTEMPTS, IC_RETRY_WINDOW) and IC_NOTICE_LEAD=%s on queue %s (IC_QUEUE; retention %s, maxReceiveCount %d): the Lambda keeps a waiting charge on its message, which keeps its age: %v (refusing to start; shorten the schedule, or raise the queue's MessageRetentionPeriod / maxReceiveCount, or run serve, which starts a waiting message over)",
-			cc.RetryDeclines, cc.NoticeLead, b.Desc, retention, receives, err)
+	if err := queue.CheckWaitWithinQueue(waits, retention, receives, lambdasqs.HideStep, resetsAge); err != nil {
+		how := "the Lambda hides a waiting charge's message on its first receive and starts it over as a copy on the next"
+		if !resetsAge {
+			how = "the Lambda keeps a waiting charge on its message, which keeps its age"
+		}
+		return cli.Usagef("IC_RETRY_DECLINES=%q (with IC_RETRY_MAX_ATTEMPTS, IC_RETRY_WINDOW) and IC_NOTICE_LEAD=%s on queue %s (IC_QUEUE; retention %s, maxReceiveCount %d): %s: %v (refusing to start; shorten the waits, or raise the queue's MessageRetentionPeriod / maxReceiveCount)",
+			cc.RetryDeclines, cc.NoticeLead, b.Desc, retention, receives, how, err)
 	}
 	return nil
 }

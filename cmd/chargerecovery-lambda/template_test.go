@@ -159,4 +159,19 @@ func TestTheLambdaTemplate(t *testing.T) {
 	if !found {
 		t.Error("the function's role cannot call lambda:ListEventSourceMappings: the start-up check could not tell")
 	}
+	// The role may send to the source queue: a waiting charge's message
+	// is started over as a copy there (Requeue).
+	found = false
+	for _, s := range stmts {
+		acts, _ := at(t, s, "Action").([]any)
+		if !slices.Contains(acts, any("sqs:SendMessage")) {
+			continue
+		}
+		if r, ok := at(t, s, "Resource").(map[string]any); ok && fmt.Sprint(r["Fn::GetAtt"]) == "[Queue Arn]" {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("the function's role cannot send to its own queue: a waiting charge could not be started over")
+	}
 }

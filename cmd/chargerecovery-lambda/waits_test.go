@@ -19,16 +19,28 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/lambdatest"
 )
 
-// The Lambda hides a waiting charge's message 12 hours at a time and the
-// message keeps its age: a retry schedule that can outlive the event
-// source queue's retention (or spend its receives) is refused at start,
-// naming the variable, the wait and the retention; one within them starts.
+// The Lambda hides a waiting charge's message on its first receive and
+// starts it over as a copy on the next, so the schedule's sum is no longer
+// bounded by the queue: 72h×3 on a 96h queue starts. What even that cannot
+// keep is refused at start, naming the variable, the wait and the
+// retention: one hide as long as the queue's retention, a maxReceiveCount
+// under 2.
 func TestLambdaRefusesWaitsTheQueueCannotKeep(t *testing.T) {
 	cfg := awstest.Config(t)
 	name := awstest.Name("lambdawait")
 	sqsc := sqs.NewFromConfig(cfg)
 	if _, err := awssqs.CreateQueues(t.Context(), sqsc, awssqs.QueueSpec{Name: name, DLQName: name + "-dlq",
 		VisibilityTimeout: time.Minute, Retention: 96 * time.Hour, MaxReceiveCount: 10}); err != nil {
+		t.Fatal(err)
+	}
+	short := name + "-short" // kept 10 hours, moved to the DLQ at its first receive
+	if _, err := awssqs.CreateQueues(t.Context(), sqsc, awssqs.QueueSpec{Name: short, DLQName: short + "-dlq",
+		VisibilityTimeout: time.Minute, Retention: 10 * time.Hour, MaxReceiveCount: 10}); err != nil {
+		t.Fatal(err)
+	}
+	once := name + "-once"
+	if _, err := awssqs.CreateQueues(t.Context(), sqsc, awssqs.QueueSpec{Name: once, DLQName: once + "-dlq",
+		VisibilityTimeout: time.Minute, Retention: 96 * time.Hour, MaxReceiveCount: 1}); err != nil {
 		t.Fatal(err)
 	}
 	ddb := dynamodb.NewFromConfig(cfg)
@@ -62,10 +74,10 @@ func TestLambdaRefusesWaitsTheQueueCannotKeep(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t))
-	cmd.Env = append(os.Environ(), append(env, "AWS_LAMBDA_RUNTIME_API="+rt, "AWS_LAMBDA_FUNCTION_NAME="+name, "IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=72h×3")...)
+	cmd.Env = append(os.Environ(), append(env, "AWS_LAMBDA_RUNTIME_API="+rt, "AWS_LAMBDA_FUNCTION_NAME="+name, "IC_QUEUE="+short, "IC_DLQ="+short+"-dlq", "IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=24h×3")...)
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "IC_RETRY_DECLINES") || !strings.Contains(string(out), "96h0m0s") || !strings.Contains(string(out), "refusing to start") {
-		t.Fatalf("started (or failed for another reason) with INSUFFICIENT_FUNDS=72h×3 on a 96h queue: %v\n%s", err, out)
+	if err == nil || !strings.Contains(string(out), "IC_RETRY_DECLINES") || !strings.Contains(string(out), "10h0m0s") || !strings.Contains(string(out), "refusing to start") {
+		t.Fatalf("started (or failed for another reason) with INSUFFICIENT_FUNDS=24h×3 on a 10h queue: %v\n%s", err, out)
 	}
 
 	for _, tc := range []struct {
@@ -73,11 +85,12 @@ func TestLambdaRefusesWaitsTheQueueCannotKeep(t *testing.T) {
 		extra []string
 		bad   string
 	}{
-		{"72h×3 outlives 96h", []string{"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=72h×3"}, "delete it by age"},
-		{"a notice lead and 24h×3 outlive 96h", []string{"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=24h×3", "IC_NOTICE_LEAD=24h"}, "delete it by age"},
-		{"8h×3 within 96h and 10 receives", []string{"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=8h×3"}, ""},
-		{"24h×3 spends 10 receives: within", []string{"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=24h×3"}, ""},
-		{"6h×10 within 96h spends 11 receives", []string{"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=6h×10", "IC_RETRY_MAX_ATTEMPTS=11"}, "11 receives"},
+		{"72h×3 on 96h: each wait started over", []string{"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=72h×3"}, ""},
+		{"a notice lead and 24h×3 on 96h", []string{"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=24h×3", "IC_NOTICE_LEAD=24h"}, ""},
+		{"6h×10 on 96h and 10 receives", []string{"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=6h×10", "IC_RETRY_MAX_ATTEMPTS=11"}, ""},
+		{"a 12h hide outlives a 10h queue", []string{"IC_QUEUE=" + short, "IC_DLQ=" + short + "-dlq", "IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=24h×1"}, "deleted by age while hidden"},
+		{"8h×2 within a 10h queue", []string{"IC_QUEUE=" + short, "IC_DLQ=" + short + "-dlq", "IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=8h×2"}, ""},
+		{"maxReceiveCount 1", []string{"IC_QUEUE=" + once, "IC_DLQ=" + once + "-dlq", "IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=1h×1"}, "second receive"},
 		{"no schedule", nil, ""},
 	} {
 		_, err := setup(t.Context(), getenv(tc.extra...), io.Discard)
