@@ -561,15 +561,19 @@ func (s *Sim) settle(ctx context.Context, m queue.Message, dec consumer.Decision
 	}
 }
 
-// wait is the consumer runtime's (consumer.Runtime.wait): on a first
-// receive the message is made invisible until due, at most the 12 hours
-// of SQS; received before, a copy carrying the not-before is sent and the
-// original deleted (the copy starts a new age and receive count).
+// wait is the consumer runtime's (consumer.Runtime.wait), and the
+// Lambda's (lambdasqs: StartsOver, WaitVisibility): on a first receive
+// the message is made invisible until due, at most the 12 hours of SQS;
+// received before, a copy carrying the not-before is sent and the
+// original deleted (the copy starts a new age and receive count) — but
+// for PlantLambdaKeepsAge, the Lambda before issue 50, which only hid it.
 func (s *Sim) wait(ctx context.Context, m queue.Message, until time.Time) {
+	startsOver := m.ReceiveCount > 1 // consumer.Runtime.wait
 	if s.lambda {
 		s.waitCap = lambdasqs.WaitVisibility(s.now.Add(queue.MaxVisibility), s.now, s.now)
+		startsOver = lambdasqs.StartsOver(m.ReceiveCount) && !s.keepsAge
 	}
-	if m.ReceiveCount > 1 && !s.keepsAge {
+	if startsOver {
 		attrs := queue.OriginalAttributes(m.Attributes)
 		if attrs == nil {
 			attrs = map[string]string{}
