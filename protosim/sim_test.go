@@ -12,6 +12,8 @@ import (
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memstore"
+	"github.com/finedge/idempotent-consumer/postgres"
+	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
@@ -51,6 +53,15 @@ func sqliteStores(t *testing.T) func() (driver.Store, func(), error) {
 	}
 }
 
+// postgresStores opens a fresh schema of the test database per run
+// (pgtest: in CI a server that cannot be reached fails the test).
+func postgresStores(t *testing.T) func() (driver.Store, func(), error) {
+	return func() (driver.Store, func(), error) {
+		db := pgtest.Open(t)
+		return postgres.NewStore(db), func() {}, nil
+	}
+}
+
 // BenchmarkSimulate runs seeds on the in-memory store without traces,
 // approvals (and their files) in the mix as TestSimulate runs them: the
 // budget the simulator has (issue 50 asks 10,000 runs a minute).
@@ -75,6 +86,7 @@ func TestSimulate(t *testing.T) {
 	}{
 		{"memory", 1, func(*testing.T) func() (driver.Store, func(), error) { return memory }},
 		{"sqlite", 5, sqliteStores},
+		{"postgres", 50, postgresStores},
 	}
 	for _, b := range backends {
 		name := b.name
