@@ -72,9 +72,14 @@ func (s *Sim) spawnOperator(o *opScript) {
 // run and resolves a break each time: a posting the records lack is
 // adopted, a declined generation the bank posted anyway is collected.
 func (s *Sim) resolverScript(name string) *opScript {
+	// Operators work off the bank's statement, which comes every morning:
+	// two of them (the console and the command line) often take the same
+	// break within minutes of each other.
 	o := &opScript{name: name}
+	morning := s.start.Truncate(24 * time.Hour).Add(9 * time.Hour)
 	for range 2 + s.rng.IntN(4) {
-		o.tasks = append(o.tasks, &opTask{at: s.now.Add(time.Duration(s.rng.IntN(72*60)) * time.Minute), what: "reconcile resolve", run: s.resolve})
+		day := time.Duration(s.rng.IntN(4)) * 24 * time.Hour
+		o.tasks = append(o.tasks, &opTask{at: morning.Add(day + time.Duration(s.rng.IntN(20*60))*time.Second), what: "reconcile resolve", run: s.resolve})
 	}
 	slices.SortFunc(o.tasks, func(x, y *opTask) int { return x.at.Compare(y.at) })
 	return o
