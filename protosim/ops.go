@@ -79,7 +79,11 @@ func (s *Sim) resolverScript(name string) *opScript {
 	morning := s.start.Truncate(24 * time.Hour).Add(9 * time.Hour)
 	for range 2 + s.rng.IntN(4) {
 		day := time.Duration(s.rng.IntN(4)) * 24 * time.Hour
-		o.tasks = append(o.tasks, &opTask{at: morning.Add(day + time.Duration(s.rng.IntN(20*60))*time.Second), what: "reconcile resolve", run: s.resolve})
+		within := 20 * 60 // minutes after the statement, or (one time in two) seconds: the same alert seen on the console and the command line
+		if s.rng.IntN(2) == 0 {
+			within = 30
+		}
+		o.tasks = append(o.tasks, &opTask{at: morning.Add(day + time.Duration(s.rng.IntN(within))*time.Second), what: "reconcile resolve", run: s.resolve})
 	}
 	slices.SortFunc(o.tasks, func(x, y *opTask) int { return x.at.Compare(y.at) })
 	return o
