@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/reconcile"
@@ -209,15 +208,6 @@ func (s *Sim) reopen(ctx context.Context, a *actor, t *opTask) error {
 	_, err = s.q.Redrive(ctx, o)
 	s.nudge()
 	return err
-}
-
-func (s *Sim) chargeByID(id string) (charge.Charge, bool) {
-	for _, c := range s.charges {
-		if c.ID == id {
-			return c, true
-		}
-	}
-	return charge.Charge{}, false
 }
 
 // takeAndLeave is PlantLeaveClaim: the first of two writes of a move

@@ -140,7 +140,7 @@ func TestPlantedDefects(t *testing.T) {
 	} {
 		t.Run(tt.plant, func(t *testing.T) {
 			dir := simDir(t)
-			const budget = 400
+			const budget = 3000
 			for sd := uint64(1); sd <= budget; sd++ {
 				r := Run(t.Context(), Config{Seed: sd, NewStore: memory, Plant: tt.plant, Dir: dir})
 				if slices.Contains(r.Classes(), tt.class) {
