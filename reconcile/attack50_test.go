@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -42,6 +43,69 @@ func TestAttack50LegacyCollectedRecordMatchesAnotherGenerationsPosting(t *testin
 			if findBreak(rep, c.ID) == nil {
 				t.Fatalf("record DONE holding %s's posting (its adoption line), the statement posts %s too: breaks %v, matched %d; "+
 					"want a break (a second debit), not a match", p1.BankKey, charge.BankKey(c.ID, 2), b.mine(rep), rep.Matched)
+			}
+		})
+	}
+}
+
+// Attack (issue 50): a failed_but_posted break under a declined (earlier)
+// generation is judged without checking the posting against the charge:
+// the branch for p.BankKey != current never calls verify, and never sets
+// Unverified. A posting under the declined key of ANOTHER amount (the
+// narrative is there: it can be checked) is a failed_but_posted break, not
+// an amount_mismatch, and resolve collects it: the record is DONE "posted"
+// with the wrong amount recorded as the charge's collection. The same
+// posting under the record's own generation is an amount_mismatch (and
+// is not adopted).
+func TestAttack50DeclinedGenerationPostingOfAnotherAmountIsCollectedUnchecked(t *testing.T) {
+	for name, open := range collectStores {
+		for _, tc := range []struct {
+			name  string
+			setup func(t *testing.T, b *books, c charge.Charge)
+		}{
+			{"WAITING", func(t *testing.T, b *books, c charge.Charge) {
+				b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			}},
+			{"FAILED after a declined reopen", func(t *testing.T, b *books, c charge.Charge) {
+				b.declinedAgainAtGeneration2(t, c)
+			}},
+		} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				b := newBooks(t, open(t), "A50M-")
+				c := b.charge("amount", 2500)
+				tc.setup(t, b, c)
+				b.post(c, 1, 999900, true) // 9999.00, not 25.00, under generation 1's key, narrative and all
+				rep := b.run(t)
+				br := findBreak(rep, c.ID)
+				if br == nil {
+					t.Fatalf("no break: %v", b.mine(rep))
+				}
+				res, err := attackResolve(t, b, period, c.ID)
+				rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+				if br.Kind != reconcile.AmountMismatch || res.Action == "adopted" {
+					t.Fatalf("a posting of 9999.00 for a 25.00 charge under its declined key: break %s (unverified %v); resolve %q %v; record %s %s %q; "+
+						"want amount_mismatch and nothing collected", br.Kind, br.Unverified, res.Action, err, rec.State, rec.Status, rec.Detail)
+				}
+			})
+		}
+	}
+}
+
+// The same branch never sets Unverified either: a posting under the
+// declined key WITHOUT a narrative (it cannot be checked against the
+// charge) is collected by a plain resolve, without the operator's
+// --unverified (the same-generation FAILED case asks for it).
+func TestAttack50DeclinedGenerationPostingWithoutNarrativeNeedsNoUnverified(t *testing.T) {
+	for name, open := range collectStores {
+		t.Run(name, func(t *testing.T) {
+			b := newBooks(t, open(t), "A50U-")
+			c := b.charge("bare", 2500)
+			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			b.post(c, 1, c.Amount.Minor, false)
+			res, err := attackResolve(t, b, period, c.ID)
+			if !errors.Is(err, reconcile.ErrUnchecked) {
+				t.Fatalf("resolve of an uncheckable posting under the declined key, no --unverified: %q %v (unverified %v); want ErrUnchecked",
+					res.Action, err, res.Break.Unverified)
 			}
 		})
 	}
