@@ -110,3 +110,28 @@ func TestAttack50DeclinedGenerationPostingWithoutNarrativeNeedsNoUnverified(t *t
 		})
 	}
 }
+
+// A posting under a generation the record never reached (~3, the record
+// FAILED at generation 1: the collector never sent that key) is judged
+// failed_but_posted "which it had declined" and resolve collects it: the
+// record jumps to DONE at generation 3, closing the charge on a debit it
+// never presented (the run reports such a key as unknown_posting when no
+// record exists).
+func TestAttack50PostingUnderAGenerationNeverPresentedIsCollected(t *testing.T) {
+	for name, open := range collectStores {
+		t.Run(name, func(t *testing.T) {
+			b := newBooks(t, open(t), "A50F-")
+			c := b.charge("future", 2500)
+			b.failed(t, c) // declined at generation 1; never reopened
+			b.post(c, 3, c.Amount.Minor, true)
+			rep := b.run(t)
+			br := findBreak(rep, c.ID)
+			res, err := attackResolve(t, b, period, c.ID)
+			rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+			if res.Action == "adopted" || rec.State == driver.StateDone {
+				t.Fatalf("posting under %s, a key never sent (record at generation 1): break %s %q; resolve %q %v; record %s generation %d; want it not collected",
+					charge.BankKey(c.ID, 3), br.Kind, br.Detail, res.Action, err, rec.State, rec.Generation)
+			}
+		})
+	}
+}
