@@ -126,6 +126,9 @@ func TestAttack50PostingUnderAGenerationNeverPresentedIsCollected(t *testing.T) 
 			b.post(c, 3, c.Amount.Minor, true)
 			rep := b.run(t)
 			br := findBreak(rep, c.ID)
+			if br == nil {
+				br = &reconcile.Break{}
+			}
 			res, err := attackResolve(t, b, period, c.ID)
 			rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
 			if res.Action == "adopted" || rec.State == driver.StateDone {
