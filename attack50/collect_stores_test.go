@@ -186,3 +186,30 @@ func TestAttack50CollectKeepsTheRecordsFields(t *testing.T) {
 		})
 	}
 }
+
+// A collect of an IN_PROGRESS record whose lease passed races its slow
+// (not dead) worker's heartbeat: never both (the worker would go on
+// debiting a record recorded as collected).
+func TestAttack50CollectRacesHeartbeat(t *testing.T) {
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) {
+			s := open(t)
+			for round := range 20 {
+				key := fmt.Sprintf("A50H-%d", round)
+				claimed(t, s, key, "worker", t0, t0.Add(time.Minute))
+				now := t0.Add(time.Hour)
+				rec, _ := s.Get(t.Context(), key, now)
+				var cerr, eerr error
+				var wg sync.WaitGroup
+				wg.Go(func() { _, cerr = s.Collect(t.Context(), collect(rec, "collected", now)) })
+				wg.Go(func() {
+					eerr = s.Extend(t.Context(), driver.ExtendRequest{Key: key, Token: "worker", LeaseUntil: now.Add(time.Minute), Now: now})
+				})
+				wg.Wait()
+				if cerr == nil && eerr == nil {
+					t.Fatalf("%s: the collect landed AND the worker's heartbeat was accepted", key)
+				}
+			}
+		})
+	}
+}
