@@ -121,7 +121,9 @@ var hardDeclines = map[string]string{
 // HardDecline reports whether code is a hard decline, never retried, and
 // why.
 func HardDecline(code string) (why string, ok bool) {
-	why, ok = hardDeclines[code]
+	// Banks spell codes as they like (account_closed, " Stop_Payment"):
+	// a hard decline is one whatever its case and spaces.
+	why, ok = hardDeclines[strings.ToUpper(strings.TrimSpace(code))]
 	return why, ok
 }
 

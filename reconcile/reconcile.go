@@ -495,10 +495,11 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.judged = posted[0]
 	}
 	current := charge.BankKey(id, max(rec.Generation, 1))
-	if k, ok := collectedKey(rec); ok && standing == 1 && posted[0].BankKey == k {
-		// Collected by reconciliation under this very posting's key (a
-		// record collected before collect wrote the posted generation is
-		// DONE at a later one): the posting is the record's.
+	if k, ok := collectedKey(rec); ok {
+		// Collected by reconciliation: the record's posting is the one it
+		// collected (a record collected before collect wrote the posted
+		// generation is DONE at a later one), and a posting under any
+		// other key is a second debit.
 		current = k
 	}
 	switch {
@@ -547,6 +548,38 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		return nil
 	}
 	p := posted[0]
+	if p.BankKey != current {
+		// Checked against the charge as any posting is: an amount that is
+		// not the charge's is never collected as if it were.
+		ok, checked, err := r.verify(rec, p)
+		if err != nil {
+			return err
+		}
+		_, gen := SplitBankKey(p.BankKey)
+		switch {
+		case checked && !ok:
+			b.Kind = AmountMismatch
+			b.Detail = fmt.Sprintf("the bank posted %s to %s under key %s; that is not the charge's amount, currency or account (the record's fingerprint does not match); the record is %s",
+				p.Amount, charge.MaskAccount(p.Account), p.BankKey, stateText(rec))
+			b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
+			r.add(cp.fill(b))
+			return nil
+		case rec.State == driver.StateDone:
+			b.Kind = PostedTwice
+			b.Detail = fmt.Sprintf("the record is DONE with its posting under key %s (reference %s); the bank posted key %s too: a second debit", current, b.Reference, p.BankKey)
+			b.Action = "have the bank refund the posting under " + p.BankKey + " (the record's own stands)"
+			r.add(cp.fill(b))
+			return nil
+		case gen < 1 || gen >= max(rec.Generation, 1):
+			b.Kind = UnknownPosting
+			b.Detail = fmt.Sprintf("the bank posted key %s, a generation the collector never presented (the record is at generation %d and %s): not a declined debit of ours booked late",
+				p.BankKey, max(rec.Generation, 1), stateText(rec))
+			b.Action = "ask the bank who sent the debit; have it refunded if it is not ours"
+			r.add(cp.fill(b))
+			return nil
+		}
+		b.Unverified = !checked
+	}
 	switch {
 	case p.BankKey != current:
 		b.Kind = FailedButPosted

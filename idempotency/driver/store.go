@@ -252,7 +252,9 @@ func (req CollectRequest) Valid() bool {
 	default:
 		return false
 	}
-	return req.Key != "" && req.Token != "" && req.NewToken != "" && req.PostedGeneration >= 1
+	// The generation posted is the one read or an earlier one (a declined
+	// generation the bank booked after all), never one not yet presented.
+	return req.Key != "" && req.Token != "" && req.NewToken != "" && req.PostedGeneration >= 1 && req.PostedGeneration <= max(req.Generation, 1)
 }
 
 // Allows reports whether req may collect r (a record within retention): r
