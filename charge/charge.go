@@ -14,6 +14,7 @@
 package charge
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -387,11 +388,15 @@ func EligibleForNewGeneration(r driver.Record) error {
 	}
 	if code := DeclineCode(r.Detail); code != "" {
 		if why, hard := HardDecline(code); hard {
-			return fmt.Errorf("%s was declined %s (%s), a hard decline: it is never presented again under a new key", r.Key, code, why)
+			return fmt.Errorf("%w: %s was declined %s (%s); it is never presented again under a new key", ErrHardDecline, r.Key, code, why)
 		}
 	}
 	return nil
 }
+
+// ErrHardDecline: a new attempt refused because the bank's decline was a
+// hard one (HardDecline).
+var ErrHardDecline = errors.New("a hard decline")
 
 // DeclineCode is the bank's decline code in a FAILED record's detail (a
 // decline's text, or a retry schedule's last one), "" when the detail is

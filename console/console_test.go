@@ -40,6 +40,24 @@ type world struct {
 	audit  string
 }
 
+// failedWith records id FAILED with detail (a decline), as a consumer
+// would, and returns id.
+func (w *world) failedWith(t *testing.T, id, detail string) string {
+	t.Helper()
+	g, err := idempotency.NewGuard(w.store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := g.Claim(t.Context(), id, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fail(t.Context(), cl.Lease(), "FAILED", detail); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	ctx := t.Context()
@@ -65,10 +83,10 @@ func newWorld(t *testing.T) *world {
 			}
 			continue
 		}
-		if err := g.Fail(ctx, cl.Lease(), "FAILED", "debit declined: ACCOUNT_CLOSED"); err != nil {
+		if err := g.Fail(ctx, cl.Lease(), "FAILED", "debit declined: ACCOUNT_FROZEN"); err != nil {
 			t.Fatal(err)
 		}
-		w.deadLetter(t, body, queue.Reason{Code: chargehandler.Code(charge.DebitFailed), Detail: "declined: ACCOUNT_CLOSED for account " + account})
+		w.deadLetter(t, body, queue.Reason{Code: chargehandler.Code(charge.DebitFailed), Detail: "declined: ACCOUNT_FROZEN for account " + account})
 	}
 	w.deadLetter(t, []byte(`{"chargeId":"CHG-CONFLICT","accountId":"`+account+`"}`), queue.Reason{Code: chargehandler.Code(charge.Conflict), Detail: "another payload"})
 	// Debited, its notice failed: the record keeps the notice to send.
@@ -274,8 +292,8 @@ func TestPagesMaskAccountsAndTakeIDsWithSlashesAndDots(t *testing.T) {
 		"/":                        "Overview",
 		"/dlq":                     w.failed,
 		"/dlq?reason=debit_failed": w.failed,
-		"/dlq/entry?id=" + url.QueryEscape(ids[w.failed]): "ACCOUNT_CLOSED",
-		"/charge?id=" + url.QueryEscape(w.failed):         "debit declined: ACCOUNT_CLOSED",
+		"/dlq/entry?id=" + url.QueryEscape(ids[w.failed]): "ACCOUNT_FROZEN",
+		"/charge?id=" + url.QueryEscape(w.failed):         "debit declined: ACCOUNT_FROZEN",
 		"/charge?id=CHG-DONE-1":                           "CBS0000000001",
 	}
 	for path, want := range pages {
@@ -362,6 +380,28 @@ func TestOnlyAnOperatorWithTheSessionsTokenActs(t *testing.T) {
 	_, page := as(t, "vera", "GET", srv.URL+"/audit", nil)
 	if !strings.Contains(page, "moved") || !strings.Contains(page, "olga") {
 		t.Errorf("the audit page does not show the redrive:\n%s", page)
+	}
+}
+
+// A hard decline is never presented again under a new key, from the
+// console either: the page says why, the trail has the refusal, the
+// record stays FAILED.
+func TestAHardDeclineIsNotPresentedAgainFromTheConsole(t *testing.T) {
+	w := newWorld(t)
+	srv := w.console(t, proxyAuth())
+	hard := w.failedWith(t, "CHG-2026/11.000777", "debit declined: ACCOUNT_CLOSED: declined by core banking")
+	_, page := as(t, "olga", "GET", srv.URL+"/charge/reopen?id="+url.QueryEscape(hard), nil)
+	token := csrfOf(t, page)
+	code, body := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {hard}, "csrf": {token}, "reason": {"INC-4711"}, "new_attempt": {"on"}})
+	if code != http.StatusConflict || !strings.Contains(body, "ACCOUNT_CLOSED, is a hard decline") {
+		t.Fatalf("a new attempt on a hard decline: %d, want 409 naming the hard decline\n%s", code, body)
+	}
+	if rec, err := w.store.Get(t.Context(), hard, time.Now()); err != nil || rec.State != driver.StateFailed || max(rec.Generation, 1) != 1 {
+		t.Fatalf("the hard decline's record after the refused reopen: %+v %v", rec, err)
+	}
+	trail, err := os.ReadFile(w.audit)
+	if err != nil || !strings.Contains(string(trail), `"detail":"a hard decline: ACCOUNT_CLOSED"`) {
+		t.Fatalf("the trail lacks the refusal: %v\n%s", err, trail)
 	}
 }
 
@@ -519,7 +559,7 @@ func TestConsoleRefusesAReopenThatCannotHelp(t *testing.T) {
 		t.Errorf("the DLQ entry page of a declined charge does not offer Reopen with a new attempt:\n%s", entry)
 	}
 	_, page := as(t, "olga", "GET", srv.URL+"/charge/reopen?id="+url.QueryEscape(w.failed), nil)
-	if strings.Contains(page, "FAILED FAILED") || !strings.Contains(page, "now FAILED: debit declined: ACCOUNT_CLOSED") {
+	if strings.Contains(page, "FAILED FAILED") || !strings.Contains(page, "now FAILED: debit declined: ACCOUNT_FROZEN") {
 		t.Errorf("the confirm page says the state twice or not at all:\n%s", page)
 	}
 	code, body := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {w.failed}, "csrf": {csrfOf(t, page)}, "reason": {"INC-1: account reopened"}})

@@ -449,6 +449,10 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 	case errors.Is(err, operate.ErrDeclinedSameKey):
 		e.Result, e.Detail = "refused", "declined by the bank: the same key is declined again"
 		c.result(w, r, http.StatusConflict, "Not reopened", fmt.Sprintf("The bank declined this charge explicitly (%s): reopened under the same bank key %s it is declined again. Reopen it with a new attempt (the next bank key), or on the command line: chargerecovery reopen --new-attempt --reason … %s", charge.Clip(charge.Printable(rec.Detail), 120), charge.BankKey(rec.Key, rec.Generation), chargeID), "/charge/reopen?id="+urlQuery(chargeID), "reopen with a new attempt")
+	case errors.Is(err, charge.ErrHardDecline):
+		code := charge.DeclineCode(rec.Detail)
+		e.Result, e.Detail = "refused", "a hard decline: "+code
+		c.result(w, r, http.StatusConflict, "Not reopened", fmt.Sprintf("The bank's decline, %s, is a hard decline: the charge is never presented again under a new key (schemes fine a re-presentment, and the account will not pay).", charge.Printable(code)), back, "the charge")
 	case errors.Is(err, idempotency.ErrNotEligible):
 		e.Result, e.Detail = "refused", "not an explicit decline"
 		c.result(w, r, http.StatusConflict, "Not reopened", "A new attempt is only for a charge the bank declined explicitly; reopen without it to retry under the same key.", back, "the charge")
