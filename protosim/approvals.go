@@ -122,6 +122,9 @@ func (s *Sim) bulkReopen(ctx context.Context, a *actor, t *opTask) error {
 	}
 	a.proposal = t.target
 	defer func() { a.proposal = "" }()
+	if t.tries > 1 {
+		s.saw("approval run resumed")
+	}
 	p, err := s.book.Run(ctx, t.target, ivan, executor{s, be}, nil)
 	if errors.Is(err, approval.ErrState) {
 		return nil // done, or expired: nothing more to run
@@ -130,6 +133,9 @@ func (s *Sim) bulkReopen(ctx context.Context, a *actor, t *opTask) error {
 		return err
 	}
 	s.w.ops = append(s.w.ops, fmt.Sprintf("approvals ran %s: %s", p.ID, approval.FormatCounts(p.Counts())))
+	for outcome := range p.Counts() {
+		s.saw("approval target " + outcome)
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/reconcile"
@@ -142,6 +143,7 @@ func (s *Sim) resolve(ctx context.Context, a *actor, t *opTask) error {
 		return err
 	}
 	s.w.ops = append(s.w.ops, fmt.Sprintf("%s %s %s's %s break", a.name, r.Action, id, kind))
+	s.saw("resolve " + r.Action)
 	if k := reconcile.Kind(kind); k == reconcile.FailedButPosted || k == reconcile.PostedNotRecorded {
 		if _, ok := s.w.collected[id]; !ok {
 			s.w.collected[id] = s.now
@@ -193,12 +195,18 @@ func (s *Sim) reopen(ctx context.Context, a *actor, t *opTask) error {
 	case errors.Is(err, idempotency.ErrNotFailed) && rec.State == driver.StateInProgress:
 		// Reopened already (this person's earlier try): the redrive is
 		// what is left, as the command's "next:" line says.
+	case errors.Is(err, charge.ErrHardDecline):
+		s.saw("new attempt on a hard decline refused")
+		return nil
 	case errors.Is(err, idempotency.ErrNotFailed), errors.Is(err, idempotency.ErrNotEligible), errors.Is(err, operate.ErrDeclinedSameKey):
 		return nil // nothing to do: a person reads the refusal and stops
 	case err != nil:
 		return err
 	default:
 		s.w.ops = append(s.w.ops, fmt.Sprintf("%s reopened %s into generation %d", a.name, id, rec.Generation))
+		if rec.Generation > 1 {
+			s.saw("reopen with a new attempt")
+		}
 	}
 	if _, err := s.gate(ctx, "queue.Redrive "+id); err != nil {
 		return err

@@ -57,6 +57,16 @@ const (
 	kindBank
 )
 
+func (k kind) String() string {
+	switch k {
+	case kindDeliverer:
+		return "consumer"
+	case kindOperator:
+		return "operator"
+	}
+	return "world actor"
+}
+
 type actor struct {
 	name    string
 	kind    kind
@@ -132,6 +142,7 @@ func (s *Sim) gate(ctx context.Context, what string) (fault, error) {
 	a.parked <- struct{}{}
 	if <-a.resume {
 		a.crashed = true
+		s.saw("death: " + a.kind.String())
 		s.tracef("%s DIES before %s", a.name, what)
 		a.die()
 		return pass, errCrashed
@@ -229,6 +240,7 @@ func (s *Sim) run() error {
 		die, f := s.decide(a)
 		s.pending = f
 		if f != pass {
+			s.saw("call that " + f.String())
 			s.tracef("%s: %s %s", a.name, a.label, f)
 		}
 		a.resume <- die

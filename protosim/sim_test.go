@@ -24,6 +24,18 @@ var (
 	verbose = flag.Bool("sim.trace", false, "print the trace of every run")
 )
 
+// covered are the kinds of event (Result.Kinds) that TestSimulate's seeds
+// must all have made happen: every actor's moves, every fault.
+var covered = []string{
+	"claim acquired", "claim reclaimed", "claim resumed", "finish DONE", "finish FAILED", "finish WAITING",
+	"decline", "hard decline", "debit of a later generation", "a declined debit booked late",
+	"reopen", "reopen with a new attempt", "new attempt on a hard decline refused",
+	"reopen by an approval", "approval run resumed", "approval target reopened",
+	"collect", "resolve adopted", "resolve marked",
+	"wait on the Lambda", "wait started over (a copy sent)",
+	"store outage", "consumers paused", "death: consumer", "death: operator", "call that fails", "call that answer lost",
+}
+
 func memory() (driver.Store, func(), error) { return memstore.New(), func() {}, nil }
 
 // simDir is where the runs' approval files go: in memory (/dev/shm)
@@ -99,8 +111,12 @@ func TestSimulate(t *testing.T) {
 			start := time.Now()
 			var failed int
 			firstOf, count, foundAfter := map[string]uint64{}, map[string]int{}, map[string]time.Duration{}
+			kinds := map[string]int{}
 			for sd := from; sd < from+n; sd++ {
 				r := Run(t.Context(), Config{Seed: sd, NewStore: newStore, Dir: dir})
+				for k, v := range r.Kinds {
+					kinds[k] += v
+				}
 				if !r.Failed() {
 					if *verbose || *seed != 0 {
 						t.Logf("%s", r.Report())
@@ -119,6 +135,17 @@ func TestSimulate(t *testing.T) {
 			}
 			for _, c := range slices.Sorted(maps.Keys(count)) {
 				t.Errorf("%s: %d seed(s), first %d, found after %s", c, count[c], firstOf[c], foundAfter[c].Round(time.Millisecond))
+			}
+			t.Logf("%s covered: %v", name, kinds)
+			// A check left to chance is no check: every move and every
+			// fault must have happened in the seeds run (the README's 300
+			// on the in-memory store and more).
+			if name == "memory" && n >= 300 {
+				for _, k := range covered {
+					if kinds[k] == 0 {
+						t.Errorf("no seed of %d..%d covered %q: the invariants were not put to it", from, from+n-1, k)
+					}
+				}
 			}
 			t.Logf("%s: %d seeds in %s, %d failed", name, n, time.Since(start).Round(time.Millisecond), failed)
 		})

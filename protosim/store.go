@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
@@ -30,6 +31,7 @@ var (
 	_ driver.StateLister   = (*store)(nil)
 	_ driver.UpdatedWalker = (*store)(nil)
 	_ driver.StuckLister   = (*store)(nil)
+	_ driver.Collector     = (*store)(nil)
 )
 
 // call runs op through the gate: a fault before it is an error and no
@@ -56,6 +58,9 @@ func (w *store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		if err == nil && res.Acquired {
 			w.s.wrote(ctx, req.Key, req.Token, "claim", req.LeaseUntil)
 		}
+		if err == nil && !strings.HasPrefix(req.Key, driver.InternalKeyPrefix) {
+			w.s.saw("claim " + claimText(res, nil))
+		}
 		w.s.tracef("%s: claim %s → %s", who(ctx), req.Key, claimText(res, err))
 		return res, err
 	})
@@ -68,6 +73,9 @@ func (w *store) Get(ctx context.Context, key string, now time.Time) (driver.Reco
 func (w *store) Finish(ctx context.Context, req driver.FinishRequest) error {
 	_, err := call(ctx, w, "Finish "+req.Key, func() (struct{}, error) {
 		err := w.inner.Finish(ctx, req)
+		if err == nil && !strings.HasPrefix(req.Key, driver.InternalKeyPrefix) {
+			w.s.saw("finish " + string(req.State))
+		}
 		w.s.tracef("%s: finish %s %s %s gen %d → %v", who(ctx), req.Key, req.State, req.Status, req.Generation, errText(err))
 		return struct{}{}, err
 	})
@@ -90,11 +98,28 @@ func (w *store) Reopen(ctx context.Context, req driver.ReopenRequest) (driver.Re
 		rec, err := w.inner.Reopen(ctx, req)
 		if err == nil {
 			w.s.wrote(ctx, req.Key, req.Token, "reopen", req.LeaseUntil)
+			w.s.saw("reopen")
 			if a := actorOf(ctx); a != nil && a.proposal != "" {
 				w.s.movedByApproval(a.proposal, req.Key)
+				w.s.saw("reopen by an approval")
 			}
 		}
 		w.s.tracef("%s: reopen %s gen %d → %v", who(ctx), req.Key, req.Generation, errText(err))
+		return rec, err
+	})
+}
+
+func (w *store) Collect(ctx context.Context, req driver.CollectRequest) (driver.Record, error) {
+	co, ok := w.inner.(driver.Collector)
+	if !ok {
+		return driver.Record{}, driver.ErrNotIndexed
+	}
+	return call(ctx, w, "Collect "+req.Key, func() (driver.Record, error) {
+		rec, err := co.Collect(ctx, req)
+		if err == nil {
+			w.s.saw("collect")
+		}
+		w.s.tracef("%s: collect %s from %s gen %d (posted gen %d) → %v", who(ctx), req.Key, req.From, req.Generation, req.PostedGeneration, errText(err))
 		return rec, err
 	})
 }
@@ -159,6 +184,8 @@ func claimText(res driver.ClaimResult, err error) string {
 		return err.Error()
 	case res.Reclaimed:
 		return "reclaimed"
+	case res.Acquired && res.Record.Attempt > 1:
+		return "resumed" // a WAITING record come due
 	case res.Acquired:
 		return "acquired"
 	}

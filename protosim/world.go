@@ -163,6 +163,8 @@ type world struct {
 	approvalReopens map[string]*approvalMove
 	ops             []string // what the operators did, for the trace's end
 	violations      []string
+	// kinds counts what happened, by kind: a run's coverage.
+	kinds map[string]int
 }
 
 type tokenNote struct {
@@ -195,6 +197,13 @@ func (s *Sim) debited(ctx context.Context, req charge.DebitRequest, r charge.Deb
 	rq := request{chargeID: id, key: req.IdempotencyKey, gen: gen, at: s.now, posted: err == nil}
 	if d := (*charge.DeclineError)(nil); errors.As(err, &d) {
 		rq.declined = d.Code
+		s.saw("decline")
+		if _, hard := charge.HardDecline(d.Code); hard {
+			s.saw("hard decline")
+		}
+	}
+	if err == nil && gen > 1 {
+		s.saw("debit of a later generation")
 	}
 	s.w.requests = append(s.w.requests, rq)
 	s.tracef("%s: bank %s → %s", who(ctx), req.IdempotencyKey, bankText(rq, err))
@@ -221,12 +230,19 @@ func splitKey(key string) (string, int) {
 	return id, n
 }
 
+// saw counts one thing of a kind happening (Result.Kinds).
+func (s *Sim) saw(kind string) { s.w.kinds[kind]++ }
+
 // Result is what a run found.
 type Result struct {
 	Seed       uint64
 	Steps      int
 	Violations []string
 	Trace      []string
+	// Kinds counts what happened in the run by kind ("claim reclaimed",
+	// "collect", "death of a consumer", …): what TestSimulate requires
+	// its seeds to have covered.
+	Kinds map[string]int
 	// Err: the run could not be set up or did not end.
 	Err error
 }
@@ -290,7 +306,7 @@ func Run(ctx context.Context, cfg Config) Result {
 	if err == nil {
 		s.check(ctx)
 	}
-	res.Steps, res.Violations, res.Trace, res.Err = s.steps, s.w.violations, s.trace, err
+	res.Steps, res.Violations, res.Trace, res.Err, res.Kinds = s.steps, s.w.violations, s.trace, err, s.w.kinds
 	if err != nil {
 		s.abandon()
 	}
@@ -315,7 +331,7 @@ func newSim(ctx context.Context, cfg Config) (*Sim, func(), error) {
 	}
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := &Sim{cfg: cfg, ctx: ctx, rng: newRand(cfg.Seed), start: start, now: start, inner: inner,
-		w: world{tokens: map[string]tokenNote{}, latePosted: map[string]bool{}, collected: map[string]time.Time{}, approvalReopens: map[string]*approvalMove{}}}
+		w: world{tokens: map[string]tokenNote{}, latePosted: map[string]bool{}, collected: map[string]time.Time{}, approvalReopens: map[string]*approvalMove{}, kinds: map[string]int{}}}
 	s.store = &store{s: s, inner: inner}
 	s.ledger = corebanksim.NewLedger(corebanksim.Faults{})
 	s.ledger.SetClock(func() time.Time { return s.now })
@@ -573,7 +589,11 @@ func (s *Sim) wait(ctx context.Context, m queue.Message, until time.Time) {
 		s.waitCap = lambdasqs.WaitVisibility(s.now.Add(queue.MaxVisibility), s.now, s.now)
 		startsOver = lambdasqs.StartsOver(m.ReceiveCount) && !s.keepsAge
 	}
+	if s.lambda {
+		s.saw("wait on the Lambda")
+	}
 	if startsOver {
+		s.saw("wait started over (a copy sent)")
 		attrs := queue.OriginalAttributes(m.Attributes)
 		if attrs == nil {
 			attrs = map[string]string{}
@@ -615,6 +635,7 @@ func (s *Sim) lateBookings(ctx context.Context, a *actor) {
 		}
 		key := declined[s.rng.IntN(len(declined))]
 		if _, err := s.ledger.PostDeclined(key); err == nil {
+			s.saw("a declined debit booked late")
 			s.w.latePosted[key] = true
 			s.tracef("bank: books %s, which it had declined", key)
 		}
@@ -644,10 +665,12 @@ func (s *Sim) outages(ctx context.Context, a *actor) {
 			return
 		}
 		if s.rng.IntN(2) == 0 {
+			s.saw("store outage")
 			s.storeAwayUntil = s.now.Add(time.Duration(10+s.rng.IntN(900)) * time.Second)
 			s.tracef("weather: the store is away until %s", s.storeAwayUntil.Sub(s.start))
 			continue
 		}
+		s.saw("consumers paused")
 		s.pausedUntil = s.now.Add(time.Duration(2+s.rng.IntN(19)) * time.Hour)
 		s.tracef("weather: no consumer receives until %s", s.pausedUntil.Sub(s.start))
 	}
