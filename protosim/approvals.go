@@ -12,11 +12,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/approval"
+	"github.com/finedge/idempotent-consumer/service/operate"
 )
 
 // Four-eyes in the run: olga proposes a bulk reopen --new-attempt of the
@@ -82,7 +85,12 @@ type executor struct {
 }
 
 func (e executor) Execute(ctx context.Context, p approval.Proposal, batch []approval.Target, who approval.Actor) map[string]approval.Outcome {
-	out := e.be.Execute(ctx, p, batch, who)
+	var out map[string]approval.Outcome
+	if e.s.cfg.Plant == PlantUnfencedApproval {
+		out = e.s.unfencedReopen(ctx, p, batch)
+	} else {
+		out = e.be.Execute(ctx, p, batch, who)
+	}
 	_, _ = e.s.gate(ctx, "approvals.save "+p.ID)
 	return out
 }
@@ -109,6 +117,12 @@ func (s *Sim) bulkReopen(ctx context.Context, a *actor, t *opTask) error {
 		if err != nil {
 			s.tracef("%s: no proposal: %v", a.name, err)
 			return nil // nothing proposable now (a person reads why and stops)
+		}
+		if s.cfg.Plant == PlantRunWithoutBook {
+			a.proposal = "unbooked"
+			defer func() { a.proposal = "" }()
+			executor{s, be}.Execute(ctx, approval.Proposal{ID: "unbooked", Spec: spec, Targets: targets, At: s.now}, targets, ivan)
+			return nil
 		}
 		p, err := s.book.Propose(olga, spec, targets)
 		if err != nil {
@@ -216,4 +230,24 @@ func readTrail(path string) ([]audit.Entry, error) {
 		out = append(out, e)
 	}
 	return out, sc.Err()
+}
+
+// unfencedReopen is PlantUnfencedApproval's run: each target's FAILED
+// record reopened with a new attempt whatever it is now, then redriven.
+func (s *Sim) unfencedReopen(ctx context.Context, p approval.Proposal, batch []approval.Target) map[string]approval.Outcome {
+	out := map[string]approval.Outcome{}
+	for _, t := range batch {
+		if _, err := s.guard.Reopen(ctx, t.ChargeID, p.Spec.Reason, idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err != nil {
+			out[t.Key()] = approval.Outcome{Result: "failed", Why: err.Error()}
+			continue
+		}
+		o := operate.RedriveAt(s.now, retention)
+		o.Match = operate.ChargeMatch([]string{t.ChargeID})
+		if _, err := (ops{s, s.q}).Redrive(ctx, o); err != nil {
+			out[t.Key()] = approval.Outcome{Result: "failed", Why: err.Error()}
+			continue
+		}
+		out[t.Key()] = approval.Outcome{Result: "reopened"}
+	}
+	return out
 }

@@ -164,6 +164,8 @@ func TestPlantedDefects(t *testing.T) {
 		{PlantMarkNotCollect, "(f)"},
 		{PlantLeaveClaim, "(g)"},
 		{PlantLambdaKeepsAge, "(c)"},
+		{PlantUnfencedApproval, "(e)"},
+		{PlantRunWithoutBook, "(d)"},
 	} {
 		t.Run(tt.plant, func(t *testing.T) {
 			dir := simDir(t)

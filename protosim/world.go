@@ -75,6 +75,12 @@ const (
 	// (its start comparing only the sum of the waits with the retention,
 	// as the first fix of issue 50's defect 5 did): (c).
 	PlantLambdaKeepsAge = "lambda-keeps-age"
+	// PlantUnfencedApproval: an approval's run reopens its targets without
+	// the record it froze (any FAILED record, a new attempt): (e).
+	PlantUnfencedApproval = "unfenced-approval"
+	// PlantRunWithoutBook: the bulk reopen is executed without the book
+	// (no approval, no run line in the trail): (d).
+	PlantRunWithoutBook = "run-without-book"
 )
 
 func (c *Config) defaults() {
