@@ -206,3 +206,32 @@ func TestAttack3SecondDebitOfAnotherAmountAdvisedPostedAgain(t *testing.T) {
 		})
 	}
 }
+
+// Attack 3e: a collection records the bank's reference MASKED (the
+// account in "UPI/<account>/…" is starred), and the record's reference is
+// what a later reversal is matched against (reversesRecorded). The bank
+// reverses the very posting collected, in the next statement, under its
+// real reference: it does not equal the masked one, so the run files it
+// as "a refunded duplicate; nothing to do" (a note) — no break. The
+// customer has the money back and the record is DONE, never collected.
+func TestAttack3ReversalOfACollectedPostingWithAccountInReferenceIsANote(t *testing.T) {
+	for name, open := range collectStores {
+		t.Run(name, func(t *testing.T) {
+			b := newBooks(t, open(t), "A3M-")
+			c := b.charge("masked", 2500)
+			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			p1 := b.post(c, 1, c.Amount.Minor, true)
+			p1.Reference = "UPI/" + c.AccountID + "/771"
+			b.postings[len(b.postings)-1] = p1
+			if res, err := attackResolve(t, b, period, c.ID); err != nil || res.Action != "adopted" {
+				t.Fatalf("collect ~1: %s %v", res.Action, err)
+			}
+			b.postings = nil
+			b.reverse(p1) // the next statement: the collected posting reversed
+			rep := b.run(t)
+			if br := findBreak(rep, c.ID); br == nil {
+				t.Fatalf("the one posting collected is reversed: no break (notes %q); want recorded_not_posted (the money is back with the customer)", rep.Notes)
+			}
+		})
+	}
+}
