@@ -265,3 +265,36 @@ func TestAttack3AmountMismatchOfAWaitingChargeAdjustedThenDebitedAgain(t *testin
 		})
 	}
 }
+
+// Attack 3h: an operator's reopen --new-attempt leaves the record claimable
+// at generation 2 before any delivery presents ~2 (the history's last line
+// is the reopen's). A posting under ~2 now is under a key the collector
+// never sent, yet as the record's "own" key it is posted_not_recorded
+// and resolve adopts it: the charge is closed DONE on a debit nobody of
+// ours made (the other-key rule would call it unknown_posting).
+func TestAttack3ReopenedNotYetPresentedGenerationPostingIsAdopted(t *testing.T) {
+	for name, open := range collectStores {
+		t.Run(name, func(t *testing.T) {
+			b := newBooks(t, open(t), "A3H-")
+			c := b.charge("reopened", 2500)
+			b.failed(t, c)
+			if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+			b.post(c, 2, c.Amount.Minor, true)
+			rep := b.run(t)
+			br := findBreak(rep, c.ID)
+			res, err := attackResolve(t, b, period, c.ID)
+			after, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+			if res.Action == "adopted" || after.State == driver.StateDone {
+				kind := reconcile.Kind("")
+				if br != nil {
+					kind = br.Kind
+				}
+				t.Fatalf("reopened to generation 2 (%s, attempt %d, last history %q), never presented; the bank posted ~2: break %s; resolve %q %v; record %s — "+
+					"want it not adopted (unknown_posting: a generation never presented)", rec.State, rec.Attempt, rec.History[len(rec.History)-1], kind, res.Action, err, after.State)
+			}
+		})
+	}
+}
