@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"time"
 	"unicode/utf8"
 )
@@ -121,10 +122,18 @@ var hardDeclines = map[string]string{
 // HardDecline reports whether code is a hard decline, never retried, and
 // why.
 func HardDecline(code string) (why string, ok bool) {
-	// Banks spell codes as they like (account_closed, " Stop_Payment"):
-	// a hard decline is one whatever its case and spaces.
-	why, ok = hardDeclines[strings.ToUpper(strings.TrimSpace(code))]
+	// Banks spell codes as they like (account_closed, " Stop_Payment",
+	// "Account Closed", "ACCOUNT-CLOSED"): a hard decline is one whatever
+	// its case, and whatever runs of spaces, hyphens or underscores
+	// separate its words.
+	why, ok = hardDeclines[normalCode(code)]
 	return why, ok
+}
+
+// normalCode is code in upper case, its words joined by one underscore.
+func normalCode(code string) string {
+	words := strings.FieldsFunc(strings.ToUpper(code), func(r rune) bool { return r == ' ' || r == '-' || r == '_' || unicode.IsSpace(r) })
+	return strings.Join(words, "_")
 }
 
 // HardDeclineCodes lists the hard declines, sorted.

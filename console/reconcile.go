@@ -263,7 +263,7 @@ func (c *Console) reconcileFourEyes(w http.ResponseWriter, r *http.Request, id I
 	if targets[0].BreakID != breakID {
 		return refuse(http.StatusConflict, "The break changed since the report was made (the record or the statement is not what the report saw): run the reconciliation again, then reload the page.")
 	}
-	spec.BreakKind = reconcile.Kind(targets[0].Code)
+	spec.BreakKind, spec.Collects = reconcile.Kind(targets[0].Code), targets[0].Collects
 	if !propose {
 		why := c.o.Approvals.Policy().Needs(spec, 1)
 		if why == "" {

@@ -460,3 +460,29 @@ func TestCollectNeedsACollector(t *testing.T) {
 		t.Fatalf("the record is %s (was %s): want it untouched", after.State, before.State)
 	}
 }
+
+// A posted_twice break of a record still open to a debit is closed by
+// collecting one posting (Break.Collects: four-eyes' reconcile-adopt asks
+// a second operator for it); of a DONE record it is only marked; an
+// amount_mismatch is never collected.
+func TestWhatResolvingCollects(t *testing.T) {
+	for _, tc := range []struct {
+		kind            reconcile.Kind
+		open, mismatch  bool
+		refunded, wants bool
+	}{
+		{reconcile.PostedNotRecorded, false, false, false, true},
+		{reconcile.FailedButPosted, false, false, false, true},
+		{reconcile.FailedButPosted, false, false, true, false},
+		{reconcile.PostedTwice, true, false, false, true},
+		{reconcile.PostedTwice, true, false, true, false},
+		{reconcile.PostedTwice, false, false, false, false},
+		{reconcile.AmountMismatch, true, true, false, false},
+		{reconcile.RecordedNotPosted, false, false, false, false},
+	} {
+		b := reconcile.BreakForTest(tc.kind, tc.open, tc.mismatch)
+		if got := b.Collects(tc.refunded); got != tc.wants {
+			t.Errorf("%s (open %v, mismatch %v, refunded %v): Collects %v, want %v", tc.kind, tc.open, tc.mismatch, tc.refunded, got, tc.wants)
+		}
+	}
+}

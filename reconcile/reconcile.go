@@ -106,6 +106,11 @@ type Break struct {
 	// narrative (never shown) into the break's ID.
 	judged statement.Posting
 	facts  string
+	// open: the posting stands while the record is not DONE (a
+	// posted_twice or amount_mismatch break): resolve collects it, or
+	// refuses; mismatch: it is not the charge's (amount_mismatch), never
+	// collected.
+	open, mismatch bool
 	// collectable: the record is FAILED (or WAITING for a retry after
 	// the decline) and one posting stands for it, which Resolve records
 	// as collected.
@@ -527,6 +532,22 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Kind = PostedTwice
 		b.Detail = fmt.Sprintf("%d postings stand for one charge (keys %s); the record is %s", standing, strings.Join(keysOf(cp), ", "), stateText(rec))
 		b.Action = "have the bank refund every posting but one (their references are listed)"
+		if rec.State != driver.StateDone {
+			// The record is still open to a debit: resolving records one
+			// posting as collected — the first that is the charge's — so
+			// that none follows; the others are refunded.
+			keep, unverified, found, err := r.keepable(rec, posted)
+			if err != nil {
+				return err
+			}
+			b.open, b.collectable = true, found && r.collectable(rec)
+			if found {
+				b.judged, b.Unverified = keep, unverified
+				b.Action = fmt.Sprintf("the record is %s: resolve records the posting under %s as collected (DONE: never debited again), then have the bank refund the other(s)", rec.State, keep.BankKey)
+			} else {
+				b.Action += fmt.Sprintf("; none of them is the charge's amount and account, and the record is %s: once the bank has refunded them, resolve --refunded", rec.State)
+			}
+		}
 		r.add(cp.fill(b))
 		return nil
 	case standing == 0 && rec.State != driver.StateDone:
@@ -557,17 +578,30 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		}
 		_, gen := SplitBankKey(p.BankKey)
 		switch {
+		case rec.State == driver.StateDone && !ownReversed(cp, current):
+			// The record's own posting stands (in an earlier statement):
+			// any other posting is a second debit, whatever its amount.
+			b.Kind = PostedTwice
+			b.Detail = fmt.Sprintf("the record is DONE with its posting under key %s (reference %s); the bank posted key %s too: a second debit", current, b.Reference, p.BankKey)
+			b.Action = "have the bank refund the posting under " + p.BankKey + " (the record's own stands)"
+			r.add(cp.fill(b))
+			return nil
+		case rec.State == driver.StateDone:
+			// The record's own posting is reversed in this statement and
+			// another key's stands: the charge is paid once, under
+			// another key than recorded. Nothing to refund.
+			b.Kind = RecordedNotPosted
+			b.Detail = fmt.Sprintf("the bank reversed the record's posting (key %s, reference %s) and a posting under key %s stands: the charge is paid once, under another key than recorded",
+				current, b.Reference, p.BankKey)
+			b.Action = "nothing to refund (one posting stands); check the amount with the bank, then resolve --reason to close it"
+			r.add(cp.fill(b))
+			return nil
 		case checked && !ok:
 			b.Kind = AmountMismatch
 			b.Detail = fmt.Sprintf("the bank posted %s to %s under key %s; that is not the charge's amount, currency or account (the record's fingerprint does not match); the record is %s",
 				p.Amount, charge.MaskAccount(p.Account), p.BankKey, stateText(rec))
 			b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
-			r.add(cp.fill(b))
-			return nil
-		case rec.State == driver.StateDone:
-			b.Kind = PostedTwice
-			b.Detail = fmt.Sprintf("the record is DONE with its posting under key %s (reference %s); the bank posted key %s too: a second debit", current, b.Reference, p.BankKey)
-			b.Action = "have the bank refund the posting under " + p.BankKey + " (the record's own stands)"
+			r.openMoney(&b, rec, p)
 			r.add(cp.fill(b))
 			return nil
 		case gen < 1 || gen >= max(rec.Generation, 1):
@@ -618,6 +652,16 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Detail = fmt.Sprintf("the bank posted %s to %s; that is not the charge's amount, currency or account (the record's fingerprint does not match); the record is %s",
 			p.Amount, charge.MaskAccount(p.Account), stateText(rec))
 		b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
+		r.openMoney(&b, rec, p)
+		r.add(cp.fill(b))
+		return nil
+	}
+	if rec.State == driver.StateWaiting {
+		// A waiting record has not presented its generation yet (it
+		// waits to): a posting under it is none of the collector's.
+		b.Kind = UnknownPosting
+		b.Detail = fmt.Sprintf("the bank posted key %s, which the collector has not presented yet (the record waits for its attempt under it: %s)", p.BankKey, stateText(rec))
+		b.Action = "ask the bank who sent the debit; have it refunded if it is not ours"
 		r.add(cp.fill(b))
 		return nil
 	}
@@ -705,7 +749,9 @@ func collectedKey(rec driver.Record) (string, bool) {
 // the record holds the reference of (or says no reference: then it may).
 func reversesRecorded(reversals []statement.Posting, recorded string) bool {
 	for _, rv := range reversals {
-		if rv.Reference == "" || recorded == "" || rv.Reference == recorded {
+		// A collection keeps the reference masked as it is shown (an
+		// account number in it masked): the reversal's is compared both ways.
+		if rv.Reference == "" || recorded == "" || rv.Reference == recorded || charge.MaskText(rv.Reference, rv.Account) == recorded {
 			return true
 		}
 	}
@@ -951,4 +997,45 @@ func noticeAccount(rec driver.Record) string {
 		return n.Account
 	}
 	return ""
+}
+
+// ownReversed reports whether the statement reverses a posting under the
+// record's own key (current).
+func ownReversed(cp chargePostings, current string) bool {
+	kp := cp.of(current)
+	return kp != nil && len(kp.reversed) > 0
+}
+
+// openMoney marks b, a break whose posting p stands while rec is still
+// open to a debit (not DONE), as one that resolve closes by collecting p,
+// so that the schedule or a reopen does not debit again on top of it.
+func (r *run) openMoney(b *Break, rec driver.Record, p statement.Posting) {
+	if rec.State == driver.StateDone {
+		return
+	}
+	// Never collected as the charge's (it is not): resolve refuses it
+	// until the bank has refunded it (--refunded) or corrected it (the
+	// next statement's posting then matches and is collected).
+	b.open, b.mismatch = true, true
+	b.Action += fmt.Sprintf("; the record is %s and still debits the charge at its next attempt: once the bank refunds this posting, resolve --refunded; if the bank corrects it to the charge's amount instead, the next statement's posting is collected", rec.State)
+}
+
+// keepable is the posting of posted to record as collected: the first
+// that is the charge's (checked), else the first that cannot be checked
+// (unverified); found is false when every one is of another amount or
+// account.
+func (r *run) keepable(rec driver.Record, posted []statement.Posting) (keep statement.Posting, unverified, found bool, err error) {
+	for _, p := range posted {
+		ok, checked, err := r.verify(rec, p)
+		if err != nil {
+			return p, false, false, err
+		}
+		if checked && ok {
+			return p, false, true, nil
+		}
+		if !checked && !found {
+			keep, unverified, found = p, true, true
+		}
+	}
+	return keep, unverified, found, nil
 }

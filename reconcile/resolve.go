@@ -60,6 +60,17 @@ type Resolved struct {
 	Record *driver.Record `json:"-"`
 }
 
+// Collects reports whether resolving b (with --refunded or not) records
+// its posting as collected — a write of money to the charge's record,
+// which four-eyes' reconcile-adopt term asks a second operator for: a
+// posted_not_recorded posting adopted; a failed_but_posted posting, or one
+// of a posted_twice break of a record still open to a debit, collected;
+// never an amount_mismatch (refused until refunded or corrected). Every
+// other resolution only marks the break.
+func (b Break) Collects(refunded bool) bool {
+	return b.Kind == PostedNotRecorded || (!refunded && !b.mismatch && (b.Kind == FailedButPosted || b.open))
+}
+
 // ErrNoBreak: the charge has no open break in the statement (none, or
 // resolved already).
 var ErrNoBreak = errors.New("reconcile: no open break for this charge")
@@ -121,7 +132,13 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 	if req.BreakID != "" && b.ID != req.BreakID {
 		return Resolved{Break: b}, fmt.Errorf("%w: %s's %s break is %s now, not %s", ErrBreakChanged, req.ChargeID, b.Kind, b.ID, req.BreakID)
 	}
-	if b.Kind == FailedButPosted && !req.Refunded && !b.collectable {
+	money := b.Kind == FailedButPosted || b.open // money stands, and the record is open to a debit
+	if b.mismatch && !req.Refunded {
+		return Resolved{Break: b}, fmt.Errorf("%w: %s's posting is not the charge's amount or account, and the record is %s at generation %d: it still debits the charge at its next attempt. "+
+			"Have the bank refund the posting, then resolve --refunded (the schedule goes on); or have it corrected to the charge's amount: the next statement's posting is then collected",
+			ErrNotCollectable, b.ChargeID, b.State, b.Generation)
+	}
+	if money && !req.Refunded && !b.collectable {
 		// Marking it would close the break with the posting recorded
 		// nowhere: the money kept and the charge still open to a debit.
 		return Resolved{Break: b}, fmt.Errorf("%w: %s's %s break: the record is %s at generation %d (%s); "+
@@ -129,8 +146,7 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 			"(a second posting shows as posted_twice: have one refunded); if the bank refunds the posting, resolve --refunded",
 			ErrNotCollectable, b.ChargeID, b.Kind, b.State, b.Generation, b.Detail)
 	}
-	collect := b.Kind == FailedButPosted && !req.Refunded
-	if b.Kind == PostedNotRecorded || collect {
+	if b.Collects(req.Refunded) {
 		if b.Unverified && !req.Unverified {
 			return Resolved{Break: b}, fmt.Errorf("%w: %s's posting could not be checked against the charge (no narrative in the statement, or no fingerprint key given): check its amount and account by hand, then resolve with --unverified", ErrUnchecked, b.ChargeID)
 		}

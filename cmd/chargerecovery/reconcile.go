@@ -327,7 +327,7 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 			// Fails closed: what cannot be judged is not resolved.
 			return inputErr(fmt.Errorf("nothing done: %w", err))
 		}
-		spec.BreakKind = reconcile.Kind(ts[0].Code)
+		spec.BreakKind, spec.Collects = reconcile.Kind(ts[0].Code), ts[0].Collects
 		if why := policy.Needs(spec, 1); why != "" {
 			return needsProposal(trail, claimed(env, *opFlag, &ac, book), "reconcile-resolve", why, proposeReconcile(spec, kind != ""))
 		}

@@ -181,13 +181,17 @@ type Spec struct {
 	Unverified        bool           `json:"unverified,omitempty"`
 	NoticeSent        bool           `json:"noticeSent,omitempty"`
 	Refunded          bool           `json:"refunded,omitempty"`
+	// Collects: resolving the break records money as collected
+	// (reconcile.Break.Collects), as the break found says — set from the
+	// proposal's target, whatever its kind.
+	Collects bool `json:"collects,omitempty"`
 }
 
 // Adopts says whether a reconcile spec adopts the bank's posting (its
 // break is posted_not_recorded, or failed_but_posted not Refunded): the
 // record becomes DONE, money recorded as collected without a debit.
 func (s Spec) Adopts() bool {
-	return s.Kind == Reconcile && (s.BreakKind == reconcile.PostedNotRecorded || (s.BreakKind == reconcile.FailedButPosted && !s.Refunded))
+	return s.Kind == Reconcile && (s.Collects || s.BreakKind == reconcile.PostedNotRecorded || (s.BreakKind == reconcile.FailedButPosted && !s.Refunded))
 }
 
 // Describe is the spec in a line: what it chooses and does.
@@ -308,6 +312,9 @@ type Target struct {
 	// proposal: its run acts only on a break with the same id.
 	BreakID  string   `json:"breakId,omitempty"`
 	BankKeys []string `json:"bankKeys,omitempty"`
+	// Collects: resolving the break records money as collected
+	// (reconcile.Break.Collects), frozen with it.
+	Collects bool `json:"collects,omitempty"`
 	// RecordToken, RecordGeneration and RecordState are the charge's
 	// record as a Reopen proposal froze it (its FAILED record's fencing
 	// token and key generation): the run reopens only that very record,

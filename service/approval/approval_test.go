@@ -435,3 +435,27 @@ func TestThePolicyIsKeptBesideTheTrailNotEachProcesss(t *testing.T) {
 		t.Fatal("no audit line for the policy change")
 	}
 }
+
+// reconcile-adopt asks a second operator for every resolution that
+// records money as collected, whatever the break's kind: a posted_twice
+// break of a record still open to a debit collects one posting.
+func TestReconcileAdoptCoversEveryCollection(t *testing.T) {
+	pol, err := approval.ParsePolicy("reconcile-adopt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		spec  approval.Spec
+		needs bool
+	}{
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.PostedTwice, Collects: true}, true},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.PostedTwice}, false},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.PostedNotRecorded}, true},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.FailedButPosted, Refunded: true}, false},
+		{approval.Spec{Kind: approval.Reconcile, BreakKind: reconcile.RecordedNotPosted}, false},
+	} {
+		if got := pol.Needs(tc.spec, 1) != ""; got != tc.needs {
+			t.Errorf("%s (collects %v, refunded %v): needs approval %v, want %v", tc.spec.BreakKind, tc.spec.Collects, tc.spec.Refunded, got, tc.needs)
+		}
+	}
+}

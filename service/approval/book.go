@@ -373,7 +373,7 @@ func (b *Book) Propose(who Actor, spec Spec, targets []Target) (Proposal, error)
 		if spec.BreakKind != "" && spec.BreakKind != reconcile.Kind(targets[0].Code) {
 			return Proposal{}, fmt.Errorf("the break found is %s, not the %s asked for: no proposal made", targets[0].Code, spec.BreakKind)
 		}
-		spec.BreakKind = reconcile.Kind(targets[0].Code)
+		spec.BreakKind, spec.Collects = reconcile.Kind(targets[0].Code), targets[0].Collects
 	}
 	now := b.o.Now().UTC()
 	p := Proposal{ID: newID(), Spec: spec, Proposer: who, At: now, Expires: now.Add(b.o.TTL),

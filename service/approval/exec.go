@@ -408,10 +408,10 @@ func (be Backend) selectBreak(ctx context.Context, spec Spec, now time.Time) ([]
 		return nil, fmt.Errorf("%w: %s has %s: give --kind", reconcile.ErrAmbiguous, id, strings.Join(kinds, ", "))
 	}
 	b := open[0]
-	if adopts := (Spec{Kind: Reconcile, BreakKind: b.Kind, Refunded: spec.Refunded}).Adopts(); adopts && b.Unverified && !spec.Unverified {
+	if b.Collects(spec.Refunded) && b.Unverified && !spec.Unverified {
 		return nil, fmt.Errorf("%w: %s's posting could not be checked against the charge (no narrative in the statement, or no fingerprint key given): check its amount and account by hand, then propose with --unverified", reconcile.ErrUnchecked, id)
 	}
-	t := Target{ChargeID: id, Account: b.Account, Code: string(b.Kind), BreakID: b.ID, BankKeys: b.BankKeys}
+	t := Target{ChargeID: id, Account: b.Account, Code: string(b.Kind), BreakID: b.ID, BankKeys: b.BankKeys, Collects: b.Collects(spec.Refunded)}
 	for _, p := range b.Posted {
 		if p.Reversal {
 			continue
