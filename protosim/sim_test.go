@@ -1,6 +1,7 @@
 package protosim
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/postgres"
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
@@ -68,9 +70,19 @@ func sqliteStores(t *testing.T) func() (driver.Store, func(), error) {
 // postgresStores opens a fresh schema of the test database per run
 // (pgtest: in CI a server that cannot be reached fails the test).
 func postgresStores(t *testing.T) func() (driver.Store, func(), error) {
+	admin := pgtest.Open(t) // fails in CI when the server cannot be reached
 	return func() (driver.Store, func(), error) {
-		db := pgtest.Open(t)
-		return postgres.NewStore(db), func() {}, nil
+		schema := dbtest.Name("ic_sim_")
+		db, err := postgres.Open(t.Context(), dbtest.PostgresURL(), postgres.Options{Schema: schema, MaxConns: 2})
+		if err != nil {
+			return nil, nil, err
+		}
+		// Closed and dropped with its run: a pool a run kept would leave
+		// the server without connections after a few hundred runs.
+		return postgres.NewStore(db), func() {
+			db.Close()
+			_, _ = admin.Pool().Exec(context.Background(), "drop schema if exists "+schema+" cascade")
+		}, nil
 	}
 }
 
