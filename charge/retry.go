@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
