@@ -50,6 +50,14 @@ const (
 	OpCollect  Op = "collect"        // Collector.Collect (an operator records a posting; optional)
 )
 
+// Ops are every write of the state machine. A new one is not done until
+// it has its rows in Transitions (a write and its refusals; TestEveryOp…),
+// its case in the conformance suite (storetest.Transitions fails on an
+// operation it has no case for), its place in the linearizability model
+// (storetest's modelled ops) and in the whole-protocol simulator
+// (protosim's store passes it on).
+var Ops = []Op{OpClaim, OpExtend, OpComplete, OpFail, OpWait, OpReopen, OpAmend, OpCollect}
+
 // Condition is what a transition requires of the record and the request,
 // beyond its state. Each is evaluated by a request's Allows.
 type Condition string

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -37,6 +38,27 @@ func TestPageLimit(t *testing.T) {
 	for in, want := range map[int]int{-5: 50, 0: 50, 1: 1, 500: 500, 501: MaxListLimit, 1 << 40: MaxListLimit} {
 		if got := (ListRequest{Limit: in}).PageLimit(); got != want {
 			t.Errorf("PageLimit(%d) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// Every write of the state machine has its rows: one that writes and one
+// that refuses; and every row is one of Ops.
+func TestEveryOpHasItsRows(t *testing.T) {
+	writes, refusals := map[Op]int{}, map[Op]int{}
+	for _, row := range Transitions {
+		if !slices.Contains(Ops, row.Op) {
+			t.Errorf("row %s %s %s: operation not in Ops", row.From, row.Op, row.When)
+		}
+		if row.Writes {
+			writes[row.Op]++
+		} else {
+			refusals[row.Op]++
+		}
+	}
+	for _, op := range Ops {
+		if writes[op] == 0 || refusals[op] == 0 {
+			t.Errorf("%s: %d writing row(s), %d refusal(s): a move needs both in Transitions", op, writes[op], refusals[op])
 		}
 	}
 }

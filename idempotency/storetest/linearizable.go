@@ -172,6 +172,20 @@ type expected struct {
 	attempt   int
 }
 
+// Modelled says, for every write of driver.Ops, how the model holds it: a
+// case of step, or why not (TestTheModelHasEveryOp: a new write needs an
+// entry here before it ships).
+var Modelled = map[driver.Op]string{
+	driver.OpClaim:    "step: claim",
+	driver.OpExtend:   "step: extend",
+	driver.OpComplete: "step: finish",
+	driver.OpFail:     "step: finish",
+	driver.OpWait:     "step: finish",
+	driver.OpReopen:   "step: reopen",
+	driver.OpCollect:  "step: collect",
+	driver.OpAmend:    "not modelled: an operator's DONE → DONE status change under the token and status read; the conformance rows cover it",
+}
+
 // step applies in to cur by the driver's rules and says what the answer
 // must be.
 func step(cur *modelRecord, in linInput) (*modelRecord, expected) {

@@ -170,3 +170,13 @@ func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
 		})
 	}
 }
+
+// Every write of the state machine is in the linearizability model, or
+// says why not.
+func TestTheModelHasEveryOp(t *testing.T) {
+	for _, op := range driver.Ops {
+		if _, ok := storetest.Modelled[op]; !ok {
+			t.Errorf("%s: not in the model (storetest.Modelled): add its case to step, or say why it is left out", op)
+		}
+	}
+}
