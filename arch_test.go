@@ -125,7 +125,8 @@ func TestReadmeLayoutMatchesTheTree(t *testing.T) {
 //	2 adapters, stores, simulators and their test kits (the other top-level
 //	  folders)
 //	3 service/…   the wiring that cmd and the console share
-//	4 console
+//	4 console, and protosim (the whole-protocol simulator drives every
+//	  actor, the service's operator paths too; nothing imports it)
 //	5 cmd/…
 func level(pkg string) int {
 	first, _, _ := strings.Cut(pkg, "/")
@@ -137,7 +138,7 @@ func level(pkg string) int {
 		return 1
 	case first == "service":
 		return 3
-	case first == "console":
+	case first == "console" || first == "protosim":
 		return 4
 	case first == "cmd":
 		return 5
