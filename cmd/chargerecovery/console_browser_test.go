@@ -89,7 +89,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	// The bank declines one account; the notification webhook fails for
 	// charges whose id says so.
 	const declined = "009999999999"
-	ledger := corebanksim.NewLedger(corebanksim.Faults{DeclineAccounts: map[string]string{declined: "ACCOUNT_CLOSED"}})
+	ledger := corebanksim.NewLedger(corebanksim.Faults{DeclineAccounts: map[string]string{declined: "ACCOUNT_FROZEN"}})
 	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	defer bank.Close()
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
