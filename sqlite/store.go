@@ -330,27 +330,9 @@ func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.R
 // Amend implements driver.Amender: one conditional UPDATE … RETURNING;
 // when it matches nothing, the row is read in the same transaction.
 func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record, error) {
-	var rec driver.Record
-	var done, found bool
-	err := s.db.write1(ctx, func(tx *wtx) error {
-		var err error
-		rec, err = scan(tx.QueryRow(ctx, `update idempotency_records set status = ?4, detail = ?5, history = ?6, updated_at = ?7
+	rec, done, found, err := s.updateOrRead(ctx, a.Key, `update idempotency_records set status = ?4, detail = ?5, history = ?6, updated_at = ?7
 			where key = ?1 and state = 'DONE' and token = ?2 and status = ?3 and expires_at > ?7 returning `+columns,
-			a.Key, a.Token, a.FromStatus, a.Status, a.Detail, driver.JoinHistory(a.History), a.Now.UnixMilli()))
-		if err == nil {
-			done = true
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		rec, err = scan(tx.QueryRow(ctx, selectSQL, a.Key))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		found = err == nil
-		return err
-	})
+		a.Key, a.Token, a.FromStatus, a.Status, a.Detail, driver.JoinHistory(a.History), a.Now.UnixMilli())
 	switch {
 	case err != nil:
 		return driver.Record{}, driver.Unavailable("amend", err)
@@ -360,6 +342,31 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 		return driver.Record{}, driver.ErrNotFound
 	}
 	return rec, driver.ErrStale
+}
+
+// updateOrRead runs the conditional update update (… RETURNING the row)
+// in one write transaction; when it matches nothing, it reads key's row
+// in the same transaction, to say why: done, the row written; found, the
+// row as it is (neither: no row).
+func (s *Store) updateOrRead(ctx context.Context, key, update string, args ...any) (rec driver.Record, done, found bool, err error) {
+	err = s.db.write1(ctx, func(tx *wtx) error {
+		var err error
+		rec, err = scan(tx.QueryRow(ctx, update, args...))
+		if err == nil {
+			done = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		rec, err = scan(tx.QueryRow(ctx, selectSQL, key))
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	return rec, done, found, err
 }
 
 // collectSQL moves the very record read (?2 state, ?3 token, ?4
@@ -379,26 +386,8 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 	if !c.Valid() {
 		return driver.Record{}, fmt.Errorf("%w: collect needs key, the token read, a new token, a state it collects from and the posted generation", driver.ErrInvalid)
 	}
-	var rec driver.Record
-	var done, found bool
-	err := s.db.write1(ctx, func(tx *wtx) error {
-		var err error
-		rec, err = scan(tx.QueryRow(ctx, collectSQL, c.Key, string(c.From), c.Token, max(c.Generation, 1), c.LeaseExpiredBy.UnixMilli(),
-			c.NewToken, c.PostedGeneration, c.Status, c.Detail, driver.JoinHistory(c.History), c.Now.UnixMilli(), c.ExpiresAt.UnixMilli()))
-		if err == nil {
-			done = true
-			return nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		rec, err = scan(tx.QueryRow(ctx, selectSQL, c.Key))
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		found = err == nil
-		return err
-	})
+	rec, done, found, err := s.updateOrRead(ctx, c.Key, collectSQL, c.Key, string(c.From), c.Token, max(c.Generation, 1), c.LeaseExpiredBy.UnixMilli(),
+		c.NewToken, c.PostedGeneration, c.Status, c.Detail, driver.JoinHistory(c.History), c.Now.UnixMilli(), c.ExpiresAt.UnixMilli())
 	switch {
 	case err != nil:
 		return driver.Record{}, driver.Unavailable("collect", err)
