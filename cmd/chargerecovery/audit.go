@@ -109,7 +109,7 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		anchors = append(anchors, audit.Anchor{Seq: n, Hash: strings.ToLower(hash)})
 	}
-	reps, err := audit.VerifyFiles(files, anchors)
+	reps, err := audit.VerifyFiles(files, anchors, nil)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {

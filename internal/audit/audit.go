@@ -15,6 +15,7 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -64,6 +65,16 @@ type Entry struct {
 	// propose and approve lines).
 	Digest string `json:"digest,omitempty"`
 
+	// Signer is who vouches for the line ("console", or the operator
+	// named), KeyID the key that signed it (KeyID of its public key), Sig
+	// the signature, the line's last field (see Signer). Append sets them
+	// when the trail has a Sign.
+	Signer string `json:"signer,omitempty"`
+	KeyID  string `json:"keyId,omitempty"`
+	Sig    string `json:"sig,omitempty"`
+
+	raw []byte // the line as read (Recent, All), for Vouched
+
 	// Hash is the line's own SHA-256 (the next line's Prev), set by
 	// Append and Recent; not written.
 	Hash string `json:"-"`
@@ -83,6 +94,8 @@ type Trail struct {
 	// Head is called after each append with the line's seq and hash (the
 	// chain's new head), for a log kept elsewhere; may be nil.
 	Head func(seq int64, hash string)
+	// Sign, when set, signs every line appended (see Signer).
+	Sign *Signer
 }
 
 // Open opens (or creates, mode 0600) the trail at path; an existing file
@@ -153,9 +166,16 @@ func (a *Trail) Append(e Entry) (Entry, error) {
 		break
 	}
 	e.Seq, e.Prev = t.seq+1, t.hash
+	e.Signer, e.KeyID, e.Sig = "", "", ""
+	if a.Sign != nil {
+		e.Signer, e.KeyID = a.Sign.Name, KeyID(a.Sign.Key.Public().(ed25519.PublicKey))
+	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return e, err
+	}
+	if a.Sign != nil {
+		b = signLine(b, a.Sign)
 	}
 	if len(b) >= MaxLine {
 		return e, fmt.Errorf("audit line of %d bytes is over the %d-byte limit", len(b), MaxLine)
@@ -172,7 +192,10 @@ func (a *Trail) Append(e Entry) (Entry, error) {
 	if err := a.f.Sync(); err != nil {
 		return e, fmt.Errorf("audit file: %w", err)
 	}
-	e.Hash = Hash(b)
+	e.Hash, e.raw = Hash(b), b
+	if a.Sign != nil {
+		e.Sig = string(b[bytes.LastIndex(b, []byte(sigField))+len(sigField) : len(b)-2])
+	}
 	if a.Head != nil {
 		a.Head(e.Seq, e.Hash)
 	}
@@ -410,6 +433,7 @@ func (a *Trail) All(f Filter) ([]Entry, error) {
 			continue
 		}
 		e.Hash = Hash(sc.Bytes())
+		e.raw = append([]byte(nil), sc.Bytes()...)
 		out = append(out, e)
 	}
 	return out, sc.Err()
@@ -426,6 +450,7 @@ func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {
 			continue
 		}
 		e.Hash = Hash(sc.Bytes())
+		e.raw = append([]byte(nil), sc.Bytes()...)
 		ring[seen%n] = e
 		seen++
 	}

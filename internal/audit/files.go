@@ -12,8 +12,9 @@ import (
 // VerifyFiles checks files, oldest first, as one chain, and that it holds
 // each anchor (a head logged when its line was written): an anchor is
 // checked in the file whose seq range holds it, one past the end against
-// the last file. It returns each file's report.
-func VerifyFiles(files []string, anchors []Anchor) ([]Report, error) {
+// the last file; and, with keys, every line's signature (VerifyKeyed). It
+// returns each file's report.
+func VerifyFiles(files []string, anchors []Anchor, keys Keyring) ([]Report, error) {
 	run := func(with func(i int, first, last int64) []Anchor, ranges [][2]int64) ([]Report, error) {
 		var rep Report
 		var reps []Report
@@ -26,7 +27,7 @@ func VerifyFiles(files []string, anchors []Anchor) ([]Report, error) {
 			if with != nil {
 				use = with(i, ranges[i][0], ranges[i][1])
 			}
-			r, err := Verify(fh, path, rep, use...)
+			r, err := VerifyKeyed(fh, path, rep, keys, use...)
 			fh.Close()
 			if err != nil {
 				return nil, err

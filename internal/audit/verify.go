@@ -21,14 +21,20 @@ type Report struct {
 	// head logged elsewhere to see that no line was cut from the end.
 	HeadSeq  int64
 	HeadHash string
+	// Signed are the lines whose signature the keyring checked; Unsigned
+	// those before the first signed line (written before the installation
+	// kept keys: nothing vouches for them); Unchecked the signed lines read
+	// without a keyring.
+	Signed, Unsigned, Unchecked int
 }
 
 // BreakError is a broken chain: the line named does not follow the one
 // before it (that line, or this one, was edited, removed or inserted).
 type BreakError struct {
-	File string
-	Line int
-	Why  string
+	File  string
+	Line  int
+	Why   string
+	vouch bool // no writer vouched for the line (ErrNotVouched)
 }
 
 func (e *BreakError) Error() string {
@@ -39,7 +45,9 @@ func (e *BreakError) Error() string {
 var ErrBroken = errors.New("audit trail broken")
 
 // Is makes a BreakError match ErrBroken.
-func (e *BreakError) Is(target error) bool { return target == ErrBroken }
+func (e *BreakError) Is(target error) bool {
+	return target == ErrBroken || (e.vouch && target == ErrNotVouched)
+}
 
 // Anchor is a line's seq and hash as logged elsewhere when it was
 // written (the console's "audit head" lines): the trail must hold that
@@ -56,20 +64,30 @@ type Anchor struct {
 // when files are checked in order ("" for none: the first chained line
 // must then be seq 1, or follow legacy lines).
 func Verify(r io.Reader, file string, prev Report, anchors ...Anchor) (Report, error) {
-	rep, err := verify(r, file, prev, anchors)
+	return VerifyKeyed(r, file, prev, nil, anchors...)
+}
+
+// VerifyKeyed is Verify that also checks every line's signature against
+// keys (nil: signatures are not checked, only counted): a line no key of
+// keys vouches for is a BreakError (matching ErrNotVouched too), and so
+// is an unsigned line once a signed one has been read — a line appended
+// by hand, however well chained, is refused.
+func VerifyKeyed(r io.Reader, file string, prev Report, keys Keyring, anchors ...Anchor) (Report, error) {
+	rep, err := verify(r, file, prev, keys, anchors)
 	if err != nil {
 		return rep, err
 	}
 	for _, a := range anchors {
 		if a.Seq > rep.HeadSeq {
-			return rep, &BreakError{file, 0, fmt.Sprintf("the trail ends at seq %d, but seq %d was logged: lines were cut from its end", rep.HeadSeq, a.Seq)}
+			return rep, &BreakError{File: file, Line: 0, Why: fmt.Sprintf("the trail ends at seq %d, but seq %d was logged: lines were cut from its end", rep.HeadSeq, a.Seq)}
 		}
 	}
 	return rep, nil
 }
 
-func verify(r io.Reader, file string, prev Report, anchors []Anchor) (Report, error) {
+func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Anchor) (Report, error) {
 	rep := Report{HeadSeq: prev.HeadSeq, HeadHash: prev.HeadHash}
+	signedBefore := prev.Signed > 0
 	br := bufio.NewReaderSize(r, 64<<10)
 	chained := prev.HeadHash != ""
 	lineNo := 0
@@ -83,7 +101,7 @@ func verify(r io.Reader, file string, prev Report, anchors []Anchor) (Report, er
 				full = append(full, line...)
 			}
 			if errors.Is(err, bufio.ErrBufferFull) {
-				return rep, &BreakError{file, lineNo + 1, fmt.Sprintf("a line longer than %d bytes: not written by the trail", MaxLine)}
+				return rep, &BreakError{File: file, Line: lineNo + 1, Why: fmt.Sprintf("a line longer than %d bytes: not written by the trail", MaxLine)}
 			}
 			line = full
 		}
@@ -108,7 +126,7 @@ func verify(r io.Reader, file string, prev Report, anchors []Anchor) (Report, er
 			// writing, the one after the head. The chain skips it, and the
 			// next line must chain to the line before it.
 			if !fragmentOf(line, rep.HeadSeq+1, rep.HeadHash) {
-				return rep, &BreakError{file, lineNo, "not a line of the trail, nor the start of one cut short: inserted, or edited"}
+				return rep, &BreakError{File: file, Line: lineNo, Why: "not a line of the trail, nor the start of one cut short: inserted, or edited"}
 			}
 			rep.Torn = append(rep.Torn, lineNo)
 			if errors.Is(err, io.EOF) {
@@ -121,21 +139,34 @@ func verify(r io.Reader, file string, prev Report, anchors []Anchor) (Report, er
 		case e.Seq == 0 && !chained:
 			rep.Legacy++ // before the chain: nothing to check
 		case e.Seq == 0:
-			return rep, &BreakError{file, lineNo, "a line without seq after the chain began: inserted, or edited"}
+			return rep, &BreakError{File: file, Line: lineNo, Why: "a line without seq after the chain began: inserted, or edited"}
 		case !chained && rep.Legacy == 0 && (e.Seq != 1 || e.Prev != ""):
-			return rep, &BreakError{file, lineNo, fmt.Sprintf("the file starts at seq %d: lines before it are missing (or give the file before it first)", e.Seq)}
+			return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("the file starts at seq %d: lines before it are missing (or give the file before it first)", e.Seq)}
 		case e.Prev != rep.HeadHash:
-			return rep, &BreakError{file, lineNo, fmt.Sprintf("seq %d does not carry the hash of the line before it: that line or this one was edited, removed or inserted", e.Seq)}
+			return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d does not carry the hash of the line before it: that line or this one was edited, removed or inserted", e.Seq)}
 		case chained && e.Seq != rep.HeadSeq+1:
-			return rep, &BreakError{file, lineNo, fmt.Sprintf("seq %d follows seq %d: a line is missing or repeated", e.Seq, rep.HeadSeq)}
+			return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d follows seq %d: a line is missing or repeated", e.Seq, rep.HeadSeq)}
 		}
 		if e.Seq != 0 {
 			chained = true
+			switch who, err := checkLine(line, keys); {
+			case keys == nil && bytes.Contains(line, []byte(sigField)):
+				rep.Unchecked++
+			case keys == nil:
+			case err != nil:
+				return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d: %v", e.Seq, err), vouch: true}
+			case who == "" && (signedBefore || rep.Signed > 0):
+				return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d is not signed, after signed lines: appended or inserted by hand (no writer vouched for it)", e.Seq), vouch: true}
+			case who == "":
+				rep.Unsigned++
+			default:
+				rep.Signed++
+			}
 		}
 		rep.HeadSeq, rep.HeadHash = e.Seq, Hash(line)
 		for _, a := range anchors {
 			if a.Seq == e.Seq && a.Hash != rep.HeadHash {
-				return rep, &BreakError{file, lineNo, fmt.Sprintf("seq %d is not the line logged when it was written (sha256 %.12s…, logged %.12s…): the trail was edited and chained again", e.Seq, rep.HeadHash, a.Hash)}
+				return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d is not the line logged when it was written (sha256 %.12s…, logged %.12s…): the trail was edited and chained again", e.Seq, rep.HeadHash, a.Hash)}
 			}
 		}
 		if errors.Is(err, io.EOF) {
