@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,7 +21,9 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
+	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/internal/secretfile"
+	"github.com/finedge/idempotent-consumer/service/approval"
 )
 
 // Role is what a signed-in person may do.
@@ -180,12 +183,27 @@ type tokenUser struct {
 	name string
 	role Role
 	sum  [sha256.Size]byte // of the token
+	key  string            // the public key she signs her command-line actions with ("": none)
+}
+
+// TokenHashPrefix starts a token's hash in a token file: the file keeps
+// only hashes (a leaked file signs nobody in and approves nothing).
+const TokenHashPrefix = "sha256:"
+
+// TokenLine is the token file's line for name, role and token (its hash),
+// with the public key of her command-line key if she has one ("").
+func TokenLine(name string, role Role, token, key string) string {
+	sum := sha256.Sum256([]byte(token))
+	line := name + " " + role.String() + " " + TokenHashPrefix + hex.EncodeToString(sum[:])
+	if key != "" {
+		line += " " + key
+	}
+	return line
 }
 
 // ReadTokenFile reads a token file (see TokenAuth): it must be owner-only
-// (mode 0600 or 0400); tokens shorter than 16 characters are refused; an
-// error names the line, never what is on it (a line with its columns
-// swapped would otherwise print the token).
+// (mode 0600 or 0400); an error names the line, never what is on it (a
+// line with its columns swapped would otherwise print a secret).
 func ReadTokenFile(path string) ([]tokenUser, error) {
 	b, err := secretfile.Read(path)
 	if err != nil {
@@ -204,31 +222,61 @@ func parseTokenFile(path string, b []byte) ([]tokenUser, error) {
 			continue
 		}
 		w := strings.Fields(line)
-		if len(w) != 3 {
-			return nil, fmt.Errorf("%s line %d: has %d fields, want 3: NAME ROLE TOKEN", path, n, len(w))
+		if len(w) != 3 && len(w) != 4 {
+			return nil, fmt.Errorf("%s line %d: has %d fields, want NAME ROLE sha256:HASH [ed25519:KEY]", path, n, len(w))
 		}
 		role, err := ParseRole(w[1])
 		if err != nil {
-			return nil, fmt.Errorf("%s line %d: the second field is not viewer or operator (want NAME ROLE TOKEN)", path, n)
+			return nil, fmt.Errorf("%s line %d: the second field is not viewer or operator (want NAME ROLE sha256:HASH)", path, n)
 		}
-		if len(w[2]) < 16 {
-			return nil, fmt.Errorf("%s line %d: the token (third field) is shorter than 16 characters", path, n)
+		hexSum, ok := strings.CutPrefix(w[2], TokenHashPrefix)
+		raw, herr := hex.DecodeString(hexSum)
+		if !ok || herr != nil || len(raw) != sha256.Size {
+			return nil, fmt.Errorf("%s line %d: the third field is not a token's hash (sha256: and 64 hex digits): the file keeps hashes only, never tokens; chargerecovery token NAME ROLE makes a token and its line", path, n)
 		}
 		if names[w[0]] {
 			return nil, fmt.Errorf("%s line %d: a second line for the same name", path, n)
 		}
-		sum := sha256.Sum256([]byte(w[2]))
+		var sum [sha256.Size]byte
+		copy(sum[:], raw)
 		if slices.ContainsFunc(out, func(u tokenUser) bool { return u.sum == sum }) {
 			return nil, fmt.Errorf("%s line %d: the same token as an earlier line (each person needs a token of her own)", path, n)
 		}
+		u := tokenUser{name: w[0], role: role, sum: sum}
+		if len(w) == 4 {
+			if _, err := audit.ParsePublicKey(w[3]); err != nil {
+				return nil, fmt.Errorf("%s line %d: the fourth field: %v", path, n, err)
+			}
+			u.key = w[3]
+			if slices.ContainsFunc(out, func(o tokenUser) bool { return o.key == u.key }) {
+				return nil, fmt.Errorf("%s line %d: the same command-line key as an earlier line (each person needs a key of her own)", path, n)
+			}
+		}
 		names[w[0]] = true
-		out = append(out, tokenUser{name: w[0], role: role, sum: sum})
+		out = append(out, u)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("%s has no NAME ROLE TOKEN line", path)
+		return nil, fmt.Errorf("%s has no NAME ROLE sha256:HASH line", path)
+	}
+	return out, nil
+}
+
+// CommandLineKeys are the public keys of the token file's people who act
+// on the command line (the fourth field), for the settings kept in the
+// backend.
+func CommandLineKeys(path string) ([]approval.Operator, error) {
+	users, err := ReadTokenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []approval.Operator
+	for _, u := range users {
+		if u.key != "" {
+			out = append(out, approval.Operator{Name: u.name, Role: u.role.String(), Key: u.key})
+		}
 	}
 	return out, nil
 }
@@ -420,26 +468,4 @@ func (a *TokenAuth) Identify(r *http.Request) (Identity, bool, string) {
 	// The token that made this session is no longer in the file.
 	a.sessions.Remove(k)
 	return Identity{}, false, "your session has ended: sign in again"
-}
-
-// TokenIdentity is the person whose token (the contents of an owner-only
-// file of hers) is in the token file: how the command line names an
-// operator where four-eyes needs a name nobody can just claim.
-func TokenIdentity(tokenFile, token string) (name string, role Role, err error) {
-	users, err := ReadTokenFile(tokenFile)
-	if err != nil {
-		return "", 0, err
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	ok := false
-	var found tokenUser
-	for _, u := range users {
-		if subtle.ConstantTimeCompare(sum[:], u.sum[:]) == 1 {
-			found, ok = u, true
-		}
-	}
-	if !ok {
-		return "", 0, fmt.Errorf("the operator token is not in %s (a token removed from the file, or another console's)", tokenFile)
-	}
-	return found.name, found.role, nil
 }

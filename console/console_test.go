@@ -436,7 +436,7 @@ func TestTokenSignIn(t *testing.T) {
 	w := newWorld(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(file, []byte("# name role token\nolga operator olga-0123456789abcdef\nvera viewer vera-0123456789abcdef\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(hashLines("# name role token\nolga operator olga-0123456789abcdef\nvera viewer vera-0123456789abcdef\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	auth, err := console.NewTokenAuth(console.TokenOptions{File: file, TTL: time.Hour, Secure: true})

@@ -45,7 +45,7 @@ func TestTheOverviewReadsAnSQSDLQAtMostOnceAMinute(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			tokens := filepath.Join(dir, "tokens")
-			if err := os.WriteFile(tokens, []byte("olga operator olga-0123456789abcdef\n"), 0o600); err != nil {
+			if err := os.WriteFile(tokens, []byte(TokenLine("olga", Operator, "olga-0123456789abcdef", "")+"\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			auth, err := NewTokenAuth(TokenOptions{File: tokens})

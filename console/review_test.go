@@ -128,7 +128,7 @@ func TestReviewAuditFileDeletedOrRotatedActionsAuditedIntoNothing(t *testing.T) 
 func TestReviewTokenFileChangeKeepingSizeAndMtimeIsNeverSeen(t *testing.T) {
 	w := newWorld(t)
 	f := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(f, []byte("olga operator "+olgaToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(f, []byte(hashLines("olga operator "+olgaToken+"\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := os.Stat(f)
@@ -141,7 +141,7 @@ func TestReviewTokenFileChangeKeepingSizeAndMtimeIsNeverSeen(t *testing.T) {
 		t.Fatal("lengths")
 	}
 	tmp := f + ".new"
-	if err := os.WriteFile(tmp, []byte("olga viewer   "+newToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tmp, []byte(hashLines("olga viewer   "+newToken+"\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chtimes(tmp, st.ModTime(), st.ModTime()); err != nil { // as cp -p / rsync -t / touch -r

@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -26,7 +24,7 @@ import (
 // Config are the console's flags, shared by chargerecovery console and
 // serve --console: where it listens, how people sign in, the audit trail.
 type Config struct {
-	Addr, Auth, TokenFile, AuditFile           string
+	Addr, Auth, TokenFile, AuditFile, KeyFile  string
 	OldAuditFile, Approval                     string
 	ApprovalTTL                                time.Duration
 	ApprovalBatch                              int
@@ -41,7 +39,8 @@ type Config struct {
 func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.Addr, "console-addr", "IC_CONSOLE_ADDR", "127.0.0.1:8088", "the console listens here (loopback unless told otherwise)")
 	f.String(&c.Auth, "console-auth", "IC_CONSOLE_AUTH", "", "how people sign in (required; no anonymous access): proxy (a trusted authenticating proxy's header, e.g. oauth2-proxy in front of the bank's identity provider) or token (--console-token-file)")
-	f.String(&c.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: an owner-only (0600) file of lines NAME ROLE TOKEN (role viewer or operator; tokens of 16+ characters), looked at on every request: a removed line ends its sessions at once")
+	f.String(&c.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: an owner-only (0600) file of lines NAME ROLE sha256:HASH [ed25519:KEY] (role viewer or operator; the token's hash, never the token: chargerecovery token NAME ROLE makes both; KEY: the public key she signs her command-line actions with), looked at on every request: a removed line ends its sessions at once")
+	f.String(&c.KeyFile, "console-key-file", "IC_CONSOLE_KEY_FILE", "", "the console's own Ed25519 key (an owner-only file of the console's account; chargerecovery keygen writes one): it signs the console's audit lines and the four-eyes settings kept in the backend; required for four-eyes (--approval-required) and wherever settings are kept")
 	f.String(&c.UserHeader, "console-user-header", "IC_CONSOLE_USER_HEADER", "X-Auth-Request-User", "proxy sign-in: the header naming the signed-in user")
 	f.String(&c.GroupsHeader, "console-groups-header", "IC_CONSOLE_GROUPS_HEADER", "", "proxy sign-in: the header listing the user's groups (comma-separated), e.g. X-Auth-Request-Groups")
 	f.String(&c.OperatorGroup, "console-operator-group", "IC_CONSOLE_OPERATOR_GROUP", "", "proxy sign-in: members of this group are operators (everyone else signed in is a viewer)")
@@ -186,27 +185,12 @@ func (c *Config) Start(ctx context.Context, d Deps, log *slog.Logger) (*Server, 
 	// Every line's seq and hash go to the log (kept off the host), which
 	// anchors the chain's end: a line cut from the file shows there.
 	audit.Head = func(seq int64, hash string) { log.Info("audit head", "seq", seq, "sha256", hash) }
-	var given *approval.Policy
-	if strings.TrimSpace(c.Approval) != "" {
-		p, err := approval.ParsePolicy(c.Approval)
-		if err != nil {
-			audit.Close()
-			return nil, cli.Usagef("%v", err)
-		}
-		given = &p
-	}
-	tokens := ""
-	if c.Auth == "token" {
-		if tokens, err = filepath.Abs(c.TokenFile); err != nil {
-			audit.Close()
-			return nil, err
-		}
-	}
-	book, err := approval.Open(audit, approval.Options{Policy: given, TokenFile: tokens, Authority: true, TTL: c.ApprovalTTL, Batch: c.ApprovalBatch})
-	if errors.Is(err, approval.ErrPolicy) {
+	ks, err := c.keepSettings(ctx, d.Backend.Store, audit, log)
+	if err != nil {
 		audit.Close()
-		return nil, cli.Usagef("--approval-required: %v", err)
+		return nil, err
 	}
+	book, err := approval.Open(audit, approval.Options{Policy: &ks.policy, Keys: ks.keys, TTL: c.ApprovalTTL, Batch: c.ApprovalBatch})
 	if err != nil {
 		audit.Close()
 		return nil, err

@@ -1,14 +1,15 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/reconcile"
 	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/cli"
@@ -27,7 +28,7 @@ func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
 	case "list", "show", "approve", "reject", "run":
 		return runDecide(ctx, env, sub, args[1:])
 	case "policy":
-		return runPolicy(env, args[1:])
+		return runPolicy(ctx, env, args[1:])
 	case "-h", "--help":
 		fmt.Fprintln(env.Stderr, `usage: chargerecovery approvals propose redrive|reopen|renotify [flags] --reason TEXT
        chargerecovery approvals propose reconcile --charge-id ID --statement FILE[,FILE] [--collection-account ID] [--kind K] [--unverified] [--notice-sent] [--refunded] --reason TEXT
@@ -100,7 +101,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	if ac.File == "" {
 		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
 	}
-	trail, book, _, err := ac.open(env)
+	trail, book, _, err := ac.open(ctx, env, bc)
 	if err != nil {
 		return err
 	}
@@ -176,7 +177,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if sub == "reject" && strings.TrimSpace(why) == "" {
 		return cli.Usagef("--reason is required: say why it is rejected")
 	}
-	trail, book, _, err := ac.open(env)
+	trail, book, _, err := ac.open(ctx, env, bc)
 	if err != nil {
 		return err
 	}
@@ -298,56 +299,65 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	return nil
 }
 
-// runPolicy shows the kept four-eyes policy, or changes it: by an
-// operator named by her token where the kept policy asks for approvals.
-func runPolicy(env *cli.Env, args []string) error {
-	f := cli.NewFlagSet(env, "approvals policy", "approvals policy [POLICY --reason TEXT]")
-	var ac auditConfig
-	ac.Bind(f)
+// runPolicy shows the four-eyes settings kept in the backend, or
+// changes them where no console runs — with the console's key: they are
+// signed by it, and nobody else changes them.
+func runPolicy(ctx context.Context, env *cli.Env, args []string) error {
+	f, bc, asJSON := opsFlags(env, "approvals policy", "approvals policy [POLICY --reason TEXT --console-key-file FILE --audit-file FILE --console-auth token|proxy [--console-token-file FILE]]")
+	var cc console.Config
 	var why string
-	f.String(&why, "reason", "", "", "why the policy changes (required to change it)")
-	opFlag := cli.OperatorFlag(f)
+	f.String(&why, "reason", "", "", "why the settings change (required to change them)")
+	f.String(&cc.KeyFile, "console-key-file", "IC_CONSOLE_KEY_FILE", "", "the console's own key, which alone changes the settings")
+	f.String(&cc.AuditFile, "audit-file", "IC_AUDIT_FILE", "", "the audit trail the settings name")
+	f.String(&cc.Auth, "console-auth", "IC_CONSOLE_AUTH", "", "how people sign in: token or proxy")
+	f.String(&cc.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: the console's token file (its fourth field: the operators' command-line keys)")
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	if ac.File == "" {
-		return cli.Usagef("the policy is kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
-	}
-	if ac.Policy != "" {
-		return cli.Usagef("give the new policy as the argument (approvals policy POLICY --reason TEXT), not --approval-required")
-	}
-	trail, book, kept, err := ac.open(env)
-	if err != nil {
-		return err
-	}
-	defer trail.Close()
 	if len(f.Args()) == 0 {
-		fmt.Fprintf(env.Stdout, "four-eyes policy: %s\n", kept)
+		cur, ok, err := keptSettings(ctx, bc)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(env.Stdout).Encode(map[string]any{"kept": ok, "settings": cur})
+		}
+		if !ok {
+			fmt.Fprintln(env.Stdout, "four-eyes policy: off (this backend keeps no four-eyes settings: the console's start keeps them, with --console-key-file)")
+			return nil
+		}
+		fmt.Fprintf(env.Stdout, "four-eyes policy: %s\nsettings version %d, kept %s by %s (%s)\n%s\n", cur.Policy, cur.Version, cur.At.Format(time.RFC3339), cur.By, cur.Why, cur.Describe())
 		return nil
 	}
 	if len(f.Args()) != 1 {
 		return cli.Usagef("give one POLICY (e.g. reopen-new-attempt,redrive-force,bulk>100, or off)")
 	}
-	p, err := approval.ParsePolicy(f.Args()[0])
-	if err != nil {
+	if _, err := approval.ParsePolicy(f.Args()[0]); err != nil {
 		return cli.Usagef("%v", err)
 	}
 	if strings.TrimSpace(why) == "" {
 		return cli.Usagef("--reason is required: say why the policy changes")
 	}
-	if kept.On() {
-		return approval.ErrPolicyOn
+	if cc.AuditFile == "" || (cc.Auth != "token" && cc.Auth != "proxy") || (cc.Auth == "token" && cc.TokenFile == "") {
+		return cli.Usagef("give --audit-file, --console-auth token|proxy and, for token, --console-token-file: the settings name them")
 	}
-	who, err := ac.whoWith(env, *opFlag, book, "", true)
+	cc.Approval, cc.ApprovalTTL = f.Args()[0], 24*time.Hour
+	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return err
 	}
-	if p.On() && cmp.Or(book.TokenFile(), ac.ConsoleTokens) == "" {
-		return cli.Usagef("give --console-token-file (the console's): under a policy the command line names operators by the console's tokens")
+	defer b.Close()
+	t, err := audit.Open(cc.AuditFile)
+	if err != nil {
+		return fmt.Errorf("--audit-file: %w", err)
 	}
-	if err := book.SetPolicy(who, p, ac.ConsoleTokens, why); err != nil {
+	defer t.Close()
+	logHead(t, env.Stderr)
+	var lc cli.LogConfig
+	p, err := cc.KeepSettings(ctx, b.Store, t, lc.Logger(env.Stderr), "cli, the console's key", why)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "four-eyes policy: %s (was %s)\n", p, kept)
+	fmt.Fprintf(env.Stdout, "four-eyes policy: %s\n", p)
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/finedge/idempotent-consumer/internal/audit"
+	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
@@ -35,11 +36,17 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 	var flt audit.Filter
 	limit := 50
 	var heads, to string
+	var chainOnly bool
+	bc := &backend.Config{}
 	switch sub {
 	case "verify":
 		f.String(&heads, "head", "", "", "heads logged when lines were written (the \"audit head\" log lines), SEQ:SHA256 comma-separated: the trail must hold each")
+		bc.Bind(f)
+		f.Bool(&chainOnly, "chain-only", "", false, "check the hash chain alone, without the keys the backend keeps (a line appended by hand, well chained, then passes)")
 	case "rotate":
 		f.String(&to, "to", "", "", "where the current trail goes (a new name, e.g. audit-2026-11.jsonl)")
+		bc.Bind(f)
+		f.String(&ac.KeyFile, "operator-key-file", "IC_OPERATOR_KEY_FILE", "", "your own key: it signs the rotate line where the backend keeps four-eyes settings")
 		f.String(&flt.Operator, "operator", "IC_OPERATOR", "", "who rotates (named in the new file's first line)")
 	}
 	if sub == "list" {
@@ -64,17 +71,20 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		if to == "" {
 			return cli.Usagef("give --to FILE: where the current trail goes")
 		}
-		t, err := audit.Open(files[0])
+		ac.File = files[0]
+		t, book, _, err := ac.open(ctx, env, bc)
 		if err != nil {
 			return err
+		}
+		if book == nil {
+			return cli.Usagef("give the trail: --audit-file FILE (IC_AUDIT_FILE)")
 		}
 		defer t.Close()
-		logHead(t, env.Stderr)
-		who, err := cli.WhoActs(env, flt.Operator)
+		who, err := ac.who(env, flt.Operator, book, "")
 		if err != nil {
 			return err
 		}
-		e, err := t.Rotate(to, audit.Entry{Operator: who, Via: "cli"})
+		e, err := t.Rotate(to, audit.Entry{Operator: who.Name, Role: who.Role, Via: "cli"})
 		if err != nil {
 			return err
 		}
@@ -109,7 +119,19 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		}
 		anchors = append(anchors, audit.Anchor{Seq: n, Hash: strings.ToLower(hash)})
 	}
-	reps, err := audit.VerifyFiles(files, anchors, nil)
+	var ring audit.Keyring
+	if !chainOnly {
+		cur, ok, err := keptSettings(ctx, bc)
+		if err != nil {
+			return cli.Usagef("the backend holds the keys that vouch for the trail's lines, and it cannot be read (%v): give --backend and its flags, or --chain-only", err)
+		}
+		if ok {
+			if ring, err = cur.Keyring(); err != nil {
+				return err
+			}
+		}
+	}
+	reps, err := audit.VerifyFiles(files, anchors, ring)
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -128,7 +150,19 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		if r.Legacy > 0 {
 			legacy = fmt.Sprintf("; %d line(s) from before the chain, not protected", r.Legacy)
 		}
-		fmt.Fprintf(env.Stdout, "%s: %d line(s), chain whole%s%s\n", path, r.Lines, legacy, torn)
+		signed := ""
+		switch {
+		case ring != nil:
+			signed = fmt.Sprintf("; %d signed, each vouched for by its writer's key", r.Signed)
+			if r.Unsigned > 0 {
+				signed += fmt.Sprintf(", %d unsigned from before the backend kept keys", r.Unsigned)
+			}
+		case chainOnly:
+			signed = "; signatures not checked (--chain-only)"
+		default:
+			signed = "; signatures not checked: the backend keeps no four-eyes settings"
+		}
+		fmt.Fprintf(env.Stdout, "%s: %d line(s), chain whole%s%s%s\n", path, r.Lines, signed, legacy, torn)
 		rep = r
 	}
 	if len(anchors) > 0 {

@@ -60,6 +60,8 @@ var commands = []command{
 	{"send", "put a ChargeDueEvent (or N copies of it) on the queue", runSend},
 	{"corebank", "run the core-banking simulator over HTTP(S); corebank ledger reads its postings, corebank statement|reverse|drop", runCorebank},
 	{"pki", "development only: a CA, the simulator's server certificate, the consumer's client certificate and an OAuth2 secret (--dir)", runPKI},
+	{"keygen", "a new Ed25519 key (--out FILE, owner-only) for the console (--console-key-file) or an operator (--operator-key-file); prints its public key", runKeygen},
+	{"token", "a console token for NAME ROLE, shown once, and her token-file line (which keeps its hash only)", runToken},
 	{"status", "queue depth, DLQ by reason code, records by state, stuck claims, the consumer's circuit", runStatus},
 	{"inspect", "show the idempotency record of a charge", runInspect},
 	{"stuck", "list claims IN_PROGRESS past their lease, oldest first", runStuck},

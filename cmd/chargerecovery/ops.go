@@ -80,7 +80,7 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	trail, book, policy, err := ac.open(env)
+	trail, book, policy, err := ac.open(ctx, env, bc)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	trail, book, policy, err := ac.open(env)
+	trail, book, policy, err := ac.open(ctx, env, bc)
 	if err != nil {
 		return err
 	}

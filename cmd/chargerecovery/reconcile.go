@@ -303,7 +303,7 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	if err != nil {
 		return err
 	}
-	trail, book, policy, err := ac.open(env)
+	trail, book, policy, err := ac.open(ctx, env, bc)
 	if err != nil {
 		return err
 	}

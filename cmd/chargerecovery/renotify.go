@@ -50,7 +50,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
-	trail, book, policy, err := ac.open(env)
+	trail, book, policy, err := ac.open(ctx, env, bc)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,32 +14,39 @@ import (
 
 	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/internal/audit"
-	"github.com/finedge/idempotent-consumer/internal/secretfile"
 	"github.com/finedge/idempotent-consumer/service/approval"
+	"github.com/finedge/idempotent-consumer/service/backend"
 	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 // auditConfig is the one audit trail and the four-eyes policy, on every
 // command that acts (and the console, with the same names).
 type auditConfig struct {
-	File, Policy, TokenFile, ConsoleTokens string
-	TTL                                    time.Duration
-	Batch                                  int
+	File, Policy, KeyFile, TokenFile string
+	TTL                              time.Duration
+	Batch                            int
+
+	kept *approval.Settings // the settings kept in the backend (nil: none)
+	me   *approval.Operator // whose --operator-key-file it is
 }
 
 func (c *auditConfig) Bind(f *cli.FlagSet) {
-	f.String(&c.File, "audit-file", "IC_AUDIT_FILE", "", "the audit trail, shared with the console: every action a hash-chained JSON line, synced before it is done (required under --approval-required; chargerecovery audit verify checks it)")
-	f.String(&c.Policy, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: which actions a second operator must approve, comma-separated: reopen-new-attempt, redrive-force, reconcile-adopt (a reconciliation resolve adopting a posting), bulk>N (more than N charges), all; off by default. They are proposed (chargerecovery approvals propose) and run once another operator approves")
-	f.Duration(&c.TTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run")
-	f.String(&c.TokenFile, "operator-token-file", "IC_OPERATOR_TOKEN_FILE", "", "under --approval-required: an owner-only file holding your console token, which names you (--operator is a name anyone can give)")
-	f.String(&c.ConsoleTokens, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "the console's token file, which --operator-token-file is checked against")
+	f.String(&c.File, "audit-file", "IC_AUDIT_FILE", "", "the audit trail, shared with the console: every action a hash-chained JSON line, synced before it is done (where the backend keeps four-eyes settings, the trail they name: another is refused)")
+	f.String(&c.Policy, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: the policy kept in the backend by the console (reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N, all); a process given another is refused. The backend's policy holds whether this is given or not")
+	f.Duration(&c.TTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run (at most what the kept settings allow, 72h by default)")
+	f.String(&c.KeyFile, "operator-key-file", "IC_OPERATOR_KEY_FILE", "", "your own Ed25519 key (an owner-only file of yours; chargerecovery keygen writes one, and its public key goes on your line of the console's token file): it names you and signs your audit lines, where the backend keeps four-eyes settings")
+	f.String(&c.TokenFile, "operator-token-file", "IC_OPERATOR_TOKEN_FILE", "", "retired: the command line signs with your own key (--operator-key-file)")
 }
 
-// open opens the trail and, beside it, the proposals with the kept
-// four-eyes policy (a policy flag given where another is kept is
-// refused). Without --audit-file: no trail, no book, the policy off (and
-// a policy flag is a usage error: proposals are kept beside the trail).
-func (c *auditConfig) open(env *cli.Env) (*audit.Trail, *approval.Book, approval.Policy, error) {
+// open reads the four-eyes settings kept in the backend, whatever this
+// process was given, and opens the trail they name with the proposals
+// beside it. Where none are kept: the trail given (none: no trail, no
+// book, the policy off), unsigned; a policy flag asking for four-eyes is
+// then refused (only the console's key keeps one).
+func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config) (*audit.Trail, *approval.Book, approval.Policy, error) {
+	if c.TokenFile != "" {
+		return nil, nil, approval.Off, cli.Usagef("--operator-token-file (IC_OPERATOR_TOKEN_FILE) is retired: the command line names you by your own key, --operator-key-file (chargerecovery keygen writes one; its public key goes on your line of the console's token file)")
+	}
 	var given *approval.Policy
 	if strings.TrimSpace(c.Policy) != "" {
 		p, err := approval.ParsePolicy(c.Policy)
@@ -46,81 +55,125 @@ func (c *auditConfig) open(env *cli.Env) (*audit.Trail, *approval.Book, approval
 		}
 		given = &p
 	}
-	if c.File == "" {
-		if given != nil && given.On() {
-			return nil, nil, approval.Off, cli.Usagef("--approval-required needs --audit-file (IC_AUDIT_FILE): proposals and approvals are kept beside the audit trail")
-		}
-		return nil, nil, approval.Off, nil
-	}
 	if c.Batch < 0 || c.Batch > 500 {
 		return nil, nil, approval.Off, cli.Usagef("--batch must be between 1 and 500")
 	}
-	if c.ConsoleTokens != "" {
-		abs, err := filepath.Abs(c.ConsoleTokens)
-		if err != nil {
-			return nil, nil, approval.Off, cli.Usagef("--console-token-file: %v", err)
-		}
-		c.ConsoleTokens = abs
-	}
-	t, err := audit.Open(c.File)
+	cur, ok, err := keptSettings(ctx, bc)
 	if err != nil {
-		return nil, nil, approval.Off, fmt.Errorf("--audit-file: %w", err)
+		return nil, nil, approval.Off, err
 	}
+	if !ok {
+		if given != nil && given.On() {
+			return nil, nil, approval.Off, cli.Usagef("--approval-required: %v: this backend keeps no four-eyes settings; four-eyes is the console's configuration (--approval-required with --console-key-file), kept in the backend, never one command's flag", approval.ErrPolicy)
+		}
+		if c.TTL > approval.DefaultMaxTTL {
+			return nil, nil, approval.Off, cli.Usagef("--approval-ttl %s is longer than %s", c.TTL, approval.DefaultMaxTTL)
+		}
+		if c.File == "" {
+			return nil, nil, approval.Off, nil
+		}
+		t, err := audit.Open(c.File)
+		if err != nil {
+			return nil, nil, approval.Off, fmt.Errorf("--audit-file: %w", err)
+		}
+		logHead(t, env.Stderr)
+		book, err := approval.Open(t, approval.Options{TTL: c.TTL, Batch: c.Batch})
+		if err != nil {
+			t.Close()
+			return nil, nil, approval.Off, err
+		}
+		return t, book, approval.Off, nil
+	}
+	c.kept = &cur
+	policy, err := cur.ParsedPolicy()
+	if err != nil {
+		return nil, nil, approval.Off, err
+	}
+	if given != nil && *given != policy {
+		return nil, nil, approval.Off, cli.Usagef("--approval-required: %v: the backend keeps %s, this process was given %s; the policy is the console's configuration", approval.ErrPolicy, policy, *given)
+	}
+	if c.File != "" {
+		abs, err := filepath.Abs(c.File)
+		if err != nil || abs != cur.Trail {
+			return nil, nil, approval.Off, cli.Usagef("--audit-file %s is not the trail the backend's four-eyes settings name (%s): every action goes to that one", c.File, cur.Trail)
+		}
+	}
+	if c.TTL > cur.TTLBound() {
+		return nil, nil, approval.Off, cli.Usagef("--approval-ttl %s is longer than the %s the kept settings allow", c.TTL, cur.TTLBound())
+	}
+	ring, err := cur.Keyring()
+	if err != nil {
+		return nil, nil, approval.Off, err
+	}
+	t, err := audit.Open(cur.Trail)
+	if err != nil {
+		return nil, nil, approval.Off, fmt.Errorf("the audit trail the backend's settings name: %w", err)
+	}
+	t.RequireSign = true
 	logHead(t, env.Stderr)
-	book, err := approval.Open(t, approval.Options{Policy: given, TokenFile: c.ConsoleTokens, TTL: c.TTL, Batch: c.Batch})
-	if errors.Is(err, approval.ErrPolicy) {
-		t.Close()
-		return nil, nil, approval.Off, cli.Usagef("--approval-required: %v", err)
+	if c.KeyFile != "" {
+		key, err := console.ReadKeyFile(c.KeyFile)
+		if err != nil {
+			t.Close()
+			return nil, nil, approval.Off, cli.Usagef("--operator-key-file: %v", err)
+		}
+		pub := key.Public().(ed25519.PublicKey)
+		op, ok := cur.OperatorByKey(pub)
+		if !ok {
+			t.Close()
+			return nil, nil, approval.Off, fmt.Errorf("--operator-key-file: key %s is not one the backend's settings keep (the console keeps the keys on its token file's lines, at its start): ask for your public key (%s) to be put on your line", audit.KeyID(pub), audit.PublicKeyString(pub))
+		}
+		c.me = &op
+		t.Sign = &audit.Signer{Name: op.Name, Key: key}
 	}
+	book, err := approval.Open(t, approval.Options{Policy: &policy, Keys: ring, TTL: c.TTL, Batch: c.Batch})
 	if err != nil {
 		t.Close()
 		return nil, nil, approval.Off, err
 	}
-	return t, book, book.Policy(), nil
+	return t, book, policy, nil
 }
 
-// who is the person acting. Under a four-eyes policy a name given on the
-// command line is not enough (anyone can give another's): the person is
-// the one whose console token her --operator-token-file holds.
-func (c *auditConfig) who(env *cli.Env, opFlag string, book *approval.Book, needs string) (approval.Actor, error) {
-	return c.whoWith(env, opFlag, book, needs, false)
-}
-
-// whoWith is who; bootstrap (setting the policy while it is off) may name
-// the console's token file that it is about to keep.
-func (c *auditConfig) whoWith(env *cli.Env, opFlag string, book *approval.Book, needs string, bootstrap bool) (approval.Actor, error) {
-	policy, tokens := approval.Off, ""
-	if book != nil {
-		policy, tokens = book.Policy(), book.TokenFile()
+// keptSettings reads the four-eyes settings kept in bc's backend.
+func keptSettings(ctx context.Context, bc *backend.Config) (approval.Settings, bool, error) {
+	b, err := openForOps(ctx, bc)
+	if err != nil {
+		return approval.Settings{}, false, err
 	}
-	if !policy.On() && c.TokenFile == "" && needs == "" {
+	defer b.Close()
+	ks, err := approval.OpenKept(b.Store, nil)
+	if err != nil {
+		return approval.Settings{}, false, err
+	}
+	return ks.Load(ctx)
+}
+
+// who is the person acting. Where the backend keeps four-eyes settings a
+// name given on the command line is not enough (anyone can give
+// another's): the person is the one whose key --operator-key-file holds;
+// with proxy sign-in the command line does not act at all (the identity
+// provider names people, in the console).
+func (c *auditConfig) who(env *cli.Env, opFlag string, book *approval.Book, needs string) (approval.Actor, error) {
+	if c.kept == nil {
+		if needs != "" {
+			return approval.Actor{}, errors.New("this proposal needs another operator's approval, and this backend keeps no four-eyes settings to name her by: approve it in the console")
+		}
 		name, err := cli.WhoActs(env, opFlag)
 		return approval.Actor{Name: name, Role: "operator", Via: "cli"}, err
 	}
-	if c.TokenFile == "" {
-		return approval.Actor{}, cli.Usagef("under --approval-required the command line names you by your console token: give --operator-token-file (an owner-only file holding it), or act in the console")
+	if c.kept.SignIn == "proxy" {
+		return approval.Actor{}, errors.New("this installation signs people in through its proxy (the identity provider names them): the command line does not act; act in the console")
 	}
-	if tokens == "" && bootstrap {
-		tokens = c.ConsoleTokens
+	if c.me == nil {
+		return approval.Actor{}, cli.Usagef("this installation's audit trail is signed: the command line names you by your own key, --operator-key-file (IC_OPERATOR_KEY_FILE), or act in the console")
 	}
-	if tokens == "" {
-		return approval.Actor{}, fmt.Errorf("no console token file is kept beside the audit trail, so the command line cannot tell who you are: start the console with token sign-in once (it keeps its own), or, while the policy is off, chargerecovery approvals policy POLICY --console-token-file FILE --reason TEXT; or act in the console")
+	if c.me.Role != console.Operator.String() {
+		return approval.Actor{}, fmt.Errorf("%s is a %s: only operators act", c.me.Name, c.me.Role)
 	}
-	tok, err := secretfile.Read(c.TokenFile)
-	if err != nil {
-		return approval.Actor{}, cli.Usagef("--operator-token-file: %v", err)
+	if s := strings.TrimSpace(opFlag); s != "" && !strings.EqualFold(s, c.me.Name) {
+		return approval.Actor{}, cli.Usagef("--operator %s is not whom the key names (%s)", s, c.me.Name)
 	}
-	name, role, err := console.TokenIdentity(tokens, string(tok))
-	if err != nil {
-		return approval.Actor{}, cli.Usagef("--operator-token-file: %v", err)
-	}
-	if role != console.Operator {
-		return approval.Actor{}, fmt.Errorf("%s is a viewer: only operators act", name)
-	}
-	if s := strings.TrimSpace(opFlag); s != "" && !strings.EqualFold(s, name) {
-		return approval.Actor{}, cli.Usagef("--operator %s is not whom the token names (%s)", s, name)
-	}
-	return approval.Actor{Name: name, Role: role.String(), Via: "cli"}, nil
+	return approval.Actor{Name: c.me.Name, Role: c.me.Role, Via: "cli"}, nil
 }
 
 // logHead has every line t appends logged on w with its seq and hash:
@@ -192,8 +245,11 @@ func actAudited(env *cli.Env, trail *audit.Trail, who approval.Actor, action, ch
 // proposed, with the command that proposes it; the refusal is audited.
 func needsProposal(trail *audit.Trail, who approval.Actor, action, why, propose string) error {
 	if trail != nil {
+		// A refusal by someone the trail cannot vouch for is not written
+		// (an unsigned line would break a signed trail); it is refused
+		// all the same.
 		if _, err := trail.Append(audit.Entry{Operator: who.Name, Role: who.Role, Via: "cli", Action: action, Result: "refused",
-			Detail: "needs another operator's approval (" + why + "): to be proposed"}); err != nil {
+			Detail: "needs another operator's approval (" + why + "): to be proposed"}); err != nil && !errors.Is(err, audit.ErrUnsigned) {
 			return fmt.Errorf("nothing done: needs another operator's approval, and the audit trail cannot be written (%w)", err)
 		}
 	}

@@ -96,7 +96,13 @@ type Trail struct {
 	Head func(seq int64, hash string)
 	// Sign, when set, signs every line appended (see Signer).
 	Sign *Signer
+	// RequireSign refuses to append a line without Sign (ErrUnsigned): a
+	// signed trail takes no unsigned line.
+	RequireSign bool
 }
+
+// ErrUnsigned: a line for a signed trail with no key to sign it.
+var ErrUnsigned = errors.New("audit: this trail is signed, and this process has no key to sign with")
 
 // Open opens (or creates, mode 0600) the trail at path; an existing file
 // that others may read or write is tightened to 0600.
@@ -128,6 +134,9 @@ func (a *Trail) Path() string { return a.path }
 // Append chains e to the last line of the file, writes it and syncs it;
 // it returns e as written (with Seq and Prev).
 func (a *Trail) Append(e Entry) (Entry, error) {
+	if a.RequireSign && a.Sign == nil {
+		return e, ErrUnsigned
+	}
 	if e.At.IsZero() {
 		e.At = time.Now().UTC()
 	}
@@ -459,4 +468,15 @@ func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {
 		out = append(out, ring[i%n])
 	}
 	return out, sc.Err()
+}
+
+// HeadSeq is the seq of the trail's last whole line (0 for none).
+func (a *Trail) HeadSeq() (int64, error) {
+	f, err := os.Open(a.path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	t, err := readTail(f)
+	return t.seq, err
 }

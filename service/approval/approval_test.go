@@ -262,7 +262,7 @@ func TestABulkRedriveNeedsASecondOperatorAndRunsInBatches(t *testing.T) {
 		actions = append([]string{e.Action + ":" + e.Result}, actions...)
 	}
 	want := "propose:pending refused:refused approve:refused approve:refused approve:approved execute:running batch:batch 1 batch:batch 2 batch:batch 3 done:done"
-	if got := strings.Join(actions, " "); !strings.Contains(got, "approve:approved execute:running batch:batch 1 batch:batch 2 batch:batch 3 done:done") || !strings.HasPrefix(got, "policy:redrive-force,bulk>3 propose:pending") {
+	if got := strings.Join(actions, " "); !strings.Contains(got, "approve:approved execute:running batch:batch 1 batch:batch 2 batch:batch 3 done:done") || !strings.HasPrefix(got, "propose:pending") {
 		t.Fatalf("audit lines %s, want like %s", got, want)
 	}
 }
@@ -388,51 +388,6 @@ func TestSelectSaysWhatMatchesNothing(t *testing.T) {
 	}
 	if _, err := w.be.Select(t.Context(), approval.Spec{Kind: approval.Redrive}, time.Now()); err == nil {
 		t.Fatal("a proposal without a reason")
-	}
-}
-
-func TestThePolicyIsKeptBesideTheTrailNotEachProcesss(t *testing.T) {
-	w := newWorld(t, 3)
-	strict, _ := approval.ParsePolicy("bulk>0")
-	if _, err := approval.Open(w.trail, approval.Options{Policy: &strict}); err != nil {
-		t.Fatal(err)
-	}
-	// A process started without the flag gets the kept policy.
-	b, err := approval.Open(w.trail, approval.Options{})
-	if err != nil || b.Policy() != strict {
-		t.Fatalf("no flag: %v %v", b.Policy(), err)
-	}
-	// One started with another is refused.
-	if _, err := approval.Open(w.trail, approval.Options{Policy: &approval.Off}); !errors.Is(err, approval.ErrPolicy) {
-		t.Fatalf("a weaker policy given: %v", err)
-	}
-	spec := approval.Spec{Kind: approval.Redrive, Reason: "INC-14"}
-	targets, _ := w.be.Select(t.Context(), spec, time.Now())
-	if p, _ := b.Propose(olga, spec, targets); p.State != approval.Pending {
-		t.Fatalf("a bulk proposal under the kept policy: %s", p.State)
-	}
-	// Once on, the command line does not change it; the console's
-	// configuration does, at its start, audited.
-	if err := b.SetPolicy(ivan, approval.Off, "", "month-end drill over"); !errors.Is(err, approval.ErrPolicyOn) {
-		t.Fatalf("SetPolicy under an on policy: %v", err)
-	}
-	if _, err := approval.Open(w.trail, approval.Options{Policy: &approval.Off, Authority: true, TokenFile: "/etc/chargerecovery/tokens"}); err != nil {
-		t.Fatal(err)
-	}
-	b2, err := approval.Open(w.trail, approval.Options{})
-	if err != nil || b2.Policy() != approval.Off || b2.TokenFile() != "/etc/chargerecovery/tokens" {
-		t.Fatalf("after the console's start: %v %q %v", b2.Policy(), b2.TokenFile(), err)
-	}
-	// A process given another token file than the console's is refused.
-	if _, err := approval.Open(w.trail, approval.Options{TokenFile: "/home/olga/tokens"}); !errors.Is(err, approval.ErrPolicy) {
-		t.Fatalf("another token file: %v", err)
-	}
-	var changed bool
-	for _, e := range w.lines(t) {
-		changed = changed || (e.Action == "policy" && e.Via == "console start" && e.Result == "off")
-	}
-	if !changed {
-		t.Fatal("no audit line for the policy change")
 	}
 }
 

@@ -2,8 +2,6 @@ package approval_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -94,52 +92,6 @@ func TestTwoApproversRacing(t *testing.T) {
 	}
 	if ok != 1 {
 		t.Fatalf("%d approvals succeeded (%v)", ok, errs)
-	}
-}
-
-// The kept policy edited on disk (turned off, or weakened) is refused:
-// the policy is what the trail's last policy line says.
-func TestAKeptPolicyEditedOnDiskIsRefused(t *testing.T) {
-	for _, to := range []string{"off", "bulk>100000"} {
-		t.Run(to, func(t *testing.T) {
-			_, trail, path, _ := attackBook(t, "reopen-new-attempt,bulk>5", 50)
-			f := filepath.Join(path+".proposals", "policy.json")
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			edited := strings.Replace(string(raw), `"policy":"reopen-new-attempt,bulk\u003e5"`, `"policy":"`+to+`"`, 1)
-			if edited == string(raw) {
-				t.Fatalf("the policy file is not as expected: %s", raw)
-			}
-			if err := os.WriteFile(f, []byte(edited), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			b2, err := approval.Open(trail, approval.Options{})
-			if err == nil {
-				t.Fatalf("a policy edited on disk to %q was taken: the book's policy is %s", to, b2.Policy())
-			}
-			if !errors.Is(err, approval.ErrPolicyEdited) {
-				t.Fatalf("%v", err)
-			}
-			// The console, started with its configuration's policy, keeps
-			// it again (audited); then every process has it.
-			kept, _ := approval.ParsePolicy("reopen-new-attempt,bulk>5")
-			if _, err := approval.Open(trail, approval.Options{Policy: &kept, Authority: true}); err != nil {
-				t.Fatalf("the console's start after the edit: %v", err)
-			}
-			if b3, err := approval.Open(trail, approval.Options{}); err != nil || b3.Policy() != kept {
-				t.Fatalf("after the console's start: %v %v", err, b3)
-			}
-			// A console started without a policy does not launder an edit.
-			raw, _ = os.ReadFile(f)
-			if err := os.WriteFile(f, []byte(strings.Replace(string(raw), `"policy":"reopen-new-attempt,bulk\u003e5"`, `"policy":"off"`, 1)), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := approval.Open(trail, approval.Options{Authority: true}); !errors.Is(err, approval.ErrPolicyEdited) {
-				t.Fatalf("a console without a policy took an edited one: %v", err)
-			}
-		})
 	}
 }
 

@@ -38,25 +38,22 @@ var (
 // policy line says.
 var ErrPolicyEdited = errors.New("the kept four-eyes policy does not match its audit trail")
 
-// ErrPolicy: the process was started with another policy than the one
-// kept beside the trail.
-var ErrPolicy = errors.New("not the four-eyes policy kept beside the audit trail")
+// ErrPolicy: the process was given another policy than the one kept in
+// the backend.
+var ErrPolicy = errors.New("not the four-eyes policy kept in the backend")
 
 // Options configure a Book.
 type Options struct {
-	// Policy says what needs approval; nil: the policy kept beside the
-	// trail (Off if none was ever set). A policy given where another is
-	// kept is refused (ErrPolicy): the policy is the installation's, set
-	// once (by the first process given one, or SetPolicy), never each
-	// process's own — a command started without the flag cannot skip it.
+	// Policy says what needs approval (nil: Off). The command line and
+	// the console take it from the settings kept in the backend (Kept),
+	// never from a flag of their own.
 	Policy *Policy
-	// TokenFile is the console's token file (a path), kept with the
-	// policy: the command line names operators by it. A process given
-	// another than the kept one is refused.
-	TokenFile string
-	// Authority: this process is the console, whose configuration is the
-	// deployment's: what it is given replaces what is kept (audited).
-	Authority bool
+	// Keys, when set (the installation keeps settings), vouch for the
+	// trail's lines: a propose, approve, reject or done line counts only
+	// if its writer's key signed it — the operator it names, or the
+	// console. An approval the proposer appends by hand, however well
+	// chained, counts for nothing.
+	Keys audit.Keyring
 	// TTL is how long a proposal waits for approval, and an approved one
 	// for its run (default 24h).
 	TTL time.Duration
@@ -73,7 +70,6 @@ type Book struct {
 	dir    string
 	trail  *audit.Trail
 	policy Policy
-	tokens string // the console's token file, kept
 }
 
 // Open opens (creating, mode 0700) the proposals of trail.
@@ -100,159 +96,12 @@ func Open(trail *audit.Trail, o Options) (*Book, error) {
 			return nil, fmt.Errorf("proposals: %s is open to others and could not be made 0700: %w", dir, err)
 		}
 	}
-	b := &Book{o: o, dir: dir, trail: trail}
-	err := b.locked(func() error {
-		kept, ok, err := b.keptPolicy()
-		if err != nil {
-			return err
-		}
-		given := o.Policy != nil
-		var edited error
-		if ok {
-			if edited = b.policyVouched(kept); edited != nil && !(o.Authority && given) {
-				return edited
-			}
-		}
-		b.policy, b.tokens = kept.policy, kept.TokenFile
-		switch {
-		case o.Authority && (edited != nil || (given && (!ok || kept.policy != *o.Policy)) || (o.TokenFile != "" && o.TokenFile != kept.TokenFile)):
-			// The console's configuration is the deployment's: its start
-			// keeps what it was given (audited, with what was kept).
-			p := kept.policy
-			if given {
-				p = *o.Policy
-			}
-			why := "the console's configuration at its start"
-			if ok {
-				why += fmt.Sprintf(" (was %s, console tokens %q)", kept.policy, kept.TokenFile)
-			}
-			if edited != nil {
-				why += "; the kept file had been edited by hand, not as the trail said"
-			}
-			return b.keepPolicy(Actor{Name: "system", Via: "console start"}, p, cmp.Or(o.TokenFile, kept.TokenFile), why)
-		case given && ok && kept.policy != *o.Policy:
-			return fmt.Errorf("%w: %s is kept beside %s, this process was given %s; the policy is the console's configuration (its start keeps it), or, while it is off, chargerecovery approvals policy sets it",
-				ErrPolicy, kept.policy, trail.Path(), *o.Policy)
-		case o.TokenFile != "" && kept.TokenFile != "" && o.TokenFile != kept.TokenFile:
-			return fmt.Errorf("%w: the console's token file kept beside %s is %s, this process was given %s: operators are named by the console's own tokens",
-				ErrPolicy, trail.Path(), kept.TokenFile, o.TokenFile)
-		case given && !ok:
-			return b.keepPolicy(Actor{Name: "system", Via: "start"}, *o.Policy, "", "the first policy given")
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	b := &Book{o: o, dir: dir, trail: trail, policy: Off}
+	if o.Policy != nil {
+		b.policy = *o.Policy
 	}
 	return b, nil
 }
-
-type keptPolicy struct {
-	Policy string `json:"policy"`
-	// TokenFile is the console's token file, the one the command line
-	// names operators by under a policy (never a file the caller picks).
-	TokenFile string    `json:"tokenFile,omitempty"`
-	By        Actor     `json:"by"`
-	At        time.Time `json:"at"`
-	policy    Policy
-}
-
-func (b *Book) policyPath() string { return filepath.Join(b.dir, "policy.json") }
-
-func (b *Book) keptPolicy() (keptPolicy, bool, error) {
-	raw, err := os.ReadFile(b.policyPath())
-	if errors.Is(err, fs.ErrNotExist) {
-		return keptPolicy{policy: Off}, false, nil
-	}
-	if err != nil {
-		return keptPolicy{}, false, fmt.Errorf("proposals: %w", err)
-	}
-	var k keptPolicy
-	if err := json.Unmarshal(raw, &k); err != nil {
-		return keptPolicy{}, false, fmt.Errorf("proposals: %s is not a policy: %w", b.policyPath(), err)
-	}
-	if k.policy, err = ParsePolicy(k.Policy); err != nil {
-		return keptPolicy{}, false, fmt.Errorf("proposals: %s: %w", b.policyPath(), err)
-	}
-	return k, true, nil
-}
-
-// keepPolicy writes p (and the console's token file) beside the trail,
-// with its audit line (under the lock).
-func (b *Book) keepPolicy(who Actor, p Policy, tokens, why string) error {
-	raw, err := json.Marshal(keptPolicy{Policy: p.String(), TokenFile: tokens, By: who, At: b.o.Now().UTC()})
-	if err != nil {
-		return err
-	}
-	if _, err := b.trail.Append(audit.Entry{At: b.o.Now().UTC(), Operator: who.Name, Role: who.Role, Via: who.Via, Action: "policy",
-		Result: p.String(), Reason: why, Detail: policyDetail(tokens)}); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(b.dir, b.policyPath(), raw); err != nil {
-		return err
-	}
-	b.policy, b.tokens = p, tokens
-	return nil
-}
-
-func policyDetail(tokens string) string {
-	if tokens == "" {
-		return ""
-	}
-	return "operators on the command line are named by the console's tokens in " + tokens
-}
-
-// policyVouched checks the kept policy file against the trail's last
-// policy line: a policy.json edited by hand (four-eyes turned off or
-// weakened, another token file named) is refused. A trail without a policy
-// line (rotated since the policy was set) cannot say, and is taken.
-func (b *Book) policyVouched(kept keptPolicy) error {
-	lines, err := b.trail.All(audit.Filter{Action: "policy"})
-	if err != nil {
-		return fmt.Errorf("proposals: the audit trail: %w", err)
-	}
-	for i := len(lines) - 1; i >= 0; i-- {
-		e := lines[i]
-		if e.Action != "policy" || e.Proposal != "" {
-			continue
-		}
-		said, err := ParsePolicy(e.Result)
-		if err == nil && said == kept.policy && e.Detail == policyDetail(kept.TokenFile) {
-			return nil
-		}
-		return fmt.Errorf("%w: %s keeps the policy %s (console tokens %q), but the trail's last policy line (seq %d) says %s (%s): the file was changed by hand; put back what the trail says, or start the console with the policy it should have",
-			ErrPolicyEdited, b.policyPath(), kept.policy, kept.TokenFile, e.Seq, e.Result, cmp.Or(e.Detail, "no console tokens"))
-	}
-	return nil
-}
-
-// ErrPolicyOn: the kept policy asks for approvals, so the command line
-// does not change it (the console's configuration does).
-var ErrPolicyOn = errors.New("the four-eyes policy is on: it is changed by the console's configuration (its start keeps it), not from the command line")
-
-// SetPolicy sets the kept policy (and the console's token file, "" to
-// keep it), by who, for why: only while the kept policy is off (a
-// bootstrap without a console); once on, the console's configuration
-// changes it.
-func (b *Book) SetPolicy(who Actor, p Policy, tokens, why string) error {
-	if err := (Spec{Kind: Redrive, Reason: why}).Check(); err != nil {
-		return fmt.Errorf("why the policy changes (--reason): %w", err)
-	}
-	return b.locked(func() error {
-		kept, _, err := b.keptPolicy()
-		if err != nil {
-			return err
-		}
-		if kept.policy.On() {
-			return ErrPolicyOn
-		}
-		return b.keepPolicy(who, p, cmp.Or(tokens, kept.TokenFile), why)
-	})
-}
-
-// TokenFile is the console's token file kept beside the trail ("" if
-// none): the command line names operators by it.
-func (b *Book) TokenFile() string { return b.tokens }
 
 // Policy is the book's policy.
 func (b *Book) Policy() Policy { return b.policy }
@@ -597,6 +446,11 @@ func (b *Book) vouched(p Proposal, needApproval bool) error {
 	lines, err := b.trail.All(audit.Filter{Proposal: p.ID})
 	if err != nil {
 		return err
+	}
+	if b.o.Keys != nil {
+		// Only what a writer vouched for: the operator it names signed
+		// it, or the console did.
+		lines = slices.DeleteFunc(lines, func(e audit.Entry) bool { _, err := e.Vouched(b.o.Keys); return err != nil })
 	}
 	if over := terminal(lines); over != "" {
 		return fmt.Errorf("%w: the audit trail says %s is over: %s; its file says %s: not approved nor run; propose it again", ErrTampered, p.ID, over, p.State)
