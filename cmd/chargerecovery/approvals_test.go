@@ -10,25 +10,39 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/chargehandler"
+	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
-// writeTokens writes a console token file and one owner-only token file
-// per person (what each keeps in her home), and returns their paths.
+// writeTokens writes a console token file (hashes, and each person's
+// command-line public key) and one owner-only key file per person (what
+// each keeps in her home), and returns their paths; own["console"] is the
+// console's key.
 func writeTokens(t *testing.T, dir string, people ...string) (tokenFile string, own map[string]string) {
 	t.Helper()
 	own = map[string]string{}
 	var lines []string
-	for _, p := range people {
+	for _, p := range append([]string{"console:"}, people...) {
 		name, role, _ := strings.Cut(p, ":")
-		tok := fmt.Sprintf("%s-token-%s", name, strings.Repeat("x", 20))
-		lines = append(lines, name+" "+role+" "+tok)
-		own[name] = filepath.Join(dir, name+".token")
-		if err := os.WriteFile(own[name], []byte(tok+"\n"), 0o600); err != nil {
+		own[name] = filepath.Join(dir, name+".key")
+		r := runCmd(t.Context(), nil, "keygen", "--out", own[name])
+		if r.code != 0 {
+			t.Fatalf("keygen: %s", r.stderr)
+		}
+		if name == "console" {
+			continue
+		}
+		ro, err := console.ParseRole(role)
+		if err != nil {
 			t.Fatal(err)
 		}
+		lines = append(lines, console.TokenLine(name, ro, fmt.Sprintf("%s-token-%s", name, strings.Repeat("x", 20)), strings.TrimSpace(r.stdout)))
 	}
 	tokenFile = filepath.Join(dir, "console-tokens")
 	if err := os.WriteFile(tokenFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
@@ -37,13 +51,24 @@ func writeTokens(t *testing.T, dir string, people ...string) (tokenFile string, 
 	return tokenFile, own
 }
 
-func as(env map[string]string, tokenFile string) map[string]string {
+func as(env map[string]string, keyFile string) map[string]string {
 	out := map[string]string{}
 	for k, v := range env {
 		out[k] = v
 	}
-	out["IC_OPERATOR_TOKEN_FILE"] = tokenFile
+	out["IC_OPERATOR_KEY_FILE"] = keyFile
 	return out
+}
+
+// keepFourEyes keeps policy in env's backend, as a console's start would,
+// with the console's key (no console runs in these tests).
+func keepFourEyes(t *testing.T, env map[string]string, consoleKey, tokens, policy string) {
+	t.Helper()
+	r := runCmd(t.Context(), env, "approvals", "policy", policy, "--reason", "CHG-4411: four-eyes", "--console-key-file", consoleKey,
+		"--console-auth", "token", "--console-token-file", tokens)
+	if r.code != 0 {
+		t.Fatalf("approvals policy: %d %s", r.code, r.stderr)
+	}
 }
 
 // Five charges declined for insufficient funds: a reopen with a new attempt
@@ -91,19 +116,19 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	ledger.SetFaults(corebanksim.Faults{}) // salary day
 
 	olga, ivan, vera := as(env, own["olga"]), as(env, own["ivan"]), as(env, own["vera"])
-	// No console here: the policy and the console's token file are kept
-	// beside the trail by an operator, while the policy is off.
-	if r := runCmd(ctx, olga, "approvals", "policy", "reopen-new-attempt,redrive-force,bulk>2", "--reason", "CHG-4411: four-eyes"); r.code != 0 {
-		t.Fatalf("approvals policy: %d %s", r.code, r.stderr)
-	}
-	// Once on, it is not turned off from the command line, nor by a
-	// process given another policy, nor with another token file.
-	if r := runCmd(ctx, olga, "approvals", "policy", "off", "--reason", "month-end is over"); r.code != 1 || !strings.Contains(r.stderr, "console's configuration") {
+	// No console here: the policy is kept in the backend with the
+	// console's key.
+	keepFourEyes(t, env, own["console"], tokens, "reopen-new-attempt,redrive-force,bulk>2")
+	// Once on, it is not turned off from the command line without the
+	// console's key (an operator's key is not it), nor by a process given
+	// another policy.
+	if r := runCmd(ctx, olga, "approvals", "policy", "off", "--reason", "month-end is over", "--console-key-file", own["olga"],
+		"--console-auth", "token", "--console-token-file", tokens); r.code != 2 || !strings.Contains(r.stderr, "only the console's key changes them") {
 		t.Fatalf("policy off from the command line: %d %s", r.code, r.stderr)
 	}
 	weaker := as(env, own["olga"])
 	weaker["IC_APPROVAL_REQUIRED"] = "bulk>100"
-	if r := runCmd(ctx, weaker, "redrive", "--reason", "debit_failed"); r.code != 2 || !strings.Contains(r.stderr, "is kept beside") {
+	if r := runCmd(ctx, weaker, "redrive", "--reason", "debit_failed"); r.code != 2 || !strings.Contains(r.stderr, "the backend keeps") {
 		t.Fatalf("a process given a weaker policy: %d %s", r.code, r.stderr)
 	}
 	// Direct actions the policy wants proposed are refused, nothing done.
@@ -117,8 +142,8 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 		}
 	}
 	// A name is not an identity where four-eyes counts.
-	if r := runCmd(ctx, env, "approvals", "propose", "reopen", "--new-attempt", "--reason", "x"); r.code != 2 || !strings.Contains(r.stderr, "--operator-token-file") {
-		t.Fatalf("propose without a token: %d %s", r.code, r.stderr)
+	if r := runCmd(ctx, env, "approvals", "propose", "reopen", "--new-attempt", "--reason", "x"); r.code != 2 || !strings.Contains(r.stderr, "--operator-key-file") {
+		t.Fatalf("propose without a key: %d %s", r.code, r.stderr)
 	}
 	if r := runCmd(ctx, vera, "approvals", "propose", "reopen", "--new-attempt", "--reason", "x"); r.code != 1 || !strings.Contains(r.stderr, "viewer") {
 		t.Fatalf("a viewer proposes: %d %s", r.code, r.stderr)
@@ -133,7 +158,7 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	}
 	olgaAsIvan := as(env, own["olga"])
 	olgaAsIvan["IC_OPERATOR"] = "ivan"
-	if r := runCmd(ctx, olgaAsIvan, "approvals", "approve", id); r.code != 2 || !strings.Contains(r.stderr, "not whom the token names") {
+	if r := runCmd(ctx, olgaAsIvan, "approvals", "approve", id); r.code != 2 || !strings.Contains(r.stderr, "not whom the key names") {
 		t.Fatalf("the proposer approves as another: %d %s", r.code, r.stderr)
 	}
 	if r := runCmd(ctx, olga, "approvals", "list"); r.code != 0 || !strings.Contains(r.stdout, id+"  pending") {
@@ -171,7 +196,7 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 			t.Fatalf("audit list lacks %s: %s %s", want, r.stdout, r.stderr)
 		}
 	}
-	if r := runCmd(ctx, env, "audit", "verify"); r.code != 0 || !strings.Contains(r.stdout, "chain whole") {
+	if r := runCmd(ctx, env, "audit", "verify"); r.code != 0 || !strings.Contains(r.stdout, "chain whole") || !strings.Contains(r.stdout, "each vouched for by its writer's key") {
 		t.Fatalf("verify: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	raw, _ := os.ReadFile(auditFile)
@@ -179,7 +204,7 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	if err := os.WriteFile(auditFile, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if r := runCmd(ctx, env, "audit", "verify"); r.code != 1 || !strings.Contains(r.stderr, "does not carry the hash of the line before") {
+	if r := runCmd(ctx, env, "audit", "verify"); r.code != 1 || !strings.Contains(r.stderr, "no writer vouched for the line") {
 		t.Fatalf("verify of an edited trail: %d %s %s", r.code, r.stdout, r.stderr)
 	}
 }
@@ -205,5 +230,50 @@ func TestCommandLineActionsGoToTheAuditTrail(t *testing.T) {
 	env["IC_AUDIT_FILE"] = "/dev/full"
 	if r := runCmd(ctx, env, "redrive", "--reason", "debit_failed"); r.code != 1 || !strings.Contains(r.stderr, "nothing done: the audit trail cannot be written") {
 		t.Fatalf("redrive with a full disk: %d %s", r.code, r.stderr)
+	}
+}
+
+func openBackend(t *testing.T, env map[string]string) *backend.Backend {
+	t.Helper()
+	b, err := backend.Open(t.Context(), *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// failedCharge makes id a charge the bank declined for insufficient
+// funds: its FAILED record and its message on the DLQ.
+func failedCharge(t *testing.T, env map[string]string, id string) {
+	t.Helper()
+	ctx := t.Context()
+	b := openBackend(t, env)
+	c := charge.Charge{ID: id, AccountID: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		Type: charge.SMSAlertFee, DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+	body, err := charge.MarshalEvent(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idempotency.NewGuard(b.Store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := g.Claim(ctx, id, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fail(ctx, cl.Lease(), "FAILED", "debit declined: INSUFFICIENT_FUNDS"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Queue.Send(ctx, body, nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := b.Queue.Receive(ctx, 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %d", err, len(msgs))
+	}
+	if err := b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: chargehandler.Code(charge.DebitFailed), Detail: "declined: INSUFFICIENT_FUNDS"}); err != nil {
+		t.Fatal(err)
 	}
 }

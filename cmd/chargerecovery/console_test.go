@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/console"
 )
 
 // A console misconfigured exits 2 naming what to set, before it opens
@@ -16,7 +18,7 @@ import (
 func TestConsoleRefusesABadConfiguration(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte("olga operator olga-0123456789abcdef\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(console.TokenLine("olga", console.Operator, "olga-0123456789abcdef", "")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	base := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "none.db"), "IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit")}
@@ -110,7 +112,16 @@ func TestTheConsoleProcessRevokesARemovedTokenAtOnce(t *testing.T) {
 	tokens := filepath.Join(dir, "tokens")
 	const olga, vera = "olga-operator-token-0123456789", "vera-viewer-token-0123456789"
 	writeTokens := func(lines string) {
-		if err := os.WriteFile(tokens+".tmp", []byte(lines), 0o600); err != nil {
+		var hashed []string
+		for _, l := range strings.Split(strings.TrimSpace(lines), "\n") {
+			w := strings.Fields(l)
+			role, err := console.ParseRole(w[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			hashed = append(hashed, console.TokenLine(w[0], role, w[2], ""))
+		}
+		if err := os.WriteFile(tokens+".tmp", []byte(strings.Join(hashed, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Rename(tokens+".tmp", tokens); err != nil {

@@ -64,9 +64,7 @@ func TestAttack2FourEyesBypassedBetweenSelectAndResolve(t *testing.T) {
 		}
 	}()
 	olga := as(env, own["olga"])
-	if r := runCmd(ctx, olga, "approvals", "policy", "reconcile-adopt", "--reason", "four-eyes on adoptions"); r.code != 0 {
-		t.Fatalf("approvals policy: %d %s", r.code, r.stderr)
-	}
+	keepFourEyes(t, env, own["console"], tokens, "reconcile-adopt")
 	r := runCmd(ctx, olga, "reconcile", "resolve", "--statement", fifo, "--collection-account", "FEES-001", "--reason", "INC-1", c.ID)
 	rec, _ := b.Store.Get(ctx, c.ID, time.Now())
 	if rec.State == driver.StateDone || strings.Contains(r.stdout, "adopted") {

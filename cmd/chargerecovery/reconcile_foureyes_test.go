@@ -61,9 +61,7 @@ func TestFourEyesReconcileAdopt(t *testing.T) {
 	f.Close()
 
 	olga, ivan := as(env, own["olga"]), as(env, own["ivan"])
-	if r := runCmd(ctx, olga, "approvals", "policy", "reconcile-adopt", "--reason", "CHG-4412: four-eyes on adoptions"); r.code != 0 {
-		t.Fatalf("approvals policy: %d %s", r.code, r.stderr)
-	}
+	keepFourEyes(t, env, own["console"], tokens, "reconcile-adopt")
 
 	// The adoption, directly: refused, nothing done.
 	r := runCmd(ctx, olga, "reconcile", "resolve", "--statement", stmt, "--collection-account", "FEES-001", "--reason", "INC-7: checked with the bank", crashed.ID)

@@ -3,9 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/service/approval"
 )
@@ -40,7 +44,10 @@ func TestAttackCLIApproveWithoutPolicyFlagByFreeName(t *testing.T) {
 	trail.Close()
 
 	// olga, on the CLI, no policy flag, calls herself ivan.
-	env := map[string]string{"IC_AUDIT_FILE": auditFile, "USER": "olga"}
+	env := map[string]string{"IC_AUDIT_FILE": auditFile, "USER": "olga", "IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db")}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
 	r := runCmd(t.Context(), env, "approvals", "approve", p.ID, "--no-run", "--operator", "ivan")
 	trail2, _ := audit.Open(auditFile)
 	defer trail2.Close()
@@ -74,7 +81,10 @@ func TestAttackReasonNewlineForgesAuditListRow(t *testing.T) {
 	}
 	trail.Close()
 	forged := "oops\n    99 2026-12-03T08:00:00Z ivan       cli     approve              " + p.ID + "                     approved     INC-8 looks fine\x1b[8m"
-	env := map[string]string{"IC_AUDIT_FILE": auditFile}
+	env := map[string]string{"IC_AUDIT_FILE": auditFile, "IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db")}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
 	// Refused on the command line (as built) ...
 	if r := runCmd(t.Context(), env, "approvals", "reject", p.ID, "--operator", "olga", "--reason", forged); r.code != 1 || !strings.Contains(r.stderr, "control characters") {
 		t.Fatalf("reject with a newline and an ESC in its reason: %d %s", r.code, r.stderr)
@@ -120,7 +130,10 @@ func TestAttackCLIAppendsAnchorNoHead(t *testing.T) {
 		t.Fatal(err)
 	}
 	trail.Close()
-	env := map[string]string{"IC_AUDIT_FILE": auditFile}
+	env := map[string]string{"IC_AUDIT_FILE": auditFile, "IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db")}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
 	r := runCmd(t.Context(), env, "approvals", "reject", p.ID, "--operator", "ivan", "--reason", "not today")
 	if r.code != 0 {
 		t.Fatalf("reject: %d %s", r.code, r.stderr)
@@ -139,85 +152,92 @@ func TestAttackCLIAppendsAnchorNoHead(t *testing.T) {
 	}
 }
 
-// ATTACK (same root as TestAttackCLIApproveWithoutPolicyFlagByFreeName):
-// the four-eyes policy is only a flag of the process that acts. The
-// console runs under --approval-required reopen-new-attempt, and a
-// proposal made under it is on file beside the trail; an operator on the
-// command line leaves the flag out and reopens with a new attempt
-// directly, under any --operator name: no proposal, no second operator.
+// ATTACK (issue 51): the four-eyes policy lived beside the audit file, so
+// a process not told about the file (IC_AUDIT_FILE unset) did not know a
+// policy existed, and reopened with a new attempt at once, with no line in
+// the trail.
 //
-// Expected: the policy in force for a trail is kept with it (e.g. in the
-// proposals directory) and every process writing that trail applies it:
-// the direct reopen --new-attempt is refused with "needs another
-// operator's approval".
+// Expected: the policy is kept in the backend, beside the records: the
+// direct reopen --new-attempt is refused whoever asks, with no audit file
+// and no policy flag given, and nothing is written to the record.
 func TestAttackCLIDirectReopenNewAttemptWithoutPolicyFlag(t *testing.T) {
 	dir := t.TempDir()
+	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
 	auditFile := filepath.Join(dir, "audit.jsonl")
-	trail, err := audit.Open(auditFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, _ := approval.ParsePolicy("reopen-new-attempt")
-	if _, err := approval.Open(trail, approval.Options{Policy: &pol}); err != nil { // the console's book
-		t.Fatal(err)
-	}
-	trail.Close()
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db"), "IC_AUDIT_FILE": auditFile}
 	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
 		t.Fatalf("setup: %s", r.stderr)
 	}
-	r := runCmd(t.Context(), env, "reopen", "CHG-1", "--new-attempt", "--reason", "just do it", "--operator", "ivan")
-	if !strings.Contains(r.stderr, "needs another operator's approval") {
-		t.Fatalf("a reopen with a new attempt went straight to the store, no proposal asked for: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	keepFourEyes(t, env, own["console"], tokens, "reopen-new-attempt")
+	failedCharge(t, env, "CHG-1")
+	for name, e := range map[string]map[string]string{
+		"no audit file, no key, a free name": {"IC_BACKEND": "embedded", "IC_DB": env["IC_DB"]},
+		"olga's key, no audit file":          {"IC_BACKEND": "embedded", "IC_DB": env["IC_DB"], "IC_OPERATOR_KEY_FILE": own["olga"]},
+		"olga's key and the trail":           as(env, own["olga"]),
+	} {
+		r := runCmd(t.Context(), e, "reopen", "CHG-1", "--new-attempt", "--reason", "just do it", "--operator", "ivan")
+		if r.code == 0 || !strings.Contains(r.stderr, "needs another operator's approval") {
+			t.Fatalf("%s: a reopen with a new attempt went straight to the store, no proposal asked for: exit %d\nstdout %s\nstderr %s", name, r.code, r.stdout, r.stderr)
+		}
+	}
+	b := openBackend(t, env)
+	if rec, err := b.Store.Get(t.Context(), "CHG-1", time.Now()); err != nil || rec.State != driver.StateFailed || rec.Generation != 1 {
+		t.Fatalf("CHG-1 after the refusals: %+v %v", rec, err)
 	}
 }
 
-// ATTACK: under --approval-required the command line names the operator
-// by her console token, checked against --console-token-file; but that
-// file is whatever the person acting gives. Olga writes her own "console
-// token file" naming a token of hers "ivan", and approves her own
-// proposal as ivan, under the policy, with all the flags it asks for.
+// ATTACK: the command line named the operator by her console token,
+// checked against a console token file the person acting could name;
+// olga wrote her own "console token file" naming a token of hers "ivan".
+// Now: she makes a key of her own, names it ivan's in a token file of her
+// making, and tries to keep settings with it.
 //
-// Expected: the token is checked against the console's own token file (a
-// path fixed by the deployment and owned by the console's user, not a
-// flag of the caller), or the approver proves herself otherwise; here the
-// approval is refused and the proposal stays pending.
+// Expected: her key is not one the backend's settings keep (refused), and
+// settings are changed only with the console's key (refused); the
+// proposal stays pending.
 func TestAttackCLISelfMadeConsoleTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	realTokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
 	auditFile := filepath.Join(dir, "audit.jsonl")
-	env := map[string]string{"IC_AUDIT_FILE": auditFile, "IC_APPROVAL_REQUIRED": "all", "IC_CONSOLE_TOKEN_FILE": realTokens}
-	trail, err := audit.Open(auditFile)
-	if err != nil {
-		t.Fatal(err)
+	env := map[string]string{"IC_AUDIT_FILE": auditFile, "IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db")}
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
 	}
-	pol, _ := approval.ParsePolicy("all")
-	book, _ := approval.Open(trail, approval.Options{Policy: &pol})
-	p, err := book.Propose(approval.Actor{Name: "olga", Role: "operator", Via: "cli"},
-		approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-13"}, []approval.Target{{ChargeID: "CHG-1", DLQID: "m-1"}})
-	if err != nil {
-		t.Fatal(err)
+	keepFourEyes(t, env, own["console"], realTokens, "all")
+	failedCharge(t, env, "CHG-1")
+	r := runCmd(t.Context(), as(env, own["olga"]), "approvals", "propose", "reopen", "--new-attempt", "--charge-id", "CHG-1", "--reason", "INC-13")
+	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	if r.code != 0 || id == "" {
+		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	trail.Close()
 	// Her own approval is refused, as it should be.
-	if r := runCmd(t.Context(), as(env, own["olga"]), "approvals", "approve", p.ID, "--no-run"); r.code == 0 {
-		t.Fatalf("olga approved her own with her token: %s", r.stdout)
+	if r := runCmd(t.Context(), as(env, own["olga"]), "approvals", "approve", id, "--no-run"); r.code == 0 {
+		t.Fatalf("olga approved her own with her key: %s", r.stdout)
 	}
-	// olga's home: a token file and a console token file of her making.
+	// olga's home: a key of her making, on a token file of her making as
+	// ivan's.
 	home := filepath.Join(dir, "olga-home")
 	os.Mkdir(home, 0o700)
+	fakeKey := filepath.Join(home, "ivan.key")
+	k := runCmd(t.Context(), nil, "keygen", "--out", fakeKey)
 	fakeTokens := filepath.Join(home, "tokens")
-	os.WriteFile(fakeTokens, []byte("ivan operator olga-made-this-token-xxxxxxxxxxxx\n"), 0o600)
-	fakeOwn := filepath.Join(home, "ivan.token")
-	os.WriteFile(fakeOwn, []byte("olga-made-this-token-xxxxxxxxxxxx\n"), 0o600)
-	e := as(env, fakeOwn)
+	os.WriteFile(fakeTokens, []byte(console.TokenLine("ivan", console.Operator, "olga-made-this-token-xxxxxxxxxxxx", strings.TrimSpace(k.stdout))+"\n"), 0o600)
+	e := as(env, fakeKey)
 	e["IC_CONSOLE_TOKEN_FILE"] = fakeTokens
-	r := runCmd(t.Context(), e, "approvals", "approve", p.ID, "--no-run")
+	if r := runCmd(t.Context(), e, "approvals", "approve", id, "--no-run"); r.code == 0 || !strings.Contains(r.stderr, "is not one the backend's settings keep") {
+		t.Fatalf("olga approved as ivan with a key of her own: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	for _, key := range []string{fakeKey, own["olga"]} {
+		if r := runCmd(t.Context(), e, "approvals", "policy", "all", "--reason", "x", "--console-key-file", key, "--console-auth", "token"); r.code == 0 || !strings.Contains(r.stderr, "only the console's key changes them") {
+			t.Fatalf("settings kept with olga's key: %d %s %s", r.code, r.stdout, r.stderr)
+		}
+	}
 	trail2, _ := audit.Open(auditFile)
 	defer trail2.Close()
+	pol, _ := approval.ParsePolicy("all")
 	book2, _ := approval.Open(trail2, approval.Options{Policy: &pol})
-	got, _ := book2.Get(p.ID)
-	if r.code == 0 || got.State != approval.Pending {
-		t.Fatalf("olga approved her own proposal as ivan with a console token file she wrote: exit %d, state %s, decider %+v\n%s%s", r.code, got.State, got.Decider, r.stdout, r.stderr)
+	got, _ := book2.Get(id)
+	if got.State != approval.Pending {
+		t.Fatalf("the proposal is %s, decider %+v", got.State, got.Decider)
 	}
 }
