@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/safetext"
 	"github.com/finedge/idempotent-consumer/reconcile"
 	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/cli"
@@ -235,7 +236,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		if p, err = book.Approve(id, who); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "approved %s (%s, %d charge(s), %s)\n", p.ID, p.Spec.Describe(), len(p.Targets), approval.FormatTotals(p.Totals))
+		fmt.Fprintf(env.Stdout, "approved %s (%s, %d charge(s), %s)\n", p.ID, safetext.Text(p.Spec.Describe()), len(p.Targets), approval.FormatTotals(p.Totals))
 		if noRun {
 			fmt.Fprintf(env.Stdout, "next: chargerecovery approvals run %s\n", p.ID)
 			return nil
