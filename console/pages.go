@@ -19,6 +19,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/audit"
+	"github.com/finedge/idempotent-consumer/internal/safetext"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/operate"
@@ -524,11 +525,17 @@ func (c *Console) renderBlock(w http.ResponseWriter, r *http.Request, name, bloc
 		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
 		return
 	}
+	// html/template escapes what would be markup, not what reorders or
+	// hides text: every character from outside that is not shown as
+	// itself (a bidirectional override, a zero-width character, a control
+	// character) is escaped in the page's text, on every page at once
+	// (safetext.Page; attribute values stay byte for byte).
+	out := safetext.Page(buf.Bytes())
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if len(code) > 0 {
 		w.WriteHeader(code[0])
 	}
-	_, _ = buf.WriteTo(w)
+	_, _ = w.Write(out)
 }
 
 func urlQuery(s string) string { return template.URLQueryEscaper(s) }

@@ -6,6 +6,8 @@
 // For each request whose method needs a key (Options.Methods, default POST
 // and PATCH):
 //
+//   - no client identified (Options.Scope returns ""): 401, problem+json;
+//     the handler does not run and nothing is claimed;
 //   - no key (or an empty or blank one, or more than one, also merged
 //     into one line as "a, b"): 400, problem+json; the
 //     handler does not run. A missing key is never defaulted or hashed:
@@ -29,8 +31,11 @@
 // A key's lifetime is the Guard's retention (idempotency.Options.Retention,
 // default 30 days) from the record's last write: until then every request
 // with the key gets the first response (or 409 / 422); after it the key is
-// new again. The key is kept per Options.Namespace and, with Options.Scope,
-// per client, so that one client cannot replay another's response.
+// new again. The key is kept per Options.Namespace and per client
+// (Options.Scope), so that one client cannot replay another's response:
+// Middleware refuses to start without a Scope unless Options.Unscoped says
+// that every client may share one key space, and a request whose Scope is
+// "" (no client identified) gets 401 without the handler running.
 //
 // Every response the handler finishes is stored, 5xx included: a 500
 // written after the payment was made must not let the retry pay again.
@@ -90,8 +95,8 @@ const (
 	ReplayedHeader = "Idempotent-Replayed"
 )
 
-// Options configure Middleware. Guard is required; the zero value of every
-// other field takes its default.
+// Options configure Middleware. Guard is required, and so is Scope unless
+// Unscoped is set; the zero value of every other field takes its default.
 type Options struct {
 	// Guard claims the keys; its Retention is a key's lifetime and its
 	// Lease how long a crashed server's key stays 409 before a retry may
@@ -121,11 +126,29 @@ type Options struct {
 	// Namespace separates these keys from other users of the store.
 	// Default "http". It must not hold ":".
 	Namespace string
-	// Scope, when set, names the client a request comes from (the
-	// authenticated principal): keys are kept per scope. Without it, keys
-	// are shared by every client, and a client who learns another's key
-	// and request body gets its response.
+	// Scope names the client a request comes from (the authenticated
+	// principal: a client id, an account; never a value the client picks
+	// freely): keys are kept per scope, so that a client who learns
+	// another's key and request body runs the handler — its authorisation
+	// too — under its own scope instead of getting the other's stored
+	// response. It is required (else ErrInvalid) unless Unscoped is set. A
+	// request for which it returns "" (no client identified: the
+	// authentication in front of the middleware let it through) gets 401,
+	// problem "client-unidentified", with Challenge as its
+	// WWW-Authenticate; nothing is claimed and the handler does not run.
 	Scope func(*http.Request) string
+	// Unscoped, set explicitly, keeps every client's keys in one space
+	// (Scope must then be nil). What it gives up: any client that learns
+	// another's key and body (a shared log, a proxy, a guess at a
+	// predictable key) gets that client's stored response — its status,
+	// body and Location — without the handler, and so without the
+	// handler's authorisation, running. Only for a server with one client
+	// or whose clients may all read each other's responses.
+	Unscoped bool
+	// Challenge is the WWW-Authenticate value of the 401 for a request
+	// whose Scope is "" (e.g. `Bearer realm="payments"`; RFC 9110 wants
+	// one with every 401). Default: none sent.
+	Challenge string
 	// Fingerprinter keys the request fingerprint (HMAC-SHA-256): a stored
 	// fingerprint then tells nothing about a body. Default nil: plain
 	// SHA-256. A record written under one of its previous keys, or
@@ -144,10 +167,19 @@ type Options struct {
 }
 
 // Middleware returns the middleware, or idempotency.ErrInvalid for a nil
-// Guard or a bad option.
+// Guard, no Scope without Unscoped (or both), or a bad option.
 func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	if opts.Guard == nil {
 		return nil, fmt.Errorf("%w: idemhttp needs a Guard", idempotency.ErrInvalid)
+	}
+	if opts.Scope == nil && !opts.Unscoped {
+		return nil, fmt.Errorf("%w: idemhttp needs a Scope (the authenticated client of a request: keys are kept per client, so that no client replays another's response); set Unscoped only if every client may get every other's responses", idempotency.ErrInvalid)
+	}
+	if opts.Scope != nil && opts.Unscoped {
+		return nil, fmt.Errorf("%w: idemhttp: Scope and Unscoped both set", idempotency.ErrInvalid)
+	}
+	if strings.ContainsAny(opts.Challenge, "\r\n") {
+		return nil, fmt.Errorf("%w: idemhttp: Challenge holds a line break", idempotency.ErrInvalid)
 	}
 	if opts.MaxBodyBytes < 0 || opts.MaxResponseBytes < 0 {
 		return nil, fmt.Errorf("%w: negative MaxBodyBytes or MaxResponseBytes", idempotency.ErrInvalid)
@@ -220,7 +252,18 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.next.ServeHTTP(w, r)
 		return
 	}
-	key, msg := m.key(r)
+	scope := ""
+	if m.opts.Scope != nil {
+		if scope = m.opts.Scope(r); scope == "" {
+			if m.opts.Challenge != "" {
+				w.Header().Set("WWW-Authenticate", m.opts.Challenge)
+			}
+			problem(w, http.StatusUnauthorized, "client-unidentified", "Client not identified",
+				"a "+r.Method+" request with an "+m.opts.Header+" must come from an identified client: keys are kept per client")
+			return
+		}
+	}
+	key, msg := m.key(r, scope)
 	if msg != "" {
 		problem(w, http.StatusBadRequest, "idempotency-key-missing", "Idempotency-Key missing or invalid", msg)
 		return
@@ -422,7 +465,7 @@ func RunFrom(ctx context.Context) (idempotency.Run, bool) {
 }
 
 // key is the request's key in its scope, or why there is none.
-func (m *middleware) key(r *http.Request) (string, string) {
+func (m *middleware) key(r *http.Request, scope string) (string, string) {
 	vs := r.Header.Values(m.opts.Header)
 	if len(vs) != 1 {
 		return "", fmt.Sprintf("a %s request needs exactly one %s header", r.Method, m.opts.Header)
@@ -445,8 +488,7 @@ func (m *middleware) key(r *http.Request) (string, string) {
 		}
 	}
 	if m.opts.Scope != nil {
-		s := m.opts.Scope(r)
-		k = strconv.Itoa(len(s)) + ":" + s + ":" + k
+		k = strconv.Itoa(len(scope)) + ":" + scope + ":" + k
 	}
 	return k, ""
 }

@@ -1,9 +1,9 @@
 package idemhttp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,6 +46,11 @@ func newServer(t *testing.T, h http.Handler, opts idemhttp.Options) *httptest.Se
 			t.Fatal(err)
 		}
 		opts.Guard = g
+	}
+	if opts.Scope == nil {
+		// The tests of everything but scoping send as one client: the
+		// shared key space, said explicitly (TestScope… test the scopes).
+		opts.Unscoped = true
 	}
 	mw, err := idemhttp.Middleware(opts)
 	if err != nil {
@@ -259,7 +264,7 @@ func TestFailuresNeverRunTheHandlerTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 		var runs atomic.Int32
-		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g})
+		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Unscoped: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -369,24 +374,161 @@ func TestFailuresNeverRunTheHandlerTwice(t *testing.T) {
 	})
 }
 
-func TestScopeKeepsClientsApart(t *testing.T) {
-	h := &payments{}
-	srv := newServer(t, h, idemhttp.Options{Scope: func(r *http.Request) string { return r.Header.Get("X-Client") }})
-	for _, client := range []string{"alice", "bob"} {
-		req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader([]byte("{}")))
-		req.Header.Set("Idempotency-Key", "k")
-		req.Header.Set("X-Client", client)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
+// clients is an authentication in front of the middleware: a bearer
+// token names the client, whose id it puts in the request's context.
+var clients = map[string]string{"Bearer tok-alice": "alice", "Bearer tok-bob": "bob"}
+
+type clientKey struct{}
+
+func authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := clients[r.Header.Get("Authorization")]
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="test"`)
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
 		}
-		resp.Body.Close()
-		if resp.Header.Get(idemhttp.ReplayedHeader) != "" {
-			t.Fatalf("%s got another client's response", client)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, id)))
+	})
+}
+
+func clientOf(r *http.Request) string { id, _ := r.Context().Value(clientKey{}).(string); return id }
+
+// accounts is a handler that authorises: a client pays only from its own
+// account (the body's "account"); each payment made gets a new id.
+type accounts struct {
+	runs, made atomic.Int32
+}
+
+func (a *accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.runs.Add(1)
+	var req struct{ Account string }
+	_ = json.NewDecoder(r.Body).Decode(&req)
+	if owner := map[string]string{"acct-a": "alice", "acct-b": "bob"}[req.Account]; owner != clientOf(r) {
+		http.Error(w, "not your account", http.StatusForbidden)
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, `{"id":"pay_%d","account":%q}`, a.made.Add(1), req.Account)
+}
+
+func sendAs(t *testing.T, url, auth, key, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Idempotency-Key", key)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
+// Issue 51: two clients with the same key and body get independent
+// results. Bob replaying Alice's key and body runs the handler — its
+// authorisation refuses him — and never gets Alice's stored 201.
+func TestScopeKeepsClientsApart(t *testing.T) {
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Scope: clientOf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &accounts{}
+	srv := httptest.NewServer(authenticate(mw(h)))
+	defer srv.Close()
+	const body = `{"account":"acct-a"}`
+	first := sendAs(t, srv.URL+"/payments", "Bearer tok-alice", "k", body)
+	if first.status != 201 || first.header.Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("alice: %d %s", first.status, first.body)
+	}
+	for range 2 {
+		b := sendAs(t, srv.URL+"/payments", "Bearer tok-bob", "k", body)
+		if b.status != http.StatusForbidden || strings.Contains(b.body, "pay_") {
+			t.Fatalf("bob with alice's key and body: %d (replayed %q) %s, want his own 403", b.status, b.header.Get(idemhttp.ReplayedHeader), b.body)
 		}
 	}
-	if h.runs.Load() != 2 {
-		t.Fatalf("runs %d", h.runs.Load())
+	// Bob's first request ran the handler (its retry got his own 403
+	// back); Alice's key still replays her payment to her.
+	if h.runs.Load() != 2 || h.made.Load() != 1 {
+		t.Fatalf("handler runs %d, payments %d; want 2 and 1", h.runs.Load(), h.made.Load())
+	}
+	again := sendAs(t, srv.URL+"/payments", "Bearer tok-alice", "k", body)
+	if again.status != 201 || again.body != first.body || again.header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("alice again: %d %s, want the replay of %s", again.status, again.body, first.body)
+	}
+	// Bob's own payment under the same key is his, independent of Alice's.
+	own := sendAs(t, srv.URL+"/payments", "Bearer tok-bob", "k2", `{"account":"acct-b"}`)
+	if own.status != 201 || own.body == first.body {
+		t.Fatalf("bob's own payment: %d %s", own.status, own.body)
+	}
+}
+
+// Unscoped, said explicitly, is the old behaviour: one key space for
+// every client, so Bob gets Alice's stored 201 without the handler (and
+// its authorisation) running — what the option gives up.
+func TestUnscopedSharesOneKeySpace(t *testing.T) {
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Unscoped: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &accounts{}
+	srv := httptest.NewServer(authenticate(mw(h)))
+	defer srv.Close()
+	const body = `{"account":"acct-a"}`
+	first := sendAs(t, srv.URL+"/payments", "Bearer tok-alice", "k", body)
+	b := sendAs(t, srv.URL+"/payments", "Bearer tok-bob", "k", body)
+	if first.status != 201 || b.status != 201 || b.body != first.body || b.header.Get(idemhttp.ReplayedHeader) != "true" || h.runs.Load() != 1 {
+		t.Fatalf("unscoped: alice %d %s, bob %d %s (replayed %q), runs %d", first.status, first.body, b.status, b.body,
+			b.header.Get(idemhttp.ReplayedHeader), h.runs.Load())
+	}
+	if r, err := g.Get(t.Context(), "http:k"); err != nil || r.State != "DONE" {
+		t.Fatalf("the unscoped record is not at http:k: %+v, %v", r, err)
+	}
+}
+
+// A request whose Scope is "" (no client identified) is refused with 401,
+// before the key is looked at; nothing is claimed, the handler never runs.
+func TestEmptyScopeIsRefused(t *testing.T) {
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Scope: func(r *http.Request) string { return r.Header.Get("X-Client") },
+		Challenge: `Bearer realm="payments"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &payments{}
+	srv := httptest.NewServer(mw(h))
+	defer srv.Close()
+	for _, key := range []string{"k", ""} {
+		a := send(t, "POST", srv.URL+"/payments", key, "{}")
+		if a.status != http.StatusUnauthorized || problemType(t, a) != "client-unidentified" || a.header.Get("WWW-Authenticate") != `Bearer realm="payments"` {
+			t.Fatalf("no client, key %q: %d %v %s", key, a.status, a.header, a.body)
+		}
+	}
+	if a := send(t, "GET", srv.URL+"/payments", "", ""); a.status != 201 {
+		t.Fatalf("GET (no key needed) without a client: %d, want it passed through", a.status)
+	}
+	if h.runs.Load() != 1 {
+		t.Fatalf("runs %d, want only the GET", h.runs.Load())
+	}
+	if _, err := g.Get(t.Context(), "http:0::k"); !errors.Is(err, idempotency.ErrNotFound) {
+		t.Fatalf("a record for the empty scope: %v", err)
 	}
 }
 
@@ -395,8 +537,23 @@ func TestMiddlewareRefusesBadOptions(t *testing.T) {
 		t.Fatal("no Guard accepted")
 	}
 	g, _ := idempotency.NewGuard(memstore.New(), idempotency.Options{})
-	if _, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Namespace: "a:b"}); err == nil {
+	// The documented default of old, Options{Guard: guard}: no per-client
+	// scope. Refused, saying what to set.
+	if _, err := idemhttp.Middleware(idemhttp.Options{Guard: g}); !errors.Is(err, idempotency.ErrInvalid) || !strings.Contains(err.Error(), "Scope") {
+		t.Fatalf("no Scope and not Unscoped: %v, want ErrInvalid naming Scope", err)
+	}
+	scope := func(r *http.Request) string { return "x" }
+	if _, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Scope: scope, Unscoped: true}); !errors.Is(err, idempotency.ErrInvalid) {
+		t.Fatalf("Scope and Unscoped: %v", err)
+	}
+	if _, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Scope: scope, Challenge: "Bearer\r\nX: y"}); !errors.Is(err, idempotency.ErrInvalid) {
+		t.Fatalf("a Challenge with a line break: %v", err)
+	}
+	if _, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Scope: scope, Namespace: "a:b"}); err == nil {
 		t.Fatal("a namespace with ':' accepted")
+	}
+	if _, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Unscoped: true}); err != nil {
+		t.Fatalf("Unscoped explicitly: %v", err)
 	}
 }
 
@@ -412,7 +569,7 @@ func TestReplaySurvivesARestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := &payments{}
-		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g})
+		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Unscoped: true})
 		if err != nil {
 			t.Fatal(err)
 		}

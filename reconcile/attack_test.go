@@ -338,3 +338,25 @@ func TestAttackAdoptionClaimsTheNoticeWasSent(t *testing.T) {
 		t.Fatalf("adopted record %s %s %q: recorded as notified (no notice pending for renotify), though no notice was sent", rec.State, rec.Status, rec.Detail)
 	}
 }
+
+// Issue 51: a bank's reference holding bidirectional controls (U+202E
+// reverses what follows, U+2066 opens an isolate) is shown escaped in the
+// text report and the CSV, never raw.
+func TestReportEscapesBidirectionalControls(t *testing.T) {
+	b := newBooks(t, memstore.New(), "BIDI-")
+	b.postings = append(b.postings, statement.Posting{BankKey: "BIDI-stranger", Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		BookingDate: day, Reference: "REF\u202e1-GHC\u2066x", Where: "test"})
+	rep := b.run(t)
+	var text, csvb bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteCSV(&csvb); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "csv": csvb.String()} {
+		if strings.ContainsAny(out, "\u202e\u2066") || !strings.Contains(out, `REF\u202e1-GHC\u2066x`) {
+			t.Errorf("the %s report does not show the reference escaped:\n%s", name, out)
+		}
+	}
+}

@@ -4,13 +4,13 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"github.com/finedge/idempotent-consumer/internal/secretfile"
 	"io"
 	"os"
 	"strings"
 	"text/tabwriter"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/finedge/idempotent-consumer/internal/safetext"
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // Counts is the number of open breaks of each kind, every kind named.
@@ -97,36 +97,22 @@ func (r Report) WriteCSV(w io.Writer) error {
 
 // cell keeps a spreadsheet from reading a cell as a formula: text from
 // the bank (a reference) that starts with =, +, -, @, a tab or a carriage
-// return gets a leading apostrophe (OWASP's CSV injection advice).
+// return gets a leading apostrophe (OWASP's CSV injection advice). Its
+// control and invisible format characters are escaped (safetext.Text): a
+// bidirectional override would reorder the cell as it is shown.
 func cell(s string) string {
+	s = safetext.Text(s)
 	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
 		return "'" + s
 	}
 	return s
 }
 
-// clean shows the control characters of text from outside (a bank's
-// reference, a narrative) as escapes, so that no report line is rewritten
-// on a terminal (an escape sequence, a carriage return, a newline forging
-// a line, a bidirectional override).
-func clean(s string) string {
-	if strings.IndexFunc(s, unsafeRune) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unsafeRune(r) {
-			fmt.Fprintf(&b, "\\u%04x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == utf8.RuneError
-}
+// clean shows text from outside (a bank's reference, a narrative) with
+// its control and invisible format characters escaped (safetext.Text), so
+// that no report line is rewritten on a terminal (an escape sequence, a
+// carriage return, a newline forging a line, a bidirectional override).
+func clean(s string) string { return safetext.Text(s) }
 
 func or(s, def string) string {
 	if s == "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/audit"
+	"github.com/finedge/idempotent-consumer/internal/safetext"
 	"github.com/finedge/idempotent-consumer/reconcile"
 	"github.com/finedge/idempotent-consumer/service/approval"
 	"github.com/finedge/idempotent-consumer/service/cli"
@@ -33,7 +34,7 @@ func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
 		fmt.Fprintln(env.Stderr, `usage: chargerecovery approvals propose redrive|reopen|renotify [flags] --reason TEXT
        chargerecovery approvals propose reconcile --charge-id ID --statement FILE[,FILE] [--collection-account ID] [--kind K] [--unverified] [--notice-sent] [--refunded] --reason TEXT
        chargerecovery approvals list [--all] | show ID | approve ID | reject ID --reason TEXT | run ID
-       chargerecovery approvals policy [POLICY --reason TEXT]
+       chargerecovery approvals policy [POLICY --reason TEXT --console-key-file FILE --audit-file FILE --console-auth token|proxy [--console-token-file FILE]]
 
   propose  freeze what a bulk action (or one that needs four-eyes) will touch: count, sample, totals
   list     proposals waiting, approved or running (--all: every one)
@@ -41,7 +42,7 @@ func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
   approve  approve another operator's proposal, and run it (--no-run: approve only)
   reject   reject a proposal (the proposer may withdraw her own)
   run      run an approved proposal, or resume one that stopped
-  policy   the four-eyes policy kept beside the audit trail; policy POLICY --reason TEXT changes it (audited)
+  policy   the four-eyes settings kept in the backend; policy POLICY --reason TEXT --console-key-file … changes them (the console's key only; audited)
 
 chargerecovery approvals SUB -h gives the flags.`)
 		return cli.ErrHelp
@@ -236,7 +237,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		if p, err = book.Approve(id, who); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "approved %s (%s, %d charge(s), %s)\n", p.ID, p.Spec.Describe(), len(p.Targets), approval.FormatTotals(p.Totals))
+		fmt.Fprintf(env.Stdout, "approved %s (%s, %d charge(s), %s)\n", p.ID, safetext.Text(p.Spec.Describe()), len(p.Targets), approval.FormatTotals(p.Totals))
 		if noRun {
 			fmt.Fprintf(env.Stdout, "next: chargerecovery approvals run %s\n", p.ID)
 			return nil

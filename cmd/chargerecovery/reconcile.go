@@ -16,6 +16,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/safetext"
 	"github.com/finedge/idempotent-consumer/metrics"
 	"github.com/finedge/idempotent-consumer/reconcile"
 	"github.com/finedge/idempotent-consumer/reconcile/statement"
@@ -369,12 +370,12 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	switch res.Action {
 	case "adopted":
 		fmt.Fprintf(env.Stdout, "%s: %s adopted: the record is DONE %s with the bank's reference %s (no debit)\n",
-			id, res.Break.Kind, res.Record.Status, charge.ReferenceOf(res.Record.Status, res.Record.Detail))
+			safetext.Text(id), res.Break.Kind, safetext.Text(res.Record.Status), safetext.Text(charge.ReferenceOf(res.Record.Status, res.Record.Detail)))
 		if _, kept := charge.PendingNotice(res.Record.Status, res.Record.Detail); kept {
-			fmt.Fprintf(env.Stdout, "  its pre-debit notice is kept: chargerecovery renotify %s sends it\n", id)
+			fmt.Fprintf(env.Stdout, "  its pre-debit notice is kept: chargerecovery renotify %s sends it\n", safetext.Text(id))
 		}
 	default:
-		fmt.Fprintf(env.Stdout, "%s: %s marked resolved (break %s): %s\n", id, res.Break.Kind, res.Break.ID, strconv.QuoteToGraphic(reason))
+		fmt.Fprintf(env.Stdout, "%s: %s marked resolved (break %s): %s\n", safetext.Text(id), res.Break.Kind, res.Break.ID, strconv.QuoteToGraphic(reason))
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func TestAttackStoredRecordDoesNotRevealTheAccount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := g.Get(ctx, "payments-api:key-1")
+	rec, err := g.Get(ctx, "payments-api:5:alice:key-1") // namespace, then the client's scope
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,27 @@
 // Command payments-api is an example server behind the Idempotency-Key
 // middleware (package idemhttp) on the embedded SQLite store: a payment is
-// made once per key, however often the client retries.
+// made once per key and client, however often the client retries.
 //
-//	go run ./examples/payments-api --addr 127.0.0.1:8080 --db payments.db [--work-delay 2s]
+//	go run ./examples/payments-api --addr 127.0.0.1:8080 --db payments.db --clients-file clients [--work-delay 2s]
 //
 //	curl -i -X POST http://127.0.0.1:8080/payments \
+//	  -H "Authorization: Bearer $TOKEN" \
 //	  -H 'Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324' \
 //	  -H 'Content-Type: application/json' \
 //	  -d '{"amount": {"minor": 2500, "currency": "INR"}, "account": "0012345678901", "memo": "locker rent"}'
+//
+// Every client authenticates with a bearer token. The --clients-file
+// (owner-only) has one client a line: its id, its token (at least 32
+// characters) and the accounts it may pay from, separated by spaces;
+// blank lines and lines starting with # are skipped:
+//
+//	alice 6f1c0f0a9e3b4d2c8a7e5f4b3c2d1e0f6a5b4c3d2e1f0a9b 0012345678901 0012345678902
+//
+// A request without a known token gets 401 (WWW-Authenticate: Bearer); a
+// payment from an account that is not the client's gets 403. Keys are kept
+// per client (idemhttp's Scope is the client's id): another client sending
+// the same key and body runs the handler, and so its authorisation, and
+// never gets the first client's payment back.
 //
 // The first POST makes a payment (201, a new id, after --work-delay); the
 // same POST again gets the same answer with "Idempotent-Replayed: true",
@@ -21,8 +35,12 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -35,6 +53,8 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,12 +77,17 @@ func run() error {
 	workDelay := flag.Duration("work-delay", 0, "how long the simulated work of a payment takes")
 	retention := flag.Duration("retention", 24*time.Hour, "how long a key is kept (its lifetime)")
 	fpKey := flag.String("fingerprint-key-file", "", "owner-only file with a secret of 32+ bytes to key the request fingerprints (HMAC-SHA-256); default DB.fingerprint-key, created (mode 0600) on first start")
+	clientsFile := flag.String("clients-file", "", "owner-only file of the clients, one a line: ID TOKEN ACCOUNT... (required)")
 	flag.Parse()
-	if *dbPath == "" || flag.NArg() > 0 || *workDelay < 0 {
+	if *dbPath == "" || *clientsFile == "" || flag.NArg() > 0 || *workDelay < 0 {
 		flag.Usage()
-		return errors.New("--db is required; --work-delay must not be negative")
+		return errors.New("--db and --clients-file are required; --work-delay must not be negative")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	clients, err := readClients(*clientsFile)
+	if err != nil {
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -95,14 +120,19 @@ func run() error {
 		Guard:         guard,
 		Namespace:     "payments-api",
 		Fingerprinter: fp,
+		// Keys are the authenticated client's own: another client with
+		// the same key and body is authorised (and refused) by the
+		// handler, never handed this client's payment.
+		Scope:     func(r *http.Request) string { return clientFrom(r.Context()).id },
+		Challenge: challenge,
 		// A refused request made no payment: a retry of it may run again.
-		NotStarted: func(status int) bool { return status == http.StatusBadRequest },
+		NotStarted: func(status int) bool { return status == http.StatusBadRequest || status == http.StatusForbidden },
 	})
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /payments", mw(&payments{delay: *workDelay, log: log}))
+	mux.Handle("POST /payments", clients.authenticate(mw(&payments{delay: *workDelay, log: log})))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 
 	ln, err := net.Listen("tcp", *addr)
@@ -160,6 +190,92 @@ func defaultFingerprintKey(path string) ([]byte, error) {
 	return k, nil
 }
 
+// challenge is the WWW-Authenticate of a 401.
+const challenge = `Bearer realm="payments-api"`
+
+// client is one line of the clients file.
+type client struct {
+	id       string
+	token    [sha256.Size]byte // SHA-256 of the token: compared in constant time whatever its length
+	accounts []string
+}
+
+type clientList []client
+
+type clientKey struct{}
+
+// clientFrom is the authenticated client of a request (zero outside
+// authenticate).
+func clientFrom(ctx context.Context) client {
+	c, _ := ctx.Value(clientKey{}).(client)
+	return c
+}
+
+var clientIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// readClients reads the clients file (owner-only: it holds the tokens).
+func readClients(path string) (clientList, error) {
+	b, err := secretfile.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	var cs clientList
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		switch {
+		case len(f) < 3:
+			return nil, fmt.Errorf("%s:%d: want ID TOKEN ACCOUNT...", path, n)
+		case !clientIDRE.MatchString(f[0]):
+			return nil, fmt.Errorf("%s:%d: a client id is 1 to 64 letters, digits, '.', '_' or '-'", path, n)
+		case len(f[1]) < 32:
+			return nil, fmt.Errorf("%s:%d: client %s: a token has at least 32 characters", path, n, f[0])
+		case slices.ContainsFunc(cs, func(c client) bool { return c.id == f[0] }):
+			return nil, fmt.Errorf("%s:%d: client %s again", path, n, f[0])
+		}
+		for _, a := range f[2:] {
+			if !accountRE.MatchString(a) {
+				return nil, fmt.Errorf("%s:%d: client %s: an account is 6 to 34 digits", path, n, f[0])
+			}
+		}
+		cs = append(cs, client{id: f[0], token: sha256.Sum256([]byte(f[1])), accounts: f[2:]})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		return nil, fmt.Errorf("%s: no clients", path)
+	}
+	return cs, nil
+}
+
+// authenticate lets a request through with its client in its context when
+// its bearer token is a client's; else 401.
+func (cs clientList) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		var found client
+		if ok && tok != "" {
+			sum := sha256.Sum256([]byte(tok))
+			for _, c := range cs { // every one compared: the time tells nothing
+				if subtle.ConstantTimeCompare(sum[:], c.token[:]) == 1 {
+					found = c
+				}
+			}
+		}
+		if found.id == "" {
+			w.Header().Set("WWW-Authenticate", challenge)
+			problem(w, http.StatusUnauthorized, "Unauthenticated", "send Authorization: Bearer TOKEN with a client's token")
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, found)))
+	})
+}
+
 // payments makes a payment: the simulated work takes delay, and each run
 // makes a new id.
 type payments struct {
@@ -214,6 +330,11 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		badRequest(w, "memo must have at most 140 bytes")
 		return
 	}
+	// Authorisation: a client pays only from its own accounts.
+	if !slices.Contains(clientFrom(r.Context()).accounts, req.Account) {
+		problem(w, http.StatusForbidden, "Forbidden", "the account is not one this client may pay from")
+		return
+	}
 	// A run reclaimed from a crashed attempt: that attempt may have paid.
 	// A real handler asks its bank (under a downstream key made of the
 	// request's key and run.Generation) before paying again; the
@@ -233,7 +354,7 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = rand.Read(b[:])
 	pay := payment{ID: "pay_" + hex.EncodeToString(b[:]), Amount: req.Amount, Account: "****" + req.Account[len(req.Account)-4:],
 		Memo: req.Memo, Status: "made", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)}
-	p.log.Info("payment made", "id", pay.ID, "minor", pay.Amount.Minor, "currency", pay.Amount.Currency)
+	p.log.Info("payment made", "id", pay.ID, "client", clientFrom(r.Context()).id, "minor", pay.Amount.Minor, "currency", pay.Amount.Currency)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", "/payments/"+pay.ID)
 	w.WriteHeader(http.StatusCreated)
@@ -241,7 +362,11 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func badRequest(w http.ResponseWriter, detail string) {
+	problem(w, http.StatusBadRequest, "Bad request", detail)
+}
+
+func problem(w http.ResponseWriter, status int, title, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": "Bad request", "status": 400, "detail": detail})
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
 }

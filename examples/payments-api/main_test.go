@@ -17,6 +17,14 @@ import (
 
 const payment = `{"amount": {"minor": 2500, "currency": "INR"}, "account": "0012345678901", "memo": "locker rent"}`
 
+// The clients of the tests: alice pays from 0012345678901 (the account of
+// payment), bob from 0098765432109.
+const (
+	aliceToken = "alice-token-0123456789abcdef0123456789abcdef"
+	bobToken   = "bob-token-fedcba9876543210fedcba9876543210"
+	clients    = "# id token accounts\nalice " + aliceToken + " 0012345678901\n\nbob " + bobToken + " 0098765432109\n"
+)
+
 // server is the example built and started as a process of its own.
 type server struct {
 	url string
@@ -53,9 +61,14 @@ func build(t *testing.T) string {
 	return bin
 }
 
+// start runs the example on db, with the clients file beside it.
 func start(t *testing.T, bin, db string) *server {
 	t.Helper()
-	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--db", db, "--work-delay", "300ms")
+	cf := db + ".clients"
+	if err := os.WriteFile(cf, []byte(clients), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--addr", "127.0.0.1:0", "--db", db, "--clients-file", cf, "--work-delay", "300ms")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -104,15 +117,26 @@ type reply struct {
 	replayed bool
 	id       string
 	body     string
+	header   http.Header
 }
 
+// post sends as alice.
 func (s *server) post(t *testing.T, key, body string) reply {
+	t.Helper()
+	return s.postAs(t, aliceToken, key, body)
+}
+
+// postAs sends with token as the bearer token ("": none).
+func (s *server) postAs(t *testing.T, token, key, body string) reply {
 	t.Helper()
 	req, err := http.NewRequest("POST", s.url+"/payments", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
@@ -126,7 +150,7 @@ func (s *server) post(t *testing.T, key, body string) reply {
 		ID string `json:"id"`
 	}
 	_ = json.Unmarshal(b, &p)
-	return reply{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", p.ID, string(b)}
+	return reply{resp.StatusCode, resp.Header.Get("Idempotent-Replayed") == "true", p.ID, string(b), resp.Header}
 }
 
 func TestPaymentsAPIAsAProcess(t *testing.T) {
@@ -180,5 +204,82 @@ func TestPaymentsAPIAsAProcess(t *testing.T) {
 	s.stop(t)
 	if _, err := os.Stat(db); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Issue 51: keys are kept per authenticated client. Bob, sending Alice's
+// key and body, has his request authorised by the handler (and refused:
+// the account is Alice's), and never gets Alice's stored 201; before, the
+// example shared one key space and handed him her payment.
+func TestPaymentsAPIKeepsClientsApart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example")
+	}
+	bin := build(t)
+	db := filepath.Join(t.TempDir(), "payments.db")
+	s := start(t, bin, db)
+
+	alice := s.postAs(t, aliceToken, "shared-key", payment)
+	if alice.status != 201 || alice.replayed || !strings.HasPrefix(alice.id, "pay_") {
+		t.Fatalf("alice: %+v", alice)
+	}
+	for range 2 {
+		bob := s.postAs(t, bobToken, "shared-key", payment)
+		if bob.status != 403 || bob.replayed || bob.id != "" || strings.Contains(bob.body, alice.id) || strings.Contains(bob.body, "locker rent") {
+			t.Fatalf("bob with alice's key and body: %+v, want his own 403", bob)
+		}
+	}
+	// Bob's payment from his own account, under a key Alice also uses:
+	// a payment of his own.
+	bobs := strings.Replace(payment, "0012345678901", "0098765432109", 1)
+	if r := s.postAs(t, aliceToken, "bob-key", payment); r.status != 201 {
+		t.Fatalf("alice, bob-key: %+v", r)
+	}
+	own := s.postAs(t, bobToken, "bob-key", bobs)
+	if own.status != 201 || own.replayed || own.id == "" || own.id == alice.id || !strings.Contains(own.body, "****2109") {
+		t.Fatalf("bob's own payment: %+v", own)
+	}
+	// Alice's key still replays her payment to her.
+	if again := s.postAs(t, aliceToken, "shared-key", payment); again.status != 201 || !again.replayed || again.id != alice.id {
+		t.Fatalf("alice again: %+v, want the replay of %s", again, alice.id)
+	}
+	// No token, or an unknown one: 401 with the challenge, the handler
+	// never reached.
+	for _, tok := range []string{"", "not-a-token-of-anyone-0123456789abcdef"} {
+		r := s.postAs(t, tok, "shared-key", payment)
+		if r.status != 401 || r.header.Get("WWW-Authenticate") != `Bearer realm="payments-api"` || r.replayed || r.id != "" {
+			t.Fatalf("token %q: %+v", tok, r)
+		}
+	}
+	if n := strings.Count(s.out.String(), "payment made"); n != 3 {
+		t.Fatalf("%d payments made, want 3 (alice twice, bob once):\n%s", n, s.out)
+	}
+	for _, secret := range []string{aliceToken, bobToken} {
+		if strings.Contains(s.out.String(), secret) {
+			t.Fatalf("a token is in the log:\n%s", s.out)
+		}
+	}
+	s.stop(t)
+}
+
+// The example refuses to start without its clients (a server with no
+// authentication would have no scope for its keys) and with a clients
+// file others can read.
+func TestPaymentsAPINeedsItsClients(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the example")
+	}
+	bin := build(t)
+	dir := t.TempDir()
+	db := filepath.Join(dir, "payments.db")
+	if out, err := exec.Command(bin, "--addr", "127.0.0.1:0", "--db", db).CombinedOutput(); err == nil || !strings.Contains(string(out), "--clients-file") {
+		t.Fatalf("no --clients-file: %v\n%s", err, out)
+	}
+	cf := filepath.Join(dir, "clients")
+	if err := os.WriteFile(cf, []byte(clients), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "--addr", "127.0.0.1:0", "--db", db, "--clients-file", cf).CombinedOutput(); err == nil || !strings.Contains(string(out), "chmod 600") {
+		t.Fatalf("a clients file others can read: %v\n%s", err, out)
 	}
 }

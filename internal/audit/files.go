@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
-	"unicode"
+
+	"github.com/finedge/idempotent-consumer/internal/safetext"
 )
 
 // VerifyFiles checks files, oldest first, as one chain, and that it holds
@@ -60,17 +60,11 @@ func VerifyFiles(files []string, anchors []Anchor, keys Keyring) ([]Report, erro
 	}, ranges)
 }
 
-// PrintEntries shows entries one a line, every field as printable text: a
-// line's content never makes a row of its own, nor a terminal escape.
+// PrintEntries shows entries one a line, every field as visible text
+// (safetext.Text): a line's content never makes a row of its own, nor a
+// terminal escape, nor reorders the row (a bidirectional override).
 func PrintEntries(w io.Writer, es []Entry) {
-	p := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			if unicode.IsControl(r) || r == unicode.ReplacementChar {
-				return -1
-			}
-			return r
-		}, s)
-	}
+	p := safetext.Text
 	for _, e := range es {
 		what := e.ChargeID
 		if len(e.Charges) > 0 {

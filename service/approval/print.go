@@ -6,20 +6,25 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/internal/safetext"
 )
+
+// show is text from outside (a reason, a name, a charge id) as it is
+// printed: control and invisible format characters escaped.
+var show = safetext.Text
 
 // Print shows p: what it does, what it touches, where it is.
 func Print(w io.Writer, p Proposal, sample int) {
-	fmt.Fprintf(w, "proposal %s: %s\n", p.ID, p.Spec.Describe())
-	fmt.Fprintf(w, "  why:      %s\n", p.Spec.Reason)
-	fmt.Fprintf(w, "  proposed: %s by %s (%s); expires %s\n", p.At.Format(time.RFC3339), p.Proposer.Name, p.Proposer.Via, p.Expires.Format(time.RFC3339))
+	fmt.Fprintf(w, "proposal %s: %s\n", show(p.ID), show(p.Spec.Describe()))
+	fmt.Fprintf(w, "  why:      %s\n", show(p.Spec.Reason))
+	fmt.Fprintf(w, "  proposed: %s by %s (%s); expires %s\n", p.At.Format(time.RFC3339), show(p.Proposer.Name), show(p.Proposer.Via), p.Expires.Format(time.RFC3339))
 	fmt.Fprintf(w, "  touches:  %d charge(s), %s\n", len(p.Targets), FormatTotals(p.Totals))
 	for _, t := range p.Sample(sample) {
 		amt := ""
 		if t.Currency != "" {
 			amt = charge.Money{Minor: t.Minor, Currency: charge.Currency(t.Currency)}.String()
 		}
-		fmt.Fprintf(w, "    %-28s %-14s %-16s %s\n", t.Name(), t.Account, amt, t.Code)
+		fmt.Fprintf(w, "    %-28s %-14s %-16s %s\n", show(t.Name()), show(t.Account), amt, show(t.Code))
 	}
 	if len(p.Targets) > sample {
 		fmt.Fprintf(w, "    … and %d more (chargerecovery approvals show %s --json lists all)\n", len(p.Targets)-sample, p.ID)
@@ -27,7 +32,7 @@ func Print(w io.Writer, p Proposal, sample int) {
 	done, all := p.Progress()
 	fmt.Fprintf(w, "  state:    %s", p.State)
 	if p.Decider != nil {
-		fmt.Fprintf(w, " (by %s, %s)", p.Decider.Name, p.Decider.Via)
+		fmt.Fprintf(w, " (by %s, %s)", show(p.Decider.Name), show(p.Decider.Via))
 	}
 	if done > 0 {
 		fmt.Fprintf(w, "; %d of %d done: %s", done, all, FormatCounts(p.Counts()))
@@ -50,7 +55,7 @@ func PrintOutcomes(w io.Writer, p Proposal) {
 		if !ok || o.Result == "moved" || o.Result == "reopened" || o.Result == "sent" || o.Result == "adopted" || o.Result == "resolved" {
 			continue
 		}
-		fmt.Fprintf(w, "  %-9s %s: %s\n", o.Result, t.Name(), o.Why)
+		fmt.Fprintf(w, "  %-9s %s: %s\n", show(o.Result), show(t.Name()), show(o.Why))
 	}
 }
 
@@ -58,7 +63,7 @@ func PrintOutcomes(w io.Writer, p Proposal) {
 func PrintList(w io.Writer, ps []Proposal) {
 	for _, p := range ps {
 		done, n := p.Progress()
-		fmt.Fprintf(w, "%s  %-8s  %-7s by %-10s %4d charge(s) %-22s %d/%d done  %s\n", p.ID, p.State, p.Spec.Kind, p.Proposer.Name,
-			len(p.Targets), FormatTotals(p.Totals), done, n, p.Spec.Reason)
+		fmt.Fprintf(w, "%s  %-8s  %-7s by %-10s %4d charge(s) %-22s %d/%d done  %s\n", show(p.ID), p.State, p.Spec.Kind, show(p.Proposer.Name),
+			len(p.Targets), FormatTotals(p.Totals), done, n, show(p.Spec.Reason))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/finedge/idempotent-consumer/chargehandler"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/safetext"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/cli"
 	"github.com/finedge/idempotent-consumer/service/status"
@@ -58,13 +59,19 @@ func PrintList(w io.Writer, entries []Entry, total int) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCHARGE\tACCOUNT\tAMOUNT\tREASON\tRECEIVED\tAGE\tCOPIES\tDETAIL")
 	for _, e := range entries {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", e.ID, dash(e.ChargeID), dash(e.Account), dash(e.Amount), e.Code, e.ReceiveCount,
-			(time.Duration(e.Age) * time.Second).String(), e.Copies, charge.Clip(orElse(e.Detail, e.Unreadable), 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", show(e.ID), dash(e.ChargeID), dash(e.Account), dash(e.Amount), show(e.Code), e.ReceiveCount,
+			(time.Duration(e.Age) * time.Second).String(), e.Copies, show(charge.Clip(orElse(e.Detail, e.Unreadable), 80)))
 	}
 	tw.Flush()
 }
 
-func dash(s string) string { return orElse(s, "-") }
+// dash is text from outside as printed (safetext.Text), "-" for none.
+func dash(s string) string { return show(orElse(s, "-")) }
+
+// show is text from outside (a message's id, its body's fields, a
+// reason's detail) as printed: control, bidirectional and other invisible
+// format characters escaped.
+var show = safetext.Text
 
 // ShowOptions are a dlq show asked for on the command line.
 type ShowOptions struct {
@@ -112,26 +119,26 @@ func Show(ctx context.Context, q queue.Operator, store driver.Store, o ShowOptio
 	}
 	for _, e := range entries {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "DLQ entry\t%s\n", e.ID)
+		fmt.Fprintf(tw, "DLQ entry\t%s\n", show(e.ID))
 		fmt.Fprintf(tw, "charge\t%s\n", dash(e.ChargeID))
 		if e.Account != "" {
-			fmt.Fprintf(tw, "account\t%s\n", e.Account)
+			fmt.Fprintf(tw, "account\t%s\n", show(e.Account))
 		}
 		if e.Amount != "" {
-			fmt.Fprintf(tw, "amount\t%s (%s)\n", e.Amount, e.Type)
+			fmt.Fprintf(tw, "amount\t%s (%s)\n", show(e.Amount), show(e.Type))
 		}
-		fmt.Fprintf(tw, "reason\t%s: %s\n", e.Code, e.Detail)
+		fmt.Fprintf(tw, "reason\t%s: %s\n", show(e.Code), show(e.Detail))
 		if e.Unreadable != "" {
-			fmt.Fprintf(tw, "not a valid event\t%s\n", e.Unreadable)
+			fmt.Fprintf(tw, "not a valid event\t%s\n", show(e.Unreadable))
 		}
 		if e.Size > 0 {
-			fmt.Fprintf(tw, "size\t%d bytes, over the limit: chargerecovery dlq purge %s removes it\n", e.Size, e.ID)
+			fmt.Fprintf(tw, "size\t%d bytes, over the limit: chargerecovery dlq purge %s removes it\n", e.Size, show(e.ID))
 		}
 		fmt.Fprintf(tw, "dead-lettered\t%s (%s ago), after %d receive(s)\n", e.At.Format(time.RFC3339), time.Duration(e.Age)*time.Second, e.ReceiveCount)
 		if e.Copies > 1 {
 			fmt.Fprintf(tw, "copies\t%d (the forward was repeated after a lost answer; one charge)\n", e.Copies)
 		}
-		fmt.Fprintf(tw, "body\t%s\n", e.Body)
+		fmt.Fprintf(tw, "body\t%s\n", show(e.Body))
 		tw.Flush()
 		fmt.Fprintln(w)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/safetext"
 )
 
 // RecordJSON is the --json form of an idempotency record (inspect, reopen).
@@ -117,14 +118,18 @@ func LeaseText(r driver.Record, now time.Time) string {
 func PrintRecord(w io.Writer, r driver.Record, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	lease, meaning := LeaseText(r, now), Meaning(r.State)
-	// What a record holds came partly from outside (the bank's text): it
-	// is shown without control characters, whenever it was written.
-	r.Status, r.Detail, r.ReopenReason, r.PrevStatus, r.PrevDetail = charge.Printable(r.Status), charge.Printable(r.Detail),
-		charge.Printable(r.ReopenReason), charge.Printable(r.PrevStatus), charge.Printable(r.PrevDetail)
+	// What a record holds came partly from outside (the bank's text, a
+	// reason, the charge id): it is shown without control characters,
+	// whenever it was written, and with bidirectional and other invisible
+	// format characters escaped (safetext.Text).
+	show := func(s string) string { return safetext.Text(charge.Printable(s)) }
+	r.Key = safetext.Text(r.Key)
+	r.Status, r.Detail, r.ReopenReason, r.PrevStatus, r.PrevDetail = show(r.Status), show(r.Detail),
+		show(r.ReopenReason), show(r.PrevStatus), show(r.PrevDetail)
 	fmt.Fprintf(tw, "charge\t%s\n", r.Key)
 	fmt.Fprintf(tw, "state\t%s (%s)\n", r.State, meaning)
 	if w := WaitText(r, now); w != "" {
-		fmt.Fprintf(tw, "schedule\t%s\n", w)
+		fmt.Fprintf(tw, "schedule\t%s\n", safetext.Text(w))
 	}
 	if r.Status != "" {
 		fmt.Fprintf(tw, "status\t%s\n", r.Status)
@@ -151,7 +156,7 @@ func PrintRecord(w io.Writer, r driver.Record, now time.Time) {
 		fmt.Fprintf(tw, "before reopening\t%s %s\n", r.PrevStatus, r.PrevDetail)
 	}
 	for _, h := range r.History {
-		fmt.Fprintf(tw, "history\t%s\n", charge.Printable(h))
+		fmt.Fprintf(tw, "history\t%s\n", show(h))
 	}
 	tw.Flush()
 }
@@ -184,7 +189,7 @@ func PrintStuck(w io.Writer, recs []driver.Record, total int, now time.Time) err
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CHARGE\tLEASE EXPIRED\tOVERDUE\tATTEMPT\tCLAIMED")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", r.Key, r.LeaseUntil.UTC().Format(time.RFC3339),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", safetext.Text(r.Key), r.LeaseUntil.UTC().Format(time.RFC3339),
 			now.Sub(r.LeaseUntil).Round(time.Second), r.Attempt, r.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
