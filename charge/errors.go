@@ -205,6 +205,16 @@ func (e *InvalidEventError) Error() string {
 // Is makes errors.Is(err, ErrInvalidEvent) hold.
 func (e *InvalidEventError) Is(target error) bool { return target == ErrInvalidEvent }
 
+// InvalidResult is the result of a message that is not a ChargeDueEvent
+// (err from ParseEvent): dead-lettered, never debited. Its Reason, which
+// goes to the log line and the DLQ, is err's text made fit to show as any
+// text from outside is (Untrusted: control characters dropped, every 8+
+// digit run masked, clipped): ParseEvent names fields, not values, and
+// this holds whatever else an error quotes from the body.
+func InvalidResult(err error) Result {
+	return Result{Outcome: Invalid, Reason: Untrusted(err.Error()), Err: err}
+}
+
 // Class is what an error means for the message that caused it.
 type Class int
 

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -50,6 +52,11 @@ func invalid(field, format string, args ...any) error {
 // present and valid. Every error it returns is
 // an *InvalidEventError (errors.Is(err, ErrInvalidEvent)) saying which field
 // is wrong, so the listener can dead-letter the message with that reason.
+//
+// An error names the field and what is wrong with it, never the value: a
+// producer that shifts its fields puts an account number where a currency,
+// an amount or a date should be, and the reason goes to logs and the DLQ.
+// (An unknown field's name is data too: it is given masked, MaskText.)
 func ParseEvent(body []byte) (Charge, error) {
 	if len(body) > MaxEventBytes {
 		return Charge{}, invalid("", "body is %d bytes, the limit is %d", len(body), MaxEventBytes)
@@ -64,7 +71,7 @@ func ParseEvent(body []byte) (Charge, error) {
 	dec.DisallowUnknownFields()
 	var w wireEvent
 	if err := dec.Decode(&w); err != nil {
-		return Charge{}, invalid("", "not a ChargeDueEvent JSON object: %v", err)
+		return Charge{}, decodeError(err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Charge{}, invalid("", "trailing data after the JSON object")
@@ -74,7 +81,7 @@ func ParseEvent(body []byte) (Charge, error) {
 
 func (w *wireEvent) charge() (Charge, error) {
 	if w.SchemaVersion != nil && *w.SchemaVersion != SchemaVersion {
-		return Charge{}, invalid("schemaVersion", "version %d is not supported (want %d)", *w.SchemaVersion, SchemaVersion)
+		return Charge{}, invalid("schemaVersion", "not a supported version (want %d)", SchemaVersion)
 	}
 	if w.ChargeID == "" {
 		return Charge{}, invalid("chargeId", "missing or empty")
@@ -100,21 +107,21 @@ func (w *wireEvent) charge() (Charge, error) {
 		return Charge{}, invalid("amount.currency", "missing or empty")
 	}
 	if !cur.Valid() {
-		return Charge{}, invalid("amount.currency", "%q is not an ISO-4217 currency code", w.Amount.Currency)
+		return Charge{}, invalid("amount.currency", "not an ISO-4217 currency code")
 	}
 	t := Type(w.ChargeType)
 	if w.ChargeType == "" {
 		return Charge{}, invalid("chargeType", "missing or empty")
 	}
 	if !t.Valid() {
-		return Charge{}, invalid("chargeType", "%q is not one of %v", w.ChargeType, Types)
+		return Charge{}, invalid("chargeType", "not one of %v", Types)
 	}
 	if w.DueDate == "" {
 		return Charge{}, invalid("dueDate", "missing or empty")
 	}
 	due, err := time.Parse(time.DateOnly, w.DueDate)
 	if err != nil {
-		return Charge{}, invalid("dueDate", "%q is not a date YYYY-MM-DD", w.DueDate)
+		return Charge{}, invalid("dueDate", "not a date YYYY-MM-DD")
 	}
 	return Charge{
 		ID:        w.ChargeID,
@@ -138,13 +145,13 @@ func parseMinor(raw json.RawMessage) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if errors.Is(err, strconv.ErrRange) {
-		return 0, invalid(field, "%s overflows a 64-bit integer", s)
+		return 0, invalid(field, "overflows a 64-bit integer")
 	}
 	if err != nil {
-		return 0, invalid(field, "%s is not an integer number of minor units", s)
+		return 0, invalid(field, "not an integer number of minor units")
 	}
 	if n <= 0 {
-		return 0, invalid(field, "%d is not positive", n)
+		return 0, invalid(field, "must be positive")
 	}
 	return n, nil
 }
@@ -167,11 +174,62 @@ func checkFieldNames(body []byte) error {
 	var ke *strictjson.KeyError
 	if err := strictjson.CheckKeys(body, eventSchema); errors.As(err, &ke) {
 		if ke.Repeated {
-			return invalid(ke.Path, "field appears more than once")
+			return invalid(fieldName(ke.Path), "field appears more than once")
 		}
-		return invalid(ke.Path, "unknown field (field names are case-sensitive)")
+		return invalid(fieldName(ke.Path), "unknown field (field names are case-sensitive)")
 	}
 	return nil
+}
+
+// fieldName is a field name read from a body, fit to name in an error: a
+// name the schema does not know is the sender's text (an account number
+// given as a key, {"001234567890":…}), masked as such text is, without
+// control characters, and cut to 64 bytes.
+func fieldName(path string) string {
+	return Clip(MaskText(Printable(path)), 64)
+}
+
+// decodeError is the error of a body encoding/json would not decode, by
+// field where it says which, never quoting a value (its own errors quote
+// a number given for a string: "cannot unmarshal number 001234567890").
+func decodeError(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te):
+		want := "a JSON string"
+		switch te.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			want = "a JSON integer"
+		case reflect.Struct, reflect.Pointer, reflect.Map:
+			want = "a JSON object"
+		}
+		got, _, _ := strings.Cut(te.Value, " ") // "number 1.5" → "number"
+		if got == "" {
+			got = "value"
+		}
+		if te.Field == "" {
+			return invalid("", "not a ChargeDueEvent JSON object (a %s)", jsonKind(got))
+		}
+		return invalid(fieldName(te.Field), "must be %s, not a %s", want, jsonKind(got))
+	case errors.As(err, &se):
+		return invalid("", "not a ChargeDueEvent JSON object: a syntax error at byte %d", se.Offset)
+	case errors.Is(err, io.EOF):
+		return invalid("", "not a ChargeDueEvent JSON object: empty body")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return invalid("", "not a ChargeDueEvent JSON object: the body ends inside it")
+	}
+	return invalid("", "not a ChargeDueEvent JSON object")
+}
+
+// jsonKind names what encoding/json says it found, and only that: one of
+// its words for a JSON value, else "value".
+func jsonKind(word string) string {
+	switch word {
+	case "string", "number", "bool", "array", "object":
+		return word
+	}
+	return "value"
 }
 
 // MarshalEvent renders c as a ChargeDueEvent body.

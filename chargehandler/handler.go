@@ -58,7 +58,7 @@ func (h *Handler) Handle(ctx context.Context, d *consumer.Delivery) consumer.Dec
 	c, err := h.read(d.Message)
 	var res charge.Result
 	if err != nil {
-		res = charge.Result{Outcome: charge.Invalid, Reason: err.Error(), Err: err}
+		res = charge.InvalidResult(err)
 	} else {
 		res = h.opts.Service.ProcessDelivery(ctx, c, charge.Delivery{Heartbeat: d, Bound: d.Bound})
 	}

@@ -106,6 +106,12 @@ type Break struct {
 	// narrative (never shown) into the break's ID.
 	judged statement.Posting
 	facts  string
+	// key is the charge's record key as read (ChargeID is as shown:
+	// masked when it is not ours, or looks like an account number);
+	// accounts are the postings' full accounts, masked wherever a value
+	// of the break equals one.
+	key      string
+	accounts []string
 	// open: the posting stands while the record is not DONE (a
 	// posted_twice or amount_mismatch break): resolve collects it, or
 	// refuses; mismatch: it is not the charge's (amount_mismatch), never
@@ -292,6 +298,9 @@ func (cp chargePostings) fill(b Break) Break {
 	for _, kp := range cp {
 		for _, p := range append(slices.Clone(kp.posted), kp.reversed...) {
 			fmt.Fprintf(h, "%s\x00%s\x00", p.Account, p.Narrative)
+			if p.Account != "" && !slices.Contains(b.accounts, p.Account) {
+				b.accounts = append(b.accounts, p.Account)
+			}
 		}
 	}
 	b.facts = hex.EncodeToString(h.Sum(nil))
@@ -320,7 +329,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 			// Not a charge of ours: reported under its whole key.
 			id, to = p.BankKey, odd
 		}
-		if opts.ChargeID != "" && id != opts.ChargeID {
+		if !opts.wants(id) {
 			return nil
 		}
 		cp := to[id]
@@ -420,8 +429,8 @@ type run struct {
 func (r *run) add(b Break) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b.ID = b.digest()
-	r.rep.Breaks = append(r.rep.Breaks, b)
+	b.ID = b.digest() // of the values as read: a break keeps its id
+	r.rep.Breaks = append(r.rep.Breaks, b.masked())
 }
 
 // postings reads the record of every charge posted and judges it.
@@ -480,7 +489,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 	if err != nil && !errors.Is(err, driver.ErrNotFound) {
 		return fmt.Errorf("record %s: %w", id, err)
 	}
-	b := Break{ChargeID: id}
+	b := Break{ChargeID: id, key: id}
 	var posted, partial, earlier []statement.Posting
 	for _, kp := range cp.sorted() {
 		st, pa, ea := kp.pair()
@@ -558,7 +567,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		// is owed either way.
 		r.mu.Lock()
 		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%s: the bank reversed a posting of an earlier statement (reference %s), not the one recorded (%s): a refunded duplicate; nothing to do if an earlier report had it posted_twice",
-			id, clip(earlier[0].Reference), clip(b.Reference)))
+			ShowKey(id, earlier[0].Account), clip(charge.MaskText(earlier[0].Reference, earlier[0].Account)), clip(b.Reference)))
 		r.mu.Unlock()
 		return nil
 	case standing == 0:
@@ -789,7 +798,7 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 	// its debit, which is the time that counts (DebitTime).
 	req := driver.WalkRequest{State: driver.StateDone, From: r.opts.Period.From, To: maxTime(r.opts.Period.To, r.opts.Now.Add(time.Millisecond)), Now: r.opts.Now}
 	check := func(rec driver.Record) error {
-		if r.opts.ChargeID != "" && rec.Key != r.opts.ChargeID {
+		if !r.opts.wants(rec.Key) {
 			return nil
 		}
 		if rec.Status != string(charge.Debited) && rec.Status != string(charge.DebitedNotificationFailed) {
@@ -801,7 +810,7 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 		if at := DebitTime(rec); at.Before(r.opts.Period.From) || !at.Before(r.opts.Period.To) {
 			return nil // debited in another period
 		}
-		r.add(Break{Kind: RecordedNotPosted, ChargeID: rec.Key, BankKeys: []string{recordedKey(rec)},
+		r.add(Break{Kind: RecordedNotPosted, ChargeID: rec.Key, key: rec.Key, BankKeys: []string{recordedKey(rec)},
 			Account: noticeAccount(rec), State: string(rec.State), Status: rec.Status, Generation: max(rec.Generation, 1),
 			Reference: charge.ReferenceOf(rec.Status, rec.Detail), UpdatedAt: rec.UpdatedAt.UTC().Format(time.RFC3339),
 			Detail: fmt.Sprintf("recorded %s (bank reference %s) in the period, and the statement has no posting under its key",
@@ -809,7 +818,7 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 			Action: "check the next day's statement (a posting booked after the cut-off); else ask the bank about the reference; reconcile resolve --reason once settled"})
 		return nil
 	}
-	if r.opts.ChargeID != "" {
+	if r.opts.ChargeID != "" && !masked(r.opts.ChargeID) {
 		// One charge: its record, not a walk of the period.
 		rec, err := r.opts.Store.Get(ctx, r.opts.ChargeID, r.opts.Now)
 		if errors.Is(err, driver.ErrNotFound) {

@@ -131,7 +131,7 @@ func WriteReportFile(path string, r Report) error {
 	return secretfile.Write(path, append(b, '\n'))
 }
 
-// ReadReportFile reads a report WriteReportFile kept.
+// ReadReportFile reads a report WriteReportFile kept, masked (Masked).
 func ReadReportFile(path string) (Report, error) {
 	var r Report
 	b, err := os.ReadFile(path)
@@ -141,5 +141,6 @@ func ReadReportFile(path string) (Report, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("%s: not a reconciliation report: %w", path, err)
 	}
-	return r, nil
+	// A report kept before bank keys were masked is masked as it is read.
+	return r.Masked(), nil
 }

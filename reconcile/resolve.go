@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -114,6 +115,11 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 			open = append(open, b)
 		}
 	}
+	if i := slices.IndexFunc(open, func(b Break) bool { return b.ID == req.BreakID }); req.BreakID != "" && len(open) > 1 && i >= 0 {
+		// A charge id shown masked may stand for several (foreign keys
+		// with the same last four): the break id says which.
+		open = open[i : i+1]
+	}
 	switch {
 	case len(open) == 0 && rep.Resolved > 0:
 		return Resolved{}, fmt.Errorf("%w: %s's break is resolved already", ErrNoBreak, req.ChargeID)
@@ -124,9 +130,9 @@ func Resolve(ctx context.Context, opts Options, read Postings, req ResolveReques
 	case len(open) > 1:
 		var kinds []string
 		for _, b := range open {
-			kinds = append(kinds, string(b.Kind))
+			kinds = append(kinds, string(b.Kind)+" (break "+b.ID+")")
 		}
-		return Resolved{}, fmt.Errorf("%w: %s has %s: give --kind", ErrAmbiguous, req.ChargeID, strings.Join(kinds, ", "))
+		return Resolved{}, fmt.Errorf("%w: %s has %s: give --kind (or the break's id)", ErrAmbiguous, req.ChargeID, strings.Join(kinds, ", "))
 	}
 	b := open[0]
 	if req.BreakID != "" && b.ID != req.BreakID {
@@ -256,7 +262,8 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 	if !ok {
 		return driver.Record{}, fmt.Errorf("reconcile: %s: the store cannot record a collection in one conditional write (driver.Collector): nothing written", b.ChargeID)
 	}
-	rec, err := req.Guard.Get(ctx, b.ChargeID)
+	id := cmp.Or(b.key, b.ChargeID) // the record's key as read (ChargeID may be shown masked)
+	rec, err := req.Guard.Get(ctx, id)
 	if err != nil {
 		return driver.Record{}, fmt.Errorf("record %s: %w", b.ChargeID, err)
 	}
@@ -267,10 +274,10 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 	if ref == "" {
 		ref = "statement " + charge.MaskText(p.Where, p.Account)
 	}
-	status, detail, notice := adoptedResult(b.ChargeID, p, ref, req)
+	status, detail, notice := adoptedResult(id, p, ref, req)
 	// The guard's request for now: a fresh token, the skew margin (a
 	// lease is collected over only once passed by it), the retention.
-	creq, err := req.Guard.ClaimRequest(b.ChargeID, rec.Fingerprint)
+	creq, err := req.Guard.ClaimRequest(id, rec.Fingerprint)
 	if err != nil {
 		return driver.Record{}, err
 	}

@@ -272,7 +272,7 @@ func process(svc *charge.Service, log *slog.Logger) lambdasqs.Process {
 		c, err := charge.ParseEvent([]byte(m.Body))
 		var res charge.Result
 		if err != nil {
-			res = charge.Result{Outcome: charge.Invalid, Reason: err.Error(), Err: err}
+			res = charge.InvalidResult(err)
 		} else {
 			res = svc.ProcessDelivery(ctx, c, charge.Delivery{Heartbeat: hb})
 		}

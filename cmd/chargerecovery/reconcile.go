@@ -288,7 +288,9 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 		return cli.Usagef("give exactly one CHARGE_ID (see chargerecovery reconcile -h)")
 	}
 	id := f.Args()[0]
-	if _, ok := reconcile.ChargeOf(id); !ok && !strings.ContainsAny(id, "~_") {
+	// A break's id as the report shows it: a charge id, the bank key of
+	// an unknown posting, or either masked (reconcile.ShowKey).
+	if _, ok := reconcile.ChargeOf(id); !ok && !strings.ContainsAny(id, "~_*") {
 		return cli.Usagef("%q is not a charge id (nor the bank key of an unknown posting)", id)
 	}
 	if kind != "" && !reconcile.Kind(kind).Valid() {

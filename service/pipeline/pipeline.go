@@ -887,7 +887,7 @@ func baselineHandler(debiter charge.Debiter, notifier charge.Notifier) consumer.
 	return consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
 		c, err := charge.ParseEvent(d.Body)
 		if err != nil {
-			return consumer.Decision{Action: consumer.DeadLetter, Reason: queue.Reason{Code: chargehandler.Code(charge.Invalid), Detail: err.Error()}}
+			return consumer.Decision{Action: consumer.DeadLetter, Reason: queue.Reason{Code: chargehandler.Code(charge.Invalid), Detail: charge.InvalidResult(err).Reason}}
 		}
 		receipt, err := debiter.Debit(ctx, c.DebitRequest())
 		if err != nil {
