@@ -130,6 +130,11 @@ func HardDecline(code string) (why string, ok bool) {
 	return why, ok
 }
 
+// NormalDeclineCode is a decline code as HardDecline compares it: upper
+// case, its words (separated by spaces, hyphens or underscores) joined by
+// one underscore ("account closed", "Account-Closed" → ACCOUNT_CLOSED).
+func NormalDeclineCode(code string) string { return normalCode(code) }
+
 // normalCode is code in upper case, its words joined by one underscore.
 func normalCode(code string) string {
 	words := strings.FieldsFunc(strings.ToUpper(code), func(r rune) bool { return r == ' ' || r == '-' || r == '_' || unicode.IsSpace(r) })

@@ -221,7 +221,12 @@ type recordFields struct {
 	Renotifiable bool
 	Reopenable   bool
 	NewAttemptOK bool
-	LeaseText    string
+	// HardDecline is a FAILED record's hard decline, as "CODE (why)"
+	// ("": none); HardDeclineProposed: the policy lets a new attempt on
+	// it be proposed (represent-hard-decline), never done directly.
+	HardDecline         string
+	HardDeclineProposed bool
+	LeaseText           string
 	// WaitText is what a WAITING record waits for (next attempt, notice
 	// lead); "" otherwise.
 	WaitText string
@@ -242,6 +247,11 @@ func recordView(r driver.Record, now time.Time) recordFields {
 		Renotifiable: r.State == driver.StateDone && r.Status == string(charge.DebitedNotificationFailed)}
 	if r.State == driver.StateDone {
 		v.Reference = charge.ReferenceOf(r.Status, r.Detail)
+	}
+	if code := charge.DeclineCode(r.Detail); r.State == driver.StateFailed {
+		if why, hard := charge.HardDecline(code); hard {
+			v.HardDecline = charge.Printable(code) + " (" + why + ")"
+		}
 	}
 	v.Meaning, v.LeaseText, v.WaitText = status.Meaning(r.State), status.LeaseText(r, now), status.WaitText(r, now)
 	return v
@@ -348,7 +358,11 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 				c.backendError(w, r, "read the record", err)
 				return
 			}
-			v["Record"] = recordView(rec, c.o.Now())
+			rv := recordView(rec, c.o.Now())
+			if rv.HardDecline != "" && c.o.Approvals != nil && c.o.Approvals.Policy().RepresentHardDecline {
+				rv.NewAttemptOK, rv.HardDeclineProposed = true, true
+			}
+			v["Record"] = rv
 		}
 		c.render(w, r, http.StatusOK, "confirm", v)
 	}
@@ -421,7 +435,15 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		return e
 	}
 	back := "/charge?id=" + urlQuery(chargeID)
-	if newAttempt && c.o.Approvals != nil && c.o.Approvals.Policy().ReopenNewAttempt {
+	hardProposed := false
+	if newAttempt && c.o.Approvals != nil && c.o.Approvals.Policy().RepresentHardDecline {
+		// A hard decline is presented again only by a proposal another
+		// operator approves with its code shown, never directly.
+		if rec, err := c.o.Store.Get(r.Context(), chargeID, c.o.Now()); err == nil && rec.State == driver.StateFailed {
+			_, hardProposed = charge.HardDecline(charge.DeclineCode(rec.Detail))
+		}
+	}
+	if newAttempt && c.o.Approvals != nil && (c.o.Approvals.Policy().ReopenNewAttempt || hardProposed) {
 		// Four-eyes: a second debit under a new bank key is proposed, and
 		// done once another operator approves.
 		spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: e.Reason, ChargeIDs: []string{chargeID}}
@@ -430,7 +452,7 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 			var p approval.Proposal
 			if p, err = c.o.Approvals.Propose(actorOf(id), spec, targets); err == nil {
 				e.Proposal, e.Result = p.ID, "proposed"
-				c.result(w, r, http.StatusAccepted, "Proposed", fmt.Sprintf("A reopen with a new attempt needs another operator's approval: proposal %s waits for it.", p.ID),
+				c.result(w, r, http.StatusAccepted, "Proposed", fmt.Sprintf("A reopen with a new attempt needs another operator's approval (%s): proposal %s waits for it.", p.Needs, p.ID),
 					"/proposals/show?id="+urlQuery(p.ID), "the proposal")
 				return e
 			}

@@ -52,12 +52,17 @@ type proposalView struct {
 	Done, All, Percent       int
 	Sample                   []targetView
 	NotDone                  []targetView
+	Held                     []targetView
 	CanApprove, CanRun       bool
 	Mine                     bool
 }
 
 type targetView struct {
 	Name, Account, Amount, Code, Result, Why string
+	// Decline is the bank's decline code as the proposal read it;
+	// Hard marks a hard decline (with why, in Decline).
+	Decline string
+	Hard    bool
 }
 
 func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
@@ -67,7 +72,7 @@ func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
 		v.Percent = v.Done * 100 / v.All
 	}
 	tv := func(t approval.Target) targetView {
-		x := targetView{Name: t.Name(), Account: t.Account, Code: t.Code}
+		x := targetView{Name: t.Name(), Account: approval.MaskedAccount(t), Code: t.Code, Decline: approval.DeclineNote(t), Hard: t.HardDecline}
 		if t.Currency != "" {
 			x.Amount = charge.Money{Minor: t.Minor, Currency: charge.Currency(t.Currency)}.String()
 		}
@@ -78,6 +83,11 @@ func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
 	}
 	for _, t := range p.Sample(20) {
 		v.Sample = append(v.Sample, tv(t))
+	}
+	for _, h := range p.Held[:min(len(p.Held), 200)] {
+		x := tv(h.Target)
+		x.Result, x.Why = "held back", h.Why
+		v.Held = append(v.Held, x)
 	}
 	for _, t := range p.Targets {
 		if o, ok := p.Outcomes[t.Key()]; ok && o.Result != "moved" && o.Result != "reopened" && o.Result != "sent" && o.Result != "adopted" && o.Result != "resolved" && len(v.NotDone) < 200 {
@@ -112,7 +122,7 @@ func (c *Console) proposalsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	c.render(w, r, http.StatusOK, "proposals", map[string]any{"Open": open, "Closed": closed, "Policy": c.o.Approvals.Policy().String(),
 		"TTL": c.o.Approvals.TTL().String(), "Renotify": c.o.Renotifier != nil,
-		"Kind": clipParam(q.Get("kind")), "Codes": clipParam(q.Get("reason_code")), "OlderThan": clipParam(q.Get("older_than")), "IDs": clipParam(q.Get("charge_id"))})
+		"Kind": clipParam(q.Get("kind")), "Codes": clipParam(q.Get("reason_code")), "DeclineCodes": clipParam(q.Get("decline_code")), "OlderThan": clipParam(q.Get("older_than")), "IDs": clipParam(q.Get("charge_id"))})
 }
 
 func (c *Console) proposalPage(w http.ResponseWriter, r *http.Request) {
@@ -132,7 +142,7 @@ func (c *Console) proposalPage(w http.ResponseWriter, r *http.Request) {
 func (c *Console) propose(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
 	e := AuditEntry{Action: "proposals/new"}
 	spec := approval.Spec{Kind: approval.Kind(r.PostFormValue("kind")), Reason: charge.Clip(charge.Printable(strings.TrimSpace(r.PostFormValue("reason"))), 500),
-		Codes: cli.SplitList(r.PostFormValue("reason_code")), ChargeIDs: cli.SplitList(strings.ReplaceAll(r.PostFormValue("charge_id"), "\n", ",")),
+		Codes: cli.SplitList(r.PostFormValue("reason_code")), DeclineCodes: cli.SplitList(r.PostFormValue("decline_code")), ChargeIDs: cli.SplitList(strings.ReplaceAll(r.PostFormValue("charge_id"), "\n", ",")),
 		Force: r.PostFormValue("force") == "on", NewAttempt: r.PostFormValue("new_attempt") == "on"}
 	e.Reason = spec.Reason
 	back := "/proposals"
@@ -176,6 +186,9 @@ func (c *Console) propose(w http.ResponseWriter, r *http.Request, id Identity) A
 	}
 	e.Proposal, e.Result = p.ID, string(p.State)
 	e.Detail = fmt.Sprintf("%d charge(s), %s", len(p.Targets), approval.FormatTotals(p.Totals))
+	if len(p.Held) > 0 {
+		e.Detail += fmt.Sprintf("; %d held back (hard declines)", len(p.Held))
+	}
 	next := "It needs another operator's approval: " + p.Needs + "."
 	if p.State == approval.Approved {
 		next = "The policy does not ask for a second operator: run it from its page."

@@ -59,7 +59,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	var ac auditConfig
 	ac.Bind(f)
 	var spec approval.Spec
-	var codes, ids, breakKind string
+	var codes, declineCodes, ids, breakKind string
 	var retention, skew time.Duration
 	var sf statementFlags
 	if kind == string(approval.Reconcile) {
@@ -72,6 +72,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	f.String(&spec.Reason, "reason", "", "", "why (required): kept in the audit trail and every record touched")
 	f.String(&codes, "reason-code", "", "", "redrive, reopen: only DLQ entries with these reason codes, comma-separated (reopen: default debit_failed)")
+	f.String(&declineCodes, "decline-code", "", "", "redrive, reopen: only charges the bank declined with these codes, comma-separated (e.g. INSUFFICIENT_FUNDS; case, spaces and hyphens as the bank spells them)")
 	f.String(&ids, "charge-id", "", "", "only these charges, comma-separated (renotify: default every DEBITED_NOTIFICATION_FAILED record)")
 	f.Duration(&spec.OlderThan, "older-than", "", 0, "redrive, reopen: only entries dead-lettered longer ago than this")
 	f.Bool(&spec.Force, "force", "", false, "redrive: conflicts and entries past the retention too")
@@ -82,7 +83,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	spec.Kind = approval.Kind(kind)
-	spec.Codes, spec.ChargeIDs = cli.SplitList(codes), cli.SplitList(ids)
+	spec.Codes, spec.ChargeIDs, spec.DeclineCodes = cli.SplitList(codes), cli.SplitList(ids), cli.SplitList(declineCodes)
 	var fp *idempotencyKeys
 	if spec.Kind == approval.Reconcile {
 		if breakKind != "" && !reconcile.Kind(breakKind).Valid() {

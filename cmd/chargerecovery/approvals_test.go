@@ -277,3 +277,142 @@ func failedCharge(t *testing.T, env map[string]string, id string) {
 		t.Fatal(err)
 	}
 }
+
+// Issue 51: a bulk reopen with a new attempt of every debit_failed charge,
+// one of them declined ACCOUNT_CLOSED. The closed account is held back at
+// the proposal, with its code, masked account and amount (in the
+// proposal's output and approvals show), is refused a direct new attempt,
+// and after another operator's approval and the run gets no debit request
+// while the others are debited under ~2. --decline-code chooses by the
+// bank's code. Under a policy with represent-hard-decline the same charge
+// is a target marked with its code, waiting for another operator, and a
+// direct new attempt is refused with the command that proposes it.
+func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
+	ledger := corebanksim.NewLedger(corebanksim.Faults{})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
+	t.Cleanup(bank.Close)
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "hard.db"), "IC_COREBANK_URL": bank.URL,
+		"IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0",
+		"IC_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_CONSOLE_TOKEN_FILE": tokens}
+	ctx := t.Context()
+	const closed, closedAcct = "CHG-HD-CLOSED", "001122337802"
+	poor := []string{"CHG-HD-POOR-1", "CHG-HD-POOR-2"}
+	accts := map[string]string{closed: closedAcct, poor[0]: "001122330001", poor[1]: "001122330002"}
+	ledger.SetFaults(corebanksim.Faults{DeclineAccounts: map[string]string{closedAcct: "ACCOUNT_CLOSED",
+		accts[poor[0]]: "INSUFFICIENT_FUNDS", accts[poor[1]]: "INSUFFICIENT_FUNDS"}})
+	if r := runCmd(ctx, env, "setup"); r.code != 0 {
+		t.Fatalf("setup: %s", r.stderr)
+	}
+	for id, acct := range accts {
+		if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", acct, "--amount-minor", "2500"); r.code != 0 {
+			t.Fatalf("send: %s", r.stderr)
+		}
+	}
+	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	serveUntil(t, env, nil, func() bool {
+		d, err := b.Queue.Depth(ctx)
+		return err == nil && d.DLQ == 3 && d.Waiting+d.InFlight == 0
+	})
+	ledger.SetFaults(corebanksim.Faults{}) // salary day; the bank would take the closed account's debit all the same
+
+	// Policy off: a direct new attempt on the hard decline is refused,
+	// saying its code.
+	named := map[string]string{}
+	for k, v := range env {
+		named[k] = v
+	}
+	named["IC_OPERATOR"] = "olga"
+	if r := runCmd(ctx, named, "reopen", closed, "--new-attempt", "--reason", "salary day"); r.code != 1 || !strings.Contains(r.stderr, "declined ACCOUNT_CLOSED") || !strings.Contains(r.stderr, "hard decline") {
+		t.Fatalf("a direct new attempt on a hard decline: %d %s", r.code, r.stderr)
+	}
+
+	olga, ivan := as(env, own["olga"]), as(env, own["ivan"])
+	keepFourEyes(t, env, own["console"], tokens, "reopen-new-attempt")
+	// --decline-code, spelled as a person types it.
+	r := runCmd(ctx, olga, "approvals", "propose", "reopen", "--new-attempt", "--decline-code", "insufficient funds", "--reason", "INC-51: salary day")
+	if r.code != 0 || !strings.Contains(r.stdout, "touches:  2 charge(s), INR 50.00 (2)") || strings.Contains(r.stdout, closed) || strings.Count(r.stdout, "INSUFFICIENT_FUNDS") < 2 {
+		t.Fatalf("propose --decline-code: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	filtered := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	if r := runCmd(ctx, olga, "approvals", "reject", filtered, "--reason", "one proposal for all of them"); r.code != 0 {
+		t.Fatalf("reject: %d %s", r.code, r.stderr)
+	}
+	if r := runCmd(ctx, olga, "approvals", "propose", "reopen", "--new-attempt", "--decline-code", "ACCOUNT_CLOSED", "--reason", "x"); r.code == 0 || !strings.Contains(r.stderr, closed+" declined ACCOUNT_CLOSED") {
+		t.Fatalf("a proposal of hard declines alone: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+
+	r = runCmd(ctx, olga, "approvals", "propose", "reopen", "--new-attempt", "--reason", "INC-51: salary day")
+	if r.code != 0 || !strings.Contains(r.stdout, "touches:  2 charge(s), INR 50.00 (2)") || !strings.Contains(r.stdout, "held back: 1 charge(s)") ||
+		!regexp.MustCompile(closed+` +\*{8}7802 +INR 25\.00 +debit_failed +ACCOUNT_CLOSED HARD DECLINE`).MatchString(r.stdout) {
+		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	show := runCmd(ctx, ivan, "approvals", "show", id)
+	for _, want := range []string{"held back", closed, "ACCOUNT_CLOSED HARD DECLINE", "********7802", poor[0], "INSUFFICIENT_FUNDS", "INR 25.00"} {
+		if show.code != 0 || !strings.Contains(show.stdout, want) {
+			t.Fatalf("approvals show lacks %q: %s %s", want, show.stdout, show.stderr)
+		}
+	}
+	js := runCmd(ctx, ivan, "approvals", "show", id, "--json")
+	for _, want := range []string{`"declineCode":"INSUFFICIENT_FUNDS"`, `"held":[{"chargeId":"` + closed + `"`, `"declineCode":"ACCOUNT_CLOSED","hardDecline":true`} {
+		if js.code != 0 || !strings.Contains(js.stdout, want) {
+			t.Fatalf("approvals show --json lacks %s: %s %s", want, js.stdout, js.stderr)
+		}
+	}
+	for _, out := range []string{r.stdout, show.stdout, js.stdout} {
+		if strings.Contains(out, closedAcct) {
+			t.Fatalf("an account in clear: %s", out)
+		}
+	}
+	if r := runCmd(ctx, ivan, "approvals", "approve", id); r.code != 0 || !strings.Contains(r.stdout, "done: 2 charge(s): 2 reopened") {
+		t.Fatalf("approve and run: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	serveUntil(t, env, nil, func() bool {
+		for _, c := range poor {
+			if rec, err := b.Store.Get(ctx, c, time.Now()); err != nil || rec.State != driver.StateDone {
+				return false
+			}
+		}
+		return true
+	})
+	posted := ledger.PostingsByKey()
+	for _, c := range poor {
+		if posted[c+"~2"] != 1 {
+			t.Fatalf("postings %v: want %s once under ~2", posted, c)
+		}
+	}
+	if n := ledger.Calls(closed + "~2"); n != 0 || posted[closed+"~2"] != 0 || ledger.Calls(closed) != 1 {
+		t.Fatalf("the closed account got a debit request under ~2 (%d), or more than its first (%d): %v", n, ledger.Calls(closed), posted)
+	}
+	if rec, err := b.Store.Get(ctx, closed, time.Now()); err != nil || rec.State != driver.StateFailed || rec.Generation > 1 {
+		t.Fatalf("the closed account's record: %+v %v", rec, err)
+	}
+
+	// The console's configuration now presents hard declines again: only
+	// by a proposal another operator approves, the code shown.
+	keepFourEyes(t, env, own["console"], tokens, "represent-hard-decline")
+	term := as(env, own["olga"])
+	if r := runCmd(ctx, term, "reopen", closed, "--new-attempt", "--reason", "mandate re-signed"); r.code != 1 ||
+		!strings.Contains(r.stderr, "needs another operator's approval (a new attempt on a hard decline, ACCOUNT_CLOSED") || !strings.Contains(r.stderr, "approvals propose reopen --new-attempt --charge-id "+closed) {
+		t.Fatalf("a direct new attempt under represent-hard-decline: %d %s", r.code, r.stderr)
+	}
+	r = runCmd(ctx, term, "approvals", "propose", "reopen", "--new-attempt", "--charge-id", closed, "--reason", "CHG-4412: mandate re-signed")
+	if r.code != 0 || !strings.Contains(r.stdout, "state:    pending") || !strings.Contains(r.stdout, "ACCOUNT_CLOSED HARD DECLINE") ||
+		!strings.Contains(r.stdout, "a new attempt on 1 hard-declined charge(s) ("+closed+" ACCOUNT_CLOSED)") || strings.Contains(r.stdout, "held back") {
+		t.Fatalf("propose under represent-hard-decline: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	termID := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	if r := runCmd(ctx, term, "approvals", "approve", termID); r.code != 1 || !strings.Contains(r.stderr, "cannot approve her own") {
+		t.Fatalf("the proposer approves: %d %s", r.code, r.stderr)
+	}
+	if rec, _ := b.Store.Get(ctx, closed, time.Now()); rec.Generation > 1 || ledger.Calls(closed+"~2") != 0 {
+		t.Fatalf("presented again without approval: %+v", rec)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -104,7 +105,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 
 	tokens := filepath.Join(dir, "tokens")
 	const viewerToken, operatorToken = "vera-viewer-token-0123456789", "olga-operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte("vera viewer "+viewerToken+"\nolga operator "+operatorToken+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(console.TokenLine("vera", console.Viewer, viewerToken, "")+"\n"+console.TokenLine("olga", console.Operator, operatorToken, "")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	consoleAddr := freeAddr(t)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -112,6 +113,16 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	action := "reopen"
 	if o.NewAttempt {
 		action = "reopen --new-attempt"
+		// A hard decline is never presented again directly: where the
+		// policy lets it be at all (represent-hard-decline), only by a
+		// proposal another operator approves with its code shown.
+		if rec, err := b.Store.Get(ctx, o.ID, time.Now()); err == nil && rec.State == driver.StateFailed {
+			code := charge.DeclineCode(rec.Detail)
+			if why, hard := charge.HardDecline(code); hard && policy.RepresentHardDecline {
+				return needsProposal(trail, who, action, fmt.Sprintf("a new attempt on a hard decline, %s (%s)", charge.Printable(code), why),
+					fmt.Sprintf("reopen --new-attempt --charge-id %s --reason %q", o.ID, o.Reason))
+			}
+		}
 	}
 	return actAudited(env, trail, who, action, o.ID, o.Reason, func(w io.Writer) error {
 		o.Audit = w

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/corebanksim"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/backend"
@@ -38,7 +39,7 @@ func TestOverviewScreenshotForTheDocs(t *testing.T) {
 	defer bank.Close()
 	tokens := filepath.Join(dir, "tokens")
 	const token = "olga-operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte("olga operator "+token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(console.TokenLine("olga", console.Operator, token, "")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	consoleAddr := freeAddr(t)

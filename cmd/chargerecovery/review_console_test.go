@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/console"
 )
 
 // ATTACK (adversarial review of dcdebd6). Token sign-in "behind a
@@ -23,7 +25,7 @@ func TestReviewSessionCookieNotSecureBehindTheTLSProxyItDocuments(t *testing.T) 
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
 	const olga = "olga-operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte("olga operator "+olga+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte(console.TokenLine("olga", console.Operator, olga, "")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)

@@ -32,7 +32,7 @@ type auditConfig struct {
 
 func (c *auditConfig) Bind(f *cli.FlagSet) {
 	f.String(&c.File, "audit-file", "IC_AUDIT_FILE", "", "the audit trail, shared with the console: every action a hash-chained JSON line, synced before it is done (where the backend keeps four-eyes settings, the trail they name: another is refused)")
-	f.String(&c.Policy, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: the policy kept in the backend by the console (reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N, all); a process given another is refused. The backend's policy holds whether this is given or not")
+	f.String(&c.Policy, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: the policy kept in the backend by the console (reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N, all, represent-hard-decline); a process given another is refused. The backend's policy holds whether this is given or not")
 	f.Duration(&c.TTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run (at most what the kept settings allow, 72h by default)")
 	f.String(&c.KeyFile, "operator-key-file", "IC_OPERATOR_KEY_FILE", "", "your own Ed25519 key (an owner-only file of yours; chargerecovery keygen writes one, and its public key goes on your line of the console's token file): it names you and signs your audit lines, where the backend keeps four-eyes settings")
 	f.String(&c.TokenFile, "operator-token-file", "IC_OPERATOR_TOKEN_FILE", "", "retired: the command line signs with your own key (--operator-key-file)")

@@ -29,6 +29,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/reconcile"
 )
 
@@ -67,14 +68,24 @@ type Policy struct {
 	// BulkOver: every action touching more than this many charges
 	// (negative: no limit).
 	BulkOver int
+	// RepresentHardDecline lets a new attempt on a hard-declined charge
+	// (charge.HardDecline: a closed account, a cancelled mandate…) be
+	// proposed at all: such a target is marked with its decline code on
+	// the proposal and is done only once another operator approves it,
+	// never directly. Without it a new attempt on a hard decline is
+	// refused on every path, and a bulk proposal holds it back. Not part
+	// of "all": it permits what is otherwise refused, so it is named
+	// alone.
+	RepresentHardDecline bool
 }
 
 // Off is the policy under which nothing needs approval (the demo's).
 var Off = Policy{BulkOver: -1}
 
 // ParsePolicy reads --approval-required: a comma-separated list of
-// reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N (N ≥ 0), or
-// "all" (the four, with bulk>1), or "" / "off".
+// reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N (N ≥ 0),
+// represent-hard-decline, or "all" (the first four, with bulk>1; never
+// represent-hard-decline), or "" / "off".
 func ParsePolicy(s string) (Policy, error) {
 	p := Off
 	s = strings.TrimSpace(s)
@@ -90,6 +101,8 @@ func ParsePolicy(s string) (Policy, error) {
 			p.RedriveForce = true
 		case w == "reconcile-adopt":
 			p.ReconcileAdopt = true
+		case w == "represent-hard-decline":
+			p.RepresentHardDecline = true
 		case w == "all":
 			p.ReopenNewAttempt, p.RedriveForce, p.ReconcileAdopt, p.BulkOver = true, true, true, 1
 		case strings.HasPrefix(w, "bulk>"):
@@ -99,7 +112,7 @@ func ParsePolicy(s string) (Policy, error) {
 			}
 			p.BulkOver = n
 		default:
-			return Off, fmt.Errorf("--approval-required: %q is not reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N, all or off", w)
+			return Off, fmt.Errorf("--approval-required: %q is not reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N, represent-hard-decline, all or off", w)
 		}
 	}
 	return p, nil
@@ -119,6 +132,9 @@ func (p Policy) String() string {
 	}
 	if p.BulkOver >= 0 {
 		w = append(w, fmt.Sprintf("bulk>%d", p.BulkOver))
+	}
+	if p.RepresentHardDecline {
+		w = append(w, "represent-hard-decline")
 	}
 	if len(w) == 0 {
 		return "off"
@@ -148,6 +164,37 @@ func (p Policy) Needs(spec Spec, n int) string {
 	return strings.Join(why, "; ")
 }
 
+// NeedsFor is Needs of a proposal of spec freezing targets: also, for a
+// reopen with a new attempt, every hard-declined target (which only a
+// policy with RepresentHardDecline lets be proposed at all) with its
+// decline code — always, whatever else the policy says.
+func (p Policy) NeedsFor(spec Spec, targets []Target) string {
+	why := p.Needs(spec, len(targets))
+	if hard := HardDeclines(spec, targets); len(hard) > 0 {
+		w := fmt.Sprintf("a new attempt on %d hard-declined charge(s) (%s), presented again under represent-hard-decline", len(hard), strings.Join(hard, ", "))
+		if why == "" {
+			return w
+		}
+		return why + "; " + w
+	}
+	return why
+}
+
+// HardDeclines are the hard-declined targets of a reopen with a new
+// attempt, as "CHARGE ACCOUNT_CLOSED".
+func HardDeclines(spec Spec, targets []Target) []string {
+	if spec.Kind != Reopen || !spec.NewAttempt {
+		return nil
+	}
+	var out []string
+	for _, t := range targets {
+		if t.HardDecline {
+			out = append(out, t.ChargeID+" "+t.DeclineCode)
+		}
+	}
+	return out
+}
+
 // Spec is what an operator asks for.
 type Spec struct {
 	Kind Kind `json:"kind"`
@@ -163,6 +210,11 @@ type Spec struct {
 	Force bool `json:"force,omitempty"`
 	// NewAttempt reopens under the next bank-key generation (Reopen).
 	NewAttempt bool `json:"newAttempt,omitempty"`
+	// DeclineCodes keep only the charges whose record the bank declined
+	// with one of these codes (Redrive, Reopen; compared as
+	// charge.NormalDeclineCode writes them: ACCOUNT_CLOSED, account
+	// closed and account-closed are one code).
+	DeclineCodes []string `json:"declineCodes,omitempty"`
 
 	// Reconcile: ChargeIDs names exactly one charge; Statements are the
 	// statement files (absolute paths) read as one statement, from the
@@ -223,6 +275,9 @@ func (s Spec) Describe() string {
 	if len(s.Codes) > 0 {
 		w = append(w, "with reason "+strings.Join(s.Codes, ", "))
 	}
+	if len(s.DeclineCodes) > 0 {
+		w = append(w, "declined "+strings.Join(s.DeclineCodes, " or "))
+	}
 	if s.OlderThan > 0 {
 		w = append(w, "dead-lettered over "+s.OlderThan.String()+" ago")
 	}
@@ -254,6 +309,14 @@ func (s Spec) Check() error {
 		return errors.New("--force is for a redrive")
 	case s.NewAttempt && s.Kind != Reopen:
 		return errors.New("--new-attempt is for a reopen")
+	case len(s.DeclineCodes) > 0 && s.Kind != Reopen && s.Kind != Redrive:
+		return errors.New("--decline-code is for a redrive or a reopen")
+	case len(s.DeclineCodes) > 100:
+		return fmt.Errorf("%d decline codes: at most 100", len(s.DeclineCodes))
+	case slices.ContainsFunc(s.DeclineCodes, func(c string) bool {
+		return charge.NormalDeclineCode(c) == "" || len(c) > 100 || strings.IndexFunc(c, unicode.IsControl) >= 0
+	}):
+		return errors.New("--decline-code: a code is empty or not a code (say INSUFFICIENT_FUNDS)")
 	case s.Kind == Reconcile:
 		return s.checkReconcile()
 	case len(s.Statements) > 0 || s.CollectionAccount != "" || s.TimeZone != "" || !s.From.IsZero() || !s.To.IsZero() || s.BreakKind != "" || s.Unverified || s.NoticeSent || s.Refunded:
@@ -325,6 +388,21 @@ type Target struct {
 	RecordToken      string `json:"recordToken,omitempty"`
 	RecordGeneration int    `json:"recordGeneration,omitempty"`
 	RecordState      string `json:"recordState,omitempty"`
+	// DeclineCode is the bank's decline code in the charge's record as
+	// the proposal read it (a Reopen's, or a Redrive chosen by decline
+	// code); HardDecline marks a hard one (charge.HardDecline), which a
+	// reopen with a new attempt presents again only under the policy's
+	// represent-hard-decline, once another operator approved it.
+	DeclineCode string `json:"declineCode,omitempty"`
+	HardDecline bool   `json:"hardDecline,omitempty"`
+}
+
+// Held is a charge a proposal matched but does not touch, with why (a
+// hard decline, for a reopen with a new attempt where the policy has no
+// represent-hard-decline): shown to the proposer and the approver.
+type Held struct {
+	Target
+	Why string `json:"why"`
 }
 
 // Key names t among a proposal's targets.
@@ -415,6 +493,9 @@ type Proposal struct {
 	Needs   string   `json:"needs,omitempty"`
 	Targets []Target `json:"targets"`
 	Totals  []Total  `json:"totals"`
+	// Held are the charges matched but held back at the proposal (never
+	// acted on), with why.
+	Held []Held `json:"held,omitempty"`
 
 	State     State     `json:"state"`
 	Decider   *Actor    `json:"decider,omitempty"`
@@ -426,6 +507,11 @@ type Proposal struct {
 	Outcomes   map[string]Outcome `json:"outcomes,omitempty"`
 	Batches    int                `json:"batches,omitempty"`
 	FinishedAt time.Time          `json:"finishedAt,omitzero"`
+
+	// representHard: the kept policy has represent-hard-decline at the
+	// run (Book.Run sets it for the executor; false anywhere else, so an
+	// executor handed a proposal by another path refuses hard declines).
+	representHard bool
 }
 
 // Remaining are the targets not acted on yet.

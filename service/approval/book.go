@@ -210,6 +210,14 @@ func (b *Book) Propose(who Actor, spec Spec, targets []Target) (Proposal, error)
 	if strings.TrimSpace(who.Name) == "" {
 		return Proposal{}, errors.New("who proposes? no operator named")
 	}
+	targets, held := b.holdBack(spec, targets)
+	if len(targets) == 0 && len(held) > 0 {
+		var w []string
+		for _, h := range held {
+			w = append(w, h.ChargeID+" declined "+charge.Printable(h.DeclineCode)+": "+h.Why)
+		}
+		return Proposal{}, fmt.Errorf("nothing to propose: every charge that matches is held back: %s", strings.Join(w, "; "))
+	}
 	if len(targets) == 0 {
 		return Proposal{}, errors.New("nothing matches: no proposal made")
 	}
@@ -226,11 +234,18 @@ func (b *Book) Propose(who Actor, spec Spec, targets []Target) (Proposal, error)
 	}
 	now := b.o.Now().UTC()
 	p := Proposal{ID: newID(), Spec: spec, Proposer: who, At: now, Expires: now.Add(b.o.TTL),
-		Needs: b.policy.Needs(spec, len(targets)), Targets: targets, Totals: Totals(targets), State: Pending}
+		Needs: b.policy.NeedsFor(spec, targets), Targets: targets, Totals: Totals(targets), Held: held, State: Pending}
 	if p.Needs == "" {
 		p.State = Approved
 	}
 	detail := fmt.Sprintf("%s: %d target(s), %s", spec.Describe(), len(targets), FormatTotals(p.Totals))
+	if len(held) > 0 {
+		var w []string
+		for _, h := range held {
+			w = append(w, h.ChargeID+" "+h.DeclineCode)
+		}
+		detail += fmt.Sprintf("; %d held back (hard declines, never presented again): %s", len(held), strings.Join(w, ", "))
+	}
 	if p.Needs != "" {
 		detail += "; needs another operator's approval: " + p.Needs
 	}
@@ -244,6 +259,26 @@ func (b *Book) Propose(who Actor, spec Spec, targets []Target) (Proposal, error)
 		return b.save(p)
 	})
 	return p, err
+}
+
+// holdBack splits off, for a reopen with a new attempt, the hard-declined
+// targets the policy does not let be presented again (no
+// represent-hard-decline): held back, with their code, never frozen as
+// targets.
+func (b *Book) holdBack(spec Spec, targets []Target) ([]Target, []Held) {
+	if spec.Kind != Reopen || !spec.NewAttempt || b.policy.RepresentHardDecline {
+		return targets, nil
+	}
+	var keep []Target
+	var held []Held
+	for _, t := range targets {
+		if why, hard := charge.HardDecline(t.DeclineCode); hard || t.HardDecline {
+			held = append(held, Held{Target: t, Why: fmt.Sprintf("a hard decline (%s): never presented again under a new key; the four-eyes policy has no represent-hard-decline", why)})
+			continue
+		}
+		keep = append(keep, t)
+	}
+	return keep, held
 }
 
 // Get is the proposal id as it is now.
@@ -419,7 +454,8 @@ func digest(p Proposal) string {
 		Targets  []Target
 		Needs    string
 		Expires  time.Time
-	}{p.ID, p.Spec, strings.ToLower(strings.TrimSpace(p.Proposer.Name)), p.Targets, p.Needs, p.Expires.UTC()})
+		Held     []Held `json:",omitempty"` // absent from a proposal made before holds were kept: its digest unchanged
+	}{p.ID, p.Spec, strings.ToLower(strings.TrimSpace(p.Proposer.Name)), p.Targets, p.Needs, p.Expires.UTC(), p.Held})
 	return audit.Hash(raw)
 }
 
@@ -548,7 +584,9 @@ func (b *Book) Run(ctx context.Context, id string, who Actor, ex Executor, progr
 			break
 		}
 		batch := rest[:min(b.o.Batch, len(rest))]
-		outs := ex.Execute(ctx, p, batch, who)
+		px := p
+		px.representHard = b.Policy().RepresentHardDecline
+		outs := ex.Execute(ctx, px, batch, who)
 		if ctx.Err() != nil {
 			// Stopped mid-batch: keep only what is known to be done; the
 			// rest goes again on the next run (every action is safe to

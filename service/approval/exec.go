@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -111,40 +112,66 @@ func (be Backend) Select(ctx context.Context, spec Spec, now time.Time) ([]Targe
 	if missing := unmatched(spec.ChargeIDs, seen); len(missing) > 0 {
 		return nil, fmt.Errorf("no proposal made: no DLQ entry%s for %s", codeNote(codes), strings.Join(missing, ", "))
 	}
-	if spec.Kind == Reopen {
-		if err := be.freezeRecords(ctx, out, now); err != nil {
-			return nil, err
-		}
+	if spec.Kind == Reopen || len(spec.DeclineCodes) > 0 {
+		return be.readRecords(ctx, spec, out, now)
 	}
 	return out, nil
 }
 
-// freezeRecords freezes the FAILED record of each Reopen target's charge
-// (its token, generation and state): the run reopens only that very
-// record. A charge without a FAILED record is not proposable.
-func (be Backend) freezeRecords(ctx context.Context, ts []Target, now time.Time) error {
-	var wrong []string
-	for i, t := range ts {
+// readRecords reads each target's record: its decline code (and whether
+// it is a hard one) for every target, the targets kept to those declined
+// with one of spec.DeclineCodes (if given), and for a Reopen the FAILED
+// record frozen (its token, generation and state): the run reopens only
+// that very record. A charge without a FAILED record is not proposable
+// for a reopen (one the decline-code filter drops is not a target).
+func (be Backend) readRecords(ctx context.Context, spec Spec, ts []Target, now time.Time) ([]Target, error) {
+	want := map[string]bool{}
+	for _, c := range spec.DeclineCodes {
+		want[charge.NormalDeclineCode(c)] = true
+	}
+	var wrong, other []string
+	out := ts[:0:0]
+	for _, t := range ts {
 		if t.ChargeID == "" {
-			wrong = append(wrong, t.Name()+" (no charge id)")
+			if len(want) == 0 {
+				wrong = append(wrong, t.Name()+" (no charge id)")
+			}
 			continue
 		}
 		rec, err := be.Store.Get(ctx, t.ChargeID, now)
-		switch {
-		case errors.Is(err, driver.ErrNotFound):
-			wrong = append(wrong, t.ChargeID+" (no record)")
-		case err != nil:
-			return fmt.Errorf("no proposal made: reading %s's record: %w", t.ChargeID, err)
-		case rec.State != driver.StateFailed || rec.Token == "":
-			wrong = append(wrong, fmt.Sprintf("%s (%s, generation %d)", t.ChargeID, rec.State, max(rec.Generation, 1)))
-		default:
-			ts[i].RecordToken, ts[i].RecordGeneration, ts[i].RecordState = rec.Token, max(rec.Generation, 1), string(rec.State)
+		if err != nil && !errors.Is(err, driver.ErrNotFound) {
+			return nil, fmt.Errorf("no proposal made: reading %s's record: %w", t.ChargeID, err)
 		}
+		if err == nil && rec.State == driver.StateFailed {
+			t.DeclineCode = charge.DeclineCode(rec.Detail)
+			_, t.HardDecline = charge.HardDecline(t.DeclineCode)
+		}
+		if len(want) > 0 && !want[charge.NormalDeclineCode(t.DeclineCode)] {
+			other = append(other, fmt.Sprintf("%s (%s)", t.ChargeID, cmp.Or(t.DeclineCode, "not declined")))
+			continue
+		}
+		if spec.Kind == Reopen {
+			switch {
+			case errors.Is(err, driver.ErrNotFound):
+				wrong = append(wrong, t.ChargeID+" (no record)")
+				continue
+			case rec.State != driver.StateFailed || rec.Token == "":
+				wrong = append(wrong, fmt.Sprintf("%s (%s, generation %d)", t.ChargeID, rec.State, max(rec.Generation, 1)))
+				continue
+			}
+			t.RecordToken, t.RecordGeneration, t.RecordState = rec.Token, max(rec.Generation, 1), string(rec.State)
+		}
+		out = append(out, t)
 	}
 	if len(wrong) > 0 {
-		return fmt.Errorf("no proposal made: only a charge with a FAILED record is reopened, not %s", strings.Join(wrong, ", "))
+		return nil, fmt.Errorf("no proposal made: only a charge with a FAILED record is reopened, not %s", strings.Join(wrong, ", "))
 	}
-	return nil
+	if len(spec.ChargeIDs) > 0 && len(other) > 0 {
+		// A charge named by id that the filter drops is said, not dropped
+		// quietly.
+		return nil, fmt.Errorf("no proposal made: not declined %s: %s", strings.Join(spec.DeclineCodes, " or "), strings.Join(other, ", "))
+	}
+	return out, nil
 }
 
 // ReopenToken is the token the run of proposal proposalID writes when it
@@ -316,7 +343,24 @@ func (be Backend) reopen(ctx context.Context, p Proposal, batch []Target, operat
 			out[t.Key()] = changed(rec)
 			continue
 		}
-		rec, err = operate.ReopenFenced(ctx, guard, t.ChargeID, p.Spec.Reason, p.Spec.NewAttempt, operator, t.RecordToken, mine)
+		hard := false
+		if code := charge.DeclineCode(rec.Detail); p.Spec.NewAttempt {
+			why, isHard := charge.HardDecline(code)
+			switch {
+			case isHard && !p.representHard:
+				out[t.Key()] = Outcome{Result: "held back", Why: fmt.Sprintf("a hard decline, %s (%s): never presented again under a new key (the four-eyes policy has no represent-hard-decline)", charge.Printable(code), why)}
+				continue
+			case isHard && (!t.HardDecline || charge.NormalDeclineCode(t.DeclineCode) != charge.NormalDeclineCode(code)):
+				out[t.Key()] = Outcome{Result: "held back", Why: fmt.Sprintf("a hard decline, %s (%s), that the approver was not shown on the proposal: not presented again; propose it again", charge.Printable(code), why)}
+				continue
+			}
+			hard = isHard
+		}
+		if hard {
+			rec, err = operate.ReopenFencedHardDecline(ctx, guard, t.ChargeID, p.Spec.Reason, operator, t.RecordToken, mine)
+		} else {
+			rec, err = operate.ReopenFenced(ctx, guard, t.ChargeID, p.Spec.Reason, p.Spec.NewAttempt, operator, t.RecordToken, mine)
+		}
 		switch {
 		case errors.Is(err, idempotency.ErrNotFailed):
 			out[t.Key()] = changed(rec)

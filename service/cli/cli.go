@@ -371,8 +371,8 @@ func (f *FlagSet) applyConfig() error {
 		switch {
 		case l.key == "config":
 			errs = append(errs, fmt.Sprintf("line %d: config: a configuration file does not name another", l.line))
-		case l.key == "operator" || l.key == "operator-token-file":
-			errs = append(errs, fmt.Sprintf("line %d: %s: who acts is per person, never in a shared file (set IC_OPERATOR, IC_OPERATOR_TOKEN_FILE or the flag)", l.line, l.key))
+		case l.key == "operator" || l.key == "operator-token-file" || l.key == "operator-key-file":
+			errs = append(errs, fmt.Sprintf("line %d: %s: who acts is per person, never in a shared file (set IC_OPERATOR, IC_OPERATOR_KEY_FILE or the flag)", l.line, l.key))
 		case mine && envName != "":
 			if holdsPassword(l.value) {
 				errs = append(errs, fmt.Sprintf("line %d: %s holds a password: a configuration file holds no secrets (use a password file, see docs/operations/configuration.md)", l.line, l.key))

@@ -30,7 +30,7 @@ var ErrDeclinedSameKey = errors.New("declined by the bank: reopening it under th
 // idempotency.ErrNotFound, ErrNotFailed (the record returned says what it
 // is), ErrNotEligible.
 func Reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt bool, operator string) (driver.Record, error) {
-	return reopen(ctx, g, id, reason, newAttempt, false, operator, "", "")
+	return reopen(ctx, g, id, reason, newAttempt, false, false, operator, "", "")
 }
 
 // ReopenFenced is Reopen of the very record the caller read earlier and
@@ -42,14 +42,27 @@ func ReopenFenced(ctx context.Context, g *idempotency.Guard, id, reason string, 
 	if prevToken == "" {
 		return driver.Record{}, fmt.Errorf("%w: a fenced reopen needs the token read", idempotency.ErrInvalid)
 	}
-	return reopen(ctx, g, id, reason, newAttempt, false, operator, prevToken, token)
+	return reopen(ctx, g, id, reason, newAttempt, false, false, operator, prevToken, token)
+}
+
+// ReopenFencedHardDecline is ReopenFenced with a new attempt that may
+// present a hard decline again (charge.ErrHardDecline not refused): only
+// for a proposal's target another operator approved with its decline code
+// shown, under a policy with represent-hard-decline. Every other rule of
+// charge.EligibleForNewGeneration holds.
+func ReopenFencedHardDecline(ctx context.Context, g *idempotency.Guard, id, reason, operator, prevToken, token string) (driver.Record, error) {
+	if prevToken == "" {
+		return driver.Record{}, fmt.Errorf("%w: a fenced reopen needs the token read", idempotency.ErrInvalid)
+	}
+	return reopen(ctx, g, id, reason, true, false, true, operator, prevToken, token)
 }
 
 // reopen is Reopen; sameKey lets a decline be reopened under its key (the
 // command line's --same-key: the "decline" was a --corebank-declines entry
 // that took an answer that was not final for one); prevToken and token are
-// ReopenFenced's.
-func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt, sameKey bool, operator, prevToken, token string) (driver.Record, error) {
+// ReopenFenced's; hardDecline lets a new attempt present a hard decline
+// again (ReopenFencedHardDecline).
+func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt, sameKey, hardDecline bool, operator, prevToken, token string) (driver.Record, error) {
 	if !newAttempt && !sameKey {
 		// An advice, read before the guard's own read: the guard's write
 		// is conditional on the record it reads, whatever this one said.
@@ -57,8 +70,17 @@ func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAtt
 			return cur, ErrDeclinedSameKey
 		}
 	}
+	eligible := charge.EligibleForNewGeneration
+	if hardDecline {
+		eligible = func(r driver.Record) error {
+			if err := charge.EligibleForNewGeneration(r); !errors.Is(err, charge.ErrHardDecline) {
+				return err
+			}
+			return nil
+		}
+	}
 	return g.Reopen(ctx, id, reason, idempotency.ReopenOptions{NewGeneration: newAttempt,
-		Eligible: charge.EligibleForNewGeneration, Operator: operator, PrevToken: prevToken, Token: token})
+		Eligible: eligible, Operator: operator, PrevToken: prevToken, Token: token})
 }
 
 // ReopenOptions are a reopen asked for on the command line.
@@ -83,7 +105,7 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 		return err
 	}
 	id := o.ID
-	rec, err := reopen(ctx, guard, id, o.Reason, o.NewAttempt, o.SameKey, o.Operator, "", "")
+	rec, err := reopen(ctx, guard, id, o.Reason, o.NewAttempt, o.SameKey, false, o.Operator, "", "")
 	switch {
 	case errors.Is(err, ErrDeclinedSameKey):
 		return fmt.Errorf("%s was declined by the bank (%s); reopening it under the same bank key %s is declined again; use: chargerecovery reopen --new-attempt --reason %q %s (a debit under the next bank key). Only if that answer was not the bank's final word (a --corebank-declines entry that took a non-final answer for a decline) reopen it under the same key with --same-key",
@@ -92,6 +114,10 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 		return fmt.Errorf("no idempotency record for %s (never claimed, or past its retention): nothing to reopen; redriving its message debits it as a new charge", id)
 	case errors.Is(err, idempotency.ErrNotFailed):
 		return fmt.Errorf("%s is %s, not FAILED: only a FAILED record is reopened (a DONE charge was debited; an IN_PROGRESS one is reclaimed by its next delivery)", id, rec.State)
+	case errors.Is(err, charge.ErrHardDecline):
+		code := charge.DeclineCode(rec.Detail)
+		why, _ := charge.HardDecline(code)
+		return fmt.Errorf("--new-attempt refused: %s was declined %s (%s), a hard decline: it is never presented again under a new key (nothing done)", id, charge.Printable(code), why)
 	case errors.Is(err, idempotency.ErrNotEligible):
 		return fmt.Errorf("--new-attempt refused: %w; reopen without --new-attempt retries under the same key", err)
 	case err != nil:
