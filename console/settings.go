@@ -159,7 +159,7 @@ func (c *Config) keep(ctx context.Context, store driver.Store, trail *audit.Trai
 		}
 		log.Info("four-eyes settings kept in the backend", "version", saved.Version, "policy", saved.Policy, "sign_in", saved.SignIn)
 	}
-	p, err := saved.ParsedPolicy()
+	p, err := approval.PolicyOf(saved)
 	if err != nil {
 		return kept{}, err
 	}

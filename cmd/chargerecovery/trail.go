@@ -85,7 +85,7 @@ func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config
 		return t, book, approval.Off, nil
 	}
 	c.kept = &cur
-	policy, err := cur.ParsedPolicy()
+	policy, err := approval.PolicyOf(cur)
 	if err != nil {
 		return nil, nil, approval.Off, err
 	}

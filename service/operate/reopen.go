@@ -12,6 +12,7 @@ import (
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/service/foureyes"
 	"github.com/finedge/idempotent-consumer/service/status"
 )
 
@@ -20,6 +21,11 @@ import (
 // the redrive would be declined again: only a new attempt (the next key
 // generation) can change the outcome.
 var ErrDeclinedSameKey = errors.New("declined by the bank: reopening it under the same bank key is declined again")
+
+// ErrNeedsApproval: a reopen with a new attempt that the four-eyes
+// settings kept in the backend want proposed (or that cannot be checked
+// against them): nothing was written.
+var ErrNeedsApproval = errors.New("needs another operator's approval")
 
 // Reopen turns the FAILED record of id back into one the next delivery
 // claims afresh, by operator for reason, with the rules the command line
@@ -63,6 +69,20 @@ func ReopenFencedHardDecline(ctx context.Context, g *idempotency.Guard, id, reas
 // ReopenFenced's; hardDecline lets a new attempt present a hard decline
 // again (ReopenFencedHardDecline).
 func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt, sameKey, hardDecline bool, operator, prevToken, token string) (driver.Record, error) {
+	if newAttempt && prevToken == "" {
+		// Every reopen goes through here, so the kept policy is asked
+		// here too, whoever calls: a new attempt no approval carries (an
+		// approval's run is fenced on the record it froze) is refused
+		// where the backend's four-eyes settings want it proposed — and
+		// where they cannot be read.
+		s, ok, err := foureyes.Load(ctx, g)
+		switch {
+		case err != nil:
+			return driver.Record{}, fmt.Errorf("%w: %w", ErrNeedsApproval, err)
+		case ok && s.Requires("reopen-new-attempt"):
+			return driver.Record{}, fmt.Errorf("%w: the four-eyes policy kept in the backend (%s) wants a reopen with a new attempt proposed and approved by another operator", ErrNeedsApproval, s.Policy)
+		}
+	}
 	if !newAttempt && !sameKey {
 		// An advice, read before the guard's own read: the guard's write
 		// is conditional on the record it reads, whatever this one said.
