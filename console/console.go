@@ -40,6 +40,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/service/approval"
@@ -146,6 +147,13 @@ type Console struct {
 
 	props  proposals
 	runCtx context.Context // Run's: proposal runs end with it
+
+	// witness follows the trail, every Refresh, from the console's own
+	// account: each line any process appends is logged as an "audit
+	// head" here, and a trail cut below a line seen is an error (nil
+	// without a trail).
+	witness  *audit.Witness
+	trailCut string // the witness's last ErrCut, "" if none
 }
 
 // New returns a console; Run samples the overview in the background.
@@ -180,7 +188,8 @@ func New(o Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Console{o: o, guard: guard, rguard: rguard, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), refusedSince: o.Now().UTC()}
+	c := &Console{o: o, guard: guard, rguard: rguard, pages: map[string]*template.Template{}, cop: http.NewCrossOriginProtection(), refusedSince: o.Now().UTC(),
+		witness: audit.NewWitness(o.Audit.Path())}
 	if c.limiters, err = lru.New[string, *rate.Limiter](o.MaxClients); err != nil {
 		return nil, err
 	}
@@ -230,6 +239,7 @@ func (c *Console) Run(ctx context.Context) {
 	c.props.mu.Unlock()
 	defer c.props.wg.Wait()
 	c.sample(ctx)
+	c.witnessTrail()
 	for {
 		select {
 		case <-ctx.Done():
@@ -238,7 +248,34 @@ func (c *Console) Run(ctx context.Context) {
 			c.flushRefusals()
 		case <-t.C:
 			c.sample(ctx)
+			c.witnessTrail()
 		}
+	}
+}
+
+// witnessTrail reads the lines appended to the trail since the last look
+// (by the console, the command line, anyone), logging each one's head in
+// the console's log — the anchor the operators cannot write — and says
+// loudly when the trail no longer holds a line it saw.
+func (c *Console) witnessTrail() {
+	if c.witness == nil {
+		return
+	}
+	err := c.witness.Check(func(seq int64, hash string) {
+		c.o.Logger.Info("audit head", "seq", seq, "sha256", hash, "witnessed", true)
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case errors.Is(err, audit.ErrCut):
+		if c.trailCut != err.Error() {
+			c.o.Logger.Error("audit trail cut or rewritten below a line the console saw: a line was removed (a decision withdrawn, an action hidden); compare with the audit heads in this log (audit verify --head)", "error", err)
+		}
+		c.trailCut = err.Error()
+	case err != nil:
+		c.o.Logger.Warn("the audit trail cannot be read by the console's witness", "error", err)
+	default:
+		c.trailCut = ""
 	}
 }
 

@@ -89,6 +89,9 @@ type overviewView struct {
 	Charts  []svgChart
 	At      time.Time
 	Error   string
+	// TrailCut is the witness's word that the audit trail no longer holds
+	// a line it saw ("": none).
+	TrailCut string
 	Refresh int // milliseconds
 	Codes   []codeCount
 	Counted bool // the store counts records by state
@@ -113,6 +116,9 @@ func (c *Console) overviewData(ctx context.Context) overviewView {
 	if err != nil {
 		v.Error = "the backend did not answer (the console's log says why)"
 	}
+	c.mu.Lock()
+	v.TrailCut = c.trailCut
+	c.mu.Unlock()
 	for code, n := range rep.DLQByCode {
 		v.Codes = append(v.Codes, codeCount{string(code), n})
 	}

@@ -78,7 +78,7 @@ func (c *Config) keep(ctx context.Context, store driver.Store, trail *audit.Trai
 	if err != nil {
 		return kept{}, err
 	}
-	cur, ok, err := ks.Load(ctx)
+	cur, ok, err := ks.Settled(ctx)
 	if err != nil {
 		return kept{}, err
 	}
@@ -140,6 +140,7 @@ func (c *Config) keep(ctx context.Context, store driver.Store, trail *audit.Trai
 	if err != nil {
 		return kept{}, err
 	}
+	trail.SettingsVersion = saved.Version
 	if changed {
 		detail := saved.Describe()
 		if ok {

@@ -317,7 +317,7 @@ func runPolicy(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	if len(f.Args()) == 0 {
-		cur, ok, err := keptSettings(ctx, bc)
+		cur, ok, err := keptSettings(ctx, env, bc)
 		if err != nil {
 			return err
 		}

@@ -121,7 +121,7 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	var ring audit.Keyring
 	if !chainOnly {
-		cur, ok, err := keptSettings(ctx, bc)
+		cur, ok, err := keptSettings(ctx, env, bc)
 		if err != nil {
 			return cli.Usagef("the backend holds the keys that vouch for the trail's lines, and it cannot be read (%v): give --backend and its flags, or --chain-only", err)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/console"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/audit"
 )
@@ -34,6 +36,9 @@ func newFourEyes(t *testing.T, policy string) *fourEyes {
 		t.Fatalf("setup: %s", r.stderr)
 	}
 	keepFourEyes(t, f.env, f.own["console"], f.tokens, policy)
+	// A production host pins the console's public key (PinFile, root's);
+	// here, as an installation without /etc does, in the environment.
+	f.env["IC_CONSOLE_PUBLIC_KEY"] = pubOfKeyFile(t, f.own["console"])
 	failedCharge(t, f.env, "CHG-51-1")
 	failedCharge(t, f.env, "CHG-51-2")
 	f.olga, f.ivan = as(f.env, f.own["olga"]), as(f.env, f.own["ivan"])
@@ -209,4 +214,14 @@ func TestTheApprovalTTLIsBounded(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "longer than the 72h0m0s the kept settings allow") {
 		t.Fatalf("a month-long TTL: %d %s", r.code, r.stderr)
 	}
+}
+
+// pubOfKeyFile is the public key of the key in file.
+func pubOfKeyFile(t *testing.T, file string) string {
+	t.Helper()
+	k, err := console.ReadKeyFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return audit.PublicKeyString(k.Public().(ed25519.PublicKey))
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -58,7 +60,7 @@ func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config
 	if c.Batch < 0 || c.Batch > 500 {
 		return nil, nil, approval.Off, cli.Usagef("--batch must be between 1 and 500")
 	}
-	cur, ok, err := keptSettings(ctx, bc)
+	cur, ok, err := keptSettings(ctx, env, bc)
 	if err != nil {
 		return nil, nil, approval.Off, err
 	}
@@ -109,8 +111,15 @@ func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config
 	if err != nil {
 		return nil, nil, approval.Off, fmt.Errorf("the audit trail the backend's settings name: %w", err)
 	}
-	t.RequireSign = true
+	t.RequireSign, t.SettingsVersion = true, cur.Version
 	logHead(t, env.Stderr)
+	if last, err := t.Last(); err != nil {
+		t.Close()
+		return nil, nil, approval.Off, fmt.Errorf("the audit trail the backend's settings name: %w", err)
+	} else if last.Settings > cur.Version {
+		t.Close()
+		return nil, nil, approval.Off, fmt.Errorf("%w: the backend keeps four-eyes settings version %d, and the trail's last line was written under version %d: the settings were rolled back in the database; nothing is done until the console's start keeps them again", approval.ErrSettings, cur.Version, last.Settings)
+	}
 	if c.KeyFile != "" {
 		key, err := console.ReadKeyFile(c.KeyFile)
 		if err != nil {
@@ -134,8 +143,13 @@ func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config
 	return t, book, policy, nil
 }
 
-// keptSettings reads the four-eyes settings kept in bc's backend.
-func keptSettings(ctx context.Context, bc *backend.Config) (approval.Settings, bool, error) {
+// keptSettings reads the four-eyes settings kept in bc's backend,
+// checked against the console key this host pins (if it does).
+func keptSettings(ctx context.Context, env *cli.Env, bc *backend.Config) (approval.Settings, bool, error) {
+	pin, err := pinnedConsoleKey(env)
+	if err != nil {
+		return approval.Settings{}, false, err
+	}
 	b, err := openForOps(ctx, bc)
 	if err != nil {
 		return approval.Settings{}, false, err
@@ -145,7 +159,43 @@ func keptSettings(ctx context.Context, bc *backend.Config) (approval.Settings, b
 	if err != nil {
 		return approval.Settings{}, false, err
 	}
-	return ks.Load(ctx)
+	return ks.Load(ctx, pin)
+}
+
+// PinFile is where a host pins the console's public key (root's, not
+// writable by operators): the settings in the backend must be signed by
+// it, and must be there. Someone who can write the database cannot then
+// delete the settings (four-eyes "off"), roll them back past the pin, or
+// put a version 1 of her own there.
+const PinFile = "/etc/chargerecovery/console.pub"
+
+// pinnedConsoleKey is the console key this host pins: PinFile when it
+// exists (nothing else counts then), else IC_CONSOLE_PUBLIC_KEY (an
+// installation without /etc, and the tests: an operator who can change
+// her environment can drop that one), else none.
+func pinnedConsoleKey(env *cli.Env) (ed25519.PublicKey, error) {
+	raw, err := os.ReadFile(PinFile)
+	switch {
+	case err == nil:
+		if st, err := os.Stat(PinFile); err == nil && st.Mode().Perm()&0o022 != 0 {
+			return nil, fmt.Errorf("%s is writable by others (mode %04o): a pin anyone can change pins nothing; chmod 644 it, owned by root", PinFile, st.Mode().Perm())
+		}
+		pub, err := audit.ParsePublicKey(string(raw))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", PinFile, err)
+		}
+		return pub, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s: %w", PinFile, err)
+	}
+	if v := strings.TrimSpace(env.Getenv("IC_CONSOLE_PUBLIC_KEY")); v != "" {
+		pub, err := audit.ParsePublicKey(v)
+		if err != nil {
+			return nil, cli.Usagef("IC_CONSOLE_PUBLIC_KEY: %v", err)
+		}
+		return pub, nil
+	}
+	return nil, nil
 }
 
 // who is the person acting. Where the backend keeps four-eyes settings a

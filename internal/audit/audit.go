@@ -71,7 +71,12 @@ type Entry struct {
 	// when the trail has a Sign.
 	Signer string `json:"signer,omitempty"`
 	KeyID  string `json:"keyId,omitempty"`
-	Sig    string `json:"sig,omitempty"`
+	// Settings is the version of the four-eyes settings the writer acted
+	// under (0: none kept): an operator's line never goes below a version
+	// an earlier line was written under (settings rolled back in the
+	// database show so).
+	Settings int    `json:"settings,omitempty"`
+	Sig      string `json:"sig,omitempty"`
 
 	raw []byte // the line as read (Recent, All), for Vouched
 
@@ -99,6 +104,8 @@ type Trail struct {
 	// RequireSign refuses to append a line without Sign (ErrUnsigned): a
 	// signed trail takes no unsigned line.
 	RequireSign bool
+	// SettingsVersion is stamped on every line appended (Entry.Settings).
+	SettingsVersion int
 }
 
 // ErrUnsigned: a line for a signed trail with no key to sign it.
@@ -175,9 +182,16 @@ func (a *Trail) Append(e Entry) (Entry, error) {
 		break
 	}
 	e.Seq, e.Prev = t.seq+1, t.hash
-	e.Signer, e.KeyID, e.Sig = "", "", ""
+	e.Signer, e.KeyID, e.Sig, e.Settings = "", "", "", a.SettingsVersion
 	if a.Sign != nil {
 		e.Signer, e.KeyID = a.Sign.Name, KeyID(a.Sign.Key.Public().(ed25519.PublicKey))
+		if e.Signer != ConsoleSigner && !strings.EqualFold(strings.TrimSpace(e.Operator), e.Signer) {
+			// An operator's key writes in her own name only: a line a
+			// process of hers writes for another (an expiry by "system")
+			// says so in its detail.
+			e.Detail = strings.TrimSpace("for " + e.Operator + ": " + e.Detail)
+			e.Operator = e.Signer
+		}
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
@@ -222,6 +236,7 @@ func Hash(line []byte) string {
 type tail struct {
 	seq  int64  // of the last whole line (0 for none, or a line written before the chain)
 	hash string // of the last whole line
+	line []byte // the last whole line
 	torn bool   // the file does not end in a newline
 }
 
@@ -250,7 +265,7 @@ func readTail(f *os.File) (tail, error) {
 			return tail{}, errors.New("its last line is longer than the limit")
 		}
 		if seq, ok := entrySeq(buf[i+1:]); ok {
-			t.seq, t.hash = seq, Hash(buf[i+1:])
+			t.seq, t.hash, t.line = seq, Hash(buf[i+1:]), append([]byte(nil), buf[i+1:]...)
 			return t, nil
 		}
 		buf = buf[:i+1]
@@ -264,7 +279,7 @@ func readTail(f *os.File) (tail, error) {
 		line := buf[i+1:]
 		buf = buf[:i+1]
 		if seq, ok := entrySeq(line); ok {
-			t.seq, t.hash = seq, Hash(line)
+			t.seq, t.hash, t.line = seq, Hash(line), append([]byte(nil), line...)
 			return t, nil
 		}
 		// Blank, or a fragment a later write started a new line after:
@@ -468,6 +483,25 @@ func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {
 		out = append(out, ring[i%n])
 	}
 	return out, sc.Err()
+}
+
+// Last is the trail's last whole line (zero Entry for none).
+func (a *Trail) Last() (Entry, error) {
+	f, err := os.Open(a.path)
+	if err != nil {
+		return Entry{}, err
+	}
+	defer f.Close()
+	t, err := readTail(f)
+	if err != nil || t.line == nil {
+		return Entry{}, err
+	}
+	var e Entry
+	if err := json.Unmarshal(t.line, &e); err != nil {
+		return Entry{}, err
+	}
+	e.Hash, e.raw = t.hash, t.line
+	return e, nil
 }
 
 // HeadSeq is the seq of the trail's last whole line (0 for none).

@@ -26,6 +26,8 @@ type Report struct {
 	// kept keys: nothing vouches for them); Unchecked the signed lines read
 	// without a keyring.
 	Signed, Unsigned, Unchecked int
+	// Settings is the highest settings version a line was written under.
+	Settings int
 }
 
 // BreakError is a broken chain: the line named does not follow the one
@@ -86,7 +88,7 @@ func VerifyKeyed(r io.Reader, file string, prev Report, keys Keyring, anchors ..
 }
 
 func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Anchor) (Report, error) {
-	rep := Report{HeadSeq: prev.HeadSeq, HeadHash: prev.HeadHash}
+	rep := Report{HeadSeq: prev.HeadSeq, HeadHash: prev.HeadHash, Settings: prev.Settings}
 	signedBefore := prev.Signed > 0
 	br := bufio.NewReaderSize(r, 64<<10)
 	chained := prev.HeadHash != ""
@@ -114,8 +116,9 @@ func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Ancho
 		lineNo++
 		line = bytes.TrimSuffix(line, []byte{'\n'})
 		var e struct {
-			Seq  int64  `json:"seq"`
-			Prev string `json:"prev"`
+			Seq      int64  `json:"seq"`
+			Prev     string `json:"prev"`
+			Settings int    `json:"settings"`
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -159,9 +162,12 @@ func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Ancho
 				return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d is not signed, after signed lines: appended or inserted by hand (no writer vouched for it)", e.Seq), vouch: true}
 			case who == "":
 				rep.Unsigned++
+			case who != ConsoleSigner && e.Settings < rep.Settings:
+				return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d was written under four-eyes settings version %d, after lines under version %d: the settings were rolled back in the database", e.Seq, e.Settings, rep.Settings), vouch: true}
 			default:
 				rep.Signed++
 			}
+			rep.Settings = max(rep.Settings, e.Settings)
 		}
 		rep.HeadSeq, rep.HeadHash = e.Seq, Hash(line)
 		for _, a := range anchors {

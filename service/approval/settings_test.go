@@ -41,7 +41,7 @@ func TestSettingsAreKeptInTheBackendAndOnlyTheConsoleKeyChangesThem(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := ks.Load(ctx); ok || err != nil {
+	if _, ok, err := ks.Load(ctx, nil); ok || err != nil {
 		t.Fatalf("an empty backend keeps settings: %v %v", ok, err)
 	}
 	console, olga := genKey(t), genKey(t)
@@ -59,7 +59,7 @@ func TestSettingsAreKeptInTheBackendAndOnlyTheConsoleKeyChangesThem(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := other.Load(ctx)
+	got, ok, err := other.Load(ctx, nil)
 	if err != nil || !ok || got.Policy != "reopen-new-attempt,bulk>5" || got.Trail != "/var/lib/ic/audit.jsonl" {
 		t.Fatalf("load: %+v %v %v", got, ok, err)
 	}
@@ -86,7 +86,7 @@ func TestSettingsAreKeptInTheBackendAndOnlyTheConsoleKeyChangesThem(t *testing.T
 	}, idempotency.TypedOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := other.Load(ctx); !errors.Is(err, approval.ErrSettings) || !strings.Contains(err.Error(), "version 2 is not signed by the console's key") {
+	if _, _, err := other.Load(ctx, nil); !errors.Is(err, approval.ErrSettings) || !strings.Contains(err.Error(), "version 2 is not signed by the console's key") {
 		t.Fatalf("a version written without the console's key was taken: %v", err)
 	}
 }

@@ -60,6 +60,10 @@ type Settings struct {
 	By        string     `json:"by"`
 	Why       string     `json:"why"`
 	At        time.Time  `json:"at"`
+	// Skips is the version before this one that was left unfinished (a
+	// writer that died in its slot, or a row put there in the database),
+	// which this one writes past; 0: none.
+	Skips int `json:"skips,omitempty"`
 	// Sig is the signature (base64) of the version without Sig, by the
 	// ConsoleKey of the version before (its own, for the first).
 	Sig string `json:"sig,omitempty"`
@@ -150,8 +154,8 @@ func (s Settings) signed() []byte {
 // same says whether s and o keep the same settings (not counting who
 // kept them, when and why).
 func (s Settings) same(o Settings) bool {
-	s.Version, s.By, s.Why, s.At, s.Sig = 0, "", "", time.Time{}, ""
-	o.Version, o.By, o.Why, o.At, o.Sig = 0, "", "", time.Time{}, ""
+	s.Version, s.Skips, s.By, s.Why, s.At, s.Sig = 0, 0, "", "", time.Time{}, ""
+	o.Version, o.Skips, o.By, o.Why, o.At, o.Sig = 0, 0, "", "", time.Time{}, ""
 	return bytes.Equal(s.signed(), o.signed())
 }
 
@@ -166,8 +170,8 @@ type Getter interface {
 }
 
 // Load reads the settings kept where g reads records (Kept.Load).
-func Load(ctx context.Context, g Getter) (Settings, bool, error) {
-	return load(ctx, g)
+func Load(ctx context.Context, g Getter, pin ed25519.PublicKey) (Settings, bool, error) {
+	return load(ctx, g, pin)
 }
 
 // OpenKept reads and writes the settings kept in store.
@@ -182,13 +186,18 @@ func OpenKept(store driver.Store, clock idempotency.Clock) (*Kept, error) {
 func settingsKey(v int) string { return fmt.Sprintf("%s%08d", SettingsPrefix, v) }
 
 // Load reads the kept settings, checking every version's signature
-// against the key of the one before; ok is false where none were ever
-// kept.
-func (k *Kept) Load(ctx context.Context) (s Settings, ok bool, err error) {
-	return load(ctx, k.g)
+// against the key of the one before (and, with pin, that the console's
+// key is the pinned one: this host's own word, out of the database's
+// reach); ok is false where none were ever kept — an error under a pin.
+func (k *Kept) Load(ctx context.Context, pin ed25519.PublicKey) (s Settings, ok bool, err error) {
+	return load(ctx, k.g, pin)
 }
 
-func load(ctx context.Context, g Getter) (Settings, bool, error) {
+// ErrUnfinished: a version of the settings is being written now, or was
+// left unfinished (in the database): the settings cannot be told.
+var ErrUnfinished = errors.New("four-eyes settings: a version is unfinished")
+
+func load(ctx context.Context, g Getter, pin ed25519.PublicKey) (Settings, bool, error) {
 	var prev *Settings
 	for v := 1; ; v++ {
 		rec, err := g.Get(ctx, settingsKey(v))
@@ -199,7 +208,16 @@ func load(ctx context.Context, g Getter) (Settings, bool, error) {
 			return Settings{}, false, fmt.Errorf("four-eyes settings in the backend: %w", err)
 		}
 		if rec.State != driver.StateDone {
-			break // being written (or its writer died): not kept
+			// Never "the one before is the last": a version hidden so
+			// would roll the settings back. Only a later version that says
+			// it skips this one (the console's, past a slot left
+			// unfinished) goes on.
+			next, err := g.Get(ctx, settingsKey(v+1))
+			var after Settings
+			if err != nil || next.State != driver.StateDone || json.Unmarshal([]byte(next.Detail), &after) != nil || after.Skips != v {
+				return Settings{}, false, fmt.Errorf("%w: version %d is %s (being written now — try again — or left so in the database; the console's next start writes past it)", ErrUnfinished, v, rec.State)
+			}
+			continue
 		}
 		var cur Settings
 		if err := json.Unmarshal([]byte(rec.Detail), &cur); err != nil {
@@ -216,13 +234,22 @@ func load(ctx context.Context, g Getter) (Settings, bool, error) {
 		if err != nil {
 			return Settings{}, false, fmt.Errorf("%w: version %d: the console key: %v", ErrSettings, v, err)
 		}
+		if pin != nil && (!pub.Equal(pin) || cur.ConsoleKey != audit.PublicKeyString(pin)) {
+			return Settings{}, false, fmt.Errorf("%w: version %d is kept under the console key %s, and this host pins %s: the settings were replaced in the database, not by the console", ErrSettings, v, audit.KeyID(pub), audit.KeyID(pin))
+		}
 		sig, err := base64.StdEncoding.DecodeString(cur.Sig)
 		if err != nil || !ed25519.Verify(pub, cur.signed(), sig) {
 			return Settings{}, false, fmt.Errorf("%w: version %d is not signed by the console's key (%s): the settings were changed in the database, not by the console; restore them from the trail's settings lines", ErrSettings, v, audit.KeyID(pub))
 		}
+		if prev != nil && cur.Skips != 0 && cur.Skips != v-1 {
+			return Settings{}, false, fmt.Errorf("%w: version %d says it skips version %d", ErrSettings, v, cur.Skips)
+		}
 		prev = &cur
 	}
 	if prev == nil {
+		if pin != nil {
+			return Settings{}, false, fmt.Errorf("%w: this host pins the console's key %s, so the backend must keep four-eyes settings signed by it, and it keeps none (deleted in the database?): nothing is done until the console's start keeps them again", ErrSettings, audit.KeyID(pin))
+		}
 		return Settings{}, false, nil
 	}
 	return *prev, true, nil
@@ -231,34 +258,94 @@ func load(ctx context.Context, g Getter) (Settings, bool, error) {
 // Keep writes next as the next version, signed with key (the console's:
 // the kept ConsoleKey, or any for the first version). It returns what was
 // kept (Version, Sig set). Nothing is written if next keeps what is kept.
+// A slot left unfinished (a writer that died, or a row put there in the
+// database) is written past: the version after it says it skips it.
 func (k *Kept) Keep(ctx context.Context, key ed25519.PrivateKey, next Settings) (Settings, bool, error) {
-	cur, ok, err := k.Load(ctx)
+	pub := key.Public().(ed25519.PublicKey)
+	cur, ok, err := k.Load(ctx, nil)
+	var skip int
+	if errors.Is(err, ErrUnfinished) {
+		// Read what is kept up to the unfinished slot: the console's key
+		// writes past it.
+		if cur, ok, skip, err = k.upTo(ctx); err != nil {
+			return Settings{}, false, err
+		}
+	}
 	if err != nil {
 		return Settings{}, false, err
 	}
-	pub := audit.PublicKeyString(key.Public().(ed25519.PublicKey))
-	if ok && cur.ConsoleKey != pub {
-		return Settings{}, false, fmt.Errorf("%w: they are kept under the console key %s, and this key is %s: only the console's key changes them", ErrSettings, keyIDOf(cur.ConsoleKey), audit.KeyID(key.Public().(ed25519.PublicKey)))
+	if ok && cur.ConsoleKey != audit.PublicKeyString(pub) {
+		return Settings{}, false, fmt.Errorf("%w: they are kept under the console key %s, and this key is %s: only the console's key changes them", ErrSettings, keyIDOf(cur.ConsoleKey), audit.KeyID(pub))
 	}
 	if next.ConsoleKey == "" {
-		next.ConsoleKey = pub
+		next.ConsoleKey = audit.PublicKeyString(pub)
 	}
-	if ok && cur.same(next) {
+	if ok && skip == 0 && cur.same(next) {
 		return cur, false, nil
 	}
-	next.Version = cur.Version + 1
-	next.At = k.g.Now().UTC()
-	next.Sig = base64.StdEncoding.EncodeToString(ed25519.Sign(key, next.signed()))
-	res, err := idempotency.DoTyped(ctx, k.g, settingsKey(next.Version), "settings", func(context.Context, idempotency.Run) (Settings, error) {
-		return next, nil
-	}, idempotency.TypedOptions{})
-	if err != nil {
-		return Settings{}, false, fmt.Errorf("four-eyes settings: %w", err)
+	for attempt := 0; attempt < 3; attempt++ {
+		next.Version, next.Skips = cur.Version+1, 0
+		if skip > 0 {
+			next.Version, next.Skips = skip+1, skip
+		}
+		next.At = k.g.Now().UTC()
+		next.Sig = base64.StdEncoding.EncodeToString(ed25519.Sign(key, next.signed()))
+		res, err := idempotency.DoTyped(ctx, k.g, settingsKey(next.Version), "settings", func(context.Context, idempotency.Run) (Settings, error) {
+			return next, nil
+		}, idempotency.TypedOptions{})
+		if err != nil {
+			return Settings{}, false, fmt.Errorf("four-eyes settings: %w", err)
+		}
+		if res.Outcome.Owned() && res.Value.Sig == next.Sig {
+			return next, true, nil
+		}
+		if res.Record.State == driver.StateDone {
+			return Settings{}, false, fmt.Errorf("%w: another process kept version %d at the same time: start again", ErrSettings, next.Version)
+		}
+		skip = next.Version // held by another's claim: write past it
 	}
-	if !res.Outcome.Owned() || res.Value.Sig != next.Sig {
-		return Settings{}, false, fmt.Errorf("%w: another process kept version %d at the same time: start again", ErrSettings, next.Version)
+	return Settings{}, false, fmt.Errorf("%w: versions %d and on are held unfinished: look at the backend's %s records", ErrSettings, cur.Version+1, SettingsPrefix)
+}
+
+// Settled is what is kept before the first unfinished slot, if any (what
+// Keep writes after): for the console's start, which writes past a slot
+// left unfinished where Load refuses.
+func (k *Kept) Settled(ctx context.Context) (Settings, bool, error) {
+	s, ok, _, err := k.upTo(ctx)
+	return s, ok, err
+}
+
+// upTo is what is kept before the first unfinished slot, and that slot
+// (0: none).
+func (k *Kept) upTo(ctx context.Context) (Settings, bool, int, error) {
+	for v := 1; ; v++ {
+		rec, err := k.g.Get(ctx, settingsKey(v))
+		if errors.Is(err, driver.ErrNotFound) {
+			s, ok, err := load(ctx, k.g, nil)
+			return s, ok, 0, err
+		}
+		if err != nil {
+			return Settings{}, false, 0, err
+		}
+		if rec.State != driver.StateDone {
+			// Checked as Load checks it, up to the slot.
+			s, ok, err := load(ctx, prefixGetter{k.g, v - 1}, nil)
+			return s, ok, v, err
+		}
 	}
-	return next, true, nil
+}
+
+// prefixGetter reads versions up to (and not past) max.
+type prefixGetter struct {
+	g   Getter
+	max int
+}
+
+func (p prefixGetter) Get(ctx context.Context, key string) (driver.Record, error) {
+	if p.max < 1 || key > settingsKey(p.max) {
+		return driver.Record{}, driver.ErrNotFound
+	}
+	return p.g.Get(ctx, key)
 }
 
 func keyIDOf(s string) string {

@@ -75,7 +75,7 @@ func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAtt
 		// approval's run is fenced on the record it froze) is refused
 		// where the backend's four-eyes settings want it proposed — and
 		// where they cannot be read.
-		s, ok, err := foureyes.Load(ctx, g)
+		s, ok, err := foureyes.Load(ctx, g, nil)
 		switch {
 		case err != nil:
 			return driver.Record{}, fmt.Errorf("%w: %w", ErrNeedsApproval, err)

@@ -1,0 +1,425 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/audit"
+	"github.com/finedge/idempotent-consumer/service/approval"
+)
+
+// The insider's own handle on the SQLite file (she can read and write it:
+// the CLI she runs does).
+func atk51DB(t *testing.T, f *fourEyes) *sql.DB {
+	t.Helper()
+	name := ""
+	for _, d := range sql.Drivers() {
+		if d == "sqlite" || d == "sqlite3" {
+			name = d
+		}
+	}
+	db, err := sql.Open(name, f.env["IC_DB"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.ExecContext(t.Context(), "pragma busy_timeout = 5000"); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func atk51Exec(t *testing.T, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.ExecContext(t.Context(), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// without is env less the keys given.
+func atk51Without(env map[string]string, keys ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		out[k] = v
+	}
+	for _, k := range keys {
+		delete(out, k)
+	}
+	return out
+}
+
+// ATTACK 1: olga hides the settings rows (copies them aside, deletes
+// them), the backend "keeps none", the CLI falls back to policy off with
+// no trail at all; she reopens with a new attempt alone, then puts the
+// rows back byte for byte. Secure: the reopen is refused (or at least
+// leaves a trace that audit verify refuses).
+func TestAttack51HiddenSettingsRowsTurnFourEyesOff(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	// The policy holds as kept.
+	if r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day"); r.code != 1 {
+		t.Fatalf("a direct reopen under the kept policy: %d %s", r.code, r.stderr)
+	}
+	db := atk51DB(t, f)
+	bak := filepath.Join(t.TempDir(), "olga-bak.db")
+	atk51Exec(t, db, "attach database ? as bak", bak)
+	atk51Exec(t, db, "create table bak.s as select * from idempotency_records where key like '\\_settings/%' escape '\\'")
+	atk51Exec(t, db, "delete from idempotency_records where key like '\\_settings/%' escape '\\'")
+	// Without the trail flag and without her key: nothing is written anywhere.
+	olga := atk51Without(f.env, "IC_AUDIT_FILE", "IC_OPERATOR_KEY_FILE")
+	olga["IC_OPERATOR"] = "ivan" // and the record names whom she likes
+	r := runCmd(t.Context(), olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day")
+	// Put the settings back as they were.
+	atk51Exec(t, db, "insert into idempotency_records select * from bak.s")
+	atk51Exec(t, db, "detach database bak")
+	st, gen := f.generation(t, "CHG-51-1")
+	v := runCmd(t.Context(), f.env, "audit", "verify")
+	p := runCmd(t.Context(), f.env, "approvals", "policy")
+	raw, _ := os.ReadFile(f.auditFile)
+	t.Logf("reopen with the settings rows hidden: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	t.Logf("CHG-51-1 afterwards: %s generation %d; audit verify: exit %d %s; policy now: %s", st, gen, v.code, strings.TrimSpace(v.stdout), strings.TrimSpace(p.stdout))
+	if r.code == 0 || st != driver.StateFailed || gen != 1 {
+		t.Errorf("ATTACK SUCCEEDED: olga reopened CHG-51-1 with a new attempt alone (record %s, generation %d); the trail mentions it: %v; audit verify exit %d",
+			st, gen, strings.Contains(string(raw), "CHG-51-1\",\"reason\":\"salary day\",\"result\":\"requested"), v.code)
+	}
+}
+
+// ATTACK 2 (rollback): the settings went from "bulk>5" (v1) to
+// "reopen-new-attempt" (v2). Olga marks v2's row IN_PROGRESS ("being
+// written: not kept"), Load stops there and hands back v1, whose
+// signature is good; she reopens with a new attempt alone, signed with her
+// own key, then marks v2 DONE again. Secure: a later version that exists
+// is never skipped (refused, not rolled back).
+func TestAttack51SettingsRolledBackToAnOlderVersion(t *testing.T) {
+	f := newFourEyes(t, "bulk>5")
+	keepFourEyes(t, f.env, f.own["console"], f.tokens, "reopen-new-attempt")
+	if r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day"); r.code != 1 {
+		t.Fatalf("a direct reopen under v2: %d %s", r.code, r.stderr)
+	}
+	db := atk51DB(t, f)
+	atk51Exec(t, db, "update idempotency_records set state = 'IN_PROGRESS' where key = '_settings/v00000002'")
+	pol := runCmd(t.Context(), f.env, "approvals", "policy")
+	r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day")
+	atk51Exec(t, db, "update idempotency_records set state = 'DONE' where key = '_settings/v00000002'")
+	st, gen := f.generation(t, "CHG-51-1")
+	v := runCmd(t.Context(), f.env, "audit", "verify")
+	t.Logf("policy seen with v2 hidden: %s", strings.SplitN(pol.stdout, "\n", 2)[0])
+	t.Logf("reopen: exit %d %s", r.code, strings.SplitN(r.stdout, "\n", 2)[0])
+	t.Logf("CHG-51-1: %s generation %d; audit verify (v2 back): exit %d %s", st, gen, v.code, strings.SplitN(v.stdout, "\n", 2)[0])
+	if r.code == 0 || gen != 1 {
+		t.Errorf("ATTACK SUCCEEDED: with v2 hidden the CLI took v1's weaker policy; CHG-51-1 reopened alone (%s, generation %d); audit verify exit %d", st, gen, v.code)
+	}
+}
+
+// ATTACK 2b (DoS): a row for the next version left IN_PROGRESS blocks
+// every change of the settings by the console's own key.
+func TestAttack51ABlockingNextVersionRow(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	db := atk51DB(t, f)
+	atk51Exec(t, db, `insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
+		select '_settings/v00000002', 'IN_PROGRESS', 'x', fingerprint, attempt, 4102444800000, created_at, updated_at, 4102444800000, '', ''
+		from idempotency_records where key = '_settings/v00000001'`)
+	r := runCmd(t.Context(), f.env, "approvals", "policy", "all", "--reason", "CHG-4412: stricter", "--console-key-file", f.own["console"],
+		"--console-auth", "token", "--console-token-file", f.tokens)
+	p := runCmd(t.Context(), f.env, "approvals", "policy")
+	t.Logf("the console's key changing the policy: exit %d %s %s; policy now: %s", r.code, strings.TrimSpace(r.stdout), strings.TrimSpace(r.stderr), strings.SplitN(p.stdout, "\n", 2)[0])
+	if r.code != 0 || !strings.Contains(p.stdout, "policy: reopen-new-attempt,redrive-force,reconcile-adopt,bulk>1") {
+		t.Errorf("ATTACK SUCCEEDED (DoS): a hand-inserted IN_PROGRESS row for v2 stops the console's key from keeping new settings")
+	}
+}
+
+// ATTACK 4: ivan approves olga's proposal (--no-run), thinks better of it
+// and rejects it. Olga cuts the trail's tail (ivan's reject line, the last
+// one: the chain stays whole) and puts "approved" back in the proposal
+// file; her run acts on ivan's withdrawn approval. Nothing on the host
+// stops this (she can write the trail and the proposals); what shows it is
+// the console's witness: it saw the reject line and logged its head, and
+// it finds the line gone; audit verify --head with that head refuses the
+// trail. (Residual, documented in security.md.)
+func TestAttack51AWithdrawnApprovalRevivedByCuttingTheTail(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	id := f.propose(t)
+	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
+		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
+	}
+	before, err := os.ReadFile(f.auditFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runCmd(t.Context(), f.ivan, "approvals", "reject", id, "--reason", "wrong accounts, do not run"); r.code != 0 {
+		t.Fatalf("ivan rejects: %d %s", r.code, r.stderr)
+	}
+	witness := audit.NewWitness(f.auditFile) // the console's, looking every Refresh
+	if err := witness.Check(nil); err != nil {
+		t.Fatal(err)
+	}
+	rejectSeq, rejectHash := witness.Seen()
+	// Olga: the trail back to what it was before the reject.
+	if err := os.WriteFile(f.auditFile, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
+	praw, _ := os.ReadFile(pfile)
+	var m map[string]any
+	if err := json.Unmarshal(praw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["state"], m["why"] = "approved", ""
+	praw, _ = json.Marshal(m)
+	if err := os.WriteFile(pfile, praw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCmd(t.Context(), f.olga, "approvals", "run", id)
+	st, gen := f.generation(t, "CHG-51-1")
+	// What she cannot undo: the console's witness (its own account, every
+	// Refresh) saw ivan's reject line and logged its head; the trail no
+	// longer holds it.
+	if err := witness.Check(nil); !errors.Is(err, audit.ErrCut) {
+		t.Errorf("the console's witness did not see the cut: %v", err)
+	}
+	v := runCmd(t.Context(), f.env, "audit", "verify", "--head", fmt.Sprintf("%d:%s", rejectSeq, rejectHash))
+	t.Logf("olga's run of the rejected proposal: exit %d %s; CHG-51-1: %s generation %d", r.code, lastLine(r.stderr), st, gen)
+	if v.code != 1 || !strings.Contains(v.stderr, "is not the line logged when it was written") {
+		t.Errorf("audit verify with the head the console's witness logged for ivan's reject: exit %d %s %s", v.code, v.stdout, v.stderr)
+	}
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}
+
+// ATTACK 5: a proposal that expires while the command line reads it gets
+// an "expire" line in the name of "system", signed with the operator's
+// own key: no key vouches for "system" but the console's, so audit verify
+// refuses the whole trail from that line on — which olga can bring about
+// at will (--approval-ttl 1s, wait, approvals list), hiding any later
+// tampering behind the first break. Secure: the trail still verifies.
+func TestAttack51ACommandLineExpiryBreaksVerify(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	r := runCmd(t.Context(), f.olga, "approvals", "propose", "reopen", "--new-attempt", "--reason", "x", "--approval-ttl", "1s")
+	if r.code != 0 {
+		t.Fatalf("propose: %d %s", r.code, r.stderr)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	l := runCmd(t.Context(), f.olga, "approvals", "list", "--all")
+	v := runCmd(t.Context(), f.env, "audit", "verify")
+	t.Logf("list: exit %d %s", l.code, lastLine(l.stderr))
+	t.Logf("audit verify after a command-line expiry: exit %d %s %s", v.code, strings.TrimSpace(v.stdout), strings.TrimSpace(v.stderr))
+	if v.code != 0 {
+		t.Errorf("ATTACK SUCCEEDED (verify DoS): a command-line expire line breaks audit verify")
+	}
+}
+
+// ATTACK 3 (impersonation): version 1 is "trusted as found". Olga copies
+// the settings rows aside, deletes them and keeps a v1 of her own, signed
+// by a console key of her own making: the same policy and trail, her own
+// real key, a second key of hers named "ivan", and the real console's and
+// ivan's public keys kept (under "console" and "ivan") so that every old
+// line still verifies. She proposes as olga, approves and runs as "ivan".
+// audit verify (the backend's keys) vouches for ivan's approval. Secure:
+// a v1 that replaced the pinned one is refused, or the forged approval is.
+func TestAttack51ForgedFirstVersionMakesIvanApprove(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	ctx := t.Context()
+	b := openBackend(t, f.env)
+	ks, err := approval.OpenKept(b.Store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, ok, err := ks.Load(ctx, nil)
+	if err != nil || !ok {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mine, fakeIvan := filepath.Join(dir, "my-console.key"), filepath.Join(dir, "my-ivan.key")
+	for _, p := range []string{mine, fakeIvan} {
+		if r := runCmd(ctx, nil, "keygen", "--out", p); r.code != 0 {
+			t.Fatal(r.stderr)
+		}
+	}
+	myConsole, err := console.ReadKeyFile(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ivanKey, err := console.ReadKeyFile(fakeIvan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := real
+	forged.ConsoleKey, forged.Sig = "", ""
+	forged.Operators = nil
+	for _, o := range real.Operators {
+		if o.Name == "olga" {
+			forged.Operators = append(forged.Operators, o)
+		} else {
+			o.Role = "viewer" // old lines verify; this key acts no more
+			forged.Retired = append(forged.Retired, approval.Operator{Name: o.Name, Role: o.Role, Key: o.Key, Until: 1 << 40})
+		}
+	}
+	forged.Operators = append(forged.Operators, approval.Operator{Name: "ivan", Role: "operator", Key: audit.PublicKeyString(ivanKey.Public().(ed25519.PublicKey))})
+	forged.Retired = append(forged.Retired, approval.Operator{Name: "console", Role: "viewer", Key: real.ConsoleKey, Until: 1 << 40})
+	forged.By, forged.Why = "console start", "the console's configuration at its start"
+	db := atk51DB(t, f)
+	atk51Exec(t, db, "delete from idempotency_records where key like '\\_settings/%' escape '\\'")
+	if _, _, err := ks.Keep(ctx, myConsole, forged); err != nil {
+		t.Fatal(err)
+	}
+	// Under the host's pin every command refuses the forged settings: no
+	// proposal, no approval by "ivan", and audit verify says why.
+	r := runCmd(ctx, f.olga, "approvals", "propose", "reopen", "--new-attempt", "--reason", "INC-31: salary day")
+	fake := as(f.env, fakeIvan)
+	a := runCmd(ctx, fake, "approvals", "list")
+	st, gen := f.generation(t, "CHG-51-1")
+	v := runCmd(ctx, f.env, "audit", "verify")
+	t.Logf("propose under forged settings: exit %d %s", r.code, lastLine(r.stderr))
+	if r.code == 0 || a.code == 0 || gen != 1 || v.code == 0 || !strings.Contains(r.stderr, "this host pins") || !strings.Contains(v.stderr, "this host pins") {
+		t.Errorf("ATTACK SUCCEEDED: a self-made v1 was taken (propose exit %d, list exit %d, CHG-51-1 %s generation %d, audit verify exit %d %s)", r.code, a.code, st, gen, v.code, v.stderr)
+	}
+}
+
+// DEFENCE: ivan's signed approve line of P1, edited to name P2 (and P2's
+// digest), is not vouched for: the run of P2 is refused.
+func TestAttack51IvansApprovalMovedToAnotherProposal(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	p1 := f.propose(t)
+	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", p1, "--no-run"); r.code != 0 {
+		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
+	}
+	if r := runCmd(t.Context(), f.olga, "approvals", "reject", p1, "--reason", "withdrawn"); r.code != 0 {
+		t.Fatalf("withdraw: %d %s", r.code, r.stderr)
+	}
+	p2 := f.propose(t)
+	raw, _ := os.ReadFile(f.auditFile)
+	var approveLine, d1, d2 string
+	for _, l := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var e audit.Entry
+		_ = json.Unmarshal([]byte(l), &e)
+		switch {
+		case e.Action == "approve" && e.Proposal == p1 && e.Result == "approved":
+			approveLine, d1 = l, e.Digest
+		case e.Action == "propose" && e.Proposal == p2:
+			d2 = e.Digest
+		}
+	}
+	moved := strings.ReplaceAll(strings.ReplaceAll(approveLine, p1, p2), d1, d2)
+	fh, _ := os.OpenFile(f.auditFile, os.O_WRONLY|os.O_APPEND, 0)
+	fh.WriteString(moved + "\n")
+	fh.Close()
+	pfile := filepath.Join(f.auditFile+".proposals", p2+".json")
+	praw, _ := os.ReadFile(pfile)
+	var m map[string]any
+	_ = json.Unmarshal(praw, &m)
+	m["state"], m["decider"] = "approved", map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
+	praw, _ = json.Marshal(m)
+	os.WriteFile(pfile, praw, 0o600)
+	r := runCmd(t.Context(), f.olga, "approvals", "run", p2)
+	t.Logf("run of %s on ivan's approval of %s: exit %d %s", p2, p1, r.code, lastLine(r.stderr))
+	if st, gen := f.generation(t, "CHG-51-1"); r.code == 0 || gen != 1 {
+		t.Errorf("ATTACK SUCCEEDED: ivan's approval of %s, moved to %s, ran it (%s generation %d)", p1, p2, st, gen)
+	}
+}
+
+// DEFENCE: a target added to the proposal file after ivan approved it is
+// refused at run time (the digest is checked again).
+func TestAttack51ProposalEditedAfterApproval(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	r := runCmd(t.Context(), f.olga, "approvals", "propose", "reopen", "--new-attempt", "--charge-id", "CHG-51-1", "--reason", "one")
+	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
+		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
+	}
+	// A second proposal of CHG-51-2 gives olga a well-formed frozen target to copy.
+	r2 := runCmd(t.Context(), f.olga, "approvals", "propose", "reopen", "--new-attempt", "--charge-id", "CHG-51-2", "--reason", "two")
+	id2 := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r2.stdout)
+	read := func(id string) map[string]any {
+		var m map[string]any
+		raw, _ := os.ReadFile(filepath.Join(f.auditFile+".proposals", id+".json"))
+		_ = json.Unmarshal(raw, &m)
+		return m
+	}
+	m, m2 := read(id), read(id2)
+	m["targets"] = append(m["targets"].([]any), m2["targets"].([]any)...)
+	raw, _ := json.Marshal(m)
+	os.WriteFile(filepath.Join(f.auditFile+".proposals", id+".json"), raw, 0o600)
+	r = runCmd(t.Context(), f.olga, "approvals", "run", id)
+	t.Logf("run with an added target: exit %d %s", r.code, lastLine(r.stderr))
+	if st, gen := f.generation(t, "CHG-51-2"); r.code == 0 || gen != 1 {
+		t.Errorf("ATTACK SUCCEEDED: CHG-51-2, added after the approval, was reopened (%s generation %d)", st, gen)
+	}
+}
+
+// DEFENCE: a done proposal revived (the trail cut back to its approval,
+// the file made approved again with no outcomes) reopens nothing twice:
+// each record changed since it was frozen.
+func TestAttack51ADoneProposalRevived(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	id := f.propose(t)
+	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
+		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
+	}
+	before, _ := os.ReadFile(f.auditFile)
+	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
+	approved, _ := os.ReadFile(pfile)
+	if r := runCmd(t.Context(), f.ivan, "approvals", "run", id); r.code != 0 {
+		t.Fatalf("ivan runs: %d %s", r.code, r.stderr)
+	}
+	_, g1 := f.generation(t, "CHG-51-1")
+	os.WriteFile(f.auditFile, before, 0o600)
+	os.WriteFile(pfile, approved, 0o600)
+	r := runCmd(t.Context(), f.olga, "approvals", "run", id)
+	_, g2 := f.generation(t, "CHG-51-1")
+	t.Logf("the revived run: exit %d %s %s; generation after ivan's run %d, after olga's %d", r.code, strings.TrimSpace(r.stdout), strings.TrimSpace(r.stderr), g1, g2)
+	if g2 != g1 {
+		t.Errorf("ATTACK SUCCEEDED: the revived proposal reopened CHG-51-1 again (generation %d -> %d)", g1, g2)
+	}
+}
+
+// DEFENCE: olga's own console key cannot change the kept settings, and an
+// --audit-file of her own is refused.
+func TestAttack51OwnConsoleKeyAndOwnTrail(t *testing.T) {
+	f := newFourEyes(t, "reopen-new-attempt")
+	mine := filepath.Join(t.TempDir(), "c.key")
+	runCmd(t.Context(), nil, "keygen", "--out", mine)
+	r := runCmd(t.Context(), f.env, "approvals", "policy", "off", "--reason", "x", "--console-key-file", mine, "--console-auth", "token", "--console-token-file", f.tokens)
+	if r.code == 0 || !strings.Contains(runCmd(t.Context(), f.env, "approvals", "policy").stdout, "policy: reopen-new-attempt") {
+		t.Errorf("ATTACK SUCCEEDED: her own console key changed the policy: %d %s", r.code, r.stderr)
+	}
+	t.Logf("own console key: exit %d %s", r.code, strings.TrimSpace(r.stderr))
+	olga := as(f.env, f.own["olga"])
+	olga["IC_AUDIT_FILE"] = filepath.Join(t.TempDir(), "mine.jsonl")
+	r = runCmd(t.Context(), olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "x")
+	t.Logf("own trail: exit %d %s", r.code, strings.TrimSpace(r.stderr))
+	if st, gen := f.generation(t, "CHG-51-1"); r.code == 0 || gen != 1 {
+		t.Errorf("ATTACK SUCCEEDED: %s generation %d", st, gen)
+	}
+}
+
+// ATTACK 2c (rollback by deletion): v2 ("reopen-new-attempt") deleted from
+// the database leaves v1 ("bulk>5"), whose signature is good. Every line
+// carries the settings version it was written under: the trail's last
+// line says v2, so the command line refuses v1.
+func TestAttack51SettingsRolledBackByDeletingTheLatestVersion(t *testing.T) {
+	f := newFourEyes(t, "bulk>5")
+	keepFourEyes(t, f.env, f.own["console"], f.tokens, "reopen-new-attempt")
+	if r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day"); r.code != 1 {
+		t.Fatalf("a direct reopen under v2: %d %s", r.code, r.stderr)
+	}
+	db := atk51DB(t, f)
+	atk51Exec(t, db, "delete from idempotency_records where key = '_settings/v00000002'")
+	r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day")
+	st, gen := f.generation(t, "CHG-51-1")
+	if r.code == 0 || gen != 1 || !strings.Contains(r.stderr, "rolled back in the database") {
+		t.Errorf("ATTACK SUCCEEDED: with v2 deleted the command line took v1 (exit %d %s; CHG-51-1 %s generation %d)", r.code, r.stderr, st, gen)
+	}
+}
