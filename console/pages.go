@@ -85,16 +85,16 @@ func (c *Console) latest(ctx context.Context) (status.Report, []sample, time.Tim
 }
 
 type overviewView struct {
-	Report  status.Report
-	Charts  []svgChart
-	At      time.Time
-	Error   string
+	Report status.Report
+	Charts []svgChart
+	At     time.Time
+	Error  string
 	// TrailCut is the witness's word that the audit trail no longer holds
 	// a line it saw ("": none).
 	TrailCut string
-	Refresh int // milliseconds
-	Codes   []codeCount
-	Counted bool // the store counts records by state
+	Refresh  int // milliseconds
+	Codes    []codeCount
+	Counted  bool // the store counts records by state
 	// Approximate: the counts are the queue's estimates (SQS); CodesAt
 	// is when the DLQ was last read by reason, shown when it is older
 	// than the sample.
