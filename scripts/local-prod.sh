@@ -188,11 +188,18 @@ bank="https://127.0.0.1:$bank_port"
 
 # The key of the charges' fingerprints, and the console's sign-in tokens.
 [ -s "$dir/fingerprint.key" ] || head -c 48 /dev/urandom | base64 >"$dir/fingerprint.key"
+# The token file keeps hashes only; each person's token is a file of her own.
 if [ ! -s "$dir/console-tokens" ]; then
-  {
-    echo "alice operator $(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-    echo "victor viewer $(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-  } >"$dir/console-tokens"
+  (umask 077
+    : >"$dir/console-tokens"
+    for who in "alice operator" "victor viewer"; do
+      # shellcheck disable=SC2086
+      "$bin" token $who >"$dir/token.out"
+      name=${who%% *}
+      sed -n 's/^token for [^:]*: //p' "$dir/token.out" >"$dir/$name.token"
+      tail -n 1 "$dir/token.out" >>"$dir/console-tokens"
+    done
+    rm -f "$dir/token.out")
 fi
 if [ ! -s "$dir/pki/ca.crt" ]; then
   "$bin" pki --dir "$dir/pki" >"$dir/pki.out"
@@ -248,13 +255,12 @@ start console "$bin" console --console-auth token --console-token-file "$dir/con
   --console-audit-file "$dir/audit.jsonl" --console-addr "127.0.0.1:$console_port" --poll-wait 1s
 wait_for console "$pid_console" python3 -c "import socket; socket.create_connection(('127.0.0.1', $console_port), 1).close()"
 
-operator_token=$(awk '$1=="alice"{print $3}' "$dir/console-tokens")
 cat <<EOF
 local production is running (state, logs and files in $dir):
   moto (SQS, DynamoDB, SNS)   $endpoint                      pid $(cat "$dir/moto.pid")
   core-banking simulator      $bank (mutual TLS + OAuth2)  pid $pid_corebank
   serve (consumer)            ops http://127.0.0.1:$ops_port/metrics, /readyz    pid $pid_serve
-  console                     http://127.0.0.1:$console_port/   (sign in: alice, token in $dir/console-tokens)  pid $pid_console
+  console                     http://127.0.0.1:$console_port/   (sign in: alice, token in $dir/alice.token)  pid $pid_console
   SNS topic                   $topic
 send a charge (3 copies), then read the bank's ledger:
   . $(printf %q "$dir/env.sh")
@@ -263,7 +269,6 @@ send a charge (3 copies), then read the bank's ledger:
   $bin status
 logs: $dir/{corebank,serve,console}.log; Ctrl-C stops everything.
 EOF
-: "$operator_token" # printed only as the file that holds it
 
 if [ -n "$smoke" ]; then
   id="CHG-SMOKE-$$"
