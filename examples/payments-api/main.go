@@ -229,7 +229,7 @@ func readClients(path string) (clientList, error) {
 		f := strings.Fields(line)
 		switch {
 		case len(f) < 3:
-			return nil, fmt.Errorf("%s:%d: want ID TOKEN ACCOUNT...", path, n)
+			return nil, fmt.Errorf("%s:%d: want ID TOKEN ACCOUNT (one or more accounts)", path, n)
 		case !clientIDRE.MatchString(f[0]):
 			return nil, fmt.Errorf("%s:%d: a client id is 1 to 64 letters, digits, '.', '_' or '-'", path, n)
 		case len(f[1]) < 32:
