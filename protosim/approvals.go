@@ -61,7 +61,14 @@ func (s *Sim) approvalsScript(dir string) (*opScript, error) {
 		return nil, err
 	}
 	s.closers = append(s.closers, func() { trail.Close() })
-	pol, err := approval.ParsePolicy("reopen-new-attempt")
+	// Half the seeds' installations present a hard decline again when
+	// another operator approves it with its code shown
+	// (represent-hard-decline); the other half never do.
+	policy := "reopen-new-attempt"
+	if s.cfg.Seed%2 == 1 {
+		policy += ",represent-hard-decline"
+	}
+	pol, err := approval.ParsePolicy(policy)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +137,11 @@ func (s *Sim) bulkReopen(ctx context.Context, a *actor, t *opTask) error {
 		}
 		if _, err := s.book.Approve(p.ID, ivan); err != nil {
 			return err
+		}
+		for _, t := range p.Targets {
+			if t.HardDecline {
+				s.w.represent[t.ChargeID] = p.ID
+			}
 		}
 		t.target = p.ID
 		s.tracef("%s: proposal %s (%d targets) proposed by olga, approved by ivan", a.name, p.ID, len(targets))

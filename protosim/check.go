@@ -73,11 +73,21 @@ func (s *Sim) check(ctx context.Context) {
 			s.violate("(a) %s posted %d times by the collector: %s", id, len(keys), strings.Join(keys, ", "))
 		}
 	}
-	// (b) a hard decline is never presented again, under any key.
+	// (b) a hard decline is never presented again, under any key — but
+	// once, under one later generation, where an approved proposal marked
+	// it (a policy with represent-hard-decline, its code shown).
 	hard := map[string]int{}
+	again := map[string]int{} // the one later generation an approval let through
 	for _, r := range s.w.requests {
 		if g, ok := hard[r.chargeID]; ok && r.gen > g {
-			s.violate("(b) %s presented again under %s after a hard decline under generation %d", r.chargeID, r.key, g)
+			switch p, approved := s.w.represent[r.chargeID]; {
+			case approved && (again[r.chargeID] == 0 || again[r.chargeID] == r.gen):
+				again[r.chargeID] = r.gen
+				s.saw("hard decline presented again by an approval")
+				_ = p
+			default:
+				s.violate("(b) %s presented again under %s after a hard decline under generation %d (no approval marked it, or it was presented again before under generation %d)", r.chargeID, r.key, g, again[r.chargeID])
+			}
 		}
 		if _, isHard := charge.HardDecline(r.declined); r.declined != "" && isHard {
 			if _, ok := hard[r.chargeID]; !ok {

@@ -167,6 +167,10 @@ type world struct {
 	collected map[string]time.Time
 	// reopens by approval runs, by proposal and charge.
 	approvalReopens map[string]*approvalMove
+	// represent: the hard-declined charges an approved proposal marked
+	// (under a policy with represent-hard-decline): each may be presented
+	// again once, under one later generation.
+	represent map[string]string
 	ops             []string // what the operators did, for the trace's end
 	violations      []string
 	// kinds counts what happened, by kind: a run's coverage.
@@ -337,7 +341,7 @@ func newSim(ctx context.Context, cfg Config) (*Sim, func(), error) {
 	}
 	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	s := &Sim{cfg: cfg, ctx: ctx, rng: newRand(cfg.Seed), start: start, now: start, inner: inner,
-		w: world{tokens: map[string]tokenNote{}, latePosted: map[string]bool{}, collected: map[string]time.Time{}, approvalReopens: map[string]*approvalMove{}, kinds: map[string]int{}}}
+		w: world{tokens: map[string]tokenNote{}, latePosted: map[string]bool{}, collected: map[string]time.Time{}, approvalReopens: map[string]*approvalMove{}, represent: map[string]string{}, kinds: map[string]int{}}}
 	s.store = &store{s: s, inner: inner}
 	s.ledger = corebanksim.NewLedger(corebanksim.Faults{})
 	s.ledger.SetClock(func() time.Time { return s.now })
