@@ -1,3 +1,6 @@
+// The first reviewer's insider attacks on issue 51's four-eyes, kept as
+// tests: each demonstrated a weakness (described as found) or a defence
+// that held, and now asserts the defence.
 package main
 
 import (

@@ -120,6 +120,7 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		anchors = append(anchors, audit.Anchor{Seq: n, Hash: strings.ToLower(hash)})
 	}
 	var ring audit.Keyring
+	keptVersion := 0
 	if !chainOnly {
 		cur, ok, err := keptSettings(ctx, env, bc)
 		if err != nil {
@@ -129,6 +130,7 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 			if ring, err = cur.Keyring(); err != nil {
 				return err
 			}
+			keptVersion = cur.Version
 		}
 	}
 	reps, err := audit.VerifyFiles(files, anchors, ring)
@@ -138,6 +140,9 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 			return cli.Usagef("%v", err)
 		}
 		return fmt.Errorf("the audit trail is broken: %w", err)
+	}
+	if last := reps[len(reps)-1]; ring != nil && last.Settings > keptVersion {
+		return fmt.Errorf("the audit trail is broken: seq %d was written under four-eyes settings version %d, and the backend keeps version %d: the settings were rolled back in the database, or the line's signer stamped a version that was never kept", last.SettingsSeq, last.Settings, keptVersion)
 	}
 	var rep audit.Report
 	for i, path := range files {

@@ -113,12 +113,15 @@ func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config
 	}
 	t.RequireSign, t.SettingsVersion = true, cur.Version
 	logHead(t, env.Stderr)
-	if last, err := t.Last(); err != nil {
+	// The console's own lines remember the versions it kept: the backend
+	// keeping an older one was rolled back in the database (lines an
+	// operator signed do not count: she could stamp any number).
+	if top, err := t.ConsoleSettings(ring); err != nil {
 		t.Close()
 		return nil, nil, approval.Off, fmt.Errorf("the audit trail the backend's settings name: %w", err)
-	} else if last.Settings > cur.Version {
+	} else if top > cur.Version {
 		t.Close()
-		return nil, nil, approval.Off, fmt.Errorf("%w: the backend keeps four-eyes settings version %d, and the trail's last line was written under version %d: the settings were rolled back in the database; nothing is done until the console's start keeps them again", approval.ErrSettings, cur.Version, last.Settings)
+		return nil, nil, approval.Off, fmt.Errorf("%w: the backend keeps four-eyes settings version %d, and the console's lines in the trail were written under version %d: the settings were rolled back in the database; nothing is done until the console's start keeps them again", approval.ErrSettings, cur.Version, top)
 	}
 	if c.KeyFile != "" {
 		key, err := console.ReadKeyFile(c.KeyFile)

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
@@ -11,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -173,4 +175,35 @@ func ParsePublicKey(s string) (ed25519.PublicKey, error) {
 		return nil, errors.New("not an Ed25519 public key (32 bytes, base64)")
 	}
 	return ed25519.PublicKey(b), nil
+}
+
+// ConsoleSettings is the highest settings version a line the console
+// signed (checked against keys) carries in the trail's current file: the
+// settings the console kept, as its own lines remember them. Lines an
+// operator signed do not count (she could stamp any number on her own).
+func (a *Trail) ConsoleSettings(keys Keyring) (int, error) {
+	f, err := os.Open(a.path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
+	top := 0
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !bytes.Contains(line, []byte(`"signer":"`+ConsoleSigner+`"`)) {
+			continue
+		}
+		if who, err := checkLine(line, keys); err != nil || who != ConsoleSigner {
+			continue
+		}
+		var e struct {
+			Settings int `json:"settings"`
+		}
+		if json.Unmarshal(line, &e) == nil {
+			top = max(top, e.Settings)
+		}
+	}
+	return top, sc.Err()
 }

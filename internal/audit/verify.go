@@ -26,8 +26,10 @@ type Report struct {
 	// kept keys: nothing vouches for them); Unchecked the signed lines read
 	// without a keyring.
 	Signed, Unsigned, Unchecked int
-	// Settings is the highest settings version a line was written under.
-	Settings int
+	// Settings is the highest settings version a line was written under,
+	// SettingsSeq that line's seq.
+	Settings    int
+	SettingsSeq int64
 }
 
 // BreakError is a broken chain: the line named does not follow the one
@@ -88,8 +90,9 @@ func VerifyKeyed(r io.Reader, file string, prev Report, keys Keyring, anchors ..
 }
 
 func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Anchor) (Report, error) {
-	rep := Report{HeadSeq: prev.HeadSeq, HeadHash: prev.HeadHash, Settings: prev.Settings}
+	rep := Report{HeadSeq: prev.HeadSeq, HeadHash: prev.HeadHash, Settings: prev.Settings, SettingsSeq: prev.SettingsSeq}
 	signedBefore := prev.Signed > 0
+	proposed := map[string]int64{} // proposal id → the seq of its propose line
 	br := bufio.NewReaderSize(r, 64<<10)
 	chained := prev.HeadHash != ""
 	lineNo := 0
@@ -119,6 +122,8 @@ func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Ancho
 			Seq      int64  `json:"seq"`
 			Prev     string `json:"prev"`
 			Settings int    `json:"settings"`
+			Action   string `json:"action"`
+			Proposal string `json:"proposal"`
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
@@ -150,6 +155,12 @@ func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Ancho
 		case chained && e.Seq != rep.HeadSeq+1:
 			return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d follows seq %d: a line is missing or repeated", e.Seq, rep.HeadSeq)}
 		}
+		if e.Action == "propose" && e.Proposal != "" {
+			if first, ok := proposed[e.Proposal]; ok {
+				return rep, &BreakError{File: file, Line: lineNo, Why: fmt.Sprintf("seq %d is a second propose line for %s (the first is seq %d): a proposal is proposed once, so this one was written by hand", e.Seq, e.Proposal, first), vouch: true}
+			}
+			proposed[e.Proposal] = e.Seq
+		}
 		if e.Seq != 0 {
 			chained = true
 			switch who, err := checkLine(line, keys); {
@@ -167,7 +178,9 @@ func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Ancho
 			default:
 				rep.Signed++
 			}
-			rep.Settings = max(rep.Settings, e.Settings)
+			if e.Settings > rep.Settings {
+				rep.Settings, rep.SettingsSeq = e.Settings, e.Seq
+			}
 		}
 		rep.HeadSeq, rep.HeadHash = e.Seq, Hash(line)
 		for _, a := range anchors {
@@ -190,4 +203,31 @@ func fragmentOf(line []byte, seq int64, prev string) bool {
 	}
 	n := min(len(line), len(want))
 	return n > 0 && string(line[:n]) == want[:n]
+}
+
+// FirstOf is the Report to verify a file from its own first line on
+// (VerifyKeyed's prev): the chain as that line says it went on, for a
+// file whose earlier lines are in a rotated file not read here. With a
+// signed first line, every later line must be signed too.
+func FirstOf(r io.Reader) (Report, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			var e struct {
+				Seq  int64  `json:"seq"`
+				Prev string `json:"prev"`
+			}
+			if json.Unmarshal(bytes.TrimSpace(line), &e) == nil && e.Seq > 0 {
+				rep := Report{HeadSeq: e.Seq - 1, HeadHash: e.Prev}
+				if bytes.Contains(line, []byte(sigField)) {
+					rep.Signed = 1
+				}
+				return rep, nil
+			}
+		}
+		if err != nil {
+			return Report{}, nil // no chained line: from the start
+		}
+	}
 }

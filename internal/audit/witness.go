@@ -3,6 +3,7 @@ package audit
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +30,8 @@ type Witness struct {
 	end       int64       // just past its newline
 	seq       int64
 	hash      string
-	rotatedTo bool // the file was replaced: its first line must follow the last seen
+	prefix    [sha256.Size]byte // of the file's bytes [0, end): a line rewritten anywhere shows
+	rotatedTo bool              // the file was replaced: its first line must follow the last seen
 }
 
 // NewWitness follows the trail at path.
@@ -63,19 +65,25 @@ func (w *Witness) Check(seen func(seq int64, hash string)) error {
 	if st.Size() < w.end {
 		return fmt.Errorf("%w: seq %d (sha256 %.12s…), seen there before, is gone: the file is %d bytes, the line ended at %d", ErrCut, w.seq, w.hash, st.Size(), w.end)
 	}
-	if w.start >= 0 {
-		line := make([]byte, w.end-w.start)
-		if _, err := f.ReadAt(line, w.start); err != nil {
+	if w.end > 0 {
+		// Everything seen, not only the last line: a line rewritten in the
+		// middle (a reject blanked out) shows as well as a cut tail.
+		h := sha256.New()
+		if _, err := io.Copy(h, io.NewSectionReader(f, 0, w.end)); err != nil {
 			return err
 		}
-		if Hash(bytes.TrimSuffix(line, []byte{'\n'})) != w.hash {
-			return fmt.Errorf("%w: seq %d is not the line seen there before (sha256 %.12s…)", ErrCut, w.seq, w.hash)
+		if !bytes.Equal(h.Sum(nil), w.prefix[:]) {
+			return fmt.Errorf("%w: the file's first %d bytes, up to seq %d (sha256 %.12s…), are not what the console saw there: a line was rewritten or removed", ErrCut, w.end, w.seq, w.hash)
 		}
 	}
 	if _, err := f.Seek(w.end, io.SeekStart); err != nil {
 		return err
 	}
 	w.file = st
+	prefix := sha256.New()
+	if _, err := io.Copy(prefix, io.NewSectionReader(f, 0, w.end)); err != nil {
+		return err
+	}
 	br := bufio.NewReaderSize(f, 64<<10)
 	pos := w.end
 	for {
@@ -88,20 +96,26 @@ func (w *Witness) Check(seen func(seq int64, hash string)) error {
 		}
 		start := pos
 		pos += int64(len(line))
+		prefix.Write(line)
 		body := bytes.TrimSuffix(line, []byte{'\n'})
 		seq, ok := entrySeq(body)
 		if !ok || seq == 0 {
 			continue // a fragment, a blank or a line before the chain
 		}
-		if w.rotatedTo {
-			w.rotatedTo = false
-			var e struct {
-				Prev string `json:"prev"`
-			}
-			if w.hash != "" && (json.Unmarshal(body, &e) != nil || e.Prev != w.hash || seq != w.seq+1) {
+		var e struct {
+			Prev string `json:"prev"`
+		}
+		if w.hash != "" && (json.Unmarshal(body, &e) != nil || e.Prev != w.hash || seq != w.seq+1) {
+			// Every line goes on from the one seen before it — across a
+			// rotation too: lines copied in, or a new chain in the trail's
+			// place, do not.
+			if w.rotatedTo {
 				return fmt.Errorf("%w: the file at %s was replaced, and its first line (seq %d) does not follow seq %d seen before", ErrCut, w.path, seq, w.seq)
 			}
+			return fmt.Errorf("%w: seq %d does not follow seq %d seen before it (a line inserted, copied in or rewritten)", ErrCut, seq, w.seq)
 		}
+		w.rotatedTo = false
+		copy(w.prefix[:], prefix.Sum(nil))
 		w.start, w.end, w.seq, w.hash = start, pos, seq, Hash(body)
 		if seen != nil {
 			seen(seq, w.hash)

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -89,5 +90,54 @@ func TestTheWitnessFollowsARotation(t *testing.T) {
 	}
 	if err := w.Check(nil); !errors.Is(err, ErrCut) {
 		t.Fatalf("a new chain in the trail's place: %v", err)
+	}
+}
+
+// A line rewritten in the middle (a reject blanked out with spaces of the
+// same length), or one copied in, is seen as well as a cut tail.
+func TestTheWitnessSeesARewriteAnywhere(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		forge func(t *testing.T, path string, raw []byte)
+	}{
+		{"a middle line blanked out", func(t *testing.T, path string, raw []byte) {
+			lines := bytes.SplitAfter(raw, []byte("\n"))
+			lines[1] = append(bytes.Repeat([]byte(" "), len(lines[1])-1), '\n')
+			if err := os.WriteFile(path, bytes.Join(lines, nil), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"an old line copied to the end", func(t *testing.T, path string, raw []byte) {
+			lines := bytes.SplitAfter(raw, []byte("\n"))
+			f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write(lines[1])
+			f.Close()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			tr, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			w := NewWitness(path)
+			for _, a := range []string{"approve", "reject", "batch"} {
+				if _, err := tr.Append(Entry{Operator: "ivan", Action: a, Result: a}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Check(nil); err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := os.ReadFile(path)
+			tc.forge(t, path, raw)
+			if err := w.Check(nil); !errors.Is(err, ErrCut) {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+		})
 	}
 }

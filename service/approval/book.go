@@ -479,6 +479,14 @@ func terminal(lines []audit.Entry) string {
 // pending one made approved, a target added) has neither.
 func (b *Book) vouched(p Proposal, needApproval bool) error {
 	d := digest(p)
+	if b.o.Keys != nil {
+		// The trail itself first: whole, every line vouched for by its
+		// writer's key. A line rewritten in place, lines copied into it
+		// (a withdrawn approval replayed after a rotation) break it.
+		if err := b.trailWhole(); err != nil {
+			return fmt.Errorf("%w: %w: nothing is approved or run until the trail is whole", ErrTampered, err)
+		}
+	}
 	lines, err := b.trail.All(audit.Filter{Proposal: p.ID})
 	if err != nil {
 		return err
@@ -491,25 +499,54 @@ func (b *Book) vouched(p Proposal, needApproval bool) error {
 	if over := terminal(lines); over != "" {
 		return fmt.Errorf("%w: the audit trail says %s is over: %s; its file says %s: not approved nor run; propose it again", ErrTampered, p.ID, over, p.State)
 	}
-	proposed, approved := false, false
+	proposed, approved, proposals := false, false, 0
 	for _, e := range lines {
-		if e.Digest != d {
+		if e.Action == "propose" {
+			// Only the first propose line of an id is the proposal: a
+			// second, of the proposer's own making, vouches for nothing.
+			proposals++
+			proposed = proposed || (proposals == 1 && e.Digest == d && (Actor{Name: e.Operator}).Same(p.Proposer))
 			continue
 		}
-		switch {
-		case e.Action == "propose" && (Actor{Name: e.Operator}).Same(p.Proposer):
-			proposed = true
-		case e.Action == "approve" && e.Result == string(Approved) && !(Actor{Name: e.Operator}).Same(p.Proposer):
+		if e.Digest == d && e.Action == "approve" && e.Result == string(Approved) && !(Actor{Name: e.Operator}).Same(p.Proposer) {
 			approved = true
 		}
 	}
+	// Whether it needs another operator is the kept policy's word now,
+	// not only what the file (or the policy when it was made) says.
+	needs := p.Needs
+	if now := b.policy.NeedsFor(p.Spec, p.Targets); now != "" {
+		needs = now
+	}
 	switch {
+	case proposals > 1:
+		return fmt.Errorf("%w: the audit trail has %d propose lines for %s (only its first is the proposal): not run; propose it again", ErrTampered, proposals, p.ID)
 	case !proposed:
 		return fmt.Errorf("%w: %s is not what the audit trail says was proposed (the proposal file was changed): not run; propose it again", ErrTampered, p.ID)
-	case needApproval && p.Needs != "" && !approved:
-		return fmt.Errorf("%w: the audit trail has no approval of %s as it is by another operator: not run", ErrTampered, p.ID)
+	case needApproval && needs != "" && !approved:
+		return fmt.Errorf("%w: the audit trail has no approval of %s as it is by another operator (it needs one: %s): not run", ErrTampered, p.ID, needs)
 	}
 	return nil
+}
+
+// trailWhole checks the trail's current file: its chain from its first
+// line on (a rotated file's first line goes on from the file before) and
+// every line's signature.
+func (b *Book) trailWhole() error {
+	f, err := os.Open(b.trail.Path())
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	first, err := audit.FirstOf(f)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		return err
+	}
+	_, err = audit.VerifyKeyed(f, b.trail.Path(), first, b.o.Keys)
+	return err
 }
 
 // Run executes approved proposal id by who, in batches, calling progress
