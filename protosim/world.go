@@ -170,9 +170,9 @@ type world struct {
 	// represent: the hard-declined charges an approved proposal marked
 	// (under a policy with represent-hard-decline): each may be presented
 	// again once, under one later generation.
-	represent map[string]string
-	ops             []string // what the operators did, for the trace's end
-	violations      []string
+	represent  map[string]string
+	ops        []string // what the operators did, for the trace's end
+	violations []string
 	// kinds counts what happened, by kind: a run's coverage.
 	kinds map[string]int
 }
