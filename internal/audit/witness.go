@@ -87,7 +87,10 @@ func (w *Witness) Check(seen func(seq int64, hash string)) error {
 	br := bufio.NewReaderSize(f, 64<<10)
 	pos := w.end
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br)
+		if errors.Is(err, errLongLine) {
+			return fmt.Errorf("%w: after seq %d, a line longer than %d bytes: not written by the trail", ErrCut, w.seq, MaxLine)
+		}
 		if len(line) == 0 || !bytes.HasSuffix(line, []byte{'\n'}) {
 			return nil // the end, or a line still being written
 		}
@@ -119,6 +122,23 @@ func (w *Witness) Check(seen func(seq int64, hash string)) error {
 		w.start, w.end, w.seq, w.hash = start, pos, seq, Hash(body)
 		if seen != nil {
 			seen(seq, w.hash)
+		}
+	}
+}
+
+var errLongLine = errors.New("line over the limit")
+
+// readLine reads one line (with its newline) of at most MaxLine bytes.
+func readLine(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		part, err := br.ReadSlice('\n')
+		line = append(line, part...)
+		if len(line) > MaxLine {
+			return nil, errLongLine
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
 		}
 	}
 }
