@@ -78,7 +78,11 @@ type Posted struct {
 	BookingDate string `json:"bookingDate"`
 	Reference   string `json:"reference,omitempty"`
 	Reversal    bool   `json:"reversal,omitempty"`
-	Where       string `json:"where"`
+	// Return: the reversal is the debit returned (camt RtrInf), with its
+	// ISO 20022 reason code (AC04, AM04, MD06, …; empty when none given).
+	Return       bool   `json:"return,omitempty"`
+	ReturnReason string `json:"returnReason,omitempty"`
+	Where        string `json:"where"`
 }
 
 // Break is one thing the books and the records disagree on.
@@ -221,39 +225,62 @@ func (k *keyPostings) add(p statement.Posting) bool {
 	return true
 }
 
-// pair cancels each reversal with the posting it reverses: the one with
-// its bank reference, else (a reversal without one) a posting of its
-// amount. standing is what stands after it; partial the reversals of a
-// posting here of another amount (or, without a reference, of no amount
-// here); earlier the reversals of a posting of no statement read here (a
-// reference no posting has). k is left as read.
-func (k *keyPostings) pair() (standing, partial, earlier []statement.Posting) {
+// pair cancels each reversal (or return) with the posting it reverses:
+// the one with its bank reference; else — banks give a reversal or a
+// return a reference of its own — a posting of its amount and currency
+// (under its key, the same end-to-end id) booked on or before it; a
+// reversal without a reference, a posting of its amount. Reversals
+// naming a posting's reference are paired first. standing is what stands
+// after it; partial the reversals of a posting here of another amount (or,
+// without a reference, of no amount here); earlier the reversals of a
+// posting of no statement read here (a reference no posting has, and no
+// posting of its amount booked before it; or the reference of the posting
+// recorded, which an earlier statement had: a correction reverses it and
+// posts again). k is left as read.
+func (k *keyPostings) pair(recorded string) (standing, partial, earlier []statement.Posting) {
 	if len(k.reversed) == 0 {
 		return k.posted, nil, nil
 	}
 	standing = slices.Clone(k.posted)
+	var own []statement.Posting // reversals whose reference no posting has
 	for _, rv := range k.reversed {
-		at := -1
+		if rv.Reference == "" {
+			continue
+		}
+		at := slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Reference == rv.Reference })
+		switch {
+		case at < 0 && recorded != "" && (rv.Reference == recorded || charge.MaskText(rv.Reference, rv.Account) == recorded):
+			earlier = append(earlier, rv) // the recorded posting's, of an earlier statement
+		case at < 0:
+			own = append(own, rv)
+		case standing[at].Amount != rv.Amount:
+			partial = append(partial, rv)
+		default:
+			standing = slices.Delete(standing, at, at+1)
+		}
+	}
+	for _, rv := range own {
+		at := slices.IndexFunc(standing, func(p statement.Posting) bool {
+			return p.Amount == rv.Amount && !p.BookingDate.After(rv.BookingDate)
+		})
+		if at < 0 {
+			earlier = append(earlier, rv)
+			continue
+		}
+		standing = slices.Delete(standing, at, at+1)
+	}
+	for _, rv := range k.reversed {
 		if rv.Reference != "" {
-			at = slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Reference == rv.Reference })
-			switch {
-			case at < 0:
-				earlier = append(earlier, rv)
-				continue
-			case standing[at].Amount != rv.Amount:
+			continue
+		}
+		at := slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Amount == rv.Amount })
+		if at < 0 {
+			if len(standing) > 0 {
 				partial = append(partial, rv)
-				continue
+			} else {
+				earlier = append(earlier, rv)
 			}
-		} else {
-			at = slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Amount == rv.Amount })
-			if at < 0 {
-				if len(standing) > 0 {
-					partial = append(partial, rv)
-				} else {
-					earlier = append(earlier, rv)
-				}
-				continue
-			}
+			continue
 		}
 		standing = slices.Delete(standing, at, at+1)
 	}
@@ -490,14 +517,6 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		return fmt.Errorf("record %s: %w", id, err)
 	}
 	b := Break{ChargeID: id, key: id}
-	var posted, partial, earlier []statement.Posting
-	for _, kp := range cp.sorted() {
-		st, pa, ea := kp.pair()
-		posted = append(posted, st...)
-		partial = append(partial, pa...)
-		earlier = append(earlier, ea...)
-	}
-	standing := len(posted)
 	if found {
 		b.State, b.Status, b.Generation = string(rec.State), rec.Status, max(rec.Generation, 1)
 		b.UpdatedAt = rec.UpdatedAt.UTC().Format(time.RFC3339)
@@ -505,6 +524,14 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 			b.Reference = charge.ReferenceOf(rec.Status, rec.Detail)
 		}
 	}
+	var posted, partial, earlier []statement.Posting
+	for _, kp := range cp.sorted() {
+		st, pa, ea := kp.pair(b.Reference)
+		posted = append(posted, st...)
+		partial = append(partial, pa...)
+		earlier = append(earlier, ea...)
+	}
+	standing := len(posted)
 	if standing == 1 {
 		b.judged = posted[0]
 	}
@@ -574,6 +601,11 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Kind = RecordedNotPosted
 		b.Detail = fmt.Sprintf("recorded %s but the bank reversed the posting recorded (reference %s): the money is back with the customer", rec.Status, b.Reference)
 		b.Action = "ask the bank why it reversed the debit; the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
+		if rt, ok := returned(cp); ok {
+			b.Detail = fmt.Sprintf("recorded %s but the debit was returned, reason %s (reference %s): the money is back with the customer",
+				rec.Status, clip(statement.ReturnReasonText(rt.ReturnReason)), b.Reference)
+			b.Action = "the debit came back (" + returnAction(rt.ReturnReason) + "); the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
+		}
 		r.add(cp.fill(b))
 		return nil
 	}
@@ -754,6 +786,31 @@ func collectedKey(rec driver.Record) (string, bool) {
 	return "", false
 }
 
+// returned is the first return among cp's reversals.
+func returned(cp chargePostings) (statement.Posting, bool) {
+	for _, kp := range cp {
+		for _, rv := range kp.reversed {
+			if rv.Return {
+				return rv, true
+			}
+		}
+	}
+	return statement.Posting{}, false
+}
+
+// returnAction is what to do about a return of reason code.
+func returnAction(code string) string {
+	switch code {
+	case "AC01", "AC04", "AC06", "AC13", "MD07", "RR01":
+		return "the account cannot be debited: billing updates the customer's account before any new charge"
+	case "AM04":
+		return "insufficient funds: billing decides whether to raise it again"
+	case "MD01", "MD02", "MD06":
+		return "the customer disputes the debit or its mandate: billing settles it with the customer"
+	}
+	return "ask the bank about the reason if it is not clear"
+}
+
 // reversesRecorded reports whether one of the reversals undoes the posting
 // the record holds the reference of (or says no reference: then it may).
 func reversesRecorded(reversals []statement.Posting, recorded string) bool {
@@ -879,6 +936,9 @@ func (b Break) digest() string {
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", b.Kind, b.ChargeID, b.State, b.Generation, b.Reference)
 	for _, p := range b.Posted {
 		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%t\x00", p.BankKey, p.Minor, p.Currency, p.BookingDate, p.Reference, p.Reversal)
+		if p.Return {
+			fmt.Fprintf(h, "return\x00%s\x00", p.ReturnReason)
+		}
 	}
 	// The full accounts and narratives (never shown), and whether the
 	// posting could be checked: another customer's posting under the same
@@ -943,7 +1003,7 @@ func shown(p statement.Posting) Posted {
 	// ("UPI/<account>/…"): masked as any such text is.
 	return Posted{BankKey: p.BankKey, Account: charge.MaskAccount(p.Account), Minor: p.Amount.Minor, Currency: string(p.Amount.Currency),
 		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: charge.MaskText(p.Reference, p.Account),
-		Reversal: p.Reversal, Where: charge.MaskText(p.Where, p.Account)}
+		Reversal: p.Reversal, Return: p.Return, ReturnReason: p.ReturnReason, Where: charge.MaskText(p.Where, p.Account)}
 }
 
 func keysOf(cp chargePostings) []string {

@@ -72,6 +72,26 @@ func (e *AccountNotFoundError) Error() string {
 	return fmt.Sprintf("%s: no statement of collection account %s in the file (accounts found: %s)", e.File, e.Account, found)
 }
 
+// CollectionSideError: a file whose only account holds nothing but
+// credits from customers' accounts (a collection account's statement) was
+// read as the customers' own statements (no Options.CollectionAccount):
+// read that way it has no posting of ours, and every charge would look
+// unposted.
+type CollectionSideError struct {
+	File string
+	// Account is the statement's account as the file gives it: the
+	// collection account (the bank's own, not a customer's), which the
+	// operator gives to --collection-account.
+	Account string
+	// Credits counts the booked credits from other accounts.
+	Credits int
+}
+
+func (e *CollectionSideError) Error() string {
+	return fmt.Sprintf("%s: account %s holds only credits from customers' accounts (%d): a collection account's statement; read it with --collection-account %s",
+		e.File, e.Account, e.Credits, e.Account)
+}
+
 // ReadFile is Read of the file at path, named by path in errors and in
 // each Posting's Where.
 func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error) {
