@@ -603,7 +603,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Action = "ask the bank why it reversed the debit; the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
 		if rt, ok := returned(cp); ok {
 			b.Detail = fmt.Sprintf("recorded %s but the debit was returned, reason %s (reference %s): the money is back with the customer",
-				rec.Status, clip(statement.ReturnReasonText(rt.ReturnReason)), b.Reference)
+				rec.Status, clip(statement.ReturnReasonText(charge.MaskText(rt.ReturnReason, rt.Account))), b.Reference)
 			b.Action = "the debit came back (" + returnAction(rt.ReturnReason) + "); the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
 		}
 		r.add(cp.fill(b))
@@ -1003,7 +1003,7 @@ func shown(p statement.Posting) Posted {
 	// ("UPI/<account>/…"): masked as any such text is.
 	return Posted{BankKey: p.BankKey, Account: charge.MaskAccount(p.Account), Minor: p.Amount.Minor, Currency: string(p.Amount.Currency),
 		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: charge.MaskText(p.Reference, p.Account),
-		Reversal: p.Reversal, Return: p.Return, ReturnReason: p.ReturnReason, Where: charge.MaskText(p.Where, p.Account)}
+		Reversal: p.Reversal, Return: p.Return, ReturnReason: charge.MaskText(p.ReturnReason, p.Account), Where: charge.MaskText(p.Where, p.Account)}
 }
 
 func keysOf(cp chargePostings) []string {

@@ -159,9 +159,10 @@ func inputErr(err error) error {
 	var (
 		fe *statement.FormatError
 		an *statement.AccountNotFoundError
+		cs *statement.CollectionSideError
 		pe *fs.PathError
 	)
-	if errors.As(err, &fe) || errors.As(err, &an) || errors.As(err, &pe) || errors.Is(err, reconcile.ErrNoPeriod) || errors.Is(err, reconcile.ErrGap) {
+	if errors.As(err, &fe) || errors.As(err, &an) || errors.As(err, &cs) || errors.As(err, &pe) || errors.Is(err, reconcile.ErrNoPeriod) || errors.Is(err, reconcile.ErrGap) {
 		return cli.Usagef("%v", err)
 	}
 	return err

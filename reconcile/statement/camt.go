@@ -81,8 +81,9 @@ type camtReader struct {
 	found            []string
 	matched          bool
 	// Read as the customers' side: the accounts of the file's statements
-	// (whole), the booked debits read (of any kind), and the booked credits
-	// that name another account as their debtor (CollectionSideError).
+	// (whole), the booked debits read that are neither a reversal nor a
+	// return, and the booked credits that name another account as their
+	// debtor (CollectionSideError).
 	accounts       []string
 	debits, others int
 
@@ -115,6 +116,7 @@ type entry struct {
 	returns      bool
 	all          int
 	other        bool // a credit naming another account as its debtor (customers' side)
+	rtr          bool // a transaction has return information
 	ntx, missing int  // transactions, of them without an amount
 	missingLine  int
 	sum          int64
@@ -135,7 +137,7 @@ func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(
 	if err == nil && r.collection && !r.matched {
 		err = &AccountNotFoundError{File: name, Account: opts.CollectionAccount, Found: r.found}
 	}
-	if err == nil && !r.collection && len(r.accounts) == 1 && r.h.Postings == 0 && r.debits == 0 && r.others > 0 {
+	if err == nil && !r.collection && len(r.accounts) == 1 && r.debits == 0 && r.others > 0 {
 		err = &CollectionSideError{File: name, Account: r.accounts[0], Credits: r.others}
 	}
 	return r.h, err
@@ -677,7 +679,7 @@ func (r *camtReader) entry(line int) error {
 		return nil
 	}
 	r.h.Entries++
-	if e.ind == "DBIT" {
+	if e.ind == "DBIT" && !e.rvsl && !e.rtr {
 		r.debits++
 	}
 	if e.other {
@@ -868,6 +870,9 @@ func (r *camtReader) transaction(line int) error {
 	})
 	if err != nil {
 		return err
+	}
+	if t.rtr {
+		e.rtr = true
 	}
 	if e.returns {
 		e.all++
