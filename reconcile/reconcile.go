@@ -349,7 +349,11 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	// postings, judged without reading any record.
 	odd := map[string]chargePostings{}
 	repeated := 0
+	// days are the booking days with a posting or a reversal of ours, of
+	// any charge (also when one charge is judged).
+	days := map[time.Time]bool{}
 	said, err := read(func(p statement.Posting) error {
+		days[p.BookingDate] = true
 		id, ok := ChargeOf(p.BankKey)
 		to := byCharge
 		if !ok {
@@ -387,7 +391,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	if outside > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) booked outside the period were left out", outside))
 	}
-	r := &run{opts: opts, rep: &rep}
+	r := &run{opts: opts, rep: &rep, days: days, empty: map[time.Time]int{}}
 	for id, cp := range odd {
 		r.unknownKeys(id, cp)
 	}
@@ -396,6 +400,10 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	}
 	if err := r.finished(ctx, byCharge); err != nil {
 		return rep, err
+	}
+	for _, d := range slices.SortedFunc(maps.Keys(r.empty), time.Time.Compare) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("warning: the statement has no entry of ours on %s, and %d record(s) were DONE that day: not reported as recorded_not_posted (a day missing from the statement, or read from the wrong side?); reconcile again with that day's statement",
+			d.Format(time.DateOnly), r.empty[d]))
 	}
 	if rep, err = rep.Open(ctx, opts.Store, opts.Now); err != nil {
 		return rep, err
@@ -451,6 +459,20 @@ type run struct {
 
 	mu         sync.Mutex
 	unknownKey int
+	// days: the booking days with an entry of ours; empty counts, by the
+	// bank's day, the records DONE on a day of the period without one.
+	days  map[time.Time]bool
+	empty map[time.Time]int
+}
+
+// bankDay is the booking date (the bank's day, at midnight UTC) of the
+// day of the period that at falls in: the period's days run from its From,
+// whose day is From rounded to the nearest midnight (a bank's zone is
+// within 12 hours of UTC either way, nearly always).
+func (r *run) bankDay(at time.Time) time.Time {
+	from := r.opts.Period.From.UTC()
+	k := int(at.Sub(from) / (24 * time.Hour))
+	return from.Round(24*time.Hour).AddDate(0, 0, k)
 }
 
 func (r *run) add(b Break) {
@@ -864,8 +886,18 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 		if _, judged := byCharge[rec.Key]; judged {
 			return nil // its postings were judged against it
 		}
-		if at := DebitTime(rec); at.Before(r.opts.Period.From) || !at.Before(r.opts.Period.To) {
+		at := DebitTime(rec)
+		if at.Before(r.opts.Period.From) || !at.Before(r.opts.Period.To) {
 			return nil // debited in another period
+		}
+		if d := r.bankDay(at); !r.days[d] {
+			// No entry of ours at all on that day: the statement lacks
+			// the day (or was read from the wrong side), not every
+			// charge of it unposted. A warning, not N breaks.
+			r.mu.Lock()
+			r.empty[d]++
+			r.mu.Unlock()
+			return nil
 		}
 		r.add(Break{Kind: RecordedNotPosted, ChargeID: rec.Key, key: rec.Key, BankKeys: []string{recordedKey(rec)},
 			Account: noticeAccount(rec), State: string(rec.State), Status: rec.Status, Generation: max(rec.Generation, 1),

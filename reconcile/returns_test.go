@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/reconcile"
@@ -155,5 +156,33 @@ func TestReconcileCollectionStatementReadAsCustomers(t *testing.T) {
 	// A customer's statement (its debits) is read as it was.
 	if _, err := statement.ReadFile(filepath.Join("testdata", "camt053_001_02_booked_reversed.xml"), statement.Options{}, func(statement.Posting) error { return nil }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A day of the period with no entry of ours at all, when records were
+// DONE that day, is a warning (the statement lacks the day), not a
+// recorded_not_posted break for each; a day with entries still reports
+// the charges it lacks.
+func TestReconcileEmptyDayIsAWarning(t *testing.T) {
+	b := newBooks(t, memstore.New(), "CHG-E-")
+	for _, n := range []string{"1", "2", "3"} {
+		b.done(t, b.charge(n, 2500)) // day 1, 09:00
+	}
+	b.clock.Advance(24 * time.Hour)
+	posted := b.charge("4", 2500)
+	b.done(t, posted) // day 2
+	lost := b.charge("5", 2500)
+	b.done(t, lost) // day 2, never posted
+	p := b.post(posted, 1, 2500, true)
+	p.BookingDate = day.AddDate(0, 0, 1)
+	b.postings = []statement.Posting{p}
+	rep, err := reconcile.Run(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp,
+		Period: statement.Period{From: day, To: day.AddDate(0, 0, 2)}, Now: b.clock.Now()}, b.postings_())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBreaks(t, rep, "recorded_not_posted CHG-E-5")
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "warning: the statement has no entry of ours on 2026-12-01, and 3 record(s) were DONE that day") {
+		t.Fatalf("notes %q", rep.Notes)
 	}
 }
