@@ -132,7 +132,15 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 // direction of the side read, each transaction (NtryDtls/TxDtls) with an
 // EndToEndId is a posting; a transaction without one (or "NOTPROVIDED"),
 // or an entry without transactions, has no bank key and is counted in
-// Header.Unkeyed. Entries of another status are skipped.
+// Header.Unkeyed. Entries of another status are skipped. A booked entry in
+// the other direction is read for its returns: each transaction with
+// return information (TxDtls/RtrInf; its Rsn/Cd, else Rsn/Prtry, is
+// Posting.ReturnReason) is a reversal of ours, the others are skipped
+// (and an entry's sum is checked only when all its transactions are
+// returns). Read without Options.CollectionAccount, a file whose only
+// account has no debit but reversals and returns, and credits naming
+// another account as their debtor under an EndToEndId, is refused with a
+// *CollectionSideError.
 //
 // A transaction's amount is its Amt or AmtDtls/TxAmt/Amt; a
 // single-transaction entry's may be left to the entry's Amt. The
