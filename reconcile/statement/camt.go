@@ -924,7 +924,9 @@ func (r *camtReader) transaction(line int) error {
 	}
 	if r.collection {
 		p.Account = t.debtor.String()
-		if p.Account == "" {
+		// A return may leave the parties out: it is paired by key,
+		// reference and amount, not by account.
+		if p.Account == "" && !e.returns {
 			return r.errf(line, "TxDtls/RltdPties/DbtrAcct", "missing: the customer's account of %s", t.key)
 		}
 	}

@@ -462,3 +462,39 @@ func TestReadLatin1(t *testing.T) {
 		t.Errorf("postings %+v", got)
 	}
 }
+
+// A return on the collection account (a DBIT entry with RtrInf, no
+// RvslInd) is read as a reversal with its reason code (Rsn/Prtry here),
+// its parties optional; the other transaction of its entry, and a DBIT
+// entry without RtrInf, are not ours.
+func TestReadReturns(t *testing.T) {
+	doc := `<?xml version="1.0"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.054.001.04"><BkToCstmrDbtCdtNtfctn><Ntfctn>
+<Acct><Id><Othr><Id>FEES-001</Id></Othr></Id></Acct>
+<Ntry><Amt Ccy="INR">40.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts>BOOK</Sts><BookgDt><Dt>2026-12-02</Dt></BookgDt><AcctSvcrRef>E-1</AcctSvcrRef>
+<NtryDtls>
+<TxDtls><Refs><EndToEndId>CHG-1</EndToEndId></Refs><Amt Ccy="INR">25.00</Amt><RtrInf><Rsn><Prtry>BANK-77</Prtry></Rsn></RtrInf></TxDtls>
+<TxDtls><Refs><EndToEndId>OTHER-9</EndToEndId></Refs><Amt Ccy="INR">15.00</Amt></TxDtls>
+</NtryDtls></Ntry>
+<Ntry><Amt Ccy="INR">5.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts>BOOK</Sts><BookgDt><Dt>2026-12-02</Dt></BookgDt>
+<NtryDtls><TxDtls><Refs><EndToEndId>CHG-2</EndToEndId></Refs></TxDtls></NtryDtls></Ntry>
+</Ntfctn></BkToCstmrDbtCdtNtfctn></Document>`
+	var got []Posting
+	h, err := Read(strings.NewReader(doc), "n.xml", Options{CollectionAccount: "FEES-001"}, func(p Posting) error {
+		got = append(got, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || h.Postings != 1 {
+		t.Fatalf("postings %+v", got)
+	}
+	p := got[0]
+	if p.BankKey != "CHG-1" || !p.Reversal || !p.Return || p.ReturnReason != "BANK-77" || p.Amount.Minor != 2500 || p.Reference != "E-1" || p.Account != "" {
+		t.Fatalf("return read as %+v", p)
+	}
+	if s := ReturnReasonText("AM04"); s != "AM04 (insufficient funds)" {
+		t.Fatal(s)
+	}
+}
