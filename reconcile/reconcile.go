@@ -615,7 +615,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		// duplicate refunded, as a posted_twice break advised): nothing
 		// is owed either way.
 		r.mu.Lock()
-		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%s: the bank reversed a posting of an earlier statement (reference %s), not the one recorded (%s): a refunded duplicate; nothing to do if an earlier report had it posted_twice",
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%s: the bank reversed a posting of an earlier statement (reference %s), not the one recorded (%s): a refunded duplicate; nothing to do if an earlier report had it posted_twice (else the reversal may carry a reference of its own: reconcile the two days' statements together, --statement each, to pair it)",
 			ShowKey(id, earlier[0].Account), clip(charge.MaskText(earlier[0].Reference, earlier[0].Account)), clip(b.Reference)))
 		r.mu.Unlock()
 		return nil

@@ -186,3 +186,37 @@ func TestReconcileEmptyDayIsAWarning(t *testing.T) {
 		t.Fatalf("notes %q", rep.Notes)
 	}
 }
+
+// Across two days read together: a posting of day 1 and its reversal of
+// day 2 under a reference of its own are paired; a reversal booked before
+// the posting is not.
+func TestReconcileOwnReferenceReversalAcrossDays(t *testing.T) {
+	two := statement.Period{From: day, To: day.AddDate(0, 0, 2)}
+	for _, tc := range []struct {
+		name         string
+		posted, rvsl time.Time
+		wantReversed bool
+	}{
+		{"reversed the next day", day, day.AddDate(0, 0, 1), true},
+		{"a reversal booked before the posting", day.AddDate(0, 0, 1), day, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBooks(t, memstore.New(), "CHG-X-")
+			c := b.charge("1", 2500)
+			b.done(t, c)
+			p := b.post(c, 1, 2500, true)
+			p.BookingDate = tc.posted
+			rv := p
+			rv.Reversal, rv.Reference, rv.BookingDate = true, "RVSL-OWN-1", tc.rvsl
+			b.postings = []statement.Posting{p, rv}
+			rep, err := reconcile.Run(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: two, Now: b.clock.Now()}, b.postings_())
+			if err != nil {
+				t.Fatal(err)
+			}
+			br := findBreak(rep, c.ID)
+			if got := br != nil && br.Kind == reconcile.RecordedNotPosted && strings.Contains(br.Detail, "reversed the posting recorded"); got != tc.wantReversed {
+				t.Fatalf("reversed: %v, want %v (%+v, notes %q)", got, tc.wantReversed, br, rep.Notes)
+			}
+		})
+	}
+}
