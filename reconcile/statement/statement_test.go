@@ -416,7 +416,7 @@ func TestReadCSVMalformed(t *testing.T) {
 		elem, msg  string
 	}{
 		{"bad header", "booking_date,key,account,amount_minor,currency,reference,reversal\n" + ok, 1, "header",
-			`"booking_date,key,account,amount_minor,currency,reference,reversal" is not "` + csvHeader + `" (with or without a last column narrative)`},
+			`"booking_date,key,account,amount_minor,currency,reference,reversal" is not "` + csvHeader + `" (with or without a last column narrative, or narrative,return_reason)`},
 		{"decimal amount", head + ok + "2026-12-01,chg-2,0001,25.00,INR,R2,false,N\n", 3, "amount_minor", `"25.00" is not a positive integer of minor units`},
 		{"negative amount", head + ok + "2026-12-01,chg-2,0001,-5,INR,R2,false,N\n", 3, "amount_minor", `"-5" is not a positive integer of minor units`},
 		{"signed amount", head + "2026-12-01,chg-2,0001,+5,INR,R2,false,N\n", 2, "amount_minor", `"+5" is not a positive integer of minor units`},
@@ -496,5 +496,24 @@ func TestReadReturns(t *testing.T) {
 	}
 	if s := ReturnReasonText("AM04"); s != "AM04 (insufficient funds)" {
 		t.Fatal(s)
+	}
+}
+
+// The CSV export's optional ninth column names a return's reason code.
+func TestReadCSVReturnReason(t *testing.T) {
+	doc := "booking_date,bank_key,account,amount_minor,currency,reference,reversal,narrative,return_reason\n" +
+		"2026-12-01,CHG-1,001234567891,2500,INR,CBS1,false,SMS_ALERT_FEE 2026-12-01,\n" +
+		"2026-12-02,CHG-1,001234567891,2500,INR,RTN-1,true,,AC04\n"
+	var got []Posting
+	if _, err := Read(strings.NewReader(doc), "s.csv", Options{}, func(p Posting) error { got = append(got, p); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Return || !got[1].Return || !got[1].Reversal || got[1].ReturnReason != "AC04" {
+		t.Fatalf("%+v", got)
+	}
+	bad := strings.Replace(doc, "RTN-1,true", "RTN-1,false", 1)
+	var fe *FormatError
+	if _, err := Read(strings.NewReader(bad), "s.csv", Options{}, func(Posting) error { return nil }); !errors.As(err, &fe) || fe.Elem != "return_reason" {
+		t.Fatalf("a reason code on a posting: %v", err)
 	}
 }
