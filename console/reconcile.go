@@ -83,7 +83,10 @@ func viewBreak(b reconcile.Break) breakView {
 		if p.Reference != "" {
 			s += ", reference " + p.Reference
 		}
-		if p.Reversal {
+		switch {
+		case p.Return:
+			s = "return " + statement.ReturnReasonText(p.ReturnReason) + ": " + s
+		case p.Reversal:
 			s = "reversal: " + s
 		}
 		v.Posted = append(v.Posted, printable(s))

@@ -101,6 +101,9 @@ func TestAttackUnfinishedResolutionHidesBreak(t *testing.T) {
 	b := newBooks(t, memstore.New(), "ATK-")
 	c := b.charge("lost", 2500)
 	b.done(t, c) // DONE, never posted: recorded_not_posted
+	other := b.charge("other", 100)
+	b.done(t, other)
+	b.post(other, 1, 100, true) // the day's statement is there: it has another charge
 	rep := b.run(t)
 	br := findBreak(rep, c.ID)
 	if br == nil {

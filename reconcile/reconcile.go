@@ -78,7 +78,11 @@ type Posted struct {
 	BookingDate string `json:"bookingDate"`
 	Reference   string `json:"reference,omitempty"`
 	Reversal    bool   `json:"reversal,omitempty"`
-	Where       string `json:"where"`
+	// Return: the reversal is the debit returned (camt RtrInf), with its
+	// ISO 20022 reason code (AC04, AM04, MD06, …; empty when none given).
+	Return       bool   `json:"return,omitempty"`
+	ReturnReason string `json:"returnReason,omitempty"`
+	Where        string `json:"where"`
 }
 
 // Break is one thing the books and the records disagree on.
@@ -221,39 +225,62 @@ func (k *keyPostings) add(p statement.Posting) bool {
 	return true
 }
 
-// pair cancels each reversal with the posting it reverses: the one with
-// its bank reference, else (a reversal without one) a posting of its
-// amount. standing is what stands after it; partial the reversals of a
-// posting here of another amount (or, without a reference, of no amount
-// here); earlier the reversals of a posting of no statement read here (a
-// reference no posting has). k is left as read.
-func (k *keyPostings) pair() (standing, partial, earlier []statement.Posting) {
+// pair cancels each reversal (or return) with the posting it reverses:
+// the one with its bank reference; else — banks give a reversal or a
+// return a reference of its own — a posting of its amount and currency
+// (under its key, the same end-to-end id) booked on or before it; a
+// reversal without a reference, a posting of its amount. Reversals
+// naming a posting's reference are paired first. standing is what stands
+// after it; partial the reversals of a posting here of another amount (or,
+// without a reference, of no amount here); earlier the reversals of a
+// posting of no statement read here (a reference no posting has, and no
+// posting of its amount booked before it; or the reference of the posting
+// recorded, which an earlier statement had: a correction reverses it and
+// posts again). k is left as read.
+func (k *keyPostings) pair(recorded string) (standing, partial, earlier []statement.Posting) {
 	if len(k.reversed) == 0 {
 		return k.posted, nil, nil
 	}
 	standing = slices.Clone(k.posted)
+	var own []statement.Posting // reversals whose reference no posting has
 	for _, rv := range k.reversed {
-		at := -1
+		if rv.Reference == "" {
+			continue
+		}
+		at := slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Reference == rv.Reference })
+		switch {
+		case at < 0 && recorded != "" && (rv.Reference == recorded || charge.MaskText(rv.Reference, rv.Account) == recorded):
+			earlier = append(earlier, rv) // the recorded posting's, of an earlier statement
+		case at < 0:
+			own = append(own, rv)
+		case standing[at].Amount != rv.Amount:
+			partial = append(partial, rv)
+		default:
+			standing = slices.Delete(standing, at, at+1)
+		}
+	}
+	for _, rv := range own {
+		at := slices.IndexFunc(standing, func(p statement.Posting) bool {
+			return p.Amount == rv.Amount && !p.BookingDate.After(rv.BookingDate)
+		})
+		if at < 0 {
+			earlier = append(earlier, rv)
+			continue
+		}
+		standing = slices.Delete(standing, at, at+1)
+	}
+	for _, rv := range k.reversed {
 		if rv.Reference != "" {
-			at = slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Reference == rv.Reference })
-			switch {
-			case at < 0:
-				earlier = append(earlier, rv)
-				continue
-			case standing[at].Amount != rv.Amount:
+			continue
+		}
+		at := slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Amount == rv.Amount })
+		if at < 0 {
+			if len(standing) > 0 {
 				partial = append(partial, rv)
-				continue
+			} else {
+				earlier = append(earlier, rv)
 			}
-		} else {
-			at = slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Amount == rv.Amount })
-			if at < 0 {
-				if len(standing) > 0 {
-					partial = append(partial, rv)
-				} else {
-					earlier = append(earlier, rv)
-				}
-				continue
-			}
+			continue
 		}
 		standing = slices.Delete(standing, at, at+1)
 	}
@@ -322,7 +349,11 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	// postings, judged without reading any record.
 	odd := map[string]chargePostings{}
 	repeated := 0
+	// days are the booking days with a posting or a reversal of ours, of
+	// any charge (also when one charge is judged).
+	days := map[time.Time]bool{}
 	said, err := read(func(p statement.Posting) error {
+		days[p.BookingDate] = true
 		id, ok := ChargeOf(p.BankKey)
 		to := byCharge
 		if !ok {
@@ -360,7 +391,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	if outside > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) booked outside the period were left out", outside))
 	}
-	r := &run{opts: opts, rep: &rep}
+	r := &run{opts: opts, rep: &rep, days: days, empty: map[time.Time]int{}}
 	for id, cp := range odd {
 		r.unknownKeys(id, cp)
 	}
@@ -369,6 +400,10 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	}
 	if err := r.finished(ctx, byCharge); err != nil {
 		return rep, err
+	}
+	for _, d := range slices.SortedFunc(maps.Keys(r.empty), time.Time.Compare) {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("warning: the statement has no entry of ours on %s, and %d record(s) were DONE that day: not reported as recorded_not_posted (a day missing from the statement, or read from the wrong side?); reconcile again with that day's statement",
+			d.Format(time.DateOnly), r.empty[d]))
 	}
 	if rep, err = rep.Open(ctx, opts.Store, opts.Now); err != nil {
 		return rep, err
@@ -424,6 +459,20 @@ type run struct {
 
 	mu         sync.Mutex
 	unknownKey int
+	// days: the booking days with an entry of ours; empty counts, by the
+	// bank's day, the records DONE on a day of the period without one.
+	days  map[time.Time]bool
+	empty map[time.Time]int
+}
+
+// bankDay is the booking date (the bank's day, at midnight UTC) of the
+// day of the period that at falls in: the period's days run from its From,
+// whose day is From rounded to the nearest midnight (a bank's zone is
+// within 12 hours of UTC either way, nearly always).
+func (r *run) bankDay(at time.Time) time.Time {
+	from := r.opts.Period.From.UTC()
+	k := int(at.Sub(from) / (24 * time.Hour))
+	return from.Round(24*time.Hour).AddDate(0, 0, k)
 }
 
 func (r *run) add(b Break) {
@@ -490,14 +539,6 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		return fmt.Errorf("record %s: %w", id, err)
 	}
 	b := Break{ChargeID: id, key: id}
-	var posted, partial, earlier []statement.Posting
-	for _, kp := range cp.sorted() {
-		st, pa, ea := kp.pair()
-		posted = append(posted, st...)
-		partial = append(partial, pa...)
-		earlier = append(earlier, ea...)
-	}
-	standing := len(posted)
 	if found {
 		b.State, b.Status, b.Generation = string(rec.State), rec.Status, max(rec.Generation, 1)
 		b.UpdatedAt = rec.UpdatedAt.UTC().Format(time.RFC3339)
@@ -505,6 +546,14 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 			b.Reference = charge.ReferenceOf(rec.Status, rec.Detail)
 		}
 	}
+	var posted, partial, earlier []statement.Posting
+	for _, kp := range cp.sorted() {
+		st, pa, ea := kp.pair(b.Reference)
+		posted = append(posted, st...)
+		partial = append(partial, pa...)
+		earlier = append(earlier, ea...)
+	}
+	standing := len(posted)
 	if standing == 1 {
 		b.judged = posted[0]
 	}
@@ -566,7 +615,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		// duplicate refunded, as a posted_twice break advised): nothing
 		// is owed either way.
 		r.mu.Lock()
-		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%s: the bank reversed a posting of an earlier statement (reference %s), not the one recorded (%s): a refunded duplicate; nothing to do if an earlier report had it posted_twice",
+		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%s: the bank reversed a posting of an earlier statement (reference %s), not the one recorded (%s): a refunded duplicate; nothing to do if an earlier report had it posted_twice (else the reversal may carry a reference of its own: reconcile the two days' statements together, --statement each, to pair it)",
 			ShowKey(id, earlier[0].Account), clip(charge.MaskText(earlier[0].Reference, earlier[0].Account)), clip(b.Reference)))
 		r.mu.Unlock()
 		return nil
@@ -574,6 +623,11 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		b.Kind = RecordedNotPosted
 		b.Detail = fmt.Sprintf("recorded %s but the bank reversed the posting recorded (reference %s): the money is back with the customer", rec.Status, b.Reference)
 		b.Action = "ask the bank why it reversed the debit; the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
+		if rt, ok := returned(cp); ok {
+			b.Detail = fmt.Sprintf("recorded %s but the debit was returned, reason %s (reference %s): the money is back with the customer",
+				rec.Status, clip(statement.ReturnReasonText(charge.MaskText(rt.ReturnReason, rt.Account))), b.Reference)
+			b.Action = "the debit came back (" + returnAction(rt.ReturnReason) + "); the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
+		}
 		r.add(cp.fill(b))
 		return nil
 	}
@@ -754,6 +808,31 @@ func collectedKey(rec driver.Record) (string, bool) {
 	return "", false
 }
 
+// returned is the first return among cp's reversals.
+func returned(cp chargePostings) (statement.Posting, bool) {
+	for _, kp := range cp {
+		for _, rv := range kp.reversed {
+			if rv.Return {
+				return rv, true
+			}
+		}
+	}
+	return statement.Posting{}, false
+}
+
+// returnAction is what to do about a return of reason code.
+func returnAction(code string) string {
+	switch code {
+	case "AC01", "AC04", "AC06", "AC13", "MD07", "RR01":
+		return "the account cannot be debited: billing updates the customer's account before any new charge"
+	case "AM04":
+		return "insufficient funds: billing decides whether to raise it again"
+	case "MD01", "MD02", "MD06":
+		return "the customer disputes the debit or its mandate: billing settles it with the customer"
+	}
+	return "ask the bank about the reason if it is not clear"
+}
+
 // reversesRecorded reports whether one of the reversals undoes the posting
 // the record holds the reference of (or says no reference: then it may).
 func reversesRecorded(reversals []statement.Posting, recorded string) bool {
@@ -807,8 +886,18 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 		if _, judged := byCharge[rec.Key]; judged {
 			return nil // its postings were judged against it
 		}
-		if at := DebitTime(rec); at.Before(r.opts.Period.From) || !at.Before(r.opts.Period.To) {
+		at := DebitTime(rec)
+		if at.Before(r.opts.Period.From) || !at.Before(r.opts.Period.To) {
 			return nil // debited in another period
+		}
+		if d := r.bankDay(at); !r.days[d] {
+			// No entry of ours at all on that day: the statement lacks
+			// the day (or was read from the wrong side), not every
+			// charge of it unposted. A warning, not N breaks.
+			r.mu.Lock()
+			r.empty[d]++
+			r.mu.Unlock()
+			return nil
 		}
 		r.add(Break{Kind: RecordedNotPosted, ChargeID: rec.Key, key: rec.Key, BankKeys: []string{recordedKey(rec)},
 			Account: noticeAccount(rec), State: string(rec.State), Status: rec.Status, Generation: max(rec.Generation, 1),
@@ -879,6 +968,9 @@ func (b Break) digest() string {
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00%s\x00", b.Kind, b.ChargeID, b.State, b.Generation, b.Reference)
 	for _, p := range b.Posted {
 		fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00%t\x00", p.BankKey, p.Minor, p.Currency, p.BookingDate, p.Reference, p.Reversal)
+		if p.Return {
+			fmt.Fprintf(h, "return\x00%s\x00", p.ReturnReason)
+		}
 	}
 	// The full accounts and narratives (never shown), and whether the
 	// posting could be checked: another customer's posting under the same
@@ -943,7 +1035,7 @@ func shown(p statement.Posting) Posted {
 	// ("UPI/<account>/…"): masked as any such text is.
 	return Posted{BankKey: p.BankKey, Account: charge.MaskAccount(p.Account), Minor: p.Amount.Minor, Currency: string(p.Amount.Currency),
 		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: charge.MaskText(p.Reference, p.Account),
-		Reversal: p.Reversal, Where: charge.MaskText(p.Where, p.Account)}
+		Reversal: p.Reversal, Return: p.Return, ReturnReason: charge.MaskText(p.ReturnReason, p.Account), Where: charge.MaskText(p.Where, p.Account)}
 }
 
 func keysOf(cp chargePostings) []string {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/safetext"
 	"github.com/finedge/idempotent-consumer/internal/secretfile"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
 )
 
 // Counts is the number of open breaks of each kind, every kind named.
@@ -30,7 +31,10 @@ func (b Break) postedText() string {
 	var w []string
 	for _, p := range b.Posted {
 		s := fmt.Sprintf("%s %s %s %s", p.BankKey, p.Amount, p.BookingDate, p.Reference)
-		if p.Reversal {
+		switch {
+		case p.Return:
+			s = "return " + statement.ReturnReasonText(p.ReturnReason) + " " + s
+		case p.Reversal:
 			s = "reversal " + s
 		}
 		w = append(w, strings.TrimSpace(s))

@@ -31,10 +31,13 @@ reconcile resolve [flags] --statement FILE[,FILE…] --reason TEXT CHARGE_ID
 
 Matches the bank's books (ISO 20022 camt.053 / camt.054, or the CSV
 export: booking_date,bank_key,account,amount_minor,currency,reference,
-reversal[,narrative]) against the records, over the statement's period
-(its FrToDt, or --from/--to), and reports every break:
+reversal[,narrative[,return_reason]]) against the records, over the
+statement's period (its FrToDt, or --from/--to), and reports every break:
 posted_not_recorded, recorded_not_posted, posted_twice, amount_mismatch,
-failed_but_posted, unknown_posting. Exit 0: none; 1: breaks; 2: bad input.
+failed_but_posted, unknown_posting. A reversal or a return (camt RtrInf,
+named with its reason code: AC04, AM04, MD06, …) cancels its posting. A
+collection account's statement needs --collection-account (refused without
+it). Exit 0: none; 1: breaks; 2: bad input.
 
 resolve closes one charge's break, as the statement shows it now:
 posted_not_recorded adopts the posting (DONE with the bank's reference; no
@@ -159,9 +162,10 @@ func inputErr(err error) error {
 	var (
 		fe *statement.FormatError
 		an *statement.AccountNotFoundError
+		cs *statement.CollectionSideError
 		pe *fs.PathError
 	)
-	if errors.As(err, &fe) || errors.As(err, &an) || errors.As(err, &pe) || errors.Is(err, reconcile.ErrNoPeriod) || errors.Is(err, reconcile.ErrGap) {
+	if errors.As(err, &fe) || errors.As(err, &an) || errors.As(err, &cs) || errors.As(err, &pe) || errors.Is(err, reconcile.ErrNoPeriod) || errors.Is(err, reconcile.ErrGap) {
 		return cli.Usagef("%v", err)
 	}
 	return err

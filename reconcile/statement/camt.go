@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,6 +80,12 @@ type camtReader struct {
 	wantIBAN, wantID string
 	found            []string
 	matched          bool
+	// Read as the customers' side: the accounts of the file's statements
+	// (whole), the booked debits read that are neither a reversal nor a
+	// return, and the booked credits that name another account as their
+	// debtor (CollectionSideError).
+	accounts       []string
+	debits, others int
 
 	ns       string // the Document's namespace: the camt message's
 	stmtName string
@@ -103,10 +110,17 @@ type entry struct {
 	hasBooking    bool
 	ref, addtl    string
 	decided, ours bool
-	ntx, missing  int // transactions, of them without an amount
-	missingLine   int
-	sum           int64
-	streaming     bool
+	// returns: an entry in the direction opposite to ours, not a
+	// reversal: its transactions with return information (RtrInf) are
+	// returns of ours, the others are skipped; all counts them all.
+	returns      bool
+	all          int
+	other        bool // a credit naming another account as its debtor (customers' side)
+	rtr          bool // a transaction has return information
+	ntx, missing int  // transactions, of them without an amount
+	missingLine  int
+	sum          int64
+	streaming    bool
 }
 
 func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(Posting) error) (Header, error) {
@@ -122,6 +136,9 @@ func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(
 	err := r.document()
 	if err == nil && r.collection && !r.matched {
 		err = &AccountNotFoundError{File: name, Account: opts.CollectionAccount, Found: r.found}
+	}
+	if err == nil && !r.collection && len(r.accounts) == 1 && r.debits == 0 && r.others > 0 {
+		err = &CollectionSideError{File: name, Account: r.accounts[0], Credits: r.others}
 	}
 	return r.h, err
 }
@@ -380,6 +397,9 @@ func (r *camtReader) statement(line int) error {
 				skipping = true
 			}
 			r.acct = acct.String()
+			if !slices.Contains(r.accounts, r.acct) {
+				r.accounts = append(r.accounts, r.acct)
+			}
 			return nil
 		case "Ntry":
 			if !haveAcct {
@@ -635,7 +655,7 @@ func (r *camtReader) entry(line int) error {
 			if err := r.decide(line); err != nil {
 				return err
 			}
-			if !e.ours {
+			if !e.ours && !e.returns {
 				return r.skip(path)
 			}
 			return r.children(path, func(se xml.StartElement, line int) error {
@@ -659,14 +679,22 @@ func (r *camtReader) entry(line int) error {
 		return nil
 	}
 	r.h.Entries++
-	if !e.ours {
+	if e.ind == "DBIT" && !e.rvsl && !e.rtr {
+		r.debits++
+	}
+	if e.other {
+		r.others++
+	}
+	if !e.ours && (!e.returns || e.ntx == 0) {
 		return nil
 	}
 	if e.ntx == 0 {
 		r.h.Unkeyed++
 		return nil
 	}
-	if e.missing == 0 && e.sum != e.amt.Minor {
+	// An entry of returns sums to its Amt when all its transactions are
+	// returns (a batch may hold others, not ours).
+	if e.missing == 0 && e.sum != e.amt.Minor && (!e.returns || e.ntx == e.all) {
 		return r.errf(line, "Ntry", "entry %d%s: its %d transactions sum to %s, its Amt is %s",
 			e.n, r.refNote(), e.ntx, FormatAmount(charge.Money{Minor: e.sum, Currency: e.amt.Currency}), FormatAmount(e.amt))
 	}
@@ -713,7 +741,8 @@ func (r *camtReader) decide(line int) error {
 		normal, reversal = "CRDT", "DBIT"
 	}
 	e.ours = e.sts == "BOOK" && (e.ind == normal && !e.rvsl || e.ind == reversal && e.rvsl)
-	if e.ours && !e.hasBooking {
+	e.returns = e.sts == "BOOK" && e.ind == reversal && !e.rvsl
+	if (e.ours || e.returns) && !e.hasBooking {
 		return r.errf(line, "Ntry/BookgDt", "missing in booked entry %d", e.n)
 	}
 	return nil
@@ -727,6 +756,34 @@ type txn struct {
 	amtLine         int
 	amtElem         string
 	debtor          account
+	rtr             bool   // RtrInf is there
+	reason          string // RtrInf/Rsn/Cd, else /Prtry
+}
+
+// returnInfo reads RtrInf: its reason (Rsn/Cd, else Rsn/Prtry).
+func (r *camtReader) returnInfo(path string, t *txn) error {
+	t.rtr = true
+	return r.children(path, func(se xml.StartElement, line int) error {
+		if se.Name.Local != "Rsn" {
+			return r.skip(path + "/" + se.Name.Local)
+		}
+		return r.children(path+"/Rsn", func(se xml.StartElement, line int) error {
+			p := path + "/Rsn/" + se.Name.Local
+			switch se.Name.Local {
+			case "Cd", "Prtry":
+			default:
+				return r.skip(p)
+			}
+			text, err := r.leaf(p)
+			if err != nil {
+				return err
+			}
+			if se.Name.Local == "Cd" || t.reason == "" {
+				t.reason = text
+			}
+			return nil
+		})
+	})
 }
 
 func (r *camtReader) transaction(line int) error {
@@ -806,11 +863,26 @@ func (r *camtReader) transaction(line int) error {
 		case "AddtlTxInf":
 			t.addtl, err = r.leafMax(path, maxText)
 			return err
+		case "RtrInf":
+			return r.returnInfo(path, &t)
 		}
 		return r.skip(path)
 	})
 	if err != nil {
 		return err
+	}
+	if t.rtr {
+		e.rtr = true
+	}
+	if e.returns {
+		e.all++
+		if !r.collection && t.key != "" && t.key != "NOTPROVIDED" && t.debtor.String() != "" && t.debtor.String() != r.acct {
+			e.other = true
+		}
+		if !t.rtr {
+			e.ntx-- // not a return: not ours
+			return nil
+		}
 	}
 	if t.hasAmt {
 		switch {
@@ -844,7 +916,7 @@ func (r *camtReader) transaction(line int) error {
 		BankKey:     t.key,
 		Account:     r.acct,
 		Amount:      t.amt,
-		Reversal:    e.rvsl,
+		Reversal:    e.rvsl || e.returns,
 		BookingDate: e.booking,
 		Reference:   t.ref,
 		Narrative:   strings.Join(t.ustrd, " "),
@@ -852,9 +924,14 @@ func (r *camtReader) transaction(line int) error {
 	}
 	if r.collection {
 		p.Account = t.debtor.String()
-		if p.Account == "" {
+		// A return may leave the parties out: it is paired by key,
+		// reference and amount, not by account.
+		if p.Account == "" && !e.returns {
 			return r.errf(line, "TxDtls/RltdPties/DbtrAcct", "missing: the customer's account of %s", t.key)
 		}
+	}
+	if t.rtr && p.Reversal {
+		p.Return, p.ReturnReason = true, t.reason
 	}
 	if p.Reference == "" {
 		p.Reference = e.ref

@@ -14,10 +14,13 @@ import (
 )
 
 // csvHeader is the CSV export's header; the 8th column, narrative, is
-// optional when reading and always written.
+// optional when reading and always written; a 9th, return_reason (after
+// narrative), is read when there: a reversal with a reason code is a
+// return (Posting.Return), and a code on a row that is not a reversal is
+// refused. WriteCSV writes eight columns.
 const csvHeader = "booking_date,bank_key,account,amount_minor,currency,reference,reversal"
 
-var csvColumns = append(strings.Split(csvHeader, ","), "narrative")
+var csvColumns = append(strings.Split(csvHeader, ","), "narrative", "return_reason")
 
 func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 	h := Header{Format: "csv"}
@@ -42,8 +45,8 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 		return h, parseErr(err)
 	}
 	got := strings.Join(head, ",")
-	if got != csvHeader && got != csvHeader+",narrative" {
-		return h, ferr(1, "header", fmt.Errorf("%q is not %q (with or without a last column narrative)", got, csvHeader))
+	if got != csvHeader && got != csvHeader+",narrative" && got != csvHeader+",narrative,return_reason" {
+		return h, ferr(1, "header", fmt.Errorf("%q is not %q (with or without a last column narrative, or narrative,return_reason)", got, csvHeader))
 	}
 	cols := len(head)
 	cr.FieldsPerRecord = cols
@@ -77,8 +80,11 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 				return h, bad(c, "longer than %d bytes", maxShort)
 			}
 		}
-		if cols == 8 && len(rec[7]) > maxText {
+		if cols >= 8 && len(rec[7]) > maxText {
 			return h, bad(7, "longer than %d bytes", maxText)
+		}
+		if cols == 9 && len(rec[8]) > maxShort {
+			return h, bad(8, "longer than %d bytes", maxShort)
 		}
 		minor, err := strconv.ParseInt(rec[3], 10, 64)
 		if err != nil || minor <= 0 || rec[3][0] < '1' || rec[3][0] > '9' {
@@ -105,8 +111,16 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 			Reference:   ref,
 			Where:       name + ": line " + strconv.Itoa(line),
 		}
-		if cols == 8 {
+		if cols >= 8 {
 			p.Narrative = strings.TrimSpace(rec[7])
+		}
+		if cols == 9 {
+			if code := strings.TrimSpace(rec[8]); code != "" {
+				if !rev {
+					return h, bad(8, "%q on a row that is not a reversal (a return is: reversal true)", code)
+				}
+				p.Return, p.ReturnReason = true, code
+			}
 		}
 		h.Entries++
 		h.Postings++
@@ -122,10 +136,10 @@ func readCSV(r io.Reader, name string, fn func(Posting) error) (Header, error) {
 // written; what came before may have been).
 func WriteCSV(w io.Writer, postings iter.Seq[Posting]) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(csvColumns); err != nil {
+	if err := cw.Write(csvColumns[:8]); err != nil {
 		return err
 	}
-	rec := make([]string, len(csvColumns))
+	rec := make([]string, 8)
 	n := 0
 	for p := range postings {
 		n++

@@ -72,6 +72,26 @@ func (e *AccountNotFoundError) Error() string {
 	return fmt.Sprintf("%s: no statement of collection account %s in the file (accounts found: %s)", e.File, e.Account, found)
 }
 
+// CollectionSideError: a file whose only account holds nothing but
+// credits from customers' accounts (a collection account's statement) was
+// read as the customers' own statements (no Options.CollectionAccount):
+// read that way it has no posting of ours, and every charge would look
+// unposted.
+type CollectionSideError struct {
+	File string
+	// Account is the statement's account as the file gives it: the
+	// collection account (the bank's own, not a customer's), which the
+	// operator gives to --collection-account.
+	Account string
+	// Credits counts the booked credits from other accounts.
+	Credits int
+}
+
+func (e *CollectionSideError) Error() string {
+	return fmt.Sprintf("%s: account %s holds only credits from customers' accounts (%d): a collection account's statement; read it with --collection-account %s",
+		e.File, e.Account, e.Credits, e.Account)
+}
+
 // ReadFile is Read of the file at path, named by path in errors and in
 // each Posting's Where.
 func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error) {
@@ -112,7 +132,15 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 // direction of the side read, each transaction (NtryDtls/TxDtls) with an
 // EndToEndId is a posting; a transaction without one (or "NOTPROVIDED"),
 // or an entry without transactions, has no bank key and is counted in
-// Header.Unkeyed. Entries of another status are skipped.
+// Header.Unkeyed. Entries of another status are skipped. A booked entry in
+// the other direction is read for its returns: each transaction with
+// return information (TxDtls/RtrInf; its Rsn/Cd, else Rsn/Prtry, is
+// Posting.ReturnReason) is a reversal of ours, the others are skipped
+// (and an entry's sum is checked only when all its transactions are
+// returns). Read without Options.CollectionAccount, a file whose only
+// account has no debit but reversals and returns, and credits naming
+// another account as their debtor under an EndToEndId, is refused with a
+// *CollectionSideError.
 //
 // A transaction's amount is its Amt or AmtDtls/TxAmt/Amt; a
 // single-transaction entry's may be left to the entry's Amt. The

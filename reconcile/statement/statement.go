@@ -33,8 +33,16 @@
 //
 // Only booked entries (status BOOK) are postings. A reversal (RvslInd true)
 // carries the indicator opposite to what it reverses (ISO 20022's rule)
-// and cancels that posting; an entry in the other direction that is not a
-// reversal is not ours and is skipped.
+// and cancels that posting; so does a return: a transaction in the other
+// direction with return information (TxDtls/RtrInf/Rsn/Cd, the reason
+// code: AC04, AM04, MD06, …), kept in Posting.ReturnReason. Any other
+// entry in the other direction is not ours and is skipped.
+//
+// A file whose statements are all of one account that holds only credits
+// from other accounts (each naming its debtor's account), read without
+// Options.CollectionAccount, is refused with a *CollectionSideError: it is
+// a collection account's statement, and read as the customers' own it
+// would have no posting at all.
 package statement
 
 import (
@@ -56,8 +64,15 @@ type Posting struct {
 	// Amount is the transaction's amount (TxDtls/Amt or
 	// AmtDtls/TxAmt/Amt; a single-transaction entry's is the entry's Amt).
 	Amount charge.Money
-	// Reversal: this transaction cancels an earlier posting of BankKey.
+	// Reversal: this transaction cancels an earlier posting of BankKey:
+	// a reversal (RvslInd true), or a return (Return).
 	Reversal bool
+	// Return: the reversal is a return (TxDtls/RtrInf): the debit came
+	// back, in the direction opposite to it, with or without RvslInd.
+	// ReturnReason is its ISO 20022 return reason code (RtrInf/Rsn/Cd,
+	// else /Prtry: "AC04", "AM04", "MD06"); empty when the bank gave none.
+	Return       bool
+	ReturnReason string
 	// BookingDate is the entry's BookgDt (Dt, or the date of DtTm), at
 	// midnight UTC.
 	BookingDate time.Time
@@ -113,4 +128,47 @@ type Options struct {
 	// (BookgDt/Dt, or the date of BookgDt/DtTm as written), whatever
 	// the zone.
 	Location *time.Location
+}
+
+// returnReasons are the ISO 20022 return reason codes
+// (ExternalReturnReason1Code) a debit most often comes back with.
+var returnReasons = map[string]string{
+	"AC01": "incorrect account number",
+	"AC04": "closed account number",
+	"AC06": "blocked account",
+	"AC13": "invalid debtor account type",
+	"AG01": "transaction forbidden on this account",
+	"AG02": "invalid bank operation code",
+	"AM04": "insufficient funds",
+	"AM05": "duplication",
+	"BE05": "unrecognised initiating party",
+	"CNOR": "creditor bank is not registered",
+	"DNOR": "debtor bank is not registered",
+	"FF01": "invalid file format",
+	"MD01": "no mandate",
+	"MD02": "missing mandatory information in mandate",
+	"MD06": "refund request by end customer",
+	"MD07": "end customer deceased",
+	"MS02": "reason not specified, customer generated",
+	"MS03": "reason not specified, agent generated",
+	"NARR": "reason given as narrative",
+	"RC01": "bank identifier incorrect",
+	"RR01": "missing debtor account or identification",
+	"RR02": "missing debtor name or address",
+	"RR03": "missing creditor name or address",
+	"RR04": "regulatory reason",
+	"SL01": "specific service offered by debtor agent",
+}
+
+// ReturnReasonText names a return reason code for a person: "AC04 (closed
+// account number)", the code alone when it is not one of the common ones,
+// "no reason code" when empty.
+func ReturnReasonText(code string) string {
+	if code == "" {
+		return "no reason code"
+	}
+	if t, ok := returnReasons[code]; ok {
+		return code + " (" + t + ")"
+	}
+	return code
 }

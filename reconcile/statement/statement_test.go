@@ -416,7 +416,7 @@ func TestReadCSVMalformed(t *testing.T) {
 		elem, msg  string
 	}{
 		{"bad header", "booking_date,key,account,amount_minor,currency,reference,reversal\n" + ok, 1, "header",
-			`"booking_date,key,account,amount_minor,currency,reference,reversal" is not "` + csvHeader + `" (with or without a last column narrative)`},
+			`"booking_date,key,account,amount_minor,currency,reference,reversal" is not "` + csvHeader + `" (with or without a last column narrative, or narrative,return_reason)`},
 		{"decimal amount", head + ok + "2026-12-01,chg-2,0001,25.00,INR,R2,false,N\n", 3, "amount_minor", `"25.00" is not a positive integer of minor units`},
 		{"negative amount", head + ok + "2026-12-01,chg-2,0001,-5,INR,R2,false,N\n", 3, "amount_minor", `"-5" is not a positive integer of minor units`},
 		{"signed amount", head + "2026-12-01,chg-2,0001,+5,INR,R2,false,N\n", 2, "amount_minor", `"+5" is not a positive integer of minor units`},
@@ -460,5 +460,60 @@ func TestReadLatin1(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Narrative != "FRAIS éTé" {
 		t.Errorf("postings %+v", got)
+	}
+}
+
+// A return on the collection account (a DBIT entry with RtrInf, no
+// RvslInd) is read as a reversal with its reason code (Rsn/Prtry here),
+// its parties optional; the other transaction of its entry, and a DBIT
+// entry without RtrInf, are not ours.
+func TestReadReturns(t *testing.T) {
+	doc := `<?xml version="1.0"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.054.001.04"><BkToCstmrDbtCdtNtfctn><Ntfctn>
+<Acct><Id><Othr><Id>FEES-001</Id></Othr></Id></Acct>
+<Ntry><Amt Ccy="INR">40.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts>BOOK</Sts><BookgDt><Dt>2026-12-02</Dt></BookgDt><AcctSvcrRef>E-1</AcctSvcrRef>
+<NtryDtls>
+<TxDtls><Refs><EndToEndId>CHG-1</EndToEndId></Refs><Amt Ccy="INR">25.00</Amt><RtrInf><Rsn><Prtry>BANK-77</Prtry></Rsn></RtrInf></TxDtls>
+<TxDtls><Refs><EndToEndId>OTHER-9</EndToEndId></Refs><Amt Ccy="INR">15.00</Amt></TxDtls>
+</NtryDtls></Ntry>
+<Ntry><Amt Ccy="INR">5.00</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts>BOOK</Sts><BookgDt><Dt>2026-12-02</Dt></BookgDt>
+<NtryDtls><TxDtls><Refs><EndToEndId>CHG-2</EndToEndId></Refs></TxDtls></NtryDtls></Ntry>
+</Ntfctn></BkToCstmrDbtCdtNtfctn></Document>`
+	var got []Posting
+	h, err := Read(strings.NewReader(doc), "n.xml", Options{CollectionAccount: "FEES-001"}, func(p Posting) error {
+		got = append(got, p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || h.Postings != 1 {
+		t.Fatalf("postings %+v", got)
+	}
+	p := got[0]
+	if p.BankKey != "CHG-1" || !p.Reversal || !p.Return || p.ReturnReason != "BANK-77" || p.Amount.Minor != 2500 || p.Reference != "E-1" || p.Account != "" {
+		t.Fatalf("return read as %+v", p)
+	}
+	if s := ReturnReasonText("AM04"); s != "AM04 (insufficient funds)" {
+		t.Fatal(s)
+	}
+}
+
+// The CSV export's optional ninth column names a return's reason code.
+func TestReadCSVReturnReason(t *testing.T) {
+	doc := "booking_date,bank_key,account,amount_minor,currency,reference,reversal,narrative,return_reason\n" +
+		"2026-12-01,CHG-1,001234567891,2500,INR,CBS1,false,SMS_ALERT_FEE 2026-12-01,\n" +
+		"2026-12-02,CHG-1,001234567891,2500,INR,RTN-1,true,,AC04\n"
+	var got []Posting
+	if _, err := Read(strings.NewReader(doc), "s.csv", Options{}, func(p Posting) error { got = append(got, p); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Return || !got[1].Return || !got[1].Reversal || got[1].ReturnReason != "AC04" {
+		t.Fatalf("%+v", got)
+	}
+	bad := strings.Replace(doc, "RTN-1,true", "RTN-1,false", 1)
+	var fe *FormatError
+	if _, err := Read(strings.NewReader(bad), "s.csv", Options{}, func(Posting) error { return nil }); !errors.As(err, &fe) || fe.Elem != "return_reason" {
+		t.Fatalf("a reason code on a posting: %v", err)
 	}
 }
