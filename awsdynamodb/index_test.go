@@ -177,6 +177,12 @@ func tableWithoutTheIndex(t *testing.T, db awstest.DynamoDB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
+	// Active before the first write (moto makes a table at once; dynalite
+	// and DynamoDB answer ResourceNotFoundException while it is CREATING).
+	if err := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond }).
+		Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	s, err := awsdynamodb.New(client, table)
 	if err != nil {
 		t.Fatal(err)
