@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -62,6 +63,8 @@ func (s *Store) query(ctx context.Context, ls string, now time.Time, prefix stri
 		cond += ` AND begins_with(#pk, :prefix)`
 		vals[":prefix"] = str(prefix)
 	}
+	// The filter names no key attribute of the index (listState, pk):
+	// DynamoDB refuses a Query whose filter does (moto does not).
 	f := `#expires > :now`
 	if filter != "" {
 		f += " AND " + filter
@@ -172,15 +175,20 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 // table without the index, a Scan (read capacity grows with the table). A
 // WAITING record is never stuck: its lease is its not-before, and it is
 // in its own partition.
+//
+// Internal keys are left out here, not in the Query: pk is the index's
+// sort key, and DynamoDB refuses a filter on a key attribute of the index
+// queried ("Filter Expression can only contain non-primary key
+// attributes"), and a key condition cannot say "does not begin with".
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
-	all, err := s.queryAll(ctx, string(driver.StateInProgress), now, `#lease <= :now AND NOT begins_with(#pk, :internal)`,
-		map[string]types.AttributeValue{":internal": str(driver.InternalKeyPrefix)})
+	all, err := s.queryAll(ctx, string(driver.StateInProgress), now, `#lease <= :now`, nil)
 	if errors.Is(err, driver.ErrNotIndexed) {
 		return s.stuckScan(ctx, now, limit)
 	}
 	if err != nil {
 		return nil, 0, err
 	}
+	all = slices.DeleteFunc(all, func(r driver.Record) bool { return strings.HasPrefix(r.Key, driver.InternalKeyPrefix) })
 	sort.Slice(all, func(i, j int) bool { return all[i].LeaseUntil.Before(all[j].LeaseUntil) })
 	return all[:min(limit, len(all))], len(all), nil
 }

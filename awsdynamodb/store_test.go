@@ -28,17 +28,24 @@ func newStore(t *testing.T) (*awsdynamodb.Store, *dynamodb.Client) {
 	return storeOver(t, nil, "idem")
 }
 
-// storeOver is a store on a fresh table whose requests go through rt (nil:
-// straight to the emulator).
+// storeOver is a store on a fresh table of moto whose requests go through
+// rt (nil: straight to the emulator).
 func storeOver(t *testing.T, rt http.RoundTripper, prefix string) (*awsdynamodb.Store, *dynamodb.Client) {
 	t.Helper()
-	cfg := awstest.Config(t)
+	return storeOn(t, awstest.DynamoDBs()[0], rt, prefix)
+}
+
+// storeOn is a store on a fresh table of db (moto or dynalite) whose
+// requests go through rt (nil: straight to the server).
+func storeOn(t *testing.T, db awstest.DynamoDB, rt http.RoundTripper, prefix string) (*awsdynamodb.Store, *dynamodb.Client) {
+	t.Helper()
+	cfg := db.Config(t)
 	if rt != nil {
 		cfg.HTTPClient = &http.Client{Transport: rt}
 	}
 	client := dynamodb.NewFromConfig(cfg)
 	table := awstest.Name(prefix)
-	if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
+	if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil && !awstest.TTLUnsupported(err) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
@@ -49,9 +56,15 @@ func storeOver(t *testing.T, rt http.RoundTripper, prefix string) (*awsdynamodb.
 	return s, client
 }
 
+// The conformance suite on moto and on dynalite (which validates every
+// request as DynamoDB does, and returns no item on a failed condition).
 func TestConformance(t *testing.T) {
-	s, _ := newStore(t)
-	storetest.Run(t, func(*testing.T) driver.Store { return s })
+	for _, db := range awstest.DynamoDBs() {
+		t.Run(db.Name, func(t *testing.T) {
+			s, _ := storeOn(t, db, nil, "idem")
+			storetest.Run(t, func(*testing.T) driver.Store { return s })
+		})
+	}
 }
 
 // BenchmarkClaim runs against the emulator: it measures this code plus
@@ -217,8 +230,9 @@ func TestConformanceWithoutTheItemOnAFailedCondition(t *testing.T) {
 }
 
 // TestLinearizable: concurrent histories on hot keys, checked by
-// porcupine against the state machine, on moto and on a DynamoDB that
-// returns no item on a failed condition (the read fallback).
+// porcupine against the state machine, on moto, on a DynamoDB that
+// returns no item on a failed condition (the read fallback), and on
+// dynalite (which is one).
 func TestLinearizable(t *testing.T) {
 	t.Run("item on failed condition", func(t *testing.T) {
 		s, _ := newStore(t)
@@ -227,6 +241,10 @@ func TestLinearizable(t *testing.T) {
 	t.Run("read fallback", func(t *testing.T) {
 		s, _ := storeOver(t, &itemless{base: http.DefaultTransport.(*http.Transport).Clone()}, "itemless")
 		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{Histories: 30})
+	})
+	t.Run("dynalite", func(t *testing.T) {
+		s, _ := storeOn(t, awstest.DynamoDBs()[1], nil, "lin")
+		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
 	})
 }
 

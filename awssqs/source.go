@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -182,7 +183,7 @@ func (s *Queue) ChangeVisibility(ctx context.Context, m queue.Message, d time.Du
 func (s *Queue) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason) error {
 	if _, err := s.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(s.opts.DLQURL), MessageBody: aws.String(string(m.Body)),
-		MessageAttributes: toAttrs(queue.DeadLetterAttributes(m, r, maxAttributes)),
+		MessageAttributes: toAttrs(deadLetterAttrs(m, r)),
 	}); err != nil {
 		return fmt.Errorf("sqs: forward %s to the DLQ: %w", m.ID, err)
 	}
@@ -192,6 +193,94 @@ func (s *Queue) DeadLetter(ctx context.Context, m queue.Message, r queue.Reason)
 		return fmt.Errorf("sqs: delete %s after forwarding it to the DLQ: %w", m.ID, err)
 	}
 	return nil
+}
+
+// checkAttrs refuses the message attributes SQS refuses (moto takes every
+// one of them): more than maxAttributes, a name outside SQS's rules, an
+// empty value, a value with a character SQS does not carry.
+func checkAttrs(attrs map[string]string) error {
+	if len(attrs) > maxAttributes {
+		return fmt.Errorf("%d message attributes, SQS takes at most %d", len(attrs), maxAttributes)
+	}
+	for k, v := range attrs {
+		if err := checkAttrName(k); err != nil {
+			return err
+		}
+		if v == "" {
+			return fmt.Errorf("message attribute %q is empty (SQS refuses an empty value)", k)
+		}
+		if i := strings.IndexFunc(v, notSQSText); i >= 0 || !utf8.ValidString(v) {
+			return fmt.Errorf("message attribute %q holds a character SQS refuses (allowed: tab, newline, carriage return, U+0020 to U+D7FF, U+E000 to U+FFFD, U+10000 and above)", k)
+		}
+	}
+	return nil
+}
+
+// checkAttrName: SQS's rules for a message attribute's name.
+func checkAttrName(k string) error {
+	lower := strings.ToLower(k)
+	switch {
+	case k == "" || len(k) > 256:
+		return fmt.Errorf("message attribute name %q: SQS takes 1 to 256 characters", k)
+	case strings.IndexFunc(k, func(r rune) bool {
+		return !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+	}) >= 0:
+		return fmt.Errorf("message attribute name %q: SQS takes only A-Z, a-z, 0-9, '_', '-' and '.'", k)
+	case strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon."):
+		return fmt.Errorf("message attribute name %q: the prefixes AWS. and Amazon. are AWS's own", k)
+	case strings.HasPrefix(k, ".") || strings.HasSuffix(k, ".") || strings.Contains(k, ".."):
+		return fmt.Errorf("message attribute name %q: SQS refuses a name that starts or ends with '.' or has '..'", k)
+	}
+	return nil
+}
+
+// notSQSText: a character SQS does not carry in a message or an attribute
+// (its allowed set is XML's: #x9, #xA, #xD, #x20-#xD7FF, #xE000-#xFFFD,
+// #x10000-#x10FFFF).
+func notSQSText(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r':
+		return false
+	case r < 0x20, r >= 0xD800 && r < 0xE000, r == 0xFFFE, r == 0xFFFF, r == utf8.RuneError:
+		return true
+	}
+	return false
+}
+
+// sqsText is s with every character SQS refuses replaced by U+FFFD (a
+// dead letter's reason is ours to write, whatever an error said).
+func sqsText(s string) string {
+	return strings.Map(func(r rune) rune {
+		if notSQSText(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+}
+
+// payload is what SQS counts of a message against its size limit: the
+// body, and each attribute's name, type and value.
+func payload(body []byte, attrs map[string]string) int {
+	n := len(body)
+	for k, v := range attrs {
+		n += len(k) + len("String") + len(v)
+	}
+	return n
+}
+
+// deadLetterAttrs are the dead-letter attributes as SQS takes them: no
+// empty value (an empty reason code), no character SQS refuses (a reason's
+// detail is an error's text, whatever it quoted).
+func deadLetterAttrs(m queue.Message, r queue.Reason) map[string]string {
+	attrs := queue.DeadLetterAttributes(m, r, maxAttributes)
+	for k, v := range attrs {
+		if v = sqsText(v); v == "" {
+			delete(attrs, k)
+		} else {
+			attrs[k] = v
+		}
+	}
+	return attrs
 }
 
 func strAttr(v string) types.MessageAttributeValue {
@@ -229,6 +318,9 @@ func (s *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) 
 	if err := queue.CheckOutgoing(body, attrs); err != nil {
 		return "", fmt.Errorf("sqs: send: %w", err)
 	}
+	if err := checkAttrs(attrs); err != nil {
+		return "", fmt.Errorf("sqs: send: %w", err)
+	}
 	out, err := s.api.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(s.opts.QueueURL), MessageBody: aws.String(string(body)), MessageAttributes: toAttrs(attrs),
 	})
@@ -238,14 +330,34 @@ func (s *Queue) Send(ctx context.Context, body []byte, attrs map[string]string) 
 	return aws.ToString(out.MessageId), nil
 }
 
-// SendBatch implements queue.Queue: one SendMessageBatch per 10 messages,
-// in order; it stops at the first batch with a failure.
+// SendBatch implements queue.Queue: one SendMessageBatch per 10 messages
+// or fewer, as many as fit queue.MaxMessageBytes together (SQS refuses a
+// batch whose payload passes its limit, BatchRequestTooLong; the one a
+// message is held to here is within it), in order; it stops at the first
+// batch with a failure.
 func (s *Queue) SendBatch(ctx context.Context, msgs []queue.Outgoing) (int, error) {
 	if err := queue.CheckBatch(msgs); err != nil {
 		return 0, fmt.Errorf("sqs: send batch: %w", err)
 	}
-	for start := 0; start < len(msgs); start += 10 {
-		chunk := msgs[start:min(start+10, len(msgs))]
+	for i, m := range msgs {
+		if err := checkAttrs(m.Attributes); err != nil {
+			return 0, fmt.Errorf("sqs: send batch: message %d of the batch: %w", i, err)
+		}
+		if n := payload(m.Body, m.Attributes); n > queue.MaxMessageBytes {
+			return 0, fmt.Errorf("sqs: send batch: message %d of the batch: %w: %d bytes with its attributes, the limit is %d",
+				i, queue.ErrTooLarge, n, queue.MaxMessageBytes)
+		}
+	}
+	for start, end := 0, 0; start < len(msgs); start = end {
+		size := 0
+		for end = start; end < len(msgs) && end-start < 10; end++ {
+			n := payload(msgs[end].Body, msgs[end].Attributes)
+			if end > start && size+n > queue.MaxMessageBytes {
+				break
+			}
+			size += n
+		}
+		chunk := msgs[start:end]
 		entries := make([]types.SendMessageBatchRequestEntry, len(chunk))
 		for i, m := range chunk {
 			entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(string(m.Body)),

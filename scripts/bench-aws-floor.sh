@@ -19,7 +19,7 @@
 #
 #   scripts/bench-aws-floor.sh [--keys 600] [--concurrency 1,8] [--rounds 3] [--servers moto,dynalite] [--target 0.9]
 #
-# Needs moto's server mode and node/npm (installs bench/dynalite's pinned
+# Needs moto's server mode and node/npm (installs scripts/dynalite's pinned
 # package with npm ci).
 set -euo pipefail
 keys=600 conc=1,8 rounds=3 servers=moto,dynalite target=0.9
@@ -50,10 +50,10 @@ start_server() { # name -> $endpoint (not in a subshell: its pid must reach the 
       python3 -m moto.server -H 127.0.0.1 -p "$port" >"$work/moto.log" 2>&1 &
       pids+=($!) ;;
     dynalite)
-      if [ ! -d "$root/bench/dynalite/node_modules" ]; then
-        (cd "$root/bench/dynalite" && npm ci --no-audit --no-fund --loglevel=error >&2)
+      if [ ! -d "$root/scripts/dynalite/node_modules" ]; then
+        (cd "$root/scripts/dynalite" && npm ci --no-audit --no-fund --loglevel=error >&2)
       fi
-      node "$root/bench/dynalite/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
+      node "$root/scripts/dynalite/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
         --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 >"$work/dynalite.log" 2>&1 &
       pids+=($!) ;;
     *) echo "unknown server $1" >&2; exit 2 ;;

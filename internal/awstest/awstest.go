@@ -1,7 +1,9 @@
 // Package awstest gives integration tests an AWS configuration pointed at
-// the emulator that scripts/with-moto.sh starts. A test that needs it and
-// cannot reach it fails in CI (CI=true) and skips elsewhere, saying how to
-// start it.
+// the emulators that scripts/with-moto.sh starts: moto (SQS, DynamoDB, SNS)
+// and dynalite (a second DynamoDB implementation, which refuses requests
+// that DynamoDB refuses and moto accepts). A test that needs one and cannot
+// reach it fails in CI (CI=true) and skips elsewhere, saying how to start
+// it.
 package awstest
 
 import (
@@ -10,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -27,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/smithy-go"
 
 	"github.com/finedge/idempotent-consumer/internal/testenv"
 )
@@ -34,6 +38,9 @@ import (
 // EndpointEnv names the variable holding the emulator's URL. Tests read only
 // this one, never AWS_ENDPOINT_URL alone, so they cannot reach real AWS.
 const EndpointEnv = "IC_AWS_TEST_ENDPOINT"
+
+// DynaliteEnv names the variable holding dynalite's URL (DynamoDB only).
+const DynaliteEnv = "IC_DYNALITE_TEST_ENDPOINT"
 
 // Config returns an aws.Config for the emulator, or ends the test.
 func Config(t testing.TB) aws.Config {
@@ -48,6 +55,49 @@ func Config(t testing.TB) aws.Config {
 		unreachable(t, "cannot reach "+endpoint+": "+err.Error())
 	}
 	resp.Body.Close()
+	return configFor(t, endpoint)
+}
+
+// DynaliteConfig returns an aws.Config for dynalite, or ends the test (it
+// fails in CI, skips elsewhere). dynalite keeps no TTL: see TTLUnsupported.
+func DynaliteConfig(t testing.TB) aws.Config {
+	t.Helper()
+	endpoint := os.Getenv(DynaliteEnv)
+	if endpoint == "" {
+		testenv.Unreachable(t, "dynalite: "+DynaliteEnv+" is not set. Start it with: scripts/with-moto.sh go test -race ./... (needs node and npm)")
+	}
+	client := &http.Client{Timeout: 3 * time.Second}
+	resp, err := client.Get(endpoint) // dynalite answers any request, a bare GET with 400
+	if err != nil {
+		testenv.Unreachable(t, "dynalite: cannot reach "+endpoint+": "+err.Error()+". Start it with: scripts/with-moto.sh go test -race ./...")
+	}
+	resp.Body.Close()
+	return configFor(t, endpoint)
+}
+
+// DynamoDB is a DynamoDB implementation the store's suites run on.
+type DynamoDB struct {
+	Name   string                      // "moto" or "dynalite"
+	Config func(testing.TB) aws.Config // ends the test when the server is not there
+}
+
+// DynamoDBs are the implementations the DynamoDB store's suites run on:
+// moto, and dynalite, which validates requests as DynamoDB does (moto
+// accepts, for one, a Query whose filter names the index's key).
+func DynamoDBs() []DynamoDB {
+	return []DynamoDB{{"moto", Config}, {"dynalite", DynaliteConfig}}
+}
+
+// TTLUnsupported: the server made the table but refused to switch its TTL
+// on (dynalite has no UpdateTimeToLive); tests' records never live long
+// enough to need it.
+func TTLUnsupported(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "UnknownOperationException" && strings.Contains(err.Error(), "enable TTL")
+}
+
+func configFor(t testing.TB, endpoint string) aws.Config {
+	t.Helper()
 	cfg, err := config.LoadDefaultConfig(context.Background(),
 		config.WithRegion("us-east-1"),
 		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("test", "test", "")),
