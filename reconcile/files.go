@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/reconcile/statement"
@@ -20,8 +21,12 @@ func ReadFiles(files []string, opts statement.Options) Postings {
 	return func(fn func(statement.Posting) error) (statement.Period, error) {
 		var period statement.Period
 		var said []statement.Period
-		for _, file := range files {
-			h, err := statement.ReadFile(file, opts, fn)
+		for i, file := range files {
+			source := strconv.Itoa(i) + ":" + file
+			h, err := statement.ReadFile(file, opts, func(p statement.Posting) error {
+				p.File = source
+				return fn(p)
+			})
 			if err != nil {
 				return period, err
 			}

@@ -205,10 +205,12 @@ type keyPostings struct {
 }
 
 // add files p, unless the same posting (same key, bank reference, day,
-// amount and direction) was read already: the same statement given twice,
-// or a camt.054 beside the camt.053 that repeats it. A bank's reference
-// is its own entry's: two real postings never share one. It reports
-// whether p was new.
+// amount and direction) was read already from another file: the same
+// statement given twice, or a camt.054 beside the camt.053 that repeats
+// it. Within one file two transactions are two postings, whatever their
+// references say (a batch's transactions without references of their own
+// all carry the entry's; a bank may reuse an instruction's reference on
+// two entries). It reports whether p was new.
 func (k *keyPostings) add(p statement.Posting) bool {
 	list := &k.posted
 	if p.Reversal {
@@ -216,7 +218,7 @@ func (k *keyPostings) add(p statement.Posting) bool {
 	}
 	if p.Reference != "" {
 		for _, q := range *list {
-			if q.Reference == p.Reference && q.BookingDate.Equal(p.BookingDate) && q.Amount == p.Amount {
+			if q.Reference == p.Reference && q.BookingDate.Equal(p.BookingDate) && q.Amount == p.Amount && (p.File == "" || q.File != p.File) {
 				return false
 			}
 		}
@@ -264,7 +266,14 @@ func (k *keyPostings) pair(recorded string) (standing, partial, earlier []statem
 			return p.Amount == rv.Amount && !p.BookingDate.After(rv.BookingDate)
 		})
 		if at < 0 {
-			earlier = append(earlier, rv)
+			// A reversal of its own reference beside a posting of another
+			// amount booked before it is a partial reversal (or a return
+			// less the bank's fee): never nothing.
+			if slices.ContainsFunc(standing, func(p statement.Posting) bool { return !p.BookingDate.After(rv.BookingDate) }) {
+				partial = append(partial, rv)
+			} else {
+				earlier = append(earlier, rv)
+			}
 			continue
 		}
 		standing = slices.Delete(standing, at, at+1)

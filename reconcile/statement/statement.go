@@ -84,6 +84,11 @@ type Posting struct {
 	// the entry's AddtlNtryInf): where the bank echoes the debit's
 	// narrative ("SMS_ALERT_FEE 2026-12-01"). May be empty.
 	Narrative string
+	// File names the statement file it was read from (reconcile.ReadFiles
+	// sets it: the file's place in the list and its name): two postings of
+	// one file are two postings, whatever their references say; the same
+	// posting read from two files (a camt.054 beside the camt.053) is one.
+	File string
 	// Where names the posting in its file for a person: "FILE:41: entry
 	// 12, transaction 2" (the line of the TxDtls; entries counted from 1
 	// in the statements read) or "FILE: line 7".
