@@ -33,29 +33,6 @@ func TestAttack52ReturnWithoutRtrInfIsIgnored(t *testing.T) {
 	}
 }
 
-// 4. The camt.054 of the day notified each credit as it was booked (an
-// entry a transaction, its own AcctSvcrRef); the camt.053 books them as a
-// batch (one Ntry, Btch, its AcctSvcrRef; TxDtls without references). Both
-// given for the day: the same credits read twice. The doc: "a camt.054
-// repeating the camt.053 counts once".
-func TestAttack52Camt054BesideBatchedCamt053DoubleCounts(t *testing.T) {
-	b, cs := x52books(t, "A52N-", 2)
-	c, d := cs[0], cs[1]
-	n := c.DebitRequestFor(1).Narrative
-	stmt053 := x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{
-		{amt: "50.00", ind: "CRDT", ref: "BATCH-0009", bktx: "PMNT/IDDT/ESDD", btch: true, txs: []x52tx{
-			{e2e: c.ID, amt: "25.00", dbtr: c.AccountID, ustrd: n},
-			{e2e: d.ID, amt: "25.00", dbtr: d.AccountID, ustrd: n},
-		}},
-	}})
-	ntf054 := x52doc("054", "08", x52stmt{acct: x52fees, entries: []x52ntry{
-		x52credit(c, "25.00", "NTF-000001"),
-		x52credit(d, "25.00", "NTF-000002"),
-	}})
-	rep := x52run(t, b, x52fees, stmt053, ntf054)
-	x52want(t, b, rep, "camt.053 (batch) and camt.054 (entry a transaction) of the same day")
-}
-
 // 6. A bank's own reversal (storno) of a credit, without the originator's
 // end-to-end id (EndToEndId NOTPROVIDED), naming the posting it reverses
 // by its AcctSvcrRef. The reconciliation cannot key it, but 25.00 left
@@ -76,27 +53,4 @@ func TestAttack52UnkeyedReversalVanishes(t *testing.T) {
 		t.Fatalf("a booked reversal (RvslInd) of 25.00 with EndToEndId NOTPROVIDED and the posting's AcctSvcrRef: breaks %q, matched %d, reversals %d, notes %q; "+
 			"want a break for %s, or at least a note that a reversal without a key was skipped", x52breaks(b, rep), rep.Matched, rep.Reversals, rep.Notes, c.ID)
 	}
-}
-
-// 10. A customers' side file that holds the bank's fee account too (a
-// bank's export of every account of the branch): the fee account's
-// return of the charge (a DBIT with RtrInf, no RvslInd) is read as a
-// second DEBIT of the charge on the account FEES-001, and the customer's
-// return cancels the customer's debit: the returned charge is reported as
-// an amount_mismatch on the fee account, not as returned.
-func TestAttack52CustomersSideFileWithTheFeeAccountsReturn(t *testing.T) {
-	b, cs := x52books(t, "A52C-", 1)
-	c := cs[0]
-	n := c.DebitRequestFor(1).Narrative
-	rep := x52run(t, b, "", x52doc("053", "08",
-		x52stmt{acct: c.AccountID, entries: []x52ntry{
-			{amt: "25.00", ind: "DBIT", ref: "REF-" + c.ID, txs: []x52tx{{e2e: c.ID, ustrd: n}}},
-			{amt: "25.00", ind: "CRDT", ref: "RTN-CUST-1", txs: []x52tx{{e2e: c.ID, ref: "RTN-CUST-1", rtr: "MD06"}}},
-		}},
-		x52stmt{acct: x52fees, entries: []x52ntry{
-			{amt: "25.00", ind: "CRDT", ref: "REF-FEES-1", txs: []x52tx{{e2e: c.ID, dbtr: c.AccountID, ustrd: n}}},
-			{amt: "25.00", ind: "DBIT", ref: "RTN-FEES-1", bktx: "PMNT/IDDT/UPDD", txs: []x52tx{{e2e: c.ID, ref: "RTN-FEES-1", dbtr: c.AccountID, rtr: "MD06"}}},
-		}},
-	))
-	x52want(t, b, rep, "customer's debit returned MD06; the file also holds the fee account's credit and return", "recorded_not_posted 1")
 }

@@ -240,12 +240,13 @@ func (k *keyPostings) add(p statement.Posting) bool {
 // recorded, which an earlier statement had: a correction reverses it and
 // posts again). k is left as read.
 func (k *keyPostings) pair(recorded string) (standing, partial, earlier []statement.Posting) {
-	if len(k.reversed) == 0 {
-		return k.posted, nil, nil
+	posted, reversed := sameDayOnce(k.posted), sameDayOnce(k.reversed)
+	if len(reversed) == 0 {
+		return posted, nil, nil
 	}
-	standing = slices.Clone(k.posted)
+	standing = slices.Clone(posted)
 	var own []statement.Posting // reversals whose reference no posting has
-	for _, rv := range k.reversed {
+	for _, rv := range reversed {
 		if rv.Reference == "" {
 			continue
 		}
@@ -278,7 +279,7 @@ func (k *keyPostings) pair(recorded string) (standing, partial, earlier []statem
 		}
 		standing = slices.Delete(standing, at, at+1)
 	}
-	for _, rv := range k.reversed {
+	for _, rv := range reversed {
 		if rv.Reference != "" {
 			continue
 		}
@@ -294,6 +295,46 @@ func (k *keyPostings) pair(recorded string) (standing, partial, earlier []statem
 		standing = slices.Delete(standing, at, at+1)
 	}
 	return standing, partial, earlier
+}
+
+// sameDayOnce is ps with what two files say of one day counted once:
+// for each booking day and amount, the postings of the file that has the
+// most of them (a camt.054 notifying one by one what the camt.053 booked
+// as a batch, under other references, says it again; it does not add to
+// it). Postings of one file, or of different days, all stand.
+func sameDayOnce(ps []statement.Posting) []statement.Posting {
+	if len(ps) < 2 {
+		return ps
+	}
+	type day struct {
+		at  time.Time
+		amt charge.Money
+	}
+	count := map[day]map[string]int{}
+	for _, p := range ps {
+		d := day{p.BookingDate, p.Amount}
+		if count[d] == nil {
+			count[d] = map[string]int{}
+		}
+		count[d][p.File]++
+	}
+	keep := map[day]string{}
+	for d, byFile := range count {
+		best, n := "", -1
+		for _, f := range slices.Sorted(maps.Keys(byFile)) {
+			if byFile[f] > n {
+				best, n = f, byFile[f]
+			}
+		}
+		keep[d] = best
+	}
+	out := make([]statement.Posting, 0, len(ps))
+	for _, p := range ps {
+		if keep[day{p.BookingDate, p.Amount}] == p.File {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // chargePostings are one charge's postings by bank key (nearly always

@@ -930,7 +930,14 @@ func (r *camtReader) transaction(line int) error {
 			return r.errf(line, "TxDtls/RltdPties/DbtrAcct", "missing: the customer's account of %s", t.key)
 		}
 	}
-	if t.rtr && p.Reversal {
+	if t.rtr && !p.Reversal {
+		// Return information in the direction of a posting: another
+		// account's return (the fee account's, beside the customers'
+		// statements), never a posting of ours.
+		r.h.Unkeyed++
+		return nil
+	}
+	if t.rtr {
 		p.Return, p.ReturnReason = true, t.reason
 	}
 	if p.Reference == "" {
