@@ -59,6 +59,7 @@ const (
 	attrPrevDetail  = "prevDetail"
 	attrGeneration  = "generation"
 	attrHistory     = "history"
+	attrSummary     = "summary"
 	// attrListState is the key of the sparse index IndexName: set only
 	// while a record is in a state worth listing (listStateOf), removed by
 	// the write that moves it out.
@@ -74,7 +75,7 @@ var names = map[string]string{
 	"#updated": attrUpdatedAt, "#expires": attrExpiresAt, "#status": attrStatus,
 	"#detail": attrDetail, "#ttl": AttrTTL, "#reopens": attrReopens, "#reopenedAt": attrReopenedAt,
 	"#reopenWhy": attrReopenWhy, "#prevStatus": attrPrevStatus, "#prevDetail": attrPrevDetail,
-	"#gen": attrGeneration, "#history": attrHistory, "#ls": attrListState,
+	"#gen": attrGeneration, "#history": attrHistory, "#ls": attrListState, "#summary": attrSummary,
 }
 
 // IndexName is the table's sparse global secondary index: partition key
@@ -182,9 +183,14 @@ const reclaimCondition = `#state = :seen AND #token = :prev AND #lease <= :expir
 const reclaimUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #attempt = #attempt + :one, #updated = :now, #expires = :exp, #ttl = :ttl, #ls = :ip ` +
 	`REMOVE #status, #detail`
 
+// reclaimSummaryUpdate is reclaimUpdate for a claim that writes its
+// summary.
+var reclaimSummaryUpdate = strings.Replace(reclaimUpdate, "SET ", "SET #summary = :summary, ", 1)
+
 var (
-	claimNames   = pick("#pk", "#expires")
-	reclaimNames = pick("#state", "#token", "#lease", "#expires", "#attempt", "#updated", "#ttl", "#ls", "#status", "#detail")
+	claimNames          = pick("#pk", "#expires")
+	reclaimNames        = pick("#state", "#token", "#lease", "#expires", "#attempt", "#updated", "#ttl", "#ls", "#status", "#detail")
+	reclaimSummaryNames = pick("#state", "#token", "#lease", "#expires", "#attempt", "#updated", "#ttl", "#ls", "#status", "#detail", "#summary")
 )
 
 // Claim implements driver.Store. A fresh claim, and a duplicate, is one
@@ -204,7 +210,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	}
 	fresh := driver.Record{
 		Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-		Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
+		Attempt: 1, Fingerprint: req.Fingerprint, Summary: req.Summary, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
 	}
 	tries := 0
 	for range 3 {
@@ -277,17 +283,26 @@ func (s *Store) existing(ctx context.Context, op, key string, now time.Time, err
 // fails, it returns the record that stands now (found is
 // false when there is none): another claimant's, or the owner's, moved on.
 func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver.Record) (res driver.ClaimResult, now driver.Record, found bool, err error) {
+	update, names := reclaimUpdate, reclaimNames
+	values := map[string]types.AttributeValue{
+		":ip": str(string(driver.StateInProgress)), ":seen": str(string(old.State)), ":prev": str(old.Token), ":token": str(req.Token),
+		":lease": ms(req.LeaseUntil), ":expiredBy": ms(req.LeaseExpiredBy), ":now": ms(req.Now),
+		":exp": ms(req.ExpiresAt), ":ttl": num(ttlSeconds(req.ExpiresAt)), ":one": num(1),
+	}
+	if req.Summary != "" {
+		// A claim without a summary keeps the record's
+		// (driver.ClaimRequest.SummaryOver: a reclaim never takes over a
+		// record past its retention, the PutItem does).
+		update, names = reclaimSummaryUpdate, reclaimSummaryNames
+		values[":summary"] = str(req.Summary)
+	}
 	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      s.key(req.Key),
-		ConditionExpression:      aws.String(reclaimCondition),
-		UpdateExpression:         aws.String(reclaimUpdate),
-		ExpressionAttributeNames: reclaimNames,
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(driver.StateInProgress)), ":seen": str(string(old.State)), ":prev": str(old.Token), ":token": str(req.Token),
-			":lease": ms(req.LeaseUntil), ":expiredBy": ms(req.LeaseExpiredBy), ":now": ms(req.Now),
-			":exp": ms(req.ExpiresAt), ":ttl": num(ttlSeconds(req.ExpiresAt)), ":one": num(1),
-		},
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(req.Key),
+		ConditionExpression:                 aws.String(reclaimCondition),
+		UpdateExpression:                    aws.String(update),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
@@ -326,6 +341,9 @@ func encode(r driver.Record) map[string]types.AttributeValue {
 	}
 	if len(r.History) > 0 {
 		item[attrHistory] = str(driver.JoinHistory(r.History))
+	}
+	if r.Summary != "" {
+		item[attrSummary] = str(r.Summary)
 	}
 	return item
 }
@@ -772,6 +790,7 @@ func decode(item map[string]types.AttributeValue) (driver.Record, error) {
 		PrevDetail:   d.s(attrPrevDetail),
 		Generation:   max(int(d.n(attrGeneration)), 1),
 		History:      driver.SplitHistory(d.s(attrHistory)),
+		Summary:      d.s(attrSummary),
 	}
 	if _, ok := item[attrReopenedAt]; ok {
 		rec.ReopenedAt = d.t(attrReopenedAt)

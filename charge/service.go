@@ -245,7 +245,8 @@ func (s *Service) ProcessDelivery(ctx context.Context, c Charge, d Delivery) Res
 func (s *Service) do(ctx context.Context, c Charge, fp string, d Delivery) (idempotency.DoResult, error) {
 	return s.opts.Guard.Do(ctx, c.ID, fp, func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
 		return s.work(ctx, c, run)
-	}, idempotency.DoOptions{Heartbeat: d.Heartbeat, Bound: d.Bound, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts})
+	}, idempotency.DoOptions{Heartbeat: d.Heartbeat, Bound: d.Bound, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts,
+		Summary: SummaryOf(c).String()})
 }
 
 // work is one run of c under its claim: debit → notify, or, after a
@@ -368,11 +369,13 @@ func (s *Service) declined(run idempotency.Run, past attempts, d *DeclineError) 
 }
 
 // ClaimRequest is the claim Process would write for c now (its key, its
-// fingerprint under the current key, a fresh token and the guard's lease):
-// what a queue that claims in its receive's transaction writes there
+// fingerprint under the current key, its summary, a fresh token and the
+// guard's lease): what a queue that claims in its receive's transaction writes there
 // (queue.ClaimPolicy).
 func (s *Service) ClaimRequest(c Charge) (driver.ClaimRequest, error) {
-	return s.opts.Guard.ClaimRequest(c.ID, c.Fingerprint(s.opts.Fingerprints))
+	req, err := s.opts.Guard.ClaimRequest(c.ID, c.Fingerprint(s.opts.Fingerprints))
+	req.Summary = SummaryOf(c).String()
+	return req, err
 }
 
 // outcomeOf is what each of Guard.Do's outcomes means for a charge: the

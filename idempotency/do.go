@@ -49,6 +49,12 @@ type DoOptions struct {
 	// dead-letters the message. The state machine is the same; only the
 	// transactions differ.
 	Bound driver.Bound
+	// Summary, when set, is kept with the record (driver.Record.Summary)
+	// by the claim: what the effect is checked against later and shown —
+	// an amount, a currency, the last four of an account; never a secret.
+	// At most driver.MaxSummaryBytes. Empty: the record keeps the one an
+	// earlier claim wrote, if any.
+	Summary string
 }
 
 // Run is what the work is told about its claim.
@@ -193,13 +199,16 @@ func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context
 	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 {
 		return DoResult{}, fmt.Errorf("%w: FinishTimeout and FinishAttempts must not be negative", ErrInvalid)
 	}
+	if len(opts.Summary) > driver.MaxSummaryBytes {
+		return DoResult{}, fmt.Errorf("%w: Summary of %d bytes, at most %d", ErrInvalid, len(opts.Summary), driver.MaxSummaryBytes)
+	}
 	if opts.FinishTimeout == 0 {
 		opts.FinishTimeout = 5 * time.Second
 	}
 	if opts.FinishAttempts == 0 {
 		opts.FinishAttempts = 3
 	}
-	claim, err := g.claimFor(ctx, key, fingerprint, opts.Bound)
+	claim, err := g.claimFor(ctx, key, fingerprint, opts.Summary, opts.Bound)
 	if err != nil {
 		return DoResult{}, err
 	}
@@ -352,13 +361,13 @@ func (g *Guard) pause(d time.Duration) {
 
 // claimFor is the claim bound to the delivery, if it was made for key and
 // fingerprint (taken once), else a claim of Do's own.
-func (g *Guard) claimFor(ctx context.Context, key, fingerprint string, b driver.Bound) (Claim, error) {
+func (g *Guard) claimFor(ctx context.Context, key, fingerprint, summary string, b driver.Bound) (Claim, error) {
 	if b != nil {
 		if req, res, ok := b.Claimed(); ok && req.Key == key && req.Fingerprint == fingerprint {
 			return ClaimOf(req, res), nil
 		}
 	}
-	return g.Claim(ctx, key, fingerprint)
+	return g.claim(ctx, key, fingerprint, summary)
 }
 
 // yield gives the lease up; failing to only delays the next attempt.

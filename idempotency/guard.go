@@ -184,10 +184,16 @@ type Lease struct {
 // condition. The error is ErrInvalid for an empty key, else whatever the
 // store returned (ErrUnavailable when it could not be reached).
 func (g *Guard) Claim(ctx context.Context, key, fingerprint string) (Claim, error) {
+	return g.claim(ctx, key, fingerprint, "")
+}
+
+// claim is Claim with the record's summary (DoOptions.Summary).
+func (g *Guard) claim(ctx context.Context, key, fingerprint, summary string) (Claim, error) {
 	req, err := g.ClaimRequest(key, fingerprint)
 	if err != nil {
 		return Claim{}, err
 	}
+	req.Summary = summary
 	res, err := g.store.Claim(ctx, req)
 	if err != nil {
 		return Claim{}, err

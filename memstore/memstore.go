@@ -58,6 +58,7 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		Token:       req.Token,
 		Attempt:     1,
 		Fingerprint: req.Fingerprint,
+		Summary:     req.SummaryOver(old),
 		CreatedAt:   req.Now,
 		UpdatedAt:   req.Now,
 		ExpiresAt:   req.ExpiresAt,

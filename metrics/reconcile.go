@@ -13,9 +13,12 @@ import (
 // by kind (every kind named, 0 included, so that an alert on a kind sees a
 // series), the postings read and matched, and when the run finished.
 type Reconciliation struct {
-	Breaks           map[string]int
-	Postings         int
-	Matched          int
+	Breaks   map[string]int
+	Postings int
+	Matched  int
+	// KeyOnly: matched by key only, the amount not compared
+	// (reconcile.Report.Unverified).
+	KeyOnly          int
 	Resolved         int
 	PeriodEnd, RunAt time.Time
 }
@@ -39,6 +42,7 @@ func WriteReconciliationFile(path string, r Reconciliation) error {
 	}
 	gauge("reconciliation_postings", "Postings of ours read from the statement(s) of the last run.", float64(r.Postings))
 	gauge("reconciliation_matched", "Charges whose posting matched a DONE record in the last run.", float64(r.Matched))
+	gauge("reconciliation_matched_by_key_only", "Charges of the last run matched by key only: the posting's amount and account not compared with the record (records written before summaries, posted without the narrative).", float64(r.KeyOnly))
 	gauge("reconciliation_resolved", "Breaks of the last run left out because an operator resolved them.", float64(r.Resolved))
 	gauge("reconciliation_period_end_timestamp_seconds", "End of the period the last run reconciled (Unix seconds).", float64(r.PeriodEnd.Unix()))
 	gauge("reconciliation_last_run_timestamp_seconds", "When the last reconciliation run finished (Unix seconds).", float64(r.RunAt.Unix()))

@@ -296,6 +296,13 @@ var migrations = []string{
 	 alter table idempotency_records alter column key type text collate "C";
 	 create index if not exists idempotency_records_open_idx on idempotency_records (state, key)
 	   where ` + openPredicate + `;`,
+	// 6: what the caller keeps with a record to check it against an outside
+	// ledger (driver.Record.Summary). Adding a column with a constant
+	// default rewrites nothing (PostgreSQL 11+), and no index names it, so
+	// every update stays HOT where it was. Older records keep "": it
+	// cannot be derived from a keyed fingerprint (reconciliation says
+	// which it matched by key only).
+	`alter table idempotency_records add column summary text not null default '';`,
 }
 
 // openPredicate is the predicate of the partial index on (state, key)

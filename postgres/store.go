@@ -33,7 +33,7 @@ var (
 func NewStore(db *DB) *Store { return &Store{db: db} }
 
 const columns = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
-  reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history`
+  reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history, summary`
 
 // claimSQL writes the claim if the key is absent, past retention, or
 // IN_PROGRESS or WAITING with its lease (its not-before) passed and the
@@ -47,7 +47,8 @@ const columns = `key, state, token, fingerprint, attempt, lease_until, created_a
 // reads the winner.
 //
 // $1 key, $2 token, $3 fingerprint, $4 lease until, $5 now, $6 expires at,
-// $7 lease expired by.
+// $7 lease expired by, $8 summary ("" keeps the record's unless it is past
+// retention: driver.ClaimRequest.SummaryOver).
 const claimSQL = `
 with prev as (
   select ` + columns + ` from idempotency_records where key = $1 for no key update
@@ -57,6 +58,7 @@ with prev as (
     created_at = case when p.expires_at <= $5 then $5 else p.created_at end,
     state = 'IN_PROGRESS', token = $2, fingerprint = $3, lease_until = $4,
     updated_at = $5, expires_at = $6, status = '', detail = '',
+    summary = case when $8 = '' and p.expires_at > $5 then p.summary else $8 end,
     reopens = case when p.expires_at <= $5 then 0 else p.reopens end,
     reopened_at = case when p.expires_at <= $5 then null else p.reopened_at end,
     reopen_reason = case when p.expires_at <= $5 then '' else p.reopen_reason end,
@@ -67,17 +69,17 @@ with prev as (
   from prev p
   where r.key = $1
     and (p.expires_at <= $5 or (p.state in ('IN_PROGRESS', 'WAITING') and p.lease_until <= $7 and p.fingerprint = $3))
-  returning r.attempt, r.created_at, r.generation, r.history
+  returning r.attempt, r.created_at, r.generation, r.history, r.summary
 ), ins as (
-  insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at)
-  select $1, 'IN_PROGRESS', $2, $3, 1, $4, $5, $5, $6 where not exists (select 1 from prev)
+  insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, summary)
+  select $1, 'IN_PROGRESS', $2, $3, 1, $4, $5, $5, $6, $8 where not exists (select 1 from prev)
   on conflict (key) do nothing
-  returning attempt, created_at, generation, history
+  returning attempt, created_at, generation, history, summary
 ), won as (
   select * from upd union all select * from ins
 )
-select w.attempt, w.created_at, w.generation, w.history, p.key, p.state, p.token, p.fingerprint, p.attempt, p.lease_until, p.created_at, p.updated_at,
-  p.expires_at, p.status, p.detail, p.reopens, p.reopened_at, p.reopen_reason, p.prev_status, p.prev_detail, p.generation, p.history
+select w.attempt, w.created_at, w.generation, w.history, w.summary, p.key, p.state, p.token, p.fingerprint, p.attempt, p.lease_until, p.created_at, p.updated_at,
+  p.expires_at, p.status, p.detail, p.reopens, p.reopened_at, p.reopen_reason, p.prev_status, p.prev_detail, p.generation, p.history, p.summary
 from (select 1) one left join won w on true left join prev p on true`
 
 // Claim implements driver.Store.
@@ -107,7 +109,7 @@ func claimIn(ctx context.Context, q querier, req driver.ClaimRequest) (driver.Cl
 
 // claimArgs are claimSQL's arguments for req.
 func claimArgs(req driver.ClaimRequest) []any {
-	return []any{req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy}
+	return []any{req.Key, req.Token, req.Fingerprint, req.LeaseUntil, req.Now, req.ExpiresAt, req.LeaseExpiredBy, req.Summary}
 }
 
 // claimed reads claimSQL's answer for req from row. done is false when the
@@ -117,10 +119,10 @@ func claimed(ctx context.Context, q querier, req driver.ClaimRequest, row pgx.Ro
 	var (
 		attempt, generation *int32
 		created             *time.Time
-		history             *string
+		history, summary    *string
 		prev                nullableRecord
 	)
-	if err := row.Scan(append([]any{&attempt, &created, &generation, &history}, prev.dest()...)...); err != nil {
+	if err := row.Scan(append([]any{&attempt, &created, &generation, &history, &summary}, prev.dest()...)...); err != nil {
 		return driver.ClaimResult{}, true, driver.Unavailable("claim", err)
 	}
 	rec, ok := prev.record()
@@ -130,7 +132,7 @@ func claimed(ctx context.Context, q querier, req driver.ClaimRequest, row pgx.Ro
 		// record, a record past retention; none: a new key.
 		return driver.ClaimResult{Acquired: true, Reclaimed: ok && req.Reclaims(rec), Record: driver.Record{
 			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-			Attempt: int(*attempt), Fingerprint: req.Fingerprint, CreatedAt: created.UTC(),
+			Attempt: int(*attempt), Fingerprint: req.Fingerprint, Summary: *summary, CreatedAt: created.UTC(),
 			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: int(*generation), History: driver.SplitHistory(*history),
 		}}, true, nil
 	}
@@ -158,14 +160,14 @@ const maxStaleRetries = 8
 
 // nullableRecord scans a left-joined record row.
 type nullableRecord struct {
-	key, state, token, fingerprint, status, detail, reopenReason, prevStatus, prevDetail, history *string
-	attempt, reopens, generation                                                                  *int32
-	lease, created, updated, expires, reopened                                                    *time.Time
+	key, state, token, fingerprint, status, detail, reopenReason, prevStatus, prevDetail, history, summary *string
+	attempt, reopens, generation                                                                           *int32
+	lease, created, updated, expires, reopened                                                             *time.Time
 }
 
 func (n *nullableRecord) dest() []any {
 	return []any{&n.key, &n.state, &n.token, &n.fingerprint, &n.attempt, &n.lease, &n.created, &n.updated, &n.expires,
-		&n.status, &n.detail, &n.reopens, &n.reopened, &n.reopenReason, &n.prevStatus, &n.prevDetail, &n.generation, &n.history}
+		&n.status, &n.detail, &n.reopens, &n.reopened, &n.reopenReason, &n.prevStatus, &n.prevDetail, &n.generation, &n.history, &n.summary}
 }
 
 func (n *nullableRecord) record() (driver.Record, bool) {
@@ -177,7 +179,7 @@ func (n *nullableRecord) record() (driver.Record, bool) {
 		Attempt: int(*n.attempt), LeaseUntil: n.lease.UTC(), CreatedAt: n.created.UTC(), UpdatedAt: n.updated.UTC(),
 		ExpiresAt: n.expires.UTC(), Status: *n.status, Detail: *n.detail, Reopens: int(*n.reopens),
 		ReopenReason: *n.reopenReason, PrevStatus: *n.prevStatus, PrevDetail: *n.prevDetail,
-		Generation: int(*n.generation), History: driver.SplitHistory(*n.history),
+		Generation: int(*n.generation), History: driver.SplitHistory(*n.history), Summary: *n.summary,
 	}
 	if n.reopened != nil {
 		r.ReopenedAt = n.reopened.UTC()

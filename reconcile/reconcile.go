@@ -141,9 +141,12 @@ type Report struct {
 	Postings  int `json:"postings"`
 	Reversals int `json:"reversals"`
 	Matched   int `json:"matched"`
-	// Unverified: matched by key, the amount not checked (no narrative, or
-	// a fingerprint written under a key not given).
-	Unverified int `json:"unverified"`
+	// Unverified: matched by key only, the amount not checked — a record
+	// written before summaries (driver.Record.Summary) that keeps no
+	// notice, and no narrative on the posting (or a fingerprint written
+	// under a key not given). KeyOnly names them (at most MaxKeyOnly).
+	Unverified int      `json:"unverified"`
+	KeyOnly    []string `json:"keyOnly,omitempty"`
 	// InFlight: posted, the record IN_PROGRESS under a live lease (a
 	// consumer is finishing it now): not a break yet.
 	InFlight int `json:"inFlight"`
@@ -161,6 +164,9 @@ type Report struct {
 	// RunAt is when the run finished.
 	RunAt time.Time `json:"runAt"`
 }
+
+// MaxKeyOnly bounds Report.KeyOnly (the count is whole).
+const MaxKeyOnly = 50
 
 // Store is what a run reads: the records (Get, and driver.Walk of the DONE
 // ones finished in the period) and the resolutions (records of their own,
@@ -468,6 +474,15 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 		rep.Breaks = []Break{}
 	}
 	rep.RunAt = time.Now().UTC()
+	if rep.Unverified > 0 {
+		slices.Sort(rep.KeyOnly)
+		more := ""
+		if n := rep.Unverified - len(rep.KeyOnly); n > 0 {
+			more = fmt.Sprintf(" and %d more", n)
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d charge(s) matched by key only, their amount and account NOT compared (records written before summaries, posted without our narrative): %s%s; check them against the billing system",
+			rep.Unverified, strings.Join(rep.KeyOnly, ", "), more))
+	}
 	if r.unknownKey > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) matched by key only: their record's fingerprint was written under a key not given (--fingerprint-key-file, --fingerprint-previous-key-files)", r.unknownKey))
 	}
@@ -711,8 +726,8 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 			return nil
 		case checked && !ok:
 			b.Kind = AmountMismatch
-			b.Detail = fmt.Sprintf("the bank posted %s to %s under key %s; that is not the charge's amount, currency or account (the record's fingerprint does not match); the record is %s",
-				p.Amount, charge.MaskAccount(p.Account), p.BankKey, stateText(rec))
+			b.Detail = fmt.Sprintf("the bank posted %s to %s under key %s; that is not the charge's amount, currency or account (%s); the record is %s",
+				p.Amount, charge.MaskAccount(p.Account), p.BankKey, differs(rec), stateText(rec))
 			b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
 			r.openMoney(&b, rec, p)
 			r.add(cp.fill(b))
@@ -762,8 +777,8 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 	}
 	if checked && !ok {
 		b.Kind = AmountMismatch
-		b.Detail = fmt.Sprintf("the bank posted %s to %s; that is not the charge's amount, currency or account (the record's fingerprint does not match); the record is %s",
-			p.Amount, charge.MaskAccount(p.Account), stateText(rec))
+		b.Detail = fmt.Sprintf("the bank posted %s to %s; that is not the charge's amount, currency or account (%s); the record is %s",
+			p.Amount, charge.MaskAccount(p.Account), differs(rec), stateText(rec))
 		b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
 		r.openMoney(&b, rec, p)
 		r.add(cp.fill(b))
@@ -792,7 +807,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		how := "its account, amount and currency checked against the charge"
 		b.Unverified = !checked
 		if !checked {
-			how = "NOT checked against the charge (no narrative, or no fingerprint key): check the amount by hand, then resolve --unverified"
+			how = "NOT checked against the charge (a record written before summaries, posted without our narrative or under a fingerprint key not given): check the amount by hand, then resolve --unverified"
 		}
 		b.Detail = fmt.Sprintf("the bank posted it (reference %s, %s) and the record is IN_PROGRESS with its lease passed (attempt %d): no consumer finished it", clip(charge.MaskText(p.Reference, p.Account)), how, rec.Attempt)
 		b.Action = fmt.Sprintf("adopt the posting: chargerecovery reconcile resolve %s (records DONE with the bank's reference and keeps the notice for renotify; no debit)", id)
@@ -802,6 +817,9 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		r.rep.Matched++
 		if !checked {
 			r.rep.Unverified++
+			if len(r.rep.KeyOnly) < MaxKeyOnly {
+				r.rep.KeyOnly = append(r.rep.KeyOnly, ShowKey(id, p.Account))
+			}
 		}
 		r.mu.Unlock()
 	}
@@ -898,25 +916,65 @@ func reversesRecorded(reversals []statement.Posting, recorded string) bool {
 
 func clip(s string) string { return charge.Clip(s, 80) }
 
-// verify checks p against rec's fingerprint: ok when it is the charge's
-// account, amount and currency; checked false when it cannot be told.
+// verify checks p against rec: the amount, currency and account's last
+// four the record keeps (RecordSummary), and, where p carries our
+// narrative, the record's keyed fingerprint as a second check. ok when
+// every check that can be made agrees; checked false when none can (a
+// record written before summaries, with no kept notice, and no narrative or
+// no fingerprint key: matched by key only).
 func (r *run) verify(rec driver.Record, p statement.Posting) (ok, checked bool, err error) {
+	sum, hasSum := RecordSummary(rec)
+	ok = !hasSum || (p.Amount == sum.Amount && sum.SameAccount(p.Account))
 	typ, due, found := NarrativeParts(p.Narrative)
 	if !found {
-		return false, false, nil
+		return ok, hasSum, nil
 	}
 	parts := []string{p.Account, strconv.FormatInt(p.Amount.Minor, 10), string(p.Amount.Currency), string(typ), due}
-	ok, err = r.opts.Fingerprints.Match(rec.Fingerprint, parts...)
+	fpOK, err := r.opts.Fingerprints.Match(rec.Fingerprint, parts...)
 	if errors.Is(err, idempotency.ErrUnknownFingerprintKey) {
-		r.mu.Lock()
-		r.unknownKey++
-		r.mu.Unlock()
-		return false, false, nil
+		if !hasSum {
+			r.mu.Lock()
+			r.unknownKey++
+			r.mu.Unlock()
+		}
+		return ok, hasSum, nil
 	}
 	if err != nil {
 		return false, false, err
 	}
-	return ok, true, nil
+	return ok && fpOK, true, nil
+}
+
+// RecordSummary is what rec keeps of its charge in clear: its Summary, or,
+// for a record written before summaries, the amount and masked account of
+// the notice a DEBITED_NOTIFICATION_FAILED record keeps. ok is false when
+// it keeps neither (reconciliation then matches it by key only, unless the
+// posting's narrative lets the fingerprint be checked).
+func RecordSummary(rec driver.Record) (charge.Summary, bool) {
+	if s, ok := charge.ParseSummary(rec.Summary); ok {
+		return s, true
+	}
+	n, ok := charge.PendingNotice(rec.Status, rec.Detail)
+	if !ok || !n.Amount.Currency.Valid() {
+		return charge.Summary{}, false
+	}
+	s := charge.Summary{Amount: charge.Money{Minor: n.Amount.Minor, Currency: n.Amount.Currency}}
+	if r := []rune(n.Account); len(r) > 4 && !strings.ContainsRune(string(r[len(r)-4:]), '*') {
+		s.Last4 = string(r[len(r)-4:])
+	}
+	return s, true
+}
+
+// differs says, for an amount_mismatch, what the posting was checked
+// against: the record's summary, else its fingerprint.
+func differs(rec driver.Record) string {
+	if s, ok := RecordSummary(rec); ok {
+		if acct := s.Account(); acct != "" {
+			return fmt.Sprintf("the charge is %s to %s", s.Amount, acct)
+		}
+		return fmt.Sprintf("the charge is %s", s.Amount)
+	}
+	return "the record's fingerprint does not match"
 }
 
 // finished finds the records DONE in the period whose key has no posting

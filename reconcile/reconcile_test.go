@@ -45,6 +45,9 @@ type books struct {
 	postings []statement.Posting
 	charges  map[string]charge.Charge
 	seq      int
+	// noSummary: records are written as before summaries existed (the
+	// amount only in the keyed fingerprint).
+	noSummary bool
 }
 
 func newBooks(t *testing.T, s driver.Store, prefix string) *books {
@@ -96,10 +99,7 @@ func (b *books) reverse(p statement.Posting) {
 
 func (b *books) done(t *testing.T, c charge.Charge) {
 	t.Helper()
-	cl, err := b.guard.Claim(t.Context(), c.ID, c.Fingerprint(b.fp))
-	if err != nil || !cl.Outcome.Owned() {
-		t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
-	}
+	cl := b.claim(t, c)
 	if err := b.guard.Complete(t.Context(), cl.Lease(), string(charge.Debited), "REF-"+charge.BankKey(c.ID, cl.Record.Generation)); err != nil {
 		t.Fatal(err)
 	}
@@ -107,20 +107,31 @@ func (b *books) done(t *testing.T, c charge.Charge) {
 
 func (b *books) failed(t *testing.T, c charge.Charge) {
 	t.Helper()
-	cl, err := b.guard.Claim(t.Context(), c.ID, c.Fingerprint(b.fp))
-	if err != nil || !cl.Outcome.Owned() {
-		t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
-	}
+	cl := b.claim(t, c)
 	if err := b.guard.Fail(t.Context(), cl.Lease(), string(charge.Failed), (&charge.DeclineError{Code: "INSUFFICIENT_FUNDS"}).Error()); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (b *books) claimed(t *testing.T, c charge.Charge) {
+func (b *books) claimed(t *testing.T, c charge.Charge) { b.claim(t, c) }
+
+// claim claims c as the service does: its fingerprint and its summary
+// (none when b.noSummary: a record written before summaries).
+func (b *books) claim(t *testing.T, c charge.Charge) idempotency.Claim {
 	t.Helper()
-	if cl, err := b.guard.Claim(t.Context(), c.ID, c.Fingerprint(b.fp)); err != nil || !cl.Outcome.Owned() {
+	req, err := b.guard.ClaimRequest(c.ID, c.Fingerprint(b.fp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.noSummary {
+		req.Summary = charge.SummaryOf(c).String()
+	}
+	res, err := b.store.Claim(t.Context(), req)
+	cl := idempotency.ClaimOf(req, res)
+	if err != nil || !cl.Outcome.Owned() {
 		t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
 	}
+	return cl
 }
 
 func (b *books) postings_() reconcile.Postings {
@@ -169,9 +180,21 @@ func (b *books) plant(t *testing.T) []string {
 	ok := b.charge("ok", 2500) // DONE, posted once, narrative checked
 	b.done(t, ok)
 	b.post(ok, 1, 2500, true)
-	bare := b.charge("ok-no-narrative", 2500) // matched by key only
+	bare := b.charge("ok-no-narrative", 2500) // checked against the record's summary
 	b.done(t, bare)
 	b.post(bare, 1, 2500, false)
+	b.noSummary = true
+	older := b.charge("ok-older-record", 2500) // written before summaries: matched by key only
+	b.done(t, older)
+	b.post(older, 1, 2500, false)
+	b.noSummary = false
+	offByOne := b.charge("off-by-one-no-narrative", 2500) // booked 26.00, no narrative
+	b.done(t, offByOne)
+	b.post(offByOne, 1, 2600, false)
+	otherAcct := b.charge("other-account-no-narrative", 2500) // from another account, no narrative
+	b.done(t, otherAcct)
+	b.post(otherAcct, 1, 2500, false)
+	b.postings[len(b.postings)-1].Account = "009999999999"
 	gen2 := b.charge("ok-gen2", 4000) // declined, reopened with a new key, posted under it
 	b.failed(t, gen2)
 	if _, err := b.guard.Reopen(t.Context(), gen2.ID, "funded", idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err != nil {
@@ -223,6 +246,8 @@ func (b *books) plant(t *testing.T) []string {
 	b.clock.Advance(-24 * time.Hour)
 
 	return []string{
+		"amount_mismatch off-by-one-no-narrative",
+		"amount_mismatch other-account-no-narrative",
 		"amount_mismatch wrong-amount",
 		"failed_but_posted failed-posted",
 		"posted_not_recorded crashed",
@@ -244,8 +269,13 @@ func reconcileOn(t *testing.T, s driver.Store, prefix string) {
 	if got := b.mine(rep); !slices.Equal(got, want) {
 		t.Fatalf("breaks:\n  got  %q\n  want %q", got, want)
 	}
-	if rep.InFlight < 1 || rep.Matched < 3 || rep.Unverified < 1 {
-		t.Errorf("in flight %d (want ≥ 1), matched %d (want ≥ 3: ok, ok-no-narrative, ok-gen2), unverified %d (want ≥ 1)", rep.InFlight, rep.Matched, rep.Unverified)
+	if rep.InFlight < 1 || rep.Matched < 4 || rep.Unverified < 1 {
+		t.Errorf("in flight %d (want ≥ 1), matched %d (want ≥ 4: ok, ok-no-narrative, ok-older-record, ok-gen2), unverified %d (want ≥ 1: ok-older-record)",
+			rep.InFlight, rep.Matched, rep.Unverified)
+	}
+	if !slices.ContainsFunc(rep.KeyOnly, func(id string) bool { return id == prefix+"ok-older-record" }) ||
+		slices.ContainsFunc(rep.KeyOnly, func(id string) bool { return id == prefix+"ok-no-narrative" }) {
+		t.Errorf("matched by key only %q: want the older record listed, not the one with a summary", rep.KeyOnly)
 	}
 	for _, br := range rep.Breaks {
 		if strings.HasPrefix(br.ChargeID, prefix) && (br.Action == "" || br.Detail == "" || br.ID == "") {

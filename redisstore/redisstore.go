@@ -63,8 +63,8 @@ func New(c redis.UniversalClient, o Options) (*Store, error) {
 // Times are Unix milliseconds in the hash; a TTL is set to ExpiresAt - Now.
 
 // claimScript: ARGV token, fingerprint, now, lease expired by, lease until,
-// expires at, ttl ms. Returns {1, attempt, created_at, generation, history,
-// reclaimed} when the claim is written, else {0, field, value, ...} (the
+// expires at, ttl ms, summary ("" keeps a live record's). Returns {1,
+// attempt, created_at, generation, history, reclaimed, summary} when the claim is written, else {0, field, value, ...} (the
 // existing hash). A claim over a live record (a reclaim of an IN_PROGRESS
 // claim, or the resume of a WAITING record that is due) keeps the audit
 // fields, the generation and the history; only the first is reclaimed (1).
@@ -72,7 +72,7 @@ var claimScript = redis.NewScript(`
 local k = KEYS[1]
 local now, expiredBy = tonumber(ARGV[3]), tonumber(ARGV[4])
 local old = redis.call('HGETALL', k)
-local attempt, created, generation, history, reclaimed = 1, ARGV[3], 1, '', 0
+local attempt, created, generation, history, reclaimed, summary = 1, ARGV[3], 1, '', 0, ARGV[8]
 local keepAudit = false
 if #old > 0 then
   local h = {}
@@ -82,6 +82,7 @@ if #old > 0 then
     if (h.state == 'IN_PROGRESS' or h.state == 'WAITING') and tonumber(h.lease_until) <= expiredBy and h.fingerprint == ARGV[2] then
       attempt, created, keepAudit = tonumber(h.attempt) + 1, h.created_at, true
       generation, history = tonumber(h.generation or '1'), h.history or ''
+      if summary == '' then summary = h.summary or '' end
       if h.state == 'IN_PROGRESS' then reclaimed = 1 end
     else
       return {0, old}
@@ -93,9 +94,9 @@ if not keepAudit then
 end
 redis.call('HSET', k, 'state', 'IN_PROGRESS', 'token', ARGV[1], 'fingerprint', ARGV[2], 'attempt', attempt,
   'lease_until', ARGV[5], 'created_at', created, 'updated_at', ARGV[3], 'expires_at', ARGV[6], 'status', '', 'detail', '',
-  'generation', generation, 'history', history)
+  'generation', generation, 'history', history, 'summary', summary)
 redis.call('PEXPIRE', k, ARGV[7])
-return {1, attempt, created, generation, history, reclaimed}
+return {1, attempt, created, generation, history, reclaimed, summary}
 `)
 
 // finishScript: ARGV token, state, status, detail, now, expires at, ttl,
@@ -166,19 +167,20 @@ func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 		return driver.ClaimResult{}, fmt.Errorf("%w: claim needs key and token", driver.ErrInvalid)
 	}
 	res, err := claimScript.Run(ctx, s.c, []string{s.key(req.Key)}, req.Token, req.Fingerprint, ms(req.Now), ms(req.LeaseExpiredBy),
-		ms(req.LeaseUntil), ms(req.ExpiresAt), ttl(req.Now, req.ExpiresAt)).Slice()
+		ms(req.LeaseUntil), ms(req.ExpiresAt), ttl(req.Now, req.ExpiresAt), req.Summary).Slice()
 	if err != nil {
 		return driver.ClaimResult{}, driver.Unavailable("claim", err)
 	}
-	if len(res) == 6 && res[0] == int64(1) {
+	if len(res) == 7 && res[0] == int64(1) {
 		attempt, _ := res[1].(int64)
 		created := parseMS(res[2])
 		generation, _ := res[3].(int64)
 		history, _ := res[4].(string)
+		summary, _ := res[6].(string)
 		return driver.ClaimResult{Acquired: true, Reclaimed: res[5] == int64(1), Record: driver.Record{
 			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
 			Attempt: int(attempt), Fingerprint: req.Fingerprint, CreatedAt: created, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt,
-			Generation: int(generation), History: driver.SplitHistory(history),
+			Generation: int(generation), History: driver.SplitHistory(history), Summary: summary,
 		}}, nil
 	}
 	if len(res) != 2 {
@@ -227,7 +229,7 @@ func decode(key string, v any) (driver.Record, error) {
 		LeaseUntil: parseMS(h["lease_until"]), CreatedAt: parseMS(h["created_at"]), UpdatedAt: parseMS(h["updated_at"]),
 		ExpiresAt: parseMS(h["expires_at"]), Status: h["status"], Detail: h["detail"], Reopens: n("reopens"),
 		ReopenReason: h["reopen_reason"], PrevStatus: h["prev_status"], PrevDetail: h["prev_detail"],
-		Generation: max(n("generation"), 1), History: driver.SplitHistory(h["history"]),
+		Generation: max(n("generation"), 1), History: driver.SplitHistory(h["history"]), Summary: h["summary"],
 	}
 	if h["reopened_at"] != "" {
 		r.ReopenedAt = parseMS(h["reopened_at"])

@@ -245,6 +245,11 @@ var migrations = []string{
 	 create index idempotency_records_state_lease_idx on idempotency_records (state, lease_until);
 	 create index idempotency_records_expires_idx on idempotency_records (expires_at);
 	 create index idempotency_records_state_key_idx on idempotency_records (state, key);`,
+	// 7: what the caller keeps with a record to check it against an outside
+	// ledger (driver.Record.Summary). Older records have none: it cannot be
+	// derived from a keyed fingerprint, so they stay "" until a claim
+	// writes one (reconciliation says which it matched by key only).
+	`alter table idempotency_records add column summary text not null default '';`,
 }
 
 // columnsV6 are the columns of idempotency_records as migration 6 found

@@ -35,13 +35,13 @@ func NewStore(db *DB) *Store { return &Store{db: db} }
 
 const claimSQL = `
 insert into idempotency_records
-  (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
-values (?1, 'IN_PROGRESS', ?2, ?3, 1, ?4, ?5, ?5, ?6, '', '')
+  (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail, summary)
+values (?1, 'IN_PROGRESS', ?2, ?3, 1, ?4, ?5, ?5, ?6, '', '', ?8)
 on conflict (key) do update set
   attempt = case when expires_at <= ?5 then 1 else attempt + 1 end,
   created_at = case when expires_at <= ?5 then ?5 else created_at end,
   state = 'IN_PROGRESS', token = ?2, fingerprint = ?3, lease_until = ?4,
-  updated_at = ?5, expires_at = ?6, status = '', detail = '',
+  updated_at = ?5, expires_at = ?6, status = '', detail = '', summary = ?8,
   reopens = case when expires_at <= ?5 then 0 else reopens end,
   reopened_at = case when expires_at <= ?5 then 0 else reopened_at end,
   reopen_reason = case when expires_at <= ?5 then '' else reopen_reason end,
@@ -55,12 +55,12 @@ returning attempt, created_at, generation, history`
 
 const insertSQL = `
 insert into idempotency_records
-  (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
-values (?1, 'IN_PROGRESS', ?2, ?3, 1, ?4, ?5, ?5, ?6, '', '')
+  (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail, summary)
+values (?1, 'IN_PROGRESS', ?2, ?3, 1, ?4, ?5, ?5, ?6, '', '', ?7)
 on conflict (key) do nothing`
 
 const columns = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
-  reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history`
+  reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history, summary`
 
 const selectSQL = `select ` + columns + ` from idempotency_records where key = ?`
 
@@ -89,7 +89,7 @@ func claimTx(ctx context.Context, tx *wtx, req driver.ClaimRequest) (driver.Clai
 	// conditional upsert: all in the writer's transaction, so nothing
 	// changes the row between the read and the write.
 	ins, err := tx.Exec(ctx, insertSQL, req.Key, req.Token, req.Fingerprint,
-		req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli())
+		req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.Summary)
 	if err != nil {
 		return driver.ClaimResult{}, err
 	}
@@ -98,7 +98,7 @@ func claimTx(ctx context.Context, tx *wtx, req driver.ClaimRequest) (driver.Clai
 	} else if n == 1 {
 		return driver.ClaimResult{Acquired: true, Record: driver.Record{
 			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-			Attempt: 1, Fingerprint: req.Fingerprint, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: 1,
+			Attempt: 1, Fingerprint: req.Fingerprint, Summary: req.Summary, CreatedAt: req.Now, UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: 1,
 		}}, nil
 	}
 	existing, err := scan(tx.QueryRow(ctx, selectSQL, req.Key))
@@ -111,15 +111,16 @@ func claimTx(ctx context.Context, tx *wtx, req driver.ClaimRequest) (driver.Clai
 	var attempt, generation int
 	var created int64
 	var history string
+	summary := req.SummaryOver(existing)
 	err = tx.QueryRow(ctx, claimSQL, req.Key, req.Token, req.Fingerprint,
-		req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli()).Scan(&attempt, &created, &generation, &history)
+		req.LeaseUntil.UnixMilli(), req.Now.UnixMilli(), req.ExpiresAt.UnixMilli(), req.LeaseExpiredBy.UnixMilli(), summary).Scan(&attempt, &created, &generation, &history)
 	if err == nil {
 		// existing is the row the upsert took over (read in this
 		// transaction): a reclaim of an IN_PROGRESS claim, the resume of a
 		// WAITING record that is due, or a record past retention.
 		return driver.ClaimResult{Acquired: true, Reclaimed: req.Reclaims(existing), Record: driver.Record{
 			Key: req.Key, State: driver.StateInProgress, LeaseUntil: req.LeaseUntil, Token: req.Token,
-			Attempt: attempt, Fingerprint: req.Fingerprint, CreatedAt: time.UnixMilli(created).UTC(),
+			Attempt: attempt, Fingerprint: req.Fingerprint, Summary: summary, CreatedAt: time.UnixMilli(created).UTC(),
 			UpdatedAt: req.Now, ExpiresAt: req.ExpiresAt, Generation: generation, History: driver.SplitHistory(history),
 		}}, nil
 	}
@@ -152,7 +153,7 @@ func scan(r row) (driver.Record, error) {
 	var lease, created, updated, expires, reopened int64
 	var history string
 	if err := r.Scan(&rec.Key, &state, &rec.Token, &rec.Fingerprint, &rec.Attempt, &lease, &created, &updated, &expires, &rec.Status, &rec.Detail,
-		&rec.Reopens, &reopened, &rec.ReopenReason, &rec.PrevStatus, &rec.PrevDetail, &rec.Generation, &history); err != nil {
+		&rec.Reopens, &reopened, &rec.ReopenReason, &rec.PrevStatus, &rec.PrevDetail, &rec.Generation, &history, &rec.Summary); err != nil {
 		return driver.Record{}, err
 	}
 	rec.History = driver.SplitHistory(history)

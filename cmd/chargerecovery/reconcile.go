@@ -254,7 +254,7 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	if metricsFile != "" {
 		end, _ := time.Parse(time.RFC3339, rep.Period.To)
-		if err := metrics.WriteReconciliationFile(metricsFile, metrics.Reconciliation{Breaks: rep.Counts(), Postings: rep.Postings,
+		if err := metrics.WriteReconciliationFile(metricsFile, metrics.Reconciliation{Breaks: rep.Counts(), Postings: rep.Postings, KeyOnly: rep.Unverified,
 			Matched: rep.Matched, Resolved: rep.Resolved, PeriodEnd: end, RunAt: time.Now()}); err != nil {
 			return err
 		}

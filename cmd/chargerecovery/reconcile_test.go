@@ -113,7 +113,8 @@ func TestReconcileFindsResolvesAndForgetsBreaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`reconciliation_breaks{kind="posted_not_recorded"} 1`, `reconciliation_breaks{kind="recorded_not_posted"} 1`,
-		`reconciliation_breaks{kind="posted_twice"} 0`, "reconciliation_postings 2", "reconciliation_matched 1"} {
+		`reconciliation_breaks{kind="posted_twice"} 0`, "reconciliation_postings 2", "reconciliation_matched 1",
+		"reconciliation_matched_by_key_only 0"} {
 		if !strings.Contains(string(prom), want) {
 			t.Errorf("metrics file lacks %q:\n%s", want, prom)
 		}

@@ -18,6 +18,14 @@ type Record struct {
 	Attempt int
 	// Fingerprint identifies the business payload (a keyed hash of it).
 	Fingerprint string
+	// Summary is what the caller keeps with the record to check its effect
+	// later against an outside ledger and to show it (for a charge: the
+	// amount in minor units, the currency and the account's last four). It
+	// is not secret and not a fingerprint: written in clear by the claim
+	// that takes the key (ClaimRequest.Summary; a claim without one keeps
+	// the record's), kept by every other write, at most MaxSummaryBytes.
+	// "" on a record written before summaries existed.
+	Summary string
 	// Status and Detail are the application's result, written with the final
 	// state: for charges DEBITED / DEBITED_NOTIFICATION_FAILED / FAILED and a
 	// reason or core-banking reference.
@@ -57,6 +65,10 @@ type Record struct {
 // the work returns, a record stays far below every store's item limit
 // (DynamoDB's 400 KB), so that it can always be finished.
 const MaxDetailBytes = 4096
+
+// MaxSummaryBytes bounds a record's Summary (the Guard refuses a longer
+// one before it claims).
+const MaxSummaryBytes = 256
 
 // MaxResultBytes bounds the Detail of a DONE record that holds a typed
 // result (idempotency.DoTyped: the encoded first result, handed back to

@@ -118,7 +118,10 @@ type Transition struct {
 
 // Transitions is the claim state machine, every row of it. Every Store
 // implements exactly these rows (the conformance suite runs each one as a
-// case); the requests' Allows methods are the same rules in Go.
+// case); the requests' Allows methods are the same rules in Go. A record's
+// Summary is written only by a claim that takes the key
+// (ClaimRequest.SummaryOver: the request's, or the record's kept when the
+// request has none); every other write keeps it.
 //
 //	from         op             when                                   to           answer
 //	absent       claim          always                                 IN_PROGRESS  acquired, attempt 1, generation 1

@@ -60,7 +60,10 @@ type ClaimRequest struct {
 	Key         string
 	Token       string
 	Fingerprint string
-	Now         time.Time
+	// Summary, when not "", is written as the record's Summary; "" keeps
+	// the record's (none on a new record).
+	Summary string
+	Now     time.Time
 	// LeaseExpiredBy: an IN_PROGRESS record whose LeaseUntil is at or before
 	// it may be reclaimed. The Guard sets it to Now minus the skew margin,
 	// so that a claimant whose clock runs ahead of the owner's cannot take
@@ -84,6 +87,15 @@ func (req ClaimRequest) Allows(r Record) bool {
 // CreatedAt, reopen audit fields, Generation and History (a reclaim or a
 // resume), rather than starting a new record (r past retention).
 func (req ClaimRequest) Carries(r Record) bool { return !r.Expired(req.Now) }
+
+// SummaryOver is the Summary a claim req.Allows on r writes: req's, or,
+// when req carries none, r's when the claim Carries it.
+func (req ClaimRequest) SummaryOver(r Record) string {
+	if req.Summary != "" || !req.Carries(r) {
+		return req.Summary
+	}
+	return r.Summary
+}
 
 // Reclaims reports whether a claim req.Allows on r takes over an
 // IN_PROGRESS claim whose work may have had its effect

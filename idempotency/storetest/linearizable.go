@@ -63,6 +63,7 @@ type modelRecord struct {
 	attempt     int
 	reopens     int
 	generation  int
+	summary     string
 }
 
 func (m *modelRecord) record() driver.Record {
@@ -70,7 +71,7 @@ func (m *modelRecord) record() driver.Record {
 		return driver.Record{}
 	}
 	return driver.Record{State: m.state, Token: m.token, Fingerprint: m.fingerprint, Attempt: m.attempt, Reopens: m.reopens,
-		LeaseUntil: time.Unix(0, m.leaseUntil), ExpiresAt: time.Unix(0, m.expiresAt), Generation: m.generation}
+		LeaseUntil: time.Unix(0, m.leaseUntil), ExpiresAt: time.Unix(0, m.expiresAt), Generation: m.generation, Summary: m.summary}
 }
 
 // ClaimModel is the sequential specification of one key's record, for
@@ -170,6 +171,7 @@ type expected struct {
 	reclaimed bool
 	existing  *modelRecord // a refused claim's or reopen's record, a read's
 	attempt   int
+	summary   string // an acquired claim's
 }
 
 // Modelled says, for every write of driver.Ops, how the model holds it: a
@@ -194,14 +196,16 @@ func step(cur *modelRecord, in linInput) (*modelRecord, expected) {
 		req := in.claim
 		if cur == nil || cur.record().Expired(req.Now) {
 			return &modelRecord{state: driver.StateInProgress, token: req.Token, fingerprint: req.Fingerprint,
-				leaseUntil: req.LeaseUntil.UnixNano(), expiresAt: req.ExpiresAt.UnixNano(), attempt: 1, generation: 1}, expected{acquired: true, attempt: 1}
+					leaseUntil: req.LeaseUntil.UnixNano(), expiresAt: req.ExpiresAt.UnixNano(), attempt: 1, generation: 1, summary: req.Summary},
+				expected{acquired: true, attempt: 1, summary: req.Summary}
 		}
 		if req.Allows(cur.record()) {
 			// A reclaim of an IN_PROGRESS claim, or the resume of a WAITING
 			// record that is due (not a reclaim: its run ended cleanly).
 			n := *cur
 			n.state, n.token, n.leaseUntil, n.expiresAt, n.attempt = driver.StateInProgress, req.Token, req.LeaseUntil.UnixNano(), req.ExpiresAt.UnixNano(), cur.attempt+1
-			return &n, expected{acquired: true, reclaimed: req.Reclaims(cur.record()), attempt: n.attempt}
+			n.summary = req.SummaryOver(cur.record())
+			return &n, expected{acquired: true, reclaimed: req.Reclaims(cur.record()), attempt: n.attempt, summary: n.summary}
 		}
 		return cur, expected{existing: cur}
 	case driver.OpExtend:
@@ -267,7 +271,7 @@ func step(cur *modelRecord, in linInput) (*modelRecord, expected) {
 func matches(in linInput, want expected, out linOutput) bool {
 	same := func(r driver.Record, m *modelRecord) bool {
 		return r.State == m.state && r.Token == m.token && r.Attempt == m.attempt && r.Reopens == m.reopens && r.Fingerprint == m.fingerprint &&
-			max(r.Generation, 1) == m.generation
+			max(r.Generation, 1) == m.generation && r.Summary == m.summary
 	}
 	switch in.op {
 	case driver.OpReopen, driver.OpCollect, opGet:
@@ -287,7 +291,8 @@ func matches(in linInput, want expected, out linOutput) bool {
 		return false
 	}
 	if want.acquired {
-		return out.claim.Reclaimed == want.reclaimed && out.claim.Record.Token == in.claim.Token && out.claim.Record.Attempt == want.attempt
+		return out.claim.Reclaimed == want.reclaimed && out.claim.Record.Token == in.claim.Token && out.claim.Record.Attempt == want.attempt &&
+			out.claim.Record.Summary == want.summary
 	}
 	return same(out.claim.Record, want.existing)
 }
@@ -587,7 +592,10 @@ func RecordHistory(ctx context.Context, s driver.Store, prefix string, o Lineari
 						fp = "fp-B" // the same charge id with another payload
 					}
 					tok := fmt.Sprintf("c%d-%d-%x", c, i, r.Uint32())
-					in = linInput{op: driver.OpClaim, key: key, claim: driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp,
+					// A claim without a summary (it keeps the record's), or
+					// with one of two.
+					summary := []string{"", "sum-1", "sum-2"}[r.IntN(3)]
+					in = linInput{op: driver.OpClaim, key: key, claim: driver.ClaimRequest{Key: key, Token: tok, Fingerprint: fp, Summary: summary,
 						Now: t, LeaseExpiredBy: t.Add(-margin), LeaseUntil: t.Add(3 * time.Millisecond), ExpiresAt: t.Add(time.Hour)}}
 				}
 				call := seq.Add(1)

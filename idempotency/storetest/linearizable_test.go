@@ -143,6 +143,18 @@ func (s resumeAsReclaim) Claim(ctx context.Context, req driver.ClaimRequest) (dr
 	return res, err
 }
 
+// dropsSummary writes a reclaim's summary only when it carries one (it
+// forgets the record's when the claim has none): an older summary lost.
+type dropsSummary struct{ driver.Store }
+
+func (s dropsSummary) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, req)
+	if err == nil && res.Acquired && req.Summary == "" {
+		res.Record.Summary = ""
+	}
+	return res, err
+}
+
 func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -156,6 +168,7 @@ func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
 		{"a reclaim ignores the fingerprint", func(s driver.Store) driver.Store { return ignoresFingerprint{s} }},
 		{"a waiting record is resumed before its not-before", func(s driver.Store) driver.Store { return resumesEarly{s} }},
 		{"a resume is reported as a reclaim", func(s driver.Store) driver.Store { return resumeAsReclaim{s} }},
+		{"a claim without a summary forgets the record's", func(s driver.Store) driver.Store { return dropsSummary{s} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			found, err := storetest.FindNonLinearizable(t.Context(), func() driver.Store { return tt.wrap(memstore.New()) },

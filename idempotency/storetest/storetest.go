@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) driver.Store) {
 	t.Run("Results", func(t *testing.T) { Results(t, newStore) })
 	t.Run("Transitions", func(t *testing.T) { Transitions(t, newStore) })
 	t.Run("Waiting", func(t *testing.T) { Waiting(t, newStore) })
+	t.Run("Summaries", func(t *testing.T) { Summaries(t, newStore) })
 }
 
 // testCase is one named case of a topic.
