@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"log/slog"
 	neturl "net/url"
 	"os"
@@ -70,7 +71,12 @@ type DB struct {
 	schema  string
 	sslmode string
 	vac     *vacuumer
+	notes   []string
 }
+
+// Notes are what opening the database did that an operator should know (a
+// migration's count of the records it could not fill).
+func (db *DB) Notes() []string { return db.notes }
 
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
@@ -305,6 +311,9 @@ var migrations = []string{
 	`alter table idempotency_records add column summary text not null default '';`,
 }
 
+// summaryMigration is the migration that adds the records' summary.
+const summaryMigration = 6
+
 // openPredicate is the predicate of the partial index on (state, key)
 // (migration 5): every record but DONE with status DEBITED. A query that
 // should use that index states it word for word, so that the planner
@@ -344,6 +353,15 @@ func (db *DB) migrateTo(ctx context.Context, n int) error {
 		for i := version; i < n; i++ {
 			if _, err := tx.Exec(ctx, migrations[i]); err != nil {
 				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			if i+1 == summaryMigration {
+				var older int
+				if err := tx.QueryRow(ctx, `select count(*) from idempotency_records`).Scan(&older); err != nil {
+					return fmt.Errorf("migration %d: count the records: %w", i+1, err)
+				}
+				if older > 0 {
+					db.notes = append(db.notes, driver.UnsummarisedNote(older))
+				}
 			}
 		}
 		_, err = tx.Exec(ctx, `update schema_version set version = $1`, max(version, n))

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,9 @@ func TestOpenUpgradesAVersion3SchemaToWaiting(t *testing.T) {
 		t.Fatalf("Open of a version-3 schema: %v", err)
 	}
 	t.Cleanup(db.Close)
+	if notes := db.Notes(); len(notes) != 1 || !strings.HasPrefix(notes[0], "3 record(s) kept before summaries carry none") {
+		t.Errorf("the upgrade's notes = %q, want the 3 records without a summary counted", notes)
+	}
 	s := postgres.NewStore(db)
 	for _, want := range rows {
 		got, err := s.Get(ctx, want.Key, at)

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"io/fs"
 	"os"
 	"strings"
@@ -54,9 +55,14 @@ var ErrNotSetUp = errors.New("sqlite: not set up")
 // DB is an open database file: a pool of connections for reads and one
 // group-committing writer for every write of this process.
 type DB struct {
-	sql *sql.DB
-	w   *writer
+	sql   *sql.DB
+	w     *writer
+	notes []string
 }
+
+// Notes are what opening the file did that an operator should know (a
+// migration's count of the records it could not fill).
+func (db *DB) Notes() []string { return db.notes }
 
 // queryRow runs a read on the pool through a statement prepared once
 // (parsing the SQL each time costs more than the read).
@@ -117,6 +123,7 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 	db.SetMaxOpenConns(opts.MaxConns)
 	db.SetMaxIdleConns(opts.MaxConns)
 	db.SetConnMaxIdleTime(0)
+	var notes []string
 	if opts.Existing {
 		var version int
 		if err := db.QueryRowContext(ctx, "pragma user_version").Scan(&version); err != nil {
@@ -127,11 +134,11 @@ func Open(ctx context.Context, path string, opts OpenOptions) (*DB, error) {
 			db.Close()
 			return nil, fmt.Errorf("%w: %s is at schema version %d, this version needs %d (serve or setup migrates it)", ErrNotSetUp, path, version, len(migrations))
 		}
-	} else if err := migrate(ctx, db); err != nil {
+	} else if notes, err = migrate(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: %s: %w", path, err)
 	}
-	return &DB{sql: db, w: newWriter(db, opts.MaxBatch, opts.BusyTimeout)}, nil
+	return &DB{sql: db, w: newWriter(db, opts.MaxBatch, opts.BusyTimeout), notes: notes}, nil
 }
 
 // ownerOnly makes the database file readable and writable by its owner
@@ -257,33 +264,48 @@ var migrations = []string{
 const columnsV6 = `key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail,
   reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history`
 
-func migrate(ctx context.Context, db *sql.DB) error { return migrateTo(ctx, db, len(migrations)) }
+func migrate(ctx context.Context, db *sql.DB) ([]string, error) {
+	return migrateTo(ctx, db, len(migrations))
+}
 
-// migrateTo brings db up to schema version n (tests start from an older one).
-func migrateTo(ctx context.Context, db *sql.DB, n int) error {
+// summaryMigration is the migration that adds the records' summary.
+const summaryMigration = 7
+
+// migrateTo brings db up to schema version n (tests start from an older
+// one), and says what an operator should know of it.
+func migrateTo(ctx context.Context, db *sql.DB, n int) (notes []string, err error) {
 	tx, err := db.BeginTx(ctx, nil) // immediate: one process migrates at a time
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("create schema: %w", err)
+		return nil, fmt.Errorf("create schema: %w", err)
 	}
 	var version int
 	if err := tx.QueryRowContext(ctx, "pragma user_version").Scan(&version); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+		return nil, fmt.Errorf("read schema version: %w", err)
 	}
 	for i := version; i < n; i++ {
 		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-			return fmt.Errorf("migration %d: %w", i+1, err)
+			return nil, fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		if i+1 == summaryMigration {
+			var older int
+			if err := tx.QueryRowContext(ctx, `select count(*) from idempotency_records`).Scan(&older); err != nil {
+				return nil, fmt.Errorf("migration %d: count the records: %w", i+1, err)
+			}
+			if older > 0 {
+				notes = append(notes, driver.UnsummarisedNote(older))
+			}
 		}
 	}
 	if version < n {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("pragma user_version = %d", n)); err != nil {
-			return fmt.Errorf("set schema version: %w", err)
+			return nil, fmt.Errorf("set schema version: %w", err)
 		}
 	}
-	return tx.Commit()
+	return notes, tx.Commit()
 }
 
 // write runs fn atomically in the writer's next group commit.

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestOpenUpgradesAVersion5FileToWaiting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrateTo(ctx, old, 5); err != nil {
+	if _, err := migrateTo(ctx, old, 5); err != nil {
 		t.Fatal(err)
 	}
 	// What version 5 refuses: the reason for migration 6.
@@ -63,6 +64,9 @@ func TestOpenUpgradesAVersion5FileToWaiting(t *testing.T) {
 		t.Fatalf("Open of a version-5 file: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
+	if notes := db.Notes(); len(notes) != 1 || !strings.HasPrefix(notes[0], "3 record(s) kept before summaries carry none") {
+		t.Errorf("the upgrade's notes = %q, want the 3 records without a summary counted", notes)
+	}
 	s := NewStore(db)
 	for _, want := range rows {
 		got, err := s.Get(ctx, want.Key, at)

@@ -84,6 +84,9 @@ func runServe(ctx context.Context, env *cli.Env, args []string) error {
 	for _, w := range b.Warnings {
 		log.Warn(w)
 	}
+	for _, n := range b.Notes {
+		log.Info(n)
+	}
 	if err := b.Preflight(ctx, cc.Retention); err != nil {
 		return err
 	}

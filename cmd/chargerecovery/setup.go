@@ -51,6 +51,9 @@ func runSetup(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "ready: %s\n", b.Desc)
+	for _, n := range b.Notes {
+		fmt.Fprintf(env.Stdout, "note: %s\n", n)
+	}
 	if channel != pipeline.NotifySNS {
 		return nil
 	}

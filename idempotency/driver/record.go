@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -69,6 +70,13 @@ const MaxDetailBytes = 4096
 // MaxSummaryBytes bounds a record's Summary (the Guard refuses a longer
 // one before it claims).
 const MaxSummaryBytes = 256
+
+// UnsummarisedNote is what a store's migration says when it adds Summary
+// to n records kept before it existed: they keep none.
+func UnsummarisedNote(n int) string {
+	return fmt.Sprintf("%d record(s) kept before summaries carry none (the amount is only in their keyed fingerprint): "+
+		"a reconciliation checks a posting against them by its narrative or a kept notice, else matches them by key only and lists them, until they pass retention", n)
+}
 
 // MaxResultBytes bounds the Detail of a DONE record that holds a typed
 // result (idempotency.DoTyped: the encoded first result, handed back to

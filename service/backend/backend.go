@@ -228,6 +228,10 @@ type Backend struct {
 	// Warnings are what is weaker than it should be in production (TLS not
 	// verified, no TLS to another host): serve logs them at start.
 	Warnings []string
+	// Notes are what opening it did that an operator should know (a
+	// migration's count of the records it could not fill): setup prints
+	// them, serve logs them.
+	Notes []string
 
 	pingStore func(ctx context.Context) error
 	// checkRegions refuses a multi-Region table the configuration does not
@@ -339,6 +343,7 @@ func openPostgres(ctx context.Context, c Config, visibility time.Duration) (*Bac
 	}
 	return &Backend{
 		Warnings:  warnings,
+		Notes:     db.Notes(),
 		Desc:      fmt.Sprintf("postgres (schema %s, queue %s, pool of %d connections)", c.PostgresSchema, c.Queue, db.Pool().Config().MaxConns),
 		Queue:     q,
 		Store:     postgres.NewStore(db),
@@ -412,6 +417,7 @@ func openEmbedded(ctx context.Context, c Config, visibility time.Duration) (*Bac
 		return nil, err
 	}
 	return &Backend{
+		Notes:     db.Notes(),
 		Desc:      fmt.Sprintf("embedded (SQLite %s, queue %s, sync %s)", c.DB, c.Queue, c.Sync),
 		Queue:     q,
 		Store:     sqlite.NewStore(db),
