@@ -336,7 +336,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The handler and the record run on a context the client's going away
 	// does not cancel: what it started is finished and recorded.
 	ctx := context.WithoutCancel(r.Context())
-	topts := idempotency.TypedOptions{Namespace: m.opts.Namespace, Codec: responseCodec{}, DoOptions: idempotency.DoOptions{Heartbeat: hb}}
+	topts := idempotency.DoOptions{Namespace: m.opts.Namespace, Codec: responseCodec{}, Heartbeat: hb}
 	res, err := idempotency.DoTyped(ctx, m.opts.Guard, key, fp, work, topts)
 	if err == nil && res.Outcome == idempotency.Conflict && res.Record.Fingerprint != fp {
 		// Written under another fingerprint key (a previous one, or none

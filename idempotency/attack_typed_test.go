@@ -17,11 +17,11 @@ func TestAttackTypedInvalidUTF8IsTheSameValueForDuplicates(t *testing.T) {
 	g, _ := doGuard(t)
 	type ref struct{ Token string }
 	work := func(context.Context, idempotency.Run) (ref, error) { return ref{Token: "ab\xffcd"}, nil }
-	first, err := idempotency.DoTyped(t.Context(), g, "utf8", "fp", work, idempotency.TypedOptions{})
+	first, err := idempotency.DoTyped(t.Context(), g, "utf8", "fp", work, idempotency.DoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dup, err := idempotency.DoTyped(t.Context(), g, "utf8", "fp", work, idempotency.TypedOptions{})
+	dup, err := idempotency.DoTyped(t.Context(), g, "utf8", "fp", work, idempotency.DoOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +40,8 @@ func TestAttackTypedLossyValueIsTheSameForDuplicates(t *testing.T) {
 		Amount int64 `json:"-"`
 	}
 	work := func(context.Context, idempotency.Run) (payment, error) { return payment{ID: "p1", Amount: 2500}, nil }
-	first, _ := idempotency.DoTyped(t.Context(), g, "lossy", "fp", work, idempotency.TypedOptions{})
-	dup, _ := idempotency.DoTyped(t.Context(), g, "lossy", "fp", work, idempotency.TypedOptions{})
+	first, _ := idempotency.DoTyped(t.Context(), g, "lossy", "fp", work, idempotency.DoOptions{})
+	dup, _ := idempotency.DoTyped(t.Context(), g, "lossy", "fp", work, idempotency.DoOptions{})
 	if first.Value != dup.Value {
 		t.Fatalf("first caller got %+v, the duplicate %+v, no error", first.Value, dup.Value)
 	}
@@ -60,7 +60,7 @@ func (namedCodec) Decode(data []byte, v any) error { return json.Unmarshal(data,
 func TestAttackTypedCodecNameIsValidated(t *testing.T) {
 	for _, name := range []string{"NOT STORED: TOO LARGE", strings.Repeat("c", 5000)} {
 		g, _ := doGuard(t)
-		opts := idempotency.TypedOptions{Codec: namedCodec{name}}
+		opts := idempotency.DoOptions{Codec: namedCodec{name}}
 		work := func(context.Context, idempotency.Run) (int, error) { return 7, nil }
 		first, err := idempotency.DoTyped(t.Context(), g, "k", "fp", work, opts)
 		if err != nil {
@@ -90,7 +90,7 @@ func TestAttackTypedReadsAGuardDoRecordAsUnreadable(t *testing.T) {
 	type receiptT struct{ ID string }
 	res, err := idempotency.DoTyped(t.Context(), g, "shared", "fp", func(context.Context, idempotency.Run) (receiptT, error) {
 		return receiptT{ID: "real"}, nil
-	}, idempotency.TypedOptions{})
+	}, idempotency.DoOptions{})
 	if !errors.Is(err, idempotency.ErrResultUnreadable) {
 		t.Fatalf("a Guard.Do record read by DoTyped: %+v replayed %v, %v; want ErrResultUnreadable", res.Value, res.Replayed, err)
 	}
@@ -108,7 +108,7 @@ func TestAttackTypedAnotherTypeIsUnreadable(t *testing.T) {
 	type v2 struct {
 		PaymentID string `json:"payment_id"`
 	}
-	opts := idempotency.TypedOptions{Namespace: "payments"}
+	opts := idempotency.DoOptions{Namespace: "payments"}
 	if _, err := idempotency.DoTyped(t.Context(), g, "k", "fp", func(context.Context, idempotency.Run) (v1, error) {
 		return v1{ID: "pay_1"}, nil
 	}, opts); err != nil {

@@ -11,18 +11,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Markers for the errors a unit of work returns to Do.
-var (
-	// ErrPermanent marks a failure that will never succeed on retry (a
-	// declined debit): Do records the key FAILED with the error's text.
-	ErrPermanent = errors.New("idempotency: permanent failure")
-	// ErrNotStarted marks a failure that provably had no side effect (the
-	// request never left): Do gives the lease up at once, so that the next
-	// attempt need not wait for it. Any other error may have had an effect,
-	// and Do keeps the lease until it runs out.
-	ErrNotStarted = errors.New("idempotency: work not started")
-)
-
 // Heartbeat keeps work alive while it runs (the consumer runtime's
 // Delivery): every registered function runs on each beat. An error keeps
 // the function registered; the returned function unregisters it.
@@ -55,6 +43,17 @@ type DoOptions struct {
 	// At most driver.MaxSummaryBytes. Empty: the record keeps the one an
 	// earlier claim wrote, if any.
 	Summary string
+	// Namespace, when set, is put before the key in the store
+	// (Namespace + ":" + key), so that callers sharing a store (two
+	// endpoints, two services) never read each other's results. It must
+	// not hold the separator (so the stored key splits one way only); give
+	// every caller sharing a store a namespace, since a key without one
+	// may itself look like "ns:key".
+	Namespace string
+	// Codec encodes DoTyped's first result for the record. Default
+	// encoding/json (named "json"). Do, whose work returns a Done, ignores
+	// it.
+	Codec Codec
 }
 
 // Run is what the work is told about its claim.
@@ -117,24 +116,10 @@ func (w *Wait) Error() string {
 // here, as data (as an HTTP client returns a 409 as a response, not an
 // error); Do's error is kept for a store it could not reach.
 type DoResult struct {
-	// Outcome is one of:
-	//   - Acquired, Reclaimed: the work ran now and its result is recorded
-	//     DONE (Done);
-	//   - Failed: the work ran and failed for good (Err is ErrPermanent);
-	//     FAILED is recorded with Err's text;
-	//   - Unfinished: the work ran and failed without a final result (Err);
-	//     nothing is recorded; try again after RetryAfter;
-	//   - LeaseLost: the claim was taken over while the work ran, or before
-	//     its result was recorded; do not retry: the new owner finishes;
-	//   - DuplicateDone: the work ran before; Done is the stored result;
-	//   - DuplicateFailed: the key is recorded FAILED (Record);
-	//   - DuplicateInProgress: another worker holds a live claim (Record);
-	//     try again after RetryAfter;
-	//   - Conflict: the key was claimed with another fingerprint (Record);
-	//     the work must never run for it;
-	//   - Waiting: the key waits until NotBefore — the work returned a
-	//     *Wait now (Done holds its Status and Detail, Record is empty), or
-	//     an earlier run did (Record); try again at NotBefore.
+	// Outcome is how it ended (Outcome's doc says what each asks of the
+	// caller). Waiting is returned when the work returned a *Wait now (Done
+	// holds its Status and Detail, Record is empty) or an earlier run did
+	// (Record).
 	Outcome Outcome
 	// Done is the work's result (Acquired, Reclaimed) or the stored one
 	// (DuplicateDone).
@@ -167,7 +152,7 @@ type DoResult struct {
 // options, or wraps ErrUnavailable when the store could not be reached to
 // claim (Attempt 0) or to record the result (the work ran; Attempt set).
 //
-// A Done.Status that starts with TypedStatusPrefix (kept for DoTyped's
+// A Done.Status that starts with "TYPED " (kept for DoTyped's
 // records, so that DoTyped never decodes a Do result as its own) is a bug
 // of the work: it is recorded FAILED (the work ran), and Do returns
 // Outcome Failed with an error wrapping ErrInvalid, as Err and as Do's
@@ -198,6 +183,10 @@ func (g *Guard) Do(ctx context.Context, key, fingerprint string, fn func(context
 func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context.Context, Run) (Done, error), opts DoOptions, doneLimit int) (DoResult, error) {
 	if opts.FinishTimeout < 0 || opts.FinishAttempts < 0 {
 		return DoResult{}, fmt.Errorf("%w: FinishTimeout and FinishAttempts must not be negative", ErrInvalid)
+	}
+	key, err := namespacedKey(opts.Namespace, key)
+	if err != nil {
+		return DoResult{}, err
 	}
 	if len(opts.Summary) > driver.MaxSummaryBytes {
 		return DoResult{}, fmt.Errorf("%w: Summary of %d bytes, at most %d", ErrInvalid, len(opts.Summary), driver.MaxSummaryBytes)

@@ -171,3 +171,28 @@ func TestDoRecordsEvenWhenTheCallerGaveUp(t *testing.T) {
 		t.Fatalf("record %+v %v, want DONE", rec, err)
 	}
 }
+
+// DoOptions.Namespace keeps two callers of one store apart for Do as for
+// DoTyped: the same key in two namespaces runs twice, once in each.
+func TestDoNamespacesKeepCallersApart(t *testing.T) {
+	g, _ := doGuard(t)
+	runs := 0
+	work := func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		runs++
+		return idempotency.Done{Status: "OK"}, nil
+	}
+	for _, ns := range []string{"signup", "payments", "payments"} {
+		if _, err := g.Do(t.Context(), "K-1", "fp", work, idempotency.DoOptions{Namespace: ns}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if runs != 2 {
+		t.Fatalf("the work ran %d times for one key in two namespaces (one twice), want 2", runs)
+	}
+	if r, err := g.Get(t.Context(), "payments:K-1"); err != nil || r.State != driver.StateDone {
+		t.Fatalf("the record under payments:K-1 = %+v, %v; want DONE", r, err)
+	}
+	if _, err := g.Do(t.Context(), "K-1", "fp", work, idempotency.DoOptions{Namespace: "a:b"}); !errors.Is(err, idempotency.ErrInvalid) {
+		t.Fatalf("a namespace holding the separator: err = %v, want ErrInvalid", err)
+	}
+}

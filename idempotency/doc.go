@@ -2,27 +2,33 @@
 // exactly-once recorded effects: a Guard claims a business key (a charge id,
 // never a transport message id) before the work runs and records its result
 // after, so a second delivery of the same work finds the record instead of
-// running again.
+// running again. Every outcome of Guard.Do, handled:
 //
-// Most callers need Guard.Do: it claims the key, runs the function while a
-// heartbeat extends the lease, and records DONE or FAILED. Every way a claim
-// can end is returned as data in DoResult.Outcome, the way net/http's
-// Client.Do returns a 404 as a response: Acquired and Reclaimed (the work
-// ran), DuplicateDone and DuplicateFailed (it ran before; the stored result
-// is in DoResult.Record), DuplicateInProgress (another worker holds a live
-// lease; retry after DoResult.RetryAfter), Conflict (the key was used with another
-// payload; never run), Failed (the work failed permanently), Unfinished (a
-// retryable failure; the lease is yielded) and LeaseLost (the lease was
-// taken over while the work ran; neither acknowledge nor overwrite). Do
-// returns an error only when the store could not be reached or a result
-// could not be recorded.
+//	res, err := guard.Do(ctx, key, fingerprint, work, idempotency.DoOptions{})
+//	switch {
+//	case err != nil: // the store was unreachable (nothing decided) or the result unrecorded
+//		return retryLater(err) // do not ack: the message comes back
+//	case res.Outcome.Owned(), res.Outcome == idempotency.DuplicateDone: // ran now, or before
+//		return ack(res.Done) // the one stored result
+//	case res.Outcome == idempotency.Failed, res.Outcome == idempotency.DuplicateFailed, res.Outcome == idempotency.Conflict:
+//		return deadLetter(res.Outcome, res.Err, res.Record) // never runs again as sent
+//	default: // DuplicateInProgress, Unfinished, Waiting, LeaseLost: not finished here
+//		return retryAfter(res.RetryAfter) // do not ack
+//	}
+//
+// Guard.Do claims the key, runs the function while a heartbeat extends the
+// lease, and records DONE or FAILED. Every way a claim can end is returned
+// as data in DoResult.Outcome, the way net/http's Client.Do returns a 404
+// as a response; Outcome's doc says what each asks of the caller. Do
+// returns an error only when the store could not be reached, a result
+// could not be recorded, or the options are wrong (ErrInvalid).
 //
 // DoTyped is Do for work that returns a value of any type: the first
-// run's value is encoded (encoding/json unless TypedOptions.Codec says
+// run's value is encoded (encoding/json unless DoOptions.Codec says
 // otherwise), stored whole with DONE (up to driver.MaxResultBytes, 256 KiB;
 // a larger one is refused with ErrResultTooLarge, and the key is still
 // recorded DONE so that the work never runs twice), and handed back decoded
-// to every duplicate with TypedResult.Replayed set. TypedOptions.Namespace
+// to every duplicate with TypedResult.Replayed set. DoOptions.Namespace
 // keeps callers that share a store apart. Package idemhttp builds the
 // Idempotency-Key middleware for net/http on it.
 //

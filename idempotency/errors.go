@@ -6,8 +6,18 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Errors returned by the Guard. Check them with errors.Is.
+// Errors: the markers a unit of work returns to Do, and what the Guard
+// returns. Check them with errors.Is.
 var (
+	// ErrPermanent marks a failure that will never succeed on retry (a
+	// declined debit): Do records the key FAILED with the error's text.
+	ErrPermanent = errors.New("idempotency: permanent failure")
+	// ErrNotStarted marks a failure that provably had no side effect (the
+	// request never left): Do gives the lease up at once, so that the next
+	// attempt need not wait for it. Any other error may have had an effect,
+	// and Do keeps the lease until it runs out.
+	ErrNotStarted = errors.New("idempotency: work not started")
+
 	// ErrNotFound: no record for the key (or only one past its retention).
 	ErrNotFound = driver.ErrNotFound
 	// ErrLeaseLost: a write conditional on our claim found it taken over
@@ -40,4 +50,8 @@ var (
 	// call can decode: written by Guard.Do (not DoTyped), by another codec,
 	// or into another type.
 	ErrResultUnreadable = errors.New("idempotency: stored result unreadable")
+	// ErrUnknownFingerprintKey: a stored fingerprint was written under a
+	// key this Fingerprinter does not hold, so whether it is the same
+	// payload cannot be told.
+	ErrUnknownFingerprintKey = errors.New("idempotency: fingerprint written under a key not held")
 )

@@ -5,14 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash"
 	"strings"
 )
-
-// MinFingerprintKey is the shortest fingerprint key accepted, in bytes.
-const MinFingerprintKey = 32
 
 // fingerprintScheme prefixes a keyed fingerprint: "hs256:<key id>:<hex>".
 const fingerprintScheme = "hs256:"
@@ -89,11 +85,6 @@ func (f *Fingerprinter) Sum(parts ...string) string {
 func (f *Fingerprinter) sum(k fingerprintKey, parts []string) string {
 	return fingerprintScheme + k.id + ":" + hex.EncodeToString(digest(hmac.New(sha256.New, k.key), parts))
 }
-
-// ErrUnknownFingerprintKey: a stored fingerprint was written under a key
-// this Fingerprinter does not hold, so whether it is the same payload
-// cannot be told.
-var ErrUnknownFingerprintKey = errors.New("idempotency: fingerprint written under a key not held")
 
 // Match reports whether stored is the fingerprint of parts under the key
 // that wrote it: a previous key, or none for an unkeyed fingerprint

@@ -23,26 +23,75 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Outcome is the result of a claim attempt.
+// Outcome is how a claim, or a Do, ended. What each asks of the caller:
+//
+//   - Acquired: the work ran here, once. Ack (after checking Do's error).
+//   - Reclaimed: the work ran here after an earlier attempt vanished
+//     mid-way; its effect may have happened before (Run.Reclaimed told the
+//     work): key the downstream call. Ack.
+//   - DuplicateDone: it ran before. Do not run it; answer with the stored
+//     result (DoResult.Done, TypedResult.Value) and ack.
+//   - DuplicateInProgress: another worker holds the key now. Do not ack;
+//     retry after DoResult.RetryAfter.
+//   - DuplicateFailed: it failed for good before (Record.Status, Detail).
+//     Ack or dead-letter; an operator may Reopen it.
+//   - Conflict: the key came with another payload. Never run it;
+//     dead-letter and tell the sender.
+//   - Failed: the work ran and failed for good (ErrPermanent; DoResult.Err);
+//     recorded FAILED. Ack or dead-letter.
+//   - Unfinished: the work ran and failed, retryably (DoResult.Err). Do
+//     not ack; the next delivery runs it once the lease passes (at once if
+//     the error wraps ErrNotStarted).
+//   - LeaseLost: another worker took the key over while the work ran.
+//     Neither ack nor record; the new holder owns the result.
+//   - Waiting: the work waits until DoResult.NotBefore (a *Wait). Deliver
+//     it again then.
 type Outcome int
 
-// The claim outcomes. Acquired and Reclaimed mean the caller now holds the
-// key and must run the work; every other outcome means it must not.
+// The outcomes. Acquired and Reclaimed mean the caller holds the key (Do
+// ran the work); every other outcome means the work did not run now. Each
+// says what it asks of the caller.
 const (
+	// Acquired: the key was free; the work ran once, under this claim. Ack
+	// the message (Do recorded the result; check its error first).
 	Acquired Outcome = iota + 1
+	// Reclaimed: an earlier attempt held the key and vanished (its lease
+	// passed); the work ran again here. Its effect may have happened twice
+	// downstream unless the work asked first (Run.Reclaimed says so): use
+	// a downstream idempotency key. Ack as for Acquired.
 	Reclaimed
+	// DuplicateDone: the work ran before and its result is stored
+	// (DoResult.Done, DoTyped's Value). Do not run it; answer with the
+	// stored result and ack.
 	DuplicateDone
+	// DuplicateInProgress: another worker holds a live lease on the key.
+	// Do not run it and do not ack: retry after DoResult.RetryAfter (when
+	// that worker's lease would have passed); its result will be stored.
 	DuplicateInProgress
+	// DuplicateFailed: the work failed permanently before (the record is
+	// FAILED; Record.Status and Detail say why). Do not run it; ack or
+	// dead-letter it, and let an operator Reopen it if it should run.
 	DuplicateFailed
+	// Conflict: the key was used with another fingerprint (another
+	// payload). Never run it: it is a different request reusing a key.
+	// Dead-letter it and tell the sender.
 	Conflict
-	// The outcomes of work that Do ran under a claim it acquired (a claim
-	// alone never ends in them; see DoResult).
+	// Failed: the work ran and failed permanently (ErrPermanent); the key
+	// is recorded FAILED with DoResult.Err's text. Ack or dead-letter it;
+	// duplicates get DuplicateFailed.
 	Failed
+	// Unfinished: the work ran and returned a retryable error
+	// (DoResult.Err). The lease is kept until it passes — the effect may
+	// have happened — unless the error wraps ErrNotStarted (then it is
+	// given up at once). Do not ack: let the message be delivered again.
 	Unfinished
+	// LeaseLost: the lease was taken over while the work ran (it ran
+	// longer than the lease without a heartbeat). Neither ack nor record
+	// anything: the new holder owns the key and its result.
 	LeaseLost
 	// Waiting: the key is WAITING until DoResult.NotBefore — the work
 	// returned a *Wait now, or an earlier run did and the time has not
-	// come. The work does not run; try again at NotBefore.
+	// come. The work does not run; deliver it again at NotBefore.
 	Waiting
 )
 
@@ -96,11 +145,14 @@ type Options struct {
 	NewToken func() (string, error)
 }
 
-// Defaults for Options.
+// Defaults for Options, and the shortest fingerprint key.
 const (
 	DefaultLease      = 60 * time.Second
 	DefaultRetention  = 30 * 24 * time.Hour
 	DefaultSkewMargin = 2 * time.Second
+	// MinFingerprintKey is the shortest key NewFingerprinter accepts, in
+	// bytes.
+	MinFingerprintKey = 32
 )
 
 // Guard runs the claim state machine over a store.
@@ -262,7 +314,7 @@ func classify(res driver.ClaimResult, token, fingerprint string) Outcome {
 
 // Complete records the work as DONE with the application's status and
 // detail. ErrLeaseLost means the key is no longer ours. A status that
-// starts with TypedStatusPrefix (DoTyped's) is ErrInvalid; nothing is
+// starts with "TYPED " (DoTyped's) is ErrInvalid; nothing is
 // written.
 func (g *Guard) Complete(ctx context.Context, l Lease, status, detail string) error {
 	if err := typedStatusError(status); err != nil {

@@ -76,46 +76,31 @@ func (jsonCodec) Decode(data []byte, v any) error {
 // text (PostgreSQL's and DynamoDB's strings take only that); or one of the
 // markers of a result that was not stored (the Detail then says why).
 //
-// Every one starts with TypedStatusPrefix, which Guard.Do and
+// Every one starts with typedStatusPrefix, which Guard.Do and
 // Guard.Complete refuse in a status of their own (ErrInvalid): a record
 // DoTyped decodes is one DoTyped wrote, never a Guard.Do result whose
 // status happens to look like one.
 const (
-	resultStatus      = TypedStatusPrefix + "RESULT "
+	resultStatus      = typedStatusPrefix + "RESULT "
 	base64Suffix      = " base64"
-	statusTooLarge    = TypedStatusPrefix + "RESULT NOT STORED: TOO LARGE"
-	statusUnencodable = TypedStatusPrefix + "RESULT NOT STORED: UNENCODABLE"
+	statusTooLarge    = typedStatusPrefix + "RESULT NOT STORED: TOO LARGE"
+	statusUnencodable = typedStatusPrefix + "RESULT NOT STORED: UNENCODABLE"
 )
 
-// TypedStatusPrefix starts the Status of every DONE record DoTyped
+// typedStatusPrefix starts the Status of every DONE record DoTyped
 // writes. Guard.Do and Guard.Complete refuse a status that starts with it.
-const TypedStatusPrefix = "TYPED "
+const typedStatusPrefix = "TYPED "
 
 // typedStatusError is the error of a Guard.Do or Guard.Complete status
-// that starts with TypedStatusPrefix.
+// that starts with typedStatusPrefix.
 func typedStatusError(status string) error {
-	if !strings.HasPrefix(status, TypedStatusPrefix) {
+	if !strings.HasPrefix(status, typedStatusPrefix) {
 		return nil
 	}
-	return fmt.Errorf("%w: status %.40q starts with %q, kept for DoTyped's records", ErrInvalid, status, TypedStatusPrefix)
+	return fmt.Errorf("%w: status %.40q starts with %q, kept for DoTyped's records", ErrInvalid, status, typedStatusPrefix)
 }
 
-// TypedOptions configure one DoTyped. The zero value takes the defaults.
-type TypedOptions struct {
-	DoOptions
-	// Codec encodes the first result for the record. Default
-	// encoding/json (named "json").
-	Codec Codec
-	// Namespace, when set, is put before the key in the store
-	// (Namespace + ":" + key), so that callers sharing a
-	// store (two endpoints, two services) never read each other's results.
-	// It must not hold the separator (so the stored key splits one way
-	// only); give every caller sharing a store a namespace, since a key
-	// without one may itself look like "ns:key".
-	Namespace string
-}
-
-// namespaceSeparator joins TypedOptions.Namespace and the key.
+// namespaceSeparator joins DoOptions.Namespace and the key.
 const namespaceSeparator = ":"
 
 // namespacedKey is the key stored for key in namespace ns (key itself when
@@ -170,13 +155,9 @@ type TypedResult[T any] struct {
 // (without a value). A DONE record that does not decode returns
 // ErrResultUnreadable. Other errors are Do's: ErrInvalid (an empty key, bad
 // options), ErrUnavailable (the store).
-func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work func(context.Context, Run) (T, error), opts TypedOptions) (TypedResult[T], error) {
+func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work func(context.Context, Run) (T, error), opts DoOptions) (TypedResult[T], error) {
 	if g == nil || work == nil {
 		return TypedResult[T]{}, fmt.Errorf("%w: nil guard or work", ErrInvalid)
-	}
-	k, err := namespacedKey(opts.Namespace, key)
-	if err != nil {
-		return TypedResult[T]{}, err
 	}
 	codec := opts.Codec
 	if codec == nil {
@@ -189,7 +170,7 @@ func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work
 		value    T
 		notStore error // why the value was not stored
 	)
-	res, err := g.do(ctx, k, fingerprint, func(ctx context.Context, run Run) (Done, error) {
+	res, err := g.do(ctx, key, fingerprint, func(ctx context.Context, run Run) (Done, error) {
 		v, err := work(ctx, run)
 		if err != nil {
 			return Done{}, err
@@ -216,7 +197,7 @@ func DoTyped[T any](ctx context.Context, g *Guard, key, fingerprint string, work
 			return Done{Status: status, Detail: nerr.Error()}, nil
 		}
 		return d, nil
-	}, opts.DoOptions, driver.MaxResultBytes)
+	}, opts, driver.MaxResultBytes)
 	out := TypedResult[T]{Outcome: res.Outcome, Err: res.Err, Record: res.Record, Attempt: res.Attempt, RetryAfter: res.RetryAfter}
 	switch res.Outcome {
 	case Acquired, Reclaimed:

@@ -42,7 +42,7 @@ func TestDoTypedOutcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g, _ := doGuard(t)
-			res, err := idempotency.DoTyped(t.Context(), g, "k", "fp", tt.work, idempotency.TypedOptions{})
+			res, err := idempotency.DoTyped(t.Context(), g, "k", "fp", tt.work, idempotency.DoOptions{})
 			if !errors.Is(err, tt.wantErr) || res.Outcome != tt.outcome || res.Replayed {
 				t.Fatalf("DoTyped = %v replayed %v, %v", res.Outcome, res.Replayed, err)
 			}
@@ -51,7 +51,7 @@ func TestDoTypedOutcomes(t *testing.T) {
 			}
 			again, err := idempotency.DoTyped(t.Context(), g, "k", "fp", func(context.Context, idempotency.Run) (receipt, error) {
 				return receipt{ID: "r-2"}, nil
-			}, idempotency.TypedOptions{})
+			}, idempotency.DoOptions{})
 			if err != nil || again.Outcome != tt.second {
 				t.Fatalf("second DoTyped = %v, %v; want %v", again.Outcome, err, tt.second)
 			}
@@ -67,11 +67,11 @@ func TestDoTypedRefuses(t *testing.T) {
 	work := func(context.Context, idempotency.Run) (int, error) { t.Error("work ran"); return 0, nil }
 	for _, tt := range []struct {
 		name, key string
-		opts      idempotency.TypedOptions
+		opts      idempotency.DoOptions
 	}{
-		{"empty key", "", idempotency.TypedOptions{}},
-		{"empty key in a namespace", "", idempotency.TypedOptions{Namespace: "payments"}},
-		{"namespace with the separator", "k", idempotency.TypedOptions{Namespace: "a:b"}},
+		{"empty key", "", idempotency.DoOptions{}},
+		{"empty key in a namespace", "", idempotency.DoOptions{Namespace: "payments"}},
+		{"namespace with the separator", "k", idempotency.DoOptions{Namespace: "a:b"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := idempotency.DoTyped(t.Context(), g, tt.key, "fp", work, tt.opts); !errors.Is(err, idempotency.ErrInvalid) {
@@ -91,7 +91,7 @@ func TestDoTypedReadsOnlyItsOwnResults(t *testing.T) {
 	res, err := idempotency.DoTyped(t.Context(), g, "k", "fp", func(context.Context, idempotency.Run) (int, error) {
 		t.Error("work ran")
 		return 0, nil
-	}, idempotency.TypedOptions{})
+	}, idempotency.DoOptions{})
 	if !errors.Is(err, idempotency.ErrResultUnreadable) || res.Outcome != idempotency.DuplicateDone || res.Replayed {
 		t.Fatalf("DoTyped over a Do record = %v replayed %v, %v", res.Outcome, res.Replayed, err)
 	}
@@ -107,7 +107,7 @@ func TestDoTypedUnencodableRunsOnce(t *testing.T) {
 	g, _ := doGuard(t)
 	runs := 0
 	work := func(context.Context, idempotency.Run) (int, error) { runs++; return 7, nil }
-	opts := idempotency.TypedOptions{Codec: failingCodec{}}
+	opts := idempotency.DoOptions{Codec: failingCodec{}}
 	res, err := idempotency.DoTyped(t.Context(), g, "k", "fp", work, opts)
 	if !errors.Is(err, idempotency.ErrResultNotStored) || errors.Is(err, idempotency.ErrResultTooLarge) || res.Value != 7 {
 		t.Fatalf("first = %+v, %v", res, err)
@@ -124,10 +124,10 @@ func TestDoTypedDoesNotCutTheResult(t *testing.T) {
 	g, _ := doGuard(t)
 	long := strings.Repeat("é", 3*driver.MaxDetailBytes)
 	work := func(context.Context, idempotency.Run) (string, error) { return long, nil }
-	if _, err := idempotency.DoTyped(t.Context(), g, "k", "fp", work, idempotency.TypedOptions{}); err != nil {
+	if _, err := idempotency.DoTyped(t.Context(), g, "k", "fp", work, idempotency.DoOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := idempotency.DoTyped(t.Context(), g, "k", "fp", work, idempotency.TypedOptions{})
+	res, err := idempotency.DoTyped(t.Context(), g, "k", "fp", work, idempotency.DoOptions{})
 	if err != nil || res.Value != long {
 		t.Fatalf("replayed %d bytes, %v; want %d", len(res.Value), err, len(long))
 	}
@@ -151,7 +151,7 @@ func ExampleDoTyped() {
 	}
 	ctx := context.Background()
 	fp := idempotency.Fingerprint("POST", "/payments", `{"amount":2500}`)
-	opts := idempotency.TypedOptions{Namespace: "payments"}
+	opts := idempotency.DoOptions{Namespace: "payments"}
 	for range 3 {
 		res, err := idempotency.DoTyped(ctx, guard, "req-7f3a", fp, pay, opts)
 		if err != nil {

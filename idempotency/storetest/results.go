@@ -90,12 +90,12 @@ var resultsCases = []testCase{
 			n := runs.Add(1)
 			return payment{ID: "pay-" + string(rune('0'+n)), Minor: 2500, Notes: notes}, nil
 		}
-		first, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, idempotency.TypedOptions{})
+		first, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, idempotency.DoOptions{})
 		if err != nil || first.Outcome != idempotency.Acquired || first.Replayed || first.Value.ID != "pay-1" {
 			t.Fatalf("first DoTyped = %+v, %v", first.Outcome, err)
 		}
 		for range 2 {
-			dup, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, idempotency.TypedOptions{})
+			dup, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, idempotency.DoOptions{})
 			if err != nil || dup.Outcome != idempotency.DuplicateDone || !dup.Replayed {
 				t.Fatalf("duplicate DoTyped = %v replayed %v, %v", dup.Outcome, dup.Replayed, err)
 			}
@@ -103,7 +103,7 @@ var resultsCases = []testCase{
 				t.Fatalf("replayed value differs: id %q, %d notes", dup.Value.ID, len(dup.Value.Notes))
 			}
 		}
-		other, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpB, work, idempotency.TypedOptions{})
+		other, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpB, work, idempotency.DoOptions{})
 		if err != nil || other.Outcome != idempotency.Conflict || other.Replayed || other.Value.ID != "" {
 			t.Fatalf("another fingerprint: %v replayed %v value %q, %v", other.Outcome, other.Replayed, other.Value.ID, err)
 		}
@@ -115,7 +115,7 @@ var resultsCases = []testCase{
 		var runs atomic.Int32
 		big := strings.Repeat("x", driver.MaxResultBytes) // + JSON quotes: past the limit
 		work := func(context.Context, idempotency.Run) (string, error) { runs.Add(1); return big, nil }
-		first, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, idempotency.TypedOptions{})
+		first, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, idempotency.DoOptions{})
 		if !errors.Is(err, idempotency.ErrResultTooLarge) || !errors.Is(first.Err, idempotency.ErrResultTooLarge) {
 			t.Fatalf("first DoTyped err = %v, want ErrResultTooLarge", err)
 		}
@@ -125,7 +125,7 @@ var resultsCases = []testCase{
 		if r := e.get(t); r.State != driver.StateDone || len(r.Detail) > driver.MaxDetailBytes {
 			t.Fatalf("record after a too-large result: state %v, detail of %d bytes", r.State, len(r.Detail))
 		}
-		dup, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, idempotency.TypedOptions{})
+		dup, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, idempotency.DoOptions{})
 		if !errors.Is(err, idempotency.ErrResultTooLarge) || dup.Outcome != idempotency.DuplicateDone || dup.Replayed || dup.Value != "" {
 			t.Fatalf("duplicate DoTyped = %v replayed %v, %v; want duplicate_done and ErrResultTooLarge", dup.Outcome, dup.Replayed, err)
 		}
@@ -134,7 +134,7 @@ var resultsCases = []testCase{
 		}
 	}},
 	{"BinaryCodecRoundTrips", func(t *testing.T, e *env) {
-		opts := idempotency.TypedOptions{Codec: binaryCodec{}, Namespace: "bin"}
+		opts := idempotency.DoOptions{Codec: binaryCodec{}, Namespace: "bin"}
 		work := func(context.Context, idempotency.Run) (string, error) { return "héllo\x00world", nil }
 		if _, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, opts); err != nil {
 			t.Fatalf("first DoTyped: %v", err)
@@ -148,7 +148,7 @@ var resultsCases = []testCase{
 			t.Fatalf("Get of the key outside the namespace: %v, want ErrNotFound", err)
 		}
 		// Another codec does not read it.
-		plain := idempotency.TypedOptions{Namespace: "bin"}
+		plain := idempotency.DoOptions{Namespace: "bin"}
 		if _, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpA, work, plain); !errors.Is(err, idempotency.ErrResultUnreadable) {
 			t.Fatalf("DoTyped with JSON over a bin result: %v, want ErrResultUnreadable", err)
 		}

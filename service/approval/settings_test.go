@@ -83,7 +83,7 @@ func TestSettingsAreKeptInTheBackendAndOnlyTheConsoleKeyChangesThem(t *testing.T
 	}
 	if _, err := idempotency.DoTyped(ctx, g, approval.SettingsPrefix+"00000002", "settings", func(context.Context, idempotency.Run) (approval.Settings, error) {
 		return forged, nil
-	}, idempotency.TypedOptions{}); err != nil {
+	}, idempotency.DoOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := other.Load(ctx, nil); !errors.Is(err, approval.ErrSettings) || !strings.Contains(err.Error(), "version 2 is not signed by the console's key") {

@@ -292,7 +292,7 @@ func (k *Kept) Keep(ctx context.Context, key ed25519.PrivateKey, next Settings) 
 		next.Sig = base64.StdEncoding.EncodeToString(ed25519.Sign(key, next.signed()))
 		res, err := idempotency.DoTyped(ctx, k.g, settingsKey(next.Version), "settings", func(context.Context, idempotency.Run) (Settings, error) {
 			return next, nil
-		}, idempotency.TypedOptions{})
+		}, idempotency.DoOptions{})
 		if err != nil {
 			return Settings{}, false, fmt.Errorf("four-eyes settings: %w", err)
 		}
