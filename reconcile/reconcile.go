@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -402,7 +403,15 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	// days are the booking days with a posting or a reversal of ours, of
 	// any charge (also when one charge is judged).
 	days := map[time.Time]bool{}
+	// unkeyed are the reversals without a bank key (a bank's storno
+	// naming the posting it reverses by its reference), paired once
+	// every posting is read.
+	var unkeyed []statement.Posting
 	said, err := read(func(p statement.Posting) error {
+		if p.BankKey == "" && p.Reversal {
+			unkeyed = append(unkeyed, p)
+			return nil
+		}
 		days[p.BookingDate] = true
 		id, ok := ChargeOf(p.BankKey)
 		to := byCharge
@@ -434,7 +443,20 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 		return rep, ErrNoPeriod
 	}
 	rep.Period.From, rep.Period.To = opts.Period.From.UTC().Format(time.RFC3339), opts.Period.To.UTC().Format(time.RFC3339)
+	unpaired := pairUnkeyed(unkeyed, days, &repeated, byCharge, odd)
 	outside := inPeriod(byCharge, opts.Period, &rep) + inPeriod(odd, opts.Period, &rep)
+	unpaired = slices.DeleteFunc(unpaired, func(rv statement.Posting) bool {
+		if inDays(rv, opts.Period) {
+			return false
+		}
+		outside++
+		return true
+	})
+	if opts.ChargeID == "" {
+		// One charge's run (resolve's) read only that charge's
+		// postings: a reversal it could not pair is another's.
+		rep.Notes = append(rep.Notes, unpairedNotes(unpaired)...)
+	}
 	if repeated > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) read twice (the same bank reference, day and amount: a statement given twice, or a notification repeating it) were counted once", repeated))
 	}
@@ -478,9 +500,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 // it is in p when the day overlaps it), counts the rest, and returns how
 // many it dropped.
 func inPeriod(byCharge map[string]chargePostings, p statement.Period, rep *Report) (outside int) {
-	in := func(q statement.Posting) bool {
-		return q.BookingDate.Add(24*time.Hour).After(p.From) && q.BookingDate.Before(p.To)
-	}
+	in := func(q statement.Posting) bool { return inDays(q, p) }
 	for id, cp := range byCharge {
 		kept := cp[:0]
 		for _, kp := range cp {
@@ -501,6 +521,95 @@ func inPeriod(byCharge map[string]chargePostings, p statement.Period, rep *Repor
 		}
 	}
 	return outside
+}
+
+// inDays reports whether q's booking day overlaps p.
+func inDays(q statement.Posting, p statement.Period) bool {
+	return q.BookingDate.Add(24*time.Hour).After(p.From) && q.BookingDate.Before(p.To)
+}
+
+// pairUnkeyed gives each reversal without a bank key (a bank's own
+// storno, EndToEndId NOTPROVIDED) the key of the posting it names by its
+// bank reference — the one posting read (of any key) with that reference,
+// booked on or before it, of its currency (and account, when both say
+// one); of several, the one of its amount — and files it among that
+// key's reversals, where pair cancels it (or finds it partial) as any
+// reversal of that reference. It returns those it could not pair.
+func pairUnkeyed(unkeyed []statement.Posting, days map[time.Time]bool, repeated *int, sets ...map[string]chargePostings) (unpaired []statement.Posting) {
+	for _, rv := range unkeyed {
+		if rv.Reference == "" {
+			unpaired = append(unpaired, rv) // names nothing to pair with
+			continue
+		}
+		type hit struct {
+			kp *keyPostings
+			p  statement.Posting
+		}
+		var hits []hit
+		for _, m := range sets {
+			for _, cp := range m {
+				for _, kp := range cp {
+					for _, p := range kp.posted {
+						if p.Reference == rv.Reference && !p.BookingDate.After(rv.BookingDate) && p.Amount.Currency == rv.Amount.Currency &&
+							(rv.Account == "" || p.Account == "" || p.Account == rv.Account) {
+							hits = append(hits, hit{kp, p})
+						}
+					}
+				}
+			}
+		}
+		if len(hits) > 1 {
+			hits = slices.DeleteFunc(hits, func(h hit) bool { return h.p.Amount != rv.Amount })
+		}
+		// One posting, or one key (the same posting read from two files).
+		if len(hits) == 0 || slices.ContainsFunc(hits, func(h hit) bool { return h.kp != hits[0].kp }) {
+			unpaired = append(unpaired, rv)
+			continue
+		}
+		rv.BankKey = hits[0].kp.key
+		if rv.Account == "" {
+			rv.Account = hits[0].p.Account
+		}
+		days[rv.BookingDate] = true
+		if !hits[0].kp.add(rv) {
+			*repeated++
+		}
+	}
+	return unpaired
+}
+
+// unpairedNotes say, with its amount, each reversal without a bank key
+// that pairs with no posting read (at most 10 one by one, then the rest
+// summed by currency): money back out of the account that no charge's
+// report shows.
+func unpairedNotes(unpaired []statement.Posting) []string {
+	var notes []string
+	rest := map[charge.Currency]int64{}
+	for i, rv := range unpaired {
+		if i >= 10 {
+			rest[rv.Amount.Currency] = min(rest[rv.Amount.Currency], math.MaxInt64-rv.Amount.Minor) + rv.Amount.Minor // at most MaxInt64
+			continue
+		}
+		what := "reversal"
+		if rv.Return {
+			what = "return (" + statement.ReturnReasonText(charge.MaskText(rv.ReturnReason, rv.Account)) + ")"
+		}
+		ref := "no bank reference"
+		if rv.Reference != "" {
+			ref = "bank reference " + clip(charge.MaskText(rv.Reference, rv.Account))
+		}
+		notes = append(notes, fmt.Sprintf("warning: a %s of %s booked %s without a bank key (EndToEndId NOTPROVIDED or none), %s (%s), pairs with no posting of ours in the statements read: "+
+			"it is in no break; reconcile it together with the statement of the posting it reverses (--statement each), or ask the bank which debit it reverses",
+			what, rv.Amount, rv.BookingDate.Format(time.DateOnly), ref, clip(charge.MaskText(rv.Where, rv.Account))))
+	}
+	if n := len(unpaired) - 10; n > 0 {
+		var sums []string
+		for _, c := range slices.Sorted(maps.Keys(rest)) {
+			sums = append(sums, charge.Money{Minor: rest[c], Currency: c}.String())
+		}
+		notes = append(notes, fmt.Sprintf("warning: %d more reversal(s) without a bank key pair with no posting read, %s in all: see the statement's entries with EndToEndId NOTPROVIDED", n, strings.Join(sums, " + ")))
+	}
+	return notes
 }
 
 type run struct {
