@@ -235,3 +235,56 @@ func TestAttack3ReversalOfACollectedPostingWithAccountInReferenceIsANote(t *test
 		})
 	}
 }
+
+// Attack 3h (issue 52's known defects, fixed): an operator's reopen
+// --new-attempt leaves the record claimable at generation 2 before any
+// delivery presents ~2 (the history's last line is the reopen's, the lease
+// never taken since). A posting under ~2 then is under a key the collector
+// never sent: unknown_posting, and resolve does not adopt it (it was
+// posted_not_recorded and adopted: the charge closed DONE on a debit
+// nobody of ours made). Once a delivery has claimed ~2 (and died after
+// its debit), the same posting is the record's own: posted_not_recorded,
+// adopted.
+func TestAttack3ReopenedGenerationPostedBeforeItIsPresented(t *testing.T) {
+	for name, open := range collectStores {
+		for _, tc := range []struct {
+			name      string
+			presented bool
+			want      reconcile.Kind
+			action    string
+			state     driver.State
+		}{
+			{"never presented", false, reconcile.UnknownPosting, "marked", driver.StateInProgress},
+			{"presented by a delivery that died after its debit", true, reconcile.PostedNotRecorded, "adopted", driver.StateDone},
+		} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				b := newBooks(t, open(t), "A3H-")
+				c := b.charge("reopened", 2500)
+				b.failed(t, c)
+				if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
+					t.Fatal(err)
+				}
+				if tc.presented {
+					if cl, err := b.guard.Claim(t.Context(), c.ID, c.Fingerprint(b.fp)); err != nil || !cl.Outcome.Owned() || cl.Record.Generation != 2 {
+						t.Fatalf("claim after the reopen: %v %v generation %d", cl.Outcome, err, cl.Record.Generation)
+					}
+					b.clock.Advance(2 * time.Minute) // the delivery died; its lease passed
+				}
+				b.post(c, 2, c.Amount.Minor, true)
+				rep := b.run(t)
+				br := findBreak(rep, c.ID)
+				if br == nil || br.Kind != tc.want {
+					t.Fatalf("breaks %v, want %s", b.mine(rep), tc.want)
+				}
+				res, err := attackResolve(t, b, period, c.ID)
+				if err != nil || res.Action != tc.action {
+					t.Fatalf("resolve: %q %v, want %q", res.Action, err, tc.action)
+				}
+				after, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+				if after.State != tc.state || after.Generation != 2 {
+					t.Fatalf("record %s generation %d after resolve, want %s generation 2", after.State, after.Generation, tc.state)
+				}
+			})
+		}
+	}
+}

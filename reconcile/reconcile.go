@@ -887,6 +887,17 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		r.add(cp.fill(b))
 		return nil
 	}
+	if unpresented(rec) {
+		// Reopened into this generation, and no delivery has claimed it
+		// since: the collector never sent the key. Adopting the posting
+		// would close the charge on a debit nobody of ours made.
+		b.Kind = UnknownPosting
+		b.Detail = fmt.Sprintf("the bank posted key %s, a generation a reopen made (%s) and no delivery has presented yet (the record is %s, never claimed since): not a debit of ours",
+			p.BankKey, rec.ReopenedAt.UTC().Format(time.RFC3339), stateText(rec))
+		b.Action = "ask the bank who sent the debit; have it refunded if it is not ours (the record's next delivery debits the charge under this key: hold it back until the bank answers)"
+		r.add(cp.fill(b))
+		return nil
+	}
 	switch rec.State {
 	case driver.StateFailed:
 		b.Kind = FailedButPosted
@@ -915,6 +926,21 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// unpresented reports whether rec's generation is one a reopen moved it
+// to (Guard.Reopen with a new generation: the history's last line is the
+// reopen's, naming the generation before) that no delivery has presented
+// yet: IN_PROGRESS as the reopen left it, its lease never taken since (a
+// claim leases it past the reopen; the reopen leaves it passed).
+func unpresented(rec driver.Record) bool {
+	gen := max(rec.Generation, 1)
+	if rec.State != driver.StateInProgress || gen < 2 || rec.ReopenedAt.IsZero() || len(rec.History) == 0 {
+		return false
+	}
+	last := rec.History[len(rec.History)-1]
+	return strings.HasPrefix(last, "generation "+strconv.Itoa(gen-1)+": ") && strings.Contains(last, "; reopened ") &&
+		!rec.LeaseUntil.After(rec.ReopenedAt.Add(time.Millisecond)) // a store's clock rounding
 }
 
 // collectable reports whether rec can be recorded as collected now (one
