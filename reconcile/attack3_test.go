@@ -288,3 +288,59 @@ func TestAttack3ReopenedGenerationPostedBeforeItIsPresented(t *testing.T) {
 		}
 	}
 }
+
+// Attack 3g (issue 52's known defects, fixed): the declined generation ~1
+// of a WAITING charge booked late of another amount is an amount_mismatch
+// (attack 50), whose action is to have the bank correct it — the bank
+// adjusts it to the charge's amount, the money stays under ~1. Resolve
+// refused it and the record stayed WAITING: its next attempt debited ~2,
+// the customer paying the charge twice. Now resolve records the ~1
+// posting as collected (DONE at generation 1: the schedule ends, its next
+// delivery is a duplicate and debits nothing), and the amount is not taken
+// for the charge's: the next run still reports amount_mismatch on the DONE
+// record until the bank's correction matches the charge; once it does
+// (the statement's posting of 25.00), it matches.
+func TestAttack3AmountMismatchOfAWaitingChargeIsCollectedAndStaysABreak(t *testing.T) {
+	for name, open := range collectStores {
+		t.Run(name, func(t *testing.T) {
+			b := newBooks(t, open(t), "A3G-")
+			bank := corebanksim.NewLedger(corebanksim.Faults{})
+			c := b.charge("adjust", 2500)
+			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			b.post(c, 1, 999900, true)
+			rep := b.run(t)
+			br := findBreak(rep, c.ID)
+			if br == nil || br.Kind != reconcile.AmountMismatch || !br.Collects(false) || br.Collects(true) {
+				t.Fatalf("want amount_mismatch that resolve collects (and --refunded marks), got %v", b.mine(rep))
+			}
+			if !strings.Contains(br.Action, "WAITING") || !strings.Contains(br.Action, "debits the customer again") {
+				t.Fatalf("action %q: want it to say the schedule debits again unless resolved", br.Action)
+			}
+			res, err := attackResolve(t, b, period, c.ID)
+			if err != nil || res.Action != "adopted" || res.Record == nil || res.Record.State != driver.StateDone || res.Record.Generation != 1 {
+				t.Fatalf("resolve: %q %v %+v; want the ~1 posting collected (DONE at generation 1)", res.Action, err, res.Record)
+			}
+			if strings.Contains(res.Record.Detail, "999900") || !strings.Contains(res.Record.History[len(res.Record.History)-1], "no notice built") {
+				t.Fatalf("collected with detail %q, history %q: want no notice built from the posting of another amount", res.Record.Detail, res.Record.History[len(res.Record.History)-1])
+			}
+			b.clock.Advance(25 * time.Hour)
+			if out := deliver(t, b, bank, c); out != idempotency.DuplicateDone {
+				n, keys := postingsOf(bank, c)
+				t.Fatalf("the next delivery %s, debiting %v (%d): want a duplicate of the DONE record, no debit", out, keys, n)
+			}
+			if n, _ := postingsOf(bank, c); n != 0 {
+				t.Fatalf("the bank was debited %d time(s) after the collection", n)
+			}
+			// The same statement: the wrong amount is still a break.
+			again := b.run(t)
+			if br := findBreak(again, c.ID); br == nil || br.Kind != reconcile.AmountMismatch || br.State != string(driver.StateDone) {
+				t.Fatalf("after the collection, the posting of 9999.00 stands: breaks %v, want amount_mismatch on the DONE record", b.mine(again))
+			}
+			// The bank's correction: the posting now of the charge's amount.
+			b.postings[len(b.postings)-1].Amount.Minor = c.Amount.Minor
+			if fixed := b.run(t); findBreak(fixed, c.ID) != nil {
+				t.Fatalf("the posting corrected to 25.00: breaks %v, want it matched", b.mine(fixed))
+			}
+		})
+	}
+}

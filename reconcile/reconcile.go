@@ -824,6 +824,21 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 				p.Amount, charge.MaskAccount(p.Account), p.BankKey, stateText(rec))
 			b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
 			r.openMoney(&b, rec, p)
+			if rec.State == driver.StateWaiting && gen >= 1 && gen < max(rec.Generation, 1) {
+				// A generation the bank declined, booked late of another
+				// amount, while the schedule waits to debit the next: the
+				// customer was debited under our key, and the bank's
+				// correction (an adjustment) keeps the money under it.
+				// Resolve records it as collected, so that the schedule
+				// does not debit again on top; the amount stays a break
+				// (the DONE record's amount_mismatch) until the bank's
+				// correction matches the charge.
+				b.mismatch, b.collectable, b.judged = false, true, p
+				b.Action = fmt.Sprintf("the record is WAITING: its next attempt (generation %d, on or after %s) debits the customer again on top of this posting. "+
+					"resolve records the posting as collected (DONE, the schedule ends; the amount stays a break until the bank corrects it to the charge's), then have the bank adjust it; "+
+					"only if the bank refunds it instead, resolve --refunded (the schedule goes on)",
+					max(rec.Generation, 1), rec.LeaseUntil.UTC().Format(time.RFC3339))
+			}
 			r.add(cp.fill(b))
 			return nil
 		case gen < 1 || gen >= max(rec.Generation, 1):
