@@ -168,3 +168,41 @@ func TestAttack52UnkeyedReversal(t *testing.T) {
 		})
 	}
 }
+
+// The same storno read from two files (the camt.053 and a camt.054 that
+// repeats it) is one reversal: paired once, or noted once.
+func TestAttack52UnkeyedReversalReadTwice(t *testing.T) {
+	for _, tc := range []struct {
+		name, ref string
+		want      string
+		notes     int
+	}{
+		{"paired", "", "recorded_not_posted 1", 0},
+		{"unpaired", "REF-ELSEWHERE-9", "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, cs := x52books(t, "A52T-", 1)
+			c := cs[0]
+			ref := tc.ref
+			if ref == "" {
+				ref = "REF-" + c.ID
+			}
+			storno := x52ntry{amt: "25.00", ind: "DBIT", rvsl: true, ref: "STORNO-1", txs: []x52tx{{e2e: "NOTPROVIDED", ref: ref, amt: "25.00"}}}
+			rep := x52run(t, b, x52fees,
+				x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{x52credit(c, "25.00", "REF-"+c.ID), storno}}),
+				x52doc("054", "08", x52stmt{acct: x52fees, entries: []x52ntry{storno}}))
+			keyless := 0
+			for _, n := range rep.Notes {
+				if strings.Contains(n, "without a bank key") {
+					keyless++
+				}
+			}
+			if got := x52breaks(b, rep); got != tc.want || keyless != tc.notes {
+				t.Fatalf("breaks %q, %d note(s) of a reversal without a key; want %q, %d (notes %q)", got, keyless, tc.want, tc.notes, rep.Notes)
+			}
+			if tc.want != "" && (rep.Reversals != 1 || len(findBreak(rep, c.ID).Posted) != 2) {
+				t.Fatalf("reversals %d, posted %+v: want the storno once", rep.Reversals, findBreak(rep, c.ID).Posted)
+			}
+		})
+	}
+}

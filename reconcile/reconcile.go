@@ -536,33 +536,62 @@ func inDays(q statement.Posting, p statement.Period) bool {
 // key's reversals, where pair cancels it (or finds it partial) as any
 // reversal of that reference. It returns those it could not pair.
 func pairUnkeyed(unkeyed []statement.Posting, days map[time.Time]bool, repeated *int, sets ...map[string]chargePostings) (unpaired []statement.Posting) {
+	if len(unkeyed) == 0 {
+		return nil
+	}
+	type hit struct {
+		kp *keyPostings
+		p  statement.Posting
+	}
+	// The postings of the references named, in one pass over them all.
+	byRef := map[string][]hit{}
 	for _, rv := range unkeyed {
-		if rv.Reference == "" {
-			unpaired = append(unpaired, rv) // names nothing to pair with
-			continue
+		if rv.Reference != "" {
+			byRef[rv.Reference] = nil
 		}
-		type hit struct {
-			kp *keyPostings
-			p  statement.Posting
-		}
-		var hits []hit
-		for _, m := range sets {
-			for _, cp := range m {
-				for _, kp := range cp {
-					for _, p := range kp.posted {
-						if p.Reference == rv.Reference && !p.BookingDate.After(rv.BookingDate) && p.Amount.Currency == rv.Amount.Currency &&
-							(rv.Account == "" || p.Account == "" || p.Account == rv.Account) {
-							hits = append(hits, hit{kp, p})
-						}
+	}
+	for _, m := range sets {
+		for _, cp := range m {
+			for _, kp := range cp {
+				for _, p := range kp.posted {
+					if hs, ok := byRef[p.Reference]; ok {
+						byRef[p.Reference] = append(hs, hit{kp, p})
 					}
+				}
+			}
+		}
+	}
+	type seen struct {
+		ref string
+		day time.Time
+		amt charge.Money
+	}
+	noted := map[seen]string{} // the file of each unpaired storno noted
+	for _, rv := range unkeyed {
+		var hits []hit
+		if rv.Reference != "" { // else it names nothing to pair with
+			for _, h := range byRef[rv.Reference] {
+				if !h.p.BookingDate.After(rv.BookingDate) && h.p.Amount.Currency == rv.Amount.Currency &&
+					(rv.Account == "" || h.p.Account == "" || h.p.Account == rv.Account) {
+					hits = append(hits, h)
 				}
 			}
 		}
 		if len(hits) > 1 {
 			hits = slices.DeleteFunc(hits, func(h hit) bool { return h.p.Amount != rv.Amount })
 		}
-		// One posting, or one key (the same posting read from two files).
+		// One posting, or one key's (the same posting read from two files).
 		if len(hits) == 0 || slices.ContainsFunc(hits, func(h hit) bool { return h.kp != hits[0].kp }) {
+			// The same storno read from two files is noted once (two of
+			// one file are two).
+			k := seen{rv.Reference, rv.BookingDate, rv.Amount}
+			if f, ok := noted[k]; ok && rv.Reference != "" && (rv.File == "" || f != rv.File) {
+				*repeated++
+				continue
+			}
+			if _, ok := noted[k]; !ok {
+				noted[k] = rv.File
+			}
 			unpaired = append(unpaired, rv)
 			continue
 		}
