@@ -517,3 +517,49 @@ func TestReadCSVReturnReason(t *testing.T) {
 		t.Fatalf("a reason code on a posting: %v", err)
 	}
 }
+
+// Returns told by their bank transaction code (no RtrInf), and stornos
+// without a bank key, as the reader hands them over: read from the golden
+// statements written by hand from the standard (reconcile/testdata).
+func TestReadReturnsByCodeAndUnkeyedReversals(t *testing.T) {
+	type got struct {
+		key, ref, reason string
+		minor            int64
+		reversal, ret    bool
+	}
+	for _, tc := range []struct {
+		name    string
+		file    string
+		unkeyed bool
+		want    []got
+		skipped int // Header.Unkeyed
+	}{
+		{"a return by PMNT/IDDT/UPDD, its code from the narrative", "camt053_001_08_return_bktxcd_narrative.xml", false, []got{
+			{"CHG-R-11", "REF-CHG-R-11", "", 2500, false, false},
+			{"CHG-R-12", "REF-CHG-R-12", "", 2500, false, false},
+			{"CHG-R-12", "RTN-000777", "AC04", 2500, true, true},
+		}, 0},
+		{"stornos without a key, not asked for: counted and skipped", "camt053_001_08_storno_notprovided.xml", false, []got{
+			{"CHG-R-13", "REF-CHG-R-13", "", 2500, false, false},
+		}, 2},
+		{"stornos without a key, asked for", "camt053_001_08_storno_notprovided.xml", true, []got{
+			{"CHG-R-13", "REF-CHG-R-13", "", 2500, false, false},
+			{"", "REF-CHG-R-13", "", 2500, true, false},
+			{"", "REF-CHG-R-99", "", 3000, true, false},
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ps []got
+			h, err := ReadFile(filepath.Join("..", "testdata", tc.file), Options{CollectionAccount: "FEES-001", UnkeyedReversals: tc.unkeyed}, func(p Posting) error {
+				ps = append(ps, got{p.BankKey, p.Reference, p.ReturnReason, p.Amount.Minor, p.Reversal, p.Return})
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ps, tc.want) || h.Unkeyed != tc.skipped {
+				t.Fatalf("postings %+v, %d unkeyed; want %+v, %d", ps, h.Unkeyed, tc.want, tc.skipped)
+			}
+		})
+	}
+}
