@@ -1,12 +1,16 @@
 package reconcile_test
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/charge"
 	"github.com/finedge/idempotent-consumer/reconcile"
+	"github.com/finedge/idempotent-consumer/reconcile/statement"
 )
 
 // returnOf is the return (or reversal) shown on br, and whether there is
@@ -204,5 +208,39 @@ func TestAttack52UnkeyedReversalReadTwice(t *testing.T) {
 				t.Fatalf("reversals %d, posted %+v: want the storno once", rep.Reversals, findBreak(rep, c.ID).Posted)
 			}
 		})
+	}
+}
+
+// A storno naming a batch's reference (the entry's AcctSvcrRef, which its
+// transactions without references of their own all carry) names several
+// postings of its amount: it pairs with none, and is noted. Resolve, which
+// judges one charge alone, pairs it as the whole run does: no break.
+func TestAttack52UnkeyedReversalOfABatchReference(t *testing.T) {
+	b, cs := x52books(t, "A52B-", 2)
+	c, d := cs[0], cs[1]
+	n := c.DebitRequestFor(1).Narrative
+	doc := x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{
+		{amt: "50.00", ind: "CRDT", ref: "BATCH-0031", bktx: "PMNT/IDDT/ESDD", btch: true, txs: []x52tx{
+			{e2e: c.ID, amt: "25.00", dbtr: c.AccountID, ustrd: n},
+			{e2e: d.ID, amt: "25.00", dbtr: d.AccountID, ustrd: d.DebitRequestFor(1).Narrative},
+		}},
+		{amt: "25.00", ind: "DBIT", rvsl: true, ref: "STORNO-31", txs: []x52tx{{e2e: "NOTPROVIDED", ref: "BATCH-0031", amt: "25.00"}}},
+	}})
+	f := filepath.Join(t.TempDir(), "stmt.xml")
+	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := reconcile.ReadFiles([]string{f}, statement.Options{CollectionAccount: x52fees})
+	opts := reconcile.Options{Store: b.store, Fingerprints: b.fp, Now: b.clock.Now()}
+	rep, err := reconcile.Run(t.Context(), opts, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x52breaks(b, rep); got != "" || rep.Matched != 2 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "a reversal of INR 25.00") || !strings.Contains(rep.Notes[0], "BATCH-0031") {
+		t.Fatalf("breaks %q, matched %d, notes %q: want both matched and the storno noted", got, rep.Matched, rep.Notes)
+	}
+	_, err = reconcile.Resolve(t.Context(), opts, read, reconcile.ResolveRequest{ChargeID: c.ID, Reason: "r", Operator: "op", Guard: b.guard})
+	if !errors.Is(err, reconcile.ErrNoBreak) {
+		t.Fatalf("resolve of %s: %v; want ErrNoBreak (the storno pairs with no one posting in the whole run either)", c.ID, err)
 	}
 }

@@ -407,6 +407,10 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	// naming the posting it reverses by its reference), paired once
 	// every posting is read.
 	var unkeyed []statement.Posting
+	// others are the postings of the charges a one-charge run leaves
+	// out, kept for that pairing only: a storno pairs (or does not) as it
+	// does in the whole run.
+	others := map[string]chargePostings{}
 	said, err := read(func(p statement.Posting) error {
 		if p.BankKey == "" && p.Reversal {
 			unkeyed = append(unkeyed, p)
@@ -420,7 +424,10 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 			id, to = p.BankKey, odd
 		}
 		if !opts.wants(id) {
-			return nil
+			if p.Reversal {
+				return nil
+			}
+			to = others
 		}
 		cp := to[id]
 		kp := cp.of(p.BankKey)
@@ -428,7 +435,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 			kp = &keyPostings{key: p.BankKey}
 			to[id] = append(cp, kp)
 		}
-		if !kp.add(p) {
+		if !kp.add(p) && opts.wants(id) {
 			repeated++
 		}
 		return nil
@@ -443,7 +450,8 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 		return rep, ErrNoPeriod
 	}
 	rep.Period.From, rep.Period.To = opts.Period.From.UTC().Format(time.RFC3339), opts.Period.To.UTC().Format(time.RFC3339)
-	unpaired := pairUnkeyed(unkeyed, days, &repeated, byCharge, odd)
+	unpaired := pairUnkeyed(unkeyed, days, &repeated, byCharge, odd, others)
+	clear(others)
 	outside := inPeriod(byCharge, opts.Period, &rep) + inPeriod(odd, opts.Period, &rep)
 	unpaired = slices.DeleteFunc(unpaired, func(rv statement.Posting) bool {
 		if inDays(rv, opts.Period) {
@@ -453,8 +461,9 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 		return true
 	})
 	if opts.ChargeID == "" {
-		// One charge's run (resolve's) read only that charge's
-		// postings: a reversal it could not pair is another's.
+		// One charge's run (resolve's) judges that charge alone: a
+		// reversal that pairs with none of its postings is the whole
+		// run's to note.
 		rep.Notes = append(rep.Notes, unpairedNotes(unpaired)...)
 	}
 	if repeated > 0 {
