@@ -785,6 +785,7 @@ type txn struct {
 	rtr             bool   // RtrInf is there
 	reason          string // RtrInf/Rsn/Cd, else /Prtry
 	coded           bool   // TxDtls/BkTxCd is a return's (returnCode)
+	hasCode         bool   // TxDtls/BkTxCd is there
 }
 
 // returnSubFamilies are the ISO 20022 bank transaction sub-family codes
@@ -961,6 +962,7 @@ func (r *camtReader) transaction(line int) error {
 		case "RtrInf":
 			return r.returnInfo(path, &t)
 		case "BkTxCd":
+			t.hasCode = true
 			t.coded, err = r.bankTxCode(path)
 			return err
 		}
@@ -973,7 +975,11 @@ func (r *camtReader) transaction(line int) error {
 	// (the transaction's, else its entry's) on an entry that is no
 	// reversal (a reversal with that code stays a reversal: RvslInd says
 	// what it is).
-	isReturn := t.rtr || (t.coded || e.coded) && !e.rvsl
+	coded := e.coded
+	if t.hasCode {
+		coded = t.coded
+	}
+	isReturn := t.rtr || coded && !e.rvsl
 	if isReturn {
 		e.rtr = true
 	}

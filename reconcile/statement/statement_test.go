@@ -563,3 +563,49 @@ func TestReadReturnsByCodeAndUnkeyedReversals(t *testing.T) {
 		})
 	}
 }
+
+// A transaction's own bank transaction code says what it is; one without
+// takes its entry's. Written from the standard's element names.
+func TestReadReturnCodeOfTheTransactionFirst(t *testing.T) {
+	tx := func(e2e, code string) string {
+		bk := ""
+		if code != "" {
+			bk = `<BkTxCd><Domn><Cd>PMNT</Cd><Fmly><Cd>IDDT</Cd><SubFmlyCd>` + code + `</SubFmlyCd></Fmly></Domn></BkTxCd>`
+		}
+		return `<TxDtls><Refs><AcctSvcrRef>R-` + e2e + `</AcctSvcrRef><EndToEndId>` + e2e + `</EndToEndId></Refs><Amt Ccy="INR">25.00</Amt>` + bk + `</TxDtls>`
+	}
+	doc := func(entryCode string, txs ...string) string {
+		return `<?xml version="1.0"?><Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt><GrpHdr><MsgId>M</MsgId><CreDtTm>2026-12-02T01:00:00Z</CreDtTm></GrpHdr>` +
+			`<Stmt><Id>S</Id><CreDtTm>2026-12-02T01:00:00Z</CreDtTm><Acct><Id><Othr><Id>FEES-001</Id></Othr></Id></Acct>` +
+			`<Ntry><Amt Ccy="INR">` + []string{"", "25.00", "50.00"}[len(txs)] + `</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts><BookgDt><Dt>2026-12-01</Dt></BookgDt>` +
+			`<BkTxCd><Domn><Cd>PMNT</Cd><Fmly><Cd>IDDT</Cd><SubFmlyCd>` + entryCode + `</SubFmlyCd></Fmly></Domn></BkTxCd>` +
+			`<NtryDtls>` + strings.Join(txs, "") + `</NtryDtls><AddtlNtryInf>UNPAID AM04</AddtlNtryInf></Ntry></Stmt></BkToCstmrStmt></Document>`
+	}
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want []string // the bank keys read as returns
+	}{
+		{"the entry's code", doc("UPDD", tx("CHG-1", "")), []string{"CHG-1"}},
+		{"a transaction's code of another kind wins", doc("UPDD", tx("CHG-1", ""), tx("CHG-2", "ESDD")), []string{"CHG-1"}},
+		{"a transaction's return code under an entry of another kind", doc("ESDD", tx("CHG-1", "UPDD")), []string{"CHG-1"}},
+		{"no return code", doc("ESDD", tx("CHG-1", "")), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			_, err := Read(strings.NewReader(tc.doc), "stmt.xml", Options{CollectionAccount: "FEES-001"}, func(p Posting) error {
+				if !p.Return || !p.Reversal || p.Amount.Minor != 2500 {
+					t.Errorf("posting %+v: want a return of 25.00", p)
+				}
+				if p.ReturnReason != "AM04" {
+					t.Errorf("reason %q, want AM04 from the entry's narrative", p.ReturnReason)
+				}
+				got = append(got, p.BankKey)
+				return nil
+			})
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("returns %q (%v), want %q", got, err, tc.want)
+			}
+		})
+	}
+}
