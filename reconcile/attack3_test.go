@@ -235,3 +235,112 @@ func TestAttack3ReversalOfACollectedPostingWithAccountInReferenceIsANote(t *test
 		})
 	}
 }
+
+// Attack 3h (issue 52's known defects, fixed): an operator's reopen
+// --new-attempt leaves the record claimable at generation 2 before any
+// delivery presents ~2 (the history's last line is the reopen's, the lease
+// never taken since). A posting under ~2 then is under a key the collector
+// never sent: unknown_posting, and resolve does not adopt it (it was
+// posted_not_recorded and adopted: the charge closed DONE on a debit
+// nobody of ours made). Once a delivery has claimed ~2 (and died after
+// its debit), the same posting is the record's own: posted_not_recorded,
+// adopted.
+func TestAttack3ReopenedGenerationPostedBeforeItIsPresented(t *testing.T) {
+	for name, open := range collectStores {
+		for _, tc := range []struct {
+			name      string
+			presented bool
+			want      reconcile.Kind
+			action    string
+			state     driver.State
+		}{
+			{"never presented", false, reconcile.UnknownPosting, "marked", driver.StateInProgress},
+			{"presented by a delivery that died after its debit", true, reconcile.PostedNotRecorded, "adopted", driver.StateDone},
+		} {
+			t.Run(name+"/"+tc.name, func(t *testing.T) {
+				b := newBooks(t, open(t), "A3H-")
+				c := b.charge("reopened", 2500)
+				b.failed(t, c)
+				if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
+					t.Fatal(err)
+				}
+				if tc.presented {
+					if cl, err := b.guard.Claim(t.Context(), c.ID, c.Fingerprint(b.fp)); err != nil || !cl.Outcome.Owned() || cl.Record.Generation != 2 {
+						t.Fatalf("claim after the reopen: %v %v generation %d", cl.Outcome, err, cl.Record.Generation)
+					}
+					b.clock.Advance(2 * time.Minute) // the delivery died; its lease passed
+				}
+				b.post(c, 2, c.Amount.Minor, true)
+				rep := b.run(t)
+				br := findBreak(rep, c.ID)
+				if br == nil || br.Kind != tc.want {
+					t.Fatalf("breaks %v, want %s", b.mine(rep), tc.want)
+				}
+				res, err := attackResolve(t, b, period, c.ID)
+				if err != nil || res.Action != tc.action {
+					t.Fatalf("resolve: %q %v, want %q", res.Action, err, tc.action)
+				}
+				after, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+				if after.State != tc.state || after.Generation != 2 {
+					t.Fatalf("record %s generation %d after resolve, want %s generation 2", after.State, after.Generation, tc.state)
+				}
+			})
+		}
+	}
+}
+
+// Attack 3g (issue 52's known defects, fixed): the declined generation ~1
+// of a WAITING charge booked late of another amount is an amount_mismatch
+// (attack 50), whose action is to have the bank correct it — the bank
+// adjusts it to the charge's amount, the money stays under ~1. Resolve
+// refused it and the record stayed WAITING: its next attempt debited ~2,
+// the customer paying the charge twice. Now resolve records the ~1
+// posting as collected (DONE at generation 1: the schedule ends, its next
+// delivery is a duplicate and debits nothing), and the amount is not taken
+// for the charge's: the next run still reports amount_mismatch on the DONE
+// record until the bank's correction matches the charge; once it does
+// (the statement's posting of 25.00), it matches.
+func TestAttack3AmountMismatchOfAWaitingChargeIsCollectedAndStaysABreak(t *testing.T) {
+	for name, open := range collectStores {
+		t.Run(name, func(t *testing.T) {
+			b := newBooks(t, open(t), "A3G-")
+			bank := corebanksim.NewLedger(corebanksim.Faults{})
+			c := b.charge("adjust", 2500)
+			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			b.post(c, 1, 999900, true)
+			rep := b.run(t)
+			br := findBreak(rep, c.ID)
+			if br == nil || br.Kind != reconcile.AmountMismatch || !br.Collects(false) || br.Collects(true) {
+				t.Fatalf("want amount_mismatch that resolve collects (and --refunded marks), got %v", b.mine(rep))
+			}
+			if !strings.Contains(br.Action, "WAITING") || !strings.Contains(br.Action, "debits the customer again") {
+				t.Fatalf("action %q: want it to say the schedule debits again unless resolved", br.Action)
+			}
+			res, err := attackResolve(t, b, period, c.ID)
+			if err != nil || res.Action != "adopted" || res.Record == nil || res.Record.State != driver.StateDone || res.Record.Generation != 1 {
+				t.Fatalf("resolve: %q %v %+v; want the ~1 posting collected (DONE at generation 1)", res.Action, err, res.Record)
+			}
+			if strings.Contains(res.Record.Detail, "999900") || !strings.Contains(res.Record.History[len(res.Record.History)-1], "no notice built") {
+				t.Fatalf("collected with detail %q, history %q: want no notice built from the posting of another amount", res.Record.Detail, res.Record.History[len(res.Record.History)-1])
+			}
+			b.clock.Advance(25 * time.Hour)
+			if out := deliver(t, b, bank, c); out != idempotency.DuplicateDone {
+				n, keys := postingsOf(bank, c)
+				t.Fatalf("the next delivery %s, debiting %v (%d): want a duplicate of the DONE record, no debit", out, keys, n)
+			}
+			if n, _ := postingsOf(bank, c); n != 0 {
+				t.Fatalf("the bank was debited %d time(s) after the collection", n)
+			}
+			// The same statement: the wrong amount is still a break.
+			again := b.run(t)
+			if br := findBreak(again, c.ID); br == nil || br.Kind != reconcile.AmountMismatch || br.State != string(driver.StateDone) {
+				t.Fatalf("after the collection, the posting of 9999.00 stands: breaks %v, want amount_mismatch on the DONE record", b.mine(again))
+			}
+			// The bank's correction: the posting now of the charge's amount.
+			b.postings[len(b.postings)-1].Amount.Minor = c.Amount.Minor
+			if fixed := b.run(t); findBreak(fixed, c.ID) != nil {
+				t.Fatalf("the posting corrected to 25.00: breaks %v, want it matched", b.mine(fixed))
+			}
+		})
+	}
+}

@@ -57,18 +57,25 @@ func TestAttack50LegacyCollectedRecordMatchesAnotherGenerationsPosting(t *testin
 // with the wrong amount recorded as the charge's collection. The same
 // posting under the record's own generation is an amount_mismatch (and
 // is not adopted).
+//
+// Under a WAITING record (attack 3g, issue 52) resolve does record it as
+// collected — else the schedule's next attempt debits the customer again
+// while the bank corrects the amount — but never as the charge's amount:
+// the next run reports amount_mismatch on the DONE record until the bank's
+// correction matches.
 func TestAttack50DeclinedGenerationPostingOfAnotherAmountIsCollectedUnchecked(t *testing.T) {
 	for name, open := range collectStores {
 		for _, tc := range []struct {
-			name  string
-			setup func(t *testing.T, b *books, c charge.Charge)
+			name    string
+			setup   func(t *testing.T, b *books, c charge.Charge)
+			collect bool // resolve collects it (the record WAITING)
 		}{
 			{"WAITING", func(t *testing.T, b *books, c charge.Charge) {
 				b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
-			}},
+			}, true},
 			{"FAILED after a declined reopen", func(t *testing.T, b *books, c charge.Charge) {
 				b.declinedAgainAtGeneration2(t, c)
-			}},
+			}, false},
 		} {
 			t.Run(name+"/"+tc.name, func(t *testing.T) {
 				b := newBooks(t, open(t), "A50M-")
@@ -82,9 +89,12 @@ func TestAttack50DeclinedGenerationPostingOfAnotherAmountIsCollectedUnchecked(t 
 				}
 				res, err := attackResolve(t, b, period, c.ID)
 				rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
-				if br.Kind != reconcile.AmountMismatch || res.Action == "adopted" {
+				if br.Kind != reconcile.AmountMismatch || (res.Action == "adopted") != tc.collect {
 					t.Fatalf("a posting of 9999.00 for a 25.00 charge under its declined key: break %s (unverified %v); resolve %q %v; record %s %s %q; "+
-						"want amount_mismatch and nothing collected", br.Kind, br.Unverified, res.Action, err, rec.State, rec.Status, rec.Detail)
+						"want amount_mismatch, collected: %v", br.Kind, br.Unverified, res.Action, err, rec.State, rec.Status, rec.Detail, tc.collect)
+				}
+				if again := findBreak(b.run(t), c.ID); tc.collect && (again == nil || again.Kind != reconcile.AmountMismatch) {
+					t.Fatalf("collected, the posting of 9999.00 is no longer a break (%v): taken for the charge's amount", again)
 				}
 			})
 		}

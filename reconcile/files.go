@@ -16,8 +16,12 @@ import (
 // a gap between them are refused (ErrGap): the days in the gap would have
 // every charge finished in them reported as not posted. The command line
 // reads --statement this way, and the console the Statements of a kept
-// report.
+// report. Reversals without a bank key are read too
+// (statement.Options.UnkeyedReversals): Run pairs them by reference.
 func ReadFiles(files []string, opts statement.Options) Postings {
+	// A bank's own storno without our key is paired by Run by its
+	// reference.
+	opts.UnkeyedReversals = true
 	return func(fn func(statement.Posting) error) (statement.Period, error) {
 		var period statement.Period
 		var said []statement.Period

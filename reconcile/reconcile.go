@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -408,7 +409,19 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 	// days are the booking days with a posting or a reversal of ours, of
 	// any charge (also when one charge is judged).
 	days := map[time.Time]bool{}
+	// unkeyed are the reversals without a bank key (a bank's storno
+	// naming the posting it reverses by its reference), paired once
+	// every posting is read.
+	var unkeyed []statement.Posting
+	// others are the postings of the charges a one-charge run leaves
+	// out, kept for that pairing only: a storno pairs (or does not) as it
+	// does in the whole run.
+	others := map[string]chargePostings{}
 	said, err := read(func(p statement.Posting) error {
+		if p.BankKey == "" && p.Reversal {
+			unkeyed = append(unkeyed, p)
+			return nil
+		}
 		days[p.BookingDate] = true
 		id, ok := ChargeOf(p.BankKey)
 		to := byCharge
@@ -417,7 +430,10 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 			id, to = p.BankKey, odd
 		}
 		if !opts.wants(id) {
-			return nil
+			if p.Reversal {
+				return nil
+			}
+			to = others
 		}
 		cp := to[id]
 		kp := cp.of(p.BankKey)
@@ -425,7 +441,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 			kp = &keyPostings{key: p.BankKey}
 			to[id] = append(cp, kp)
 		}
-		if !kp.add(p) {
+		if !kp.add(p) && opts.wants(id) {
 			repeated++
 		}
 		return nil
@@ -440,7 +456,22 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 		return rep, ErrNoPeriod
 	}
 	rep.Period.From, rep.Period.To = opts.Period.From.UTC().Format(time.RFC3339), opts.Period.To.UTC().Format(time.RFC3339)
+	unpaired := pairUnkeyed(unkeyed, days, &repeated, byCharge, odd, others)
+	clear(others)
 	outside := inPeriod(byCharge, opts.Period, &rep) + inPeriod(odd, opts.Period, &rep)
+	unpaired = slices.DeleteFunc(unpaired, func(rv statement.Posting) bool {
+		if inDays(rv, opts.Period) {
+			return false
+		}
+		outside++
+		return true
+	})
+	if opts.ChargeID == "" {
+		// One charge's run (resolve's) judges that charge alone: a
+		// reversal that pairs with none of its postings is the whole
+		// run's to note.
+		rep.Notes = append(rep.Notes, unpairedNotes(unpaired)...)
+	}
 	if repeated > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d posting(s) read twice (the same bank reference, day and amount: a statement given twice, or a notification repeating it) were counted once", repeated))
 	}
@@ -493,9 +524,7 @@ func Run(ctx context.Context, opts Options, read Postings) (Report, error) {
 // it is in p when the day overlaps it), counts the rest, and returns how
 // many it dropped.
 func inPeriod(byCharge map[string]chargePostings, p statement.Period, rep *Report) (outside int) {
-	in := func(q statement.Posting) bool {
-		return q.BookingDate.Add(24*time.Hour).After(p.From) && q.BookingDate.Before(p.To)
-	}
+	in := func(q statement.Posting) bool { return inDays(q, p) }
 	for id, cp := range byCharge {
 		kept := cp[:0]
 		for _, kp := range cp {
@@ -516,6 +545,124 @@ func inPeriod(byCharge map[string]chargePostings, p statement.Period, rep *Repor
 		}
 	}
 	return outside
+}
+
+// inDays reports whether q's booking day overlaps p.
+func inDays(q statement.Posting, p statement.Period) bool {
+	return q.BookingDate.Add(24*time.Hour).After(p.From) && q.BookingDate.Before(p.To)
+}
+
+// pairUnkeyed gives each reversal without a bank key (a bank's own
+// storno, EndToEndId NOTPROVIDED) the key of the posting it names by its
+// bank reference — the one posting read (of any key) with that reference,
+// booked on or before it, of its currency (and account, when both say
+// one); of several, the one of its amount — and files it among that
+// key's reversals, where pair cancels it (or finds it partial) as any
+// reversal of that reference. It returns those it could not pair.
+func pairUnkeyed(unkeyed []statement.Posting, days map[time.Time]bool, repeated *int, sets ...map[string]chargePostings) (unpaired []statement.Posting) {
+	if len(unkeyed) == 0 {
+		return nil
+	}
+	type hit struct {
+		kp *keyPostings
+		p  statement.Posting
+	}
+	// The postings of the references named, in one pass over them all.
+	byRef := map[string][]hit{}
+	for _, rv := range unkeyed {
+		if rv.Reference != "" {
+			byRef[rv.Reference] = nil
+		}
+	}
+	for _, m := range sets {
+		for _, cp := range m {
+			for _, kp := range cp {
+				for _, p := range kp.posted {
+					if hs, ok := byRef[p.Reference]; ok {
+						byRef[p.Reference] = append(hs, hit{kp, p})
+					}
+				}
+			}
+		}
+	}
+	type seen struct {
+		ref string
+		day time.Time
+		amt charge.Money
+	}
+	noted := map[seen]string{} // the file of each unpaired storno noted
+	for _, rv := range unkeyed {
+		var hits []hit
+		if rv.Reference != "" { // else it names nothing to pair with
+			for _, h := range byRef[rv.Reference] {
+				if !h.p.BookingDate.After(rv.BookingDate) && h.p.Amount.Currency == rv.Amount.Currency &&
+					(rv.Account == "" || h.p.Account == "" || h.p.Account == rv.Account) {
+					hits = append(hits, h)
+				}
+			}
+		}
+		if len(hits) > 1 {
+			hits = slices.DeleteFunc(hits, func(h hit) bool { return h.p.Amount != rv.Amount })
+		}
+		// One posting, or one key's (the same posting read from two files).
+		if len(hits) == 0 || slices.ContainsFunc(hits, func(h hit) bool { return h.kp != hits[0].kp }) {
+			// The same storno read from two files is noted once (two of
+			// one file are two).
+			k := seen{rv.Reference, rv.BookingDate, rv.Amount}
+			if f, ok := noted[k]; ok && rv.Reference != "" && (rv.File == "" || f != rv.File) {
+				*repeated++
+				continue
+			}
+			if _, ok := noted[k]; !ok {
+				noted[k] = rv.File
+			}
+			unpaired = append(unpaired, rv)
+			continue
+		}
+		rv.BankKey = hits[0].kp.key
+		if rv.Account == "" {
+			rv.Account = hits[0].p.Account
+		}
+		days[rv.BookingDate] = true
+		if !hits[0].kp.add(rv) {
+			*repeated++
+		}
+	}
+	return unpaired
+}
+
+// unpairedNotes say, with its amount, each reversal without a bank key
+// that pairs with no posting read (at most 10 one by one, then the rest
+// summed by currency): money back out of the account that no charge's
+// report shows.
+func unpairedNotes(unpaired []statement.Posting) []string {
+	var notes []string
+	rest := map[charge.Currency]int64{}
+	for i, rv := range unpaired {
+		if i >= 10 {
+			rest[rv.Amount.Currency] = min(rest[rv.Amount.Currency], math.MaxInt64-rv.Amount.Minor) + rv.Amount.Minor // at most MaxInt64
+			continue
+		}
+		what := "reversal"
+		if rv.Return {
+			what = "return (" + statement.ReturnReasonText(charge.MaskText(rv.ReturnReason, rv.Account)) + ")"
+		}
+		ref := "no bank reference"
+		if rv.Reference != "" {
+			ref = "bank reference " + clip(charge.MaskText(rv.Reference, rv.Account))
+		}
+		notes = append(notes, fmt.Sprintf("warning: a %s of %s booked %s without a bank key (EndToEndId NOTPROVIDED or none), %s (%s), pairs with no posting of ours in the statements read: "+
+			"it is in no break; reconcile it together with the statement of the posting it reverses (--statement each), or ask the bank which debit it reverses",
+			what, rv.Amount, rv.BookingDate.Format(time.DateOnly), ref, clip(charge.MaskText(rv.Where, rv.Account))))
+	}
+	if n := len(unpaired) - 10; n > 0 {
+		var sums []string
+		for _, c := range slices.Sorted(maps.Keys(rest)) {
+			sums = append(sums, charge.Money{Minor: rest[c], Currency: c}.String())
+		}
+		notes = append(notes, fmt.Sprintf("warning: %d more reversal(s) without a bank key pair with no posting read, %s in all: see the statement's entries with EndToEndId NOTPROVIDED", n, strings.Join(sums, " + ")))
+	}
+	return notes
 }
 
 type run struct {
@@ -730,6 +877,21 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 				p.Amount, charge.MaskAccount(p.Account), p.BankKey, differs(rec), stateText(rec))
 			b.Action = "compare with the billing system's charge; have the bank correct the posting (refund and post again, or adjust)"
 			r.openMoney(&b, rec, p)
+			if rec.State == driver.StateWaiting && gen >= 1 && gen < max(rec.Generation, 1) {
+				// A generation the bank declined, booked late of another
+				// amount, while the schedule waits to debit the next: the
+				// customer was debited under our key, and the bank's
+				// correction (an adjustment) keeps the money under it.
+				// Resolve records it as collected, so that the schedule
+				// does not debit again on top; the amount stays a break
+				// (the DONE record's amount_mismatch) until the bank's
+				// correction matches the charge.
+				b.mismatch, b.collectable, b.judged = false, true, p
+				b.Action = fmt.Sprintf("the record is WAITING: its next attempt (generation %d, on or after %s) debits the customer again on top of this posting. "+
+					"resolve records the posting as collected (DONE, the schedule ends; the amount stays a break until the bank corrects it to the charge's), then have the bank adjust it; "+
+					"only if the bank refunds it instead, resolve --refunded (the schedule goes on)",
+					max(rec.Generation, 1), rec.LeaseUntil.UTC().Format(time.RFC3339))
+			}
 			r.add(cp.fill(b))
 			return nil
 		case gen < 1 || gen >= max(rec.Generation, 1):
@@ -793,6 +955,17 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		r.add(cp.fill(b))
 		return nil
 	}
+	if unpresented(rec) {
+		// Reopened into this generation, and no delivery has claimed it
+		// since: the collector never sent the key. Adopting the posting
+		// would close the charge on a debit nobody of ours made.
+		b.Kind = UnknownPosting
+		b.Detail = fmt.Sprintf("the bank posted key %s, a generation a reopen made (%s) and no delivery has presented yet (the record is %s, never claimed since): not a debit of ours",
+			p.BankKey, rec.ReopenedAt.UTC().Format(time.RFC3339), stateText(rec))
+		b.Action = "ask the bank who sent the debit; have it refunded if it is not ours (the record's next delivery debits the charge under this key: hold it back until the bank answers)"
+		r.add(cp.fill(b))
+		return nil
+	}
 	switch rec.State {
 	case driver.StateFailed:
 		b.Kind = FailedButPosted
@@ -824,6 +997,21 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		r.mu.Unlock()
 	}
 	return nil
+}
+
+// unpresented reports whether rec's generation is one a reopen moved it
+// to (Guard.Reopen with a new generation: the history's last line is the
+// reopen's, naming the generation before) that no delivery has presented
+// yet: IN_PROGRESS as the reopen left it, its lease never taken since (a
+// claim leases it past the reopen; the reopen leaves it passed).
+func unpresented(rec driver.Record) bool {
+	gen := max(rec.Generation, 1)
+	if rec.State != driver.StateInProgress || gen < 2 || rec.ReopenedAt.IsZero() || len(rec.History) == 0 {
+		return false
+	}
+	last := rec.History[len(rec.History)-1]
+	return strings.HasPrefix(last, "generation "+strconv.Itoa(gen-1)+": ") && strings.Contains(last, "; reopened ") &&
+		!rec.LeaseUntil.After(rec.ReopenedAt.Add(time.Millisecond)) // a store's clock rounding
 }
 
 // collectable reports whether rec can be recorded as collected now (one

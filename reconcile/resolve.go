@@ -66,8 +66,10 @@ type Resolved struct {
 // which four-eyes' reconcile-adopt term asks a second operator for: a
 // posted_not_recorded posting adopted; a failed_but_posted posting, or one
 // of a posted_twice break of a record still open to a debit, collected;
-// never an amount_mismatch (refused until refunded or corrected). Every
-// other resolution only marks the break.
+// an amount_mismatch only under a declined generation of a WAITING record
+// (collected so that the schedule does not debit again while the bank
+// corrects the amount; any other is refused until refunded or corrected).
+// Every other resolution only marks the break.
 func (b Break) Collects(refunded bool) bool {
 	return b.Kind == PostedNotRecorded || (!refunded && !b.mismatch && (b.Kind == FailedButPosted || b.open))
 }
@@ -182,10 +184,14 @@ const AdoptedLine = "adopted from the bank's statement"
 // built from the posting (account masked), which renotify sends — the
 // consumer most likely died before it notified; without the charge type
 // and due date in the narrative no notice can be built, and the record
-// says so.
-func adoptedResult(id string, p statement.Posting, ref string, req ResolveRequest) (status, detail, notice string) {
+// says so; nor from a posting of another amount than the charge's
+// (mismatch: an amount_mismatch collected), which the bank is to correct.
+func adoptedResult(id string, p statement.Posting, ref string, req ResolveRequest, mismatch bool) (status, detail, notice string) {
 	if req.NoticeSent {
 		return string(charge.Debited), ref, "the pre-debit notice went out (the operator's word)"
+	}
+	if mismatch {
+		return string(charge.DebitedNotificationFailed), ref, "no notice built: the amount posted is not the charge's (amount_mismatch), the bank to correct it; tell the customer by hand once it has"
 	}
 	typ, due, ok := NarrativeParts(p.Narrative)
 	if ok {
@@ -274,7 +280,7 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 	if ref == "" {
 		ref = "statement " + charge.MaskText(p.Where, p.Account)
 	}
-	status, detail, notice := adoptedResult(id, p, ref, req)
+	status, detail, notice := adoptedResult(id, p, ref, req, b.Kind == AmountMismatch)
 	// The guard's request for now: a fresh token, the skew margin (a
 	// lease is collected over only once passed by it), the retention.
 	creq, err := req.Guard.ClaimRequest(id, rec.Fingerprint)

@@ -220,3 +220,42 @@ func TestReconcileOwnReferenceReversalAcrossDays(t *testing.T) {
 		})
 	}
 }
+
+// A return booked with no RtrInf — a DBIT entry on the collection account
+// under the original EndToEndId, no RvslInd, the bank transaction code
+// PMNT/IDDT/UPDD, the reason only in the narrative — is CHG-R-12's
+// return, its code read from the narrative; CHG-R-11 stands.
+func TestReconcileReturnByBankTransactionCode(t *testing.T) {
+	_, rep := golden(t, "camt053_001_08_return_bktxcd_narrative.xml", "FEES-001", "11", "12")
+	wantBreaks(t, rep, "recorded_not_posted CHG-R-12")
+	if rep.Postings != 2 || rep.Reversals != 1 || rep.Matched != 1 {
+		t.Fatalf("%d postings (%d reversals), %d matched; want 2 (1), 1", rep.Postings, rep.Reversals, rep.Matched)
+	}
+	br := rep.Breaks[0]
+	if len(br.Posted) != 2 || !br.Posted[1].Return || br.Posted[1].ReturnReason != "AC04" || br.Posted[1].Minor != 2500 || br.Posted[1].Reference != "RTN-000777" {
+		t.Fatalf("posted %+v", br.Posted)
+	}
+	if !strings.Contains(br.Detail, "returned, reason AC04 (closed account number)") {
+		t.Fatalf("detail %q", br.Detail)
+	}
+}
+
+// A bank's storno without our key (EndToEndId NOTPROVIDED) naming by its
+// Refs/AcctSvcrRef the posting it reverses pairs with it: CHG-R-13 is
+// recorded_not_posted, the storno shown under its key. A storno whose
+// reference no posting read has is a warning with its amount and
+// reference.
+func TestReconcileStornoWithoutKey(t *testing.T) {
+	_, rep := golden(t, "camt053_001_08_storno_notprovided.xml", "FEES-001", "13")
+	wantBreaks(t, rep, "recorded_not_posted CHG-R-13")
+	if rep.Postings != 1 || rep.Reversals != 1 || rep.Matched != 0 {
+		t.Fatalf("%d postings (%d reversals), %d matched; want 1 (1), 0", rep.Postings, rep.Reversals, rep.Matched)
+	}
+	br := rep.Breaks[0]
+	if len(br.Posted) != 2 || !br.Posted[1].Reversal || br.Posted[1].BankKey != "CHG-R-13" || br.Posted[1].Minor != 2500 || !strings.Contains(br.Detail, "reversed") {
+		t.Fatalf("break %q, posted %+v", br.Detail, br.Posted)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "warning: a reversal of INR 30.00 booked 2026-12-01 without a bank key") || !strings.Contains(rep.Notes[0], "bank reference REF-CHG-R-99") {
+		t.Fatalf("notes %q: want one warning naming the unpaired storno's amount and reference", rep.Notes)
+	}
+}

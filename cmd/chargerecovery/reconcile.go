@@ -35,9 +35,12 @@ reversal[,narrative[,return_reason]]) against the records, over the
 statement's period (its FrToDt, or --from/--to), and reports every break:
 posted_not_recorded, recorded_not_posted, posted_twice, amount_mismatch,
 failed_but_posted, unknown_posting. A reversal or a return (camt RtrInf,
-named with its reason code: AC04, AM04, MD06, …) cancels its posting. A
-collection account's statement needs --collection-account (refused without
-it). Exit 0: none; 1: breaks; 2: bad input.
+or a BkTxCd PMNT/IDDT/UPDD without it; named with its reason code: AC04,
+AM04, MD06, …) cancels its posting; a bank's storno without our key
+(EndToEndId NOTPROVIDED) cancels the posting of its AcctSvcrRef, or is a
+warning naming its amount. A collection account's statement needs
+--collection-account (refused without it). Exit 0: none; 1: breaks; 2:
+bad input.
 
 resolve closes one charge's break, as the statement shows it now:
 posted_not_recorded adopts the posting (DONE with the bank's reference; no

@@ -77,6 +77,7 @@ type camtReader struct {
 	loc  *time.Location // where FrToDt's times and dates without an offset are (Options.Location)
 
 	collection       bool
+	unkeyedRev       bool // Options.UnkeyedReversals
 	wantIBAN, wantID string
 	found            []string
 	matched          bool
@@ -113,18 +114,21 @@ type entry struct {
 	// returns: an entry in the direction opposite to ours, not a
 	// reversal: its transactions with return information (RtrInf) are
 	// returns of ours, the others are skipped; all counts them all.
-	returns      bool
-	all          int
-	other        bool // a credit naming another account as its debtor (customers' side)
-	rtr          bool // a transaction has return information
-	ntx, missing int  // transactions, of them without an amount
+	returns bool
+	all     int
+	other   bool // a credit naming another account as its debtor (customers' side)
+	rtr     bool // a transaction has return information
+	// coded: the entry's bank transaction code (BkTxCd/Domn) is a return
+	// of a direct debit (returnCode), whatever RtrInf says.
+	coded        bool
+	ntx, missing int // transactions, of them without an amount
 	missingLine  int
 	sum          int64
 	streaming    bool
 }
 
 func readCamt(br *bufio.Reader, src *source, name string, opts Options, fn func(Posting) error) (Header, error) {
-	r := &camtReader{src: src, d: xml.NewDecoder(newXMLGuard(br)), file: name, fn: fn, loc: opts.Location}
+	r := &camtReader{src: src, d: xml.NewDecoder(newXMLGuard(br)), file: name, fn: fn, loc: opts.Location, unkeyedRev: opts.UnkeyedReversals}
 	if r.loc == nil {
 		r.loc = time.UTC
 	}
@@ -648,6 +652,9 @@ func (r *camtReader) entry(line int) error {
 		case "AcctSvcrRef":
 			e.ref, err = r.leaf(path)
 			return err
+		case "BkTxCd":
+			e.coded, err = r.bankTxCode(path)
+			return err
 		case "AddtlNtryInf":
 			e.addtl, err = r.leafMax(path, maxText)
 			return err
@@ -679,16 +686,30 @@ func (r *camtReader) entry(line int) error {
 		return nil
 	}
 	r.h.Entries++
-	if e.ind == "DBIT" && !e.rvsl && !e.rtr {
+	if e.ind == "DBIT" && !e.rvsl && !e.rtr && !e.coded {
 		r.debits++
 	}
 	if e.other {
 		r.others++
 	}
-	if !e.ours && (!e.returns || e.ntx == 0) {
+	if !e.ours && (!e.returns || e.ntx == 0 && !(e.coded && e.all == 0)) {
 		return nil
 	}
 	if e.ntx == 0 {
+		if r.unkeyedRev && e.all == 0 && (e.ours && e.rvsl || e.returns && e.coded) {
+			// A reversal (or a return told by its code) booked without
+			// transaction details: its entry's reference names what it
+			// reverses.
+			p := Posting{Account: r.acct, Amount: e.amt, Reversal: true, Return: !e.rvsl, BookingDate: e.booking, Reference: e.ref, Narrative: e.addtl,
+				Where: r.file + ":" + strconv.Itoa(line) + ": entry " + strconv.Itoa(e.n)}
+			if r.collection {
+				p.Account = ""
+			}
+			if p.Return {
+				p.ReturnReason = reasonIn(e.addtl)
+			}
+			return r.emit(p)
+		}
 		r.h.Unkeyed++
 		return nil
 	}
@@ -702,6 +723,11 @@ func (r *camtReader) entry(line int) error {
 		p := &r.buf[i]
 		if e.ntx == 1 && p.Narrative == "" {
 			p.Narrative = e.addtl
+		}
+		if p.Return && p.ReturnReason == "" {
+			// A return without RtrInf (told by its bank transaction
+			// code): the reason, if any, is in the narrative.
+			p.ReturnReason = reasonIn(p.Narrative, e.addtl)
 		}
 		if err := r.emit(*p); err != nil {
 			return err
@@ -758,6 +784,76 @@ type txn struct {
 	debtor          account
 	rtr             bool   // RtrInf is there
 	reason          string // RtrInf/Rsn/Cd, else /Prtry
+	coded           bool   // TxDtls/BkTxCd is a return's (returnCode)
+	hasCode         bool   // TxDtls/BkTxCd is there
+}
+
+// returnSubFamilies are the ISO 20022 bank transaction sub-family codes
+// (ExternalBankTransactionSubFamily1Code) of a direct debit coming back,
+// under the domain PMNT and the family IDDT (issued direct debits: the
+// collection account's side) or RDDT (received: the customer's):
+// UPDD a return or unpaid direct debit, PRDD a reversal due to a payment
+// return, RCDD a reversal due to a payment cancellation request. Many
+// banks book a return this way, with no RtrInf and the reason only in the
+// narrative.
+var returnSubFamilies = map[string]bool{"UPDD": true, "PRDD": true, "RCDD": true}
+
+// returnCode reports whether domain/family/sub-family is a direct
+// debit's return (returnSubFamilies).
+func returnCode(domain, family, sub string) bool {
+	return domain == "PMNT" && (family == "IDDT" || family == "RDDT") && returnSubFamilies[sub]
+}
+
+// bankTxCode reads a BkTxCd just started (Ntry/BkTxCd or TxDtls/BkTxCd)
+// and reports whether its Domn is a direct debit's return (returnCode).
+// A proprietary code (Prtry) is the bank's own and says nothing here.
+func (r *camtReader) bankTxCode(path string) (bool, error) {
+	var domain, family, sub string
+	err := r.children(path, func(se xml.StartElement, line int) error {
+		if se.Name.Local != "Domn" {
+			return r.skip(path + "/" + se.Name.Local)
+		}
+		return r.children(path+"/Domn", func(se xml.StartElement, line int) error {
+			p := path + "/Domn/" + se.Name.Local
+			switch se.Name.Local {
+			case "Cd":
+				var err error
+				domain, err = r.leaf(p)
+				return err
+			case "Fmly":
+				return r.children(p, func(se xml.StartElement, line int) error {
+					var err error
+					switch se.Name.Local {
+					case "Cd":
+						family, err = r.leaf(p + "/Cd")
+					case "SubFmlyCd":
+						sub, err = r.leaf(p + "/SubFmlyCd")
+					default:
+						err = r.skip(p + "/" + se.Name.Local)
+					}
+					return err
+				})
+			}
+			return r.skip(p)
+		})
+	})
+	return returnCode(domain, family, sub), err
+}
+
+// reasonIn is the first ISO 20022 return reason code (returnReasons) that
+// stands as a word of one of the texts ("RETURN AC04 ACCOUNT CLOSED" →
+// AC04), "" when none does.
+func reasonIn(texts ...string) string {
+	for _, text := range texts {
+		for _, w := range strings.FieldsFunc(text, func(c rune) bool {
+			return !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9')
+		}) {
+			if _, ok := returnReasons[w]; ok {
+				return w
+			}
+		}
+	}
+	return ""
 }
 
 // returnInfo reads RtrInf: its reason (Rsn/Cd, else Rsn/Prtry).
@@ -865,13 +961,26 @@ func (r *camtReader) transaction(line int) error {
 			return err
 		case "RtrInf":
 			return r.returnInfo(path, &t)
+		case "BkTxCd":
+			t.hasCode = true
+			t.coded, err = r.bankTxCode(path)
+			return err
 		}
 		return r.skip(path)
 	})
 	if err != nil {
 		return err
 	}
-	if t.rtr {
+	// A return: return information, or a return's bank transaction code
+	// (the transaction's, else its entry's) on an entry that is no
+	// reversal (a reversal with that code stays a reversal: RvslInd says
+	// what it is).
+	coded := e.coded
+	if t.hasCode {
+		coded = t.coded
+	}
+	isReturn := t.rtr || coded && !e.rvsl
+	if isReturn {
 		e.rtr = true
 	}
 	if e.returns {
@@ -879,7 +988,7 @@ func (r *camtReader) transaction(line int) error {
 		if !r.collection && t.key != "" && t.key != "NOTPROVIDED" && t.debtor.String() != "" && t.debtor.String() != r.acct {
 			e.other = true
 		}
-		if !t.rtr {
+		if !isReturn {
 			e.ntx-- // not a return: not ours
 			return nil
 		}
@@ -902,9 +1011,17 @@ func (r *camtReader) transaction(line int) error {
 	if e.ntx > 1 && e.missing > 0 {
 		return r.errf(e.missingLine, "TxDtls/Amt", "entry %d%s has several transactions: each needs its Amt or AmtDtls/TxAmt/Amt", e.n, r.refNote())
 	}
-	if t.key == "" || t.key == "NOTPROVIDED" {
+	// A transaction without a bank key is no posting of ours; a reversal
+	// (or return) without one — a bank's own storno, which names by its
+	// bank reference the posting it reverses — is handed over with no key
+	// when asked for (Options.UnkeyedReversals).
+	unkeyed := t.key == "" || t.key == "NOTPROVIDED"
+	if unkeyed && !(r.unkeyedRev && (e.rvsl || e.returns)) {
 		r.h.Unkeyed++
 		return nil
+	}
+	if unkeyed {
+		t.key = ""
 	}
 	if t.amt.Minor == 0 { // a posting of nothing
 		if t.hasAmt {
@@ -926,18 +1043,18 @@ func (r *camtReader) transaction(line int) error {
 		p.Account = t.debtor.String()
 		// A return may leave the parties out: it is paired by key,
 		// reference and amount, not by account.
-		if p.Account == "" && !e.returns {
+		if p.Account == "" && !e.returns && !unkeyed {
 			return r.errf(line, "TxDtls/RltdPties/DbtrAcct", "missing: the customer's account of %s", t.key)
 		}
 	}
-	if t.rtr && !p.Reversal {
-		// Return information in the direction of a posting: another
-		// account's return (the fee account's, beside the customers'
-		// statements), never a posting of ours.
+	if isReturn && !p.Reversal {
+		// A return in the direction of a posting: another account's
+		// return (the fee account's, beside the customers' statements),
+		// never a posting of ours.
 		r.h.Unkeyed++
 		return nil
 	}
-	if t.rtr {
+	if isReturn {
 		p.Return, p.ReturnReason = true, t.reason
 	}
 	if p.Reference == "" {

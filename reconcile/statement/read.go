@@ -132,10 +132,14 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 // direction of the side read, each transaction (NtryDtls/TxDtls) with an
 // EndToEndId is a posting; a transaction without one (or "NOTPROVIDED"),
 // or an entry without transactions, has no bank key and is counted in
-// Header.Unkeyed. Entries of another status are skipped. A booked entry in
+// Header.Unkeyed — but a reversal or return without one is handed over
+// with an empty BankKey when Options.UnkeyedReversals asks for it. Entries of another status are skipped. A booked entry in
 // the other direction is read for its returns: each transaction with
 // return information (TxDtls/RtrInf; its Rsn/Cd, else Rsn/Prtry, is
-// Posting.ReturnReason) is a reversal of ours, the others are skipped
+// Posting.ReturnReason), or with a return's bank transaction code
+// (TxDtls/BkTxCd, else Ntry/BkTxCd, PMNT/IDDT or PMNT/RDDT with UPDD,
+// PRDD or RCDD; its reason code the first that stands as a word in the
+// narrative), is a reversal of ours, the others are skipped
 // (and an entry's sum is checked only when all its transactions are
 // returns). Read without Options.CollectionAccount, a file whose only
 // account has no debit but reversals and returns, and credits naming

@@ -35,8 +35,15 @@
 // carries the indicator opposite to what it reverses (ISO 20022's rule)
 // and cancels that posting; so does a return: a transaction in the other
 // direction with return information (TxDtls/RtrInf/Rsn/Cd, the reason
-// code: AC04, AM04, MD06, …), kept in Posting.ReturnReason. Any other
-// entry in the other direction is not ours and is skipped.
+// code: AC04, AM04, MD06, …), kept in Posting.ReturnReason, or — as many
+// banks book a return, without RtrInf — whose bank transaction code
+// (TxDtls/BkTxCd, else Ntry/BkTxCd: Domn PMNT, Fmly IDDT or RDDT,
+// SubFmlyCd UPDD, PRDD or RCDD) is a direct debit's return, its reason
+// code then read from the narrative when one stands there as a word. Any
+// other entry in the other direction is not ours and is skipped. A
+// reversal without a bank key (EndToEndId NOTPROVIDED: a bank's own
+// storno) is handed over with an empty BankKey only with
+// Options.UnkeyedReversals.
 //
 // A file whose statements are all of one account that holds only credits
 // from other accounts (each naming its debtor's account), read without
@@ -56,7 +63,8 @@ import (
 type Posting struct {
 	// BankKey is the core-banking idempotency key the debit was sent
 	// under (TxDtls/Refs/EndToEndId): the charge id, or "<id>~N" for
-	// generation N (charge.BankKey).
+	// generation N (charge.BankKey). Empty only for a reversal read with
+	// Options.UnkeyedReversals.
 	BankKey string
 	// Account is the customer's account: the IBAN in its electronic form
 	// (spaces removed, upper case), or Othr/Id as written.
@@ -133,6 +141,14 @@ type Options struct {
 	// (BookgDt/Dt, or the date of BookgDt/DtTm as written), whatever
 	// the zone.
 	Location *time.Location
+	// UnkeyedReversals hands fn, with an empty BankKey, each booked
+	// reversal or return (camt) that has no bank key (EndToEndId missing
+	// or NOTPROVIDED, or an entry without TxDtls): a bank's own storno
+	// names the posting it reverses by its bank reference (Refs/AcctSvcrRef,
+	// else the entry's AcctSvcrRef), and the caller pairs it by that
+	// reference (reconcile.Run does) or says it could not. Without it they
+	// are counted in Header.Unkeyed and skipped.
+	UnkeyedReversals bool
 }
 
 // returnReasons are the ISO 20022 return reason codes

@@ -517,3 +517,95 @@ func TestReadCSVReturnReason(t *testing.T) {
 		t.Fatalf("a reason code on a posting: %v", err)
 	}
 }
+
+// Returns told by their bank transaction code (no RtrInf), and stornos
+// without a bank key, as the reader hands them over: read from the golden
+// statements written by hand from the standard (reconcile/testdata).
+func TestReadReturnsByCodeAndUnkeyedReversals(t *testing.T) {
+	type got struct {
+		key, ref, reason string
+		minor            int64
+		reversal, ret    bool
+	}
+	for _, tc := range []struct {
+		name    string
+		file    string
+		unkeyed bool
+		want    []got
+		skipped int // Header.Unkeyed
+	}{
+		{"a return by PMNT/IDDT/UPDD, its code from the narrative", "camt053_001_08_return_bktxcd_narrative.xml", false, []got{
+			{"CHG-R-11", "REF-CHG-R-11", "", 2500, false, false},
+			{"CHG-R-12", "REF-CHG-R-12", "", 2500, false, false},
+			{"CHG-R-12", "RTN-000777", "AC04", 2500, true, true},
+		}, 0},
+		{"stornos without a key, not asked for: counted and skipped", "camt053_001_08_storno_notprovided.xml", false, []got{
+			{"CHG-R-13", "REF-CHG-R-13", "", 2500, false, false},
+		}, 2},
+		{"stornos without a key, asked for", "camt053_001_08_storno_notprovided.xml", true, []got{
+			{"CHG-R-13", "REF-CHG-R-13", "", 2500, false, false},
+			{"", "REF-CHG-R-13", "", 2500, true, false},
+			{"", "REF-CHG-R-99", "", 3000, true, false},
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ps []got
+			h, err := ReadFile(filepath.Join("..", "testdata", tc.file), Options{CollectionAccount: "FEES-001", UnkeyedReversals: tc.unkeyed}, func(p Posting) error {
+				ps = append(ps, got{p.BankKey, p.Reference, p.ReturnReason, p.Amount.Minor, p.Reversal, p.Return})
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ps, tc.want) || h.Unkeyed != tc.skipped {
+				t.Fatalf("postings %+v, %d unkeyed; want %+v, %d", ps, h.Unkeyed, tc.want, tc.skipped)
+			}
+		})
+	}
+}
+
+// A transaction's own bank transaction code says what it is; one without
+// takes its entry's. Written from the standard's element names.
+func TestReadReturnCodeOfTheTransactionFirst(t *testing.T) {
+	tx := func(e2e, code string) string {
+		bk := ""
+		if code != "" {
+			bk = `<BkTxCd><Domn><Cd>PMNT</Cd><Fmly><Cd>IDDT</Cd><SubFmlyCd>` + code + `</SubFmlyCd></Fmly></Domn></BkTxCd>`
+		}
+		return `<TxDtls><Refs><AcctSvcrRef>R-` + e2e + `</AcctSvcrRef><EndToEndId>` + e2e + `</EndToEndId></Refs><Amt Ccy="INR">25.00</Amt>` + bk + `</TxDtls>`
+	}
+	doc := func(entryCode string, txs ...string) string {
+		return `<?xml version="1.0"?><Document xmlns="urn:iso:std:iso:20022:tech:xsd:camt.053.001.08"><BkToCstmrStmt><GrpHdr><MsgId>M</MsgId><CreDtTm>2026-12-02T01:00:00Z</CreDtTm></GrpHdr>` +
+			`<Stmt><Id>S</Id><CreDtTm>2026-12-02T01:00:00Z</CreDtTm><Acct><Id><Othr><Id>FEES-001</Id></Othr></Id></Acct>` +
+			`<Ntry><Amt Ccy="INR">` + []string{"", "25.00", "50.00"}[len(txs)] + `</Amt><CdtDbtInd>DBIT</CdtDbtInd><Sts><Cd>BOOK</Cd></Sts><BookgDt><Dt>2026-12-01</Dt></BookgDt>` +
+			`<BkTxCd><Domn><Cd>PMNT</Cd><Fmly><Cd>IDDT</Cd><SubFmlyCd>` + entryCode + `</SubFmlyCd></Fmly></Domn></BkTxCd>` +
+			`<NtryDtls>` + strings.Join(txs, "") + `</NtryDtls><AddtlNtryInf>UNPAID AM04</AddtlNtryInf></Ntry></Stmt></BkToCstmrStmt></Document>`
+	}
+	for _, tc := range []struct {
+		name string
+		doc  string
+		want []string // the bank keys read as returns
+	}{
+		{"the entry's code", doc("UPDD", tx("CHG-1", "")), []string{"CHG-1"}},
+		{"a transaction's code of another kind wins", doc("UPDD", tx("CHG-1", ""), tx("CHG-2", "ESDD")), []string{"CHG-1"}},
+		{"a transaction's return code under an entry of another kind", doc("ESDD", tx("CHG-1", "UPDD")), []string{"CHG-1"}},
+		{"no return code", doc("ESDD", tx("CHG-1", "")), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			_, err := Read(strings.NewReader(tc.doc), "stmt.xml", Options{CollectionAccount: "FEES-001"}, func(p Posting) error {
+				if !p.Return || !p.Reversal || p.Amount.Minor != 2500 {
+					t.Errorf("posting %+v: want a return of 25.00", p)
+				}
+				if p.ReturnReason != "AM04" {
+					t.Errorf("reason %q, want AM04 from the entry's narrative", p.ReturnReason)
+				}
+				got = append(got, p.BankKey)
+				return nil
+			})
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("returns %q (%v), want %q", got, err, tc.want)
+			}
+		})
+	}
+}
