@@ -32,7 +32,7 @@ test:
 SEEDS ?= 20000
 FIRST ?= 1
 sim:
-	$(GO) test -count=1 -timeout 120m ./protosim -run 'TestSimulate$$' -sim.seeds=$(SEEDS) -sim.first=$(FIRST) -v
+	$(GO) test -count=1 -timeout 120m ./app/protosim -run 'TestSimulate$$' -sim.seeds=$(SEEDS) -sim.first=$(FIRST) -v
 
 ## bench: month-end load on the embedded backend, with its queue-only baseline
 bench:

@@ -22,7 +22,7 @@ func TestDomainImportsOnlyTheStandardLibrary(t *testing.T) {
 		module + "idempotency": true, module + "idempotency/driver": true,
 		module + "queue": true, module + "internal/strictjson": true,
 	}
-	for _, dir := range []string{"charge", "calendar", "idempotency", "idempotency/driver", "queue", "consumer", "internal/strictjson"} {
+	for _, dir := range []string{"app/charge", "app/calendar", "idempotency", "idempotency/driver", "queue", "consumer", "internal/strictjson"} {
 		pkg, err := build.ImportDir(dir, 0)
 		if err != nil {
 			t.Fatalf("%s: %v", dir, err)
@@ -133,12 +133,12 @@ func level(pkg string) int {
 	switch {
 	case first == "internal":
 		return 0
-	case pkg == "charge" || pkg == "calendar" || pkg == "idempotency" || pkg == "idempotency/driver" ||
+	case pkg == "app/charge" || pkg == "app/calendar" || pkg == "idempotency" || pkg == "idempotency/driver" ||
 		pkg == "queue" || pkg == "consumer" || pkg == "circuit":
 		return 1
-	case first == "service":
+	case strings.HasPrefix(pkg, "app/service/"):
 		return 3
-	case first == "console" || first == "protosim":
+	case strings.HasPrefix(pkg, "app/console") || strings.HasPrefix(pkg, "app/protosim"):
 		return 4
 	case first == "cmd":
 		return 5

@@ -7,7 +7,7 @@ import (
 	"time"
 	_ "time/tzdata"
 
-	"github.com/finedge/idempotent-consumer/calendar"
+	"github.com/finedge/idempotent-consumer/app/calendar"
 	"github.com/finedge/idempotent-consumer/consumer"
 )
 

@@ -11,8 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime="${1:-60s}"
 targets=(
-  "./charge FuzzParseEvent"
-  "./charge FuzzParseEventDifferential"
+  "./app/charge FuzzParseEvent"
+  "./app/charge FuzzParseEventDifferential"
 )
 for t in "${targets[@]}"; do
   read -r pkg name <<<"$t"

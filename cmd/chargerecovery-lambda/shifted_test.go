@@ -12,12 +12,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/notifysim"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/wiretest"
 	"github.com/finedge/idempotent-consumer/lambdasqs"
 	"github.com/finedge/idempotent-consumer/memstore"
-	"github.com/finedge/idempotent-consumer/notifysim"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 

@@ -7,15 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/reconcile"
+	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/operate"
+	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/audit"
 	"github.com/finedge/idempotent-consumer/internal/safetext"
-	"github.com/finedge/idempotent-consumer/reconcile"
-	"github.com/finedge/idempotent-consumer/service/approval"
-	"github.com/finedge/idempotent-consumer/service/cli"
-	"github.com/finedge/idempotent-consumer/service/operate"
-	"github.com/finedge/idempotent-consumer/service/pipeline"
 )
 
 func runApprovals(ctx context.Context, env *cli.Env, args []string) error {

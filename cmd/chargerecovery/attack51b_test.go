@@ -19,10 +19,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/audit"
-	"github.com/finedge/idempotent-consumer/service/approval"
 )
 
 // atk51bOlgaLine appends a line to the trail signed with olga's own key

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/finedge/idempotent-consumer/internal/audit"
-	"github.com/finedge/idempotent-consumer/service/backend"
-	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 )
 
 // runAudit is chargerecovery audit verify|list.

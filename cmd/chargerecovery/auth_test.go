@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/clientauth"
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/clientauth"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/pki"
 )

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finedge/idempotent-consumer/service/bench"
+	"github.com/finedge/idempotent-consumer/app/service/bench"
 )
 
 func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {

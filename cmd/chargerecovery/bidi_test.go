@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finedge/idempotent-consumer/internal/audit"
+	"github.com/finedge/idempotent-consumer/app/audit"
 )
 
 // Issue 51: a trail line whose reason, charge id, operator and detail

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 )
 
 // TestConfigKeys: every command's flags are collected (a command whose -h

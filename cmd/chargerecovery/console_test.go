@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/app/console"
 )
 
 // A console misconfigured exits 2 naming what to set, before it opens

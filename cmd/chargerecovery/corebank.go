@@ -7,8 +7,8 @@ import (
 	"net"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 )
 
 func runCorebank(ctx context.Context, env *cli.Env, args []string) error {

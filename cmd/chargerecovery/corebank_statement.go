@@ -6,8 +6,8 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/secretfile"
 	"strings"
 
-	"github.com/finedge/idempotent-consumer/corebanksim"
-	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 )
 
 const statementSynopsis = `corebank statement --from D --to D [--format camt053|csv] [--collection-account ID] [--out FILE] [flags]

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/finedge/idempotent-consumer/app/service/bench"
+	"github.com/finedge/idempotent-consumer/app/service/demo"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
-	"github.com/finedge/idempotent-consumer/service/bench"
-	"github.com/finedge/idempotent-consumer/service/demo"
 )
 
 func runDemoJSON(t *testing.T, args ...string) demo.Report {

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/service/cli"
-	"github.com/finedge/idempotent-consumer/service/operate"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/operate"
 )
 
 // dlqEntry is one DLQ entry as an operator sees it.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/console"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/audit"
 )
 
 // fourEyes is an embedded installation with four-eyes kept in its backend

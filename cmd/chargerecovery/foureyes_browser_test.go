@@ -14,11 +14,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
-	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // browser is a headless Chromium for one test, with steps that leave a

@@ -11,10 +11,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/finedge/idempotent-consumer/console"
-	"github.com/finedge/idempotent-consumer/internal/audit"
+	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/internal/secretfile"
-	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 // runKeygen writes a new Ed25519 key, owner-only, and prints its public

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/app/charge"
 )
 
 // serve keys the fingerprints it writes: with a known branch prefix the

@@ -9,12 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/clientauth"
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/clientauth"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/internal/redact"
-	"github.com/finedge/idempotent-consumer/service/cli"
-	"github.com/finedge/idempotent-consumer/service/pipeline"
 )
 
 // corebank ledger rather than status --bank: the ledger is the

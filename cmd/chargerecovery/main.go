@@ -37,9 +37,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/finedge/idempotent-consumer/service/bench"
-	"github.com/finedge/idempotent-consumer/service/cli"
-	"github.com/finedge/idempotent-consumer/service/demo"
+	"github.com/finedge/idempotent-consumer/app/service/bench"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/demo"
 )
 
 // Exit codes.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
-	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 // syncBuffer is a bytes.Buffer safe for the concurrent writes of a command

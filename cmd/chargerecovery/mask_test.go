@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/finedge/idempotent-consumer/app/service/demo"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/service/demo"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 

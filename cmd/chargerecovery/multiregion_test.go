@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 

@@ -12,11 +12,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/console"
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/queue"
-	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // TestOverviewScreenshotForTheDocs takes docs/operations/console-overview.png:

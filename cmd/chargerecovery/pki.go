@@ -13,8 +13,8 @@ import (
 
 	"context"
 
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/internal/pki"
-	"github.com/finedge/idempotent-consumer/service/cli"
 )
 
 // The files chargerecovery pki writes, in the names the commands'

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/service/backend"
-	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 )
 
 // runPurge is the sweep by hand.

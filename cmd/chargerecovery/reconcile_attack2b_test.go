@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/reconcile/statement"
 )
 
 // A bank in India writes its statement's FrToDt in its own time, without

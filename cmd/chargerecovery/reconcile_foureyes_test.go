@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/audit"
-	"github.com/finedge/idempotent-consumer/reconcile/statement"
-	"github.com/finedge/idempotent-consumer/service/approval"
 )
 
 // Under --approval-required reconcile-adopt: resolving a

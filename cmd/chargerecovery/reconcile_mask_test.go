@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/reconcile/statement"
-	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // The command line's reconcile output for a statement with a credit whose

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/reconcile"
+	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/reconcile"
-	"github.com/finedge/idempotent-consumer/reconcile/statement"
-	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // The command line end to end on the embedded backend: a statement with a

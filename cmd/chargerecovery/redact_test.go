@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
 )
 
 // The secret every case hides in a URL or a file; no piece of it may be

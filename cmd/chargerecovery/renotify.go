@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/operate"
+	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/service/approval"
-	"github.com/finedge/idempotent-consumer/service/cli"
-	"github.com/finedge/idempotent-consumer/service/operate"
-	"github.com/finedge/idempotent-consumer/service/pipeline"
 )
 
 // runRenotify sends the pre-debit notices that failed after a successful

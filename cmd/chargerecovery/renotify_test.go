@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
+	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/service/backend"
-	"github.com/finedge/idempotent-consumer/service/operate"
 )
 
 // noticeSink is a webhook that counts the deliveries of each notice, each

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
-	"github.com/finedge/idempotent-consumer/service/backend"
 )
 
 // reopenScenario: charges recorded FAILED by a 401 (a consumer configured

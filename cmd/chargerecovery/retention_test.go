@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
+	"github.com/finedge/idempotent-consumer/app/service/bench"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/service/backend"
-	"github.com/finedge/idempotent-consumer/service/bench"
 )
 
 func TestPurgeAndTheServeSweeperDeleteOnlyWhatIsPastRetention(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/console"
+	"github.com/finedge/idempotent-consumer/app/console"
 )
 
 // ATTACK (adversarial review of dcdebd6). Token sign-in "behind a

@@ -6,10 +6,10 @@ import (
 	"os"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/service/backend"
-	"github.com/finedge/idempotent-consumer/service/bulk"
-	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
+	"github.com/finedge/idempotent-consumer/app/service/bulk"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 )
 
 func runSend(ctx context.Context, env *cli.Env, args []string) error {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/charge"
-	"github.com/finedge/idempotent-consumer/service/backend"
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 )
 
 func TestSendFileSendsTheGoodLinesAndNamesTheBadOnes(t *testing.T) {

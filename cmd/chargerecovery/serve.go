@@ -7,14 +7,14 @@ import (
 
 	"github.com/finedge/idempotent-consumer/internal/redact"
 
-	"github.com/finedge/idempotent-consumer/console"
-	"github.com/finedge/idempotent-consumer/metrics"
+	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/metrics"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/opsserver"
+	"github.com/finedge/idempotent-consumer/app/service/pipeline"
+	"github.com/finedge/idempotent-consumer/app/tracing"
 	"github.com/finedge/idempotent-consumer/queue"
-	"github.com/finedge/idempotent-consumer/service/backend"
-	"github.com/finedge/idempotent-consumer/service/cli"
-	"github.com/finedge/idempotent-consumer/service/opsserver"
-	"github.com/finedge/idempotent-consumer/service/pipeline"
-	"github.com/finedge/idempotent-consumer/tracing"
 )
 
 func runServe(ctx context.Context, env *cli.Env, args []string) error {

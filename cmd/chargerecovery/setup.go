@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/awssns"
-	"github.com/finedge/idempotent-consumer/service/backend"
-	"github.com/finedge/idempotent-consumer/service/cli"
-	"github.com/finedge/idempotent-consumer/service/pipeline"
+	"github.com/finedge/idempotent-consumer/app/awssns"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 )
 
 func runSetup(ctx context.Context, env *cli.Env, args []string) error {

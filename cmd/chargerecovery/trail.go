@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/console"
-	"github.com/finedge/idempotent-consumer/internal/audit"
-	"github.com/finedge/idempotent-consumer/service/approval"
-	"github.com/finedge/idempotent-consumer/service/backend"
-	"github.com/finedge/idempotent-consumer/service/cli"
+	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 )
 
 // auditConfig is the one audit trail and the four-eyes policy, on every

@@ -1,0 +1,166 @@
+package charge_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/finedge/idempotent-consumer/app/charge"
+)
+
+// Issue 34 item 4: an account number is masked however its groups are
+// joined and whatever stands next to it; dates and amounts are not.
+func TestMaskTextMasksAccountsByValue(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+		accounts       []string
+	}{
+		{name: "dots", in: "account 0012.3456.7890 closed", want: "account ****.****.7890 closed"},
+		{name: "slashes", in: "account 0012/3456/7890 closed", want: "account ****/****/7890 closed"},
+		{name: "dashes", in: "account 0012-3456-7890 closed", want: "account ****-****-7890 closed"},
+		{name: "spaces", in: "IBAN GB82 WEST 1234 5698 7654 32", want: "IBAN GB82 WEST **** **** **54 32"},
+		{name: "plain", in: "a/c 998877665544332211.", want: "a/c **************2211."},
+		{name: "pairs", in: "acct 12.34.56.78", want: "acct **.**.56.78"},
+		{name: "dates stay", in: "due 2026-11-30, 30/11/2026, 2026.11.30, 30.11.2026, 2026/11/30, 30-11-2026",
+			want: "due 2026-11-30, 30/11/2026, 2026.11.30, 30.11.2026, 2026/11/30, 30-11-2026"},
+		{name: "amounts stay", in: "fee 1500.00 on 30.11.2026, INR 25.00 ref 1234567", want: "fee 1500.00 on 30.11.2026, INR 25.00 ref 1234567"},
+		{name: "an amount after a date", in: "on 2026-11-30 1500.00", want: "on 2026-11-30 1500.00"},
+		{name: "a time", in: "at 10:47:00 on 2026-11-30", want: "at 10:47:00 on 2026-11-30"},
+		// A group written with another separator in front of an account
+		// took the account's first group: the rest (6 digits) was shown.
+		{name: "another separator in front", in: "99.001234-567890", want: "**.******-**7890"},
+		{name: "a date's separator in front", in: "2026-12.34.56.78", want: "2026-**.**.56.78"},
+		{name: "mixed separators", in: "0012-3456 7890", want: "****-**** 7890"},
+		// The day could be the account's first digits: it is masked rather
+		// than risk showing 8 of them.
+		{name: "an account after a date", in: "2026-11-30 12345678", want: "2026-11-** ****5678"},
+		{name: "a given account everywhere", in: "acct AB12CD34 frozen, again AB12CD34", want: "acct ****CD34 frozen, again ****CD34", accounts: []string{"AB12CD34"}},
+		{name: "a given account in a word", in: "X-AB12CD34EF", want: "X-****CD34EF", accounts: []string{"AB12CD34"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := charge.MaskText(tc.in, tc.accounts...); got != tc.want {
+				t.Errorf("MaskText(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzMaskText: an account number of 8-18 digits, plain or in groups
+// joined by one of the separators, anywhere in any text, never shows more
+// than four of its digits in a row (separators skipped); MaskText only
+// ever turns digits into '*'.
+func FuzzMaskText(f *testing.F) {
+	f.Add("account ", "001234567890", 1, 4, " is closed", false)
+	f.Add("", "12345678", 0, 0, "", false)
+	f.Add("99.", "001234567890", 1, 6, "", false)
+	f.Add("2026-", "12345678", 3, 2, "", false)
+	f.Add("0012-", "34567890", 2, 4, "", false)
+	f.Add("30/11/", "20265678", 2, 4, "/2026", false)
+	f.Add("due 2026-11-30 ", "998877665544332211", 4, 3, ".00", true)
+	f.Add("x", "123456789012345678", 3, 5, "-1", false)
+	// Found by the fuzzer: the given account, masked first, cut the number
+	// around it into pieces too short to mask ("****0000-00").
+	f.Add("0", "00000000", 1, 7, "0", true)
+	f.Fuzz(func(t *testing.T, prefix, digits string, sep, group int, suffix string, given bool) {
+		acct, grouped := accountNumber(digits, sep, group)
+		if acct == "" {
+			t.Skip()
+		}
+		in := prefix + grouped + suffix
+		var accounts []string
+		if given {
+			accounts = []string{acct}
+		}
+		got := charge.MaskText(in, accounts...)
+		if len(got) != len(in) {
+			t.Fatalf("MaskText(%q) = %q: %d bytes, not %d", in, got, len(got), len(in))
+		}
+		for i := range in {
+			if got[i] != in[i] && (got[i] != '*' || !isDigit(in[i])) {
+				t.Fatalf("MaskText(%q) = %q: byte %d %q became %q", in, got, i, in[i], got[i])
+			}
+		}
+		run := 0
+		for i := len(prefix); i < len(prefix)+len(grouped); i++ {
+			if !isDigit(in[i]) {
+				continue // a separator
+			}
+			if got[i] == '*' {
+				run = 0
+				continue
+			}
+			if run++; run > 4 {
+				t.Fatalf("MaskText(%q) = %q: shows %d digits of %s in a row", in, got, run, acct)
+			}
+		}
+		if !strings.ContainsFunc(prefix+suffix, func(r rune) bool { return r >= '0' && r <= '9' }) {
+			// No other digits: none of the output's digits may spell five
+			// of the account's in a row, wherever they are.
+			if s := digitsAndStars(got); containsRun(s, acct, 5) {
+				t.Fatalf("MaskText(%q) = %q shows five digits of %s in a row", in, got, acct)
+			}
+		}
+	})
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// accountNumber makes an account number of the fuzzer's digits (a byte
+// that is not a digit taken as one, 8-18 of them) and writes it plain
+// (sep%5 == 0) or in groups of group%n digits (at least one) joined by
+// '-', ' ', '.' or '/'.
+func accountNumber(digits string, sep, group int) (acct, grouped string) {
+	if len(digits) < 8 {
+		return "", ""
+	}
+	var b strings.Builder
+	for i := 0; i < len(digits) && i < 18; i++ {
+		c := digits[i]
+		if !isDigit(c) {
+			c = '0' + c%10
+		}
+		b.WriteByte(c)
+	}
+	acct = b.String()
+	s := abs(sep) % 5
+	if s == 0 {
+		return acct, acct
+	}
+	g := max(abs(group)%len(acct), 1)
+	var w strings.Builder
+	for i := range len(acct) {
+		if i > 0 && i%g == 0 {
+			w.WriteByte("- ./"[s-1])
+		}
+		w.WriteByte(acct[i])
+	}
+	return acct, w.String()
+}
+
+func abs(n int) int {
+	if n < 0 {
+		if n = -n; n < 0 { // math.MinInt
+			return 0
+		}
+	}
+	return n
+}
+
+// digitsAndStars keeps only the digits and the '*' of s.
+func digitsAndStars(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' || r == '*' {
+			return r
+		}
+		return -1
+	}, s)
+}
+
+// containsRun: s holds n of acct's digits in a row, in acct's order.
+func containsRun(s, acct string, n int) bool {
+	for i := 0; i+n <= len(acct); i++ {
+		if strings.Contains(s, acct[i:i+n]) {
+			return true
+		}
+	}
+	return false
+}

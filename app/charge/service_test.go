@@ -1,0 +1,681 @@
+package charge_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+	"github.com/finedge/idempotent-consumer/memstore"
+)
+
+const lease = 30 * time.Second
+
+type fixture struct {
+	svc    *charge.Service
+	guard  *idempotency.Guard
+	store  *flakyStore
+	clock  *storetest.Clock
+	ledger *ledger
+	notes  *notifier
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{
+		store:  &flakyStore{Store: memstore.New()},
+		clock:  storetest.NewClock(storetest.Epoch),
+		ledger: newLedger(),
+		notes:  &notifier{},
+	}
+	g, err := idempotency.NewGuard(f.store, idempotency.Options{Lease: lease, Clock: f.clock, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.guard = g
+	f.svc, err = charge.NewService(charge.Options{Guard: g, Debiter: f.ledger, Notifier: f.notes, FinishTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) record(t *testing.T, id string) driver.Record {
+	t.Helper()
+	r, err := f.guard.Get(t.Context(), id)
+	if err != nil {
+		t.Fatalf("Get(%s): %v", id, err)
+	}
+	return r
+}
+
+func smsFee(id string) charge.Charge {
+	return charge.Charge{
+		ID: id, AccountID: "001234567890",
+		Amount:  charge.Money{Minor: 2500, Currency: "INR"},
+		Type:    charge.SMSAlertFee,
+		DueDate: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+	}
+}
+
+func wantOutcome(t *testing.T, got charge.Result, want charge.Outcome) {
+	t.Helper()
+	if got.Outcome != want {
+		t.Fatalf("outcome = %v (%s), want %v", got.Outcome, got.Reason, want)
+	}
+}
+
+func TestFirstDeliveryDebitsNotifiesAndRecordsDone(t *testing.T) {
+	f := newFixture(t)
+	res := f.svc.Process(t.Context(), smsFee("CHG-1"), nil)
+	wantOutcome(t, res, charge.Processed)
+	if res.Status != charge.Debited || res.Reference != "TXN-CHG-1" || res.Attempt != 1 {
+		t.Fatalf("result = %+v", res)
+	}
+	if f.ledger.posted("CHG-1") != 1 || f.notes.count() != 1 {
+		t.Fatalf("ledger entries %d, notifications %d; want 1 and 1", f.ledger.posted("CHG-1"), f.notes.count())
+	}
+	r := f.record(t, "CHG-1")
+	if r.State != driver.StateDone || r.Status != string(charge.Debited) || r.Detail != "TXN-CHG-1" {
+		t.Fatalf("record = %+v", r)
+	}
+	got := f.ledger.entries["CHG-1"]
+	if got.IdempotencyKey != "CHG-1" || got.Amount != (charge.Money{Minor: 2500, Currency: "INR"}) || got.AccountID != "001234567890" {
+		t.Fatalf("debit request = %+v: the charge id must be the idempotency key", got)
+	}
+}
+
+func TestDuplicateDeliveryIsDroppedNotDebited(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-DUP")
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
+	for range 3 {
+		f.clock.Advance(24 * time.Hour) // SQS redelivers a day later
+		res := f.svc.Process(t.Context(), c, nil)
+		wantOutcome(t, res, charge.DuplicateDone)
+		if res.Status != charge.Debited || res.Reference != "TXN-CHG-DUP" {
+			t.Fatalf("duplicate result = %+v, want the recorded status and reference", res)
+		}
+	}
+	if calls := f.ledger.callsFor("CHG-DUP"); calls != 1 {
+		t.Fatalf("core banking called %d times, want 1", calls)
+	}
+	if f.notes.count() != 1 {
+		t.Fatalf("notifications = %d, want 1", f.notes.count())
+	}
+}
+
+func TestInFlightDuplicateIsNotAcked(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.gate = make(chan struct{})
+	f.ledger.entered = make(chan string, 1)
+	c := smsFee("CHG-INFLIGHT")
+	first := make(chan charge.Result, 1)
+	go func() { first <- f.svc.Process(context.Background(), c, nil) }()
+	<-f.ledger.entered // the first delivery is debiting
+
+	f.clock.Advance(10 * time.Second)
+	dup := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, dup, charge.DuplicateInProgress)
+	if dup.RetryAfter != lease-10*time.Second {
+		t.Fatalf("RetryAfter = %v, want the rest of the lease %v", dup.RetryAfter, lease-10*time.Second)
+	}
+	close(f.ledger.gate)
+	wantOutcome(t, <-first, charge.Processed)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateDone)
+	if calls := f.ledger.callsFor(c.ID); calls != 1 {
+		t.Fatalf("core banking called %d times, want 1", calls)
+	}
+}
+
+func TestExpiredLeaseIsReclaimedAndDebitedOnce(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-CRASH")
+	// A worker claimed and died before debiting.
+	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil)); err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
+	f.clock.Advance(lease)
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed)
+	if res.Attempt != 2 {
+		t.Fatalf("attempt = %d, want 2", res.Attempt)
+	}
+	if r := f.record(t, c.ID); r.State != driver.StateDone || r.Attempt != 2 {
+		t.Fatalf("record = %+v", r)
+	}
+	if f.ledger.total() != 1 {
+		t.Fatalf("ledger entries = %d, want 1", f.ledger.total())
+	}
+}
+
+func TestCrashAfterDebitBeforeDoneIsSafeAtTheBoundary(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-WINDOW")
+	// A worker claimed, debited, and died before recording DONE.
+	if _, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ledger.Debit(t.Context(), charge.DebitRequest{IdempotencyKey: c.ID, AccountID: c.AccountID, Amount: c.Amount}); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(lease)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
+	if f.ledger.callsFor(c.ID) != 2 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("calls %d, entries %d: want the retry to reach core banking and post nothing new",
+			f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
+	}
+}
+
+func TestPermanentDebitFailureRecordsFailedAndDeadLetters(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.fail = func(charge.DebitRequest, int) error {
+		return &charge.DeclineError{Code: "INSUFFICIENT_FUNDS", Message: "balance below fee"}
+	}
+	c := smsFee("CHG-DECLINED")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.DebitFailed)
+	if res.Status != charge.Failed || res.Reason == "" {
+		t.Fatalf("result = %+v", res)
+	}
+	r := f.record(t, c.ID)
+	if r.State != driver.StateFailed || r.Status != string(charge.Failed) || r.Detail != res.Reason {
+		t.Fatalf("record = %+v", r)
+	}
+	f.clock.Advance(time.Hour)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateFailed)
+	if f.ledger.total() != 0 || f.ledger.callsFor(c.ID) != 1 || f.notes.count() != 0 {
+		t.Fatalf("entries %d calls %d notes %d; want 0, 1, 0", f.ledger.total(), f.ledger.callsFor(c.ID), f.notes.count())
+	}
+}
+
+func TestAmbiguousDebitFailureKeepsTheLeaseAndDebitsOnce(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
+		if call == 1 {
+			return errors.New("core banking: 503 service unavailable") // may have posted
+		}
+		return nil
+	}
+	c := smsFee("CHG-FLAKY")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater)
+	if res.RetryAfter != lease {
+		t.Fatalf("RetryAfter = %s, want the rest of the kept lease %s", res.RetryAfter, lease)
+	}
+	r := f.record(t, c.ID)
+	if r.State != driver.StateInProgress || !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
+		t.Fatalf("after an answer that may have posted the record is %+v, want IN_PROGRESS under a live lease (never FAILED)", r)
+	}
+	// The claim is kept: a redelivery during the lease does not post again
+	// while the first request may still be running at the bank.
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
+	if f.ledger.callsFor(c.ID) != 1 {
+		t.Fatalf("bank calls = %d during the kept lease, want 1", f.ledger.callsFor(c.ID))
+	}
+	f.clock.Advance(lease)
+	res = f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed)
+	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
+	}
+}
+
+func TestUnsentDebitGivesTheLeaseUpAtOnce(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
+		if call == 1 {
+			return &charge.BankError{Kind: charge.BankUnavailable, NotSent: true, Err: errors.New("connection refused")}
+		}
+		return nil
+	}
+	c := smsFee("CHG-REFUSED")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater)
+	if res.RetryAfter != 0 {
+		t.Fatalf("RetryAfter = %s, want 0 (the runtime's backoff): nothing can be posting", res.RetryAfter)
+	}
+	// The request never reached the bank: the next delivery reclaims at once.
+	res = f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed)
+	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
+	}
+}
+
+func TestRejectedRequestAlertsAndIsNeverFinal(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
+		if call == 1 {
+			return &charge.BankError{Kind: charge.BankRejected, Status: 401, Code: "UNAUTHORIZED"}
+		}
+		return nil
+	}
+	c := smsFee("CHG-401")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater)
+	if !res.Alert {
+		t.Fatal("a 401 did not raise an alert")
+	}
+	if r := f.record(t, c.ID); r.State != driver.StateInProgress {
+		t.Fatalf("record after a 401 = %s, want IN_PROGRESS (a 401 is never FAILED)", r.State)
+	}
+	f.clock.Advance(lease)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
+	if f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("entries %d, want 1", f.ledger.posted(c.ID))
+	}
+}
+
+// enquirer answers status enquiries from a fixed table.
+type enquirer struct {
+	mu      sync.Mutex
+	answers map[string]charge.Enquiry
+	err     error
+	asked   int
+}
+
+func (e *enquirer) Enquire(_ context.Context, key string) (charge.Enquiry, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.asked++
+	if e.err != nil {
+		return charge.Enquiry{}, e.err
+	}
+	if a, ok := e.answers[key]; ok {
+		return a, nil
+	}
+	return charge.Enquiry{State: charge.DebitNotFound}, nil
+}
+
+func TestReclaimAsksTheBankBeforePostingAgain(t *testing.T) {
+	tests := []struct {
+		name       string
+		answer     charge.Enquiry
+		enqErr     error
+		want       charge.Outcome
+		wantCalls  int // debit calls on the reclaim
+		wantState  driver.State
+		wantDetail string
+	}{
+		{"posted: DONE with the bank's reference, no second post",
+			charge.Enquiry{State: charge.DebitPosted, Reference: "CBS-FIRST"}, nil, charge.Processed, 0, driver.StateDone, "CBS-FIRST"},
+		{"in progress: wait under the lease",
+			charge.Enquiry{State: charge.DebitInProgress}, nil, charge.RetryLater, 0, driver.StateInProgress, ""},
+		{"not found: post",
+			charge.Enquiry{State: charge.DebitNotFound}, nil, charge.Processed, 1, driver.StateDone, "TXN-CHG-ENQ"},
+		{"declined: FAILED without posting",
+			charge.Enquiry{State: charge.DebitDeclined, Decline: &charge.DeclineError{Code: "ACCOUNT_CLOSED"}}, nil, charge.DebitFailed, 0, driver.StateFailed, ""},
+		{"enquiry fails: not final, no post",
+			charge.Enquiry{}, &charge.BankError{Kind: charge.BankUnavailable, Status: 503}, charge.RetryLater, 0, driver.StateInProgress, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t)
+			enq := &enquirer{answers: map[string]charge.Enquiry{"CHG-ENQ": tt.answer}, err: tt.enqErr}
+			svc, err := charge.NewService(charge.Options{Guard: f.guard, Debiter: f.ledger, Notifier: f.notes, Enquirer: enq})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := smsFee("CHG-ENQ")
+			// A first attempt that died after claiming (its debit may have posted).
+			first, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil))
+			if err != nil || first.Outcome != idempotency.Acquired {
+				t.Fatal(first.Outcome, err)
+			}
+			f.clock.Advance(lease)
+			res := svc.Process(t.Context(), c, nil)
+			wantOutcome(t, res, tt.want)
+			if enq.asked != 1 || f.ledger.callsFor(c.ID) != tt.wantCalls {
+				t.Fatalf("enquiries %d, debit calls %d; want 1 and %d", enq.asked, f.ledger.callsFor(c.ID), tt.wantCalls)
+			}
+			r := f.record(t, c.ID)
+			if r.State != tt.wantState || (tt.wantDetail != "" && r.Detail != tt.wantDetail) {
+				t.Fatalf("record = %+v, want state %s detail %q", r, tt.wantState, tt.wantDetail)
+			}
+			if tt.want == charge.RetryLater && (res.RetryAfter != lease || !r.LeaseUntil.After(f.clock.Now())) {
+				t.Fatalf("RetryAfter %s, lease until %v: the claim must be kept", res.RetryAfter, r.LeaseUntil)
+			}
+		})
+	}
+}
+
+func TestFirstClaimDoesNotAskTheBank(t *testing.T) {
+	f := newFixture(t)
+	enq := &enquirer{}
+	svc, err := charge.NewService(charge.Options{Guard: f.guard, Debiter: f.ledger, Notifier: f.notes, Enquirer: enq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOutcome(t, svc.Process(t.Context(), smsFee("CHG-NEW"), nil), charge.Processed)
+	if enq.asked != 0 {
+		t.Fatalf("a first claim made %d status enquiries, want 0 (it costs a round trip for nothing)", enq.asked)
+	}
+}
+
+func TestTimedOutDebitIsRetryableNotFailed(t *testing.T) {
+	f := newFixture(t)
+	f.ledger.gate = make(chan struct{}) // never answers
+	c := smsFee("CHG-TIMEOUT")
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	wantOutcome(t, f.svc.Process(ctx, c, nil), charge.RetryLater)
+	if r := f.record(t, c.ID); r.State != driver.StateInProgress {
+		t.Fatalf("record state %s, want IN_PROGRESS", r.State)
+	}
+}
+
+func TestNotificationFailureKeepsTheDebitAndIsNotRetried(t *testing.T) {
+	f := newFixture(t)
+	f.notes.err = errors.New("sms gateway down")
+	c := smsFee("CHG-NONOTE")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed)
+	if res.Status != charge.DebitedNotificationFailed {
+		t.Fatalf("status = %s, want DEBITED_NOTIFICATION_FAILED", res.Status)
+	}
+	r := f.record(t, c.ID)
+	if r.State != driver.StateDone || r.Status != string(charge.DebitedNotificationFailed) {
+		t.Fatalf("record = %+v", r)
+	}
+	f.notes.err = nil
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateDone)
+	if f.ledger.callsFor(c.ID) != 1 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("debit calls %d entries %d; want exactly 1 and 1 (neither retried nor reversed)",
+			f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
+	}
+}
+
+func TestStaleWorkerIsFencedAndDoesNotAck(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-STALE")
+	f.ledger.gate = make(chan struct{})
+	f.ledger.entered = make(chan string, 1)
+	stale := make(chan charge.Result, 1)
+	go func() { stale <- f.svc.Process(context.Background(), c, nil) }()
+	<-f.ledger.entered // worker A is stuck in the debit
+
+	f.clock.Advance(lease + time.Second) // A's lease expires
+	f.ledger.mu.Lock()
+	gate := f.ledger.gate
+	f.ledger.gate = nil // worker B's debit answers at once
+	f.ledger.mu.Unlock()
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed)
+	owner := f.record(t, c.ID)
+
+	close(gate) // A's debit returns (core banking replays the same result)
+	res = <-stale
+	wantOutcome(t, res, charge.LeaseLost)
+	if !errors.Is(res.Err, idempotency.ErrLeaseLost) {
+		t.Fatalf("stale err = %v", res.Err)
+	}
+	if r := f.record(t, c.ID); r.Token != owner.Token || r.State != driver.StateDone || r.Attempt != 2 {
+		t.Fatalf("record after the stale worker finished = %+v, want the owner's DONE record %+v", r, owner)
+	}
+	if f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("ledger entries = %d, want 1", f.ledger.posted(c.ID))
+	}
+}
+
+func TestConflictingPayloadIsNeverDebited(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-REUSED")
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
+	other := c
+	other.Amount.Minor = 250000 // same id, a hundred times the amount
+	res := f.svc.Process(t.Context(), other, nil)
+	wantOutcome(t, res, charge.Conflict)
+	if res.Reason == "" {
+		t.Fatal("a conflict needs a reason for the DLQ")
+	}
+	if f.ledger.callsFor(c.ID) != 1 || f.ledger.entries[c.ID].Amount.Minor != 2500 {
+		t.Fatalf("calls %d, posted %+v: the conflicting payload reached core banking", f.ledger.callsFor(c.ID), f.ledger.entries[c.ID])
+	}
+	// A conflict against a claim still in flight is refused too.
+	f2 := newFixture(t)
+	if _, err := f2.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil)); err != nil {
+		t.Fatal(err)
+	}
+	f2.clock.Advance(2 * lease)
+	wantOutcome(t, f2.svc.Process(t.Context(), other, nil), charge.Conflict)
+	if f2.ledger.total() != 0 {
+		t.Fatal("conflicting payload debited after the first claim's lease expired")
+	}
+}
+
+func TestFiftyConcurrentDeliveriesDebitOnce(t *testing.T) {
+	f := newFixture(t)
+	c := smsFee("CHG-RACE")
+	var wg sync.WaitGroup
+	results := make(chan charge.Result, 50)
+	start := make(chan struct{})
+	for range 50 {
+		wg.Go(func() {
+			<-start
+			results <- f.svc.Process(t.Context(), c, nil)
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+	counts := map[charge.Outcome]int{}
+	for r := range results {
+		counts[r.Outcome]++
+	}
+	if counts[charge.Processed] != 1 || counts[charge.Processed]+counts[charge.DuplicateInProgress]+counts[charge.DuplicateDone] != 50 {
+		t.Fatalf("outcomes = %v, want exactly one processed and the rest duplicates", counts)
+	}
+	if calls := f.ledger.callsFor(c.ID); calls != 1 {
+		t.Fatalf("core banking called %d times, want exactly 1", calls)
+	}
+}
+
+func TestStoreUnavailableMeansNoDebitNoAck(t *testing.T) {
+	f := newFixture(t)
+	f.store.failClaims = 1
+	c := smsFee("CHG-NOSTORE")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater)
+	if !errors.Is(res.Err, idempotency.ErrUnavailable) || f.ledger.callsFor(c.ID) != 0 {
+		t.Fatalf("err %v, debit calls %d; want ErrUnavailable and none", res.Err, f.ledger.callsFor(c.ID))
+	}
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
+}
+
+func TestRecordingDoneRetriesThroughABriefStoreOutage(t *testing.T) {
+	f := newFixture(t)
+	f.store.failFinishes = 2 // the third try succeeds
+	c := smsFee("CHG-BLIP")
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
+	if r := f.record(t, c.ID); r.State != driver.StateDone {
+		t.Fatalf("record = %+v", r)
+	}
+}
+
+func TestRecordingDoneGivesUpWithoutAckingWhenTheStoreStaysDown(t *testing.T) {
+	f := newFixture(t)
+	f.store.failFinishes = 100
+	c := smsFee("CHG-DOWN")
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.RetryLater)
+	f.store.failFinishes = 0
+	f.clock.Advance(lease)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.Processed)
+	if f.ledger.posted(c.ID) != 1 || f.ledger.callsFor(c.ID) != 2 {
+		t.Fatalf("entries %d calls %d; want 1 entry from 2 calls", f.ledger.posted(c.ID), f.ledger.callsFor(c.ID))
+	}
+}
+
+func TestHeartbeatExtendsTheLeaseDuringASlowDebit(t *testing.T) {
+	f := newFixture(t)
+	hb := &heartbeat{}
+	f.ledger.gate = make(chan struct{})
+	f.ledger.entered = make(chan string, 1)
+	c := smsFee("CHG-SLOW")
+	done := make(chan charge.Result, 1)
+	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
+	<-f.ledger.entered
+	for range 4 { // two full leases pass while the debit runs
+		f.clock.Advance(lease / 2)
+		for _, err := range hb.fire(t.Context()) {
+			if err != nil {
+				t.Fatalf("beat: %v", err)
+			}
+		}
+	}
+	if r := f.record(t, c.ID); !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
+		t.Fatalf("LeaseUntil = %v, want %v", r.LeaseUntil, f.clock.Now().Add(lease))
+	}
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
+	close(f.ledger.gate)
+	wantOutcome(t, <-done, charge.Processed)
+	if errs := hb.fire(t.Context()); len(errs) != 0 {
+		t.Fatalf("beat still registered after Process returned")
+	}
+}
+
+func TestHeartbeatKeepsBeatingThroughATransientExtendError(t *testing.T) {
+	f := newFixture(t)
+	hb := &heartbeat{}
+	f.ledger.gate = make(chan struct{})
+	f.ledger.entered = make(chan string, 1)
+	c := smsFee("CHG-BEAT")
+	done := make(chan charge.Result, 1)
+	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
+	<-f.ledger.entered
+	f.store.mu.Lock()
+	f.store.failExtends = 1
+	f.store.mu.Unlock()
+	f.clock.Advance(lease / 2)
+	if errs := hb.fire(t.Context()); len(errs) != 1 || !errors.Is(errs[0], idempotency.ErrUnavailable) {
+		t.Fatalf("first beat errors = %v, want one ErrUnavailable", errs)
+	}
+	f.clock.Advance(lease / 4)
+	if errs := hb.fire(t.Context()); len(errs) != 1 || errs[0] != nil {
+		t.Fatalf("second beat = %v: the beat must survive a transient error and extend", errs)
+	}
+	if r := f.record(t, c.ID); !r.LeaseUntil.Equal(f.clock.Now().Add(lease)) {
+		t.Fatalf("LeaseUntil = %v, want %v (renewed after the transient error)", r.LeaseUntil, f.clock.Now().Add(lease))
+	}
+	// Past the original lease: nobody may reclaim.
+	f.clock.Advance(lease / 2)
+	wantOutcome(t, f.svc.Process(t.Context(), c, nil), charge.DuplicateInProgress)
+	close(f.ledger.gate)
+	wantOutcome(t, <-done, charge.Processed)
+	if f.ledger.callsFor(c.ID) != 1 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("debit calls %d, entries %d; want one debit", f.ledger.callsFor(c.ID), f.ledger.posted(c.ID))
+	}
+}
+
+func TestLostLeaseCancelsTheWork(t *testing.T) {
+	f := newFixture(t)
+	hb := &heartbeat{}
+	f.ledger.gate = make(chan struct{}) // answers only when the ctx ends
+	f.ledger.entered = make(chan string, 1)
+	c := smsFee("CHG-TAKEN")
+	done := make(chan charge.Result, 1)
+	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
+	<-f.ledger.entered
+	// Another worker takes the charge over (the lease passed unrenewed).
+	f.clock.Advance(lease)
+	other, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil))
+	if err != nil || other.Outcome != idempotency.Reclaimed {
+		t.Fatal(other.Outcome, err)
+	}
+	if errs := hb.fire(t.Context()); len(errs) != 1 || !errors.Is(errs[0], idempotency.ErrLeaseLost) {
+		t.Fatalf("beat = %v, want ErrLeaseLost", errs)
+	}
+	select {
+	case res := <-done:
+		wantOutcome(t, res, charge.LeaseLost)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the debit was not cancelled when the lease was lost")
+	}
+	if r := f.record(t, c.ID); r.Token != other.Record.Token || r.State != driver.StateInProgress {
+		t.Fatalf("the old worker wrote over the new owner: %+v", r)
+	}
+}
+
+// hangingNotifier never answers and ignores its context.
+type hangingNotifier struct{ release chan struct{} }
+
+func (n hangingNotifier) NotifyPreDebit(context.Context, charge.Charge, charge.DebitReceipt) error {
+	<-n.release
+	return nil
+}
+
+func TestHangingNotifierTimesOutAsANotificationFailure(t *testing.T) {
+	f := newFixture(t)
+	n := hangingNotifier{release: make(chan struct{})}
+	defer close(n.release)
+	svc, err := charge.NewService(charge.Options{Guard: f.guard, Debiter: f.ledger, Notifier: n, NotifyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := smsFee("CHG-HANG")
+	res := svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed)
+	if res.Status != charge.DebitedNotificationFailed {
+		t.Fatalf("status = %s, want %s", res.Status, charge.DebitedNotificationFailed)
+	}
+	r := f.record(t, c.ID)
+	if r.State != driver.StateDone || r.Status != string(charge.DebitedNotificationFailed) || f.ledger.callsFor(c.ID) != 1 {
+		t.Fatalf("record %+v, debit calls %d; want DONE DEBITED_NOTIFICATION_FAILED after one debit", r, f.ledger.callsFor(c.ID))
+	}
+}
+
+// flakyStore fails the first N claims, finishes or extends with
+// ErrUnavailable.
+type flakyStore struct {
+	driver.Store
+	mu           sync.Mutex
+	failClaims   int
+	failFinishes int
+	failExtends  int
+}
+
+func (s *flakyStore) Extend(ctx context.Context, req driver.ExtendRequest) error {
+	s.mu.Lock()
+	fail := s.failExtends > 0
+	if fail {
+		s.failExtends--
+	}
+	s.mu.Unlock()
+	if fail {
+		return driver.Unavailable("extend", errors.New("throttled"))
+	}
+	return s.Store.Extend(ctx, req)
+}
+
+func (s *flakyStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+	s.mu.Lock()
+	fail := s.failClaims > 0
+	if fail {
+		s.failClaims--
+	}
+	s.mu.Unlock()
+	if fail {
+		return driver.ClaimResult{}, driver.Unavailable("claim", errors.New("connection refused"))
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *flakyStore) Finish(ctx context.Context, f driver.FinishRequest) error {
+	s.mu.Lock()
+	fail := s.failFinishes > 0
+	if fail {
+		s.failFinishes--
+	}
+	s.mu.Unlock()
+	if fail {
+		return driver.Unavailable("finish", errors.New("throttled"))
+	}
+	return s.Store.Finish(ctx, f)
+}

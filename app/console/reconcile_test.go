@@ -1,0 +1,323 @@
+package console_test
+
+import (
+	"html"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/reconcile"
+	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
+)
+
+// reconWorld is newWorld with a reconciliation two days ago kept as the
+// reconcile command keeps it: a charge posted and matched, one posted
+// whose consumer died before DONE (posted_not_recorded), one DONE and
+// not posted (recorded_not_posted).
+type reconWorld struct {
+	*world
+	fp                     *idempotency.Fingerprinter
+	report                 string
+	rep                    reconcile.Report
+	matched, crashed, lost charge.Charge
+}
+
+func newReconWorld(t *testing.T) *reconWorld {
+	t.Helper()
+	ctx := t.Context()
+	w := &reconWorld{world: newWorld(t)}
+	dir := t.TempDir()
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -2)
+	period := statement.Period{From: day, To: day.AddDate(0, 0, 1)}
+	var err error
+	if w.fp, err = idempotency.NewFingerprinter([]byte("console-reconcile-test-key-0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	g, err := idempotency.NewGuard(w.store, idempotency.Options{Lease: time.Minute, Clock: storetest.NewClock(day.Add(9 * time.Hour)), SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk := func(id string) charge.Charge {
+		return charge.Charge{ID: id, AccountID: account, Amount: charge.Money{Minor: 2500, Currency: "INR"}, Type: charge.SMSAlertFee, DueDate: day}
+	}
+	w.matched, w.crashed, w.lost = mk("CHG-REC-1"), mk("CHG-REC-2"), mk("CHG-REC-3")
+	for _, c := range []charge.Charge{w.matched, w.crashed, w.lost} {
+		cl, err := g.Claim(ctx, c.ID, c.Fingerprint(w.fp))
+		if err != nil || !cl.Outcome.Owned() {
+			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
+		}
+		if c.ID == w.crashed.ID {
+			continue // the consumer died after the debit; its lease passed long ago
+		}
+		if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	posting := func(c charge.Charge) statement.Posting {
+		req := c.DebitRequest()
+		return statement.Posting{BankKey: req.IdempotencyKey, Account: c.AccountID, Amount: c.Amount, BookingDate: day,
+			Reference: "BANK-" + c.ID, Narrative: req.Narrative}
+	}
+	stmt := filepath.Join(dir, "camt053.xml")
+	f, err := os.Create(stmt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-1", Account: "FEES-001", Period: period},
+		[]statement.Posting{posting(w.matched), posting(w.crashed)}); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	w.rep, err = reconcile.Run(ctx, reconcile.Options{Store: w.store, Fingerprints: w.fp, Period: period},
+		reconcile.ReadFiles([]string{stmt}, statement.Options{CollectionAccount: "FEES-001"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, b := range w.rep.Breaks {
+		got = append(got, string(b.Kind)+" "+b.ChargeID)
+	}
+	if want := []string{"posted_not_recorded CHG-REC-2", "recorded_not_posted CHG-REC-3"}; !slices.Equal(got, want) {
+		t.Fatalf("the run's breaks: %q, want %q", got, want)
+	}
+	w.rep.Statements, w.rep.CollectionAccount = []string{stmt}, "FEES-001"
+	w.report = filepath.Join(dir, "recon.json")
+	if err := reconcile.WriteReportFile(w.report, w.rep); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *reconWorld) breakOf(t *testing.T, id string) reconcile.Break {
+	t.Helper()
+	for _, b := range w.rep.Breaks {
+		if b.ChargeID == id {
+			return b
+		}
+	}
+	t.Fatalf("no break of %s", id)
+	return reconcile.Break{}
+}
+
+var breakRowRE = regexp.MustCompile(`<tr class="break" id="break-[^"]*"><td><span class="code">([^<]*)</span></td><td><a href="/charge\?id=[^"]*">([^<]*)</a>`)
+
+// openBreaks are the "kind charge" rows the page lists.
+func openBreaks(page string) []string {
+	var out []string
+	for _, m := range breakRowRE.FindAllStringSubmatch(page, -1) {
+		out = append(out, m[1]+" "+m[2])
+	}
+	return out
+}
+
+const resolveForm = `action="/reconciliation/resolve"`
+
+func TestReconciliationPageShowsAndResolvesTheKeptReport(t *testing.T) {
+	w := newReconWorld(t)
+	srv := w.consoleWith(t, proxyAuth(), func(o *console.Options) {
+		o.ReconcileReport, o.Fingerprints, o.ActionBurst = w.report, w.fp, 10
+	})
+	page := srv.URL + "/reconciliation"
+
+	// A viewer sees the report, and no form.
+	code, body := as(t, "vera", "GET", page, nil)
+	if code != http.StatusOK {
+		t.Fatalf("viewer's page: %d\n%s", code, body)
+	}
+	for _, want := range []string{`href="/reconciliation" class="here"`, `id="recon-postings">2<`, `id="recon-matched">1<`, `id="recon-unverified">0<`,
+		`id="recon-inflight">0<`, `id="recon-resolved">0<`, `id="recon-open">2<`, w.rep.Period.From, "camt053.xml",
+		`<a href="/charge?id=CHG-REC-2">CHG-REC-2</a>`, "IN_PROGRESS", "INR 25.00", "BANK-CHG-REC-2", "********7890", html.EscapeString(w.breakOf(t, w.crashed.ID).Action)} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if got := openBreaks(body); !slices.Equal(got, []string{"posted_not_recorded CHG-REC-2", "recorded_not_posted CHG-REC-3"}) {
+		t.Errorf("open breaks listed: %q", got)
+	}
+	if strings.Contains(body, account) || strings.Contains(body, "FEES-001") {
+		t.Error("the page shows an account number whole")
+	}
+	if strings.Contains(body, resolveForm) {
+		t.Error("a viewer is offered the resolve form")
+	}
+
+	// A viewer's POST (with her own session's token) is refused.
+	crashed, lost := w.breakOf(t, w.crashed.ID), w.breakOf(t, w.lost.ID)
+	form := func(b reconcile.Break, csrf, reason string) url.Values {
+		return url.Values{"id": {b.ChargeID}, "kind": {string(b.Kind)}, "break": {b.ID}, "csrf": {csrf}, "reason": {reason}}
+	}
+	resolve := srv.URL + "/reconciliation/resolve"
+	if code, _ := as(t, "vera", "POST", resolve, form(crashed, csrfOf(t, body), "INC-1")); code != http.StatusForbidden {
+		t.Fatalf("a viewer's resolve: %d, want 403", code)
+	}
+	if rec, err := w.store.Get(t.Context(), w.crashed.ID, time.Now()); err != nil || rec.State != driver.StateInProgress {
+		t.Fatalf("after a viewer's resolve the record is %+v %v", rec, err)
+	}
+
+	// The operator: a form per break; a reason is required.
+	_, body = as(t, "olga", "GET", page, nil)
+	if n := strings.Count(body, resolveForm); n != 2 {
+		t.Fatalf("the operator's page has %d resolve forms, want 2", n)
+	}
+	token := csrfOf(t, body)
+	if code, _ := as(t, "olga", "POST", resolve, form(crashed, token, "  ")); code != http.StatusBadRequest {
+		t.Fatalf("a resolve without a reason: %d, want 400", code)
+	}
+	// posted_not_recorded: adopted, the record DONE with the bank's reference.
+	code, body = as(t, "olga", "POST", resolve, form(crashed, token, "INC-7: checked with the bank"))
+	if code != http.StatusOK || !strings.Contains(body, "Adopted") || !strings.Contains(body, "BANK-CHG-REC-2") {
+		t.Fatalf("adopt: %d\n%s", code, body)
+	}
+	rec, err := w.store.Get(t.Context(), w.crashed.ID, time.Now())
+	notice, kept := charge.PendingNotice(rec.Status, rec.Detail) // the notice kept for renotify
+	if err != nil || rec.State != driver.StateDone || !kept || notice.Reference != "BANK-CHG-REC-2" ||
+		len(rec.History) != 1 || !strings.Contains(rec.History[0], "olga (console)") || !strings.Contains(rec.History[0], "INC-7") {
+		t.Fatalf("adopted record: %+v %v", rec, err)
+	}
+	// Another kind: marked resolved.
+	code, body = as(t, "olga", "POST", resolve, form(lost, token, "INC-8: posted on the next statement"))
+	if code != http.StatusOK || !strings.Contains(body, "marked resolved") {
+		t.Fatalf("mark: %d\n%s", code, body)
+	}
+	// Again: nothing open, refused.
+	if code, _ := as(t, "olga", "POST", resolve, form(lost, token, "again")); code != http.StatusConflict {
+		t.Fatalf("resolving a resolved break: %d, want 409", code)
+	}
+
+	// The page, the same report: no break open, both counted resolved.
+	_, body = as(t, "vera", "GET", page, nil)
+	if got := openBreaks(body); len(got) != 0 || !strings.Contains(body, `id="recon-none"`) || !strings.Contains(body, `id="recon-resolved">2<`) {
+		t.Errorf("after resolving, the page lists %q", got)
+	}
+
+	// The trail: each resolve's request before its result; the viewer's refusal.
+	var got []string
+	for _, e := range auditEntries(t, w.audit) {
+		if strings.HasPrefix(e.ChargeID, "CHG-REC-") {
+			got = append(got, e.Operator+" "+e.Action+":"+e.Result+" "+e.ChargeID)
+		}
+	}
+	want := []string{"vera refused:refused CHG-REC-2",
+		"olga reconcile-resolve:requested CHG-REC-2", "olga reconcile-resolve:refused CHG-REC-2",
+		"olga reconcile-resolve:requested CHG-REC-2", "olga reconcile-resolve:adopted CHG-REC-2",
+		"olga reconcile-resolve:requested CHG-REC-3", "olga reconcile-resolve:marked CHG-REC-3",
+		"olga reconcile-resolve:requested CHG-REC-3", "olga reconcile-resolve:refused CHG-REC-3"}
+	if !slices.Equal(got, want) {
+		t.Errorf("the audit trail:\n  got  %q\n  want %q", got, want)
+	}
+	b, err := os.ReadFile(w.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), account) {
+		t.Error("the audit trail holds a full account number")
+	}
+	if !strings.Contains(string(b), "INC-7: checked with the bank") || !strings.Contains(string(b), "DONE with reference BANK-CHG-REC-2") {
+		t.Errorf("the trail lacks the adoption's reason or result:\n%s", b)
+	}
+}
+
+func TestReconciliationPageSaysWhyThereIsNoReport(t *testing.T) {
+	w := newWorld(t)
+	dir := t.TempDir()
+	garbled := filepath.Join(dir, "garbled.json")
+	if err := os.WriteFile(garbled, []byte(`{"period": {"from": `), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notReport := filepath.Join(dir, "other.json")
+	if err := os.WriteFile(notReport, []byte(`{"queue": "charges"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, file, want string }{
+		{"not configured", "", `id="recon-configure"`},
+		{"missing", filepath.Join(dir, "none.json"), "There is no report at"},
+		{"garbled", garbled, "cannot be read"},
+		{"a directory", dir, "cannot be read"},
+		{"another JSON file", notReport, "is not a reconciliation report"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := w.consoleWith(t, proxyAuth(), func(o *console.Options) { o.ReconcileReport = tc.file })
+			code, body := as(t, "olga", "GET", srv.URL+"/reconciliation", nil)
+			if code != http.StatusOK || !strings.Contains(body, tc.want) || strings.Contains(body, resolveForm) {
+				t.Fatalf("%d, want 200 saying %q and no form:\n%s", code, tc.want, body)
+			}
+			// A resolve is refused, and says why.
+			code, body = as(t, "olga", "POST", srv.URL+"/reconciliation/resolve", url.Values{"id": {"CHG-X"}, "kind": {"unknown_posting"},
+				"break": {"0123"}, "reason": {"INC-1"}, "csrf": {csrfOf(t, body)}})
+			if code != http.StatusConflict {
+				t.Fatalf("resolve: %d, want 409\n%s", code, body)
+			}
+		})
+	}
+}
+
+// Under reconcile-adopt the Reconciliation page's adoption is refused,
+// pointing to its proposal; marking a break still resolves it; Propose
+// freezes the break as a proposal that another operator approves, and its
+// run adopts the posting.
+func TestFourEyesConsoleReconcileAdopt(t *testing.T) {
+	w := newReconWorld(t)
+	auth := console.ProxyAuth{Operators: []string{"olga", "ivan"}, Trusted: loopback}
+	book := w.withBook(t, "reconcile-adopt")
+	srv := w.consoleWith(t, auth, func(o *console.Options) {
+		o.ReconcileReport, o.Fingerprints, o.ActionBurst = w.report, w.fp, 10
+		book(o)
+	})
+	_, body := as(t, "olga", "GET", srv.URL+"/reconciliation", nil)
+	if n := strings.Count(body, `name="propose" value="1"`); n != 1 {
+		t.Fatalf("%d Propose buttons, want 1 (the adoption's)", n)
+	}
+	token := csrfOf(t, body)
+	crashed, lost := w.breakOf(t, w.crashed.ID), w.breakOf(t, w.lost.ID)
+	form := func(b reconcile.Break, extra ...string) url.Values {
+		v := url.Values{"id": {b.ChargeID}, "kind": {string(b.Kind)}, "break": {b.ID}, "csrf": {token}, "reason": {"INC-7: checked with the bank"}}
+		for i := 0; i+1 < len(extra); i += 2 {
+			v.Set(extra[i], extra[i+1])
+		}
+		return v
+	}
+	resolve := srv.URL + "/reconciliation/resolve"
+	code, body := as(t, "olga", "POST", resolve, form(crashed))
+	if code != http.StatusConflict || !strings.Contains(body, "Needs another operator") || !strings.Contains(body, "approvals propose reconcile") {
+		t.Fatalf("a direct adoption under reconcile-adopt: %d\n%s", code, body)
+	}
+	if rec, err := w.store.Get(t.Context(), w.crashed.ID, time.Now()); err != nil || rec.State != driver.StateInProgress {
+		t.Fatalf("the refused adoption wrote the record: %+v %v", rec, err)
+	}
+	if code, body := as(t, "olga", "POST", resolve, form(lost)); code != http.StatusOK || !strings.Contains(body, "marked resolved") {
+		t.Fatalf("marking under reconcile-adopt: %d\n%s", code, body)
+	}
+	code, body = as(t, "olga", "POST", resolve, form(crashed, "propose", "1"))
+	id := proposalIDRE.FindString(body)
+	if code != http.StatusOK || id == "" || !strings.Contains(body, "Proposed") {
+		t.Fatalf("propose: %d\n%s", code, body)
+	}
+	_, theirs := as(t, "ivan", "GET", srv.URL+"/proposals/show?id="+id, nil)
+	if code, body := as(t, "ivan", "POST", srv.URL+"/proposals/approve", url.Values{"csrf": {csrfOf(t, theirs)}, "id": {id}}); code != http.StatusOK {
+		t.Fatalf("approve: %d\n%s", code, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec, err := w.store.Get(t.Context(), w.crashed.ID, time.Now())
+		if err == nil && rec.State == driver.StateDone && charge.ReferenceOf(rec.Status, rec.Detail) == "BANK-CHG-REC-2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, page := as(t, "ivan", "GET", srv.URL+"/proposals/show?id="+id, nil)
+			t.Fatalf("not adopted by the approved proposal: %+v %v\n%s", rec, err, page)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

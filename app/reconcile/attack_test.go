@@ -1,0 +1,366 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/reconcile"
+	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/memstore"
+)
+
+func attackResolve(t *testing.T, b *books, p statement.Period, id string) (reconcile.Resolved, error) {
+	t.Helper()
+	return reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: p, Now: b.clock.Now()}, b.postings_(),
+		reconcile.ResolveRequest{ChargeID: id, Reason: "attack", Operator: "mallory", Guard: b.guard})
+}
+
+func findBreak(rep reconcile.Report, id string) *reconcile.Break {
+	for i := range rep.Breaks {
+		if rep.Breaks[i].ChargeID == id {
+			return &rep.Breaks[i]
+		}
+	}
+	return nil
+}
+
+// A posting whose bank key is a tool's own internal key ("_renotify/…",
+// "_reconcile/…") is read as a charge: Run Gets the internal record, finds
+// it DONE and counts the posting as matched. No charge key ever starts
+// with "_" (driver.InternalKeyPrefix): it is an unknown posting, a debit
+// the collector never sent, and must be reported.
+func TestAttackPostingUnderInternalKeyCountsAsMatched(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	key := "_renotify/ATK-1"
+	cl, err := b.guard.Claim(t.Context(), key, "notice")
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	if err := b.guard.Complete(t.Context(), cl.Lease(), "SENT", "ok"); err != nil {
+		t.Fatal(err)
+	}
+	b.postings = append(b.postings, statement.Posting{BankKey: key, Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		BookingDate: day, Reference: "BANK-1", Where: "test"})
+	rep := b.run(t)
+	// Not a key the collector sends: shown masked (ShowKey).
+	if br := findBreak(rep, reconcile.ShowKey(key)); br == nil || br.Kind != reconcile.UnknownPosting || br.ChargeID != "***********TK-1" {
+		t.Fatalf("a posting under the internal key %s: breaks %+v, matched %d; want an unknown_posting break", key, rep.Breaks, rep.Matched)
+	}
+}
+
+// Worse: a tool's claim left IN_PROGRESS (a renotify that crashed) plus a
+// bank posting under that key is a posted_not_recorded break, and Resolve
+// "adopts" it: the tool's internal record is completed DONE DEBITED.
+func TestAttackResolveAdoptsInternalToolClaim(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	key := "_renotify/ATK-2"
+	cl, err := b.guard.Claim(t.Context(), key, "notice")
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	b.clock.Advance(2 * time.Minute) // the tool's lease passes
+	b.postings = append(b.postings, statement.Posting{BankKey: key, Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		BookingDate: day, Reference: "BANK-2", Where: "test"})
+	// Fixed: the posting is an unknown one (no record read), which a
+	// resolve may mark; the tool's record is never touched.
+	res, err := attackResolve(t, b, period, key)
+	rec, _ := b.store.Get(t.Context(), key, b.clock.Now())
+	if (err == nil && (res.Action != "marked" || res.Break.Kind != reconcile.UnknownPosting)) || rec.State != driver.StateInProgress || rec.Status != "" {
+		t.Fatalf("Resolve of internal key %s: %s %s (%v); the tool's record is now %s %s %q", key, res.Action, res.Break.Kind, err, rec.State, rec.Status, rec.Detail)
+	}
+}
+
+// Two postings of 25.00 under the charge's key and one reversal of 1.00:
+// the customer paid 49.00 for a 25.00 charge. Run nets postings by count,
+// whatever the amounts: one stands, it matches, the report is clean.
+func TestAttackPartialReversalHidesDoubleDebit(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("double", 2500)
+	b.done(t, c)
+	p := b.post(c, 1, 2500, true)
+	b.post(c, 1, 2500, true)
+	r := p
+	r.Amount.Minor = 100
+	b.reverse(r)
+	rep := b.run(t)
+	if findBreak(rep, c.ID) == nil {
+		t.Fatalf("49.00 net debited for a 25.00 charge (2 × 25.00 posted, 1.00 reversed): no break; matched %d", rep.Matched)
+	}
+}
+
+// A resolution that was claimed but never completed (resolve crashed, or
+// its Complete failed, or it is running right now) hides the break: the
+// run drops any break whose resolution key merely exists, whatever its
+// state.
+func TestAttackUnfinishedResolutionHidesBreak(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("lost", 2500)
+	b.done(t, c) // DONE, never posted: recorded_not_posted
+	other := b.charge("other", 100)
+	b.done(t, other)
+	b.post(other, 1, 100, true) // the day's statement is there: it has another charge
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil {
+		t.Fatalf("no break for %s", c.ID)
+	}
+	key := reconcile.ResolutionPrefix + br.ChargeID + "/" + string(br.Kind) + "/" + br.ID
+	cl, err := b.guard.Claim(t.Context(), key, br.ID) // the resolve process dies here
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	rec, _ := b.store.Get(t.Context(), key, b.clock.Now())
+	if rec.State != driver.StateInProgress {
+		t.Fatalf("resolution record %s, want IN_PROGRESS", rec.State)
+	}
+	again := b.run(t)
+	if findBreak(again, c.ID) == nil {
+		t.Fatalf("a resolution left IN_PROGRESS (no reason ever written) hides the break: breaks %d, resolved %d", len(again.Breaks), again.Resolved)
+	}
+}
+
+// An IN_PROGRESS charge of 25.00 whose "posting" is 9,999.00 to some other
+// account: Run says posted_not_recorded (it never checks the amount of an
+// IN_PROGRESS record's posting), and Resolve adopts it — the charge is
+// recorded DONE DEBITED with a posting that is not the charge's.
+func TestAttackAdoptsPostingOfWrongAmountAndAccount(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("crashed", 2500)
+	b.claimed(t, c)
+	b.clock.Advance(2 * time.Minute)
+	p := b.post(c, 1, 999900, true)
+	b.postings[len(b.postings)-1].Account = "009999999999"
+	_ = p
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil {
+		t.Fatal("no break")
+	}
+	res, err := attackResolve(t, b, period, c.ID)
+	if err == nil && res.Action == "adopted" {
+		rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+		t.Fatalf("run said %s (not amount_mismatch); Resolve adopted a 9,999.00 posting to another account for a 25.00 charge: record %s %s %q",
+			br.Kind, rec.State, rec.Status, rec.Detail)
+	}
+}
+
+// The usual day: the statement of day D comes in on D+1, the operator
+// adopts the crashed charge's posting on D+1. The record's UpdatedAt is
+// now D+1, so D+1's run (whose statement rightly has no posting of it) reports
+// it recorded_not_posted — and D's run never listed it as finished in D.
+func TestAttackAdoptedNextDayComesBackAsRecordedNotPosted(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("crashed", 2500)
+	b.claimed(t, c)
+	b.post(c, 1, 2500, true)
+	b.clock.Advance(24 * time.Hour) // D+1 09:00
+	if res, err := attackResolve(t, b, period, c.ID); err != nil || res.Action != "adopted" {
+		t.Fatalf("adopt: %v %v", res.Action, err)
+	}
+	next := statement.Period{From: period.To, To: period.To.AddDate(0, 0, 1)}
+	b.postings = nil // D+1's statement: nothing of this charge (it was booked on D)
+	rep, err := reconcile.Run(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: next, Now: b.clock.Now().Add(24 * time.Hour)}, b.postings_())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if br := findBreak(rep, c.ID); br != nil {
+		t.Fatalf("D+1's run: %s %s: %s (its posting was on D's statement, adopted on D+1)", br.Kind, br.ChargeID, br.Detail)
+	}
+}
+
+// "X~0" is no key the collector ever sends (generations start at 2 after
+// the bare id), yet it is filed under charge X: with X's own posting it
+// makes X posted_twice, telling the operator to have one of X's debits
+// refunded, instead of an unknown_posting of "X~0".
+func TestAttackMalformedGenerationSuffixIsFiledUnderCharge(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("ok", 2500)
+	b.done(t, c)
+	b.post(c, 1, 2500, true)
+	b.postings = append(b.postings, statement.Posting{BankKey: c.ID + "~0", Account: "007777777777", Amount: charge.Money{Minor: 500, Currency: "INR"},
+		BookingDate: day, Reference: "SOMEONE-ELSE", Where: "test"})
+	rep := b.run(t)
+	if br := findBreak(rep, c.ID); br != nil {
+		t.Fatalf("a posting under %q turned %s (matched) into %s: %s", c.ID+"~0", c.ID, br.Kind, br.Detail)
+	}
+}
+
+// The text report prints bank-supplied text (references, keys) raw: a CSV
+// export's reference with terminal escapes or a newline rewrites what the
+// operator sees (here: clears the screen and forges "0 breaks").
+func TestAttackTextReportPrintsControlCharacters(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	b.postings = append(b.postings, statement.Posting{BankKey: "ATK-stranger", Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		BookingDate: day, Reference: "R\x1b[2J\x1b[H\nperiod 2026-12-01 to 2026-12-02: 0 postings, 0 breaks\n", Where: "test"})
+	rep := b.run(t)
+	var out bytes.Buffer
+	if err := rep.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsRune(out.String(), 0x1b) || strings.Contains(out.String(), "\nperiod 2026-12-01 to 2026-12-02: 0 postings") {
+		t.Fatalf("the text report carries the bank's control characters raw:\n%q", out.String())
+	}
+}
+
+// Resolve with an empty charge id: opts.ChargeID "" means "no filter", so
+// the run covers every charge and the one open break of the kind asked —
+// another charge's — is marked resolved, under a request (and, on the
+// command line, an audit line) that names charge "". A bank key "~2"
+// (charge id "") gives such a break to resolve in the first place.
+func TestAttackResolveEmptyChargeIDMarksAnotherChargesBreak(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("lost", 2500)
+	b.done(t, c) // recorded_not_posted
+	res, err := reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: period, Now: b.clock.Now()}, b.postings_(),
+		reconcile.ResolveRequest{ChargeID: "", Kind: reconcile.RecordedNotPosted, Reason: "attack", Operator: "mallory", Guard: b.guard})
+	if err == nil {
+		t.Fatalf("Resolve(ChargeID \"\"): %s the break of %s", res.Action, res.Break.ChargeID)
+	}
+}
+
+// failed_but_posted: the bank took the money of a charge recorded FAILED.
+// Resolve only marks the break; the record stays FAILED (declined), so a
+// reopen with a new attempt — the ordinary answer to a FAILED decline, and
+// what the DLQ tooling offers — is still allowed and would debit the
+// customer a second time under "<id>~2". The resolution closes the
+// reconciliation break but leaves the double-debit path open.
+func TestAttackResolvedFailedButPostedStaysReopenable(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("failed-posted", 2500)
+	b.failed(t, c)
+	b.post(c, 1, 2500, true)
+	res, err := attackResolve(t, b, period, c.ID)
+	if err != nil || res.Break.Kind != reconcile.FailedButPosted {
+		t.Fatalf("resolve: %v %+v", err, res)
+	}
+	if _, err := b.guard.Reopen(t.Context(), c.ID, "customer funded the account", idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err == nil {
+		rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+		t.Fatalf("after failed_but_posted was resolved (%s), the charge the bank already posted was reopened for a second debit: %s gen %d", res.Action, rec.State, rec.Generation)
+	}
+}
+
+// recorded_not_posted for a reversed debit advises "recover the charge
+// again (reopen with a new attempt)", but a reopen only takes a FAILED
+// record: the charge is DONE, the bank gave the money back, and no tool can
+// collect it again (the fee is lost; the advice cannot be followed).
+func TestAttackReversedDebitCannotBeRecoveredAsAdvised(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("reversed", 2500)
+	b.done(t, c)
+	b.reverse(b.post(c, 1, 2500, true))
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != reconcile.RecordedNotPosted {
+		t.Fatalf("break: %+v", br)
+	}
+	// Fixed by the advice, not by a reopen: a DONE charge is never debited
+	// again under its id (the guard's promise); the advice says so and
+	// sends the fee back to billing under a new id.
+	if _, err := b.guard.Reopen(t.Context(), c.ID, "the bank reversed the debit", idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err == nil {
+		t.Fatal("a DONE charge was reopened")
+	}
+	if strings.Contains(br.Action, "reopen") || !strings.Contains(br.Action, "new charge id") {
+		t.Fatalf("the advice %q points at a reopen (refused for a DONE charge), not at billing's new charge id", br.Action)
+	}
+}
+
+// Reversals are paired with postings by count, not by amount: 99.99
+// posted in error, 25.00 posted, and the bank reverses the 25.00. The
+// 99.99 stands on the customer's account, but the run checks the last
+// posting (25.00), finds it the charge's and reports a match.
+func TestAttackReversalPairedByPositionNotAmount(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("wrong-reversed", 2500)
+	b.done(t, c)
+	b.post(c, 1, 9999, true)
+	right := b.post(c, 1, 2500, true)
+	b.reverse(right)
+	rep := b.run(t)
+	if findBreak(rep, c.ID) == nil {
+		t.Fatalf("99.99 stands for a 25.00 charge (the 25.00 was reversed): no break; matched %d", rep.Matched)
+	}
+}
+
+// A break of a charge DONE DEBITED_NOTIFICATION_FAILED is resolved; then
+// the missed notice is sent again (renotify amends the record to DEBITED,
+// same debit, same reference). The break's id digests the record's
+// status, so the same statement now shows the resolved break again as a
+// new one.
+func TestAttackRenotifyResurrectsResolvedBreak(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("notice-failed", 2500)
+	cl, err := b.guard.Claim(t.Context(), c.ID, c.Fingerprint(b.fp))
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	notice, _ := charge.NoticeOf(c, charge.DebitReceipt{Reference: "REF-" + c.ID}, b.clock.Now()).Marshal()
+	if err := b.guard.Complete(t.Context(), cl.Lease(), string(charge.DebitedNotificationFailed), string(notice)); err != nil {
+		t.Fatal(err)
+	}
+	b.post(c, 1, 3000, true) // amount_mismatch
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != reconcile.AmountMismatch {
+		t.Fatalf("break: %+v", br)
+	}
+	if _, err := attackResolve(t, b, period, c.ID); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	if _, err := b.store.(driver.Amender).Amend(t.Context(), driver.AmendRequest{Key: c.ID, Token: rec.Token, FromStatus: rec.Status,
+		Status: string(charge.Debited), Detail: "REF-" + c.ID, History: []string{"notice sent again"}, Now: b.clock.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	again := b.run(t)
+	if br := findBreak(again, c.ID); br != nil {
+		t.Fatalf("the resolved %s came back as break %s after the notice was sent again (resolved %d)", br.Kind, br.ID, again.Resolved)
+	}
+}
+
+// An adoption records DEBITED — which means "the debit succeeded and the
+// notification was sent" (charge.Debited) — for a consumer that died
+// between the debit and DONE, i.e. most likely before it sent the
+// customer's debit notice. renotify only picks DEBITED_NOTIFICATION_FAILED
+// records, so the customer is never told of the debit.
+func TestAttackAdoptionClaimsTheNoticeWasSent(t *testing.T) {
+	b := newBooks(t, memstore.New(), "ATK-")
+	c := b.charge("crashed", 2500)
+	b.claimed(t, c)
+	b.post(c, 1, 2500, true)
+	b.clock.Advance(2 * time.Minute)
+	res, err := attackResolve(t, b, period, c.ID)
+	if err != nil || res.Action != "adopted" {
+		t.Fatalf("adopt: %v %+v", err, res)
+	}
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	if _, pending := charge.PendingNotice(rec.Status, rec.Detail); !pending {
+		t.Fatalf("adopted record %s %s %q: recorded as notified (no notice pending for renotify), though no notice was sent", rec.State, rec.Status, rec.Detail)
+	}
+}
+
+// Issue 51: a bank's reference holding bidirectional controls (U+202E
+// reverses what follows, U+2066 opens an isolate) is shown escaped in the
+// text report and the CSV, never raw.
+func TestReportEscapesBidirectionalControls(t *testing.T) {
+	b := newBooks(t, memstore.New(), "BIDI-")
+	b.postings = append(b.postings, statement.Posting{BankKey: "BIDI-stranger", Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		BookingDate: day, Reference: "REF\u202e1-GHC\u2066x", Where: "test"})
+	rep := b.run(t)
+	var text, csvb bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteCSV(&csvb); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "csv": csvb.String()} {
+		if strings.ContainsAny(out, "\u202e\u2066") || !strings.Contains(out, `REF\u202e1-GHC\u2066x`) {
+			t.Errorf("the %s report does not show the reference escaped:\n%s", name, out)
+		}
+	}
+}

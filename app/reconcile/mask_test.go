@@ -1,0 +1,192 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/reconcile"
+	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/internal/wiretest"
+	"github.com/finedge/idempotent-consumer/memstore"
+)
+
+// payer is the account number a payer's bank sent as the end-to-end id of
+// a credit.
+const payer = "123456789012"
+
+func TestShowKey(t *testing.T) {
+	for _, tt := range []struct {
+		key      string
+		accounts []string
+		want     string
+	}{
+		{"CHG-1", nil, "CHG-1"},
+		{"CHG-1~2", nil, "CHG-1~2"},
+		{"CHG-2026-11-000123~3", nil, "CHG-2026-11-000123~3"}, // a letter: an id, its digits are not an account
+		{payer, nil, "********9012"},                          // looks like an account number
+		{payer + "~2", nil, "**********12~2"},
+		{"0012-3456-7890", nil, "**********7890"},
+		{"CHG-1", []string{"CHG-1"}, "*"},               // equal to the row's account
+		{"A" + payer, []string{payer}, "*********9012"}, // holds it
+		{"_renotify/CHG-1", nil, "***********HG-1"},     // not a key the collector sends
+		{"CHG-1~x", nil, "***-1~x"},                     // nor this
+		{"2026-11-30", nil, "2026-11-30"},               // a date is no account number
+		{"", nil, ""},
+	} {
+		want := tt.want
+		if want == "*" {
+			want = charge.MaskAccount(tt.key)
+		}
+		if got := reconcile.ShowKey(tt.key, tt.accounts...); got != want {
+			t.Errorf("ShowKey(%q, %q) = %q, want %q", tt.key, tt.accounts, got, want)
+		}
+		if got := reconcile.ShowKey(reconcile.ShowKey(tt.key, tt.accounts...), tt.accounts...); got != want {
+			t.Errorf("ShowKey twice on %q = %q, want %q (masking is idempotent)", tt.key, got, want)
+		}
+	}
+}
+
+// maskedBooks is a statement with a credit whose end-to-end id (its bank
+// key) is the payer's account number, one whose key holds it, and one of
+// ours (a FAILED charge the bank posted, shown under its own key).
+func maskedBooks(t *testing.T) (*books, charge.Charge) {
+	b := newBooks(t, memstore.New(), "MSK-")
+	c := b.charge("own", 2500)
+	b.failed(t, c)
+	b.post(c, 1, 2500, true)
+	b.postings = append(b.postings,
+		statement.Posting{BankKey: payer, Account: payer, Amount: charge.Money{Minor: 100000, Currency: "INR"}, BookingDate: day,
+			Reference: "NEFT/" + payer + "/INWARD", Where: "camt.053 entry 7 (" + payer + ")"},
+		statement.Posting{BankKey: "E2E-" + payer, Account: payer, Amount: charge.Money{Minor: 5000, Currency: "INR"}, BookingDate: day,
+			Reference: "UPI-77", Where: "camt.053 entry 8"})
+	return b, c
+}
+
+// wantNoPayer fails if text holds 8 digits of the payer's account in a row.
+func wantNoPayer(t *testing.T, what, text string) {
+	t.Helper()
+	if f := wiretest.Leaks(text, payer); f != "" {
+		t.Errorf("%s holds the payer's account (%s):\n%s", what, f, text)
+	}
+}
+
+// The report of a statement with a credit whose end-to-end id is the
+// payer's account number shows it masked everywhere — text, CSV, JSON, the
+// kept file — and our own charge's key as it is.
+func TestReportMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
+	b, c := maskedBooks(t)
+	rep := b.run(t)
+	var unknown []reconcile.Break
+	for _, br := range rep.Breaks {
+		if br.Kind == reconcile.UnknownPosting {
+			unknown = append(unknown, br)
+		}
+	}
+	if len(unknown) != 2 {
+		t.Fatalf("breaks %+v: want two unknown postings", rep.Breaks)
+	}
+	var text, csv bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteCSV(&csv); err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(t.TempDir(), "report.json")
+	if err := reconcile.WriteReportFile(kept, rep); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, out := range map[string]string{"text": text.String(), "CSV": csv.String(), "JSON": string(js), "kept file": string(file)} {
+		wantNoPayer(t, "the "+what+" report", out)
+		if !strings.Contains(out, c.ID) || !strings.Contains(out, "********9012") {
+			t.Errorf("the %s report does not show our key %s and the masked one:\n%s", what, c.ID, out)
+		}
+	}
+	// Read back, it is the same report: masking is idempotent.
+	back, err := reconcile.ReadReportFile(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := json.Marshal(back.Breaks); string(a) != mustJSON(t, rep.Breaks) {
+		t.Errorf("read back:\n%s\nwant\n%s", a, mustJSON(t, rep.Breaks))
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// A report kept before keys were masked is masked as it is read; its
+// breaks keep their ids.
+func TestAReportKeptUnmaskedIsMaskedWhenRead(t *testing.T) {
+	old := reconcile.Report{Breaks: []reconcile.Break{{Kind: reconcile.UnknownPosting, ChargeID: payer, BankKeys: []string{payer},
+		Posted: []reconcile.Posted{{BankKey: payer, Account: "********9012", Reference: "R1", Where: "entry " + payer}},
+		Detail: "posted under " + payer, Action: "ask about " + payer, ID: "fedcba9876543210"}}}
+	raw, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(t.TempDir(), "old.json")
+	if err := os.WriteFile(kept, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := reconcile.ReadReportFile(kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNoPayer(t, "the report read", mustJSON(t, rep))
+	if rep.Breaks[0].ID != "fedcba9876543210" || rep.Breaks[0].ChargeID != "********9012" {
+		t.Errorf("read %+v", rep.Breaks[0])
+	}
+}
+
+// A break shown under a masked id is still closed by it: Resolve finds the
+// charges shown so and takes the break the id names; the next run finds
+// it resolved; the resolution holds no account either.
+func TestResolveABreakShownMasked(t *testing.T) {
+	b, _ := maskedBooks(t)
+	rep := b.run(t)
+	var br *reconcile.Break
+	for i := range rep.Breaks {
+		if rep.Breaks[i].ChargeID == "********9012" {
+			br = &rep.Breaks[i]
+		}
+	}
+	if br == nil {
+		t.Fatalf("no break under ********9012: %+v", rep.Breaks)
+	}
+	res, err := reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: period, Now: b.clock.Now()}, b.postings_(),
+		reconcile.ResolveRequest{ChargeID: br.ChargeID, BreakID: br.ID, Reason: "a credit, not a debit of ours", Operator: "ops", Guard: b.guard})
+	if err != nil || res.Action != "marked" || res.Break.ID != br.ID {
+		t.Fatalf("Resolve: %+v %v", res, err)
+	}
+	wantNoPayer(t, "the resolution", mustJSON(t, res))
+	again := b.run(t)
+	if again.Resolved != 1 || len(again.Breaks) != len(rep.Breaks)-1 {
+		t.Fatalf("after resolving: %d resolved, %d breaks (was %d)", again.Resolved, len(again.Breaks), len(rep.Breaks))
+	}
+	// The resolution's record is under the masked id.
+	rec, err := b.store.Get(t.Context(), reconcile.ResolutionPrefix+br.ChargeID+"/"+string(br.Kind)+"/"+br.ID, b.clock.Now())
+	if err != nil {
+		t.Fatalf("the resolution's record: %v", err)
+	}
+	wantNoPayer(t, "the resolution's record", rec.Key+" "+rec.Detail)
+}
