@@ -120,14 +120,16 @@ func TestReadmeLayoutMatchesTheTree(t *testing.T) {
 //	0 internal/…  leaf helpers (redaction, strict JSON, secret files,
 //	              certificates, test servers); they import nothing of ours
 //	              outside internal/
-//	1 the domain and the runtime: charge, calendar, idempotency,
+//	1 the domain and the runtime: app/charge, app/calendar, idempotency,
 //	  idempotency/driver, queue, consumer, circuit
-//	2 adapters, stores, simulators and their test kits (the other top-level
-//	  folders)
-//	3 service/…   the wiring that cmd and the console share
-//	4 console, and protosim (the whole-protocol simulator drives every
-//	  actor, the service's operator paths too; nothing imports it)
+//	2 adapters, stores, simulators and their test kits (the library's
+//	  other folders, and app/'s)
+//	3 app/service/…   the wiring that cmd and the console share
+//	4 app/console, and app/protosim (the whole-protocol simulator drives
+//	  every actor, the service's operator paths too; nothing imports it)
 //	5 cmd/…
+//
+// Across the levels run the two floors (TestTheLibraryNeverImportsTheApplication).
 func level(pkg string) int {
 	first, _, _ := strings.Cut(pkg, "/")
 	switch {
@@ -208,6 +210,37 @@ func TestNoPackageImportsUpwards(t *testing.T) {
 				t.Errorf("%s is a leaf helper but imports %s", dir, ours)
 			}
 		}
+	}
+}
+
+// The two floors a newcomer sees in the tree: the library at the root —
+// what a Go team imports: the guard and its driver contract, the stores,
+// the queues, the consumer runtime, idemhttp, lambdasqs — and the
+// charge-recovery application under app/, with the programs in cmd/ on top.
+// Nothing in the library imports the application or a program, not even in
+// a test (a test that needs both lives with the application); internal/
+// serves both floors and imports neither.
+func TestTheLibraryNeverImportsTheApplication(t *testing.T) {
+	upper := func(pkg string) bool { return strings.HasPrefix(pkg, "app/") || strings.HasPrefix(pkg, "cmd/") }
+	checked := 0
+	for _, dir := range ourPackages(t) {
+		if upper(dir) {
+			continue
+		}
+		pkg, err := build.ImportDir(dir, 0)
+		var none *build.NoGoError
+		if err != nil && !errors.As(err, &none) {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		checked++
+		for _, imp := range append(append(pkg.Imports, pkg.TestImports...), pkg.XTestImports...) {
+			if ours, ok := strings.CutPrefix(imp, module); ok && upper(ours) {
+				t.Errorf("%s, on the library's floor, imports %s, on the application's: move the code (or the test) to app/", dir, ours)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("checked only %d library packages: is the walk broken?", checked)
 	}
 }
 

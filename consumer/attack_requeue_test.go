@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/consumer/consumertest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
 )
@@ -94,8 +95,8 @@ func TestAttackAWaitingMessageWithTenAttributesReachesTheDLQ(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, rt)
-			waitFor(t, "the charge handled or dead-lettered", func() bool {
+			stop := consumertest.Start(t, rt)
+			consumertest.WaitFor(t, "the charge handled or dead-lettered", func() bool {
 				mu.Lock()
 				defer mu.Unlock()
 				return handled == 1 || dlq.Len() > 0
@@ -186,9 +187,9 @@ func TestAttackWaitingChargesFillSQSInFlightQuotaAndStopTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
+	stop := consumertest.Start(t, rt)
 	defer stop()
-	waitFor(t, "the charges waiting", func() bool { return rt.Stats().Waited == quota })
+	consumertest.WaitFor(t, "the charges waiting", func() bool { return rt.Stats().Waited == quota })
 	if _, err := q.Send(t.Context(), []byte("due-now"), nil); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/circuit"
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/consumer/consumertest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
 )
@@ -78,11 +79,11 @@ func TestAnOutageBehindALyingHealthCheckCostsAMessageAtMostOneReceive(t *testing
 			ctx, cancel := context.WithCancel(t.Context())
 			go func() { _ = br.Run(ctx) }()
 			defer cancel()
-			stop := start(t, rt)
+			stop := consumertest.Start(t, rt)
 			time.Sleep(800 * time.Millisecond) // the outage
 			opens := br.Status().Opens
 			bank.up.Store(true)
-			waitFor(t, "every message acked", func() bool { return acked.Load() == 60 })
+			consumertest.WaitFor(t, "every message acked", func() bool { return acked.Load() == 60 })
 			stop()
 			if n := dlq.Len(); n != 0 {
 				t.Fatalf("%d messages dead-lettered by the redrive limit during the outage", n)
@@ -120,8 +121,8 @@ func TestParkedMessagesAreHandedBackAtShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "three messages parked", func() bool { return rt.Stats().InHand == 3 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "three messages parked", func() bool { return rt.Stats().InHand == 3 })
 	stop()
 	if s := rt.Stats(); s.InHand != 0 || s.Released != 3 {
 		t.Fatalf("after shutdown %d in hand, %d released; want 0 and 3", s.InHand, s.Released)
@@ -224,8 +225,8 @@ func TestAParkedMessageSurvivesFailedVisibilityExtensions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "the message parked", func() bool { return rt.Stats().InHand == 1 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "the message parked", func() bool { return rt.Stats().InHand == 1 })
 	src.down.Store(true)
 	time.Sleep(200 * time.Millisecond) // ~10 failed extensions
 	if n := rt.Stats().InHand; n != 1 {
@@ -233,7 +234,7 @@ func TestAParkedMessageSurvivesFailedVisibilityExtensions(t *testing.T) {
 	}
 	src.down.Store(false)
 	bank.up.Store(true)
-	waitFor(t, "the message acked", func() bool { return q.Len() == 0 })
+	consumertest.WaitFor(t, "the message acked", func() bool { return q.Len() == 0 })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()

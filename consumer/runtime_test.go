@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/consumer/consumertest"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -33,36 +34,6 @@ func send(t *testing.T, q *memqueue.Queue, n int) {
 	}
 }
 
-// start runs rt until the returned stop is called; stop waits for Run.
-func start(t *testing.T, rt *consumer.Runtime) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestAcksAreBatchedAndEveryMessageDeleted(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 95)
@@ -72,8 +43,8 @@ func TestAcksAreBatchedAndEveryMessageDeleted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	c := q.Counts()
 	if c.AckedMessages != 95 || rt.Stats().Acked != 95 {
@@ -103,8 +74,8 @@ func TestConcurrencyIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if p := peak.Load(); p > 4 || p < 2 {
 		t.Fatalf("peak concurrency %d, want 2..4", p)
@@ -128,8 +99,8 @@ func TestRetryLeavesTheMessageForRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()
@@ -159,8 +130,8 @@ func TestDeadLetterForwardsWithReasonAndDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	msgs := dlq.Messages()
 	if len(msgs) != 3 {
@@ -186,8 +157,8 @@ func TestPanicIsRetriedNotAcked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if s := rt.Stats(); s.Panics != 1 || s.Acked != 1 || calls.Load() != 2 {
 		t.Fatalf("stats %+v, calls %d", s, calls.Load())
@@ -209,10 +180,10 @@ func TestHeartbeatKeepsASlowMessageInvisibleAndRunsBeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
+	stop := consumertest.Start(t, rt)
 	time.Sleep(2500 * time.Millisecond) // two and a half visibility timeouts
 	close(release)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if handled.Load() != 1 {
 		t.Fatalf("handled %d times: the heartbeat did not keep the message invisible", handled.Load())
@@ -237,7 +208,7 @@ func TestGracefulShutdownFinishesInFlightWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
+	stop := consumertest.Start(t, rt)
 	for range 8 {
 		<-entered
 	}
@@ -271,7 +242,7 @@ func TestShutdownDeadlineNeverAcksUnfinishedWork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
+	stop := consumertest.Start(t, rt)
 	for range 10 {
 		<-entered
 	}
@@ -327,8 +298,8 @@ func TestASlowMessageDoesNotStopOthersBeingReceived(t *testing.T) {
 	if _, err := q.Send(t.Context(), []byte("slow"), nil); err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "the slow message in flight", func() bool { return rt.Stats().InFlight == 1 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "the slow message in flight", func() bool { return rt.Stats().InFlight == 1 })
 	if _, err := q.Send(t.Context(), []byte("fast"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +309,7 @@ func TestASlowMessageDoesNotStopOthersBeingReceived(t *testing.T) {
 		t.Fatal("a free slot was not used while another message was in flight")
 	}
 	close(release)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 }
 
@@ -393,7 +364,7 @@ func TestClosedGateReceivesNothingAndReceiveCountsStayPut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
+	stop := consumertest.Start(t, rt)
 	time.Sleep(300 * time.Millisecond) // many receive opportunities
 	if n := handled.Load(); n != 0 || q.Len() != 5 {
 		t.Fatalf("handled %d, queue %d while the gate was shut; want 0 and 5", n, q.Len())
@@ -404,7 +375,7 @@ func TestClosedGateReceivesNothingAndReceiveCountsStayPut(t *testing.T) {
 		}
 	}
 	g.Open()
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if handled.Load() != 5 {
 		t.Fatalf("handled %d, want 5", handled.Load())
@@ -430,8 +401,8 @@ func TestABeatThatFailsRunsAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "beats after a failed one", func() bool { return beats.Load() >= 3 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "beats after a failed one", func() bool { return beats.Load() >= 3 })
 	close(release)
 	stop()
 }
@@ -475,8 +446,8 @@ func TestReceiversOverlapAndShareTheSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	if p := src.peak.Load(); p < 2 || p > 3 {
 		t.Errorf("receives at once: peak %d, want 2..3", p)
@@ -543,7 +514,7 @@ func TestMessagesReceivedAtShutdownGiveTheirClaimsUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
+	stop := consumertest.Start(t, rt)
 	time.Sleep(20 * time.Millisecond)
 	stop()
 	if n := src.released.Load(); n != 3 {
@@ -605,8 +576,8 @@ func TestASettledMessageIsNotSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "queue drained", func() bool { return q.Len() == 0 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
 	stop()
 	// Unsettled: i%4 == 1 acked (10), i%4 == 3 dead-lettered (10).
 	if a, d := src.acks.Load(), src.deadLetters.Load(); a != 10 || d != 10 {

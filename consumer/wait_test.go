@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/consumer/consumertest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/sqlite"
@@ -126,9 +127,9 @@ func TestWaitsNeverMoveAMessageTowardTheDLQ(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, rt)
-			waitFor(t, "every charge handled", func() bool { return s.handled() == n })
-			waitFor(t, "the queue empty", func() bool {
+			stop := consumertest.Start(t, rt)
+			consumertest.WaitFor(t, "every charge handled", func() bool { return s.handled() == n })
+			consumertest.WaitFor(t, "the queue empty", func() bool {
 				d, err := q.Depth(t.Context())
 				return err == nil && d.Waiting+d.InFlight == 0
 			})
@@ -228,8 +229,8 @@ func TestARequeuedCopyCarriesTheAttributesAndTheNotBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "the copy requeued twice", func() bool { return rt.Stats().Requeued >= 2 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "the copy requeued twice", func() bool { return rt.Stats().Requeued >= 2 })
 	stop()
 
 	want := map[string]string{"origin": "batch-7", "traceparent": "00-abc-def-01", queue.NotBeforeAttribute: until.UTC().Format(time.RFC3339Nano)}
@@ -278,7 +279,7 @@ func TestABogusNotBeforeIsHandledAtOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, rt)
+			stop := consumertest.Start(t, rt)
 			select {
 			case n := <-handled:
 				if n != 1 {
@@ -287,7 +288,7 @@ func TestABogusNotBeforeIsHandledAtOnce(t *testing.T) {
 			case <-time.After(10 * time.Second):
 				t.Fatal("not handled")
 			}
-			waitFor(t, "acked", func() bool { return q.Len() == 0 })
+			consumertest.WaitFor(t, "acked", func() bool { return q.Len() == 0 })
 			stop()
 			if s := rt.Stats(); s.Waited != 0 {
 				t.Errorf("waited %d times", s.Waited)
@@ -351,8 +352,8 @@ func TestARequeueThatCannotSendFallsBackToTheVisibility(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			stop := start(t, rt)
-			waitFor(t, "handled", func() bool { return q.Len() == 0 })
+			stop := consumertest.Start(t, rt)
+			consumertest.WaitFor(t, "handled", func() bool { return q.Len() == 0 })
 			stop()
 			mu.Lock()
 			defer mu.Unlock()
@@ -396,8 +397,8 @@ func TestAWaitIsNeverParked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "three waits", func() bool { return rt.Stats().Waited == 3 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "three waits", func() bool { return rt.Stats().Waited == 3 })
 	stop()
 	s := rt.Stats()
 	if s.Parked != 0 || s.InHand != 0 || s.Retried != 0 || s.Released != 0 {
@@ -445,8 +446,8 @@ func TestASettledWaitSendsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
-	waitFor(t, "ten waits", func() bool { return rt.Stats().Waited == 10 })
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, "ten waits", func() bool { return rt.Stats().Waited == 10 })
 	stop()
 	if v, s, a := src.visibility.Load(), src.sends.Load(), src.acks.Load(); v != 5 || s != 0 || a != 0 {
 		t.Errorf("visibility changes %d, sends %d, acks %d; want 5, 0, 0", v, s, a)

@@ -1,7 +1,8 @@
-package consumer_test
+package calendar_test
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/calendar"
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/consumer/consumertest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 )
 
@@ -39,13 +41,13 @@ func TestAttackALongPollAcrossTheCloseIsNotHandledOutsideTheWindow(t *testing.T)
 		}
 		handled = append(handled, d.ReceiveCount)
 		return consumer.Decision{Action: consumer.Ack}
-	}), consumer.Options{Concurrency: 1, Receivers: 1, Gate: gate, Logger: quiet, AckFlushInterval: 5 * time.Millisecond})
+	}), consumer.Options{Concurrency: 1, Receivers: 1, Gate: gate, Logger: slog.New(slog.DiscardHandler), AckFlushInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
+	stop := consumertest.Start(t, rt)
 	defer stop()
-	waitFor(t, "a receive under way", func() bool { return q.Counts().Receives >= 1 })
+	consumertest.WaitFor(t, "a receive under way", func() bool { return q.Counts().Receives >= 1 })
 	clock.Set(time.Date(2025, 3, 17, 20, 0, 5, 0, kolkata)) // the window closed at 20:00
 	if _, err := q.Send(t.Context(), []byte("CHG-AFTER-CUTOFF"), nil); err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func TestAttackALongPollAcrossTheCloseIsNotHandledOutsideTheWindow(t *testing.T)
 	}
 	mu.Unlock()
 	clock.Set(time.Date(2025, 3, 18, 6, 0, 0, 0, kolkata)) // Tuesday's opening
-	waitFor(t, "the charge handled", func() bool { return q.Len() == 0 })
+	consumertest.WaitFor(t, "the charge handled", func() bool { return q.Len() == 0 })
 	mu.Lock()
 	defer mu.Unlock()
 	if len(handled) != 1 || handled[0] > 2 {

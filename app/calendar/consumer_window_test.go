@@ -1,7 +1,10 @@
-package consumer_test
+package calendar_test
 
 import (
 	"context"
+	"fmt"
+	"github.com/finedge/idempotent-consumer/memqueue"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +12,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/calendar"
 	"github.com/finedge/idempotent-consumer/consumer"
+	"github.com/finedge/idempotent-consumer/consumer/consumertest"
 )
 
 // handClock is a clock that moves by hand; After's channels fire as it
@@ -72,8 +76,13 @@ func TestOutsideThePostingWindowNothingIsReceived(t *testing.T) {
 	gate := calendar.NewGate(cal, clock)
 	var _ consumer.Gate = gate
 
-	q, dlq := newQueue(time.Minute)
-	send(t, q, 1000)
+	dlq := memqueue.New(memqueue.Options{WaitTime: 20 * time.Millisecond})
+	q := memqueue.New(memqueue.Options{VisibilityTimeout: time.Minute, WaitTime: 20 * time.Millisecond, DLQ: dlq})
+	for i := range 1000 {
+		if _, err := q.Send(t.Context(), fmt.Appendf(nil, "charge-%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var mu sync.Mutex
 	handled := map[string]int{}
 	counts := map[int]int{}
@@ -83,11 +92,11 @@ func TestOutsideThePostingWindowNothingIsReceived(t *testing.T) {
 		handled[string(d.Body)]++
 		counts[d.ReceiveCount]++
 		return consumer.Decision{Action: consumer.Ack}
-	}), consumer.Options{Concurrency: 32, Receivers: 2, Gate: gate, Logger: quiet, AckFlushInterval: 5 * time.Millisecond})
+	}), consumer.Options{Concurrency: 32, Receivers: 2, Gate: gate, Logger: slog.New(slog.DiscardHandler), AckFlushInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := start(t, rt)
+	stop := consumertest.Start(t, rt)
 	// The receivers are at the gate, asleep until the clock moves.
 	select {
 	case <-clock.armed:
@@ -107,7 +116,7 @@ func TestOutsideThePostingWindowNothingIsReceived(t *testing.T) {
 	}
 
 	clock.Set(time.Date(2025, 3, 17, 6, 0, 0, 0, kolkata)) // Monday's opening
-	waitFor(t, "every charge handled", func() bool { return q.Len() == 0 })
+	consumertest.WaitFor(t, "every charge handled", func() bool { return q.Len() == 0 })
 	stop()
 	mu.Lock()
 	defer mu.Unlock()
