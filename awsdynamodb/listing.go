@@ -196,6 +196,23 @@ func (s *Store) listInProgress(ctx context.Context, req driver.ListRequest) (dri
 // Stuck). DONE is not counted (not in the sparse index; counting it would
 // read the whole table as well, for the one state nobody acts on).
 func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.State]int, error) {
+	out, err := s.CountIndexed(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.scanInProgress(ctx, now, "", nil, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	out[driver.StateInProgress] = n
+	return out, nil
+}
+
+// CountIndexed counts the states the index holds, FAILED and WAITING, by
+// Queries that count: never a Scan. For a view sampled every few seconds
+// (the console's overview, status.IndexCounter), which must not read the
+// whole table each time as CountByState's IN_PROGRESS and Stuck do.
+func (s *Store) CountIndexed(ctx context.Context, now time.Time) (map[driver.State]int, error) {
 	out := map[driver.State]int{}
 	for _, st := range []driver.State{driver.StateFailed, driver.StateWaiting} {
 		_, n, err := s.query(ctx, string(st), now, "", nil, "", nil, 0, true)
@@ -204,11 +221,6 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 		}
 		out[st] = n
 	}
-	n, err := s.scanInProgress(ctx, now, "", nil, true, nil)
-	if err != nil {
-		return nil, err
-	}
-	out[driver.StateInProgress] = n
 	return out, nil
 }
 
@@ -233,8 +245,9 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 // scanSegments parallel segments, so no request is large and the call's
 // time is the table's size over the segments. It is an operator's read
 // (chargerecovery stuck and status, the console's Stuck page); serve does
-// not sample it on DynamoDB (backend.CheapCounts), and nothing should poll
-// it by the minute. Internal keys are left out by the filter (a Scan may
+// not sample it on DynamoDB (backend.CheapCounts), nor does the console's
+// overview (status.Sources.Sampled: CountIndexed only), and nothing should
+// poll it. Internal keys are left out by the filter (a Scan may
 // filter on the table's key; a Query may not on its index's).
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	var all []driver.Record
