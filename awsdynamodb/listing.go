@@ -179,15 +179,26 @@ func (s *Store) listInProgress(ctx context.Context, req driver.ListRequest) (dri
 		filter = append(filter, `#status = :status`)
 		values[":status"] = str(req.Status)
 	}
+	limit := req.PageLimit()
+	byKey := func(a, b driver.Record) bool { return a.Key < b.Key }
 	var recs []driver.Record
 	if _, err := s.scanInProgress(ctx, req.Now, strings.Join(filter, " AND "), values, false, func(r driver.Record) {
-		recs = append(recs, r)
+		recs = keepLeast(append(recs, r), limit+1, byKey)
 	}); err != nil {
 		return driver.ListPage{}, err
 	}
-	limit := req.PageLimit()
-	sort.Slice(recs, func(i, j int) bool { return recs[i].Key < recs[j].Key })
+	sort.Slice(recs, func(i, j int) bool { return byKey(recs[i], recs[j]) })
 	return driver.Page(recs[:min(len(recs), limit+1)], limit), nil
+}
+
+// keepLeast sorts recs by less and drops all but the first keep once they
+// are many more (so that a Scan over many matches holds a page's worth).
+func keepLeast(recs []driver.Record, keep int, less func(a, b driver.Record) bool) []driver.Record {
+	if len(recs) < 2*keep+1000 {
+		return recs
+	}
+	sort.Slice(recs, func(i, j int) bool { return less(recs[i], recs[j]) })
+	return recs[:keep]
 }
 
 // CountByState implements driver.StateCounter: FAILED and WAITING by a
@@ -250,20 +261,23 @@ func (s *Store) CountIndexed(ctx context.Context, now time.Time) (map[driver.Sta
 // poll it. Internal keys are left out by the filter (a Scan may
 // filter on the table's key; a Query may not on its index's).
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
+	oldest := func(a, b driver.Record) bool {
+		if !a.LeaseUntil.Equal(b.LeaseUntil) {
+			return a.LeaseUntil.Before(b.LeaseUntil)
+		}
+		return a.Key < b.Key
+	}
+	keep := max(limit, 1)
 	var all []driver.Record
-	if _, err := s.scanInProgress(ctx, now, `#lease <= :now AND NOT begins_with(#pk, :internal)`,
+	n, err := s.scanInProgress(ctx, now, `#lease <= :now AND NOT begins_with(#pk, :internal)`,
 		map[string]types.AttributeValue{":internal": str(driver.InternalKeyPrefix)}, false, func(r driver.Record) {
-			all = append(all, r)
-		}); err != nil {
+			all = keepLeast(append(all, r), keep, oldest)
+		})
+	if err != nil {
 		return nil, 0, err
 	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].LeaseUntil.Equal(all[j].LeaseUntil) {
-			return all[i].LeaseUntil.Before(all[j].LeaseUntil)
-		}
-		return all[i].Key < all[j].Key
-	})
-	return all[:min(limit, len(all))], len(all), nil
+	sort.Slice(all, func(i, j int) bool { return oldest(all[i], all[j]) })
+	return all[:min(limit, len(all))], n, nil
 }
 
 // scanPageLimit is the most items one Scan request reads (DynamoDB also

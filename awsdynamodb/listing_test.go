@@ -1,7 +1,9 @@
 package awsdynamodb_test
 
 import (
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,5 +133,59 @@ func TestListingsAreQueriesDynamoDBAccepts(t *testing.T) {
 				t.Fatal("no Scan of IN_PROGRESS: the index holds no claim, Stuck must scan")
 			}
 		})
+	}
+}
+
+// Stuck and the IN_PROGRESS listing over more claims than the Scan pages
+// of its 4 segments hold (1,000 items each) and than they keep in memory
+// (a page's worth): the total is every stuck claim, the list the oldest
+// leases, the page the least keys. On dynalite.
+func TestStuckOverManyClaims(t *testing.T) {
+	db := awstest.DynamoDBs()[1]
+	s0, client := storeOn(t, db, nil, "many")
+	api := &noScans{Client: client}
+	s, err := awsdynamodb.New(api, s0.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	const n = 4800 // 4 segments of more than one page each
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			key := fmt.Sprintf("CHG-M%05d", i)
+			// Leases end a millisecond apart, the highest key first.
+			_, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok", Fingerprint: "fp", Now: at, LeaseExpiredBy: at,
+				LeaseUntil: at.Add(time.Duration(n-i) * time.Millisecond), ExpiresAt: at.Add(24 * time.Hour)})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := at.Add(time.Hour)
+	stuck, total, err := s.Stuck(ctx, now, 3)
+	if err != nil || total != n || !slices.Equal(keys(stuck), []string{"CHG-M04799", "CHG-M04798", "CHG-M04797"}) {
+		t.Fatalf("Stuck(limit 3) = %v of %d, %v; want the 3 oldest leases of %d", keys(stuck), total, err, n)
+	}
+	if got := api.inProgress.Load(); got <= 4 {
+		t.Fatalf("Stuck read the table in %d Scan requests, want more than one page a segment", got)
+	}
+	page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateInProgress, Prefix: "CHG-M", After: "CHG-M00100", Limit: 2, Now: now})
+	if err != nil || !slices.Equal(keys(page.Records), []string{"CHG-M00101", "CHG-M00102"}) || page.Next != "CHG-M00102" {
+		t.Fatalf("ListState(IN_PROGRESS after CHG-M00100, limit 2) = %v next %q, %v", keys(page.Records), page.Next, err)
+	}
+	counts, err := s.CountByState(ctx, now)
+	if err != nil || counts[driver.StateInProgress] != n {
+		t.Fatalf("CountByState = %v %v, want %d IN_PROGRESS", counts, err, n)
 	}
 }
