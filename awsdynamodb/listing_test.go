@@ -1,7 +1,9 @@
 package awsdynamodb_test
 
 import (
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,11 +13,15 @@ import (
 )
 
 // Every listing an operator's page runs (stuck, status, the console's
-// lists by state, prefix and page) is a Query that DynamoDB accepts: run on
-// moto and on dynalite, which refuses what DynamoDB refuses (a filter on
+// lists by state, prefix and page) is a request that DynamoDB accepts: run
+// on moto and on dynalite, which refuses what DynamoDB refuses (a filter on
 // the index's key attributes, for one: moto took the stuck listing's
-// filter on pk, dynalite and DynamoDB answer ValidationException). An
-// internal key's claim is never listed as stuck.
+// filter on pk, dynalite and DynamoDB answer ValidationException). FAILED,
+// WAITING and DONE with a missed notice are Queries of the index; a claim
+// is never in the index (the hot path writes none), so the stuck claims,
+// the IN_PROGRESS listing and its count are a Scan of the table, and find
+// the claims the index does not hold. An internal key's claim is never
+// listed as stuck.
 func TestListingsAreQueriesDynamoDBAccepts(t *testing.T) {
 	for _, db := range awstest.DynamoDBs() {
 		t.Run(db.Name, func(t *testing.T) {
@@ -59,6 +65,11 @@ func TestListingsAreQueriesDynamoDBAccepts(t *testing.T) {
 			finish("CHG-F1", driver.StateFailed, "DECLINED")
 			finish("CHG-N1", driver.StateDone, awsdynamodb.ListedResult)
 			now := at.Add(time.Minute)
+			for k, ls := range indexKeys(t, client, s.Table()) {
+				if ls == "IN_PROGRESS" {
+					t.Fatalf("the index holds the claim %s: the hot path must write no index", k)
+				}
+			}
 
 			stuck, n, err := s.Stuck(ctx, now, 1)
 			if err != nil || n != 2 || len(stuck) != 1 || stuck[0].Key != "CHG-S1" {
@@ -97,6 +108,9 @@ func TestListingsAreQueriesDynamoDBAccepts(t *testing.T) {
 				{driver.ListRequest{State: driver.StateWaiting, Status: "RETRY_SCHEDULED", Prefix: "CHG-", Limit: 1}, []string{"CHG-W1", "CHG-W3"}},
 				{driver.ListRequest{State: driver.StateWaiting, Prefix: "CHG-", After: "CHG-W1", Limit: 10}, []string{"CHG-W2", "CHG-W3"}},
 				{driver.ListRequest{State: driver.StateInProgress, Prefix: "CHG-", Limit: 10}, []string{"CHG-LIVE", "CHG-S1", "CHG-S2"}},
+				{driver.ListRequest{State: driver.StateInProgress, Prefix: "CHG-", Limit: 1}, []string{"CHG-LIVE", "CHG-S1", "CHG-S2"}},
+				{driver.ListRequest{State: driver.StateInProgress, Prefix: "CHG-", After: "CHG-LIVE", Limit: 10}, []string{"CHG-S1", "CHG-S2"}},
+				{driver.ListRequest{State: driver.StateInProgress, Limit: 10}, []string{"CHG-LIVE", "CHG-S1", "CHG-S2", driver.InternalKeyPrefix + "lock"}},
 				{driver.ListRequest{State: driver.StateFailed, Status: "DECLINED", Limit: 10}, []string{"CHG-F1"}},
 				{driver.ListRequest{State: driver.StateDone, Status: awsdynamodb.ListedResult, Limit: 10}, []string{"CHG-N1"}},
 			} {
@@ -113,8 +127,65 @@ func TestListingsAreQueriesDynamoDBAccepts(t *testing.T) {
 				t.Fatalf("ListByResult = %v %v, want [CHG-N1]", keys(recs), err)
 			}
 			if got := api.scans.Load(); got != 0 {
-				t.Fatalf("%d Scan(s): the listings must be Queries", got)
+				t.Fatalf("%d Scan(s): the listings of the index's states must be Queries", got)
+			}
+			if api.inProgress.Load() == 0 {
+				t.Fatal("no Scan of IN_PROGRESS: the index holds no claim, Stuck must scan")
 			}
 		})
+	}
+}
+
+// Stuck and the IN_PROGRESS listing over more claims than the Scan pages
+// of its 4 segments hold (1,000 items each) and than they keep in memory
+// (a page's worth): the total is every stuck claim, the list the oldest
+// leases, the page the least keys. On dynalite.
+func TestStuckOverManyClaims(t *testing.T) {
+	db := awstest.DynamoDBs()[1]
+	s0, client := storeOn(t, db, nil, "many")
+	api := &noScans{Client: client}
+	s, err := awsdynamodb.New(api, s0.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	const n = 4800 // 4 segments of more than one page each
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			key := fmt.Sprintf("CHG-M%05d", i)
+			// Leases end a millisecond apart, the highest key first.
+			_, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok", Fingerprint: "fp", Now: at, LeaseExpiredBy: at,
+				LeaseUntil: at.Add(time.Duration(n-i) * time.Millisecond), ExpiresAt: at.Add(24 * time.Hour)})
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := at.Add(time.Hour)
+	stuck, total, err := s.Stuck(ctx, now, 3)
+	if err != nil || total != n || !slices.Equal(keys(stuck), []string{"CHG-M04799", "CHG-M04798", "CHG-M04797"}) {
+		t.Fatalf("Stuck(limit 3) = %v of %d, %v; want the 3 oldest leases of %d", keys(stuck), total, err, n)
+	}
+	if got := api.inProgress.Load(); got <= 4 {
+		t.Fatalf("Stuck read the table in %d Scan requests, want more than one page a segment", got)
+	}
+	page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateInProgress, Prefix: "CHG-M", After: "CHG-M00100", Limit: 2, Now: now})
+	if err != nil || !slices.Equal(keys(page.Records), []string{"CHG-M00101", "CHG-M00102"}) || page.Next != "CHG-M00102" {
+		t.Fatalf("ListState(IN_PROGRESS after CHG-M00100, limit 2) = %v next %q, %v", keys(page.Records), page.Next, err)
+	}
+	counts, err := s.CountByState(ctx, now)
+	if err != nil || counts[driver.StateInProgress] != n {
+		t.Fatalf("CountByState = %v %v, want %d IN_PROGRESS", counts, err, n)
 	}
 }

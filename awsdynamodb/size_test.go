@@ -46,3 +46,33 @@ func TestCapacityUnits(t *testing.T) {
 		}
 	}
 }
+
+func TestIndexWriteUnits(t *testing.T) {
+	item := func(ls string) map[string]types.AttributeValue {
+		m := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "CHG-1"}, "state": &types.AttributeValueMemberS{Value: "DONE"}}
+		if ls != "" {
+			m["listState"] = &types.AttributeValueMemberS{Value: ls}
+		}
+		return m
+	}
+	big := item("FAILED")
+	big["detail"] = &types.AttributeValueMemberS{Value: string(make([]byte, 1500))}
+	for _, tc := range []struct {
+		name          string
+		before, after map[string]types.AttributeValue
+		want          int
+	}{
+		{"absent before and after (a fresh claim, its DONE)", nil, item(""), 0},
+		{"not in the index before or after", item(""), item(""), 0},
+		{"enters", item(""), item("FAILED"), 1},
+		{"a new item that enters", nil, item("IN_PROGRESS"), 1},
+		{"leaves", item("IN_PROGRESS"), item(""), 1},
+		{"stays, same partition", item("FAILED"), item("FAILED"), 1},
+		{"moves partition: delete and put", item("WAITING"), item("IN_PROGRESS"), 2},
+		{"a 2 KB entry", item(""), big, 2},
+	} {
+		if got := awsdynamodb.IndexWriteUnits(tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: %d index write units, want %d", tc.name, got, tc.want)
+		}
+	}
+}

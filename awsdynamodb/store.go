@@ -80,13 +80,31 @@ var names = map[string]string{
 
 // IndexName is the table's sparse global secondary index: partition key
 // listState (S), sort key pk, every attribute projected. Only the records
-// worth listing are in it — IN_PROGRESS (stuck claims among them), FAILED,
-// WAITING (charges waiting for a retry or a window: operators must see
-// them), and DONE with ListedResult (a missed notice) — so that their counts and
-// lists are a Query, never a Scan; DONE records, nearly all of a table,
-// are not (counting them would be a Scan). Reads of an index are
+// an operator lists that left the hot path are in it — FAILED, WAITING
+// (charges waiting for a retry or a window: operators must see them), and
+// DONE with ListedResult (a missed notice) — so that their counts and
+// lists are a Query, never a Scan. The hot path never writes the index: a
+// fresh claim writes no listState, and its DONE (a whole-item PutItem
+// without it) has none to remove, so a fresh charge is two table writes
+// and no index write (DynamoDB bills a write to a global secondary index
+// only for an item that is in it before or after the write). IN_PROGRESS
+// is not in it, whether fresh, reclaimed, resumed, reopened or extended:
+// a claim whose worker died and whose message never came back (it went to
+// the DLQ) stays a fresh claim forever, so only a Scan finds every stuck
+// claim, and that Scan reads every item anyway; indexing the other
+// IN_PROGRESS records would cost index writes and save no read. Stuck,
+// CountByState's IN_PROGRESS and ListState(IN_PROGRESS) are that Scan
+// (scanInProgress, listing.go). DONE records, nearly all of a table, are
+// not in it either (counting them would be a Scan). Reads of an index are
 // eventually consistent: a record that just changed state may show in its
 // old listing for a moment (the charge page reads it consistently).
+//
+// A table written by an older version may hold records with listState =
+// IN_PROGRESS: each leaves the index with its next write (DONE, FAILED
+// and WAITING by PutItem replace the whole item; a reclaim, a reopen and
+// a finish in place REMOVE listState where it is not set), and nothing
+// reads that partition any more, so one that is never written again (a
+// stuck claim) lingers there unread until TTL deletes it.
 const IndexName = "listState"
 
 // ListedResult is the one DONE status the index holds: a charge debited
@@ -94,10 +112,11 @@ const IndexName = "listState"
 // Every writer of a table must agree on it, so it is not an option.
 const ListedResult = "DEBITED_NOTIFICATION_FAILED"
 
-// listStateOf is r's listState ("" none: the attribute is removed).
+// listStateOf is r's listState ("" none: the attribute is not written, or
+// is removed). IN_PROGRESS is never listed (see IndexName).
 func listStateOf(state driver.State, status string) string {
 	switch {
-	case state == driver.StateInProgress, state == driver.StateFailed, state == driver.StateWaiting:
+	case state == driver.StateFailed, state == driver.StateWaiting:
 		return string(state)
 	case state == driver.StateDone && status == ListedResult:
 		return ListedResult
@@ -179,9 +198,11 @@ const reclaimCondition = `#state = :seen AND #token = :prev AND #lease <= :expir
 
 // reclaimUpdate keeps the attempt count (+1), CreatedAt, the reopen audit
 // fields, the generation and the history; a WAITING record's status and
-// detail go.
-const reclaimUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #attempt = #attempt + :one, #updated = :now, #expires = :exp, #ttl = :ttl, #ls = :ip ` +
-	`REMOVE #status, #detail`
+// detail go, and so does its listState (it leaves the WAITING listing:
+// one index write; a reclaimed IN_PROGRESS record has none, and removing
+// an absent attribute writes no index).
+const reclaimUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #attempt = #attempt + :one, #updated = :now, #expires = :exp, #ttl = :ttl ` +
+	`REMOVE #status, #detail, #ls`
 
 // reclaimSummaryUpdate is reclaimUpdate for a claim that writes its
 // summary.
@@ -441,6 +462,9 @@ func (s *Store) update(ctx context.Context, f driver.FinishRequest) error {
 		set = append(set, "#ls = :ls")
 		values[":ls"] = str(ls)
 	} else {
+		// Deliberate: a record an older version indexed as IN_PROGRESS
+		// leaves the index here; on every other record listState is
+		// absent, and removing an absent attribute writes no index.
 		remove = append(remove, "#ls")
 	}
 	if f.State == driver.StateWaiting {
@@ -478,7 +502,9 @@ func (s *Store) update(ctx context.Context, f driver.FinishRequest) error {
 	return err
 }
 
-// Extend implements driver.Store.
+// Extend implements driver.Store. It never writes the index: a heartbeat
+// is one table write, and an extended claim is found by Stuck's Scan like
+// any other (IndexName).
 func (s *Store) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	return s.held(ctx, "extend", req.Key, req.Token, `SET #lease = :lease, #updated = :now`,
 		pick("#state", "#token", "#lease", "#updated"),
@@ -502,7 +528,7 @@ func (s *Store) held(ctx context.Context, op, key, token, update string, names m
 
 const reopenUpdate = `SET #state = :ip, #token = :token, #lease = :lease, #updated = :now, #expires = :exp, #ttl = :ttl, ` +
 	`#prevStatus = if_not_exists(#status, :empty), #prevDetail = if_not_exists(#detail, :empty), ` +
-	`#reopens = if_not_exists(#reopens, :zero) + :one, #reopenedAt = :now, #reopenWhy = :reason, #ls = :ip REMOVE #status, #detail`
+	`#reopens = if_not_exists(#reopens, :zero) + :one, #reopenedAt = :now, #reopenWhy = :reason REMOVE #status, #detail, #ls`
 
 // Reopen implements driver.Store with one UpdateItem conditional on
 // state FAILED (and not past retention); on failure the existing item comes
@@ -834,42 +860,6 @@ func (d *decoder) t(name string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(d.n(name)).UTC()
-}
-
-// stuckScan is Stuck on a table without IndexName: a Scan (read capacity
-// grows with the table).
-func (s *Store) stuckScan(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
-	scanner, ok := s.api.(interface {
-		Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
-	})
-	if !ok {
-		return nil, 0, errors.New("dynamodb: the client cannot Scan")
-	}
-	p := dynamodb.NewScanPaginator(scanner, &dynamodb.ScanInput{
-		TableName:                aws.String(s.table),
-		ConsistentRead:           aws.Bool(true),
-		FilterExpression:         aws.String(`#state = :ip AND #lease <= :now AND #expires > :now AND NOT begins_with(#pk, :internal)`),
-		ExpressionAttributeNames: pick("#state", "#lease", "#expires", "#pk"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":ip": str(string(driver.StateInProgress)), ":now": ms(now), ":internal": str(driver.InternalKeyPrefix),
-		},
-	})
-	var all []driver.Record
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, 0, unavailable("stuck", err)
-		}
-		for _, item := range out.Items {
-			rec, err := decode(item)
-			if err != nil {
-				return nil, 0, err
-			}
-			all = append(all, rec)
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].LeaseUntil.Before(all[j].LeaseUntil) })
-	return all[:min(limit, len(all))], len(all), nil
 }
 
 // ErrWrittenElsewhere: the write was rejected because another Region was

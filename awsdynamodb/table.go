@@ -173,9 +173,9 @@ func indexStatus(t *types.TableDescription) types.IndexStatus {
 func backfill(ctx context.Context, c *dynamodb.Client, table string) error {
 	p := dynamodb.NewScanPaginator(c, &dynamodb.ScanInput{
 		TableName:                aws.String(table),
-		FilterExpression:         aws.String(`attribute_not_exists(#ls) AND (#state IN (:ip, :failed, :waiting) OR (#state = :done AND #status = :listed))`),
+		FilterExpression:         aws.String(`attribute_not_exists(#ls) AND (#state IN (:failed, :waiting) OR (#state = :done AND #status = :listed))`),
 		ExpressionAttributeNames: pick("#ls", "#state", "#status"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":ip": str(string(driver.StateInProgress)), ":failed": str(string(driver.StateFailed)),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":failed": str(string(driver.StateFailed)),
 			":waiting": str(string(driver.StateWaiting)), ":done": str(string(driver.StateDone)), ":listed": str(ListedResult)},
 	})
 	for p.HasMorePages() {

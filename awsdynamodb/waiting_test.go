@@ -117,7 +117,7 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 		t.Fatal("a DONE DEBITED record is still in the index")
 	}
 	if got := api.scans.Load(); got != 0 {
-		t.Fatalf("%d Scan(s): counts and lists must be Queries", got)
+		t.Fatalf("%d Scan(s): counts and lists of WAITING must be Queries (only IN_PROGRESS is a Scan)", got)
 	}
 }
 

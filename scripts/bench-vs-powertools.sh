@@ -74,4 +74,5 @@ sizes = sorted({x["ItemBytes"] for x in cap})
 print(f"\nours, capacity per operation (DynamoDB's rules; a DONE item is {sizes[0] if len(sizes) == 1 else f'{sizes[0]}–{sizes[-1]}'} bytes; {'the same in every run' if same else 'VARIED: see the rows'}):")
 print(f"  fresh {c['FreshWCU']:g} WCU {c['FreshRCU']:g} RCU in {c['CallsPerFresh']:g} calls; duplicate {c['DupWCU']:g} WCU {c['DupRCU']:g} RCU in {c['CallsPerDup']:g} call; "
       f"reclaim {c['ReclaimWCU']:g} WCU {c['ReclaimRCU']:g} RCU in {c['CallsPerReclaim']:g} calls")
+print(f"  the sparse index's writes (DynamoDB's rules; the emulator bills none): fresh {c['FreshIndexWCU']:g} WCU, duplicate {c['DupIndexWCU']:g}, reclaim {c['ReclaimIndexWCU']:g}")
 PY

@@ -41,6 +41,7 @@ func (c *Console) sample(ctx context.Context) {
 	c.mu.Unlock()
 	scanned := false
 	rep, err := status.Collect(ctx, status.Sources{Backend: c.o.Backend, Queue: c.o.Queue, Store: c.o.Store, MetricsURL: c.o.MetricsURL, Now: now,
+		Sampled: true, // every Refresh: no Scan of a DynamoDB table
 		ScanDLQ: func(d queue.Depth) bool {
 			scanned = !d.Approximate || lastScan.IsZero() || now.Sub(lastScan) >= c.o.DLQScan
 			return scanned

@@ -17,10 +17,12 @@
 //
 // It prints one JSON line per concurrency, with the capacity units DynamoDB
 // bills for each phase, counted from every request and its item by
-// DynamoDB's published rules (see awsdynamodb.ItemSize), and those the
-// service reported with ReturnConsumedCapacity=TOTAL (moto reports a
-// constant 1 for PutItem and nothing for UpdateItem; real DynamoDB reports
-// successful writes only).
+// DynamoDB's published rules (see awsdynamodb.ItemSize), the sparse
+// index's write units among them (awsdynamodb.IndexWriteUnits), and those
+// the service reported with ReturnConsumedCapacity=INDEXES, the table's and
+// the indexes' (moto reports a constant 1 for PutItem and nothing for
+// UpdateItem; neither moto nor dynalite reports index units; real DynamoDB
+// reports successful writes only).
 package main
 
 import (
@@ -84,13 +86,19 @@ type Row struct {
 	Capacity   *Units `json:"capacity,omitempty"`
 }
 
-// Units are capacity units per operation of each phase.
+// Units are capacity units per operation of each phase: the table's
+// (…WCU, …RCU) and the sparse index's writes (…IndexWCU), by DynamoDB's
+// rules; a fresh charge's bill is FreshWCU + FreshIndexWCU.
 type Units struct {
 	FreshWCU, FreshRCU     float64
 	DupWCU, DupRCU         float64
 	ReclaimWCU, ReclaimRCU float64
+	FreshIndexWCU          float64
+	DupIndexWCU            float64
+	ReclaimIndexWCU        float64
 	ItemBytes              int     // a DONE record
-	ReportedFreshWCU       float64 // what the service said, per fresh charge
+	ReportedFreshWCU       float64 // what the service said for the table (ReturnConsumedCapacity=INDEXES), per fresh charge
+	ReportedFreshIndexWCU  float64 // and for the indexes (the emulators report none)
 	CallsPerFresh          float64
 	CallsPerDup            float64
 	CallsPerReclaim        float64
@@ -104,7 +112,7 @@ func run(ctx context.Context, args []string) error {
 	reclaims := fs.Int("reclaims", 20, "keys for the reclaim phase (0: skip)")
 	raw := fs.Bool("raw", false, "also measure the server's plain PutItem rate, before and after the claims, and report the claims against that floor")
 	idle := fs.Int("idle-conns", 64, "the HTTP transport's MaxIdleConnsPerHost (the SDK's default is 10: fewer than the workers reopens connections)")
-	reported := fs.Bool("reported", true, "ask the server for the consumed capacity (ReturnConsumedCapacity=TOTAL) on the store's requests; false: the store's requests as it sends them, as the -raw floor's are")
+	reported := fs.Bool("reported", true, "ask the server for the consumed capacity (ReturnConsumedCapacity=INDEXES) on the store's requests; false: the store's requests as it sends them, as the -raw floor's are")
 	cpuprofile := fs.String("cpuprofile", "", "write the client's CPU profile (every phase of every level) to this file, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -244,7 +252,8 @@ func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclai
 	}
 	per := func(v float64, n int) float64 { return v / float64(n) }
 	u.FreshWCU, u.FreshRCU, u.CallsPerFresh = per(fresh.wcu, keys), per(fresh.rcu, keys), per(float64(fresh.calls), keys)
-	u.ReportedFreshWCU = per(fresh.reported, keys)
+	u.ReportedFreshWCU, u.ReportedFreshIndexWCU = per(fresh.reported, keys), per(fresh.reportedIdx, keys)
+	u.FreshIndexWCU, u.DupIndexWCU = per(fresh.idx, keys), per(dup.idx, keys)
 	u.DupWCU, u.DupRCU, u.CallsPerDup = per(dup.wcu, keys), per(dup.rcu, keys), per(float64(dup.calls), keys)
 	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
 		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key(0)}}, ConsistentRead: aws.Bool(true)})
@@ -294,6 +303,7 @@ func reclaim(ctx context.Context, meter *meter, store driver.Store, n, workers i
 	}
 	c := meter.reset()
 	u.ReclaimWCU, u.ReclaimRCU, u.CallsPerReclaim = c.wcu/float64(n), c.rcu/float64(n), float64(c.calls)/float64(n)
+	u.ReclaimIndexWCU = c.idx / float64(n)
 	return nil
 }
 

@@ -264,9 +264,10 @@ func (b *Backend) Ready(ctx context.Context) error {
 
 // CheapCounts says whether serve samples the stuck claims for the metrics:
 // where the store counts records by an index in its own database (SQLite,
-// PostgreSQL). Not on Redis (every key), nor on DynamoDB: it counts by a
-// Query of its sparse index for the console and status, but the
-// consumer's IAM policy (deploy/aws/stack.json) allows no dynamodb:Query.
+// PostgreSQL). Not on Redis (every key), nor on DynamoDB: it finds the
+// stuck claims by a Scan of the whole table (its hot path writes no
+// index), and the consumer's IAM policy (deploy/aws/stack.json) allows no
+// dynamodb:Query or dynamodb:Scan.
 func (b *Backend) CheapCounts() bool {
 	_, ok := b.Store.(driver.StateCounter)
 	return ok && !b.countsByIndexQuery

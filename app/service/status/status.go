@@ -96,6 +96,19 @@ type Sources struct {
 	// DLQ by reason code this time (a console sampling SQS every few
 	// seconds must not keep the DLQ busy); nil: always.
 	ScanDLQ func(queue.Depth) bool
+	// Sampled says the report is a sample taken every few seconds (the
+	// console's overview): on a store that finds its IN_PROGRESS records
+	// only by reading every record (IndexCounter: DynamoDB, whose hot path
+	// writes no index), only what its index holds is counted, and the
+	// stuck claims are not (Stuck -1); RecordsNote says so.
+	Sampled bool
+}
+
+// IndexCounter is a store whose IN_PROGRESS count and stuck claims are a
+// Scan of the whole table (awsdynamodb: the hot path writes no index), and
+// which counts the states its index holds without one.
+type IndexCounter interface {
+	CountIndexed(ctx context.Context, now time.Time) (map[driver.State]int, error)
 }
 
 // Collect reads everything; an error means the backend did not answer.
@@ -121,6 +134,19 @@ func Collect(ctx context.Context, s Sources) (Report, error) {
 			r.DLQByCode = map[queue.Code]int{}
 		}
 	}
+	if ic, ok := s.Store.(IndexCounter); ok && s.Sampled {
+		r.Records, err = ic.CountIndexed(ctx, s.Now)
+		switch {
+		case errors.Is(err, driver.ErrNotIndexed):
+			r.Records, r.RecordsNote = nil, err.Error()
+		case err != nil:
+			return r, fmt.Errorf("count records: %w", err)
+		default:
+			r.RecordsNote = "IN_PROGRESS, stuck claims and DONE not counted in the overview: on DynamoDB they are a Scan of the whole table " +
+				"(the Stuck page and chargerecovery status and stuck read them when asked)"
+		}
+		return s.consumer(ctx, r), nil
+	}
 	if sc, ok := s.Store.(driver.StateCounter); ok {
 		r.Records, err = sc.CountByState(ctx, s.Now)
 		switch {
@@ -139,10 +165,15 @@ func Collect(ctx context.Context, s Sources) (Report, error) {
 			return r, fmt.Errorf("stuck claims: %w", err)
 		}
 	}
+	return s.consumer(ctx, r), nil
+}
+
+// consumer is r with the consumer's /metrics read, where there is one.
+func (s Sources) consumer(ctx context.Context, r Report) Report {
 	if s.MetricsURL != "" {
 		r.Consumer = readConsumer(ctx, s.Client, s.MetricsURL)
 	}
-	return r, nil
+	return r
 }
 
 // waiting is ", N WAITING (scheduled)" when some records wait (a retry
