@@ -338,6 +338,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithoutCancel(r.Context())
 	topts := idempotency.DoOptions{Namespace: m.opts.Namespace, Codec: responseCodec{}, Heartbeat: hb}
 	res, err := idempotency.DoTyped(ctx, m.opts.Guard, key, fp, work, topts)
+	var notRun *idempotency.NotRunError // the outcome answers it below
+	if errors.As(err, &notRun) {
+		err = nil
+	}
 	if err == nil && res.Outcome == idempotency.Conflict && res.Record.Fingerprint != fp {
 		// Written under another fingerprint key (a previous one, or none
 		// before keys): the same request if the stored fingerprint matches
@@ -345,6 +349,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// rotation keeps replaying. A key this server does not hold: 422.
 		if same, merr := m.opts.Fingerprinter.Match(res.Record.Fingerprint, parts...); merr == nil && same {
 			res, err = idempotency.DoTyped(ctx, m.opts.Guard, key, res.Record.Fingerprint, work, topts)
+			if errors.As(err, &notRun) {
+				err = nil
+			}
 		}
 	}
 	if panicked {

@@ -148,9 +148,11 @@ type DoResult struct {
 // opts.Heartbeat's beats), and records fn's result as DONE, or FAILED when
 // fn's error is ErrPermanent. A later call with the same key gets the
 // stored result (Outcome DuplicateDone) without running fn. The result says
-// what happened (see DoResult.Outcome); the error is ErrInvalid for bad
-// options, or wraps ErrUnavailable when the store could not be reached to
-// claim (Attempt 0) or to record the result (the work ran; Attempt set).
+// what happened (see DoResult.Outcome); the error is a *NotRunError when fn
+// did not run and no stored result came back (DuplicateInProgress,
+// Conflict, DuplicateFailed, Waiting from an earlier run), ErrInvalid for
+// bad options, or wraps ErrUnavailable when the store could not be reached
+// to claim (Attempt 0) or to record the result (the work ran; Attempt set).
 //
 // A Done.Status that starts with "TYPED " (kept for DoTyped's
 // records, so that DoTyped never decodes a Do result as its own) is a bug
@@ -209,14 +211,14 @@ func (g *Guard) do(ctx context.Context, key, fingerprint string, fn func(context
 		return found, nil
 	case DuplicateInProgress:
 		found.RetryAfter = g.ReclaimableAt(rec.LeaseUntil).Sub(g.Now())
-		return found, nil
+		return found, notRun(found)
 	case DuplicateFailed, Conflict:
-		return found, nil
+		return found, notRun(found)
 	case Waiting:
 		found.NotBefore = g.ReclaimableAt(rec.LeaseUntil)
 		found.Done = Done{Status: rec.Status, Detail: rec.Detail}
 		found.RetryAfter = max(found.NotBefore.Sub(g.Now()), 0)
-		return found, nil
+		return found, notRun(found)
 	}
 
 	// The work runs on a context that a lost lease cancels: a worker that

@@ -76,11 +76,21 @@ func TestDoReturnsEveryClaimOutcomeAsData(t *testing.T) {
 		runs++
 		return idempotency.Done{Status: "OK", Detail: fmt.Sprint("run-", runs)}, nil
 	}
+	// The outcomes where the work did not run and no stored result came
+	// back are also an error (NotRunError), with their sentinel.
+	notRun := map[idempotency.Outcome]error{idempotency.Conflict: idempotency.ErrConflict,
+		idempotency.DuplicateInProgress: idempotency.ErrInProgress, idempotency.DuplicateFailed: idempotency.ErrAlreadyFailed}
 	do := func(key, fp string, want idempotency.Outcome) idempotency.DoResult {
 		t.Helper()
 		res, err := g.Do(t.Context(), key, fp, work, idempotency.DoOptions{})
-		if err != nil || res.Outcome != want {
-			t.Fatalf("Do(%s, %s) = %+v, %v; want %v and no error", key, fp, res, err, want)
+		var nr *idempotency.NotRunError
+		switch sentinel := notRun[want]; {
+		case res.Outcome != want:
+			t.Fatalf("Do(%s, %s) = %+v, %v; want %v", key, fp, res, err, want)
+		case sentinel == nil && err != nil:
+			t.Fatalf("Do(%s, %s) = %v, %v; want no error", key, fp, res.Outcome, err)
+		case sentinel != nil && (!errors.Is(err, sentinel) || !errors.As(err, &nr) || nr.Outcome != want || nr.RetryAfter != res.RetryAfter || nr.Record.Key != key):
+			t.Fatalf("Do(%s, %s) = %v, %v; want a NotRunError wrapping %v with the result's retry-after and record", key, fp, res.Outcome, err, sentinel)
 		}
 		return res
 	}

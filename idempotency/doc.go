@@ -5,23 +5,31 @@
 // running again. Every outcome of Guard.Do, handled:
 //
 //	res, err := guard.Do(ctx, key, fingerprint, work, idempotency.DoOptions{})
+//	var notRun *idempotency.NotRunError // the work did not run, and no stored result came back
 //	switch {
-//	case err != nil: // the store was unreachable (nothing decided) or the result unrecorded
+//	case errors.Is(err, idempotency.ErrConflict), errors.Is(err, idempotency.ErrAlreadyFailed):
+//		return deadLetter(err) // another payload, or failed for good before: never runs as sent
+//	case errors.As(err, &notRun): // ErrInProgress, ErrWaiting: not finished elsewhere yet
+//		return retryAfter(notRun.RetryAfter)
+//	case err != nil: // the store was unreachable (nothing decided), or the result unrecorded
 //		return retryLater(err) // do not ack: the message comes back
-//	case res.Outcome.Owned(), res.Outcome == idempotency.DuplicateDone: // ran now, or before
-//		return ack(res.Done) // the one stored result
-//	case res.Outcome == idempotency.Failed, res.Outcome == idempotency.DuplicateFailed, res.Outcome == idempotency.Conflict:
-//		return deadLetter(res.Outcome, res.Err, res.Record) // never runs again as sent
-//	default: // DuplicateInProgress, Unfinished, Waiting, LeaseLost: not finished here
-//		return retryAfter(res.RetryAfter) // do not ack
+//	case res.Outcome == idempotency.Failed: // the work ran and failed for good (FAILED)
+//		return deadLetter(res.Err)
+//	case !res.Outcome.Owned() && res.Outcome != idempotency.DuplicateDone: // Unfinished, LeaseLost, Waiting
+//		return retryAfter(res.RetryAfter) // ran, not to its end: do not ack
 //	}
+//	return ack(res.Done) // Acquired, Reclaimed (ran now) or DuplicateDone (before): the one result
 //
 // Guard.Do claims the key, runs the function while a heartbeat extends the
-// lease, and records DONE or FAILED. Every way a claim can end is returned
-// as data in DoResult.Outcome, the way net/http's Client.Do returns a 404
-// as a response; Outcome's doc says what each asks of the caller. Do
+// lease, and records DONE or FAILED. Every way a claim can end is in
+// DoResult.Outcome (Outcome's doc says what each asks of the caller); the
+// outcomes where the work did not run and no stored result came back are
+// also an error, a *NotRunError (errors.Is: ErrInProgress, ErrConflict,
+// ErrAlreadyFailed, ErrWaiting), as Powertools raises them. Otherwise Do
 // returns an error only when the store could not be reached, a result
-// could not be recorded, or the options are wrong (ErrInvalid).
+// could not be recorded, or the options are wrong (ErrInvalid). A work's
+// error keeps the key to the end of its lease (the effect may have
+// happened); wrap it with ErrNotStarted to give the key back at once.
 //
 // DoTyped is Do for work that returns a value of any type: the first
 // run's value is encoded (encoding/json unless DoOptions.Codec says

@@ -2,6 +2,8 @@ package idempotency
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
@@ -50,8 +52,55 @@ var (
 	// call can decode: written by Guard.Do (not DoTyped), by another codec,
 	// or into another type.
 	ErrResultUnreadable = errors.New("idempotency: stored result unreadable")
+	// ErrInProgress, ErrConflict, ErrAlreadyFailed and ErrWaiting are what
+	// Do and DoTyped return (inside a *NotRunError) when the work did not
+	// run and no stored result came back: another worker holds the key
+	// (DuplicateInProgress), the key came with another payload (Conflict),
+	// it failed for good before (DuplicateFailed), or it waits for its
+	// time (Waiting, from an earlier run).
+	ErrInProgress    = errors.New("idempotency: another worker holds the key")
+	ErrConflict      = errors.New("idempotency: the key was used with another payload")
+	ErrAlreadyFailed = errors.New("idempotency: the key failed for good before")
+	ErrWaiting       = errors.New("idempotency: the key waits for its time")
 	// ErrUnknownFingerprintKey: a stored fingerprint was written under a
 	// key this Fingerprinter does not hold, so whether it is the same
 	// payload cannot be told.
 	ErrUnknownFingerprintKey = errors.New("idempotency: fingerprint written under a key not held")
 )
+
+// NotRunError is the error of Do and DoTyped when the work did not run and
+// no stored result came back (the shape a Powertools user expects: "not
+// done by you" is an error). errors.Is finds its sentinel (ErrInProgress,
+// ErrConflict, ErrAlreadyFailed, ErrWaiting); errors.As gives the outcome,
+// when a retry can succeed and the record found. The DoResult beside it
+// holds the same, for callers that switch on Outcome.
+type NotRunError struct {
+	Outcome Outcome
+	// RetryAfter is how long until a retry can succeed (DuplicateInProgress:
+	// the rest of the other worker's lease; Waiting: until its time); 0
+	// when a retry never will (Conflict, DuplicateFailed).
+	RetryAfter time.Duration
+	Record     driver.Record
+}
+
+var notRunCause = map[Outcome]error{
+	DuplicateInProgress: ErrInProgress,
+	Conflict:            ErrConflict,
+	DuplicateFailed:     ErrAlreadyFailed,
+	Waiting:             ErrWaiting,
+}
+
+func (e *NotRunError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%v (key %s; retry after %s)", e.Unwrap(), e.Record.Key, e.RetryAfter.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("%v (key %s)", e.Unwrap(), e.Record.Key)
+}
+
+// Unwrap is the sentinel of the outcome.
+func (e *NotRunError) Unwrap() error { return notRunCause[e.Outcome] }
+
+// notRun is the NotRunError of res, an outcome where the work did not run.
+func notRun(res DoResult) error {
+	return &NotRunError{Outcome: res.Outcome, RetryAfter: res.RetryAfter, Record: res.Record}
+}

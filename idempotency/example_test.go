@@ -2,7 +2,9 @@ package idempotency_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -61,12 +63,12 @@ func ExampleDoResult_record() {
 	ctx := context.Background()
 	for delivery := 1; delivery <= 2; delivery++ {
 		res, err := guard.Do(ctx, "charge-7", idempotency.Fingerprint("charge-7"), decline, idempotency.DoOptions{})
-		if err != nil {
-			fmt.Println("retry later:", err)
+		if errors.Is(err, idempotency.ErrAlreadyFailed) && res.Record.State == driver.StateFailed {
+			fmt.Printf("delivery %d: %s (%s)\n", delivery, res.Outcome, res.Record.Detail)
 			continue
 		}
-		if res.Outcome == idempotency.DuplicateFailed && res.Record.State == driver.StateFailed {
-			fmt.Printf("delivery %d: %s (%s)\n", delivery, res.Outcome, res.Record.Detail)
+		if err != nil {
+			fmt.Println("retry later:", err)
 			continue
 		}
 		fmt.Printf("delivery %d: %s\n", delivery, res.Outcome)
@@ -74,4 +76,45 @@ func ExampleDoResult_record() {
 	// Output:
 	// delivery 1: failed
 	// delivery 2: duplicate_failed (idempotency: permanent failure: account closed)
+}
+
+// A work that fails keeps its key to the end of its lease (the effect may
+// have happened), so a retry at once is told ErrInProgress, with when to
+// come back; a work that knows nothing happened says so with ErrNotStarted,
+// and the retry runs it again at once.
+func ExampleNotRunError() {
+	guard, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	timeout := func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{}, errors.New("the bank did not answer") // posted or not: unknown
+	}
+	refused := func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{}, fmt.Errorf("%w: the account number is malformed", idempotency.ErrNotStarted)
+	}
+	ok := func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{Status: "DEBITED"}, nil
+	}
+	for _, key := range []string{"charge-8", "charge-9"} {
+		first := timeout
+		if key == "charge-9" {
+			first = refused
+		}
+		res, _ := guard.Do(ctx, key, "fp", first, idempotency.DoOptions{})
+		fmt.Printf("%s: %s (%v)\n", key, res.Outcome, res.Err)
+		res, err := guard.Do(ctx, key, "fp", ok, idempotency.DoOptions{})
+		var notRun *idempotency.NotRunError
+		if errors.As(err, &notRun) {
+			fmt.Printf("%s again: %v, retry after %s\n", key, errors.Is(err, idempotency.ErrInProgress), notRun.RetryAfter.Round(time.Second))
+			continue
+		}
+		fmt.Printf("%s again: %s %s\n", key, res.Outcome, res.Done.Status)
+	}
+	// Output:
+	// charge-8: unfinished (the bank did not answer)
+	// charge-8 again: true, retry after 1m2s
+	// charge-9: unfinished (idempotency: work not started: the account number is malformed)
+	// charge-9 again: reclaimed DEBITED
 }

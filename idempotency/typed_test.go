@@ -52,8 +52,10 @@ func TestDoTypedOutcomes(t *testing.T) {
 			again, err := idempotency.DoTyped(t.Context(), g, "k", "fp", func(context.Context, idempotency.Run) (receipt, error) {
 				return receipt{ID: "r-2"}, nil
 			}, idempotency.DoOptions{})
-			if err != nil || again.Outcome != tt.second {
-				t.Fatalf("second DoTyped = %v, %v; want %v", again.Outcome, err, tt.second)
+			var nr *idempotency.NotRunError
+			wantNotRun := tt.second == idempotency.DuplicateFailed || tt.second == idempotency.DuplicateInProgress
+			if again.Outcome != tt.second || (err != nil) != wantNotRun || wantNotRun && (!errors.As(err, &nr) || nr.Outcome != tt.second) {
+				t.Fatalf("second DoTyped = %v, %v; want %v (an error saying so when the work did not run)", again.Outcome, err, tt.second)
 			}
 			if tt.second == idempotency.DuplicateDone && (!again.Replayed || again.Value != res.Value) {
 				t.Fatalf("replay = %+v (replayed %v), want %+v", again.Value, again.Replayed, res.Value)

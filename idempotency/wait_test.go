@@ -50,7 +50,9 @@ func TestWaitRunsTheWorkAgainAtItsTime(t *testing.T) {
 
 	clock.Advance(23 * time.Hour)
 	res, err = g.Do(ctx, "K", "fp", work, idempotency.DoOptions{})
-	if err != nil || res.Outcome != idempotency.Waiting || res.RetryAfter != time.Hour || len(runs) != 1 {
+	var nr *idempotency.NotRunError
+	if !errors.Is(err, idempotency.ErrWaiting) || !errors.As(err, &nr) || nr.RetryAfter != time.Hour ||
+		res.Outcome != idempotency.Waiting || res.RetryAfter != time.Hour || len(runs) != 1 {
 		t.Fatalf("a delivery before the time: %+v, %v (runs %d); want Waiting an hour more, the work not run", res, err, len(runs))
 	}
 	if res, _ := g.Do(ctx, "K", "another-fp", work, idempotency.DoOptions{}); res.Outcome != idempotency.Conflict {

@@ -825,7 +825,8 @@ func Handler(guard *idempotency.Guard, opts Options, work func(ctx context.Conte
 			}
 			return idempotency.Done{Status: "DONE"}, err
 		}, idempotency.DoOptions{Heartbeat: hb})
-		if err != nil {
+		var notRun *idempotency.NotRunError // its outcome is VerdictOf's
+		if err != nil && !errors.As(err, &notRun) {
 			return Verdict{Disposition: Retry, Reason: queue.Reason{Code: CodeUnavailable, Detail: err.Error()}}
 		}
 		return VerdictOf(res)

@@ -241,12 +241,19 @@ func (s *Service) ProcessDelivery(ctx context.Context, c Charge, d Delivery) Res
 	return s.result(c, res, err)
 }
 
-// do is one Guard.Do of c under fingerprint fp.
+// do is one Guard.Do of c under fingerprint fp. Its error is the store's
+// or the options': an outcome where the work did not run (a
+// *idempotency.NotRunError) is in the result, which outcomeOf maps.
 func (s *Service) do(ctx context.Context, c Charge, fp string, d Delivery) (idempotency.DoResult, error) {
-	return s.opts.Guard.Do(ctx, c.ID, fp, func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
+	res, err := s.opts.Guard.Do(ctx, c.ID, fp, func(ctx context.Context, run idempotency.Run) (idempotency.Done, error) {
 		return s.work(ctx, c, run)
 	}, idempotency.DoOptions{Heartbeat: d.Heartbeat, Bound: d.Bound, FinishTimeout: s.opts.FinishTimeout, FinishAttempts: s.opts.FinishAttempts,
 		Summary: SummaryOf(c).String()})
+	var notRun *idempotency.NotRunError
+	if errors.As(err, &notRun) {
+		err = nil
+	}
+	return res, err
 }
 
 // work is one run of c under its claim: debit → notify, or, after a

@@ -104,7 +104,7 @@ var resultsCases = []testCase{
 			}
 		}
 		other, err := idempotency.DoTyped(t.Context(), e.g, e.key, fpB, work, idempotency.DoOptions{})
-		if err != nil || other.Outcome != idempotency.Conflict || other.Replayed || other.Value.ID != "" {
+		if !errors.Is(err, idempotency.ErrConflict) || other.Outcome != idempotency.Conflict || other.Replayed || other.Value.ID != "" {
 			t.Fatalf("another fingerprint: %v replayed %v value %q, %v", other.Outcome, other.Replayed, other.Value.ID, err)
 		}
 		if n := runs.Load(); n != 1 {

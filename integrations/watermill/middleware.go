@@ -200,7 +200,8 @@ func handle(g *idempotency.Guard, opts Options, h message.HandlerFunc, msg *mess
 		produced = out
 		return idempotency.Done{Status: Status, Detail: keep(opts.KeepProduced, out)}, nil
 	}, do)
-	if err != nil { // the store: nothing decided, or the result not recorded
+	var notRun *idempotency.NotRunError         // the work did not run: the outcome says why
+	if err != nil && !errors.As(err, &notRun) { // the store: nothing decided, or the result not recorded
 		wait(msgCtx, opts.RetryDelay, 0)
 		return nil, fmt.Errorf("watermillguard: key %q: %w", key, err)
 	}

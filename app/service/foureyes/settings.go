@@ -293,7 +293,8 @@ func (k *Kept) Keep(ctx context.Context, key ed25519.PrivateKey, next Settings) 
 		res, err := idempotency.DoTyped(ctx, k.g, settingsKey(next.Version), "settings", func(context.Context, idempotency.Run) (Settings, error) {
 			return next, nil
 		}, idempotency.DoOptions{})
-		if err != nil {
+		var notRun *idempotency.NotRunError // the slot is another's: decided below
+		if err != nil && !errors.As(err, &notRun) {
 			return Settings{}, false, fmt.Errorf("four-eyes settings: %w", err)
 		}
 		if res.Outcome.Owned() && res.Value.Sig == next.Sig {
