@@ -160,6 +160,13 @@ type Options struct {
 	// such a response is sent but not stored, and the key is released for
 	// the retry at once. Default: every response is stored.
 	NotStarted func(status int) bool
+	// ExpectedDuration is how long the handler usually takes. A request
+	// whose key is still being handled gets 409 with Retry-After: what is
+	// left of that since the first request began, at least 1 s and never
+	// more than the rest of the key's lease (after which a retry may run
+	// the handler again). Default 0: a running estimate, the slowest of
+	// the last 32 requests handled (1 s before the first).
+	ExpectedDuration time.Duration
 	// Logger gets a handler's panic value, with the panic id that the
 	// key's record and the retrying clients get instead of the value.
 	// Default slog.Default().
@@ -225,6 +232,9 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 	if opts.Namespace == "" {
 		opts.Namespace = DefaultNamespace
 	}
+	if opts.ExpectedDuration < 0 {
+		return nil, fmt.Errorf("%w: negative ExpectedDuration", idempotency.ErrInvalid)
+	}
 	if strings.Contains(opts.Namespace, ":") {
 		return nil, fmt.Errorf("%w: namespace %q holds ':'", idempotency.ErrInvalid, opts.Namespace)
 	}
@@ -236,6 +246,44 @@ func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
 type middleware struct {
 	opts Options
 	next http.Handler
+
+	mu        sync.Mutex
+	durations [32]time.Duration // the last handled requests', a ring
+	handled   int
+}
+
+// took keeps one handled request's duration for expected.
+func (m *middleware) took(d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.durations[m.handled%len(m.durations)] = d
+	m.handled++
+}
+
+// expected is how long a request takes: the option, else the slowest of
+// the last handled ones, else 1 s.
+func (m *middleware) expected() time.Duration {
+	if m.opts.ExpectedDuration > 0 {
+		return m.opts.ExpectedDuration
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.handled == 0 {
+		return time.Second
+	}
+	return slices.Max(m.durations[:min(m.handled, len(m.durations))])
+}
+
+// retryAfter is the Retry-After of a 409 for res, a key in progress: what
+// is left of the expected duration since the key's first claim (a reclaim's
+// start is not kept: the whole of it), at least 1 s, at most the rest of
+// the lease.
+func (m *middleware) retryAfter(res idempotency.TypedResult[response]) time.Duration {
+	left := m.expected()
+	if res.Record.Attempt <= 1 && !res.Record.CreatedAt.IsZero() {
+		left -= m.opts.Guard.Now().Sub(res.Record.CreatedAt)
+	}
+	return max(min(left, res.RetryAfter), time.Second)
 }
 
 // response is a response as stored for replay.
@@ -305,7 +353,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					err = fmt.Errorf("idemhttp: handler panicked (panic id %s): %w", id, idempotency.ErrPermanent)
 				}
 			}()
+			began := m.opts.Guard.Now()
 			m.next.ServeHTTP(rec, req)
+			m.took(m.opts.Guard.Now().Sub(began))
 			return nil
 		}()
 		if err != nil {
@@ -380,7 +430,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		replay(w, res.Value)
 		return
 	case idempotency.DuplicateInProgress:
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(max(res.RetryAfter, time.Second).Seconds()))))
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(m.retryAfter(res).Seconds()))))
 		problem(w, http.StatusConflict, "request-in-progress", "A request with this key is in progress",
 			"a request with this Idempotency-Key is being processed; retry after it finishes")
 		return
