@@ -7,7 +7,7 @@
 // module does not depend on watermill.
 //
 //	guard, _ := idempotency.NewGuard(store, idempotency.Options{})
-//	poison, _ := middleware.PoisonQueueWithFilter(pub, "poison", watermillguard.IsPermanent)
+//	poison, _ := watermillguard.PoisonQueue(pub, sub, "poison") // the topic set up first
 //	router.AddMiddleware(poison, watermillguard.Middleware(guard, watermillguard.Options{}))
 //
 // # The key
@@ -32,10 +32,10 @@
 // delivery limit is not spent on nacks while the lease runs): watermill
 // nacks and the broker redelivers later. A conflicting payload, a key recorded
 // FAILED, a handler error marked idempotency.ErrPermanent and a missing key
-// return a *PermanentError: pair the middleware with watermill's
-// middleware.PoisonQueueWithFilter(pub, topic, IsPermanent), added before
-// (outside) this one, so that those go to a poison topic and are acked
-// instead of being redelivered for ever.
+// return a *PermanentError: pair the middleware with PoisonQueue(pub, sub,
+// topic) (watermill's PoisonQueueWithFilter with IsPermanent, the topic set
+// up on the broker first), added before (outside) this one, so that those
+// go to a poison topic and are acked instead of being redelivered for ever.
 //
 // A handler error that is not permanent may have had an effect: the guard
 // keeps the lease until it runs out; by default the middleware holds the

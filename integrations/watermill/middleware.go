@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -327,4 +328,25 @@ func replay(d idempotency.Done) []*message.Message {
 		out = append(out, m)
 	}
 	return out
+}
+
+// PoisonQueue is watermill's middleware.PoisonQueueWithFilter(pub, topic,
+// IsPermanent) with the topic made to exist first: a poisoned message is
+// acked only after it is published where it stays until read. It calls
+// init.SubscribeInitialize(topic) on the broker's subscriber: on RabbitMQ
+// (watermill-amqp) that declares the topic's queue and binds it, where a
+// publish to an exchange or routing key with no queue behind it is acked
+// into nothing; on NATS JetStream it creates the stream. init is the
+// subscriber of the same broker and configuration that will read the
+// poison topic; a nil init, or a topic it cannot set up, is an error, so
+// that a deployment never starts with a poison topic that swallows
+// messages.
+func PoisonQueue(pub message.Publisher, init message.SubscribeInitializer, topic string) (message.HandlerMiddleware, error) {
+	if pub == nil || init == nil {
+		return nil, errors.New("watermillguard: PoisonQueue needs the publisher and the subscriber (its SubscribeInitialize sets the topic up)")
+	}
+	if err := init.SubscribeInitialize(topic); err != nil {
+		return nil, fmt.Errorf("watermillguard: set up the poison topic %q: %w", topic, err)
+	}
+	return middleware.PoisonQueueWithFilter(pub, topic, IsPermanent)
 }
