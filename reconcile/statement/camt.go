@@ -755,9 +755,14 @@ type txn struct {
 	hasAmt          bool
 	amtLine         int
 	amtElem         string
-	debtor          account
-	rtr             bool   // RtrInf is there
-	reason          string // RtrInf/Rsn/Cd, else /Prtry
+	// txAmt is AmtDtls/TxAmt/Amt when TxDtls/Amt is there too: the two
+	// must agree where they are of one currency.
+	txAmt     charge.Money
+	hasTxAmt  bool
+	txAmtLine int
+	debtor    account
+	rtr       bool   // RtrInf is there
+	reason    string // RtrInf/Rsn/Cd, else /Prtry
 }
 
 // returnInfo reads RtrInf: its reason (Rsn/Cd, else Rsn/Prtry).
@@ -828,6 +833,7 @@ func (r *camtReader) transaction(line int) error {
 					if err != nil {
 						return err
 					}
+					t.txAmt, t.hasTxAmt, t.txAmtLine = m, true, line
 					if !t.hasAmt { // TxDtls/Amt, when both are there
 						t.amt, t.hasAmt, t.amtLine, t.amtElem = m, true, line, p
 					}
@@ -870,6 +876,11 @@ func (r *camtReader) transaction(line int) error {
 	})
 	if err != nil {
 		return err
+	}
+	if t.hasTxAmt && t.txAmt.Currency == t.amt.Currency && t.txAmt != t.amt {
+		// Which of the two the account was booked with cannot be told:
+		// matching either could pass a posting of another amount.
+		return r.errf(t.txAmtLine, "TxDtls/AmtDtls/TxAmt/Amt", "%s is not the transaction's Amt (%s)", FormatAmount(t.txAmt), FormatAmount(t.amt))
 	}
 	if t.rtr {
 		e.rtr = true
