@@ -272,3 +272,49 @@ func TestAttack52sMismatchDetailShowsLastFourOnly(t *testing.T) {
 		t.Fatalf("detail %q does not say what the charge is", br.Detail)
 	}
 }
+
+// A record written before summaries that keeps its notice
+// (DEBITED_NOTIFICATION_FAILED) is compared with the notice's amount and
+// last four; one whose notice is not ours to read (another currency code,
+// not JSON) falls back to matched by key only, listed — never compared
+// with a wrong amount, never silent.
+func TestAttack52sOlderRecordsNoticeIsTheSummary(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		detail func(c charge.Charge) string
+		minor  int64
+		want   string
+		listed bool
+	}{
+		{"its notice, the charge's amount", notice52s, 2500, "", false},
+		{"its notice, another amount", notice52s, 2600, "amount_mismatch 1", false},
+		{"its notice, another account", func(c charge.Charge) string {
+			c.AccountID = c.AccountID[:len(c.AccountID)-1] + "9"
+			return notice52s(c)
+		}, 2500, "amount_mismatch 1", false},
+		{"a notice that is not JSON", func(charge.Charge) string { return "REF-1" }, 2600, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBooks(t, memstore.New(), "A52S-N-")
+			b.noSummary = true
+			c := b.charge("1", 2500)
+			cl := b.claim(t, c)
+			if err := b.guard.Complete(t.Context(), cl.Lease(), string(charge.DebitedNotificationFailed), tc.detail(c)); err != nil {
+				t.Fatal(err)
+			}
+			b.post(c, 1, tc.minor, false)
+			rep := b.run(t)
+			if got := strings.Join(b.mine(rep), "; "); got != tc.want || (len(rep.KeyOnly) == 1) != tc.listed {
+				t.Fatalf("breaks %q, key only %q; want %q, listed %v", got, rep.KeyOnly, tc.want, tc.listed)
+			}
+		})
+	}
+}
+
+func notice52s(c charge.Charge) string {
+	n, err := charge.NoticeOf(c, charge.DebitReceipt{Reference: "REF-1"}, day).Marshal()
+	if err != nil {
+		panic(err)
+	}
+	return string(n)
+}
