@@ -18,7 +18,9 @@ import (
 
 type quietNotifier52s struct{}
 
-func (quietNotifier52s) NotifyPreDebit(context.Context, charge.Charge, charge.DebitReceipt) error { return nil }
+func (quietNotifier52s) NotifyPreDebit(context.Context, charge.Charge, charge.DebitReceipt) error {
+	return nil
+}
 
 // Attack 52s: the charge's summary through the queue-bound claim path —
 // charge.Service.ClaimRequest written by the claiming receive's
