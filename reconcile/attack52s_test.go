@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -317,4 +318,30 @@ func notice52s(c charge.Charge) string {
 		panic(err)
 	}
 	return string(n)
+}
+
+// The key-only list is cut at MaxKeyOnly: it must be the first charges
+// in order, the same on every run of the same statement — not whichever
+// the concurrent judges reached first (it listed 061…070 among the first
+// 50 of 80, and another set on the next run).
+func TestAttack52sKeyOnlyListIsTheSameOnEveryRun(t *testing.T) {
+	b := newBooks(t, memstore.New(), "A52S-L-")
+	b.noSummary = true
+	var ids []string
+	for i := range 80 {
+		c := b.charge(fmt.Sprintf("%03d", i), 2500)
+		b.done(t, c)
+		b.post(c, 1, 2500, false)
+		ids = append(ids, c.ID)
+	}
+	slices.Sort(ids)
+	for n := range 10 {
+		rep, err := reconcile.Run(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: period, Now: b.clock.Now(), Concurrency: 32}, b.postings_())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Unverified != 80 || !slices.Equal(rep.KeyOnly, ids[:reconcile.MaxKeyOnly]) {
+			t.Fatalf("run %d: %d key only, listed %q…; want the first %d in order", n, rep.Unverified, rep.KeyOnly[reconcile.MaxKeyOnly-10:], reconcile.MaxKeyOnly)
+		}
+	}
 }
