@@ -83,7 +83,8 @@ type PendingClaim struct {
 	Req   driver.ClaimRequest
 }
 
-// Claims are the claims p makes for msgs (those it can read), in key
+// Claims are the claims p makes for msgs (those it can read, with a
+// summary of at most driver.MaxSummaryBytes), in key
 // order: the order every claiming transaction writes them in, so that two
 // transactions never wait for each other's rows. With Read, each
 // message carries what was read of it (Message.Parsed), claimed or not.
@@ -99,7 +100,10 @@ func (p ClaimPolicy) Claims(msgs []Message) []PendingClaim {
 		} else {
 			req, ok = p.Claim(msgs[i])
 		}
-		if ok && req.Key != "" && req.Token != "" {
+		// A summary past driver.MaxSummaryBytes is not written here: the
+		// message goes unbound, and the Guard's own claim refuses it
+		// (idempotency.ErrInvalid), as it refuses it in DoOptions.
+		if ok && req.Key != "" && req.Token != "" && len(req.Summary) <= driver.MaxSummaryBytes {
 			claims = append(claims, PendingClaim{i, req})
 		}
 	}

@@ -166,8 +166,23 @@ type Report struct {
 	RunAt time.Time `json:"runAt"`
 }
 
-// MaxKeyOnly bounds Report.KeyOnly (the count is whole).
+// MaxKeyOnly bounds Report.KeyOnly (the count is whole): the first in
+// order, whatever order the records were read in.
 const MaxKeyOnly = 50
+
+// keepFirst is sorted list with s inserted, cut to its first n: the same
+// n whichever order they come in (the charges are judged concurrently).
+func keepFirst(list []string, s string, n int) []string {
+	i, _ := slices.BinarySearch(list, s)
+	if i >= n {
+		return list
+	}
+	list = slices.Insert(list, i, s)
+	if len(list) > n {
+		list = list[:n]
+	}
+	return list
+}
 
 // Store is what a run reads: the records (Get, and driver.Walk of the DONE
 // ones finished in the period) and the resolutions (records of their own,
@@ -990,9 +1005,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		r.rep.Matched++
 		if !checked {
 			r.rep.Unverified++
-			if len(r.rep.KeyOnly) < MaxKeyOnly {
-				r.rep.KeyOnly = append(r.rep.KeyOnly, ShowKey(id, p.Account))
-			}
+			r.rep.KeyOnly = keepFirst(r.rep.KeyOnly, ShowKey(id, p.Account), MaxKeyOnly)
 		}
 		r.mu.Unlock()
 	}

@@ -20,7 +20,7 @@ import (
 // it) — and by every listing that returns records.
 func Summaries(t *testing.T, newStore func(t *testing.T) driver.Store) {
 	t.Helper()
-	runCases(t, newStore, summaryCases)
+	runCases(t, newStore, append(summaryCases[:len(summaryCases):len(summaryCases)], summaryAttackCases...))
 }
 
 const (

@@ -781,11 +781,16 @@ type txn struct {
 	hasAmt          bool
 	amtLine         int
 	amtElem         string
-	debtor          account
-	rtr             bool   // RtrInf is there
-	reason          string // RtrInf/Rsn/Cd, else /Prtry
-	coded           bool   // TxDtls/BkTxCd is a return's (returnCode)
-	hasCode         bool   // TxDtls/BkTxCd is there
+	// txAmt is AmtDtls/TxAmt/Amt when TxDtls/Amt is there too: the two
+	// must agree where they are of one currency.
+	txAmt     charge.Money
+	hasTxAmt  bool
+	txAmtLine int
+	debtor    account
+	rtr       bool   // RtrInf is there
+	reason    string // RtrInf/Rsn/Cd, else /Prtry
+	coded     bool   // TxDtls/BkTxCd is a return's (returnCode)
+	hasCode   bool   // TxDtls/BkTxCd is there
 }
 
 // returnSubFamilies are the ISO 20022 bank transaction sub-family codes
@@ -924,6 +929,7 @@ func (r *camtReader) transaction(line int) error {
 					if err != nil {
 						return err
 					}
+					t.txAmt, t.hasTxAmt, t.txAmtLine = m, true, line
 					if !t.hasAmt { // TxDtls/Amt, when both are there
 						t.amt, t.hasAmt, t.amtLine, t.amtElem = m, true, line, p
 					}
@@ -970,6 +976,11 @@ func (r *camtReader) transaction(line int) error {
 	})
 	if err != nil {
 		return err
+	}
+	if t.hasTxAmt && t.txAmt.Currency == t.amt.Currency && t.txAmt != t.amt {
+		// Which of the two the account was booked with cannot be told:
+		// matching either could pass a posting of another amount.
+		return r.errf(t.txAmtLine, "TxDtls/AmtDtls/TxAmt/Amt", "%s is not the transaction's Amt (%s)", FormatAmount(t.txAmt), FormatAmount(t.amt))
 	}
 	// A return: return information, or a return's bank transaction code
 	// (the transaction's, else its entry's) on an entry that is no

@@ -146,8 +146,9 @@ func ReadFile(path string, opts Options, fn func(Posting) error) (Header, error)
 // another account as their debtor under an EndToEndId, is refused with a
 // *CollectionSideError.
 //
-// A transaction's amount is its Amt or AmtDtls/TxAmt/Amt; a
-// single-transaction entry's may be left to the entry's Amt. The
+// A transaction's amount is its Amt or AmtDtls/TxAmt/Amt (both given in
+// one currency, they must agree); a single-transaction entry's may be
+// left to the entry's Amt. The
 // transactions of an entry with several must each have one, in the
 // entry's currency, and their sum must be the entry's Amt.
 //
