@@ -63,10 +63,11 @@ func TestAttack52sEveryPostingIsComparedWithTheSummary(t *testing.T) {
 	}
 }
 
-// A posting of another amount is never collected, whatever the state of
-// the record it is posted against (no narrative: only the summary can
-// tell): FAILED, IN_PROGRESS with its lease passed, WAITING with the
-// declined generation posted. The charge's own amount is checked (not
+// A posting of another amount is never collected as the charge's (no
+// narrative: only the summary can tell): FAILED and IN_PROGRESS with its
+// lease passed are refused; WAITING with the declined generation posted
+// is collected to stop the schedule debiting again, and stays an
+// amount_mismatch. The charge's own amount is checked (not
 // "unverified") on the same paths.
 func TestAttack52sAnotherAmountIsNeverCollected(t *testing.T) {
 	for _, tc := range []struct {
@@ -105,6 +106,17 @@ func TestAttack52sAnotherAmountIsNeverCollected(t *testing.T) {
 				if amount != 2500 {
 					if br == nil || br.Kind != reconcile.AmountMismatch {
 						t.Fatalf("breaks %q; want amount_mismatch", b.mine(rep))
+					}
+					if before.State == driver.StateWaiting {
+						// A WAITING charge's declined generation booked with another
+						// amount: resolve collects it (DONE), or the schedule's next
+						// attempt debits the customer again; the mismatch stays a break
+						// until the bank corrects the amount (issue 52, attack 3g).
+						again := b.run(t)
+						if err != nil || after.State != driver.StateDone || findBreak(again, c.ID) == nil || findBreak(again, c.ID).Kind != reconcile.AmountMismatch {
+							t.Fatalf("resolve of a posting of %d for a waiting charge of 2500: %q %v; record %s → %s, then %q; want collected (DONE) and still amount_mismatch", amount, res.Action, err, before.State, after.State, b.mine(again))
+						}
+						return
 					}
 					if !errors.Is(err, reconcile.ErrNotCollectable) || after.State != before.State || after.Token != before.Token {
 						t.Fatalf("resolve of a posting of %d for a charge of 2500: %q %v; record %s → %s; want refused, nothing written", amount, res.Action, err, before.State, after.State)
