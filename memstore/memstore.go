@@ -274,7 +274,7 @@ func (s *Store) Expired(_ context.Context, now time.Time) (int, error) {
 func (s *Store) CountByState(_ context.Context, now time.Time) (map[driver.State]int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[driver.State]int{}
+	out := driver.NewCounts()
 	for _, r := range s.recs {
 		if !r.Expired(now) {
 			out[r.State]++

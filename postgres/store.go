@@ -519,7 +519,7 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[driver.State]int{}
+	out := driver.NewCounts()
 	for rows.Next() {
 		var st string
 		var n int

@@ -19,6 +19,20 @@ const (
 	StateWaiting State = "WAITING"
 )
 
+// States are the four stored states.
+var States = []State{StateInProgress, StateDone, StateFailed, StateWaiting}
+
+// NewCounts is a StateCounter's answer before it counts: every state it
+// counts at 0 (a state missing from the map is one the store does not
+// count).
+func NewCounts() map[State]int {
+	m := make(map[State]int, len(States))
+	for _, s := range States {
+		m[s] = 0
+	}
+	return m
+}
+
 // Valid reports whether s is one of the four stored states.
 func (s State) Valid() bool {
 	switch s {

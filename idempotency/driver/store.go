@@ -330,9 +330,10 @@ type Purger interface {
 
 // StateCounter is an optional Store capability for operators: how many
 // records are in each state (records past retention not counted), where
-// the store can count without reading every record. A state missing from
-// the map is not counted (DynamoDB counts only the states of its sparse
-// index: DONE would be a scan).
+// the store can count without reading every record. Every state it counts
+// is in the map, 0 included (NewCounts); a state missing from the map is
+// not counted (DynamoDB counts only the states of its sparse index: DONE
+// would be a scan).
 type StateCounter interface {
 	CountByState(ctx context.Context, now time.Time) (map[State]int, error)
 }
