@@ -114,6 +114,14 @@ func (s *Sim) check(ctx context.Context) {
 			}
 		case err != nil:
 			s.violate("(c) %s: %v", c.ID, err)
+		case rec.Summary != charge.SummaryOf(c).String():
+			// (h) every record of a charge keeps, whatever moved it, the
+			// summary its claim wrote: what reconciliation compares every
+			// posting with.
+			s.violate("(h) %s ends %s with summary %q, want %q", c.ID, rec.State, rec.Summary, charge.SummaryOf(c).String())
+		}
+		switch {
+		case err != nil:
 		case rec.State == driver.StateDone:
 		case rec.State == driver.StateFailed:
 			if rec.Status == "" || rec.Detail == "" {

@@ -178,6 +178,7 @@ func TestPlantedDefects(t *testing.T) {
 		{PlantLambdaKeepsAge, "(c)"},
 		{PlantUnfencedApproval, "(e)"},
 		{PlantRunWithoutBook, "(d)"},
+		{PlantDropSummary, "(h)"},
 	} {
 		t.Run(tt.plant, func(t *testing.T) {
 			dir := simDir(t)

@@ -51,7 +51,7 @@ type Config struct {
 	Dir string
 	// Plant plants a defect, to show that an invariant catches it (""
 	// none): PlantBankIgnoresKeys, PlantAnyNewAttempt, PlantAckOnRetry,
-	// PlantMarkNotCollect, PlantLeaveClaim.
+	// PlantMarkNotCollect, PlantLeaveClaim, PlantDropSummary, ….
 	Plant string
 }
 
@@ -75,6 +75,10 @@ const (
 	// (its start comparing only the sum of the waits with the retention,
 	// as the first fix of issue 50's defect 5 did): (c).
 	PlantLambdaKeepsAge = "lambda-keeps-age"
+	// PlantDropSummary: the claims write no summary (a claim path that
+	// forgets the amount, currency and last four reconciliation compares
+	// every posting with): (h).
+	PlantDropSummary = "drop-summary"
 	// PlantUnfencedApproval: an approval's run reopens its targets without
 	// the record it froze (any FAILED record, a new attempt): (e).
 	PlantUnfencedApproval = "unfenced-approval"
