@@ -171,7 +171,8 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v["Total"] = len(l.Entries)
-	v["Entries"] = l.Entries[:min(len(l.Entries), 500)]
+	rows, looked := c.dlqRows(r.Context(), l.Entries[:min(len(l.Entries), 500)], now)
+	v["Entries"], v["Looked"] = rows, looked
 	v["Incomplete"] = l.Incomplete()
 	v["Bulk"] = c.o.Approvals != nil
 	c.render(w, r, http.StatusOK, "dlq", v)
@@ -237,6 +238,12 @@ type recordFields struct {
 	// WaitText is what a WAITING record waits for (next attempt, notice
 	// lead); "" otherwise.
 	WaitText string
+	// Why is the decline code, or the reason the record is where it is;
+	// Amount and Account what the record keeps in clear ("—": nothing,
+	// a record written before summaries); Step what happens next and the
+	// action that does it (cockpit.go).
+	Why, Amount, Account string
+	Step                 nextStep
 }
 
 func recordView(r driver.Record, now time.Time) recordFields {
@@ -261,6 +268,8 @@ func recordView(r driver.Record, now time.Time) recordFields {
 		}
 	}
 	v.Meaning, v.LeaseText, v.WaitText = status.Meaning(r.State), status.LeaseText(r, now), status.WaitText(r, now)
+	v.Why = declineOrReason(r)
+	v.Amount, v.Account = summaryColumns(r)
 	return v
 }
 
@@ -317,7 +326,12 @@ func (c *Console) stuckPage(w http.ResponseWriter, r *http.Request) {
 		for _, rec := range recs {
 			views = append(views, recordView(rec, now))
 		}
-		v["Total"], v["Records"] = total, views
+		// A stuck claim whose message is on the DLQ (a reopened charge)
+		// gets no delivery until someone redrives it: the page says so,
+		// from a bounded read of the DLQ, and says when it could not look.
+		look := c.lookInDLQ(r.Context(), expiredClaims(views, now))
+		c.cockpit(views, now, &look)
+		v["Total"], v["Records"], v["DLQProblem"] = total, views, look.Problem
 	}
 	c.render(w, r, http.StatusOK, "stuck", v)
 }
@@ -600,4 +614,7 @@ var funcs = template.FuncMap{
 	"add":      func(a, b float64) float64 { return a + b },
 	"subtract": func(a, b float64) float64 { return a - b },
 	"midpoint": func(a, b float64) float64 { return (a + b) / 2 },
+	// stepOf is what the "step" template shows: what happens next, and
+	// its action's button for an operator.
+	"stepOf": func(s nextStep, who Identity) stepView { return stepView{Step: s, Operator: who.Role == Operator} },
 }
