@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -307,4 +308,25 @@ func (c *Console) proposalSample(ctx context.Context, sample []targetView) {
 			t.Step = nextStep{Next: rv.State + ": " + c.next(rv, now, nil).Next}
 		}
 	}
+}
+
+// moneyNote spells out what running a proposal does with money, the
+// choices its form made (a new attempt, --force) included.
+func moneyNote(s approval.Spec, totals string) string {
+	switch s.Kind {
+	case approval.Redrive:
+		n := "each DLQ entry goes back to the queue (" + totals + "): a charge with no record, or reopened, is debited; a DONE charge is not debited again; a FAILED one is dead-lettered again"
+		if s.Force {
+			n += "; with --force, conflicts and entries past the retention move too (a charge whose record is gone is debited as new)"
+		}
+		return n
+	case approval.Reopen:
+		if s.NewAttempt {
+			return "each charge is reopened with a new attempt and redriven: debited again under its next bank key (" + totals + "); the bank sees a new debit"
+		}
+		return "each charge is reopened and redriven: debited under its same bank key (" + totals + ")"
+	case approval.Renotify:
+		return "no money moves: the missed notices are sent again"
+	}
+	return ""
 }

@@ -369,6 +369,16 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 				return
 			}
 			v["Entry"] = e
+			// What the redrive does with money, spelled out: the charge's
+			// record decides.
+			var rv *recordFields
+			if e.ChargeID != "" {
+				if rec, err := c.o.Store.Get(r.Context(), e.ChargeID, c.o.Now()); err == nil {
+					x := recordView(rec, c.o.Now())
+					rv = &x
+				}
+			}
+			v["Step"] = c.entryStep(e, rv, c.o.Now())
 		default:
 			rec, err := c.o.Store.Get(r.Context(), id, c.o.Now())
 			if errors.Is(err, idempotency.ErrNotFound) {
@@ -384,6 +394,7 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 				rv.NewAttemptOK, rv.HardDeclineProposed = true, true
 			}
 			v["Record"] = rv
+			v["NextKey"] = charge.BankKey(rec.Key, rec.Generation+1)
 		}
 		c.render(w, r, http.StatusOK, "confirm", v)
 	}

@@ -55,6 +55,8 @@ type proposalView struct {
 	Held                     []targetView
 	CanApprove, CanRun       bool
 	Mine                     bool
+	// Money spells out what the proposal does with money (moneyNote).
+	Money string
 }
 
 type targetView struct {
@@ -142,6 +144,7 @@ func (c *Console) proposalPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := c.viewProposal(p, identity(r))
 	c.proposalSample(r.Context(), v.Sample)
+	v.Money = moneyNote(p.Spec, v.Totals)
 	c.render(w, r, http.StatusOK, "proposal", map[string]any{"P": v, "Refresh": p.State == approval.Running})
 }
 
