@@ -189,10 +189,10 @@ func (c *Console) entryStep(e operate.Entry, rec *recordFields, now time.Time) n
 	switch {
 	case e.Code == string(queue.CodeTooLarge):
 		return nextStep{Next: "nothing: over the size limit, it can only be purged (chargerecovery dlq purge)"}
-	case e.Unreadable != "" && e.ChargeID == "":
-		return nextStep{Next: "nothing: not a charge the consumer can read; decide with the producer"}
 	case e.Code == "conflict":
 		return nextStep{Next: "nothing: the charge id was reused with another payload; decide with the producer (redrive --force on the command line)"}
+	case e.Unreadable != "":
+		return nextStep{Next: "nothing: not a charge event the consumer can read (a redrive is dead-lettered again); the producer sends it again, then purge this entry"}
 	case rec == nil:
 		redrive.Next = "nothing until redriven: a redrive debits it as a new charge (no record)"
 		return redrive
@@ -237,10 +237,10 @@ func (c *Console) dlqRows(ctx context.Context, entries []operate.Entry, now time
 	looked := 0
 	for i, e := range entries {
 		rows[i] = dlqRow{Entry: e, Generation: none, Why: none}
+		// The reason's detail has its own column: this one is the
+		// decline code, or what the record says.
 		if code := charge.DeclineCode(e.Detail); code != "" {
 			rows[i].Why = charge.Printable(code)
-		} else if e.Detail != "" {
-			rows[i].Why = e.Detail
 		}
 		var rec *recordFields
 		readable := e.ChargeID != "" && e.Unreadable == ""
