@@ -305,7 +305,7 @@ func (c *Console) proposalSample(ctx context.Context, sample []targetView) {
 			if t.Amount == "" {
 				t.Amount = rv.Amount
 			}
-			t.Step = nextStep{Next: rv.State + ": " + c.next(rv, now, nil).Next}
+			t.Step = nextStep{Next: rv.State + " — " + c.next(rv, now, nil).Next}
 		}
 	}
 }

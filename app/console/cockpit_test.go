@@ -233,7 +233,7 @@ func TestAProposalsSampleLinksItsChargesAndShowsTheirRecords(t *testing.T) {
 	}
 	_, page := as(t, "olga", "GET", srv.URL+"/proposals/show?id="+id, nil)
 	mustContain(t, "the proposal", page, `<a href="/charge?id=CHG-MONTH-1">CHG-MONTH-1</a>`, `id="money"`, "debited again under its next bank key")
-	mustContain(t, "the sample's row", rowOf(page, "CHG-MONTH-1"), "INSUFFICIENT_FUNDS", "INR 42.00", "****7890", "FAILED: nothing until an operator reopens it")
+	mustContain(t, "the sample's row", rowOf(page, "CHG-MONTH-1"), "INSUFFICIENT_FUNDS", "INR 42.00", "****7890", "FAILED — nothing until an operator reopens it")
 	if strings.Contains(page, account) {
 		t.Fatal("an account number in clear")
 	}
