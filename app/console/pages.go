@@ -171,7 +171,8 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v["Total"] = len(l.Entries)
-	v["Entries"] = l.Entries[:min(len(l.Entries), 500)]
+	rows, looked := c.dlqRows(r.Context(), l.Entries[:min(len(l.Entries), 500)], now)
+	v["Entries"], v["Looked"] = rows, looked
 	v["Incomplete"] = l.Incomplete()
 	v["Bulk"] = c.o.Approvals != nil
 	c.render(w, r, http.StatusOK, "dlq", v)
@@ -237,6 +238,12 @@ type recordFields struct {
 	// WaitText is what a WAITING record waits for (next attempt, notice
 	// lead); "" otherwise.
 	WaitText string
+	// Why is the decline code, or the reason the record is where it is;
+	// Amount and Account what the record keeps in clear ("—": nothing,
+	// a record written before summaries); Step what happens next and the
+	// action that does it (cockpit.go).
+	Why, Amount, Account string
+	Step                 nextStep
 }
 
 func recordView(r driver.Record, now time.Time) recordFields {
@@ -261,6 +268,8 @@ func recordView(r driver.Record, now time.Time) recordFields {
 		}
 	}
 	v.Meaning, v.LeaseText, v.WaitText = status.Meaning(r.State), status.LeaseText(r, now), status.WaitText(r, now)
+	v.Why = declineOrReason(r)
+	v.Amount, v.Account = summaryColumns(r)
 	return v
 }
 
@@ -317,7 +326,12 @@ func (c *Console) stuckPage(w http.ResponseWriter, r *http.Request) {
 		for _, rec := range recs {
 			views = append(views, recordView(rec, now))
 		}
-		v["Total"], v["Records"] = total, views
+		// A stuck claim whose message is on the DLQ (a reopened charge)
+		// gets no delivery until someone redrives it: the page says so,
+		// from a bounded read of the DLQ, and says when it could not look.
+		look := c.lookInDLQ(r.Context(), expiredClaims(views, now))
+		c.cockpit(views, now, &look)
+		v["Total"], v["Records"], v["DLQProblem"] = total, views, look.Problem
 	}
 	c.render(w, r, http.StatusOK, "stuck", v)
 }
@@ -355,6 +369,16 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 				return
 			}
 			v["Entry"] = e
+			// What the redrive does with money, spelled out: the charge's
+			// record decides.
+			var rv *recordFields
+			if e.ChargeID != "" {
+				if rec, err := c.o.Store.Get(r.Context(), e.ChargeID, c.o.Now()); err == nil {
+					x := recordView(rec, c.o.Now())
+					rv = &x
+				}
+			}
+			v["Step"] = c.entryStep(e, rv, c.o.Now())
 		default:
 			rec, err := c.o.Store.Get(r.Context(), id, c.o.Now())
 			if errors.Is(err, idempotency.ErrNotFound) {
@@ -370,6 +394,7 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 				rv.NewAttemptOK, rv.HardDeclineProposed = true, true
 			}
 			v["Record"] = rv
+			v["NextKey"] = charge.BankKey(rec.Key, rec.Generation+1)
 		}
 		c.render(w, r, http.StatusOK, "confirm", v)
 	}
@@ -600,4 +625,7 @@ var funcs = template.FuncMap{
 	"add":      func(a, b float64) float64 { return a + b },
 	"subtract": func(a, b float64) float64 { return a - b },
 	"midpoint": func(a, b float64) float64 { return (a + b) / 2 },
+	// stepOf is what the "step" template shows: what happens next, and
+	// its action's button for an operator.
+	"stepOf": func(s nextStep, who Identity) stepView { return stepView{Step: s, Operator: who.Role == Operator} },
 }

@@ -55,6 +55,8 @@ type proposalView struct {
 	Held                     []targetView
 	CanApprove, CanRun       bool
 	Mine                     bool
+	// Money spells out what the proposal does with money (moneyNote).
+	Money string
 }
 
 type targetView struct {
@@ -63,6 +65,11 @@ type targetView struct {
 	// Hard marks a hard decline (with why, in Decline).
 	Decline string
 	Hard    bool
+	// ChargeID links the row to its charge; Generation, Reason (its
+	// decline code or reason) and Step are its record now (the sample
+	// only: proposalSample), "" unread.
+	ChargeID, Generation, Reason string
+	Step                         nextStep
 }
 
 func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
@@ -72,7 +79,7 @@ func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
 		v.Percent = v.Done * 100 / v.All
 	}
 	tv := func(t approval.Target) targetView {
-		x := targetView{Name: t.Name(), Account: approval.MaskedAccount(t), Code: t.Code, Decline: approval.DeclineNote(t), Hard: t.HardDecline}
+		x := targetView{Name: t.Name(), ChargeID: t.ChargeID, Account: approval.MaskedAccount(t), Code: t.Code, Decline: approval.DeclineNote(t), Hard: t.HardDecline}
 		if t.Currency != "" {
 			x.Amount = charge.Money{Minor: t.Minor, Currency: charge.Currency(t.Currency)}.String()
 		}
@@ -135,7 +142,10 @@ func (c *Console) proposalPage(w http.ResponseWriter, r *http.Request) {
 		c.backendError(w, r, "read the proposal", err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "proposal", map[string]any{"P": c.viewProposal(p, identity(r)), "Refresh": p.State == approval.Running})
+	v := c.viewProposal(p, identity(r))
+	c.proposalSample(r.Context(), v.Sample)
+	v.Money = moneyNote(p.Spec, v.Totals)
+	c.render(w, r, http.StatusOK, "proposal", map[string]any{"P": v, "Refresh": p.State == approval.Running})
 }
 
 // propose makes a proposal from the form: what it chooses, frozen.

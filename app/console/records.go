@@ -107,6 +107,9 @@ type recordsView struct {
 	Next        string // the next page's URL, "" on the last
 	First       string // the first page's URL, "" on it
 	Unsupported string
+	// DLQProblem: the DLQ, read for the expired claims listed, could not
+	// all be read ("": read, or not needed).
+	DLQProblem string
 }
 
 // recordsURL is /records for a listing, a search, a size and a cursor.
@@ -193,6 +196,9 @@ func (c *Console) recordsPage(w http.ResponseWriter, r *http.Request) {
 	for _, rec := range page.Records {
 		v.Records = append(v.Records, recordView(rec, now))
 	}
+	look := c.lookInDLQ(r.Context(), expiredClaims(v.Records, now))
+	c.cockpit(v.Records, now, &look)
+	v.DLQProblem = look.Problem
 	if page.Next != "" {
 		v.Next = recordsURL(cur.Name, search, limit, c.encodeCursor(cursor{State: cur.Name, Q: search, Key: page.Next}))
 	}

@@ -1118,13 +1118,13 @@ func reversesRecorded(reversals []statement.Posting, recorded string) bool {
 func clip(s string) string { return charge.Clip(s, 80) }
 
 // verify checks p against rec: the amount, currency and account's last
-// four the record keeps (RecordSummary), and, where p carries our
+// four the record keeps (charge.RecordSummary), and, where p carries our
 // narrative, the record's keyed fingerprint as a second check. ok when
 // every check that can be made agrees; checked false when none can (a
 // record written before summaries, with no kept notice, and no narrative or
 // no fingerprint key: matched by key only).
 func (r *run) verify(rec driver.Record, p statement.Posting) (ok, checked bool, err error) {
-	sum, hasSum := RecordSummary(rec)
+	sum, hasSum := charge.RecordSummary(rec)
 	ok = !hasSum || (p.Amount == sum.Amount && sum.SameAccount(p.Account))
 	typ, due, found := NarrativeParts(p.Narrative)
 	if !found {
@@ -1146,30 +1146,10 @@ func (r *run) verify(rec driver.Record, p statement.Posting) (ok, checked bool, 
 	return ok && fpOK, true, nil
 }
 
-// RecordSummary is what rec keeps of its charge in clear: its Summary, or,
-// for a record written before summaries, the amount and masked account of
-// the notice a DEBITED_NOTIFICATION_FAILED record keeps. ok is false when
-// it keeps neither (reconciliation then matches it by key only, unless the
-// posting's narrative lets the fingerprint be checked).
-func RecordSummary(rec driver.Record) (charge.Summary, bool) {
-	if s, ok := charge.ParseSummary(rec.Summary); ok {
-		return s, true
-	}
-	n, ok := charge.PendingNotice(rec.Status, rec.Detail)
-	if !ok || !n.Amount.Currency.Valid() {
-		return charge.Summary{}, false
-	}
-	s := charge.Summary{Amount: charge.Money{Minor: n.Amount.Minor, Currency: n.Amount.Currency}}
-	if r := []rune(n.Account); len(r) > 4 && !strings.ContainsRune(string(r[len(r)-4:]), '*') {
-		s.Last4 = string(r[len(r)-4:])
-	}
-	return s, true
-}
-
 // differs says, for an amount_mismatch, what the posting was checked
 // against: the record's summary, else its fingerprint.
 func differs(rec driver.Record) string {
-	if s, ok := RecordSummary(rec); ok {
+	if s, ok := charge.RecordSummary(rec); ok {
 		if acct := s.Account(); acct != "" {
 			return fmt.Sprintf("the charge is %s to %s", s.Amount, acct)
 		}

@@ -300,6 +300,20 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 			t.Errorf("the DLQ page shows account %s in full", acct)
 		}
 	}
+	// The month-end columns: decline code or reason, amount, masked
+	// account, generation, what happens next.
+	if row := text(`#dlq-table tr[data-charge="CHG-DECLINED-1"]`); !containsAll(row, "ACCOUNT_FROZEN", "INR 28.00", "9999", "reopens it with a new attempt") {
+		t.Errorf("the DLQ page's row of the declined charge: %q", row)
+	}
+	run("records", chromedp.Navigate(base+"/records?state=FAILED"), chromedp.WaitVisible(chromedp.CSS("#records")))
+	shot("records-failed")
+	if head := text("#records thead"); !containsAll(head, "decline / reason", "amount", "account", "generation", "what happens next") {
+		t.Errorf("the records page's columns: %q", head)
+	}
+	if row := text("#records tbody"); !containsAll(row, "CHG-DECLINED-1", "ACCOUNT_FROZEN", "INR 28.00", "****9999", "reopens it with a new attempt") ||
+		strings.Contains(row, "not held: the record is final") || strings.Contains(row, "Reopen…") {
+		t.Errorf("the records page's row of the declined charge (a viewer: no action): %q", row)
+	}
 	run("filter", chromedp.Navigate(base+"/dlq?reason=max_receives"), chromedp.WaitVisible(chromedp.CSS("#dlq-table")))
 	if got := text("#dlq-total"); !strings.HasPrefix(got, "1 entry") {
 		t.Fatalf("filtered by max_receives: %q", got)
@@ -404,6 +418,26 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	if err != nil || rec.Reopens != 1 || len(rec.History) == 0 || !strings.Contains(rec.History[len(rec.History)-1], "olga (console)") {
 		t.Fatalf("the reopened record: %+v %v", rec, err)
 	}
+	// Reopened while its message waits on the DLQ: no delivery comes, and
+	// the Stuck page says so and offers the redrive (its confirmation,
+	// which posts with the CSRF token); the dead worker's claim is
+	// reclaimed by its next delivery.
+	run("stuck after the reopen", chromedp.Navigate(base+"/stuck"), chromedp.WaitVisible(chromedp.CSS(`#stuck tr[data-charge="CHG-DECLINED-1"]`)))
+	shot("stuck-reopened")
+	if head := text("#stuck thead"); !containsAll(head, "decline / reason", "amount", "account", "generation", "what happens next") {
+		t.Errorf("the Stuck page's columns: %q", head)
+	}
+	if row := text(`#stuck tr[data-charge="CHG-DECLINED-1"]`); !containsAll(row, "its message is on the DLQ: no delivery comes until it is redriven",
+		"reopened: INC-4711", "ACCOUNT_FROZEN", "INR 28.00", "****9999", "Redrive…") || strings.Contains(row, "the next delivery reclaims it") {
+		t.Errorf("the Stuck page's row of the reopened charge: %q", row)
+	}
+	if row := text(`#stuck tr[data-charge="CHG-STUCK-1"]`); !strings.Contains(row, "the next delivery reclaims it") || strings.Contains(row, "Redrive") {
+		t.Errorf("the Stuck page's row of the dead worker's claim: %q", row)
+	}
+	run("the stuck page's redrive", chromedp.Click(chromedp.CSS(`#stuck tr[data-charge="CHG-DECLINED-1"] a.button`)), chromedp.WaitVisible(chromedp.CSS("#confirm")))
+	if m := text("#money"); !containsAll(m, "INR 28.00", "no delivery comes until it is redriven", "debited under bank key CHG-DECLINED-1~2") {
+		t.Errorf("the redrive's confirmation does not spell out the money: %q", m)
+	}
 	run("audit", chromedp.Navigate(base+"/audit"), chromedp.WaitVisible(chromedp.CSS("#audit")))
 	shot("audit")
 	trail := text("#audit")
@@ -419,6 +453,16 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 			t.Errorf("the audit file holds account %s", acct)
 		}
 	}
+}
+
+// containsAll reports whether s holds every one of want.
+func containsAll(s string, want ...string) bool {
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // dlqIDOf is the id of the DLQ entry of chargeID.
