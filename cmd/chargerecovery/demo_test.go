@@ -82,7 +82,7 @@ func TestDemoRefusesBadFlags(t *testing.T) {
 
 // Without the claim, every redelivery reaches core banking again: the
 // demo's check must see it and fail.
-func TestDemoWithoutTheGuardFailsWithDoubleDebits(t *testing.T) {
+func TestDemoWithoutTheGuardFailsWithChargesAskedAgain(t *testing.T) {
 	r := runCmd(t.Context(), nil, "demo", "--json", "--baseline", "--charges", "30", "--dup-ratio", "0.5", "--seed", "3")
 	if r.code != exitFailed {
 		t.Fatalf("baseline demo exited %d, want 1: %s", r.code, r.stderr)
@@ -91,8 +91,8 @@ func TestDemoWithoutTheGuardFailsWithDoubleDebits(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.OK || rep.DoubleDebits != 15 || rep.DuplicateRequests != 15 || rep.NotDebited != 0 {
-		t.Fatalf("baseline report = %+v, want the 15 redelivered charges double-debited", rep)
+	if rep.OK || rep.AskedAgain != 15 || rep.DoubleDebits != 0 || rep.DuplicateRequests != 15 || rep.NotDebited != 0 {
+		t.Fatalf("baseline report = %+v, want the 15 redelivered charges asked again (the simulated bank's key kept each to one posting)", rep)
 	}
 }
 

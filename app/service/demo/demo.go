@@ -50,7 +50,12 @@ type Report struct {
 	Charges            int            `json:"charges"`
 	MessagesSent       int            `json:"messages_sent"`
 	DebitedOnce        int            `json:"debited_once"`
+	// DoubleDebits: charges posted more than once. AskedAgain: charges
+	// posted once, but asked again after core banking confirmed them (its
+	// own Idempotency-Key check kept them to one posting: the last line of
+	// defence, which the guard must not lean on).
 	DoubleDebits       int            `json:"double_debits"`
+	AskedAgain         int            `json:"asked_again"`
 	NotDebited         int            `json:"not_debited"`
 	Declined           int            `json:"declined"`
 	DuplicateRequests  int            `json:"duplicate_debit_requests"`
@@ -219,7 +224,8 @@ func printDemo(w io.Writer, r Report) {
   charges             %d
   messages sent       %d (%d redeliveries of the same chargeId)
   debited once        %d
-  double debits       %d (charges asked again after core banking confirmed them: %d requests)
+  double debits       %d (charges posted more than once)
+  asked again         %d (posted once, but asked again after core banking confirmed them: %d requests; the bank's own key check held)
   not debited         %d
   declined            %d (FAILED and dead-lettered, never debited)
   duplicates dropped  %d (already DONE) + %d deferred while in progress
@@ -227,7 +233,7 @@ func printDemo(w io.Writer, r Report) {
   dead-lettered       %d
   elapsed             %s
 %s
-`, r.Backend, r.Bank, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.DuplicateRequests, r.NotDebited, r.Declined,
+`, r.Backend, r.Bank, r.Charges, r.MessagesSent, r.MessagesSent-r.Charges, r.DebitedOnce, r.DoubleDebits, r.AskedAgain, r.DuplicateRequests, r.NotDebited, r.Declined,
 		r.DuplicatesDropped, r.DuplicatesDeferred, r.Retries, r.DeadLettered,
 		(time.Duration(r.ElapsedMS) * time.Millisecond).String(), verdict)
 	if rc := r.Reconciliation; rc != nil {
@@ -532,8 +538,10 @@ func (d *demoRun) verify() Report {
 		switch n := posted[ch.ID]; {
 		case d.declined[ch.ID] && n == 0:
 			rep.Declined++
-		case n > 1 || (n == 1 && dup > 0):
+		case n > 1:
 			rep.DoubleDebits++
+		case n == 1 && dup > 0:
+			rep.AskedAgain++
 		case n == 1:
 			rep.DebitedOnce++
 		default:
@@ -550,12 +558,16 @@ func (d *demoRun) verify() Report {
 	rep.DeadLettered = d.outcomes[charge.DebitFailed] + d.outcomes[charge.DuplicateFailed] + d.outcomes[charge.Conflict] + d.outcomes[charge.Invalid]
 	d.mu.Unlock()
 	rep.ElapsedMS = time.Since(d.start).Milliseconds()
-	rep.OK = rep.DebitedOnce+rep.Declined == c.charges && rep.Declined == len(d.declined) && rep.DoubleDebits == 0 && rep.NotDebited == 0
+	rep.OK = rep.DebitedOnce+rep.Declined == c.charges && rep.Declined == len(d.declined) && rep.DoubleDebits == 0 && rep.AskedAgain == 0 && rep.NotDebited == 0
 	if !rep.OK {
 		var bad []string
 		for _, ch := range d.charges {
 			if n, dup := posted[ch.ID], dupRequests[ch.ID]; (n != 1 && !d.declined[ch.ID]) || (d.declined[ch.ID] && n != 0) || dup > 0 {
-				bad = append(bad, fmt.Sprintf("%s posted %d time(s), %d debit request(s) after confirmation", ch.ID, n, dup))
+				what := fmt.Sprintf("%s posted %d times", ch.ID, n)
+				if n == 1 && dup > 0 {
+					what = fmt.Sprintf("%s posted once, but asked %d more time(s) after core banking confirmed it", ch.ID, dup)
+				}
+				bad = append(bad, what)
 			}
 		}
 		sort.Strings(bad)
