@@ -3,6 +3,7 @@ package watermillguard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/finedge/idempotent-consumer/idempotency"
 	watermillguard "github.com/finedge/idempotent-consumer/integrations/watermill"
+	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 // Attack 54 (issue 54 item 5): PoisonQueue sets the poison topic up with
@@ -181,5 +184,60 @@ func TestAttack54PoisonQueueNATSRestart(t *testing.T) {
 		poisonOne(t, pub, sub.(message.SubscribeInitializer), topic)
 		_ = sub.Close()
 		_ = pub.Close()
+	}
+}
+
+// Issue 54 item 3 through the middleware: Guard.Do's *NotRunError for a
+// key in progress, a conflict, a key failed before and a key waiting from
+// an earlier run is read by its outcome — retryable ErrInProgress, or a
+// *PermanentError for the poison queue — never as the store's error, and
+// the handler does not run.
+func TestAttack54MiddlewareReadsNotRunByItsOutcome(t *testing.T) {
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fp := func(payload string) string { return idempotency.Fingerprint(payload) }
+	if c, err := g.Claim(ctx, "held", fp("p")); err != nil || !c.Outcome.Owned() {
+		t.Fatal(c.Outcome, err)
+	}
+	for key, work := range map[string]func(context.Context, idempotency.Run) (idempotency.Done, error){
+		"failed": func(context.Context, idempotency.Run) (idempotency.Done, error) {
+			return idempotency.Done{}, fmt.Errorf("%w: no", idempotency.ErrPermanent)
+		},
+		"later": func(context.Context, idempotency.Run) (idempotency.Done, error) {
+			return idempotency.Done{}, &idempotency.Wait{Until: time.Now().Add(time.Hour), Status: "LATER"}
+		},
+		"done": func(context.Context, idempotency.Run) (idempotency.Done, error) {
+			return idempotency.Done{Status: watermillguard.Status}, nil
+		},
+	} {
+		if _, err := g.Do(ctx, key, fp("p"), work, idempotency.DoOptions{}); err != nil {
+			t.Fatal(key, err)
+		}
+	}
+	ran := 0
+	h := watermillguard.Middleware(g, watermillguard.Options{RetryDelay: -1})(func(*message.Message) ([]*message.Message, error) {
+		ran++
+		return nil, nil
+	})
+	for _, tt := range []struct {
+		key, payload string
+		permanent    bool
+		is           error
+	}{
+		{"held", "p", false, watermillguard.ErrInProgress},
+		{"later", "p", false, watermillguard.ErrInProgress},
+		{"failed", "p", true, watermillguard.ErrFailedBefore},
+		{"done", "another payload", true, watermillguard.ErrConflict},
+	} {
+		_, err := h(newMessage(tt.key, tt.payload))
+		if !errors.Is(err, tt.is) || watermillguard.IsPermanent(err) != tt.permanent || errors.Is(err, idempotency.ErrUnavailable) {
+			t.Errorf("%s: %v (permanent %v); want %v, permanent %v", tt.key, err, watermillguard.IsPermanent(err), tt.is, tt.permanent)
+		}
+	}
+	if ran != 0 {
+		t.Errorf("the handler ran %d times, want never", ran)
 	}
 }
