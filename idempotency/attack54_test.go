@@ -25,7 +25,9 @@ import (
 // what comes back"), case for case. Before attack 54 its last case let
 // LeaseLost and a Waiting the work returned fall through to the ack: a
 // taken-over run acked on a guess, and a scheduled wait's message acked
-// (nothing left to bring the key back at its time).
+// (nothing left to bring the key back at its time); and a value not stored
+// (ErrResultNotStored: the work ran, DONE) went to "do not ack", so its
+// message came back for ever, every delivery told the same.
 func handleAsDocumented(res idempotency.TypedResult[string], err error) string {
 	var notRun *idempotency.NotRunError
 	switch {
@@ -33,6 +35,8 @@ func handleAsDocumented(res idempotency.TypedResult[string], err error) string {
 		errors.As(err, &notRun)
 		return "retry"
 	case errors.Is(err, idempotency.ErrConflict), errors.Is(err, idempotency.ErrAlreadyFailed):
+		return "dead-letter"
+	case errors.Is(err, idempotency.ErrResultNotStored), errors.Is(err, idempotency.ErrResultUnreadable):
 		return "dead-letter"
 	case err != nil:
 		return "error"
@@ -200,14 +204,46 @@ func TestAttack54NotRunErrorText(t *testing.T) {
 }
 
 // The handling above is the documented one: docs/library/index.md's
-// snippet has its last case (the work ran, not to its end: do not ack).
+// snippet has its cases for a run not finished (do not ack) and for a value
+// that will never come back (dead-letter, not retry).
 func TestAttack54DocumentedHandlingDoesNotAckARunNotFinished(t *testing.T) {
 	b, err := os.ReadFile("../docs/library/index.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const last = "case !res.Outcome.Owned() && res.Outcome != idempotency.DuplicateDone: // Unfinished, LeaseLost, Waiting\n\treturn retryAfter("
-	if !strings.Contains(string(b), last) {
-		t.Fatalf("docs/library/index.md's handling lacks %q: LeaseLost and a Waiting the work returned fall through to the ack", last)
+	for _, c := range []string{
+		"case !res.Outcome.Owned() && res.Outcome != idempotency.DuplicateDone: // Unfinished, LeaseLost, Waiting\n\treturn retryAfter(",
+		"case errors.Is(err, idempotency.ErrResultNotStored), errors.Is(err, idempotency.ErrResultUnreadable):\n\treturn deadLetter(",
+	} {
+		if !strings.Contains(string(b), c) {
+			t.Errorf("docs/library/index.md's handling lacks %q", c)
+		}
+	}
+}
+
+// A value too large to store: the work ran once, DONE is recorded, and
+// every delivery after is told ErrResultNotStored. The documented handling
+// dead-letters it; "do not ack" would bring the message back for ever.
+func TestAttack54ResultNotStoredIsNotRetriedForEver(t *testing.T) {
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	work := func(context.Context, idempotency.Run) (string, error) {
+		runs++
+		return strings.Repeat("x", driver.MaxResultBytes+1), nil
+	}
+	for delivery := 1; delivery <= 3; delivery++ {
+		res, err := idempotency.DoTyped(context.Background(), g, "BIG", "fp", work, idempotency.DoOptions{})
+		if !errors.Is(err, idempotency.ErrResultNotStored) {
+			t.Fatalf("delivery %d: %v, %v; want ErrResultNotStored", delivery, res.Outcome, err)
+		}
+		if got := handleAsDocumented(res, err); got != "dead-letter" {
+			t.Fatalf("delivery %d (%v): the documented handling does %s, want dead-letter (the work ran; a retry is told the same)", delivery, res.Outcome, got)
+		}
+	}
+	if runs != 1 {
+		t.Fatalf("the work ran %d times, want once", runs)
 	}
 }
