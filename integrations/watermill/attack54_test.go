@@ -241,3 +241,25 @@ func TestAttack54MiddlewareReadsNotRunByItsOutcome(t *testing.T) {
 		t.Errorf("the handler ran %d times, want never", ran)
 	}
 }
+
+// NATS JetStream names the stream after the topic, and a stream name
+// cannot hold '.': a poison topic such as "payments.poison" (the docs'
+// example before attack 54) is refused at start — held (refused, not
+// lost); the docs now name it payments_poison.
+func TestAttack54PoisonQueueNATSDottedTopicRefused(t *testing.T) {
+	needBroker(t, "nats", "127.0.0.1:4222")
+	b := natsJetStream()
+	pub, err := b.pub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	sub, err := b.sub()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, err := watermillguard.PoisonQueue(pub, sub.(message.SubscribeInitializer), "wmguard_a54."+watermill.NewShortUUID()); err == nil {
+		t.Fatal("PoisonQueue on NATS with a dotted poison topic started: where do its messages go?")
+	}
+}
