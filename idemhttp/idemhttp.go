@@ -277,11 +277,13 @@ func (m *middleware) expected() time.Duration {
 // retryAfter is the Retry-After of a 409 for res, a key in progress: what
 // is left of the expected duration since the key's first claim (a reclaim's
 // start is not kept: the whole of it), at least 1 s, at most the rest of
-// the lease.
+// the lease. A CreatedAt ahead of this server's clock (another server's
+// clock, ahead by up to the guard's SkewMargin) counts as no time passed,
+// never as time to add.
 func (m *middleware) retryAfter(res idempotency.TypedResult[response]) time.Duration {
 	left := m.expected()
 	if res.Record.Attempt <= 1 && !res.Record.CreatedAt.IsZero() {
-		left -= m.opts.Guard.Now().Sub(res.Record.CreatedAt)
+		left -= max(m.opts.Guard.Now().Sub(res.Record.CreatedAt), 0)
 	}
 	return max(min(left, res.RetryAfter), time.Second)
 }

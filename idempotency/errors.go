@@ -2,7 +2,7 @@ package idempotency
 
 import (
 	"errors"
-	"fmt"
+	"strings"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -91,10 +91,21 @@ var notRunCause = map[Outcome]error{
 }
 
 func (e *NotRunError) Error() string {
-	if e.RetryAfter > 0 {
-		return fmt.Sprintf("%v (key %s; retry after %s)", e.Unwrap(), e.Record.Key, e.RetryAfter.Round(time.Millisecond))
+	msg := "idempotency: the work did not run (outcome " + e.Outcome.String() + ")"
+	if cause := e.Unwrap(); cause != nil {
+		msg = cause.Error()
 	}
-	return fmt.Sprintf("%v (key %s)", e.Unwrap(), e.Record.Key)
+	var about []string
+	if e.Record.Key != "" {
+		about = append(about, "key "+e.Record.Key)
+	}
+	if e.RetryAfter > 0 {
+		about = append(about, "retry after "+e.RetryAfter.Round(time.Millisecond).String())
+	}
+	if len(about) == 0 {
+		return msg
+	}
+	return msg + " (" + strings.Join(about, "; ") + ")"
 }
 
 // Unwrap is the sentinel of the outcome.
