@@ -46,10 +46,10 @@ import (
 
 // Report is the demo's result (--json prints it as one object).
 type Report struct {
-	Backend            string         `json:"backend"`
-	Charges            int            `json:"charges"`
-	MessagesSent       int            `json:"messages_sent"`
-	DebitedOnce        int            `json:"debited_once"`
+	Backend      string `json:"backend"`
+	Charges      int    `json:"charges"`
+	MessagesSent int    `json:"messages_sent"`
+	DebitedOnce  int    `json:"debited_once"`
 	// DoubleDebits: charges posted more than once. AskedAgain: charges
 	// posted once, but asked again after core banking confirmed them (its
 	// own Idempotency-Key check kept them to one posting: the last line of
