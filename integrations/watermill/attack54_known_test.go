@@ -4,7 +4,6 @@ package watermillguard_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -14,11 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/ThreeDotsLabs/watermill/message"
-
-	"github.com/finedge/idempotent-consumer/idempotency"
 	watermillguard "github.com/finedge/idempotent-consumer/integrations/watermill"
-	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 // Known defect (attack 54): PoisonQueue trusts that init is configured as
@@ -113,32 +108,4 @@ func TestAttack54PoisonQueueNATSExistingStream(t *testing.T) {
 			t.Errorf("PoisonQueue over a subject another stream captures: %v", err)
 		}
 	})
-}
-
-// Known defect (attack 54; the outcomes table has no Waiting row): a key
-// WAITING from an earlier delivery (a handler's *idempotency.Wait: a retry
-// scheduled in an hour) is nacked after DefaultRetryDelay (1 s), although
-// Do's NotRunError now says how long (RetryAfter, until its time): every
-// second a delivery is spent, and a broker's delivery limit (RabbitMQ
-// quorum queues' 20, JetStream MaxDeliver) drops or dead-letters the
-// message within seconds — the scheduled run never happens. A key in
-// progress waits its RetryAfter for this very reason (watermill.md, "The
-// delivery limit"); a waiting key does not. Shown with a 3 s wait: the
-// middleware returns after 1 s.
-func TestAttack54WaitingKeySpendsADeliveryASecond(t *testing.T) {
-	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := watermillguard.Middleware(g, watermillguard.Options{})(func(*message.Message) ([]*message.Message, error) {
-		return nil, &idempotency.Wait{Until: time.Now().Add(3 * time.Second), Status: "RETRY_SCHEDULED"}
-	})
-	if _, err := h(newMessage("K", "p")); !errors.Is(err, watermillguard.ErrInProgress) {
-		t.Fatalf("the first delivery: %v", err)
-	}
-	start := time.Now()
-	_, err = h(newMessage("K", "p"))
-	if took := time.Since(start); took < 2*time.Second {
-		t.Fatalf("a redelivery of a key waiting 3 s more returned after %v (%v): a delivery spent a second", took.Round(10*time.Millisecond), err)
-	}
 }

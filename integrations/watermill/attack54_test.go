@@ -263,3 +263,31 @@ func TestAttack54PoisonQueueNATSDottedTopicRefused(t *testing.T) {
 		t.Fatal("PoisonQueue on NATS with a dotted poison topic started: where do its messages go?")
 	}
 }
+
+// Attack 54 (fixed: the Waiting outcome waits its RetryAfter): a key
+// WAITING from an earlier delivery (a handler's *idempotency.Wait: a retry
+// scheduled in an hour) was nacked after DefaultRetryDelay (1 s), although
+// Do's NotRunError now says how long (RetryAfter, until its time): every
+// second a delivery is spent, and a broker's delivery limit (RabbitMQ
+// quorum queues' 20, JetStream MaxDeliver) drops or dead-letters the
+// message within seconds — the scheduled run never happens. A key in
+// progress waits its RetryAfter for this very reason (watermill.md, "The
+// delivery limit"); a waiting key does not. Shown with a 3 s wait: the
+// middleware returns after 1 s.
+func TestAttack54WaitingKeySpendsADeliveryASecond(t *testing.T) {
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := watermillguard.Middleware(g, watermillguard.Options{})(func(*message.Message) ([]*message.Message, error) {
+		return nil, &idempotency.Wait{Until: time.Now().Add(3 * time.Second), Status: "RETRY_SCHEDULED"}
+	})
+	if _, err := h(newMessage("K", "p")); !errors.Is(err, watermillguard.ErrInProgress) {
+		t.Fatalf("the first delivery: %v", err)
+	}
+	start := time.Now()
+	_, err = h(newMessage("K", "p"))
+	if took := time.Since(start); took < 2*time.Second {
+		t.Fatalf("a redelivery of a key waiting 3 s more returned after %v (%v): a delivery spent a second", took.Round(10*time.Millisecond), err)
+	}
+}

@@ -231,10 +231,11 @@ func handle(g *idempotency.Guard, opts Options, h message.HandlerFunc, msg *mess
 		return nil, &PermanentError{Outcome: res.Outcome, Key: key, Err: res.Err}
 	case idempotency.Waiting:
 		// The handler returned an *idempotency.Wait (or an earlier delivery
-		// did): the key runs again at NotBefore. The message is nacked
-		// after the usual delay; the broker's redelivery finds it waiting
-		// until then.
-		wait(msgCtx, opts.RetryDelay, 0)
+		// did): the key runs again at NotBefore. The message is held until
+		// then (by default; Options.RetryDelay bounds it) and nacked, as a
+		// key in progress is: a nack every second would spend the broker's
+		// delivery limit long before the time comes.
+		wait(msgCtx, opts.RetryDelay, res.RetryAfter)
 		return nil, fmt.Errorf("%w: key %q waits until %s", ErrInProgress, key, res.NotBefore.UTC().Format(time.RFC3339))
 	}
 	return nil, fmt.Errorf("watermillguard: key %q: unexpected outcome %s", key, res.Outcome)
