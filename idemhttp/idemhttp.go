@@ -164,8 +164,10 @@ type Options struct {
 	// whose key is still being handled gets 409 with Retry-After: what is
 	// left of that since the first request began, at least 1 s and never
 	// more than the rest of the key's lease (after which a retry may run
-	// the handler again). Default 0: a running estimate, the slowest of
-	// the last 32 requests handled (1 s before the first).
+	// the handler again). Default 0: a running estimate, the 90th
+	// percentile of the last 32 requests handled (1 s before the first),
+	// one for every route behind the middleware: give routes of very
+	// different durations a middleware each, or set it.
 	ExpectedDuration time.Duration
 	// Logger gets a handler's panic value, with the panic id that the
 	// key's record and the retrying clients get instead of the value.
@@ -260,8 +262,8 @@ func (m *middleware) took(d time.Duration) {
 	m.handled++
 }
 
-// expected is how long a request takes: the option, else the slowest of
-// the last handled ones, else 1 s.
+// expected is how long a request takes: the option, else the 90th
+// percentile of the last handled ones, else 1 s.
 func (m *middleware) expected() time.Duration {
 	if m.opts.ExpectedDuration > 0 {
 		return m.opts.ExpectedDuration
@@ -271,7 +273,11 @@ func (m *middleware) expected() time.Duration {
 	if m.handled == 0 {
 		return time.Second
 	}
-	return slices.Max(m.durations[:min(m.handled, len(m.durations))])
+	// The 90th percentile (nearest rank): one request that hung does not
+	// set every Retry-After to the lease while 31 since took seconds.
+	d := slices.Clone(m.durations[:min(m.handled, len(m.durations))])
+	slices.Sort(d)
+	return d[(len(d)*9+9)/10-1]
 }
 
 // retryAfter is the Retry-After of a 409 for res, a key in progress: what

@@ -28,8 +28,8 @@ func (h *steppedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // A 409 for a key in progress says when the work will likely be done, not
-// when the lease runs out: the option, else the slowest request handled
-// lately, less what has already passed — at least 1 s, never past the
+// when the lease runs out: the option, else the 90th percentile of the
+// requests handled lately, less what has already passed — at least 1 s, never past the
 // lease (60 s here).
 func TestRetryAfterComesFromTheWorkNotTheLease(t *testing.T) {
 	for _, tt := range []struct {
