@@ -35,13 +35,7 @@ func get(t *testing.T, c *http.Client, u string) error {
 func TestReviewHeldPooledConnectionAfterCARotation(t *testing.T) {
 	ca, _ := pki.NewCA("CA")
 	other, _ := pki.NewCA("other")
-	srv := tlsServer(t, ca, []string{"127.0.0.1"}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	write(t, caFile, string(ca.PEM))
-	a, err := clientauth.New(clientauth.Options{CAFile: caFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, caFile, a := pinnedTo(t, ca, ca, "127.0.0.1")
 	c := a.Client()
 	if err := get(t, c, srv.URL); err != nil {
 		t.Fatal(err)
@@ -171,10 +165,7 @@ func TestReviewHeldSymlinkedSecret(t *testing.T) {
 // Host-name forms: upper case and a trailing dot are the same name.
 func TestReviewHeldHostForms(t *testing.T) {
 	ca, _ := pki.NewCA("CA")
-	srv := tlsServer(t, ca, []string{"localhost"}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	write(t, caFile, string(ca.PEM))
-	a, _ := clientauth.New(clientauth.Options{CAFile: caFile})
+	srv, _, a := pinnedTo(t, ca, ca, "localhost")
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	for _, h := range []string{"LOCALHOST"} { // "localhost." goes to DNS here (not /etc/hosts): not testable
 		if err := get(t, a.Client(), "https://"+h+":"+port); err != nil {

@@ -145,13 +145,7 @@ func TestReviewAFileBackInPlaceStaysBroken(t *testing.T) {
 // it signed is still accepted, and Check (/readyz) says nothing is wrong.
 func TestReviewAnUnparsableCABundleKeepsTheOldCATrustedSilently(t *testing.T) {
 	oldCA, _ := pki.NewCA("old (compromised) CA")
-	srv := tlsServer(t, oldCA, []string{"127.0.0.1"}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	write(t, caFile, string(oldCA.PEM))
-	a, err := clientauth.New(clientauth.Options{CAFile: caFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, caFile, a := pinnedTo(t, oldCA, oldCA, "127.0.0.1")
 	c := a.Client()
 	c.Timeout = 5 * time.Second
 	if resp, err := c.Get(srv.URL); err != nil {
@@ -308,13 +302,7 @@ func TestReviewAPinnedCAWithAPlainHTTPBankURLIsAccepted(t *testing.T) {
 // key, the header file and the client secret).
 func TestReviewCheckMissesADeletedFileUnderTraffic(t *testing.T) {
 	ca, _ := pki.NewCA("CA")
-	srv := tlsServer(t, ca, []string{"127.0.0.1"}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	write(t, caFile, string(ca.PEM))
-	a, err := clientauth.New(clientauth.Options{CAFile: caFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, caFile, a := pinnedTo(t, ca, ca, "127.0.0.1")
 	c := a.Client()
 	c.Timeout = 5 * time.Second
 	if err := os.Remove(caFile); err != nil {
