@@ -22,6 +22,17 @@ func verifyFile(t *testing.T, path string) (Report, error) {
 	return Verify(f, path, Report{})
 }
 
+// openTrail opens a trail in a new file of its own.
+func openTrail(t *testing.T) (path string, tr *Trail) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "audit.jsonl")
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, tr
+}
+
 func appendN(t *testing.T, tr *Trail, n int, who string) {
 	t.Helper()
 	for i := range n {
@@ -32,11 +43,7 @@ func appendN(t *testing.T, tr *Trail, n int, who string) {
 }
 
 func TestAppendChainsEveryLineAndVerifyAcceptsIt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
 	var heads []int64
 	tr.Head = func(seq int64, _ string) { heads = append(heads, seq) }
 	appendN(t, tr, 5, "olga")
@@ -119,11 +126,7 @@ func TestATornWriteIsSkippedAndTheChainGoesOn(t *testing.T) {
 		{"a whole entry without its newline", ""}, // filled below
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "audit.jsonl")
-			tr, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			path, tr := openTrail(t)
 			appendN(t, tr, 3, "olga")
 			frag := tc.fragment
 			if frag == "" {
@@ -219,11 +222,7 @@ func TestTwoWritersAtOnceKeepOneChain(t *testing.T) {
 }
 
 func TestRecentFilters(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tr := openTrail(t)
 	defer tr.Close()
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	for i, e := range []Entry{

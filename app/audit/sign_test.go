@@ -156,11 +156,7 @@ func TestVouchedNamesTheSigner(t *testing.T) {
 	olga := newKey(t)
 	ring := Keyring{}
 	ring.Add(Key{Name: "olga", Pub: olga.Public().(ed25519.PublicKey), Until: 1})
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tr := openTrail(t)
 	defer tr.Close()
 	tr.Sign = &Signer{Name: "olga", Key: olga}
 	for range 2 {
