@@ -28,13 +28,21 @@ func (b *books) earlier(p statement.Posting) {
 // generation 2 by an operator, and debited under generation 2: DONE at 2.
 func (b *books) doneAtGeneration2(t *testing.T, c charge.Charge) {
 	t.Helper()
+	b.atGeneration2(t, c, b.done, driver.StateDone)
+}
+
+// atGeneration2 is a charge declined under generation 1 (FAILED), reopened
+// by an operator into generation 2, and finished there by second: want at
+// generation 2.
+func (b *books) atGeneration2(t *testing.T, c charge.Charge, second func(*testing.T, charge.Charge), want driver.State) {
+	t.Helper()
 	b.failed(t, c)
 	if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
 		t.Fatal(err)
 	}
-	b.done(t, c)
-	if rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now()); rec.State != driver.StateDone || rec.Generation != 2 {
-		t.Fatalf("record %s generation %d, want DONE generation 2", rec.State, rec.Generation)
+	second(t, c)
+	if rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now()); rec.State != want || rec.Generation != 2 {
+		t.Fatalf("record %s generation %d, want %s generation 2", rec.State, rec.Generation, want)
 	}
 }
 

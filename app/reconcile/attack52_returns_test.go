@@ -216,14 +216,10 @@ func TestAttack52UnkeyedReversalReadTwice(t *testing.T) {
 // postings of its amount: it pairs with none, and is noted. Resolve, which
 // judges one charge alone, pairs it as the whole run does: no break.
 func TestAttack52UnkeyedReversalOfABatchReference(t *testing.T) {
-	b, cs := x52books(t, "A52B-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52B-")
 	n := c.DebitRequestFor(1).Narrative
 	doc := x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{
-		{amt: "50.00", ind: "CRDT", ref: "BATCH-0031", bktx: "PMNT/IDDT/ESDD", btch: true, txs: []x52tx{
-			{e2e: c.ID, amt: "25.00", dbtr: c.AccountID, ustrd: n},
-			{e2e: d.ID, amt: "25.00", dbtr: d.AccountID, ustrd: d.DebitRequestFor(1).Narrative},
-		}},
+		x52batch("50.00", "BATCH-0031", x52in(c, n), x52in(d, d.DebitRequestFor(1).Narrative)),
 		{amt: "25.00", ind: "DBIT", rvsl: true, ref: "STORNO-31", txs: []x52tx{{e2e: "NOTPROVIDED", ref: "BATCH-0031", amt: "25.00"}}},
 	}})
 	f := filepath.Join(t.TempDir(), "stmt.xml")

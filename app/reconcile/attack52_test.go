@@ -188,10 +188,36 @@ func x52want(t *testing.T, b *books, rep reconcile.Report, what string, want ...
 	}
 }
 
+// x52wantMatched is x52want with want matched charges on top.
+func x52wantMatched(t *testing.T, b *books, rep reconcile.Report, what string, matched int, want ...string) {
+	t.Helper()
+	x52want(t, b, rep, what, want...)
+	if rep.Matched != matched {
+		t.Fatalf("%s: matched %d, want %d", what, rep.Matched, matched)
+	}
+}
+
+// x52batch is the collection account's credit of txs as a batch: one entry
+// (Btch) under ref, the transactions without references of their own.
+func x52batch(amt, ref string, txs ...x52tx) x52ntry {
+	return x52ntry{amt: amt, ind: "CRDT", ref: ref, bktx: "PMNT/IDDT/ESDD", btch: true, txs: txs}
+}
+
+// x52in is c's 25.00 in a batch, its remittance information ustrd.
+func x52in(c charge.Charge, ustrd string) x52tx {
+	return x52tx{e2e: c.ID, amt: "25.00", dbtr: c.AccountID, ustrd: ustrd}
+}
+
 // x52credit is the collection account's credit of c (one transaction).
 func x52credit(c charge.Charge, amt, ref string) x52ntry {
 	return x52ntry{amt: amt, ind: "CRDT", ref: ref, bktx: "PMNT/IDDT/ESDD",
 		txs: []x52tx{{e2e: c.ID, amt: amt, dbtr: c.AccountID, ustrd: c.DebitRequestFor(1).Narrative}}}
+}
+
+// x52two is x52books of two charges, each DONE.
+func x52two(t *testing.T, prefix string) (b *books, c, d charge.Charge) {
+	b, cs := x52books(t, prefix, 2)
+	return b, cs[0], cs[1]
 }
 
 func x52books(t *testing.T, prefix string, n int) (*books, []charge.Charge) {
@@ -253,15 +279,14 @@ func TestAttack52PartialReversalWithItsOwnReference(t *testing.T) {
 // so both take the entry's; the de-duplication ("the same reference, day
 // and amount: read twice") drops the second. Want posted_twice.
 func TestAttack52BatchWithTheSameKeyTwiceIsDeduplicated(t *testing.T) {
-	b, cs := x52books(t, "A52B-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52B-")
 	n := c.DebitRequestFor(1).Narrative
 	doc := x52doc("054", "02", x52stmt{acct: x52fees, entries: []x52ntry{
-		{amt: "75.00", ind: "CRDT", ref: "BATCH-0001", bktx: "PMNT/IDDT/ESDD", btch: true, txs: []x52tx{
-			{e2e: c.ID, txAmt: "25.00", dbtr: c.AccountID, ustrd: n},
-			{e2e: d.ID, txAmt: "25.00", dbtr: d.AccountID, ustrd: n},
-			{e2e: c.ID, txAmt: "25.00", dbtr: c.AccountID, ustrd: n},
-		}},
+		x52batch("75.00", "BATCH-0001",
+			x52tx{e2e: c.ID, txAmt: "25.00", dbtr: c.AccountID, ustrd: n},
+			x52tx{e2e: d.ID, txAmt: "25.00", dbtr: d.AccountID, ustrd: n},
+			x52tx{e2e: c.ID, txAmt: "25.00", dbtr: c.AccountID, ustrd: n},
+		),
 	}})
 	rep := x52run(t, b, x52fees, doc)
 	x52want(t, b, rep, "one batch of 75.00: 1, 2 and 1 again (three transactions, NbOfTxs 3, summing to the entry)", "posted_twice 1")
@@ -284,23 +309,18 @@ func TestAttack52TwoEntriesOfOneStatementWithOneReference(t *testing.T) {
 // 4b. The plain overlap: the camt.054 repeats the camt.053's entries with
 // the same references. Counted once (sanity).
 func TestAttack52Camt054RepeatingCamt053CountsOnce(t *testing.T) {
-	b, cs := x52books(t, "A52O-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52O-")
 	entries := []x52ntry{x52credit(c, "25.00", "REF-"+c.ID), x52credit(d, "25.00", "REF-"+d.ID)}
 	rep := x52run(t, b, x52fees,
 		x52doc("053", "08", x52stmt{acct: x52fees, entries: entries}),
 		x52doc("054", "08", x52stmt{acct: x52fees, entries: entries}))
-	x52want(t, b, rep, "camt.054 repeating the camt.053")
-	if rep.Matched != 2 {
-		t.Fatalf("matched %d, want 2", rep.Matched)
-	}
+	x52wantMatched(t, b, rep, "camt.054 repeating the camt.053", 2)
 }
 
 // 5. Pending entries are not postings: 1 booked, 2 pending (PDNG), and a
 // PDNG reversal of 1 that must not cancel it (sanity).
 func TestAttack52PendingIsNotPosted(t *testing.T) {
-	b, cs := x52books(t, "A52S-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52S-")
 	pd := x52credit(d, "25.00", "REF-"+d.ID)
 	pd.sts = "PDNG"
 	rv := x52ntry{amt: "25.00", ind: "DBIT", rvsl: true, sts: "PDNG", ref: "RVSL-PD", txs: []x52tx{{e2e: c.ID, ref: "RVSL-PD", amt: "25.00", dbtr: c.AccountID}}}
@@ -359,35 +379,27 @@ func TestAttack52CreditFromAnotherAccount(t *testing.T) {
 // 11. Cross-currency details: the entry and TxAmt in the account's INR,
 // the instructed amount in USD (sanity: the INR amount is the posting's).
 func TestAttack52InstructedAmountInAnotherCurrency(t *testing.T) {
-	b, cs := x52books(t, "A52X-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52X-")
 	e1 := x52credit(c, "25.00", "R-X1")
 	e1.txs[0].amt, e1.txs[0].instd, e1.txs[0].instdCcy, e1.txs[0].txAmt = "", "0.30", "USD", "25.00"
 	e2 := x52credit(d, "25.00", "R-X2")
 	e2.txs[0].amt, e2.txs[0].instd, e2.txs[0].instdCcy = "", "0.30", "USD" // no TxAmt: the entry's Amt
 	rep := x52run(t, b, x52fees, x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{e1, e2}}))
-	x52want(t, b, rep, "InstdAmt USD beside INR amounts")
-	if rep.Matched != 2 {
-		t.Fatalf("matched %d", rep.Matched)
-	}
+	x52wantMatched(t, b, rep, "InstdAmt USD beside INR amounts", 2)
 }
 
 // 12. Booked after the cut-off: the record was DONE on 12-01, the bank
 // booked it 12-02 (value date 12-01). The 12-01 statement alone: one
 // recorded_not_posted (documented); both days' statements together: matched.
 func TestAttack52BookedAfterTheCutOff(t *testing.T) {
-	b, cs := x52books(t, "A52V-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52V-")
 	late := x52credit(d, "25.00", "REF-"+d.ID)
 	late.bookg, late.val = "2026-12-02", "2026-12-01"
 	day1 := x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{x52credit(c, "25.00", "REF-"+c.ID)}})
 	day2 := x52doc("053", "08", x52stmt{acct: x52fees, from: "2026-12-02T00:00:00Z", to: "2026-12-02T23:59:59Z", entries: []x52ntry{late}})
 	x52want(t, b, x52run(t, b, x52fees, day1), "12-01 alone", "recorded_not_posted 2")
 	rep := x52run(t, b, x52fees, day1, day2)
-	x52want(t, b, rep, "12-01 and 12-02 together")
-	if rep.Matched != 2 {
-		t.Fatalf("matched %d", rep.Matched)
-	}
+	x52wantMatched(t, b, rep, "12-01 and 12-02 together", 2)
 }
 
 // 4. The camt.054 of the day notified each credit as it was booked (an
@@ -396,14 +408,10 @@ func TestAttack52BookedAfterTheCutOff(t *testing.T) {
 // given for the day: the same credits read twice. The doc: "a camt.054
 // repeating the camt.053 counts once".
 func TestAttack52Camt054BesideBatchedCamt053DoubleCounts(t *testing.T) {
-	b, cs := x52books(t, "A52N-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52N-")
 	n := c.DebitRequestFor(1).Narrative
 	stmt053 := x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{
-		{amt: "50.00", ind: "CRDT", ref: "BATCH-0009", bktx: "PMNT/IDDT/ESDD", btch: true, txs: []x52tx{
-			{e2e: c.ID, amt: "25.00", dbtr: c.AccountID, ustrd: n},
-			{e2e: d.ID, amt: "25.00", dbtr: d.AccountID, ustrd: n},
-		}},
+		x52batch("50.00", "BATCH-0009", x52in(c, n), x52in(d, n)),
 	}})
 	ntf054 := x52doc("054", "08", x52stmt{acct: x52fees, entries: []x52ntry{
 		x52credit(c, "25.00", "NTF-000001"),

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,39 @@ func attackResolve(t *testing.T, b *books, p statement.Period, id string) (recon
 	t.Helper()
 	return reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: p, Now: b.clock.Now()}, b.postings_(),
 		reconcile.ResolveRequest{ChargeID: id, Reason: "attack", Operator: "mallory", Guard: b.guard})
+}
+
+// crashed is c claimed by a consumer that died in the debit: its lease
+// has passed.
+func (b *books) crashed(t *testing.T, c charge.Charge) {
+	t.Helper()
+	b.claimed(t, c)
+	b.clock.Advance(2 * time.Minute)
+}
+
+// runNextDay is the run of the day after period over postings (the next
+// day's statement), a day later.
+func (b *books) runNextDay(t *testing.T, postings ...statement.Posting) reconcile.Report {
+	t.Helper()
+	b.postings = postings
+	b.clock.Advance(24 * time.Hour)
+	rep, err := reconcile.Run(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp,
+		Period: statement.Period{From: period.To, To: period.To.AddDate(0, 0, 1)}, Now: b.clock.Now()}, b.postings_())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// wantNoSecondDebit wants c, whose debit the bank posted, refused a reopen
+// into a new generation; else it fails with why, the record's state and
+// generation after it.
+func (b *books) wantNoSecondDebit(t *testing.T, c charge.Charge, why string) {
+	t.Helper()
+	if _, err := b.guard.Reopen(t.Context(), c.ID, "customer funded the account", idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err == nil {
+		rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+		t.Fatalf("%s: %s gen %d", why, rec.State, rec.Generation)
+	}
 }
 
 func findBreak(rep reconcile.Report, id string) *reconcile.Break {
@@ -75,21 +109,43 @@ func TestAttackResolveAdoptsInternalToolClaim(t *testing.T) {
 	}
 }
 
-// Two postings of 25.00 under the charge's key and one reversal of 1.00:
-// the customer paid 49.00 for a 25.00 charge. Run nets postings by count,
-// whatever the amounts: one stands, it matches, the report is clean.
-func TestAttackPartialReversalHidesDoubleDebit(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK-")
-	c := b.charge("double", 2500)
-	b.done(t, c)
-	p := b.post(c, 1, 2500, true)
-	b.post(c, 1, 2500, true)
-	r := p
-	r.Amount.Minor = 100
-	b.reverse(r)
-	rep := b.run(t)
-	if findBreak(rep, c.ID) == nil {
-		t.Fatalf("49.00 net debited for a 25.00 charge (2 × 25.00 posted, 1.00 reversed): no break; matched %d", rep.Matched)
+// Reversals that do not bring the charge back to one debit of its amount
+// hide nothing. Two postings of 25.00 under the charge's key and one
+// reversal of 1.00: the customer paid 49.00 for a 25.00 charge (Run netted
+// postings by count, whatever the amounts: one stood, it matched, the
+// report was clean). Reversals are paired with postings by count, not by
+// amount: 99.99 posted in error, 25.00 posted, and the bank reverses the
+// 25.00. The 99.99 stands on the customer's account, but the run checked
+// the last posting (25.00), found it the charge's and reported a match.
+func TestAttackReversalsHideNoDebit(t *testing.T) {
+	for _, tc := range []struct {
+		name, charge string
+		posted       []int64 // the postings' amounts, in order
+		reverse      int     // the posting reversed
+		reversed     int64   // the reversal's amount
+		what         string
+	}{
+		{"a partial reversal of a double debit", "double", []int64{2500, 2500}, 0, 100,
+			"49.00 net debited for a 25.00 charge (2 × 25.00 posted, 1.00 reversed)"},
+		{"a reversal paired by position, not amount", "wrong-reversed", []int64{9999, 2500}, 1, 2500,
+			"99.99 stands for a 25.00 charge (the 25.00 was reversed)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBooks(t, memstore.New(), "ATK-")
+			c := b.charge(tc.charge, 2500)
+			b.done(t, c)
+			var posted []statement.Posting
+			for _, minor := range tc.posted {
+				posted = append(posted, b.post(c, 1, minor, true))
+			}
+			r := posted[tc.reverse]
+			r.Amount.Minor = tc.reversed
+			b.reverse(r)
+			rep := b.run(t)
+			if findBreak(rep, c.ID) == nil {
+				t.Fatalf("%s: no break; matched %d", tc.what, rep.Matched)
+			}
+		})
 	}
 }
 
@@ -131,8 +187,7 @@ func TestAttackUnfinishedResolutionHidesBreak(t *testing.T) {
 func TestAttackAdoptsPostingOfWrongAmountAndAccount(t *testing.T) {
 	b := newBooks(t, memstore.New(), "ATK-")
 	c := b.charge("crashed", 2500)
-	b.claimed(t, c)
-	b.clock.Advance(2 * time.Minute)
+	b.crashed(t, c)
 	p := b.post(c, 1, 999900, true)
 	b.postings[len(b.postings)-1].Account = "009999999999"
 	_ = p
@@ -229,18 +284,36 @@ func TestAttackResolveEmptyChargeIDMarksAnotherChargesBreak(t *testing.T) {
 // what the DLQ tooling offers — is still allowed and would debit the
 // customer a second time under "<id>~2". The resolution closes the
 // reconciliation break but leaves the double-debit path open.
+//
+// The same hole for a declined generation (the second review): generation
+// 1 was declined, the record reopened into generation 2, which failed too;
+// the bank posted generation 1 after all. The break is failed_but_posted
+// ("or, if the later generation never posts, keep it"); Resolve without
+// --refunded — the money kept — only MARKS it (the collect path wants the
+// current key among the postings), the record stays FAILED, and a reopen
+// into generation 3 debits the customer a second time.
 func TestAttackResolvedFailedButPostedStaysReopenable(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK-")
-	c := b.charge("failed-posted", 2500)
-	b.failed(t, c)
-	b.post(c, 1, 2500, true)
-	res, err := attackResolve(t, b, period, c.ID)
-	if err != nil || res.Break.Kind != reconcile.FailedButPosted {
-		t.Fatalf("resolve: %v %+v", err, res)
-	}
-	if _, err := b.guard.Reopen(t.Context(), c.ID, "customer funded the account", idempotency.ReopenOptions{NewGeneration: true, Eligible: charge.EligibleForNewGeneration}); err == nil {
-		rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
-		t.Fatalf("after failed_but_posted was resolved (%s), the charge the bank already posted was reopened for a second debit: %s gen %d", res.Action, rec.State, rec.Generation)
+	for _, tc := range []struct {
+		name, prefix, charge string
+		decline              func(b *books, t *testing.T, c charge.Charge)
+		why                  string // %s: the resolve's action
+	}{
+		{"declined", "ATK-", "failed-posted", (*books).failed,
+			"after failed_but_posted was resolved (%s), the charge the bank already posted was reopened for a second debit"},
+		{"a declined generation kept", "ATK2-", "keptgen1", (*books).declinedTwice,
+			"generation 1's posting kept (resolve %s, not --refunded), yet the charge reopens for another debit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := newBooks(t, memstore.New(), tc.prefix)
+			c := b.charge(tc.charge, 2500)
+			tc.decline(b, t, c)
+			b.post(c, 1, 2500, true)
+			res, err := attackResolve(t, b, period, c.ID)
+			if err != nil || res.Break.Kind != reconcile.FailedButPosted {
+				t.Fatalf("resolve: %v %+v", err, res)
+			}
+			b.wantNoSecondDebit(t, c, fmt.Sprintf(tc.why, res.Action))
+		})
 	}
 }
 
@@ -266,23 +339,6 @@ func TestAttackReversedDebitCannotBeRecoveredAsAdvised(t *testing.T) {
 	}
 	if strings.Contains(br.Action, "reopen") || !strings.Contains(br.Action, "new charge id") {
 		t.Fatalf("the advice %q points at a reopen (refused for a DONE charge), not at billing's new charge id", br.Action)
-	}
-}
-
-// Reversals are paired with postings by count, not by amount: 99.99
-// posted in error, 25.00 posted, and the bank reverses the 25.00. The
-// 99.99 stands on the customer's account, but the run checks the last
-// posting (25.00), finds it the charge's and reports a match.
-func TestAttackReversalPairedByPositionNotAmount(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK-")
-	c := b.charge("wrong-reversed", 2500)
-	b.done(t, c)
-	b.post(c, 1, 9999, true)
-	right := b.post(c, 1, 2500, true)
-	b.reverse(right)
-	rep := b.run(t)
-	if findBreak(rep, c.ID) == nil {
-		t.Fatalf("99.99 stands for a 25.00 charge (the 25.00 was reversed): no break; matched %d", rep.Matched)
 	}
 }
 

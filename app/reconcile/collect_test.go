@@ -327,14 +327,27 @@ func TestConcurrentResolvesOfAWaitingChargeCollectOnce(t *testing.T) {
 // FAILED at generation 2.
 func (b *books) declinedAgainAtGeneration2(t *testing.T, c charge.Charge) {
 	t.Helper()
-	b.failed(t, c)
-	if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
+	b.atGeneration2(t, c, b.failed, driver.StateFailed)
+}
+
+// collectedBeforeCollect is c declined again at generation 2 and collected
+// the way it was before collect wrote the posted generation: DONE at
+// generation 2, its adoption line naming generation 1's posting (whose
+// bank key it returns).
+func (b *books) collectedBeforeCollect(t *testing.T, c charge.Charge) (bankKey string) {
+	t.Helper()
+	b.declinedAgainAtGeneration2(t, c)
+	p := b.post(c, 1, c.Amount.Minor, true)
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	now := b.clock.Now()
+	line := reconcile.AdoptedLine + " " + now.Format(time.RFC3339) + " by op: posted " + p.Amount.String() + " under " + p.BankKey +
+		", booked " + p.BookingDate.Format(time.DateOnly) + ", reference " + p.Reference + "; no debit; why: old"
+	if _, err := b.store.(driver.Collector).Collect(t.Context(), driver.CollectRequest{Key: c.ID, From: driver.StateFailed, Token: rec.Token, Generation: 2,
+		NewToken: "legacy", PostedGeneration: 2, Status: string(charge.Debited), Detail: p.Reference,
+		History: append(rec.History, line), Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	b.failed(t, c)
-	if rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now()); rec.State != driver.StateFailed || rec.Generation != 2 {
-		t.Fatalf("record %s generation %d, want FAILED generation 2", rec.State, rec.Generation)
-	}
+	return p.BankKey
 }
 
 // A failed_but_posted break collected under a later generation — from
@@ -390,20 +403,9 @@ func TestCollectedLaterGenerationBreakDoesNotComeBack(t *testing.T) {
 		// A record collected before collect existed: DONE at generation
 		// 2, its adoption line naming generation 1's posting.
 		t.Run(name+"/collected before collect wrote the posted generation", func(t *testing.T) {
-			s := open(t)
-			b := newBooks(t, s, "COLG-")
+			b := newBooks(t, open(t), "COLG-")
 			c := b.charge("legacy", 2500)
-			b.declinedAgainAtGeneration2(t, c)
-			p := b.post(c, 1, c.Amount.Minor, true)
-			rec, _ := s.Get(t.Context(), c.ID, b.clock.Now())
-			now := b.clock.Now()
-			line := reconcile.AdoptedLine + " " + now.Format(time.RFC3339) + " by op: posted " + p.Amount.String() + " under " + p.BankKey +
-				", booked " + p.BookingDate.Format(time.DateOnly) + ", reference " + p.Reference + "; no debit; why: old"
-			if _, err := s.Collect(t.Context(), driver.CollectRequest{Key: c.ID, From: driver.StateFailed, Token: rec.Token, Generation: 2,
-				NewToken: "legacy", PostedGeneration: 2, Status: string(charge.Debited), Detail: p.Reference,
-				History: append(rec.History, line), Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
-				t.Fatal(err)
-			}
+			b.collectedBeforeCollect(t, c)
 			if rep := b.run(t); findBreak(rep, c.ID) != nil || rep.Matched != 1 {
 				t.Fatalf("a record collected under generation 1's key and left at generation 2: breaks %v, matched %d; want it matched", b.mine(rep), rep.Matched)
 			}
