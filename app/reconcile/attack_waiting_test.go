@@ -2,25 +2,15 @@ package reconcile_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile"
-	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/awstest"
-	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/memstore"
-	"github.com/finedge/idempotent-consumer/postgres"
-	"github.com/finedge/idempotent-consumer/postgres/pgtest"
-	"github.com/finedge/idempotent-consumer/redisstore"
-	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
 // declinedAndWaiting is what the retry schedule (--retry-declines
@@ -52,39 +42,7 @@ func (b *books) declinedAndWaiting(t *testing.T, c charge.Charge, until time.Tim
 // stayed WAITING, and at its next attempt the schedule debited the
 // customer a second time, under generation 2.
 func TestAttackWaitingChargeWhoseDeclinedGenerationPostedIsDebitedAgain(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) driver.Store{
-		"memory": func(*testing.T) driver.Store { return memstore.New() },
-		"sqlite": func(t *testing.T) driver.Store {
-			db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return sqlite.NewStore(db)
-		},
-		"postgres": func(t *testing.T) driver.Store { return postgres.NewStore(pgtest.Open(t)) },
-		"redis": func(t *testing.T) driver.Store {
-			rdb, prefix := dbtest.Redis(t)
-			s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
-		"dynamodb": func(t *testing.T) driver.Store {
-			client := dynamodb.NewFromConfig(awstest.Config(t))
-			table := awstest.Name("reconw")
-			if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
-			s, err := awsdynamodb.New(client, table)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
-	} {
+	for name, open := range backends {
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "ATKW-")
 			c := b.charge("waitgen1", 2500)

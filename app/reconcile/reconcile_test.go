@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -353,45 +354,47 @@ func reconcileOn(t *testing.T, s driver.Store, prefix string) {
 	}
 }
 
-func TestReconcileOnMemory(t *testing.T) {
-	reconcileOn(t, memstore.New(), "CHG-")
+// backends open a store of each backend, for the tests that run on all of
+// them (PostgreSQL, Redis and DynamoDB skip where none runs).
+var backends = map[string]func(t *testing.T) driver.Store{
+	"memory": func(*testing.T) driver.Store { return memstore.New() },
+	"sqlite": func(t *testing.T) driver.Store {
+		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return sqlite.NewStore(db)
+	},
+	"postgres": func(t *testing.T) driver.Store { return postgres.NewStore(pgtest.Open(t)) },
+	"redis": func(t *testing.T) driver.Store {
+		rdb, prefix := dbtest.Redis(t)
+		s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	},
+	"dynamodb": func(t *testing.T) driver.Store {
+		client := dynamodb.NewFromConfig(awstest.Config(t))
+		table := awstest.Name("recon")
+		if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
+		s, err := awsdynamodb.New(client, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	},
 }
 
-func TestReconcileOnSQLite(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	reconcileOn(t, sqlite.NewStore(db), "CHG-")
-}
-
-func TestReconcileOnPostgres(t *testing.T) {
-	reconcileOn(t, postgres.NewStore(pgtest.Open(t)), "CHG-")
-}
-
-func TestReconcileOnRedis(t *testing.T) {
-	rdb, prefix := dbtest.Redis(t)
-	s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reconcileOn(t, s, "CHG-")
-}
-
-func TestReconcileOnDynamoDB(t *testing.T) {
-	client := dynamodb.NewFromConfig(awstest.Config(t))
-	table := awstest.Name("recon")
-	if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(t.Context(), client, table) })
-	s, err := awsdynamodb.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reconcileOn(t, s, "CHG-")
-}
+func TestReconcileOnMemory(t *testing.T)   { reconcileOn(t, backends["memory"](t), "CHG-") }
+func TestReconcileOnSQLite(t *testing.T)   { reconcileOn(t, backends["sqlite"](t), "CHG-") }
+func TestReconcileOnPostgres(t *testing.T) { reconcileOn(t, backends["postgres"](t), "CHG-") }
+func TestReconcileOnRedis(t *testing.T)    { reconcileOn(t, backends["redis"](t), "CHG-") }
+func TestReconcileOnDynamoDB(t *testing.T) { reconcileOn(t, backends["dynamodb"](t), "CHG-") }
 
 func TestSplitBankKey(t *testing.T) {
 	for _, c := range []struct {
