@@ -90,9 +90,7 @@ func TestAttack2RenotifiedRecordNeverReconciled(t *testing.T) {
 // reversed posting's reference, amount and account into the record and
 // the notice kept for renotify.
 func TestAttack2AdoptionRecordsTheReversedPosting(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK2-")
-	c := b.charge("adopt", 2500)
-	b.crashed(t, c)
+	b, c := oneCharge(t, "ATK2-", "adopt", (*books).crashed)
 	good := b.post(c, 1, 2500, true)
 	bad := b.post(c, 1, 99900, true)
 	bad.Account = "009999999999"
@@ -120,9 +118,7 @@ func TestAttack2AdoptionRecordsTheReversedPosting(t *testing.T) {
 // filled before Run drops the postings booked outside the period, so a
 // posting Run left out ("booked outside the period") is the one adopted.
 func TestAttack2AdoptionRecordsAPostingOutsideThePeriod(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK2-")
-	c := b.charge("adoptout", 2500)
-	b.crashed(t, c)
+	b, c := oneCharge(t, "ATK2-", "adoptout", (*books).crashed)
 	good := b.post(c, 1, 2500, true)
 	bad := b.post(c, 1, 4400, true)
 	bad.BookingDate = day.AddDate(0, 0, -3)
@@ -226,9 +222,7 @@ func TestAttack2CollectAdoptsReversedCurrentGeneration(t *testing.T) {
 // line) keep the customer's full account number. "Accounts are always
 // masked" (reconciliation.md); charge.MaskText exists for such text.
 func TestAttack2BankReferenceCarriesTheFullAccount(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK2-")
-	c := b.charge("refacct", 2500)
-	b.crashed(t, c)
+	b, c := oneCharge(t, "ATK2-", "refacct", (*books).crashed)
 	p := b.post(c, 1, 2500, true)
 	p.Reference = "UPI/" + c.AccountID + "/771"
 	b.postings[len(b.postings)-1] = p
@@ -296,9 +290,7 @@ func TestAttack2BreakIDIgnoresTheAccount(t *testing.T) {
 // charge id" — but one debit still stands (day 1's): following the advice
 // charges the customer twice.
 func TestAttack2RefundOfADuplicateReportedAsMoneyBack(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK2-")
-	c := b.charge("dupfix", 2500)
-	b.done(t, c)
+	b, c := oneCharge(t, "ATK2-", "dupfix", (*books).done)
 	b.post(c, 1, 2500, true)
 	dup := b.post(c, 1, 2500, true)
 	day1 := b.run(t)
@@ -321,9 +313,7 @@ func TestAttack2RefundOfADuplicateReportedAsMoneyBack(t *testing.T) {
 // statement) and says recorded_not_posted, "the money is back with the
 // customer … raise it again under a new charge id": a second charge.
 func TestAttack2CorrectionAcrossStatementsReportedAsMoneyBack(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK2-")
-	c := b.charge("corrected", 2500)
-	b.done(t, c)
+	b, c := oneCharge(t, "ATK2-", "corrected", (*books).done)
 	first := b.post(c, 1, 2500, true)
 	rev := first
 	rev.Reversal, rev.BookingDate = true, day.AddDate(0, 0, 1)

@@ -58,8 +58,7 @@ func TestAttack3WaitingRecordsUnpresentedKeyPostingCountsAsMatched(t *testing.T)
 	for name, open := range collectStores {
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "A3W-")
-			c := b.charge("waiting", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "waiting")
 			b.post(c, 2, c.Amount.Minor, true) // ~2: the key of the attempt not yet made
 			rep := b.run(t)
 			if findBreak(rep, c.ID) == nil {
@@ -143,8 +142,7 @@ func TestAttack3PostedTwiceOfAnOpenRecordIsMarkedAndDebitedAgain(t *testing.T) {
 		t.Run(name+"/WAITING, ~1 booked twice", func(t *testing.T) {
 			b := newBooks(t, open(t), "A3T-")
 			bank := corebanksim.NewLedger(corebanksim.Faults{})
-			c := b.charge("twice", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "twice")
 			bankPosted(t, b, bank, c, 1)
 			b.post(c, 1, c.Amount.Minor, true) // booked a second time (the statement's)
 			rep := b.run(t)
@@ -226,8 +224,7 @@ func TestAttack3ReversalOfACollectedPostingWithAccountInReferenceIsANote(t *test
 	for name, open := range collectStores {
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "A3M-")
-			c := b.charge("masked", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "masked")
 			p1 := b.post(c, 1, c.Amount.Minor, true)
 			p1.Reference = "UPI/" + c.AccountID + "/771"
 			b.postings[len(b.postings)-1] = p1
@@ -313,8 +310,7 @@ func TestAttack3AmountMismatchOfAWaitingChargeIsCollectedAndStaysABreak(t *testi
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "A3G-")
 			bank := corebanksim.NewLedger(corebanksim.Faults{})
-			c := b.charge("adjust", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "adjust")
 			b.post(c, 1, 999900, true)
 			rep := b.run(t)
 			br := findBreak(rep, c.ID)

@@ -99,8 +99,7 @@ func TestAttack50DeclinedGenerationPostingWithoutNarrativeNeedsNoUnverified(t *t
 	for name, open := range collectStores {
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "A50U-")
-			c := b.charge("bare", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "bare")
 			b.post(c, 1, c.Amount.Minor, false)
 			res, err := attackResolve(t, b, period, c.ID)
 			if !errors.Is(err, reconcile.ErrUnchecked) {

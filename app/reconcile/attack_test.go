@@ -185,9 +185,7 @@ func TestAttackUnfinishedResolutionHidesBreak(t *testing.T) {
 // IN_PROGRESS record's posting), and Resolve adopts it — the charge is
 // recorded DONE DEBITED with a posting that is not the charge's.
 func TestAttackAdoptsPostingOfWrongAmountAndAccount(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK-")
-	c := b.charge("crashed", 2500)
-	b.crashed(t, c)
+	b, c := oneCharge(t, "ATK-", "crashed", (*books).crashed)
 	p := b.post(c, 1, 999900, true)
 	b.postings[len(b.postings)-1].Account = "009999999999"
 	_ = p
@@ -209,9 +207,7 @@ func TestAttackAdoptsPostingOfWrongAmountAndAccount(t *testing.T) {
 // now D+1, so D+1's run (whose statement rightly has no posting of it) reports
 // it recorded_not_posted — and D's run never listed it as finished in D.
 func TestAttackAdoptedNextDayComesBackAsRecordedNotPosted(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK-")
-	c := b.charge("crashed", 2500)
-	b.claimed(t, c)
+	b, c := oneCharge(t, "ATK-", "crashed", (*books).claimed)
 	b.post(c, 1, 2500, true)
 	b.clock.Advance(24 * time.Hour) // D+1 09:00
 	if res, err := attackResolve(t, b, period, c.ID); err != nil || res.Action != "adopted" {
@@ -233,9 +229,7 @@ func TestAttackAdoptedNextDayComesBackAsRecordedNotPosted(t *testing.T) {
 // makes X posted_twice, telling the operator to have one of X's debits
 // refunded, instead of an unknown_posting of "X~0".
 func TestAttackMalformedGenerationSuffixIsFiledUnderCharge(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK-")
-	c := b.charge("ok", 2500)
-	b.done(t, c)
+	b, c := oneCharge(t, "ATK-", "ok", (*books).done)
 	b.post(c, 1, 2500, true)
 	b.postings = append(b.postings, statement.Posting{BankKey: c.ID + "~0", Account: "007777777777", Amount: charge.Money{Minor: 500, Currency: "INR"},
 		BookingDate: day, Reference: "SOMEONE-ELSE", Where: "test"})
@@ -322,9 +316,7 @@ func TestAttackResolvedFailedButPostedStaysReopenable(t *testing.T) {
 // record: the charge is DONE, the bank gave the money back, and no tool can
 // collect it again (the fee is lost; the advice cannot be followed).
 func TestAttackReversedDebitCannotBeRecoveredAsAdvised(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK-")
-	c := b.charge("reversed", 2500)
-	b.done(t, c)
+	b, c := oneCharge(t, "ATK-", "reversed", (*books).done)
 	b.reverse(b.post(c, 1, 2500, true))
 	rep := b.run(t)
 	br := findBreak(rep, c.ID)
@@ -384,9 +376,7 @@ func TestAttackRenotifyResurrectsResolvedBreak(t *testing.T) {
 // customer's debit notice. renotify only picks DEBITED_NOTIFICATION_FAILED
 // records, so the customer is never told of the debit.
 func TestAttackAdoptionClaimsTheNoticeWasSent(t *testing.T) {
-	b := newBooks(t, memstore.New(), "ATK-")
-	c := b.charge("crashed", 2500)
-	b.claimed(t, c)
+	b, c := oneCharge(t, "ATK-", "crashed", (*books).claimed)
 	b.post(c, 1, 2500, true)
 	b.clock.Advance(2 * time.Minute)
 	res, err := attackResolve(t, b, period, c.ID)

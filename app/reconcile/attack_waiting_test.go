@@ -30,6 +30,15 @@ func (b *books) declinedAndWaiting(t *testing.T, c charge.Charge, until time.Tim
 	}
 }
 
+// waiting is a charge of 25.00 declined under generation 1 and WAITING
+// under generation 2 for its next attempt, a day later.
+func (b *books) waiting(t *testing.T, name string) charge.Charge {
+	t.Helper()
+	c := b.charge(name, 2500)
+	b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+	return c
+}
+
 // The bank declined generation 1 (INSUFFICIENT_FUNDS) and the schedule
 // put the charge WAITING for its next attempt under generation 2; then
 // the bank's statement shows generation 1 posted after all (the break
@@ -87,8 +96,7 @@ func TestAttackWaitingChargeWhoseDeclinedGenerationPostedIsDebitedAgain(t *testi
 // marked and the schedule goes on: the next attempt is the one debit.
 func TestWaitingChargeRefundedDeclinedGenerationKeepsItsSchedule(t *testing.T) {
 	b := newBooks(t, memstore.New(), "ATKW-")
-	c := b.charge("waitrefund", 2500)
-	b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+	c := b.waiting(t, "waitrefund")
 	b.post(c, 1, 2500, true)
 	res, err := reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: period, Now: b.clock.Now()}, b.postings_(),
 		reconcile.ResolveRequest{ChargeID: c.ID, Reason: "the bank refunded it", Operator: "op", Guard: b.guard, Refunded: true})

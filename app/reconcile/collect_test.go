@@ -418,9 +418,7 @@ func TestCollectedLaterGenerationBreakDoesNotComeBack(t *testing.T) {
 // refused, with why and what to do, and stays open; it was marked
 // resolved, the posting recorded nowhere. --refunded marks it.
 func TestFailedButPostedOverALiveLeaseIsRefused(t *testing.T) {
-	b := newBooks(t, memstore.New(), "COLL-")
-	c := b.charge("live", 2500)
-	b.failed(t, c)
+	b, c := oneCharge(t, "COLL-", "live", (*books).failed)
 	if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
 		t.Fatal(err)
 	}
@@ -451,8 +449,7 @@ func TestCollectNeedsACollector(t *testing.T) {
 	}
 	m := memstore.New()
 	b := newBooks(t, plain{m, m}, "COLN-")
-	c := b.charge("plain", 2500)
-	b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+	c := b.waiting(t, "plain")
 	before, _ := m.Get(t.Context(), c.ID, b.clock.Now())
 	b.post(c, 1, c.Amount.Minor, true)
 	if _, err := attackResolve(t, b, period, c.ID); err == nil || !strings.Contains(err.Error(), "driver.Collector") {

@@ -12,7 +12,6 @@ import (
 	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/internal/wiretest"
-	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 // payer is the account number a payer's bank sent as the end-to-end id of
@@ -55,9 +54,7 @@ func TestShowKey(t *testing.T) {
 // key) is the payer's account number, one whose key holds it, and one of
 // ours (a FAILED charge the bank posted, shown under its own key).
 func maskedBooks(t *testing.T) (*books, charge.Charge) {
-	b := newBooks(t, memstore.New(), "MSK-")
-	c := b.charge("own", 2500)
-	b.failed(t, c)
+	b, c := oneCharge(t, "MSK-", "own", (*books).failed)
 	b.post(c, 1, 2500, true)
 	b.postings = append(b.postings,
 		statement.Posting{BankKey: payer, Account: payer, Amount: charge.Money{Minor: 100000, Currency: "INR"}, BookingDate: day,

@@ -65,6 +65,16 @@ func newBooks(t *testing.T, s driver.Store, prefix string) *books {
 	return &books{store: s, guard: g, clock: clock, fp: fp, prefix: prefix, charges: map[string]charge.Charge{}}
 }
 
+// oneCharge is books in memory with one charge of 25.00, name, put in its
+// state by state (done, failed, crashed, claimed).
+func oneCharge(t *testing.T, prefix, name string, state func(*books, *testing.T, charge.Charge)) (*books, charge.Charge) {
+	t.Helper()
+	b := newBooks(t, memstore.New(), prefix)
+	c := b.charge(name, 2500)
+	state(b, t, c)
+	return b, c
+}
+
 func (b *books) charge(name string, minor int64) charge.Charge {
 	b.seq++
 	c := charge.Charge{ID: b.prefix + name, AccountID: fmt.Sprintf("00123456%05d", b.seq), Amount: charge.Money{Minor: minor, Currency: "INR"},

@@ -125,9 +125,7 @@ func TestReconcileBatchEntryAndBatchReturns(t *testing.T) {
 // or before it, of its amount: one of another amount is a partial
 // reversal's mismatch, never cancelled.
 func TestReconcileOwnReferenceReversalNeedsItsAmount(t *testing.T) {
-	b := newBooks(t, memstore.New(), "CHG-R-")
-	c := b.charge("30", 2500)
-	b.done(t, c)
+	b, c := oneCharge(t, "CHG-R-", "30", (*books).done)
 	p := b.post(c, 1, 2500, true)
 	rv := p
 	rv.Reversal, rv.Reference, rv.Amount.Minor = true, "RVSL-OWN", 1000
@@ -201,9 +199,7 @@ func TestReconcileOwnReferenceReversalAcrossDays(t *testing.T) {
 		{"a reversal booked before the posting", day.AddDate(0, 0, 1), day, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newBooks(t, memstore.New(), "CHG-X-")
-			c := b.charge("1", 2500)
-			b.done(t, c)
+			b, c := oneCharge(t, "CHG-X-", "1", (*books).done)
 			p := b.post(c, 1, 2500, true)
 			p.BookingDate = tc.posted
 			rv := p
