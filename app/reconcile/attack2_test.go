@@ -1,9 +1,7 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -227,15 +225,8 @@ func TestAttack2BankReferenceCarriesTheFullAccount(t *testing.T) {
 	p.Reference = "UPI/" + c.AccountID + "/771"
 	b.postings[len(b.postings)-1] = p
 	rep := b.run(t)
-	var text, csvb bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteCSV(&csvb); err != nil {
-		t.Fatal(err)
-	}
-	js, _ := json.Marshal(rep)
-	for what, out := range map[string]string{"text": text.String(), "csv": csvb.String(), "json": string(js)} {
+	text, csv, js := written(t, rep)
+	for what, out := range map[string]string{"text": text, "csv": csv, "json": js} {
 		if strings.Contains(out, c.AccountID) {
 			t.Errorf("the %s report holds the full account %s (from the bank's reference)", what, c.AccountID)
 		}

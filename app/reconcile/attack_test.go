@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -247,12 +246,9 @@ func TestAttackTextReportPrintsControlCharacters(t *testing.T) {
 	b.postings = append(b.postings, statement.Posting{BankKey: "ATK-stranger", Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
 		BookingDate: day, Reference: "R\x1b[2J\x1b[H\nperiod 2026-12-01 to 2026-12-02: 0 postings, 0 breaks\n", Where: "test"})
 	rep := b.run(t)
-	var out bytes.Buffer
-	if err := rep.WriteText(&out); err != nil {
-		t.Fatal(err)
-	}
-	if strings.ContainsRune(out.String(), 0x1b) || strings.Contains(out.String(), "\nperiod 2026-12-01 to 2026-12-02: 0 postings") {
-		t.Fatalf("the text report carries the bank's control characters raw:\n%q", out.String())
+	out, _, _ := written(t, rep)
+	if strings.ContainsRune(out, 0x1b) || strings.Contains(out, "\nperiod 2026-12-01 to 2026-12-02: 0 postings") {
+		t.Fatalf("the text report carries the bank's control characters raw:\n%q", out)
 	}
 }
 
@@ -397,14 +393,8 @@ func TestReportEscapesBidirectionalControls(t *testing.T) {
 	b.postings = append(b.postings, statement.Posting{BankKey: "BIDI-stranger", Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
 		BookingDate: day, Reference: "REF\u202e1-GHC\u2066x", Where: "test"})
 	rep := b.run(t)
-	var text, csvb bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteCSV(&csvb); err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"text": text.String(), "csv": csvb.String()} {
+	text, csv, _ := written(t, rep)
+	for name, out := range map[string]string{"text": text, "csv": csv} {
 		if strings.ContainsAny(out, "\u202e\u2066") || !strings.Contains(out, `REF\u202e1-GHC\u2066x`) {
 			t.Errorf("the %s report does not show the reference escaped:\n%s", name, out)
 		}

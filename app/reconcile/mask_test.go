@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -87,17 +86,7 @@ func TestReportMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
 	if len(unknown) != 2 {
 		t.Fatalf("breaks %+v: want two unknown postings", rep.Breaks)
 	}
-	var text, csv bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteCSV(&csv); err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
+	text, csv, js := written(t, rep)
 	kept := filepath.Join(t.TempDir(), "report.json")
 	if err := reconcile.WriteReportFile(kept, rep); err != nil {
 		t.Fatal(err)
@@ -106,7 +95,7 @@ func TestReportMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for what, out := range map[string]string{"text": text.String(), "CSV": csv.String(), "JSON": string(js), "kept file": string(file)} {
+	for what, out := range map[string]string{"text": text, "CSV": csv, "JSON": js, "kept file": string(file)} {
 		wantNoPayer(t, "the "+what+" report", out)
 		if !strings.Contains(out, c.ID) || !strings.Contains(out, "********9012") {
 			t.Errorf("the %s report does not show our key %s and the masked one:\n%s", what, c.ID, out)

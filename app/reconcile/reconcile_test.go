@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,6 +64,23 @@ func newBooks(t *testing.T, s driver.Store, prefix string) *books {
 		t.Fatal(err)
 	}
 	return &books{store: s, guard: g, clock: clock, fp: fp, prefix: prefix, charges: map[string]charge.Charge{}}
+}
+
+// written is rep as the text, CSV and JSON reports write it.
+func written(t *testing.T, rep reconcile.Report) (text, csv, js string) {
+	t.Helper()
+	var tb, cb bytes.Buffer
+	if err := rep.WriteText(&tb); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteCSV(&cb); err != nil {
+		t.Fatal(err)
+	}
+	j, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb.String(), cb.String(), string(j)
 }
 
 // oneCharge is books in memory with one charge of 25.00, name, put in its

@@ -1,8 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -76,23 +74,14 @@ func TestReconcileReturnWithReasonCode(t *testing.T) {
 	if !strings.Contains(br.Detail, "returned, reason AC04 (closed account number)") {
 		t.Fatalf("detail %q", br.Detail)
 	}
-	var text, csv, js bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteCSV(&csv); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.NewEncoder(&js).Encode(rep); err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"text": text.String(), "csv": csv.String()} {
+	text, csv, js := written(t, rep)
+	for name, out := range map[string]string{"text": text, "csv": csv} {
 		if !strings.Contains(out, "return AC04 (closed account number) CHG-R-9 INR 25.00 2026-12-01 RTN-000417") {
 			t.Errorf("%s report does not name the return and its code:\n%s", name, out)
 		}
 	}
-	if !strings.Contains(js.String(), `"return":true,"returnReason":"AC04"`) {
-		t.Errorf("JSON report: %s", js.String())
+	if !strings.Contains(js, `"return":true,"returnReason":"AC04"`) {
+		t.Errorf("JSON report: %s", js)
 	}
 }
 
