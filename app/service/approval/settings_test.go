@@ -125,11 +125,18 @@ func handAppend(t *testing.T, path string, e audit.Entry) {
 // an approve line naming ivan — correctly chained, with her propose
 // line's digest — and marks the proposal file approved. Nothing runs, and
 // audit verify refuses the line; ivan's own approval (his key) runs it.
-func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
-	w := newWorld(t, 2)
-	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
-	s := approval.Settings{Policy: "reopen-new-attempt", ConsoleKey: pubOf(consoleKey), Operators: []approval.Operator{
-		{Name: "olga", Role: "operator", Key: pubOf(olgaKey)}, {Name: "ivan", Role: "operator", Key: pubOf(ivanKey)}}}
+// olgaAndIvan are the settings of two operators, olga and ivan, with their
+// keys and the console's, under the policy "reopen-new-attempt".
+func olgaAndIvan(console, olga, ivan ed25519.PrivateKey) approval.Settings {
+	return approval.Settings{Policy: "reopen-new-attempt", ConsoleKey: pubOf(console), Operators: []approval.Operator{
+		{Name: "olga", Role: "operator", Key: pubOf(olga)}, {Name: "ivan", Role: "operator", Key: pubOf(ivan)}}}
+}
+
+// signedBooks opens books over w's trail under s (its policy, its keys,
+// returned as a keyring), each signing as the operator named with the key
+// given.
+func (w *world) signedBooks(t *testing.T, s approval.Settings) (func(key ed25519.PrivateKey, name string) *approval.Book, audit.Keyring) {
+	t.Helper()
 	ring, err := s.Keyring()
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +155,14 @@ func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
 		}
 		return b
 	}
+	return open, ring
+}
+
+func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
+	w := newWorld(t, 2)
+	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
+	s := olgaAndIvan(consoleKey, olgaKey, ivanKey)
+	open, ring := w.signedBooks(t, s)
 	olgas := open(olgaKey, "olga")
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
 	targets, err := w.be.Select(t.Context(), spec, time.Now())
@@ -202,23 +217,8 @@ func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
 func TestAnApprovalSignedByTheApproverRuns(t *testing.T) {
 	w := newWorld(t, 2)
 	olgaKey, ivanKey := genKey(t), genKey(t)
-	s := approval.Settings{Policy: "reopen-new-attempt", ConsoleKey: pubOf(genKey(t)), Operators: []approval.Operator{
-		{Name: "olga", Role: "operator", Key: pubOf(olgaKey)}, {Name: "ivan", Role: "operator", Key: pubOf(ivanKey)}}}
-	ring, _ := s.Keyring()
-	policy, _ := approval.ParsePolicy(s.Policy)
-	open := func(key ed25519.PrivateKey, name string) *approval.Book {
-		tr, err := audit.Open(w.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		tr.Sign, tr.RequireSign = &audit.Signer{Name: name, Key: key}, true
-		b, err := approval.Open(tr, approval.Options{Policy: &policy, Keys: ring})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	s := olgaAndIvan(genKey(t), olgaKey, ivanKey)
+	open, ring := w.signedBooks(t, s)
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
 	targets, err := w.be.Select(t.Context(), spec, time.Now())
 	if err != nil {
