@@ -206,10 +206,7 @@ func TestAResumedReopenFinishesItsOwnReopen(t *testing.T) {
 	w := newWorld(t, 1)
 	book := w.book(t, "reopen-new-attempt", approval.Options{})
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50"}
-	targets, err := w.be.Select(ctx, spec, time.Now())
-	if err != nil || len(targets) != 1 {
-		t.Fatalf("select: %v %v", targets, err)
-	}
+	targets := w.selectTargets(t, spec, time.Now(), 1)
 	p, _ := book.Propose(olga, spec, targets)
 	if _, err := book.Approve(p.ID, ivan); err != nil {
 		t.Fatal(err)
@@ -220,7 +217,7 @@ func TestAResumedReopenFinishesItsOwnReopen(t *testing.T) {
 		PrevToken: targets[0].RecordToken, Token: approval.ReopenToken(p.ID, targets[0])}); err != nil {
 		t.Fatal(err)
 	}
-	p, err = book.Run(ctx, p.ID, olga, w.be, nil)
+	p, err := book.Run(ctx, p.ID, olga, w.be, nil)
 	if err != nil || p.Counts()["reopened"] != 1 {
 		t.Fatalf("resumed: %v %v %v", err, p.Counts(), p.Outcomes)
 	}
@@ -239,14 +236,11 @@ func TestAnOldReopenProposalIsNotActedOn(t *testing.T) {
 	w := newWorld(t, 1)
 	book := w.book(t, "off", approval.Options{})
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50"}
-	targets, err := w.be.Select(ctx, spec, time.Now())
-	if err != nil || len(targets) != 1 {
-		t.Fatalf("select: %v %v", targets, err)
-	}
+	targets := w.selectTargets(t, spec, time.Now(), 1)
 	old := targets[0]
 	old.RecordToken, old.RecordGeneration, old.RecordState = "", 0, ""
 	p, _ := book.Propose(olga, spec, []approval.Target{old})
-	p, err = book.Run(ctx, p.ID, olga, w.be, nil)
+	p, err := book.Run(ctx, p.ID, olga, w.be, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

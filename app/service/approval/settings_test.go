@@ -165,10 +165,7 @@ func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
 	open, ring := w.signedBooks(t, s)
 	olgas := open(olgaKey, "olga")
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
-	targets, err := w.be.Select(t.Context(), spec, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := w.selectTargets(t, spec, time.Now(), -1)
 	p, err := olgas.Propose(olga, spec, targets)
 	if err != nil || p.State != approval.Pending {
 		t.Fatalf("propose: %v %v", p.State, err)
@@ -220,10 +217,7 @@ func TestAnApprovalSignedByTheApproverRuns(t *testing.T) {
 	s := olgaAndIvan(genKey(t), olgaKey, ivanKey)
 	open, ring := w.signedBooks(t, s)
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
-	targets, err := w.be.Select(t.Context(), spec, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := w.selectTargets(t, spec, time.Now(), -1)
 	p, err := open(olgaKey, "olga").Propose(olga, spec, targets)
 	if err != nil {
 		t.Fatal(err)
