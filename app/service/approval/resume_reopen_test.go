@@ -198,15 +198,22 @@ func TestAResumedReopenDoesNotReopenARecordChangedSince(t *testing.T) {
 	}
 }
 
+// oneToReopen is a world of one FAILED charge, a book under policy and a
+// spec (INC-50) that reopens it with a new attempt, and its one target.
+func oneToReopen(t *testing.T, policy string) (*world, *approval.Book, approval.Spec, []approval.Target) {
+	t.Helper()
+	w := newWorld(t, 1)
+	book := w.book(t, policy, approval.Options{})
+	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50"}
+	return w, book, spec, w.selectTargets(t, spec, time.Now(), 1)
+}
+
 // A run resumed after one that died between its reopen and saving the
 // outcome, with nothing delivered meanwhile, recognises its own reopen
 // (the record under the proposal's token) and only redrives.
 func TestAResumedReopenFinishesItsOwnReopen(t *testing.T) {
 	ctx := t.Context()
-	w := newWorld(t, 1)
-	book := w.book(t, "reopen-new-attempt", approval.Options{})
-	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50"}
-	targets := w.selectTargets(t, spec, time.Now(), 1)
+	w, book, spec, targets := oneToReopen(t, "reopen-new-attempt")
 	p, _ := book.Propose(olga, spec, targets)
 	if _, err := book.Approve(p.ID, ivan); err != nil {
 		t.Fatal(err)
@@ -233,10 +240,7 @@ func TestAResumedReopenFinishesItsOwnReopen(t *testing.T) {
 // A Reopen proposal written before the record was frozen is not acted on.
 func TestAnOldReopenProposalIsNotActedOn(t *testing.T) {
 	ctx := t.Context()
-	w := newWorld(t, 1)
-	book := w.book(t, "off", approval.Options{})
-	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50"}
-	targets := w.selectTargets(t, spec, time.Now(), 1)
+	w, book, spec, targets := oneToReopen(t, "off")
 	old := targets[0]
 	old.RecordToken, old.RecordGeneration, old.RecordState = "", 0, ""
 	p, _ := book.Propose(olga, spec, []approval.Target{old})
