@@ -167,11 +167,7 @@ func TestAttack3PostedTwiceOfAnOpenRecordIsMarkedAndDebitedAgain(t *testing.T) {
 			b.declinedAgainAtGeneration2(t, c)
 			b.post(c, 1, c.Amount.Minor, true)
 			b.post(c, 2, c.Amount.Minor, true)
-			rep := b.run(t)
-			br := findBreak(rep, c.ID)
-			if br == nil || br.Kind != reconcile.PostedTwice {
-				t.Fatalf("want posted_twice, got %v", b.mine(rep))
-			}
+			b.wantBreak(t, c, reconcile.PostedTwice)
 			res, err := attackResolve(t, b, period, c.ID)
 			if err == nil {
 				_, rerr := b.guard.Reopen(t.Context(), c.ID, "customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op", Eligible: charge.EligibleForNewGeneration})

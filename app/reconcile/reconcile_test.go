@@ -66,6 +66,17 @@ func newBooks(t *testing.T, s driver.Store, prefix string) *books {
 	return &books{store: s, guard: g, clock: clock, fp: fp, prefix: prefix, charges: map[string]charge.Charge{}}
 }
 
+// wantBreak runs the books and wants c's break of kind.
+func (b *books) wantBreak(t *testing.T, c charge.Charge, kind reconcile.Kind) *reconcile.Break {
+	t.Helper()
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != kind {
+		t.Fatalf("want %s, got %v", kind, b.mine(rep))
+	}
+	return br
+}
+
 // written is rep as the text, CSV and JSON reports write it.
 func written(t *testing.T, rep reconcile.Report) (text, csv, js string) {
 	t.Helper()
