@@ -87,15 +87,8 @@ func TestReportMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
 		t.Fatalf("breaks %+v: want two unknown postings", rep.Breaks)
 	}
 	text, csv, js := written(t, rep)
-	kept := filepath.Join(t.TempDir(), "report.json")
-	if err := reconcile.WriteReportFile(kept, rep); err != nil {
-		t.Fatal(err)
-	}
-	file, err := os.ReadFile(kept)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for what, out := range map[string]string{"text": text, "CSV": csv, "JSON": js, "kept file": string(file)} {
+	kept, file := keptFile(t, rep)
+	for what, out := range map[string]string{"text": text, "CSV": csv, "JSON": js, "kept file": file} {
 		wantNoPayer(t, "the "+what+" report", out)
 		if !strings.Contains(out, c.ID) || !strings.Contains(out, "********9012") {
 			t.Errorf("the %s report does not show our key %s and the masked one:\n%s", what, c.ID, out)

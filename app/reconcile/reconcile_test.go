@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -64,6 +65,20 @@ func newBooks(t *testing.T, s driver.Store, prefix string) *books {
 		t.Fatal(err)
 	}
 	return &books{store: s, guard: g, clock: clock, fp: fp, prefix: prefix, charges: map[string]charge.Charge{}}
+}
+
+// keptFile is rep kept by WriteReportFile: the file and what it holds.
+func keptFile(t *testing.T, rep reconcile.Report) (path, text string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "report.json")
+	if err := reconcile.WriteReportFile(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, string(b)
 }
 
 // wantBreak runs the books and wants c's break of kind.
