@@ -76,12 +76,8 @@ func TestAppendChainsEveryLineAndVerifyAcceptsIt(t *testing.T) {
 }
 
 func TestVerifyFindsAnEditedRemovedOrInsertedLine(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
+	dir := filepath.Dir(path)
 	appendN(t, tr, 6, "olga")
 	tr.Close()
 	orig, _ := os.ReadFile(path)
@@ -178,12 +174,7 @@ func TestLinesFromBeforeTheChainAreCountedAndChainedTo(t *testing.T) {
 }
 
 func TestFilesCheckedInOrderMustChain(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
 	appendN(t, tr, 2, "olga")
 	tr.Close()
 	rep, err := verifyFile(t, path)
