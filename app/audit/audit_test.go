@@ -270,11 +270,7 @@ func TestTheFileIsOwnerOnly(t *testing.T) {
 // The audit page never waits for an action: Recent answers while the
 // trail's lock is held (an action mid-append, its fsync slow).
 func TestRecentTakesNoLockAnActionNeeds(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	a, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, a := openTrail(t)
 	defer a.Close()
 	if _, err := a.Append(Entry{Operator: "olga", Action: "reopen", Result: "requested"}); err != nil {
 		t.Fatal(err)
