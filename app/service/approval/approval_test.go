@@ -132,9 +132,16 @@ type world struct {
 // when want < 0).
 func (w *world) selectTargets(t *testing.T, spec approval.Spec, now time.Time, want int) []approval.Target {
 	t.Helper()
-	targets, err := w.be.Select(t.Context(), spec, now)
+	return selectTargets(t, w.be, spec, now, want)
+}
+
+// selectTargets selects spec's targets on be at now, want of them (any
+// number when want < 0).
+func selectTargets(t *testing.T, be approval.Backend, spec approval.Spec, now time.Time, want int) []approval.Target {
+	t.Helper()
+	targets, err := be.Select(t.Context(), spec, now)
 	if err != nil || (want >= 0 && len(targets) != want) {
-		t.Fatalf("select: %d targets (%v), want %d", len(targets), err, want)
+		t.Fatalf("select: %+v (%v), want %d targets", targets, err, want)
 	}
 	return targets
 }

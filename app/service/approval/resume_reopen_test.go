@@ -131,10 +131,7 @@ func TestAResumedReopenDoesNotReopenARecordChangedSince(t *testing.T) {
 	}
 	be := approval.Backend{Queue: w.q, Store: w.store, Retention: idempotency.DefaultRetention}
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50: salary credited", ChargeIDs: []string{c.ID}}
-	targets, err := be.Select(ctx, spec, time.Now())
-	if err != nil || len(targets) != 1 {
-		t.Fatalf("select: %v %v", targets, err)
-	}
+	targets := selectTargets(t, be, spec, time.Now(), 1)
 	p, err := book.Propose(olga, spec, targets)
 	if err != nil {
 		t.Fatal(err)
