@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -178,21 +177,10 @@ func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
 	// The forgery.
 	handAppend(t, w.path, audit.Entry{At: time.Now().UTC(), Operator: "ivan", Role: "operator", Via: "cli", Action: "approve",
 		Proposal: p.ID, Reason: spec.Reason, Result: "approved", Digest: proposeLine.Digest})
-	file := filepath.Join(w.path+".proposals", p.ID+".json")
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["state"] = "approved"
-	m["decider"] = map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
-	raw, _ = json.Marshal(m)
-	if err := os.WriteFile(file, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	editProposal(t, w.path, p.ID, func(m map[string]any) {
+		m["state"] = "approved"
+		m["decider"] = map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
+	})
 	if _, err := olgas.Run(t.Context(), p.ID, olga, w.be, nil); !errors.Is(err, approval.ErrTampered) {
 		t.Fatalf("the run of a self-approved proposal: %v", err)
 	}
