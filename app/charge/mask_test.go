@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 )
 
 // Issue 34 item 4: an account number is masked however its groups are
@@ -61,7 +62,7 @@ func FuzzMaskText(f *testing.F) {
 	// around it into pieces too short to mask ("****0000-00").
 	f.Add("0", "00000000", 1, 7, "0", true)
 	f.Fuzz(func(t *testing.T, prefix, digits string, sep, group int, suffix string, given bool) {
-		acct, grouped := accountNumber(digits, sep, group)
+		acct, grouped := apptest.AccountNumber(digits, sep, group)
 		if acct == "" {
 			t.Skip()
 		}
@@ -103,47 +104,6 @@ func FuzzMaskText(f *testing.F) {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-// accountNumber makes an account number of the fuzzer's digits (a byte
-// that is not a digit taken as one, 8-18 of them) and writes it plain
-// (sep%5 == 0) or in groups of group%n digits (at least one) joined by
-// '-', ' ', '.' or '/'.
-func accountNumber(digits string, sep, group int) (acct, grouped string) {
-	if len(digits) < 8 {
-		return "", ""
-	}
-	var b strings.Builder
-	for i := 0; i < len(digits) && i < 18; i++ {
-		c := digits[i]
-		if !isDigit(c) {
-			c = '0' + c%10
-		}
-		b.WriteByte(c)
-	}
-	acct = b.String()
-	s := abs(sep) % 5
-	if s == 0 {
-		return acct, acct
-	}
-	g := max(abs(group)%len(acct), 1)
-	var w strings.Builder
-	for i := range len(acct) {
-		if i > 0 && i%g == 0 {
-			w.WriteByte("- ./"[s-1])
-		}
-		w.WriteByte(acct[i])
-	}
-	return acct, w.String()
-}
-
-func abs(n int) int {
-	if n < 0 {
-		if n = -n; n < 0 { // math.MinInt
-			return 0
-		}
-	}
-	return n
-}
 
 // digitsAndStars keeps only the digits and the '*' of s.
 func digitsAndStars(s string) string {

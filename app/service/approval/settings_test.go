@@ -12,19 +12,13 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
 
-func genKey(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	_, k, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func genKey(t *testing.T) ed25519.PrivateKey { return apptest.Key(t) }
 
 func pubOf(k ed25519.PrivateKey) string {
 	return audit.PublicKeyString(k.Public().(ed25519.PublicKey))

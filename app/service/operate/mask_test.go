@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -117,7 +118,7 @@ func FuzzMaskBody(f *testing.F) {
 	f.Add("memo", "001234567890", 3, 6, "99.", "", 6)
 	f.Add("", "123456789012", 2, 4, "", "", 7)
 	f.Fuzz(func(t *testing.T, field, digits string, sep, group int, before, after string, shape int) {
-		acct, grouped := accountNumber(digits, sep, group)
+		acct, grouped := apptest.AccountNumber(digits, sep, group)
 		if acct == "" || strings.ContainsFunc(field+before+after, isDigitRune) {
 			// Digits of the field name or text would be counted as the
 			// account's when shown; FuzzMaskText has digits around it.
@@ -125,7 +126,7 @@ func FuzzMaskBody(f *testing.F) {
 		}
 		value := before + grouped + after
 		var body []byte
-		switch abs(shape) % 8 {
+		switch apptest.Abs(shape) % 8 {
 		case 0: // the value of a field
 			body = marshal(map[string]string{field: value})
 		case 1: // a field of an object in an array
@@ -213,45 +214,4 @@ func visibleRun(s, acct string) int {
 		}
 	}
 	return best
-}
-
-// accountNumber makes an account number of the fuzzer's digits (a byte
-// that is not a digit taken as one, 8-18 of them) and writes it plain
-// (sep%5 == 0) or in groups of group%n digits (at least one) joined by
-// '-', ' ', '.' or '/'.
-func accountNumber(digits string, sep, group int) (acct, grouped string) {
-	if len(digits) < 8 {
-		return "", ""
-	}
-	var b strings.Builder
-	for i := 0; i < len(digits) && i < 18; i++ {
-		c := digits[i]
-		if c < '0' || c > '9' {
-			c = '0' + c%10
-		}
-		b.WriteByte(c)
-	}
-	acct = b.String()
-	s := abs(sep) % 5
-	if s == 0 {
-		return acct, acct
-	}
-	g := max(abs(group)%len(acct), 1)
-	var w strings.Builder
-	for i := range len(acct) {
-		if i > 0 && i%g == 0 {
-			w.WriteByte("- ./"[s-1])
-		}
-		w.WriteByte(acct[i])
-	}
-	return acct, w.String()
-}
-
-func abs(n int) int {
-	if n < 0 {
-		if n = -n; n < 0 { // math.MinInt
-			return 0
-		}
-	}
-	return n
 }
