@@ -63,6 +63,16 @@ func findBreak(rep reconcile.Report, id string) *reconcile.Break {
 	return nil
 }
 
+// toolClaim is a tool's claim of its own internal key (a renotify's).
+func (b *books) toolClaim(t *testing.T, key string) idempotency.Claim {
+	t.Helper()
+	cl, err := b.guard.Claim(t.Context(), key, "notice")
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	return cl
+}
+
 // A posting whose bank key is a tool's own internal key ("_renotify/…",
 // "_reconcile/…") is read as a charge: Run Gets the internal record, finds
 // it DONE and counts the posting as matched. No charge key ever starts
@@ -71,10 +81,7 @@ func findBreak(rep reconcile.Report, id string) *reconcile.Break {
 func TestAttackPostingUnderInternalKeyCountsAsMatched(t *testing.T) {
 	b := newBooks(t, memstore.New(), "ATK-")
 	key := "_renotify/ATK-1"
-	cl, err := b.guard.Claim(t.Context(), key, "notice")
-	if err != nil || !cl.Outcome.Owned() {
-		t.Fatalf("claim: %v %v", cl.Outcome, err)
-	}
+	cl := b.toolClaim(t, key)
 	if err := b.guard.Complete(t.Context(), cl.Lease(), "SENT", "ok"); err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +100,7 @@ func TestAttackPostingUnderInternalKeyCountsAsMatched(t *testing.T) {
 func TestAttackResolveAdoptsInternalToolClaim(t *testing.T) {
 	b := newBooks(t, memstore.New(), "ATK-")
 	key := "_renotify/ATK-2"
-	cl, err := b.guard.Claim(t.Context(), key, "notice")
-	if err != nil || !cl.Outcome.Owned() {
-		t.Fatalf("claim: %v %v", cl.Outcome, err)
-	}
+	b.toolClaim(t, key)
 	b.clock.Advance(2 * time.Minute) // the tool's lease passes
 	b.postings = append(b.postings, statement.Posting{BankKey: key, Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
 		BookingDate: day, Reference: "BANK-2", Where: "test"})

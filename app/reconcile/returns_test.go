@@ -30,6 +30,15 @@ func golden(t *testing.T, file, collection string, names ...string) (*books, rec
 	return b, rep
 }
 
+// wantCounts wants rep to count so many postings, reversals among them,
+// and matched charges.
+func wantCounts(t *testing.T, rep reconcile.Report, postings, reversals, matched int) {
+	t.Helper()
+	if rep.Postings != postings || rep.Reversals != reversals || rep.Matched != matched {
+		t.Fatalf("%d postings (%d reversals), %d matched; want %d (%d), %d", rep.Postings, rep.Reversals, rep.Matched, postings, reversals, matched)
+	}
+}
+
 func wantBreaks(t *testing.T, rep reconcile.Report, want ...string) {
 	t.Helper()
 	var got []string
@@ -47,9 +56,7 @@ func wantBreaks(t *testing.T, rep reconcile.Report, want ...string) {
 func TestReconcileReversalWithItsOwnReference(t *testing.T) {
 	_, rep := golden(t, "camt053_001_08_reversal_own_ref.xml", "FEES-001", "7", "8")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-8")
-	if rep.Postings != 2 || rep.Reversals != 1 || rep.Matched != 1 {
-		t.Fatalf("%d postings (%d reversals), %d matched; want 2 (1), 1", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 2, 1, 1)
 	br := rep.Breaks[0]
 	if !strings.Contains(br.Detail, "reversed") || len(br.Posted) != 2 || !br.Posted[1].Reversal || br.Posted[1].Reference != "RVSL-000091" {
 		t.Fatalf("break %q, posted %+v", br.Detail, br.Posted)
@@ -90,9 +97,7 @@ func TestReconcileReturnWithReasonCode(t *testing.T) {
 func TestReconcileBookedAndReversedPair(t *testing.T) {
 	_, rep := golden(t, "camt053_001_02_booked_reversed.xml", "", "10")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-10")
-	if rep.Postings != 1 || rep.Reversals != 1 || rep.Matched != 0 {
-		t.Fatalf("%d postings (%d reversals), %d matched", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 1, 1, 0)
 }
 
 // A batch entry credits three charges (several TxDtls in one Ntry); a
@@ -100,9 +105,7 @@ func TestReconcileBookedAndReversedPair(t *testing.T) {
 func TestReconcileBatchEntryAndBatchReturns(t *testing.T) {
 	_, rep := golden(t, "camt054_001_02_batch.xml", "IN12 FEES 0000 0000 0001", "20", "21", "22")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-21", "recorded_not_posted CHG-R-22")
-	if rep.Postings != 3 || rep.Reversals != 2 || rep.Matched != 1 {
-		t.Fatalf("%d postings (%d reversals), %d matched", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 3, 2, 1)
 	for i, code := range []string{"AM04 (insufficient funds)", "MD06 (refund request by end customer)"} {
 		if !strings.Contains(rep.Breaks[i].Detail, "reason "+code) {
 			t.Errorf("%s: %q", rep.Breaks[i].ChargeID, rep.Breaks[i].Detail)
@@ -213,9 +216,7 @@ func TestReconcileOwnReferenceReversalAcrossDays(t *testing.T) {
 func TestReconcileReturnByBankTransactionCode(t *testing.T) {
 	_, rep := golden(t, "camt053_001_08_return_bktxcd_narrative.xml", "FEES-001", "11", "12")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-12")
-	if rep.Postings != 2 || rep.Reversals != 1 || rep.Matched != 1 {
-		t.Fatalf("%d postings (%d reversals), %d matched; want 2 (1), 1", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 2, 1, 1)
 	br := rep.Breaks[0]
 	if len(br.Posted) != 2 || !br.Posted[1].Return || br.Posted[1].ReturnReason != "AC04" || br.Posted[1].Minor != 2500 || br.Posted[1].Reference != "RTN-000777" {
 		t.Fatalf("posted %+v", br.Posted)
@@ -233,9 +234,7 @@ func TestReconcileReturnByBankTransactionCode(t *testing.T) {
 func TestReconcileStornoWithoutKey(t *testing.T) {
 	_, rep := golden(t, "camt053_001_08_storno_notprovided.xml", "FEES-001", "13")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-13")
-	if rep.Postings != 1 || rep.Reversals != 1 || rep.Matched != 0 {
-		t.Fatalf("%d postings (%d reversals), %d matched; want 1 (1), 0", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 1, 1, 0)
 	br := rep.Breaks[0]
 	if len(br.Posted) != 2 || !br.Posted[1].Reversal || br.Posted[1].BankKey != "CHG-R-13" || br.Posted[1].Minor != 2500 || !strings.Contains(br.Detail, "reversed") {
 		t.Fatalf("break %q, posted %+v", br.Detail, br.Posted)
