@@ -85,8 +85,7 @@ func TestAttackPostingUnderInternalKeyCountsAsMatched(t *testing.T) {
 	if err := b.guard.Complete(t.Context(), cl.Lease(), "SENT", "ok"); err != nil {
 		t.Fatal(err)
 	}
-	b.postings = append(b.postings, statement.Posting{BankKey: key, Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
-		BookingDate: day, Reference: "BANK-1", Where: "test"})
+	b.postAs(key, "BANK-1")
 	rep := b.run(t)
 	// Not a key the collector sends: shown masked (ShowKey).
 	if br := findBreak(rep, reconcile.ShowKey(key)); br == nil || br.Kind != reconcile.UnknownPosting || br.ChargeID != "***********TK-1" {
@@ -102,8 +101,7 @@ func TestAttackResolveAdoptsInternalToolClaim(t *testing.T) {
 	key := "_renotify/ATK-2"
 	b.toolClaim(t, key)
 	b.clock.Advance(2 * time.Minute) // the tool's lease passes
-	b.postings = append(b.postings, statement.Posting{BankKey: key, Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
-		BookingDate: day, Reference: "BANK-2", Where: "test"})
+	b.postAs(key, "BANK-2")
 	// Fixed: the posting is an unknown one (no record read), which a
 	// resolve may mark; the tool's record is never touched.
 	res, err := attackResolve(t, b, period, key)
@@ -248,8 +246,7 @@ func TestAttackMalformedGenerationSuffixIsFiledUnderCharge(t *testing.T) {
 // operator sees (here: clears the screen and forges "0 breaks").
 func TestAttackTextReportPrintsControlCharacters(t *testing.T) {
 	b := newBooks(t, memstore.New(), "ATK-")
-	b.postings = append(b.postings, statement.Posting{BankKey: "ATK-stranger", Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
-		BookingDate: day, Reference: "R\x1b[2J\x1b[H\nperiod 2026-12-01 to 2026-12-02: 0 postings, 0 breaks\n", Where: "test"})
+	b.postAs("ATK-stranger", "R\x1b[2J\x1b[H\nperiod 2026-12-01 to 2026-12-02: 0 postings, 0 breaks\n")
 	rep := b.run(t)
 	out, _, _ := written(t, rep)
 	if strings.ContainsRune(out, 0x1b) || strings.Contains(out, "\nperiod 2026-12-01 to 2026-12-02: 0 postings") {
@@ -387,8 +384,7 @@ func TestAttackAdoptionClaimsTheNoticeWasSent(t *testing.T) {
 // text report and the CSV, never raw.
 func TestReportEscapesBidirectionalControls(t *testing.T) {
 	b := newBooks(t, memstore.New(), "BIDI-")
-	b.postings = append(b.postings, statement.Posting{BankKey: "BIDI-stranger", Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
-		BookingDate: day, Reference: "REF\u202e1-GHC\u2066x", Where: "test"})
+	b.postAs("BIDI-stranger", "REF\u202e1-GHC\u2066x")
 	rep := b.run(t)
 	text, csv, _ := written(t, rep)
 	for name, out := range map[string]string{"text": text, "csv": csv} {

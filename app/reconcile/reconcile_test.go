@@ -146,6 +146,13 @@ func (b *books) post(c charge.Charge, gen int, minor int64, narrative bool) stat
 	return p
 }
 
+// postAs is the bank's posting of 25.00 from account 001234567890 under
+// key, with reference ref: no charge of ours sent it.
+func (b *books) postAs(key, ref string) {
+	b.postings = append(b.postings, statement.Posting{BankKey: key, Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		BookingDate: day, Reference: ref, Where: "test"})
+}
+
 func (b *books) reverse(p statement.Posting) {
 	p.Reversal = true
 	p.Where += " (reversal)"
