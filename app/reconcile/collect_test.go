@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memstore"
-	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
 // Issue 50: a collection (resolve keeping the money of a posting the
@@ -31,17 +29,16 @@ type operatorStore interface {
 	driver.StateLister
 }
 
-// collectStores are the stores the collection tests run on.
+// collectStores are the stores the collection tests run on: the
+// backends' memory and SQLite stores.
 var collectStores = map[string]func(t *testing.T) operatorStore{
-	"memory": func(*testing.T) operatorStore { return memstore.New() },
-	"sqlite": func(t *testing.T) operatorStore {
-		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return sqlite.NewStore(db)
-	},
+	"memory": operatorStoreOf("memory"),
+	"sqlite": operatorStoreOf("sqlite"),
+}
+
+// operatorStoreOf opens the backend named as an operatorStore.
+func operatorStoreOf(name string) func(t *testing.T) operatorStore {
+	return func(t *testing.T) operatorStore { return backends[name](t).(operatorStore) }
 }
 
 // bankPosted is the bank's posting of c under generation gen after all:
