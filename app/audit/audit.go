@@ -449,23 +449,13 @@ func (a *Trail) All(f Filter) ([]Entry, error) {
 	}
 	defer file.Close()
 	var out []Entry
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 64<<10), MaxLine)
-	for sc.Scan() {
-		var e Entry
-		if json.Unmarshal(sc.Bytes(), &e) != nil || !f.Match(e) {
-			continue
-		}
-		e.Hash = Hash(sc.Bytes())
-		e.raw = append([]byte(nil), sc.Bytes()...)
-		out = append(out, e)
-	}
-	return out, sc.Err()
+	err = scanEntries(file, f, func(e Entry) { out = append(out, e) })
+	return out, err
 }
 
-func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {
-	ring := make([]Entry, n) // the last n, ring[seen%n] next
-	seen := 0
+// scanEntries calls each for every line of r that is an entry passing f,
+// in order (a line that is not JSON is passed over).
+func scanEntries(r io.Reader, f Filter, each func(Entry)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), MaxLine)
 	for sc.Scan() {
@@ -475,14 +465,23 @@ func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {
 		}
 		e.Hash = Hash(sc.Bytes())
 		e.raw = append([]byte(nil), sc.Bytes()...)
+		each(e)
+	}
+	return sc.Err()
+}
+
+func lastEntries(r io.Reader, n int, f Filter) ([]Entry, error) {
+	ring := make([]Entry, n) // the last n, ring[seen%n] next
+	seen := 0
+	err := scanEntries(r, f, func(e Entry) {
 		ring[seen%n] = e
 		seen++
-	}
+	})
 	out := make([]Entry, 0, min(seen, n))
 	for i := seen - 1; i >= 0 && i >= seen-n; i-- {
 		out = append(out, ring[i%n])
 	}
-	return out, sc.Err()
+	return out, err
 }
 
 // Last is the trail's last whole line (zero Entry for none).

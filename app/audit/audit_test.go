@@ -22,6 +22,17 @@ func verifyFile(t *testing.T, path string) (Report, error) {
 	return Verify(f, path, Report{})
 }
 
+// openTrail opens a trail in a new file of its own.
+func openTrail(t *testing.T) (path string, tr *Trail) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "audit.jsonl")
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, tr
+}
+
 func appendN(t *testing.T, tr *Trail, n int, who string) {
 	t.Helper()
 	for i := range n {
@@ -32,11 +43,7 @@ func appendN(t *testing.T, tr *Trail, n int, who string) {
 }
 
 func TestAppendChainsEveryLineAndVerifyAcceptsIt(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
 	var heads []int64
 	tr.Head = func(seq int64, _ string) { heads = append(heads, seq) }
 	appendN(t, tr, 5, "olga")
@@ -69,12 +76,8 @@ func TestAppendChainsEveryLineAndVerifyAcceptsIt(t *testing.T) {
 }
 
 func TestVerifyFindsAnEditedRemovedOrInsertedLine(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
+	dir := filepath.Dir(path)
 	appendN(t, tr, 6, "olga")
 	tr.Close()
 	orig, _ := os.ReadFile(path)
@@ -119,11 +122,7 @@ func TestATornWriteIsSkippedAndTheChainGoesOn(t *testing.T) {
 		{"a whole entry without its newline", ""}, // filled below
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "audit.jsonl")
-			tr, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			path, tr := openTrail(t)
 			appendN(t, tr, 3, "olga")
 			frag := tc.fragment
 			if frag == "" {
@@ -175,12 +174,7 @@ func TestLinesFromBeforeTheChainAreCountedAndChainedTo(t *testing.T) {
 }
 
 func TestFilesCheckedInOrderMustChain(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
 	appendN(t, tr, 2, "olga")
 	tr.Close()
 	rep, err := verifyFile(t, path)
@@ -219,11 +213,7 @@ func TestTwoWritersAtOnceKeepOneChain(t *testing.T) {
 }
 
 func TestRecentFilters(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tr := openTrail(t)
 	defer tr.Close()
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	for i, e := range []Entry{
@@ -280,11 +270,7 @@ func TestTheFileIsOwnerOnly(t *testing.T) {
 // The audit page never waits for an action: Recent answers while the
 // trail's lock is held (an action mid-append, its fsync slow).
 func TestRecentTakesNoLockAnActionNeeds(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.log")
-	a, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, a := openTrail(t)
 	defer a.Close()
 	if _, err := a.Append(Entry{Operator: "olga", Action: "reopen", Result: "requested"}); err != nil {
 		t.Fatal(err)

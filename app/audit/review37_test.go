@@ -3,7 +3,6 @@ package audit
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,11 +18,7 @@ import (
 // (starting {"seq":N+1,"prev":"<head>"); any other inserted text breaks
 // the chain (a BreakError naming the line).
 func TestAttackVerifyAcceptsInsertedNonJSONLine(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
 	appendN(t, tr, 3, "olga")
 	tr.Close()
 	b, _ := os.ReadFile(path)
@@ -49,11 +44,7 @@ func TestAttackVerifyAcceptsInsertedNonJSONLine(t *testing.T) {
 // every append logs elsewhere (Trail.Head; the console's and the command
 // line's "audit head" lines) can: Verify given those anchors fails.
 func TestAttackEditedLineRechainedPassesVerify(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
 	var logged []Anchor
 	tr.Head = func(seq int64, hash string) { logged = append(logged, Anchor{seq, hash}) }
 	for _, who := range []string{"olga", "ivan", "olga", "ivan"} {
@@ -107,12 +98,7 @@ func TestAttackEditedLineRechainedPassesVerify(t *testing.T) {
 // line's prev is the old head, seq continues), and Verify of the two in
 // order passes.
 func TestAttackRotatedTrailNeverVerifiesAsOneChain(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
 	defer tr.Close()
 	appendN(t, tr, 2, "olga")
 	if err := os.Rename(path, path+".1"); err != nil {

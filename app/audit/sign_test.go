@@ -9,16 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 )
 
-func newKey(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	_, k, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func newKey(t *testing.T) ed25519.PrivateKey { return apptest.Key(t) }
 
 // chainLine is a line chained by hand to the file's last line, as an
 // insider with write access to the file would write it.
@@ -156,11 +151,7 @@ func TestVouchedNamesTheSigner(t *testing.T) {
 	olga := newKey(t)
 	ring := Keyring{}
 	ring.Add(Key{Name: "olga", Pub: olga.Public().(ed25519.PublicKey), Until: 1})
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, tr := openTrail(t)
 	defer tr.Close()
 	tr.Sign = &Signer{Name: "olga", Key: olga}
 	for range 2 {

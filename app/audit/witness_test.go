@@ -9,11 +9,7 @@ import (
 )
 
 func TestTheWitnessSeesEveryLineAndACutTail(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
 	defer tr.Close()
 	w := NewWitness(path)
 	var seen []int64
@@ -53,12 +49,8 @@ func TestTheWitnessSeesEveryLineAndACutTail(t *testing.T) {
 }
 
 func TestTheWitnessFollowsARotation(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "audit.jsonl")
-	tr, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, tr := openTrail(t)
+	dir := filepath.Dir(path)
 	defer tr.Close()
 	w := NewWitness(path)
 	if _, err := tr.Append(Entry{Operator: "olga", Action: "redrive", Result: "moved"}); err != nil {
@@ -118,11 +110,7 @@ func TestTheWitnessSeesARewriteAnywhere(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "audit.jsonl")
-			tr, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			path, tr := openTrail(t)
 			defer tr.Close()
 			w := NewWitness(path)
 			for _, a := range []string{"approve", "reject", "batch"} {

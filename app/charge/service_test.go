@@ -70,6 +70,28 @@ func wantOutcome(t *testing.T, got charge.Result, want charge.Outcome) {
 	}
 }
 
+// failFirstDebit makes the bank answer the first debit with err and post
+// every later one.
+func (f *fixture) failFirstDebit(err error) {
+	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
+		if call == 1 {
+			return err
+		}
+		return nil
+	}
+}
+
+// wantPostedOnSecondAttempt delivers c again and wants it processed on its
+// second attempt with one entry at the bank.
+func (f *fixture) wantPostedOnSecondAttempt(t *testing.T, c charge.Charge) {
+	t.Helper()
+	res := f.svc.Process(t.Context(), c, nil)
+	wantOutcome(t, res, charge.Processed)
+	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
+		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
+	}
+}
+
 func TestFirstDeliveryDebitsNotifiesAndRecordsDone(t *testing.T) {
 	f := newFixture(t)
 	res := f.svc.Process(t.Context(), smsFee("CHG-1"), nil)
@@ -110,14 +132,23 @@ func TestDuplicateDeliveryIsDroppedNotDebited(t *testing.T) {
 	}
 }
 
-func TestInFlightDuplicateIsNotAcked(t *testing.T) {
-	f := newFixture(t)
+// stuckInDebit processes c in the background (beating hb, if any) and
+// returns once its debit has reached the bank, which answers only when
+// f.ledger.gate is closed (or the debit's context ends); the result comes
+// on the channel.
+func (f *fixture) stuckInDebit(c charge.Charge, hb idempotency.Heartbeat) <-chan charge.Result {
 	f.ledger.gate = make(chan struct{})
 	f.ledger.entered = make(chan string, 1)
+	done := make(chan charge.Result, 1)
+	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
+	<-f.ledger.entered
+	return done
+}
+
+func TestInFlightDuplicateIsNotAcked(t *testing.T) {
+	f := newFixture(t)
 	c := smsFee("CHG-INFLIGHT")
-	first := make(chan charge.Result, 1)
-	go func() { first <- f.svc.Process(context.Background(), c, nil) }()
-	<-f.ledger.entered // the first delivery is debiting
+	first := f.stuckInDebit(c, nil) // the first delivery is debiting
 
 	f.clock.Advance(10 * time.Second)
 	dup := f.svc.Process(t.Context(), c, nil)
@@ -197,12 +228,7 @@ func TestPermanentDebitFailureRecordsFailedAndDeadLetters(t *testing.T) {
 
 func TestAmbiguousDebitFailureKeepsTheLeaseAndDebitsOnce(t *testing.T) {
 	f := newFixture(t)
-	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
-		if call == 1 {
-			return errors.New("core banking: 503 service unavailable") // may have posted
-		}
-		return nil
-	}
+	f.failFirstDebit(errors.New("core banking: 503 service unavailable")) // may have posted
 	c := smsFee("CHG-FLAKY")
 	res := f.svc.Process(t.Context(), c, nil)
 	wantOutcome(t, res, charge.RetryLater)
@@ -220,21 +246,12 @@ func TestAmbiguousDebitFailureKeepsTheLeaseAndDebitsOnce(t *testing.T) {
 		t.Fatalf("bank calls = %d during the kept lease, want 1", f.ledger.callsFor(c.ID))
 	}
 	f.clock.Advance(lease)
-	res = f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.Processed)
-	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
-		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
-	}
+	f.wantPostedOnSecondAttempt(t, c)
 }
 
 func TestUnsentDebitGivesTheLeaseUpAtOnce(t *testing.T) {
 	f := newFixture(t)
-	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
-		if call == 1 {
-			return &charge.BankError{Kind: charge.BankUnavailable, NotSent: true, Err: errors.New("connection refused")}
-		}
-		return nil
-	}
+	f.failFirstDebit(&charge.BankError{Kind: charge.BankUnavailable, NotSent: true, Err: errors.New("connection refused")})
 	c := smsFee("CHG-REFUSED")
 	res := f.svc.Process(t.Context(), c, nil)
 	wantOutcome(t, res, charge.RetryLater)
@@ -242,21 +259,12 @@ func TestUnsentDebitGivesTheLeaseUpAtOnce(t *testing.T) {
 		t.Fatalf("RetryAfter = %s, want 0 (the runtime's backoff): nothing can be posting", res.RetryAfter)
 	}
 	// The request never reached the bank: the next delivery reclaims at once.
-	res = f.svc.Process(t.Context(), c, nil)
-	wantOutcome(t, res, charge.Processed)
-	if res.Attempt != 2 || f.ledger.posted(c.ID) != 1 {
-		t.Fatalf("attempt %d, entries %d; want 2 and 1", res.Attempt, f.ledger.posted(c.ID))
-	}
+	f.wantPostedOnSecondAttempt(t, c)
 }
 
 func TestRejectedRequestAlertsAndIsNeverFinal(t *testing.T) {
 	f := newFixture(t)
-	f.ledger.fail = func(_ charge.DebitRequest, call int) error {
-		if call == 1 {
-			return &charge.BankError{Kind: charge.BankRejected, Status: 401, Code: "UNAUTHORIZED"}
-		}
-		return nil
-	}
+	f.failFirstDebit(&charge.BankError{Kind: charge.BankRejected, Status: 401, Code: "UNAUTHORIZED"})
 	c := smsFee("CHG-401")
 	res := f.svc.Process(t.Context(), c, nil)
 	wantOutcome(t, res, charge.RetryLater)
@@ -395,11 +403,7 @@ func TestNotificationFailureKeepsTheDebitAndIsNotRetried(t *testing.T) {
 func TestStaleWorkerIsFencedAndDoesNotAck(t *testing.T) {
 	f := newFixture(t)
 	c := smsFee("CHG-STALE")
-	f.ledger.gate = make(chan struct{})
-	f.ledger.entered = make(chan string, 1)
-	stale := make(chan charge.Result, 1)
-	go func() { stale <- f.svc.Process(context.Background(), c, nil) }()
-	<-f.ledger.entered // worker A is stuck in the debit
+	stale := f.stuckInDebit(c, nil) // worker A is stuck in the debit
 
 	f.clock.Advance(lease + time.Second) // A's lease expires
 	f.ledger.mu.Lock()
@@ -516,12 +520,8 @@ func TestRecordingDoneGivesUpWithoutAckingWhenTheStoreStaysDown(t *testing.T) {
 func TestHeartbeatExtendsTheLeaseDuringASlowDebit(t *testing.T) {
 	f := newFixture(t)
 	hb := &heartbeat{}
-	f.ledger.gate = make(chan struct{})
-	f.ledger.entered = make(chan string, 1)
 	c := smsFee("CHG-SLOW")
-	done := make(chan charge.Result, 1)
-	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
-	<-f.ledger.entered
+	done := f.stuckInDebit(c, hb)
 	for range 4 { // two full leases pass while the debit runs
 		f.clock.Advance(lease / 2)
 		for _, err := range hb.fire(t.Context()) {
@@ -544,12 +544,8 @@ func TestHeartbeatExtendsTheLeaseDuringASlowDebit(t *testing.T) {
 func TestHeartbeatKeepsBeatingThroughATransientExtendError(t *testing.T) {
 	f := newFixture(t)
 	hb := &heartbeat{}
-	f.ledger.gate = make(chan struct{})
-	f.ledger.entered = make(chan string, 1)
 	c := smsFee("CHG-BEAT")
-	done := make(chan charge.Result, 1)
-	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
-	<-f.ledger.entered
+	done := f.stuckInDebit(c, hb)
 	f.store.mu.Lock()
 	f.store.failExtends = 1
 	f.store.mu.Unlock()
@@ -577,12 +573,8 @@ func TestHeartbeatKeepsBeatingThroughATransientExtendError(t *testing.T) {
 func TestLostLeaseCancelsTheWork(t *testing.T) {
 	f := newFixture(t)
 	hb := &heartbeat{}
-	f.ledger.gate = make(chan struct{}) // answers only when the ctx ends
-	f.ledger.entered = make(chan string, 1)
 	c := smsFee("CHG-TAKEN")
-	done := make(chan charge.Result, 1)
-	go func() { done <- f.svc.Process(context.Background(), c, hb) }()
-	<-f.ledger.entered
+	done := f.stuckInDebit(c, hb) // answers only when the ctx ends
 	// Another worker takes the charge over (the lease passed unrenewed).
 	f.clock.Advance(lease)
 	other, err := f.guard.Claim(t.Context(), c.ID, c.Fingerprint(nil))
@@ -641,40 +633,33 @@ type flakyStore struct {
 	failExtends  int
 }
 
-func (s *flakyStore) Extend(ctx context.Context, req driver.ExtendRequest) error {
+// take uses up one of the failures *n counts, if any are left.
+func (s *flakyStore) take(n *int) bool {
 	s.mu.Lock()
-	fail := s.failExtends > 0
-	if fail {
-		s.failExtends--
+	defer s.mu.Unlock()
+	if *n <= 0 {
+		return false
 	}
-	s.mu.Unlock()
-	if fail {
+	*n--
+	return true
+}
+
+func (s *flakyStore) Extend(ctx context.Context, req driver.ExtendRequest) error {
+	if s.take(&s.failExtends) {
 		return driver.Unavailable("extend", errors.New("throttled"))
 	}
 	return s.Store.Extend(ctx, req)
 }
 
 func (s *flakyStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
-	s.mu.Lock()
-	fail := s.failClaims > 0
-	if fail {
-		s.failClaims--
-	}
-	s.mu.Unlock()
-	if fail {
+	if s.take(&s.failClaims) {
 		return driver.ClaimResult{}, driver.Unavailable("claim", errors.New("connection refused"))
 	}
 	return s.Store.Claim(ctx, req)
 }
 
 func (s *flakyStore) Finish(ctx context.Context, f driver.FinishRequest) error {
-	s.mu.Lock()
-	fail := s.failFinishes > 0
-	if fail {
-		s.failFinishes--
-	}
-	s.mu.Unlock()
-	if fail {
+	if s.take(&s.failFinishes) {
 		return driver.Unavailable("finish", errors.New("throttled"))
 	}
 	return s.Store.Finish(ctx, f)

@@ -35,13 +35,11 @@ func event(id string) string {
 	return fmt.Sprintf(`{"schemaVersion":1,"chargeId":%q,"accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`, id)
 }
 
-// On the co-located path (SQLite: the claim written in the receive's
-// transaction) each message is parsed once, at its receive, and the
-// handler works on that charge, the message's own; a poison message is
-// still dead-lettered with its reason, and a message received without a
-// claim (Bound nil) is parsed by the handler.
-func TestTheColocatedPathParsesEachMessageOnce(t *testing.T) {
-	parses := chargehandler.CountParses(t)
+// colocated is the co-located path's setup: a SQLite queue and store in
+// one database, a guard over that store, a bank that counts debits and the
+// charge service over them.
+func colocated(t *testing.T) (*sqlite.Queue, *debits, *charge.Service) {
+	t.Helper()
 	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +58,17 @@ func TestTheColocatedPathParsesEachMessageOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return q, bank, svc
+}
+
+// On the co-located path (SQLite: the claim written in the receive's
+// transaction) each message is parsed once, at its receive, and the
+// handler works on that charge, the message's own; a poison message is
+// still dead-lettered with its reason, and a message received without a
+// claim (Bound nil) is parsed by the handler.
+func TestTheColocatedPathParsesEachMessageOnce(t *testing.T) {
+	parses := chargehandler.CountParses(t)
+	q, bank, svc := colocated(t)
 	seen := map[string]string{} // message id → the charge id the handler worked on
 	h := chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet,
 		OnResult: func(_ context.Context, m queue.Message, c charge.Charge, _ charge.Result) { seen[m.ID] = c.ID }})
@@ -119,36 +128,27 @@ func TestTheColocatedPathParsesEachMessageOnce(t *testing.T) {
 	}
 }
 
+// receiveChargeA sends CHG-A's event on the co-located path and receives it
+// claiming; handled is the charge id the handler last worked on.
+func receiveChargeA(t *testing.T) (bank *debits, h *chargehandler.Handler, handled *string, msgs []queue.Message, err error) {
+	t.Helper()
+	q, bank, svc := colocated(t)
+	handled = new(string)
+	h = chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet,
+		OnResult: func(_ context.Context, _ queue.Message, c charge.Charge, _ charge.Result) { *handled = c.ID }})
+	if _, err := q.Send(t.Context(), []byte(event("CHG-A")), nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err = q.ReceiveClaiming(t.Context(), 10, h.ClaimPolicy())
+	return bank, h, handled, msgs, err
+}
+
 // A message whose body was replaced after its receive (a copy of one
 // message given another's body) is handled as its body says, never as the
 // charge parsed for the message it was copied from.
 func TestAParsedChargeNeverFollowsAnotherBody(t *testing.T) {
 	parses := chargehandler.CountParses(t)
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	q, err := sqlite.NewQueue(db, sqlite.QueueOptions{Name: "charges", VisibilityTimeout: time.Minute, WaitTime: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	guard, err := idempotency.NewGuard(sqlite.NewStore(db), idempotency.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bank := &debits{n: map[string]int{}}
-	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: bank, Notifier: notifysim.NewRecorder(0, quiet), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var handled string
-	h := chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet,
-		OnResult: func(_ context.Context, _ queue.Message, c charge.Charge, _ charge.Result) { handled = c.ID }})
-	if _, err := q.Send(t.Context(), []byte(event("CHG-A")), nil); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := q.ReceiveClaiming(t.Context(), 10, h.ClaimPolicy())
+	bank, h, handled, msgs, err := receiveChargeA(t)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("received %d messages (%v), want 1", len(msgs), err)
 	}
@@ -159,8 +159,8 @@ func TestAParsedChargeNeverFollowsAnotherBody(t *testing.T) {
 	m.Bound = nil // as a copy handed around without its claim
 	m.Body = []byte(event("CHG-B"))
 	h.Handle(t.Context(), &consumer.Delivery{Message: m})
-	if handled != "CHG-B" || bank.n["CHG-B"] != 1 || bank.n["CHG-A"] != 0 {
-		t.Errorf("handled as %q, debits %v; want CHG-B debited once and CHG-A not", handled, bank.n)
+	if *handled != "CHG-B" || bank.n["CHG-B"] != 1 || bank.n["CHG-A"] != 0 {
+		t.Errorf("handled as %q, debits %v; want CHG-B debited once and CHG-A not", *handled, bank.n)
 	}
 	if n := parses(event("CHG-B")); n != 1 {
 		t.Errorf("the new body was parsed %d times, want once", n)
@@ -172,31 +172,7 @@ func TestAParsedChargeNeverFollowsAnotherBody(t *testing.T) {
 // says, never as the charge parsed of the bytes it held before: Parsed
 // promises nothing when Body is not the bytes the value was read from.
 func TestAParsedChargeNeverOutlivesItsBytes(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	q, err := sqlite.NewQueue(db, sqlite.QueueOptions{Name: "charges", VisibilityTimeout: time.Minute, WaitTime: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	guard, err := idempotency.NewGuard(sqlite.NewStore(db), idempotency.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bank := &debits{n: map[string]int{}}
-	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: bank, Notifier: notifysim.NewRecorder(0, quiet), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var handled string
-	h := chargehandler.NewHandler(chargehandler.Options{Service: svc, Logger: quiet,
-		OnResult: func(_ context.Context, _ queue.Message, c charge.Charge, _ charge.Result) { handled = c.ID }})
-	if _, err := q.Send(t.Context(), []byte(event("CHG-A")), nil); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := q.ReceiveClaiming(t.Context(), 10, h.ClaimPolicy())
+	bank, h, handled, msgs, err := receiveChargeA(t)
 	if err != nil || len(msgs) != 1 || msgs[0].Parsed() == nil {
 		t.Fatalf("received %d messages (%v), want 1 with what its receive parsed", len(msgs), err)
 	}
@@ -207,7 +183,7 @@ func TestAParsedChargeNeverOutlivesItsBytes(t *testing.T) {
 		t.Errorf("a body rewritten in place still carries %v", got)
 	}
 	h.Handle(t.Context(), &consumer.Delivery{Message: m})
-	if handled != "CHG-B" || bank.n["CHG-B"] != 1 || bank.n["CHG-A"] != 0 {
-		t.Errorf("handled as %q, debits %v; want CHG-B debited once and CHG-A not", handled, bank.n)
+	if *handled != "CHG-B" || bank.n["CHG-B"] != 1 || bank.n["CHG-A"] != 0 {
+		t.Errorf("handled as %q, debits %v; want CHG-B debited once and CHG-A not", *handled, bank.n)
 	}
 }

@@ -256,23 +256,25 @@ func (h *Handler) log(ctx context.Context, m queue.Message, c charge.Charge, res
 
 // describe gives the level and message of the decision line for an outcome.
 func describe(o charge.Outcome) (slog.Level, string) {
-	switch o {
-	case charge.DuplicateDone, charge.DuplicateFailed:
-		return slog.LevelInfo, "duplicate delivery dropped"
-	case charge.DuplicateInProgress:
-		return slog.LevelInfo, "duplicate delivery while another holds the claim; left for redelivery"
-	case charge.DebitFailed:
-		return slog.LevelWarn, "debit declined; recorded FAILED and dead-lettered"
-	case charge.Invalid:
-		return slog.LevelWarn, "malformed message dead-lettered; nothing debited"
-	case charge.Conflict:
-		return slog.LevelError, "ALERT: charge id reused with a different payload; dead-lettered, nothing debited"
-	case charge.RetryLater:
-		return slog.LevelWarn, "transient failure; left for redelivery"
-	case charge.LeaseLost:
-		return slog.LevelWarn, "lease lost to another worker; not acked"
-	case charge.Waiting:
-		return slog.LevelInfo, "charge waiting; handled again at its time"
+	if d, ok := decisionLines[o]; ok {
+		return d.level, d.msg
 	}
 	return slog.LevelInfo, "charge processed"
+}
+
+// decisionLines are the level and message of each outcome's decision line
+// but Processed's.
+var decisionLines = map[charge.Outcome]struct {
+	level slog.Level
+	msg   string
+}{
+	charge.DuplicateDone:       {slog.LevelInfo, "duplicate delivery dropped"},
+	charge.DuplicateFailed:     {slog.LevelInfo, "duplicate delivery dropped"},
+	charge.DuplicateInProgress: {slog.LevelInfo, "duplicate delivery while another holds the claim; left for redelivery"},
+	charge.DebitFailed:         {slog.LevelWarn, "debit declined; recorded FAILED and dead-lettered"},
+	charge.Invalid:             {slog.LevelWarn, "malformed message dead-lettered; nothing debited"},
+	charge.Conflict:            {slog.LevelError, "ALERT: charge id reused with a different payload; dead-lettered, nothing debited"},
+	charge.RetryLater:          {slog.LevelWarn, "transient failure; left for redelivery"},
+	charge.LeaseLost:           {slog.LevelWarn, "lease lost to another worker; not acked"},
+	charge.Waiting:             {slog.LevelInfo, "charge waiting; handled again at its time"},
 }

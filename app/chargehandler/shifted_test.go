@@ -1,15 +1,14 @@
 package chargehandler_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/chargehandler"
+	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 	"github.com/finedge/idempotent-consumer/app/notifysim"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -18,24 +17,6 @@ import (
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/queue"
 )
-
-// lockedBuffer is a log sink written by one handler at a time.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // neverDebits fails the test if a malformed message reaches the bank.
 type neverDebits struct{ t *testing.T }
@@ -55,7 +36,7 @@ func TestShiftedFieldsNeverReachTheDLQReasonOrTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs apptest.LockedBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: neverDebits{t}, Notifier: notifysim.NewRecorder(0, quiet), Logger: log})
 	if err != nil {

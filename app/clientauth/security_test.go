@@ -23,6 +23,21 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
+// pinnedTo serves an empty page over TLS with a certificate of srvCA for
+// host, and returns an Auth that trusts the CA bundle in caFile, written
+// with trusted's certificate (a test may rewrite it).
+func pinnedTo(t *testing.T, trusted, srvCA *pki.CA, host string) (srv *httptest.Server, caFile string, a *clientauth.Auth) {
+	t.Helper()
+	srv = tlsServer(t, srvCA, []string{host}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	write(t, caFile, string(trusted.PEM))
+	a, err := clientauth.New(clientauth.Options{CAFile: caFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, caFile, a
+}
+
 // tlsServer serves ok over TLS with a certificate of ca for hosts.
 func tlsServer(t *testing.T, ca *pki.CA, hosts []string, h http.Handler) *httptest.Server {
 	t.Helper()
@@ -104,13 +119,7 @@ func TestTheServerMustBeCertifiedForTheHostCalled(t *testing.T) {
 func TestARotatedCABundleIsUsed(t *testing.T) {
 	oldCA, _ := pki.NewCA("old CA")
 	newCA, _ := pki.NewCA("new CA")
-	srv := tlsServer(t, newCA, []string{"127.0.0.1"}, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	write(t, caFile, string(oldCA.PEM))
-	a, err := clientauth.New(clientauth.Options{CAFile: caFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, caFile, a := pinnedTo(t, oldCA, newCA, "127.0.0.1")
 	if _, err := a.Client().Get(srv.URL); err == nil || !strings.Contains(clientauth.Explain(err), "not signed by a CA we trust") {
 		t.Fatalf("with the old bundle: %v, want refused as untrusted", err)
 	}

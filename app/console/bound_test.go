@@ -15,9 +15,10 @@ import (
 	"github.com/finedge/idempotent-consumer/memstore"
 )
 
-// 1,000 client addresses keep at most MaxClients rate limiters and counts,
-// and every refused sign-in is still counted in the summary.
-func TestRateLimitersAndRefusalCountsAreBounded(t *testing.T) {
+// olgaSignsIn is a token file with olga's operator token, the sign-in
+// that reads it, and an audit log in a directory of the test's own.
+func olgaSignsIn(t *testing.T) (*TokenAuth, *AuditLog) {
+	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens")
 	if err := os.WriteFile(tokens, []byte(TokenLine("olga", Operator, "olga-0123456789abcdef", "")+"\n"), 0o600); err != nil {
@@ -31,7 +32,14 @@ func TestRateLimitersAndRefusalCountsAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer audit.Close()
+	t.Cleanup(func() { audit.Close() })
+	return auth, audit
+}
+
+// 1,000 client addresses keep at most MaxClients rate limiters and counts,
+// and every refused sign-in is still counted in the summary.
+func TestRateLimitersAndRefusalCountsAreBounded(t *testing.T) {
+	auth, audit := olgaSignsIn(t)
 	c, err := New(Options{Queue: memqueue.New(memqueue.Options{}), Store: memstore.New(), Auth: auth, Audit: audit, MaxClients: 50,
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	if err != nil {

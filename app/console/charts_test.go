@@ -44,6 +44,11 @@ func parseSVGs(t *testing.T, page string) map[string]svgDoc {
 	for _, m := range figRE.FindAllStringSubmatch(page, -1) {
 		var doc svgDoc
 		d := xml.NewDecoder(strings.NewReader(m[2]))
+		decode := func(v any, se xml.StartElement) {
+			if err := d.DecodeElement(v, &se); err != nil {
+				t.Fatal(err)
+			}
+		}
 		// the texts sit inside <g>: collect every <text> wherever it is
 		for {
 			tok, err := d.Token()
@@ -66,26 +71,20 @@ func parseSVGs(t *testing.T, page string) map[string]svgDoc {
 				}
 			case "text":
 				var tx svgText
-				if err := d.DecodeElement(&tx, &se); err != nil {
-					t.Fatal(err)
-				}
+				decode(&tx, se)
 				doc.Texts = append(doc.Texts, tx)
 			case "polyline":
 				var pl struct {
 					Class  string `xml:"class,attr"`
 					Points string `xml:"points,attr"`
 				}
-				if err := d.DecodeElement(&pl, &se); err != nil {
-					t.Fatal(err)
-				}
+				decode(&pl, se)
 				doc.Polylines = append(doc.Polylines, pl)
 			case "circle":
 				var c struct {
 					CX string `xml:"cx,attr"`
 				}
-				if err := d.DecodeElement(&c, &se); err != nil {
-					t.Fatal(err)
-				}
+				decode(&c, se)
 				doc.Circles = append(doc.Circles, c)
 			}
 		}

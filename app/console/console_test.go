@@ -200,13 +200,33 @@ func as(t *testing.T, user, method, u string, form url.Values, hdr ...string) (i
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	resp, page := send(t, req)
+	return resp.StatusCode, page
+}
+
+// send sends req and returns the answer and its body (read and closed).
+func send(t *testing.T, req *http.Request) (*http.Response, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp, string(b)
+}
+
+// getAs is the answer to a GET of u signed in (by the proxy's header) as
+// user.
+func getAs(t *testing.T, user, u string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Auth-Request-User", user)
+	resp, _ := send(t, req)
+	return resp
 }
 
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
@@ -259,16 +279,9 @@ func TestNoAnonymousAccess(t *testing.T) {
 }
 
 func TestEveryAnswerCarriesTheSecurityHeaders(t *testing.T) {
-	w := newWorld(t)
-	srv := w.console(t, proxyAuth())
+	srv := newWorld(t).console(t, proxyAuth())
 	for _, path := range []string{"/", "/dlq", "/static/console.js", "/nope"} {
-		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+path, nil)
-		req.Header.Set("X-Auth-Request-User", "vera")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := getAs(t, "vera", srv.URL+path)
 		csp := resp.Header.Get("Content-Security-Policy")
 		for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
 			if !strings.Contains(csp, want) {

@@ -2,8 +2,6 @@ package console
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,20 +41,7 @@ func TestTheOverviewReadsAnSQSDLQAtMostOnceAMinute(t *testing.T) {
 		{"a database: exact counts", false, 13},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			tokens := filepath.Join(dir, "tokens")
-			if err := os.WriteFile(tokens, []byte(TokenLine("olga", Operator, "olga-0123456789abcdef", "")+"\n"), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			auth, err := NewTokenAuth(TokenOptions{File: tokens})
-			if err != nil {
-				t.Fatal(err)
-			}
-			audit, err := OpenAuditLog(filepath.Join(dir, "audit.jsonl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer audit.Close()
+			auth, audit := olgaSignsIn(t)
 			start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 			var now atomic.Int64
 			now.Store(start.UnixNano())

@@ -159,16 +159,9 @@ func TestRecordsRefusesWhatItDidNotMake(t *testing.T) {
 }
 
 func TestTheConsolesNotFoundPage(t *testing.T) {
-	w := newWorld(t)
-	srv := w.console(t, proxyAuth())
+	srv := newWorld(t).console(t, proxyAuth())
 	for _, u := range []string{"/nope", "/dlq/nope", "/static/nope.js", "/charge?id=CHG-NOPE"} {
-		req, _ := http.NewRequestWithContext(t.Context(), "GET", srv.URL+u, nil)
-		req.Header.Set("X-Auth-Request-User", "vera")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := getAs(t, "vera", srv.URL+u)
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("%s: %d, want 404", u, resp.StatusCode)
 		}

@@ -418,11 +418,7 @@ func TestAnIdentityHeaderGivenTwiceIsRefused(t *testing.T) {
 		for _, h := range hdrs {
 			req.Header.Add(h[0], h[1])
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := send(t, req)
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%v: %d, want 400", hdrs, resp.StatusCode)
 		}

@@ -227,6 +227,18 @@ type store struct {
 	m *Metrics
 }
 
+// countClaim counts a claim taken by its outcome.
+func (m *Metrics) countClaim(req driver.ClaimRequest, res driver.ClaimResult) {
+	m.claims.WithLabelValues(idempotency.ClaimOf(req, res).Outcome.String()).Inc()
+}
+
+// countLost counts a lease lost (err is ErrLeaseLost).
+func (m *Metrics) countLost(err error) {
+	if errors.Is(err, idempotency.ErrLeaseLost) {
+		m.leaseLost.Inc()
+	}
+}
+
 func (s *store) observe(op string, start time.Time) {
 	s.m.storeLatency.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
@@ -235,7 +247,7 @@ func (s *store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 	defer s.observe("claim", time.Now())
 	res, err := s.Store.Claim(ctx, req)
 	if err == nil {
-		s.m.claims.WithLabelValues(idempotency.ClaimOf(req, res).Outcome.String()).Inc()
+		s.m.countClaim(req, res)
 	}
 	return res, err
 }
@@ -243,21 +255,17 @@ func (s *store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.Clai
 func (s *store) Finish(ctx context.Context, f driver.FinishRequest) error {
 	defer s.observe("finish", time.Now())
 	err := s.Store.Finish(ctx, f)
-	if errors.Is(err, idempotency.ErrLeaseLost) {
-		s.m.leaseLost.Inc()
-	}
+	s.m.countLost(err)
 	return err
 }
 
 func (s *store) Extend(ctx context.Context, req driver.ExtendRequest) error {
 	defer s.observe("extend", time.Now())
 	err := s.Store.Extend(ctx, req)
-	switch {
-	case err == nil:
+	if err == nil {
 		s.m.leaseExtensions.Inc()
-	case errors.Is(err, idempotency.ErrLeaseLost):
-		s.m.leaseLost.Inc()
 	}
+	s.m.countLost(err)
 	return err
 }
 
@@ -275,7 +283,7 @@ type bound struct {
 func (b *bound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
 	req, res, ok := b.Bound.Claimed()
 	if ok {
-		b.m.claims.WithLabelValues(idempotency.ClaimOf(req, res).Outcome.String()).Inc()
+		b.m.countClaim(req, res)
 	}
 	return req, res, ok
 }
@@ -284,9 +292,7 @@ func (b *bound) Finish(ctx context.Context, f driver.FinishRequest) error {
 	start := time.Now()
 	err := b.Bound.Finish(ctx, f)
 	b.m.storeLatency.WithLabelValues("finish_settle").Observe(time.Since(start).Seconds())
-	if errors.Is(err, idempotency.ErrLeaseLost) {
-		b.m.leaseLost.Inc()
-	}
+	b.m.countLost(err)
 	return err
 }
 

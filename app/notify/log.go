@@ -45,21 +45,23 @@ func (l *Log) NotifyPreDebit(ctx context.Context, c charge.Charge, receipt charg
 
 // SendNotice implements charge.NoticeSender.
 func (l *Log) SendNotice(ctx context.Context, n charge.Notice) error {
-	l.log.LogAttrs(ctx, slog.LevelInfo, "pre-debit notice", slog.Group("notice",
-		slog.String("type", n.Type), slog.String("notificationKey", n.NotificationKey), slog.String("chargeId", n.ChargeID),
-		slog.String("account", n.Account), slog.Int64("amountMinor", n.Amount.Minor), slog.String("currency", string(n.Amount.Currency)),
-		slog.String("chargeType", string(n.ChargeType)), slog.String("dueDate", n.DueDate), slog.String("reference", n.Reference),
-		slog.Time("debitedAt", n.DebitedAt)))
+	l.log.LogAttrs(ctx, slog.LevelInfo, "pre-debit notice", slog.Group("notice", append(noticeAttrs(n.Type, n.NotificationKey, n.ChargeID, n.Account, n.Amount, n.ChargeType, n.DueDate),
+		slog.String("reference", n.Reference), slog.Time("debitedAt", n.DebitedAt))...))
 	return nil
 }
 
 // NotifyAdvance implements charge.AdvanceNotifier: one line, message
 // "advance notice", attribute "notice" (the AdvanceNotice's fields).
 func (l *Log) NotifyAdvance(ctx context.Context, n charge.AdvanceNotice) error {
-	l.log.LogAttrs(ctx, slog.LevelInfo, "advance notice", slog.Group("notice",
-		slog.String("type", n.Type), slog.String("notificationKey", n.NotificationKey), slog.String("chargeId", n.ChargeID),
-		slog.String("account", n.Account), slog.Int64("amountMinor", n.Amount.Minor), slog.String("currency", string(n.Amount.Currency)),
-		slog.String("chargeType", string(n.ChargeType)), slog.String("dueDate", n.DueDate), slog.Time("debitOnOrAfter", n.DebitOnOrAfter),
-		slog.String("text", n.Text)))
+	l.log.LogAttrs(ctx, slog.LevelInfo, "advance notice", slog.Group("notice", append(noticeAttrs(n.Type, n.NotificationKey, n.ChargeID, n.Account, n.Amount, n.ChargeType, n.DueDate),
+		slog.Time("debitOnOrAfter", n.DebitOnOrAfter), slog.String("text", n.Text))...))
 	return nil
+}
+
+// noticeAttrs are the attributes the two notices share, in the order the
+// line gives them.
+func noticeAttrs(typ, key, chargeID, account string, amt charge.NoticeAmt, chargeType charge.Type, dueDate string) []any {
+	return []any{slog.String("type", typ), slog.String("notificationKey", key), slog.String("chargeId", chargeID),
+		slog.String("account", account), slog.Int64("amountMinor", amt.Minor), slog.String("currency", string(amt.Currency)),
+		slog.String("chargeType", string(chargeType)), slog.String("dueDate", dueDate)}
 }

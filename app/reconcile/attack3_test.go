@@ -28,13 +28,21 @@ func (b *books) earlier(p statement.Posting) {
 // generation 2 by an operator, and debited under generation 2: DONE at 2.
 func (b *books) doneAtGeneration2(t *testing.T, c charge.Charge) {
 	t.Helper()
+	b.atGeneration2(t, c, b.done, driver.StateDone)
+}
+
+// atGeneration2 is a charge declined under generation 1 (FAILED), reopened
+// by an operator into generation 2, and finished there by second: want at
+// generation 2.
+func (b *books) atGeneration2(t *testing.T, c charge.Charge, second func(*testing.T, charge.Charge), want driver.State) {
+	t.Helper()
 	b.failed(t, c)
 	if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
 		t.Fatal(err)
 	}
-	b.done(t, c)
-	if rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now()); rec.State != driver.StateDone || rec.Generation != 2 {
-		t.Fatalf("record %s generation %d, want DONE generation 2", rec.State, rec.Generation)
+	second(t, c)
+	if rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now()); rec.State != want || rec.Generation != 2 {
+		t.Fatalf("record %s generation %d, want %s generation 2", rec.State, rec.Generation, want)
 	}
 }
 
@@ -50,8 +58,7 @@ func TestAttack3WaitingRecordsUnpresentedKeyPostingCountsAsMatched(t *testing.T)
 	for name, open := range collectStores {
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "A3W-")
-			c := b.charge("waiting", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "waiting")
 			b.post(c, 2, c.Amount.Minor, true) // ~2: the key of the attempt not yet made
 			rep := b.run(t)
 			if findBreak(rep, c.ID) == nil {
@@ -135,8 +142,7 @@ func TestAttack3PostedTwiceOfAnOpenRecordIsMarkedAndDebitedAgain(t *testing.T) {
 		t.Run(name+"/WAITING, ~1 booked twice", func(t *testing.T) {
 			b := newBooks(t, open(t), "A3T-")
 			bank := corebanksim.NewLedger(corebanksim.Faults{})
-			c := b.charge("twice", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "twice")
 			bankPosted(t, b, bank, c, 1)
 			b.post(c, 1, c.Amount.Minor, true) // booked a second time (the statement's)
 			rep := b.run(t)
@@ -161,11 +167,7 @@ func TestAttack3PostedTwiceOfAnOpenRecordIsMarkedAndDebitedAgain(t *testing.T) {
 			b.declinedAgainAtGeneration2(t, c)
 			b.post(c, 1, c.Amount.Minor, true)
 			b.post(c, 2, c.Amount.Minor, true)
-			rep := b.run(t)
-			br := findBreak(rep, c.ID)
-			if br == nil || br.Kind != reconcile.PostedTwice {
-				t.Fatalf("want posted_twice, got %v", b.mine(rep))
-			}
+			b.wantBreak(t, c, reconcile.PostedTwice)
 			res, err := attackResolve(t, b, period, c.ID)
 			if err == nil {
 				_, rerr := b.guard.Reopen(t.Context(), c.ID, "customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op", Eligible: charge.EligibleForNewGeneration})
@@ -218,8 +220,7 @@ func TestAttack3ReversalOfACollectedPostingWithAccountInReferenceIsANote(t *test
 	for name, open := range collectStores {
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "A3M-")
-			c := b.charge("masked", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "masked")
 			p1 := b.post(c, 1, c.Amount.Minor, true)
 			p1.Reference = "UPI/" + c.AccountID + "/771"
 			b.postings[len(b.postings)-1] = p1
@@ -305,8 +306,7 @@ func TestAttack3AmountMismatchOfAWaitingChargeIsCollectedAndStaysABreak(t *testi
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "A3G-")
 			bank := corebanksim.NewLedger(corebanksim.Faults{})
-			c := b.charge("adjust", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "adjust")
 			b.post(c, 1, 999900, true)
 			rep := b.run(t)
 			br := findBreak(rep, c.ID)

@@ -24,17 +24,7 @@ func TestAttack50LegacyCollectedRecordMatchesAnotherGenerationsPosting(t *testin
 			s := open(t)
 			b := newBooks(t, s, "A50L-")
 			c := b.charge("legacy", 2500)
-			b.declinedAgainAtGeneration2(t, c)
-			p1 := b.post(c, 1, c.Amount.Minor, true)
-			rec, _ := s.Get(t.Context(), c.ID, b.clock.Now())
-			now := b.clock.Now()
-			line := reconcile.AdoptedLine + " " + now.Format(time.RFC3339) + " by op: posted " + p1.Amount.String() + " under " + p1.BankKey +
-				", booked " + p1.BookingDate.Format(time.DateOnly) + ", reference " + p1.Reference + "; no debit; why: old"
-			if _, err := s.Collect(t.Context(), driver.CollectRequest{Key: c.ID, From: driver.StateFailed, Token: rec.Token, Generation: 2,
-				NewToken: "legacy", PostedGeneration: 2, Status: string(charge.Debited), Detail: p1.Reference,
-				History: append(rec.History, line), Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
-				t.Fatal(err)
-			}
+			key1 := b.collectedBeforeCollect(t, c)
 			// The next statement: generation 1's posting was last period's;
 			// this one has generation 2's alone.
 			b.postings = nil
@@ -42,7 +32,7 @@ func TestAttack50LegacyCollectedRecordMatchesAnotherGenerationsPosting(t *testin
 			rep := b.run(t)
 			if findBreak(rep, c.ID) == nil {
 				t.Fatalf("record DONE holding %s's posting (its adoption line), the statement posts %s too: breaks %v, matched %d; "+
-					"want a break (a second debit), not a match", p1.BankKey, charge.BankKey(c.ID, 2), b.mine(rep), rep.Matched)
+					"want a break (a second debit), not a match", key1, charge.BankKey(c.ID, 2), b.mine(rep), rep.Matched)
 			}
 		})
 	}
@@ -109,8 +99,7 @@ func TestAttack50DeclinedGenerationPostingWithoutNarrativeNeedsNoUnverified(t *t
 	for name, open := range collectStores {
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "A50U-")
-			c := b.charge("bare", 2500)
-			b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+			c := b.waiting(t, "bare")
 			b.post(c, 1, c.Amount.Minor, false)
 			res, err := attackResolve(t, b, period, c.ID)
 			if !errors.Is(err, reconcile.ErrUnchecked) {

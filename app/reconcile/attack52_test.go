@@ -7,6 +7,7 @@ package reconcile_test
 // expects of the matching.
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -188,10 +189,36 @@ func x52want(t *testing.T, b *books, rep reconcile.Report, what string, want ...
 	}
 }
 
+// x52wantMatched is x52want with want matched charges on top.
+func x52wantMatched(t *testing.T, b *books, rep reconcile.Report, what string, matched int, want ...string) {
+	t.Helper()
+	x52want(t, b, rep, what, want...)
+	if rep.Matched != matched {
+		t.Fatalf("%s: matched %d, want %d", what, rep.Matched, matched)
+	}
+}
+
+// x52batch is the collection account's credit of txs as a batch: one entry
+// (Btch) under ref, the transactions without references of their own.
+func x52batch(amt, ref string, txs ...x52tx) x52ntry {
+	return x52ntry{amt: amt, ind: "CRDT", ref: ref, bktx: "PMNT/IDDT/ESDD", btch: true, txs: txs}
+}
+
+// x52in is c's 25.00 in a batch, its remittance information ustrd.
+func x52in(c charge.Charge, ustrd string) x52tx {
+	return x52tx{e2e: c.ID, amt: "25.00", dbtr: c.AccountID, ustrd: ustrd}
+}
+
 // x52credit is the collection account's credit of c (one transaction).
 func x52credit(c charge.Charge, amt, ref string) x52ntry {
 	return x52ntry{amt: amt, ind: "CRDT", ref: ref, bktx: "PMNT/IDDT/ESDD",
 		txs: []x52tx{{e2e: c.ID, amt: amt, dbtr: c.AccountID, ustrd: c.DebitRequestFor(1).Narrative}}}
+}
+
+// x52two is x52books of two charges, each DONE.
+func x52two(t *testing.T, prefix string) (b *books, c, d charge.Charge) {
+	b, cs := x52books(t, prefix, 2)
+	return b, cs[0], cs[1]
 }
 
 func x52books(t *testing.T, prefix string, n int) (*books, []charge.Charge) {
@@ -253,15 +280,14 @@ func TestAttack52PartialReversalWithItsOwnReference(t *testing.T) {
 // so both take the entry's; the de-duplication ("the same reference, day
 // and amount: read twice") drops the second. Want posted_twice.
 func TestAttack52BatchWithTheSameKeyTwiceIsDeduplicated(t *testing.T) {
-	b, cs := x52books(t, "A52B-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52B-")
 	n := c.DebitRequestFor(1).Narrative
 	doc := x52doc("054", "02", x52stmt{acct: x52fees, entries: []x52ntry{
-		{amt: "75.00", ind: "CRDT", ref: "BATCH-0001", bktx: "PMNT/IDDT/ESDD", btch: true, txs: []x52tx{
-			{e2e: c.ID, txAmt: "25.00", dbtr: c.AccountID, ustrd: n},
-			{e2e: d.ID, txAmt: "25.00", dbtr: d.AccountID, ustrd: n},
-			{e2e: c.ID, txAmt: "25.00", dbtr: c.AccountID, ustrd: n},
-		}},
+		x52batch("75.00", "BATCH-0001",
+			x52tx{e2e: c.ID, txAmt: "25.00", dbtr: c.AccountID, ustrd: n},
+			x52tx{e2e: d.ID, txAmt: "25.00", dbtr: d.AccountID, ustrd: n},
+			x52tx{e2e: c.ID, txAmt: "25.00", dbtr: c.AccountID, ustrd: n},
+		),
 	}})
 	rep := x52run(t, b, x52fees, doc)
 	x52want(t, b, rep, "one batch of 75.00: 1, 2 and 1 again (three transactions, NbOfTxs 3, summing to the entry)", "posted_twice 1")
@@ -284,23 +310,18 @@ func TestAttack52TwoEntriesOfOneStatementWithOneReference(t *testing.T) {
 // 4b. The plain overlap: the camt.054 repeats the camt.053's entries with
 // the same references. Counted once (sanity).
 func TestAttack52Camt054RepeatingCamt053CountsOnce(t *testing.T) {
-	b, cs := x52books(t, "A52O-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52O-")
 	entries := []x52ntry{x52credit(c, "25.00", "REF-"+c.ID), x52credit(d, "25.00", "REF-"+d.ID)}
 	rep := x52run(t, b, x52fees,
 		x52doc("053", "08", x52stmt{acct: x52fees, entries: entries}),
 		x52doc("054", "08", x52stmt{acct: x52fees, entries: entries}))
-	x52want(t, b, rep, "camt.054 repeating the camt.053")
-	if rep.Matched != 2 {
-		t.Fatalf("matched %d, want 2", rep.Matched)
-	}
+	x52wantMatched(t, b, rep, "camt.054 repeating the camt.053", 2)
 }
 
 // 5. Pending entries are not postings: 1 booked, 2 pending (PDNG), and a
 // PDNG reversal of 1 that must not cancel it (sanity).
 func TestAttack52PendingIsNotPosted(t *testing.T) {
-	b, cs := x52books(t, "A52S-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52S-")
 	pd := x52credit(d, "25.00", "REF-"+d.ID)
 	pd.sts = "PDNG"
 	rv := x52ntry{amt: "25.00", ind: "DBIT", rvsl: true, sts: "PDNG", ref: "RVSL-PD", txs: []x52tx{{e2e: c.ID, ref: "RVSL-PD", amt: "25.00", dbtr: c.AccountID}}}
@@ -359,35 +380,27 @@ func TestAttack52CreditFromAnotherAccount(t *testing.T) {
 // 11. Cross-currency details: the entry and TxAmt in the account's INR,
 // the instructed amount in USD (sanity: the INR amount is the posting's).
 func TestAttack52InstructedAmountInAnotherCurrency(t *testing.T) {
-	b, cs := x52books(t, "A52X-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52X-")
 	e1 := x52credit(c, "25.00", "R-X1")
 	e1.txs[0].amt, e1.txs[0].instd, e1.txs[0].instdCcy, e1.txs[0].txAmt = "", "0.30", "USD", "25.00"
 	e2 := x52credit(d, "25.00", "R-X2")
 	e2.txs[0].amt, e2.txs[0].instd, e2.txs[0].instdCcy = "", "0.30", "USD" // no TxAmt: the entry's Amt
 	rep := x52run(t, b, x52fees, x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{e1, e2}}))
-	x52want(t, b, rep, "InstdAmt USD beside INR amounts")
-	if rep.Matched != 2 {
-		t.Fatalf("matched %d", rep.Matched)
-	}
+	x52wantMatched(t, b, rep, "InstdAmt USD beside INR amounts", 2)
 }
 
 // 12. Booked after the cut-off: the record was DONE on 12-01, the bank
 // booked it 12-02 (value date 12-01). The 12-01 statement alone: one
 // recorded_not_posted (documented); both days' statements together: matched.
 func TestAttack52BookedAfterTheCutOff(t *testing.T) {
-	b, cs := x52books(t, "A52V-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52V-")
 	late := x52credit(d, "25.00", "REF-"+d.ID)
 	late.bookg, late.val = "2026-12-02", "2026-12-01"
 	day1 := x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{x52credit(c, "25.00", "REF-"+c.ID)}})
 	day2 := x52doc("053", "08", x52stmt{acct: x52fees, from: "2026-12-02T00:00:00Z", to: "2026-12-02T23:59:59Z", entries: []x52ntry{late}})
 	x52want(t, b, x52run(t, b, x52fees, day1), "12-01 alone", "recorded_not_posted 2")
 	rep := x52run(t, b, x52fees, day1, day2)
-	x52want(t, b, rep, "12-01 and 12-02 together")
-	if rep.Matched != 2 {
-		t.Fatalf("matched %d", rep.Matched)
-	}
+	x52wantMatched(t, b, rep, "12-01 and 12-02 together", 2)
 }
 
 // 4. The camt.054 of the day notified each credit as it was booked (an
@@ -396,14 +409,10 @@ func TestAttack52BookedAfterTheCutOff(t *testing.T) {
 // given for the day: the same credits read twice. The doc: "a camt.054
 // repeating the camt.053 counts once".
 func TestAttack52Camt054BesideBatchedCamt053DoubleCounts(t *testing.T) {
-	b, cs := x52books(t, "A52N-", 2)
-	c, d := cs[0], cs[1]
+	b, c, d := x52two(t, "A52N-")
 	n := c.DebitRequestFor(1).Narrative
 	stmt053 := x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{
-		{amt: "50.00", ind: "CRDT", ref: "BATCH-0009", bktx: "PMNT/IDDT/ESDD", btch: true, txs: []x52tx{
-			{e2e: c.ID, amt: "25.00", dbtr: c.AccountID, ustrd: n},
-			{e2e: d.ID, amt: "25.00", dbtr: d.AccountID, ustrd: n},
-		}},
+		x52batch("50.00", "BATCH-0009", x52in(c, n), x52in(d, n)),
 	}})
 	ntf054 := x52doc("054", "08", x52stmt{acct: x52fees, entries: []x52ntry{
 		x52credit(c, "25.00", "NTF-000001"),
@@ -434,4 +443,232 @@ func TestAttack52CustomersSideFileWithTheFeeAccountsReturn(t *testing.T) {
 		}},
 	))
 	x52want(t, b, rep, "customer's debit returned MD06; the file also holds the fee account's credit and return", "recorded_not_posted 1")
+}
+
+// returnOf is the return (or reversal) shown on br, and whether there is
+// one.
+func returnOf(br *reconcile.Break) (reconcile.Posted, bool) {
+	for _, p := range br.Posted {
+		if p.Reversal {
+			return p, true
+		}
+	}
+	return reconcile.Posted{}, false
+}
+
+// A return as many banks book it (issue 52, found by the reviewer): a
+// booked entry in the direction opposite to ours under the charge's
+// EndToEndId, RvslInd absent, no RtrInf, its bank transaction code a
+// direct debit's return (PMNT/IDDT/UPDD on the collection account,
+// PMNT/RDDT/UPDD on the customer's), the reason only in the narrative.
+// Money went back under our key: the charge is recorded_not_posted with
+// the return shown (amount, reason read from the narrative), never
+// matched. The same entry under a code that is no return stays skipped.
+func TestAttack52ReturnWithoutRtrInf(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		collection bool
+		bktx       string
+		addtl      string // AddtlNtryInf and AddtlTxInf
+		want       string // the break ("" none: matched)
+		reason     string
+	}{
+		{"UPDD, reason in the narrative", true, "PMNT/IDDT/UPDD", "RETURN AC04 ACCOUNT CLOSED", "recorded_not_posted 1", "AC04"},
+		{"UPDD, no narrative", true, "PMNT/IDDT/UPDD", "", "recorded_not_posted 1", ""},
+		{"PRDD (reversal due to a payment return), AM04", true, "PMNT/IDDT/PRDD", "UNPAID AM04", "recorded_not_posted 1", "AM04"},
+		{"RCDD (cancellation request)", true, "PMNT/IDDT/RCDD", "REFUND MD06 REQUESTED", "recorded_not_posted 1", "MD06"},
+		{"customer's account, RDDT/UPDD", false, "PMNT/RDDT/UPDD", "RETURN AC04", "recorded_not_posted 1", "AC04"},
+		{"a debit of another kind (ESDD) is not ours", true, "PMNT/IDDT/ESDD", "RETURN AC04", "", ""},
+		{"a word that merely looks like a code is not read", true, "PMNT/IDDT/UPDD", "RETURNAC04 AC04X", "recorded_not_posted 1", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, cs := x52books(t, "A52R-", 1)
+			c := cs[0]
+			st := x52stmt{acct: x52fees, entries: []x52ntry{
+				x52credit(c, "25.00", "REF-"+c.ID),
+				{amt: "25.00", ind: "DBIT", ref: "RTN-000777", bktx: tc.bktx, addtl: tc.addtl,
+					txs: []x52tx{{e2e: c.ID, ref: "RTN-000777", amt: "25.00", dbtr: c.AccountID, addtlTxInf: tc.addtl}}},
+			}}
+			coll := x52fees
+			if !tc.collection {
+				coll = ""
+				st = x52stmt{acct: c.AccountID, entries: []x52ntry{
+					{amt: "25.00", ind: "DBIT", ref: "REF-" + c.ID, bktx: "PMNT/RDDT/ESDD", txs: []x52tx{{e2e: c.ID, ustrd: c.DebitRequestFor(1).Narrative}}},
+					{amt: "25.00", ind: "CRDT", ref: "RTN-000777", bktx: tc.bktx, addtl: tc.addtl, txs: []x52tx{{e2e: c.ID, ref: "RTN-000777", addtlTxInf: tc.addtl}}},
+				}}
+			}
+			rep := x52run(t, b, coll, x52doc("053", "08", st))
+			if got := x52breaks(b, rep); got != tc.want {
+				t.Fatalf("breaks %q, want %q (matched %d, reversals %d, notes %q)", got, tc.want, rep.Matched, rep.Reversals, rep.Notes)
+			}
+			if tc.want == "" {
+				if rep.Matched != 1 || rep.Reversals != 0 {
+					t.Fatalf("matched %d, reversals %d: want the charge matched, the debit of another kind skipped", rep.Matched, rep.Reversals)
+				}
+				return
+			}
+			br := findBreak(rep, c.ID)
+			rt, ok := returnOf(br)
+			if !ok || !rt.Return || rt.ReturnReason != tc.reason || rt.Minor != 2500 || rt.Currency != "INR" || rt.Reference != "RTN-000777" {
+				t.Fatalf("the return shown: %+v (found %t); want a return of INR 25.00, reason %q, reference RTN-000777", rt, ok, tc.reason)
+			}
+			if !strings.Contains(br.Detail, "returned, reason "+statementReason(tc.reason)) || rep.Reversals != 1 || rep.Matched != 0 {
+				t.Fatalf("detail %q, reversals %d, matched %d", br.Detail, rep.Reversals, rep.Matched)
+			}
+		})
+	}
+}
+
+func statementReason(code string) string {
+	switch code {
+	case "":
+		return "no reason code"
+	case "AC04":
+		return "AC04 (closed account number)"
+	case "AM04":
+		return "AM04 (insufficient funds)"
+	case "MD06":
+		return "MD06 (refund request by end customer)"
+	}
+	return code
+}
+
+// A bank's own reversal (storno) of a credit on the collection account,
+// without the originator's end-to-end id (EndToEndId NOTPROVIDED, or no
+// TxDtls at all), naming the posting it reverses by its AcctSvcrRef
+// (issue 52, found by the reviewer: it was counted in Header.Unkeyed and
+// dropped). It pairs with the posting of that reference when one is read
+// (the charge recorded_not_posted, the storno shown under its key; of
+// another amount, a partial reversal: amount_mismatch); else it is a
+// warning naming its amount and reference, never nothing.
+func TestAttack52UnkeyedReversal(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		storno  func(c charge.Charge) x52ntry
+		want    string
+		note    string // a note that must be there ("" none about a reversal without a key)
+		ref     string // what the note says of its reference
+		matched int
+	}{
+		{"NOTPROVIDED, the posting's AcctSvcrRef", func(c charge.Charge) x52ntry {
+			return x52ntry{amt: "25.00", ind: "DBIT", rvsl: true, ref: "REF-" + c.ID, addtl: "STORNO REF-" + c.ID,
+				txs: []x52tx{{e2e: "NOTPROVIDED", ref: "REF-" + c.ID, amt: "25.00", dbtr: c.AccountID}}}
+		}, "recorded_not_posted 1", "", "", 0},
+		{"NOTPROVIDED, no DbtrAcct, its own entry reference and the posting's in Refs", func(c charge.Charge) x52ntry {
+			return x52ntry{amt: "25.00", ind: "DBIT", rvsl: true, ref: "STORNO-000031",
+				txs: []x52tx{{e2e: "NOTPROVIDED", ref: "REF-" + c.ID, amt: "25.00"}}}
+		}, "recorded_not_posted 1", "", "", 0},
+		{"no TxDtls, the entry's AcctSvcrRef", func(c charge.Charge) x52ntry {
+			return x52ntry{amt: "25.00", ind: "DBIT", rvsl: true, ref: "REF-" + c.ID}
+		}, "recorded_not_posted 1", "", "", 0},
+		{"of another amount: a partial reversal", func(c charge.Charge) x52ntry {
+			return x52ntry{amt: "10.00", ind: "DBIT", rvsl: true, ref: "REF-" + c.ID,
+				txs: []x52tx{{e2e: "NOTPROVIDED", ref: "REF-" + c.ID, amt: "10.00", dbtr: c.AccountID}}}
+		}, "amount_mismatch 1", "", "", 0},
+		{"a reference no posting read has", func(c charge.Charge) x52ntry {
+			return x52ntry{amt: "30.00", ind: "DBIT", rvsl: true, ref: "REF-ELSEWHERE-9",
+				txs: []x52tx{{e2e: "NOTPROVIDED", ref: "REF-ELSEWHERE-9", amt: "30.00", dbtr: c.AccountID}}}
+		}, "", "warning: a reversal of INR 30.00 booked ", "bank reference REF-ELSEWHERE-9", 1},
+		{"no reference at all", func(c charge.Charge) x52ntry {
+			return x52ntry{amt: "30.00", ind: "DBIT", rvsl: true,
+				txs: []x52tx{{e2e: "NOTPROVIDED", amt: "30.00", dbtr: c.AccountID}}}
+		}, "", "warning: a reversal of INR 30.00 booked ", "no bank reference", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, cs := x52books(t, "A52U-", 1)
+			c := cs[0]
+			rep := x52run(t, b, x52fees, x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{
+				x52credit(c, "25.00", "REF-"+c.ID), tc.storno(c),
+			}}))
+			if got := x52breaks(b, rep); got != tc.want || rep.Matched != tc.matched {
+				t.Fatalf("breaks %q, matched %d; want %q, %d (reversals %d, notes %q)", got, rep.Matched, tc.want, tc.matched, rep.Reversals, rep.Notes)
+			}
+			keyless := slices.IndexFunc(rep.Notes, func(n string) bool { return strings.Contains(n, "without a bank key") })
+			switch {
+			case tc.note != "" && (keyless < 0 || !strings.Contains(rep.Notes[keyless], tc.note) || !strings.Contains(rep.Notes[keyless], tc.ref)):
+				t.Fatalf("notes %q: want one naming the reversal's amount and reference (%q)", rep.Notes, tc.note)
+			case tc.note == "" && keyless >= 0 && tc.want != "":
+				t.Fatalf("paired, yet a note says it was not: %q", rep.Notes[keyless])
+			}
+			if tc.want == "" {
+				return
+			}
+			br := findBreak(rep, c.ID)
+			rv, ok := returnOf(br)
+			if !ok || rv.BankKey != c.ID || rv.Return || rv.Currency != "INR" {
+				t.Fatalf("the storno shown: %+v (found %t); want a reversal under %s", rv, ok, c.ID)
+			}
+			if rep.Reversals != 1 {
+				t.Fatalf("reversals %d, want 1", rep.Reversals)
+			}
+		})
+	}
+}
+
+// The same storno read from two files (the camt.053 and a camt.054 that
+// repeats it) is one reversal: paired once, or noted once.
+func TestAttack52UnkeyedReversalReadTwice(t *testing.T) {
+	for _, tc := range []struct {
+		name, ref string
+		want      string
+		notes     int
+	}{
+		{"paired", "", "recorded_not_posted 1", 0},
+		{"unpaired", "REF-ELSEWHERE-9", "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, cs := x52books(t, "A52T-", 1)
+			c := cs[0]
+			ref := tc.ref
+			if ref == "" {
+				ref = "REF-" + c.ID
+			}
+			storno := x52ntry{amt: "25.00", ind: "DBIT", rvsl: true, ref: "STORNO-1", txs: []x52tx{{e2e: "NOTPROVIDED", ref: ref, amt: "25.00"}}}
+			rep := x52run(t, b, x52fees,
+				x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{x52credit(c, "25.00", "REF-"+c.ID), storno}}),
+				x52doc("054", "08", x52stmt{acct: x52fees, entries: []x52ntry{storno}}))
+			keyless := 0
+			for _, n := range rep.Notes {
+				if strings.Contains(n, "without a bank key") {
+					keyless++
+				}
+			}
+			if got := x52breaks(b, rep); got != tc.want || keyless != tc.notes {
+				t.Fatalf("breaks %q, %d note(s) of a reversal without a key; want %q, %d (notes %q)", got, keyless, tc.want, tc.notes, rep.Notes)
+			}
+			if tc.want != "" && (rep.Reversals != 1 || len(findBreak(rep, c.ID).Posted) != 2) {
+				t.Fatalf("reversals %d, posted %+v: want the storno once", rep.Reversals, findBreak(rep, c.ID).Posted)
+			}
+		})
+	}
+}
+
+// A storno naming a batch's reference (the entry's AcctSvcrRef, which its
+// transactions without references of their own all carry) names several
+// postings of its amount: it pairs with none, and is noted. Resolve, which
+// judges one charge alone, pairs it as the whole run does: no break.
+func TestAttack52UnkeyedReversalOfABatchReference(t *testing.T) {
+	b, c, d := x52two(t, "A52B-")
+	n := c.DebitRequestFor(1).Narrative
+	doc := x52doc("053", "08", x52stmt{acct: x52fees, entries: []x52ntry{
+		x52batch("50.00", "BATCH-0031", x52in(c, n), x52in(d, d.DebitRequestFor(1).Narrative)),
+		{amt: "25.00", ind: "DBIT", rvsl: true, ref: "STORNO-31", txs: []x52tx{{e2e: "NOTPROVIDED", ref: "BATCH-0031", amt: "25.00"}}},
+	}})
+	f := filepath.Join(t.TempDir(), "stmt.xml")
+	if err := os.WriteFile(f, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := reconcile.ReadFiles([]string{f}, statement.Options{CollectionAccount: x52fees})
+	opts := reconcile.Options{Store: b.store, Fingerprints: b.fp, Now: b.clock.Now()}
+	rep, err := reconcile.Run(t.Context(), opts, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := x52breaks(b, rep); got != "" || rep.Matched != 2 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "a reversal of INR 25.00") || !strings.Contains(rep.Notes[0], "BATCH-0031") {
+		t.Fatalf("breaks %q, matched %d, notes %q: want both matched and the storno noted", got, rep.Matched, rep.Notes)
+	}
+	_, err = reconcile.Resolve(t.Context(), opts, read, reconcile.ResolveRequest{ChargeID: c.ID, Reason: "r", Operator: "op", Guard: b.guard})
+	if !errors.Is(err, reconcile.ErrNoBreak) {
+		t.Fatalf("resolve of %s: %v; want ErrNoBreak (the storno pairs with no one posting in the whole run either)", c.ID, err)
+	}
 }

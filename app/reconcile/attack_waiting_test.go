@@ -2,25 +2,15 @@ package reconcile_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile"
-	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/awstest"
-	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/memstore"
-	"github.com/finedge/idempotent-consumer/postgres"
-	"github.com/finedge/idempotent-consumer/postgres/pgtest"
-	"github.com/finedge/idempotent-consumer/redisstore"
-	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
 // declinedAndWaiting is what the retry schedule (--retry-declines
@@ -40,6 +30,15 @@ func (b *books) declinedAndWaiting(t *testing.T, c charge.Charge, until time.Tim
 	}
 }
 
+// waiting is a charge of 25.00 declined under generation 1 and WAITING
+// under generation 2 for its next attempt, a day later.
+func (b *books) waiting(t *testing.T, name string) charge.Charge {
+	t.Helper()
+	c := b.charge(name, 2500)
+	b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+	return c
+}
+
 // The bank declined generation 1 (INSUFFICIENT_FUNDS) and the schedule
 // put the charge WAITING for its next attempt under generation 2; then
 // the bank's statement shows generation 1 posted after all (the break
@@ -52,39 +51,7 @@ func (b *books) declinedAndWaiting(t *testing.T, c charge.Charge, until time.Tim
 // stayed WAITING, and at its next attempt the schedule debited the
 // customer a second time, under generation 2.
 func TestAttackWaitingChargeWhoseDeclinedGenerationPostedIsDebitedAgain(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) driver.Store{
-		"memory": func(*testing.T) driver.Store { return memstore.New() },
-		"sqlite": func(t *testing.T) driver.Store {
-			db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			return sqlite.NewStore(db)
-		},
-		"postgres": func(t *testing.T) driver.Store { return postgres.NewStore(pgtest.Open(t)) },
-		"redis": func(t *testing.T) driver.Store {
-			rdb, prefix := dbtest.Redis(t)
-			s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
-		"dynamodb": func(t *testing.T) driver.Store {
-			client := dynamodb.NewFromConfig(awstest.Config(t))
-			table := awstest.Name("reconw")
-			if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
-			s, err := awsdynamodb.New(client, table)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		},
-	} {
+	for name, open := range backends {
 		t.Run(name, func(t *testing.T) {
 			b := newBooks(t, open(t), "ATKW-")
 			c := b.charge("waitgen1", 2500)
@@ -129,8 +96,7 @@ func TestAttackWaitingChargeWhoseDeclinedGenerationPostedIsDebitedAgain(t *testi
 // marked and the schedule goes on: the next attempt is the one debit.
 func TestWaitingChargeRefundedDeclinedGenerationKeepsItsSchedule(t *testing.T) {
 	b := newBooks(t, memstore.New(), "ATKW-")
-	c := b.charge("waitrefund", 2500)
-	b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+	c := b.waiting(t, "waitrefund")
 	b.post(c, 1, 2500, true)
 	res, err := reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: period, Now: b.clock.Now()}, b.postings_(),
 		reconcile.ResolveRequest{ChargeID: c.ID, Reason: "the bank refunded it", Operator: "op", Guard: b.guard, Refunded: true})

@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memstore"
-	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
 // Issue 50: a collection (resolve keeping the money of a posting the
@@ -31,17 +29,16 @@ type operatorStore interface {
 	driver.StateLister
 }
 
-// collectStores are the stores the collection tests run on.
+// collectStores are the stores the collection tests run on: the
+// backends' memory and SQLite stores.
 var collectStores = map[string]func(t *testing.T) operatorStore{
-	"memory": func(*testing.T) operatorStore { return memstore.New() },
-	"sqlite": func(t *testing.T) operatorStore {
-		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return sqlite.NewStore(db)
-	},
+	"memory": operatorStoreOf("memory"),
+	"sqlite": operatorStoreOf("sqlite"),
+}
+
+// operatorStoreOf opens the backend named as an operatorStore.
+func operatorStoreOf(name string) func(t *testing.T) operatorStore {
+	return func(t *testing.T) operatorStore { return backends[name](t).(operatorStore) }
 }
 
 // bankPosted is the bank's posting of c under generation gen after all:
@@ -327,14 +324,27 @@ func TestConcurrentResolvesOfAWaitingChargeCollectOnce(t *testing.T) {
 // FAILED at generation 2.
 func (b *books) declinedAgainAtGeneration2(t *testing.T, c charge.Charge) {
 	t.Helper()
-	b.failed(t, c)
-	if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
+	b.atGeneration2(t, c, b.failed, driver.StateFailed)
+}
+
+// collectedBeforeCollect is c declined again at generation 2 and collected
+// the way it was before collect wrote the posted generation: DONE at
+// generation 2, its adoption line naming generation 1's posting (whose
+// bank key it returns).
+func (b *books) collectedBeforeCollect(t *testing.T, c charge.Charge) (bankKey string) {
+	t.Helper()
+	b.declinedAgainAtGeneration2(t, c)
+	p := b.post(c, 1, c.Amount.Minor, true)
+	rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now())
+	now := b.clock.Now()
+	line := reconcile.AdoptedLine + " " + now.Format(time.RFC3339) + " by op: posted " + p.Amount.String() + " under " + p.BankKey +
+		", booked " + p.BookingDate.Format(time.DateOnly) + ", reference " + p.Reference + "; no debit; why: old"
+	if _, err := b.store.(driver.Collector).Collect(t.Context(), driver.CollectRequest{Key: c.ID, From: driver.StateFailed, Token: rec.Token, Generation: 2,
+		NewToken: "legacy", PostedGeneration: 2, Status: string(charge.Debited), Detail: p.Reference,
+		History: append(rec.History, line), Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	b.failed(t, c)
-	if rec, _ := b.store.Get(t.Context(), c.ID, b.clock.Now()); rec.State != driver.StateFailed || rec.Generation != 2 {
-		t.Fatalf("record %s generation %d, want FAILED generation 2", rec.State, rec.Generation)
-	}
+	return p.BankKey
 }
 
 // A failed_but_posted break collected under a later generation — from
@@ -390,20 +400,9 @@ func TestCollectedLaterGenerationBreakDoesNotComeBack(t *testing.T) {
 		// A record collected before collect existed: DONE at generation
 		// 2, its adoption line naming generation 1's posting.
 		t.Run(name+"/collected before collect wrote the posted generation", func(t *testing.T) {
-			s := open(t)
-			b := newBooks(t, s, "COLG-")
+			b := newBooks(t, open(t), "COLG-")
 			c := b.charge("legacy", 2500)
-			b.declinedAgainAtGeneration2(t, c)
-			p := b.post(c, 1, c.Amount.Minor, true)
-			rec, _ := s.Get(t.Context(), c.ID, b.clock.Now())
-			now := b.clock.Now()
-			line := reconcile.AdoptedLine + " " + now.Format(time.RFC3339) + " by op: posted " + p.Amount.String() + " under " + p.BankKey +
-				", booked " + p.BookingDate.Format(time.DateOnly) + ", reference " + p.Reference + "; no debit; why: old"
-			if _, err := s.Collect(t.Context(), driver.CollectRequest{Key: c.ID, From: driver.StateFailed, Token: rec.Token, Generation: 2,
-				NewToken: "legacy", PostedGeneration: 2, Status: string(charge.Debited), Detail: p.Reference,
-				History: append(rec.History, line), Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
-				t.Fatal(err)
-			}
+			b.collectedBeforeCollect(t, c)
 			if rep := b.run(t); findBreak(rep, c.ID) != nil || rep.Matched != 1 {
 				t.Fatalf("a record collected under generation 1's key and left at generation 2: breaks %v, matched %d; want it matched", b.mine(rep), rep.Matched)
 			}
@@ -416,9 +415,7 @@ func TestCollectedLaterGenerationBreakDoesNotComeBack(t *testing.T) {
 // refused, with why and what to do, and stays open; it was marked
 // resolved, the posting recorded nowhere. --refunded marks it.
 func TestFailedButPostedOverALiveLeaseIsRefused(t *testing.T) {
-	b := newBooks(t, memstore.New(), "COLL-")
-	c := b.charge("live", 2500)
-	b.failed(t, c)
+	b, c := oneCharge(t, "COLL-", "live", (*books).failed)
 	if _, err := b.guard.Reopen(t.Context(), c.ID, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"}); err != nil {
 		t.Fatal(err)
 	}
@@ -449,8 +446,7 @@ func TestCollectNeedsACollector(t *testing.T) {
 	}
 	m := memstore.New()
 	b := newBooks(t, plain{m, m}, "COLN-")
-	c := b.charge("plain", 2500)
-	b.declinedAndWaiting(t, c, b.clock.Now().Add(24*time.Hour))
+	c := b.waiting(t, "plain")
 	before, _ := m.Get(t.Context(), c.ID, b.clock.Now())
 	b.post(c, 1, c.Amount.Minor, true)
 	if _, err := attackResolve(t, b, period, c.ID); err == nil || !strings.Contains(err.Error(), "driver.Collector") {

@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/internal/wiretest"
-	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 // payer is the account number a payer's bank sent as the end-to-end id of
@@ -55,9 +53,7 @@ func TestShowKey(t *testing.T) {
 // key) is the payer's account number, one whose key holds it, and one of
 // ours (a FAILED charge the bank posted, shown under its own key).
 func maskedBooks(t *testing.T) (*books, charge.Charge) {
-	b := newBooks(t, memstore.New(), "MSK-")
-	c := b.charge("own", 2500)
-	b.failed(t, c)
+	b, c := oneCharge(t, "MSK-", "own", (*books).failed)
 	b.post(c, 1, 2500, true)
 	b.postings = append(b.postings,
 		statement.Posting{BankKey: payer, Account: payer, Amount: charge.Money{Minor: 100000, Currency: "INR"}, BookingDate: day,
@@ -90,26 +86,9 @@ func TestReportMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
 	if len(unknown) != 2 {
 		t.Fatalf("breaks %+v: want two unknown postings", rep.Breaks)
 	}
-	var text, csv bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteCSV(&csv); err != nil {
-		t.Fatal(err)
-	}
-	js, err := json.Marshal(rep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kept := filepath.Join(t.TempDir(), "report.json")
-	if err := reconcile.WriteReportFile(kept, rep); err != nil {
-		t.Fatal(err)
-	}
-	file, err := os.ReadFile(kept)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for what, out := range map[string]string{"text": text.String(), "CSV": csv.String(), "JSON": string(js), "kept file": string(file)} {
+	text, csv, js := written(t, rep)
+	kept, file := keptFile(t, rep)
+	for what, out := range map[string]string{"text": text, "CSV": csv, "JSON": js, "kept file": file} {
 		wantNoPayer(t, "the "+what+" report", out)
 		if !strings.Contains(out, c.ID) || !strings.Contains(out, "********9012") {
 			t.Errorf("the %s report does not show our key %s and the masked one:\n%s", what, c.ID, out)

@@ -1,9 +1,12 @@
 package reconcile_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -64,6 +67,58 @@ func newBooks(t *testing.T, s driver.Store, prefix string) *books {
 	return &books{store: s, guard: g, clock: clock, fp: fp, prefix: prefix, charges: map[string]charge.Charge{}}
 }
 
+// keptFile is rep kept by WriteReportFile: the file and what it holds.
+func keptFile(t *testing.T, rep reconcile.Report) (path, text string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "report.json")
+	if err := reconcile.WriteReportFile(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, string(b)
+}
+
+// wantBreak runs the books and wants c's break of kind.
+func (b *books) wantBreak(t *testing.T, c charge.Charge, kind reconcile.Kind) *reconcile.Break {
+	t.Helper()
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != kind {
+		t.Fatalf("want %s, got %v", kind, b.mine(rep))
+	}
+	return br
+}
+
+// written is rep as the text, CSV and JSON reports write it.
+func written(t *testing.T, rep reconcile.Report) (text, csv, js string) {
+	t.Helper()
+	var tb, cb bytes.Buffer
+	if err := rep.WriteText(&tb); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteCSV(&cb); err != nil {
+		t.Fatal(err)
+	}
+	j, err := json.Marshal(rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb.String(), cb.String(), string(j)
+}
+
+// oneCharge is books in memory with one charge of 25.00, name, put in its
+// state by state (done, failed, crashed, claimed).
+func oneCharge(t *testing.T, prefix, name string, state func(*books, *testing.T, charge.Charge)) (*books, charge.Charge) {
+	t.Helper()
+	b := newBooks(t, memstore.New(), prefix)
+	c := b.charge(name, 2500)
+	state(b, t, c)
+	return b, c
+}
+
 func (b *books) charge(name string, minor int64) charge.Charge {
 	b.seq++
 	c := charge.Charge{ID: b.prefix + name, AccountID: fmt.Sprintf("00123456%05d", b.seq), Amount: charge.Money{Minor: minor, Currency: "INR"},
@@ -89,6 +144,13 @@ func (b *books) post(c charge.Charge, gen int, minor int64, narrative bool) stat
 	}
 	b.postings = append(b.postings, p)
 	return p
+}
+
+// postAs is the bank's posting of 25.00 from account 001234567890 under
+// key, with reference ref: no charge of ours sent it.
+func (b *books) postAs(key, ref string) {
+	b.postings = append(b.postings, statement.Posting{BankKey: key, Account: "001234567890", Amount: charge.Money{Minor: 2500, Currency: "INR"},
+		BookingDate: day, Reference: ref, Where: "test"})
 }
 
 func (b *books) reverse(p statement.Posting) {
@@ -353,45 +415,47 @@ func reconcileOn(t *testing.T, s driver.Store, prefix string) {
 	}
 }
 
-func TestReconcileOnMemory(t *testing.T) {
-	reconcileOn(t, memstore.New(), "CHG-")
+// backends open a store of each backend, for the tests that run on all of
+// them (PostgreSQL, Redis and DynamoDB skip where none runs).
+var backends = map[string]func(t *testing.T) driver.Store{
+	"memory": func(*testing.T) driver.Store { return memstore.New() },
+	"sqlite": func(t *testing.T) driver.Store {
+		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return sqlite.NewStore(db)
+	},
+	"postgres": func(t *testing.T) driver.Store { return postgres.NewStore(pgtest.Open(t)) },
+	"redis": func(t *testing.T) driver.Store {
+		rdb, prefix := dbtest.Redis(t)
+		s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	},
+	"dynamodb": func(t *testing.T) driver.Store {
+		client := dynamodb.NewFromConfig(awstest.Config(t))
+		table := awstest.Name("recon")
+		if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
+		s, err := awsdynamodb.New(client, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	},
 }
 
-func TestReconcileOnSQLite(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	reconcileOn(t, sqlite.NewStore(db), "CHG-")
-}
-
-func TestReconcileOnPostgres(t *testing.T) {
-	reconcileOn(t, postgres.NewStore(pgtest.Open(t)), "CHG-")
-}
-
-func TestReconcileOnRedis(t *testing.T) {
-	rdb, prefix := dbtest.Redis(t)
-	s, err := redisstore.New(rdb, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reconcileOn(t, s, "CHG-")
-}
-
-func TestReconcileOnDynamoDB(t *testing.T) {
-	client := dynamodb.NewFromConfig(awstest.Config(t))
-	table := awstest.Name("recon")
-	if err := awsdynamodb.CreateTable(t.Context(), client, table); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(t.Context(), client, table) })
-	s, err := awsdynamodb.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reconcileOn(t, s, "CHG-")
-}
+func TestReconcileOnMemory(t *testing.T)   { reconcileOn(t, backends["memory"](t), "CHG-") }
+func TestReconcileOnSQLite(t *testing.T)   { reconcileOn(t, backends["sqlite"](t), "CHG-") }
+func TestReconcileOnPostgres(t *testing.T) { reconcileOn(t, backends["postgres"](t), "CHG-") }
+func TestReconcileOnRedis(t *testing.T)    { reconcileOn(t, backends["redis"](t), "CHG-") }
+func TestReconcileOnDynamoDB(t *testing.T) { reconcileOn(t, backends["dynamodb"](t), "CHG-") }
 
 func TestSplitBankKey(t *testing.T) {
 	for _, c := range []struct {

@@ -1,8 +1,6 @@
 package reconcile_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -32,6 +30,15 @@ func golden(t *testing.T, file, collection string, names ...string) (*books, rec
 	return b, rep
 }
 
+// wantCounts wants rep to count so many postings, reversals among them,
+// and matched charges.
+func wantCounts(t *testing.T, rep reconcile.Report, postings, reversals, matched int) {
+	t.Helper()
+	if rep.Postings != postings || rep.Reversals != reversals || rep.Matched != matched {
+		t.Fatalf("%d postings (%d reversals), %d matched; want %d (%d), %d", rep.Postings, rep.Reversals, rep.Matched, postings, reversals, matched)
+	}
+}
+
 func wantBreaks(t *testing.T, rep reconcile.Report, want ...string) {
 	t.Helper()
 	var got []string
@@ -49,9 +56,7 @@ func wantBreaks(t *testing.T, rep reconcile.Report, want ...string) {
 func TestReconcileReversalWithItsOwnReference(t *testing.T) {
 	_, rep := golden(t, "camt053_001_08_reversal_own_ref.xml", "FEES-001", "7", "8")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-8")
-	if rep.Postings != 2 || rep.Reversals != 1 || rep.Matched != 1 {
-		t.Fatalf("%d postings (%d reversals), %d matched; want 2 (1), 1", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 2, 1, 1)
 	br := rep.Breaks[0]
 	if !strings.Contains(br.Detail, "reversed") || len(br.Posted) != 2 || !br.Posted[1].Reversal || br.Posted[1].Reference != "RVSL-000091" {
 		t.Fatalf("break %q, posted %+v", br.Detail, br.Posted)
@@ -76,23 +81,14 @@ func TestReconcileReturnWithReasonCode(t *testing.T) {
 	if !strings.Contains(br.Detail, "returned, reason AC04 (closed account number)") {
 		t.Fatalf("detail %q", br.Detail)
 	}
-	var text, csv, js bytes.Buffer
-	if err := rep.WriteText(&text); err != nil {
-		t.Fatal(err)
-	}
-	if err := rep.WriteCSV(&csv); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.NewEncoder(&js).Encode(rep); err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"text": text.String(), "csv": csv.String()} {
+	text, csv, js := written(t, rep)
+	for name, out := range map[string]string{"text": text, "csv": csv} {
 		if !strings.Contains(out, "return AC04 (closed account number) CHG-R-9 INR 25.00 2026-12-01 RTN-000417") {
 			t.Errorf("%s report does not name the return and its code:\n%s", name, out)
 		}
 	}
-	if !strings.Contains(js.String(), `"return":true,"returnReason":"AC04"`) {
-		t.Errorf("JSON report: %s", js.String())
+	if !strings.Contains(js, `"return":true,"returnReason":"AC04"`) {
+		t.Errorf("JSON report: %s", js)
 	}
 }
 
@@ -101,9 +97,7 @@ func TestReconcileReturnWithReasonCode(t *testing.T) {
 func TestReconcileBookedAndReversedPair(t *testing.T) {
 	_, rep := golden(t, "camt053_001_02_booked_reversed.xml", "", "10")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-10")
-	if rep.Postings != 1 || rep.Reversals != 1 || rep.Matched != 0 {
-		t.Fatalf("%d postings (%d reversals), %d matched", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 1, 1, 0)
 }
 
 // A batch entry credits three charges (several TxDtls in one Ntry); a
@@ -111,9 +105,7 @@ func TestReconcileBookedAndReversedPair(t *testing.T) {
 func TestReconcileBatchEntryAndBatchReturns(t *testing.T) {
 	_, rep := golden(t, "camt054_001_02_batch.xml", "IN12 FEES 0000 0000 0001", "20", "21", "22")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-21", "recorded_not_posted CHG-R-22")
-	if rep.Postings != 3 || rep.Reversals != 2 || rep.Matched != 1 {
-		t.Fatalf("%d postings (%d reversals), %d matched", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 3, 2, 1)
 	for i, code := range []string{"AM04 (insufficient funds)", "MD06 (refund request by end customer)"} {
 		if !strings.Contains(rep.Breaks[i].Detail, "reason "+code) {
 			t.Errorf("%s: %q", rep.Breaks[i].ChargeID, rep.Breaks[i].Detail)
@@ -125,9 +117,7 @@ func TestReconcileBatchEntryAndBatchReturns(t *testing.T) {
 // or before it, of its amount: one of another amount is a partial
 // reversal's mismatch, never cancelled.
 func TestReconcileOwnReferenceReversalNeedsItsAmount(t *testing.T) {
-	b := newBooks(t, memstore.New(), "CHG-R-")
-	c := b.charge("30", 2500)
-	b.done(t, c)
+	b, c := oneCharge(t, "CHG-R-", "30", (*books).done)
 	p := b.post(c, 1, 2500, true)
 	rv := p
 	rv.Reversal, rv.Reference, rv.Amount.Minor = true, "RVSL-OWN", 1000
@@ -201,9 +191,7 @@ func TestReconcileOwnReferenceReversalAcrossDays(t *testing.T) {
 		{"a reversal booked before the posting", day.AddDate(0, 0, 1), day, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := newBooks(t, memstore.New(), "CHG-X-")
-			c := b.charge("1", 2500)
-			b.done(t, c)
+			b, c := oneCharge(t, "CHG-X-", "1", (*books).done)
 			p := b.post(c, 1, 2500, true)
 			p.BookingDate = tc.posted
 			rv := p
@@ -228,9 +216,7 @@ func TestReconcileOwnReferenceReversalAcrossDays(t *testing.T) {
 func TestReconcileReturnByBankTransactionCode(t *testing.T) {
 	_, rep := golden(t, "camt053_001_08_return_bktxcd_narrative.xml", "FEES-001", "11", "12")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-12")
-	if rep.Postings != 2 || rep.Reversals != 1 || rep.Matched != 1 {
-		t.Fatalf("%d postings (%d reversals), %d matched; want 2 (1), 1", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 2, 1, 1)
 	br := rep.Breaks[0]
 	if len(br.Posted) != 2 || !br.Posted[1].Return || br.Posted[1].ReturnReason != "AC04" || br.Posted[1].Minor != 2500 || br.Posted[1].Reference != "RTN-000777" {
 		t.Fatalf("posted %+v", br.Posted)
@@ -248,9 +234,7 @@ func TestReconcileReturnByBankTransactionCode(t *testing.T) {
 func TestReconcileStornoWithoutKey(t *testing.T) {
 	_, rep := golden(t, "camt053_001_08_storno_notprovided.xml", "FEES-001", "13")
 	wantBreaks(t, rep, "recorded_not_posted CHG-R-13")
-	if rep.Postings != 1 || rep.Reversals != 1 || rep.Matched != 0 {
-		t.Fatalf("%d postings (%d reversals), %d matched; want 1 (1), 0", rep.Postings, rep.Reversals, rep.Matched)
-	}
+	wantCounts(t, rep, 1, 1, 0)
 	br := rep.Breaks[0]
 	if len(br.Posted) != 2 || !br.Posted[1].Reversal || br.Posted[1].BankKey != "CHG-R-13" || br.Posted[1].Minor != 2500 || !strings.Contains(br.Detail, "reversed") {
 		t.Fatalf("break %q, posted %+v", br.Detail, br.Posted)

@@ -17,6 +17,7 @@ import (
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/corebank"
 	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 	"github.com/finedge/idempotent-consumer/app/notifysim"
 	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/app/tracing"
@@ -165,7 +166,7 @@ func TestOffUnlessTheStandardVariablesConfigureAnExporter(t *testing.T) {
 // and span ids (here: the warning of a failed notification), so that an
 // operator goes from the log line to the trace.
 func TestLogLinesInsideAMessageCarryItsTraceID(t *testing.T) {
-	var logs syncWriter
+	var logs apptest.LockedBuffer
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil)))
 	tp := sdktrace.NewTracerProvider()
 	c := pipeline.Config{Concurrency: 1, Visibility: 30 * time.Second, Lease: time.Minute, Retention: idempotency.DefaultRetention,
@@ -203,21 +204,4 @@ func TestLogLinesInsideAMessageCarryItsTraceID(t *testing.T) {
 	if !strings.Contains(line, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`) || !strings.Contains(line, `"span_id":"`) {
 		t.Errorf("the line logged inside the message has no trace_id/span_id of its trace:\n%s", line)
 	}
-}
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

@@ -128,6 +128,24 @@ type world struct {
 	be    approval.Backend
 }
 
+// selectTargets selects spec's targets at now, want of them (any number
+// when want < 0).
+func (w *world) selectTargets(t *testing.T, spec approval.Spec, now time.Time, want int) []approval.Target {
+	t.Helper()
+	return selectTargets(t, w.be, spec, now, want)
+}
+
+// selectTargets selects spec's targets on be at now, want of them (any
+// number when want < 0).
+func selectTargets(t *testing.T, be approval.Backend, spec approval.Spec, now time.Time, want int) []approval.Target {
+	t.Helper()
+	targets, err := be.Select(t.Context(), spec, now)
+	if err != nil || (want >= 0 && len(targets) != want) {
+		t.Fatalf("select: %+v (%v), want %d targets", targets, err, want)
+	}
+	return targets
+}
+
 func newWorld(t *testing.T, n int) *world {
 	t.Helper()
 	ctx := t.Context()
@@ -216,10 +234,7 @@ func TestABulkRedriveNeedsASecondOperatorAndRunsInBatches(t *testing.T) {
 	w := newWorld(t, 7)
 	b := w.book(t, "redrive-force,bulk>3", approval.Options{Batch: 3})
 	spec := approval.Spec{Kind: approval.Redrive, Codes: []string{"debit_failed"}, Reason: "INC-9: bank fixed the limit check"}
-	targets, err := w.be.Select(t.Context(), spec, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := w.selectTargets(t, spec, time.Now(), -1)
 	p, err := b.Propose(olga, spec, targets)
 	if err != nil {
 		t.Fatal(err)
@@ -292,10 +307,7 @@ func TestAStoppedRunIsResumedWhereItStoppedAndNeverActsTwice(t *testing.T) {
 	clock := func() time.Time { return now }
 	b := w.book(t, "off", approval.Options{Batch: 4, Now: clock})
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-10: salary day"}
-	targets, err := w.be.Select(t.Context(), spec, now)
-	if err != nil || len(targets) != 10 {
-		t.Fatalf("select: %d %v", len(targets), err)
-	}
+	targets := w.selectTargets(t, spec, now, 10)
 	p, err := b.Propose(olga, spec, targets)
 	if err != nil || p.State != approval.Approved {
 		t.Fatalf("no approval needed under the policy off: %+v %v", p.State, err)
@@ -342,10 +354,7 @@ func TestProposalsExpireAndRejectedOnesNeverRun(t *testing.T) {
 	now := time.Now()
 	b := w.book(t, "bulk>0", approval.Options{TTL: time.Hour, Now: func() time.Time { return now }})
 	spec := approval.Spec{Kind: approval.Redrive, Reason: "INC-11"}
-	targets, err := w.be.Select(t.Context(), spec, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := w.selectTargets(t, spec, now, -1)
 	p1, _ := b.Propose(olga, spec, targets)
 	p2, _ := b.Propose(olga, spec, targets)
 	if _, err := b.Reject(p2.ID, ivan, ""); err == nil {

@@ -103,10 +103,7 @@ func TestAHardDeclineInABulkReopenIsHeldBackUnlessThePolicyRepresentsIt(t *testi
 			book := bookOf(t, tc.policy)
 			be := approval.Backend{Queue: w.q, Store: w.store, Retention: idempotency.DefaultRetention}
 			spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-51: salary credited"}
-			targets, err := be.Select(ctx, spec, time.Now())
-			if err != nil || len(targets) != 2 {
-				t.Fatalf("select: %+v %v", targets, err)
-			}
+			targets := selectTargets(t, be, spec, time.Now(), 2)
 			p, err := book.Propose(olga, spec, targets)
 			if err != nil {
 				t.Fatal(err)
@@ -179,10 +176,7 @@ func TestARunHoldsBackAHardDeclineTheApproverWasNotShown(t *testing.T) {
 			book := bookOf(t, tc.policy)
 			be := approval.Backend{Queue: w.q, Store: w.store, Retention: idempotency.DefaultRetention}
 			spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-51", ChargeIDs: []string{closedCharge}}
-			targets, err := be.Select(ctx, spec, time.Now())
-			if err != nil || len(targets) != 1 {
-				t.Fatalf("select: %+v %v", targets, err)
-			}
+			targets := selectTargets(t, be, spec, time.Now(), 1)
 			// As main froze it before: the record's token, no decline code.
 			targets[0].DeclineCode, targets[0].HardDecline = "", false
 			p, err := book.Propose(olga, spec, targets)

@@ -131,10 +131,7 @@ func TestAResumedReopenDoesNotReopenARecordChangedSince(t *testing.T) {
 	}
 	be := approval.Backend{Queue: w.q, Store: w.store, Retention: idempotency.DefaultRetention}
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50: salary credited", ChargeIDs: []string{c.ID}}
-	targets, err := be.Select(ctx, spec, time.Now())
-	if err != nil || len(targets) != 1 {
-		t.Fatalf("select: %v %v", targets, err)
-	}
+	targets := selectTargets(t, be, spec, time.Now(), 1)
 	p, err := book.Propose(olga, spec, targets)
 	if err != nil {
 		t.Fatal(err)
@@ -198,18 +195,22 @@ func TestAResumedReopenDoesNotReopenARecordChangedSince(t *testing.T) {
 	}
 }
 
+// oneToReopen is a world of one FAILED charge, a book under policy and a
+// spec (INC-50) that reopens it with a new attempt, and its one target.
+func oneToReopen(t *testing.T, policy string) (*world, *approval.Book, approval.Spec, []approval.Target) {
+	t.Helper()
+	w := newWorld(t, 1)
+	book := w.book(t, policy, approval.Options{})
+	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50"}
+	return w, book, spec, w.selectTargets(t, spec, time.Now(), 1)
+}
+
 // A run resumed after one that died between its reopen and saving the
 // outcome, with nothing delivered meanwhile, recognises its own reopen
 // (the record under the proposal's token) and only redrives.
 func TestAResumedReopenFinishesItsOwnReopen(t *testing.T) {
 	ctx := t.Context()
-	w := newWorld(t, 1)
-	book := w.book(t, "reopen-new-attempt", approval.Options{})
-	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50"}
-	targets, err := w.be.Select(ctx, spec, time.Now())
-	if err != nil || len(targets) != 1 {
-		t.Fatalf("select: %v %v", targets, err)
-	}
+	w, book, spec, targets := oneToReopen(t, "reopen-new-attempt")
 	p, _ := book.Propose(olga, spec, targets)
 	if _, err := book.Approve(p.ID, ivan); err != nil {
 		t.Fatal(err)
@@ -220,7 +221,7 @@ func TestAResumedReopenFinishesItsOwnReopen(t *testing.T) {
 		PrevToken: targets[0].RecordToken, Token: approval.ReopenToken(p.ID, targets[0])}); err != nil {
 		t.Fatal(err)
 	}
-	p, err = book.Run(ctx, p.ID, olga, w.be, nil)
+	p, err := book.Run(ctx, p.ID, olga, w.be, nil)
 	if err != nil || p.Counts()["reopened"] != 1 {
 		t.Fatalf("resumed: %v %v %v", err, p.Counts(), p.Outcomes)
 	}
@@ -236,17 +237,11 @@ func TestAResumedReopenFinishesItsOwnReopen(t *testing.T) {
 // A Reopen proposal written before the record was frozen is not acted on.
 func TestAnOldReopenProposalIsNotActedOn(t *testing.T) {
 	ctx := t.Context()
-	w := newWorld(t, 1)
-	book := w.book(t, "off", approval.Options{})
-	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-50"}
-	targets, err := w.be.Select(ctx, spec, time.Now())
-	if err != nil || len(targets) != 1 {
-		t.Fatalf("select: %v %v", targets, err)
-	}
+	w, book, spec, targets := oneToReopen(t, "off")
 	old := targets[0]
 	old.RecordToken, old.RecordGeneration, old.RecordState = "", 0, ""
 	p, _ := book.Propose(olga, spec, []approval.Target{old})
-	p, err = book.Run(ctx, p.ID, olga, w.be, nil)
+	p, err := book.Run(ctx, p.ID, olga, w.be, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

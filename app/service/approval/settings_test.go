@@ -7,25 +7,18 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
 
-func genKey(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	_, k, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func genKey(t *testing.T) ed25519.PrivateKey { return apptest.Key(t) }
 
 func pubOf(k ed25519.PrivateKey) string {
 	return audit.PublicKeyString(k.Public().(ed25519.PublicKey))
@@ -125,11 +118,18 @@ func handAppend(t *testing.T, path string, e audit.Entry) {
 // an approve line naming ivan — correctly chained, with her propose
 // line's digest — and marks the proposal file approved. Nothing runs, and
 // audit verify refuses the line; ivan's own approval (his key) runs it.
-func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
-	w := newWorld(t, 2)
-	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
-	s := approval.Settings{Policy: "reopen-new-attempt", ConsoleKey: pubOf(consoleKey), Operators: []approval.Operator{
-		{Name: "olga", Role: "operator", Key: pubOf(olgaKey)}, {Name: "ivan", Role: "operator", Key: pubOf(ivanKey)}}}
+// olgaAndIvan are the settings of two operators, olga and ivan, with their
+// keys and the console's, under the policy "reopen-new-attempt".
+func olgaAndIvan(console, olga, ivan ed25519.PrivateKey) approval.Settings {
+	return approval.Settings{Policy: "reopen-new-attempt", ConsoleKey: pubOf(console), Operators: []approval.Operator{
+		{Name: "olga", Role: "operator", Key: pubOf(olga)}, {Name: "ivan", Role: "operator", Key: pubOf(ivan)}}}
+}
+
+// signedBooks opens books over w's trail under s (its policy, its keys,
+// returned as a keyring), each signing as the operator named with the key
+// given.
+func (w *world) signedBooks(t *testing.T, s approval.Settings) (func(key ed25519.PrivateKey, name string) *approval.Book, audit.Keyring) {
+	t.Helper()
 	ring, err := s.Keyring()
 	if err != nil {
 		t.Fatal(err)
@@ -148,12 +148,17 @@ func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
 		}
 		return b
 	}
+	return open, ring
+}
+
+func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
+	w := newWorld(t, 2)
+	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
+	s := olgaAndIvan(consoleKey, olgaKey, ivanKey)
+	open, ring := w.signedBooks(t, s)
 	olgas := open(olgaKey, "olga")
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
-	targets, err := w.be.Select(t.Context(), spec, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := w.selectTargets(t, spec, time.Now(), -1)
 	p, err := olgas.Propose(olga, spec, targets)
 	if err != nil || p.State != approval.Pending {
 		t.Fatalf("propose: %v %v", p.State, err)
@@ -166,21 +171,10 @@ func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
 	// The forgery.
 	handAppend(t, w.path, audit.Entry{At: time.Now().UTC(), Operator: "ivan", Role: "operator", Via: "cli", Action: "approve",
 		Proposal: p.ID, Reason: spec.Reason, Result: "approved", Digest: proposeLine.Digest})
-	file := filepath.Join(w.path+".proposals", p.ID+".json")
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["state"] = "approved"
-	m["decider"] = map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
-	raw, _ = json.Marshal(m)
-	if err := os.WriteFile(file, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	editProposal(t, w.path, p.ID, func(m map[string]any) {
+		m["state"] = "approved"
+		m["decider"] = map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
+	})
 	if _, err := olgas.Run(t.Context(), p.ID, olga, w.be, nil); !errors.Is(err, approval.ErrTampered) {
 		t.Fatalf("the run of a self-approved proposal: %v", err)
 	}
@@ -202,28 +196,10 @@ func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
 func TestAnApprovalSignedByTheApproverRuns(t *testing.T) {
 	w := newWorld(t, 2)
 	olgaKey, ivanKey := genKey(t), genKey(t)
-	s := approval.Settings{Policy: "reopen-new-attempt", ConsoleKey: pubOf(genKey(t)), Operators: []approval.Operator{
-		{Name: "olga", Role: "operator", Key: pubOf(olgaKey)}, {Name: "ivan", Role: "operator", Key: pubOf(ivanKey)}}}
-	ring, _ := s.Keyring()
-	policy, _ := approval.ParsePolicy(s.Policy)
-	open := func(key ed25519.PrivateKey, name string) *approval.Book {
-		tr, err := audit.Open(w.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		tr.Sign, tr.RequireSign = &audit.Signer{Name: name, Key: key}, true
-		b, err := approval.Open(tr, approval.Options{Policy: &policy, Keys: ring})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	s := olgaAndIvan(genKey(t), olgaKey, ivanKey)
+	open, ring := w.signedBooks(t, s)
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
-	targets, err := w.be.Select(t.Context(), spec, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	targets := w.selectTargets(t, spec, time.Now(), -1)
 	p, err := open(olgaKey, "olga").Propose(olga, spec, targets)
 	if err != nil {
 		t.Fatal(err)

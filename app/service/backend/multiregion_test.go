@@ -52,11 +52,7 @@ func TestMultiRegionFlagsAreChecked(t *testing.T) {
 // endpoint, in us-east-1.
 func awsEnv(t *testing.T, endpoint string) {
 	t.Setenv("AWS_ENDPOINT_URL", endpoint)
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	offlineAWS(t)
 }
 
 // A table on the emulator, described as it is (single-Region) and as a

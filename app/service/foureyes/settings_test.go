@@ -6,20 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 	"github.com/finedge/idempotent-consumer/app/service/foureyes"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
 
-func key(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	_, k, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func key(t *testing.T) ed25519.PrivateKey { return apptest.Key(t) }
 
 func pub(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
 

@@ -71,16 +71,23 @@ func TestRedriveNamesTheIDsThatMatchedNothing(t *testing.T) {
 	}
 }
 
-// TestRenotifyNamesTheIDsWithNoRecord: renotify CHG-NOPE used to stop at
-// the first id without a record; the others are notified, and the error
-// names the ids with none.
-func TestRenotifyNamesTheIDsWithNoRecord(t *testing.T) {
-	ctx := t.Context()
+// guarded is a store in memory and a guard over it.
+func guarded(t *testing.T) (*memstore.Store, *idempotency.Guard) {
+	t.Helper()
 	store := memstore.New()
 	g, err := idempotency.NewGuard(store, idempotency.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return store, g
+}
+
+// TestRenotifyNamesTheIDsWithNoRecord: renotify CHG-NOPE used to stop at
+// the first id without a record; the others are notified, and the error
+// names the ids with none.
+func TestRenotifyNamesTheIDsWithNoRecord(t *testing.T) {
+	ctx := t.Context()
+	store, g := guarded(t)
 	cl, err := g.Claim(ctx, "CHG-DONE", "fp")
 	if err != nil {
 		t.Fatal(err)
@@ -111,11 +118,7 @@ func TestRenotifyNamesTheIDsWithNoRecord(t *testing.T) {
 // the console share.
 func TestReopenRefusesADeclineUnderTheSameKey(t *testing.T) {
 	ctx := t.Context()
-	store := memstore.New()
-	g, err := idempotency.NewGuard(store, idempotency.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, g := guarded(t)
 	fail := func(id, detail string) {
 		cl, err := g.Claim(ctx, id, "fp")
 		if err != nil {
@@ -144,7 +147,7 @@ func TestReopenRefusesADeclineUnderTheSameKey(t *testing.T) {
 	}
 	var out, audit bytes.Buffer
 	fail("CHG-DECL2", "debit declined: ACCOUNT_CLOSED")
-	err = ReopenCharge(context.Background(), store, ReopenOptions{ID: "CHG-DECL2", Reason: "why", Retention: time.Hour * 48, Out: &out, Audit: &audit})
+	err := ReopenCharge(context.Background(), store, ReopenOptions{ID: "CHG-DECL2", Reason: "why", Retention: time.Hour * 48, Out: &out, Audit: &audit})
 	if err == nil || !strings.Contains(err.Error(), `use: chargerecovery reopen --new-attempt --reason "why" CHG-DECL2`) {
 		t.Fatalf("ReopenCharge: %v", err)
 	}

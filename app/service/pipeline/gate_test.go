@@ -21,6 +21,27 @@ type fakeBound struct {
 	claimed bool
 }
 
+// storeBreaker is the idempotency store's circuit breaker with o's
+// threshold and probe intervals, logging nowhere.
+func storeBreaker(t *testing.T, o circuit.Options) *circuit.Breaker {
+	t.Helper()
+	o.Name, o.Logger = "idempotency store", slog.New(slog.NewTextHandler(io.Discard, nil))
+	br, err := circuit.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return br
+}
+
+// halfOpen opens br by one outage of the store and waits, its probes
+// running, until it is half-open.
+func halfOpen(t *testing.T, br *circuit.Breaker) {
+	t.Helper()
+	_ = gatedBound{Bound: &fakeBound{finish: driver.Unavailable("finish", errors.New("down"))}, br: br}.Finish(t.Context(), driver.FinishRequest{})
+	go func() { _ = br.Run(t.Context()) }()
+	waitStoreState(t, br, circuit.HalfOpen)
+}
+
 func (b *fakeBound) Claimed() (driver.ClaimRequest, driver.ClaimResult, bool) {
 	if b.claimed {
 		return driver.ClaimRequest{}, driver.ClaimResult{}, false
@@ -60,11 +81,7 @@ func waitStoreState(t *testing.T, br *circuit.Breaker, want circuit.State) {
 func TestACoLocatedDuplicateTrialClosesNothingAndHoldsNoTrial(t *testing.T) {
 	for _, stale := range []error{nil, driver.Unavailable("finish", errors.New("connection reset"))} {
 		t.Run(map[bool]string{true: "stale success", false: "stale failure"}[stale == nil], func(t *testing.T) {
-			br, err := circuit.New(circuit.Options{Name: "idempotency store", Threshold: 3, ProbeInterval: time.Millisecond,
-				MaxProbeInterval: time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-			if err != nil {
-				t.Fatal(err)
-			}
+			br := storeBreaker(t, circuit.Options{Threshold: 3, ProbeInterval: time.Millisecond, MaxProbeInterval: time.Millisecond})
 			ctx := t.Context()
 			// A slow result write of the closed era: it answers only once
 			// the circuit is half-open.
@@ -119,14 +136,8 @@ func TestACoLocatedDuplicateTrialClosesNothingAndHoldsNoTrial(t *testing.T) {
 // A store call whose caller gave up says nothing about the store: as the
 // trial it is given back, and the next call is the trial.
 func TestAnAbandonedStoreTrialIsGivenBack(t *testing.T) {
-	br, err := circuit.New(circuit.Options{Name: "idempotency store", Threshold: 1, ProbeInterval: time.Millisecond,
-		MaxProbeInterval: time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = gatedBound{Bound: &fakeBound{finish: driver.Unavailable("finish", errors.New("down"))}, br: br}.Finish(t.Context(), driver.FinishRequest{})
-	go func() { _ = br.Run(t.Context()) }()
-	waitStoreState(t, br, circuit.HalfOpen)
+	br := storeBreaker(t, circuit.Options{Threshold: 1, ProbeInterval: time.Millisecond, MaxProbeInterval: time.Millisecond})
+	halfOpen(t, br)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if err := (gatedBound{Bound: &fakeBound{release: make(chan struct{})}, br: br}).Finish(ctx, driver.FinishRequest{}); !errors.Is(err, context.Canceled) {

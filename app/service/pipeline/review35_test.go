@@ -3,8 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -26,11 +24,7 @@ import (
 // doubled, and receiving stays paused although the store is healthy. The
 // Abandon branch is never reached with a real store.
 func TestReview35ACancelledTrialOnARealStoreReopensTheCircuit(t *testing.T) {
-	br, err := circuit.New(circuit.Options{Name: "idempotency store", Threshold: 1, ProbeInterval: time.Millisecond,
-		MaxProbeInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	br := storeBreaker(t, circuit.Options{Threshold: 1, ProbeInterval: time.Millisecond, MaxProbeInterval: time.Hour})
 	// One real outage opens it; the interval passes; half-open.
 	_ = gatedBound{Bound: &fakeBound{finish: driver.Unavailable("finish", errors.New("down"))}, br: br}.Finish(t.Context(), driver.FinishRequest{})
 	runCtx, stop := context.WithCancel(t.Context())
@@ -44,7 +38,7 @@ func TestReview35ACancelledTrialOnARealStoreReopensTheCircuit(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel() // the caller gave up before the store answered
 	now := time.Now()
-	_, err = store.Claim(ctx, driver.ClaimRequest{Key: "CHG-A35-TRIAL", Token: "t1", Fingerprint: "fp", Now: now,
+	_, err := store.Claim(ctx, driver.ClaimRequest{Key: "CHG-A35-TRIAL", Token: "t1", Fingerprint: "fp", Now: now,
 		LeaseExpiredBy: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	if !errors.Is(err, context.Canceled) || !errors.Is(err, idempotency.ErrUnavailable) {
 		t.Fatalf("the cancelled trial: %v (want context.Canceled wrapped as ErrUnavailable, as the store does)", err)
@@ -74,14 +68,8 @@ func (panickyStore) Claim(context.Context, driver.ClaimRequest) (driver.ClaimRes
 // moment stops the whole consumer until a restart (nothing is received,
 // in-flight claims lapse and are re-posted by other processes).
 func TestReview35APanickingTrialHoldsTheHalfOpenGateForever(t *testing.T) {
-	br, err := circuit.New(circuit.Options{Name: "idempotency store", Threshold: 1, ProbeInterval: time.Millisecond,
-		MaxProbeInterval: time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = gatedBound{Bound: &fakeBound{finish: driver.Unavailable("finish", errors.New("down"))}, br: br}.Finish(t.Context(), driver.FinishRequest{})
-	go func() { _ = br.Run(t.Context()) }()
-	waitStoreState(t, br, circuit.HalfOpen)
+	br := storeBreaker(t, circuit.Options{Threshold: 1, ProbeInterval: time.Millisecond, MaxProbeInterval: time.Millisecond})
+	halfOpen(t, br)
 
 	func() {
 		defer func() { _ = recover() }() // as consumer.safeHandle does

@@ -3,8 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -30,10 +28,7 @@ func (hangingBound) Finish(ctx context.Context, _ driver.FinishRequest) error {
 // abandoned: the store circuit never opens, receiving is never paused,
 // and the store alert never fires, however long the store hangs.
 func TestReview35bAHangingStoreNeverOpensTheCircuit(t *testing.T) {
-	br, err := circuit.New(circuit.Options{Name: "idempotency store", Threshold: 3, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
+	br := storeBreaker(t, circuit.Options{Threshold: 3})
 	g := gatedBound{Bound: hangingBound{}, br: br}
 	for range 10 {
 		// As record() does: a bounded attempt on a ctx the caller's

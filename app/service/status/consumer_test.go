@@ -1,10 +1,12 @@
 package status_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,23 +54,34 @@ func TestCollectReadsTheConsumersDebits(t *testing.T) {
 }
 
 // status (and the console, which shows the same report) says the
-// consumer's posting window as its /metrics report it.
+// consumer's posting window as its /metrics report it, and prints it: a
+// consumer whose window is closed shows so (issue 39: status, /readyz and
+// a metric say it), its time in UTC whatever the calendar's zone.
 func TestCollectReadsThePostingWindow(t *testing.T) {
-	until := time.Date(2026, 12, 4, 3, 30, 0, 0, time.UTC)
+	utc := time.Date(2026, 12, 4, 3, 30, 0, 0, time.UTC)
+	ist := time.Date(2026, 12, 7, 6, 0, 0, 0, time.FixedZone("IST", 19800))
 	for _, tt := range []struct {
-		open bool
-		want string
+		open  bool
+		until time.Time
+		want  string
 	}{
-		{false, "outside posting window until 2026-12-04T03:30:00Z: no debit is posted, charges wait on the queue"},
-		{true, "posting window open until 2026-12-04T03:30:00Z"},
+		{false, utc, "outside posting window until 2026-12-04T03:30:00Z: no debit is posted, charges wait on the queue"},
+		{true, utc, "posting window open until 2026-12-04T03:30:00Z"},
+		{false, ist, "outside posting window until 2026-12-07T00:30:00Z: no debit is posted, charges wait on the queue"},
+		{true, ist, "posting window open until 2026-12-07T00:30:00Z"},
 	} {
 		m := metrics.New()
-		m.PostingWindow(func() (bool, time.Time) { return tt.open, until })
+		m.PostingWindow(func() (bool, time.Time) { return tt.open, tt.until })
 		srv := httptest.NewServer(m.Handler())
 		rep, err := status.Collect(t.Context(), status.Sources{Queue: memqueue.New(memqueue.Options{}), Store: memstore.New(), MetricsURL: srv.URL, Now: time.Now()})
 		srv.Close()
 		if err != nil || rep.Consumer.Window != tt.want {
 			t.Errorf("window %q (%v), want %q", rep.Consumer.Window, err, tt.want)
+		}
+		var out bytes.Buffer
+		status.Print(&out, rep)
+		if !strings.Contains(out.String(), "window    "+tt.want) {
+			t.Errorf("open=%v: status:\n%s\nwant %q", tt.open, out.String(), tt.want)
 		}
 	}
 	// A consumer without a calendar reports none.
