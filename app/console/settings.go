@@ -14,7 +14,6 @@ import (
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // kept is what the console's start made of the settings kept in the
@@ -24,18 +23,9 @@ type kept struct {
 	keys   audit.Keyring // nil: no settings kept, the trail not signed
 }
 
-// ReadKeyFile reads an Ed25519 private key from an owner-only file.
-func ReadKeyFile(path string) (ed25519.PrivateKey, error) {
-	b, err := secretfile.Read(path)
-	if err != nil {
-		return nil, err
-	}
-	k, err := audit.ParsePrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	return k, nil
-}
+// ReadKeyFile reads an Ed25519 private key from an owner-only file
+// (audit.ReadPrivateKeyFile).
+func ReadKeyFile(path string) (ed25519.PrivateKey, error) { return audit.ReadPrivateKeyFile(path) }
 
 // keepSettings is the console's start: the four-eyes settings are the
 // console's configuration (its flags: the deployment's word), kept in the

@@ -14,6 +14,7 @@ import (
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"github.com/finedge/idempotent-consumer/app/service/pipeline"
+	"github.com/finedge/idempotent-consumer/app/service/session"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/safetext"
 )
@@ -354,7 +355,7 @@ func runPolicy(ctx context.Context, env *cli.Env, args []string) error {
 		return fmt.Errorf("--audit-file: %w", err)
 	}
 	defer t.Close()
-	logHead(t, env.Stderr)
+	session.LogHead(t, env.Stderr)
 	var lc cli.LogConfig
 	p, err := cc.KeepSettings(ctx, b.Store, t, lc.Logger(env.Stderr), "cli, the console's key", why)
 	if err != nil {
