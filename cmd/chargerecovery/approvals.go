@@ -14,6 +14,7 @@ import (
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"github.com/finedge/idempotent-consumer/app/service/pipeline"
+	"github.com/finedge/idempotent-consumer/app/service/recon"
 	"github.com/finedge/idempotent-consumer/app/service/session"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/internal/safetext"
@@ -65,7 +66,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	var sf statementFlags
 	if kind == string(approval.Reconcile) {
 		sf.bind(f)
-		f.String(&breakKind, "kind", "", "", "reconcile: which break, when the charge has several: "+kindList())
+		f.String(&breakKind, "kind", "", "", "reconcile: which break, when the charge has several: "+recon.KindList())
 		f.Bool(&spec.Unverified, "unverified", "", false, "reconcile: adopt a posting that could not be checked against the charge: you checked its amount and account by hand")
 		f.Bool(&spec.NoticeSent, "notice-sent", "", false, "reconcile: an adopted posting's pre-debit notice is known to have gone out: record DEBITED")
 		f.Bool(&spec.Refunded, "refunded", "", false, "reconcile, failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED)")
@@ -85,18 +86,18 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	spec.Kind = approval.Kind(kind)
 	spec.Codes, spec.ChargeIDs, spec.DeclineCodes = cli.SplitList(codes), cli.SplitList(ids), cli.SplitList(declineCodes)
-	var fp *idempotencyKeys
+	var fp *idempotency.Fingerprinter
 	if spec.Kind == approval.Reconcile {
 		if breakKind != "" && !reconcile.Kind(breakKind).Valid() {
-			return cli.Usagef("--kind %q is not one of %s", breakKind, kindList())
+			return cli.Usagef("--kind %q is not one of %s", breakKind, recon.KindList())
 		}
-		_, period, keys, err := sf.open(nil)
+		st, keys, err := sf.open(nil)
 		if err != nil {
 			return err
 		}
 		fp = keys
-		spec.Statements, spec.CollectionAccount, spec.TimeZone = sf.list(nil), strings.TrimSpace(sf.collection), sf.timeZone()
-		spec.From, spec.To, spec.BreakKind = period.From, period.To, reconcile.Kind(breakKind)
+		spec.Statements, spec.CollectionAccount, spec.TimeZone = st.Files, st.CollectionAccount, st.TimeZone
+		spec.From, spec.To, spec.BreakKind = st.Period.From, st.Period.To, reconcile.Kind(breakKind)
 	}
 	if err := spec.Check(); err != nil {
 		return cli.Usagef("%v", err)
@@ -118,13 +119,10 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention, SkewMargin: max(skew, 0)}
-	if fp != nil {
-		be.Fingerprints = fp.fp
-	}
+	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention, SkewMargin: max(skew, 0), Fingerprints: fp}
 	targets, err := be.Select(ctx, spec, time.Now())
 	if err != nil {
-		return inputErr(err)
+		return recon.InputErr(err)
 	}
 	p, err := book.Propose(who, spec, targets)
 	if err != nil {
@@ -258,7 +256,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		if be.Fingerprints, err = keys.Keys(); err != nil {
 			return cli.Usagef("%v", err)
 		}
-		if be.Guard, err = guardFor(b, lease, retention, skew); err != nil {
+		if be.Guard, err = recon.Guard(b.Store, lease, retention, skew); err != nil {
 			return err
 		}
 		be.SkewMargin = skew
