@@ -8,16 +8,17 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/console"
 	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
-	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"github.com/finedge/idempotent-consumer/app/service/pipeline"
+	"github.com/finedge/idempotent-consumer/app/service/proposals"
 	"github.com/finedge/idempotent-consumer/app/service/recon"
 	"github.com/finedge/idempotent-consumer/app/service/session"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/safetext"
 )
 
 func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
@@ -88,16 +89,15 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	spec.Codes, spec.ChargeIDs, spec.DeclineCodes = cli.SplitList(codes), cli.SplitList(ids), cli.SplitList(declineCodes)
 	var fp *idempotency.Fingerprinter
 	if spec.Kind == approval.Reconcile {
-		if breakKind != "" && !reconcile.Kind(breakKind).Valid() {
-			return cli.Usagef("--kind %q is not one of %s", breakKind, recon.KindList())
+		if err := recon.CheckKind(reconcile.Kind(breakKind)); err != nil {
+			return err
 		}
 		st, keys, err := sf.open(nil)
 		if err != nil {
 			return err
 		}
 		fp = keys
-		spec.Statements, spec.CollectionAccount, spec.TimeZone = st.Files, st.CollectionAccount, st.TimeZone
-		spec.From, spec.To, spec.BreakKind = st.Period.From, st.Period.To, reconcile.Kind(breakKind)
+		st.Fill(&spec, reconcile.Kind(breakKind))
 	}
 	if err := spec.Check(); err != nil {
 		return cli.Usagef("%v", err)
@@ -119,12 +119,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention, SkewMargin: max(skew, 0), Fingerprints: fp}
-	targets, err := be.Select(ctx, spec, time.Now())
-	if err != nil {
-		return recon.InputErr(err)
-	}
-	p, err := book.Propose(who, spec, targets)
+	p, err := proposals.Propose(ctx, book, approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention, SkewMargin: max(skew, 0), Fingerprints: fp}, who, spec)
 	if err != nil {
 		return err
 	}
@@ -139,27 +134,28 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	f, bc, asJSON := opsFlags(env, "approvals "+sub, "approvals "+sub+" [flags] ID")
 	var ac auditConfig
 	ac.Bind(f)
-	var all, noRun bool
-	var why string
-	var retention, timeout, lease, skew time.Duration
+	var all bool
+	var timeout time.Duration
 	var nc pipeline.NotifyConfig
 	var keys pipeline.Config
+	d := proposals.Decision{Sub: sub, Out: env.Stdout}
+	o := proposals.RunOptions{Keys: keys.Keys, Progress: func(p approval.Proposal) { proposals.PrintProgress(env.Stderr, p) }}
 	switch sub {
 	case "list":
 		f.Bool(&all, "all", "", false, "every proposal, also those done, rejected or expired")
 	case "reject":
-		f.String(&why, "reason", "", "", "why it is rejected (required)")
+		f.String(&d.Reason, "reason", "", "", "why it is rejected (required)")
 	case "approve":
-		f.Bool(&noRun, "no-run", "", false, "approve only; run it later with approvals run ID")
+		f.Bool(&d.NoRun, "no-run", "", false, "approve only; run it later with approvals run ID")
 	}
 	if sub == "approve" || sub == "run" {
-		f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
+		f.Duration(&o.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 		f.Int(&ac.Batch, "batch", "", 50, "act on this many targets between two saves of the progress (at most 500)")
 		f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
 		nc.Bind(f)
 		keys.BindKeys(f)
-		f.Duration(&lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconcile: the claim an adoption takes on the record while it writes DONE (as serve's)")
-		f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: a lapsed claim is taken over only this long after it ends (as serve's)")
+		f.Duration(&o.Lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconcile: the claim an adoption takes on the record while it writes DONE (as serve's)")
+		f.Duration(&o.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: a lapsed claim is taken over only this long after it ends (as serve's)")
 	}
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
@@ -168,14 +164,13 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if ac.File == "" {
 		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
 	}
-	id := ""
 	if sub != "list" {
 		if len(f.Args()) != 1 {
 			return cli.Usagef("give exactly one proposal ID (see chargerecovery approvals list)")
 		}
-		id = f.Args()[0]
+		d.ID = f.Args()[0]
 	}
-	if sub == "reject" && strings.TrimSpace(why) == "" {
+	if sub == "reject" && strings.TrimSpace(d.Reason) == "" {
 		return cli.Usagef("--reason is required: say why it is rejected")
 	}
 	trail, book, _, err := ac.open(ctx, env, bc)
@@ -185,15 +180,9 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	defer trail.Close()
 	switch sub {
 	case "list":
-		ps, err := book.List()
+		out, err := proposals.Listed(book, all)
 		if err != nil {
 			return err
-		}
-		var out []approval.Proposal
-		for _, p := range ps {
-			if all || p.State == approval.Pending || p.State == approval.Approved || p.State == approval.Running {
-				out = append(out, p)
-			}
 		}
 		if *asJSON {
 			return json.NewEncoder(env.Stdout).Encode(map[string]any{"proposals": out})
@@ -204,7 +193,7 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		approval.PrintList(env.Stdout, out)
 		return nil
 	case "show":
-		p, err := book.Get(id)
+		p, err := book.Get(d.ID)
 		if err != nil {
 			return err
 		}
@@ -215,75 +204,21 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		approval.PrintOutcomes(env.Stdout, p)
 		return nil
 	}
-	// A proposal that needs a second operator names the one deciding by
-	// her token, whatever this process's flags say.
-	cur, err := book.Get(id)
-	if err != nil {
-		return err
-	}
-	who, err := ac.who(env, *opFlag, book, cur.Needs)
-	if err != nil {
-		return err
-	}
-	var p approval.Proposal
-	switch sub {
-	case "reject":
-		if p, err = book.Reject(id, who, why); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "rejected %s: nothing of it will run\n", p.ID)
-		return nil
-	case "approve":
-		if p, err = book.Approve(id, who); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "approved %s (%s, %d charge(s), %s)\n", p.ID, safetext.Text(p.Spec.Describe()), len(p.Targets), approval.FormatTotals(p.Totals))
-		if noRun {
-			fmt.Fprintf(env.Stdout, "next: chargerecovery approvals run %s\n", p.ID)
-			return nil
-		}
-	}
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention}
-	if cur.Spec.Kind == approval.Reconcile {
-		if lease <= 0 || retention <= 0 || skew < 0 {
-			return cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
-		}
-		if be.Fingerprints, err = keys.Keys(); err != nil {
-			return cli.Usagef("%v", err)
-		}
-		if be.Guard, err = recon.Guard(b.Store, lease, retention, skew); err != nil {
-			return err
-		}
-		be.SkewMargin = skew
-	}
-	if cur.Spec.Kind == approval.Renotify {
+	d.Who = func(needs string) (approval.Actor, error) { return ac.who(env, *opFlag, book, needs) }
+	o.Open, o.NotifyTimeout, o.Channel = func() (*backend.Backend, error) { return openForOps(ctx, bc) }, timeout, nc.Channel
+	o.Sender = func() (charge.NoticeSender, error) {
 		if nc.Channel == "" {
-			return cli.Usagef("a renotify proposal needs the notification channel (--notify and its flags, as renotify's)")
+			return nil, cli.Usagef("a renotify proposal needs the notification channel (--notify and its flags, as renotify's)")
 		}
 		var p cli.Problems
-		nc.Check(&p)
-		if err := p.Err(); err != nil {
-			return err
+		if nc.Check(&p); p.Err() != nil {
+			return nil, p.Err()
 		}
 		var lc cli.LogConfig
-		s, err := keptNoticeSender(ctx, nc, timeout, lc.Logger(env.Stderr))
-		if err != nil {
-			return err
-		}
-		if be.Renotifier, err = operate.NewRenotifier(b.Store, s, operate.RenotifierOptions{Lease: time.Minute, Retention: retention, Timeout: timeout, Channel: nc.Channel}); err != nil {
-			return err
-		}
+		return keptNoticeSender(ctx, nc, timeout, lc.Logger(env.Stderr))
 	}
-	p, err = book.Run(ctx, id, who, be, func(p approval.Proposal) {
-		done, all := p.Progress()
-		fmt.Fprintf(env.Stderr, "%s batch %d: %d of %d done (%s)\n", p.ID, p.Batches, done, all, approval.FormatCounts(p.Counts()))
-	})
-	if err != nil {
+	p, ran, err := proposals.Decide(ctx, book, d, o)
+	if err != nil || !ran {
 		return err
 	}
 	if *asJSON {
@@ -291,13 +226,9 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 			return err
 		}
 	} else {
-		fmt.Fprintf(env.Stdout, "%s done: %d charge(s): %s\n", p.ID, len(p.Targets), approval.FormatCounts(p.Counts()))
-		approval.PrintOutcomes(env.Stdout, p)
+		proposals.PrintRun(env.Stdout, p)
 	}
-	if n := p.Counts()["failed"]; n > 0 {
-		return fmt.Errorf("%d target(s) failed (listed above); look at each, then propose them again", n)
-	}
-	return nil
+	return proposals.Failed(p)
 }
 
 // runPolicy shows the four-eyes settings kept in the backend, or
@@ -323,11 +254,7 @@ func runPolicy(ctx context.Context, env *cli.Env, args []string) error {
 		if *asJSON {
 			return json.NewEncoder(env.Stdout).Encode(map[string]any{"kept": ok, "settings": cur})
 		}
-		if !ok {
-			fmt.Fprintln(env.Stdout, "four-eyes policy: off (this backend keeps no four-eyes settings: the console's start keeps them, with --console-key-file)")
-			return nil
-		}
-		fmt.Fprintf(env.Stdout, "four-eyes policy: %s\nsettings version %d, kept %s by %s (%s)\n%s\n", cur.Policy, cur.Version, cur.At.Format(time.RFC3339), cur.By, cur.Why, cur.Describe())
+		proposals.PrintSettings(env.Stdout, cur, ok)
 		return nil
 	}
 	if len(f.Args()) != 1 {

@@ -51,8 +51,8 @@ func (r ResolveRequest) Check() error {
 	if _, ok := reconcile.ChargeOf(r.ChargeID); !ok && !strings.ContainsAny(r.ChargeID, "~_*") {
 		return cli.Usagef("%q is not a charge id (nor the bank key of an unknown posting)", r.ChargeID)
 	}
-	if r.Kind != "" && !r.Kind.Valid() {
-		return cli.Usagef("--kind %q is not one of %s", r.Kind, KindList())
+	if err := CheckKind(r.Kind); err != nil {
+		return err
 	}
 	if strings.TrimSpace(r.Reason) == "" {
 		return cli.Usagef("say why (--reason): it is kept with the resolution and in the audit trail")
@@ -119,6 +119,21 @@ func Resolve(ctx context.Context, store driver.Store, st Statement, r ResolveReq
 		return reconcile.Resolved{}, InputErr(err)
 	}
 	return res, nil
+}
+
+// CheckKind refuses a --kind that is not a kind of break ("": none given).
+func CheckKind(k reconcile.Kind) error {
+	if k != "" && !k.Valid() {
+		return cli.Usagef("--kind %q is not one of %s", k, KindList())
+	}
+	return nil
+}
+
+// Fill has spec propose the resolution of kind's break (""; the charge's
+// only) as st shows it: its files, account, zone and period.
+func (st Statement) Fill(spec *approval.Spec, kind reconcile.Kind) {
+	spec.Statements, spec.CollectionAccount, spec.TimeZone = st.Files, st.CollectionAccount, st.TimeZone
+	spec.From, spec.To, spec.BreakKind = st.Period.From, st.Period.To, kind
 }
 
 // ProposeCommand is the approvals propose command of spec, a reconcile
