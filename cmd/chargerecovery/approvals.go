@@ -4,20 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/console"
-	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/app/service/proposals"
 	"github.com/finedge/idempotent-consumer/app/service/recon"
-	"github.com/finedge/idempotent-consumer/app/service/session"
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
@@ -62,16 +60,16 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	var ac auditConfig
 	ac.Bind(f)
 	var spec approval.Spec
-	var codes, declineCodes, ids, breakKind string
-	var retention, skew time.Duration
+	var be approval.Backend
+	var codes, declineCodes, ids string
 	var sf statementFlags
 	if kind == string(approval.Reconcile) {
 		sf.bind(f)
-		f.String(&breakKind, "kind", "", "", "reconcile: which break, when the charge has several: "+recon.KindList())
+		f.String((*string)(&spec.BreakKind), "kind", "", "", "reconcile: which break, when the charge has several: "+recon.KindList())
 		f.Bool(&spec.Unverified, "unverified", "", false, "reconcile: adopt a posting that could not be checked against the charge: you checked its amount and account by hand")
 		f.Bool(&spec.NoticeSent, "notice-sent", "", false, "reconcile: an adopted posting's pre-debit notice is known to have gone out: record DEBITED")
 		f.Bool(&spec.Refunded, "refunded", "", false, "reconcile, failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED)")
-		f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: an IN_PROGRESS record posted by the bank counts as in flight until its lease passed by this much (as serve's)")
+		f.Duration(&be.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: an IN_PROGRESS record posted by the bank counts as in flight until its lease passed by this much (as serve's)")
 	}
 	f.String(&spec.Reason, "reason", "", "", "why (required): kept in the audit trail and every record touched")
 	f.String(&codes, "reason-code", "", "", "redrive, reopen: only DLQ entries with these reason codes, comma-separated (reopen: default debit_failed)")
@@ -80,24 +78,23 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	f.Duration(&spec.OlderThan, "older-than", "", 0, "redrive, reopen: only entries dead-lettered longer ago than this")
 	f.Bool(&spec.Force, "force", "", false, "redrive: conflicts and entries past the retention too")
 	f.Bool(&spec.NewAttempt, "new-attempt", "", false, "reopen: under the next bank-key generation (explicit declines only)")
-	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
+	f.Duration(&be.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
 	spec.Kind = approval.Kind(kind)
 	spec.Codes, spec.ChargeIDs, spec.DeclineCodes = cli.SplitList(codes), cli.SplitList(ids), cli.SplitList(declineCodes)
-	var fp *idempotency.Fingerprinter
 	if spec.Kind == approval.Reconcile {
-		if err := recon.CheckKind(reconcile.Kind(breakKind)); err != nil {
+		if err := recon.CheckKind(spec.BreakKind); err != nil {
 			return err
 		}
 		st, keys, err := sf.open(nil)
 		if err != nil {
 			return err
 		}
-		fp = keys
-		st.Fill(&spec, reconcile.Kind(breakKind))
+		be.Fingerprints = keys
+		st.Fill(&spec)
 	}
 	if err := spec.Check(); err != nil {
 		return cli.Usagef("%v", err)
@@ -119,15 +116,12 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	p, err := proposals.Propose(ctx, book, approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention, SkewMargin: max(skew, 0), Fingerprints: fp}, who, spec)
+	be.Queue, be.Store = b.Queue, b.Store
+	p, err := proposals.Propose(ctx, book, be, who, spec)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return json.NewEncoder(env.Stdout).Encode(p)
-	}
-	approval.Print(env.Stdout, p, 10)
-	return nil
+	return printed(env, *asJSON, p, func(w io.Writer) { approval.Print(w, p, 10) })
 }
 
 func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) error {
@@ -184,25 +178,13 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return json.NewEncoder(env.Stdout).Encode(map[string]any{"proposals": out})
-		}
-		if len(out) == 0 {
-			fmt.Fprintln(env.Stdout, "no proposal waiting, approved or running (--all shows every one)")
-		}
-		approval.PrintList(env.Stdout, out)
-		return nil
+		return printed(env, *asJSON, map[string]any{"proposals": out}, func(w io.Writer) { proposals.PrintListed(w, out) })
 	case "show":
 		p, err := book.Get(d.ID)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return json.NewEncoder(env.Stdout).Encode(p)
-		}
-		approval.Print(env.Stdout, p, 20)
-		approval.PrintOutcomes(env.Stdout, p)
-		return nil
+		return printed(env, *asJSON, p, func(w io.Writer) { approval.Print(w, p, 20); approval.PrintOutcomes(w, p) })
 	}
 	d.Who = func(needs string) (approval.Actor, error) { return ac.who(env, *opFlag, book, needs) }
 	o.Open, o.NotifyTimeout, o.Channel = func() (*backend.Backend, error) { return openForOps(ctx, bc) }, timeout, nc.Channel
@@ -221,12 +203,8 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if err != nil || !ran {
 		return err
 	}
-	if *asJSON {
-		if err := json.NewEncoder(env.Stdout).Encode(p); err != nil {
-			return err
-		}
-	} else {
-		proposals.PrintRun(env.Stdout, p)
+	if err := printed(env, *asJSON, p, func(w io.Writer) { proposals.PrintRun(w, p) }); err != nil {
+		return err
 	}
 	return proposals.Failed(p)
 }
@@ -251,41 +229,25 @@ func runPolicy(ctx context.Context, env *cli.Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return json.NewEncoder(env.Stdout).Encode(map[string]any{"kept": ok, "settings": cur})
-		}
-		proposals.PrintSettings(env.Stdout, cur, ok)
-		return nil
+		return printed(env, *asJSON, map[string]any{"kept": ok, "settings": cur}, func(w io.Writer) { proposals.PrintSettings(w, cur, ok) })
 	}
 	if len(f.Args()) != 1 {
 		return cli.Usagef("give one POLICY (e.g. reopen-new-attempt,redrive-force,bulk>100, or off)")
 	}
-	if _, err := approval.ParsePolicy(f.Args()[0]); err != nil {
-		return cli.Usagef("%v", err)
-	}
-	if strings.TrimSpace(why) == "" {
-		return cli.Usagef("--reason is required: say why the policy changes")
-	}
-	if cc.AuditFile == "" || (cc.Auth != "token" && cc.Auth != "proxy") || (cc.Auth == "token" && cc.TokenFile == "") {
-		return cli.Usagef("give --audit-file, --console-auth token|proxy and, for token, --console-token-file: the settings name them")
-	}
-	cc.Approval, cc.ApprovalTTL = f.Args()[0], 24*time.Hour
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	t, err := audit.Open(cc.AuditFile)
-	if err != nil {
-		return fmt.Errorf("--audit-file: %w", err)
-	}
-	defer t.Close()
-	session.LogHead(t, env.Stderr)
 	var lc cli.LogConfig
-	p, err := cc.KeepSettings(ctx, b.Store, t, lc.Logger(env.Stderr), "cli, the console's key", why)
+	p, err := cc.ChangePolicy(ctx, f.Args()[0], why, func() (*backend.Backend, error) { return openForOps(ctx, bc) }, env.Stderr, lc.Logger(env.Stderr))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "four-eyes policy: %s\n", p)
+	return nil
+}
+
+// printed writes v as JSON on stdout with --json, else has text show it.
+func printed(env *cli.Env, asJSON bool, v any, text func(io.Writer)) error {
+	if asJSON {
+		return json.NewEncoder(env.Stdout).Encode(v)
+	}
+	text(env.Stdout)
 	return nil
 }

@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"io"
 	"time"
 	_ "time/tzdata" // the image is FROM scratch: --time-zone needs the zone database inside the binary
 
-	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/app/service/pipeline"
@@ -73,27 +72,21 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 		args = args[1:]
 	}
 	f, bc, asJSON := opsFlags(env, "reconcile", reconcileSynopsis)
-	var (
-		sf          statementFlags
-		asCSV       bool
-		metricsFile string
-		reportFile  string
-		concurrency int
-		skew        time.Duration
-	)
+	var sf statementFlags
+	var asCSV bool
+	var o recon.RunOptions
 	sf.bind(f)
-	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "an IN_PROGRESS record posted by the bank counts as in flight (not a break) until its lease passed by this much (as serve's)")
+	f.Duration(&o.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "an IN_PROGRESS record posted by the bank counts as in flight (not a break) until its lease passed by this much (as serve's)")
 	f.Bool(&asCSV, "csv", "", false, "print the breaks as CSV (accounts masked)")
-	f.String(&metricsFile, "metrics-file", "IC_RECONCILE_METRICS_FILE", "", "also write reconciliation_breaks{kind} and the run's figures in Prometheus's text format to this file (node_exporter's textfile collector), whole by rename")
-	f.String(&reportFile, "report-file", "IC_RECONCILE_REPORT_FILE", "", "also keep the report as JSON in this file (owner-only, whole by rename): the console's Reconciliation page reads it (console --reconcile-report-file) and resolves its breaks against the same statement")
-	f.Int(&concurrency, "concurrency", "", 16, "records read at once")
+	f.String(&o.MetricsFile, "metrics-file", "IC_RECONCILE_METRICS_FILE", "", "also write reconciliation_breaks{kind} and the run's figures in Prometheus's text format to this file (node_exporter's textfile collector), whole by rename")
+	f.String(&o.ReportFile, "report-file", "IC_RECONCILE_REPORT_FILE", "", "also keep the report as JSON in this file (owner-only, whole by rename): the console's Reconciliation page reads it (console --reconcile-report-file) and resolves its breaks against the same statement")
+	f.Int(&o.Concurrency, "concurrency", "", 16, "records read at once")
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
 	if *asJSON && asCSV {
 		return cli.Usagef("--json or --csv, not both")
 	}
-	o := recon.RunOptions{Concurrency: concurrency, SkewMargin: skew, ReportFile: reportFile, MetricsFile: metricsFile}
 	if err := o.Check(); err != nil {
 		return err
 	}
@@ -107,36 +100,22 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	defer b.Close()
 	o.Store, o.Fingerprints = b.Store, keys
-	return recon.Run(ctx, st, o, func(rep reconcile.Report) error {
-		switch {
-		case *asJSON:
-			enc := json.NewEncoder(env.Stdout)
-			enc.SetIndent("", "  ")
-			return enc.Encode(rep)
-		case asCSV:
-			return rep.WriteCSV(env.Stdout)
-		}
-		return rep.WriteText(env.Stdout)
-	})
+	return recon.Run(ctx, st, o, recon.Printer(env.Stdout, *asJSON, asCSV))
 }
 
 func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "reconcile resolve", reconcileSynopsis)
-	var (
-		sf                               statementFlags
-		kind, reason                     string
-		lease, skew, retention           time.Duration
-		unverified, noticeSent, refunded bool
-	)
+	var sf statementFlags
+	r := recon.ResolveRequest{Log: env.Stderr}
 	sf.bind(f)
-	f.String(&kind, "kind", "", "", "which break, when the charge has several: "+recon.KindList())
-	f.Bool(&unverified, "unverified", "", false, "adopt a posting that could not be checked against the charge (no narrative, or no fingerprint key): you checked its amount and account by hand")
-	f.Bool(&noticeSent, "notice-sent", "", false, "an adopted posting's pre-debit notice is known to have gone out: record DEBITED (default: DEBITED_NOTIFICATION_FAILED with the notice kept, for renotify)")
-	f.Bool(&refunded, "refunded", "", false, "failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED); by default the posting is recorded as collected (DONE, never debited again)")
-	f.String(&reason, "reason", "", "", "why it is resolved (kept with the resolution and in the audit trail), e.g. \"INC-88: refunded by the bank\" (required)")
-	f.Duration(&lease, "lease", "IC_LEASE", idempotency.DefaultLease, "the claim an adoption takes on the record while it writes DONE (as serve's)")
-	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the adopted record and the resolution are kept (as serve's records)")
-	f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "a lapsed claim is taken over only this long after it ends (as serve's)")
+	f.String((*string)(&r.Kind), "kind", "", "", "which break, when the charge has several: "+recon.KindList())
+	f.Bool(&r.Unverified, "unverified", "", false, "adopt a posting that could not be checked against the charge (no narrative, or no fingerprint key): you checked its amount and account by hand")
+	f.Bool(&r.NoticeSent, "notice-sent", "", false, "an adopted posting's pre-debit notice is known to have gone out: record DEBITED (default: DEBITED_NOTIFICATION_FAILED with the notice kept, for renotify)")
+	f.Bool(&r.Refunded, "refunded", "", false, "failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED); by default the posting is recorded as collected (DONE, never debited again)")
+	f.String(&r.Reason, "reason", "", "", "why it is resolved (kept with the resolution and in the audit trail), e.g. \"INC-88: refunded by the bank\" (required)")
+	f.Duration(&r.Lease, "lease", "IC_LEASE", idempotency.DefaultLease, "the claim an adoption takes on the record while it writes DONE (as serve's)")
+	f.Duration(&r.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "how long the adopted record and the resolution are kept (as serve's records)")
+	f.Duration(&r.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "a lapsed claim is taken over only this long after it ends (as serve's)")
 	var ac auditConfig
 	ac.Bind(f)
 	opFlag := cli.OperatorFlag(f)
@@ -146,8 +125,7 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	if len(f.Args()) != 1 {
 		return cli.Usagef("give exactly one CHARGE_ID (see chargerecovery reconcile -h)")
 	}
-	r := recon.ResolveRequest{ChargeID: f.Args()[0], Kind: reconcile.Kind(kind), Reason: reason, Unverified: unverified, NoticeSent: noticeSent,
-		Refunded: refunded, Lease: lease, Retention: retention, SkewMargin: skew, Log: env.Stderr}
+	r.ChargeID = f.Args()[0]
 	if err := r.Check(); err != nil {
 		return err
 	}
@@ -172,9 +150,5 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return json.NewEncoder(env.Stdout).Encode(res)
-	}
-	recon.PrintResolved(env.Stdout, r.ChargeID, reason, res)
-	return nil
+	return printed(env, *asJSON, res, func(w io.Writer) { recon.PrintResolved(w, r.ChargeID, r.Reason, res) })
 }

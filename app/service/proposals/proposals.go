@@ -22,8 +22,10 @@ import (
 )
 
 // Propose selects what spec touches in be, now, and keeps it in book as
-// who's proposal. A statement that cannot be read is a usage error.
+// who's proposal (a negative be.SkewMargin counts as 0). A statement that
+// cannot be read is a usage error.
 func Propose(ctx context.Context, book *approval.Book, be approval.Backend, who approval.Actor, spec approval.Spec) (approval.Proposal, error) {
+	be.SkewMargin = max(be.SkewMargin, 0)
 	targets, err := be.Select(ctx, spec, time.Now())
 	if err != nil {
 		return approval.Proposal{}, recon.InputErr(err)
@@ -177,6 +179,14 @@ func Failed(p approval.Proposal) error {
 func PrintProgress(w io.Writer, p approval.Proposal) {
 	done, all := p.Progress()
 	fmt.Fprintf(w, "%s batch %d: %d of %d done (%s)\n", p.ID, p.Batches, done, all, approval.FormatCounts(p.Counts()))
+}
+
+// PrintListed shows the proposals listed (Listed), or says there are none.
+func PrintListed(w io.Writer, ps []approval.Proposal) {
+	if len(ps) == 0 {
+		fmt.Fprintln(w, "no proposal waiting, approved or running (--all shows every one)")
+	}
+	approval.PrintList(w, ps)
 }
 
 // PrintSettings shows the four-eyes settings kept (ok: any).

@@ -7,6 +7,7 @@ package recon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -236,6 +237,22 @@ func Run(ctx context.Context, st Statement, o RunOptions, show func(reconcile.Re
 		return fmt.Errorf("%d break(s) to resolve (chargerecovery reconcile resolve CHARGE_ID --statement … --reason …)", n)
 	}
 	return nil
+}
+
+// Printer prints a report as JSON (indented), as CSV (accounts masked),
+// or as text.
+func Printer(w io.Writer, asJSON, asCSV bool) func(reconcile.Report) error {
+	return func(rep reconcile.Report) error {
+		switch {
+		case asJSON:
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rep)
+		case asCSV:
+			return rep.WriteCSV(w)
+		}
+		return rep.WriteText(w)
+	}
 }
 
 // Guard is a Guard over store with serve's lease, retention and skew

@@ -129,11 +129,11 @@ func CheckKind(k reconcile.Kind) error {
 	return nil
 }
 
-// Fill has spec propose the resolution of kind's break (""; the charge's
-// only) as st shows it: its files, account, zone and period.
-func (st Statement) Fill(spec *approval.Spec, kind reconcile.Kind) {
+// Fill has spec propose a resolution as st shows it: its files, account,
+// zone and period.
+func (st Statement) Fill(spec *approval.Spec) {
 	spec.Statements, spec.CollectionAccount, spec.TimeZone = st.Files, st.CollectionAccount, st.TimeZone
-	spec.From, spec.To, spec.BreakKind = st.Period.From, st.Period.To, kind
+	spec.From, spec.To = st.Period.From, st.Period.To
 }
 
 // ProposeCommand is the approvals propose command of spec, a reconcile
