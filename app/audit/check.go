@@ -99,3 +99,14 @@ func (c Checked) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "head: seq %d sha256 %s (give the last \"audit head\" the processes logged as --head SEQ:SHA256: a line cut from the end, or a trail edited and chained again, shows there)\n", rep.HeadSeq, rep.HeadHash)
 }
+
+// RecentIn is Trail.Recent of the trail at path (opened, and created if
+// missing, as Open does).
+func RecentIn(path string, n int, f Filter) ([]Entry, error) {
+	t, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer t.Close()
+	return t.Recent(n, f)
+}

@@ -62,9 +62,9 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	var spec approval.Spec
 	var be approval.Backend
 	var codes, declineCodes, ids string
-	var sf statementFlags
+	var src recon.Source
 	if kind == string(approval.Reconcile) {
-		sf.bind(f)
+		src.Bind(f)
 		f.String((*string)(&spec.BreakKind), "kind", "", "", "reconcile: which break, when the charge has several: "+recon.KindList())
 		f.Bool(&spec.Unverified, "unverified", "", false, "reconcile: adopt a posting that could not be checked against the charge: you checked its amount and account by hand")
 		f.Bool(&spec.NoticeSent, "notice-sent", "", false, "reconcile: an adopted posting's pre-debit notice is known to have gone out: record DEBITED")
@@ -89,11 +89,11 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 		if err := recon.CheckKind(spec.BreakKind); err != nil {
 			return err
 		}
-		st, keys, err := sf.open(nil)
+		st, err := src.Open(time.Now())
 		if err != nil {
 			return err
 		}
-		be.Fingerprints = keys
+		be.Fingerprints = st.Fingerprints
 		st.Fill(&spec)
 	}
 	if err := spec.Check(); err != nil {

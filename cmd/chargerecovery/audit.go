@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/session"
 )
 
 // runAudit is chargerecovery audit verify|list.
@@ -70,19 +71,11 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 			return cli.Usagef("give --to FILE: where the current trail goes")
 		}
 		ac.File = files[0]
-		t, book, _, err := ac.open(ctx, env, bc)
-		if err != nil {
+		if _, _, _, err := ac.open(ctx, env, bc); err != nil {
 			return err
 		}
-		if book == nil {
-			return cli.Usagef("give the trail: --audit-file FILE (IC_AUDIT_FILE)")
-		}
-		defer t.Close()
-		who, err := ac.who(env, flt.Operator, book, "")
-		if err != nil {
-			return err
-		}
-		e, err := t.Rotate(to, audit.Entry{Operator: who.Name, Role: who.Role, Via: "cli"})
+		defer ac.s.Close()
+		e, err := ac.s.Rotate(env, flt.Operator, to)
 		if err != nil {
 			return err
 		}
@@ -93,20 +86,11 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		if limit < 1 {
 			return cli.Usagef("--limit must be at least 1")
 		}
-		t, err := audit.Open(files[0])
+		es, err := audit.RecentIn(files[0], limit, flt)
 		if err != nil {
 			return err
 		}
-		defer t.Close()
-		es, err := t.Recent(limit, flt)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return json.NewEncoder(env.Stdout).Encode(map[string]any{"entries": es})
-		}
-		audit.PrintEntries(env.Stdout, es)
-		return nil
+		return printed(env, asJSON, map[string]any{"entries": es}, func(w io.Writer) { audit.PrintEntries(w, es) })
 	}
 	anchors, err := audit.ParseAnchors(cli.SplitList(heads))
 	if err != nil {
@@ -118,11 +102,8 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		if err != nil {
 			return cli.Usagef("the backend holds the keys that vouch for the trail's lines, and it cannot be read (%v): give --backend and its flags, or --chain-only", err)
 		}
-		if ok {
-			if o.Keys, err = cur.Keyring(); err != nil {
-				return err
-			}
-			o.KeptVersion = cur.Version
+		if o.Keys, o.KeptVersion, err = session.Keyring(cur, ok); err != nil {
+			return err
 		}
 	}
 	checked, err := audit.Check(o)

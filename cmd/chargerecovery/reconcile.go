@@ -8,7 +8,6 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
-	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/app/service/recon"
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
@@ -34,36 +33,6 @@ posted_not_recorded adopts the posting (DONE with the bank's reference; no
 debit, no notice); any other kind is marked resolved with the reason. A
 resolved break does not come back on the next run of the same statement.`
 
-// statementFlags are the flags that say what to read.
-type statementFlags struct {
-	recon.Source
-	files string
-	keys  pipeline.Config
-}
-
-func (s *statementFlags) bind(f *cli.FlagSet) {
-	f.String(&s.files, "statement", "", "", "the statement file(s), comma-separated: camt.053, camt.054 or the CSV export")
-	f.String(&s.CollectionAccount, "collection-account", "IC_COLLECTION_ACCOUNT", "", "read the statement as the fee collection account's (IBAN or account id): our postings are its credits, the customer's account the debtor's; unset: the customers' own statements, our postings their debits")
-	f.String(&s.From, "from", "", "", "the period's start: YYYY-MM-DD (midnight in --time-zone), RFC 3339, or yesterday / today; default: the statement's FrToDt. A statement path's {from} is this day (YYYY-MM-DD), for a daily job: --statement /statements/{from}.xml --from yesterday --to today")
-	f.String(&s.To, "to", "", "", "the period's end (exclusive), as --from")
-	f.String(&s.Zone, "time-zone", "IC_TIME_ZONE", "UTC", "the bank's time zone (IANA name, e.g. Asia/Kolkata): where a day of --from/--to starts, and how a statement's FrToDt written without an offset is read")
-	s.keys.BindKeys(f)
-}
-
-// open opens the statement (recon.Source.Open) and the fingerprint keys.
-func (s *statementFlags) open(extra []string) (recon.Statement, *idempotency.Fingerprinter, error) {
-	s.Files = append(cli.SplitList(s.files), extra...)
-	st, err := s.Open(time.Now())
-	if err != nil {
-		return st, nil, err
-	}
-	fp, err := s.keys.Keys()
-	if err != nil {
-		return st, nil, cli.Usagef("%v", err)
-	}
-	return st, fp, nil
-}
-
 func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	if len(args) > 0 && args[0] == "resolve" {
 		return runReconcileResolve(ctx, env, args[1:])
@@ -72,10 +41,10 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 		args = args[1:]
 	}
 	f, bc, asJSON := opsFlags(env, "reconcile", reconcileSynopsis)
-	var sf statementFlags
+	var src recon.Source
 	var asCSV bool
 	var o recon.RunOptions
-	sf.bind(f)
+	src.Bind(f)
 	f.Duration(&o.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "an IN_PROGRESS record posted by the bank counts as in flight (not a break) until its lease passed by this much (as serve's)")
 	f.Bool(&asCSV, "csv", "", false, "print the breaks as CSV (accounts masked)")
 	f.String(&o.MetricsFile, "metrics-file", "IC_RECONCILE_METRICS_FILE", "", "also write reconciliation_breaks{kind} and the run's figures in Prometheus's text format to this file (node_exporter's textfile collector), whole by rename")
@@ -90,7 +59,8 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	if err := o.Check(); err != nil {
 		return err
 	}
-	st, keys, err := sf.open(f.Args())
+	src.Files = f.Args()
+	st, err := src.Open(time.Now())
 	if err != nil {
 		return err
 	}
@@ -99,15 +69,15 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 		return err
 	}
 	defer b.Close()
-	o.Store, o.Fingerprints = b.Store, keys
+	o.Store = b.Store
 	return recon.Run(ctx, st, o, recon.Printer(env.Stdout, *asJSON, asCSV))
 }
 
 func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "reconcile resolve", reconcileSynopsis)
-	var sf statementFlags
+	var src recon.Source
 	r := recon.ResolveRequest{Log: env.Stderr}
-	sf.bind(f)
+	src.Bind(f)
 	f.String((*string)(&r.Kind), "kind", "", "", "which break, when the charge has several: "+recon.KindList())
 	f.Bool(&r.Unverified, "unverified", "", false, "adopt a posting that could not be checked against the charge (no narrative, or no fingerprint key): you checked its amount and account by hand")
 	f.Bool(&r.NoticeSent, "notice-sent", "", false, "an adopted posting's pre-debit notice is known to have gone out: record DEBITED (default: DEBITED_NOTIFICATION_FAILED with the notice kept, for renotify)")
@@ -129,7 +99,7 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 	if err := r.Check(); err != nil {
 		return err
 	}
-	st, keys, err := sf.open(nil)
+	st, err := src.Open(time.Now())
 	if err != nil {
 		return err
 	}
@@ -143,7 +113,7 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 		return err
 	}
 	defer b.Close()
-	r.Fingerprints, r.Session = keys, ac.s
+	r.Session = ac.s
 	r.Who = func() (approval.Actor, error) { return ac.who(env, *opFlag, book, "") }
 	r.Claimed = func() approval.Actor { return claimed(env, *opFlag, &ac, book) }
 	res, err := recon.Resolve(ctx, b.Store, st, r)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
@@ -13,18 +12,11 @@ import (
 )
 
 // auditConfig is the one audit trail and the four-eyes policy, on every
-// command that acts (and the console, with the same names).
+// command that acts (and the console, with the same names); Bind binds
+// its flags (session.Options.Bind).
 type auditConfig struct {
 	session.Options
 	s *session.Session // once open
-}
-
-func (c *auditConfig) Bind(f *cli.FlagSet) {
-	f.String(&c.File, "audit-file", "IC_AUDIT_FILE", "", "the audit trail, shared with the console: every action a hash-chained JSON line, synced before it is done (where the backend keeps four-eyes settings, the trail they name: another is refused)")
-	f.String(&c.Policy, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: the policy kept in the backend by the console (reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N, all, represent-hard-decline); a process given another is refused. The backend's policy holds whether this is given or not")
-	f.Duration(&c.TTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run (at most what the kept settings allow, 72h by default)")
-	f.String(&c.KeyFile, "operator-key-file", "IC_OPERATOR_KEY_FILE", "", "your own Ed25519 key (an owner-only file of yours; chargerecovery keygen writes one, and its public key goes on your line of the console's token file): it names you and signs your audit lines, where the backend keeps four-eyes settings")
-	f.String(&c.TokenFile, "operator-token-file", "IC_OPERATOR_TOKEN_FILE", "", "retired: the command line signs with your own key (--operator-key-file)")
 }
 
 // open opens the session (session.Open) over the settings kept in bc's
@@ -42,16 +34,7 @@ func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config
 // keptSettings reads the four-eyes settings kept in bc's backend,
 // checked against the console key this host pins (if it does).
 func keptSettings(ctx context.Context, env *cli.Env, bc *backend.Config) (approval.Settings, bool, error) {
-	pin, err := session.Pin(session.PinFile, env.Getenv)
-	if err != nil {
-		return approval.Settings{}, false, err
-	}
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return approval.Settings{}, false, err
-	}
-	defer b.Close()
-	return session.LoadKept(ctx, b.Store, pin)
+	return session.LoadPinned(ctx, env.Getenv, func() (*backend.Backend, error) { return openForOps(ctx, bc) })
 }
 
 // who is the person acting (session.Session.Who).

@@ -23,6 +23,7 @@ import (
 	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/safetext"
@@ -31,9 +32,11 @@ import (
 // Source is what an operator names to reconcile against (reconcile's
 // --statement, --collection-account, --from, --to, --time-zone).
 type Source struct {
-	// Files are the statement files; a {from} in a path is From's day
+	// Statement (--statement) and Files (the arguments) are the statement
+	// files, Statement comma-separated; a {from} in a path is From's day
 	// (YYYY-MM-DD in Zone).
-	Files []string
+	Statement string
+	Files     []string
 	// CollectionAccount reads the statement as the fee collection
 	// account's ("": the customers' own statements).
 	CollectionAccount string
@@ -42,6 +45,20 @@ type Source struct {
 	From, To string
 	// Zone is the bank's time zone (IANA name; "" or "UTC": UTC).
 	Zone string
+	// Keys are serve's fingerprint keys, which check a posting against
+	// its charge.
+	Keys pipeline.Config
+}
+
+// Bind binds the source's flags, shared by reconcile, reconcile resolve
+// and approvals propose reconcile (--time-zone's default: UTC).
+func (s *Source) Bind(f *cli.FlagSet) {
+	f.String(&s.Statement, "statement", "", "", "the statement file(s), comma-separated: camt.053, camt.054 or the CSV export")
+	f.String(&s.CollectionAccount, "collection-account", "IC_COLLECTION_ACCOUNT", "", "read the statement as the fee collection account's (IBAN or account id): our postings are its credits, the customer's account the debtor's; unset: the customers' own statements, our postings their debits")
+	f.String(&s.From, "from", "", "", "the period's start: YYYY-MM-DD (midnight in --time-zone), RFC 3339, or yesterday / today; default: the statement's FrToDt. A statement path's {from} is this day (YYYY-MM-DD), for a daily job: --statement /statements/{from}.xml --from yesterday --to today")
+	f.String(&s.To, "to", "", "", "the period's end (exclusive), as --from")
+	f.String(&s.Zone, "time-zone", "IC_TIME_ZONE", "UTC", "the bank's time zone (IANA name, e.g. Asia/Kolkata): where a day of --from/--to starts, and how a statement's FrToDt written without an offset is read")
+	s.Keys.BindKeys(f)
 }
 
 // Statement is a Source opened: what to read, and the period.
@@ -55,6 +72,8 @@ type Statement struct {
 	// TimeZone is the zone as a proposal keeps it: "" for UTC, else the
 	// IANA name as given.
 	TimeZone string
+	// Fingerprints are the Source's Keys read.
+	Fingerprints *idempotency.Fingerprinter
 }
 
 // List is every statement file named, {from} made From's day where From
@@ -67,7 +86,7 @@ func (s Source) List(now time.Time) []string {
 			day = from.In(loc).Format(time.DateOnly)
 		}
 	}
-	for _, f := range s.Files {
+	for _, f := range append(cli.SplitList(s.Statement), s.Files...) {
 		if day != "" {
 			f = strings.ReplaceAll(f, "{from}", day)
 		}
@@ -80,8 +99,8 @@ func (s Source) List(now time.Time) []string {
 }
 
 // Open checks the source (usage errors: nothing read yet) and returns
-// the reader of every file and the period it gives (zero: the
-// statement's), the days read at now.
+// the reader of every file, the period it gives (zero: the statement's),
+// the days read at now, and the fingerprint keys.
 func (s Source) Open(now time.Time) (Statement, error) {
 	files := s.List(now)
 	if len(files) == 0 {
@@ -114,6 +133,9 @@ func (s Source) Open(now time.Time) (Statement, error) {
 	st := Statement{Period: p, Files: files, CollectionAccount: strings.TrimSpace(s.CollectionAccount)}
 	if z := strings.TrimSpace(s.Zone); z != "UTC" {
 		st.TimeZone = z
+	}
+	if st.Fingerprints, err = s.Keys.Keys(); err != nil {
+		return Statement{}, cli.Usagef("%v", err)
 	}
 	// The zone also reads a statement's FrToDt written without an offset
 	// (the bank's wall-clock times and days).
@@ -168,8 +190,7 @@ func KindList() string {
 // RunOptions are a run's: where it reads the records, and the files it
 // keeps.
 type RunOptions struct {
-	Store        driver.Store
-	Fingerprints *idempotency.Fingerprinter
+	Store driver.Store
 	// Concurrency is how many records are read at once (1 to 256).
 	Concurrency int
 	// SkewMargin: an IN_PROGRESS record posted by the bank counts as in
@@ -212,7 +233,7 @@ func outputFile(flag, path string) error {
 // if there are any; a statement that cannot be read is a usage error
 // (InputErr).
 func Run(ctx context.Context, st Statement, o RunOptions, show func(reconcile.Report) error) error {
-	rep, err := reconcile.Run(ctx, reconcile.Options{Store: o.Store, Fingerprints: o.Fingerprints, Period: st.Period,
+	rep, err := reconcile.Run(ctx, reconcile.Options{Store: o.Store, Fingerprints: st.Fingerprints, Period: st.Period,
 		Concurrency: o.Concurrency, SkewMargin: max(o.SkewMargin, 0)}, st.Read)
 	if err != nil {
 		return InputErr(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/app/service/recon"
 	"github.com/finedge/idempotent-consumer/app/service/session"
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -49,6 +50,9 @@ func TestASourceOpensAsTheOperatorNamedIt(t *testing.T) {
 		{name: "{from} without from", src: recon.Source{Files: []string{"{from}.csv"}, Zone: "UTC"}, usage: "{from} needs --from"},
 		{name: "not a day", src: recon.Source{Files: []string{"s.csv"}, From: "monday", To: "today", Zone: "UTC"}, usage: "--from: "},
 		{name: "backwards", src: recon.Source{Files: []string{"s.csv"}, From: "today", To: "yesterday", Zone: "UTC"}, usage: "is not before"},
+		{name: "a fingerprint key that cannot be read", src: recon.Source{Statement: "a.csv,b.csv", Zone: "UTC", Keys: pipeline.Config{FingerprintKeyFile: filepath.Join(dir, "no.key")}},
+			usage: "--fingerprint-key-file: "},
+		{name: "--statement, then the arguments", src: recon.Source{Statement: "a.csv", Files: []string{"b.csv"}, Zone: "UTC"}, file: "two"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := tc.src.Open(now)
@@ -64,7 +68,9 @@ func TestASourceOpensAsTheOperatorNamedIt(t *testing.T) {
 			if !st.Period.From.Equal(tc.from) || !st.Period.To.Equal(tc.to) || st.TimeZone != tc.zone || st.Read == nil {
 				t.Fatalf("period %v–%v, zone %q", st.Period.From, st.Period.To, st.TimeZone)
 			}
-			if tc.file != "" && (len(st.Files) != 1 || st.Files[0] != tc.file) {
+			if tc.file == "two" && (len(st.Files) != 2 || filepath.Base(st.Files[0]) != "a.csv" || filepath.Base(st.Files[1]) != "b.csv") {
+				t.Fatalf("files %v, want a.csv then b.csv", st.Files)
+			} else if tc.file != "" && tc.file != "two" && (len(st.Files) != 1 || st.Files[0] != tc.file) {
 				t.Fatalf("files %v, want %s", st.Files, tc.file)
 			}
 			if !filepath.IsAbs(st.Files[0]) {

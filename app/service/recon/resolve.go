@@ -13,7 +13,6 @@ import (
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/app/service/session"
-	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
@@ -32,7 +31,6 @@ type ResolveRequest struct {
 	// Lease and Retention (positive) and SkewMargin (not negative) are
 	// serve's, for the claim an adoption takes.
 	Lease, Retention, SkewMargin time.Duration
-	Fingerprints                 *idempotency.Fingerprinter
 
 	// Session is the trail and the policy it is done under.
 	Session *session.Session
@@ -76,7 +74,7 @@ func Resolve(ctx context.Context, store driver.Store, st Statement, r ResolveReq
 		spec := approval.Spec{Kind: approval.Reconcile, Reason: r.Reason, ChargeIDs: []string{r.ChargeID}, Statements: st.Files,
 			CollectionAccount: st.CollectionAccount, TimeZone: st.TimeZone, From: st.Period.From, To: st.Period.To, BreakKind: r.Kind,
 			Unverified: r.Unverified, NoticeSent: r.NoticeSent, Refunded: r.Refunded}
-		be := approval.Backend{Store: store, Fingerprints: r.Fingerprints, SkewMargin: max(r.SkewMargin, 0)}
+		be := approval.Backend{Store: store, Fingerprints: st.Fingerprints, SkewMargin: max(r.SkewMargin, 0)}
 		ts, err := be.Select(ctx, spec, time.Now())
 		if err != nil {
 			// Fails closed: what cannot be judged is not resolved.
@@ -103,7 +101,7 @@ func Resolve(ctx context.Context, store driver.Store, st Statement, r ResolveReq
 	var res reconcile.Resolved
 	err = session.Act(r.Log, r.Session.Trail, who, "reconcile-resolve", r.ChargeID, r.Reason, func(w io.Writer) error {
 		var err error
-		res, err = reconcile.Resolve(ctx, reconcile.Options{Store: store, Fingerprints: r.Fingerprints, Period: st.Period, SkewMargin: r.SkewMargin}, st.Read,
+		res, err = reconcile.Resolve(ctx, reconcile.Options{Store: store, Fingerprints: st.Fingerprints, Period: st.Period, SkewMargin: r.SkewMargin}, st.Read,
 			reconcile.ResolveRequest{ChargeID: r.ChargeID, Kind: pinKind, BreakID: pinBreak, Reason: r.Reason, Operator: who.Name, Guard: guard,
 				Unverified: r.Unverified, NoticeSent: r.NoticeSent, Refunded: r.Refunded})
 		if err != nil {

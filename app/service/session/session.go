@@ -22,6 +22,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
@@ -50,6 +51,18 @@ type Options struct {
 	// Head, when set, logs every line appended with its seq and hash
 	// (LogHead): the anchor audit verify --head checks.
 	Head io.Writer
+}
+
+// Bind binds the options' flags, shared by every command that acts (and
+// named as the console's): --audit-file, --approval-required,
+// --approval-ttl (default 24h), --operator-key-file and the retired
+// --operator-token-file.
+func (o *Options) Bind(f *cli.FlagSet) {
+	f.String(&o.File, "audit-file", "IC_AUDIT_FILE", "", "the audit trail, shared with the console: every action a hash-chained JSON line, synced before it is done (where the backend keeps four-eyes settings, the trail they name: another is refused)")
+	f.String(&o.Policy, "approval-required", "IC_APPROVAL_REQUIRED", "", "four-eyes: the policy kept in the backend by the console (reopen-new-attempt, redrive-force, reconcile-adopt, bulk>N, all, represent-hard-decline); a process given another is refused. The backend's policy holds whether this is given or not")
+	f.Duration(&o.TTL, "approval-ttl", "IC_APPROVAL_TTL", 24*time.Hour, "how long a proposal waits for approval, and an approved one for its run (at most what the kept settings allow, 72h by default)")
+	f.String(&o.KeyFile, "operator-key-file", "IC_OPERATOR_KEY_FILE", "", "your own Ed25519 key (an owner-only file of yours; chargerecovery keygen writes one, and its public key goes on your line of the console's token file): it names you and signs your audit lines, where the backend keeps four-eyes settings")
+	f.String(&o.TokenFile, "operator-token-file", "IC_OPERATOR_TOKEN_FILE", "", "retired: the command line signs with your own key (--operator-key-file)")
 }
 
 // Session is the trail, the book and the policy a command acts under.
@@ -214,6 +227,19 @@ func (s *Session) Who(env *cli.Env, opFlag, needs string) (approval.Actor, error
 	return approval.Actor{Name: s.me.Name, Role: s.me.Role, Via: "cli"}, nil
 }
 
+// Rotate moves the trail to `to` and goes on in a new file at its path,
+// chained to it, its first line naming who rotates (Who).
+func (s *Session) Rotate(env *cli.Env, opFlag, to string) (audit.Entry, error) {
+	if s.Book == nil {
+		return audit.Entry{}, cli.Usagef("give the trail: --audit-file FILE (IC_AUDIT_FILE)")
+	}
+	who, err := s.Who(env, opFlag, "")
+	if err != nil {
+		return audit.Entry{}, err
+	}
+	return s.Trail.Rotate(to, audit.Entry{Operator: who.Name, Role: who.Role, Via: "cli"})
+}
+
 // PinFile is where a host pins the console's public key (root's, not
 // writable by operators): the settings in the backend must be signed by
 // it, and must be there. Someone who can write the database cannot then
@@ -258,6 +284,35 @@ func LoadKept(ctx context.Context, store driver.Store, pin ed25519.PublicKey) (a
 		return approval.Settings{}, false, err
 	}
 	return ks.Load(ctx, pin)
+}
+
+// LoadPinned reads the four-eyes settings kept in the backend open opens
+// (and closes), checked against the console key this host pins (Pin of
+// PinFile and getenv's IC_CONSOLE_PUBLIC_KEY), read first.
+func LoadPinned(ctx context.Context, getenv func(string) string, open func() (*backend.Backend, error)) (approval.Settings, bool, error) {
+	pin, err := Pin(PinFile, getenv)
+	if err != nil {
+		return approval.Settings{}, false, err
+	}
+	b, err := open()
+	if err != nil {
+		return approval.Settings{}, false, err
+	}
+	defer b.Close()
+	return LoadKept(ctx, b.Store, pin)
+}
+
+// Keyring is the keys that vouch for the trail's lines where settings are
+// kept (ok), and the version kept; nil and 0 where none are.
+func Keyring(cur approval.Settings, ok bool) (audit.Keyring, int, error) {
+	if !ok {
+		return nil, 0, nil
+	}
+	ring, err := cur.Keyring()
+	if err != nil {
+		return nil, 0, err
+	}
+	return ring, cur.Version, nil
 }
 
 // LogHead has every line t appends logged on w (nil: not logged) with its

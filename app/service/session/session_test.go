@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"io"
 	"os"
@@ -13,18 +14,17 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/app/service/session"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
 
+// newKey is a fresh Ed25519 key.
 func newKey(t *testing.T) ed25519.PrivateKey {
-	t.Helper()
-	_, k, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
+	seed := make([]byte, ed25519.SeedSize)
+	rand.Read(seed)
+	return ed25519.NewKeyFromSeed(seed)
 }
 
 func pubOf(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
@@ -32,12 +32,12 @@ func pubOf(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.
 // keyFile writes k as an operator's owner-only key file.
 func keyFile(t *testing.T, k ed25519.PrivateKey) string {
 	t.Helper()
-	b, err := audit.PrivateKeyPEM(k)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(t.TempDir(), "op.key")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	b, err := audit.PrivateKeyPEM(k)
+	if err == nil {
+		err = os.WriteFile(path, b, 0o600)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -285,5 +285,80 @@ func TestPin(t *testing.T) {
 				t.Fatalf("pin = %v, %v; want %v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestRotateGoesOnInANewFileChainedToTheOld(t *testing.T) {
+	dir := t.TempDir()
+	path, moved := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "audit-2026-11.jsonl")
+	env := &cli.Env{Getenv: func(string) string { return "" }}
+	if _, err := (&session.Session{}).Rotate(env, "olga", moved); !isUsage(err) {
+		t.Fatalf("a rotation without a trail: %v", err)
+	}
+	s, err := session.Open(t.Context(), session.Options{File: path}, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Trail.Append(audit.Entry{Operator: "olga", Action: "redrive", Result: "moved"}); err != nil {
+		t.Fatal(err)
+	}
+	e, err := s.Rotate(env, "olga", moved)
+	if err != nil || e.Seq != 2 || e.Operator != "olga" {
+		t.Fatalf("rotate: %+v, %v", e, err)
+	}
+	es, err := audit.RecentIn(path, 10, audit.Filter{})
+	if err != nil || len(es) != 1 || es[0].Seq != 2 {
+		t.Fatalf("the new file: %+v, %v", es, err)
+	}
+	if _, err := audit.Check(audit.CheckOptions{Files: []string{moved, path}}); err != nil {
+		t.Fatalf("the two files are not one chain: %v", err)
+	}
+}
+
+func TestLoadPinnedReadsTheSettingsUnderThePin(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	cfg := backend.Config{Kind: backend.Embedded, DB: filepath.Join(dir, "ic.db"), Queue: "charges"}
+	open := func() (*backend.Backend, error) { return backend.Open(ctx, cfg, 0, true) }
+	b, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	console := newKey(t)
+	ks, err := approval.OpenKept(b.Store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ks.Keep(ctx, console, approval.Settings{Policy: "bulk>5", Trail: filepath.Join(dir, "audit.jsonl"), SignIn: "token"}); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	for _, tc := range []struct {
+		name string
+		pin  string
+		err  string
+	}{
+		{name: "no pin", pin: ""},
+		{name: "the console's key pinned", pin: audit.PublicKeyString(pubOf(console))},
+		{name: "another key pinned", pin: audit.PublicKeyString(pubOf(newKey(t))), err: "this host pins"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			getenv := func(k string) string { return map[string]string{"IC_CONSOLE_PUBLIC_KEY": tc.pin}[k] }
+			cur, ok, err := session.LoadPinned(ctx, getenv, open)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			ring, version, err := session.Keyring(cur, ok)
+			if err != nil || !ok || cur.Policy != "bulk>5" || version != 1 || ring == nil {
+				t.Fatalf("settings %+v %v, keyring %v version %d, %v", cur, ok, ring, version, err)
+			}
+		})
+	}
+	if ring, version, err := session.Keyring(approval.Settings{}, false); ring != nil || version != 0 || err != nil {
+		t.Fatalf("no settings: %v %d %v", ring, version, err)
 	}
 }
