@@ -99,25 +99,16 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	if err := spec.Check(); err != nil {
 		return cli.Usagef("%v", err)
 	}
-	if ac.File == "" {
-		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
-	}
-	trail, book, _, err := ac.open(ctx, env, bc)
+	book, err := ac.openBook(ctx, env, bc)
 	if err != nil {
 		return err
 	}
-	defer trail.Close()
+	defer ac.s.Close()
 	who, err := ac.who(env, *opFlag, book, "")
 	if err != nil {
 		return err
 	}
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	be.Queue, be.Store = b.Queue, b.Store
-	p, err := proposals.Propose(ctx, book, be, who, spec)
+	p, err := proposals.Propose(ctx, book, who, spec, be, func() (*backend.Backend, error) { return openForOps(ctx, bc) })
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,15 @@ func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config
 	return s.Trail, s.Book, s.Policy, nil
 }
 
+// openBook is open where proposals are kept: the trail must be given.
+func (c *auditConfig) openBook(ctx context.Context, env *cli.Env, bc *backend.Config) (*approval.Book, error) {
+	if c.File == "" {
+		return nil, cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
+	}
+	_, book, _, err := c.open(ctx, env, bc)
+	return book, err
+}
+
 // keptSettings reads the four-eyes settings kept in bc's backend,
 // checked against the console key this host pins (if it does).
 func keptSettings(ctx context.Context, env *cli.Env, bc *backend.Config) (approval.Settings, bool, error) {

@@ -21,11 +21,17 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/safetext"
 )
 
-// Propose selects what spec touches in be, now, and keeps it in book as
-// who's proposal (a negative be.SkewMargin counts as 0). A statement that
+// Propose selects what spec touches, now, in the backend open opens (its
+// queue and store, with be's other settings; a negative be.SkewMargin
+// counts as 0), and keeps it in book as who's proposal. A statement that
 // cannot be read is a usage error.
-func Propose(ctx context.Context, book *approval.Book, be approval.Backend, who approval.Actor, spec approval.Spec) (approval.Proposal, error) {
-	be.SkewMargin = max(be.SkewMargin, 0)
+func Propose(ctx context.Context, book *approval.Book, who approval.Actor, spec approval.Spec, be approval.Backend, open func() (*backend.Backend, error)) (approval.Proposal, error) {
+	b, err := open()
+	if err != nil {
+		return approval.Proposal{}, err
+	}
+	defer b.Close()
+	be.Queue, be.Store, be.SkewMargin = b.Queue, b.Store, max(be.SkewMargin, 0)
 	targets, err := be.Select(ctx, spec, time.Now())
 	if err != nil {
 		return approval.Proposal{}, recon.InputErr(err)

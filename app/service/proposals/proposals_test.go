@@ -5,14 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
-	"github.com/finedge/idempotent-consumer/app/charge"
-	"github.com/finedge/idempotent-consumer/app/chargehandler"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/proposals"
+	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -24,7 +22,7 @@ func dead(t *testing.T, n int, policy string) (open func() (*backend.Backend, er
 	ctx := t.Context()
 	dir := t.TempDir()
 	cfg := backend.Config{Kind: backend.Embedded, DB: filepath.Join(dir, "ic.db"), Queue: "charges"}
-	open = func() (*backend.Backend, error) { return backend.Open(ctx, cfg, 30*time.Second, true) }
+	open = func() (*backend.Backend, error) { return backend.Open(ctx, cfg, 0, true) }
 	b, err := open()
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +35,7 @@ func dead(t *testing.T, n int, policy string) (open func() (*backend.Backend, er
 			msgs, err = b.Queue.Receive(ctx, 1)
 		}
 		if err == nil && len(msgs) == 1 {
-			err = b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: chargehandler.Code(charge.Conflict), Detail: "another payload"})
+			err = b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: "conflict", Detail: "another payload"})
 		}
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("dead-letter %d: %v (%d received)", i, err, len(msgs))
@@ -79,13 +77,7 @@ func TestAProposalIsDecidedByAnotherOperatorAndRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
 			open, book := dead(t, 3, "redrive-force")
-			b, err := open()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := proposals.Propose(ctx, book, approval.Backend{Queue: b.Queue, Store: b.Store, Retention: time.Hour}, olga,
-				approval.Spec{Kind: approval.Redrive, Force: true, Reason: "INC-7"})
-			b.Close()
+			p, err := proposals.Propose(ctx, book, olga, approval.Spec{Kind: approval.Redrive, Force: true, Reason: "INC-7"}, approval.Backend{Retention: idempotency.DefaultRetention}, open)
 			if err != nil || len(p.Targets) != 3 || p.Needs == "" {
 				t.Fatalf("propose: %+v, %v", p, err)
 			}
@@ -93,7 +85,7 @@ func TestAProposalIsDecidedByAnotherOperatorAndRuns(t *testing.T) {
 			var batches int
 			tc.d.ID, tc.d.Out = p.ID, &out
 			tc.d.Who = func(string) (approval.Actor, error) { return tc.decider, nil }
-			got, ran, err := proposals.Decide(ctx, book, tc.d, proposals.RunOptions{Open: open, Retention: time.Hour, Progress: func(approval.Proposal) { batches++ }})
+			got, ran, err := proposals.Decide(ctx, book, tc.d, proposals.RunOptions{Open: open, Retention: idempotency.DefaultRetention, Progress: func(approval.Proposal) { batches++ }})
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("decide: %v, want %q", err, tc.err)

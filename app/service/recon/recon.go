@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -170,7 +169,7 @@ func InputErr(err error) error {
 		fe *statement.FormatError
 		an *statement.AccountNotFoundError
 		cs *statement.CollectionSideError
-		pe *fs.PathError
+		pe *os.PathError
 	)
 	if errors.As(err, &fe) || errors.As(err, &an) || errors.As(err, &cs) || errors.As(err, &pe) || errors.Is(err, reconcile.ErrNoPeriod) || errors.Is(err, reconcile.ErrGap) {
 		return cli.Usagef("%v", err)

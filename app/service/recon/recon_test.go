@@ -1,8 +1,6 @@
 package recon_test
 
 import (
-	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,9 +18,10 @@ import (
 	"github.com/finedge/idempotent-consumer/memstore"
 )
 
+// isUsage says err is a usage error as the command returns it (exit 2).
 func isUsage(err error) bool {
-	var ue *cli.UsageError
-	return errors.As(err, &ue)
+	_, ok := err.(*cli.UsageError)
+	return ok
 }
 
 func TestASourceOpensAsTheOperatorNamedIt(t *testing.T) {
@@ -144,10 +143,9 @@ func TestRunKeepsItsFilesAndNamesTheBreaks(t *testing.T) {
 				t.Fatalf("shown %+v", shown.Breaks)
 			}
 			if tc.o.ReportFile != "" {
-				b, err := os.ReadFile(tc.o.ReportFile)
-				var kept reconcile.Report
-				if err != nil || json.Unmarshal(b, &kept) != nil || len(kept.Statements) != 1 || kept.Statements[0] != st.Files[0] || len(kept.Breaks) != 1 {
-					t.Fatalf("report file: %v %s", err, b)
+				kept, err := reconcile.ReadReportFile(tc.o.ReportFile)
+				if err != nil || len(kept.Statements) != 1 || kept.Statements[0] != st.Files[0] || len(kept.Breaks) != 1 {
+					t.Fatalf("report file: %+v %v", kept, err)
 				}
 				if m, err := os.ReadFile(tc.o.MetricsFile); err != nil || !strings.Contains(string(m), `reconciliation_breaks{kind="posted_not_recorded"} 1`) {
 					t.Fatalf("metrics file: %v %s", err, m)
