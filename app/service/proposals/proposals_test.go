@@ -1,9 +1,9 @@
 package proposals_test
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
@@ -81,18 +81,18 @@ func TestAProposalIsDecidedByAnotherOperatorAndRuns(t *testing.T) {
 			if err != nil || len(p.Targets) != 3 || p.Needs == "" {
 				t.Fatalf("propose: %+v, %v", p, err)
 			}
-			var out strings.Builder
+			var out bytes.Buffer
 			var batches int
 			tc.d.ID, tc.d.Out = p.ID, &out
 			tc.d.Who = func(string) (approval.Actor, error) { return tc.decider, nil }
 			got, ran, err := proposals.Decide(ctx, book, tc.d, proposals.RunOptions{Open: open, Retention: idempotency.DefaultRetention, Progress: func(approval.Proposal) { batches++ }})
 			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
+				if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.err)) {
 					t.Fatalf("decide: %v, want %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || ran != tc.ran || got.State != tc.state || !strings.Contains(out.String(), tc.said) {
+			if err != nil || ran != tc.ran || got.State != tc.state || !bytes.Contains(out.Bytes(), []byte(tc.said)) {
 				t.Fatalf("decide: %s ran %v, %v; said %q", got.State, ran, err, out.String())
 			}
 			if ran && (batches == 0 || got.Counts()["failed"] != 0 || proposals.Failed(got) != nil) {
