@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // A line of the trail is vouched for by whoever wrote it: the console
@@ -138,6 +140,20 @@ func PrivateKeyPEM(k ed25519.PrivateKey) ([]byte, error) {
 		return nil, err
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// ReadPrivateKeyFile reads an Ed25519 private key (ParsePrivateKey) from
+// an owner-only file (secretfile's rule): the console's key, an operator's.
+func ReadPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
+	b, err := secretfile.Read(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return k, nil
 }
 
 // ParsePrivateKey reads an Ed25519 key from PEM (PKCS #8); an error never

@@ -5,16 +5,19 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/session"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
-	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // kept is what the console's start made of the settings kept in the
@@ -24,18 +27,9 @@ type kept struct {
 	keys   audit.Keyring // nil: no settings kept, the trail not signed
 }
 
-// ReadKeyFile reads an Ed25519 private key from an owner-only file.
-func ReadKeyFile(path string) (ed25519.PrivateKey, error) {
-	b, err := secretfile.Read(path)
-	if err != nil {
-		return nil, err
-	}
-	k, err := audit.ParsePrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	return k, nil
-}
+// ReadKeyFile reads an Ed25519 private key from an owner-only file
+// (audit.ReadPrivateKeyFile).
+func ReadKeyFile(path string) (ed25519.PrivateKey, error) { return audit.ReadPrivateKeyFile(path) }
 
 // keepSettings is the console's start: the four-eyes settings are the
 // console's configuration (its flags: the deployment's word), kept in the
@@ -63,6 +57,36 @@ func (c *Config) KeepSettings(ctx context.Context, store driver.Store, trail *au
 	}
 	k, err := c.keep(ctx, store, trail, log, via, why)
 	return k.policy, err
+}
+
+// ChangePolicy keeps policy (with why) as the four-eyes settings where no
+// console runs (chargerecovery approvals policy): what the console's start
+// does, c naming the trail, the sign-in and the console's key. The
+// request is checked first (usage errors); then open opens the backend,
+// and the trail's heads are logged on head. It returns the policy kept.
+func (c Config) ChangePolicy(ctx context.Context, policy, why string, open func() (*backend.Backend, error), head io.Writer, log *slog.Logger) (approval.Policy, error) {
+	if _, err := approval.ParsePolicy(policy); err != nil {
+		return approval.Off, cli.Usagef("%v", err)
+	}
+	if strings.TrimSpace(why) == "" {
+		return approval.Off, cli.Usagef("--reason is required: say why the policy changes")
+	}
+	if c.AuditFile == "" || (c.Auth != "token" && c.Auth != "proxy") || (c.Auth == "token" && c.TokenFile == "") {
+		return approval.Off, cli.Usagef("give --audit-file, --console-auth token|proxy and, for token, --console-token-file: the settings name them")
+	}
+	c.Approval, c.ApprovalTTL = policy, 24*time.Hour
+	b, err := open()
+	if err != nil {
+		return approval.Off, err
+	}
+	defer b.Close()
+	t, err := audit.Open(c.AuditFile)
+	if err != nil {
+		return approval.Off, fmt.Errorf("--audit-file: %w", err)
+	}
+	defer t.Close()
+	session.LogHead(t, head)
+	return c.KeepSettings(ctx, b.Store, t, log, "cli, the console's key", why)
 }
 
 func (c *Config) keep(ctx context.Context, store driver.Store, trail *audit.Trail, log *slog.Logger, via, why string) (kept, error) {

@@ -4,18 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/app/audit"
+	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/console"
-	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
-	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"github.com/finedge/idempotent-consumer/app/service/pipeline"
+	"github.com/finedge/idempotent-consumer/app/service/proposals"
+	"github.com/finedge/idempotent-consumer/app/service/recon"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/internal/safetext"
 )
 
 func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
@@ -59,16 +60,16 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	var ac auditConfig
 	ac.Bind(f)
 	var spec approval.Spec
-	var codes, declineCodes, ids, breakKind string
-	var retention, skew time.Duration
-	var sf statementFlags
+	var be approval.Backend
+	var codes, declineCodes, ids string
+	var src recon.Source
 	if kind == string(approval.Reconcile) {
-		sf.bind(f)
-		f.String(&breakKind, "kind", "", "", "reconcile: which break, when the charge has several: "+kindList())
+		src.Bind(f)
+		f.String((*string)(&spec.BreakKind), "kind", "", "", "reconcile: which break, when the charge has several: "+recon.KindList())
 		f.Bool(&spec.Unverified, "unverified", "", false, "reconcile: adopt a posting that could not be checked against the charge: you checked its amount and account by hand")
 		f.Bool(&spec.NoticeSent, "notice-sent", "", false, "reconcile: an adopted posting's pre-debit notice is known to have gone out: record DEBITED")
 		f.Bool(&spec.Refunded, "refunded", "", false, "reconcile, failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED)")
-		f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: an IN_PROGRESS record posted by the bank counts as in flight until its lease passed by this much (as serve's)")
+		f.Duration(&be.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: an IN_PROGRESS record posted by the bank counts as in flight until its lease passed by this much (as serve's)")
 	}
 	f.String(&spec.Reason, "reason", "", "", "why (required): kept in the audit trail and every record touched")
 	f.String(&codes, "reason-code", "", "", "redrive, reopen: only DLQ entries with these reason codes, comma-separated (reopen: default debit_failed)")
@@ -77,90 +78,69 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	f.Duration(&spec.OlderThan, "older-than", "", 0, "redrive, reopen: only entries dead-lettered longer ago than this")
 	f.Bool(&spec.Force, "force", "", false, "redrive: conflicts and entries past the retention too")
 	f.Bool(&spec.NewAttempt, "new-attempt", "", false, "reopen: under the next bank-key generation (explicit declines only)")
-	f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
+	f.Duration(&be.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
 	spec.Kind = approval.Kind(kind)
 	spec.Codes, spec.ChargeIDs, spec.DeclineCodes = cli.SplitList(codes), cli.SplitList(ids), cli.SplitList(declineCodes)
-	var fp *idempotencyKeys
 	if spec.Kind == approval.Reconcile {
-		if breakKind != "" && !reconcile.Kind(breakKind).Valid() {
-			return cli.Usagef("--kind %q is not one of %s", breakKind, kindList())
+		if err := recon.CheckKind(spec.BreakKind); err != nil {
+			return err
 		}
-		_, period, keys, err := sf.open(nil)
+		st, err := src.Open(time.Now())
 		if err != nil {
 			return err
 		}
-		fp = keys
-		spec.Statements, spec.CollectionAccount, spec.TimeZone = sf.list(nil), strings.TrimSpace(sf.collection), sf.timeZone()
-		spec.From, spec.To, spec.BreakKind = period.From, period.To, reconcile.Kind(breakKind)
+		be.Fingerprints = st.Fingerprints
+		st.Fill(&spec)
 	}
 	if err := spec.Check(); err != nil {
 		return cli.Usagef("%v", err)
 	}
-	if ac.File == "" {
-		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
-	}
-	trail, book, _, err := ac.open(ctx, env, bc)
+	book, err := ac.openBook(ctx, env, bc)
 	if err != nil {
 		return err
 	}
-	defer trail.Close()
+	defer ac.s.Close()
 	who, err := ac.who(env, *opFlag, book, "")
 	if err != nil {
 		return err
 	}
-	b, err := openForOps(ctx, bc)
+	p, err := proposals.Propose(ctx, book, who, spec, be, func() (*backend.Backend, error) { return openForOps(ctx, bc) })
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention, SkewMargin: max(skew, 0)}
-	if fp != nil {
-		be.Fingerprints = fp.fp
-	}
-	targets, err := be.Select(ctx, spec, time.Now())
-	if err != nil {
-		return inputErr(err)
-	}
-	p, err := book.Propose(who, spec, targets)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return json.NewEncoder(env.Stdout).Encode(p)
-	}
-	approval.Print(env.Stdout, p, 10)
-	return nil
+	return printed(env, *asJSON, p, func(w io.Writer) { approval.Print(w, p, 10) })
 }
 
 func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) error {
 	f, bc, asJSON := opsFlags(env, "approvals "+sub, "approvals "+sub+" [flags] ID")
 	var ac auditConfig
 	ac.Bind(f)
-	var all, noRun bool
-	var why string
-	var retention, timeout, lease, skew time.Duration
+	var all bool
+	var timeout time.Duration
 	var nc pipeline.NotifyConfig
 	var keys pipeline.Config
+	d := proposals.Decision{Sub: sub, Out: env.Stdout}
+	o := proposals.RunOptions{Keys: keys.Keys, Progress: func(p approval.Proposal) { proposals.PrintProgress(env.Stderr, p) }}
 	switch sub {
 	case "list":
 		f.Bool(&all, "all", "", false, "every proposal, also those done, rejected or expired")
 	case "reject":
-		f.String(&why, "reason", "", "", "why it is rejected (required)")
+		f.String(&d.Reason, "reason", "", "", "why it is rejected (required)")
 	case "approve":
-		f.Bool(&noRun, "no-run", "", false, "approve only; run it later with approvals run ID")
+		f.Bool(&d.NoRun, "no-run", "", false, "approve only; run it later with approvals run ID")
 	}
 	if sub == "approve" || sub == "run" {
-		f.Duration(&retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
+		f.Duration(&o.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 		f.Int(&ac.Batch, "batch", "", 50, "act on this many targets between two saves of the progress (at most 500)")
 		f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
 		nc.Bind(f)
 		keys.BindKeys(f)
-		f.Duration(&lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconcile: the claim an adoption takes on the record while it writes DONE (as serve's)")
-		f.Duration(&skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: a lapsed claim is taken over only this long after it ends (as serve's)")
+		f.Duration(&o.Lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconcile: the claim an adoption takes on the record while it writes DONE (as serve's)")
+		f.Duration(&o.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: a lapsed claim is taken over only this long after it ends (as serve's)")
 	}
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
@@ -169,14 +149,13 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	if ac.File == "" {
 		return cli.Usagef("proposals are kept beside the audit trail: give --audit-file (IC_AUDIT_FILE)")
 	}
-	id := ""
 	if sub != "list" {
 		if len(f.Args()) != 1 {
 			return cli.Usagef("give exactly one proposal ID (see chargerecovery approvals list)")
 		}
-		id = f.Args()[0]
+		d.ID = f.Args()[0]
 	}
-	if sub == "reject" && strings.TrimSpace(why) == "" {
+	if sub == "reject" && strings.TrimSpace(d.Reason) == "" {
 		return cli.Usagef("--reason is required: say why it is rejected")
 	}
 	trail, book, _, err := ac.open(ctx, env, bc)
@@ -186,119 +165,39 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	defer trail.Close()
 	switch sub {
 	case "list":
-		ps, err := book.List()
+		out, err := proposals.Listed(book, all)
 		if err != nil {
 			return err
 		}
-		var out []approval.Proposal
-		for _, p := range ps {
-			if all || p.State == approval.Pending || p.State == approval.Approved || p.State == approval.Running {
-				out = append(out, p)
-			}
-		}
-		if *asJSON {
-			return json.NewEncoder(env.Stdout).Encode(map[string]any{"proposals": out})
-		}
-		if len(out) == 0 {
-			fmt.Fprintln(env.Stdout, "no proposal waiting, approved or running (--all shows every one)")
-		}
-		approval.PrintList(env.Stdout, out)
-		return nil
+		return printed(env, *asJSON, map[string]any{"proposals": out}, func(w io.Writer) { proposals.PrintListed(w, out) })
 	case "show":
-		p, err := book.Get(id)
+		p, err := book.Get(d.ID)
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return json.NewEncoder(env.Stdout).Encode(p)
-		}
-		approval.Print(env.Stdout, p, 20)
-		approval.PrintOutcomes(env.Stdout, p)
-		return nil
+		return printed(env, *asJSON, p, func(w io.Writer) { approval.Print(w, p, 20); approval.PrintOutcomes(w, p) })
 	}
-	// A proposal that needs a second operator names the one deciding by
-	// her token, whatever this process's flags say.
-	cur, err := book.Get(id)
-	if err != nil {
-		return err
-	}
-	who, err := ac.who(env, *opFlag, book, cur.Needs)
-	if err != nil {
-		return err
-	}
-	var p approval.Proposal
-	switch sub {
-	case "reject":
-		if p, err = book.Reject(id, who, why); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "rejected %s: nothing of it will run\n", p.ID)
-		return nil
-	case "approve":
-		if p, err = book.Approve(id, who); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "approved %s (%s, %d charge(s), %s)\n", p.ID, safetext.Text(p.Spec.Describe()), len(p.Targets), approval.FormatTotals(p.Totals))
-		if noRun {
-			fmt.Fprintf(env.Stdout, "next: chargerecovery approvals run %s\n", p.ID)
-			return nil
-		}
-	}
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: retention}
-	if cur.Spec.Kind == approval.Reconcile {
-		if lease <= 0 || retention <= 0 || skew < 0 {
-			return cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
-		}
-		if be.Fingerprints, err = keys.Keys(); err != nil {
-			return cli.Usagef("%v", err)
-		}
-		if be.Guard, err = guardFor(b, lease, retention, skew); err != nil {
-			return err
-		}
-		be.SkewMargin = skew
-	}
-	if cur.Spec.Kind == approval.Renotify {
+	d.Who = func(needs string) (approval.Actor, error) { return ac.who(env, *opFlag, book, needs) }
+	o.Open, o.NotifyTimeout, o.Channel = func() (*backend.Backend, error) { return openForOps(ctx, bc) }, timeout, nc.Channel
+	o.Sender = func() (charge.NoticeSender, error) {
 		if nc.Channel == "" {
-			return cli.Usagef("a renotify proposal needs the notification channel (--notify and its flags, as renotify's)")
+			return nil, cli.Usagef("a renotify proposal needs the notification channel (--notify and its flags, as renotify's)")
 		}
 		var p cli.Problems
-		nc.Check(&p)
-		if err := p.Err(); err != nil {
-			return err
+		if nc.Check(&p); p.Err() != nil {
+			return nil, p.Err()
 		}
 		var lc cli.LogConfig
-		s, err := keptNoticeSender(ctx, nc, timeout, lc.Logger(env.Stderr))
-		if err != nil {
-			return err
-		}
-		if be.Renotifier, err = operate.NewRenotifier(b.Store, s, operate.RenotifierOptions{Lease: time.Minute, Retention: retention, Timeout: timeout, Channel: nc.Channel}); err != nil {
-			return err
-		}
+		return keptNoticeSender(ctx, nc, timeout, lc.Logger(env.Stderr))
 	}
-	p, err = book.Run(ctx, id, who, be, func(p approval.Proposal) {
-		done, all := p.Progress()
-		fmt.Fprintf(env.Stderr, "%s batch %d: %d of %d done (%s)\n", p.ID, p.Batches, done, all, approval.FormatCounts(p.Counts()))
-	})
-	if err != nil {
+	p, ran, err := proposals.Decide(ctx, book, d, o)
+	if err != nil || !ran {
 		return err
 	}
-	if *asJSON {
-		if err := json.NewEncoder(env.Stdout).Encode(p); err != nil {
-			return err
-		}
-	} else {
-		fmt.Fprintf(env.Stdout, "%s done: %d charge(s): %s\n", p.ID, len(p.Targets), approval.FormatCounts(p.Counts()))
-		approval.PrintOutcomes(env.Stdout, p)
+	if err := printed(env, *asJSON, p, func(w io.Writer) { proposals.PrintRun(w, p) }); err != nil {
+		return err
 	}
-	if n := p.Counts()["failed"]; n > 0 {
-		return fmt.Errorf("%d target(s) failed (listed above); look at each, then propose them again", n)
-	}
-	return nil
+	return proposals.Failed(p)
 }
 
 // runPolicy shows the four-eyes settings kept in the backend, or
@@ -321,45 +220,25 @@ func runPolicy(ctx context.Context, env *cli.Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *asJSON {
-			return json.NewEncoder(env.Stdout).Encode(map[string]any{"kept": ok, "settings": cur})
-		}
-		if !ok {
-			fmt.Fprintln(env.Stdout, "four-eyes policy: off (this backend keeps no four-eyes settings: the console's start keeps them, with --console-key-file)")
-			return nil
-		}
-		fmt.Fprintf(env.Stdout, "four-eyes policy: %s\nsettings version %d, kept %s by %s (%s)\n%s\n", cur.Policy, cur.Version, cur.At.Format(time.RFC3339), cur.By, cur.Why, cur.Describe())
-		return nil
+		return printed(env, *asJSON, map[string]any{"kept": ok, "settings": cur}, func(w io.Writer) { proposals.PrintSettings(w, cur, ok) })
 	}
 	if len(f.Args()) != 1 {
 		return cli.Usagef("give one POLICY (e.g. reopen-new-attempt,redrive-force,bulk>100, or off)")
 	}
-	if _, err := approval.ParsePolicy(f.Args()[0]); err != nil {
-		return cli.Usagef("%v", err)
-	}
-	if strings.TrimSpace(why) == "" {
-		return cli.Usagef("--reason is required: say why the policy changes")
-	}
-	if cc.AuditFile == "" || (cc.Auth != "token" && cc.Auth != "proxy") || (cc.Auth == "token" && cc.TokenFile == "") {
-		return cli.Usagef("give --audit-file, --console-auth token|proxy and, for token, --console-token-file: the settings name them")
-	}
-	cc.Approval, cc.ApprovalTTL = f.Args()[0], 24*time.Hour
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	t, err := audit.Open(cc.AuditFile)
-	if err != nil {
-		return fmt.Errorf("--audit-file: %w", err)
-	}
-	defer t.Close()
-	logHead(t, env.Stderr)
 	var lc cli.LogConfig
-	p, err := cc.KeepSettings(ctx, b.Store, t, lc.Logger(env.Stderr), "cli, the console's key", why)
+	p, err := cc.ChangePolicy(ctx, f.Args()[0], why, func() (*backend.Backend, error) { return openForOps(ctx, bc) }, env.Stderr, lc.Logger(env.Stderr))
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "four-eyes policy: %s\n", p)
+	return nil
+}
+
+// printed writes v as JSON on stdout with --json, else has text show it.
+func printed(env *cli.Env, asJSON bool, v any, text func(io.Writer)) error {
+	if asJSON {
+		return json.NewEncoder(env.Stdout).Encode(v)
+	}
+	text(env.Stdout)
 	return nil
 }

@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
+	"github.com/finedge/idempotent-consumer/app/service/session"
 )
 
 // runAudit is chargerecovery audit verify|list.
@@ -72,19 +71,11 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 			return cli.Usagef("give --to FILE: where the current trail goes")
 		}
 		ac.File = files[0]
-		t, book, _, err := ac.open(ctx, env, bc)
-		if err != nil {
+		if _, _, _, err := ac.open(ctx, env, bc); err != nil {
 			return err
 		}
-		if book == nil {
-			return cli.Usagef("give the trail: --audit-file FILE (IC_AUDIT_FILE)")
-		}
-		defer t.Close()
-		who, err := ac.who(env, flt.Operator, book, "")
-		if err != nil {
-			return err
-		}
-		e, err := t.Rotate(to, audit.Entry{Operator: who.Name, Role: who.Role, Via: "cli"})
+		defer ac.s.Close()
+		e, err := ac.s.Rotate(env, flt.Operator, to)
 		if err != nil {
 			return err
 		}
@@ -95,84 +86,32 @@ func runAudit(ctx context.Context, env *cli.Env, args []string) error {
 		if limit < 1 {
 			return cli.Usagef("--limit must be at least 1")
 		}
-		t, err := audit.Open(files[0])
+		es, err := audit.RecentIn(files[0], limit, flt)
 		if err != nil {
 			return err
 		}
-		defer t.Close()
-		es, err := t.Recent(limit, flt)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return json.NewEncoder(env.Stdout).Encode(map[string]any{"entries": es})
-		}
-		audit.PrintEntries(env.Stdout, es)
-		return nil
+		return printed(env, asJSON, map[string]any{"entries": es}, func(w io.Writer) { audit.PrintEntries(w, es) })
 	}
-	var anchors []audit.Anchor
-	for _, h := range cli.SplitList(heads) {
-		seq, hash, ok := strings.Cut(h, ":")
-		n, err := strconv.ParseInt(seq, 10, 64)
-		if !ok || err != nil || n < 1 || len(hash) != 64 {
-			return cli.Usagef("--head %q: want SEQ:SHA256 (a seq and the 64 hex digits logged with it)", h)
-		}
-		anchors = append(anchors, audit.Anchor{Seq: n, Hash: strings.ToLower(hash)})
+	anchors, err := audit.ParseAnchors(cli.SplitList(heads))
+	if err != nil {
+		return cli.Usagef("%v", err)
 	}
-	var ring audit.Keyring
-	keptVersion := 0
+	o := audit.CheckOptions{Files: files, Anchors: anchors, ChainOnly: chainOnly}
 	if !chainOnly {
 		cur, ok, err := keptSettings(ctx, env, bc)
 		if err != nil {
 			return cli.Usagef("the backend holds the keys that vouch for the trail's lines, and it cannot be read (%v): give --backend and its flags, or --chain-only", err)
 		}
-		if ok {
-			if ring, err = cur.Keyring(); err != nil {
-				return err
-			}
-			keptVersion = cur.Version
+		if o.Keys, o.KeptVersion, err = session.Keyring(cur, ok); err != nil {
+			return err
 		}
 	}
-	reps, err := audit.VerifyFiles(files, anchors, ring)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			return cli.Usagef("%v", err)
-		}
-		return fmt.Errorf("the audit trail is broken: %w", err)
+	checked, err := audit.Check(o)
+	if pe := (*os.PathError)(nil); errors.As(err, &pe) {
+		return cli.Usagef("%v", err)
+	} else if err != nil {
+		return err
 	}
-	if last := reps[len(reps)-1]; ring != nil && last.Settings > keptVersion {
-		return fmt.Errorf("the audit trail is broken: seq %d was written under four-eyes settings version %d, and the backend keeps version %d: the settings were rolled back in the database, or the line's signer stamped a version that was never kept", last.SettingsSeq, last.Settings, keptVersion)
-	}
-	var rep audit.Report
-	for i, path := range files {
-		r := reps[i]
-		torn := ""
-		if len(r.Torn) > 0 {
-			torn = fmt.Sprintf("; %d fragment(s) of writes cut short skipped (lines %v), the chain whole around them", len(r.Torn), r.Torn)
-		}
-		legacy := ""
-		if r.Legacy > 0 {
-			legacy = fmt.Sprintf("; %d line(s) from before the chain, not protected", r.Legacy)
-		}
-		signed := ""
-		switch {
-		case ring != nil:
-			signed = fmt.Sprintf("; %d signed, each vouched for by its writer's key", r.Signed)
-			if r.Unsigned > 0 {
-				signed += fmt.Sprintf(", %d unsigned from before the backend kept keys", r.Unsigned)
-			}
-		case chainOnly:
-			signed = "; signatures not checked (--chain-only)"
-		default:
-			signed = "; signatures not checked: the backend keeps no four-eyes settings"
-		}
-		fmt.Fprintf(env.Stdout, "%s: %d line(s), chain whole%s%s%s\n", path, r.Lines, signed, legacy, torn)
-		rep = r
-	}
-	if len(anchors) > 0 {
-		fmt.Fprintf(env.Stdout, "holds the %d logged head(s) given\n", len(anchors))
-	}
-	fmt.Fprintf(env.Stdout, "head: seq %d sha256 %s (give the last \"audit head\" the processes logged as --head SEQ:SHA256: a line cut from the end, or a trail edited and chained again, shows there)\n", rep.HeadSeq, rep.HeadHash)
+	checked.Print(env.Stdout)
 	return nil
 }

@@ -1,0 +1,85 @@
+package audit
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseAnchorsTakesSeqAndHashOnly(t *testing.T) {
+	hash := strings.Repeat("AB", 32)
+	for _, tc := range []struct {
+		heads []string
+		want  []Anchor
+		bad   bool
+	}{
+		{heads: nil},
+		{heads: []string{"7:" + hash}, want: []Anchor{{Seq: 7, Hash: strings.ToLower(hash)}}},
+		{heads: []string{"0:" + hash}, bad: true},
+		{heads: []string{"x:" + hash}, bad: true},
+		{heads: []string{"7"}, bad: true},
+		{heads: []string{"7:abc"}, bad: true},
+	} {
+		got, err := ParseAnchors(tc.heads)
+		if (err != nil) != tc.bad || len(got) != len(tc.want) || (len(got) > 0 && got[0] != tc.want[0]) {
+			t.Errorf("ParseAnchors(%q) = %v, %v", tc.heads, got, err)
+		}
+	}
+}
+
+func TestCheckSaysWhatItCheckedAndWhatBrokeIt(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	console := newKey(t)
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Sign, tr.SettingsVersion = &Signer{Name: ConsoleSigner, Key: console}, 3
+	appendN(t, tr, 3, "olga")
+	tr.Close()
+	rep, err := verifyFile(t, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ring := Keyring{}
+	ring.Add(Key{Name: ConsoleSigner, Pub: console.Public().(ed25519.PublicKey)})
+	head := Anchor{Seq: rep.HeadSeq, Hash: rep.HeadHash}
+	for _, tc := range []struct {
+		name string
+		o    CheckOptions
+		want string // in the printed summary, or in the error
+		path bool   // a file that cannot be read: its *fs.PathError
+	}{
+		{name: "chain only", o: CheckOptions{Files: []string{path}, ChainOnly: true}, want: "3 line(s), chain whole; signatures not checked (--chain-only)\nhead: seq 3"},
+		{name: "no settings", o: CheckOptions{Files: []string{path}}, want: "signatures not checked: the backend keeps no four-eyes settings"},
+		{name: "keyed, anchored", o: CheckOptions{Files: []string{path}, Keys: ring, KeptVersion: 3, Anchors: []Anchor{head}}, want: "3 signed, each vouched for by its writer's key\nholds the 1 logged head(s) given\n"},
+		{name: "rolled back", o: CheckOptions{Files: []string{path}, Keys: ring, KeptVersion: 2}, want: "the audit trail is broken: seq 1 was written under four-eyes settings version 3, and the backend keeps version 2"},
+		{name: "head not held", o: CheckOptions{Files: []string{path}, Anchors: []Anchor{{Seq: 2, Hash: head.Hash}}}, want: "the audit trail is broken: "},
+		{name: "no file", o: CheckOptions{Files: []string{filepath.Join(dir, "gone.jsonl")}}, path: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Check(tc.o)
+			if tc.path {
+				if pe := (*fs.PathError)(nil); !errors.As(err, &pe) {
+					t.Fatalf("err = %v, want a *fs.PathError", err)
+				}
+				return
+			}
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else {
+				var b strings.Builder
+				c.Print(&b)
+				got = b.String()
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, want it to hold %q", got, tc.want)
+			}
+		})
+	}
+}
