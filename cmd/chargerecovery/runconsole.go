@@ -72,7 +72,7 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 	}
 	defer b.Close()
 	d := console.Deps{Backend: b, Retention: retention, MetricsURL: metricsURL, Channel: nc.Channel,
-		Lease: lease, SkewMargin: noneIfZero(skew), Fingerprints: fp}
+		Lease: lease, SkewMargin: pipeline.GuardSkew(skew), Fingerprints: fp}
 	if nc.Channel != "" {
 		if d.Notifier, _, err = nc.Notifier(ctx, pipeline.Config{NotifyTimeout: timeout}, log); err != nil {
 			return err
@@ -87,13 +87,4 @@ func runConsole(ctx context.Context, env *cli.Env, args []string) error {
 	case err = <-s.Err():
 	}
 	return errors.Join(err, s.Close())
-}
-
-// noneIfZero is a skew margin as idempotency.Options takes it: a flag's 0
-// (none) is its -1; zero there means the default.
-func noneIfZero(skew time.Duration) time.Duration {
-	if skew == 0 {
-		return -1
-	}
-	return skew
 }
