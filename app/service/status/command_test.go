@@ -33,7 +33,9 @@ func TestInspectAndStuck(t *testing.T) {
 			"no idempotency record for CHG-NONE: never claimed, released after a transient failure, or past its retention"},
 		{"stuck", func(out *bytes.Buffer) error { return Stuck(t.Context(), store, "memory", 5, false, now, out) }, "CHG-STUCK", ""},
 		{"stuck json", func(out *bytes.Buffer) error { return Stuck(t.Context(), store, "memory", 5, true, now, out) }, "CHG-STUCK", ""},
-		{"stuck unlisted", func(out *bytes.Buffer) error { return Stuck(t.Context(), notLister{store}, "dynamodb", 5, false, now, out) }, "",
+		{"stuck unlisted", func(out *bytes.Buffer) error {
+			return Stuck(t.Context(), notLister{store}, "dynamodb", 5, false, now, out)
+		}, "",
 			"the dynamodb store cannot list stuck claims"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
