@@ -20,11 +20,6 @@ func runPurge(ctx context.Context, env *cli.Env, args []string) error {
 	if r.Sweep.Check(&p); p.Err() != nil {
 		return p.Err()
 	}
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
 	r.JSON = *asJSON
-	return backend.Purge(ctx, b, r, env.Stdout)
+	return onBackend(ctx, bc, func(b *backend.Backend) error { return backend.Purge(ctx, b, r, env.Stdout) })
 }
