@@ -191,3 +191,18 @@ func CreateTopic(ctx context.Context, api TopicAPI, name string) (string, error)
 func CreateTopicFromConfig(ctx context.Context, cfg aws.Config, name string) (string, error) {
 	return CreateTopic(ctx, sns.NewFromConfig(cfg), name)
 }
+
+// ValidTopicName is SNS's rule for a topic name: 1-256 letters, digits, -
+// and _, with .fifo at the end for a FIFO topic.
+func ValidTopicName(name string) bool {
+	base := strings.TrimSuffix(name, ".fifo")
+	if base == "" || len(name) > 256 {
+		return false
+	}
+	for _, r := range base {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

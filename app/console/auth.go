@@ -23,6 +23,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
+	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
@@ -468,4 +469,27 @@ func (a *TokenAuth) Identify(r *http.Request) (Identity, bool, string) {
 	// The token that made this session is no longer in the file.
 	a.sessions.Remove(k)
 	return Identity{}, false, "your session has ended: sign in again"
+}
+
+// NewToken makes a console token for name with role (viewer or operator)
+// and, when key is given, her command-line public key: the token (shown
+// once) and her line of the token file, which keeps its hash only. A bad
+// name, role or key is a usage error.
+func NewToken(name, role, key string) (token, line string, err error) {
+	name = strings.TrimSpace(name)
+	r, err := ParseRole(role)
+	if err != nil || name == "" || strings.ContainsAny(name, " \t") {
+		return "", "", cli.Usagef("give a NAME without spaces and ROLE viewer or operator")
+	}
+	if key != "" {
+		if _, err := audit.ParsePublicKey(key); err != nil {
+			return "", "", cli.Usagef("--key: %w", err)
+		}
+	}
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", err
+	}
+	token = base64.RawURLEncoding.EncodeToString(b[:])
+	return token, TokenLine(name, r, token, key), nil
 }

@@ -112,14 +112,14 @@ func TestConfigExample(t *testing.T) {
 	var runs []func(*cli.Env) error
 	for _, c := range commands {
 		argvs := [][]string{nil}
-		if subs, ok := subcommands[c.name]; ok {
+		if subs, ok := subcommands[c.Name]; ok {
 			argvs = nil
 			for _, s := range subs {
 				argvs = append(argvs, []string{s})
 			}
 		}
 		for _, argv := range argvs {
-			runs = append(runs, func(e *cli.Env) error { return c.run(t.Context(), e, argv) })
+			runs = append(runs, func(e *cli.Env) error { return c.Run(t.Context(), e, argv) })
 		}
 	}
 	keys := func() map[string]string { return configKeys(t.Context()) }

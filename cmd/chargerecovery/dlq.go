@@ -2,11 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/app/service/operate"
 )
@@ -33,51 +32,17 @@ func runDLQ(ctx context.Context, env *cli.Env, args []string) error {
 
 func runDLQList(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "dlq list", "dlq list [--reason CODE,…] [--charge-id ID,…] [--older-than D] [--limit N] [--json]")
-	var codes, ids string
-	var olderThan time.Duration
-	var limit int
-	f.String(&codes, "reason", "", "", "only these reason codes, comma-separated")
-	f.String(&ids, "charge-id", "", "", "only these charge ids, comma-separated")
-	f.Duration(&olderThan, "older-than", "", 0, "only entries dead-lettered longer ago than this")
-	f.Int(&limit, "limit", "", 100, "show at most this many (oldest first)")
+	var l operate.ListFlags
+	l.Bind(f)
 	if err := f.Parse(args, false); err != nil {
 		return err
 	}
-	now := time.Now()
-	o := operate.ListOptions{Now: now, Match: operate.ChargeMatch(cli.SplitList(ids))}
-	var err error
-	if o.Codes, err = operate.ParseCodes(codes); err != nil {
-		return err
-	}
-	if limit < 1 || olderThan < 0 {
-		return cli.Usagef("--limit must be at least 1 and --older-than not negative")
-	}
-	if olderThan > 0 {
-		o.Before = now.Add(-olderThan)
-	}
-	b, err := openForOps(ctx, bc)
+	o, err := l.Options(time.Now())
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	l, err := operate.List(ctx, b.Queue, o)
-	if err != nil {
-		return err
-	}
-	entries := l.Entries[:min(limit, len(l.Entries))]
-	if *asJSON {
-		if err := json.NewEncoder(env.Stdout).Encode(operate.ListJSON{Total: len(l.Entries), Entries: append([]dlqEntry{}, entries...),
-			Unseen: l.Unseen, UnseenApproximate: l.Approximate}); err != nil {
-			return err
-		}
-	} else {
-		operate.PrintList(env.Stdout, entries, len(l.Entries))
-	}
-	if note := l.Incomplete(); note != "" {
-		// Never a silent "0 DLQ entries": an incomplete listing exits 1.
-		return errors.New(note)
-	}
-	return nil
+	l.JSON = *asJSON
+	return onBackend(ctx, bc, func(b *backend.Backend) error { return l.ListTo(ctx, b.Queue, o, env.Stdout) })
 }
 
 func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
@@ -88,12 +53,9 @@ func runDLQShow(ctx context.Context, env *cli.Env, args []string) error {
 	if len(f.Args()) != 1 {
 		return cli.Usagef("give exactly one ID: a DLQ entry id or a charge id (see dlq list)")
 	}
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return operate.Show(ctx, b.Queue, b.Store, operate.ShowOptions{ID: f.Args()[0], JSON: *asJSON, Out: env.Stdout})
+	return onBackend(ctx, bc, func(b *backend.Backend) error {
+		return operate.Show(ctx, b.Queue, b.Store, operate.ShowOptions{ID: f.Args()[0], JSON: *asJSON, Out: env.Stdout})
+	})
 }
 
 // runDLQPurge deletes DLQ entries by id for good (operate.PurgeDLQ).
@@ -113,10 +75,5 @@ func runDLQPurge(ctx context.Context, env *cli.Env, args []string) error {
 		return cli.Usagef("give the DLQ entry ids to delete (dlq list shows them)")
 	}
 	o.JSON = *asJSON
-	b, err := openForOps(ctx, bc)
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	return operate.PurgeDLQ(ctx, b.Queue, o)
+	return onBackend(ctx, bc, func(b *backend.Backend) error { return operate.PurgeDLQ(ctx, b.Queue, o) })
 }

@@ -2,19 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/console"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
-	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // runKeygen writes a new Ed25519 key, owner-only, and prints its public
@@ -30,18 +25,10 @@ func runKeygen(_ context.Context, env *cli.Env, args []string) error {
 	if out == "" {
 		return cli.Usagef("give --out FILE")
 	}
-	if _, err := os.Lstat(out); !errors.Is(err, fs.ErrNotExist) {
+	pub, err := audit.WriteNewKey(out)
+	if errors.Is(err, fs.ErrExist) {
 		return cli.Usagef("--out %s exists: a key is never overwritten (its lines would vouch for nothing)", out)
-	}
-	pub, key, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return err
-	}
-	pemKey, err := audit.PrivateKeyPEM(key)
-	if err != nil {
-		return err
-	}
-	if err := secretfile.Write(out, pemKey); err != nil {
+	} else if err != nil {
 		return err
 	}
 	fmt.Fprintf(env.Stdout, "%s\n", audit.PublicKeyString(pub))
@@ -61,21 +48,10 @@ func runToken(_ context.Context, env *cli.Env, args []string) error {
 	if len(f.Args()) != 2 {
 		return cli.Usagef("give NAME and ROLE (viewer or operator)")
 	}
-	name := strings.TrimSpace(f.Args()[0])
-	role, err := console.ParseRole(f.Args()[1])
-	if err != nil || name == "" || strings.ContainsAny(name, " \t") {
-		return cli.Usagef("give a NAME without spaces and ROLE viewer or operator")
-	}
-	if key != "" {
-		if _, err := audit.ParsePublicKey(key); err != nil {
-			return cli.Usagef("--key: %v", err)
-		}
-	}
-	var b [24]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	tok, line, err := console.NewToken(f.Args()[0], f.Args()[1], key)
+	if err != nil {
 		return err
 	}
-	tok := base64.RawURLEncoding.EncodeToString(b[:])
-	fmt.Fprintf(env.Stdout, "token for %s (give it to her; it is kept nowhere): %s\nher line of the console's token file:\n%s\n", name, tok, console.TokenLine(name, role, tok, key))
+	fmt.Fprintf(env.Stdout, "token for %s (give it to her; it is kept nowhere): %s\nher line of the console's token file:\n%s\n", strings.TrimSpace(f.Args()[0]), tok, line)
 	return nil
 }

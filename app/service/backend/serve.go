@@ -2,7 +2,9 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -69,4 +71,41 @@ func PurgeNow(ctx context.Context, b *Backend, sc SweepConfig, dry bool, now tim
 		}
 	}
 	return got, false, nil
+}
+
+// PurgeRun is one chargerecovery purge: the sweep's settings, DryRun
+// (count only), JSON (print JSON) and Now (the zero time: the clock's).
+type PurgeRun struct {
+	Sweep  SweepConfig
+	DryRun bool
+	JSON   bool
+	Now    time.Time
+}
+
+// Purge runs PurgeNow and prints what it deleted, or would, on out.
+func Purge(ctx context.Context, b *Backend, r PurgeRun, out io.Writer) error {
+	if r.Now.IsZero() {
+		r.Now = time.Now()
+	}
+	got, none, err := PurgeNow(ctx, b, r.Sweep, r.DryRun, r.Now)
+	if err != nil {
+		return err
+	}
+	if none {
+		fmt.Fprintln(out, "nothing to do: this backend expires records (DynamoDB TTL on attribute ttl) and messages (SQS MessageRetentionPeriod) itself")
+		return nil
+	}
+	if r.JSON {
+		return json.NewEncoder(out).Encode(struct {
+			SweepCounts
+			DryRun bool `json:"dry_run"`
+		}{got, r.DryRun})
+	}
+	verb := "deleted"
+	if r.DryRun {
+		verb = "would delete"
+	}
+	fmt.Fprintf(out, "past retention: %s %d idempotency record(s), %d queue message(s), %d DLQ message(s)\n",
+		verb, got.Records, got.Messages, got.DLQMessages)
+	return nil
 }

@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/internal/redact"
 
@@ -120,4 +122,19 @@ func (n *NotifyConfig) Notifier(ctx context.Context, c Config, log *slog.Logger)
 		return notifysim.NewRecorder(c.NotifyFailRate, log), "sim (no customer is notified)", nil
 	}
 	return nil, "", cli.Usagef("--notify %q is not sns, webhook, log or sim", strings.TrimSpace(n.Channel))
+}
+
+// KeptNoticeSender is the channel of n as a sender of kept notices (the
+// ones DEBITED_NOTIFICATION_FAILED records keep), each send taking at most
+// timeout: renotify's.
+func (n NotifyConfig) KeptNoticeSender(ctx context.Context, timeout time.Duration, log *slog.Logger) (charge.NoticeSender, error) {
+	nt, _, err := n.Notifier(ctx, Config{NotifyTimeout: timeout}, log)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := nt.(charge.NoticeSender)
+	if !ok {
+		return nil, fmt.Errorf("--notify %s cannot send a kept notice", n.Channel)
+	}
+	return s, nil
 }

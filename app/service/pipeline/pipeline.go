@@ -114,6 +114,16 @@ func (c *Config) Calendar() (*calendar.Calendar, error) {
 	return cal, nil
 }
 
+// GuardSkew is a --skew-margin flag's value as idempotency.Options takes
+// it: the flag's 0 (no margin) is the guard's -1, since a zero there means
+// the default.
+func GuardSkew(skew time.Duration) time.Duration {
+	if skew == 0 {
+		return -1
+	}
+	return skew
+}
+
 // CheckWindowRetention refuses posting windows that stay closed, within
 // the calendar's horizon from now, longer than a message lasts on the
 // queue (retention, less the 12 hours a waiting charge's message may have
@@ -546,11 +556,7 @@ func New(p Ports, c Config, o Options) (*Pipeline, error) {
 		if o.Metrics != nil {
 			o.Metrics.StoreCircuit(sg.Status)
 		}
-		skew := c.Skew
-		if skew == 0 {
-			skew = -1 // the guard's "no margin"
-		}
-		guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: c.Lease, Retention: c.Retention, SkewMargin: skew})
+		guard, err := idempotency.NewGuard(store, idempotency.Options{Lease: c.Lease, Retention: c.Retention, SkewMargin: GuardSkew(c.Skew)})
 		if err != nil {
 			return nil, err
 		}
