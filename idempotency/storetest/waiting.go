@@ -10,19 +10,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Waiting runs the cases of a WAITING record beyond its transitions: what
-// a wait writes (the not-before as LeaseUntil, the result, a generation
-// and a history replaced only when given, for every state a finish
-// writes), and what the operators' capabilities make of it (each optional,
-// skipped where the store lacks it): counted by state, listed by state
-// and by result, walked, never listed as stuck, however long past its
-// not-before. It is not part of Run yet (every store's state machine has
-// WAITING first); a store's tests call it beside Run.
-func Waiting(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, waitingCases)
-}
-
 // waitOnce claims e.key and finishes it to WAITING a lease from now under
 // generation 2 with one history line, and returns that request.
 func (e *env) waitOnce(t *testing.T) driver.FinishRequest {
