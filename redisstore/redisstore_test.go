@@ -24,11 +24,7 @@ func TestStoreConformance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.Run(t, func(*testing.T) driver.Store { return s })
-	// Concurrent histories with lost answers, checked by porcupine against the state machine.
-	t.Run("Linearizable", func(t *testing.T) {
-		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
-	})
+	storetest.Conformance(t, s)
 }
 
 // The key carries a TTL of the record's retention, computed from the

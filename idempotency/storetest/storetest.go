@@ -40,6 +40,17 @@ func Run(t *testing.T, newStore func(t *testing.T) driver.Store) {
 	t.Run("Summaries", func(t *testing.T) { Summaries(t, newStore) })
 }
 
+// Conformance runs Run on s, then Linearizable with the default options:
+// the whole suite a store's tests run on one store (s keeps keys of every
+// subtest apart).
+func Conformance(t *testing.T, s driver.Store) {
+	t.Helper()
+	same := func(*testing.T) driver.Store { return s }
+	Run(t, same)
+	// Concurrent histories with lost answers, checked by porcupine against the state machine.
+	t.Run("Linearizable", func(t *testing.T) { Linearizable(t, same, LinearizableOptions{}) })
+}
+
 // Claims runs the cases on the claim of a key: first, duplicate in each state, another payload, retention, unusual keys.
 func Claims(t *testing.T, newStore NewStore) { runCases(t, newStore, claimsCases) }
 
