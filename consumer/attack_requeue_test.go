@@ -81,7 +81,7 @@ func TestAttackAWaitingMessageWithTenAttributesReachesTheDLQ(t *testing.T) {
 			var mu sync.Mutex
 			var counts []int
 			handled := 0
-			rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+			rt := newRuntime(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 				mu.Lock()
 				defer mu.Unlock()
 				counts = append(counts, d.ReceiveCount)
@@ -91,9 +91,6 @@ func TestAttackAWaitingMessageWithTenAttributesReachesTheDLQ(t *testing.T) {
 				handled++
 				return consumer.Decision{Action: consumer.Ack}
 			}), consumer.Options{MaxVisibility: stretch, Logger: quiet, AckFlushInterval: time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
 			stop := start(t, rt)
 			waitFor(t, "the charge handled or dead-lettered", func() bool {
 				mu.Lock()
@@ -176,16 +173,13 @@ func TestAttackWaitingChargesFillSQSInFlightQuotaAndStopTheQueue(t *testing.T) {
 	src := &inFlightCap{Queue: q, cap: quota}
 	later := time.Now().Add(time.Hour)
 	due := make(chan struct{})
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := newRuntime(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		if string(d.Body) == "due-now" {
 			close(due)
 			return consumer.Decision{Action: consumer.Ack}
 		}
 		return consumer.Decision{Action: consumer.Wait, Until: later} // the notice's lead
 	}), consumer.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, rt)
 	defer stop()
 	waitFor(t, "the charges waiting", func() bool { return rt.Stats().Waited == quota })

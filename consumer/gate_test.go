@@ -60,7 +60,7 @@ func TestAnOutageBehindALyingHealthCheckCostsAMessageAtMostOneReceive(t *testing
 			var mu sync.Mutex
 			maxCount := map[string]int{}
 			var acked atomic.Int64
-			rt, err := consumer.New(q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+			rt := newRuntime(t, q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
 				mu.Lock()
 				maxCount[d.ID] = max(maxCount[d.ID], d.ReceiveCount)
 				mu.Unlock()
@@ -72,9 +72,6 @@ func TestAnOutageBehindALyingHealthCheckCostsAMessageAtMostOneReceive(t *testing
 			}), consumer.Options{Concurrency: concurrency, Gate: br, VisibilityTimeout: time.Second,
 				HeartbeatInterval: 100 * time.Millisecond, BatchFillWait: time.Millisecond, Logger: quiet,
 				Backoff: func(int) time.Duration { return 0 }})
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(t.Context())
 			go func() { _ = br.Run(ctx) }()
 			defer cancel()
@@ -115,11 +112,8 @@ func TestParkedMessagesAreHandedBackAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	bank := &outageBank{br: br}
-	rt, err := consumer.New(q, consumer.HandlerFunc(bank.handle), consumer.Options{Concurrency: 4, Gate: br,
+	rt := newRuntime(t, q, consumer.HandlerFunc(bank.handle), consumer.Options{Concurrency: 4, Gate: br,
 		BatchFillWait: 20 * time.Millisecond, Logger: quiet, Backoff: func(int) time.Duration { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, rt)
 	waitFor(t, "three messages parked", func() bool { return rt.Stats().InHand == 3 })
 	stop()
@@ -214,16 +208,13 @@ func TestAParkedMessageSurvivesFailedVisibilityExtensions(t *testing.T) {
 	bank := &outageBank{br: br}
 	var counts []int
 	var mu sync.Mutex
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := newRuntime(t, src, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
 		mu.Lock()
 		counts = append(counts, d.ReceiveCount)
 		mu.Unlock()
 		return bank.handle(ctx, d)
 	}), consumer.Options{Concurrency: 2, Gate: br, VisibilityTimeout: 2 * time.Second, HeartbeatInterval: 20 * time.Millisecond,
 		Logger: quiet, Backoff: func(int) time.Duration { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, rt)
 	waitFor(t, "the message parked", func() bool { return rt.Stats().InHand == 1 })
 	src.down.Store(true)

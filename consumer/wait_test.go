@@ -121,11 +121,8 @@ func TestWaitsNeverMoveAMessageTowardTheDLQ(t *testing.T) {
 				// 3 to 6 visibility periods from its first receive.
 				s.wait[string(m.Body)] = 3*maxVis + time.Duration(i)*3*maxVis/n
 			}
-			rt, err := consumer.New(q, s, consumer.Options{Concurrency: 16, MaxVisibility: maxVis, Logger: quiet,
+			rt := newRuntime(t, q, s, consumer.Options{Concurrency: 16, MaxVisibility: maxVis, Logger: quiet,
 				BatchFillWait: time.Millisecond, AckFlushInterval: 5 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
 			stop := start(t, rt)
 			waitFor(t, "every charge handled", func() bool { return s.handled() == n })
 			waitFor(t, "the queue empty", func() bool {
@@ -219,15 +216,12 @@ func TestARequeuedCopyCarriesTheAttributesAndTheNotBefore(t *testing.T) {
 	until := time.Now().Add(time.Hour)
 	var calls []int
 	var mu sync.Mutex
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := newRuntime(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		mu.Lock()
 		calls = append(calls, d.ReceiveCount)
 		mu.Unlock()
 		return consumer.Decision{Action: consumer.Wait, Until: until}
 	}), consumer.Options{MaxVisibility: 20 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, rt)
 	waitFor(t, "the copy requeued twice", func() bool { return rt.Stats().Requeued >= 2 })
 	stop()
@@ -271,13 +265,10 @@ func TestABogusNotBeforeIsHandledAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			handled := make(chan int, 4)
-			rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+			rt := newRuntime(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 				handled <- d.ReceiveCount
 				return consumer.Decision{Action: consumer.Ack}
 			}), consumer.Options{Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
 			stop := start(t, rt)
 			select {
 			case n := <-handled:
@@ -339,7 +330,7 @@ func TestARequeueThatCannotSendFallsBackToTheVisibility(t *testing.T) {
 			var counts []int
 			var mu sync.Mutex
 			src, sends := wrap(q)
-			rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+			rt := newRuntime(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 				mu.Lock()
 				defer mu.Unlock()
 				counts = append(counts, d.ReceiveCount)
@@ -348,12 +339,7 @@ func TestARequeueThatCannotSendFallsBackToTheVisibility(t *testing.T) {
 				}
 				return consumer.Decision{Action: consumer.Ack}
 			}), consumer.Options{MaxVisibility: 40 * time.Millisecond, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := start(t, rt)
-			waitFor(t, "handled", func() bool { return q.Len() == 0 })
-			stop()
+			runUntilEmpty(t, rt, q, "handled")
 			mu.Lock()
 			defer mu.Unlock()
 			if len(counts) < 3 || counts[len(counts)-1] != len(counts) {
@@ -385,7 +371,7 @@ func TestAWaitIsNeverParked(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 3)
 	var decisions atomic.Int64
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+	rt := newRuntime(t, q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
 		return consumer.Decision{Action: consumer.Wait, Until: time.Now().Add(time.Hour)}
 	}), consumer.Options{Gate: pausedGate{}, Logger: quiet, OnDecision: func(_ queue.Message, d consumer.Decision, _ time.Duration) {
 		if d.Action != consumer.Wait || d.Until.IsZero() {
@@ -393,9 +379,6 @@ func TestAWaitIsNeverParked(t *testing.T) {
 		}
 		decisions.Add(1)
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, rt)
 	waitFor(t, "three waits", func() bool { return rt.Stats().Waited == 3 })
 	stop()
@@ -434,7 +417,7 @@ func TestASettledWaitSendsNothing(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 10)
 	src := &countingSource{boundReceives: &boundReceives{Queue: q}}
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := newRuntime(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		var i int
 		fmt.Sscanf(string(d.Body), "m%d", &i)
 		if i%2 == 0 {
@@ -442,9 +425,6 @@ func TestASettledWaitSendsNothing(t *testing.T) {
 		}
 		return consumer.Decision{Action: consumer.Wait, Until: time.Now().Add(time.Hour)}
 	}), consumer.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, rt)
 	waitFor(t, "ten waits", func() bool { return rt.Stats().Waited == 10 })
 	stop()

@@ -31,7 +31,7 @@ func TestAttackALongPollAcrossTheCloseIsNotHandledOutsideTheWindow(t *testing.T)
 
 	var mu sync.Mutex
 	var outside, handled []int // receive counts
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := newRuntime(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		mu.Lock()
 		defer mu.Unlock()
 		if !cal.Open(clock.Now()) {
@@ -40,9 +40,6 @@ func TestAttackALongPollAcrossTheCloseIsNotHandledOutsideTheWindow(t *testing.T)
 		handled = append(handled, d.ReceiveCount)
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 1, Receivers: 1, Gate: gate, Logger: quiet, AckFlushInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, rt)
 	defer stop()
 	waitFor(t, "a receive under way", func() bool { return q.Counts().Receives >= 1 })

@@ -77,16 +77,13 @@ func TestOutsideThePostingWindowNothingIsReceived(t *testing.T) {
 	var mu sync.Mutex
 	handled := map[string]int{}
 	counts := map[int]int{}
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := newRuntime(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		mu.Lock()
 		defer mu.Unlock()
 		handled[string(d.Body)]++
 		counts[d.ReceiveCount]++
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 32, Receivers: 2, Gate: gate, Logger: quiet, AckFlushInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := start(t, rt)
 	// The receivers are at the gate, asleep until the clock moves.
 	select {
