@@ -7,18 +7,12 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/internal/dbtest"
-	"github.com/finedge/idempotent-consumer/redisstore"
 )
 
 // BenchmarkClaim runs the shared store benchmark and, on the same server in
 // the same run, the floor: a raw SET of a key.
 func BenchmarkClaim(b *testing.B) {
-	c, prefix := dbtest.Redis(b)
-	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, c, prefix := newStore(b)
 	storetest.Benchmark(b, s)
 	var seq atomic.Int64
 	raw := fmt.Sprintf("%sraw-%d-", prefix, time.Now().UnixNano())

@@ -18,23 +18,27 @@ import (
 	"github.com/finedge/idempotent-consumer/redisstore"
 )
 
-func TestStoreConformance(t *testing.T) {
+// newStore is a store on the test Redis under a key prefix of the test's
+// own, with its client and prefix.
+func newStore(t testing.TB) (*redisstore.Store, *redis.Client, string) {
+	t.Helper()
 	c, prefix := dbtest.Redis(t)
 	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, c, prefix
+}
+
+func TestStoreConformance(t *testing.T) {
+	s, _, _ := newStore(t)
 	storetest.Conformance(t, s)
 }
 
 // The key carries a TTL of the record's retention, computed from the
 // claimant's clock: Redis deletes it then, whatever the server's clock.
 func TestTheKeyExpiresAtRetention(t *testing.T) {
-	c, prefix := dbtest.Redis(t)
-	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c, prefix := newStore(t)
 	clock := storetest.NewClock(storetest.Epoch.Add(-400 * 24 * time.Hour)) // a claimant clock far from the server's
 	g, err := idempotency.NewGuard(s, idempotency.Options{Clock: clock, Retention: 48 * time.Hour})
 	if err != nil {
@@ -57,11 +61,7 @@ func TestTheKeyExpiresAtRetention(t *testing.T) {
 // (not a hash) is skipped, and a search's glob characters match only
 // themselves.
 func TestListStateSkipsKeysThatAreNotRecords(t *testing.T) {
-	c, prefix := dbtest.Redis(t)
-	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c, prefix := newStore(t)
 	ctx := t.Context()
 	if err := c.Set(ctx, prefix+"CHG-STRING", "not a record", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -196,10 +196,6 @@ func TestAWaitingChargeIsListedAndResumed(t *testing.T) {
 // A finish to WAITING sets the not-before and the status, and the
 // generation and history when given (storetest.FinishToWaiting).
 func TestAFinishToWaitingWritesItsFields(t *testing.T) {
-	c, prefix := dbtest.Redis(t)
-	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, _ := newStore(t)
 	storetest.FinishToWaiting(t, s, nil)
 }
