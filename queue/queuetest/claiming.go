@@ -273,17 +273,7 @@ func testStaleDelivery(t *testing.T, h ClaimingHarness) {
 	first := receiveAll(t, q, claimPolicy(g), 1)[0]
 	c := claimOf(t, first)
 	// Its visibility lapses; the message is delivered again (no claim).
-	var second []queue.Message
-	deadline := time.Now().Add(10 * time.Second)
-	for len(second) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the message was not delivered again")
-		}
-		var err error
-		if second, err = q.Receive(t.Context(), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	second := deliveredAgain(t, q)
 	req, _ := finishReq(g, c, false)
 	if err := first.Bound.Finish(t.Context(), req); err != nil {
 		t.Fatalf("finish of the first delivery: %v, want nil (the result is recorded)", err)
@@ -299,6 +289,25 @@ func testStaleDelivery(t *testing.T, h ClaimingHarness) {
 	}
 	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
 		t.Errorf("depth %+v, want empty", d)
+	}
+}
+
+// deliveredAgain receives from q until the message whose visibility
+// lapsed is delivered again (10 s at most).
+func deliveredAgain(t *testing.T, q ClaimingQueue) []queue.Message {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("the message was not delivered again")
+		}
+		second, err := q.Receive(t.Context(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(second) > 0 {
+			return second
+		}
 	}
 }
 
@@ -482,17 +491,7 @@ func testStaleWait(t *testing.T, h ClaimingHarness) {
 	sendClaims(t, q, `{"key":"wait-again","fp":"f"}`)
 	first := receiveAll(t, q, claimPolicy(g), 1)[0]
 	c := claimOf(t, first)
-	var second []queue.Message
-	deadline := time.Now().Add(10 * time.Second)
-	for len(second) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the message was not delivered again")
-		}
-		var err error
-		if second, err = q.Receive(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	second := deliveredAgain(t, q)
 	now := g.Now()
 	f := driver.FinishRequest{Key: "wait-again", Token: c.Lease().Token, State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
 		Now: now, ExpiresAt: now.Add(24 * time.Hour), NotBefore: now.Add(time.Hour)}
