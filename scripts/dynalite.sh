@@ -38,22 +38,9 @@ ready() {
   (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-start() {
-  if ! installed; then
-    echo "dynalite: not installed; install it with: scripts/dynalite.sh install (npm ci in scripts/dynalite)" >&2
-    return 1
-  fi
-  emu_start dynalite "$1" launch ready
-}
-
-stop() {
-  emu_stop dynalite "$1" "dynalite/cli.js"
-}
-
-case "${1:-}" in
-  start) [ "$#" -eq 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }; start "$2" ;;
-  stop) [ "$#" -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }; stop "$2" ;;
-  check) installed ;;
-  install) install ;;
-  *) echo "usage: $0 start DIR | stop DIR | check | install" >&2; exit 2 ;;
-esac
+if [ "${1:-}" = install ]; then
+  install
+  exit
+fi
+emu_more=" | install"
+emu_main dynalite "dynalite/cli.js" "not installed; install it with: scripts/dynalite.sh install (npm ci in scripts/dynalite)" "$@"

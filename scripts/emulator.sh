@@ -72,3 +72,25 @@ emu_stop() {
   fi
   rm -f "$dir/$name.pid" "$dir/$name.endpoint"
 }
+
+# emu_main NAME PATTERN HINT ARGS...: the command line of an emulator
+# script that defines installed, launch PORT and ready PORT:
+# start DIR | stop DIR | check (HINT: what start says when the server is
+# not installed; emu_more: further commands for the usage line).
+emu_main() {
+  local name=$1 pattern=$2 hint=$3
+  shift 3
+  case "${1:-}" in
+    start)
+      [ "$#" -eq 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }
+      installed || { echo "$name: $hint" >&2; return 1; }
+      emu_start "$name" "$2" launch ready
+      ;;
+    stop)
+      [ "$#" -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }
+      emu_stop "$name" "$2" "$pattern"
+      ;;
+    check) installed ;;
+    *) echo "usage: $0 start DIR | stop DIR | check${emu_more:-}" >&2; exit 2 ;;
+  esac
+}

@@ -30,21 +30,4 @@ ready() {
   python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$1/moto-api/', timeout=1)" >/dev/null 2>&1
 }
 
-start() {
-  if ! installed; then
-    echo "moto: moto's server mode is not installed; install it with: pip install \"moto[server]\"" >&2
-    return 1
-  fi
-  emu_start moto "$1" launch ready
-}
-
-stop() {
-  emu_stop moto "$1" "moto_server.py"
-}
-
-case "${1:-}" in
-  start) [ "$#" -eq 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }; start "$2" ;;
-  stop) [ "$#" -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }; stop "$2" ;;
-  check) installed ;;
-  *) echo "usage: $0 start DIR | stop DIR | check" >&2; exit 2 ;;
-esac
+emu_main moto "moto_server.py" "moto's server mode is not installed; install it with: pip install \"moto[server]\"" "$@"
