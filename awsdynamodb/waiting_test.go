@@ -1,10 +1,8 @@
 package awsdynamodb_test
 
 import (
-	"context"
 	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
-	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
@@ -60,19 +57,9 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 	ctx := t.Context()
 	clock := storetest.NewClock(storetest.Epoch)
 	g := guardOn(t, s, clock)
-	var runs []idempotency.Run
-	work := func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
-		runs = append(runs, run)
-		if len(runs) == 1 {
-			return idempotency.Done{}, &idempotency.Wait{Until: clock.Now().Add(24 * time.Hour), Status: "RETRY_SCHEDULED",
-				Detail: "after INSUFFICIENT_FUNDS", NextGeneration: true, Note: "generation 1: declined INSUFFICIENT_FUNDS"}
-		}
-		return idempotency.Done{Status: "DEBITED", Detail: "CBS1", Note: "generation 2: debited"}, nil
-	}
+	charge := &storetest.RetriedCharge{Clock: clock}
 	rt.take()
-	if res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{}); err != nil || res.Outcome != idempotency.Waiting {
-		t.Fatalf("Do = %+v, %v; want Waiting", res, err)
-	}
+	charge.Wait(t, g, "CHG-W")
 	if got, want := rt.take(), map[string]int{"PutItem": 2}; !maps.Equal(got, want) {
 		t.Fatalf("claim and wait sent %v, want %v (one PutItem each)", got, want)
 	}
@@ -84,13 +71,7 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 		t.Fatalf("counts %v (%v), want WAITING 1, IN_PROGRESS 0", counts, err)
 	}
 	page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateWaiting, Limit: 10, Now: clock.Now()})
-	if err != nil || len(page.Records) != 1 {
-		t.Fatalf("ListState(WAITING) = %+v, %v", page, err)
-	}
-	if r := page.Records[0]; r.Key != "CHG-W" || r.Status != "RETRY_SCHEDULED" || r.Generation != 2 || len(r.History) != 1 ||
-		!r.LeaseUntil.Equal(clock.Now().Add(24*time.Hour)) {
-		t.Fatalf("listed %+v, want the waiting record: its status, generation 2, one history line, its not-before", r)
-	}
+	charge.Listed(t, page, err, "CHG-W")
 	for _, after := range []time.Duration{2 * time.Minute, 25 * time.Hour} { // within the wait, and past its not-before
 		if stuck, n, err := s.Stuck(ctx, clock.Now().Add(after), 10); err != nil || n != 0 {
 			t.Fatalf("Stuck %v on = %v %d %v, want none (a waiting record is not a stuck claim)", after, keys(stuck), n, err)
@@ -99,20 +80,11 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 
 	clock.Advance(24 * time.Hour)
 	rt.take()
-	res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{})
-	if err != nil || res.Outcome != idempotency.Acquired || res.Attempt != 2 {
-		t.Fatalf("the resumed run: %+v, %v; want Acquired on attempt 2", res, err)
-	}
+	charge.Resume(t, g, "CHG-W")
 	if got, want := rt.take(), map[string]int{"PutItem": 2, "UpdateItem": 1}; !maps.Equal(got, want) {
 		t.Fatalf("resume and finish sent %v, want %v (the claim's PutItem and fenced UpdateItem, the finish's PutItem)", got, want)
 	}
-	if r := runs[1]; r.Reclaimed || r.Generation != 2 || !slices.Equal(r.History, []string{"generation 1: declined INSUFFICIENT_FUNDS"}) {
-		t.Fatalf("the resumed run was told %+v; want not reclaimed, generation 2, the first note", r)
-	}
-	rec, err := g.Get(ctx, "CHG-W")
-	if err != nil || rec.State != driver.StateDone || rec.Generation != 2 || len(rec.History) != 2 || rec.Attempt != 2 {
-		t.Fatalf("final record %+v (%v), want DONE, generation 2, two history lines, attempt 2", rec, err)
-	}
+	charge.Debited(t, g, "CHG-W")
 	if _, ok := indexKeys(t, client, s.Table())["CHG-W"]; ok {
 		t.Fatal("a DONE DEBITED record is still in the index")
 	}

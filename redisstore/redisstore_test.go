@@ -143,18 +143,8 @@ func TestAWaitingChargeIsListedAndResumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []idempotency.Run
-	work := func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
-		runs = append(runs, run)
-		if len(runs) == 1 {
-			return idempotency.Done{}, &idempotency.Wait{Until: clock.Now().Add(24 * time.Hour), Status: "RETRY_SCHEDULED",
-				Detail: "after INSUFFICIENT_FUNDS", NextGeneration: true, Note: "generation 1: declined INSUFFICIENT_FUNDS"}
-		}
-		return idempotency.Done{Status: "DEBITED", Detail: "CBS1", Note: "generation 2: debited"}, nil
-	}
-	if res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{}); err != nil || res.Outcome != idempotency.Waiting {
-		t.Fatalf("Do = %+v, %v; want Waiting", res, err)
-	}
+	charge := &storetest.RetriedCharge{Clock: clock}
+	charge.Wait(t, g, "CHG-W")
 	if n := count.take(); n != 2 {
 		t.Fatalf("claim and wait ran %d scripts, want 2", n)
 	}
@@ -162,13 +152,7 @@ func TestAWaitingChargeIsListedAndResumed(t *testing.T) {
 		t.Fatalf("TTL %v (%v), want past the not-before (24h)", got, err)
 	}
 	page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateWaiting, Prefix: "CHG-", Limit: 10, Now: clock.Now()})
-	if err != nil || len(page.Records) != 1 {
-		t.Fatalf("ListState(WAITING) = %+v, %v", page, err)
-	}
-	if r := page.Records[0]; r.Key != "CHG-W" || r.Status != "RETRY_SCHEDULED" || r.Generation != 2 || len(r.History) != 1 ||
-		!r.LeaseUntil.Equal(clock.Now().Add(24*time.Hour)) {
-		t.Fatalf("listed %+v, want the waiting record: its status, generation 2, one history line, its not-before", r)
-	}
+	charge.Listed(t, page, err, "CHG-W")
 	var walked []string
 	if err := s.WalkUpdated(ctx, driver.WalkRequest{State: driver.StateWaiting, From: clock.Now().Add(-time.Hour), To: clock.Now().Add(time.Hour), Now: clock.Now()},
 		func(r driver.Record) error { walked = append(walked, r.Key); return nil }); err != nil || !slices.Equal(walked, []string{"CHG-W"}) {
@@ -177,20 +161,11 @@ func TestAWaitingChargeIsListedAndResumed(t *testing.T) {
 
 	clock.Advance(24 * time.Hour)
 	count.take()
-	res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{})
-	if err != nil || res.Outcome != idempotency.Acquired || res.Attempt != 2 {
-		t.Fatalf("the resumed run: %+v, %v; want Acquired on attempt 2", res, err)
-	}
+	charge.Resume(t, g, "CHG-W")
 	if n := count.take(); n != 2 {
 		t.Fatalf("resume and finish ran %d scripts, want 2", n)
 	}
-	if r := runs[1]; r.Reclaimed || r.Generation != 2 || !slices.Equal(r.History, []string{"generation 1: declined INSUFFICIENT_FUNDS"}) {
-		t.Fatalf("the resumed run was told %+v; want not reclaimed, generation 2, the first note", r)
-	}
-	rec, err := g.Get(ctx, "CHG-W")
-	if err != nil || rec.State != driver.StateDone || rec.Generation != 2 || len(rec.History) != 2 || rec.Attempt != 2 {
-		t.Fatalf("final record %+v (%v), want DONE, generation 2, two history lines, attempt 2", rec, err)
-	}
+	charge.Debited(t, g, "CHG-W")
 }
 
 // A finish to WAITING sets the not-before and the status, and the
