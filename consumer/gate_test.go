@@ -206,12 +206,9 @@ func TestAParkedMessageSurvivesFailedVisibilityExtensions(t *testing.T) {
 	}
 	go func() { _ = br.Run(t.Context()) }()
 	bank := &outageBank{br: br}
-	var counts []int
-	var mu sync.Mutex
+	var r receives
 	rt := newRuntime(t, src, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
-		mu.Lock()
-		counts = append(counts, d.ReceiveCount)
-		mu.Unlock()
+		r.add(d)
 		return bank.handle(ctx, d)
 	}), consumer.Options{Concurrency: 2, Gate: br, VisibilityTimeout: 2 * time.Second, HeartbeatInterval: 20 * time.Millisecond,
 		Logger: quiet, Backoff: func(int) time.Duration { return 0 }})
@@ -226,8 +223,7 @@ func TestAParkedMessageSurvivesFailedVisibilityExtensions(t *testing.T) {
 	bank.up.Store(true)
 	waitFor(t, "the message acked", func() bool { return q.Len() == 0 })
 	stop()
-	mu.Lock()
-	defer mu.Unlock()
+	counts, _ := r.seen()
 	for _, c := range counts {
 		if c != 1 {
 			t.Fatalf("receive counts at each handling %v, want 1 throughout", counts)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -204,6 +205,42 @@ func (s *dlqAttributes) Send(ctx context.Context, body []byte, attrs map[string]
 	return s.Queue.Send(ctx, body, attrs)
 }
 
+// receives records the receive count of each delivery a handler is
+// given, and how many it acked.
+type receives struct {
+	mu     sync.Mutex
+	counts []int
+	acked  int
+}
+
+func (r *receives) add(d *consumer.Delivery) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts = append(r.counts, d.ReceiveCount)
+}
+
+// seen is the receive counts recorded so far, and the acks.
+func (r *receives) seen() ([]int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.counts), r.acked
+}
+
+// waitThenAck is a handler that records each delivery in r, has it wait
+// until until, and acks it once until has passed.
+func waitThenAck(r *receives, until time.Time) consumer.Handler {
+	return consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.counts = append(r.counts, d.ReceiveCount)
+		if time.Now().Before(until) {
+			return consumer.Decision{Action: consumer.Wait, Until: until}
+		}
+		r.acked++
+		return consumer.Decision{Action: consumer.Ack}
+	})
+}
+
 // The copy a requeue sends carries the original's attributes (without the
 // dead-letter ones) and the not-before; the original is deleted, and the
 // copy starts at receive count 0.
@@ -214,12 +251,9 @@ func TestARequeuedCopyCarriesTheAttributesAndTheNotBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	until := time.Now().Add(time.Hour)
-	var calls []int
-	var mu sync.Mutex
+	var r receives
 	rt := newRuntime(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
-		mu.Lock()
-		calls = append(calls, d.ReceiveCount)
-		mu.Unlock()
+		r.add(d)
 		return consumer.Decision{Action: consumer.Wait, Until: until}
 	}), consumer.Options{MaxVisibility: 20 * time.Millisecond, Logger: quiet})
 	stop := start(t, rt)
@@ -238,9 +272,7 @@ func TestARequeuedCopyCarriesTheAttributesAndTheNotBefore(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].ReceiveCount > 1 || string(msgs[0].Body) != "charge-1" {
 		t.Fatalf("queue holds %+v, want the one copy at receive count 0 or 1", msgs)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(calls) != "[1 2]" {
+	if calls, _ := r.seen(); fmt.Sprint(calls) != "[1 2]" {
 		t.Errorf("handler called at receive counts %v, want [1 2]: a copy that waits is not handed over", calls)
 	}
 	if dlq.Len() != 0 {
@@ -327,21 +359,11 @@ func TestARequeueThatCannotSendFallsBackToTheVisibility(t *testing.T) {
 			q, dlq := newQueue(time.Minute)
 			send(t, q, 1)
 			until := time.Now().Add(150 * time.Millisecond).Round(0)
-			var counts []int
-			var mu sync.Mutex
+			var r receives
 			src, sends := wrap(q)
-			rt := newRuntime(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
-				mu.Lock()
-				defer mu.Unlock()
-				counts = append(counts, d.ReceiveCount)
-				if time.Now().Before(until) {
-					return consumer.Decision{Action: consumer.Wait, Until: until}
-				}
-				return consumer.Decision{Action: consumer.Ack}
-			}), consumer.Options{MaxVisibility: 40 * time.Millisecond, Logger: quiet})
+			rt := newRuntime(t, src, waitThenAck(&r, until), consumer.Options{MaxVisibility: 40 * time.Millisecond, Logger: quiet})
 			runUntilEmpty(t, rt, q, "handled")
-			mu.Lock()
-			defer mu.Unlock()
+			counts, _ := r.seen()
 			if len(counts) < 3 || counts[len(counts)-1] != len(counts) {
 				t.Errorf("receive counts at the handler %v: want one receive per stretch of visibility", counts)
 			}
