@@ -38,13 +38,20 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"id":"pay_%d","request":%q}`, n, body)
 }
 
+// memGuard is a Guard with o over a fresh memstore.
+func memGuard(t *testing.T, o idempotency.Options) *idempotency.Guard {
+	t.Helper()
+	g, err := idempotency.NewGuard(memstore.New(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func newServer(t *testing.T, h http.Handler, opts idemhttp.Options) *httptest.Server {
 	t.Helper()
 	if opts.Guard == nil {
-		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := memGuard(t, idempotency.Options{Lease: 2 * time.Second})
 		opts.Guard = g
 	}
 	if opts.Scope == nil {
@@ -265,10 +272,7 @@ func TestFailuresNeverRunTheHandlerTwice(t *testing.T) {
 		}
 	})
 	t.Run("panic leaves the key failed, not done", func(t *testing.T) {
-		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := memGuard(t, idempotency.Options{})
 		var runs atomic.Int32
 		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Unscoped: true})
 		if err != nil {
@@ -359,10 +363,7 @@ func TestFailuresNeverRunTheHandlerTwice(t *testing.T) {
 		}
 	})
 	t.Run("a handler slower than the lease is not taken over", func(t *testing.T) {
-		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 300 * time.Millisecond, SkewMargin: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := memGuard(t, idempotency.Options{Lease: 300 * time.Millisecond, SkewMargin: -1})
 		h := &payments{delay: time.Second}
 		srv := newServer(t, h, idemhttp.Options{Guard: g})
 		first := make(chan answer)
@@ -422,10 +423,7 @@ func (a *accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // of opts (its Guard over a fresh memstore) until the test ends.
 func accountsServer(t *testing.T, opts idemhttp.Options) (*httptest.Server, *accounts, *idempotency.Guard) {
 	t.Helper()
-	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := memGuard(t, idempotency.Options{})
 	opts.Guard = g
 	mw, err := idemhttp.Middleware(opts)
 	if err != nil {
@@ -502,10 +500,7 @@ func TestUnscopedSharesOneKeySpace(t *testing.T) {
 // A request whose Scope is "" (no client identified) is refused with 401,
 // before the key is looked at; nothing is claimed, the handler never runs.
 func TestEmptyScopeIsRefused(t *testing.T) {
-	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := memGuard(t, idempotency.Options{})
 	mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Scope: func(r *http.Request) string { return r.Header.Get("X-Client") },
 		Challenge: `Bearer realm="payments"`})
 	if err != nil {
