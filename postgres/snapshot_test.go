@@ -41,33 +41,52 @@ func TestAReopenThatWaitedForAnotherAnswersWithTheRecordAsItIs(t *testing.T) {
 	if _, err := tx.Exec(ctx, `update idempotency_records set state = 'IN_PROGRESS', token = 'tok-other', reopens = reopens + 1 where key = $1`, key); err != nil {
 		t.Fatal(err)
 	}
-	type answer struct {
-		rec driver.Record
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		rec, err := s.Reopen(ctx, driver.ReopenRequest{Key: key, Token: "tok-mine", Reason: "test", PrevToken: "tok-A",
+	done := inBackground(func() (driver.Record, error) {
+		return s.Reopen(ctx, driver.ReopenRequest{Key: key, Token: "tok-mine", Reason: "test", PrevToken: "tok-A",
 			Now: now, LeaseUntil: now.Add(-time.Minute), ExpiresAt: now.Add(time.Hour)})
-		done <- answer{rec, err}
-	}()
+	})
 	// Wait until our reopen is blocked on the row lock, then commit theirs.
-	for waiting := false; !waiting; {
-		if err := db.Pool().QueryRow(ctx, `select exists (select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%update idempotency_records set%state = ''IN_PROGRESS'', token = $2%')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case a := <-done:
-			t.Fatalf("the reopen did not wait for the row lock: %+v %v", a.rec, a.err)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	awaitLockWait(t, db, done, "the reopen",
+		`select exists (select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%update idempotency_records set%state = ''IN_PROGRESS'', token = $2%')`)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	a := <-done
-	if !errors.Is(a.err, driver.ErrNotFailed) || a.rec.State != driver.StateInProgress || a.rec.Token != "tok-other" {
-		t.Fatalf("reopen = %s %s (%v), want ErrNotFailed with the record as it is now (IN_PROGRESS tok-other)", a.rec.State, a.rec.Token, a.err)
+	if !errors.Is(a.err, driver.ErrNotFailed) || a.res.State != driver.StateInProgress || a.res.Token != "tok-other" {
+		t.Fatalf("reopen = %s %s (%v), want ErrNotFailed with the record as it is now (IN_PROGRESS tok-other)", a.res.State, a.res.Token, a.err)
+	}
+}
+
+// answer is what a statement run in the background answered.
+type answer[R any] struct {
+	res R
+	err error
+}
+
+// inBackground runs f in a goroutine; its answer comes on the channel.
+func inBackground[R any](f func() (R, error)) <-chan answer[R] {
+	done := make(chan answer[R], 1)
+	go func() {
+		res, err := f()
+		done <- answer[R]{res, err}
+	}()
+	return done
+}
+
+// awaitLockWait polls query (true once our statement waits for a row
+// lock) until it is true; an answer on done meanwhile means what was
+// meant to wait did not.
+func awaitLockWait[A any](t *testing.T, db *postgres.DB, done <-chan A, what, query string, args ...any) {
+	t.Helper()
+	for waiting := false; !waiting; {
+		if err := db.Pool().QueryRow(t.Context(), query, args...).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case a := <-done:
+			t.Fatalf("%s did not wait for the row lock: %+v", what, a)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }
 
@@ -119,27 +138,12 @@ func TestAClaimThatWaitedForAWriteAnswersForTheRecordItReplaced(t *testing.T) {
 			if _, err := tx.Exec(ctx, tc.concurrent, key, now.Add(-time.Second)); err != nil {
 				t.Fatal(err)
 			}
-			type answer struct {
-				res driver.ClaimResult
-				err error
-			}
-			done := make(chan answer, 1)
-			go func() {
-				res, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-mine", Fingerprint: "fp", Now: now, LeaseExpiredBy: now,
+			done := inBackground(func() (driver.ClaimResult, error) {
+				return s.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-mine", Fingerprint: "fp", Now: now, LeaseExpiredBy: now,
 					LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
-				done <- answer{res, err}
-			}()
+			})
 			// Wait until the claim is blocked by the other write, then commit it.
-			for blocked := false; !blocked; {
-				if err := db.Pool().QueryRow(ctx, `select exists (select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
-					t.Fatal(err)
-				}
-				select {
-				case a := <-done:
-					t.Fatalf("the claim did not wait for the row lock: %+v %v", a.res, a.err)
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
+			awaitLockWait(t, db, done, "the claim", `select exists (select 1 from pg_stat_activity where $1 = any(pg_blocking_pids(pid)))`, pid)
 			if err := tx.Commit(ctx); err != nil {
 				t.Fatal(err)
 			}
