@@ -8,12 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 
 // counting counts the requests sent, by operation (X-Amz-Target's suffix).
@@ -99,28 +96,20 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 // write fails on the state, and the record it gets back is one it may take
 // as a resume, not a reclaim (the run before ended cleanly).
 func TestAReclaimThatFindsTheRecordWaitingResumesIt(t *testing.T) {
-	at := func(ms int) time.Time {
-		return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
-	}
 	const key = "CHG-RESUME/1.a"
-	hooked := &beforeFirst{base: http.DefaultTransport.(*http.Transport).Clone(), target: "UpdateItem"}
-	c, _ := storeOver(t, hooked, "resume")
-	other, err := awsdynamodb.New(dynamodb.NewFromConfig(awstest.Config(t)), c.Table())
-	if err != nil {
-		t.Fatal(err)
-	}
+	hooked, c, other := hookedPair(t, http.DefaultTransport.(*http.Transport).Clone(), "UpdateItem", "resume")
 	ctx := t.Context()
-	if r, err := other.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-A", Fingerprint: "fp", Now: at(0), LeaseExpiredBy: at(0),
-		LeaseUntil: at(5), ExpiresAt: at(0).Add(time.Hour)}); err != nil || !r.Acquired {
+	if r, err := other.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-A", Fingerprint: "fp", Now: msAt(0), LeaseExpiredBy: msAt(0),
+		LeaseUntil: msAt(5), ExpiresAt: msAt(0).Add(time.Hour)}); err != nil || !r.Acquired {
 		t.Fatalf("A's claim: %+v %v", r, err)
 	}
 	var ferr error
 	hooked.hook = func() {
 		ferr = other.Finish(ctx, driver.FinishRequest{Key: key, Token: "tok-A", State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
-			Now: at(5), ExpiresAt: at(5).Add(time.Hour), NotBefore: at(6), Generation: 2, History: []string{"generation 1: declined"}})
+			Now: msAt(5), ExpiresAt: msAt(5).Add(time.Hour), NotBefore: msAt(6), Generation: 2, History: []string{"generation 1: declined"}})
 	}
-	res, err := c.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-C", Fingerprint: "fp", Now: at(6), LeaseExpiredBy: at(6),
-		LeaseUntil: at(9), ExpiresAt: at(6).Add(time.Hour)})
+	res, err := c.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-C", Fingerprint: "fp", Now: msAt(6), LeaseExpiredBy: msAt(6),
+		LeaseUntil: msAt(9), ExpiresAt: msAt(6).Add(time.Hour)})
 	if ferr != nil {
 		t.Fatal(ferr)
 	}
@@ -128,7 +117,7 @@ func TestAReclaimThatFindsTheRecordWaitingResumesIt(t *testing.T) {
 		res.Record.Generation != 2 || len(res.Record.History) != 1 || res.Record.Status != "" {
 		t.Fatalf("C's claim = %+v %v, want the waiting record resumed (not reclaimed): attempt 2, generation 2, the history, no status", res, err)
 	}
-	rec, err := other.Get(ctx, key, at(6))
+	rec, err := other.Get(ctx, key, msAt(6))
 	if err != nil || rec.State != driver.StateInProgress || rec.Token != "tok-C" || rec.Status != "" || rec.Generation != 2 {
 		t.Fatalf("record = %+v %v, want C's claim", rec, err)
 	}
