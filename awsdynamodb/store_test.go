@@ -250,6 +250,25 @@ func TestLinearizable(t *testing.T) {
 
 // beforeFirst runs hook once, just before the first request whose
 // X-Amz-Target ends in target is sent.
+// hookedPair is a store whose first request of target (sent over base)
+// runs the hook set on the returned beforeFirst before it goes, and
+// another store on the same table without it: the other worker.
+func hookedPair(t *testing.T, base http.RoundTripper, target, prefix string) (*beforeFirst, *awsdynamodb.Store, *awsdynamodb.Store) {
+	t.Helper()
+	hooked := &beforeFirst{base: base, target: target}
+	s, _ := storeOver(t, hooked, prefix)
+	other, err := awsdynamodb.New(dynamodb.NewFromConfig(awstest.Config(t)), s.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hooked, s, other
+}
+
+// msAt is ms milliseconds past midnight, 1 December 2026 (UTC).
+func msAt(ms int) time.Time {
+	return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
+}
+
 type beforeFirst struct {
 	base   http.RoundTripper
 	target string
@@ -269,19 +288,11 @@ func (b *beforeFirst) RoundTrip(req *http.Request) (*http.Response, error) {
 // over: the sequential state machine would (the linearizability check
 // found the store answering "in progress" here).
 func TestAReclaimThatLosesTheRaceToAnExpiredLeaseReclaimsAgain(t *testing.T) {
-	at := func(ms int) time.Time {
-		return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
-	}
 	claim := func(tok string, now, until int) driver.ClaimRequest {
-		return driver.ClaimRequest{Key: "CHG-RACE/1.a", Token: tok, Fingerprint: "fp", Now: at(now), LeaseExpiredBy: at(now),
-			LeaseUntil: at(until), ExpiresAt: at(now).Add(time.Hour)}
+		return driver.ClaimRequest{Key: "CHG-RACE/1.a", Token: tok, Fingerprint: "fp", Now: msAt(now), LeaseExpiredBy: msAt(now),
+			LeaseUntil: msAt(until), ExpiresAt: msAt(now).Add(time.Hour)}
 	}
-	hooked := &beforeFirst{base: http.DefaultTransport.(*http.Transport).Clone(), target: "UpdateItem"}
-	c, _ := storeOver(t, hooked, "race")
-	other, err := awsdynamodb.New(dynamodb.NewFromConfig(awstest.Config(t)), c.Table())
-	if err != nil {
-		t.Fatal(err)
-	}
+	hooked, c, other := hookedPair(t, http.DefaultTransport.(*http.Transport).Clone(), "UpdateItem", "race")
 	ctx := t.Context()
 	if r, err := other.Claim(ctx, claim("tok-A", 0, 5)); err != nil || !r.Acquired {
 		t.Fatalf("A's claim: %+v %v", r, err)
@@ -289,6 +300,7 @@ func TestAReclaimThatLosesTheRaceToAnExpiredLeaseReclaimsAgain(t *testing.T) {
 	// C has read A's expired record; just before its fenced reclaim is
 	// sent, B reclaims A's lease with one that C's clock sees as passed.
 	var bRes driver.ClaimResult
+	var err error
 	hooked.hook = func() { bRes, err = other.Claim(ctx, claim("tok-B", 5, 6)) }
 	res, cerr := c.Claim(ctx, claim("tok-C", 6, 9))
 	if err != nil || !bRes.Reclaimed {
@@ -297,7 +309,7 @@ func TestAReclaimThatLosesTheRaceToAnExpiredLeaseReclaimsAgain(t *testing.T) {
 	if cerr != nil || !res.Acquired || !res.Reclaimed || res.Record.Token != "tok-C" || res.Record.Attempt != 3 {
 		t.Fatalf("C's claim = %+v %v, want C to reclaim B's passed lease (attempt 3)", res, cerr)
 	}
-	if rec, err := other.Get(ctx, "CHG-RACE/1.a", at(6)); err != nil || rec.Token != "tok-C" || rec.Attempt != 3 {
+	if rec, err := other.Get(ctx, "CHG-RACE/1.a", msAt(6)); err != nil || rec.Token != "tok-C" || rec.Attempt != 3 {
 		t.Fatalf("record = %+v %v, want C's claim, attempt 3", rec, err)
 	}
 }
@@ -308,12 +320,7 @@ func TestAReclaimThatLosesTheRaceToAnExpiredLeaseReclaimsAgain(t *testing.T) {
 // must take it, not answer "not FAILED" with a FAILED record.
 func TestAReopenWhoseReadFindsTheRecordFailedReopensIt(t *testing.T) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	hooked := &beforeFirst{base: &itemless{base: http.DefaultTransport.(*http.Transport).Clone()}, target: "GetItem"}
-	s, _ := storeOver(t, hooked, "reopenread")
-	other, err := awsdynamodb.New(dynamodb.NewFromConfig(awstest.Config(t)), s.Table())
-	if err != nil {
-		t.Fatal(err)
-	}
+	hooked, s, other := hookedPair(t, &itemless{base: http.DefaultTransport.(*http.Transport).Clone()}, "GetItem", "reopenread")
 	ctx := t.Context()
 	const key = "CHG-REOPEN/2.b"
 	if r, err := other.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-A", Fingerprint: "fp", Now: at, LeaseExpiredBy: at,

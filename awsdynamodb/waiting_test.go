@@ -1,22 +1,16 @@
 package awsdynamodb_test
 
 import (
-	"context"
 	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
-	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
-	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 
 // counting counts the requests sent, by operation (X-Amz-Target's suffix).
@@ -60,19 +54,9 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 	ctx := t.Context()
 	clock := storetest.NewClock(storetest.Epoch)
 	g := guardOn(t, s, clock)
-	var runs []idempotency.Run
-	work := func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
-		runs = append(runs, run)
-		if len(runs) == 1 {
-			return idempotency.Done{}, &idempotency.Wait{Until: clock.Now().Add(24 * time.Hour), Status: "RETRY_SCHEDULED",
-				Detail: "after INSUFFICIENT_FUNDS", NextGeneration: true, Note: "generation 1: declined INSUFFICIENT_FUNDS"}
-		}
-		return idempotency.Done{Status: "DEBITED", Detail: "CBS1", Note: "generation 2: debited"}, nil
-	}
+	charge := &storetest.RetriedCharge{Clock: clock}
 	rt.take()
-	if res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{}); err != nil || res.Outcome != idempotency.Waiting {
-		t.Fatalf("Do = %+v, %v; want Waiting", res, err)
-	}
+	charge.Wait(t, g, "CHG-W")
 	if got, want := rt.take(), map[string]int{"PutItem": 2}; !maps.Equal(got, want) {
 		t.Fatalf("claim and wait sent %v, want %v (one PutItem each)", got, want)
 	}
@@ -84,13 +68,7 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 		t.Fatalf("counts %v (%v), want WAITING 1, IN_PROGRESS 0", counts, err)
 	}
 	page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateWaiting, Limit: 10, Now: clock.Now()})
-	if err != nil || len(page.Records) != 1 {
-		t.Fatalf("ListState(WAITING) = %+v, %v", page, err)
-	}
-	if r := page.Records[0]; r.Key != "CHG-W" || r.Status != "RETRY_SCHEDULED" || r.Generation != 2 || len(r.History) != 1 ||
-		!r.LeaseUntil.Equal(clock.Now().Add(24*time.Hour)) {
-		t.Fatalf("listed %+v, want the waiting record: its status, generation 2, one history line, its not-before", r)
-	}
+	charge.Listed(t, page, err, "CHG-W")
 	for _, after := range []time.Duration{2 * time.Minute, 25 * time.Hour} { // within the wait, and past its not-before
 		if stuck, n, err := s.Stuck(ctx, clock.Now().Add(after), 10); err != nil || n != 0 {
 			t.Fatalf("Stuck %v on = %v %d %v, want none (a waiting record is not a stuck claim)", after, keys(stuck), n, err)
@@ -99,20 +77,11 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 
 	clock.Advance(24 * time.Hour)
 	rt.take()
-	res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{})
-	if err != nil || res.Outcome != idempotency.Acquired || res.Attempt != 2 {
-		t.Fatalf("the resumed run: %+v, %v; want Acquired on attempt 2", res, err)
-	}
+	charge.Resume(t, g, "CHG-W")
 	if got, want := rt.take(), map[string]int{"PutItem": 2, "UpdateItem": 1}; !maps.Equal(got, want) {
 		t.Fatalf("resume and finish sent %v, want %v (the claim's PutItem and fenced UpdateItem, the finish's PutItem)", got, want)
 	}
-	if r := runs[1]; r.Reclaimed || r.Generation != 2 || !slices.Equal(r.History, []string{"generation 1: declined INSUFFICIENT_FUNDS"}) {
-		t.Fatalf("the resumed run was told %+v; want not reclaimed, generation 2, the first note", r)
-	}
-	rec, err := g.Get(ctx, "CHG-W")
-	if err != nil || rec.State != driver.StateDone || rec.Generation != 2 || len(rec.History) != 2 || rec.Attempt != 2 {
-		t.Fatalf("final record %+v (%v), want DONE, generation 2, two history lines, attempt 2", rec, err)
-	}
+	charge.Debited(t, g, "CHG-W")
 	if _, ok := indexKeys(t, client, s.Table())["CHG-W"]; ok {
 		t.Fatal("a DONE DEBITED record is still in the index")
 	}
@@ -127,28 +96,20 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 // write fails on the state, and the record it gets back is one it may take
 // as a resume, not a reclaim (the run before ended cleanly).
 func TestAReclaimThatFindsTheRecordWaitingResumesIt(t *testing.T) {
-	at := func(ms int) time.Time {
-		return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(ms) * time.Millisecond)
-	}
 	const key = "CHG-RESUME/1.a"
-	hooked := &beforeFirst{base: http.DefaultTransport.(*http.Transport).Clone(), target: "UpdateItem"}
-	c, _ := storeOver(t, hooked, "resume")
-	other, err := awsdynamodb.New(dynamodb.NewFromConfig(awstest.Config(t)), c.Table())
-	if err != nil {
-		t.Fatal(err)
-	}
+	hooked, c, other := hookedPair(t, http.DefaultTransport.(*http.Transport).Clone(), "UpdateItem", "resume")
 	ctx := t.Context()
-	if r, err := other.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-A", Fingerprint: "fp", Now: at(0), LeaseExpiredBy: at(0),
-		LeaseUntil: at(5), ExpiresAt: at(0).Add(time.Hour)}); err != nil || !r.Acquired {
+	if r, err := other.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-A", Fingerprint: "fp", Now: msAt(0), LeaseExpiredBy: msAt(0),
+		LeaseUntil: msAt(5), ExpiresAt: msAt(0).Add(time.Hour)}); err != nil || !r.Acquired {
 		t.Fatalf("A's claim: %+v %v", r, err)
 	}
 	var ferr error
 	hooked.hook = func() {
 		ferr = other.Finish(ctx, driver.FinishRequest{Key: key, Token: "tok-A", State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
-			Now: at(5), ExpiresAt: at(5).Add(time.Hour), NotBefore: at(6), Generation: 2, History: []string{"generation 1: declined"}})
+			Now: msAt(5), ExpiresAt: msAt(5).Add(time.Hour), NotBefore: msAt(6), Generation: 2, History: []string{"generation 1: declined"}})
 	}
-	res, err := c.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-C", Fingerprint: "fp", Now: at(6), LeaseExpiredBy: at(6),
-		LeaseUntil: at(9), ExpiresAt: at(6).Add(time.Hour)})
+	res, err := c.Claim(ctx, driver.ClaimRequest{Key: key, Token: "tok-C", Fingerprint: "fp", Now: msAt(6), LeaseExpiredBy: msAt(6),
+		LeaseUntil: msAt(9), ExpiresAt: msAt(6).Add(time.Hour)})
 	if ferr != nil {
 		t.Fatal(ferr)
 	}
@@ -156,7 +117,7 @@ func TestAReclaimThatFindsTheRecordWaitingResumesIt(t *testing.T) {
 		res.Record.Generation != 2 || len(res.Record.History) != 1 || res.Record.Status != "" {
 		t.Fatalf("C's claim = %+v %v, want the waiting record resumed (not reclaimed): attempt 2, generation 2, the history, no status", res, err)
 	}
-	rec, err := other.Get(ctx, key, at(6))
+	rec, err := other.Get(ctx, key, msAt(6))
 	if err != nil || rec.State != driver.StateInProgress || rec.Token != "tok-C" || rec.Status != "" || rec.Generation != 2 {
 		t.Fatalf("record = %+v %v, want C's claim", rec, err)
 	}
@@ -164,65 +125,13 @@ func TestAReclaimThatFindsTheRecordWaitingResumesIt(t *testing.T) {
 
 // A finish to WAITING, written whole from the claimed record (the Guard's
 // way) or in place (a lease built by hand), sets the not-before, the
-// status and the listing, and the generation and history when given:
-// Generation 0 and a nil History keep the record's, an empty History
-// clears it.
+// status and the listing, and the generation and history when given
+// (storetest.FinishToWaiting).
 func TestAFinishToWaitingWritesItsFieldsWholeOrInPlace(t *testing.T) {
 	s, client := newStore(t)
-	ctx := t.Context()
-	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	for _, whole := range []bool{true, false} {
-		for _, tt := range []struct {
-			name        string
-			generation  int
-			history     []string
-			wantGen     int
-			wantHistory []string
-		}{
-			{"kept", 0, nil, 2, []string{"one"}},
-			{"replaced", 3, []string{"one", "two"}, 3, []string{"one", "two"}},
-			{"history cleared", 0, []string{}, 2, nil},
-		} {
-			name := tt.name + map[bool]string{true: " whole", false: " in place"}[whole]
-			t.Run(name, func(t *testing.T) {
-				key := "CHG-" + strings.ReplaceAll(name, " ", "-")
-				claim := func(tok string, now time.Time) driver.Record {
-					t.Helper()
-					r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Fingerprint: "fp", Now: now, LeaseExpiredBy: now,
-						LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
-					if err != nil || !r.Acquired {
-						t.Fatalf("claim: %+v %v", r, err)
-					}
-					return r.Record
-				}
-				first := claim("tok-1", at)
-				if err := s.Finish(ctx, driver.FinishRequest{Key: key, Token: "tok-1", State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
-					Now: at, ExpiresAt: at.Add(time.Hour), NotBefore: at.Add(time.Second), Generation: 2, History: []string{"one"}, Claimed: &first}); err != nil {
-					t.Fatal(err)
-				}
-				resumed := claim("tok-2", at.Add(time.Second))
-				nb := at.Add(time.Hour)
-				req := driver.FinishRequest{Key: key, Token: "tok-2", State: driver.StateWaiting, Status: "OUTSIDE_WINDOW", Detail: "until 06:00",
-					Now: at.Add(time.Second), ExpiresAt: nb.Add(time.Hour), NotBefore: nb, Generation: tt.generation, History: tt.history}
-				if whole {
-					req.Claimed = &resumed
-				}
-				if err := s.Finish(ctx, req); err != nil {
-					t.Fatal(err)
-				}
-				rec, err := s.Get(ctx, key, req.Now)
-				if err != nil || rec.State != driver.StateWaiting || !rec.LeaseUntil.Equal(nb) || rec.Status != "OUTSIDE_WINDOW" || rec.Detail != "until 06:00" ||
-					rec.Generation != tt.wantGen || !slices.Equal(rec.History, tt.wantHistory) || rec.Attempt != 2 || rec.Fingerprint != "fp" {
-					t.Fatalf("record %+v (%v), want WAITING until %v, the status, generation %d, history %q, attempt 2", rec, err, nb, tt.wantGen, tt.wantHistory)
-				}
-				if got := indexKeys(t, client, s.Table())[key]; got != "WAITING" {
-					t.Fatalf("listState %q, want WAITING", got)
-				}
-				// A retry of the wait that landed (an SDK retry after a lost answer) is nil.
-				if err := s.Finish(ctx, req); err != nil {
-					t.Fatalf("the retry of a wait that landed: %v", err)
-				}
-			})
+	storetest.FinishToWaiting(t, s, func(t *testing.T, key string) {
+		if got := indexKeys(t, client, s.Table())[key]; got != "WAITING" {
+			t.Fatalf("listState %q, want WAITING", got)
 		}
-	}
+	})
 }

@@ -79,31 +79,15 @@ func TestAttackAWaitingMessageWithTenAttributesReachesTheDLQ(t *testing.T) {
 			src := &sqsLimits{Queue: q, trace: tc.trace}
 			const stretch = 30 * time.Millisecond // SQS's 12 hours
 			until := time.Now().Add(8 * stretch).Round(0)
-			var mu sync.Mutex
-			var counts []int
-			handled := 0
-			rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
-				mu.Lock()
-				defer mu.Unlock()
-				counts = append(counts, d.ReceiveCount)
-				if time.Now().Before(until) {
-					return consumer.Decision{Action: consumer.Wait, Until: until}
-				}
-				handled++
-				return consumer.Decision{Action: consumer.Ack}
-			}), consumer.Options{MaxVisibility: stretch, Logger: quiet, AckFlushInterval: time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
+			var r receives
+			rt := consumertest.New(t, src, waitThenAck(&r, until), consumer.Options{MaxVisibility: stretch, Logger: quiet, AckFlushInterval: time.Millisecond})
 			stop := consumertest.Start(t, rt)
 			consumertest.WaitFor(t, "the charge handled or dead-lettered", func() bool {
-				mu.Lock()
-				defer mu.Unlock()
+				_, handled := r.seen()
 				return handled == 1 || dlq.Len() > 0
 			})
 			stop()
-			mu.Lock()
-			defer mu.Unlock()
+			counts, handled := r.seen()
 			if dlq.Len() != 0 || handled != 1 {
 				t.Fatalf("a waiting charge with %d attributes (trace header %v) was dead-lettered in its wait (handled %d times; receive counts at the handler %v; requeued %d of %d waits)",
 					tc.attrs, tc.trace, handled, counts, rt.Stats().Requeued, rt.Stats().Waited)
@@ -177,16 +161,13 @@ func TestAttackWaitingChargesFillSQSInFlightQuotaAndStopTheQueue(t *testing.T) {
 	src := &inFlightCap{Queue: q, cap: quota}
 	later := time.Now().Add(time.Hour)
 	due := make(chan struct{})
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		if string(d.Body) == "due-now" {
 			close(due)
 			return consumer.Decision{Action: consumer.Ack}
 		}
 		return consumer.Decision{Action: consumer.Wait, Until: later} // the notice's lead
 	}), consumer.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	defer stop()
 	consumertest.WaitFor(t, "the charges waiting", func() bool { return rt.Stats().Waited == quota })

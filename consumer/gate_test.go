@@ -61,7 +61,7 @@ func TestAnOutageBehindALyingHealthCheckCostsAMessageAtMostOneReceive(t *testing
 			var mu sync.Mutex
 			maxCount := map[string]int{}
 			var acked atomic.Int64
-			rt, err := consumer.New(q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+			rt := consumertest.New(t, q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
 				mu.Lock()
 				maxCount[d.ID] = max(maxCount[d.ID], d.ReceiveCount)
 				mu.Unlock()
@@ -73,9 +73,6 @@ func TestAnOutageBehindALyingHealthCheckCostsAMessageAtMostOneReceive(t *testing
 			}), consumer.Options{Concurrency: concurrency, Gate: br, VisibilityTimeout: time.Second,
 				HeartbeatInterval: 100 * time.Millisecond, BatchFillWait: time.Millisecond, Logger: quiet,
 				Backoff: func(int) time.Duration { return 0 }})
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithCancel(t.Context())
 			go func() { _ = br.Run(ctx) }()
 			defer cancel()
@@ -116,11 +113,8 @@ func TestParkedMessagesAreHandedBackAtShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	bank := &outageBank{br: br}
-	rt, err := consumer.New(q, consumer.HandlerFunc(bank.handle), consumer.Options{Concurrency: 4, Gate: br,
+	rt := consumertest.New(t, q, consumer.HandlerFunc(bank.handle), consumer.Options{Concurrency: 4, Gate: br,
 		BatchFillWait: 20 * time.Millisecond, Logger: quiet, Backoff: func(int) time.Duration { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	consumertest.WaitFor(t, "three messages parked", func() bool { return rt.Stats().InHand == 3 })
 	stop()
@@ -213,18 +207,12 @@ func TestAParkedMessageSurvivesFailedVisibilityExtensions(t *testing.T) {
 	}
 	go func() { _ = br.Run(t.Context()) }()
 	bank := &outageBank{br: br}
-	var counts []int
-	var mu sync.Mutex
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
-		mu.Lock()
-		counts = append(counts, d.ReceiveCount)
-		mu.Unlock()
+	var r receives
+	rt := consumertest.New(t, src, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+		r.add(d)
 		return bank.handle(ctx, d)
 	}), consumer.Options{Concurrency: 2, Gate: br, VisibilityTimeout: 2 * time.Second, HeartbeatInterval: 20 * time.Millisecond,
 		Logger: quiet, Backoff: func(int) time.Duration { return 0 }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	consumertest.WaitFor(t, "the message parked", func() bool { return rt.Stats().InHand == 1 })
 	src.down.Store(true)
@@ -236,8 +224,7 @@ func TestAParkedMessageSurvivesFailedVisibilityExtensions(t *testing.T) {
 	bank.up.Store(true)
 	consumertest.WaitFor(t, "the message acked", func() bool { return q.Len() == 0 })
 	stop()
-	mu.Lock()
-	defer mu.Unlock()
+	counts, _ := r.seen()
 	for _, c := range counts {
 		if c != 1 {
 			t.Fatalf("receive counts at each handling %v, want 1 throughout", counts)

@@ -34,18 +34,24 @@ func send(t *testing.T, q *memqueue.Queue, n int) {
 	}
 }
 
+// newRuntime is consumer.New(src, h, o), failing the test on an error.
+
+// runUntilEmpty runs rt until q holds no message (what names the wait),
+// then stops it.
+func runUntilEmpty(t *testing.T, rt *consumer.Runtime, q *memqueue.Queue, what string) {
+	t.Helper()
+	stop := consumertest.Start(t, rt)
+	consumertest.WaitFor(t, what, func() bool { return q.Len() == 0 })
+	stop()
+}
+
 func TestAcksAreBatchedAndEveryMessageDeleted(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 95)
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 20, Logger: quiet, AckFlushInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := consumertest.Start(t, rt)
-	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
-	stop()
+	runUntilEmpty(t, rt, q, "queue drained")
 	c := q.Counts()
 	if c.AckedMessages != 95 || rt.Stats().Acked != 95 {
 		t.Fatalf("acked %d (stats %d), want 95", c.AckedMessages, rt.Stats().Acked)
@@ -59,7 +65,7 @@ func TestConcurrencyIsBounded(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 60)
 	var cur, peak atomic.Int64
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
 		n := cur.Add(1)
 		for {
 			p := peak.Load()
@@ -71,12 +77,7 @@ func TestConcurrencyIsBounded(t *testing.T) {
 		cur.Add(-1)
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 4, BatchSize: 10, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := consumertest.Start(t, rt)
-	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
-	stop()
+	runUntilEmpty(t, rt, q, "queue drained")
 	if p := peak.Load(); p > 4 || p < 2 {
 		t.Fatalf("peak concurrency %d, want 2..4", p)
 	}
@@ -87,7 +88,7 @@ func TestRetryLeavesTheMessageForRedelivery(t *testing.T) {
 	send(t, q, 1)
 	var seen []int
 	var mu sync.Mutex
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		mu.Lock()
 		defer mu.Unlock()
 		seen = append(seen, d.ReceiveCount)
@@ -96,12 +97,7 @@ func TestRetryLeavesTheMessageForRedelivery(t *testing.T) {
 		}
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := consumertest.Start(t, rt)
-	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
-	stop()
+	runUntilEmpty(t, rt, q, "queue drained")
 	mu.Lock()
 	defer mu.Unlock()
 	if fmt.Sprint(seen) != "[1 2 3]" {
@@ -124,15 +120,10 @@ func TestDefaultBackoffGrowsWithReceiveCount(t *testing.T) {
 func TestDeadLetterForwardsWithReasonAndDeletes(t *testing.T) {
 	q, dlq := newQueue(time.Minute)
 	send(t, q, 3)
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		return consumer.Decision{Action: consumer.DeadLetter, Reason: queue.Reason{Code: "invalid", Detail: string(d.Body)}}
 	}), consumer.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := consumertest.Start(t, rt)
-	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
-	stop()
+	runUntilEmpty(t, rt, q, "queue drained")
 	msgs := dlq.Messages()
 	if len(msgs) != 3 {
 		t.Fatalf("DLQ holds %d, want 3", len(msgs))
@@ -148,18 +139,13 @@ func TestPanicIsRetriedNotAcked(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 1)
 	var calls atomic.Int64
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
 		if calls.Add(1) == 1 {
 			panic("boom")
 		}
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Logger: quiet, Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := consumertest.Start(t, rt)
-	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
-	stop()
+	runUntilEmpty(t, rt, q, "queue drained")
 	if s := rt.Stats(); s.Panics != 1 || s.Acked != 1 || calls.Load() != 2 {
 		t.Fatalf("stats %+v, calls %d", s, calls.Load())
 	}
@@ -170,16 +156,13 @@ func TestHeartbeatKeepsASlowMessageInvisibleAndRunsBeats(t *testing.T) {
 	send(t, q, 1)
 	var beats, handled atomic.Int64
 	release := make(chan struct{})
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		handled.Add(1)
 		unregister := d.Register(func(context.Context) error { beats.Add(1); return nil })
 		defer unregister()
 		<-release
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 2, VisibilityTimeout: time.Second, HeartbeatInterval: 100 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	time.Sleep(2500 * time.Millisecond) // two and a half visibility timeouts
 	close(release)
@@ -197,7 +180,7 @@ func TestGracefulShutdownFinishesInFlightWork(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 8)
 	entered := make(chan struct{}, 8)
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
 		entered <- struct{}{}
 		time.Sleep(100 * time.Millisecond)
 		if ctx.Err() != nil {
@@ -205,9 +188,6 @@ func TestGracefulShutdownFinishesInFlightWork(t *testing.T) {
 		}
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 8, BatchSize: 8, ShutdownTimeout: 5 * time.Second, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	for range 8 {
 		<-entered
@@ -226,7 +206,7 @@ func TestShutdownDeadlineNeverAcksUnfinishedWork(t *testing.T) {
 		finished = map[string]bool{} // message ids whose handler completed its work
 	)
 	entered := make(chan struct{}, 10)
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(ctx context.Context, d *consumer.Delivery) consumer.Decision {
 		entered <- struct{}{}
 		var n int
 		fmt.Sscanf(string(d.Body), "m%d", &n)
@@ -239,9 +219,6 @@ func TestShutdownDeadlineNeverAcksUnfinishedWork(t *testing.T) {
 		<-ctx.Done() // slow ones outlive the shutdown deadline
 		return consumer.Decision{Action: consumer.Retry, Reason: queue.Reason{Code: "cancelled"}}
 	}), consumer.Options{Concurrency: 10, BatchSize: 10, ShutdownTimeout: 100 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	for range 10 {
 		<-entered
@@ -284,7 +261,7 @@ func TestASlowMessageDoesNotStopOthersBeingReceived(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	release := make(chan struct{})
 	handledFast := make(chan struct{})
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		if string(d.Body) == "slow" {
 			<-release
 		} else {
@@ -292,9 +269,6 @@ func TestASlowMessageDoesNotStopOthersBeingReceived(t *testing.T) {
 		}
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 2, BatchSize: 10, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := q.Send(t.Context(), []byte("slow"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -354,16 +328,13 @@ func TestClosedGateReceivesNothingAndReceiveCountsStayPut(t *testing.T) {
 	send(t, q, 5)
 	var handled atomic.Int64
 	g := newGate()
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		handled.Add(1)
 		if d.ReceiveCount != 1 {
 			t.Errorf("message %s received %d times, want once", d.ID, d.ReceiveCount)
 		}
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 4, Gate: g, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	time.Sleep(300 * time.Millisecond) // many receive opportunities
 	if n := handled.Load(); n != 0 || q.Len() != 5 {
@@ -387,7 +358,7 @@ func TestABeatThatFailsRunsAgain(t *testing.T) {
 	send(t, q, 1)
 	var beats atomic.Int64
 	release := make(chan struct{})
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		unregister := d.Register(func(context.Context) error {
 			if beats.Add(1) == 1 {
 				return fmt.Errorf("store throttled")
@@ -398,9 +369,6 @@ func TestABeatThatFailsRunsAgain(t *testing.T) {
 		<-release
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{VisibilityTimeout: time.Second, HeartbeatInterval: 50 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	consumertest.WaitFor(t, "beats after a failed one", func() bool { return beats.Load() >= 3 })
 	close(release)
@@ -432,7 +400,7 @@ func TestReceiversOverlapAndShareTheSlots(t *testing.T) {
 	var cur, peak atomic.Int64
 	var mu sync.Mutex
 	seen := map[string]int{}
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		n := cur.Add(1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
@@ -443,12 +411,7 @@ func TestReceiversOverlapAndShareTheSlots(t *testing.T) {
 		cur.Add(-1)
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 8, BatchSize: 4, Receivers: 3, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := consumertest.Start(t, rt)
-	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
-	stop()
+	runUntilEmpty(t, rt, q, "queue drained")
 	if p := src.peak.Load(); p < 2 || p > 3 {
 		t.Errorf("receives at once: peak %d, want 2..3", p)
 	}
@@ -507,13 +470,10 @@ func TestMessagesReceivedAtShutdownGiveTheirClaimsUp(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 3)
 	src := &lateReceive{Queue: q}
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, src, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
 		t.Error("a message received at shutdown was handled")
 		return consumer.Decision{Action: consumer.Ack}
 	}), consumer.Options{Concurrency: 4, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	time.Sleep(20 * time.Millisecond)
 	stop()
@@ -557,7 +517,7 @@ func TestASettledMessageIsNotSentAgain(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 40)
 	src := &boundReceives{Queue: q}
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		var i int
 		fmt.Sscanf(string(d.Body), "m%d", &i)
 		if i%2 == 0 {
@@ -573,12 +533,7 @@ func TestASettledMessageIsNotSentAgain(t *testing.T) {
 		}
 		return consumer.Decision{Action: consumer.DeadLetter, Reason: queue.Reason{Code: "debit_failed"}}
 	}), consumer.Options{Concurrency: 8, Logger: quiet, AckFlushInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := consumertest.Start(t, rt)
-	consumertest.WaitFor(t, "queue drained", func() bool { return q.Len() == 0 })
-	stop()
+	runUntilEmpty(t, rt, q, "queue drained")
 	// Unsettled: i%4 == 1 acked (10), i%4 == 3 dead-lettered (10).
 	if a, d := src.acks.Load(), src.deadLetters.Load(); a != 10 || d != 10 {
 		t.Errorf("acks %d, dead-letters %d reached the queue; want 10 and 10 (the settled ones never)", a, d)

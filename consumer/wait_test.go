@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,11 +123,8 @@ func TestWaitsNeverMoveAMessageTowardTheDLQ(t *testing.T) {
 				// 3 to 6 visibility periods from its first receive.
 				s.wait[string(m.Body)] = 3*maxVis + time.Duration(i)*3*maxVis/n
 			}
-			rt, err := consumer.New(q, s, consumer.Options{Concurrency: 16, MaxVisibility: maxVis, Logger: quiet,
+			rt := consumertest.New(t, q, s, consumer.Options{Concurrency: 16, MaxVisibility: maxVis, Logger: quiet,
 				BatchFillWait: time.Millisecond, AckFlushInterval: 5 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
 			stop := consumertest.Start(t, rt)
 			consumertest.WaitFor(t, "every charge handled", func() bool { return s.handled() == n })
 			consumertest.WaitFor(t, "the queue empty", func() bool {
@@ -208,6 +206,42 @@ func (s *dlqAttributes) Send(ctx context.Context, body []byte, attrs map[string]
 	return s.Queue.Send(ctx, body, attrs)
 }
 
+// receives records the receive count of each delivery a handler is
+// given, and how many it acked.
+type receives struct {
+	mu     sync.Mutex
+	counts []int
+	acked  int
+}
+
+func (r *receives) add(d *consumer.Delivery) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts = append(r.counts, d.ReceiveCount)
+}
+
+// seen is the receive counts recorded so far, and the acks.
+func (r *receives) seen() ([]int, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.counts), r.acked
+}
+
+// waitThenAck is a handler that records each delivery in r, has it wait
+// until until, and acks it once until has passed.
+func waitThenAck(r *receives, until time.Time) consumer.Handler {
+	return consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.counts = append(r.counts, d.ReceiveCount)
+		if time.Now().Before(until) {
+			return consumer.Decision{Action: consumer.Wait, Until: until}
+		}
+		r.acked++
+		return consumer.Decision{Action: consumer.Ack}
+	})
+}
+
 // The copy a requeue sends carries the original's attributes (without the
 // dead-letter ones) and the not-before; the original is deleted, and the
 // copy starts at receive count 0.
@@ -218,17 +252,11 @@ func TestARequeuedCopyCarriesTheAttributesAndTheNotBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	until := time.Now().Add(time.Hour)
-	var calls []int
-	var mu sync.Mutex
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
-		mu.Lock()
-		calls = append(calls, d.ReceiveCount)
-		mu.Unlock()
+	var r receives
+	rt := consumertest.New(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+		r.add(d)
 		return consumer.Decision{Action: consumer.Wait, Until: until}
 	}), consumer.Options{MaxVisibility: 20 * time.Millisecond, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	consumertest.WaitFor(t, "the copy requeued twice", func() bool { return rt.Stats().Requeued >= 2 })
 	stop()
@@ -245,9 +273,7 @@ func TestARequeuedCopyCarriesTheAttributesAndTheNotBefore(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].ReceiveCount > 1 || string(msgs[0].Body) != "charge-1" {
 		t.Fatalf("queue holds %+v, want the one copy at receive count 0 or 1", msgs)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if fmt.Sprint(calls) != "[1 2]" {
+	if calls, _ := r.seen(); fmt.Sprint(calls) != "[1 2]" {
 		t.Errorf("handler called at receive counts %v, want [1 2]: a copy that waits is not handed over", calls)
 	}
 	if dlq.Len() != 0 {
@@ -272,13 +298,10 @@ func TestABogusNotBeforeIsHandledAtOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			handled := make(chan int, 4)
-			rt, err := consumer.New(q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+			rt := consumertest.New(t, q, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 				handled <- d.ReceiveCount
 				return consumer.Decision{Action: consumer.Ack}
 			}), consumer.Options{Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
 			stop := consumertest.Start(t, rt)
 			select {
 			case n := <-handled:
@@ -337,26 +360,11 @@ func TestARequeueThatCannotSendFallsBackToTheVisibility(t *testing.T) {
 			q, dlq := newQueue(time.Minute)
 			send(t, q, 1)
 			until := time.Now().Add(150 * time.Millisecond).Round(0)
-			var counts []int
-			var mu sync.Mutex
+			var r receives
 			src, sends := wrap(q)
-			rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
-				mu.Lock()
-				defer mu.Unlock()
-				counts = append(counts, d.ReceiveCount)
-				if time.Now().Before(until) {
-					return consumer.Decision{Action: consumer.Wait, Until: until}
-				}
-				return consumer.Decision{Action: consumer.Ack}
-			}), consumer.Options{MaxVisibility: 40 * time.Millisecond, Logger: quiet})
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop := consumertest.Start(t, rt)
-			consumertest.WaitFor(t, "handled", func() bool { return q.Len() == 0 })
-			stop()
-			mu.Lock()
-			defer mu.Unlock()
+			rt := consumertest.New(t, src, waitThenAck(&r, until), consumer.Options{MaxVisibility: 40 * time.Millisecond, Logger: quiet})
+			runUntilEmpty(t, rt, q, "handled")
+			counts, _ := r.seen()
 			if len(counts) < 3 || counts[len(counts)-1] != len(counts) {
 				t.Errorf("receive counts at the handler %v: want one receive per stretch of visibility", counts)
 			}
@@ -386,7 +394,7 @@ func TestAWaitIsNeverParked(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 3)
 	var decisions atomic.Int64
-	rt, err := consumer.New(q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, q, consumer.HandlerFunc(func(context.Context, *consumer.Delivery) consumer.Decision {
 		return consumer.Decision{Action: consumer.Wait, Until: time.Now().Add(time.Hour)}
 	}), consumer.Options{Gate: pausedGate{}, Logger: quiet, OnDecision: func(_ queue.Message, d consumer.Decision, _ time.Duration) {
 		if d.Action != consumer.Wait || d.Until.IsZero() {
@@ -394,9 +402,6 @@ func TestAWaitIsNeverParked(t *testing.T) {
 		}
 		decisions.Add(1)
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	consumertest.WaitFor(t, "three waits", func() bool { return rt.Stats().Waited == 3 })
 	stop()
@@ -435,7 +440,7 @@ func TestASettledWaitSendsNothing(t *testing.T) {
 	q, _ := newQueue(time.Minute)
 	send(t, q, 10)
 	src := &countingSource{boundReceives: &boundReceives{Queue: q}}
-	rt, err := consumer.New(src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
+	rt := consumertest.New(t, src, consumer.HandlerFunc(func(_ context.Context, d *consumer.Delivery) consumer.Decision {
 		var i int
 		fmt.Sscanf(string(d.Body), "m%d", &i)
 		if i%2 == 0 {
@@ -443,9 +448,6 @@ func TestASettledWaitSendsNothing(t *testing.T) {
 		}
 		return consumer.Decision{Action: consumer.Wait, Until: time.Now().Add(time.Hour)}
 	}), consumer.Options{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
 	stop := consumertest.Start(t, rt)
 	consumertest.WaitFor(t, "ten waits", func() bool { return rt.Stats().Waited == 10 })
 	stop()

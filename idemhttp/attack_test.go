@@ -12,16 +12,11 @@ import (
 
 	"github.com/finedge/idempotent-consumer/idemhttp"
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 func attackGuard(t *testing.T) *idempotency.Guard {
 	t.Helper()
-	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return memGuard(t, idempotency.Options{Lease: 2 * time.Second})
 }
 
 // docs/library/http.md: "Rotating the fingerprint key makes retries of keys
@@ -229,10 +224,7 @@ func TestAttackPanicValueIsNotSentToClients(t *testing.T) {
 // value of type idempotency.Run anywhere in the request's context chain,
 // the API being absent.)
 func TestAttackReclaimedRunReachesTheHandler(t *testing.T) {
-	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 200 * time.Millisecond, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := memGuard(t, idempotency.Options{Lease: 200 * time.Millisecond, SkewMargin: -1})
 	body := `{"amount":2500}`
 	// A server claimed the key and crashed before recording anything.
 	if _, err := g.Claim(t.Context(), idemhttp.DefaultNamespace+":crash-1", idempotency.Fingerprint("POST", "/payments", "", body)); err != nil {

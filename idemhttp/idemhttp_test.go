@@ -38,13 +38,20 @@ func (p *payments) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"id":"pay_%d","request":%q}`, n, body)
 }
 
+// memGuard is a Guard with o over a fresh memstore.
+func memGuard(t *testing.T, o idempotency.Options) *idempotency.Guard {
+	t.Helper()
+	g, err := idempotency.NewGuard(memstore.New(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
 func newServer(t *testing.T, h http.Handler, opts idemhttp.Options) *httptest.Server {
 	t.Helper()
 	if opts.Guard == nil {
-		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 2 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := memGuard(t, idempotency.Options{Lease: 2 * time.Second})
 		opts.Guard = g
 	}
 	if opts.Scope == nil {
@@ -67,6 +74,18 @@ type answer struct {
 	body   string
 }
 
+// do sends req and reads the whole answer.
+func do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return answer{resp.StatusCode, resp.Header, string(b)}
+}
+
 func send(t *testing.T, method, url, key, body string) answer {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
@@ -76,13 +95,7 @@ func send(t *testing.T, method, url, key, body string) answer {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	return do(t, req)
 }
 
 func problemType(t *testing.T, a answer) string {
@@ -259,10 +272,7 @@ func TestFailuresNeverRunTheHandlerTwice(t *testing.T) {
 		}
 	})
 	t.Run("panic leaves the key failed, not done", func(t *testing.T) {
-		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := memGuard(t, idempotency.Options{})
 		var runs atomic.Int32
 		mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Unscoped: true})
 		if err != nil {
@@ -353,10 +363,7 @@ func TestFailuresNeverRunTheHandlerTwice(t *testing.T) {
 		}
 	})
 	t.Run("a handler slower than the lease is not taken over", func(t *testing.T) {
-		g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 300 * time.Millisecond, SkewMargin: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := memGuard(t, idempotency.Options{Lease: 300 * time.Millisecond, SkewMargin: -1})
 		h := &payments{delay: time.Second}
 		srv := newServer(t, h, idemhttp.Options{Guard: g})
 		first := make(chan answer)
@@ -412,6 +419,22 @@ func (a *accounts) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"id":"pay_%d","account":%q}`, a.made.Add(1), req.Account)
 }
 
+// accountsServer serves accounts behind authenticate and the middleware
+// of opts (its Guard over a fresh memstore) until the test ends.
+func accountsServer(t *testing.T, opts idemhttp.Options) (*httptest.Server, *accounts, *idempotency.Guard) {
+	t.Helper()
+	g := memGuard(t, idempotency.Options{})
+	opts.Guard = g
+	mw, err := idemhttp.Middleware(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &accounts{}
+	srv := httptest.NewServer(authenticate(mw(h)))
+	t.Cleanup(srv.Close)
+	return srv, h, g
+}
+
 func sendAs(t *testing.T, url, auth, key, body string) answer {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, strings.NewReader(body))
@@ -422,30 +445,14 @@ func sendAs(t *testing.T, url, auth, key, body string) answer {
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, resp.Header, string(b)}
+	return do(t, req)
 }
 
 // Issue 51: two clients with the same key and body get independent
 // results. Bob replaying Alice's key and body runs the handler — its
 // authorisation refuses him — and never gets Alice's stored 201.
 func TestScopeKeepsClientsApart(t *testing.T) {
-	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Scope: clientOf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &accounts{}
-	srv := httptest.NewServer(authenticate(mw(h)))
-	defer srv.Close()
+	srv, h, _ := accountsServer(t, idemhttp.Options{Scope: clientOf})
 	const body = `{"account":"acct-a"}`
 	first := sendAs(t, srv.URL+"/payments", "Bearer tok-alice", "k", body)
 	if first.status != 201 || first.header.Get(idemhttp.ReplayedHeader) != "" {
@@ -477,17 +484,7 @@ func TestScopeKeepsClientsApart(t *testing.T) {
 // every client, so Bob gets Alice's stored 201 without the handler (and
 // its authorisation) running — what the option gives up.
 func TestUnscopedSharesOneKeySpace(t *testing.T) {
-	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Unscoped: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &accounts{}
-	srv := httptest.NewServer(authenticate(mw(h)))
-	defer srv.Close()
+	srv, h, g := accountsServer(t, idemhttp.Options{Unscoped: true})
 	const body = `{"account":"acct-a"}`
 	first := sendAs(t, srv.URL+"/payments", "Bearer tok-alice", "k", body)
 	b := sendAs(t, srv.URL+"/payments", "Bearer tok-bob", "k", body)
@@ -503,10 +500,7 @@ func TestUnscopedSharesOneKeySpace(t *testing.T) {
 // A request whose Scope is "" (no client identified) is refused with 401,
 // before the key is looked at; nothing is claimed, the handler never runs.
 func TestEmptyScopeIsRefused(t *testing.T) {
-	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := memGuard(t, idempotency.Options{})
 	mw, err := idemhttp.Middleware(idemhttp.Options{Guard: g, Scope: func(r *http.Request) string { return r.Header.Get("X-Client") },
 		Challenge: `Bearer realm="payments"`})
 	if err != nil {

@@ -50,16 +50,20 @@ func TestOptionsRefused(t *testing.T) {
 	}
 }
 
+// retryTheRetries retries a record whose body is "retry" and deletes
+// every other.
+func retryTheRetries(_ context.Context, m events.SQSMessage, _ idempotency.Heartbeat) lambdasqs.Verdict {
+	if m.Body == "retry" {
+		return lambdasqs.Verdict{Disposition: lambdasqs.Retry}
+	}
+	return lambdasqs.Verdict{Disposition: lambdasqs.Delete}
+}
+
 // A FIFO batch stops at the first record to retry: every later one is
 // named too, so that a message group keeps its order.
 func TestFIFOStopsAtTheFirstRetry(t *testing.T) {
 	h, err := lambdasqs.Records(lambdasqs.Options{MinWork: time.Second, Lease: time.Minute, Logger: quiet, Concurrency: 4},
-		func(_ context.Context, m events.SQSMessage, _ idempotency.Heartbeat) lambdasqs.Verdict {
-			if m.Body == "retry" {
-				return lambdasqs.Verdict{Disposition: lambdasqs.Retry}
-			}
-			return lambdasqs.Verdict{Disposition: lambdasqs.Delete}
-		})
+		retryTheRetries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +80,7 @@ func TestFIFOStopsAtTheFirstRetry(t *testing.T) {
 // with a record to retry fails as a whole; one without does not.
 func TestWholeBatchOnFailure(t *testing.T) {
 	h, err := lambdasqs.Records(lambdasqs.Options{MinWork: time.Second, Lease: time.Minute, Logger: quiet, WholeBatchOnFailure: true},
-		func(_ context.Context, m events.SQSMessage, _ idempotency.Heartbeat) lambdasqs.Verdict {
-			if m.Body == "retry" {
-				return lambdasqs.Verdict{Disposition: lambdasqs.Retry}
-			}
-			return lambdasqs.Verdict{Disposition: lambdasqs.Delete}
-		})
+		retryTheRetries)
 	if err != nil {
 		t.Fatal(err)
 	}

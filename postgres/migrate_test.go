@@ -3,26 +3,37 @@ package postgres_test
 import (
 	"errors"
 	"slices"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 )
 
-// A schema at version 3 (before WAITING) is upgraded by Open: its records
-// are kept as they were, and a record can then wait and be resumed.
-func TestOpenUpgradesAVersion3SchemaToWaiting(t *testing.T) {
+// openAtVersion opens a schema of the test's own set up only to version,
+// as an older release left it, and returns it with the schema's name.
+func openAtVersion(t *testing.T, version int) (*postgres.DB, string) {
+	t.Helper()
 	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is unreachable
-	ctx := t.Context()
 	schema := dbtest.Schema(t)
-	old, err := postgres.OpenAtVersion(ctx, dbtest.PostgresURL(), schema, 3)
+	old, err := postgres.OpenAtVersion(t.Context(), dbtest.PostgresURL(), schema, version)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return old, schema
+}
+
+// A schema at version 3 (before WAITING) is upgraded by Open: its records
+// are kept as they were, and a record can then wait and be resumed.
+func TestOpenUpgradesAVersion3SchemaToWaiting(t *testing.T) {
+	ctx := t.Context()
+	old, schema := openAtVersion(t, 3)
 	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	insert := `insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at,
 		status, detail, reopens, reopened_at, reopen_reason, prev_status, prev_detail, generation, history)
@@ -42,16 +53,7 @@ func TestOpenUpgradesAVersion3SchemaToWaiting(t *testing.T) {
 		CreatedAt: at, UpdatedAt: at, ExpiresAt: at, Generation: 1}); err == nil {
 		t.Fatal("a version-3 schema took a WAITING record: the test does not start from the old schema")
 	}
-	rows := []driver.Record{
-		{Key: "in-progress", State: driver.StateInProgress, Token: "t1", Fingerprint: "f1", Attempt: 2, LeaseUntil: at.Add(time.Minute),
-			CreatedAt: at, UpdatedAt: at.Add(time.Second), ExpiresAt: at.Add(72 * time.Hour), Generation: 1},
-		{Key: "done", State: driver.StateDone, Token: "t2", Fingerprint: "f2", Attempt: 1, LeaseUntil: at, CreatedAt: at, UpdatedAt: at,
-			ExpiresAt: at.Add(72 * time.Hour), Status: "DEBITED", Detail: "CBS-1", Generation: 1},
-		{Key: "reopened", State: driver.StateFailed, Token: "t3", Fingerprint: "f3", Attempt: 3, LeaseUntil: at, CreatedAt: at,
-			UpdatedAt: at.Add(time.Hour), ExpiresAt: at.Add(72 * time.Hour), Status: "FAILED", Detail: "declined",
-			Reopens: 1, ReopenedAt: at.Add(30 * time.Minute), ReopenReason: "INC-1", PrevStatus: "FAILED", PrevDetail: "timeout",
-			Generation: 2, History: []string{"generation 1: timeout", "generation 2: declined"}},
-	}
+	rows := storetest.UpgradeRecords(at)
 	for _, r := range rows {
 		if err := add(r); err != nil {
 			t.Fatal(err)
@@ -67,31 +69,7 @@ func TestOpenUpgradesAVersion3SchemaToWaiting(t *testing.T) {
 		t.Fatalf("Open of a version-3 schema: %v", err)
 	}
 	t.Cleanup(db.Close)
-	if notes := db.Notes(); len(notes) != 1 || !strings.HasPrefix(notes[0], "3 record(s) kept before summaries carry none") {
-		t.Errorf("the upgrade's notes = %q, want the 3 records without a summary counted", notes)
-	}
-	s := postgres.NewStore(db)
-	for _, want := range rows {
-		got, err := s.Get(ctx, want.Key, at)
-		if err != nil {
-			t.Fatalf("Get(%s) after the upgrade: %v", want.Key, err)
-		}
-		if !sameRecord(got, want) {
-			t.Errorf("%s after the upgrade:\n got %+v\nwant %+v", want.Key, got, want)
-		}
-	}
-	// The in-progress record (its lease passed) waits, and is resumed.
-	now := at.Add(2 * time.Minute)
-	if err := s.Finish(ctx, driver.FinishRequest{Key: "in-progress", Token: "t1", State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
-		Now: now, ExpiresAt: now.Add(72 * time.Hour), NotBefore: now.Add(time.Hour)}); err != nil {
-		t.Fatalf("a wait after the upgrade: %v", err)
-	}
-	later := now.Add(time.Hour)
-	res, err := s.Claim(ctx, driver.ClaimRequest{Key: "in-progress", Token: "t4", Fingerprint: "f1", Now: later, LeaseExpiredBy: later,
-		LeaseUntil: later.Add(time.Minute), ExpiresAt: later.Add(72 * time.Hour)})
-	if err != nil || !res.Acquired || res.Reclaimed || res.Record.Attempt != 3 {
-		t.Fatalf("resume after the upgrade: %+v %v, want acquired, not reclaimed, attempt 3", res, err)
-	}
+	storetest.Upgraded(t, postgres.NewStore(db), db.Notes(), rows, at)
 	again, err := postgres.Open(ctx, dbtest.PostgresURL(), postgres.Options{Schema: schema, Existing: true})
 	if err != nil {
 		t.Fatalf("Existing after the upgrade: %v", err)
@@ -99,10 +77,111 @@ func TestOpenUpgradesAVersion3SchemaToWaiting(t *testing.T) {
 	again.Close()
 }
 
-func sameRecord(a, b driver.Record) bool {
-	return a.Key == b.Key && a.State == b.State && a.Token == b.Token && a.Fingerprint == b.Fingerprint && a.Attempt == b.Attempt &&
-		a.LeaseUntil.Equal(b.LeaseUntil) && a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) && a.ExpiresAt.Equal(b.ExpiresAt) &&
-		a.Status == b.Status && a.Detail == b.Detail && a.Reopens == b.Reopens && a.ReopenedAt.Equal(b.ReopenedAt) &&
-		a.ReopenReason == b.ReopenReason && a.PrevStatus == b.PrevStatus && a.PrevDetail == b.PrevDetail &&
-		a.Generation == b.Generation && slices.Equal(a.History, b.History)
+// A version-4 schema whose key column sorts by a linguistic collation
+// (case and accents folded, digits by value) and records in every state,
+// with keys whose byte order differs from that collation's, is upgraded by
+// two processes at once: afterwards every listing, by state, status and
+// prefix, page by page, shows each record it should exactly once, in byte
+// order, and a record moved between DONE-DEBITED and a rare status is
+// listed under its new one only.
+func TestListingAfterTheUpgradeToVersion5(t *testing.T) {
+	ctx := t.Context()
+	old, schema := openAtVersion(t, 4)
+	if _, err := old.Pool().Exec(ctx, `alter table idempotency_records alter column key type text collate "en-x-icu"`); err != nil {
+		t.Skipf("no ICU collation to start from: %v", err)
+	}
+	at := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	keys := []string{"a", "A", "b", "B", "e", "é", "É", "ée", "f", "z", "Z", "10", "9", "~x", "~", "a~", "a%", "a_", "ab", "aB", "Ab", "ü", "u"}
+	states := []struct {
+		state  driver.State
+		status string
+	}{{driver.StateDone, "DEBITED"}, {driver.StateDone, "DEBITED_NOTIFICATION_FAILED"}, {driver.StateFailed, "FAILED"},
+		{driver.StateInProgress, ""}, {driver.StateWaiting, "RETRY_SCHEDULED"}}
+	var all []driver.Record
+	for i, k := range keys {
+		for j, s := range states {
+			if (i+j)%2 == 0 && j != 0 {
+				continue
+			}
+			key := k + "-" + string(rune('0'+j))
+			r := driver.Record{Key: key, State: s.state, Status: s.status, Token: "t", Fingerprint: "f", Attempt: 1,
+				LeaseUntil: at, CreatedAt: at, UpdatedAt: at, ExpiresAt: at.Add(72 * time.Hour), Generation: 1}
+			if _, err := old.Pool().Exec(ctx, `insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until,
+				created_at, updated_at, expires_at, status) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+				r.Key, string(r.State), r.Token, r.Fingerprint, r.Attempt, r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.ExpiresAt, r.Status); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, r)
+		}
+	}
+	old.Close()
+	var wg sync.WaitGroup
+	dbs := make([]*postgres.DB, 2)
+	errs := make([]error, 2)
+	for i := range dbs {
+		wg.Go(func() { dbs[i], errs[i] = postgres.Open(ctx, dbtest.PostgresURL(), postgres.Options{Schema: schema}) })
+	}
+	wg.Wait()
+	for i, db := range dbs {
+		if errs[i] != nil {
+			t.Fatalf("process %d migrating: %v", i, errs[i])
+		}
+		t.Cleanup(db.Close)
+	}
+	s := postgres.NewStore(dbs[0])
+	now := at.Add(time.Hour)
+	check := func(what string) {
+		t.Helper()
+		for _, st := range states {
+			for _, status := range []string{"", st.status} {
+				for _, prefix := range []string{"", "a", "A", "é", "e", "~", "1", "a%", "ü"} {
+					req := driver.ListRequest{State: st.state, Status: status, Prefix: prefix, Now: now}
+					var want []string
+					for _, r := range all {
+						if req.Listed(r) {
+							want = append(want, r.Key)
+						}
+					}
+					sort.Strings(want)
+					for _, limit := range []int{1, 2, 3, 50} {
+						req.Limit, req.After = limit, ""
+						var got []string
+						for range 200 {
+							p, err := s.ListState(ctx, req)
+							if err != nil {
+								t.Fatal(err)
+							}
+							for _, r := range p.Records {
+								got = append(got, r.Key)
+							}
+							if p.Next == "" {
+								break
+							}
+							req.After = p.Next
+						}
+						if !slices.Equal(got, want) {
+							t.Errorf("%s: %s status %q prefix %q limit %d:\n got %q\nwant %q", what, st.state, status, prefix, limit, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+	check("after the upgrade")
+	// DONE-DEBITED to a rare status and back (Amend), keys from both sides.
+	for i := range all {
+		r := &all[i]
+		if r.State != driver.StateDone || !strings.HasPrefix(r.Key, "a") && !strings.HasPrefix(r.Key, "é") {
+			continue
+		}
+		to := "DEBITED"
+		if r.Status == "DEBITED" {
+			to = "DEBITED_NOTIFICATION_FAILED"
+		}
+		if _, err := dbs[1].Pool().Exec(ctx, `update idempotency_records set status = $2 where key = $1`, r.Key, to); err != nil {
+			t.Fatal(err)
+		}
+		r.Status = to
+	}
+	check("after moving records between statuses")
 }

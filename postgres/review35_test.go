@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
 	"github.com/finedge/idempotent-consumer/postgres"
@@ -122,21 +121,8 @@ func TestReview35PoolMaxConnsInsideAPasswordIsTakenForASizedPool(t *testing.T) {
 func TestReview35AMessageWithNonStringAttributesStopsEveryClaimingReceive(t *testing.T) {
 	db := pgtest.Open(t)
 	name := dbtest.Name("a35attrs")
-	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := idempotency.NewGuard(postgres.NewStore(db), idempotency.Options{Lease: time.Minute, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := queue.ClaimPolicy{
-		Claim: func(m queue.Message) (driver.ClaimRequest, bool) {
-			req, err := g.ClaimRequest(string(m.Body), "fp")
-			return req, err == nil
-		},
-		Settle: func(driver.FinishRequest) (bool, queue.Reason) { return false, queue.Reason{} },
-	}
+	q, _, p := claimingQueue(t, db, name)
+	p.Settle = func(driver.FinishRequest) (bool, queue.Reason) { return false, queue.Reason{} }
 	if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body, attributes) values ($1, 'charge-poison', '{"origin": 7}')`, name); err != nil {
 		t.Fatal(err)
 	}
@@ -181,5 +167,33 @@ func TestReview35AnEncodedPoolMaxConnsIsOverriddenAndNotChecked(t *testing.T) {
 		defer db.Close()
 		t.Fatalf("pool_max_conns=2 (URL-encoded key) with 4 receivers: opened with a pool of %d (pgx read 2; Open replaced it), want the refusal of a pool under NeedFor(4) = %d",
 			db.Pool().Config().MaxConns, postgres.NeedFor(4))
+	}
+}
+
+// REVIEW 35b: 03343fd reads stored attributes with queue.DecodeAttributes
+// on receive ({"origin": 7} reads as origin "7"), but the DLQ scan still
+// uses json.Unmarshal into map[string]string, which sets a non-string
+// value to "". The sweep (max receives) copies the attributes column to
+// the DLQ as it is, so such a message, once redriven, comes back with
+// origin "" instead of "7": the redrive rewrites what the receive would
+// have handed out.
+func TestReview35bRedriveBlanksANonStringAttributeTheReceiveKeeps(t *testing.T) {
+	db := pgtest.Open(t)
+	name := dbtest.Name("r35battrs")
+	q, _, _ := claimingQueue(t, db, name)
+	// As the sweep leaves it: the row's own attributes, no dead-letter ones.
+	if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body, attributes) values ($1, '{"chargeId":"CHG-R35B"}', '{"origin": 7}')`, name+"-dlq"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := q.Redrive(t.Context(), queue.RedriveOptions{})
+	if err != nil || rep.Moved != 1 {
+		t.Fatalf("redrive: %+v %v", rep, err)
+	}
+	msgs, err := q.Receive(t.Context(), 10)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %d %v", len(msgs), err)
+	}
+	if got, want := msgs[0].Attributes["origin"], queue.DecodeAttributes([]byte(`{"origin": 7}`))["origin"]; got != want {
+		t.Fatalf("redriven message's origin = %q; the receive reads the same stored attributes as %q", got, want)
 	}
 }

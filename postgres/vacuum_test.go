@@ -1,9 +1,12 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,6 +91,57 @@ func checkOnce(t *testing.T, seen map[string]int, n int) {
 	}
 }
 
+// ownSchema opens the test database in a schema of the test's own as its
+// owner (pgtest.Open), and returns it with the schema's name.
+func ownSchema(t *testing.T) (*postgres.DB, string) {
+	t.Helper()
+	owner := pgtest.Open(t) // fails in CI, skips elsewhere, when the server is unreachable
+	var schema string
+	if err := owner.Pool().QueryRow(t.Context(), `select current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	return owner, schema
+}
+
+// withParams is the test database's URL with params added to its query.
+func withParams(params string) string {
+	u := dbtest.PostgresURL()
+	if strings.Contains(u, "?") {
+		return u + "&" + params
+	}
+	return u + "?" + params
+}
+
+// vacQueue is a queue of db that receives with wait.
+func vacQueue(t *testing.T, db *postgres.DB, wait time.Duration) *postgres.Queue {
+	t.Helper()
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("vac"), VisibilityTimeout: time.Minute,
+		WaitTime: wait, PollInterval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// deadRows sends n messages of 1,000 bytes to q (~7 rows a page) and
+// deletes every message of the schema as owner: n dead rows to vacuum.
+func deadRows(t *testing.T, owner *postgres.DB, q *postgres.Queue, n int) {
+	t.Helper()
+	body := bytes.Repeat([]byte("x"), 1000)
+	for i := 0; i < n; i += 100 {
+		batch := make([]queue.Outgoing, 0, 100)
+		for j := i; j < i+100; j++ {
+			batch = append(batch, queue.Outgoing{Body: append([]byte(strconv.Itoa(j)), body...)})
+		}
+		if _, err := q.SendBatch(t.Context(), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := owner.Pool().Exec(t.Context(), `delete from queue_messages`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Two processes on one schema, each vacuuming the queue table as soon as it
 // holds 50 dead rows (checked every 20 ms), while their four receivers take
 // and ack 3,000 messages sent meanwhile: every message is delivered
@@ -159,11 +213,7 @@ func TestQueueVacuumWhileTwoProcessesReceive(t *testing.T) {
 // may not vacuum it: the process finds so once and never tries (a VACUUM
 // would only warn), and receiving works as before.
 func TestQueueVacuumSkippedByARoleThatDoesNotOwnTheTable(t *testing.T) {
-	owner := pgtest.Open(t) // migrates the schema as the owner
-	var schema string
-	if err := owner.Pool().QueryRow(t.Context(), `select current_schema()`).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
+	_, schema := ownSchema(t) // migrates the schema as the owner
 	role := dbtest.Name("ic_vac_")
 	conn, err := pgx.Connect(t.Context(), dbtest.PostgresURL())
 	if err != nil {
@@ -196,11 +246,7 @@ func TestQueueVacuumSkippedByARoleThatDoesNotOwnTheTable(t *testing.T) {
 	}
 	t.Cleanup(db.Close)
 	postgres.QueueVacuums(db, 10*time.Millisecond)
-	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("vac"), VisibilityTimeout: time.Minute,
-		WaitTime: 20 * time.Millisecond, PollInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := vacQueue(t, db, 20*time.Millisecond)
 	const n = 300
 	sendN(t, q, n)
 	checkOnce(t, drainAll(t, []*postgres.Queue{q}, n), n)
@@ -231,11 +277,7 @@ func TestQueueVacuumBacksOffWhileAnOldTransactionHoldsTheDeadRows(t *testing.T) 
 		t.Fatal(err)
 	}
 	postgres.QueueVacuums(db, 10*time.Millisecond)
-	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: dbtest.Name("vac"), VisibilityTimeout: time.Minute,
-		WaitTime: 20 * time.Millisecond, PollInterval: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := vacQueue(t, db, 20*time.Millisecond)
 	const n = 300
 	sendN(t, q, n)
 	checkOnce(t, drainAll(t, []*postgres.Queue{q}, n), n)
@@ -257,4 +299,110 @@ func TestQueueVacuumBacksOffWhileAnOldTransactionHoldsTheDeadRows(t *testing.T) 
 	if b := postgres.QueueVacuumBackoff(db); b <= 10*time.Millisecond {
 		t.Errorf("after a VACUUM that could remove nothing (an older snapshot is held), the next check in %v; want longer than the 10ms interval", b)
 	}
+}
+
+// Close ends a VACUUM of the queue table under way instead of waiting it
+// out (up to its 5-minute bound): a process shutting down while its
+// background VACUUM runs is not held up by it, and leaves none running.
+// The VACUUM is made slow with the session's cost-based delay (a sleep
+// after every page), so that it is surely under way when Close is called.
+func TestCloseEndsAQueueVacuumUnderWay(t *testing.T) {
+	owner, schema := ownSchema(t)
+	slow := withParams("vacuum_cost_delay=100&vacuum_cost_limit=1")
+	db, err := postgres.Open(t.Context(), slow, postgres.Options{Schema: schema, QueueVacuumThreshold: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			db.Close()
+		}
+	})
+	postgres.QueueVacuums(db, 10*time.Millisecond)
+	q := vacQueue(t, db, 10*time.Millisecond)
+	deadRows(t, owner, q, 1000) // hundreds of pages, each followed by a 100 ms sleep
+	vacuums := func() (n int64) {
+		if err := owner.Pool().QueryRow(t.Context(), `select vacuum_count from pg_stat_user_tables where relid = 'queue_messages'::regclass`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	running := func() (n int) {
+		if err := owner.Pool().QueryRow(t.Context(), `select count(*) from pg_stat_progress_vacuum where relid = 'queue_messages'::regclass`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := vacuums()
+	deadline := time.Now().Add(30 * time.Second)
+	for running() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no VACUUM of the queue table started (1,000 dead rows, threshold 1)")
+		}
+		if _, err := q.Receive(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	closed = true
+	if n := running(); n != 0 {
+		t.Errorf("after Close, %d VACUUMs of the process still run", n)
+	}
+	if after := vacuums(); after != before {
+		t.Errorf("Close waited for the VACUUM under way to finish (vacuum_count %d -> %d); want it ended", before, after)
+	}
+}
+
+// A VACUUM of the queue table that fails (here the role's
+// statement_timeout ends it; a site's timeout shorter than the VACUUM
+// does so every time) is not started again at the next check interval:
+// the process waits longer, as after a VACUUM that removed nothing,
+// instead of rescanning the table every second to no end.
+func TestAFailedQueueVacuumBacksOff(t *testing.T) {
+	owner, schema := ownSchema(t)
+	short := withParams("statement_timeout=300&vacuum_cost_delay=100&vacuum_cost_limit=1")
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	db, err := postgres.Open(t.Context(), short, postgres.Options{Schema: schema, QueueVacuumThreshold: 1,
+		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	postgres.QueueVacuums(db, 10*time.Millisecond)
+	q := vacQueue(t, db, 10*time.Millisecond)
+	deadRows(t, owner, q, 500)
+	var last error
+	deadline := time.Now().Add(30 * time.Second)
+	for last == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("no VACUUM of the queue table failed: the test does not make one fail")
+		}
+		if _, err := q.Receive(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		_, _, last = postgres.QueueVacuums(db, 0)
+	}
+	logMu.Lock()
+	line := logged.String()
+	logMu.Unlock()
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "vacuuming the queue table failed") || !strings.Contains(line, "statement timeout") {
+		t.Errorf("the failed VACUUM (%v) was not logged as a warning with its cause; logged %q", last, line)
+	}
+	if b := postgres.QueueVacuumBackoff(db); b <= 10*time.Millisecond {
+		t.Errorf("after a VACUUM that failed (%v), the next check in %v; want longer than the 10ms interval", last, b)
+	}
+}
+
+// lockedWriter serialises a logger's writes with the test's reads.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

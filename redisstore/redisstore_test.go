@@ -18,27 +18,27 @@ import (
 	"github.com/finedge/idempotent-consumer/redisstore"
 )
 
-func TestStoreConformance(t *testing.T) {
+// newStore is a store on the test Redis under a key prefix of the test's
+// own, with its client and prefix.
+func newStore(t testing.TB) (*redisstore.Store, *redis.Client, string) {
+	t.Helper()
 	c, prefix := dbtest.Redis(t)
 	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.Run(t, func(*testing.T) driver.Store { return s })
-	// Concurrent histories with lost answers, checked by porcupine against the state machine.
-	t.Run("Linearizable", func(t *testing.T) {
-		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
-	})
+	return s, c, prefix
+}
+
+func TestStoreConformance(t *testing.T) {
+	s, _, _ := newStore(t)
+	storetest.Conformance(t, s)
 }
 
 // The key carries a TTL of the record's retention, computed from the
 // claimant's clock: Redis deletes it then, whatever the server's clock.
 func TestTheKeyExpiresAtRetention(t *testing.T) {
-	c, prefix := dbtest.Redis(t)
-	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c, prefix := newStore(t)
 	clock := storetest.NewClock(storetest.Epoch.Add(-400 * 24 * time.Hour)) // a claimant clock far from the server's
 	g, err := idempotency.NewGuard(s, idempotency.Options{Clock: clock, Retention: 48 * time.Hour})
 	if err != nil {
@@ -61,11 +61,7 @@ func TestTheKeyExpiresAtRetention(t *testing.T) {
 // (not a hash) is skipped, and a search's glob characters match only
 // themselves.
 func TestListStateSkipsKeysThatAreNotRecords(t *testing.T) {
-	c, prefix := dbtest.Redis(t)
-	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c, prefix := newStore(t)
 	ctx := t.Context()
 	if err := c.Set(ctx, prefix+"CHG-STRING", "not a record", time.Minute).Err(); err != nil {
 		t.Fatal(err)
@@ -147,18 +143,8 @@ func TestAWaitingChargeIsListedAndResumed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs []idempotency.Run
-	work := func(_ context.Context, run idempotency.Run) (idempotency.Done, error) {
-		runs = append(runs, run)
-		if len(runs) == 1 {
-			return idempotency.Done{}, &idempotency.Wait{Until: clock.Now().Add(24 * time.Hour), Status: "RETRY_SCHEDULED",
-				Detail: "after INSUFFICIENT_FUNDS", NextGeneration: true, Note: "generation 1: declined INSUFFICIENT_FUNDS"}
-		}
-		return idempotency.Done{Status: "DEBITED", Detail: "CBS1", Note: "generation 2: debited"}, nil
-	}
-	if res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{}); err != nil || res.Outcome != idempotency.Waiting {
-		t.Fatalf("Do = %+v, %v; want Waiting", res, err)
-	}
+	charge := &storetest.RetriedCharge{Clock: clock}
+	charge.Wait(t, g, "CHG-W")
 	if n := count.take(); n != 2 {
 		t.Fatalf("claim and wait ran %d scripts, want 2", n)
 	}
@@ -166,13 +152,7 @@ func TestAWaitingChargeIsListedAndResumed(t *testing.T) {
 		t.Fatalf("TTL %v (%v), want past the not-before (24h)", got, err)
 	}
 	page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateWaiting, Prefix: "CHG-", Limit: 10, Now: clock.Now()})
-	if err != nil || len(page.Records) != 1 {
-		t.Fatalf("ListState(WAITING) = %+v, %v", page, err)
-	}
-	if r := page.Records[0]; r.Key != "CHG-W" || r.Status != "RETRY_SCHEDULED" || r.Generation != 2 || len(r.History) != 1 ||
-		!r.LeaseUntil.Equal(clock.Now().Add(24*time.Hour)) {
-		t.Fatalf("listed %+v, want the waiting record: its status, generation 2, one history line, its not-before", r)
-	}
+	charge.Listed(t, page, err, "CHG-W")
 	var walked []string
 	if err := s.WalkUpdated(ctx, driver.WalkRequest{State: driver.StateWaiting, From: clock.Now().Add(-time.Hour), To: clock.Now().Add(time.Hour), Now: clock.Now()},
 		func(r driver.Record) error { walked = append(walked, r.Key); return nil }); err != nil || !slices.Equal(walked, []string{"CHG-W"}) {
@@ -181,75 +161,16 @@ func TestAWaitingChargeIsListedAndResumed(t *testing.T) {
 
 	clock.Advance(24 * time.Hour)
 	count.take()
-	res, err := g.Do(ctx, "CHG-W", "fp", work, idempotency.DoOptions{})
-	if err != nil || res.Outcome != idempotency.Acquired || res.Attempt != 2 {
-		t.Fatalf("the resumed run: %+v, %v; want Acquired on attempt 2", res, err)
-	}
+	charge.Resume(t, g, "CHG-W")
 	if n := count.take(); n != 2 {
 		t.Fatalf("resume and finish ran %d scripts, want 2", n)
 	}
-	if r := runs[1]; r.Reclaimed || r.Generation != 2 || !slices.Equal(r.History, []string{"generation 1: declined INSUFFICIENT_FUNDS"}) {
-		t.Fatalf("the resumed run was told %+v; want not reclaimed, generation 2, the first note", r)
-	}
-	rec, err := g.Get(ctx, "CHG-W")
-	if err != nil || rec.State != driver.StateDone || rec.Generation != 2 || len(rec.History) != 2 || rec.Attempt != 2 {
-		t.Fatalf("final record %+v (%v), want DONE, generation 2, two history lines, attempt 2", rec, err)
-	}
+	charge.Debited(t, g, "CHG-W")
 }
 
 // A finish to WAITING sets the not-before and the status, and the
-// generation and history when given: Generation 0 and a nil History keep
-// the record's, an empty History clears it.
+// generation and history when given (storetest.FinishToWaiting).
 func TestAFinishToWaitingWritesItsFields(t *testing.T) {
-	c, prefix := dbtest.Redis(t)
-	s, err := redisstore.New(c, redisstore.Options{Prefix: prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	for _, tt := range []struct {
-		name        string
-		generation  int
-		history     []string
-		wantGen     int
-		wantHistory []string
-	}{
-		{"kept", 0, nil, 2, []string{"one"}},
-		{"replaced", 3, []string{"one", "two"}, 3, []string{"one", "two"}},
-		{"history cleared", 0, []string{}, 2, nil},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			key := "CHG-" + strings.ReplaceAll(tt.name, " ", "-")
-			claim := func(tok string, now time.Time) {
-				t.Helper()
-				r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Fingerprint: "fp", Now: now, LeaseExpiredBy: now,
-					LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
-				if err != nil || !r.Acquired || r.Reclaimed {
-					t.Fatalf("claim: %+v %v", r, err)
-				}
-			}
-			claim("tok-1", at)
-			if err := s.Finish(ctx, driver.FinishRequest{Key: key, Token: "tok-1", State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
-				Now: at, ExpiresAt: at.Add(time.Hour), NotBefore: at.Add(time.Second), Generation: 2, History: []string{"one"}}); err != nil {
-				t.Fatal(err)
-			}
-			claim("tok-2", at.Add(time.Second)) // resumed: not reclaimed
-			nb := at.Add(time.Hour)
-			req := driver.FinishRequest{Key: key, Token: "tok-2", State: driver.StateWaiting, Status: "OUTSIDE_WINDOW", Detail: "until 06:00",
-				Now: at.Add(time.Second), ExpiresAt: nb.Add(time.Hour), NotBefore: nb, Generation: tt.generation, History: tt.history}
-			if err := s.Finish(ctx, req); err != nil {
-				t.Fatal(err)
-			}
-			rec, err := s.Get(ctx, key, req.Now)
-			if err != nil || rec.State != driver.StateWaiting || !rec.LeaseUntil.Equal(nb) || rec.Status != "OUTSIDE_WINDOW" || rec.Detail != "until 06:00" ||
-				rec.Generation != tt.wantGen || !slices.Equal(rec.History, tt.wantHistory) || rec.Attempt != 2 || rec.Fingerprint != "fp" {
-				t.Fatalf("record %+v (%v), want WAITING until %v, the status, generation %d, history %q, attempt 2", rec, err, nb, tt.wantGen, tt.wantHistory)
-			}
-			// A retry of the wait that landed is nil.
-			if err := s.Finish(ctx, req); err != nil {
-				t.Fatalf("the retry of a wait that landed: %v", err)
-			}
-		})
-	}
+	s, _, _ := newStore(t)
+	storetest.FinishToWaiting(t, s, nil)
 }

@@ -23,23 +23,15 @@
 # package with npm ci).
 set -euo pipefail
 keys=600 conc=1,8 rounds=3 servers=moto,dynalite target=0.9
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --keys) keys=$2; shift 2 ;;
-    --concurrency) conc=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --servers) servers=$2; shift 2 ;;
-    --target) target=$2; shift 2 ;;
-    *) echo "usage: $0 [--keys N] [--concurrency 1,8] [--rounds N] [--servers moto,dynalite] [--target 0.9]" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/benchlib.sh"
+flags "[--keys N] [--concurrency 1,8] [--rounds N] [--servers moto,dynalite] [--target 0.9]" \
+  keys=keys concurrency=conc rounds=rounds servers=servers target=target -- "$@"
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 
 go build -o "$work/claims" "$root/bench/claims"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test
 
 start_server() { # name -> $endpoint (not in a subshell: its pid must reach the trap)

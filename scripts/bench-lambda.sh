@@ -13,17 +13,9 @@
 # (CGO_ENABLED=1 reuses the build cache the tests left).
 set -euo pipefail
 rounds=3 batches=5 batch=10 lconc=10 charges=300 conc=10
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) rounds=$2; shift 2 ;;
-    --batches) batches=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --lambda-concurrency) lconc=$2; shift 2 ;;
-    --charges) charges=$2; shift 2 ;;
-    --concurrency) conc=$2; shift 2 ;;
-    *) echo "usage: $0 [--rounds N] [--batches N] [--batch N] [--lambda-concurrency N] [--charges N] [--concurrency N]" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/benchlib.sh"
+flags "[--rounds N] [--batches N] [--batch N] [--lambda-concurrency N] [--charges N] [--concurrency N]" \
+  rounds=rounds batches=batches batch=batch lambda-concurrency=lconc charges=charges concurrency=conc -- "$@"
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

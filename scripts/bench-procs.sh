@@ -17,14 +17,9 @@
 #   emulator.
 set -euo pipefail
 backend=embedded n=20000 procs="1 2 3"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --backend) backend=$2; shift 2 ;;
-    --charges) n=$2; shift 2 ;;
-    --procs) procs=$2; shift 2 ;;
-    *) echo "usage: $0 --backend embedded|postgres|aws [--charges N] [--procs \"1 2 3\"]" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/benchlib.sh"
+flags "--backend embedded|postgres|aws [--charges N] [--procs \"1 2 3\"]" \
+  backend=backend charges=n procs=procs -- "$@"
 case "$backend" in embedded|postgres|aws) ;; *) echo "$0: --backend must be embedded, postgres or aws" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -33,23 +28,8 @@ cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 bin=$work/chargerecovery
 (cd "$root" && go build -o "$bin" ./cmd/chargerecovery)
-# queue_left prints the messages waiting or in flight on the main queue:
-# `status` on SQL backends; on SQS only the queue's counts (status also
-# scans the DynamoDB table for stuck claims, which would load the emulator).
-queue_left() {
-  if [ "$backend" = aws ]; then
-    aws --endpoint-url "$AWS_ENDPOINT_URL" sqs get-queue-attributes --queue-url "$queue_url" \
-      --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible ApproximateNumberOfMessagesDelayed \
-      --query 'Attributes' --output json | python3 -c 'import json,sys; print(sum(int(v) for v in json.load(sys.stdin).values()))' || echo 1
-  else
-    "$bin" status --json 2>/dev/null | python3 -c 'import json,sys; q=json.load(sys.stdin)["queue"]; print(q["waiting"]+q["inFlight"])' || echo 1
-  fi
-}
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-bank_port=$(free_port)
-"$bin" corebank --addr "127.0.0.1:$bank_port" --log-level warn >/dev/null & pids+=($!)
-bank=http://127.0.0.1:$bank_port
+start_bank
 python3 - "$n" >"$work/events.ndjson" <<'PY'
 import json, random, sys
 n = int(sys.argv[1]); rng = random.Random(7)

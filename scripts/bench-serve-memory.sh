@@ -31,17 +31,9 @@
 # 50% and 100% of the debits, their maxima, and end ÷ start.
 set -euo pipefail
 backend=embedded n=1000000 copies=10 interval=5 out= limit=
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --backend) backend=$2; shift 2 ;;
-    --charges) n=$2; shift 2 ;;
-    --copies) copies=$2; shift 2 ;;
-    --interval) interval=$2; shift 2 ;;
-    --out) out=$2; shift 2 ;;
-    --seconds) limit=$2; shift 2 ;;
-    *) echo "usage: $0 --backend embedded|postgres|redis|aws [--charges N] [--copies PERCENT] [--interval SECONDS] [--seconds LIMIT] [--out FILE.csv]" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/benchlib.sh"
+flags "--backend embedded|postgres|redis|aws [--charges N] [--copies PERCENT] [--interval SECONDS] [--seconds LIMIT] [--out FILE.csv]" \
+  backend=backend charges=n copies=copies interval=interval out=out seconds=limit -- "$@"
 case "$backend" in embedded|postgres|redis|aws) ;; *) echo "$0: --backend must be embedded, postgres, redis or aws" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -61,11 +53,8 @@ cleanup() {
 trap cleanup EXIT
 bin=$work/chargerecovery
 (cd "$root" && go build -o "$bin" ./cmd/chargerecovery)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-bank_port=$(free_port)
-"$bin" corebank --addr "127.0.0.1:$bank_port" --log-level warn >/dev/null & pids+=($!)
-bank=http://127.0.0.1:$bank_port
+start_bank
 mkdir "$work/chunks"
 python3 - "$n" "$copies" "$work/chunks" <<'PY'
 import json, random, sys
@@ -126,17 +115,6 @@ sample() {
     /^chargerecovery_debits_total\{result="success"\} / {d=$2} /^chargerecovery_messages_received_total / {r=$2}
     END {printf "%.0f,%.0f,%.0f,%.0f,%.0f", h, o, g, d, r}') || m=",,,,"
   printf '%.1f,%s,%s\n' "$(echo "$(date +%s.%N) - $start" | bc)" "$rss" "$m" >>"$out"
-}
-# queue_left: messages waiting or in flight on the main queue (status on
-# the table queues; SQS's own counts on moto).
-queue_left() {
-  if [ "$backend" = aws ]; then
-    aws --endpoint-url "$AWS_ENDPOINT_URL" sqs get-queue-attributes --queue-url "$queue_url" \
-      --attribute-names ApproximateNumberOfMessages ApproximateNumberOfMessagesNotVisible ApproximateNumberOfMessagesDelayed \
-      --query 'Attributes' --output json | python3 -c 'import json,sys; print(sum(int(v) for v in json.load(sys.stdin).values()))' || echo 1
-  else
-    "$bin" status --json 2>/dev/null | python3 -c 'import json,sys; q=json.load(sys.stdin)["queue"]; print(q["waiting"]+q["inFlight"])' || echo 1
-  fi
 }
 [ "$backend" = aws ] && queue_url=$(aws --endpoint-url "$AWS_ENDPOINT_URL" sqs get-queue-url --queue-name charge-due-events --query QueueUrl --output text)
 while :; do

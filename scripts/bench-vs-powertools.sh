@@ -11,14 +11,9 @@
 # and moto's server mode (python3 -m moto.server).
 set -euo pipefail
 keys=1000 conc=1,8,32 rounds=3
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --keys) keys=$2; shift 2 ;;
-    --concurrency) conc=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    *) echo "usage: $0 [--keys N] [--concurrency 1,8,32] [--rounds N]" >&2; exit 2 ;;
-  esac
-done
+. "$(dirname "$0")/benchlib.sh"
+flags "[--keys N] [--concurrency 1,8,32] [--rounds N]" \
+  keys=keys concurrency=conc rounds=rounds -- "$@"
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'kill "${moto_pid:-}" 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -24,11 +24,7 @@ func TestConformance(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	s := sqlite.NewStore(db)
-	storetest.Run(t, func(*testing.T) driver.Store { return s })
-	// Concurrent histories with lost answers, checked by porcupine against the state machine.
-	t.Run("Linearizable", func(t *testing.T) {
-		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
-	})
+	storetest.Conformance(t, s)
 }
 
 // The same suite and histories with every claim written in a queue
@@ -45,15 +41,7 @@ func TestConformanceThroughTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := queuetest.ThroughQueue(q, sqlite.NewStore(db))
-	storetest.Run(t, func(*testing.T) driver.Store { return s })
-	t.Run("Linearizable", func(t *testing.T) {
-		storetest.Linearizable(t, func(*testing.T) driver.Store { return s }, storetest.LinearizableOptions{})
-	})
-	in, byCall := queuetest.ClaimsThroughQueue(s)
-	if in == 0 || byCall*10 > in+byCall {
-		t.Errorf("claims answered in a receive: %d, by a store call: %d; want (nearly) all in a receive", in, byCall)
-	}
+	queuetest.ConformanceThroughQueue(t, q, sqlite.NewStore(db))
 }
 
 // Several processes share one file: each has its own connection pool. The

@@ -37,7 +37,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,6 +49,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
+	"github.com/finedge/idempotent-consumer/bench/internal/parallel"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
@@ -195,7 +195,7 @@ func measure(ctx context.Context, client *dynamodb.Client, workers, keys, reclai
 	key := func(i int) string { return fmt.Sprintf("CHG-%d-%07d", workers, i) }
 	phase := func(want idempotency.Outcome) (float64, error) {
 		start := time.Now()
-		err := parallel(workers, keys, func(i int) error {
+		err := parallel.Do(workers, keys, func(i int) error {
 			res, err := guard.Do(ctx, key(i), "fp-"+key(i), work, idempotency.DoOptions{})
 			if err == nil && res.Outcome != want {
 				err = fmt.Errorf("%s: %s, want %s", key(i), res.Outcome, want)
@@ -319,7 +319,7 @@ func ttlUnsupported(err error) bool {
 // goroutines, and returns the rate.
 func rawPuts(ctx context.Context, client *dynamodb.Client, table string, item map[string]types.AttributeValue, prefix string, workers, n int, cond bool) (float64, error) {
 	start := time.Now()
-	err := parallel(workers, n, func(i int) error {
+	err := parallel.Do(workers, n, func(i int) error {
 		it := make(map[string]types.AttributeValue, len(item))
 		for k, v := range item {
 			it[k] = v
@@ -334,28 +334,4 @@ func rawPuts(ctx context.Context, client *dynamodb.Client, table string, item ma
 		return err
 	})
 	return float64(n) / time.Since(start).Seconds(), err
-}
-
-// parallel runs fn(0..n-1) on workers goroutines; the first error wins.
-func parallel(workers, n int, fn func(int) error) error {
-	var next atomic.Int64
-	var once sync.Once
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
 }

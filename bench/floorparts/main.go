@@ -20,8 +20,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -32,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
+	"github.com/finedge/idempotent-consumer/bench/internal/parallel"
 )
 
 func main() {
@@ -130,7 +129,7 @@ func run(ctx context.Context) error {
 					prefix = fmt.Sprintf("%s-%d", sh.on, r)
 				}
 				start := time.Now()
-				if err := parallel(workers, *keys, func(i int) error {
+				if err := parallel.Do(workers, *keys, func(i int) error {
 					_, err := client.PutItem(ctx, sh.in(table, fmt.Sprintf("%s-%07d", prefix, i)))
 					return err
 				}); err != nil {
@@ -157,27 +156,4 @@ func median(v []float64) float64 {
 		return v[len(v)/2]
 	}
 	return (v[len(v)/2-1] + v[len(v)/2]) / 2
-}
-
-func parallel(workers, n int, fn func(int) error) error {
-	var next atomic.Int64
-	var once sync.Once
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := fn(i); err != nil {
-					once.Do(func() { first = err })
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return first
 }

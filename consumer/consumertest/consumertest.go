@@ -1,5 +1,5 @@
-// Package consumertest runs a consumer.Runtime in a test: Start it, wait
-// for a condition, stop it and see Run's error.
+// Package consumertest runs a consumer.Runtime in a test: make it (New),
+// Start it, wait for a condition, stop it and see Run's error.
 package consumertest
 
 import (
@@ -10,6 +10,16 @@ import (
 
 	"github.com/finedge/idempotent-consumer/consumer"
 )
+
+// New is consumer.New, failing t on an error.
+func New(t testing.TB, src consumer.Source, h consumer.Handler, o consumer.Options) *consumer.Runtime {
+	t.Helper()
+	rt, err := consumer.New(src, h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
 
 // Start runs rt until the returned stop is called (or the test ends); stop
 // waits for Run and reports its error on t.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -21,12 +20,7 @@ import (
 // everything but the account's leading digits. Whoever reads the database
 // (a backup, a support dump) recovers the account number by brute force.
 func TestAttackStoredRecordDoesNotRevealTheAccount(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the example")
-	}
-	bin := build(t)
-	db := filepath.Join(t.TempDir(), "payments.db")
-	s := start(t, bin, db)
+	s, _, db := buildAndStart(t)
 	if r := s.post(t, "key-1", payment); r.status != 201 {
 		t.Fatalf("POST: %+v", r)
 	}

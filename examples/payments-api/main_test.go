@@ -51,14 +51,27 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
+// build builds the example (the test is skipped in -short mode).
 func build(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the example")
+	}
 	bin := filepath.Join(t.TempDir(), "payments-api")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// buildAndStart builds the example and runs it on a fresh database,
+// returning the server, the binary and the database's path.
+func buildAndStart(t *testing.T) (*server, string, string) {
+	t.Helper()
+	bin := build(t)
+	db := filepath.Join(t.TempDir(), "payments.db")
+	return start(t, bin, db), bin, db
 }
 
 // start runs the example on db, with the clients file beside it.
@@ -154,12 +167,7 @@ func (s *server) postAs(t *testing.T, token, key, body string) reply {
 }
 
 func TestPaymentsAPIAsAProcess(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the example")
-	}
-	bin := build(t)
-	db := filepath.Join(t.TempDir(), "payments.db")
-	s := start(t, bin, db)
+	s, bin, db := buildAndStart(t)
 
 	first := s.post(t, "key-1", payment)
 	if first.status != 201 || first.replayed || !strings.HasPrefix(first.id, "pay_") {
@@ -212,12 +220,7 @@ func TestPaymentsAPIAsAProcess(t *testing.T) {
 // the account is Alice's), and never gets Alice's stored 201; before, the
 // example shared one key space and handed him her payment.
 func TestPaymentsAPIKeepsClientsApart(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the example")
-	}
-	bin := build(t)
-	db := filepath.Join(t.TempDir(), "payments.db")
-	s := start(t, bin, db)
+	s, _, _ := buildAndStart(t)
 
 	alice := s.postAs(t, aliceToken, "shared-key", payment)
 	if alice.status != 201 || alice.replayed || !strings.HasPrefix(alice.id, "pay_") {
@@ -266,9 +269,6 @@ func TestPaymentsAPIKeepsClientsApart(t *testing.T) {
 // authentication would have no scope for its keys) and with a clients
 // file others can read.
 func TestPaymentsAPINeedsItsClients(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the example")
-	}
 	bin := build(t)
 	dir := t.TempDir()
 	db := filepath.Join(dir, "payments.db")

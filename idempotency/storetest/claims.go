@@ -9,12 +9,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Claims runs the cases on the claim of a key: first, duplicate in each state, another payload, retention, unusual keys.
-func Claims(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, claimsCases)
-}
-
 var claimsCases = []testCase{
 	{"FreshClaim", func(t *testing.T, e *env) {
 		start := e.clock.Now()

@@ -9,12 +9,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Leases runs the cases on leases and fencing: reclaim after expiry, a stale worker fenced, extend, yield, final states, clocks within the skew margin.
-func Leases(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, leasesCases)
-}
-
 var leasesCases = []testCase{
 	{"ExpiredLeaseReclaim", func(t *testing.T, e *env) {
 		start := e.clock.Now()

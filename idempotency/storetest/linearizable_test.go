@@ -78,17 +78,32 @@ func (s *losesDone) Claim(ctx context.Context, req driver.ClaimRequest) (driver.
 	return s.Store.Claim(ctx, req)
 }
 
-// twiceApplied lets a claim that lost a race to a live claim win as well.
-type twiceApplied struct{ driver.Store }
+// claimFault is a store whose every claim's answer goes through fault,
+// which may change it, or change the request and have it made again.
+type claimFault struct {
+	driver.Store
+	fault func(req *driver.ClaimRequest, res *driver.ClaimResult) (again bool)
+}
 
-func (s twiceApplied) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
+func (s claimFault) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
 	res, err := s.Store.Claim(ctx, req)
-	if err == nil && !res.Acquired && res.Record.State == driver.StateInProgress && res.Record.Attempt == 1 {
+	if err != nil {
+		return res, err
+	}
+	if s.fault(&req, &res) {
+		return s.Store.Claim(ctx, req)
+	}
+	return res, nil
+}
+
+// twiceApplied lets a claim that lost a race to a live claim win as well.
+func twiceApplied(req *driver.ClaimRequest, res *driver.ClaimResult) bool {
+	if !res.Acquired && res.Record.State == driver.StateInProgress && res.Record.Attempt == 1 {
 		rec := res.Record
 		rec.Token = req.Token
-		return driver.ClaimResult{Acquired: true, Record: rec}, nil
+		*res = driver.ClaimResult{Acquired: true, Record: rec}
 	}
-	return res, err
+	return false
 }
 
 // reopensDone answers a reopen of a DONE record as if it had been FAILED
@@ -105,42 +120,33 @@ func (s reopensDone) Reopen(ctx context.Context, req driver.ReopenRequest) (driv
 }
 
 // ignoresFingerprint reclaims an expired lease whatever the payload.
-type ignoresFingerprint struct{ driver.Store }
-
-func (s ignoresFingerprint) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
-	res, err := s.Store.Claim(ctx, req)
-	if err == nil && !res.Acquired && res.Record.State == driver.StateInProgress && res.Record.Fingerprint != req.Fingerprint &&
+func ignoresFingerprint(req *driver.ClaimRequest, res *driver.ClaimResult) bool {
+	if !res.Acquired && res.Record.State == driver.StateInProgress && res.Record.Fingerprint != req.Fingerprint &&
 		!req.LeaseExpiredBy.Before(res.Record.LeaseUntil) {
 		req.Fingerprint = res.Record.Fingerprint
-		return s.Store.Claim(ctx, req)
+		return true
 	}
-	return res, err
+	return false
 }
 
 // resumesEarly claims a WAITING record before its not-before (the not-before
 // ignored: a retry posted before its time).
-type resumesEarly struct{ driver.Store }
-
-func (s resumesEarly) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
-	res, err := s.Store.Claim(ctx, req)
-	if err == nil && !res.Acquired && res.Record.State == driver.StateWaiting && res.Record.Fingerprint == req.Fingerprint {
+func resumesEarly(req *driver.ClaimRequest, res *driver.ClaimResult) bool {
+	if !res.Acquired && res.Record.State == driver.StateWaiting && res.Record.Fingerprint == req.Fingerprint {
 		req.LeaseExpiredBy = res.Record.LeaseUntil
-		return s.Store.Claim(ctx, req)
+		return true
 	}
-	return res, err
+	return false
 }
 
 // resumeAsReclaim reports the resume of a WAITING record as a reclaim (the
 // work would ask the bank about an attempt that ended cleanly, or worse,
 // treat a clean wait as a crash).
-type resumeAsReclaim struct{ driver.Store }
-
-func (s resumeAsReclaim) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimResult, error) {
-	res, err := s.Store.Claim(ctx, req)
-	if err == nil && res.Acquired && res.Record.Attempt > 1 {
+func resumeAsReclaim(_ *driver.ClaimRequest, res *driver.ClaimResult) bool {
+	if res.Acquired && res.Record.Attempt > 1 {
 		res.Reclaimed = true
 	}
-	return res, err
+	return false
 }
 
 // dropsSummary writes a reclaim's summary only when it carries one (it
@@ -163,11 +169,11 @@ func TestPlantedFaultsAreNotLinearizable(t *testing.T) {
 		{"finish without the fencing condition", func(s driver.Store) driver.Store { return noFencing{s} }},
 		{"a claim wins a lease 1 ms early", func(s driver.Store) driver.Store { return earlyLease{s} }},
 		{"an acknowledged DONE is lost", func(s driver.Store) driver.Store { return &losesDone{Store: s, lost: map[string]bool{}} }},
-		{"a claim is applied twice", func(s driver.Store) driver.Store { return twiceApplied{s} }},
+		{"a claim is applied twice", func(s driver.Store) driver.Store { return claimFault{s, twiceApplied} }},
 		{"a DONE record is reopened", func(s driver.Store) driver.Store { return reopensDone{s} }},
-		{"a reclaim ignores the fingerprint", func(s driver.Store) driver.Store { return ignoresFingerprint{s} }},
-		{"a waiting record is resumed before its not-before", func(s driver.Store) driver.Store { return resumesEarly{s} }},
-		{"a resume is reported as a reclaim", func(s driver.Store) driver.Store { return resumeAsReclaim{s} }},
+		{"a reclaim ignores the fingerprint", func(s driver.Store) driver.Store { return claimFault{s, ignoresFingerprint} }},
+		{"a waiting record is resumed before its not-before", func(s driver.Store) driver.Store { return claimFault{s, resumesEarly} }},
+		{"a resume is reported as a reclaim", func(s driver.Store) driver.Store { return claimFault{s, resumeAsReclaim} }},
 		{"a claim without a summary forgets the record's", func(s driver.Store) driver.Store { return dropsSummary{s} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

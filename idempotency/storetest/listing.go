@@ -11,14 +11,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Listing runs the cases of driver.StateLister (optional): pages by key
-// across records that change state between pages, a literal prefix
-// search, a state with none, retention.
-func Listing(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, listingCases)
-}
-
 // lister is e's store as a StateLister, or the case is skipped.
 func (e *env) lister(t *testing.T) driver.StateLister {
 	t.Helper()

@@ -7,12 +7,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// LostAnswers runs the cases on a write that landed but whose answer was lost, retried: the retry is recognised as ours.
-func LostAnswers(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, lostAnswersCases)
-}
-
 var lostAnswersCases = []testCase{
 	{"RetriedClaimThatLandedIsOurs", func(t *testing.T, e *env) {
 		// The SDK retries a claim whose first write landed and whose answer

@@ -12,12 +12,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Operators runs the cases on what operators do: reopen (also into a new generation, conditional on the record read), amend and list by result, stuck claims, counts by state, purge.
-func Operators(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, operatorsCases)
-}
-
 var operatorsCases = []testCase{
 	{"ReopenFailed", func(t *testing.T, e *env) {
 		c := e.claim(t, fpA, idempotency.Acquired)

@@ -5,14 +5,7 @@ import (
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
-	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
-
-// Races runs the cases on many workers at once on one key: one winner, for a claim and for a reclaim.
-func Races(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, racesCases)
-}
 
 var racesCases = []testCase{
 	{"FiftyConcurrentClaimsOneWinner", func(t *testing.T, e *env) {

@@ -12,15 +12,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Results runs the cases on typed results (idempotency.DoTyped): a DONE
-// record's Detail of driver.MaxResultBytes is kept whole, the first result
-// is replayed to duplicates, a result past the limit is refused and the
-// work does not run again, a binary codec's result survives the store.
-func Results(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, resultsCases)
-}
-
 // maxDetail is a Detail of exactly driver.MaxResultBytes bytes, with
 // multi-byte runes and a marker at each end, so that a cut or a re-encoding
 // shows.

@@ -11,18 +11,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Summaries runs the cases of a record's Summary (what the caller keeps
-// to check the effect against an outside ledger): written by the claim
-// that takes the key, kept by a claim that carries none, replaced by a
-// reclaim that carries one, dropped with a record past its retention, and
-// kept by every other write — a finish to each state, a reopen, an amend
-// and a collect (each optional capability skipped where the store lacks
-// it) — and by every listing that returns records.
-func Summaries(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, append(summaryCases[:len(summaryCases):len(summaryCases)], summaryAttackCases...))
-}
-
 const (
 	sumA = "2500 INR 7890"
 	sumB = "2600 INR 7890"
@@ -56,6 +44,24 @@ func (e *env) wantSummary(t *testing.T, what string, answered driver.Record, wan
 	}
 	if got := e.get(t).Summary; got != want {
 		t.Errorf("after %s the record's summary is %q, want %q", what, got, want)
+	}
+}
+
+// wantListed checks that recs, listed by what, hold e.key with summary
+// want.
+func (e *env) wantListed(t *testing.T, what string, recs []driver.Record, want string) {
+	t.Helper()
+	found := false
+	for _, r := range recs {
+		if r.Key == e.key {
+			found = true
+			if r.Summary != want {
+				t.Errorf("%s lists the record with summary %q, want %q", what, r.Summary, want)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("%s does not list %s", what, e.key)
 	}
 }
 
@@ -196,18 +202,7 @@ var summaryCases = []testCase{
 			if err != nil {
 				t.Fatalf("Stuck: %v", err)
 			}
-			found := false
-			for _, r := range stuck {
-				if r.Key == e.key {
-					found = true
-					if r.Summary != sumA {
-						t.Errorf("Stuck lists the record with summary %q, want %q", r.Summary, sumA)
-					}
-				}
-			}
-			if !found {
-				t.Errorf("Stuck at %v does not list %s", at, e.key)
-			}
+			e.wantListed(t, "Stuck at "+at.String(), stuck, sumA)
 		}
 		e.finishTo(t, c, driver.StateFailed, "FAILED")
 		if rl, ok := e.s.(driver.ResultLister); ok {
@@ -215,18 +210,7 @@ var summaryCases = []testCase{
 			if err != nil {
 				t.Fatalf("ListByResult: %v", err)
 			}
-			found := false
-			for _, r := range recs {
-				if r.Key == e.key {
-					found = true
-					if r.Summary != sumA {
-						t.Errorf("ListByResult lists the record with summary %q, want %q", r.Summary, sumA)
-					}
-				}
-			}
-			if !found {
-				t.Errorf("ListByResult(FAILED) does not list %s", e.key)
-			}
+			e.wantListed(t, "ListByResult(FAILED)", recs, sumA)
 		}
 	}},
 }

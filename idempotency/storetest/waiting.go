@@ -10,19 +10,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
-// Waiting runs the cases of a WAITING record beyond its transitions: what
-// a wait writes (the not-before as LeaseUntil, the result, a generation
-// and a history replaced only when given, for every state a finish
-// writes), and what the operators' capabilities make of it (each optional,
-// skipped where the store lacks it): counted by state, listed by state
-// and by result, walked, never listed as stuck, however long past its
-// not-before. It is not part of Run yet (every store's state machine has
-// WAITING first); a store's tests call it beside Run.
-func Waiting(t *testing.T, newStore func(t *testing.T) driver.Store) {
-	t.Helper()
-	runCases(t, newStore, waitingCases)
-}
-
 // waitOnce claims e.key and finishes it to WAITING a lease from now under
 // generation 2 with one history line, and returns that request.
 func (e *env) waitOnce(t *testing.T) driver.FinishRequest {
@@ -181,4 +168,70 @@ var waitingCases = []testCase{
 			t.Fatalf("record = %+v, want the claim as it was", r)
 		}
 	}},
+}
+
+// FinishToWaiting checks a finish to WAITING on s, given the claimed record
+// (written whole, the Guard's way) and not (in place, a lease built by
+// hand): it sets the not-before, the status and detail, and the generation
+// and history when given (Generation 0 and a nil History keep the
+// record's, an empty History clears it), and a retry of the wait that
+// landed (an SDK retry after a lost answer) is nil. then, if not nil,
+// checks what the store keeps of the waiting key beside the record.
+func FinishToWaiting(t *testing.T, s driver.Store, then func(t *testing.T, key string)) {
+	t.Helper()
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, whole := range []bool{true, false} {
+		for _, tt := range []struct {
+			name        string
+			generation  int
+			history     []string
+			wantGen     int
+			wantHistory []string
+		}{
+			{"kept", 0, nil, 2, []string{"one"}},
+			{"replaced", 3, []string{"one", "two"}, 3, []string{"one", "two"}},
+			{"history cleared", 0, []string{}, 2, nil},
+		} {
+			name := tt.name + map[bool]string{true: " whole", false: " in place"}[whole]
+			t.Run(name, func(t *testing.T) {
+				key := uniqueKey(t)
+				claim := func(tok string, now time.Time) driver.Record {
+					t.Helper()
+					r, err := s.Claim(ctx, driver.ClaimRequest{Key: key, Token: tok, Fingerprint: "fp", Now: now, LeaseExpiredBy: now,
+						LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+					if err != nil || !r.Acquired || r.Reclaimed {
+						t.Fatalf("claim: %+v %v", r, err)
+					}
+					return r.Record
+				}
+				first := claim("tok-1", at)
+				if err := s.Finish(ctx, driver.FinishRequest{Key: key, Token: "tok-1", State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
+					Now: at, ExpiresAt: at.Add(time.Hour), NotBefore: at.Add(time.Second), Generation: 2, History: []string{"one"}, Claimed: &first}); err != nil {
+					t.Fatal(err)
+				}
+				resumed := claim("tok-2", at.Add(time.Second)) // resumed: not reclaimed
+				nb := at.Add(time.Hour)
+				req := driver.FinishRequest{Key: key, Token: "tok-2", State: driver.StateWaiting, Status: "OUTSIDE_WINDOW", Detail: "until 06:00",
+					Now: at.Add(time.Second), ExpiresAt: nb.Add(time.Hour), NotBefore: nb, Generation: tt.generation, History: tt.history}
+				if whole {
+					req.Claimed = &resumed
+				}
+				if err := s.Finish(ctx, req); err != nil {
+					t.Fatal(err)
+				}
+				rec, err := s.Get(ctx, key, req.Now)
+				if err != nil || rec.State != driver.StateWaiting || !rec.LeaseUntil.Equal(nb) || rec.Status != "OUTSIDE_WINDOW" || rec.Detail != "until 06:00" ||
+					rec.Generation != tt.wantGen || !slices.Equal(rec.History, tt.wantHistory) || rec.Attempt != 2 || rec.Fingerprint != "fp" {
+					t.Fatalf("record %+v (%v), want WAITING until %v, the status, generation %d, history %q, attempt 2", rec, err, nb, tt.wantGen, tt.wantHistory)
+				}
+				if then != nil {
+					then(t, key)
+				}
+				if err := s.Finish(ctx, req); err != nil {
+					t.Fatalf("the retry of a wait that landed: %v", err)
+				}
+			})
+		}
+	}
 }

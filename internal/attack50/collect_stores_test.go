@@ -87,6 +87,14 @@ func failed(t *testing.T, s collectStore, key, token string) driver.Record {
 	return rec
 }
 
+// onEachStore runs test on each store, a subtest each.
+func onEachStore(t *testing.T, test func(t *testing.T, s collectStore)) {
+	t.Helper()
+	for name, open := range stores {
+		t.Run(name, func(t *testing.T) { test(t, open(t)) })
+	}
+}
+
 func collect(rec driver.Record, newToken string, now time.Time) driver.CollectRequest {
 	return driver.CollectRequest{Key: rec.Key, From: rec.State, Token: rec.Token, Generation: max(rec.Generation, 1),
 		LeaseExpiredBy: now.Add(-5 * time.Second), NewToken: newToken, PostedGeneration: max(rec.Generation, 1),
@@ -97,119 +105,107 @@ func collect(rec driver.Record, newToken string, now time.Time) driver.CollectRe
 // its own token: exactly one lands; the others are ErrStale; the record
 // is the winner's.
 func TestAttack50ConcurrentCollectsOneWins(t *testing.T) {
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			for round := range 10 {
-				key := fmt.Sprintf("A50C-%d", round)
-				rec := failed(t, s, key, "tok-"+key)
-				const n = 8
-				errs := make([]error, n)
-				var wg sync.WaitGroup
-				for i := range n {
-					wg.Go(func() {
-						_, errs[i] = s.Collect(t.Context(), collect(rec, fmt.Sprintf("new-%d", i), t0.Add(time.Second)))
-					})
-				}
-				wg.Wait()
-				won := -1
-				for i, err := range errs {
-					switch {
-					case err == nil && won >= 0:
-						t.Fatalf("%s: collects %d and %d both landed", key, won, i)
-					case err == nil:
-						won = i
-					case !errors.Is(err, driver.ErrStale):
-						t.Fatalf("%s: collect %d: %v; want ErrStale", key, i, err)
-					}
-				}
-				got, _ := s.Get(t.Context(), key, t0.Add(time.Second))
-				if won < 0 || got.State != driver.StateDone || got.Token != fmt.Sprintf("new-%d", won) {
-					t.Fatalf("%s: winner %d, record %s under %s", key, won, got.State, got.Token)
+	onEachStore(t, func(t *testing.T, s collectStore) {
+		for round := range 10 {
+			key := fmt.Sprintf("A50C-%d", round)
+			rec := failed(t, s, key, "tok-"+key)
+			const n = 8
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					_, errs[i] = s.Collect(t.Context(), collect(rec, fmt.Sprintf("new-%d", i), t0.Add(time.Second)))
+				})
+			}
+			wg.Wait()
+			won := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && won >= 0:
+					t.Fatalf("%s: collects %d and %d both landed", key, won, i)
+				case err == nil:
+					won = i
+				case !errors.Is(err, driver.ErrStale):
+					t.Fatalf("%s: collect %d: %v; want ErrStale", key, i, err)
 				}
 			}
-		})
-	}
+			got, _ := s.Get(t.Context(), key, t0.Add(time.Second))
+			if won < 0 || got.State != driver.StateDone || got.Token != fmt.Sprintf("new-%d", won) {
+				t.Fatalf("%s: winner %d, record %s under %s", key, won, got.State, got.Token)
+			}
+		}
+	})
 }
 
 // A collect of an IN_PROGRESS record whose lease passed races a
 // delivery's reclaim of it: exactly one of them takes the record.
 func TestAttack50CollectRacesReclaim(t *testing.T) {
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			for round := range 20 {
-				key := fmt.Sprintf("A50R-%d", round)
-				claimed(t, s, key, "tok-"+key, t0, t0.Add(time.Minute))
-				now := t0.Add(time.Hour)
-				rec, _ := s.Get(t.Context(), key, now)
-				var cerr error
-				var cres driver.ClaimResult
-				var wg sync.WaitGroup
-				wg.Go(func() { _, cerr = s.Collect(t.Context(), collect(rec, "collected", now)) })
-				wg.Go(func() {
-					cres, _ = s.Claim(t.Context(), driver.ClaimRequest{Key: key, Token: "delivery", Fingerprint: "fp", Now: now,
-						LeaseExpiredBy: now.Add(-5 * time.Second), LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(24 * time.Hour)})
-				})
-				wg.Wait()
-				got, _ := s.Get(t.Context(), key, now)
-				switch {
-				case cerr == nil && cres.Acquired:
-					t.Fatalf("%s: the collect landed AND the delivery reclaimed (record %s under %s)", key, got.State, got.Token)
-				case cerr != nil && !cres.Acquired:
-					t.Fatalf("%s: neither: collect %v, claim %+v", key, cerr, cres)
-				case cerr == nil && (got.State != driver.StateDone || got.Token != "collected"):
-					t.Fatalf("%s: collect said landed, record %s under %s", key, got.State, got.Token)
-				}
+	onEachStore(t, func(t *testing.T, s collectStore) {
+		for round := range 20 {
+			key := fmt.Sprintf("A50R-%d", round)
+			claimed(t, s, key, "tok-"+key, t0, t0.Add(time.Minute))
+			now := t0.Add(time.Hour)
+			rec, _ := s.Get(t.Context(), key, now)
+			var cerr error
+			var cres driver.ClaimResult
+			var wg sync.WaitGroup
+			wg.Go(func() { _, cerr = s.Collect(t.Context(), collect(rec, "collected", now)) })
+			wg.Go(func() {
+				cres, _ = s.Claim(t.Context(), driver.ClaimRequest{Key: key, Token: "delivery", Fingerprint: "fp", Now: now,
+					LeaseExpiredBy: now.Add(-5 * time.Second), LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(24 * time.Hour)})
+			})
+			wg.Wait()
+			got, _ := s.Get(t.Context(), key, now)
+			switch {
+			case cerr == nil && cres.Acquired:
+				t.Fatalf("%s: the collect landed AND the delivery reclaimed (record %s under %s)", key, got.State, got.Token)
+			case cerr != nil && !cres.Acquired:
+				t.Fatalf("%s: neither: collect %v, claim %+v", key, cerr, cres)
+			case cerr == nil && (got.State != driver.StateDone || got.Token != "collected"):
+				t.Fatalf("%s: collect said landed, record %s under %s", key, got.State, got.Token)
 			}
-		})
-	}
+		}
+	})
 }
 
 // A collect keeps what the record was: attempt, fingerprint, created-at,
 // reopen audit fields.
 func TestAttack50CollectKeepsTheRecordsFields(t *testing.T) {
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			rec := failed(t, s, "A50K", "tok-k")
-			got, err := s.Collect(t.Context(), collect(rec, "new", t0.Add(time.Second)))
-			if err != nil {
-				t.Fatal(err)
+	onEachStore(t, func(t *testing.T, s collectStore) {
+		rec := failed(t, s, "A50K", "tok-k")
+		got, err := s.Collect(t.Context(), collect(rec, "new", t0.Add(time.Second)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, _ := s.Get(t.Context(), "A50K", t0.Add(time.Second))
+		for _, r := range []driver.Record{got, read} {
+			if r.Attempt != rec.Attempt || r.Fingerprint != rec.Fingerprint || !r.CreatedAt.Equal(rec.CreatedAt) || r.Reopens != rec.Reopens {
+				t.Fatalf("collected %+v\nfrom %+v", r, rec)
 			}
-			read, _ := s.Get(t.Context(), "A50K", t0.Add(time.Second))
-			for _, r := range []driver.Record{got, read} {
-				if r.Attempt != rec.Attempt || r.Fingerprint != rec.Fingerprint || !r.CreatedAt.Equal(rec.CreatedAt) || r.Reopens != rec.Reopens {
-					t.Fatalf("collected %+v\nfrom %+v", r, rec)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // A collect of an IN_PROGRESS record whose lease passed races its slow
 // (not dead) worker's heartbeat: never both (the worker would go on
 // debiting a record recorded as collected).
 func TestAttack50CollectRacesHeartbeat(t *testing.T) {
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			s := open(t)
-			for round := range 20 {
-				key := fmt.Sprintf("A50H-%d", round)
-				claimed(t, s, key, "worker", t0, t0.Add(time.Minute))
-				now := t0.Add(time.Hour)
-				rec, _ := s.Get(t.Context(), key, now)
-				var cerr, eerr error
-				var wg sync.WaitGroup
-				wg.Go(func() { _, cerr = s.Collect(t.Context(), collect(rec, "collected", now)) })
-				wg.Go(func() {
-					eerr = s.Extend(t.Context(), driver.ExtendRequest{Key: key, Token: "worker", LeaseUntil: now.Add(time.Minute), Now: now})
-				})
-				wg.Wait()
-				if cerr == nil && eerr == nil {
-					t.Fatalf("%s: the collect landed AND the worker's heartbeat was accepted", key)
-				}
+	onEachStore(t, func(t *testing.T, s collectStore) {
+		for round := range 20 {
+			key := fmt.Sprintf("A50H-%d", round)
+			claimed(t, s, key, "worker", t0, t0.Add(time.Minute))
+			now := t0.Add(time.Hour)
+			rec, _ := s.Get(t.Context(), key, now)
+			var cerr, eerr error
+			var wg sync.WaitGroup
+			wg.Go(func() { _, cerr = s.Collect(t.Context(), collect(rec, "collected", now)) })
+			wg.Go(func() {
+				eerr = s.Extend(t.Context(), driver.ExtendRequest{Key: key, Token: "worker", LeaseUntil: now.Add(time.Minute), Now: now})
+			})
+			wg.Wait()
+			if cerr == nil && eerr == nil {
+				t.Fatalf("%s: the collect landed AND the worker's heartbeat was accepted", key)
 			}
-		})
-	}
+		}
+	})
 }

@@ -124,6 +124,22 @@ func receiveAll(t *testing.T, q ClaimingQueue, p queue.ClaimPolicy, n int) []que
 	return got
 }
 
+// wantEmpty checks that q holds no message, waiting or in flight.
+func wantEmpty(t *testing.T, q queue.Queue) {
+	t.Helper()
+	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
+		t.Errorf("depth %+v, want empty", d)
+	}
+}
+
+// receiveOne sends one claim of key (fingerprint "f") to q and receives
+// it, claimed by g.
+func receiveOne(t *testing.T, q ClaimingQueue, g *idempotency.Guard, key string) queue.Message {
+	t.Helper()
+	sendClaims(t, q, `{"key":"`+key+`","fp":"f"}`)
+	return receiveAll(t, q, claimPolicy(g), 1)[0]
+}
+
 func keyOf(t *testing.T, m queue.Message) string {
 	t.Helper()
 	var b claimBody
@@ -242,8 +258,7 @@ func finishReq(g *idempotency.Guard, c idempotency.Claim, failed bool) (driver.F
 
 func testRefusedResult(t *testing.T, h ClaimingHarness) {
 	q, s, g := openClaiming(t, h, time.Minute)
-	sendClaims(t, q, `{"key":"taken","fp":"f"}`)
-	m := receiveAll(t, q, claimPolicy(g), 1)[0]
+	m := receiveOne(t, q, g, "taken")
 	c := claimOf(t, m)
 	// Another worker took the claim over after the lease (its clock later).
 	late := c.Record.LeaseUntil.Add(time.Second)
@@ -269,21 +284,10 @@ func testRefusedResult(t *testing.T, h ClaimingHarness) {
 
 func testStaleDelivery(t *testing.T, h ClaimingHarness) {
 	q, s, g := openClaiming(t, h, time.Second)
-	sendClaims(t, q, `{"key":"again","fp":"f"}`)
-	first := receiveAll(t, q, claimPolicy(g), 1)[0]
+	first := receiveOne(t, q, g, "again")
 	c := claimOf(t, first)
 	// Its visibility lapses; the message is delivered again (no claim).
-	var second []queue.Message
-	deadline := time.Now().Add(10 * time.Second)
-	for len(second) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the message was not delivered again")
-		}
-		var err error
-		if second, err = q.Receive(t.Context(), 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	second := deliveredAgain(t, q)
 	req, _ := finishReq(g, c, false)
 	if err := first.Bound.Finish(t.Context(), req); err != nil {
 		t.Fatalf("finish of the first delivery: %v, want nil (the result is recorded)", err)
@@ -297,8 +301,25 @@ func testStaleDelivery(t *testing.T, h ClaimingHarness) {
 	if err := q.Ack(t.Context(), second); err != nil {
 		t.Errorf("ack of the second delivery: %v", err)
 	}
-	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
-		t.Errorf("depth %+v, want empty", d)
+	wantEmpty(t, q)
+}
+
+// deliveredAgain receives from q until the message whose visibility
+// lapsed is delivered again (10 s at most).
+func deliveredAgain(t *testing.T, q ClaimingQueue) []queue.Message {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("the message was not delivered again")
+		}
+		second, err := q.Receive(t.Context(), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(second) > 0 {
+			return second
+		}
 	}
 }
 
@@ -308,8 +329,7 @@ func testStaleDelivery(t *testing.T, h ClaimingHarness) {
 // then acks).
 func testGuardDo(t *testing.T, h ClaimingHarness) {
 	q, s, g := openClaiming(t, h, time.Minute)
-	sendClaims(t, q, `{"key":"once","fp":"f"}`)
-	first := receiveAll(t, q, claimPolicy(g), 1)[0]
+	first := receiveOne(t, q, g, "once")
 	runs := 0
 	work := func(context.Context, idempotency.Run) (idempotency.Done, error) {
 		runs++
@@ -322,8 +342,7 @@ func testGuardDo(t *testing.T, h ClaimingHarness) {
 	if !first.Bound.Settled() {
 		t.Error("DONE recorded, message not deleted with it")
 	}
-	sendClaims(t, q, `{"key":"once","fp":"f"}`)
-	second := receiveAll(t, q, claimPolicy(g), 1)[0]
+	second := receiveOne(t, q, g, "once")
 	res, err = g.Do(t.Context(), "once", "f", work, idempotency.DoOptions{Bound: second.Bound})
 	if err != nil || res.Outcome != idempotency.DuplicateDone || res.Done.Detail != "ref-1" {
 		t.Fatalf("Do of the copy: %+v %v, want duplicate done with the stored result", res, err)
@@ -334,9 +353,7 @@ func testGuardDo(t *testing.T, h ClaimingHarness) {
 	if err := q.Ack(t.Context(), []queue.Message{second}); err != nil {
 		t.Fatal(err)
 	}
-	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
-		t.Errorf("depth %+v, want empty", d)
-	}
+	wantEmpty(t, q)
 	if rec, err := s.Get(t.Context(), "once", g.Now()); err != nil || rec.State != driver.StateDone || rec.Detail != "ref-1" {
 		t.Errorf("record %+v %v, want DONE ref-1", rec, err)
 	}
@@ -397,8 +414,7 @@ func testWait(t *testing.T, h ClaimingHarness) {
 	ctx := t.Context()
 	q, s, g := openClaiming(t, h, time.Second)
 	p := claimPolicy(g)
-	sendClaims(t, q, `{"key":"later","fp":"f"}`)
-	first := receiveAll(t, q, p, 1)[0]
+	first := receiveOne(t, q, g, "later")
 	until := g.Now().Add(2500 * time.Millisecond)
 	var runs []idempotency.Run
 	work := func(_ context.Context, r idempotency.Run) (idempotency.Done, error) {
@@ -468,9 +484,7 @@ func testWait(t *testing.T, h ClaimingHarness) {
 	if rec, err := s.Get(ctx, "later", g.Now()); err != nil || rec.State != driver.StateDone || rec.Attempt != 2 || rec.Detail != "ref-2" {
 		t.Errorf("record %+v %v, want DONE ref-2, attempt 2", rec, err)
 	}
-	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
-		t.Errorf("depth %+v, want empty", d)
-	}
+	wantEmpty(t, q)
 }
 
 // testStaleWait: a wait recorded through a delivery that was delivered
@@ -479,20 +493,9 @@ func testWait(t *testing.T, h ClaimingHarness) {
 func testStaleWait(t *testing.T, h ClaimingHarness) {
 	ctx := t.Context()
 	q, s, g := openClaiming(t, h, time.Second)
-	sendClaims(t, q, `{"key":"wait-again","fp":"f"}`)
-	first := receiveAll(t, q, claimPolicy(g), 1)[0]
+	first := receiveOne(t, q, g, "wait-again")
 	c := claimOf(t, first)
-	var second []queue.Message
-	deadline := time.Now().Add(10 * time.Second)
-	for len(second) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the message was not delivered again")
-		}
-		var err error
-		if second, err = q.Receive(ctx, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	second := deliveredAgain(t, q)
 	now := g.Now()
 	f := driver.FinishRequest{Key: "wait-again", Token: c.Lease().Token, State: driver.StateWaiting, Status: "RETRY_SCHEDULED",
 		Now: now, ExpiresAt: now.Add(24 * time.Hour), NotBefore: now.Add(time.Hour)}
@@ -508,9 +511,7 @@ func testStaleWait(t *testing.T, h ClaimingHarness) {
 	if err := q.Ack(ctx, second); err != nil {
 		t.Errorf("ack of the second delivery: %v (the wait must leave it alone)", err)
 	}
-	if d := depth(t, q).Counts(); d != (queue.Depth{}) {
-		t.Errorf("depth %+v, want empty", d)
-	}
+	wantEmpty(t, q)
 }
 
 // testWaitAge: a message held for its record's wait (notice-first holds
@@ -522,9 +523,7 @@ func testStaleWait(t *testing.T, h ClaimingHarness) {
 func testWaitAge(t *testing.T, h ClaimingHarness) {
 	ctx := t.Context()
 	q, _, g := openClaiming(t, h, time.Second)
-	p := claimPolicy(g)
-	sendClaims(t, q, `{"key":"held","fp":"f"}`)
-	m := receiveAll(t, q, p, 1)[0]
+	m := receiveOne(t, q, g, "held")
 	res, err := g.Do(ctx, "held", "f", func(context.Context, idempotency.Run) (idempotency.Done, error) {
 		return idempotency.Done{}, &idempotency.Wait{Until: g.Now().Add(time.Hour), Status: "NOTICE_SENT"}
 	}, idempotency.DoOptions{Bound: m.Bound})

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -515,5 +516,34 @@ func testSendRefuses(t *testing.T, h Harness) {
 	nothingElse := receive(t, q, 1, 3*time.Second)
 	if len(nothingElse) != 1 || len(nothingElse[0].Body) != queue.MaxMessageBytes-10 {
 		t.Errorf("after the refusals the queue holds %d messages, want only the one under the limit", len(nothingElse))
+	}
+}
+
+// ReceiveBesideHuge sends a small message to q, where a message of huge
+// bytes was written around Send, and receives: only the small one is
+// handed out, and neither the receive nor then (if not nil: a listing of
+// the DLQ, say) allocates a quarter of huge: the large body is never read
+// into memory.
+func ReceiveBesideHuge(t *testing.T, q queue.Queue, huge int, then func()) {
+	t.Helper()
+	if _, err := q.Send(t.Context(), []byte(`{"small":true}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	msgs, err := q.Receive(t.Context(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if then != nil {
+		then()
+	}
+	runtime.ReadMemStats(&after)
+	if len(msgs) != 1 || string(msgs[0].Body) != `{"small":true}` {
+		t.Fatalf("received %d messages, want only the small one", len(msgs))
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(huge/4) {
+		t.Errorf("receiving (and what followed) allocated %d MiB: the %d MiB body was read", got>>20, huge>>20)
 	}
 }

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"testing"
 
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -35,6 +37,19 @@ func ThroughQueue(q ClaimingQueue, s driver.Store) driver.Store {
 		return throughQueueOps{t, ops} // the operators' capabilities are the store's own
 	}
 	return t
+}
+
+// ConformanceThroughQueue runs storetest.Conformance on s through q
+// (ThroughQueue), and checks that (nearly) every claim was answered in a
+// receive: the path it meant to check was taken.
+func ConformanceThroughQueue(t *testing.T, q ClaimingQueue, s driver.Store) {
+	t.Helper()
+	through := ThroughQueue(q, s)
+	storetest.Conformance(t, through)
+	in, byCall := ClaimsThroughQueue(through)
+	if in == 0 || byCall*10 > in+byCall {
+		t.Errorf("claims answered in a receive: %d, by a store call: %d; want (nearly) all in a receive", in, byCall)
+	}
 }
 
 // operatorStore is a store with every optional capability of the driver.
