@@ -194,3 +194,13 @@ func (c *Config) keep(ctx context.Context, store driver.Store, trail *audit.Trai
 	}
 	return kept{policy: p, keys: ring}, nil
 }
+
+// BindPolicy defines the flags of approvals policy POLICY on f: the
+// console's key and the settings it keeps, and why (into *why).
+func (c *Config) BindPolicy(f *cli.FlagSet, why *string) {
+	f.String(why, "reason", "", "", "why the settings change (required to change them)")
+	f.String(&c.KeyFile, "console-key-file", "IC_CONSOLE_KEY_FILE", "", "the console's own key, which alone changes the settings")
+	f.String(&c.AuditFile, "audit-file", "IC_AUDIT_FILE", "", "the audit trail the settings name")
+	f.String(&c.Auth, "console-auth", "IC_CONSOLE_AUTH", "", "how people sign in: token or proxy")
+	f.String(&c.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: the console's token file (its fourth field: the operators' command-line keys)")
+}

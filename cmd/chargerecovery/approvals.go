@@ -8,12 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/console"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
-	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/app/service/proposals"
 	"github.com/finedge/idempotent-consumer/app/service/recon"
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -32,20 +30,7 @@ func runApprovals(ctx context.Context, env *cli.Env, args []string) error {
 	case "policy":
 		return runPolicy(ctx, env, args[1:])
 	case "-h", "--help":
-		fmt.Fprintln(env.Stderr, `usage: chargerecovery approvals propose redrive|reopen|renotify [flags] --reason TEXT
-       chargerecovery approvals propose reconcile --charge-id ID --statement FILE[,FILE] [--collection-account ID] [--kind K] [--unverified] [--notice-sent] [--refunded] --reason TEXT
-       chargerecovery approvals list [--all] | show ID | approve ID | reject ID --reason TEXT | run ID
-       chargerecovery approvals policy [POLICY --reason TEXT --console-key-file FILE --audit-file FILE --console-auth token|proxy [--console-token-file FILE]]
-
-  propose  freeze what a bulk action (or one that needs four-eyes) will touch: count, sample, totals
-  list     proposals waiting, approved or running (--all: every one)
-  show     one proposal: its targets, and what became of each
-  approve  approve another operator's proposal, and run it (--no-run: approve only)
-  reject   reject a proposal (the proposer may withdraw her own)
-  run      run an approved proposal, or resume one that stopped
-  policy   the four-eyes settings kept in the backend; policy POLICY --reason TEXT --console-key-file … changes them (the console's key only; audited)
-
-chargerecovery approvals SUB -h gives the flags.`)
+		fmt.Fprintln(env.Stderr, proposals.Usage)
 		return cli.ErrHelp
 	}
 	return cli.Usagef("say approvals propose, list, show ID, approve ID, reject ID or run ID (see chargerecovery approvals -h)")
@@ -65,11 +50,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	var src recon.Source
 	if kind == string(approval.Reconcile) {
 		src.Bind(f)
-		f.String((*string)(&spec.BreakKind), "kind", "", "", "reconcile: which break, when the charge has several: "+recon.KindList())
-		f.Bool(&spec.Unverified, "unverified", "", false, "reconcile: adopt a posting that could not be checked against the charge: you checked its amount and account by hand")
-		f.Bool(&spec.NoticeSent, "notice-sent", "", false, "reconcile: an adopted posting's pre-debit notice is known to have gone out: record DEBITED")
-		f.Bool(&spec.Refunded, "refunded", "", false, "reconcile, failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED)")
-		f.Duration(&be.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: an IN_PROGRESS record posted by the bank counts as in flight until its lease passed by this much (as serve's)")
+		recon.BindProposal(f, &spec, &be)
 	}
 	f.String(&spec.Reason, "reason", "", "", "why (required): kept in the audit trail and every record touched")
 	f.String(&codes, "reason-code", "", "", "redrive, reopen: only DLQ entries with these reason codes, comma-separated (reopen: default debit_failed)")
@@ -108,7 +89,7 @@ func runPropose(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	p, err := proposals.Propose(ctx, book, who, spec, be, func() (*backend.Backend, error) { return openForOps(ctx, bc) })
+	p, err := proposals.Propose(ctx, book, who, spec, be, func() (*backend.Backend, error) { return backend.OpenExisting(ctx, bc) })
 	if err != nil {
 		return err
 	}
@@ -120,11 +101,8 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 	var ac auditConfig
 	ac.Bind(f)
 	var all bool
-	var timeout time.Duration
-	var nc pipeline.NotifyConfig
-	var keys pipeline.Config
+	var rf proposals.RunFlags
 	d := proposals.Decision{Sub: sub, Out: env.Stdout}
-	o := proposals.RunOptions{Keys: keys.Keys, Progress: func(p approval.Proposal) { proposals.PrintProgress(env.Stderr, p) }}
 	switch sub {
 	case "list":
 		f.Bool(&all, "all", "", false, "every proposal, also those done, rejected or expired")
@@ -134,13 +112,8 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		f.Bool(&d.NoRun, "no-run", "", false, "approve only; run it later with approvals run ID")
 	}
 	if sub == "approve" || sub == "run" {
-		f.Duration(&o.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 		f.Int(&ac.Batch, "batch", "", 50, "act on this many targets between two saves of the progress (at most 500)")
-		f.Duration(&timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
-		nc.Bind(f)
-		keys.BindKeys(f)
-		f.Duration(&o.Lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconcile: the claim an adoption takes on the record while it writes DONE (as serve's)")
-		f.Duration(&o.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: a lapsed claim is taken over only this long after it ends (as serve's)")
+		rf.Bind(f)
 	}
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
@@ -178,18 +151,9 @@ func runDecide(ctx context.Context, env *cli.Env, sub string, args []string) err
 		return printed(env, *asJSON, p, func(w io.Writer) { approval.Print(w, p, 20); approval.PrintOutcomes(w, p) })
 	}
 	d.Who = func(needs string) (approval.Actor, error) { return ac.who(env, *opFlag, book, needs) }
-	o.Open, o.NotifyTimeout, o.Channel = func() (*backend.Backend, error) { return openForOps(ctx, bc) }, timeout, nc.Channel
-	o.Sender = func() (charge.NoticeSender, error) {
-		if nc.Channel == "" {
-			return nil, cli.Usagef("a renotify proposal needs the notification channel (--notify and its flags, as renotify's)")
-		}
-		var p cli.Problems
-		if nc.Check(&p); p.Err() != nil {
-			return nil, p.Err()
-		}
-		var lc cli.LogConfig
-		return keptNoticeSender(ctx, nc, timeout, lc.Logger(env.Stderr))
-	}
+	var lc cli.LogConfig
+	o := rf.Settle(ctx, func() (*backend.Backend, error) { return backend.OpenExisting(ctx, bc) }, lc.Logger(env.Stderr),
+		func(p approval.Proposal) { proposals.PrintProgress(env.Stderr, p) })
 	p, ran, err := proposals.Decide(ctx, book, d, o)
 	if err != nil || !ran {
 		return err
@@ -207,11 +171,7 @@ func runPolicy(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "approvals policy", "approvals policy [POLICY --reason TEXT --console-key-file FILE --audit-file FILE --console-auth token|proxy [--console-token-file FILE]]")
 	var cc console.Config
 	var why string
-	f.String(&why, "reason", "", "", "why the settings change (required to change them)")
-	f.String(&cc.KeyFile, "console-key-file", "IC_CONSOLE_KEY_FILE", "", "the console's own key, which alone changes the settings")
-	f.String(&cc.AuditFile, "audit-file", "IC_AUDIT_FILE", "", "the audit trail the settings name")
-	f.String(&cc.Auth, "console-auth", "IC_CONSOLE_AUTH", "", "how people sign in: token or proxy")
-	f.String(&cc.TokenFile, "console-token-file", "IC_CONSOLE_TOKEN_FILE", "", "token sign-in: the console's token file (its fourth field: the operators' command-line keys)")
+	cc.BindPolicy(f, &why)
 	if err := f.Parse(args, true); err != nil {
 		return err
 	}
@@ -226,7 +186,7 @@ func runPolicy(ctx context.Context, env *cli.Env, args []string) error {
 		return cli.Usagef("give one POLICY (e.g. reopen-new-attempt,redrive-force,bulk>100, or off)")
 	}
 	var lc cli.LogConfig
-	p, err := cc.ChangePolicy(ctx, f.Args()[0], why, func() (*backend.Backend, error) { return openForOps(ctx, bc) }, env.Stderr, lc.Logger(env.Stderr))
+	p, err := cc.ChangePolicy(ctx, f.Args()[0], why, func() (*backend.Backend, error) { return backend.OpenExisting(ctx, bc) }, env.Stderr, lc.Logger(env.Stderr))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -188,7 +189,7 @@ func TestDLQListShowsARepeatedForwardOnce(t *testing.T) {
 	if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-REP-1", "--account", "001234567890", "--amount-minor", "100"); r.code != 0 {
 		t.Fatal(r.stderr)
 	}
-	b, err := openForOps(t.Context(), backendFor(env))
+	b, err := backend.OpenExisting(t.Context(), backendFor(env))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,13 +23,9 @@ func opsFlags(env *cli.Env, name, synopsis string) (*cli.FlagSet, *backend.Confi
 	return f, bc, asJSON
 }
 
-func openForOps(ctx context.Context, bc *backend.Config) (*backend.Backend, error) {
-	return backend.OpenExisting(ctx, bc)
-}
-
 // onBackend runs fn on the backend of bc as it is, closed after.
 func onBackend(ctx context.Context, bc *backend.Config, fn func(*backend.Backend) error) error {
-	b, err := openForOps(ctx, bc)
+	b, err := backend.OpenExisting(ctx, bc)
 	if err != nil {
 		return err
 	}

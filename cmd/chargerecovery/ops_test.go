@@ -200,7 +200,7 @@ func opsScenario(t *testing.T, env map[string]string) {
 	}
 
 	// stuck: a worker claimed a charge an hour ago and died.
-	b, err := openForOps(ctx, backendFor(env))
+	b, err := backend.OpenExisting(ctx, backendFor(env))
 	if err != nil {
 		t.Fatal(err)
 	}

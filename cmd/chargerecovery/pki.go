@@ -11,21 +11,8 @@ import (
 	"github.com/finedge/idempotent-consumer/internal/pki"
 )
 
-const pkiSynopsis = `pki --dir DIR [--host NAME]... [--force]
-
-DEVELOPMENT ONLY: makes a private CA and, signed by it, a server certificate
-for the core-banking simulator (SANs 127.0.0.1, localhost and every --host)
-and a client certificate for the consumer, plus an OAuth2 client secret, so
-that corebank, serve and corebank ledger run over mutual TLS and OAuth2
-locally. The CA's key is not kept (nothing more can be signed with it);
-keys and the secret are owner-only (0600). A real bank issues its own
-certificates: never use these outside a developer's machine.
-Existing files are left alone unless --force.
-
-Files: ca.crt, bank.crt, bank.key, consumer.crt, consumer.key, oauth-client-secret`
-
 func runPKI(_ context.Context, env *cli.Env, args []string) error {
-	f := cli.NewFlagSet(env, "pki", pkiSynopsis)
+	f := cli.NewFlagSet(env, "pki", pki.DevSynopsis)
 	o := pki.DevOptions{Hosts: []string{"127.0.0.1", "localhost"}}
 	f.String(&o.Dir, "dir", "IC_PKI_DIR", "", "where to write the files (created owner-only if missing; required)")
 	f.String(&o.ClientID, "client-id", "IC_PKI_CLIENT_ID", "chargerecovery", "the consumer's name: its certificate's common name, and the OAuth2 client id printed for corebank and serve")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"io"
 	"time"
 	_ "time/tzdata" // the image is FROM scratch: --time-zone needs the zone database inside the binary
@@ -12,27 +13,6 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
-const reconcileSynopsis = `reconcile [flags] --statement FILE[,FILE…] [FILE…]
-reconcile resolve [flags] --statement FILE[,FILE…] --reason TEXT CHARGE_ID
-
-Matches the bank's books (ISO 20022 camt.053 / camt.054, or the CSV
-export: booking_date,bank_key,account,amount_minor,currency,reference,
-reversal[,narrative[,return_reason]]) against the records, over the
-statement's period (its FrToDt, or --from/--to), and reports every break:
-posted_not_recorded, recorded_not_posted, posted_twice, amount_mismatch,
-failed_but_posted, unknown_posting. A reversal or a return (camt RtrInf,
-or a BkTxCd PMNT/IDDT/UPDD without it; named with its reason code: AC04,
-AM04, MD06, …) cancels its posting; a bank's storno without our key
-(EndToEndId NOTPROVIDED) cancels the posting of its AcctSvcrRef, or is a
-warning naming its amount. A collection account's statement needs
---collection-account (refused without it). Exit 0: none; 1: breaks; 2:
-bad input.
-
-resolve closes one charge's break, as the statement shows it now:
-posted_not_recorded adopts the posting (DONE with the bank's reference; no
-debit, no notice); any other kind is marked resolved with the reason. A
-resolved break does not come back on the next run of the same statement.`
-
 func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	if len(args) > 0 && args[0] == "resolve" {
 		return runReconcileResolve(ctx, env, args[1:])
@@ -40,7 +20,7 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	if len(args) > 0 && args[0] == "run" {
 		args = args[1:]
 	}
-	f, bc, asJSON := opsFlags(env, "reconcile", reconcileSynopsis)
+	f, bc, asJSON := opsFlags(env, "reconcile", recon.Synopsis)
 	var src recon.Source
 	var asCSV bool
 	var o recon.RunOptions
@@ -64,7 +44,7 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	b, err := openForOps(ctx, bc)
+	b, err := backend.OpenExisting(ctx, bc)
 	if err != nil {
 		return err
 	}
@@ -74,7 +54,7 @@ func runReconcile(ctx context.Context, env *cli.Env, args []string) error {
 }
 
 func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error {
-	f, bc, asJSON := opsFlags(env, "reconcile resolve", reconcileSynopsis)
+	f, bc, asJSON := opsFlags(env, "reconcile resolve", recon.Synopsis)
 	var src recon.Source
 	r := recon.ResolveRequest{Log: env.Stderr}
 	src.Bind(f)
@@ -108,7 +88,7 @@ func runReconcileResolve(ctx context.Context, env *cli.Env, args []string) error
 		return err
 	}
 	defer trail.Close()
-	b, err := openForOps(ctx, bc)
+	b, err := backend.OpenExisting(ctx, bc)
 	if err != nil {
 		return err
 	}

@@ -4,15 +4,12 @@ import (
 	"cmp"
 	"context"
 	"io"
-	"log/slog"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/app/service/operate"
-	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 )
 
 // runRenotify sends the pre-debit notices that failed after a successful
@@ -64,10 +61,4 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 			return rn.Renotify(ctx, recs, run)
 		})
 	})
-}
-
-// keptNoticeSender is the channel of nc as a sender of kept notices, for
-// renotify (pipeline.NotifyConfig.KeptNoticeSender).
-func keptNoticeSender(ctx context.Context, nc pipeline.NotifyConfig, timeout time.Duration, log *slog.Logger) (charge.NoticeSender, error) {
-	return nc.KeptNoticeSender(ctx, timeout, log)
 }

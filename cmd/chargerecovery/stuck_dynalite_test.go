@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"os"
 	"strings"
 	"testing"
@@ -44,7 +45,7 @@ func TestStuckAndStatusOnDynalite(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), ddb, name) })
 
-	b, err := openForOps(ctx, backendFor(env))
+	b, err := backend.OpenExisting(ctx, backendFor(env))
 	if err != nil {
 		t.Fatal(err)
 	}

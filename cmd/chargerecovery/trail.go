@@ -43,7 +43,7 @@ func (c *auditConfig) openBook(ctx context.Context, env *cli.Env, bc *backend.Co
 // keptSettings reads the four-eyes settings kept in bc's backend,
 // checked against the console key this host pins (if it does).
 func keptSettings(ctx context.Context, env *cli.Env, bc *backend.Config) (approval.Settings, bool, error) {
-	return session.LoadPinned(ctx, env.Getenv, func() (*backend.Backend, error) { return openForOps(ctx, bc) })
+	return session.LoadPinned(ctx, env.Getenv, func() (*backend.Backend, error) { return backend.OpenExisting(ctx, bc) })
 }
 
 // who is the person acting (session.Session.Who).

@@ -108,3 +108,17 @@ func WriteDev(o DevOptions) (DevSet, error) {
 	}
 	return set, nil
 }
+
+// DevSynopsis is `chargerecovery pki -h`'s text above the flags.
+const DevSynopsis = `pki --dir DIR [--host NAME]... [--force]
+
+DEVELOPMENT ONLY: makes a private CA and, signed by it, a server certificate
+for the core-banking simulator (SANs 127.0.0.1, localhost and every --host)
+and a client certificate for the consumer, plus an OAuth2 client secret, so
+that corebank, serve and corebank ledger run over mutual TLS and OAuth2
+locally. The CA's key is not kept (nothing more can be signed with it);
+keys and the secret are owner-only (0600). A real bank issues its own
+certificates: never use these outside a developer's machine.
+Existing files are left alone unless --force.
+
+Files: ca.crt, bank.crt, bank.key, consumer.crt, consumer.key, oauth-client-secret`

@@ -8,7 +8,9 @@ package proposals
 import (
 	"context"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
@@ -202,4 +204,60 @@ func PrintSettings(w io.Writer, cur approval.Settings, ok bool) {
 		return
 	}
 	fmt.Fprintf(w, "four-eyes policy: %s\nsettings version %d, kept %s by %s (%s)\n%s\n", cur.Policy, cur.Version, cur.At.Format(time.RFC3339), cur.By, cur.Why, cur.Describe())
+}
+
+// Usage is `chargerecovery approvals -h`.
+const Usage = `usage: chargerecovery approvals propose redrive|reopen|renotify [flags] --reason TEXT
+       chargerecovery approvals propose reconcile --charge-id ID --statement FILE[,FILE] [--collection-account ID] [--kind K] [--unverified] [--notice-sent] [--refunded] --reason TEXT
+       chargerecovery approvals list [--all] | show ID | approve ID | reject ID --reason TEXT | run ID
+       chargerecovery approvals policy [POLICY --reason TEXT --console-key-file FILE --audit-file FILE --console-auth token|proxy [--console-token-file FILE]]
+
+  propose  freeze what a bulk action (or one that needs four-eyes) will touch: count, sample, totals
+  list     proposals waiting, approved or running (--all: every one)
+  show     one proposal: its targets, and what became of each
+  approve  approve another operator's proposal, and run it (--no-run: approve only)
+  reject   reject a proposal (the proposer may withdraw her own)
+  run      run an approved proposal, or resume one that stopped
+  policy   the four-eyes settings kept in the backend; policy POLICY --reason TEXT --console-key-file … changes them (the console's key only; audited)
+
+chargerecovery approvals SUB -h gives the flags.`
+
+// RunFlags are the flags of approvals approve and run: what running a
+// proposal needs of serve's settings (retention, lease, skew margin, the
+// fingerprint keys) and, for a renotify, the notification channel.
+type RunFlags struct {
+	Options RunOptions
+	// Notify and NotifyTimeout are renotify's channel, as serve's.
+	Notify        pipeline.NotifyConfig
+	NotifyTimeout time.Duration
+	keys          pipeline.Config
+}
+
+// Bind defines the flags on f.
+func (r *RunFlags) Bind(f *cli.FlagSet) {
+	f.Duration(&r.Options.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
+	f.Duration(&r.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
+	r.Notify.Bind(f)
+	r.keys.BindKeys(f)
+	f.Duration(&r.Options.Lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconcile: the claim an adoption takes on the record while it writes DONE (as serve's)")
+	f.Duration(&r.Options.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: a lapsed claim is taken over only this long after it ends (as serve's)")
+}
+
+// Settle fills the options from the flags parsed: open opens the backend,
+// log is the notifier's logger, progress is told of every batch saved.
+func (r *RunFlags) Settle(ctx context.Context, open func() (*backend.Backend, error), log *slog.Logger, progress func(approval.Proposal)) RunOptions {
+	o := r.Options
+	o.Keys, o.Open, o.Progress = r.keys.Keys, open, progress
+	o.NotifyTimeout, o.Channel = r.NotifyTimeout, r.Notify.Channel
+	o.Sender = func() (charge.NoticeSender, error) {
+		if r.Notify.Channel == "" {
+			return nil, cli.Usagef("a renotify proposal needs the notification channel (--notify and its flags, as renotify's)")
+		}
+		var p cli.Problems
+		if r.Notify.Check(&p); p.Err() != nil {
+			return nil, p.Err()
+		}
+		return r.Notify.KeptNoticeSender(ctx, r.NotifyTimeout, log)
+	}
+	return o
 }

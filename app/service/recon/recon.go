@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"io"
 	"os"
 	"path/filepath"
@@ -296,4 +297,37 @@ func PrintResolved(w io.Writer, id, reason string, res reconcile.Resolved) {
 	default:
 		fmt.Fprintf(w, "%s: %s marked resolved (break %s): %s\n", safetext.Text(id), res.Break.Kind, res.Break.ID, strconv.QuoteToGraphic(reason))
 	}
+}
+
+// Synopsis is `chargerecovery reconcile -h`'s text above the flags.
+const Synopsis = `reconcile [flags] --statement FILE[,FILE…] [FILE…]
+reconcile resolve [flags] --statement FILE[,FILE…] --reason TEXT CHARGE_ID
+
+Matches the bank's books (ISO 20022 camt.053 / camt.054, or the CSV
+export: booking_date,bank_key,account,amount_minor,currency,reference,
+reversal[,narrative[,return_reason]]) against the records, over the
+statement's period (its FrToDt, or --from/--to), and reports every break:
+posted_not_recorded, recorded_not_posted, posted_twice, amount_mismatch,
+failed_but_posted, unknown_posting. A reversal or a return (camt RtrInf,
+or a BkTxCd PMNT/IDDT/UPDD without it; named with its reason code: AC04,
+AM04, MD06, …) cancels its posting; a bank's storno without our key
+(EndToEndId NOTPROVIDED) cancels the posting of its AcctSvcrRef, or is a
+warning naming its amount. A collection account's statement needs
+--collection-account (refused without it). Exit 0: none; 1: breaks; 2:
+bad input.
+
+resolve closes one charge's break, as the statement shows it now:
+posted_not_recorded adopts the posting (DONE with the bank's reference; no
+debit, no notice); any other kind is marked resolved with the reason. A
+resolved break does not come back on the next run of the same statement.`
+
+// BindProposal defines the flags of approvals propose reconcile beyond the
+// statement's (Source.Bind): which break, and how it is resolved when the
+// proposal runs.
+func BindProposal(f *cli.FlagSet, spec *approval.Spec, be *approval.Backend) {
+	f.String((*string)(&spec.BreakKind), "kind", "", "", "reconcile: which break, when the charge has several: "+KindList())
+	f.Bool(&spec.Unverified, "unverified", "", false, "reconcile: adopt a posting that could not be checked against the charge: you checked its amount and account by hand")
+	f.Bool(&spec.NoticeSent, "notice-sent", "", false, "reconcile: an adopted posting's pre-debit notice is known to have gone out: record DEBITED")
+	f.Bool(&spec.Refunded, "refunded", "", false, "reconcile, failed_but_posted: the bank gave the money back: mark the break (the record stays FAILED)")
+	f.Duration(&be.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: an IN_PROGRESS record posted by the bank counts as in flight until its lease passed by this much (as serve's)")
 }
