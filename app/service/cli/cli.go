@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -219,6 +220,10 @@ func (f *FlagSet) Parse(args []string, allowArgs bool) error {
 				f.usage()
 				return ErrHelp
 			}
+			if m := badValue.FindStringSubmatch(err.Error()); m != nil && f.want[m[2]] != "" {
+				// The flag package says "parse error": say what is wanted.
+				return Usagef("--%s %s is not %s (see chargerecovery %s -h)", m[2], m[1], f.want[m[2]], f.name)
+			}
 			return Usagef("%v (see chargerecovery %s -h)", err, f.name)
 		}
 		if f.fs.NArg() == 0 {
@@ -248,6 +253,10 @@ func (f *FlagSet) Parse(args []string, allowArgs bool) error {
 	}
 	return nil
 }
+
+// badValue is the flag package's error for a value its flag does not take:
+// the value (quoted) and the flag's name.
+var badValue = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-([A-Za-z0-9-]+): `)
 
 // Problems collects configuration errors so that all are reported at once.
 type Problems []string
