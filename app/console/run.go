@@ -43,7 +43,7 @@ func (o *RunOptions) Bind(f *cli.FlagSet) {
 	f.String(&o.MetricsURL, "metrics-url", "IC_METRICS_URL", "http://127.0.0.1:9090/metrics", "a consumer's /metrics, for its circuit state (\"\": skip)")
 	f.Duration(&o.Lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconciliation: the claim a resolve's adoption takes on the record while it writes DONE (as serve's)")
 	f.Duration(&o.Skew, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconciliation: a lapsed claim is taken over (and a posted IN_PROGRESS record stops counting as in flight) only this long after it ends (as serve's)")
-	o.Keys.BindKeys(f) // reconciliation: a resolved break's amount checked against the fingerprint
+	o.Keys.BindKeys(f, false) // reconciliation: a resolved break's amount checked against the fingerprint
 	f.Duration(&o.Timeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
 }
 

@@ -274,16 +274,22 @@ func (c *Config) Bind(f *cli.FlagSet) {
 	f.String(&c.PostingWindows, "posting-windows", "IC_POSTING_WINDOWS", "", "the bank's posting windows, DAYS HH:MM-HH:MM ZONE; ... (e.g. \"Mon-Fri 06:00-20:00 Asia/Kolkata; Sat 06:00-13:00 Asia/Kolkata\"): outside them nothing is received, so no debit is posted and no receive count grows; charges resume in order when a window opens; always open by default")
 	f.String(&c.HolidaysFile, "holidays", "IC_HOLIDAYS", "", "file of bank holidays, one YYYY-MM-DD a line with an optional name (# comments): no posting window opens on them (needs --posting-windows)")
 	c.BankAuth.Bind(f, "corebank", "IC_COREBANK", "core banking")
-	c.BindKeys(f)
+	c.BindKeys(f, true)
 	f.String(&c.Colocate, "colocate", "IC_COLOCATE", "auto", "where the queue and the idempotency store share one database (embedded, postgres): auto writes each claim in the transaction that receives its message and each result in the one that deletes or dead-letters it; off makes them store calls of their own (as with DynamoDB or Redis)")
 	f.Int(&c.Receivers, "receivers", "IC_RECEIVERS", 0, "receives under way at once, sharing --concurrency (0: 1, or 4 where claims ride in the queue's transactions, whose receives each wait for a commit)")
 	f.Float(&c.NotifyFailRate, "notify-fail-rate", "IC_NOTIFY_FAIL_RATE", 0, "--notify sim only: the simulator's notification failure rate, 0-1")
 }
 
-// BindKeys binds the fingerprint key flags alone (serve's, and the
-// commands that check a charge against its record's fingerprint).
-func (c *Config) BindKeys(f *cli.FlagSet) {
-	f.String(&c.FingerprintKeyFile, "fingerprint-key-file", "IC_FINGERPRINT_KEY_FILE", "", "file holding the secret key of the charges' fingerprints (required; at least 32 bytes, e.g. openssl rand -base64 48): a fingerprint in the store then reveals nothing of the account number")
+// BindKeys binds the fingerprint key flags alone: serve's (required), and
+// those of the commands that check a posting against its record's
+// fingerprint (optional there: the amount is compared with the record's
+// summary either way).
+func (c *Config) BindKeys(f *cli.FlagSet, required bool) {
+	use := "file holding the secret key of the charges' fingerprints (required; at least 32 bytes, e.g. openssl rand -base64 48): a fingerprint in the store then reveals nothing of the account number"
+	if !required {
+		use = "file holding serve's fingerprint key (optional: without it a posting's narrative is not checked against its record's keyed fingerprint; its amount, currency and account are compared with the record's summary either way)"
+	}
+	f.String(&c.FingerprintKeyFile, "fingerprint-key-file", "IC_FINGERPRINT_KEY_FILE", "", use)
 	f.String(&c.FingerprintPreviousKeyFiles, "fingerprint-previous-key-files", "IC_FINGERPRINT_PREVIOUS_KEY_FILES", "", "comma-separated files of earlier fingerprint keys, still recognised for records written under them (key rotation: see docs/operations/security.md)")
 }
 

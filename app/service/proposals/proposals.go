@@ -238,7 +238,7 @@ func (r *RunFlags) Bind(f *cli.FlagSet) {
 	f.Duration(&r.Options.Retention, "retention", "IC_RETENTION", idempotency.DefaultRetention, "the idempotency records' retention (as serve's --retention)")
 	f.Duration(&r.NotifyTimeout, "notify-timeout", "IC_NOTIFY_TIMEOUT", 5*time.Second, "renotify: how long one notification may take")
 	r.Notify.Bind(f)
-	r.keys.BindKeys(f)
+	r.keys.BindKeys(f, false)
 	f.Duration(&r.Options.Lease, "lease", "IC_LEASE", idempotency.DefaultLease, "reconcile: the claim an adoption takes on the record while it writes DONE (as serve's)")
 	f.Duration(&r.Options.SkewMargin, "skew-margin", "IC_SKEW_MARGIN", idempotency.DefaultSkewMargin, "reconcile: a lapsed claim is taken over only this long after it ends (as serve's)")
 }

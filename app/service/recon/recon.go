@@ -58,7 +58,7 @@ func (s *Source) Bind(f *cli.FlagSet) {
 	f.String(&s.From, "from", "", "", "the period's start: YYYY-MM-DD (midnight in --time-zone), RFC 3339, or yesterday / today; default: the statement's FrToDt. A statement path's {from} is this day (YYYY-MM-DD), for a daily job: --statement /statements/{from}.xml --from yesterday --to today")
 	f.String(&s.To, "to", "", "", "the period's end (exclusive), as --from")
 	f.String(&s.Zone, "time-zone", "IC_TIME_ZONE", "UTC", "the bank's time zone (IANA name, e.g. Asia/Kolkata): where a day of --from/--to starts, and how a statement's FrToDt written without an offset is read")
-	s.Keys.BindKeys(f)
+	s.Keys.BindKeys(f, false)
 }
 
 // Statement is a Source opened: what to read, and the period.
