@@ -195,6 +195,13 @@ func TestResolveAsksThePolicyFirstThenAdoptsAudited(t *testing.T) {
 			if !strings.Contains(log.String(), `"result":"adopted"`) {
 				t.Fatalf("no audit line: %s", log.String())
 			}
+			// The audit line is a log line as every other command's: its
+			// time and level first (issue 54).
+			for _, l := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+				if strings.Contains(l, `"result":"adopted"`) && (!strings.HasPrefix(l, `{"time":"`) || !strings.Contains(l, `"level":"WARN"`)) {
+					t.Fatalf("the audit line lacks its time or level: %s", l)
+				}
+			}
 			var out strings.Builder
 			recon.PrintResolved(&out, r.ChargeID, r.Reason, res)
 			if !strings.Contains(out.String(), "CHGA1: posted_not_recorded adopted: the record is DONE") {

@@ -2,9 +2,10 @@ package recon
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"io"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -107,11 +108,13 @@ func Resolve(ctx context.Context, store driver.Store, st Statement, r ResolveReq
 		if err != nil {
 			return err
 		}
-		line, _ := json.Marshal(map[string]any{"audit": true, "msg": fmt.Sprintf("reconciliation break %s %s", res.Break.Kind, res.Action),
-			"action": "reconcile-resolve", "result": res.Action, "charge_id": r.ChargeID, "reason": r.Reason,
-			"kind": res.Break.Kind, "break": res.Break.ID, "bank_keys": res.Break.BankKeys})
-		_, err = w.Write(append(line, '\n'))
-		return err
+		// As every other command's audit line: slog's JSON, with its time
+		// and level.
+		operate.AuditLog(w).LogAttrs(ctx, slog.LevelWarn, fmt.Sprintf("reconciliation break %s %s", res.Break.Kind, res.Action),
+			slog.Bool("audit", true), slog.String("action", "reconcile-resolve"), slog.String("result", res.Action),
+			slog.String("charge_id", r.ChargeID), slog.String("reason", r.Reason), slog.String("kind", string(res.Break.Kind)),
+			slog.String("break", res.Break.ID), slog.Any("bank_keys", res.Break.BankKeys))
+		return nil
 	})
 	if err != nil {
 		return reconcile.Resolved{}, InputErr(err)
