@@ -142,7 +142,9 @@ func (c *Console) reconciliationPage(w http.ResponseWriter, r *http.Request) {
 		v.Notes = append(v.Notes, printable(n))
 	}
 	if rep.CollectionAccount != "" {
-		v.Collection = charge.MaskAccount(printable(rep.CollectionAccount))
+		// The fee account's name is an identifier: masked only where it
+		// carries an account-like run, the rule for every text shown.
+		v.Collection = charge.MaskText(printable(rep.CollectionAccount))
 	}
 	for _, s := range rep.Statements {
 		v.Statements = append(v.Statements, printable(s[strings.LastIndexAny(s, `/\`)+1:]))

@@ -145,8 +145,13 @@ func TestReconciliationPageShowsAndResolvesTheKeptReport(t *testing.T) {
 	if got := openBreaks(body); !slices.Equal(got, []string{"posted_not_recorded CHG-REC-2", "recorded_not_posted CHG-REC-3"}) {
 		t.Errorf("open breaks listed: %q", got)
 	}
-	if strings.Contains(body, account) || strings.Contains(body, "FEES-001") {
+	if strings.Contains(body, account) {
 		t.Error("the page shows an account number whole")
+	}
+	// The fee account's name is an identifier, shown (issue 54: one
+	// masking rule; an account-like run in it would be masked).
+	if !strings.Contains(body, "collection account FEES-001") {
+		t.Error("the page hides the collection account's name")
 	}
 	if strings.Contains(body, resolveForm) {
 		t.Error("a viewer is offered the resolve form")
