@@ -225,7 +225,7 @@ func printDemo(w io.Writer, r Report) {
   messages sent       %d (%d redeliveries of the same chargeId)
   debited once        %d
   double debits       %d (charges posted more than once)
-  asked again         %d (posted once, but asked again after core banking confirmed them: %d requests; the bank's own key check held)
+  asked again         %d (posted once, but asked to debit again after core banking confirmed them: %d requests)
   not debited         %d
   declined            %d (FAILED and dead-lettered, never debited)
   duplicates dropped  %d (already DONE) + %d deferred while in progress
