@@ -96,9 +96,7 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 		ids = append(ids, fmt.Sprintf("CHG-4E-%d", i))
 	}
 	ledger.SetFaults(corebanksim.Faults{DeclineAccounts: declines})
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	for i, id := range ids {
 		if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", fmt.Sprintf("00123456%04d", i), "--amount-minor", "2500"); r.code != 0 {
 			t.Fatalf("send: %s", r.stderr)
@@ -216,9 +214,7 @@ func TestCommandLineActionsGoToTheAuditTrail(t *testing.T) {
 	auditFile := filepath.Join(dir, "audit.jsonl")
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "trail.db"), "IC_AUDIT_FILE": auditFile, "IC_OPERATOR": "olga"}
 	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	if r := runCmd(ctx, env, "redrive", "--reason", "debit_failed"); r.code != 0 {
 		t.Fatalf("redrive: %s", r.stderr)
 	}
@@ -303,9 +299,7 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 	accts := map[string]string{closed: closedAcct, poor[0]: "001122330001", poor[1]: "001122330002"}
 	ledger.SetFaults(corebanksim.Faults{DeclineAccounts: map[string]string{closedAcct: "ACCOUNT_CLOSED",
 		accts[poor[0]]: "INSUFFICIENT_FUNDS", accts[poor[1]]: "INSUFFICIENT_FUNDS"}})
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	for id, acct := range accts {
 		if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", acct, "--amount-minor", "2500"); r.code != 0 {
 			t.Fatalf("send: %s", r.stderr)

@@ -132,9 +132,7 @@ func TestTheConsoleProcessRevokesARemovedTokenAtOnce(t *testing.T) {
 	addr := freeAddr(t)
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_CONSOLE_ADDR": addr, "IC_CONSOLE_AUTH": "token",
 		"IC_CONSOLE_TOKEN_FILE": tokens, "IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_METRICS_URL": ""}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %d %s", r.code, r.stderr)
-	}
+	mustSetup(t, env)
 	proc := childLogged(t, env, filepath.Join(dir, "console.log"), "console")
 	defer stopAll(t, proc)
 	base := "http://" + addr

@@ -128,9 +128,7 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 				"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s",
 				"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "127.0.0.1:0",
 			}
-			if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-				t.Fatalf("setup: %s", r.stderr)
-			}
+			mustSetup(t, env)
 			if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-CRASH-1", "--account", "001234567890", "--amount-minor", "40000", "--type", "LOCKER_RENT"); r.code != 0 {
 				t.Fatalf("send: %s", r.stderr)
 			}
@@ -230,9 +228,7 @@ func TestThreeConsumerProcessesOnOneFile(t *testing.T) {
 		"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s",
 		"IC_VISIBILITY": "5s", "IC_LEASE": "5s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn",
 	}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	const n = 120
 	for i := range n {
 		if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-MP-"+strconv.Itoa(i), "--account", "001234567890",

@@ -31,10 +31,7 @@ func newFourEyes(t *testing.T, policy string) *fourEyes {
 	dir := t.TempDir()
 	f := &fourEyes{auditFile: filepath.Join(dir, "audit.jsonl")}
 	f.tokens, f.own = writeTokens(t, dir, "olga:operator", "ivan:operator")
-	f.env = map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_AUDIT_FILE": f.auditFile}
-	if r := runCmd(t.Context(), f.env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	f.env = embeddedEnv(t, dir, "ic.db", f.auditFile)
 	keepFourEyes(t, f.env, f.own["console"], f.tokens, policy)
 	// A production host pins the console's public key (PinFile, root's);
 	// here, as an installation without /etc does, in the environment.
@@ -43,6 +40,14 @@ func newFourEyes(t *testing.T, policy string) *fourEyes {
 	failedCharge(t, f.env, "CHG-51-2")
 	f.olga, f.ivan = as(f.env, f.own["olga"]), as(f.env, f.own["ivan"])
 	return f
+}
+
+// embeddedEnv is an embedded installation in dir (its database there,
+// named db), set up, keeping its audit trail in auditFile: the
+// environment its commands run with.
+func embeddedEnv(t *testing.T, dir, db, auditFile string) map[string]string {
+	t.Helper()
+	return mustSetup(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, db), "IC_AUDIT_FILE": auditFile})
 }
 
 func (f *fourEyes) propose(t *testing.T) string {

@@ -29,15 +29,8 @@ type attackSetup struct {
 func newAttackSetup(t *testing.T) *attackSetup {
 	t.Helper()
 	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
-	ctx, g, fp := t.Context(), s.g, s.fp
 	c := s.charge("CHG-A-1")
-	cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
-	if err != nil || !cl.Outcome.Owned() {
-		t.Fatalf("claim: %v %v", cl.Outcome, err)
-	}
-	if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
-		t.Fatal(err)
-	}
+	s.claim(t, "REF-", c)
 	s.stmt = s.write(t, "camt053.xml", s.posting(c))
 	return s
 }
@@ -60,9 +53,7 @@ func newReconcileSetup(t *testing.T, dir string, extra map[string]string, opts i
 		env[k] = v
 	}
 	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +82,34 @@ func (s *attackSetup) posting(c charge.Charge) statement.Posting {
 		Reference: "BANK-" + c.ID, Narrative: req.Narrative}
 }
 
+// claim claims each charge on the guard and, unless ref is empty (a
+// consumer that died after the debit), completes it as debited with the
+// bank's reference ref+its id.
+func (s *attackSetup) claim(t *testing.T, ref string, cs ...charge.Charge) {
+	t.Helper()
+	for _, c := range cs {
+		cl, err := s.g.Claim(t.Context(), c.ID, c.Fingerprint(s.fp))
+		if err != nil || !cl.Outcome.Owned() {
+			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
+		}
+		if ref == "" {
+			continue
+		}
+		if err := s.g.Complete(t.Context(), cl.Lease(), string(charge.Debited), ref+c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// write writes name, the camt.053 STMT-name of the collection account
+// FEES-001 for today with ps, in the set-up's folder.
 func (s *attackSetup) write(t *testing.T, name string, ps ...statement.Posting) string {
+	t.Helper()
+	return s.writeStatement(t, name, "STMT-"+name, ps...)
+}
+
+// writeStatement is write with the statement's id.
+func (s *attackSetup) writeStatement(t *testing.T, name, id string, ps ...statement.Posting) string {
 	t.Helper()
 	path := filepath.Join(s.dir, name)
 	f, err := os.Create(path)
@@ -99,7 +117,7 @@ func (s *attackSetup) write(t *testing.T, name string, ps ...statement.Posting) 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-" + name, Account: "FEES-001", Created: time.Now(),
+	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: id, Account: "FEES-001", Created: time.Now(),
 		Period: statement.Period{From: s.today, To: s.today.AddDate(0, 0, 1)}}, ps); err != nil {
 		t.Fatal(err)
 	}

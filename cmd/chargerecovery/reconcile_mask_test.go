@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
@@ -31,20 +30,9 @@ func TestReconcileOutputMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := own.DebitRequest()
-	stmt := filepath.Join(dir, "camt053.xml")
-	f, err := os.Create(stmt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-M", Account: "FEES-001", Created: time.Now(),
-		Period: statement.Period{From: today, To: today.AddDate(0, 0, 1)}},
-		[]statement.Posting{
-			{BankKey: req.IdempotencyKey, Account: own.AccountID, Amount: own.Amount, BookingDate: today, Reference: "BANK-M-1", Narrative: req.Narrative},
-			{BankKey: payer, Account: payer, Amount: charge.Money{Minor: 100000, Currency: "INR"}, BookingDate: today, Reference: "NEFT-IN-" + payer},
-		}); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stmt := s.writeStatement(t, "camt053.xml", "STMT-M",
+		statement.Posting{BankKey: req.IdempotencyKey, Account: own.AccountID, Amount: own.Amount, BookingDate: today, Reference: "BANK-M-1", Narrative: req.Narrative},
+		statement.Posting{BankKey: payer, Account: payer, Amount: charge.Money{Minor: 100000, Currency: "INR"}, BookingDate: today, Reference: "NEFT-IN-" + payer})
 	report := filepath.Join(dir, "recon.json")
 	check := func(what, out string) {
 		t.Helper()

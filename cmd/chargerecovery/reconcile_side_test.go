@@ -5,9 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
@@ -19,32 +17,14 @@ import (
 func TestReconcileCollectionStatementWithoutTheFlag(t *testing.T) {
 	ctx := t.Context()
 	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
-	dir, env, fp, g, today := s.dir, s.env, s.fp, s.g, s.today
+	dir, env := s.dir, s.env
 	var posted []statement.Posting
 	for _, id := range []string{"CHG-S-1", "CHG-S-2"} {
-		c := charge.Charge{ID: id, AccountID: "001234567890" + id[len(id)-1:], Amount: charge.Money{Minor: 2500, Currency: "INR"},
-			Type: charge.SMSAlertFee, DueDate: today}
-		cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
-		if err != nil || !cl.Outcome.Owned() {
-			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
-		}
-		if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "BANK-"+c.ID); err != nil {
-			t.Fatal(err)
-		}
-		req := c.DebitRequest()
-		posted = append(posted, statement.Posting{BankKey: req.IdempotencyKey, Account: c.AccountID, Amount: c.Amount, BookingDate: today,
-			Reference: "BANK-" + c.ID, Narrative: req.Narrative})
+		c := s.charge(id)
+		s.claim(t, "BANK-", c)
+		posted = append(posted, s.posting(c))
 	}
-	stmt := filepath.Join(dir, "collection.xml")
-	f, err := os.Create(stmt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-S", Account: "FEES-001", Created: time.Now(),
-		Period: statement.Period{From: today, To: today.AddDate(0, 0, 1)}}, posted); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stmt := s.writeStatement(t, "collection.xml", "STMT-S", posted...)
 	metricsFile := filepath.Join(dir, "recon.prom")
 
 	r := runCmd(ctx, env, "reconcile", "--statement", stmt, "--metrics-file", metricsFile)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile"
-	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
@@ -24,41 +23,13 @@ import (
 func TestReconcileFindsResolvesAndForgetsBreaks(t *testing.T) {
 	ctx := t.Context()
 	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
-	dir, env, b, fp, g, today := s.dir, s.env, s.b, s.fp, s.g, s.today
-	mk := func(id string) charge.Charge {
-		return charge.Charge{ID: id, AccountID: "001234567890" + id[len(id)-1:], Amount: charge.Money{Minor: 2500, Currency: "INR"},
-			Type: charge.SMSAlertFee, DueDate: today}
-	}
-	matched, crashed, lost := mk("CHG-R-1"), mk("CHG-R-2"), mk("CHG-R-3")
-	for _, c := range []charge.Charge{matched, crashed, lost} {
-		cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
-		if err != nil || !cl.Outcome.Owned() {
-			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
-		}
-		if c.ID == crashed.ID {
-			continue // the consumer died after the debit
-		}
-		if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir, env, b := s.dir, s.env, s.b
+	matched, crashed, lost := s.charge("CHG-R-1"), s.charge("CHG-R-2"), s.charge("CHG-R-3")
+	s.claim(t, "REF-", matched)
+	s.claim(t, "", crashed) // the consumer died after the debit
+	s.claim(t, "REF-", lost)
 	time.Sleep(1100 * time.Millisecond) // the crashed claim's lease passes
-	posting := func(c charge.Charge) statement.Posting {
-		req := c.DebitRequest()
-		return statement.Posting{BankKey: req.IdempotencyKey, Account: c.AccountID, Amount: c.Amount, BookingDate: today,
-			Reference: "BANK-" + c.ID, Narrative: req.Narrative}
-	}
-	stmt := filepath.Join(dir, "camt053.xml")
-	f, err := os.Create(stmt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-1", Account: "FEES-001", Created: time.Now(),
-		Period: statement.Period{From: today, To: today.AddDate(0, 0, 1)}},
-		[]statement.Posting{posting(matched), posting(crashed)}); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stmt := s.writeStatement(t, "camt053.xml", "STMT-1", s.posting(matched), s.posting(crashed))
 	metricsFile := filepath.Join(dir, "recon.prom")
 
 	r := runCmd(ctx, env, "reconcile", "--statement", stmt, "--collection-account", "FEES-001", "--json", "--metrics-file", metricsFile)

@@ -49,9 +49,7 @@ func TestRecoveryPolicySurvivesAKillInEveryWait(t *testing.T) {
 			for k, v := range tt.flags {
 				env[k] = v
 			}
-			if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-				t.Fatalf("setup: %s", r.stderr)
-			}
+			mustSetup(t, env)
 			if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-PROC", "--account", tt.account, "--amount-minor", "2500", "--type", "SMS_ALERT_FEE"); r.code != 0 {
 				t.Fatalf("send: %s", r.stderr)
 			}
@@ -145,9 +143,7 @@ func TestServeOutsideThePostingWindowPostsNothingAndSaysUntilWhen(t *testing.T) 
 		"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text",
 		"IC_HTTP_ADDR": addr, "IC_POSTING_WINDOWS": closedNow(time.Now().UTC()),
 	}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-WINDOW", "--account", "001234567890", "--amount-minor", "2500"); r.code != 0 {
 		t.Fatalf("send: %s", r.stderr)
 	}
