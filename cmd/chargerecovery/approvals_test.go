@@ -20,6 +20,13 @@ import (
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
+// proposalID is the first proposal id (P- and ten hex digits) in s, or "".
+func proposalID(s string) string {
+	return proposalIDPattern.FindString(s)
+}
+
+var proposalIDPattern = regexp.MustCompile(`P-[0-9a-f]{10}`)
+
 // writeTokens writes a console token file (hashes, and each person's
 // command-line public key) and one owner-only key file per person (what
 // each keeps in her home), and returns their paths; own["console"] is the
@@ -150,7 +157,7 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "touches:  5 charge(s), INR 125.00 (5)") || !strings.Contains(r.stdout, "state:    pending") {
 		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	if r := runCmd(ctx, olga, "approvals", "approve", id); r.code != 1 || !strings.Contains(r.stderr, "cannot approve her own") {
 		t.Fatalf("the proposer approves: %d %s", r.code, r.stderr)
 	}
@@ -334,7 +341,7 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "touches:  2 charge(s), INR 50.00 (2)") || strings.Contains(r.stdout, closed) || strings.Count(r.stdout, "INSUFFICIENT_FUNDS") < 2 {
 		t.Fatalf("propose --decline-code: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	filtered := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	filtered := proposalID(r.stdout)
 	if r := runCmd(ctx, olga, "approvals", "reject", filtered, "--reason", "one proposal for all of them"); r.code != 0 {
 		t.Fatalf("reject: %d %s", r.code, r.stderr)
 	}
@@ -347,7 +354,7 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 		!regexp.MustCompile(closed+` +\*{8}7802 +INR 25\.00 +debit_failed +ACCOUNT_CLOSED HARD DECLINE`).MatchString(r.stdout) {
 		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	show := runCmd(ctx, ivan, "approvals", "show", id)
 	for _, want := range []string{"held back", closed, "ACCOUNT_CLOSED HARD DECLINE", "********7802", poor[0], "INSUFFICIENT_FUNDS", "INR 25.00"} {
 		if show.code != 0 || !strings.Contains(show.stdout, want) {
@@ -402,7 +409,7 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 		!strings.Contains(r.stdout, "a new attempt on 1 hard-declined charge(s) ("+closed+" ACCOUNT_CLOSED)") || strings.Contains(r.stdout, "held back") {
 		t.Fatalf("propose under represent-hard-decline: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	termID := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	termID := proposalID(r.stdout)
 	if r := runCmd(ctx, term, "approvals", "approve", termID); r.code != 1 || !strings.Contains(r.stderr, "cannot approve her own") {
 		t.Fatalf("the proposer approves: %d %s", r.code, r.stderr)
 	}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +49,32 @@ func atk51Exec(t *testing.T, db *sql.DB, q string, args ...any) {
 	}
 }
 
+// atk51Hide is olga's copy aside, then deletion, of the records where
+// where holds; the function returned puts them back byte for byte.
+func atk51Hide(t *testing.T, db *sql.DB, where string) func() {
+	t.Helper()
+	atk51Exec(t, db, "attach database ? as bak", filepath.Join(t.TempDir(), "olga-bak.db"))
+	atk51Exec(t, db, "create table bak.s as select * from idempotency_records where "+where)
+	atk51Exec(t, db, "delete from idempotency_records where "+where)
+	return func() {
+		atk51Exec(t, db, "insert into idempotency_records select * from bak.s")
+		atk51Exec(t, db, "detach database bak")
+	}
+}
+
+// atk51V2 is four-eyes kept at "bulk>5" (v1), then at
+// "reopen-new-attempt" (v2), under which olga's direct reopen with a new
+// attempt is refused; and olga's handle on the SQLite file.
+func atk51V2(t *testing.T) (*fourEyes, *sql.DB) {
+	t.Helper()
+	f := newFourEyes(t, "bulk>5")
+	keepFourEyes(t, f.env, f.own["console"], f.tokens, "reopen-new-attempt")
+	if r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day"); r.code != 1 {
+		t.Fatalf("a direct reopen under v2: %d %s", r.code, r.stderr)
+	}
+	return f, atk51DB(t, f)
+}
+
 // without is env less the keys given.
 func atk51Without(env map[string]string, keys ...string) map[string]string {
 	out := map[string]string{}
@@ -73,18 +98,12 @@ func TestAttack51HiddenSettingsRowsTurnFourEyesOff(t *testing.T) {
 	if r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day"); r.code != 1 {
 		t.Fatalf("a direct reopen under the kept policy: %d %s", r.code, r.stderr)
 	}
-	db := atk51DB(t, f)
-	bak := filepath.Join(t.TempDir(), "olga-bak.db")
-	atk51Exec(t, db, "attach database ? as bak", bak)
-	atk51Exec(t, db, "create table bak.s as select * from idempotency_records where key like '\\_settings/%' escape '\\'")
-	atk51Exec(t, db, "delete from idempotency_records where key like '\\_settings/%' escape '\\'")
+	putBack := atk51Hide(t, atk51DB(t, f), "key like '\\_settings/%' escape '\\'")
 	// Without the trail flag and without her key: nothing is written anywhere.
 	olga := atk51Without(f.env, "IC_AUDIT_FILE", "IC_OPERATOR_KEY_FILE")
 	olga["IC_OPERATOR"] = "ivan" // and the record names whom she likes
 	r := runCmd(t.Context(), olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day")
-	// Put the settings back as they were.
-	atk51Exec(t, db, "insert into idempotency_records select * from bak.s")
-	atk51Exec(t, db, "detach database bak")
+	putBack() // the settings as they were
 	st, gen := f.generation(t, "CHG-51-1")
 	v := runCmd(t.Context(), f.env, "audit", "verify")
 	p := runCmd(t.Context(), f.env, "approvals", "policy")
@@ -104,12 +123,7 @@ func TestAttack51HiddenSettingsRowsTurnFourEyesOff(t *testing.T) {
 // own key, then marks v2 DONE again. Secure: a later version that exists
 // is never skipped (refused, not rolled back).
 func TestAttack51SettingsRolledBackToAnOlderVersion(t *testing.T) {
-	f := newFourEyes(t, "bulk>5")
-	keepFourEyes(t, f.env, f.own["console"], f.tokens, "reopen-new-attempt")
-	if r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day"); r.code != 1 {
-		t.Fatalf("a direct reopen under v2: %d %s", r.code, r.stderr)
-	}
-	db := atk51DB(t, f)
+	f, db := atk51V2(t)
 	atk51Exec(t, db, "update idempotency_records set state = 'IN_PROGRESS' where key = '_settings/v00000002'")
 	pol := runCmd(t.Context(), f.env, "approvals", "policy")
 	r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day")
@@ -171,17 +185,7 @@ func TestAttack51AWithdrawnApprovalRevivedByCuttingTheTail(t *testing.T) {
 	if err := os.WriteFile(f.auditFile, before, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
-	praw, _ := os.ReadFile(pfile)
-	var m map[string]any
-	if err := json.Unmarshal(praw, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["state"], m["why"] = "approved", ""
-	praw, _ = json.Marshal(m)
-	if err := os.WriteFile(pfile, praw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f.reapprove(t, id)
 	r := runCmd(t.Context(), f.olga, "approvals", "run", id)
 	st, gen := f.generation(t, "CHG-51-1")
 	// What she cannot undo: the console's witness (its own account, every
@@ -319,13 +323,7 @@ func TestAttack51IvansApprovalMovedToAnotherProposal(t *testing.T) {
 	fh, _ := os.OpenFile(f.auditFile, os.O_WRONLY|os.O_APPEND, 0)
 	fh.WriteString(moved + "\n")
 	fh.Close()
-	pfile := filepath.Join(f.auditFile+".proposals", p2+".json")
-	praw, _ := os.ReadFile(pfile)
-	var m map[string]any
-	_ = json.Unmarshal(praw, &m)
-	m["state"], m["decider"] = "approved", map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
-	praw, _ = json.Marshal(m)
-	os.WriteFile(pfile, praw, 0o600)
+	f.editProposal(t, p2, approvedByIvan)
 	r := runCmd(t.Context(), f.olga, "approvals", "run", p2)
 	t.Logf("run of %s on ivan's approval of %s: exit %d %s", p2, p1, r.code, lastLine(r.stderr))
 	if st, gen := f.generation(t, "CHG-51-1"); r.code == 0 || gen != 1 {
@@ -338,13 +336,13 @@ func TestAttack51IvansApprovalMovedToAnotherProposal(t *testing.T) {
 func TestAttack51ProposalEditedAfterApproval(t *testing.T) {
 	f := newFourEyes(t, "reopen-new-attempt")
 	r := runCmd(t.Context(), f.olga, "approvals", "propose", "reopen", "--new-attempt", "--charge-id", "CHG-51-1", "--reason", "one")
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
 		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
 	}
 	// A second proposal of CHG-51-2 gives olga a well-formed frozen target to copy.
 	r2 := runCmd(t.Context(), f.olga, "approvals", "propose", "reopen", "--new-attempt", "--charge-id", "CHG-51-2", "--reason", "two")
-	id2 := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r2.stdout)
+	id2 := proposalID(r2.stdout)
 	read := func(id string) map[string]any {
 		var m map[string]any
 		raw, _ := os.ReadFile(filepath.Join(f.auditFile+".proposals", id+".json"))
@@ -413,12 +411,7 @@ func TestAttack51OwnConsoleKeyAndOwnTrail(t *testing.T) {
 // carries the settings version it was written under: the trail's last
 // line says v2, so the command line refuses v1.
 func TestAttack51SettingsRolledBackByDeletingTheLatestVersion(t *testing.T) {
-	f := newFourEyes(t, "bulk>5")
-	keepFourEyes(t, f.env, f.own["console"], f.tokens, "reopen-new-attempt")
-	if r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day"); r.code != 1 {
-		t.Fatalf("a direct reopen under v2: %d %s", r.code, r.stderr)
-	}
-	db := atk51DB(t, f)
+	f, db := atk51V2(t)
 	atk51Exec(t, db, "delete from idempotency_records where key = '_settings/v00000002'")
 	r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day")
 	st, gen := f.generation(t, "CHG-51-1")

@@ -50,26 +50,6 @@ func atk51bOlgaLine(t *testing.T, f *fourEyes, v int, e audit.Entry) audit.Entry
 	return out
 }
 
-// atk51bReapprove puts the proposal file back to "approved" (what ivan's
-// reject changed; state, decider and why are not under the digest).
-func atk51bReapprove(t *testing.T, f *fourEyes, id string) {
-	t.Helper()
-	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
-	praw, err := os.ReadFile(pfile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(praw, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["state"], m["why"] = "approved", ""
-	praw, _ = json.Marshal(m)
-	if err := os.WriteFile(pfile, praw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // atk51bApprovedThenRejected: olga proposes, ivan approves (--no-run) and
 // then withdraws (rejects) it.
 func atk51bApprovedThenRejected(t *testing.T, f *fourEyes) string {
@@ -133,7 +113,7 @@ func TestAttack51bWitnessMissesAMidFileRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	fh.Close()
-	atk51bReapprove(t, f, id)
+	f.reapprove(t, id)
 
 	werr := witness.Check(nil)
 	r := runCmd(t.Context(), f.olga, "approvals", "run", id)
@@ -185,7 +165,7 @@ func TestAttack51bRotationReplaysAWithdrawnApproval(t *testing.T) {
 	}
 	fh.Write(replay)
 	fh.Close()
-	atk51bReapprove(t, f, id)
+	f.reapprove(t, id)
 
 	werr := witness.Check(nil)
 	r := runCmd(t.Context(), f.olga, "approvals", "run", id)
@@ -210,24 +190,15 @@ func TestAttack51bRotationReplaysAWithdrawnApproval(t *testing.T) {
 // alone (the operate backstop reads the settings without the pin and finds
 // v1 too). She puts the v2 row back.
 func TestAttack51bRollbackPastTheLastLineCheckWithHerOwnLine(t *testing.T) {
-	f := newFourEyes(t, "bulk>5")
-	keepFourEyes(t, f.env, f.own["console"], f.tokens, "reopen-new-attempt")
-	if r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day"); r.code != 1 {
-		t.Fatalf("a direct reopen under v2: %d %s", r.code, r.stderr)
-	}
-	db := atk51DB(t, f)
-	bak := filepath.Join(t.TempDir(), "olga-bak.db")
-	atk51Exec(t, db, "attach database ? as bak", bak)
-	atk51Exec(t, db, "create table bak.s as select * from idempotency_records where key = '_settings/v00000002'")
-	atk51Exec(t, db, "delete from idempotency_records where key = '_settings/v00000002'")
+	f, db := atk51V2(t)
+	putBack := atk51Hide(t, db, "key = '_settings/v00000002'")
 	pre := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day")
 	if pre.code == 0 || !strings.Contains(pre.stderr, "rolled back") {
 		t.Fatalf("the documented check: %d %s", pre.code, pre.stderr)
 	}
 	atk51bOlgaLine(t, f, 1, audit.Entry{Action: "note", Result: "ok", Detail: "checking the DLQ"})
 	r := runCmd(t.Context(), f.olga, "reopen", "CHG-51-1", "--new-attempt", "--reason", "salary day")
-	atk51Exec(t, db, "insert into idempotency_records select * from bak.s")
-	atk51Exec(t, db, "detach database bak")
+	putBack()
 	st, gen := f.generation(t, "CHG-51-1")
 	v := runCmd(t.Context(), f.env, "audit", "verify")
 	p := runCmd(t.Context(), f.env, "approvals", "policy")
@@ -264,15 +235,7 @@ func TestAttack51bAFutureVersionLineLocksEveryoneOut(t *testing.T) {
 func TestAttack51bNeedsEmptiedInTheProposalFile(t *testing.T) {
 	f := newFourEyes(t, "reopen-new-attempt")
 	id := f.propose(t)
-	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
-	praw, _ := os.ReadFile(pfile)
-	var m map[string]any
-	if err := json.Unmarshal(praw, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["state"], m["needs"] = "approved", ""
-	praw, _ = json.Marshal(m)
-	os.WriteFile(pfile, praw, 0o600)
+	f.editProposal(t, id, func(m map[string]any) { m["state"], m["needs"] = "approved", "" })
 	r := runCmd(t.Context(), f.olga, "approvals", "run", id)
 	st, gen := f.generation(t, "CHG-51-1")
 	t.Logf("run with needs emptied: exit %d %s; CHG-51-1 %s generation %d", r.code, lastLine(r.stderr), st, gen)
@@ -286,13 +249,7 @@ func TestAttack51bNeedsEmptiedInTheProposalFile(t *testing.T) {
 func TestAttack51bExpiryMovedOn(t *testing.T) {
 	f := newFourEyes(t, "reopen-new-attempt")
 	id := f.propose(t)
-	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
-	praw, _ := os.ReadFile(pfile)
-	var m map[string]any
-	json.Unmarshal(praw, &m)
-	m["expires"] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
-	praw, _ = json.Marshal(m)
-	os.WriteFile(pfile, praw, 0o600)
+	f.editProposal(t, id, func(m map[string]any) { m["expires"] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano) })
 	_ = runCmd(t.Context(), f.olga, "approvals", "list") // expires it, with its line
 	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id); r.code == 0 {
 		t.Errorf("ATTACK SUCCEEDED: a proposal whose expiry was edited was approved: %s", r.stdout)
@@ -330,17 +287,7 @@ func atk51bDigest(p approval.Proposal) string {
 func TestAttack51bSelfVouchedProposalWithNoNeeds(t *testing.T) {
 	f := newFourEyes(t, "reopen-new-attempt")
 	id := f.propose(t)
-	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
-	praw, _ := os.ReadFile(pfile)
-	var m map[string]any
-	if err := json.Unmarshal(praw, &m); err != nil {
-		t.Fatal(err)
-	}
-	m["state"], m["needs"] = "approved", ""
-	praw, _ = json.Marshal(m)
-	if err := os.WriteFile(pfile, praw, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	praw := f.editProposal(t, id, func(m map[string]any) { m["state"], m["needs"] = "approved", "" })
 	var p approval.Proposal
 	if err := json.Unmarshal(praw, &p); err != nil {
 		t.Fatal(err)
@@ -367,7 +314,7 @@ func TestAttack51bSelfVouchedProposalWithNoNeeds(t *testing.T) {
 func TestAttack51bProposalFromBeforeTheTighteningRunsAlone(t *testing.T) {
 	f := newFourEyes(t, "bulk>5")
 	r := runCmd(t.Context(), f.olga, "approvals", "propose", "reopen", "--new-attempt", "--reason", "INC-31: salary day")
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	if r.code != 0 || id == "" {
 		t.Fatalf("propose under v1: %d %s %s", r.code, r.stdout, r.stderr)
 	}

@@ -53,7 +53,7 @@ func embeddedEnv(t *testing.T, dir, db, auditFile string) map[string]string {
 func (f *fourEyes) propose(t *testing.T) string {
 	t.Helper()
 	r := runCmd(t.Context(), f.olga, "approvals", "propose", "reopen", "--new-attempt", "--reason", "INC-31: salary day")
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	if r.code != 0 || id == "" || !strings.Contains(r.stdout, "state:    pending") {
 		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
 	}
@@ -90,6 +90,14 @@ func (f *fourEyes) forgeApproval(t *testing.T, id string) {
 	}
 	fh.Write(append(b, '\n'))
 	fh.Close()
+	f.editProposal(t, id, approvedByIvan)
+}
+
+// editProposal is the insider's edit of proposal id's file (in the
+// proposals folder beside the trail): edit changes its fields, and the
+// file is written back; it returns what was written.
+func (f *fourEyes) editProposal(t *testing.T, id string, edit func(m map[string]any)) []byte {
+	t.Helper()
 	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
 	praw, err := os.ReadFile(pfile)
 	if err != nil {
@@ -99,11 +107,26 @@ func (f *fourEyes) forgeApproval(t *testing.T, id string) {
 	if err := json.Unmarshal(praw, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["state"], m["decider"] = "approved", map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
-	praw, _ = json.Marshal(m)
+	edit(m)
+	if praw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(pfile, praw, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return praw
+}
+
+// reapprove puts the proposal file back to "approved" (what ivan's
+// reject changed; state, decider and why are not under the digest).
+func (f *fourEyes) reapprove(t *testing.T, id string) {
+	t.Helper()
+	f.editProposal(t, id, func(m map[string]any) { m["state"], m["why"] = "approved", "" })
+}
+
+// approvedByIvan marks a proposal file approved, with ivan its decider.
+func approvedByIvan(m map[string]any) {
+	m["state"], m["decider"] = "approved", map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
 }
 
 func (f *fourEyes) generation(t *testing.T, id string) (driver.State, int) {

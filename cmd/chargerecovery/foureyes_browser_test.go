@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -161,7 +160,7 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 	br.shot("proposal-form")
 	br.run("submit", chromedp.Click(chromedp.CSS(`#propose button`)), chromedp.WaitVisible(chromedp.CSS("#title")))
 	msg := br.text("#message")
-	pid := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(msg)
+	pid := proposalID(msg)
 	if br.text("#title") != "Proposed" || pid == "" || !strings.Contains(msg, "11 charge(s), INR 275.00 (11)") {
 		t.Fatalf("propose: %q %q", br.text("#title"), msg)
 	}

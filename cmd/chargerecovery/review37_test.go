@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -180,7 +179,7 @@ func TestAttackCLISelfMadeConsoleTokenFile(t *testing.T) {
 	keepFourEyes(t, env, own["console"], realTokens, "all")
 	failedCharge(t, env, "CHG-1")
 	r := runCmd(t.Context(), as(env, own["olga"]), "approvals", "propose", "reopen", "--new-attempt", "--charge-id", "CHG-1", "--reason", "INC-13")
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	if r.code != 0 || id == "" {
 		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
 	}
