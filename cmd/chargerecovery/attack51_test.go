@@ -165,10 +165,7 @@ func TestAttack51ABlockingNextVersionRow(t *testing.T) {
 // trail. (Residual, documented in security.md.)
 func TestAttack51AWithdrawnApprovalRevivedByCuttingTheTail(t *testing.T) {
 	f := newFourEyes(t, "reopen-new-attempt")
-	id := f.propose(t)
-	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
-		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
-	}
+	id := f.proposeApproved(t)
 	before, err := os.ReadFile(f.auditFile)
 	if err != nil {
 		t.Fatal(err)
@@ -299,10 +296,7 @@ func TestAttack51ForgedFirstVersionMakesIvanApprove(t *testing.T) {
 // digest), is not vouched for: the run of P2 is refused.
 func TestAttack51IvansApprovalMovedToAnotherProposal(t *testing.T) {
 	f := newFourEyes(t, "reopen-new-attempt")
-	p1 := f.propose(t)
-	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", p1, "--no-run"); r.code != 0 {
-		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
-	}
+	p1 := f.proposeApproved(t)
 	if r := runCmd(t.Context(), f.olga, "approvals", "reject", p1, "--reason", "withdrawn"); r.code != 0 {
 		t.Fatalf("withdraw: %d %s", r.code, r.stderr)
 	}
@@ -365,10 +359,7 @@ func TestAttack51ProposalEditedAfterApproval(t *testing.T) {
 // each record changed since it was frozen.
 func TestAttack51ADoneProposalRevived(t *testing.T) {
 	f := newFourEyes(t, "reopen-new-attempt")
-	id := f.propose(t)
-	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
-		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
-	}
+	id := f.proposeApproved(t)
 	before, _ := os.ReadFile(f.auditFile)
 	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
 	approved, _ := os.ReadFile(pfile)

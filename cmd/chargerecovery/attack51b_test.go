@@ -54,10 +54,7 @@ func atk51bOlgaLine(t *testing.T, f *fourEyes, v int, e audit.Entry) audit.Entry
 // then withdraws (rejects) it.
 func atk51bApprovedThenRejected(t *testing.T, f *fourEyes) string {
 	t.Helper()
-	id := f.propose(t)
-	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
-		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
-	}
+	id := f.proposeApproved(t)
 	if r := runCmd(t.Context(), f.ivan, "approvals", "reject", id, "--reason", "wrong accounts, do not run"); r.code != 0 {
 		t.Fatalf("ivan rejects: %d %s", r.code, r.stderr)
 	}
@@ -113,21 +110,39 @@ func TestAttack51bWitnessMissesAMidFileRewrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	fh.Close()
-	f.reapprove(t, id)
 
-	werr := witness.Check(nil)
-	r := runCmd(t.Context(), f.olga, "approvals", "run", id)
-	st, gen := f.generation(t, "CHG-51-1")
-	v := runCmd(t.Context(), f.env, "audit", "verify")
-	t.Logf("witness after the in-place rewrite: %v", werr)
-	t.Logf("olga's run of ivan's withdrawn approval: exit %d %s; CHG-51-1: %s generation %d", r.code, lastLine(r.stderr+r.stdout), st, gen)
-	t.Logf("audit verify afterwards: exit %d %s", v.code, strings.TrimSpace(v.stderr))
-	if !errors.Is(werr, audit.ErrCut) {
+	o := atk51bRunWithdrawn(t, f, witness, id, "after the in-place rewrite")
+	if !errors.Is(o.werr, audit.ErrCut) {
 		t.Errorf("ATTACK SUCCEEDED (detection): the console's witness did not see ivan's reject line rewritten in the middle of the trail")
 	}
-	if r.code == 0 || gen != 1 {
-		t.Errorf("ATTACK SUCCEEDED (money): olga ran the proposal ivan withdrew; CHG-51-1 %s generation %d (approvals run does not check the trail's chain)", st, gen)
+	if o.run.code == 0 || o.gen != 1 {
+		t.Errorf("ATTACK SUCCEEDED (money): olga ran the proposal ivan withdrew; CHG-51-1 %s generation %d (approvals run does not check the trail's chain)", o.st, o.gen)
 	}
+}
+
+// atk51bRun is what follows olga's edit of the trail in W1 and W2.
+type atk51bRun struct {
+	werr     error  // the console's witness's check
+	run, ver result // olga's approvals run; audit verify
+	st       driver.State
+	gen      int // CHG-51-1's record afterwards
+}
+
+// atk51bRunWithdrawn puts "approved" back in the proposal file of ivan's
+// withdrawn approval and has olga run it; the witness looks, and audit
+// verify reads files (none: the trail). Each is logged under what.
+func atk51bRunWithdrawn(t *testing.T, f *fourEyes, witness *audit.Witness, id, what string, files ...string) atk51bRun {
+	t.Helper()
+	f.reapprove(t, id)
+	var o atk51bRun
+	o.werr = witness.Check(nil)
+	o.run = runCmd(t.Context(), f.olga, "approvals", "run", id)
+	o.st, o.gen = f.generation(t, "CHG-51-1")
+	o.ver = runCmd(t.Context(), f.env, append([]string{"audit", "verify"}, files...)...)
+	t.Logf("witness %s: %v", what, o.werr)
+	t.Logf("olga's run of ivan's withdrawn approval %s: exit %d %s; CHG-51-1: %s generation %d", what, o.run.code, lastLine(o.run.stderr+o.run.stdout), o.st, o.gen)
+	t.Logf("audit verify %s afterwards: exit %d %s", files, o.ver.code, strings.TrimSpace(o.ver.stderr))
+	return o
 }
 
 // ATTACK W2: rotation + replay. After ivan's reject olga rotates the trail
@@ -165,20 +180,13 @@ func TestAttack51bRotationReplaysAWithdrawnApproval(t *testing.T) {
 	}
 	fh.Write(replay)
 	fh.Close()
-	f.reapprove(t, id)
 
-	werr := witness.Check(nil)
-	r := runCmd(t.Context(), f.olga, "approvals", "run", id)
-	st, gen := f.generation(t, "CHG-51-1")
-	v := runCmd(t.Context(), f.env, "audit", "verify", old, f.auditFile)
-	t.Logf("witness after the replay: %v", werr)
-	t.Logf("olga's run after the rotation: exit %d %s; CHG-51-1: %s generation %d", r.code, lastLine(r.stderr+r.stdout), st, gen)
-	t.Logf("audit verify old+new: exit %d %s", v.code, strings.TrimSpace(v.stderr))
-	if !errors.Is(werr, audit.ErrCut) {
+	o := atk51bRunWithdrawn(t, f, witness, id, "after the rotation and the replay", old, f.auditFile)
+	if !errors.Is(o.werr, audit.ErrCut) {
 		t.Errorf("ATTACK SUCCEEDED (detection): the witness accepted replayed lines that do not chain")
 	}
-	if r.code == 0 || gen != 1 {
-		t.Errorf("ATTACK SUCCEEDED (money): olga ran the proposal ivan withdrew, after a rotation; CHG-51-1 %s generation %d", st, gen)
+	if o.run.code == 0 || o.gen != 1 {
+		t.Errorf("ATTACK SUCCEEDED (money): olga ran the proposal ivan withdrew, after a rotation; CHG-51-1 %s generation %d", o.st, o.gen)
 	}
 }
 

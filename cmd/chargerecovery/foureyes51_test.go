@@ -60,6 +60,17 @@ func (f *fourEyes) propose(t *testing.T) string {
 	return id
 }
 
+// proposeApproved is olga's proposal (propose), approved by ivan
+// (--no-run).
+func (f *fourEyes) proposeApproved(t *testing.T) string {
+	t.Helper()
+	id := f.propose(t)
+	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
+		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
+	}
+	return id
+}
+
 // forgeApproval is the insider's forgery: an approve line naming ivan,
 // chained to the trail's last line, carrying the propose line's digest;
 // the proposal file marked approved by ivan.
