@@ -132,16 +132,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	// The charge an outage dead-lettered (max receives): no record, so a
 	// redrive debits it.
 	const redriven = "CHG-2026/11.REDRIVE-1"
-	if _, err := b.Queue.Send(ctx, event(redriven, "001234567801", 4100), nil); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := b.Queue.Receive(ctx, 1)
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v %d", err, len(msgs))
-	}
-	if err := b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"}); err != nil {
-		t.Fatal(err)
-	}
+	deadLetter(t, b.Queue, event(redriven, "001234567801", 4100), queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"})
 	// A claim whose worker died: IN_PROGRESS past its lease, no message.
 	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second})
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/corebanksim"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
-	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -112,16 +111,7 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Queue.Send(ctx, body, nil); err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := b.Queue.Receive(ctx, 1)
-		if err != nil || len(msgs) != 1 {
-			t.Fatalf("receive: %v %d", err, len(msgs))
-		}
-		if err := b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"}); err != nil {
-			t.Fatal(err)
-		}
+		deadLetter(t, b.Queue, body, queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"})
 	}
 	serve := child(t, env, "serve")
 	defer stopAll(t, serve)
@@ -211,15 +201,7 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 	if got := br.text("#done"); got != "11 of 11" || !strings.Contains(br.text("#counts"), "11 moved") {
 		t.Fatalf("progress: %q %q", got, br.text("#counts"))
 	}
-	waitUntil(t, "every charge to be debited", 60*time.Second, func() bool {
-		for _, id := range ids {
-			rec, err := b.Store.Get(ctx, id, time.Now())
-			if err != nil || rec.State != driver.StateDone {
-				return false
-			}
-		}
-		return true
-	})
+	waitUntil(t, "every charge to be debited", 60*time.Second, allDone(t, b, ids))
 	posted := ledger.PostingsByKey()
 	for _, id := range ids {
 		if posted[id] != 1 {
