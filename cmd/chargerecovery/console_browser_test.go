@@ -30,6 +30,19 @@ import (
 
 // chromium finds Debian's headless browser: in CI its absence fails the
 // test, elsewhere it skips saying how to install it.
+// consoleUp waits (20 s at most) until the console at base answers its
+// sign-in page with 200.
+func consoleUp(t *testing.T, base string) {
+	t.Helper()
+	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
+		resp, err := http.Get(base + "/signin")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+}
+
 func chromium(t *testing.T) string {
 	t.Helper()
 	for _, p := range []string{os.Getenv("IC_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
@@ -103,11 +116,8 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	}))
 	defer hook.Close()
 
-	tokens := filepath.Join(dir, "tokens")
 	const viewerToken, operatorToken = "vera-viewer-token-0123456789", "olga-operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte(console.TokenLine("vera", console.Viewer, viewerToken, "")+"\n"+console.TokenLine("olga", console.Operator, operatorToken, "")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := tokenFile(t, dir, console.TokenLine("vera", console.Viewer, viewerToken, ""), console.TokenLine("olga", console.Operator, operatorToken, ""))
 	consoleAddr := freeAddr(t)
 	audit := filepath.Join(dir, "audit.jsonl")
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_COREBANK_URL": bank.URL,
@@ -228,13 +238,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin")),
 			chromedp.WaitVisible(chromedp.CSS("#waiting")))
 	}
-	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
-		resp, err := http.Get(base + "/signin")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	consoleUp(t, base)
 
 	// Not signed in: the sign-in page, nothing else.
 	run("anonymous visit", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(chromedp.CSS("#token")))

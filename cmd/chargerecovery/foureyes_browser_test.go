@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -116,13 +115,7 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 	serve := child(t, env, "serve")
 	defer stopAll(t, serve)
 	base := "http://" + consoleAddr
-	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
-		resp, err := http.Get(base + "/signin")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	consoleUp(t, base)
 	// The command line (the console, started, keeps the policy and its
 	// token file beside the trail): a bulk redrive is refused (it must be proposed),
 	// one charge is redriven (its line goes to the same trail).

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -37,11 +36,8 @@ func TestOverviewScreenshotForTheDocs(t *testing.T) {
 	ledger := corebanksim.NewLedger(corebanksim.Faults{Latency: 40 * time.Millisecond, DeclineAccounts: map[string]string{declined: "INSUFFICIENT_FUNDS"}})
 	bank := httptest.NewServer(corebanksim.Handler(ledger))
 	defer bank.Close()
-	tokens := filepath.Join(dir, "tokens")
 	const token = "olga-operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte(console.TokenLine("olga", console.Operator, token, "")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := tokenFile(t, dir, console.TokenLine("olga", console.Operator, token, ""))
 	consoleAddr := freeAddr(t)
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_COREBANK_URL": bank.URL,
 		"IC_POLL_WAIT": "1s", "IC_VISIBILITY": "30s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn", "IC_CONCURRENCY": "2",
@@ -87,13 +83,7 @@ func TestOverviewScreenshotForTheDocs(t *testing.T) {
 		}
 	}
 	base := "http://" + consoleAddr
-	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
-		resp, err := http.Get(base + "/signin")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	consoleUp(t, base)
 	for i := range 9 {
 		burst([]int{120, 300, 80, 400, 200, 60, 350, 150, 250}[i])
 		time.Sleep(10 * time.Second)
