@@ -186,18 +186,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	}
 
 	// The browser.
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	// The first run starts the browser, on a context without a deadline
-	// (a deadline there would stop the browser); the steps get one.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := startChromium(t, exe, dir, quietChromium...) // the steps get a deadline
 	base := "http://" + consoleAddr
 	// Each step has 30 s; a step that fails leaves a picture of the page.
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {

@@ -28,10 +28,23 @@ type browser struct {
 
 func newBrowser(t *testing.T, dir string) *browser {
 	t.Helper()
-	exe := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.WindowSize(1280, 900))
+	bctx := startChromium(t, chromium(t), dir, quietChromium...)
+	return &browser{t: t, ctx: bctx, shots: screenshotDir(t)}
+}
+
+// quietChromium are the flags that keep a test's Chromium off the network
+// (no QUIC, no component updates, no sync).
+var quietChromium = []chromedp.ExecAllocatorOption{chromedp.Flag("disable-quic", true),
+	chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true)}
+
+// startChromium starts Chromium (exe, its profile in dir, 1280×900, no
+// sandbox, no GPU, no first-run page, and opts) for the test's duration
+// and returns its context; the first run, on a context without a deadline
+// (a deadline there would stop the browser), starts it.
+func startChromium(t *testing.T, exe, dir string, opts ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts = append(append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1280, 900)), opts...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
 	t.Cleanup(cancelAlloc)
 	bctx, cancel := chromedp.NewContext(actx)
@@ -39,7 +52,7 @@ func newBrowser(t *testing.T, dir string) *browser {
 	if err := chromedp.Do(bctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	return &browser{t: t, ctx: bctx, shots: screenshotDir(t)}
+	return bctx
 }
 
 func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {

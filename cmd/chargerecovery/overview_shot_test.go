@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -34,12 +33,11 @@ func TestOverviewScreenshotForTheDocs(t *testing.T) {
 	dir := t.TempDir()
 	const declined = "009999999999"
 	ledger := corebanksim.NewLedger(corebanksim.Faults{Latency: 40 * time.Millisecond, DeclineAccounts: map[string]string{declined: "INSUFFICIENT_FUNDS"}})
-	bank := httptest.NewServer(corebanksim.Handler(ledger))
-	defer bank.Close()
+	bankURL := simBank(t, ledger)
 	const token = "olga-operator-token-0123456789"
 	tokens := tokenFile(t, dir, console.TokenLine("olga", console.Operator, token, ""))
 	consoleAddr := freeAddr(t)
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_COREBANK_URL": bank.URL,
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_COREBANK_URL": bankURL,
 		"IC_POLL_WAIT": "1s", "IC_VISIBILITY": "30s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn", "IC_CONCURRENCY": "2",
 		"IC_CONSOLE": "true", "IC_CONSOLE_ADDR": consoleAddr, "IC_CONSOLE_AUTH": "token", "IC_CONSOLE_TOKEN_FILE": tokens,
 		"IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_CONSOLE_REFRESH": "2s"}
@@ -90,15 +88,7 @@ func TestOverviewScreenshotForTheDocs(t *testing.T) {
 	}
 	burst(400) // the picture mid-burst: a backlog draining
 	time.Sleep(5 * time.Second)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := startChromium(t, exe, dir)
 	sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(sctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),
