@@ -258,9 +258,15 @@ func TestTheApprovalTTLIsBounded(t *testing.T) {
 // pubOfKeyFile is the public key of the key in file.
 func pubOfKeyFile(t *testing.T, file string) string {
 	t.Helper()
+	return audit.PublicKeyString(keyOfFile(t, file).Public().(ed25519.PublicKey))
+}
+
+// keyOfFile is the private key in file.
+func keyOfFile(t *testing.T, file string) ed25519.PrivateKey {
+	t.Helper()
 	k, err := console.ReadKeyFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return audit.PublicKeyString(k.Public().(ed25519.PublicKey))
+	return k
 }
