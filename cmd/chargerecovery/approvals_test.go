@@ -20,6 +20,50 @@ import (
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
+// declinedCharge is a charge sent to an account the bank declines, and
+// its code.
+type declinedCharge struct{ id, account, code string }
+
+// declinedOnTheDLQ is an embedded installation (its database db, its trail
+// audit.jsonl beside it, tokens its console token file) that sent each
+// charge, each declined for its code by the simulated bank and now on the
+// DLQ, the consumer stopped; the bank then debits again (no faults).
+func declinedOnTheDLQ(t *testing.T, db, tokens string, charges ...declinedCharge) (map[string]string, *backend.Backend, *corebanksim.Ledger) {
+	t.Helper()
+	ledger := corebanksim.NewLedger(corebanksim.Faults{})
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
+	t.Cleanup(bank.Close)
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL,
+		"IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0",
+		"IC_AUDIT_FILE": filepath.Join(filepath.Dir(db), "audit.jsonl"), "IC_CONSOLE_TOKEN_FILE": tokens}
+	ctx := t.Context()
+	declines := map[string]string{}
+	for _, c := range charges {
+		declines[c.account] = c.code
+	}
+	ledger.SetFaults(corebanksim.Faults{DeclineAccounts: declines})
+	mustSetup(t, env)
+	for _, c := range charges {
+		if r := runCmd(ctx, env, "send", "--charge-id", c.id, "--account", c.account, "--amount-minor", "2500"); r.code != 0 {
+			t.Fatalf("send: %s", r.stderr)
+		}
+	}
+	b := openBackend(t, env)
+	serveUntil(t, env, nil, func() bool {
+		d, err := b.Queue.Depth(ctx)
+		return err == nil && d.DLQ == len(charges) && d.Waiting+d.InFlight == 0
+	})
+	ledger.SetFaults(corebanksim.Faults{})
+	return env, b, ledger
+}
+
+// proposalID is the first proposal id (P- and ten hex digits) in s, or "".
+func proposalID(s string) string {
+	return proposalIDPattern.FindString(s)
+}
+
+var proposalIDPattern = regexp.MustCompile(`P-[0-9a-f]{10}`)
+
 // writeTokens writes a console token file (hashes, and each person's
 // command-line public key) and one owner-only key file per person (what
 // each keeps in her home), and returns their paths; own["console"] is the
@@ -80,40 +124,15 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator", "vera:viewer")
-	ledger := corebanksim.NewLedger(corebanksim.Faults{})
-	bank := httptest.NewServer(corebanksim.Handler(ledger))
-	t.Cleanup(bank.Close)
 	auditFile := filepath.Join(dir, "audit.jsonl")
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "fourEyes.db"), "IC_COREBANK_URL": bank.URL,
-		"IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0",
-		"IC_AUDIT_FILE": auditFile, "IC_CONSOLE_TOKEN_FILE": tokens}
-	ctx := t.Context()
-	declines := map[string]string{}
 	var ids []string
+	var declined []declinedCharge
 	for i := range 5 {
-		acct := fmt.Sprintf("00123456%04d", i)
-		declines[acct] = "INSUFFICIENT_FUNDS"
 		ids = append(ids, fmt.Sprintf("CHG-4E-%d", i))
+		declined = append(declined, declinedCharge{ids[i], fmt.Sprintf("00123456%04d", i), "INSUFFICIENT_FUNDS"})
 	}
-	ledger.SetFaults(corebanksim.Faults{DeclineAccounts: declines})
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	for i, id := range ids {
-		if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", fmt.Sprintf("00123456%04d", i), "--amount-minor", "2500"); r.code != 0 {
-			t.Fatalf("send: %s", r.stderr)
-		}
-	}
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	serveUntil(t, env, nil, func() bool {
-		d, err := b.Queue.Depth(ctx)
-		return err == nil && d.DLQ == 5 && d.Waiting+d.InFlight == 0
-	})
-	ledger.SetFaults(corebanksim.Faults{}) // salary day
+	env, b, ledger := declinedOnTheDLQ(t, filepath.Join(dir, "fourEyes.db"), tokens, declined...) // salary day: the bank debits again
+	ctx := t.Context()
 
 	olga, ivan, vera := as(env, own["olga"]), as(env, own["ivan"]), as(env, own["vera"])
 	// No console here: the policy is kept in the backend with the
@@ -152,7 +171,7 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "touches:  5 charge(s), INR 125.00 (5)") || !strings.Contains(r.stdout, "state:    pending") {
 		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	if r := runCmd(ctx, olga, "approvals", "approve", id); r.code != 1 || !strings.Contains(r.stderr, "cannot approve her own") {
 		t.Fatalf("the proposer approves: %d %s", r.code, r.stderr)
 	}
@@ -171,15 +190,7 @@ func TestFourEyesOnTheCommandLine(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "done: 5 charge(s): 5 reopened") || strings.Count(r.stderr, "batch ") != 3 {
 		t.Fatalf("approve and run: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	serveUntil(t, env, nil, func() bool {
-		for _, c := range ids {
-			rec, err := b.Store.Get(ctx, c, time.Now())
-			if err != nil || rec.State != driver.StateDone {
-				return false
-			}
-		}
-		return true
-	})
+	serveUntil(t, env, nil, allDone(t, b, ids))
 	posted := ledger.PostingsByKey()
 	for _, c := range ids {
 		if posted[c+"~2"] != 1 || posted[c] != 0 {
@@ -216,9 +227,7 @@ func TestCommandLineActionsGoToTheAuditTrail(t *testing.T) {
 	auditFile := filepath.Join(dir, "audit.jsonl")
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "trail.db"), "IC_AUDIT_FILE": auditFile, "IC_OPERATOR": "olga"}
 	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	if r := runCmd(ctx, env, "redrive", "--reason", "debit_failed"); r.code != 0 {
 		t.Fatalf("redrive: %s", r.stderr)
 	}
@@ -266,14 +275,22 @@ func failedCharge(t *testing.T, env map[string]string, id string) {
 	if err := g.Fail(ctx, cl.Lease(), "FAILED", "debit declined: INSUFFICIENT_FUNDS"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Queue.Send(ctx, body, nil); err != nil {
+	deadLetter(t, b.Queue, body, queue.Reason{Code: chargehandler.Code(charge.DebitFailed), Detail: "declined: INSUFFICIENT_FUNDS"})
+}
+
+// deadLetter sends body to q, receives it and moves it to the DLQ for
+// why.
+func deadLetter(t *testing.T, q queue.Queue, body []byte, why queue.Reason) {
+	t.Helper()
+	ctx := t.Context()
+	if _, err := q.Send(ctx, body, nil); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := b.Queue.Receive(ctx, 1)
+	msgs, err := q.Receive(ctx, 1)
 	if err != nil || len(msgs) != 1 {
 		t.Fatalf("receive: %v %d", err, len(msgs))
 	}
-	if err := b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: chargehandler.Code(charge.DebitFailed), Detail: "declined: INSUFFICIENT_FUNDS"}); err != nil {
+	if err := q.DeadLetter(ctx, msgs[0], why); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -291,36 +308,13 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
-	ledger := corebanksim.NewLedger(corebanksim.Faults{})
-	bank := httptest.NewServer(corebanksim.Handler(ledger))
-	t.Cleanup(bank.Close)
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "hard.db"), "IC_COREBANK_URL": bank.URL,
-		"IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0",
-		"IC_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_CONSOLE_TOKEN_FILE": tokens}
-	ctx := t.Context()
 	const closed, closedAcct = "CHG-HD-CLOSED", "001122337802"
 	poor := []string{"CHG-HD-POOR-1", "CHG-HD-POOR-2"}
-	accts := map[string]string{closed: closedAcct, poor[0]: "001122330001", poor[1]: "001122330002"}
-	ledger.SetFaults(corebanksim.Faults{DeclineAccounts: map[string]string{closedAcct: "ACCOUNT_CLOSED",
-		accts[poor[0]]: "INSUFFICIENT_FUNDS", accts[poor[1]]: "INSUFFICIENT_FUNDS"}})
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	for id, acct := range accts {
-		if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", acct, "--amount-minor", "2500"); r.code != 0 {
-			t.Fatalf("send: %s", r.stderr)
-		}
-	}
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	serveUntil(t, env, nil, func() bool {
-		d, err := b.Queue.Depth(ctx)
-		return err == nil && d.DLQ == 3 && d.Waiting+d.InFlight == 0
-	})
-	ledger.SetFaults(corebanksim.Faults{}) // salary day; the bank would take the closed account's debit all the same
+	// Salary day afterwards: the bank would take the closed account's debit all the same.
+	env, b, ledger := declinedOnTheDLQ(t, filepath.Join(dir, "hard.db"), tokens,
+		declinedCharge{closed, closedAcct, "ACCOUNT_CLOSED"},
+		declinedCharge{poor[0], "001122330001", "INSUFFICIENT_FUNDS"}, declinedCharge{poor[1], "001122330002", "INSUFFICIENT_FUNDS"})
+	ctx := t.Context()
 
 	// Policy off: a direct new attempt on the hard decline is refused,
 	// saying its code.
@@ -340,7 +334,7 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "touches:  2 charge(s), INR 50.00 (2)") || strings.Contains(r.stdout, closed) || strings.Count(r.stdout, "INSUFFICIENT_FUNDS") < 2 {
 		t.Fatalf("propose --decline-code: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	filtered := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	filtered := proposalID(r.stdout)
 	if r := runCmd(ctx, olga, "approvals", "reject", filtered, "--reason", "one proposal for all of them"); r.code != 0 {
 		t.Fatalf("reject: %d %s", r.code, r.stderr)
 	}
@@ -353,7 +347,7 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 		!regexp.MustCompile(closed+` +\*{8}7802 +INR 25\.00 +debit_failed +ACCOUNT_CLOSED HARD DECLINE`).MatchString(r.stdout) {
 		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	show := runCmd(ctx, ivan, "approvals", "show", id)
 	for _, want := range []string{"held back", closed, "ACCOUNT_CLOSED HARD DECLINE", "********7802", poor[0], "INSUFFICIENT_FUNDS", "INR 25.00"} {
 		if show.code != 0 || !strings.Contains(show.stdout, want) {
@@ -374,14 +368,7 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 	if r := runCmd(ctx, ivan, "approvals", "approve", id); r.code != 0 || !strings.Contains(r.stdout, "done: 2 charge(s): 2 reopened") {
 		t.Fatalf("approve and run: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	serveUntil(t, env, nil, func() bool {
-		for _, c := range poor {
-			if rec, err := b.Store.Get(ctx, c, time.Now()); err != nil || rec.State != driver.StateDone {
-				return false
-			}
-		}
-		return true
-	})
+	serveUntil(t, env, nil, allDone(t, b, poor))
 	posted := ledger.PostingsByKey()
 	for _, c := range poor {
 		if posted[c+"~2"] != 1 {
@@ -408,7 +395,7 @@ func TestAHardDeclineInABulkReopenOnTheCommandLine(t *testing.T) {
 		!strings.Contains(r.stdout, "a new attempt on 1 hard-declined charge(s) ("+closed+" ACCOUNT_CLOSED)") || strings.Contains(r.stdout, "held back") {
 		t.Fatalf("propose under represent-hard-decline: %d %s %s", r.code, r.stdout, r.stderr)
 	}
-	termID := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	termID := proposalID(r.stdout)
 	if r := runCmd(ctx, term, "approvals", "approve", termID); r.code != 1 || !strings.Contains(r.stderr, "cannot approve her own") {
 		t.Fatalf("the proposer approves: %d %s", r.code, r.stderr)
 	}

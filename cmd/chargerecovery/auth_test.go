@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -112,10 +113,7 @@ func (b *secureBank) rotate(t *testing.T) {
 func TestMutualTLSAndOAuth2AsRealProcesses(t *testing.T) {
 	t.Parallel()
 	bank := newSecureBank(t, 2*time.Second)
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "mtls.db"), "IC_CONCURRENCY": "4"}
-	for k, v := range bank.env {
-		env[k] = v
-	}
+	env := bank.embedded(t, "mtls.db", nil)
 	var ids []string
 	first, b, _ := sendCharges(t, env, "MTLS1", 40, bank.ledger)
 	ids = append(ids, first...)
@@ -194,22 +192,10 @@ func TestWrongCredentialsSayWhyAndLoseNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			bank := newSecureBank(t, time.Minute)
-			env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "bad.db"), "IC_CONCURRENCY": "4", "IC_LOG_LEVEL": "info",
-				"IC_MAX_RECEIVE": "4"}
-			for k, v := range bank.env {
-				env[k] = v
-			}
+			env := bank.embedded(t, "bad.db", map[string]string{"IC_LOG_LEVEL": "info", "IC_MAX_RECEIVE": "4"})
 			fix := tt.break_(t, bank)
 			ids, b, _ := sendCharges(t, env, "BAD", 20, bank.ledger)
-			logPath := filepath.Join(t.TempDir(), "serve.log")
-			proc := childLogged(t, env, logPath, "serve")
-			ready := readyzOf(t, logPath)
-			var body string
-			waitUntil(t, "/readyz naming the cause", 30*time.Second, func() bool {
-				code, b := getBody(ready)
-				body = b
-				return code == http.StatusServiceUnavailable && strings.Contains(b, tt.want)
-			})
+			proc, body, _ := serveUnready(t, env, "/readyz naming the cause", tt.want)
 			if strings.Contains(body, simClientSecret) || strings.Contains(body, "not-the-secret") {
 				t.Fatalf("/readyz shows a secret: %s", body)
 			}
@@ -249,20 +235,9 @@ func TestAServerCertifiedForAnotherNameGetsNothing(t *testing.T) {
 	if !strings.HasPrefix(bank.env["IC_COREBANK_URL"], "https://127.0.0.1:") {
 		t.Fatalf("the bank is at %s, want an IP address", bank.env["IC_COREBANK_URL"])
 	}
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "wrong.db"), "IC_CONCURRENCY": "4", "IC_LOG_LEVEL": "info"}
-	for k, v := range bank.env {
-		env[k] = v
-	}
+	env := bank.embedded(t, "wrong.db", map[string]string{"IC_LOG_LEVEL": "info"})
 	ids, b, _ := sendCharges(t, env, "WRONG", 10, bank.ledger)
-	logPath := filepath.Join(t.TempDir(), "serve.log")
-	proc := childLogged(t, env, logPath, "serve")
-	ready := readyzOf(t, logPath)
-	var body string
-	waitUntil(t, "/readyz naming the host mismatch", 30*time.Second, func() bool {
-		code, b := getBody(ready)
-		body = b
-		return code == http.StatusServiceUnavailable && strings.Contains(b, "does not name the host")
-	})
+	proc, body, _ := serveUnready(t, env, "/readyz naming the host mismatch", "does not name the host")
 	time.Sleep(time.Second) // a few more tries, all refused
 	stopAll(t, proc)
 	if n := bank.tokens.Issued(); n != 0 {
@@ -308,6 +283,36 @@ func waitUntil(t *testing.T, what string, d time.Duration, cond func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// embedded is the environment of an embedded installation (its database
+// name in a folder of its own, four workers) that reaches the bank,
+// settings on top.
+func (b *secureBank) embedded(t *testing.T, name string, settings map[string]string) map[string]string {
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), name), "IC_CONCURRENCY": "4"}
+	for _, m := range []map[string]string{settings, b.env} {
+		for k, v := range m {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// serveUnready starts serve as a process with env, logging to a file of
+// its own, and waits (30 s at most, for what) until its /readyz answers
+// 503 saying want: the process, what /readyz said, and the log's path.
+func serveUnready(t *testing.T, env map[string]string, what, want string) (*exec.Cmd, string, string) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	proc := childLogged(t, env, logPath, "serve")
+	ready := readyzOf(t, logPath)
+	var body string
+	waitUntil(t, what, 30*time.Second, func() bool {
+		code, b := getBody(ready)
+		body = b
+		return code == http.StatusServiceUnavailable && strings.Contains(b, want)
+	})
+	return proc, body, logPath
 }
 
 // readyzOf reads serve's ops address from its log.

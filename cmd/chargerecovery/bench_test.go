@@ -8,9 +8,11 @@ import (
 	"github.com/finedge/idempotent-consumer/app/service/bench"
 )
 
-func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {
-	r := runCmd(t.Context(), nil, "bench", "--charges", "400", "--dup-lag", "50", "--baseline", "--json", "--progress", "0",
-		"--sqlite-sync", "NORMAL", "--dir", t.TempDir())
+// runBench runs bench --json (no progress lines, SQLite's synchronous
+// NORMAL, in a folder of its own) with args, and reads its report.
+func runBench(t *testing.T, args ...string) bench.Report {
+	t.Helper()
+	r := runCmd(t.Context(), nil, append(append([]string{"bench"}, args...), "--json", "--progress", "0", "--sqlite-sync", "NORMAL", "--dir", t.TempDir())...)
 	if r.code != 0 {
 		t.Fatalf("bench exited %d: %s", r.code, r.stderr)
 	}
@@ -18,6 +20,11 @@ func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("bench --json printed %q: %v", r.stdout, err)
 	}
+	return rep
+}
+
+func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {
+	rep := runBench(t, "--charges", "400", "--dup-lag", "50", "--baseline")
 	g := rep.Guarded
 	dups := g.Messages - g.Charges
 	if !g.OK || g.DebitedOnce != 400 || g.DoubleDebits != 0 || g.NotDebited != 0 || dups < 100 || dups > 140 {
@@ -54,15 +61,7 @@ func TestBenchVerifiesExactlyOnceAndCountsTheCalls(t *testing.T) {
 // curve from the first send to the drained queue, and each charge's wait
 // from its send to its debit.
 func TestBenchMonthEndModeDrainsABurstExactlyOnce(t *testing.T) {
-	r := runCmd(t.Context(), nil, "bench", "--profile", "1s@200,1s@1500,1s@200", "--corebank-load-latency", "50us",
-		"--dup-lag", "50", "--curve-interval", "200ms", "--json", "--progress", "0", "--sqlite-sync", "NORMAL", "--dir", t.TempDir())
-	if r.code != 0 {
-		t.Fatalf("bench exited %d: %s", r.code, r.stderr)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("bench --json printed %q: %v", r.stdout, err)
-	}
+	rep := runBench(t, "--profile", "1s@200,1s@1500,1s@200", "--corebank-load-latency", "50us", "--dup-lag", "50", "--curve-interval", "200ms")
 	g := rep.Guarded
 	if !g.OK || g.Charges != 1900 || g.DebitedOnce != 1900 || g.DoubleDebits != 0 || g.Burst == nil {
 		t.Fatalf("guarded = %+v", g)
@@ -91,15 +90,7 @@ func TestBenchMonthEndModeDrainsABurstExactlyOnce(t *testing.T) {
 // charge messages; the run is OK only if every charge is debited once and
 // every poison message is on the DLQ (and none is a duplicate).
 func TestBenchWithPoisonDeadLettersEveryPoisonMessage(t *testing.T) {
-	r := runCmd(t.Context(), nil, "bench", "--charges", "300", "--dup-ratio", "0.2", "--dup-lag", "400", "--poison", "0.1", "--json", "--progress", "0",
-		"--sqlite-sync", "NORMAL", "--dir", t.TempDir())
-	if r.code != 0 {
-		t.Fatalf("bench exited %d: %s", r.code, r.stderr)
-	}
-	var rep bench.Report
-	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
-		t.Fatalf("bench --json printed %q: %v", r.stdout, err)
-	}
+	rep := runBench(t, "--charges", "300", "--dup-ratio", "0.2", "--dup-lag", "400", "--poison", "0.1")
 	g := rep.Guarded
 	good := g.Messages - g.Poison
 	if !g.OK || g.DebitedOnce != 300 || g.DoubleDebits != 0 || g.Poison != good/10 || g.PoisonOnTheDLQ != g.Poison || g.DuplicatesDropped+g.DuplicatesDeferred < int64(good-300) {

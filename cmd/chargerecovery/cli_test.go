@@ -244,9 +244,7 @@ func TestAMissingQueueOrTableSaysSo(t *testing.T) {
 func TestStuckOnTheRedisStoreNamesTheStore(t *testing.T) {
 	t.Parallel()
 	env := redisEnv(t, filepath.Join(t.TempDir(), "r.db"))
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatal(r.stderr)
-	}
+	mustSetup(t, env)
 	r := runCmd(t.Context(), env, "stuck")
 	if r.code != exitFailed || !strings.Contains(r.stderr, "the redis store cannot list stuck claims") {
 		t.Errorf("stuck --store redis: exit %d %s", r.code, r.stderr)

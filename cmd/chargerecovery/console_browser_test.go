@@ -30,6 +30,19 @@ import (
 
 // chromium finds Debian's headless browser: in CI its absence fails the
 // test, elsewhere it skips saying how to install it.
+// consoleUp waits (20 s at most) until the console at base answers its
+// sign-in page with 200.
+func consoleUp(t *testing.T, base string) {
+	t.Helper()
+	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
+		resp, err := http.Get(base + "/signin")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil && resp.StatusCode == http.StatusOK
+	})
+}
+
 func chromium(t *testing.T) string {
 	t.Helper()
 	for _, p := range []string{os.Getenv("IC_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
@@ -103,11 +116,8 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	}))
 	defer hook.Close()
 
-	tokens := filepath.Join(dir, "tokens")
 	const viewerToken, operatorToken = "vera-viewer-token-0123456789", "olga-operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte(console.TokenLine("vera", console.Viewer, viewerToken, "")+"\n"+console.TokenLine("olga", console.Operator, operatorToken, "")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := tokenFile(t, dir, console.TokenLine("vera", console.Viewer, viewerToken, ""), console.TokenLine("olga", console.Operator, operatorToken, ""))
 	consoleAddr := freeAddr(t)
 	audit := filepath.Join(dir, "audit.jsonl")
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_COREBANK_URL": bank.URL,
@@ -132,16 +142,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	// The charge an outage dead-lettered (max receives): no record, so a
 	// redrive debits it.
 	const redriven = "CHG-2026/11.REDRIVE-1"
-	if _, err := b.Queue.Send(ctx, event(redriven, "001234567801", 4100), nil); err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := b.Queue.Receive(ctx, 1)
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("receive: %v %d", err, len(msgs))
-	}
-	if err := b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"}); err != nil {
-		t.Fatal(err)
-	}
+	deadLetter(t, b.Queue, event(redriven, "001234567801", 4100), queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"})
 	// A claim whose worker died: IN_PROGRESS past its lease, no message.
 	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second})
 	if err != nil {
@@ -185,18 +186,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 	}
 
 	// The browser.
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	// The first run starts the browser, on a context without a deadline
-	// (a deadline there would stop the browser); the steps get one.
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := startChromium(t, exe, dir, quietChromium...) // the steps get a deadline
 	base := "http://" + consoleAddr
 	// Each step has 30 s; a step that fails leaves a picture of the page.
 	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -237,13 +227,7 @@ func TestTheConsoleInAHeadlessBrowser(t *testing.T) {
 			chromedp.SendKeys(chromedp.CSS("#token"), token), chromedp.Click(chromedp.CSS("#signin")),
 			chromedp.WaitVisible(chromedp.CSS("#waiting")))
 	}
-	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
-		resp, err := http.Get(base + "/signin")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	consoleUp(t, base)
 
 	// Not signed in: the sign-in page, nothing else.
 	run("anonymous visit", chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(chromedp.CSS("#token")))

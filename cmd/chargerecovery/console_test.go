@@ -12,15 +12,36 @@ import (
 	"github.com/finedge/idempotent-consumer/app/console"
 )
 
+// consoleListening waits (30 s at most) until the console at base
+// answers its sign-in page through c at all.
+func consoleListening(t *testing.T, c *http.Client, base string) {
+	t.Helper()
+	waitUntil(t, "the console listening", 30*time.Second, func() bool {
+		resp, err := c.Get(base + "/signin")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+}
+
+// tokenFile writes the console token file dir/tokens, one line a person
+// (console.TokenLine), and returns its path.
+func tokenFile(t *testing.T, dir string, lines ...string) string {
+	t.Helper()
+	path := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // A console misconfigured exits 2 naming what to set, before it opens
 // anything: no anonymous console, no token sign-in in clear on a network
 // address, no proxy header trusted from everyone.
 func TestConsoleRefusesABadConfiguration(t *testing.T) {
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokens, []byte(console.TokenLine("olga", console.Operator, "olga-0123456789abcdef", "")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := tokenFile(t, dir, console.TokenLine("olga", console.Operator, "olga-0123456789abcdef", ""))
 	base := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "none.db"), "IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit")}
 	for _, tc := range []struct {
 		name string
@@ -132,20 +153,12 @@ func TestTheConsoleProcessRevokesARemovedTokenAtOnce(t *testing.T) {
 	addr := freeAddr(t)
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_CONSOLE_ADDR": addr, "IC_CONSOLE_AUTH": "token",
 		"IC_CONSOLE_TOKEN_FILE": tokens, "IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_METRICS_URL": ""}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %d %s", r.code, r.stderr)
-	}
+	mustSetup(t, env)
 	proc := childLogged(t, env, filepath.Join(dir, "console.log"), "console")
 	defer stopAll(t, proc)
 	base := "http://" + addr
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	waitUntil(t, "the console listening", 30*time.Second, func() bool {
-		resp, err := noRedirect.Get(base + "/signin")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	consoleListening(t, noRedirect, base)
 	signIn := func(token string) *http.Cookie {
 		resp, err := noRedirect.PostForm(base+"/signin", url.Values{"token": {token}})
 		if err != nil {

@@ -53,6 +53,30 @@ var testKeyFile string
 
 // child starts `chargerecovery args...` as a separate process (its log on
 // the test's stderr with -v).
+// simBank serves ledger over HTTP for the test's duration: its URL.
+func simBank(t *testing.T, ledger *corebanksim.Ledger) string {
+	t.Helper()
+	bank := httptest.NewServer(corebanksim.Handler(ledger))
+	t.Cleanup(bank.Close)
+	return bank.URL
+}
+
+// embeddedWithBank is an embedded installation, set up, its database
+// name in a folder of its own, paying through a bank that serves ledger:
+// a poll wait of 1 s, an ephemeral health port, and settings on top, in
+// order. It returns the environment and the database's path.
+func embeddedWithBank(t *testing.T, ledger *corebanksim.Ledger, name string, settings ...map[string]string) (map[string]string, string) {
+	t.Helper()
+	db := filepath.Join(t.TempDir(), name)
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": simBank(t, ledger), "IC_POLL_WAIT": "1s", "IC_HTTP_ADDR": "127.0.0.1:0"}
+	for _, s := range settings {
+		for k, v := range s {
+			env[k] = v
+		}
+	}
+	return mustSetup(t, env), db
+}
+
 func child(t *testing.T, env map[string]string, args ...string) *exec.Cmd {
 	t.Helper()
 	var out *os.File
@@ -121,16 +145,7 @@ func TestCrashWindowsEndWithOneDebitAndADoneRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.at, func(t *testing.T) {
 			ledger := corebanksim.NewLedger(corebanksim.Faults{})
-			bank := httptest.NewServer(corebanksim.Handler(ledger))
-			defer bank.Close()
-			db := filepath.Join(t.TempDir(), "crash.db")
-			env := map[string]string{
-				"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s",
-				"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "127.0.0.1:0",
-			}
-			if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-				t.Fatalf("setup: %s", r.stderr)
-			}
+			env, db := embeddedWithBank(t, ledger, "crash.db", map[string]string{"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_LOG_FORMAT": "text"})
 			if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-CRASH-1", "--account", "001234567890", "--amount-minor", "40000", "--type", "LOCKER_RENT"); r.code != 0 {
 				t.Fatalf("send: %s", r.stderr)
 			}
@@ -223,16 +238,7 @@ func openEmbeddedForTest(t *testing.T, path string) (*sqlite.Store, *sqlite.Queu
 // once, whatever process handles which copy.
 func TestThreeConsumerProcessesOnOneFile(t *testing.T) {
 	ledger := corebanksim.NewLedger(corebanksim.Faults{Latency: 2 * time.Millisecond})
-	bank := httptest.NewServer(corebanksim.Handler(ledger))
-	defer bank.Close()
-	db := filepath.Join(t.TempDir(), "shared.db")
-	env := map[string]string{
-		"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s",
-		"IC_VISIBILITY": "5s", "IC_LEASE": "5s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn",
-	}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	env, db := embeddedWithBank(t, ledger, "shared.db", map[string]string{"IC_VISIBILITY": "5s", "IC_LEASE": "5s", "IC_LOG_LEVEL": "warn"})
 	const n = 120
 	for i := range n {
 		if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-MP-"+strconv.Itoa(i), "--account", "001234567890",

@@ -31,10 +31,7 @@ func newFourEyes(t *testing.T, policy string) *fourEyes {
 	dir := t.TempDir()
 	f := &fourEyes{auditFile: filepath.Join(dir, "audit.jsonl")}
 	f.tokens, f.own = writeTokens(t, dir, "olga:operator", "ivan:operator")
-	f.env = map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_AUDIT_FILE": f.auditFile}
-	if r := runCmd(t.Context(), f.env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	f.env = embeddedEnv(t, dir, "ic.db", f.auditFile)
 	keepFourEyes(t, f.env, f.own["console"], f.tokens, policy)
 	// A production host pins the console's public key (PinFile, root's);
 	// here, as an installation without /etc does, in the environment.
@@ -45,12 +42,31 @@ func newFourEyes(t *testing.T, policy string) *fourEyes {
 	return f
 }
 
+// embeddedEnv is an embedded installation in dir (its database there,
+// named db), set up, keeping its audit trail in auditFile: the
+// environment its commands run with.
+func embeddedEnv(t *testing.T, dir, db, auditFile string) map[string]string {
+	t.Helper()
+	return mustSetup(t, map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, db), "IC_AUDIT_FILE": auditFile})
+}
+
 func (f *fourEyes) propose(t *testing.T) string {
 	t.Helper()
 	r := runCmd(t.Context(), f.olga, "approvals", "propose", "reopen", "--new-attempt", "--reason", "INC-31: salary day")
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	if r.code != 0 || id == "" || !strings.Contains(r.stdout, "state:    pending") {
 		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	return id
+}
+
+// proposeApproved is olga's proposal (propose), approved by ivan
+// (--no-run).
+func (f *fourEyes) proposeApproved(t *testing.T) string {
+	t.Helper()
+	id := f.propose(t)
+	if r := runCmd(t.Context(), f.ivan, "approvals", "approve", id, "--no-run"); r.code != 0 {
+		t.Fatalf("ivan approves: %d %s", r.code, r.stderr)
 	}
 	return id
 }
@@ -85,6 +101,14 @@ func (f *fourEyes) forgeApproval(t *testing.T, id string) {
 	}
 	fh.Write(append(b, '\n'))
 	fh.Close()
+	f.editProposal(t, id, approvedByIvan)
+}
+
+// editProposal is the insider's edit of proposal id's file (in the
+// proposals folder beside the trail): edit changes its fields, and the
+// file is written back; it returns what was written.
+func (f *fourEyes) editProposal(t *testing.T, id string, edit func(m map[string]any)) []byte {
+	t.Helper()
 	pfile := filepath.Join(f.auditFile+".proposals", id+".json")
 	praw, err := os.ReadFile(pfile)
 	if err != nil {
@@ -94,11 +118,26 @@ func (f *fourEyes) forgeApproval(t *testing.T, id string) {
 	if err := json.Unmarshal(praw, &m); err != nil {
 		t.Fatal(err)
 	}
-	m["state"], m["decider"] = "approved", map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
-	praw, _ = json.Marshal(m)
+	edit(m)
+	if praw, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(pfile, praw, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return praw
+}
+
+// reapprove puts the proposal file back to "approved" (what ivan's
+// reject changed; state, decider and why are not under the digest).
+func (f *fourEyes) reapprove(t *testing.T, id string) {
+	t.Helper()
+	f.editProposal(t, id, func(m map[string]any) { m["state"], m["why"] = "approved", "" })
+}
+
+// approvedByIvan marks a proposal file approved, with ivan its decider.
+func approvedByIvan(m map[string]any) {
+	m["state"], m["decider"] = "approved", map[string]any{"name": "ivan", "role": "operator", "via": "cli"}
 }
 
 func (f *fourEyes) generation(t *testing.T, id string) (driver.State, int) {
@@ -219,9 +258,15 @@ func TestTheApprovalTTLIsBounded(t *testing.T) {
 // pubOfKeyFile is the public key of the key in file.
 func pubOfKeyFile(t *testing.T, file string) string {
 	t.Helper()
+	return audit.PublicKeyString(keyOfFile(t, file).Public().(ed25519.PublicKey))
+}
+
+// keyOfFile is the private key in file.
+func keyOfFile(t *testing.T, file string) ed25519.PrivateKey {
+	t.Helper()
 	k, err := console.ReadKeyFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return audit.PublicKeyString(k.Public().(ed25519.PublicKey))
+	return k
 }

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +15,6 @@ import (
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/corebanksim"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
-	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -31,10 +28,23 @@ type browser struct {
 
 func newBrowser(t *testing.T, dir string) *browser {
 	t.Helper()
-	exe := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("disable-quic", true), chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true), chromedp.WindowSize(1280, 900))
+	bctx := startChromium(t, chromium(t), dir, quietChromium...)
+	return &browser{t: t, ctx: bctx, shots: screenshotDir(t)}
+}
+
+// quietChromium are the flags that keep a test's Chromium off the network
+// (no QUIC, no component updates, no sync).
+var quietChromium = []chromedp.ExecAllocatorOption{chromedp.Flag("disable-quic", true),
+	chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true)}
+
+// startChromium starts Chromium (exe, its profile in dir, 1280×900, no
+// sandbox, no GPU, no first-run page, and opts) for the test's duration
+// and returns its context; the first run, on a context without a deadline
+// (a deadline there would stop the browser), starts it.
+func startChromium(t *testing.T, exe, dir string, opts ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts = append(append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1280, 900)), opts...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
 	t.Cleanup(cancelAlloc)
 	bctx, cancel := chromedp.NewContext(actx)
@@ -42,7 +52,7 @@ func newBrowser(t *testing.T, dir string) *browser {
 	if err := chromedp.Do(bctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
-	return &browser{t: t, ctx: bctx, shots: screenshotDir(t)}
+	return bctx
 }
 
 func (b *browser) run(what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -113,27 +123,12 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := b.Queue.Send(ctx, body, nil); err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := b.Queue.Receive(ctx, 1)
-		if err != nil || len(msgs) != 1 {
-			t.Fatalf("receive: %v %d", err, len(msgs))
-		}
-		if err := b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"}); err != nil {
-			t.Fatal(err)
-		}
+		deadLetter(t, b.Queue, body, queue.Reason{Code: queue.CodeMaxReceives, Detail: "received 10 times during a bank outage"})
 	}
 	serve := child(t, env, "serve")
 	defer stopAll(t, serve)
 	base := "http://" + consoleAddr
-	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
-		resp, err := http.Get(base + "/signin")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	consoleUp(t, base)
 	// The command line (the console, started, keeps the policy and its
 	// token file beside the trail): a bulk redrive is refused (it must be proposed),
 	// one charge is redriven (its line goes to the same trail).
@@ -161,7 +156,7 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 	br.shot("proposal-form")
 	br.run("submit", chromedp.Click(chromedp.CSS(`#propose button`)), chromedp.WaitVisible(chromedp.CSS("#title")))
 	msg := br.text("#message")
-	pid := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(msg)
+	pid := proposalID(msg)
 	if br.text("#title") != "Proposed" || pid == "" || !strings.Contains(msg, "11 charge(s), INR 275.00 (11)") {
 		t.Fatalf("propose: %q %q", br.text("#title"), msg)
 	}
@@ -212,15 +207,7 @@ func TestFourEyesInAHeadlessBrowser(t *testing.T) {
 	if got := br.text("#done"); got != "11 of 11" || !strings.Contains(br.text("#counts"), "11 moved") {
 		t.Fatalf("progress: %q %q", got, br.text("#counts"))
 	}
-	waitUntil(t, "every charge to be debited", 60*time.Second, func() bool {
-		for _, id := range ids {
-			rec, err := b.Store.Get(ctx, id, time.Now())
-			if err != nil || rec.State != driver.StateDone {
-				return false
-			}
-		}
-		return true
-	})
+	waitUntil(t, "every charge to be debited", 60*time.Second, allDone(t, b, ids))
 	posted := ledger.PostingsByKey()
 	for _, id := range ids {
 		if posted[id] != 1 {

@@ -48,6 +48,16 @@ func runCmd(ctx context.Context, env map[string]string, args ...string) result {
 	return result{code, out.String(), errb.String()}
 }
 
+// mustSetup runs setup with env (the test stops if it fails) and returns
+// env.
+func mustSetup(t *testing.T, env map[string]string) map[string]string {
+	t.Helper()
+	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
+		t.Fatalf("setup: exit %d: %s", r.code, r.stderr)
+	}
+	return env
+}
+
 // useEmulator points the standard AWS chain (which reads the process
 // environment) at the test emulator.
 func useEmulator(t *testing.T) {

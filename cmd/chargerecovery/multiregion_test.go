@@ -24,9 +24,7 @@ func TestServeRefusesAMultiRegionTableUnlessToldItsMode(t *testing.T) {
 		"IC_BACKEND": "aws", "IC_QUEUE": name, "IC_DLQ": name + "-dlq", "IC_TABLE": name,
 		"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "127.0.0.1:0",
 	}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %d %s", r.code, r.stderr)
-	}
+	mustSetup(t, env)
 
 	global := []string{"us-east-1", "us-west-2"}
 	tests := []struct {

@@ -316,9 +316,7 @@ func backendFor(env map[string]string) *backend.Config {
 
 func TestOperatorToolsOnTheEmbeddedBackend(t *testing.T) {
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "ops.db")}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 { // send never creates the file
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env) // send never creates the file
 	opsScenario(t, env)
 }
 
@@ -329,9 +327,7 @@ func pgEnv(t *testing.T) map[string]string {
 	t.Helper()
 	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is not there
 	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": dbtest.Schema(t)}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %d %s", r.code, r.stderr)
-	}
+	mustSetup(t, env)
 	return env
 }
 
@@ -359,9 +355,7 @@ func bcKind(env map[string]string) string { return env["IC_BACKEND"] }
 // "moved 0" and exit 0).
 func TestIDsThatMatchNothingExit1(t *testing.T) {
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "nope.db"), "IC_OPERATOR": "ops-1", "IC_NOTIFY": "log"}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	for _, args := range [][]string{
 		{"redrive", "--charge-id", "CHG-NOPE,CHG-NOPE2"},
 		{"redrive", "--dry-run", "--charge-id", "CHG-NOPE,CHG-NOPE2"},

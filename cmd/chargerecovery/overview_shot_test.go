@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,15 +33,11 @@ func TestOverviewScreenshotForTheDocs(t *testing.T) {
 	dir := t.TempDir()
 	const declined = "009999999999"
 	ledger := corebanksim.NewLedger(corebanksim.Faults{Latency: 40 * time.Millisecond, DeclineAccounts: map[string]string{declined: "INSUFFICIENT_FUNDS"}})
-	bank := httptest.NewServer(corebanksim.Handler(ledger))
-	defer bank.Close()
-	tokens := filepath.Join(dir, "tokens")
+	bankURL := simBank(t, ledger)
 	const token = "olga-operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte(console.TokenLine("olga", console.Operator, token, "")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := tokenFile(t, dir, console.TokenLine("olga", console.Operator, token, ""))
 	consoleAddr := freeAddr(t)
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_COREBANK_URL": bank.URL,
+	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_COREBANK_URL": bankURL,
 		"IC_POLL_WAIT": "1s", "IC_VISIBILITY": "30s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_LEVEL": "warn", "IC_CONCURRENCY": "2",
 		"IC_CONSOLE": "true", "IC_CONSOLE_ADDR": consoleAddr, "IC_CONSOLE_AUTH": "token", "IC_CONSOLE_TOKEN_FILE": tokens,
 		"IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_CONSOLE_REFRESH": "2s"}
@@ -87,28 +81,14 @@ func TestOverviewScreenshotForTheDocs(t *testing.T) {
 		}
 	}
 	base := "http://" + consoleAddr
-	waitUntil(t, "the console to answer", 20*time.Second, func() bool {
-		resp, err := http.Get(base + "/signin")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil && resp.StatusCode == http.StatusOK
-	})
+	consoleUp(t, base)
 	for i := range 9 {
 		burst([]int{120, 300, 80, 400, 200, 60, 350, 150, 250}[i])
 		time.Sleep(10 * time.Second)
 	}
 	burst(400) // the picture mid-burst: a backlog draining
 	time.Sleep(5 * time.Second)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.UserDataDir(filepath.Join(dir, "chromium")), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1280, 900))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx)
-	defer cancelBrowser()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
+	bctx := startChromium(t, exe, dir)
 	sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(sctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#token")),

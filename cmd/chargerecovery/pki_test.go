@@ -70,9 +70,7 @@ func TestPKIFilesRunServeAgainstTheSimulatorOverMutualTLS(t *testing.T) {
 	for k, v := range map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "q.db"), "IC_POLL_WAIT": "200ms", "IC_HTTP_ADDR": "127.0.0.1:0"} {
 		env[k] = v
 	}
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	if r := runCmd(ctx, env, "send", "--charge-id", "CHG-PKI-1", "--account", "001234567890", "--amount-minor", "2500", "--copies", "3"); r.code != 0 {
 		t.Fatalf("send: %s", r.stderr)
 	}

@@ -24,9 +24,7 @@ func TestOperatorCommandsWorkWithTooLargeEntriesOnThePostgresDLQ(t *testing.T) {
 	schema := dbtest.Schema(t)
 	env := map[string]string{"IC_BACKEND": "postgres", "IC_POSTGRES_URL": dbtest.PostgresURL(), "IC_POSTGRES_SCHEMA": schema,
 		"IC_QUEUE": "charges", "IC_OPERATOR": "asha"}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatal(r.stderr)
-	}
+	mustSetup(t, env)
 	pdb, err := postgres.Open(t.Context(), dbtest.PostgresURL(), postgres.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 )
 
 // attackSetup is reconcile_test.go's set-up: an embedded store with one
@@ -29,15 +33,8 @@ type attackSetup struct {
 func newAttackSetup(t *testing.T) *attackSetup {
 	t.Helper()
 	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
-	ctx, g, fp := t.Context(), s.g, s.fp
 	c := s.charge("CHG-A-1")
-	cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
-	if err != nil || !cl.Outcome.Owned() {
-		t.Fatalf("claim: %v %v", cl.Outcome, err)
-	}
-	if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
-		t.Fatal(err)
-	}
+	s.claim(t, "REF-", c)
 	s.stmt = s.write(t, "camt053.xml", s.posting(c))
 	return s
 }
@@ -60,9 +57,7 @@ func newReconcileSetup(t *testing.T, dir string, extra map[string]string, opts i
 		env[k] = v
 	}
 	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	mustSetup(t, env)
 	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +86,34 @@ func (s *attackSetup) posting(c charge.Charge) statement.Posting {
 		Reference: "BANK-" + c.ID, Narrative: req.Narrative}
 }
 
+// claim claims each charge on the guard and, unless ref is empty (a
+// consumer that died after the debit), completes it as debited with the
+// bank's reference ref+its id.
+func (s *attackSetup) claim(t *testing.T, ref string, cs ...charge.Charge) {
+	t.Helper()
+	for _, c := range cs {
+		cl, err := s.g.Claim(t.Context(), c.ID, c.Fingerprint(s.fp))
+		if err != nil || !cl.Outcome.Owned() {
+			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
+		}
+		if ref == "" {
+			continue
+		}
+		if err := s.g.Complete(t.Context(), cl.Lease(), string(charge.Debited), ref+c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// write writes name, the camt.053 STMT-name of the collection account
+// FEES-001 for today with ps, in the set-up's folder.
 func (s *attackSetup) write(t *testing.T, name string, ps ...statement.Posting) string {
+	t.Helper()
+	return s.writeStatement(t, name, "STMT-"+name, ps...)
+}
+
+// writeStatement is write with the statement's id.
+func (s *attackSetup) writeStatement(t *testing.T, name, id string, ps ...statement.Posting) string {
 	t.Helper()
 	path := filepath.Join(s.dir, name)
 	f, err := os.Create(path)
@@ -99,7 +121,7 @@ func (s *attackSetup) write(t *testing.T, name string, ps ...statement.Posting) 
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-" + name, Account: "FEES-001", Created: time.Now(),
+	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: id, Account: "FEES-001", Created: time.Now(),
 		Period: statement.Period{From: s.today, To: s.today.AddDate(0, 0, 1)}}, ps); err != nil {
 		t.Fatal(err)
 	}
@@ -230,5 +252,110 @@ func TestAttackOutputFileErrorsExitAsBreaks(t *testing.T) {
 		if r.code != 2 || !strings.Contains(r.stderr, extra[0]) {
 			t.Errorf("%s, no breaks: exit %d (want 2, a bad flag), stderr %q", name, r.code, r.stderr)
 		}
+	}
+}
+
+// A bank in India writes its statement's FrToDt in its own time, without
+// an offset (FrDtTm 2026-11-20T00:00:00, ToDtTm 2026-11-20T23:59:59), and
+// the daily job says --time-zone Asia/Kolkata (IC_TIME_ZONE), as the
+// docs' example does. The period is still read as UTC: [05:30, 05:30 the
+// next day) in the bank's time. A charge debited at 02:00 the next
+// morning (IST) — on the next day's statement — is walked as finished in
+// this period and reported recorded_not_posted, every day, for every
+// charge finished between midnight and 05:30.
+func TestAttack2NaiveStatementTimesIgnoreTheTimeZone(t *testing.T) {
+	s := newAttackSetup(t)
+	s.env["IC_TIME_ZONE"] = "Asia/Kolkata"
+	ist, _ := time.LoadLocation("Asia/Kolkata")
+	d := time.Date(2026, 11, 20, 0, 0, 0, 0, ist)
+	doneAt := func(c charge.Charge, at time.Time) {
+		g, err := idempotency.NewGuard(s.b.Store, idempotency.Options{Lease: time.Minute, Retention: 5 * 365 * 24 * time.Hour, SkewMargin: -1, Clock: storetest.NewClock(at)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := g.Claim(t.Context(), c.ID, c.Fingerprint(s.fp))
+		if err != nil || !cl.Outcome.Owned() {
+			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
+		}
+		if err := g.Complete(t.Context(), cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	day := s.charge("CHG-TZ-1")  // debited 10:00 IST on the 20th, on the 20th's statement
+	next := s.charge("CHG-TZ-2") // debited 02:00 IST on the 21st, on the 21st's statement
+	doneAt(day, d.Add(10*time.Hour))
+	doneAt(next, d.Add(26*time.Hour))
+	p := s.posting(day)
+	p.BookingDate = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	var buf bytes.Buffer
+	if err := statement.WriteCamt053(&buf, statement.StatementInfo{ID: "STMT-TZ", Account: "FEES-001", Created: time.Now(),
+		Period: statement.Period{From: time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC)}},
+		[]statement.Posting{p}); err != nil {
+		t.Fatal(err)
+	}
+	xml := strings.NewReplacer("Z</FrDtTm>", "</FrDtTm>", "Z</ToDtTm>", "</ToDtTm>").Replace(buf.String()) // the bank's own time
+	file := filepath.Join(s.dir, "ist.xml")
+	if err := os.WriteFile(file, []byte(xml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := s.run(t.Context(), "reconcile", "--statement", file, "--collection-account", "FEES-001")
+	if r.code != 0 || strings.Contains(r.stdout, next.ID) {
+		t.Fatalf("the 20th (IST) under --time-zone Asia/Kolkata: exit %d; %s, debited 02:00 IST on the 21st, is a break of the 20th:\n%s%s", r.code, next.ID, r.stdout, r.stderr)
+	}
+}
+
+// Under reconcile-adopt, reconcile resolve first finds the break's kind
+// (approval Backend.Select: one read of the statement) and, when it is
+// not an adoption, goes on to reconcile.Resolve — which reads the
+// statement again and resolves whatever break the charge has then: it is
+// given neither the kind found nor the break id (--kind only if typed).
+// The statement read the first time shows a posting of the wrong amount
+// (amount_mismatch: marked, no approval needed); the second time the
+// charge's own posting (posted_not_recorded): adopted by one operator,
+// without the second operator reconcile-adopt requires. (A FIFO stands for
+// a statement file the operator — or the bank's feed — rewrites between
+// the two reads.)
+func TestAttack2FourEyesBypassedBetweenSelectAndResolve(t *testing.T) {
+	dir := t.TempDir()
+	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
+	rs := newReconcileSetup(t, dir, map[string]string{"IC_CONSOLE_TOKEN_FILE": tokens},
+		idempotency.Options{Clock: storetest.NewClock(time.Now().Add(-time.Hour))})
+	env, b, fp, g, today, ctx := rs.env, rs.b, rs.fp, rs.g, rs.today, t.Context()
+	c := charge.Charge{ID: "CHG-BYP-1", AccountID: "0012345678901", Amount: charge.Money{Minor: 2500, Currency: "INR"}, Type: charge.SMSAlertFee, DueDate: today}
+	if cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp)); err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	camt := func(minor int64) []byte {
+		req := c.DebitRequest()
+		var buf bytes.Buffer
+		if err := statement.WriteCamt053(&buf, statement.StatementInfo{ID: "STMT-1", Account: "FEES-001", Created: time.Now(),
+			Period: statement.Period{From: today, To: today.AddDate(0, 0, 1)}},
+			[]statement.Posting{{BankKey: req.IdempotencyKey, Account: c.AccountID, Amount: charge.Money{Minor: minor, Currency: "INR"}, BookingDate: today,
+				Reference: "BANK-" + c.ID, Narrative: req.Narrative}}); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	fifo := filepath.Join(dir, "camt053.xml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip("no FIFO:", err)
+	}
+	go func() {
+		for _, body := range [][]byte{camt(9900), camt(2500)} {
+			f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			f.Write(body)
+			f.Close()
+			time.Sleep(300 * time.Millisecond) // the reader reaches EOF and closes
+		}
+	}()
+	olga := as(env, own["olga"])
+	keepFourEyes(t, env, own["console"], tokens, "reconcile-adopt")
+	r := runCmd(ctx, olga, "reconcile", "resolve", "--statement", fifo, "--collection-account", "FEES-001", "--reason", "INC-1", c.ID)
+	rec, _ := b.Store.Get(ctx, c.ID, time.Now())
+	if rec.State == driver.StateDone || strings.Contains(r.stdout, "adopted") {
+		t.Fatalf("under reconcile-adopt one operator adopted %s without approval: exit %d, record %s %s\n%s%s", c.ID, r.code, rec.State, rec.Status, r.stdout, r.stderr)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/charge"
-	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -27,38 +25,12 @@ func TestFourEyesReconcileAdopt(t *testing.T) {
 	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
 	auditFile := filepath.Join(dir, "audit.jsonl")
 	rs := newReconcileSetup(t, dir, map[string]string{"IC_CONSOLE_TOKEN_FILE": tokens}, idempotency.Options{})
-	env, b, fp, g, ctx := rs.env, rs.b, rs.fp, rs.g, t.Context()
-	today := time.Now().UTC().Truncate(24 * time.Hour)
-	mk := func(id string) charge.Charge {
-		return charge.Charge{ID: id, AccountID: "001234567890" + id[len(id)-1:], Amount: charge.Money{Minor: 2500, Currency: "INR"},
-			Type: charge.SMSAlertFee, DueDate: today}
-	}
-	crashed, lost := mk("CHG-FE-2"), mk("CHG-FE-3")
-	for _, c := range []charge.Charge{crashed, lost} {
-		cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
-		if err != nil || !cl.Outcome.Owned() {
-			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
-		}
-		if c.ID == lost.ID {
-			if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	env, b, ctx := rs.env, rs.b, t.Context()
+	crashed, lost := rs.charge("CHG-FE-2"), rs.charge("CHG-FE-3")
+	rs.claim(t, "", crashed) // the consumer died after the debit
+	rs.claim(t, "REF-", lost)
 	time.Sleep(1100 * time.Millisecond) // the crashed claim's lease passes
-	req := crashed.DebitRequest()
-	stmt := filepath.Join(dir, "camt053.xml")
-	f, err := os.Create(stmt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-1", Account: "FEES-001", Created: time.Now(),
-		Period: statement.Period{From: today, To: today.AddDate(0, 0, 1)}},
-		[]statement.Posting{{BankKey: req.IdempotencyKey, Account: crashed.AccountID, Amount: crashed.Amount, BookingDate: today,
-			Reference: "BANK-" + crashed.ID, Narrative: req.Narrative}}); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stmt := rs.writeStatement(t, "camt053.xml", "STMT-1", rs.posting(crashed))
 
 	olga, ivan := as(env, own["olga"]), as(env, own["ivan"])
 	keepFourEyes(t, env, own["console"], tokens, "reconcile-adopt")

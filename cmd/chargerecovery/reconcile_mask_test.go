@@ -5,11 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
-	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
@@ -19,33 +17,10 @@ import (
 // number masked, never whole; our own charge's key reads as it is.
 func TestReconcileOutputMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
 	const payer = "123456789012"
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "fp.key")
-	key := []byte("a-fingerprint-key-of-at-least-32-bytes-0123456789")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	audit := filepath.Join(dir, "audit.jsonl")
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "recon.db"), "IC_FINGERPRINT_KEY_FILE": keyFile,
-		"IC_AUDIT_FILE": audit, "IC_OPERATOR": "asha", "IC_SKEW_MARGIN": "0s"}
 	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	fp, err := idempotency.NewFingerprinter(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	today := time.Now().UTC().Truncate(24 * time.Hour)
+	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
+	dir, env, fp, g, today := s.dir, s.env, s.fp, s.g, s.today
+	audit := filepath.Join(dir, "audit.jsonl")
 	own := charge.Charge{ID: "CHG-M-1", AccountID: "009988776655", Amount: charge.Money{Minor: 2500, Currency: "INR"}, Type: charge.SMSAlertFee, DueDate: today}
 	cl, err := g.Claim(ctx, own.ID, own.Fingerprint(fp))
 	if err != nil || !cl.Outcome.Owned() {
@@ -55,20 +30,9 @@ func TestReconcileOutputMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := own.DebitRequest()
-	stmt := filepath.Join(dir, "camt053.xml")
-	f, err := os.Create(stmt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-M", Account: "FEES-001", Created: time.Now(),
-		Period: statement.Period{From: today, To: today.AddDate(0, 0, 1)}},
-		[]statement.Posting{
-			{BankKey: req.IdempotencyKey, Account: own.AccountID, Amount: own.Amount, BookingDate: today, Reference: "BANK-M-1", Narrative: req.Narrative},
-			{BankKey: payer, Account: payer, Amount: charge.Money{Minor: 100000, Currency: "INR"}, BookingDate: today, Reference: "NEFT-IN-" + payer},
-		}); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stmt := s.writeStatement(t, "camt053.xml", "STMT-M",
+		statement.Posting{BankKey: req.IdempotencyKey, Account: own.AccountID, Amount: own.Amount, BookingDate: today, Reference: "BANK-M-1", Narrative: req.Narrative},
+		statement.Posting{BankKey: payer, Account: payer, Amount: charge.Money{Minor: 100000, Currency: "INR"}, BookingDate: today, Reference: "NEFT-IN-" + payer})
 	report := filepath.Join(dir, "recon.json")
 	check := func(what, out string) {
 		t.Helper()

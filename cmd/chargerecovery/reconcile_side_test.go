@@ -5,11 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
-	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
@@ -18,57 +15,16 @@ import (
 // written), rather than read as customers' statements with every charge
 // recorded_not_posted. With the flag it reconciles.
 func TestReconcileCollectionStatementWithoutTheFlag(t *testing.T) {
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "fp.key")
-	key := []byte("a-fingerprint-key-of-at-least-32-bytes-0123456789")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "recon.db"), "IC_FINGERPRINT_KEY_FILE": keyFile,
-		"IC_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_OPERATOR": "asha", "IC_SKEW_MARGIN": "0s"}
 	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	fp, err := idempotency.NewFingerprinter(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	today := time.Now().UTC().Truncate(24 * time.Hour)
+	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
+	dir, env := s.dir, s.env
 	var posted []statement.Posting
 	for _, id := range []string{"CHG-S-1", "CHG-S-2"} {
-		c := charge.Charge{ID: id, AccountID: "001234567890" + id[len(id)-1:], Amount: charge.Money{Minor: 2500, Currency: "INR"},
-			Type: charge.SMSAlertFee, DueDate: today}
-		cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
-		if err != nil || !cl.Outcome.Owned() {
-			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
-		}
-		if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "BANK-"+c.ID); err != nil {
-			t.Fatal(err)
-		}
-		req := c.DebitRequest()
-		posted = append(posted, statement.Posting{BankKey: req.IdempotencyKey, Account: c.AccountID, Amount: c.Amount, BookingDate: today,
-			Reference: "BANK-" + c.ID, Narrative: req.Narrative})
+		c := s.charge(id)
+		s.claim(t, "BANK-", c)
+		posted = append(posted, s.posting(c))
 	}
-	stmt := filepath.Join(dir, "collection.xml")
-	f, err := os.Create(stmt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-S", Account: "FEES-001", Created: time.Now(),
-		Period: statement.Period{From: today, To: today.AddDate(0, 0, 1)}}, posted); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stmt := s.writeStatement(t, "collection.xml", "STMT-S", posted...)
 	metricsFile := filepath.Join(dir, "recon.prom")
 
 	r := runCmd(ctx, env, "reconcile", "--statement", stmt, "--metrics-file", metricsFile)

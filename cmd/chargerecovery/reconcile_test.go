@@ -11,8 +11,6 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile"
-	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
-	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
@@ -23,66 +21,15 @@ import (
 // and the marking, each in the audit trail; the same statement again,
 // exit 0; a malformed statement, exit 2 naming its line.
 func TestReconcileFindsResolvesAndForgetsBreaks(t *testing.T) {
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "fp.key")
-	key := []byte("a-fingerprint-key-of-at-least-32-bytes-0123456789")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "recon.db"), "IC_FINGERPRINT_KEY_FILE": keyFile,
-		"IC_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_OPERATOR": "asha", "IC_SKEW_MARGIN": "0s"}
 	ctx := t.Context()
-	if r := runCmd(ctx, env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	fp, err := idempotency.NewFingerprinter(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := idempotency.NewGuard(b.Store, idempotency.Options{Lease: time.Second, SkewMargin: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	today := time.Now().UTC().Truncate(24 * time.Hour)
-	mk := func(id string) charge.Charge {
-		return charge.Charge{ID: id, AccountID: "001234567890" + id[len(id)-1:], Amount: charge.Money{Minor: 2500, Currency: "INR"},
-			Type: charge.SMSAlertFee, DueDate: today}
-	}
-	matched, crashed, lost := mk("CHG-R-1"), mk("CHG-R-2"), mk("CHG-R-3")
-	for _, c := range []charge.Charge{matched, crashed, lost} {
-		cl, err := g.Claim(ctx, c.ID, c.Fingerprint(fp))
-		if err != nil || !cl.Outcome.Owned() {
-			t.Fatalf("claim %s: %v %v", c.ID, cl.Outcome, err)
-		}
-		if c.ID == crashed.ID {
-			continue // the consumer died after the debit
-		}
-		if err := g.Complete(ctx, cl.Lease(), string(charge.Debited), "REF-"+c.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
+	dir, env, b := s.dir, s.env, s.b
+	matched, crashed, lost := s.charge("CHG-R-1"), s.charge("CHG-R-2"), s.charge("CHG-R-3")
+	s.claim(t, "REF-", matched)
+	s.claim(t, "", crashed) // the consumer died after the debit
+	s.claim(t, "REF-", lost)
 	time.Sleep(1100 * time.Millisecond) // the crashed claim's lease passes
-	posting := func(c charge.Charge) statement.Posting {
-		req := c.DebitRequest()
-		return statement.Posting{BankKey: req.IdempotencyKey, Account: c.AccountID, Amount: c.Amount, BookingDate: today,
-			Reference: "BANK-" + c.ID, Narrative: req.Narrative}
-	}
-	stmt := filepath.Join(dir, "camt053.xml")
-	f, err := os.Create(stmt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := statement.WriteCamt053(f, statement.StatementInfo{ID: "STMT-1", Account: "FEES-001", Created: time.Now(),
-		Period: statement.Period{From: today, To: today.AddDate(0, 0, 1)}},
-		[]statement.Posting{posting(matched), posting(crashed)}); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	stmt := s.writeStatement(t, "camt053.xml", "STMT-1", s.posting(matched), s.posting(crashed))
 	metricsFile := filepath.Join(dir, "recon.prom")
 
 	r := runCmd(ctx, env, "reconcile", "--statement", stmt, "--collection-account", "FEES-001", "--json", "--metrics-file", metricsFile)

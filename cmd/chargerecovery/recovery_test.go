@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -39,19 +38,7 @@ func TestRecoveryPolicySurvivesAKillInEveryWait(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ledger := corebanksim.NewLedger(corebanksim.Faults{DeclineAccounts: map[string]string{"001111111111": "INSUFFICIENT_FUNDS*2"}})
-			bank := httptest.NewServer(corebanksim.Handler(ledger))
-			defer bank.Close()
-			db := filepath.Join(t.TempDir(), "recovery.db")
-			env := map[string]string{
-				"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s",
-				"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": "127.0.0.1:0",
-			}
-			for k, v := range tt.flags {
-				env[k] = v
-			}
-			if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-				t.Fatalf("setup: %s", r.stderr)
-			}
+			env, db := embeddedWithBank(t, ledger, "recovery.db", map[string]string{"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_LOG_FORMAT": "text"}, tt.flags)
 			if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-PROC", "--account", tt.account, "--amount-minor", "2500", "--type", "SMS_ALERT_FEE"); r.code != 0 {
 				t.Fatalf("send: %s", r.stderr)
 			}
@@ -137,17 +124,8 @@ func TestRecoveryPolicySurvivesAKillInEveryWait(t *testing.T) {
 // (200), in status, and on /metrics.
 func TestServeOutsideThePostingWindowPostsNothingAndSaysUntilWhen(t *testing.T) {
 	ledger := corebanksim.NewLedger(corebanksim.Faults{})
-	bank := httptest.NewServer(corebanksim.Handler(ledger))
-	defer bank.Close()
-	db := filepath.Join(t.TempDir(), "window.db")
 	addr := freeAddr(t)
-	env := map[string]string{
-		"IC_BACKEND": "embedded", "IC_DB": db, "IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text",
-		"IC_HTTP_ADDR": addr, "IC_POSTING_WINDOWS": closedNow(time.Now().UTC()),
-	}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	env, _ := embeddedWithBank(t, ledger, "window.db", map[string]string{"IC_LOG_FORMAT": "text", "IC_HTTP_ADDR": addr, "IC_POSTING_WINDOWS": closedNow(time.Now().UTC())})
 	if r := runCmd(t.Context(), env, "send", "--charge-id", "CHG-WINDOW", "--account", "001234567890", "--amount-minor", "2500"); r.code != 0 {
 		t.Fatalf("send: %s", r.stderr)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,18 +21,8 @@ import (
 // with the audit trail in the record.
 func reopenScenario(t *testing.T, env map[string]string) {
 	ledger := corebanksim.NewLedger(corebanksim.Faults{OutageStatus: 401, OutageUntil: time.Now().Add(time.Hour)})
-	bank := httptest.NewServer(corebanksim.Handler(ledger))
-	t.Cleanup(bank.Close)
-	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s",
-		"IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_FORMAT": "json"} {
-		env[k] = v
-	}
+	b := withBank(t, env, ledger, nil)
 	ctx := t.Context()
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
 	run := backend.RandomID()
 	ids := []string{"CHG-RO-" + run + "-1", "CHG-RO-" + run + "-2", "CHG-RO-" + run + "-3"}
 	for i, id := range ids {
@@ -108,6 +97,21 @@ func reopenScenario(t *testing.T, env map[string]string) {
 	}
 }
 
+// withBank points env at a bank serving ledger (a poll wait of 1 s,
+// visibility and lease 3 s, an ephemeral health port, JSON logs, and
+// extra on top) and opens its backend.
+func withBank(t *testing.T, env map[string]string, ledger *corebanksim.Ledger, extra map[string]string) *backend.Backend {
+	t.Helper()
+	for k, v := range map[string]string{"IC_COREBANK_URL": simBank(t, ledger), "IC_POLL_WAIT": "1s", "IC_VISIBILITY": "3s",
+		"IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_FORMAT": "json"} {
+		env[k] = v
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return openBackend(t, env)
+}
+
 // serveUntil runs serve (in process) with extra flags until done holds,
 // then stops it; serve must exit 0.
 func serveUntil(t *testing.T, env map[string]string, extra []string, done func() bool) {
@@ -158,18 +162,8 @@ func TestReopenOnAWS(t *testing.T) {
 func retriedDeclineScenario(t *testing.T, env map[string]string) {
 	const acct = "001234567899"
 	ledger := corebanksim.NewLedger(corebanksim.Faults{DeclineAccounts: map[string]string{acct: "INSUFFICIENT_FUNDS"}})
-	bank := httptest.NewServer(corebanksim.Handler(ledger))
-	t.Cleanup(bank.Close)
-	for k, v := range map[string]string{"IC_COREBANK_URL": bank.URL, "IC_COREBANK_ENQUIRY": "true", "IC_POLL_WAIT": "1s",
-		"IC_VISIBILITY": "3s", "IC_LEASE": "3s", "IC_HTTP_ADDR": "127.0.0.1:0", "IC_LOG_FORMAT": "json"} {
-		env[k] = v
-	}
+	b := withBank(t, env, ledger, map[string]string{"IC_COREBANK_ENQUIRY": "true"})
 	ctx := t.Context()
-	b, err := backend.Open(ctx, *backendFor(env), 3*time.Second, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
 	id := "CHG/2026/11/" + backend.RandomID() // an id with '/', as billing systems make them
 	if r := runCmd(ctx, env, "send", "--charge-id", id, "--account", acct, "--amount-minor", "2500"); r.code != 0 {
 		t.Fatalf("send: %s", r.stderr)

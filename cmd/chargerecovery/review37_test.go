@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,30 @@ import (
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
+
+// review37Proposal is a trail in a folder of its own holding olga's
+// proposal (made via via, through a book with opts), and an embedded
+// installation there, set up, that writes to it: its environment and
+// the proposal.
+func review37Proposal(t *testing.T, opts approval.Options, via string, spec approval.Spec, targets ...approval.Target) (map[string]string, approval.Proposal) {
+	t.Helper()
+	dir := t.TempDir()
+	auditFile := filepath.Join(dir, "audit.jsonl")
+	trail, err := audit.Open(auditFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	book, err := approval.Open(trail, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := book.Propose(approval.Actor{Name: "olga", Role: "operator", Via: via}, spec, targets)
+	if err != nil {
+		t.Fatalf("propose: %v", err)
+	}
+	trail.Close()
+	return embeddedEnv(t, dir, "x.db", auditFile), p
+}
 
 // ATTACK: the proposer approves her own four-eyes proposal on the command
 // line by leaving out --approval-required (or IC_APPROVAL_REQUIRED) and
@@ -24,30 +47,17 @@ import (
 // her console token whatever this process's --approval-required says; a
 // bare --operator name is refused (exit 2) and the proposal stays pending.
 func TestAttackCLIApproveWithoutPolicyFlagByFreeName(t *testing.T) {
-	dir := t.TempDir()
-	auditFile := filepath.Join(dir, "audit.jsonl")
-	trail, err := audit.Open(auditFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pol, _ := approval.ParsePolicy("all")
-	book, err := approval.Open(trail, approval.Options{Policy: &pol})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := book.Propose(approval.Actor{Name: "olga", Role: "operator", Via: "console"},
+	env, p := review37Proposal(t, approval.Options{Policy: &pol}, "console",
 		approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-1"},
-		[]approval.Target{{ChargeID: "CHG-1", DLQID: "m-1", Minor: 2500, Currency: "INR"}})
-	if err != nil || p.State != approval.Pending {
-		t.Fatalf("propose: %v %s", err, p.State)
+		approval.Target{ChargeID: "CHG-1", DLQID: "m-1", Minor: 2500, Currency: "INR"})
+	if p.State != approval.Pending {
+		t.Fatalf("propose: %s", p.State)
 	}
-	trail.Close()
+	auditFile := env["IC_AUDIT_FILE"]
 
 	// olga, on the CLI, no policy flag, calls herself ivan.
-	env := map[string]string{"IC_AUDIT_FILE": auditFile, "USER": "olga", "IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db")}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	env["USER"] = "olga"
 	r := runCmd(t.Context(), env, "approvals", "approve", p.ID, "--no-run", "--operator", "ivan")
 	trail2, _ := audit.Open(auditFile)
 	defer trail2.Close()
@@ -67,31 +77,16 @@ func TestAttackCLIApproveWithoutPolicyFlagByFreeName(t *testing.T) {
 // the console does with charge.Printable), or printed escaped: audit list
 // prints one row per entry, and no row the trail does not hold.
 func TestAttackReasonNewlineForgesAuditListRow(t *testing.T) {
-	dir := t.TempDir()
-	auditFile := filepath.Join(dir, "audit.jsonl")
-	trail, err := audit.Open(auditFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	book, _ := approval.Open(trail, approval.Options{})
-	p, err := book.Propose(approval.Actor{Name: "olga", Role: "operator", Via: "cli"},
-		approval.Spec{Kind: approval.Redrive, Reason: "INC-8"}, []approval.Target{{ChargeID: "CHG-1", DLQID: "m-1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	trail.Close()
+	env, p := review37Proposal(t, approval.Options{}, "cli", approval.Spec{Kind: approval.Redrive, Reason: "INC-8"}, approval.Target{ChargeID: "CHG-1", DLQID: "m-1"})
+	auditFile := env["IC_AUDIT_FILE"]
 	forged := "oops\n    99 2026-12-03T08:00:00Z ivan       cli     approve              " + p.ID + "                     approved     INC-8 looks fine\x1b[8m"
-	env := map[string]string{"IC_AUDIT_FILE": auditFile, "IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db")}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
 	// Refused on the command line (as built) ...
 	if r := runCmd(t.Context(), env, "approvals", "reject", p.ID, "--operator", "olga", "--reason", forged); r.code != 1 || !strings.Contains(r.stderr, "control characters") {
 		t.Fatalf("reject with a newline and an ESC in its reason: %d %s", r.code, r.stderr)
 	}
 	// ... and a line that holds one anyway (written by another tool, or by
 	// hand) is printed as one row, without the escape.
-	trail, err = audit.Open(auditFile)
+	trail, err := audit.Open(auditFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,23 +112,8 @@ func TestAttackReasonNewlineForgesAuditListRow(t *testing.T) {
 // so the line cut from the end shows; here the reject's head must appear
 // in what the command printed.
 func TestAttackCLIAppendsAnchorNoHead(t *testing.T) {
-	dir := t.TempDir()
-	auditFile := filepath.Join(dir, "audit.jsonl")
-	trail, err := audit.Open(auditFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	book, _ := approval.Open(trail, approval.Options{})
-	p, err := book.Propose(approval.Actor{Name: "olga", Role: "operator", Via: "cli"},
-		approval.Spec{Kind: approval.Redrive, Reason: "INC-9"}, []approval.Target{{ChargeID: "CHG-1", DLQID: "m-1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	trail.Close()
-	env := map[string]string{"IC_AUDIT_FILE": auditFile, "IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db")}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	env, p := review37Proposal(t, approval.Options{}, "cli", approval.Spec{Kind: approval.Redrive, Reason: "INC-9"}, approval.Target{ChargeID: "CHG-1", DLQID: "m-1"})
+	auditFile := env["IC_AUDIT_FILE"]
 	r := runCmd(t.Context(), env, "approvals", "reject", p.ID, "--operator", "ivan", "--reason", "not today")
 	if r.code != 0 {
 		t.Fatalf("reject: %d %s", r.code, r.stderr)
@@ -163,11 +143,7 @@ func TestAttackCLIAppendsAnchorNoHead(t *testing.T) {
 func TestAttackCLIDirectReopenNewAttemptWithoutPolicyFlag(t *testing.T) {
 	dir := t.TempDir()
 	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
-	auditFile := filepath.Join(dir, "audit.jsonl")
-	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db"), "IC_AUDIT_FILE": auditFile}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	env := embeddedEnv(t, dir, "x.db", filepath.Join(dir, "audit.jsonl"))
 	keepFourEyes(t, env, own["console"], tokens, "reopen-new-attempt")
 	failedCharge(t, env, "CHG-1")
 	for name, e := range map[string]map[string]string{
@@ -199,14 +175,11 @@ func TestAttackCLISelfMadeConsoleTokenFile(t *testing.T) {
 	dir := t.TempDir()
 	realTokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
 	auditFile := filepath.Join(dir, "audit.jsonl")
-	env := map[string]string{"IC_AUDIT_FILE": auditFile, "IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "x.db")}
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %s", r.stderr)
-	}
+	env := embeddedEnv(t, dir, "x.db", auditFile)
 	keepFourEyes(t, env, own["console"], realTokens, "all")
 	failedCharge(t, env, "CHG-1")
 	r := runCmd(t.Context(), as(env, own["olga"]), "approvals", "propose", "reopen", "--new-attempt", "--charge-id", "CHG-1", "--reason", "INC-13")
-	id := regexp.MustCompile(`P-[0-9a-f]{10}`).FindString(r.stdout)
+	id := proposalID(r.stdout)
 	if r.code != 0 || id == "" {
 		t.Fatalf("propose: %d %s %s", r.code, r.stdout, r.stderr)
 	}

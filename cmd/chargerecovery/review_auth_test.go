@@ -52,13 +52,7 @@ func TestReviewServeLogsAnEscapedClientSecret(t *testing.T) {
 		}
 	}
 	_, _, _ = sendCharges(t, env, "LEAK", 3, bank.ledger)
-	logPath := filepath.Join(t.TempDir(), "serve.log")
-	proc := childLogged(t, env, logPath, "serve")
-	ready := readyzOf(t, logPath)
-	waitUntil(t, "/readyz naming the token failure", 30*time.Second, func() bool {
-		code, _ := getBody(ready)
-		return code == http.StatusServiceUnavailable
-	})
+	proc, _, logPath := serveUnready(t, env, "/readyz naming the token failure", "")
 	time.Sleep(2 * time.Second) // a few tries
 	stopAll(t, proc)
 	log, _ := os.ReadFile(logPath)

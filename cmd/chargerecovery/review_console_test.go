@@ -3,7 +3,6 @@ package main
 import (
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,29 +22,18 @@ import (
 // session. X-Forwarded-Proto from the trusted proxy is ignored.
 func TestReviewSessionCookieNotSecureBehindTheTLSProxyItDocuments(t *testing.T) {
 	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens")
 	const olga = "olga-operator-token-0123456789"
-	if err := os.WriteFile(tokens, []byte(console.TokenLine("olga", console.Operator, olga, "")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokens := tokenFile(t, dir, console.TokenLine("olga", console.Operator, olga, ""))
 	addr := freeAddr(t)
 	env := map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(dir, "ic.db"), "IC_CONSOLE_ADDR": addr, "IC_CONSOLE_AUTH": "token",
 		"IC_CONSOLE_TOKEN_FILE": tokens, "IC_CONSOLE_AUDIT_FILE": filepath.Join(dir, "audit.jsonl"), "IC_METRICS_URL": "",
 		"IC_CONSOLE_TRUSTED_PROXIES": "127.0.0.1"} // the TLS-terminating proxy on this host
-	if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-		t.Fatalf("setup: %d %s", r.code, r.stderr)
-	}
+	mustSetup(t, env)
 	proc := childLogged(t, env, filepath.Join(dir, "console.log"), "console")
 	defer stopAll(t, proc)
 	base := "http://" + addr
 	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	waitUntil(t, "the console listening", 30*time.Second, func() bool {
-		resp, err := noRedirect.Get(base + "/signin")
-		if err == nil {
-			resp.Body.Close()
-		}
-		return err == nil
-	})
+	consoleListening(t, noRedirect, base)
 	// The request as the TLS proxy forwards an operator's https sign-in.
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", base+"/signin", strings.NewReader(url.Values{"token": {olga}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

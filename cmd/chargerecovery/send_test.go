@@ -21,9 +21,7 @@ func TestSendFileSendsTheGoodLinesAndNamesTheBadOnes(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := env(t)
-			if r := runCmd(t.Context(), env, "setup"); r.code != 0 {
-				t.Fatalf("setup: %s", r.stderr)
-			}
+			mustSetup(t, env)
 			var lines []string
 			for i := range 25 {
 				lines = append(lines, fmt.Sprintf(`{"chargeId":"CHG-F-%d","accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`, i))
