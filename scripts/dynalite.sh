@@ -17,6 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=scripts/emulator.sh
 . "$here/emulator.sh"
 cli="$here/dynalite/node_modules/dynalite/cli.js"
+run="$here/dynalite/run.js" # cli.js, surviving a client that goes away mid-request
 
 installed() {
   command -v node >/dev/null 2>&1 && [ -f "$cli" ]
@@ -30,7 +31,7 @@ install() {
 # launch PORT: tables become ACTIVE at once (DynamoDB takes seconds; the
 # store waits either way).
 launch() {
-  exec node "$cli" --host 127.0.0.1 --port "$1" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0
+  exec node "$run" --host 127.0.0.1 --port "$1" --createTableMs 0 --deleteTableMs 0 --updateTableMs 0
 }
 
 # ready PORT: anything listens there (dynalite answers a bare GET with 400).
