@@ -44,4 +44,4 @@ if [ "${1:-}" = install ]; then
   exit
 fi
 emu_more=" | install"
-emu_main dynalite "dynalite/cli.js" "not installed; install it with: scripts/dynalite.sh install (npm ci in scripts/dynalite)" "$@"
+emu_main dynalite "dynalite/run.js" "not installed; install it with: scripts/dynalite.sh install (npm ci in scripts/dynalite)" "$@"
