@@ -309,6 +309,79 @@ func Untrusted(text string, accounts ...string) string {
 	return Clip(MaskText(Printable(text), accounts...), MaxOutsideText)
 }
 
+// ShowID is an identifier from outside — a charge id, a bank's reference
+// — as every view shows it (a list, its detail, a body, a report): whole
+// when it has an id's form (1-128 characters of A-Z a-z 0-9 . _ : / -)
+// and carries no account-like run; otherwise masked as MaskText masks text
+// and cut to 128 bytes. An account-like run is one of the given accounts,
+// or digits MaskText would mask (8 or more, plain or grouped) once a
+// leading date of their group (2026-11 or 2026-11-30, groups joined by one
+// separator) is left out. So "CHG-2026-11-000123" and "CHG-2026-11-30-0001"
+// are shown as they are everywhere, and "CHG-0012-3456-7890",
+// "CHG-001234567890" or "445566778899 INR" keep only their last four
+// digits everywhere.
+func ShowID(id string, accounts ...string) string {
+	id = Printable(id)
+	if chargeIDPattern.MatchString(id) && !holdsAny(id, accounts) && !accountLikeRun(id) {
+		return id
+	}
+	return Clip(MaskText(id, accounts...), 128)
+}
+
+// holdsAny reports whether s holds one of the accounts (of 4 characters
+// or more: MaskText's own floor).
+func holdsAny(s string, accounts []string) bool {
+	for _, a := range accounts {
+		if len(a) >= 4 && strings.Contains(s, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// accountLikeRun reports whether a digit cluster of id holds digits
+// MaskText would mask, its leading date (datePrefix) left out.
+func accountLikeRun(id string) bool {
+	for i := 0; i < len(id); {
+		if !isDigit(id[i]) {
+			i++
+			continue
+		}
+		groups, seps := clusterAt(id, i)
+		end := groups[len(groups)-1].end
+		i = end
+		n := datePrefix(id, groups, seps)
+		if n == len(groups) {
+			continue
+		}
+		if rest := id[groups[n].start:end]; MaskText(rest) != rest {
+			return true
+		}
+	}
+	return false
+}
+
+// datePrefix is how many of the cluster's first groups are a date: 2 for
+// yyyy-mm, 3 for yyyy-mm-dd (joined by the same separator), 0 for none. A
+// run of digits with no separator is never read as a date: 202611301234
+// is an account's length.
+func datePrefix(s string, groups []span, seps []byte) int {
+	num := func(g span) int {
+		n, _ := strconv.Atoi(s[g.start:g.end])
+		return n
+	}
+	if len(groups) < 2 || groups[0].len() != 4 || groups[1].len() != 2 {
+		return 0
+	}
+	if y, m := num(groups[0]), num(groups[1]); y < 1900 || y > 2199 || m < 1 || m > 12 {
+		return 0
+	}
+	if len(groups) > 2 && seps[1] == seps[0] && groups[2].len() == 2 && num(groups[2]) >= 1 && num(groups[2]) <= 31 {
+		return 3
+	}
+	return 2
+}
+
 // Printable drops control characters and invalid UTF-8: an escape
 // sequence in an answer must not reach a log line or a terminal.
 func Printable(s string) string {

@@ -123,6 +123,35 @@ func TestMaskText(t *testing.T) {
 	}
 }
 
+func TestShowIDShowsAnIDWholeAndMasksOnlyAnAccountInIt(t *testing.T) {
+	const own = "001234567890" // the message's account
+	for _, tt := range []struct{ in, want string }{
+		{"CHG-2026-11-000123", "CHG-2026-11-000123"}, // a date and a sequence: an id
+		{"CHG-2026-11-30-0001", "CHG-2026-11-30-0001"},
+		{"2026.11.30.000123", "2026.11.30.000123"},
+		{"CHG-0012-3456-7890", "CHG-****-****-7890"}, // an account's grouping
+		{"CHG-2026-11-0012-3456-7890", "CHG-****-**-****-****-7890"},
+		{"CHG-202611301234", "CHG-********1234"}, // no separator: no date
+		{"CHG-2026-13-00012345", "CHG-****-**-****2345"},
+		{"CHG-1", "CHG-1"},
+		{"UTR20261130000123456", "UTR*************3456"}, // 8+ digits in a row: masked, whatever they name
+		{"CHG-" + own, "CHG-********7890"},               // the message's own account in it
+		{own, "********7890"},
+		{"445566778899 INR", "********8899 INR"}, // not an id: read as text
+		{"445566778899,2500", "********8899,2500"},
+		{"0012-3456-7890 x", "****-****-7890 x"},
+		{"CHG-\x1b[2J1", "CHG-[2J1"}, // printable first: the escape dropped
+		{"", ""},
+	} {
+		if got := charge.ShowID(tt.in, own); got != tt.want {
+			t.Errorf("ShowID(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	if got := charge.ShowID(strings.Repeat("9", 400)); len(got) > 128+len("…") {
+		t.Errorf("ShowID kept %d bytes of a 400-digit id", len(got))
+	}
+}
+
 func TestUntrustedTextIsPrintableMaskedAndBounded(t *testing.T) {
 	long := "\x1b[2J\x1b]0;pwned\x07account 0012-3456-7890\r\nfrozen " + strings.Repeat("é", 100_000)
 	got := charge.Untrusted(long)

@@ -108,8 +108,8 @@ func (c *Console) lookInDLQ(ctx context.Context, ids []string) dlqLook {
 	}
 	out := dlqLook{Looked: true, Entries: map[string]string{}}
 	for _, e := range l.Entries {
-		if _, ok := out.Entries[e.ChargeID]; !ok {
-			out.Entries[e.ChargeID] = e.ID
+		if _, ok := out.Entries[e.Key]; !ok {
+			out.Entries[e.Key] = e.ID
 		}
 	}
 	if inc := l.Incomplete(); inc != "" {
@@ -243,14 +243,14 @@ func (c *Console) dlqRows(ctx context.Context, entries []operate.Entry, now time
 			rows[i].Why = charge.Printable(code)
 		}
 		var rec *recordFields
-		readable := e.ChargeID != "" && e.Unreadable == ""
+		readable := e.Key != "" && e.Unreadable == ""
 		if readable && looked >= dlqRecordLookups {
 			rows[i].Step = nextStep{Next: "see the charge (records read for the first " + strconv.Itoa(dlqRecordLookups) + " entries)"}
 			continue
 		}
 		if readable {
 			looked++
-			got, err := c.o.Store.Get(ctx, e.ChargeID, now)
+			got, err := c.o.Store.Get(ctx, e.Key, now)
 			switch {
 			case err == nil:
 				rv := recordView(got, now)

@@ -206,8 +206,8 @@ func (c *Console) dlqEntry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := map[string]any{"Entry": e}
-	if e.ChargeID != "" {
-		rec, err := c.o.Store.Get(r.Context(), e.ChargeID, c.o.Now())
+	if e.Key != "" {
+		rec, err := c.o.Store.Get(r.Context(), e.Key, c.o.Now())
 		switch {
 		case err == nil:
 			v["Record"] = recordView(rec, c.o.Now())
@@ -372,8 +372,8 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 			// What the redrive does with money, spelled out: the charge's
 			// record decides.
 			var rv *recordFields
-			if e.ChargeID != "" {
-				if rec, err := c.o.Store.Get(r.Context(), e.ChargeID, c.o.Now()); err == nil {
+			if e.Key != "" {
+				if rec, err := c.o.Store.Get(r.Context(), e.Key, c.o.Now()); err == nil {
 					x := recordView(rec, c.o.Now())
 					rv = &x
 				}

@@ -72,7 +72,7 @@ func viewBreak(b reconcile.Break) breakView {
 	if b.State != "" {
 		v.Record = strings.TrimSpace(fmt.Sprintf("%s %s gen %d", printable(b.State), printable(b.Status), b.Generation))
 		if b.Reference != "" {
-			v.Record += ", reference " + printable(b.Reference)
+			v.Record += ", reference " + charge.ShowID(b.Reference)
 		}
 	}
 	for _, p := range b.Posted {

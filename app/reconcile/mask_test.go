@@ -11,6 +11,7 @@ import (
 	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
 	"github.com/finedge/idempotent-consumer/internal/wiretest"
+	"github.com/finedge/idempotent-consumer/memstore"
 )
 
 // payer is the account number a payer's bank sent as the end-to-end id of
@@ -168,4 +169,39 @@ func TestResolveABreakShownMasked(t *testing.T) {
 		t.Fatalf("the resolution's record: %v", err)
 	}
 	wantNoPayer(t, "the resolution's record", rec.Key+" "+rec.Detail)
+}
+
+// Issue 54 item 2: a bank's reference is an identifier, shown the same way
+// in a break's postings (the table) and in its detail: whole when it is
+// one, though it holds a grouped date and sequence.
+func TestABankReferenceIsShownTheSameWayInTheTableAndTheDetail(t *testing.T) {
+	b := newBooks(t, memstore.New(), "CHG-")
+	c := b.charge("2026-11-000123", 2500)
+	b.done(t, c)
+	b.reverse(b.post(c, 1, 2500, true)) // posted, then reversed
+	rep := b.run(t)
+	br := findBreak(rep, c.ID)
+	if br == nil || br.Kind != reconcile.RecordedNotPosted {
+		t.Fatalf("break = %+v, want recorded_not_posted", br)
+	}
+	recorded := "REF-" + charge.BankKey(c.ID, 1)
+	if !strings.Contains(br.Detail, "(reference "+recorded+")") {
+		t.Errorf("detail %q does not name the reference %s whole", br.Detail, recorded)
+	}
+	for _, s := range append([]string{br.Detail}, postedRefs(br)...) {
+		if strings.Contains(s, "*") {
+			t.Errorf("a reference shown masked: %q", s)
+		}
+	}
+	if refs := postedRefs(br); len(refs) == 0 || refs[0] != recorded {
+		t.Errorf("the table's references %q, want the first %q whole", refs, recorded)
+	}
+}
+
+func postedRefs(b *reconcile.Break) []string {
+	var out []string
+	for _, p := range b.Posted {
+		out = append(out, p.Reference)
+	}
+	return out
 }

@@ -28,8 +28,12 @@ import (
 type Entry struct {
 	ID       string `json:"id"`
 	ChargeID string `json:"chargeId,omitempty"`
-	Account  string `json:"account,omitempty"`
-	Amount   string `json:"amount,omitempty"`
+	// Key is the charge id as the body holds it (ChargeIDOf), what its
+	// record is looked up by; never shown: ChargeID is what is shown
+	// (charge.ShowID).
+	Key     string `json:"-"`
+	Account string `json:"account,omitempty"`
+	Amount  string `json:"amount,omitempty"`
 	// Minor and Currency are Amount as integer minor units and its code.
 	Minor        int64     `json:"-"`
 	Currency     string    `json:"-"`
@@ -60,6 +64,7 @@ func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
 	// Every account the body names is masked in what the entry shows of
 	// it, wherever it shows it.
 	accounts := bodyAccounts(e.Body)
+	v.Key = ChargeIDOf(e.Body)
 	v.Detail = charge.Untrusted(e.Reason.Detail, accounts...)
 	c, err := charge.ParseEvent(e.Body)
 	switch {
@@ -71,13 +76,14 @@ func View(e queue.DLQEntry, now time.Time, withBody bool) Entry {
 	case err != nil:
 		v.Unreadable = charge.Untrusted(err.Error(), accounts...)
 		// The charge id of a body that is not a charge is the producer's
-		// say: masked like any account the body names.
-		v.ChargeID = charge.Untrusted(ChargeIDOf(e.Body), accounts...)
+		// say: shown as an id is (charge.ShowID), the body's own account
+		// masked in it.
+		v.ChargeID = charge.ShowID(v.Key, accounts...)
 		if a := accountOf(e.Body); a != "" {
 			v.Account = charge.MaskAccount(a)
 		}
 	default:
-		v.ChargeID, v.Account, v.Amount, v.Type = c.ID, charge.MaskAccount(c.AccountID), c.Amount.String(), string(c.Type)
+		v.ChargeID, v.Account, v.Amount, v.Type = charge.ShowID(c.ID, accounts...), charge.MaskAccount(c.AccountID), c.Amount.String(), string(c.Type)
 		v.Minor, v.Currency = c.Amount.Minor, string(c.Amount.Currency)
 	}
 	if withBody && e.Body != nil {
@@ -173,6 +179,12 @@ func (w *jsonWalker) step(tok json.Token) (isKey, account bool, sep byte, closes
 }
 
 func (w *jsonWalker) depth() int { return len(w.stack) }
+
+// chargeID reports whether the value just stepped is the event's charge id:
+// a top-level "chargeId" (any case, as the header reads it, ChargeIDOf).
+func (w *jsonWalker) chargeID() bool {
+	return len(w.stack) == 1 && w.stack[0].object && strings.EqualFold(w.stack[0].key, "chargeId")
+}
 
 // maxBodyAccounts bounds the accounts of one body searched for in all of
 // it (each string of the body is searched for each): a body naming more
@@ -276,6 +288,9 @@ func maskJSON(body []byte, accounts []string) (string, bool) {
 			switch {
 			case account && (!isKey || accountLikeKey(v)):
 				writeString(&b, charge.MaskAccount(charge.Printable(v)))
+			case !isKey && w.chargeID():
+				// An id, shown as the entry's header shows it.
+				writeString(&b, charge.ShowID(v, accounts...))
 			default:
 				writeString(&b, text(v))
 			}

@@ -103,6 +103,39 @@ func TestViewMasksTheBodysAccountsInTheReason(t *testing.T) {
 	}
 }
 
+// Issue 54 item 2: a charge id is an id. The entry's header (its charge
+// column) and its body show it the same way: whole when it is an id
+// (a date and a sequence, grouped), masked to its last four digits where
+// it carries an account-like run — the body's account, or an account's
+// digits — whether the event is valid or not.
+func TestAChargeIDIsShownTheSameWayInTheHeaderAndTheBody(t *testing.T) {
+	for _, tt := range []struct {
+		name, id, amount string
+		want             string // the charge id as shown
+	}{
+		{"valid, an id", "CHG-2026-11-000123", `{"minor":2500,"currency":"INR"}`, "CHG-2026-11-000123"},
+		{"invalid amount, an id", "CHG-2026-11-000123", `{"minor":-5,"currency":"INR"}`, "CHG-2026-11-000123"},
+		{"invalid id holding an account", "445566778899 INR", `{"minor":2500,"currency":"INR"}`, "********8899 INR"},
+		{"valid, the body's own account in it", "CHG-001234567890", `{"minor":2500,"currency":"INR"}`, "CHG-********7890"},
+		{"invalid, an account's grouping", "CHG-4455-6677-8899", `{"minor":-5,"currency":"INR"}`, "CHG-****-****-8899"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := `{"schemaVersion":1,"chargeId":"` + tt.id + `","accountId":"001234567890","amount":` + tt.amount +
+				`,"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`
+			v := View(queue.DLQEntry{ID: "m1", Body: []byte(body), Reason: queue.Reason{Code: "INVALID_EVENT"}}, time.Now(), true)
+			if v.ChargeID != tt.want {
+				t.Errorf("header shows %q, want %q", v.ChargeID, tt.want)
+			}
+			if !strings.Contains(v.Body, `"chargeId":"`+tt.want+`"`) {
+				t.Errorf("body shows the id otherwise than the header %q: %s", tt.want, v.Body)
+			}
+			if v.Key != tt.id {
+				t.Errorf("the record is looked up by %q, want %q", v.Key, tt.id)
+			}
+		})
+	}
+}
+
 // FuzzMaskBody: an account number of 8-18 digits, plain or grouped with
 // one of the separators, as the value of any field (account-like or not,
 // at any depth, twice), as a key, or in text around it, never shows more
@@ -117,6 +150,8 @@ func FuzzMaskBody(f *testing.F) {
 	f.Add("note", "12345678", 1, 3, "<&>", "\u2028", 5)
 	f.Add("memo", "001234567890", 3, 6, "99.", "", 6)
 	f.Add("", "123456789012", 2, 4, "", "", 7)
+	f.Add("chargeId", "001234567890", 1, 4, "CHG-", "", 0) // an id with an account's grouping
+	f.Add("chargeId", "001234567890", 0, 0, "CHG-", "", 0)
 	f.Fuzz(func(t *testing.T, field, digits string, sep, group int, before, after string, shape int) {
 		acct, grouped := apptest.AccountNumber(digits, sep, group)
 		if acct == "" || strings.ContainsFunc(field+before+after, isDigitRune) {

@@ -103,7 +103,7 @@ func Show(ctx context.Context, q queue.Operator, store driver.Store, o ShowOptio
 		Record  *status.RecordJSON `json:"record,omitempty"`
 	}{Entries: entries}
 	var rec driver.Record
-	if cid := entries[0].ChargeID; cid != "" {
+	if cid := entries[0].Key; cid != "" {
 		rec, err = store.Get(ctx, cid, now)
 		switch {
 		case err == nil:
