@@ -319,6 +319,7 @@ func (be Backend) reopen(ctx context.Context, p Proposal, batch []Target, operat
 		return Outcome{Result: "skipped", Why: why}
 	}
 	var toMove []Target
+	resumed := map[string]bool{} // reopened by an earlier run of this proposal
 	for _, t := range batch {
 		if ctx.Err() != nil {
 			break
@@ -338,6 +339,7 @@ func (be Backend) reopen(ctx context.Context, p Proposal, batch []Target, operat
 			continue
 		case rec.Token == mine && rec.State == driver.StateInProgress && !rec.LeaseUntil.After(be.now()):
 			toMove = append(toMove, t) // reopened by an earlier run of this proposal that stopped before its outcome was saved
+			resumed[t.Key()] = true
 			continue
 		case rec.Token != t.RecordToken || rec.State != driver.StateFailed || max(rec.Generation, 1) != max(t.RecordGeneration, 1):
 			out[t.Key()] = changed(rec)
@@ -371,10 +373,19 @@ func (be Backend) reopen(ctx context.Context, p Proposal, batch []Target, operat
 		}
 	}
 	for k, o := range be.redrive(ctx, p, toMove, false) {
-		if o.Result == "moved" {
+		// Said as it happened: a record this run found reopened by an
+		// earlier run of the proposal is not "reopened" again by it.
+		did := "reopened"
+		if resumed[k] {
+			did = "reopened by an earlier run of this proposal that stopped before saving its outcome"
+		}
+		switch {
+		case o.Result == "moved" && resumed[k]:
+			o.Result, o.Why = "reopened", did+"; its message redriven now"
+		case o.Result == "moved":
 			o.Result = "reopened"
-		} else {
-			o.Why = "reopened, but not redriven: " + o.Why
+		default:
+			o.Why = did + ", but not redriven: " + o.Why
 		}
 		out[k] = o
 	}

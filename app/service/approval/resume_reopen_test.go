@@ -225,6 +225,10 @@ func TestAResumedReopenFinishesItsOwnReopen(t *testing.T) {
 	if err != nil || p.Counts()["reopened"] != 1 {
 		t.Fatalf("resumed: %v %v %v", err, p.Counts(), p.Outcomes)
 	}
+	// Its outcome says who reopened it (issue 54 item 6): not this run.
+	if o := p.Outcomes[targets[0].Key()]; !strings.Contains(o.Why, "reopened by an earlier run of this proposal") {
+		t.Errorf("the outcome of a reopen this run only finished: %+v", o)
+	}
 	rec, _ := w.store.Get(ctx, targets[0].ChargeID, time.Now())
 	if rec.Generation != 2 || rec.Reopens != 1 {
 		t.Fatalf("reopened twice, or not at all: generation %d, %d reopen(s)", rec.Generation, rec.Reopens)
