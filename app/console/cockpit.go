@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/chargehandler"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -86,8 +87,20 @@ func declineOrReason(r driver.Record) string {
 // not look at all of the DLQ, says so (the page shows it).
 type dlqLook struct {
 	Entries map[string]string
+	// Blocked are the charges whose only DLQ entries cannot deliver
+	// them (a conflict, an entry over the size limit, a body that is not
+	// a charge event): the code of one, by charge id.
+	Blocked map[string]string
 	Problem string
 	Looked  bool
+}
+
+// delivers says whether a redrive of e delivers its charge: the console
+// never redrives a conflict (another payload under the charge's id) nor
+// an entry over the size limit, and a body that is not a charge event is
+// dead-lettered again.
+func delivers(e operate.Entry) bool {
+	return e.Unreadable == "" && e.Code != string(chargehandler.Code(charge.Conflict)) && e.Code != string(queue.CodeTooLarge)
 }
 
 // dlqLookTimeout bounds the DLQ read a page makes for its charges.
@@ -106,11 +119,23 @@ func (c *Console) lookInDLQ(ctx context.Context, ids []string) dlqLook {
 		c.o.Logger.Warn("console: read the DLQ for the stuck claims", "error", err)
 		return dlqLook{Looked: true, Problem: "the DLQ could not be read (the console's log says why): whether a charge's message waits there is not known"}
 	}
-	out := dlqLook{Looked: true, Entries: map[string]string{}}
+	out := dlqLook{Looked: true, Entries: map[string]string{}, Blocked: map[string]string{}}
 	for _, e := range l.Entries {
+		// The entry to offer is the charge's own message, the oldest
+		// that a redrive delivers; never a conflict or a garbled body
+		// that merely names the charge.
+		if !delivers(e) {
+			if _, ok := out.Blocked[e.ChargeID]; !ok {
+				out.Blocked[e.ChargeID] = e.Code
+			}
+			continue
+		}
 		if _, ok := out.Entries[e.ChargeID]; !ok {
 			out.Entries[e.ChargeID] = e.ID
 		}
+	}
+	for id := range out.Entries {
+		delete(out.Blocked, id)
 	}
 	if inc := l.Incomplete(); inc != "" {
 		out.Problem = "the DLQ was read in part (" + inc + "): a charge not marked as on the DLQ may still be there"
@@ -166,6 +191,9 @@ func (c *Console) next(r recordFields, now time.Time, dlq *dlqLook) nextStep {
 			if id, ok := dlq.Entries[r.ChargeID]; ok {
 				return nextStep{Next: "its message is on the DLQ: no delivery comes until it is redriven (" + expired + ")", Action: "Redrive…", Href: "/dlq/redrive?id=" + urlQuery(id)}
 			}
+			if code, ok := dlq.Blocked[r.ChargeID]; ok {
+				return nextStep{Next: expired + ": the next delivery reclaims it, if its message is on the queue; the DLQ entry naming it (" + code + ") cannot deliver it", Action: "See the charge…", Href: "/charge" + q}
+			}
 			if dlq.Problem != "" {
 				return nextStep{Next: expired + ": the next delivery reclaims it, if its message is on the queue (the DLQ could not all be read)"}
 			}
@@ -189,7 +217,7 @@ func (c *Console) entryStep(e operate.Entry, rec *recordFields, now time.Time) n
 	switch {
 	case e.Code == string(queue.CodeTooLarge):
 		return nextStep{Next: "nothing: over the size limit, it can only be purged (chargerecovery dlq purge)"}
-	case e.Code == "conflict":
+	case e.Code == string(chargehandler.Code(charge.Conflict)):
 		return nextStep{Next: "nothing: the charge id was reused with another payload; decide with the producer (redrive --force on the command line)"}
 	case e.Unreadable != "":
 		return nextStep{Next: "nothing: not a charge event the consumer can read (a redrive is dead-lettered again); the producer sends it again, then purge this entry"}
