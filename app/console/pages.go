@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -372,13 +375,22 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 			// What the redrive does with money, spelled out: the charge's
 			// record decides.
 			var rv *recordFields
+			var seen *driver.Record
 			if e.ChargeID != "" {
-				if rec, err := c.o.Store.Get(r.Context(), e.ChargeID, c.o.Now()); err == nil {
+				rec, err := c.o.Store.Get(r.Context(), e.ChargeID, c.o.Now())
+				switch {
+				case err == nil:
 					x := recordView(rec, c.o.Now())
-					rv = &x
+					rv, seen = &x, &rec
+				case !errors.Is(err, idempotency.ErrNotFound):
+					c.backendError(w, r, "read the record", err)
+					return
 				}
 			}
 			v["Step"] = c.entryStep(e, rv, c.o.Now())
+			// The POST acts only while the charge's record is the one
+			// this page spelt out (the seal of this read).
+			v["Seal"] = c.seal(id, e.ChargeID, seen)
 		default:
 			rec, err := c.o.Store.Get(r.Context(), id, c.o.Now())
 			if errors.Is(err, idempotency.ErrNotFound) {
@@ -395,6 +407,7 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 			}
 			v["Record"] = rv
 			v["NextKey"] = charge.BankKey(rec.Key, rec.Generation+1)
+			v["Seal"] = c.seal("", id, &rec)
 		}
 		c.render(w, r, http.StatusOK, "confirm", v)
 	}
@@ -403,6 +416,47 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 // result is the page an action answers with.
 func (c *Console) result(w http.ResponseWriter, r *http.Request, code int, title, msg, link, linkText string) {
 	c.render(w, r, code, "message", map[string]any{"Title": title, "Message": msg, "Link": link, "LinkText": linkText})
+}
+
+// seal is what a confirmation page's form carries of the record it spelt
+// out: an HMAC, under the console's key, of the DLQ entry (redrive), the
+// charge, and its record's state, generation and token (none: no record).
+// The POST re-reads the record and acts only while it is the same one, so
+// a page that said "not debited again" or "under bank key …~2" never
+// confirms what the record became meanwhile (reopened, declined again).
+func (c *Console) seal(dlqID, chargeID string, rec *driver.Record) string {
+	m := hmac.New(sha256.New, c.csrf)
+	m.Write([]byte("confirm\x00" + dlqID + "\x00" + chargeID + "\x00"))
+	if rec != nil {
+		m.Write([]byte(string(rec.State) + "\x00" + strconv.Itoa(rec.Generation) + "\x00" + rec.Token))
+	} else {
+		m.Write([]byte("no record"))
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// sealHolds re-reads chargeID's record and reports whether seal (a
+// confirmation page's) is still its; the record read (nil: none). An
+// error is the store's.
+func (c *Console) sealHolds(ctx context.Context, seal, dlqID, chargeID string) (bool, *driver.Record, error) {
+	var cur *driver.Record
+	if chargeID != "" {
+		rec, err := c.o.Store.Get(ctx, chargeID, c.o.Now())
+		switch {
+		case err == nil:
+			cur = &rec
+		case !errors.Is(err, idempotency.ErrNotFound):
+			return false, nil, err
+		}
+	}
+	return hmac.Equal([]byte(seal), []byte(c.seal(dlqID, chargeID, cur))), cur, nil
+}
+
+// changedSince is the answer to a confirmed action whose record changed
+// since its confirmation page was shown: nothing done.
+func (c *Console) changedSince(w http.ResponseWriter, r *http.Request, e *AuditEntry, again string) {
+	e.Result, e.Detail = "refused", "the record changed since its confirmation page was shown"
+	c.result(w, r, http.StatusConflict, "Not done: the charge changed", "Nothing was done: the charge's record changed since its confirmation page was shown (another operator acted, or a delivery was processed), so what the page spelt out no longer holds. Look at it again.", again, "confirm again")
 }
 
 // redrive moves one DLQ entry back to the queue (never a conflict, never
@@ -416,6 +470,24 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 	var code queue.Code
 	o := operate.RedriveAt(now, c.o.Retention) // the command line's hold-backs, without --force
 	o.Max, o.Match = 1, func(d queue.DLQEntry) bool { return d.ID == dlqID }
+	if seal := r.PostFormValue("seal"); seal != "" {
+		// From the confirmation page: only while the charge's record is
+		// the one it spelt out, and only the entry of that charge.
+		sealed := r.PostFormValue("charge")
+		held, _, err := c.sealHolds(r.Context(), seal, dlqID, sealed)
+		if err != nil {
+			c.o.Logger.Error("console: redrive: read the record", "error", err)
+			e.Result, e.Detail = "failed", "the backend did not answer"
+			c.result(w, r, http.StatusBadGateway, "Redrive failed", "The store did not answer; nothing was moved. Try again.", "/dlq", "back to the DLQ")
+			return e
+		}
+		if !held {
+			e.ChargeID = charge.Clip(charge.Printable(sealed), 256)
+			c.changedSince(w, r, &e, "/dlq/redrive?id="+urlQuery(dlqID))
+			return e
+		}
+		o.Match = func(d queue.DLQEntry) bool { return d.ID == dlqID && operate.View(d, now, false).ChargeID == sealed }
+	}
 	o.Visit = func(d queue.DLQEntry, dec queue.RedriveDecision) {
 		if dec != queue.Skip {
 			chargeID, code = operate.ChargeIDOf(d.Body), d.Reason.Code
@@ -467,6 +539,21 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		return e
 	}
 	back := "/charge?id=" + urlQuery(chargeID)
+	var asRead *driver.Record // the record the confirmation page showed
+	if seal := r.PostFormValue("seal"); seal != "" {
+		held, cur, err := c.sealHolds(r.Context(), seal, "", chargeID)
+		if err != nil {
+			c.o.Logger.Error("console: reopen: read the record", "error", err)
+			e.Result, e.Detail = "failed", "the backend did not answer"
+			c.result(w, r, http.StatusBadGateway, "Reopen failed", "The store did not answer; nothing was done. Try again.", back, "the charge")
+			return e
+		}
+		if !held {
+			c.changedSince(w, r, &e, "/charge/reopen?id="+urlQuery(chargeID))
+			return e
+		}
+		asRead = cur
+	}
 	hardProposed := false
 	if newAttempt && c.o.Approvals != nil && c.o.Approvals.Policy().RepresentHardDecline {
 		// A hard decline is presented again only by a proposal another
@@ -493,7 +580,19 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		c.result(w, r, http.StatusConflict, "Not proposed", e.Detail, back, "the charge")
 		return e
 	}
-	rec, err := operate.Reopen(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)")
+	var rec driver.Record
+	var err error
+	if asRead != nil {
+		// Fenced on the record read: one that changes between that read
+		// and this write is not reopened either.
+		rec, err = operate.ReopenAsRead(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)", asRead.Token)
+		if errors.Is(err, idempotency.ErrNotFailed) && rec.State == driver.StateFailed {
+			c.changedSince(w, r, &e, "/charge/reopen?id="+urlQuery(chargeID))
+			return e
+		}
+	} else {
+		rec, err = operate.Reopen(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)")
+	}
 	switch {
 	case errors.Is(err, idempotency.ErrNotFound):
 		e.Result = "not found"

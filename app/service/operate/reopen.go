@@ -63,6 +63,38 @@ func ReopenFencedHardDecline(ctx context.Context, g *idempotency.Guard, id, reas
 	return reopen(ctx, g, id, reason, true, false, true, operator, prevToken, token)
 }
 
+// ReopenAsRead is Reopen of the very record an operator was shown and
+// confirmed (the console's confirmation page): only the FAILED record under
+// prevToken (required) is reopened — any other is
+// idempotency.ErrNotFailed, with the record, nothing written. Unlike
+// ReopenFenced it carries no approval: a new attempt is asked of the
+// four-eyes settings kept in the backend, as Reopen's is.
+func ReopenAsRead(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt bool, operator, prevToken string) (driver.Record, error) {
+	if prevToken == "" {
+		return driver.Record{}, fmt.Errorf("%w: a reopen as read needs the token read", idempotency.ErrInvalid)
+	}
+	if newAttempt {
+		if err := keptPolicyAllowsNewAttempt(ctx, g); err != nil {
+			return driver.Record{}, err
+		}
+	}
+	return reopen(ctx, g, id, reason, newAttempt, false, false, operator, prevToken, "")
+}
+
+// keptPolicyAllowsNewAttempt is nil unless the four-eyes settings kept in
+// the backend want a reopen with a new attempt proposed, or cannot be read
+// (ErrNeedsApproval).
+func keptPolicyAllowsNewAttempt(ctx context.Context, g *idempotency.Guard) error {
+	s, ok, err := foureyes.Load(ctx, g, nil)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrNeedsApproval, err)
+	case ok && s.Requires("reopen-new-attempt"):
+		return fmt.Errorf("%w: the four-eyes policy kept in the backend (%s) wants a reopen with a new attempt proposed and approved by another operator", ErrNeedsApproval, s.Policy)
+	}
+	return nil
+}
+
 // reopen is Reopen; sameKey lets a decline be reopened under its key (the
 // command line's --same-key: the "decline" was a --corebank-declines entry
 // that took an answer that was not final for one); prevToken and token are
@@ -75,12 +107,8 @@ func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAtt
 		// approval's run is fenced on the record it froze) is refused
 		// where the backend's four-eyes settings want it proposed — and
 		// where they cannot be read.
-		s, ok, err := foureyes.Load(ctx, g, nil)
-		switch {
-		case err != nil:
-			return driver.Record{}, fmt.Errorf("%w: %w", ErrNeedsApproval, err)
-		case ok && s.Requires("reopen-new-attempt"):
-			return driver.Record{}, fmt.Errorf("%w: the four-eyes policy kept in the backend (%s) wants a reopen with a new attempt proposed and approved by another operator", ErrNeedsApproval, s.Policy)
+		if err := keptPolicyAllowsNewAttempt(ctx, g); err != nil {
+			return driver.Record{}, err
 		}
 	}
 	if !newAttempt && !sameKey {
