@@ -427,7 +427,7 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) Au
 			return
 		}
 		requested := target(AuditEntry{Operator: id.Name, Role: id.Role.String(), Action: actionName(r.URL.Path), Result: "requested",
-			Reason: charge.Clip(charge.Printable(strings.TrimSpace(r.PostFormValue("reason"))), 500)})
+			Reason: charge.Clip(charge.MaskText(charge.Printable(strings.TrimSpace(r.PostFormValue("reason")))), 500)})
 		if err := c.audit(r, requested); err != nil {
 			c.render(w, r, http.StatusServiceUnavailable, "message", map[string]any{"Title": "Not done: the audit trail cannot be written",
 				"Message": "Nothing was done: every action is written to the audit trail first, and the audit file cannot be written now (a full disk, or its permissions). The console's log says why; try again once it is fixed."})

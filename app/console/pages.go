@@ -254,9 +254,13 @@ func recordView(r driver.Record, now time.Time) recordFields {
 	// text included); it is shown without control characters.
 	clean := charge.Printable
 	r.Status, r.Detail, r.ReopenReason, r.PrevStatus, r.PrevDetail = clean(r.Status), clean(r.Detail), clean(r.ReopenReason), clean(r.PrevStatus), clean(r.PrevDetail)
+	// An operator's reason is free text (the command line's too): an
+	// account number typed into it is masked, here and in the history
+	// line that quotes it.
+	r.ReopenReason = charge.MaskText(r.ReopenReason)
 	h := make([]string, len(r.History))
 	for i, x := range r.History {
-		h[i] = clean(x)
+		h[i] = charge.MaskText(clean(x))
 	}
 	r.History = h
 	v := recordFields{RecordJSON: status.RecordJSONOf(r, now), BankKey: charge.BankKey(r.Key, r.Generation),
@@ -347,6 +351,11 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		c.backendError(w, r, "read the audit trail", err)
 		return
+	}
+	for i := range entries {
+		// Reasons are free text (the command line's as typed): an
+		// account number in one is shown masked.
+		entries[i].Reason, entries[i].Detail = charge.MaskText(entries[i].Reason), charge.MaskText(entries[i].Detail)
 	}
 	c.render(w, r, http.StatusOK, "audit", map[string]any{"Entries": entries, "Filter": f,
 		"Filtered": f != (audit.Filter{})})
@@ -529,7 +538,7 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
 	chargeID, reason := r.PostFormValue("id"), strings.TrimSpace(r.PostFormValue("reason"))
 	newAttempt := r.PostFormValue("new_attempt") == "on"
-	e := AuditEntry{Action: "reopen", ChargeID: chargeID, Reason: charge.Clip(charge.Printable(reason), 500)}
+	e := AuditEntry{Action: "reopen", ChargeID: chargeID, Reason: charge.Clip(charge.MaskText(charge.Printable(reason)), 500)}
 	if newAttempt {
 		e.Action = "reopen --new-attempt"
 	}
