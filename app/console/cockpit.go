@@ -311,21 +311,43 @@ type stepView struct {
 // happens next, as they stand now.
 func (c *Console) proposalSample(ctx context.Context, sample []targetView) {
 	now := c.o.Now()
+	recs := make([]*recordFields, len(sample))
+	unread := make([]bool, len(sample))
+	var read []recordFields
 	for i := range sample {
 		t := &sample[i]
-		t.Generation, t.Reason = none, none
 		if t.ChargeID == "" {
 			continue
 		}
 		rec, err := c.o.Store.Get(ctx, t.ChargeID, now)
 		switch {
 		case errors.Is(err, idempotency.ErrNotFound):
-			t.Step = nextStep{Next: "no record: a redrive debits it as a new charge"}
 		case err != nil:
 			c.o.Logger.Warn("console: read a proposal's charge", "error", err)
-			t.Step = nextStep{Next: "not known: its record could not be read"}
+			unread[i] = true
 		default:
 			rv := recordView(rec, now)
+			recs[i] = &rv
+			read = append(read, rv)
+		}
+	}
+	// A claim past its lease whose message waits on the DLQ gets no
+	// delivery until it is redriven: the sample says so, as the Stuck
+	// page does.
+	look := c.lookInDLQ(ctx, expiredClaims(read, now))
+	for i := range sample {
+		t := &sample[i]
+		t.Generation, t.Reason = none, none
+		if t.ChargeID == "" {
+			continue
+		}
+		rv := recs[i]
+		switch {
+		case unread[i]:
+			t.Step = nextStep{Next: "not known: its record could not be read"}
+		case rv == nil:
+			t.Step = nextStep{Next: "no record: a redrive debits it as a new charge"}
+		default:
 			t.Generation, t.Reason = strconv.Itoa(rv.Generation), rv.Why
 			if t.Account == "" {
 				t.Account = rv.Account
@@ -333,7 +355,7 @@ func (c *Console) proposalSample(ctx context.Context, sample []targetView) {
 			if t.Amount == "" {
 				t.Amount = rv.Amount
 			}
-			t.Step = nextStep{Next: rv.State + " — " + c.next(rv, now, nil).Next}
+			t.Step = nextStep{Next: rv.State + " — " + c.next(*rv, now, &look).Next}
 		}
 	}
 }
