@@ -136,3 +136,33 @@ func TestAttack54ConsoleAGetMovesNothing(t *testing.T) {
 		t.Fatal("a cross-site or token-less POST redrove")
 	}
 }
+
+// Held: the proposer cannot approve her own proposal from its page, under
+// her name spelt another way either.
+func TestAttack54ConsoleTheProposerCannotApproveHerOwn(t *testing.T) {
+	w := newWorld(t)
+	w.declinedOnTheDLQ(t, "CHG-OWN-1", "INSUFFICIENT_FUNDS", 4200)
+	auth := console.ProxyAuth{Operators: []string{"olga", "ivan"}, Trusted: loopback, GroupsHeader: "X-Auth-Request-Groups", OperatorGroup: "ops"}
+	srv := w.consoleWith(t, auth, w.withBook(t, "reopen-new-attempt"))
+	_, form := as(t, "olga", "GET", srv.URL+"/proposals", nil)
+	code, body := as(t, "olga", "POST", srv.URL+"/proposals/new", url.Values{"csrf": {csrfOf(t, form)}, "kind": {"reopen"}, "new_attempt": {"on"},
+		"charge_id": {"CHG-OWN-1"}, "reason": {"INC-9"}})
+	id := proposalIDRE.FindString(body)
+	if code != http.StatusOK || id == "" {
+		t.Fatalf("propose: %d\n%s", code, body)
+	}
+	_, page := as(t, "olga", "GET", srv.URL+"/proposals/show?id="+id, nil)
+	if strings.Contains(page, `id="approve"`) || !strings.Contains(page, `id="mine"`) {
+		t.Fatalf("the proposer is offered the approval:\n%s", page)
+	}
+	for _, who := range []string{"olga", "OLGA", " Olga"} {
+		_, p := as(t, who, "GET", srv.URL+"/proposals/show?id="+id, nil, "X-Auth-Request-Groups", "ops")
+		code, body := as(t, who, "POST", srv.URL+"/proposals/approve", url.Values{"csrf": {csrfOf(t, p)}, "id": {id}}, "X-Auth-Request-Groups", "ops")
+		if code != http.StatusForbidden {
+			t.Fatalf("%q approved olga's proposal: %d\n%s", who, code, body)
+		}
+	}
+	if rec, _ := w.store.Get(t.Context(), "CHG-OWN-1", time.Now()); rec.State != driver.StateFailed {
+		t.Fatalf("the charge was reopened: %s", rec.State)
+	}
+}
