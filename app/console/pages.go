@@ -149,7 +149,7 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	now := c.o.Now()
 	v := map[string]any{"Codes": chargehandler.DLQCodes(), "Reason": q.Get("reason"), "ChargeID": q.Get("charge"), "Older": q.Get("older")}
-	o := operate.ListOptions{Now: now}
+	o := operate.ListOptions{Now: now, Keep: dlqPageRows}
 	if code := q.Get("reason"); code != "" {
 		if bad, ok := operate.UnknownCode([]queue.Code{queue.Code(code)}); ok {
 			c.render(w, r, http.StatusBadRequest, "message", map[string]any{"Title": "DLQ", "Message": fmt.Sprintf("%q is not a reason code", bad)})
@@ -173,13 +173,17 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 		c.backendError(w, r, "read the DLQ", err)
 		return
 	}
-	v["Total"] = len(l.Entries)
-	rows, looked := c.dlqRows(r.Context(), l.Entries[:min(len(l.Entries), 500)], now)
+	v["Total"] = l.Total
+	rows, looked := c.dlqRows(r.Context(), l.Entries[:min(len(l.Entries), dlqPageRows)], now)
 	v["Entries"], v["Looked"] = rows, looked
 	v["Incomplete"] = l.Incomplete()
 	v["Bulk"] = c.o.Approvals != nil
 	c.render(w, r, http.StatusOK, "dlq", v)
 }
+
+// dlqPageRows is how many entries the DLQ page shows (the oldest): the
+// page holds about twice that, however large the DLQ.
+const dlqPageRows = 500
 
 // findEntry is the DLQ entry with id, with its body (masked); not found,
 // what is not found says so (also when the DLQ could not all be seen).
