@@ -391,13 +391,16 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) Au
 		id := identity(r)
 		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 		target := func(e AuditEntry) AuditEntry {
+			// The form's id, as every action reads it (PostFormValue):
+			// never one in the query string, which no action takes.
+			id := r.PostFormValue("id")
 			switch {
 			case strings.HasPrefix(r.URL.Path, "/dlq/"):
-				e.DLQID = charge.Clip(charge.Printable(r.FormValue("id")), 256)
+				e.DLQID = charge.Clip(charge.Printable(id), 256)
 			case strings.HasPrefix(r.URL.Path, "/proposals/"):
-				e.Proposal = charge.Clip(charge.Printable(r.FormValue("id")), 64)
+				e.Proposal = charge.Clip(charge.Printable(id), 64)
 			default:
-				e.ChargeID = charge.Clip(charge.Printable(r.FormValue("id")), 256)
+				e.ChargeID = charge.Clip(charge.Printable(id), 256)
 			}
 			return e
 		}
