@@ -91,9 +91,24 @@ type dlqLook struct {
 	// them (a conflict, an entry over the size limit, a body that is not
 	// a charge event): the code of one, by charge id.
 	Blocked map[string]string
+	// Old are the charges whose message is on the DLQ only as an entry
+	// older than the retention less a day, which the console holds back
+	// (the command line's redrive --force moves it): its id, by charge.
+	Old     map[string]string
 	Problem string
 	Looked  bool
 }
+
+// tooOld says whether the console's redrive holds e back: older than the
+// records' retention less a day (operate.RedriveAt's MaxAge), when the
+// record that stops a second debit may be gone.
+func (c *Console) tooOld(e operate.Entry, now time.Time) bool {
+	return !e.At.IsZero() && now.Sub(e.At) > c.o.Retention-24*time.Hour
+}
+
+// tooOldNext is what happens next to a charge whose message is a DLQ
+// entry the console holds back.
+const tooOldNext = "its message is on the DLQ, older than the retention less a day: the console does not redrive it (the record that stops a second debit may be gone); check the charge, then the command line's redrive --force"
 
 // delivers says whether a redrive of e delivers its charge: the console
 // never redrives a conflict (another payload under the charge's id) nor
@@ -119,7 +134,8 @@ func (c *Console) lookInDLQ(ctx context.Context, ids []string) dlqLook {
 		c.o.Logger.Warn("console: read the DLQ for the stuck claims", "error", err)
 		return dlqLook{Looked: true, Problem: "the DLQ could not be read (the console's log says why): whether a charge's message waits there is not known"}
 	}
-	out := dlqLook{Looked: true, Entries: map[string]string{}, Blocked: map[string]string{}}
+	out := dlqLook{Looked: true, Entries: map[string]string{}, Blocked: map[string]string{}, Old: map[string]string{}}
+	now := c.o.Now()
 	for _, e := range l.Entries {
 		// The entry to offer is the charge's own message, the oldest
 		// that a redrive delivers; never a conflict or a garbled body
@@ -130,11 +146,21 @@ func (c *Console) lookInDLQ(ctx context.Context, ids []string) dlqLook {
 			}
 			continue
 		}
+		if c.tooOld(e, now) {
+			if _, ok := out.Old[e.ChargeID]; !ok {
+				out.Old[e.ChargeID] = e.ID
+			}
+			continue
+		}
 		if _, ok := out.Entries[e.ChargeID]; !ok {
 			out.Entries[e.ChargeID] = e.ID
 		}
 	}
 	for id := range out.Entries {
+		delete(out.Blocked, id)
+		delete(out.Old, id)
+	}
+	for id := range out.Old {
 		delete(out.Blocked, id)
 	}
 	if inc := l.Incomplete(); inc != "" {
@@ -191,6 +217,9 @@ func (c *Console) next(r recordFields, now time.Time, dlq *dlqLook) nextStep {
 			if id, ok := dlq.Entries[r.ChargeID]; ok {
 				return nextStep{Next: "its message is on the DLQ: no delivery comes until it is redriven (" + expired + ")", Action: "Redrive…", Href: "/dlq/redrive?id=" + urlQuery(id)}
 			}
+			if _, ok := dlq.Old[r.ChargeID]; ok {
+				return nextStep{Next: tooOldNext + " (" + expired + ")"}
+			}
 			if code, ok := dlq.Blocked[r.ChargeID]; ok {
 				return nextStep{Next: expired + ": the next delivery reclaims it, if its message is on the queue; the DLQ entry naming it (" + code + ") cannot deliver it", Action: "See the charge…", Href: "/charge" + q}
 			}
@@ -221,6 +250,16 @@ func (c *Console) entryStep(e operate.Entry, rec *recordFields, now time.Time) n
 		return nextStep{Next: "nothing: the charge id was reused with another payload; decide with the producer (redrive --force on the command line)"}
 	case e.Unreadable != "":
 		return nextStep{Next: "nothing: not a charge event the consumer can read (a redrive is dead-lettered again); the producer sends it again, then purge this entry"}
+	case c.tooOld(e, now):
+		// Held back by the console's redrive: it must not be offered, nor
+		// what it would do said as if it would happen.
+		switch {
+		case rec != nil && (driver.State(rec.State) == driver.StateFailed || rec.Renotifiable):
+			return c.next(*rec, now, nil)
+		case rec != nil && driver.State(rec.State) == driver.StateDone:
+			return nextStep{Next: "nothing: the charge is DONE, redeliveries are dropped (older than the retention less a day, the console does not redrive it)"}
+		}
+		return nextStep{Next: tooOldNext}
 	case rec == nil:
 		redrive.Next = "nothing until redriven: a redrive debits it as a new charge (no record)"
 		return redrive
