@@ -354,7 +354,7 @@ type stepView struct {
 // proposalSample reads the record of each charge in a proposal's sample
 // (at most 20): its generation, its decline code or reason, and what
 // happens next, as they stand now.
-func (c *Console) proposalSample(ctx context.Context, sample []targetView) {
+func (c *Console) proposalSample(ctx context.Context, sample []targetView, running bool) {
 	now := c.o.Now()
 	recs := make([]*recordFields, len(sample))
 	unread := make([]bool, len(sample))
@@ -379,7 +379,12 @@ func (c *Console) proposalSample(ctx context.Context, sample []targetView) {
 	// A claim past its lease whose message waits on the DLQ gets no
 	// delivery until it is redriven: the sample says so, as the Stuck
 	// page does.
-	look := c.lookInDLQ(ctx, expiredClaims(read, now))
+	look := dlqLook{Looked: true, Problem: "the DLQ is not read while the proposal runs (its run reads it)"}
+	if !running {
+		// Never while it runs: on SQS a read holds every DLQ message
+		// invisible for a moment, which the run's redrive would miss.
+		look = c.lookInDLQ(ctx, expiredClaims(read, now))
+	}
 	for i := range sample {
 		t := &sample[i]
 		t.Generation, t.Reason = none, none

@@ -146,7 +146,7 @@ func (c *Console) proposalPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := c.viewProposal(p, identity(r))
-	c.proposalSample(r.Context(), v.Sample)
+	c.proposalSample(r.Context(), v.Sample, p.State == approval.Running)
 	v.Money = moneyNote(p.Spec, v.Totals)
 	c.render(w, r, http.StatusOK, "proposal", map[string]any{"P": v, "Refresh": p.State == approval.Running})
 }
