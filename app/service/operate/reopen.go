@@ -101,6 +101,10 @@ func keptPolicyAllowsNewAttempt(ctx context.Context, g *idempotency.Guard) error
 // ReopenFenced's; hardDecline lets a new attempt present a hard decline
 // again (ReopenFencedHardDecline).
 func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt, sameKey, hardDecline bool, operator, prevToken, token string) (driver.Record, error) {
+	// The reason is free text: an account number typed into it is kept
+	// masked (the record's reason and history, shown by the console and
+	// show), as everything else a record keeps.
+	reason = charge.MaskText(reason)
 	if newAttempt && prevToken == "" {
 		// Every reopen goes through here, so the kept policy is asked
 		// here too, whoever calls: a new attempt no approval carries (an
@@ -157,7 +161,7 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 	switch {
 	case errors.Is(err, ErrDeclinedSameKey):
 		return fmt.Errorf("%s was declined by the bank (%s); reopening it under the same bank key %s is declined again; use: chargerecovery reopen --new-attempt --reason %q %s (a debit under the next bank key). Only if that answer was not the bank's final word (a --corebank-declines entry that took a non-final answer for a decline) reopen it under the same key with --same-key",
-			id, charge.Clip(rec.Detail, 120), charge.BankKey(rec.Key, rec.Generation), o.Reason, id)
+			id, charge.Clip(rec.Detail, 120), charge.BankKey(rec.Key, rec.Generation), charge.MaskText(o.Reason), id)
 	case errors.Is(err, idempotency.ErrNotFound):
 		return fmt.Errorf("no idempotency record for %s (never claimed, or past its retention): nothing to reopen; redriving its message debits it as a new charge", id)
 	case errors.Is(err, idempotency.ErrNotFailed):
@@ -172,7 +176,7 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 		return err
 	}
 	AuditLog(o.Audit).LogAttrs(ctx, slog.LevelWarn, "FAILED charge reopened by an operator",
-		slog.Bool("audit", true), slog.String("action", reopenAction(o.NewAttempt)), slog.String("result", "reopened"), slog.String("charge_id", rec.Key), slog.String("reason", o.Reason),
+		slog.Bool("audit", true), slog.String("action", reopenAction(o.NewAttempt)), slog.String("result", "reopened"), slog.String("charge_id", rec.Key), slog.String("reason", charge.MaskText(o.Reason)),
 		slog.String("previous_status", rec.PrevStatus), slog.String("previous_detail", rec.PrevDetail),
 		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.Int("generation", rec.Generation),
 		slog.String("bank_key", charge.BankKey(rec.Key, rec.Generation)), slog.String("operator", o.Operator))
