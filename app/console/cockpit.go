@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -111,11 +112,11 @@ func (c *Console) tooOld(e operate.Entry, now time.Time) bool {
 const tooOldNext = "its message is on the DLQ, older than the retention less a day: the console does not redrive it (the record that stops a second debit may be gone); check the charge, then the command line's redrive --force"
 
 // delivers says whether a redrive of e delivers its charge: the console
-// never redrives a conflict (another payload under the charge's id) nor
-// an entry over the size limit, and a body that is not a charge event is
-// dead-lettered again.
+// never redrives what chargehandler.HoldBack holds (a conflict: another
+// payload under the charge's id; an entry over the size limit), and a
+// body that is not a charge event is dead-lettered again.
 func delivers(e operate.Entry) bool {
-	return e.Unreadable == "" && e.Code != string(chargehandler.Code(charge.Conflict)) && e.Code != string(queue.CodeTooLarge)
+	return e.Unreadable == "" && !slices.Contains(chargehandler.HoldBack, queue.Code(e.Code))
 }
 
 // dlqLookTimeout bounds the DLQ read a page makes for its charges.
