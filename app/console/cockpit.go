@@ -278,8 +278,7 @@ func (c *Console) entryStep(e operate.Entry, rec *recordFields, now time.Time) n
 		if rec.LeaseUntil.After(now) {
 			// A delivery (a copy of this message) is being processed:
 			// a redriven copy finds it claimed and is not debited twice.
-			redrive.Next = "a consumer holds it now (" + rec.LeaseText + "): no redrive is needed; a redriven copy finds it claimed"
-			return redrive
+			return nextStep{Next: "a consumer holds it now (" + rec.LeaseText + "): no redrive is needed; a redriven copy finds it claimed"}
 		}
 		if rec.Reopens > 0 {
 			redrive.Next = "reopened: no delivery comes until it is redriven, then it is debited under bank key " + rec.BankKey
