@@ -3,10 +3,12 @@ package console
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/chargehandler"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/operate"
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -86,8 +88,35 @@ func declineOrReason(r driver.Record) string {
 // not look at all of the DLQ, says so (the page shows it).
 type dlqLook struct {
 	Entries map[string]string
+	// Blocked are the charges whose only DLQ entries cannot deliver
+	// them (a conflict, an entry over the size limit, a body that is not
+	// a charge event): the code of one, by charge id.
+	Blocked map[string]string
+	// Old are the charges whose message is on the DLQ only as an entry
+	// older than the retention less a day, which the console holds back
+	// (the command line's redrive --force moves it): its id, by charge.
+	Old     map[string]string
 	Problem string
 	Looked  bool
+}
+
+// tooOld says whether the console's redrive holds e back: older than the
+// records' retention less a day (operate.RedriveAt's MaxAge), when the
+// record that stops a second debit may be gone.
+func (c *Console) tooOld(e operate.Entry, now time.Time) bool {
+	return !e.At.IsZero() && now.Sub(e.At) > c.o.Retention-24*time.Hour
+}
+
+// tooOldNext is what happens next to a charge whose message is a DLQ
+// entry the console holds back.
+const tooOldNext = "its message is on the DLQ, older than the retention less a day: the console does not redrive it (the record that stops a second debit may be gone); check the charge, then the command line's redrive --force"
+
+// delivers says whether a redrive of e delivers its charge: the console
+// never redrives what chargehandler.HoldBack holds (a conflict: another
+// payload under the charge's id; an entry over the size limit), and a
+// body that is not a charge event is dead-lettered again.
+func delivers(e operate.Entry) bool {
+	return e.Unreadable == "" && !slices.Contains(chargehandler.HoldBack, queue.Code(e.Code))
 }
 
 // dlqLookTimeout bounds the DLQ read a page makes for its charges.
@@ -106,11 +135,34 @@ func (c *Console) lookInDLQ(ctx context.Context, ids []string) dlqLook {
 		c.o.Logger.Warn("console: read the DLQ for the stuck claims", "error", err)
 		return dlqLook{Looked: true, Problem: "the DLQ could not be read (the console's log says why): whether a charge's message waits there is not known"}
 	}
-	out := dlqLook{Looked: true, Entries: map[string]string{}}
+	out := dlqLook{Looked: true, Entries: map[string]string{}, Blocked: map[string]string{}, Old: map[string]string{}}
+	now := c.o.Now()
 	for _, e := range l.Entries {
+		// The entry to offer is the charge's own message, the oldest
+		// that a redrive delivers; never a conflict or a garbled body
+		// that merely names the charge.
+		if !delivers(e) {
+			if _, ok := out.Blocked[e.Key]; !ok {
+				out.Blocked[e.Key] = e.Code
+			}
+			continue
+		}
+		if c.tooOld(e, now) {
+			if _, ok := out.Old[e.Key]; !ok {
+				out.Old[e.Key] = e.ID
+			}
+			continue
+		}
 		if _, ok := out.Entries[e.Key]; !ok {
 			out.Entries[e.Key] = e.ID
 		}
+	}
+	for id := range out.Entries {
+		delete(out.Blocked, id)
+		delete(out.Old, id)
+	}
+	for id := range out.Old {
+		delete(out.Blocked, id)
 	}
 	if inc := l.Incomplete(); inc != "" {
 		out.Problem = "the DLQ was read in part (" + inc + "): a charge not marked as on the DLQ may still be there"
@@ -166,6 +218,12 @@ func (c *Console) next(r recordFields, now time.Time, dlq *dlqLook) nextStep {
 			if id, ok := dlq.Entries[r.ChargeID]; ok {
 				return nextStep{Next: "its message is on the DLQ: no delivery comes until it is redriven (" + expired + ")", Action: "Redrive…", Href: "/dlq/redrive?id=" + urlQuery(id)}
 			}
+			if _, ok := dlq.Old[r.ChargeID]; ok {
+				return nextStep{Next: tooOldNext + " (" + expired + ")"}
+			}
+			if code, ok := dlq.Blocked[r.ChargeID]; ok {
+				return nextStep{Next: expired + ": the next delivery reclaims it, if its message is on the queue; the DLQ entry naming it (" + code + ") cannot deliver it", Action: "See the charge…", Href: "/charge" + q}
+			}
 			if dlq.Problem != "" {
 				return nextStep{Next: expired + ": the next delivery reclaims it, if its message is on the queue (the DLQ could not all be read)"}
 			}
@@ -189,10 +247,20 @@ func (c *Console) entryStep(e operate.Entry, rec *recordFields, now time.Time) n
 	switch {
 	case e.Code == string(queue.CodeTooLarge):
 		return nextStep{Next: "nothing: over the size limit, it can only be purged (chargerecovery dlq purge)"}
-	case e.Code == "conflict":
+	case e.Code == string(chargehandler.Code(charge.Conflict)):
 		return nextStep{Next: "nothing: the charge id was reused with another payload; decide with the producer (redrive --force on the command line)"}
 	case e.Unreadable != "":
 		return nextStep{Next: "nothing: not a charge event the consumer can read (a redrive is dead-lettered again); the producer sends it again, then purge this entry"}
+	case c.tooOld(e, now):
+		// Held back by the console's redrive: it must not be offered, nor
+		// what it would do said as if it would happen.
+		switch {
+		case rec != nil && (driver.State(rec.State) == driver.StateFailed || rec.Renotifiable):
+			return c.next(*rec, now, nil)
+		case rec != nil && driver.State(rec.State) == driver.StateDone:
+			return nextStep{Next: "nothing: the charge is DONE, redeliveries are dropped (older than the retention less a day, the console does not redrive it)"}
+		}
+		return nextStep{Next: tooOldNext}
 	case rec == nil:
 		redrive.Next = "nothing until redriven: a redrive debits it as a new charge (no record)"
 		return redrive
@@ -207,6 +275,11 @@ func (c *Console) entryStep(e operate.Entry, rec *recordFields, now time.Time) n
 	case driver.StateFailed:
 		return c.next(*rec, now, nil)
 	case driver.StateInProgress:
+		if rec.LeaseUntil.After(now) {
+			// A delivery (a copy of this message) is being processed:
+			// a redriven copy finds it claimed and is not debited twice.
+			return nextStep{Next: "a consumer holds it now (" + rec.LeaseText + "): no redrive is needed; a redriven copy finds it claimed"}
+		}
 		if rec.Reopens > 0 {
 			redrive.Next = "reopened: no delivery comes until it is redriven, then it is debited under bank key " + rec.BankKey
 		} else {
@@ -281,23 +354,50 @@ type stepView struct {
 // proposalSample reads the record of each charge in a proposal's sample
 // (at most 20): its generation, its decline code or reason, and what
 // happens next, as they stand now.
-func (c *Console) proposalSample(ctx context.Context, sample []targetView) {
+func (c *Console) proposalSample(ctx context.Context, sample []targetView, running bool) {
 	now := c.o.Now()
+	recs := make([]*recordFields, len(sample))
+	unread := make([]bool, len(sample))
+	var read []recordFields
 	for i := range sample {
 		t := &sample[i]
-		t.Generation, t.Reason = none, none
 		if t.ChargeID == "" {
 			continue
 		}
 		rec, err := c.o.Store.Get(ctx, t.ChargeID, now)
 		switch {
 		case errors.Is(err, idempotency.ErrNotFound):
-			t.Step = nextStep{Next: "no record: a redrive debits it as a new charge"}
 		case err != nil:
 			c.o.Logger.Warn("console: read a proposal's charge", "error", err)
-			t.Step = nextStep{Next: "not known: its record could not be read"}
+			unread[i] = true
 		default:
 			rv := recordView(rec, now)
+			recs[i] = &rv
+			read = append(read, rv)
+		}
+	}
+	// A claim past its lease whose message waits on the DLQ gets no
+	// delivery until it is redriven: the sample says so, as the Stuck
+	// page does.
+	look := dlqLook{Looked: true, Problem: "the DLQ is not read while the proposal runs (its run reads it)"}
+	if !running {
+		// Never while it runs: on SQS a read holds every DLQ message
+		// invisible for a moment, which the run's redrive would miss.
+		look = c.lookInDLQ(ctx, expiredClaims(read, now))
+	}
+	for i := range sample {
+		t := &sample[i]
+		t.Generation, t.Reason = none, none
+		if t.ChargeID == "" {
+			continue
+		}
+		rv := recs[i]
+		switch {
+		case unread[i]:
+			t.Step = nextStep{Next: "not known: its record could not be read"}
+		case rv == nil:
+			t.Step = nextStep{Next: "no record: a redrive debits it as a new charge"}
+		default:
 			t.Generation, t.Reason = strconv.Itoa(rv.Generation), rv.Why
 			if t.Account == "" {
 				t.Account = rv.Account
@@ -305,7 +405,7 @@ func (c *Console) proposalSample(ctx context.Context, sample []targetView) {
 			if t.Amount == "" {
 				t.Amount = rv.Amount
 			}
-			t.Step = nextStep{Next: rv.State + " — " + c.next(rv, now, nil).Next}
+			t.Step = nextStep{Next: rv.State + " — " + c.next(*rv, now, &look).Next}
 		}
 	}
 }

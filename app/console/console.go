@@ -391,13 +391,16 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) Au
 		id := identity(r)
 		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 		target := func(e AuditEntry) AuditEntry {
+			// The form's id, as every action reads it (PostFormValue):
+			// never one in the query string, which no action takes.
+			id := r.PostFormValue("id")
 			switch {
 			case strings.HasPrefix(r.URL.Path, "/dlq/"):
-				e.DLQID = charge.Clip(charge.Printable(r.FormValue("id")), 256)
+				e.DLQID = charge.Clip(charge.Printable(id), 256)
 			case strings.HasPrefix(r.URL.Path, "/proposals/"):
-				e.Proposal = charge.Clip(charge.Printable(r.FormValue("id")), 64)
+				e.Proposal = charge.Clip(charge.Printable(id), 64)
 			default:
-				e.ChargeID = charge.Clip(charge.Printable(r.FormValue("id")), 256)
+				e.ChargeID = charge.Clip(charge.Printable(id), 256)
 			}
 			return e
 		}
@@ -427,7 +430,7 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) Au
 			return
 		}
 		requested := target(AuditEntry{Operator: id.Name, Role: id.Role.String(), Action: actionName(r.URL.Path), Result: "requested",
-			Reason: charge.Clip(charge.Printable(strings.TrimSpace(r.PostFormValue("reason"))), 500)})
+			Reason: charge.Clip(charge.MaskText(charge.Printable(strings.TrimSpace(r.PostFormValue("reason")))), 500)})
 		if err := c.audit(r, requested); err != nil {
 			c.render(w, r, http.StatusServiceUnavailable, "message", map[string]any{"Title": "Not done: the audit trail cannot be written",
 				"Message": "Nothing was done: every action is written to the audit trail first, and the audit file cannot be written now (a full disk, or its permissions). The console's log says why; try again once it is fixed."})

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,7 +149,7 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	now := c.o.Now()
 	v := map[string]any{"Codes": chargehandler.DLQCodes(), "Reason": q.Get("reason"), "ChargeID": q.Get("charge"), "Older": q.Get("older")}
-	o := operate.ListOptions{Now: now}
+	o := operate.ListOptions{Now: now, Keep: dlqPageRows}
 	if code := q.Get("reason"); code != "" {
 		if bad, ok := operate.UnknownCode([]queue.Code{queue.Code(code)}); ok {
 			c.render(w, r, http.StatusBadRequest, "message", map[string]any{"Title": "DLQ", "Message": fmt.Sprintf("%q is not a reason code", bad)})
@@ -170,13 +173,17 @@ func (c *Console) dlqList(w http.ResponseWriter, r *http.Request) {
 		c.backendError(w, r, "read the DLQ", err)
 		return
 	}
-	v["Total"] = len(l.Entries)
-	rows, looked := c.dlqRows(r.Context(), l.Entries[:min(len(l.Entries), 500)], now)
+	v["Total"] = l.Total
+	rows, looked := c.dlqRows(r.Context(), l.Entries[:min(len(l.Entries), dlqPageRows)], now)
 	v["Entries"], v["Looked"] = rows, looked
 	v["Incomplete"] = l.Incomplete()
 	v["Bulk"] = c.o.Approvals != nil
 	c.render(w, r, http.StatusOK, "dlq", v)
 }
+
+// dlqPageRows is how many entries the DLQ page shows (the oldest): the
+// page holds about twice that, however large the DLQ.
+const dlqPageRows = 500
 
 // findEntry is the DLQ entry with id, with its body (masked); not found,
 // what is not found says so (also when the DLQ could not all be seen).
@@ -251,9 +258,13 @@ func recordView(r driver.Record, now time.Time) recordFields {
 	// text included); it is shown without control characters.
 	clean := charge.Printable
 	r.Status, r.Detail, r.ReopenReason, r.PrevStatus, r.PrevDetail = clean(r.Status), clean(r.Detail), clean(r.ReopenReason), clean(r.PrevStatus), clean(r.PrevDetail)
+	// An operator's reason is free text (the command line's too): an
+	// account number typed into it is masked, here and in the history
+	// line that quotes it.
+	r.ReopenReason = charge.MaskText(r.ReopenReason)
 	h := make([]string, len(r.History))
 	for i, x := range r.History {
-		h[i] = clean(x)
+		h[i] = charge.MaskText(clean(x))
 	}
 	r.History = h
 	v := recordFields{RecordJSON: status.RecordJSONOf(r, now), BankKey: charge.BankKey(r.Key, r.Generation),
@@ -345,6 +356,11 @@ func (c *Console) auditPage(w http.ResponseWriter, r *http.Request) {
 		c.backendError(w, r, "read the audit trail", err)
 		return
 	}
+	for i := range entries {
+		// Reasons are free text (the command line's as typed): an
+		// account number in one is shown masked.
+		entries[i].Reason, entries[i].Detail = charge.MaskText(entries[i].Reason), charge.MaskText(entries[i].Detail)
+	}
 	c.render(w, r, http.StatusOK, "audit", map[string]any{"Entries": entries, "Filter": f,
 		"Filtered": f != (audit.Filter{})})
 }
@@ -372,13 +388,22 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 			// What the redrive does with money, spelled out: the charge's
 			// record decides.
 			var rv *recordFields
+			var seen *driver.Record
 			if e.Key != "" {
-				if rec, err := c.o.Store.Get(r.Context(), e.Key, c.o.Now()); err == nil {
+				rec, err := c.o.Store.Get(r.Context(), e.Key, c.o.Now())
+				switch {
+				case err == nil:
 					x := recordView(rec, c.o.Now())
-					rv = &x
+					rv, seen = &x, &rec
+				case !errors.Is(err, idempotency.ErrNotFound):
+					c.backendError(w, r, "read the record", err)
+					return
 				}
 			}
 			v["Step"] = c.entryStep(e, rv, c.o.Now())
+			// The POST acts only while the charge's record is the one
+			// this page spelt out (the seal of this read).
+			v["Seal"] = c.seal(id, e.ChargeID, seen)
 		default:
 			rec, err := c.o.Store.Get(r.Context(), id, c.o.Now())
 			if errors.Is(err, idempotency.ErrNotFound) {
@@ -395,6 +420,7 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 			}
 			v["Record"] = rv
 			v["NextKey"] = charge.BankKey(rec.Key, rec.Generation+1)
+			v["Seal"] = c.seal("", id, &rec)
 		}
 		c.render(w, r, http.StatusOK, "confirm", v)
 	}
@@ -403,6 +429,48 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 // result is the page an action answers with.
 func (c *Console) result(w http.ResponseWriter, r *http.Request, code int, title, msg, link, linkText string) {
 	c.render(w, r, code, "message", map[string]any{"Title": title, "Message": msg, "Link": link, "LinkText": linkText})
+}
+
+// seal is what a confirmation page's form carries of the record it spelt
+// out: an HMAC, under the console's key, of the DLQ entry (redrive), the
+// charge, and its record's state, generation and token (none: no record).
+// The POST re-reads the record and acts only while it is the same one, so
+// a page that said "not debited again" or "under bank key …~2" never
+// confirms what the record became meanwhile (reopened, declined again).
+func (c *Console) seal(dlqID, chargeID string, rec *driver.Record) string {
+	m := hmac.New(sha256.New, c.csrf)
+	m.Write([]byte("confirm\x00" + dlqID + "\x00" + chargeID + "\x00"))
+	if rec != nil {
+		m.Write([]byte(string(rec.State) + "\x00" + strconv.Itoa(rec.Generation) + "\x00" + rec.Token))
+	} else {
+		m.Write([]byte("no record"))
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// sealHolds re-reads the record of key (the charge id as the store keys
+// it) and reports whether seal (a confirmation page's, made over chargeID
+// as the page showed it) is still its; the record read (nil: none). An
+// error is the store's.
+func (c *Console) sealHolds(ctx context.Context, seal, dlqID, chargeID, key string) (bool, *driver.Record, error) {
+	var cur *driver.Record
+	if key != "" {
+		rec, err := c.o.Store.Get(ctx, key, c.o.Now())
+		switch {
+		case err == nil:
+			cur = &rec
+		case !errors.Is(err, idempotency.ErrNotFound):
+			return false, nil, err
+		}
+	}
+	return hmac.Equal([]byte(seal), []byte(c.seal(dlqID, chargeID, cur))), cur, nil
+}
+
+// changedSince is the answer to a confirmed action whose record changed
+// since its confirmation page was shown: nothing done.
+func (c *Console) changedSince(w http.ResponseWriter, r *http.Request, e *AuditEntry, again string) {
+	e.Result, e.Detail = "refused", "the record changed since its confirmation page was shown"
+	c.result(w, r, http.StatusConflict, "Not done: the charge changed", "Nothing was done: the charge's record changed since its confirmation page was shown (another operator acted, or a delivery was processed), so what the page spelt out no longer holds. Look at it again.", again, "confirm again")
 }
 
 // redrive moves one DLQ entry back to the queue (never a conflict, never
@@ -416,6 +484,25 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 	var code queue.Code
 	o := operate.RedriveAt(now, c.o.Retention) // the command line's hold-backs, without --force
 	o.Max, o.Match = 1, func(d queue.DLQEntry) bool { return d.ID == dlqID }
+	seal, sealed := r.PostFormValue("seal"), r.PostFormValue("charge")
+	var sealChecked, sealHeld bool
+	var sealErr error
+	if seal != "" {
+		// From the confirmation page: only the entry of the charge it
+		// showed, and only while the charge's record is the one it spelt
+		// out. The record is read by the charge id the entry's body holds
+		// (the page showed it as charge.ShowID does, and the form carries
+		// what the page showed), when the entry is found.
+		o.Match = func(d queue.DLQEntry) bool {
+			v := operate.View(d, now, false)
+			if d.ID != dlqID || v.ChargeID != sealed {
+				return false
+			}
+			sealChecked = true
+			sealHeld, _, sealErr = c.sealHolds(r.Context(), seal, dlqID, sealed, v.Key)
+			return sealErr == nil && sealHeld
+		}
+	}
 	o.Visit = func(d queue.DLQEntry, dec queue.RedriveDecision) {
 		if dec != queue.Skip {
 			chargeID, code = operate.ChargeIDOf(d.Body), d.Reason.Code
@@ -424,13 +511,20 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 	rep, err := c.o.Queue.Redrive(r.Context(), o)
 	e.ChargeID = chargeID
 	switch {
+	case sealChecked && sealErr != nil:
+		c.o.Logger.Error("console: redrive: read the record", "error", sealErr)
+		e.Result, e.Detail = "failed", "the backend did not answer"
+		c.result(w, r, http.StatusBadGateway, "Redrive failed", "The store did not answer; nothing was moved. Try again.", "/dlq", "back to the DLQ")
+	case sealChecked && !sealHeld:
+		e.ChargeID = charge.Clip(charge.Printable(sealed), 256)
+		c.changedSince(w, r, &e, "/dlq/redrive?id="+urlQuery(dlqID))
 	case err != nil:
 		c.o.Logger.Error("console: redrive failed", "error", err)
 		e.Result, e.Detail = "failed", "the backend did not answer"
 		c.result(w, r, http.StatusBadGateway, "Redrive failed", "The backend did not answer; nothing was moved that the DLQ does not show. Try again.", "/dlq", "back to the DLQ")
 	case rep.Moved == 1:
 		e.Result = "moved"
-		c.result(w, r, http.StatusOK, "Redriven", fmt.Sprintf("The entry for charge %s is back on the queue; its record decides what happens (a DONE charge is not debited again).", chargeID),
+		c.result(w, r, http.StatusOK, "Redriven", fmt.Sprintf("The entry for charge %s is back on the queue; its record decides what happens (a DONE charge is not debited again).", charge.ShowID(chargeID)),
 			"/charge?id="+urlQuery(chargeID), "the charge")
 	case rep.HeldBack == 1 && code == queue.CodeTooLarge:
 		e.Result, e.Detail = "held back", "over the size limit: it can only be purged"
@@ -457,7 +551,7 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
 	chargeID, reason := r.PostFormValue("id"), strings.TrimSpace(r.PostFormValue("reason"))
 	newAttempt := r.PostFormValue("new_attempt") == "on"
-	e := AuditEntry{Action: "reopen", ChargeID: chargeID, Reason: charge.Clip(charge.Printable(reason), 500)}
+	e := AuditEntry{Action: "reopen", ChargeID: chargeID, Reason: charge.Clip(charge.MaskText(charge.Printable(reason)), 500)}
 	if newAttempt {
 		e.Action = "reopen --new-attempt"
 	}
@@ -467,6 +561,21 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		return e
 	}
 	back := "/charge?id=" + urlQuery(chargeID)
+	var asRead *driver.Record // the record the confirmation page showed
+	if seal := r.PostFormValue("seal"); seal != "" {
+		held, cur, err := c.sealHolds(r.Context(), seal, "", chargeID, chargeID)
+		if err != nil {
+			c.o.Logger.Error("console: reopen: read the record", "error", err)
+			e.Result, e.Detail = "failed", "the backend did not answer"
+			c.result(w, r, http.StatusBadGateway, "Reopen failed", "The store did not answer; nothing was done. Try again.", back, "the charge")
+			return e
+		}
+		if !held {
+			c.changedSince(w, r, &e, "/charge/reopen?id="+urlQuery(chargeID))
+			return e
+		}
+		asRead = cur
+	}
 	hardProposed := false
 	if newAttempt && c.o.Approvals != nil && c.o.Approvals.Policy().RepresentHardDecline {
 		// A hard decline is presented again only by a proposal another
@@ -493,7 +602,19 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		c.result(w, r, http.StatusConflict, "Not proposed", e.Detail, back, "the charge")
 		return e
 	}
-	rec, err := operate.Reopen(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)")
+	var rec driver.Record
+	var err error
+	if asRead != nil {
+		// Fenced on the record read: one that changes between that read
+		// and this write is not reopened either.
+		rec, err = operate.ReopenAsRead(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)", asRead.Token)
+		if errors.Is(err, idempotency.ErrNotFailed) && rec.State == driver.StateFailed {
+			c.changedSince(w, r, &e, "/charge/reopen?id="+urlQuery(chargeID))
+			return e
+		}
+	} else {
+		rec, err = operate.Reopen(r.Context(), c.guard, chargeID, e.Reason, newAttempt, id.Name+" (console)")
+	}
 	switch {
 	case errors.Is(err, idempotency.ErrNotFound):
 		e.Result = "not found"

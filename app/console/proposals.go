@@ -73,6 +73,9 @@ type targetView struct {
 }
 
 func (c *Console) viewProposal(p approval.Proposal, who Identity) proposalView {
+	// Reasons are free text (the command line's as typed): an account
+	// number in one is shown masked.
+	p.Spec.Reason, p.Why = charge.MaskText(p.Spec.Reason), charge.MaskText(p.Why)
 	v := proposalView{Proposal: p, Describe: p.Spec.Describe(), Totals: approval.FormatTotals(p.Totals), Counts: approval.FormatCounts(p.Counts())}
 	v.Done, v.All = p.Progress()
 	if v.All > 0 {
@@ -143,7 +146,7 @@ func (c *Console) proposalPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := c.viewProposal(p, identity(r))
-	c.proposalSample(r.Context(), v.Sample)
+	c.proposalSample(r.Context(), v.Sample, p.State == approval.Running)
 	v.Money = moneyNote(p.Spec, v.Totals)
 	c.render(w, r, http.StatusOK, "proposal", map[string]any{"P": v, "Refresh": p.State == approval.Running})
 }
@@ -151,7 +154,7 @@ func (c *Console) proposalPage(w http.ResponseWriter, r *http.Request) {
 // propose makes a proposal from the form: what it chooses, frozen.
 func (c *Console) propose(w http.ResponseWriter, r *http.Request, id Identity) AuditEntry {
 	e := AuditEntry{Action: "proposals/new"}
-	spec := approval.Spec{Kind: approval.Kind(r.PostFormValue("kind")), Reason: charge.Clip(charge.Printable(strings.TrimSpace(r.PostFormValue("reason"))), 500),
+	spec := approval.Spec{Kind: approval.Kind(r.PostFormValue("kind")), Reason: charge.Clip(charge.MaskText(charge.Printable(strings.TrimSpace(r.PostFormValue("reason")))), 500),
 		Codes: cli.SplitList(r.PostFormValue("reason_code")), DeclineCodes: cli.SplitList(r.PostFormValue("decline_code")), ChargeIDs: cli.SplitList(strings.ReplaceAll(r.PostFormValue("charge_id"), "\n", ",")),
 		Force: r.PostFormValue("force") == "on", NewAttempt: r.PostFormValue("new_attempt") == "on"}
 	e.Reason = spec.Reason
@@ -221,7 +224,7 @@ func (c *Console) decideProposal(step string) func(http.ResponseWriter, *http.Re
 		case "approve":
 			_, err = c.o.Approvals.Approve(pid, who)
 		case "reject":
-			_, err = c.o.Approvals.Reject(pid, who, charge.Clip(charge.Printable(strings.TrimSpace(r.PostFormValue("reason"))), 500))
+			_, err = c.o.Approvals.Reject(pid, who, charge.Clip(charge.MaskText(charge.Printable(strings.TrimSpace(r.PostFormValue("reason")))), 500))
 		}
 		if err == nil && step != "reject" {
 			err = c.startRun(pid, who)

@@ -386,6 +386,10 @@ type ListOptions struct {
 	Before time.Time
 	Bodies bool // include each masked body
 	Now    time.Time
+	// Keep, when not 0, keeps only the Keep oldest entries (a page's
+	// worth): the listing holds about twice that at most, however large
+	// the DLQ, and Total counts them all.
+	Keep int
 }
 
 // Listing is what List found.
@@ -397,6 +401,10 @@ type Listing struct {
 	// the queue's estimate (SQS), not an exact count.
 	Unseen      int
 	Approximate bool
+	// Total is how many entries were chosen, Entries holding all of them
+	// or, with ListOptions.Keep, the oldest Keep (a repeated forward of
+	// an entry past those kept may count once more).
+	Total int
 }
 
 // Incomplete says what a listing with unseen entries missed, "" when it
@@ -423,6 +431,20 @@ func UnseenNote(n int, approximate bool) string {
 func List(ctx context.Context, q queue.Operator, o ListOptions) (Listing, error) {
 	var out []Entry
 	bySource := map[string]int{}
+	total := 0
+	oldest := func(a, b Entry) int { return a.At.Compare(b.At) }
+	// keepOldest drops all but the Keep oldest entries (and their
+	// sources: a later copy of a dropped entry is counted as one more).
+	keepOldest := func() {
+		slices.SortStableFunc(out, oldest)
+		out = slices.Clone(out[:o.Keep])
+		clear(bySource)
+		for i, e := range out {
+			if e.SourceID != "" {
+				bySource[e.SourceID] = i
+			}
+		}
+	}
 	ro := queue.RedriveOptions{DryRun: true, Force: true, Codes: o.Codes, Match: o.Match, Before: o.Before, Now: o.Now}
 	ro.Visit = func(e queue.DLQEntry, d queue.RedriveDecision) {
 		if d == queue.Skip {
@@ -431,6 +453,13 @@ func List(ctx context.Context, q queue.Operator, o ListOptions) (Listing, error)
 		if i, ok := bySource[e.SourceID]; ok && e.SourceID != "" {
 			out[i].Copies++
 			return
+		}
+		total++
+		if o.Keep > 0 && len(out) >= 2*o.Keep {
+			keepOldest()
+			if !e.At.Before(out[len(out)-1].At) {
+				return // newer than every entry kept: not shown
+			}
 		}
 		if e.SourceID != "" {
 			bySource[e.SourceID] = len(out)
@@ -441,6 +470,9 @@ func List(ctx context.Context, q queue.Operator, o ListOptions) (Listing, error)
 	if err != nil {
 		return Listing{}, err
 	}
-	slices.SortStableFunc(out, func(a, b Entry) int { return a.At.Compare(b.At) })
-	return Listing{Entries: out, Unseen: rep.Unseen, Approximate: rep.Approximate}, nil
+	if o.Keep > 0 && len(out) > o.Keep {
+		keepOldest()
+	}
+	slices.SortStableFunc(out, oldest)
+	return Listing{Entries: out, Unseen: rep.Unseen, Approximate: rep.Approximate, Total: total}, nil
 }

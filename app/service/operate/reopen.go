@@ -63,24 +63,56 @@ func ReopenFencedHardDecline(ctx context.Context, g *idempotency.Guard, id, reas
 	return reopen(ctx, g, id, reason, true, false, true, operator, prevToken, token)
 }
 
+// ReopenAsRead is Reopen of the very record an operator was shown and
+// confirmed (the console's confirmation page): only the FAILED record under
+// prevToken (required) is reopened — any other is
+// idempotency.ErrNotFailed, with the record, nothing written. Unlike
+// ReopenFenced it carries no approval: a new attempt is asked of the
+// four-eyes settings kept in the backend, as Reopen's is.
+func ReopenAsRead(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt bool, operator, prevToken string) (driver.Record, error) {
+	if prevToken == "" {
+		return driver.Record{}, fmt.Errorf("%w: a reopen as read needs the token read", idempotency.ErrInvalid)
+	}
+	if newAttempt {
+		if err := keptPolicyAllowsNewAttempt(ctx, g); err != nil {
+			return driver.Record{}, err
+		}
+	}
+	return reopen(ctx, g, id, reason, newAttempt, false, false, operator, prevToken, "")
+}
+
+// keptPolicyAllowsNewAttempt is nil unless the four-eyes settings kept in
+// the backend want a reopen with a new attempt proposed, or cannot be read
+// (ErrNeedsApproval).
+func keptPolicyAllowsNewAttempt(ctx context.Context, g *idempotency.Guard) error {
+	s, ok, err := foureyes.Load(ctx, g, nil)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrNeedsApproval, err)
+	case ok && s.Requires("reopen-new-attempt"):
+		return fmt.Errorf("%w: the four-eyes policy kept in the backend (%s) wants a reopen with a new attempt proposed and approved by another operator", ErrNeedsApproval, s.Policy)
+	}
+	return nil
+}
+
 // reopen is Reopen; sameKey lets a decline be reopened under its key (the
 // command line's --same-key: the "decline" was a --corebank-declines entry
 // that took an answer that was not final for one); prevToken and token are
 // ReopenFenced's; hardDecline lets a new attempt present a hard decline
 // again (ReopenFencedHardDecline).
 func reopen(ctx context.Context, g *idempotency.Guard, id, reason string, newAttempt, sameKey, hardDecline bool, operator, prevToken, token string) (driver.Record, error) {
+	// The reason is free text: an account number typed into it is kept
+	// masked (the record's reason and history, shown by the console and
+	// show), as everything else a record keeps.
+	reason = charge.MaskText(reason)
 	if newAttempt && prevToken == "" {
 		// Every reopen goes through here, so the kept policy is asked
 		// here too, whoever calls: a new attempt no approval carries (an
 		// approval's run is fenced on the record it froze) is refused
 		// where the backend's four-eyes settings want it proposed — and
 		// where they cannot be read.
-		s, ok, err := foureyes.Load(ctx, g, nil)
-		switch {
-		case err != nil:
-			return driver.Record{}, fmt.Errorf("%w: %w", ErrNeedsApproval, err)
-		case ok && s.Requires("reopen-new-attempt"):
-			return driver.Record{}, fmt.Errorf("%w: the four-eyes policy kept in the backend (%s) wants a reopen with a new attempt proposed and approved by another operator", ErrNeedsApproval, s.Policy)
+		if err := keptPolicyAllowsNewAttempt(ctx, g); err != nil {
+			return driver.Record{}, err
 		}
 	}
 	if !newAttempt && !sameKey {
@@ -129,7 +161,7 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 	switch {
 	case errors.Is(err, ErrDeclinedSameKey):
 		return fmt.Errorf("%s was declined by the bank (%s); reopening it under the same bank key %s is declined again; use: chargerecovery reopen --new-attempt --reason %q %s (a debit under the next bank key). Only if that answer was not the bank's final word (a --corebank-declines entry that took a non-final answer for a decline) reopen it under the same key with --same-key",
-			id, charge.Clip(rec.Detail, 120), charge.BankKey(rec.Key, rec.Generation), o.Reason, id)
+			id, charge.Clip(rec.Detail, 120), charge.BankKey(rec.Key, rec.Generation), charge.MaskText(o.Reason), id)
 	case errors.Is(err, idempotency.ErrNotFound):
 		return fmt.Errorf("no idempotency record for %s (never claimed, or past its retention): nothing to reopen; redriving its message debits it as a new charge", id)
 	case errors.Is(err, idempotency.ErrNotFailed):
@@ -144,7 +176,7 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 		return err
 	}
 	AuditLog(o.Audit).LogAttrs(ctx, slog.LevelWarn, "FAILED charge reopened by an operator",
-		slog.Bool("audit", true), slog.String("action", reopenAction(o.NewAttempt)), slog.String("result", "reopened"), slog.String("charge_id", rec.Key), slog.String("reason", o.Reason),
+		slog.Bool("audit", true), slog.String("action", reopenAction(o.NewAttempt)), slog.String("result", "reopened"), slog.String("charge_id", rec.Key), slog.String("reason", charge.MaskText(o.Reason)),
 		slog.String("previous_status", rec.PrevStatus), slog.String("previous_detail", rec.PrevDetail),
 		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.Int("generation", rec.Generation),
 		slog.String("bank_key", charge.BankKey(rec.Key, rec.Generation)), slog.String("operator", o.Operator))
