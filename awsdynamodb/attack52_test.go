@@ -1,8 +1,11 @@
 package awsdynamodb_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,5 +272,172 @@ func TestAttack52DynamoEveryMoveIsListedWhereItIs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// scanTampered is the client with every Scan page cut to a few items (so
+// that most pages come back empty, the filter applied after the limit,
+// and not done), and the caller's context cancelled after cancelAfter
+// Scan requests (0: never).
+type scanTampered struct {
+	*dynamodb.Client
+	limit       int32
+	cancelAfter int32
+	cancel      context.CancelFunc
+	scans       atomic.Int32
+}
+
+func (s *scanTampered) Scan(ctx context.Context, in *dynamodb.ScanInput, opts ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	c := *in
+	if s.limit > 0 {
+		c.Limit = aws.Int32(s.limit)
+	}
+	if n := s.scans.Add(1); s.cancelAfter > 0 && n == s.cancelAfter {
+		s.cancel()
+	}
+	return s.Client.Scan(ctx, &c, opts...)
+}
+
+// Stuck, the IN_PROGRESS count and listing over a table where the few
+// stuck claims hide among many other records: pages cut to 3 items come
+// back empty but not done, and every stuck claim is still found; a Scan
+// whose context is cancelled half-way reports an error, never the part it
+// counted as the whole.
+func TestAttack52DynamoScanPagesEmptyButNotDoneAndCancelled(t *testing.T) {
+	db := awstest.DynamoDBs()[1] // dynalite
+	s0, client := storeOn(t, db, nil, "a52scan")
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	exp := at.Add(24 * time.Hour)
+	const n = 120
+	var wantStuck []string
+	for i := range n {
+		key := fmt.Sprintf("CHG-%04d", i)
+		if r, err := s0.Claim(ctx, driver.ClaimRequest{Key: key, Token: "t", Fingerprint: "fp", Now: at, LeaseExpiredBy: at,
+			LeaseUntil: at.Add(time.Minute), ExpiresAt: exp}); err != nil || !r.Acquired {
+			t.Fatalf("claim %s: %+v %v", key, r, err)
+		}
+		if i%17 == 5 {
+			wantStuck = append(wantStuck, key) // left running
+			continue
+		}
+		if err := s0.Finish(ctx, driver.FinishRequest{Key: key, Token: "t", State: driver.StateDone, Status: "DEBITED", Now: at, ExpiresAt: exp}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := at.Add(time.Hour)
+	api := &scanTampered{Client: client, limit: 3}
+	s, err := awsdynamodb.New(api, s0.Table())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stuck, total, err := s.Stuck(ctx, now, 1000)
+	got := keys(stuck)
+	sort.Strings(got)
+	if err != nil || total != len(wantStuck) || !slices.Equal(got, wantStuck) {
+		t.Fatalf("Stuck over pages of 3 = %v of %d, %v; want %v", got, total, err, wantStuck)
+	}
+	if api.scans.Load() < n/3 {
+		t.Fatalf("%d Scan requests: the pages were not cut", api.scans.Load())
+	}
+	counts, err := s.CountByState(ctx, now)
+	if err != nil || counts[driver.StateInProgress] != len(wantStuck) {
+		t.Fatalf("CountByState over pages of 3 = %v %v, want IN_PROGRESS %d", counts, err, len(wantStuck))
+	}
+	page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateInProgress, Limit: 2, Now: now})
+	if err != nil || !slices.Equal(keys(page.Records), wantStuck[:2]) {
+		t.Fatalf("ListState(IN_PROGRESS, 2) = %v %v, want %v", keys(page.Records), err, wantStuck[:2])
+	}
+
+	for _, after := range []int32{1, 5, 20} {
+		cctx, cancel := context.WithCancel(ctx)
+		api := &scanTampered{Client: client, limit: 3, cancelAfter: after, cancel: cancel}
+		s, _ := awsdynamodb.New(api, s0.Table())
+		if _, total, err := s.Stuck(cctx, now, 1000); err == nil {
+			t.Errorf("Stuck cancelled after %d Scan requests answered %d stuck and no error", after, total)
+		}
+		if counts, err := s.CountByState(cctx, now); err == nil {
+			t.Errorf("CountByState on a cancelled context answered %v and no error", counts)
+		}
+		cancel()
+	}
+}
+
+// Setup adds the index to a table made before it and fills listState on
+// the FAILED, WAITING and missed-notice records written before. A setup
+// interrupted after its UpdateTable (the index still filling at its
+// 30-minute deadline, whose error says "run setup again later", or a
+// Ctrl-C) found the index there on the next run and never filled: the
+// older FAILED charge stayed out of every listing and count. On moto
+// (dynalite cannot add an index to an on-demand table).
+func TestAttack52DynamoSetupAgainAfterAnInterruptedSetupFills(t *testing.T) {
+	db := awstest.DynamoDBs()[0]
+	_, client := storeOn(t, db, nil, "a52fill")
+	ctx := t.Context()
+	table := awstest.Name("a52old")
+	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
+	s, err := awsdynamodb.New(client, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	exp := at.Add(24 * time.Hour)
+	for _, k := range []struct {
+		key   string
+		state driver.State
+	}{{"CHG-OLDF", driver.StateFailed}, {"CHG-OLDW", driver.StateWaiting}} {
+		if r, err := s.Claim(ctx, driver.ClaimRequest{Key: k.key, Token: "t", Fingerprint: "fp", Now: at, LeaseExpiredBy: at,
+			LeaseUntil: at.Add(time.Minute), ExpiresAt: exp}); err != nil || !r.Acquired {
+			t.Fatalf("claim: %+v %v", r, err)
+		}
+		req := driver.FinishRequest{Key: k.key, Token: "t", State: k.state, Status: "DECLINED", Now: at, ExpiresAt: exp}
+		if k.state == driver.StateWaiting {
+			req.NotBefore = at.Add(time.Hour)
+		}
+		if err := s.Finish(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		// An older version's record: no listState.
+		if _, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: k.key}}, UpdateExpression: aws.String("REMOVE listState")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The interrupted setup got as far as its UpdateTable.
+	if _, err := client.UpdateTable(ctx, &dynamodb.UpdateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("listState"), AttributeType: types.ScalarAttributeTypeS}},
+		GlobalSecondaryIndexUpdates: []types.GlobalSecondaryIndexUpdate{{Create: &types.CreateGlobalSecondaryIndexAction{
+			IndexName: aws.String(awsdynamodb.IndexName),
+			KeySchema: []types.KeySchemaElement{{AttributeName: aws.String("listState"), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String("pk"), KeyType: types.KeyTypeRange}},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll}}}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := awsdynamodb.CreateTable(ctx, client, table); err != nil && !awstest.TTLUnsupported(err) { // setup again
+		t.Fatal(err)
+	}
+	now := at.Add(time.Second)
+	for _, st := range []driver.State{driver.StateFailed, driver.StateWaiting} {
+		page, err := s.ListState(ctx, driver.ListRequest{State: st, Limit: 10, Now: now})
+		if err != nil || len(page.Records) != 1 {
+			t.Errorf("%s after setup ran again: %v %v, want the older record filled in", st, keys(page.Records), err)
+		}
+	}
+	counts, err := s.CountByState(ctx, now)
+	if err != nil || counts[driver.StateFailed] != 1 || counts[driver.StateWaiting] != 1 || counts[driver.StateInProgress] != 0 {
+		t.Errorf("CountByState after setup ran again = %v %v, want FAILED 1, WAITING 1, IN_PROGRESS 0", counts, err)
+	}
+	// The fill's mark is nobody's record: no listing or count shows it.
+	if stuck, n, err := s.Stuck(ctx, now.Add(48*time.Hour), 10); err != nil || n != 0 {
+		t.Errorf("Stuck = %v %d %v", keys(stuck), n, err)
 	}
 }
