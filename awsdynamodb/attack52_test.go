@@ -72,6 +72,12 @@ func TestAttack52DynamoListByResultKeepsToTheStatus(t *testing.T) {
 					t.Errorf("ListByResult(%s, %s) = %v, want %v", c.state, c.status, got, c.want)
 				}
 			}
+			// A cursor on a key that is not (or no longer) in the listing:
+			// the page goes on after it.
+			page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateFailed, Prefix: "CHG-", After: "CHG-F1x", Limit: 10, Now: now})
+			if err != nil || !slices.Equal(keys(page.Records), []string{"CHG-F2"}) {
+				t.Errorf("ListState(FAILED after CHG-F1x) = %v %v, want [CHG-F2]", keys(page.Records), err)
+			}
 		})
 	}
 }
