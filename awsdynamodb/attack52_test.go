@@ -50,6 +50,7 @@ func TestAttack52DynamoListByResultKeepsToTheStatus(t *testing.T) {
 			finish("CHG-F2", driver.StateFailed, "BLOCKED")
 			finish("CHG-W1", driver.StateWaiting, "RETRY_SCHEDULED")
 			finish("CHG-W2", driver.StateWaiting, "WINDOW_CLOSED")
+			finish("CHG-F3", driver.StateFailed, "") // no status: an empty string, which DynamoDB takes in a value
 			now := at.Add(time.Second)
 			for _, c := range []struct {
 				state  driver.State
@@ -59,6 +60,7 @@ func TestAttack52DynamoListByResultKeepsToTheStatus(t *testing.T) {
 				{driver.StateFailed, "DECLINED", []string{"CHG-F1"}},
 				{driver.StateFailed, "BLOCKED", []string{"CHG-F2"}},
 				{driver.StateFailed, "NONE", nil},
+				{driver.StateFailed, "", []string{"CHG-F3"}},
 				{driver.StateWaiting, "RETRY_SCHEDULED", []string{"CHG-W1"}},
 				{driver.StateWaiting, "WINDOW_CLOSED", []string{"CHG-W2"}},
 			} {
@@ -75,8 +77,8 @@ func TestAttack52DynamoListByResultKeepsToTheStatus(t *testing.T) {
 			// A cursor on a key that is not (or no longer) in the listing:
 			// the page goes on after it.
 			page, err := s.ListState(ctx, driver.ListRequest{State: driver.StateFailed, Prefix: "CHG-", After: "CHG-F1x", Limit: 10, Now: now})
-			if err != nil || !slices.Equal(keys(page.Records), []string{"CHG-F2"}) {
-				t.Errorf("ListState(FAILED after CHG-F1x) = %v %v, want [CHG-F2]", keys(page.Records), err)
+			if err != nil || !slices.Equal(keys(page.Records), []string{"CHG-F2", "CHG-F3"}) {
+				t.Errorf("ListState(FAILED after CHG-F1x) = %v %v, want [CHG-F2 CHG-F3]", keys(page.Records), err)
 			}
 		})
 	}
