@@ -741,7 +741,15 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 // with a filter (an operator's tool: it reads the whole table).
 func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
 	if ls := listStateOf(state, status); ls != "" && (state != driver.StateDone || status == ListedResult) {
-		out, err := s.queryAll(ctx, ls, now, "", nil)
+		// FAILED and WAITING are partitions of every status: the status is
+		// a filter there (without it every FAILED charge was listed as
+		// "DECLINED"). DONE's one partition is ListedResult's.
+		var filter string
+		var values map[string]types.AttributeValue
+		if state != driver.StateDone {
+			filter, values = `#status = :status`, map[string]types.AttributeValue{":status": str(status)}
+		}
+		out, err := s.queryAll(ctx, ls, now, filter, values)
 		if err == nil {
 			sort.Slice(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
 			return out[:min(limit, len(out))], nil

@@ -109,15 +109,14 @@ func listIndex() types.GlobalSecondaryIndex {
 
 // addIndex adds IndexName to a table made before it, and waits until it is
 // active (DynamoDB fills it from the items that have listState: records
-// written since this version; Backfill sets it on the older ones).
+// written since this version; backfill sets it on the older ones, once:
+// fill).
 func addIndex(ctx context.Context, c *dynamodb.Client, table string) error {
 	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	if err != nil {
 		return fmt.Errorf("dynamodb: describe table %s: %w", table, err)
 	}
-	added := false
 	if indexStatus(out.Table) == "" {
-		added = true
 		ix := listIndex()
 		_, err := c.UpdateTable(ctx, &dynamodb.UpdateTableInput{
 			TableName:            aws.String(table),
@@ -136,10 +135,7 @@ func addIndex(ctx context.Context, c *dynamodb.Client, table string) error {
 			return fmt.Errorf("dynamodb: describe table %s: %w", table, err)
 		}
 		if indexStatus(out.Table) == types.IndexStatusActive {
-			if added {
-				return backfill(ctx, c, table)
-			}
-			return nil
+			return fill(ctx, c, table)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("dynamodb: index %s of table %s is not active after 30 minutes (it fills from the table): run setup again later", IndexName, table)
@@ -150,6 +146,38 @@ func addIndex(ctx context.Context, c *dynamodb.Client, table string) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// filledKey is the item that says backfill ran to its end on the table:
+// an internal key with no state, so that no listing, count or Scan of
+// records sees it. Not "the index was added by this run": a setup stopped
+// after its UpdateTable (the index still filling at the deadline, whose
+// error says to run setup again, or a Ctrl-C) found the index on the next
+// run and never filled, and the older FAILED and WAITING records stayed
+// out of every listing.
+const filledKey = driver.InternalKeyPrefix + "awsdynamodb/listState-filled"
+
+// fill runs backfill unless a run of it ended before (filledKey), and
+// then marks the table. A table that had the index from the start is read
+// once, by the first setup that finds no mark.
+func fill(ctx context.Context, c *dynamodb.Client, table string) error {
+	key := map[string]types.AttributeValue{attrKey: str(filledKey)}
+	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("dynamodb: read %s of table %s: %w", filledKey, table, err)
+	}
+	if len(out.Item) > 0 {
+		return nil
+	}
+	if err := backfill(ctx, c, table); err != nil {
+		return err
+	}
+	_, err = c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+		attrKey: str(filledKey), "filledAt": str(time.Now().UTC().Format(time.RFC3339))}})
+	if err != nil {
+		return fmt.Errorf("dynamodb: mark table %s filled: %w", table, err)
+	}
+	return nil
 }
 
 // indexStatus is IndexName's status on t ("" absent).

@@ -91,6 +91,13 @@ type Options struct {
 	// where the queue's counts are estimates (SQS; default 1m): each read
 	// receives every DLQ message. Elsewhere it is read every Refresh.
 	DLQScan time.Duration
+	// ScanWait is how long the Stuck page and the IN_PROGRESS records
+	// page wait for the store (default 20s, under the server's 30s
+	// WriteTimeout). On DynamoDB they are a Scan of the whole table,
+	// minutes on a large one: past ScanWait the read stops (it would run
+	// on after the browser gave up, at every reload) and the page says to
+	// run chargerecovery stuck, which waits for the whole read.
+	ScanWait time.Duration
 	// TrustedProxies are the addresses of proxies in front of the console
 	// (a TLS-terminating load balancer, the sign-in proxy): from them, the
 	// client's address is the last one they appended to X-Forwarded-For
@@ -175,6 +182,7 @@ func New(o Options) (*Console, error) {
 	o.Refresh = cmp.Or(o.Refresh, 5*time.Second)
 	o.Samples = cmp.Or(o.Samples, 120)
 	o.DLQScan = cmp.Or(o.DLQScan, time.Minute)
+	o.ScanWait = cmp.Or(o.ScanWait, 20*time.Second)
 	o.MaxClients = cmp.Or(o.MaxClients, 10_000)
 	o.RefusalSummary = cmp.Or(o.RefusalSummary, time.Minute)
 	guard, err := idempotency.NewGuard(o.Store, idempotency.Options{Retention: o.Retention, Clock: clockFunc(o.Now)})

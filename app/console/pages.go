@@ -328,8 +328,15 @@ func (c *Console) stuckPage(w http.ResponseWriter, r *http.Request) {
 		v["Unsupported"] = true
 	} else {
 		now := c.o.Now()
-		recs, total, err := sl.Stuck(r.Context(), now, 200)
-		if err != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), c.o.ScanWait)
+		recs, total, err := sl.Stuck(ctx, now, 200)
+		timedOut := ctx.Err() == context.DeadlineExceeded && r.Context().Err() == nil
+		cancel()
+		switch {
+		case err != nil && timedOut:
+			c.scanTooLong(w, r, "the stuck claims", err)
+			return
+		case err != nil:
 			c.backendError(w, r, "list stuck claims", err)
 			return
 		}
@@ -668,6 +675,16 @@ func (c *Console) renotify(w http.ResponseWriter, r *http.Request, id Identity) 
 	}
 	c.result(w, r, code, "Renotify: "+res.Result, cmp.Or(e.Detail, "The notice was sent with its original key and the record is DEBITED."), back, "the charge")
 	return e
+}
+
+// scanTooLong answers a read the store could not finish in ScanWait (a
+// Scan of a whole DynamoDB table): the read is stopped, and the page says
+// where to get the whole answer.
+func (c *Console) scanTooLong(w http.ResponseWriter, r *http.Request, what string, err error) {
+	c.o.Logger.Warn("console: read stopped after the page's wait", "what", what, "wait", c.o.ScanWait, "error", err)
+	c.render(w, r, http.StatusGatewayTimeout, "message", map[string]any{"Title": "Too large to read here",
+		"Message": fmt.Sprintf("Reading %s did not finish within %s: on this store it reads every record (DynamoDB: a Scan of the whole table), "+
+			"so the console stopped it. Run chargerecovery stuck (or status) for the whole answer.", what, c.o.ScanWait)})
 }
 
 func (c *Console) backendError(w http.ResponseWriter, r *http.Request, what string, err error) {

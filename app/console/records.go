@@ -185,8 +185,14 @@ func (c *Console) recordsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := c.o.Now()
-	page, err := sl.ListState(r.Context(), driver.ListRequest{State: cur.State, Status: cur.Status, Prefix: search, After: after, Limit: limit, Now: now})
+	lctx, cancel := context.WithTimeout(r.Context(), c.o.ScanWait) // IN_PROGRESS on DynamoDB: a Scan of the table
+	page, err := sl.ListState(lctx, driver.ListRequest{State: cur.State, Status: cur.Status, Prefix: search, After: after, Limit: limit, Now: now})
+	timedOut := lctx.Err() == context.DeadlineExceeded && r.Context().Err() == nil
+	cancel()
 	switch {
+	case err != nil && timedOut:
+		c.scanTooLong(w, r, "the "+cur.Title+" records", err)
+		return
 	case errors.Is(err, driver.ErrNotIndexed):
 		v.Unsupported = err.Error()
 	case err != nil:
