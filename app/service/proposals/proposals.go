@@ -97,6 +97,16 @@ type Decision struct {
 // Decide approves, rejects or runs d's proposal in book, the run over the
 // backend o opens; ran says whether it ran (p as it ended).
 func Decide(ctx context.Context, book *approval.Book, d Decision, o RunOptions) (p approval.Proposal, ran bool, err error) {
+	if d.Sub == "run" || (d.Sub == "approve" && !d.NoRun) {
+		// As serve's and a direct redrive's or reopen's: a retention of a
+		// day or less holds back no entry however old (its age limit, the
+		// retention less a day, is then none) and keeps what a run writes
+		// too briefly to stop a second debit. Said before anything is
+		// decided.
+		if err := CheckRetention(o.Retention); err != nil {
+			return p, false, err
+		}
+	}
 	// A proposal that needs a second operator names the one deciding by
 	// her key, whatever this process's flags say.
 	cur, err := book.Get(d.ID)
@@ -139,6 +149,16 @@ func Decide(ctx context.Context, book *approval.Book, d Decision, o RunOptions) 
 		}
 	})
 	return p, err == nil, err
+}
+
+// CheckRetention refuses a run's --retention of a day or less: the
+// records' retention, of which a redrive's age limit is a day less (0 or
+// less: no limit at all).
+func CheckRetention(r time.Duration) error {
+	if r <= 24*time.Hour {
+		return cli.Usagef("--retention %s is not over 24h: a redrive would hold back no entry however old, and a record written would not be kept long enough to stop a second debit; give serve's --retention", r)
+	}
+	return nil
 }
 
 // backend is what a run of kind acts on in b.

@@ -59,6 +59,11 @@ func (r ResolveRequest) Check() error {
 	if r.Lease <= 0 || r.Retention <= 0 || r.SkewMargin < 0 {
 		return cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
 	}
+	if r.Retention < 24*time.Hour {
+		// The adopted record is what stops a redelivery of the charge
+		// debiting again: kept as serve keeps its records.
+		return cli.Usagef("--retention %s is under 24h: the record an adoption writes would lapse, and a redelivery of the charge debit again; give serve's --retention", r.Retention)
+	}
 	return nil
 }
 
