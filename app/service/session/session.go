@@ -184,7 +184,7 @@ func (s *Session) signed(o Options, ring audit.Keyring) error {
 	if o.KeyFile == "" {
 		return nil
 	}
-	key, err := audit.ReadPrivateKeyFile(o.KeyFile)
+	key, err := audit.ReadOwnPrivateKeyFile(o.KeyFile)
 	if err != nil {
 		return cli.Usagef("--operator-key-file: %v", err)
 	}
