@@ -41,3 +41,31 @@ func TestAttack53MovedResolveRetentionUnderADayLetsTheAdoptedRecordLapse(t *test
 		t.Fatal(gerr)
 	}
 }
+
+// bulk>0 asks a second operator for every action touching a charge: a
+// direct reopen, redrive or renotify of one charge is refused with the
+// command that proposes it. reconcile resolve judged the policy only when
+// it had reconcile-adopt, so under bulk>0 one operator adopted a posting
+// (money recorded as collected without a debit) alone.
+func TestAttack53MovedResolveUnderBulkOverZeroNeedsAProposal(t *testing.T) {
+	olga := approval.Actor{Name: "olga", Role: "operator", Via: "cli"}
+	p, err := approval.ParsePolicy("bulk>0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := p.Needs(approval.Spec{Kind: approval.Reopen}, 1); why == "" {
+		t.Fatal("bulk>0 does not ask approval of a reopen of one charge: the premise is wrong")
+	}
+	store := claimedAndDead(t)
+	st := statementOf(t)
+	var log strings.Builder
+	r := recon.ResolveRequest{ChargeID: "CHGA1", Reason: "INC-1: checked by hand", Unverified: true, Lease: time.Minute, Retention: 30 * 24 * time.Hour,
+		Session: &session.Session{Policy: p}, Who: func() (approval.Actor, error) { return olga, nil }, Claimed: func() approval.Actor { return olga }, Log: &log}
+	res, err := recon.Resolve(t.Context(), store, st, r)
+	if err == nil || !strings.Contains(err.Error(), "chargerecovery approvals propose reconcile --charge-id CHGA1") {
+		t.Fatalf("resolve under bulk>0: %s, %v; want it refused with the command that proposes it", res.Action, err)
+	}
+	if rec, err := store.Get(t.Context(), "CHGA1", time.Now()); err != nil || rec.State != driver.StateInProgress {
+		t.Fatalf("the record was written without approval: %+v %v", rec, err)
+	}
+}
