@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -16,7 +17,8 @@ func ParseAnchors(heads []string) ([]Anchor, error) {
 	for _, h := range heads {
 		seq, hash, ok := strings.Cut(h, ":")
 		n, err := strconv.ParseInt(seq, 10, 64)
-		if !ok || err != nil || n < 1 || len(hash) != 64 {
+		raw, herr := hex.DecodeString(hash)
+		if !ok || err != nil || n < 1 || strings.HasPrefix(seq, "+") || herr != nil || len(raw) != 32 {
 			return nil, fmt.Errorf("--head %q: want SEQ:SHA256 (a seq and the 64 hex digits logged with it)", h)
 		}
 		anchors = append(anchors, Anchor{Seq: n, Hash: strings.ToLower(hash)})
@@ -52,6 +54,9 @@ type Checked struct {
 // ones the backend keeps. A file that cannot be read is its *fs.PathError
 // as it is; a broken trail is an error saying so.
 func Check(o CheckOptions) (Checked, error) {
+	if len(o.Files) == 0 {
+		return Checked{}, errors.New("no file of the audit trail given")
+	}
 	reps, err := VerifyFiles(o.Files, o.Anchors, o.Keys)
 	if err != nil {
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
