@@ -383,6 +383,20 @@ func Act(log io.Writer, trail *audit.Trail, who approval.Actor, action, chargeID
 	return err
 }
 
+// Audited is what runs an action (action) as the person acting (Who of
+// opFlag), audited (Act, its lines logged on env.Stderr): act is given
+// her name and the writer of its audit lines. Where the trail is signed
+// a name alone is refused, nothing done.
+func (s *Session) Audited(env *cli.Env, opFlag, action string) func(act func(operator string, w io.Writer) error) error {
+	return func(act func(operator string, w io.Writer) error) error {
+		who, err := s.Who(env, opFlag, "")
+		if err != nil {
+			return err
+		}
+		return Act(env.Stderr, s.Trail, who, action, "", "", func(w io.Writer) error { return act(who.Name, w) })
+	}
+}
+
 // NeedsProposal is the refusal of a direct action the policy wants
 // proposed (why: the policy's reason), with the approvals propose command
 // that proposes it (propose: its arguments); the refusal is audited.
