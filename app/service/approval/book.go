@@ -144,6 +144,10 @@ func (b *Book) load(id string) (Proposal, error) {
 	if p.ID != id {
 		return Proposal{}, fmt.Errorf("proposal %s: the file %s names %q", id, b.path(id), p.ID)
 	}
+	// The totals shown to the approver are what the targets sum to: the
+	// digest the trail vouches for covers the targets, not a figure kept
+	// beside them that an edit of the file could change.
+	p.Totals = Totals(p.Targets)
 	return p, nil
 }
 
