@@ -122,3 +122,35 @@ func copyFile(from, to string) error {
 	}
 	return out.Close()
 }
+
+// The host pins the console's public key in a file of root's: the
+// settings in the backend must be signed by it. A pin the acting
+// operator owns (0644, so "not writable by others") she can rewrite with
+// a key of her own making, then sign settings of her own — four-eyes off
+// — with it; the pin was taken all the same.
+func TestAttack53MovedPinFileOwnedByTheOperatorIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	pin := filepath.Join(dir, "console.pub")
+	if err := os.WriteFile(pin, []byte(audit.PublicKeyString(pubOf(newKey(t)))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	me := os.Geteuid()
+	if me == 0 {
+		// As root: the file is another user's, and the session acts as
+		// that user.
+		me = 65534
+		if err := os.Chown(pin, me, me); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer session.SetEUID(func() int { return me })()
+	if got, err := session.Pin(pin, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "owned by you") {
+		t.Fatalf("a pin of the operator's own: %v, %v; want it refused", got, err)
+	}
+	// Another's (root's, or a user she is not), not writable by her: taken.
+	restore := session.SetEUID(func() int { return me + 1 })
+	defer restore()
+	if got, err := session.Pin(pin, func(string) string { return "" }); err != nil || got == nil {
+		t.Fatalf("a pin of another's: %v, %v", got, err)
+	}
+}

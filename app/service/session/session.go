@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
@@ -252,19 +253,16 @@ const PinFile = "/etc/chargerecovery/console.pub"
 // as getenv reads it (an installation without /etc, and the tests: an
 // operator who can change her environment can drop that one), else none.
 func Pin(file string, getenv func(string) string) (ed25519.PublicKey, error) {
-	raw, err := os.ReadFile(file)
+	raw, err := readPin(file)
 	switch {
 	case err == nil:
-		if st, err := os.Stat(file); err == nil && st.Mode().Perm()&0o022 != 0 {
-			return nil, fmt.Errorf("%s is writable by others (mode %04o): a pin anyone can change pins nothing; chmod 644 it, owned by root", file, st.Mode().Perm())
-		}
 		pub, err := audit.ParsePublicKey(string(raw))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		return pub, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, err // it names the file
 	}
 	if v := strings.TrimSpace(getenv("IC_CONSOLE_PUBLIC_KEY")); v != "" {
 		pub, err := audit.ParsePublicKey(v)
@@ -274,6 +272,31 @@ func Pin(file string, getenv func(string) string) (ed25519.PublicKey, error) {
 		return pub, nil
 	}
 	return nil, nil
+}
+
+// geteuid is the user the process acts as (a test's seam).
+var geteuid = os.Geteuid
+
+// readPin reads the pin file as opened: refused if others may write it,
+// or if it is the acting user's own (she could rewrite it: a pin of her
+// making pins her own key), unless she is root.
+func readPin(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s is writable by others (mode %04o): a pin anyone can change pins nothing; chmod 644 it, owned by root", file, st.Mode().Perm())
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) == geteuid() {
+		return nil, fmt.Errorf("%s is owned by you (uid %d): a pin you can rewrite pins nothing; it is root's (chown root, chmod 644)", file, sys.Uid)
+	}
+	return io.ReadAll(f)
 }
 
 // LoadKept reads the four-eyes settings kept in store, checked against
