@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 )
 
@@ -40,5 +42,45 @@ func TestAttack53MovedTotalsEditedInTheFileAreNotWhatIsShown(t *testing.T) {
 	}
 	if ps, err := b.List(); err != nil || len(ps) != 1 || approval.FormatTotals(ps[0].Totals) != want {
 		t.Fatalf("listed %v, %v", ps, err)
+	}
+}
+
+// Switching a token installation to proxy sign-in retires the command
+// line's keys (a retire-tokens line): people are named by the identity
+// provider from then on — "olga@bank.example", where the token file said
+// "olga". A proposal olga made before the switch, still pending, was
+// approved after it by olga herself under her new name: names are
+// compared, and the two are not the same. An approval across the switch
+// compares names of two sign-ins, so it is refused: the proposal is made
+// again under the names of now.
+func TestAttack53MovedApprovalAcrossASignInSwitchIsRefused(t *testing.T) {
+	w := newWorld(t, 2)
+	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
+	s := olgaAndIvan(consoleKey, olgaKey, ivanKey)
+	open, _ := w.signedBooks(t, s)
+	olgas := open(olgaKey, "olga")
+	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
+	targets := w.selectTargets(t, spec, time.Now(), -1)
+	p, err := olgas.Propose(olga, spec, targets)
+	if err != nil || p.State != approval.Pending {
+		t.Fatalf("propose: %v %v", p.State, err)
+	}
+	// The console's start under proxy sign-in.
+	consoles := open(consoleKey, audit.ConsoleSigner)
+	ct, err := audit.Open(w.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct.Sign, ct.RequireSign = &audit.Signer{Name: audit.ConsoleSigner, Key: consoleKey}, true
+	if _, err := ct.Append(audit.Entry{Operator: "system", Via: "console start", Action: "retire-tokens", Result: "retired",
+		Detail: "sign-in is by the proxy now"}); err != nil {
+		t.Fatal(err)
+	}
+	ct.Close()
+	olgaNow := approval.Actor{Name: "olga@bank.example", Role: "operator", Via: "console"}
+	if a, err := consoles.Approve(p.ID, olgaNow); err == nil {
+		_, rerr := consoles.Run(t.Context(), p.ID, olgaNow, w.be, nil)
+		rec, _ := w.store.Get(t.Context(), targets[0].ChargeID, time.Now())
+		t.Fatalf("olga's token-era proposal approved by her proxy name: %s; run: %v; %s generation %d", a.State, rerr, rec.State, rec.Generation)
 	}
 }
