@@ -1,6 +1,10 @@
 package audit
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -26,5 +30,19 @@ func TestAttack53MovedParseAnchorsWantsHexDigits(t *testing.T) {
 		if a, err := ParseAnchors([]string{h}); err == nil {
 			t.Errorf("ParseAnchors(%q) = %v, want an error", h, a)
 		}
+	}
+}
+
+// audit list is a reader: given a path that is not the trail (a typo),
+// it created an empty file there and said, exit 0, that nothing was
+// done — the all-clear of a trail that is elsewhere.
+func TestAttack53MovedRecentInOfNoFileCreatesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audti.jsonl")
+	es, err := RecentIn(path, 10, Filter{})
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("RecentIn of no file: %v, %v; want it not found", es, err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("RecentIn created %s: %v", path, err)
 	}
 }

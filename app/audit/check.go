@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -105,9 +106,13 @@ func (c Checked) Print(w io.Writer) {
 	fmt.Fprintf(w, "head: seq %d sha256 %s (give the last \"audit head\" the processes logged as --head SEQ:SHA256: a line cut from the end, or a trail edited and chained again, shows there)\n", rep.HeadSeq, rep.HeadHash)
 }
 
-// RecentIn is Trail.Recent of the trail at path (opened, and created if
-// missing, as Open does).
+// RecentIn is Trail.Recent of the trail at path; a path where no file is
+// is an error (a *fs.PathError matching fs.ErrNotExist), never a new
+// empty trail: a reader creates nothing.
 func RecentIn(path string, n int, f Filter) ([]Entry, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
 	t, err := Open(path)
 	if err != nil {
 		return nil, err
