@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
@@ -152,5 +153,20 @@ func TestAttack53MovedPinFileOwnedByTheOperatorIsRefused(t *testing.T) {
 	defer restore()
 	if got, err := session.Pin(pin, func(string) string { return "" }); err != nil || got == nil {
 		t.Fatalf("a pin of another's: %v, %v", got, err)
+	}
+}
+
+// --approval-ttl -1h was taken as given and failed later, deep in the
+// book, as an error of the program (exit 1): a bad value of a flag is a
+// usage error (exit 2), said before the backend is read.
+func TestAttack53MovedNegativeApprovalTTLIsAUsageError(t *testing.T) {
+	read := false
+	load := func(context.Context) (approval.Settings, bool, error) {
+		read = true
+		return approval.Settings{}, false, nil
+	}
+	_, err := session.Open(t.Context(), session.Options{File: filepath.Join(t.TempDir(), "audit.jsonl"), TTL: -time.Hour}, load)
+	if !isUsage(err) || read {
+		t.Fatalf("--approval-ttl -1h: %v (backend read %v); want a usage error first", err, read)
 	}
 }

@@ -102,6 +102,9 @@ func Open(ctx context.Context, o Options, load func(context.Context) (approval.S
 	if o.Batch < 0 || o.Batch > 500 {
 		return nil, cli.Usagef("--batch must be between 1 and 500")
 	}
+	if o.TTL < 0 {
+		return nil, cli.Usagef("--approval-ttl %s is negative", o.TTL)
+	}
 	cur, ok, err := load(ctx)
 	if err != nil {
 		return nil, err
