@@ -1,13 +1,21 @@
 package console_test
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
@@ -34,4 +42,49 @@ func TestAttack53MovedConsoleAdoptionUnderBulkOverZeroNeedsAProposal(t *testing.
 	if rec, err := w.store.Get(t.Context(), w.crashed.ID, time.Now()); err != nil || rec.State != driver.StateInProgress {
 		t.Fatalf("the adoption wrote the record without approval: %+v %v", rec, err)
 	}
+}
+
+// A switch from proxy sign-in back to tokens renames people as much as
+// the other way (the identity provider's names, then the token file's),
+// but only token → proxy left a line in the trail (retire-tokens): a
+// proposal made under the proxy could then be approved by its proposer
+// under her token name. Every switch of sign-in is a line.
+func TestAttack53MovedEverySignInSwitchIsALine(t *testing.T) {
+	dir := t.TempDir()
+	pem, err := audit.PrivateKeyPEM(ed25519.NewKeyFromSeed(bytes.Repeat([]byte{9}, ed25519.SeedSize)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "console.key")
+	if err := os.WriteFile(keyFile, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens")
+	line := console.TokenLine("olga", console.Operator, "olga-token-xxxxxxxxxxxxxxxxxxxx", "")
+	if err := os.WriteFile(tokens, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trail := filepath.Join(dir, "audit.jsonl")
+	cfg := backend.Config{Kind: backend.Embedded, DB: filepath.Join(dir, "ic.db"), Queue: "charges"}
+	open := func() (*backend.Backend, error) { return backend.Open(t.Context(), cfg, 0, true) }
+	for _, c := range []console.Config{
+		{KeyFile: keyFile, AuditFile: trail, Auth: "proxy"},
+		{KeyFile: keyFile, AuditFile: trail, Auth: "token", TokenFile: tokens},
+	} {
+		if _, err := c.ChangePolicy(t.Context(), "bulk>0", "INC-1", open, io.Discard, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	es, err := audit.RecentIn(trail, 100, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, e := range es {
+		if e.Action == "sign-in" || e.Action == "retire-tokens" {
+			return
+		}
+		actions = append(actions, e.Action)
+	}
+	t.Fatalf("no line says sign-in changed from proxy to token: %v", actions)
 }

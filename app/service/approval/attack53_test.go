@@ -54,6 +54,12 @@ func TestAttack53MovedTotalsEditedInTheFileAreNotWhatIsShown(t *testing.T) {
 // compares names of two sign-ins, so it is refused: the proposal is made
 // again under the names of now.
 func TestAttack53MovedApprovalAcrossASignInSwitchIsRefused(t *testing.T) {
+	for _, switchLine := range []string{"retire-tokens", "sign-in"} {
+		t.Run(switchLine, func(t *testing.T) { approvalAcrossASwitch(t, switchLine) })
+	}
+}
+
+func approvalAcrossASwitch(t *testing.T, switchLine string) {
 	w := newWorld(t, 2)
 	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
 	s := olgaAndIvan(consoleKey, olgaKey, ivanKey)
@@ -72,7 +78,7 @@ func TestAttack53MovedApprovalAcrossASignInSwitchIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ct.Sign, ct.RequireSign = &audit.Signer{Name: audit.ConsoleSigner, Key: consoleKey}, true
-	if _, err := ct.Append(audit.Entry{Operator: "system", Via: "console start", Action: "retire-tokens", Result: "retired",
+	if _, err := ct.Append(audit.Entry{Operator: "system", Via: "console start", Action: switchLine, Result: "retired",
 		Detail: "sign-in is by the proxy now"}); err != nil {
 		t.Fatal(err)
 	}

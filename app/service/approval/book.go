@@ -550,16 +550,17 @@ func (b *Book) vouched(p Proposal, needApproval bool) error {
 	return nil
 }
 
-// signInSwitches are the seqs, in order, of the trail's retire-tokens
-// lines (vouched for, where the book has keys).
+// signInSwitches are the seqs, in order, of the trail's lines that say
+// sign-in changed (retire-tokens: token to proxy; sign-in: any other),
+// vouched for where the book has keys.
 func (b *Book) signInSwitches() ([]int64, error) {
-	lines, err := b.trail.All(audit.Filter{Action: "retire-tokens"})
+	lines, err := b.trail.All(audit.Filter{})
 	if err != nil {
 		return nil, err
 	}
 	var out []int64
 	for _, e := range lines {
-		if e.Action != "retire-tokens" {
+		if e.Action != "retire-tokens" && e.Action != "sign-in" {
 			continue
 		}
 		if b.o.Keys != nil {
