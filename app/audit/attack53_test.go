@@ -46,3 +46,30 @@ func TestAttack53MovedRecentInOfNoFileCreatesNothing(t *testing.T) {
 		t.Fatalf("RecentIn created %s: %v", path, err)
 	}
 }
+
+// audit verify refuses a second propose line for a proposal (a proposal
+// is proposed once: the second was written by hand) — within a file. The
+// book reads the current file only, so after a rotation a second propose
+// line of an old proposal in the new file is the only one it sees; and
+// audit verify of both files, checking each on its own, passed it.
+func TestAttack53MovedASecondProposeLineAfterARotationBreaksTheTrail(t *testing.T) {
+	dir := t.TempDir()
+	path, moved := filepath.Join(dir, "audit.jsonl"), filepath.Join(dir, "audit-1.jsonl")
+	tr, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Append(Entry{Operator: "olga", Action: "propose", Proposal: "P-0123456789", Result: "pending", Digest: "d1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Rotate(moved, Entry{Operator: "olga"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Append(Entry{Operator: "olga", Action: "propose", Proposal: "P-0123456789", Result: "pending", Digest: "d2"}); err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	if _, err := VerifyFiles([]string{moved, path}, nil, nil); !errors.Is(err, ErrBroken) {
+		t.Fatalf("a second propose line in the next file: %v; want the trail broken", err)
+	}
+}
