@@ -94,3 +94,29 @@ func TestAttack53MovedRunRetentionUnderADayRedrivesEveryEntry(t *testing.T) {
 		})
 	}
 }
+
+// approvals approve runs what it approves: a run flag with a bad value
+// (a reconcile proposal's --lease 0) was found after the approval was
+// written — exit 2 for an approval that stood. Said first, nothing
+// decided.
+func TestAttack53MovedABadRunFlagIsSaidBeforeTheApproval(t *testing.T) {
+	ctx := t.Context()
+	olga := approval.Actor{Name: "olga", Role: "operator", Via: "cli"}
+	ivan := approval.Actor{Name: "ivan", Role: "operator", Via: "cli"}
+	open, book := dead(t, 0, "all")
+	p, err := book.Propose(olga, approval.Spec{Kind: approval.Reconcile, Reason: "INC-7", ChargeIDs: []string{"CHGA1"}, Statements: []string{"/nonexistent.csv"},
+		From: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC), BreakKind: "posted_not_recorded"},
+		[]approval.Target{{ChargeID: "CHGA1", Code: "posted_not_recorded", BreakID: "b1"}})
+	if err != nil || p.Needs == "" {
+		t.Fatalf("propose: %+v, %v", p, err)
+	}
+	d := proposals.Decision{Sub: "approve", ID: p.ID, Out: new(bytes.Buffer), Who: func(string) (approval.Actor, error) { return ivan, nil }}
+	_, ran, err := proposals.Decide(ctx, book, d, proposals.RunOptions{Open: open, Retention: idempotency.DefaultRetention, Lease: 0})
+	var ue *cli.UsageError
+	if ran || !errors.As(err, &ue) {
+		t.Fatalf("approve with --lease 0: ran %v, %v; want a usage error", ran, err)
+	}
+	if cur, err := book.Get(p.ID); err != nil || cur.State != approval.Pending {
+		t.Fatalf("the proposal: %s, %v; want it pending still (nothing decided)", cur.State, err)
+	}
+}

@@ -97,21 +97,24 @@ type Decision struct {
 // Decide approves, rejects or runs d's proposal in book, the run over the
 // backend o opens; ran says whether it ran (p as it ended).
 func Decide(ctx context.Context, book *approval.Book, d Decision, o RunOptions) (p approval.Proposal, ran bool, err error) {
-	if d.Sub == "run" || (d.Sub == "approve" && !d.NoRun) {
-		// As serve's and a direct redrive's or reopen's: a retention of a
-		// day or less holds back no entry however old (its age limit, the
-		// retention less a day, is then none) and keeps what a run writes
-		// too briefly to stop a second debit. Said before anything is
-		// decided.
-		if err := CheckRetention(o.Retention); err != nil {
-			return p, false, err
-		}
-	}
 	// A proposal that needs a second operator names the one deciding by
 	// her key, whatever this process's flags say.
 	cur, err := book.Get(d.ID)
 	if err != nil {
 		return p, false, err
+	}
+	if d.Sub == "run" || (d.Sub == "approve" && !d.NoRun) {
+		// As serve's and a direct redrive's or reopen's: a retention of a
+		// day or less holds back no entry however old (its age limit, the
+		// retention less a day, is then none) and keeps what a run writes
+		// too briefly to stop a second debit. The run's flags are said
+		// before anything is decided.
+		if err := CheckRetention(o.Retention); err != nil {
+			return p, false, err
+		}
+		if err := o.check(cur.Spec.Kind); err != nil {
+			return p, false, err
+		}
 	}
 	who, err := d.Who(cur.Needs)
 	if err != nil {
@@ -161,15 +164,23 @@ func CheckRetention(r time.Duration) error {
 	return nil
 }
 
+// check refuses the run flags of kind that are wrong.
+func (o RunOptions) check(kind approval.Kind) error {
+	if kind == approval.Reconcile && (o.Lease <= 0 || o.Retention <= 0 || o.SkewMargin < 0) {
+		return cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
+	}
+	return nil
+}
+
 // backend is what a run of kind acts on in b.
 func (o RunOptions) backend(b *backend.Backend, kind approval.Kind) (approval.Backend, error) {
 	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: o.Retention}
 	var err error
+	if err := o.check(kind); err != nil {
+		return be, err
+	}
 	switch kind {
 	case approval.Reconcile:
-		if o.Lease <= 0 || o.Retention <= 0 || o.SkewMargin < 0 {
-			return be, cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
-		}
 		if be.Fingerprints, err = o.Keys(); err != nil {
 			return be, cli.Usagef("%v", err)
 		}
