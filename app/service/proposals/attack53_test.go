@@ -2,11 +2,14 @@ package proposals_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
@@ -118,5 +121,49 @@ func TestAttack53MovedABadRunFlagIsSaidBeforeTheApproval(t *testing.T) {
 	}
 	if cur, err := book.Get(p.ID); err != nil || cur.State != approval.Pending {
 		t.Fatalf("the proposal: %s, %v; want it pending still (nothing decided)", cur.State, err)
+	}
+}
+
+// A run stopped after its first batch (a kill, Ctrl-C) and run again:
+// every charge is moved back to the queue once — never twice (a second
+// delivery is a second debit attempt) — and the proposal ends done.
+func TestAttack53MovedARunStoppedAndRunAgainMovesEachChargeOnce(t *testing.T) {
+	olga := approval.Actor{Name: "olga", Role: "operator", Via: "cli"}
+	open, _ := dead(t, 0, "off")
+	deadLetter(t, open, "debit_failed", 5)
+	trail, err := audit.Open(filepath.Join(t.TempDir(), "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trail.Close()
+	book, err := approval.Open(trail, approval.Options{Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proposals.Propose(t.Context(), book, olga, approval.Spec{Kind: approval.Redrive, Reason: "INC-7"}, approval.Backend{Retention: idempotency.DefaultRetention}, open)
+	if err != nil || len(p.Targets) != 5 {
+		t.Fatalf("propose: %d, %v", len(p.Targets), err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	d := proposals.Decision{Sub: "run", ID: p.ID, Out: new(bytes.Buffer), Who: func(string) (approval.Actor, error) { return olga, nil }}
+	o := proposals.RunOptions{Open: open, Retention: idempotency.DefaultRetention, Progress: func(approval.Proposal) { stop() }}
+	if _, ran, err := proposals.Decide(ctx, book, d, o); ran || err == nil {
+		t.Fatalf("the stopped run: ran %v, %v", ran, err)
+	}
+	o.Progress = nil
+	got, ran, err := proposals.Decide(t.Context(), book, d, o)
+	if err != nil || !ran || got.State != approval.Done || got.Counts()["moved"] != 5 {
+		t.Fatalf("run again: %s %v, ran %v, %v", got.State, got.Counts(), ran, err)
+	}
+	b, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if dp, err := b.Queue.Depth(t.Context()); err != nil || dp.Waiting != 5 || dp.DLQ != 0 {
+		t.Fatalf("after the runs: %+v, %v; want each of the 5 on the queue once", dp, err)
+	}
+	if _, _, err := proposals.Decide(t.Context(), book, d, o); err == nil {
+		t.Fatal("a done proposal ran a third time")
 	}
 }
