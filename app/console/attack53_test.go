@@ -88,3 +88,20 @@ func TestAttack53MovedEverySignInSwitchIsALine(t *testing.T) {
 	}
 	t.Fatalf("no line says sign-in changed from proxy to token: %v", actions)
 }
+
+// chargerecovery token NAME ROLE checked NAME for a space and a tab only:
+// a name with a no-break space made a line the token file splits in
+// five fields — the whole file refused, nobody signed in — and one with
+// a zero-width or control character a second identity that reads as
+// another's ("olga" and "olga\u200b" are two people to four-eyes, one
+// to the eye). A NAME is printable, without space of any kind.
+func TestAttack53MovedTokenNameIsPrintableWithoutSpace(t *testing.T) {
+	for _, name := range []string{"ol\u00a0ga", "olga\u200b", "ol\u2028ga", "olga\x1b[0m", "ol\u202ega"} {
+		if _, line, err := console.NewToken(name, "operator", ""); err == nil {
+			t.Errorf("NewToken(%q) made the line %q", name, line)
+		}
+	}
+	if _, _, err := console.NewToken("olga.k", "operator", ""); err != nil {
+		t.Fatal(err)
+	}
+}
