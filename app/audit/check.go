@@ -1,10 +1,12 @@
 package audit
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strconv"
 	"strings"
 )
@@ -16,7 +18,8 @@ func ParseAnchors(heads []string) ([]Anchor, error) {
 	for _, h := range heads {
 		seq, hash, ok := strings.Cut(h, ":")
 		n, err := strconv.ParseInt(seq, 10, 64)
-		if !ok || err != nil || n < 1 || len(hash) != 64 {
+		raw, herr := hex.DecodeString(hash)
+		if !ok || err != nil || n < 1 || strings.HasPrefix(seq, "+") || herr != nil || len(raw) != 32 {
 			return nil, fmt.Errorf("--head %q: want SEQ:SHA256 (a seq and the 64 hex digits logged with it)", h)
 		}
 		anchors = append(anchors, Anchor{Seq: n, Hash: strings.ToLower(hash)})
@@ -52,6 +55,9 @@ type Checked struct {
 // ones the backend keeps. A file that cannot be read is its *fs.PathError
 // as it is; a broken trail is an error saying so.
 func Check(o CheckOptions) (Checked, error) {
+	if len(o.Files) == 0 {
+		return Checked{}, errors.New("no file of the audit trail given")
+	}
 	reps, err := VerifyFiles(o.Files, o.Anchors, o.Keys)
 	if err != nil {
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
@@ -100,9 +106,13 @@ func (c Checked) Print(w io.Writer) {
 	fmt.Fprintf(w, "head: seq %d sha256 %s (give the last \"audit head\" the processes logged as --head SEQ:SHA256: a line cut from the end, or a trail edited and chained again, shows there)\n", rep.HeadSeq, rep.HeadHash)
 }
 
-// RecentIn is Trail.Recent of the trail at path (opened, and created if
-// missing, as Open does).
+// RecentIn is Trail.Recent of the trail at path; a path where no file is
+// is an error (a *fs.PathError matching fs.ErrNotExist), never a new
+// empty trail: a reader creates nothing.
 func RecentIn(path string, n int, f Filter) ([]Entry, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, err
+	}
 	t, err := Open(path)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ func VerifyFiles(files []string, anchors []Anchor, keys Keyring) ([]Report, erro
 	run := func(with func(i int, first, last int64) []Anchor, ranges [][2]int64) ([]Report, error) {
 		var rep Report
 		var reps []Report
+		proposed := map[string]int64{} // one chain: a proposal is proposed once in all of it
 		for i, path := range files {
 			fh, err := os.Open(path)
 			if err != nil {
@@ -27,7 +28,7 @@ func VerifyFiles(files []string, anchors []Anchor, keys Keyring) ([]Report, erro
 			if with != nil {
 				use = with(i, ranges[i][0], ranges[i][1])
 			}
-			r, err := VerifyKeyed(fh, path, rep, keys, use...)
+			r, err := verifyKeyed(fh, path, rep, keys, use, proposed)
 			fh.Close()
 			if err != nil {
 				return nil, err

@@ -156,6 +156,21 @@ func ReadPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
 	return k, nil
 }
 
+// ReadOwnPrivateKeyFile is ReadPrivateKeyFile of a person's own key (an
+// operator's, which names her): the file must be hers, owner-only
+// (secretfile.ReadOwn) — not root's that a group reads.
+func ReadOwnPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
+	b, err := secretfile.ReadOwn(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := ParsePrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return k, nil
+}
+
 // ParsePrivateKey reads an Ed25519 key from PEM (PKCS #8); an error never
 // quotes the file.
 func ParsePrivateKey(b []byte) (ed25519.PrivateKey, error) {

@@ -77,7 +77,14 @@ func Verify(r io.Reader, file string, prev Report, anchors ...Anchor) (Report, e
 // is an unsigned line once a signed one has been read — a line appended
 // by hand, however well chained, is refused.
 func VerifyKeyed(r io.Reader, file string, prev Report, keys Keyring, anchors ...Anchor) (Report, error) {
-	rep, err := verify(r, file, prev, keys, anchors)
+	return verifyKeyed(r, file, prev, keys, anchors, map[string]int64{})
+}
+
+// verifyKeyed is VerifyKeyed with the proposals proposed in the files
+// read before (by id, the seq of their propose line): a second propose
+// line in a later file breaks the trail as one in the same file does.
+func verifyKeyed(r io.Reader, file string, prev Report, keys Keyring, anchors []Anchor, proposed map[string]int64) (Report, error) {
+	rep, err := verify(r, file, prev, keys, anchors, proposed)
 	if err != nil {
 		return rep, err
 	}
@@ -89,10 +96,11 @@ func VerifyKeyed(r io.Reader, file string, prev Report, keys Keyring, anchors ..
 	return rep, nil
 }
 
-func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Anchor) (Report, error) {
+func verify(r io.Reader, file string, prev Report, keys Keyring, anchors []Anchor, proposed map[string]int64) (Report, error) {
 	rep := Report{HeadSeq: prev.HeadSeq, HeadHash: prev.HeadHash, Settings: prev.Settings, SettingsSeq: prev.SettingsSeq}
 	signedBefore := prev.Signed > 0
-	proposed := map[string]int64{} // proposal id → the seq of its propose line
+	// proposed: proposal id → the seq of its propose line, in this file
+	// and the files before it.
 	br := bufio.NewReaderSize(r, 64<<10)
 	chained := prev.HeadHash != ""
 	lineNo := 0

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
@@ -238,6 +239,9 @@ func parseTokenFile(path string, b []byte) ([]tokenUser, error) {
 		if names[w[0]] {
 			return nil, fmt.Errorf("%s line %d: a second line for the same name", path, n)
 		}
+		if !plainName(w[0]) {
+			return nil, fmt.Errorf("%s line %d: the name %q has an invisible or control character: it would read as another's name", path, n, w[0])
+		}
 		var sum [sha256.Size]byte
 		copy(sum[:], raw)
 		if slices.ContainsFunc(out, func(u tokenUser) bool { return u.sum == sum }) {
@@ -263,6 +267,18 @@ func parseTokenFile(path string, b []byte) ([]tokenUser, error) {
 		return nil, fmt.Errorf("%s has no NAME ROLE sha256:HASH line", path)
 	}
 	return out, nil
+}
+
+// plainName says whether a person's name is printable throughout, with
+// no space of any kind: no zero-width, bidirectional or control
+// character makes a second name that reads as another's.
+func plainName(name string) bool {
+	for _, r := range name {
+		if r == ' ' || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // CommandLineKeys are the public keys of the token file's people who act
@@ -478,8 +494,8 @@ func (a *TokenAuth) Identify(r *http.Request) (Identity, bool, string) {
 func NewToken(name, role, key string) (token, line string, err error) {
 	name = strings.TrimSpace(name)
 	r, err := ParseRole(role)
-	if err != nil || name == "" || strings.ContainsAny(name, " \t") {
-		return "", "", cli.Usagef("give a NAME without spaces and ROLE viewer or operator")
+	if err != nil || name == "" || !plainName(name) {
+		return "", "", cli.Usagef("give a NAME without spaces (nor invisible or control characters) and ROLE viewer or operator")
 	}
 	if key != "" {
 		if _, err := audit.ParsePublicKey(key); err != nil {

@@ -185,7 +185,9 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 	}
 	e.Detail = fmt.Sprintf("%s break %s", kind, breakID)
 	propose := r.PostFormValue("propose") == "1"
-	if c.o.Approvals != nil && (propose || c.o.Approvals.Policy().ReconcileAdopt) {
+	// The policy may want it approved: an adoption under reconcile-adopt,
+	// any resolve under bulk>0 (every action touching a charge).
+	if c.o.Approvals != nil && (propose || c.o.Approvals.Policy().ReconcileAdopt || c.o.Approvals.Policy().Needs(approval.Spec{Kind: approval.Reconcile}, 1) != "") {
 		if done, ok := c.reconcileFourEyes(w, r, id, &e, rep, breakID, propose); ok {
 			return done
 		}

@@ -181,6 +181,13 @@ func (c *Config) keep(ctx context.Context, store driver.Store, trail *audit.Trai
 				Detail: fmt.Sprintf("sign-in is by the proxy now: console tokens and command-line keys (%s) act no more; the command line acts only through the console", strings.Join(retired, ", "))}); err != nil {
 				return kept{}, err
 			}
+		} else if ok && cur.SignIn != "" && cur.SignIn != c.Auth {
+			// Any other switch renames people as much: a proposal made
+			// before it is approved by no one after it (approval.Book).
+			if _, err := trail.Append(audit.Entry{Operator: "system", Via: via, Action: "sign-in", Result: c.Auth,
+				Detail: fmt.Sprintf("sign-in is by %s now, was %s: a proposal made before this line is not approved after it", c.Auth, cur.SignIn)}); err != nil {
+				return kept{}, err
+			}
 		}
 		log.Info("four-eyes settings kept in the backend", "version", saved.Version, "policy", saved.Policy, "sign_in", saved.SignIn)
 	}

@@ -63,17 +63,19 @@ func runDLQPurge(ctx context.Context, env *cli.Env, args []string) error {
 	f, bc, asJSON := opsFlags(env, "dlq purge", "dlq purge [--force] [--operator NAME] ID [ID …] (DLQ entry ids, from dlq list)")
 	o := operate.PurgeOptions{Out: env.Stdout, Audit: env.Stderr}
 	f.Bool(&o.Force, "force", "", false, "also delete entries that could be redriven (a charge on them is then no longer on the DLQ: check each with dlq show first)")
+	var ac auditConfig
+	ac.Bind(f)
 	opFlag := cli.OperatorFlag(f)
 	if err := f.Parse(args, true); err != nil {
-		return err
-	}
-	var err error
-	if o.Operator, err = cli.WhoActs(env, *opFlag); err != nil {
 		return err
 	}
 	if o.IDs = f.Args(); len(o.IDs) == 0 {
 		return cli.Usagef("give the DLQ entry ids to delete (dlq list shows them)")
 	}
-	o.JSON = *asJSON
+	if _, _, _, err := ac.open(ctx, env, bc); err != nil {
+		return err
+	}
+	defer ac.s.Close()
+	o.JSON, o.Audited = *asJSON, ac.s.Audited(env, *opFlag, "dlq purge")
 	return onBackend(ctx, bc, func(b *backend.Backend) error { return operate.PurgeDLQ(ctx, b.Queue, o) })
 }

@@ -11,6 +11,7 @@ package secretfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -57,6 +58,31 @@ func Read(path string) ([]byte, error) {
 		return nil, err
 	}
 	return os.ReadFile(path)
+}
+
+// ReadOwn reads a person's own secret (an operator's key, which names her
+// and signs in her name): the file must be owned by this process's user
+// and owner-only — never root's file that its group reads, which every
+// member of the group could use as hers. The file is checked as opened.
+func ReadOwn(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if euid := os.Geteuid(); int(sys.Uid) != euid {
+			return nil, fmt.Errorf("%s is owned by uid %d, not by this process's user (%d): a key of yours is a file of yours alone (chown it, chmod 600 it)", path, sys.Uid, euid)
+		}
+	}
+	if err := CheckMode(path, st.Mode(), false); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }
 
 // Stamp identifies a version of a file for re-reading it when it changed:

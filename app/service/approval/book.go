@@ -144,6 +144,10 @@ func (b *Book) load(id string) (Proposal, error) {
 	if p.ID != id {
 		return Proposal{}, fmt.Errorf("proposal %s: the file %s names %q", id, b.path(id), p.ID)
 	}
+	// The totals shown to the approver are what the targets sum to: the
+	// digest the trail vouches for covers the targets, not a figure kept
+	// beside them that an edit of the file could change.
+	p.Totals = Totals(p.Targets)
 	return p, nil
 }
 
@@ -499,16 +503,31 @@ func (b *Book) vouched(p Proposal, needApproval bool) error {
 	if over := terminal(lines); over != "" {
 		return fmt.Errorf("%w: the audit trail says %s is over: %s; its file says %s: not approved nor run; propose it again", ErrTampered, p.ID, over, p.State)
 	}
-	proposed, approved, proposals := false, false, 0
+	// A switch of sign-in (retire-tokens: the identity provider names
+	// people from then on) after the proposal: its proposer has another
+	// name now, and an approval after it compares names of two sign-ins.
+	switched, err := b.signInSwitches()
+	if err != nil {
+		return err
+	}
+	proposed, approved, proposals, after := false, false, 0, int64(0)
 	for _, e := range lines {
 		if e.Action == "propose" {
 			// Only the first propose line of an id is the proposal: a
 			// second, of the proposer's own making, vouches for nothing.
 			proposals++
 			proposed = proposed || (proposals == 1 && e.Digest == d && (Actor{Name: e.Operator}).Same(p.Proposer))
+			if proposals == 1 {
+				for _, seq := range switched {
+					if seq > e.Seq && after == 0 {
+						after = seq
+					}
+				}
+			}
 			continue
 		}
-		if e.Digest == d && e.Action == "approve" && e.Result == string(Approved) && !(Actor{Name: e.Operator}).Same(p.Proposer) {
+		if e.Digest == d && e.Action == "approve" && e.Result == string(Approved) && !(Actor{Name: e.Operator}).Same(p.Proposer) &&
+			(after == 0 || e.Seq < after) {
 			approved = true
 		}
 	}
@@ -523,10 +542,36 @@ func (b *Book) vouched(p Proposal, needApproval bool) error {
 		return fmt.Errorf("%w: the audit trail has %d propose lines for %s (only its first is the proposal): not run; propose it again", ErrTampered, proposals, p.ID)
 	case !proposed:
 		return fmt.Errorf("%w: %s is not what the audit trail says was proposed (the proposal file was changed): not run; propose it again", ErrTampered, p.ID)
+	case !needApproval && after > 0:
+		return fmt.Errorf("%w: %s was proposed before the sign-in changed (seq %d: people are named by the identity provider since), so its proposer's name then is not a name of now: not approved; propose it again", ErrState, p.ID, after)
 	case needApproval && needs != "" && !approved:
 		return fmt.Errorf("%w: the audit trail has no approval of %s as it is by another operator (it needs one: %s): not run", ErrTampered, p.ID, needs)
 	}
 	return nil
+}
+
+// signInSwitches are the seqs, in order, of the trail's lines that say
+// sign-in changed (retire-tokens: token to proxy; sign-in: any other),
+// vouched for where the book has keys.
+func (b *Book) signInSwitches() ([]int64, error) {
+	lines, err := b.trail.All(audit.Filter{})
+	if err != nil {
+		return nil, err
+	}
+	var out []int64
+	for _, e := range lines {
+		if e.Action != "retire-tokens" && e.Action != "sign-in" {
+			continue
+		}
+		if b.o.Keys != nil {
+			if _, err := e.Vouched(b.o.Keys); err != nil {
+				continue
+			}
+		}
+		out = append(out, e.Seq)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // trailWhole checks the trail's current file: its chain from its first

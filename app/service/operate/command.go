@@ -97,7 +97,7 @@ func (r *RedriveFlags) Settle(now time.Time) error {
 		return cli.Usagef("--max and --max-age must not be negative")
 	}
 	at := RedriveAt(now, r.Retention)
-	o.HoldBack, o.Now, o.Before, o.MaxAge = at.HoldBack, at.Now, at.Before, cmp.Or(r.MaxAge, at.MaxAge)
+	o.HoldBack, o.Now, o.Before, o.MaxAge = at.HoldBack, at.Now, at.Before, cmp.Or(r.MaxAge, r.Retention-24*time.Hour)
 	if o.MaxAge <= 0 || o.MaxAge >= r.Retention {
 		return cli.Usagef("--max-age %s must be positive and shorter than --retention %s", o.MaxAge, r.Retention)
 	}

@@ -22,6 +22,10 @@ type PurgeOptions struct {
 	JSON     bool     // the report as JSON
 	// Out gets the report; Audit the audit lines (JSON).
 	Out, Audit io.Writer
+	// Audited, when set, runs the deletion as the person acting, its
+	// audit lines going to the writer it gives (the session's trail):
+	// Operator and Audit are then its (session.Session.Audited).
+	Audited func(del func(operator string, audit io.Writer) error) error
 }
 
 // PurgeDLQ deletes DLQ entries by id for good: the way out for an entry
@@ -61,10 +65,11 @@ func PurgeDLQ(ctx context.Context, q queue.Operator, o PurgeOptions) error {
 		return cli.Usagef("not purged: %s can be redriven (its body is within the size limit); redrive it, or say --force after checking it with dlq show", strings.Join(refused, ", "))
 	}
 	var deleted []string
-	if len(chosen) > 0 {
+	del := func(operator string, w io.Writer) error {
 		// The intent first: nothing is deleted that no audit line names,
 		// even if the answer to the delete is lost.
-		audit := AuditLog(o.Audit)
+		o.Operator = operator
+		audit := AuditLog(w)
 		audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries to be purged by an operator", slog.Bool("audit", true), slog.String("action", "dlq purge"), slog.String("result", "requested"),
 			slog.String("operator", o.Operator), slog.Any("entries", chosen), slog.Any("charges", charges), slog.Bool("forced", o.Force))
 		deleted, err = purger.PurgeDLQ(ctx, chosen)
@@ -81,6 +86,17 @@ func PurgeDLQ(ctx context.Context, q queue.Operator, o PurgeOptions) error {
 		}
 		audit.LogAttrs(ctx, slog.LevelWarn, "DLQ entries purged by an operator", slog.Bool("audit", true), slog.String("action", "dlq purge"), slog.String("result", "purged"),
 			slog.String("operator", o.Operator), slog.Any("entries", deleted), slog.Any("charges", gone), slog.Bool("forced", o.Force))
+		return nil
+	}
+	if len(chosen) > 0 {
+		if o.Audited != nil {
+			err = o.Audited(del)
+		} else {
+			err = del(o.Operator, o.Audit)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	for _, id := range chosen {
 		if !slices.Contains(deleted, id) {

@@ -23,7 +23,9 @@ import (
 // comes back), and only what was dead-lettered before now (a charge the
 // consumers dead-letter again meanwhile is not moved, or counted, again).
 func RedriveAt(now time.Time, retention time.Duration) queue.RedriveOptions {
-	return queue.RedriveOptions{HoldBack: chargehandler.HoldBack, MaxAge: retention - 24*time.Hour, Now: now, Before: now}
+	// A retention of a day or less leaves no age safe to redrive: every
+	// entry is held back (a MaxAge of 0 or less would be no limit).
+	return queue.RedriveOptions{HoldBack: chargehandler.HoldBack, MaxAge: max(retention-24*time.Hour, time.Nanosecond), Now: now, Before: now}
 }
 
 // RedriveRun is a redrive asked for on the command line.

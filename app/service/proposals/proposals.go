@@ -103,6 +103,19 @@ func Decide(ctx context.Context, book *approval.Book, d Decision, o RunOptions) 
 	if err != nil {
 		return p, false, err
 	}
+	if d.Sub == "run" || (d.Sub == "approve" && !d.NoRun) {
+		// As serve's and a direct redrive's or reopen's: a retention of a
+		// day or less holds back no entry however old (its age limit, the
+		// retention less a day, is then none) and keeps what a run writes
+		// too briefly to stop a second debit. The run's flags are said
+		// before anything is decided.
+		if err := CheckRetention(o.Retention); err != nil {
+			return p, false, err
+		}
+		if err := o.check(cur.Spec.Kind); err != nil {
+			return p, false, err
+		}
+	}
 	who, err := d.Who(cur.Needs)
 	if err != nil {
 		return p, false, err
@@ -141,15 +154,33 @@ func Decide(ctx context.Context, book *approval.Book, d Decision, o RunOptions) 
 	return p, err == nil, err
 }
 
+// CheckRetention refuses a run's --retention of a day or less: the
+// records' retention, of which a redrive's age limit is a day less (0 or
+// less: no limit at all).
+func CheckRetention(r time.Duration) error {
+	if r <= 24*time.Hour {
+		return cli.Usagef("--retention %s is not over 24h: a redrive would hold back no entry however old, and a record written would not be kept long enough to stop a second debit; give serve's --retention", r)
+	}
+	return nil
+}
+
+// check refuses the run flags of kind that are wrong.
+func (o RunOptions) check(kind approval.Kind) error {
+	if kind == approval.Reconcile && (o.Lease <= 0 || o.Retention <= 0 || o.SkewMargin < 0) {
+		return cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
+	}
+	return nil
+}
+
 // backend is what a run of kind acts on in b.
 func (o RunOptions) backend(b *backend.Backend, kind approval.Kind) (approval.Backend, error) {
 	be := approval.Backend{Queue: b.Queue, Store: b.Store, Retention: o.Retention}
 	var err error
+	if err := o.check(kind); err != nil {
+		return be, err
+	}
 	switch kind {
 	case approval.Reconcile:
-		if o.Lease <= 0 || o.Retention <= 0 || o.SkewMargin < 0 {
-			return be, cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
-		}
 		if be.Fingerprints, err = o.Keys(); err != nil {
 			return be, cli.Usagef("%v", err)
 		}

@@ -174,7 +174,7 @@ func TestResolveAsksThePolicyFirstThenAdoptsAudited(t *testing.T) {
 			store := claimedAndDead(t)
 			st := statementOf(t)
 			var log strings.Builder
-			r := recon.ResolveRequest{ChargeID: "CHGA1", Reason: "INC-1: checked by hand", Unverified: true, Lease: time.Minute, Retention: time.Hour,
+			r := recon.ResolveRequest{ChargeID: "CHGA1", Reason: "INC-1: checked by hand", Unverified: true, Lease: time.Minute, Retention: idempotency.DefaultRetention,
 				Session: &session.Session{Policy: p}, Who: func() (approval.Actor, error) { return olga, nil }, Claimed: func() approval.Actor { return olga }, Log: &log}
 			if err := r.Check(); err != nil {
 				t.Fatal(err)
@@ -215,7 +215,7 @@ func TestResolveAsksThePolicyFirstThenAdoptsAudited(t *testing.T) {
 }
 
 func TestResolveRequestCheck(t *testing.T) {
-	ok := recon.ResolveRequest{ChargeID: "CHGA1", Reason: "why", Lease: time.Minute, Retention: time.Hour}
+	ok := recon.ResolveRequest{ChargeID: "CHGA1", Reason: "why", Lease: time.Minute, Retention: idempotency.DefaultRetention}
 	for _, tc := range []struct {
 		name string
 		edit func(*recon.ResolveRequest)

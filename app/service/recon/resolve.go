@@ -59,6 +59,11 @@ func (r ResolveRequest) Check() error {
 	if r.Lease <= 0 || r.Retention <= 0 || r.SkewMargin < 0 {
 		return cli.Usagef("--lease and --retention must be positive, --skew-margin not negative")
 	}
+	if r.Retention < 24*time.Hour {
+		// The adopted record is what stops a redelivery of the charge
+		// debiting again: kept as serve keeps its records.
+		return cli.Usagef("--retention %s is under 24h: the record an adoption writes would lapse, and a redelivery of the charge debit again; give serve's --retention", r.Retention)
+	}
 	return nil
 }
 
@@ -69,7 +74,7 @@ func (r ResolveRequest) Check() error {
 // break judged.
 func Resolve(ctx context.Context, store driver.Store, st Statement, r ResolveRequest) (reconcile.Resolved, error) {
 	pinKind, pinBreak := r.Kind, ""
-	if r.Session.Policy.ReconcileAdopt {
+	if JudgesResolve(r.Session.Policy) {
 		// Whether it is an adoption is the break's kind: found first. Said
 		// before anything is done, whoever asks.
 		spec := approval.Spec{Kind: approval.Reconcile, Reason: r.Reason, ChargeIDs: []string{r.ChargeID}, Statements: st.Files,
@@ -120,6 +125,13 @@ func Resolve(ctx context.Context, store driver.Store, st Statement, r ResolveReq
 		return reconcile.Resolved{}, InputErr(err)
 	}
 	return res, nil
+}
+
+// JudgesResolve says whether policy may want a resolve of one break
+// approved: an adoption under reconcile-adopt, any resolve under bulk>0
+// (every action touching a charge).
+func JudgesResolve(policy approval.Policy) bool {
+	return policy.ReconcileAdopt || policy.Needs(approval.Spec{Kind: approval.Reconcile}, 1) != ""
 }
 
 // CheckKind refuses a --kind that is not a kind of break ("": none given).

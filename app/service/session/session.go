@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/audit"
@@ -100,6 +101,9 @@ func Open(ctx context.Context, o Options, load func(context.Context) (approval.S
 	}
 	if o.Batch < 0 || o.Batch > 500 {
 		return nil, cli.Usagef("--batch must be between 1 and 500")
+	}
+	if o.TTL < 0 {
+		return nil, cli.Usagef("--approval-ttl %s is negative", o.TTL)
 	}
 	cur, ok, err := load(ctx)
 	if err != nil {
@@ -184,7 +188,7 @@ func (s *Session) signed(o Options, ring audit.Keyring) error {
 	if o.KeyFile == "" {
 		return nil
 	}
-	key, err := audit.ReadPrivateKeyFile(o.KeyFile)
+	key, err := audit.ReadOwnPrivateKeyFile(o.KeyFile)
 	if err != nil {
 		return cli.Usagef("--operator-key-file: %v", err)
 	}
@@ -252,19 +256,16 @@ const PinFile = "/etc/chargerecovery/console.pub"
 // as getenv reads it (an installation without /etc, and the tests: an
 // operator who can change her environment can drop that one), else none.
 func Pin(file string, getenv func(string) string) (ed25519.PublicKey, error) {
-	raw, err := os.ReadFile(file)
+	raw, err := readPin(file)
 	switch {
 	case err == nil:
-		if st, err := os.Stat(file); err == nil && st.Mode().Perm()&0o022 != 0 {
-			return nil, fmt.Errorf("%s is writable by others (mode %04o): a pin anyone can change pins nothing; chmod 644 it, owned by root", file, st.Mode().Perm())
-		}
 		pub, err := audit.ParsePublicKey(string(raw))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 		return pub, nil
 	case !errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, err // it names the file
 	}
 	if v := strings.TrimSpace(getenv("IC_CONSOLE_PUBLIC_KEY")); v != "" {
 		pub, err := audit.ParsePublicKey(v)
@@ -274,6 +275,31 @@ func Pin(file string, getenv func(string) string) (ed25519.PublicKey, error) {
 		return pub, nil
 	}
 	return nil, nil
+}
+
+// geteuid is the user the process acts as (a test's seam).
+var geteuid = os.Geteuid
+
+// readPin reads the pin file as opened: refused if others may write it,
+// or if it is the acting user's own (she could rewrite it: a pin of her
+// making pins her own key), unless she is root.
+func readPin(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("%s is writable by others (mode %04o): a pin anyone can change pins nothing; chmod 644 it, owned by root", file, st.Mode().Perm())
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) == geteuid() {
+		return nil, fmt.Errorf("%s is owned by you (uid %d): a pin you can rewrite pins nothing; it is root's (chown root, chmod 644)", file, sys.Uid)
+	}
+	return io.ReadAll(f)
 }
 
 // LoadKept reads the four-eyes settings kept in store, checked against
@@ -381,6 +407,20 @@ func Act(log io.Writer, trail *audit.Trail, who approval.Actor, action, chargeID
 		err = errors.Join(err, fmt.Errorf("the action was taken, but its audit line is not in %s: %w", trail.Path(), tw.err))
 	}
 	return err
+}
+
+// Audited is what runs an action (action) as the person acting (Who of
+// opFlag), audited (Act, its lines logged on env.Stderr): act is given
+// her name and the writer of its audit lines. Where the trail is signed
+// a name alone is refused, nothing done.
+func (s *Session) Audited(env *cli.Env, opFlag, action string) func(act func(operator string, w io.Writer) error) error {
+	return func(act func(operator string, w io.Writer) error) error {
+		who, err := s.Who(env, opFlag, "")
+		if err != nil {
+			return err
+		}
+		return Act(env.Stderr, s.Trail, who, action, "", "", func(w io.Writer) error { return act(who.Name, w) })
+	}
 }
 
 // NeedsProposal is the refusal of a direct action the policy wants

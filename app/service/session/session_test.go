@@ -237,6 +237,9 @@ func TestActAndTheRefusalAreAudited(t *testing.T) {
 }
 
 func TestPin(t *testing.T) {
+	// The files below are the test's user's; the session reads them as
+	// another's (a root-owned pin, read by an operator).
+	defer session.SetEUID(func() int { return -1 })()
 	k := pubOf(newKey(t))
 	dir := t.TempDir()
 	write := func(name, text string, mode os.FileMode) string {
