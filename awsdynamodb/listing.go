@@ -211,7 +211,8 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 	if err != nil {
 		return nil, err
 	}
-	n, err := s.scanInProgress(ctx, now, "", nil, true, nil)
+	n, err := s.scanInProgress(ctx, now, `NOT begins_with(#pk, :internal)`,
+		map[string]types.AttributeValue{":internal": str(driver.InternalKeyPrefix)}, true, nil)
 	if err != nil {
 		return nil, err
 	}

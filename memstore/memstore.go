@@ -276,7 +276,7 @@ func (s *Store) CountByState(_ context.Context, now time.Time) (map[driver.State
 	defer s.mu.Unlock()
 	out := driver.NewCounts()
 	for _, r := range s.recs {
-		if !r.Expired(now) {
+		if !r.Expired(now) && !strings.HasPrefix(r.Key, driver.InternalKeyPrefix) {
 			out[r.State]++
 		}
 	}

@@ -514,7 +514,8 @@ func (s *Store) Expired(ctx context.Context, now time.Time) (int, error) {
 
 // CountByState implements driver.StateCounter.
 func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.State]int, error) {
-	rows, err := s.db.pool.Query(ctx, `select state, count(*) from idempotency_records where expires_at > $1 group by state`, now)
+	rows, err := s.db.pool.Query(ctx, `select state, count(*) from idempotency_records where expires_at > $1 and left(key, 1) <> $2 group by state`,
+		now, driver.InternalKeyPrefix)
 	if err != nil {
 		return nil, err
 	}

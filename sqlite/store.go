@@ -452,7 +452,8 @@ func (s *Store) Expired(ctx context.Context, now time.Time) (int, error) {
 
 // CountByState implements driver.StateCounter.
 func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.State]int, error) {
-	rows, err := s.db.sql.QueryContext(ctx, `select state, count(*) from idempotency_records where expires_at > ? group by state`, now.UnixMilli())
+	rows, err := s.db.sql.QueryContext(ctx, `select state, count(*) from idempotency_records where expires_at > ? and substr(key, 1, 1) <> ? group by state`,
+		now.UnixMilli(), driver.InternalKeyPrefix)
 	if err != nil {
 		return nil, err
 	}

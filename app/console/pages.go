@@ -428,6 +428,9 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 			v["Record"] = rv
 			v["NextKey"] = charge.BankKey(rec.Key, rec.Generation+1)
 			v["Seal"] = c.seal("", id, &rec)
+			// Under four-eyes a reopen with a new attempt is proposed, not
+			// done (reopen below): the page says so before the button.
+			v["NewAttemptProposed"] = c.o.Approvals != nil && c.o.Approvals.Policy().ReopenNewAttempt
 		}
 		c.render(w, r, http.StatusOK, "confirm", v)
 	}
@@ -600,7 +603,7 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 			var p approval.Proposal
 			if p, err = c.o.Approvals.Propose(actorOf(id), spec, targets); err == nil {
 				e.Proposal, e.Result = p.ID, "proposed"
-				c.result(w, r, http.StatusAccepted, "Proposed", fmt.Sprintf("A reopen with a new attempt needs another operator's approval (%s): proposal %s waits for it.", p.Needs, p.ID),
+				c.result(w, r, http.StatusAccepted, "Proposed", fmt.Sprintf("Nothing was reopened yet: this needs another operator's approval (%s). Proposal %s waits for it; it runs once approved.", p.Needs, p.ID),
 					"/proposals/show?id="+urlQuery(p.ID), "the proposal")
 				return e
 			}

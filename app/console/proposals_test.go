@@ -115,14 +115,24 @@ func TestAReopenWithANewAttemptIsProposedUnderFourEyes(t *testing.T) {
 	w := newWorld(t)
 	srv := w.consoleWith(t, proxyAuth(), w.withBook(t, "reopen-new-attempt"))
 	_, page := as(t, "olga", "GET", srv.URL+"/charge/reopen?id="+url.QueryEscape(w.failed), nil)
+	// The confirmation says, before the button, that it is proposed.
+	if !strings.Contains(page, `id="four-eyes-note"`) {
+		t.Fatalf("the confirmation does not say a new attempt is proposed under four-eyes:\n%s", page)
+	}
 	code, body := as(t, "olga", "POST", srv.URL+"/charge/reopen", url.Values{"id": {w.failed}, "csrf": {csrfOf(t, page)},
 		"reason": {"INC-13: funds arrived"}, "new_attempt": {"on"}})
-	if code != http.StatusAccepted || proposalIDRE.FindString(body) == "" {
+	if code != http.StatusAccepted || proposalIDRE.FindString(body) == "" || !strings.Contains(body, "Nothing was reopened yet") {
 		t.Fatalf("reopen --new-attempt under four-eyes: %d\n%s", code, body)
 	}
 	rec, err := w.store.Get(t.Context(), w.failed, time.Now())
 	if err != nil || rec.State != driver.StateFailed {
 		t.Fatalf("reopened without approval: %+v %v", rec, err)
+	}
+	// Without the policy the confirmation says nothing of a proposal.
+	w2 := newWorld(t)
+	_, page = as(t, "olga", "GET", w2.console(t, proxyAuth()).URL+"/charge/reopen?id="+url.QueryEscape(w2.failed), nil)
+	if strings.Contains(page, `id="four-eyes-note"`) || !strings.Contains(page, `id="new-attempt"`) {
+		t.Fatalf("without four-eyes, the confirmation:\n%s", page)
 	}
 }
 

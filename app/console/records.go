@@ -200,6 +200,12 @@ func (c *Console) recordsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, rec := range page.Records {
+		// A tool's own record (the four-eyes settings, a renotify's or a
+		// reconciliation's claim: driver.InternalKeyPrefix) is not a
+		// charge: not listed, as Stuck does not list one.
+		if strings.HasPrefix(rec.Key, driver.InternalKeyPrefix) {
+			continue
+		}
 		v.Records = append(v.Records, recordView(rec, now))
 	}
 	look := c.lookInDLQ(r.Context(), expiredClaims(v.Records, now))

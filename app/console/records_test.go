@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,5 +192,31 @@ func TestTheConsolesNotFoundPage(t *testing.T) {
 	code, page = as(t, "", "GET", srv.URL+"/nope", nil)
 	if code != http.StatusNotFound || strings.Contains(page, "<nav>") {
 		t.Fatalf("anonymous 404: %d\n%s", code, page)
+	}
+}
+
+// A tool's own record (the four-eyes settings the console's start keeps,
+// "_settings/v00000001", DONE) is not a charge: the DONE page does not
+// list it as one debited.
+func TestRecordsPageLeavesOutToolRecords(t *testing.T) {
+	w := newWorld(t)
+	g, err := idempotency.NewGuard(w.store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"_settings/v00000001", "CHG-2026-11-000123"} {
+		c, err := g.Claim(t.Context(), key, "fp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Complete(t.Context(), c.Lease(), "DEBITED", "CBS1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := w.console(t, proxyAuth())
+	_, page := as(t, "vera", "GET", srv.URL+"/records?state=DONE", nil)
+	ids, _ := recordsOf(t, page)
+	if !slices.Contains(ids, "CHG-2026-11-000123") || slices.Contains(ids, "_settings/v00000001") || strings.Contains(page, "_settings") {
+		t.Fatalf("DONE page lists %v", ids)
 	}
 }

@@ -329,7 +329,8 @@ type Purger interface {
 }
 
 // StateCounter is an optional Store capability for operators: how many
-// records are in each state (records past retention not counted), where
+// records are in each state (records past retention not counted, nor a
+// tool's own, whose key starts with InternalKeyPrefix), where
 // the store can count without reading every record. Every state it counts
 // is in the map, 0 included (NewCounts); a state missing from the map is
 // not counted (DynamoDB counts only the states of its sparse index: DONE

@@ -296,6 +296,12 @@ var operatorsCases = []testCase{
 				t.Fatal(err)
 			}
 		}
+		// A tool's own records (driver.InternalKeyPrefix), one DONE and
+		// one IN_PROGRESS, are not charges: not counted.
+		e.done(t, driver.InternalKeyPrefix+"tool/"+e.key, "SENT")
+		if _, err := e.g.Claim(ctx, driver.InternalKeyPrefix+"tool/"+e.key+"-busy", fpA); err != nil {
+			t.Fatal(err)
+		}
 		after, err := sc.CountByState(ctx, e.clock.Now())
 		if err != nil {
 			t.Fatal(err)

@@ -60,9 +60,25 @@ func PrintList(w io.Writer, entries []Entry, total int) {
 	fmt.Fprintln(tw, "ID\tCHARGE\tACCOUNT\tAMOUNT\tREASON\tRECEIVED\tAGE\tCOPIES\tDETAIL")
 	for _, e := range entries {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%s\n", show(e.ID), dash(e.ChargeID), dash(e.Account), dash(e.Amount), show(e.Code), e.ReceiveCount,
-			(time.Duration(e.Age) * time.Second).String(), e.Copies, show(charge.Clip(orElse(e.Detail, e.Unreadable), 80)))
+			(time.Duration(e.Age) * time.Second).String(), e.Copies, show(clipDetail(orElse(e.Detail, e.Unreadable))))
 	}
 	tw.Flush()
+}
+
+// clipDetail is a reason's detail as dlq list's last column shows it: at
+// most about 80 bytes, cut before a word rather than inside one, so that a
+// masked account is never shown cut ("account ********78…" read as
+// another mask); dlq show prints it whole.
+func clipDetail(s string) string {
+	const n = 80
+	if len(s) <= n {
+		return s
+	}
+	c := strings.TrimSuffix(charge.Clip(s, n), "…")
+	if i := strings.LastIndexByte(c, ' '); i >= n/2 {
+		c = c[:i]
+	}
+	return c + " …"
 }
 
 // dash is text from outside as printed (safetext.Text), "-" for none.

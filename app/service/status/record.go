@@ -74,7 +74,7 @@ func Prefix(s string, n int) string { return s[:min(n, len(s))] }
 func Meaning(s driver.State) string {
 	return map[driver.State]string{
 		driver.StateDone:       "finished; redeliveries are dropped",
-		driver.StateFailed:     "declined permanently; redeliveries are dead-lettered",
+		driver.StateFailed:     "failed; redeliveries are dead-lettered until an operator reopens it",
 		driver.StateInProgress: "being worked on, or its worker died (reclaimed once the lease expires)",
 		driver.StateWaiting:    "waiting: its next step is scheduled (a retry, or the debit after the pre-debit notice); the first delivery after then resumes it",
 	}[s]
