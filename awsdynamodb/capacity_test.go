@@ -132,10 +132,7 @@ func TestAFreshChargeCostsTwoWriteUnitsIndexesIncluded(t *testing.T) {
 		t.Run(db.Name, func(t *testing.T) {
 			s0, client := storeOn(t, db, nil, "capacity")
 			api := &billed{Client: client, table: s0.Table()}
-			s, err := awsdynamodb.New(api, s0.Table())
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := storeThrough(t, api, s0.Table())
 			ctx := t.Context()
 			clock := storetest.NewClock(storetest.Epoch)
 			g := guardOn(t, s, clock)

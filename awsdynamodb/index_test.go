@@ -70,10 +70,7 @@ func TestTheSparseIndexHoldsOnlyTheStatesWorthListing(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
 	api := &noScans{Client: client}
-	s, err := awsdynamodb.New(api, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeThrough(t, api, table)
 	ctx := t.Context()
 	clock := storetest.NewClock(storetest.Epoch)
 	g := guardOn(t, s, clock)
@@ -196,10 +193,7 @@ func tableWithoutTheIndex(t *testing.T, db awstest.DynamoDB) {
 		Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	s, err := awsdynamodb.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeThrough(t, client, table)
 	clock := storetest.NewClock(storetest.Epoch)
 	g := guardOn(t, s, clock)
 	c, err := g.Claim(ctx, "CHG-OLD", "fp")

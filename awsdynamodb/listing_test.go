@@ -27,10 +27,7 @@ func TestListingsAreQueriesDynamoDBAccepts(t *testing.T) {
 		t.Run(db.Name, func(t *testing.T) {
 			s0, client := storeOn(t, db, nil, "listing")
 			api := &noScans{Client: client}
-			s, err := awsdynamodb.New(api, s0.Table())
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := storeThrough(t, api, s0.Table())
 			ctx := t.Context()
 			at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 			exp := at.Add(24 * time.Hour)
@@ -145,10 +142,7 @@ func TestStuckOverManyClaims(t *testing.T) {
 	db := awstest.DynamoDBs()[1]
 	s0, client := storeOn(t, db, nil, "many")
 	api := &noScans{Client: client}
-	s, err := awsdynamodb.New(api, s0.Table())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeThrough(t, api, s0.Table())
 	ctx := t.Context()
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	const n = 4800 // 4 segments of more than one page each

@@ -174,6 +174,22 @@ func (s *Store) key(k string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrKey: str(k)}
 }
 
+// updateAsRead is the UpdateItem of key's item that writes only where
+// cond holds, answering the item as written or, where cond failed, as it
+// was (a reclaim, reopen, amend or collect of the record as read).
+func (s *Store) updateAsRead(key, cond, update string, names map[string]string, values map[string]types.AttributeValue) *dynamodb.UpdateItemInput {
+	return &dynamodb.UpdateItemInput{
+		TableName:                           aws.String(s.table),
+		Key:                                 s.key(key),
+		ConditionExpression:                 aws.String(cond),
+		UpdateExpression:                    aws.String(update),
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
 // ttlSeconds rounds up, so that TTL never deletes a record before its
 // retention.
 func ttlSeconds(t time.Time) int64 {
@@ -317,16 +333,7 @@ func (s *Store) reclaim(ctx context.Context, req driver.ClaimRequest, old driver
 		update, names = reclaimSummaryUpdate, reclaimSummaryNames
 		values[":summary"] = str(req.Summary)
 	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 s.key(req.Key),
-		ConditionExpression:                 aws.String(reclaimCondition),
-		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	out, err := s.api.UpdateItem(ctx, s.updateAsRead(req.Key, reclaimCondition, update, names, values))
 	if err == nil {
 		rec, err := decode(out.Attributes)
 		if err != nil {
@@ -565,16 +572,7 @@ func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Reco
 		}
 		update = set + " REMOVE " + remove
 	}
-	in := &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 s.key(r.Key),
-		ConditionExpression:                 aws.String(cond),
-		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	in := s.updateAsRead(r.Key, cond, update, names, values)
 	for range maxReclaims {
 		out, err := s.api.UpdateItem(ctx, in)
 		if err == nil {
@@ -633,16 +631,8 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 	if len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")
 	}
-	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 s.key(a.Key),
-		ConditionExpression:                 aws.String(`#state = :done AND #token = :token AND #status = :from AND #expires > :now`),
-		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            pick("#state", "#token", "#status", "#detail", "#updated", "#history", "#expires", "#ls"),
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
+	out, err := s.api.UpdateItem(ctx, s.updateAsRead(a.Key, `#state = :done AND #token = :token AND #status = :from AND #expires > :now`,
+		update, pick("#state", "#token", "#status", "#detail", "#updated", "#history", "#expires", "#ls"), values))
 	if err == nil {
 		return decode(out.Attributes)
 	}
@@ -703,16 +693,7 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 	if len(remove) > 0 {
 		update += " REMOVE " + strings.Join(remove, ", ")
 	}
-	in := &dynamodb.UpdateItemInput{
-		TableName:                           aws.String(s.table),
-		Key:                                 s.key(c.Key),
-		ConditionExpression:                 aws.String(cond),
-		UpdateExpression:                    aws.String(update),
-		ExpressionAttributeNames:            names,
-		ExpressionAttributeValues:           values,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	in := s.updateAsRead(c.Key, cond, update, names, values)
 	for range maxReclaims {
 		out, err := s.api.UpdateItem(ctx, in)
 		if err == nil {

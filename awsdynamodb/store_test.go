@@ -35,6 +35,17 @@ func storeOver(t *testing.T, rt http.RoundTripper, prefix string) (*awsdynamodb.
 	return storeOn(t, awstest.DynamoDBs()[0], rt, prefix)
 }
 
+// storeThrough is a store on table whose calls go through api (a client,
+// or one wrapped to count or check them).
+func storeThrough(t *testing.T, api awsdynamodb.API, table string) *awsdynamodb.Store {
+	t.Helper()
+	s, err := awsdynamodb.New(api, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // storeOn is a store on a fresh table of db (moto or dynalite) whose
 // requests go through rt (nil: straight to the server).
 func storeOn(t *testing.T, db awstest.DynamoDB, rt http.RoundTripper, prefix string) (*awsdynamodb.Store, *dynamodb.Client) {
@@ -49,10 +60,7 @@ func storeOn(t *testing.T, db awstest.DynamoDB, rt http.RoundTripper, prefix str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
-	s, err := awsdynamodb.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeThrough(t, client, table)
 	return s, client
 }
 

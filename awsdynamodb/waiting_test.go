@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 )
@@ -47,10 +46,7 @@ func TestAWaitingChargeIsListedCountedNeverStuckAndResumed(t *testing.T) {
 	rt := &counting{base: http.DefaultTransport.(*http.Transport).Clone(), n: map[string]int{}}
 	s0, client := storeOver(t, rt, "waiting")
 	api := &noScans{Client: client}
-	s, err := awsdynamodb.New(api, s0.Table())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := storeThrough(t, api, s0.Table())
 	ctx := t.Context()
 	clock := storetest.NewClock(storetest.Epoch)
 	g := guardOn(t, s, clock)

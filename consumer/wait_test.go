@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/sqlite"
+	"github.com/finedge/idempotent-consumer/sqlite/sqlitetest"
 )
 
 // schedule is the record of each charge, as a store keeps it: handled
@@ -83,11 +83,7 @@ var waitQueues = []waitQueue{
 		return memqueue.New(memqueue.Options{VisibilityTimeout: time.Second, WaitTime: 10 * time.Millisecond, MaxReceiveCount: 2, DLQ: dlq})
 	}},
 	{"sqlite", 250 * time.Millisecond, func(t *testing.T) queue.Queue {
-		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{Sync: sqlite.SyncNormal})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db := sqlitetest.Open(t, "q.db", sqlite.OpenOptions{Sync: sqlite.SyncNormal})
 		q, err := sqlite.NewQueue(db, sqlite.QueueOptions{VisibilityTimeout: time.Second, MaxReceiveCount: 2,
 			WaitTime: 20 * time.Millisecond, PollInterval: 5 * time.Millisecond, SweepInterval: 5 * time.Millisecond})
 		if err != nil {

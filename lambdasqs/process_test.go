@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,32 +20,8 @@ import (
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
-var (
-	buildOnce sync.Once
-	fnPath    string
-	buildErr  error
-)
-
 // fnBinary builds testdata/fn once per run.
-func fnBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "lambdasqs-fn")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		fnPath = filepath.Join(dir, "bootstrap")
-		out, err := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", fnPath, "./testdata/fn").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return fnPath
-}
+func fnBinary(t *testing.T) string { return lambdatest.Build(t, "./testdata/fn") }
 
 // world is one test's function: its store file, its effects and DLQ files,
 // and a Runtime API server its processes ask.
@@ -82,25 +56,13 @@ func newWorld(t *testing.T, lease, minWork, sleep time.Duration) *world {
 // start runs one function process (an execution environment).
 func (w *world) start() {
 	w.t.Helper()
-	cmd := exec.Command(fnBinary(w.t))
-	cmd.Env = append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+w.rt.Addr, "AWS_LAMBDA_FUNCTION_NAME=test-function",
+	env := append(os.Environ(), "AWS_LAMBDA_RUNTIME_API="+w.rt.Addr, "AWS_LAMBDA_FUNCTION_NAME=test-function",
 		"FN_DB="+w.db, "FN_EFFECTS="+w.effects, "FN_DLQ="+w.dlq, "FN_LEASE="+w.lease.String(),
 		"FN_MIN_WORK="+w.minWork.String(), "FN_SLEEP="+w.sleep.String())
 	if w.redrive {
-		cmd.Env = append(cmd.Env, "FN_REDRIVE=1")
+		env = append(env, "FN_REDRIVE=1")
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if w.t.Failed() {
-			w.t.Logf("function process %d:\n%s", cmd.Process.Pid, stderr.String())
-		}
-	})
+	lambdatest.Run(w.t, fnBinary(w.t), env)
 }
 
 type rec struct{ id, body string }

@@ -130,16 +130,21 @@ end
 return 0
 `)
 
-// reopenScript: ARGV token, now, expires at, reason, lease until, ttl,
-// previous token ("" any), generation (0 keep), history. Returns {1, hash}
-// reopened, {0, hash} not FAILED, another token or past retention, {0}
-// missing.
-var reopenScript = redis.NewScript(`
+// readHash begins the scripts that write a record only as read (reopen,
+// amend, collect): KEYS[1]'s hash as old (its field, value pairs) and as
+// the table h; a missing key answers {0}.
+const readHash = `
 local k = KEYS[1]
 local old = redis.call('HGETALL', k)
 if #old == 0 then return {0} end
 local h = {}
-for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
+for i = 1, #old, 2 do h[old[i]] = old[i + 1] end`
+
+// reopenScript: ARGV token, now, expires at, reason, lease until, ttl,
+// previous token ("" any), generation (0 keep), history. Returns {1, hash}
+// reopened, {0, hash} not FAILED, another token or past retention, {0}
+// missing.
+var reopenScript = redis.NewScript(readHash + `
 if h.state ~= 'FAILED' or tonumber(h.expires_at) <= tonumber(ARGV[2]) then return {0, old} end
 if ARGV[7] ~= '' and h.token ~= ARGV[7] then return {0, old} end
 if tonumber(ARGV[8]) > 0 then
@@ -298,34 +303,13 @@ func (s *Store) Reopen(ctx context.Context, r driver.ReopenRequest) (driver.Reco
 	}
 	res, err := reopenScript.Run(ctx, s.c, []string{s.key(r.Key)}, r.Token, ms(r.Now), ms(r.ExpiresAt), r.Reason,
 		ms(r.LeaseUntil), ttl(r.Now, r.ExpiresAt), r.PrevToken, r.Generation, driver.JoinHistory(r.History)).Slice()
-	if err != nil {
-		return driver.Record{}, driver.Unavailable("reopen", err)
-	}
-	if len(res) == 1 {
-		return driver.Record{}, driver.ErrNotFound
-	}
-	rec, err := decode(r.Key, res[1])
-	if err != nil {
-		return driver.Record{}, driver.Unavailable("reopen", err)
-	}
-	switch {
-	case res[0] == int64(1):
-		return rec, nil
-	case rec.Expired(r.Now):
-		return driver.Record{}, driver.ErrNotFound
-	}
-	return rec, driver.ErrNotFailed
+	return answered("reopen", r.Key, res, err, r.Now, driver.ErrNotFailed)
 }
 
 // amendScript: ARGV token, from status, status, detail, history, now.
 // Returns {1, hash} amended, {0, hash} not as read (or past retention),
 // {0} missing.
-var amendScript = redis.NewScript(`
-local k = KEYS[1]
-local old = redis.call('HGETALL', k)
-if #old == 0 then return {0} end
-local h = {}
-for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
+var amendScript = redis.NewScript(readHash + `
 if h.state ~= 'DONE' or h.token ~= ARGV[1] or h.status ~= ARGV[2] or tonumber(h.expires_at) <= tonumber(ARGV[6]) then return {0, old} end
 redis.call('HSET', k, 'status', ARGV[3], 'detail', ARGV[4], 'history', ARGV[5], 'updated_at', ARGV[6])
 return {1, redis.call('HGETALL', k)}
@@ -335,23 +319,7 @@ return {1, redis.call('HGETALL', k)}
 func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record, error) {
 	res, err := amendScript.Run(ctx, s.c, []string{s.key(a.Key)}, a.Token, a.FromStatus, a.Status, a.Detail,
 		driver.JoinHistory(a.History), ms(a.Now)).Slice()
-	if err != nil {
-		return driver.Record{}, driver.Unavailable("amend", err)
-	}
-	if len(res) == 1 {
-		return driver.Record{}, driver.ErrNotFound
-	}
-	rec, err := decode(a.Key, res[1])
-	if err != nil {
-		return driver.Record{}, driver.Unavailable("amend", err)
-	}
-	switch {
-	case res[0] == int64(1):
-		return rec, nil
-	case rec.Expired(a.Now):
-		return driver.Record{}, driver.ErrNotFound
-	}
-	return rec, driver.ErrStale
+	return answered("amend", a.Key, res, err, a.Now, driver.ErrStale)
 }
 
 // collectScript: ARGV from state, token read, generation read (1 or
@@ -360,12 +328,7 @@ func (s *Store) Amend(ctx context.Context, a driver.AmendRequest) (driver.Record
 // ttl. Returns {1, hash} collected, {2, hash} DONE under the new token
 // already (a retry that landed), {0, hash} not as read (or past
 // retention), {0} missing.
-var collectScript = redis.NewScript(`
-local k = KEYS[1]
-local old = redis.call('HGETALL', k)
-if #old == 0 then return {0} end
-local h = {}
-for i = 1, #old, 2 do h[old[i]] = old[i + 1] end
+var collectScript = redis.NewScript(readHash + `
 if tonumber(h.expires_at) <= tonumber(ARGV[10]) then return {0, old} end
 if h.state == 'DONE' and h.token == ARGV[5] then return {2, old} end
 local gen = tonumber(h.generation or '1') or 1
@@ -378,6 +341,31 @@ redis.call('PEXPIRE', k, ARGV[12])
 return {1, redis.call('HGETALL', k)}
 `)
 
+// answered reads the answer of a script that writes key only as read
+// (reopen, amend, collect): {1, hash} written, {2, hash} written already
+// (a collect's retry that landed), {0, hash} not as read, {0} missing.
+// The record past its retention at now is missing; one not as read is
+// refused.
+func answered(op, key string, res []any, err error, now time.Time, refused error) (driver.Record, error) {
+	if err != nil {
+		return driver.Record{}, driver.Unavailable(op, err)
+	}
+	if len(res) == 1 {
+		return driver.Record{}, driver.ErrNotFound
+	}
+	rec, err := decode(key, res[1])
+	if err != nil {
+		return driver.Record{}, driver.Unavailable(op, err)
+	}
+	switch {
+	case res[0] == int64(1), res[0] == int64(2):
+		return rec, nil
+	case rec.Expired(now):
+		return driver.Record{}, driver.ErrNotFound
+	}
+	return rec, refused
+}
+
 // Collect implements driver.Collector: one script.
 func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Record, error) {
 	if !c.Valid() {
@@ -385,23 +373,7 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 	}
 	res, err := collectScript.Run(ctx, s.c, []string{s.key(c.Key)}, string(c.From), c.Token, max(c.Generation, 1), ms(c.LeaseExpiredBy),
 		c.NewToken, c.PostedGeneration, c.Status, c.Detail, driver.JoinHistory(c.History), ms(c.Now), ms(c.ExpiresAt), ttl(c.Now, c.ExpiresAt)).Slice()
-	if err != nil {
-		return driver.Record{}, driver.Unavailable("collect", err)
-	}
-	if len(res) == 1 {
-		return driver.Record{}, driver.ErrNotFound
-	}
-	rec, err := decode(c.Key, res[1])
-	if err != nil {
-		return driver.Record{}, driver.Unavailable("collect", err)
-	}
-	switch {
-	case res[0] == int64(1), res[0] == int64(2):
-		return rec, nil
-	case rec.Expired(c.Now):
-		return driver.Record{}, driver.ErrNotFound
-	}
-	return rec, driver.ErrStale
+	return answered("collect", c.Key, res, err, c.Now, driver.ErrStale)
 }
 
 // ListByResult implements driver.ResultLister by SCAN over the prefix
@@ -459,22 +431,14 @@ func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.L
 	for len(keys) > 0 && len(out) <= limit {
 		batch := keys[:min(len(keys), 100)]
 		keys = keys[len(batch):]
-		p := s.c.Pipeline()
-		cmds := make([]*redis.MapStringStringCmd, len(batch))
+		cmds := s.hashes(ctx, batch)
 		for i, k := range batch {
-			cmds[i] = p.HGetAll(ctx, s.key(k))
-		}
-		_, _ = p.Exec(ctx) // each command's own error below
-		for i, k := range batch {
-			if err := cmds[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
-				if strings.HasPrefix(err.Error(), "WRONGTYPE") {
-					continue // another program's key under the prefix: not a record
-				}
+			h, err := hashOf(cmds[i])
+			if err != nil {
 				return driver.ListPage{}, driver.Unavailable("list", err)
 			}
-			h := cmds[i].Val()
 			if len(h) == 0 || h["state"] != string(req.State) {
-				continue // gone since the scan, or another state
+				continue // gone since the scan, another program's key or another state
 			}
 			rec, err := decode(k, h)
 			if err == nil && req.Listed(rec) {
@@ -483,6 +447,30 @@ func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.L
 		}
 	}
 	return driver.Page(out[:min(len(out), limit+1)], limit), nil
+}
+
+// hashes asks for the hashes of keys (names under the prefix) in one
+// pipeline; each command's own error is read by hashOf.
+func (s *Store) hashes(ctx context.Context, keys []string) []*redis.MapStringStringCmd {
+	p := s.c.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = p.HGetAll(ctx, s.key(k))
+	}
+	_, _ = p.Exec(ctx) // each command's own error below
+	return cmds
+}
+
+// hashOf is a pipelined HGETALL's hash: none for a key gone or another
+// program's key under the prefix (not a hash: not a record).
+func hashOf(c *redis.MapStringStringCmd) (map[string]string, error) {
+	if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		if strings.HasPrefix(err.Error(), "WRONGTYPE") {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return c.Val(), nil
 }
 
 // MaxListScan bounds the keys one ListState page holds in memory (they
@@ -519,20 +507,12 @@ func (s *Store) WalkUpdated(ctx context.Context, req driver.WalkRequest, fn func
 		if len(batch) == 0 {
 			return nil
 		}
-		p := s.c.Pipeline()
-		cmds := make([]*redis.MapStringStringCmd, len(batch))
+		cmds := s.hashes(ctx, batch)
 		for i, k := range batch {
-			cmds[i] = p.HGetAll(ctx, s.key(k))
-		}
-		_, _ = p.Exec(ctx) // each command's own error below
-		for i, k := range batch {
-			if err := cmds[i].Err(); err != nil && !errors.Is(err, redis.Nil) {
-				if strings.HasPrefix(err.Error(), "WRONGTYPE") {
-					continue // another program's key under the prefix
-				}
+			h, err := hashOf(cmds[i])
+			if err != nil {
 				return driver.Unavailable("walk", err)
 			}
-			h := cmds[i].Val()
 			if len(h) == 0 || h["state"] != string(req.State) {
 				continue
 			}

@@ -3,7 +3,6 @@ package sqlite_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/sqlite"
+	"github.com/finedge/idempotent-consumer/sqlite/sqlitetest"
 )
 
 // Attack 52s: a summary longer than driver.MaxSummaryBytes through the
@@ -20,11 +20,7 @@ import (
 // the claiming receive must not write it either. The message is received
 // unbound, and the Guard's own claim refuses it.
 func TestAttack52sClaimingReceiveRefusesAnOverlongSummary(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t, "q.db", sqlite.OpenOptions{})
 	q, err := sqlite.NewQueue(db, sqlite.QueueOptions{VisibilityTimeout: time.Minute, WaitTime: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

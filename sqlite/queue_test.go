@@ -12,6 +12,7 @@ import (
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/queue/queuetest"
 	"github.com/finedge/idempotent-consumer/sqlite"
+	"github.com/finedge/idempotent-consumer/sqlite/sqlitetest"
 )
 
 func openQueue(t *testing.T, path string, opts sqlite.QueueOptions) *sqlite.Queue {
@@ -54,11 +55,7 @@ func TestQueueConformance(t *testing.T) {
 // Claims ride in the embedded queue's transactions (queue.ClaimingReceiver).
 func TestQueueClaiming(t *testing.T) {
 	queuetest.Claiming(t, queuetest.ClaimingHarness{Open: func(t *testing.T, visibility time.Duration) (queuetest.ClaimingQueue, driver.Store) {
-		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db := sqlitetest.Open(t, "q.db", sqlite.OpenOptions{})
 		q, err := sqlite.NewQueue(db, sqlite.QueueOptions{VisibilityTimeout: visibility, WaitTime: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

@@ -15,14 +15,11 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/queue/queuetest"
 	"github.com/finedge/idempotent-consumer/sqlite"
+	"github.com/finedge/idempotent-consumer/sqlite/sqlitetest"
 )
 
 func TestConformance(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t, "ic.db", sqlite.OpenOptions{})
 	s := sqlite.NewStore(db)
 	storetest.Conformance(t, s)
 }
@@ -31,11 +28,7 @@ func TestConformance(t *testing.T) {
 // receive's transaction and every finish in the transaction that deletes
 // its message (the co-located path): the same state machine, row by row.
 func TestConformanceThroughTheQueue(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t, "ic.db", sqlite.OpenOptions{})
 	q, err := sqlite.NewQueue(db, sqlite.QueueOptions{Name: "claims", VisibilityTimeout: 12 * time.Hour,
 		WaitTime: 5 * time.Millisecond, PollInterval: time.Millisecond})
 	if err != nil {
@@ -107,11 +100,7 @@ func BenchmarkClaim(b *testing.B) {
 // record (its write never started). A cancellation must never undo another
 // caller's write.
 func TestCancelledCallersNeverPoisonAGroupCommit(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "cancel.db"), sqlite.OpenOptions{Sync: sqlite.SyncNormal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t, "cancel.db", sqlite.OpenOptions{Sync: sqlite.SyncNormal})
 	s := sqlite.NewStore(db)
 	const n = 2000
 	type told struct {

@@ -15,53 +15,6 @@ import (
 	"github.com/finedge/idempotent-consumer/memqueue"
 )
 
-// handClock is a clock that moves by hand; After's channels fire as it
-// passes them, and every After is announced on armed.
-type handClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	timers []handTimer
-	armed  chan struct{}
-}
-
-type handTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func (c *handClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *handClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	c.timers = append(c.timers, handTimer{c.now.Add(d), ch})
-	select {
-	case c.armed <- struct{}{}:
-	default:
-	}
-	return ch
-}
-
-func (c *handClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-	kept := c.timers[:0]
-	for _, tm := range c.timers {
-		if tm.at.After(t) {
-			kept = append(kept, tm)
-		} else {
-			tm.ch <- t
-		}
-	}
-	c.timers = kept
-}
-
 // Outside the posting window nothing is received: 1,000 charges sent on
 // a Sunday stay at receive count 0 while the runtime waits at the
 // calendar's gate, and once the window opens on Monday each is handled
@@ -72,7 +25,7 @@ func TestOutsideThePostingWindowNothingIsReceived(t *testing.T) {
 		t.Fatal(err)
 	}
 	kolkata := cal.Windows()[0].Loc
-	clock := &handClock{now: time.Date(2025, 3, 16, 9, 0, 0, 0, kolkata), armed: make(chan struct{}, 1)} // Sunday
+	clock := newFakeClock(time.Date(2025, 3, 16, 9, 0, 0, 0, kolkata)) // Sunday
 	gate := calendar.NewGate(cal, clock)
 	var _ consumer.Gate = gate
 
@@ -145,7 +98,7 @@ func TestAttackALongPollAcrossTheCloseIsNotHandledOutsideTheWindow(t *testing.T)
 		t.Fatal(err)
 	}
 	kolkata := cal.Windows()[0].Loc
-	clock := &handClock{now: time.Date(2025, 3, 17, 19, 59, 55, 0, kolkata), armed: make(chan struct{}, 1)} // Monday, open
+	clock := newFakeClock(time.Date(2025, 3, 17, 19, 59, 55, 0, kolkata)) // Monday, open
 	gate := calendar.NewGate(cal, clock)
 	dlq := memqueue.New(memqueue.Options{WaitTime: 20 * time.Millisecond})
 	q := memqueue.New(memqueue.Options{VisibilityTimeout: time.Minute, WaitTime: 5 * time.Second, DLQ: dlq})

@@ -11,12 +11,14 @@ import (
 	"github.com/finedge/idempotent-consumer/app/calendar"
 )
 
-// fakeClock moves only when told; After's channels fire as it passes them.
+// fakeClock moves only when told; After's channels fire as it passes them,
+// and every After is announced on armed with its duration (the first 100
+// not yet read).
 type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []fakeTimer
-	armed   chan time.Duration // every After, with its duration
+	armed   chan time.Duration
 }
 
 type fakeTimer struct {
@@ -39,7 +41,10 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	defer c.mu.Unlock()
 	ch := make(chan time.Time, 1)
 	c.waiters = append(c.waiters, fakeTimer{c.now.Add(d), ch})
-	c.armed <- d
+	select {
+	case c.armed <- d:
+	default:
+	}
 	return ch
 }
 

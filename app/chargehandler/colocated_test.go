@@ -3,7 +3,6 @@ package chargehandler_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/queue"
 	"github.com/finedge/idempotent-consumer/sqlite"
+	"github.com/finedge/idempotent-consumer/sqlite/sqlitetest"
 )
 
 // debits is a bank that accepts every debit and counts them by charge.
@@ -40,11 +40,7 @@ func event(id string) string {
 // charge service over them.
 func colocated(t *testing.T) (*sqlite.Queue, *debits, *charge.Service) {
 	t.Helper()
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "q.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t, "q.db", sqlite.OpenOptions{})
 	q, err := sqlite.NewQueue(db, sqlite.QueueOptions{Name: "charges", VisibilityTimeout: time.Minute, WaitTime: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

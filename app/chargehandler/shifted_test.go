@@ -8,10 +8,10 @@ import (
 
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/chargehandler"
-	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 	"github.com/finedge/idempotent-consumer/app/notifysim"
 	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/logbuf"
 	"github.com/finedge/idempotent-consumer/internal/wiretest"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
@@ -36,7 +36,7 @@ func TestShiftedFieldsNeverReachTheDLQReasonOrTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs apptest.LockedBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: neverDebits{t}, Notifier: notifysim.NewRecorder(0, quiet), Logger: log})
 	if err != nil {

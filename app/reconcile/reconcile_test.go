@@ -29,6 +29,7 @@ import (
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/redisstore"
 	"github.com/finedge/idempotent-consumer/sqlite"
+	"github.com/finedge/idempotent-consumer/sqlite/sqlitetest"
 )
 
 // The statement's day and the run's time.
@@ -420,11 +421,7 @@ func reconcileOn(t *testing.T, s driver.Store, prefix string) {
 var backends = map[string]func(t *testing.T) driver.Store{
 	"memory": func(*testing.T) driver.Store { return memstore.New() },
 	"sqlite": func(t *testing.T) driver.Store {
-		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db := sqlitetest.Open(t, "ic.db", sqlite.OpenOptions{})
 		return sqlite.NewStore(db)
 	},
 	"postgres": func(t *testing.T) driver.Store { return postgres.NewStore(pgtest.Open(t)) },

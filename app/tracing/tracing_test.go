@@ -17,11 +17,11 @@ import (
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/corebank"
 	"github.com/finedge/idempotent-consumer/app/corebanksim"
-	"github.com/finedge/idempotent-consumer/app/internal/apptest"
 	"github.com/finedge/idempotent-consumer/app/notifysim"
 	"github.com/finedge/idempotent-consumer/app/service/pipeline"
 	"github.com/finedge/idempotent-consumer/app/tracing"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/logbuf"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 )
@@ -166,7 +166,7 @@ func TestOffUnlessTheStandardVariablesConfigureAnExporter(t *testing.T) {
 // and span ids (here: the warning of a failed notification), so that an
 // operator goes from the log line to the trace.
 func TestLogLinesInsideAMessageCarryItsTraceID(t *testing.T) {
-	var logs apptest.LockedBuffer
+	var logs logbuf.Buffer
 	log := slog.New(tracing.LogHandler(slog.NewJSONHandler(&logs, nil)))
 	tp := sdktrace.NewTracerProvider()
 	c := pipeline.Config{Concurrency: 1, Visibility: 30 * time.Second, Lease: time.Minute, Retention: idempotency.DefaultRetention,

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,33 +30,8 @@ import (
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 // binary builds this command as Lambda runs it (bootstrap, lambda.norpc).
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "chargerecovery-lambda")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "bootstrap")
-		cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", binPath, ".")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func binary(t *testing.T) string { return lambdatest.Build(t, ".", "CGO_ENABLED=0") }
 
 const declinedAccount = "009999999999"
 
@@ -124,20 +98,7 @@ func newFn(t *testing.T, faults corebanksim.Faults, extra ...string) *fn {
 // start runs one function process (an execution environment).
 func (f *fn) start() {
 	f.t.Helper()
-	cmd := exec.Command(binary(f.t))
-	cmd.Env = f.env
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if f.t.Failed() {
-			f.t.Logf("function process %d:\n%s", cmd.Process.Pid, stderr.String())
-		}
-	})
+	lambdatest.Run(f.t, binary(f.t), f.env)
 }
 
 func chargeBody(id, account string) string {

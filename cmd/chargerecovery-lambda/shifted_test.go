@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,28 +14,12 @@ import (
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/notifysim"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/internal/logbuf"
 	"github.com/finedge/idempotent-consumer/internal/wiretest"
 	"github.com/finedge/idempotent-consumer/lambdasqs"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/queue"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type noDebit struct{ t *testing.T }
 
@@ -55,7 +38,7 @@ func TestLambdaShiftedFieldsNeverReachTheDLQReasonOrTheLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	svc, err := charge.NewService(charge.Options{Guard: guard, Debiter: noDebit{t}, Notifier: notifysim.NewRecorder(0, log), Logger: log})
 	if err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/logbuf"
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -359,7 +360,7 @@ func TestReadyzSaysWhyWhileTheCircuitIsOpenInWordsOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	var backendDown atomic.Bool
-	var log syncBuffer
+	var log logbuf.Buffer
 	ops, err := opsserver.Start("127.0.0.1:0", metrics.New(), p.Ready(func(context.Context) error {
 		if backendDown.Load() {
 			return errors.New("dial tcp 10.20.30.40:5432: connect: connection refused (postgres://app@db.internal/bank)")

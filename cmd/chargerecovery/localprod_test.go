@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/internal/logbuf"
 	"github.com/finedge/idempotent-consumer/internal/testenv"
 )
 
@@ -69,11 +70,11 @@ func gone(t *testing.T, what string, pids []int) {
 
 // startLocalProd runs the script until it says what is running; it
 // returns the process, the pids it named, and its output so far.
-func startLocalProd(t *testing.T, script, bin, dir string, args ...string) (*exec.Cmd, []int, *syncBuffer) {
+func startLocalProd(t *testing.T, script, bin, dir string, args ...string) (*exec.Cmd, []int, *logbuf.Buffer) {
 	t.Helper()
 	cmd := exec.Command("bash", append([]string{script, "--bin", bin, "--dir", dir}, args...)...)
 	cmd.Env = append(os.Environ(), "IC_AWS_TEST_ENDPOINT=", "AWS_ENDPOINT_URL=")
-	var out syncBuffer
+	var out logbuf.Buffer
 	cmd.Stderr = &out
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

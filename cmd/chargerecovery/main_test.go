@@ -1,39 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/corebanksim"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
+	"github.com/finedge/idempotent-consumer/internal/logbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a command
-// running in a goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type result struct {
 	code           int
@@ -42,7 +22,7 @@ type result struct {
 
 func runCmd(ctx context.Context, env map[string]string, args ...string) result {
 	env = withSimNotifier(env)
-	var out, errb syncBuffer
+	var out, errb logbuf.Buffer
 	e := &cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
 	code := run(ctx, e, args)
 	return result{code, out.String(), errb.String()}
@@ -64,11 +44,7 @@ func useEmulator(t *testing.T) {
 	t.Helper()
 	awstest.Config(t) // fails in CI / skips elsewhere when unreachable
 	t.Setenv("AWS_ENDPOINT_URL", os.Getenv(awstest.EndpointEnv))
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	awstest.Offline(t)
 }
 
 func TestServeAgainstTheEmulatorDebitsACharge3TimesSentOnce(t *testing.T) {

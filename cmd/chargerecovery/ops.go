@@ -55,12 +55,7 @@ func runReopen(ctx context.Context, env *cli.Env, args []string) error {
 	o := operate.ReopenOptions{Out: env.Stdout, Audit: env.Stderr}
 	o.Bind(f)
 	var ac auditConfig
-	ac.Bind(f)
-	opFlag := cli.OperatorFlag(f)
-	if err := f.Parse(args, true); err != nil {
-		return err
-	}
-	trail, book, policy, err := ac.open(ctx, env, bc)
+	trail, book, policy, opFlag, err := ac.parseOpen(ctx, env, bc, f, args, true)
 	if err != nil {
 		return err
 	}
@@ -116,12 +111,7 @@ func runRedrive(ctx context.Context, env *cli.Env, args []string) error {
 	r := operate.RedriveFlags{Run: operate.RedriveRun{Out: env.Stdout, Audit: env.Stderr}}
 	r.Bind(f)
 	var ac auditConfig
-	ac.Bind(f)
-	opFlag := cli.OperatorFlag(f)
-	if err := f.Parse(args, false); err != nil {
-		return err
-	}
-	trail, book, policy, err := ac.open(ctx, env, bc)
+	trail, book, policy, opFlag, err := ac.parseOpen(ctx, env, bc, f, args, false)
 	if err != nil {
 		return err
 	}

@@ -23,15 +23,16 @@ import (
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/internal/dbtest"
+	"github.com/finedge/idempotent-consumer/internal/logbuf"
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
 
 // startCmd runs a command in the background; its stderr can be read while
 // it runs.
-func startCmd(ctx context.Context, env map[string]string, args ...string) (*syncBuffer, <-chan int) {
+func startCmd(ctx context.Context, env map[string]string, args ...string) (*logbuf.Buffer, <-chan int) {
 	env = withSimNotifier(env)
-	var out, errb syncBuffer
+	var out, errb logbuf.Buffer
 	e := &cli.Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string { return env[k] }}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, e, args) }()

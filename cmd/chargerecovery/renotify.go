@@ -21,12 +21,7 @@ func runRenotify(ctx context.Context, env *cli.Env, args []string) error {
 	var r operate.RenotifyFlags
 	r.Bind(f)
 	var ac auditConfig
-	ac.Bind(f)
-	opFlag := cli.OperatorFlag(f)
-	if err := f.Parse(args, true); err != nil {
-		return err
-	}
-	trail, book, policy, err := ac.open(ctx, env, bc)
+	trail, book, policy, opFlag, err := ac.parseOpen(ctx, env, bc, f, args, true)
 	if err != nil {
 		return err
 	}

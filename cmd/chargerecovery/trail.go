@@ -31,6 +31,19 @@ func (c *auditConfig) open(ctx context.Context, env *cli.Env, bc *backend.Config
 	return s.Trail, s.Book, s.Policy, nil
 }
 
+// parseOpen binds the audit and operator flags after the command's own,
+// parses args (allowArgs as FlagSet.Parse) and opens the session: how an
+// audited command starts.
+func (c *auditConfig) parseOpen(ctx context.Context, env *cli.Env, bc *backend.Config, f *cli.FlagSet, args []string, allowArgs bool) (trail *audit.Trail, book *approval.Book, policy approval.Policy, opFlag *string, err error) {
+	c.Bind(f)
+	opFlag = cli.OperatorFlag(f)
+	if err = f.Parse(args, allowArgs); err != nil {
+		return nil, nil, approval.Off, opFlag, err
+	}
+	trail, book, policy, err = c.open(ctx, env, bc)
+	return trail, book, policy, opFlag, err
+}
+
 // openBook is open where proposals are kept: the trail must be given.
 func (c *auditConfig) openBook(ctx context.Context, env *cli.Env, bc *backend.Config) (*approval.Book, error) {
 	if c.File == "" {

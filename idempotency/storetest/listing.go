@@ -14,10 +14,7 @@ import (
 // lister is e's store as a StateLister, or the case is skipped.
 func (e *env) lister(t *testing.T) driver.StateLister {
 	t.Helper()
-	l, ok := e.s.(driver.StateLister)
-	if !ok {
-		t.Skip("the store does not list records by state (optional)")
-	}
+	l := capable[driver.StateLister](t, e, "the store does not list records by state (optional)")
 	return l
 }
 

@@ -223,10 +223,7 @@ var operatorsCases = []testCase{
 		e.claim(t, fpA, idempotency.DuplicateDone)
 	}},
 	{"StuckListsExpiredClaimsOldestFirst", func(t *testing.T, e *env) {
-		sl, ok := e.s.(driver.StuckLister)
-		if !ok {
-			t.Skip("the store does not list stuck claims (optional)")
-		}
+		sl := capable[driver.StuckLister](t, e, "the store does not list stuck claims (optional)")
 		ctx := t.Context()
 		claim := func(key string) idempotency.Claim {
 			c, err := e.g.Claim(ctx, key, fpA)
@@ -271,10 +268,7 @@ var operatorsCases = []testCase{
 		}
 	}},
 	{"CountByStateCountsLiveRecords", func(t *testing.T, e *env) {
-		sc, ok := e.s.(driver.StateCounter)
-		if !ok {
-			t.Skip("the store cannot count records by state cheaply (optional)")
-		}
+		sc := capable[driver.StateCounter](t, e, "the store cannot count records by state cheaply (optional)")
 		ctx := t.Context()
 		before, err := sc.CountByState(ctx, e.clock.Now())
 		if err != nil {
@@ -316,10 +310,7 @@ var operatorsCases = []testCase{
 		}
 	}},
 	{"PurgeDeletesOnlyRecordsPastRetention", func(t *testing.T, e *env) {
-		p, ok := e.s.(driver.Purger)
-		if !ok {
-			t.Skip("the store expires records itself (optional)")
-		}
+		p := capable[driver.Purger](t, e, "the store expires records itself (optional)")
 		ctx := t.Context()
 		old := e.claim(t, fpA, idempotency.Acquired)
 		if err := e.g.Complete(ctx, old.Lease(), "DEBITED", "ref"); err != nil {

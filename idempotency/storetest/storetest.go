@@ -98,6 +98,17 @@ func Summaries(t *testing.T, newStore NewStore) {
 	runCases(t, newStore, append(summaryCases[:len(summaryCases):len(summaryCases)], summaryAttackCases...))
 }
 
+// capable is e's store as the optional capability T, or the case is
+// skipped saying why.
+func capable[T any](t *testing.T, e *env, why string) T {
+	t.Helper()
+	c, ok := e.s.(T)
+	if !ok {
+		t.Skip(why)
+	}
+	return c
+}
+
 // testCase is one named case of a topic.
 type testCase struct {
 	name string

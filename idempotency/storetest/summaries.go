@@ -159,14 +159,7 @@ var summaryCases = []testCase{
 		e.finishTo(t, driver.Record{Token: l.Token}, driver.StateFailed, "FAILED")
 		e.wantSummary(t, "finish FAILED", e.get(t), sumA)
 		if co, ok := e.s.(driver.Collector); ok {
-			failed := e.get(t)
-			now := e.clock.Now()
-			got, err := co.Collect(ctx, driver.CollectRequest{Key: e.key, From: driver.StateFailed, Token: failed.Token,
-				Generation: failed.Generation, NewToken: "collect-" + failed.Token, PostedGeneration: 1, Status: "DEBITED",
-				Detail: "collected", History: []string{"collected"}, Now: now, ExpiresAt: now.Add(Retention)})
-			if err != nil {
-				t.Fatalf("Collect: %v", err)
-			}
+			got := e.collected(t, co, driver.StateFailed, e.get(t))
 			e.wantSummary(t, "collect", got, sumA)
 			if am, ok := e.s.(driver.Amender); ok {
 				got, err := am.Amend(ctx, driver.AmendRequest{Key: e.key, Token: got.Token, FromStatus: "DEBITED", Status: "DEBITED",
@@ -178,19 +171,13 @@ var summaryCases = []testCase{
 			}
 			return
 		}
-		r, err := e.g.Reopen(ctx, e.key, "customer disputes the decline", idempotency.ReopenOptions{})
-		if err != nil {
-			t.Fatalf("Reopen: %v", err)
-		}
+		r := e.reopened(t, "customer disputes the decline", idempotency.ReopenOptions{})
 		e.wantSummary(t, "reopen", r, sumA)
 	}},
 	{"KeptByAReopen", func(t *testing.T, e *env) {
 		c := e.claimSummary(t, sumA, true)
 		e.finishTo(t, c, driver.StateFailed, "FAILED")
-		r, err := e.g.Reopen(t.Context(), e.key, "customer disputes the decline", idempotency.ReopenOptions{})
-		if err != nil {
-			t.Fatalf("Reopen: %v", err)
-		}
+		r := e.reopened(t, "customer disputes the decline", idempotency.ReopenOptions{})
 		e.wantSummary(t, "reopen", r, sumA)
 		e.clock.Advance(Lease + time.Second)
 		n := e.claim(t, fpA, idempotency.Reclaimed)
@@ -216,4 +203,106 @@ var summaryCases = []testCase{
 			e.wantListed(t, "ListByResult(FAILED)", recs, sumA)
 		}
 	}},
+}
+
+// summaryAttackCases (attack 52s) are the writes Summaries' first cases
+// leave out, each of which a store could write the record through without
+// its summary: the Guard's own finish after a reclaim or a resume that
+// carried none (DynamoDB writes that finish whole from the claimed
+// record), a collect over a passed lease and over a WAITING record, an
+// amend of a record finished DONE, a reopen into a new generation and the
+// run that follows it.
+var summaryAttackCases = []testCase{
+	{"AGuardsReclaimWithoutOneKeepsItThroughItsFinish", func(t *testing.T, e *env) {
+		e.claimSummary(t, sumA, true)
+		e.clock.Advance(Lease + time.Second)
+		e.doWithout(t, idempotency.Reclaimed)
+		e.wantSummary(t, "a reclaim without a summary, finished DONE by the Guard", e.get(t), sumA)
+	}},
+	{"AGuardsResumeWithoutOneKeepsItThroughItsFinish", func(t *testing.T, e *env) {
+		c := e.claimSummary(t, sumA, true)
+		e.finishTo(t, c, driver.StateWaiting, "RETRY_SCHEDULED")
+		e.clock.Advance(Lease + time.Second)
+		e.doWithout(t, idempotency.Acquired)
+		e.wantSummary(t, "the resume of a WAITING record without a summary, finished DONE by the Guard", e.get(t), sumA)
+	}},
+	{"KeptByACollectOverAPassedLease", func(t *testing.T, e *env) {
+		co := capable[driver.Collector](t, e, "not a driver.Collector")
+		c := e.claimSummary(t, sumA, true)
+		e.clock.Advance(2 * Lease)
+		got := e.collected(t, co, driver.StateInProgress, driver.Record{Token: c.Token, Generation: 1})
+		e.wantSummary(t, "a collect over a passed lease", got, sumA)
+	}},
+	{"KeptByACollectOfAWaitingRecord", func(t *testing.T, e *env) {
+		co := capable[driver.Collector](t, e, "not a driver.Collector")
+		c := e.claimSummary(t, sumA, true)
+		e.finishTo(t, c, driver.StateWaiting, "RETRY_SCHEDULED")
+		got := e.collected(t, co, driver.StateWaiting, e.get(t))
+		e.wantSummary(t, "a collect of a WAITING record", got, sumA)
+	}},
+	{"KeptByAnAmendOfADoneRecord", func(t *testing.T, e *env) {
+		am := capable[driver.Amender](t, e, "not a driver.Amender")
+		c := e.claimSummary(t, sumA, true)
+		e.finishTo(t, c, driver.StateDone, "DEBITED_NOTIFICATION_FAILED")
+		got, err := am.Amend(t.Context(), driver.AmendRequest{Key: e.key, Token: c.Token, FromStatus: "DEBITED_NOTIFICATION_FAILED",
+			Status: "DEBITED", Detail: "renotified", History: []string{"renotified"}, Now: e.clock.Now()})
+		if err != nil {
+			t.Fatalf("Amend: %v", err)
+		}
+		e.wantSummary(t, "an amend of a DONE record", got, sumA)
+	}},
+	{"KeptByAReopenIntoANewGenerationAndItsRun", func(t *testing.T, e *env) {
+		c := e.claimSummary(t, sumA, true)
+		e.finishTo(t, c, driver.StateFailed, "FAILED")
+		r := e.reopened(t, "the customer paid in", idempotency.ReopenOptions{NewGeneration: true, Operator: "op"})
+		e.wantSummary(t, "a reopen into a new generation", r, sumA)
+		e.clock.Advance(Lease + time.Second)
+		e.doWithout(t, idempotency.Reclaimed)
+		if r := e.get(t); r.Generation != 2 {
+			t.Fatalf("after the run the record is at generation %d, want 2", r.Generation)
+		}
+		e.wantSummary(t, "the run of a reopened record, finished DONE by the Guard", e.get(t), sumA)
+	}},
+}
+
+// doWithout runs the Guard's Do on e.key with no summary to DONE, wanting
+// outcome.
+func (e *env) doWithout(t *testing.T, outcome idempotency.Outcome) {
+	t.Helper()
+	res, err := e.g.Do(t.Context(), e.key, fpA, func(context.Context, idempotency.Run) (idempotency.Done, error) {
+		return idempotency.Done{Status: "DEBITED", Detail: "ref"}, nil
+	}, idempotency.DoOptions{})
+	if err != nil || res.Outcome != outcome {
+		t.Fatalf("Do without a summary = %v, %v; want %v", res.Outcome, err, outcome)
+	}
+}
+
+// collected collects e.key from state from with rec's token and
+// generation to DEBITED (over a lease passed by now where from is
+// IN_PROGRESS), and returns what the collect answered.
+func (e *env) collected(t *testing.T, co driver.Collector, from driver.State, rec driver.Record) driver.Record {
+	t.Helper()
+	now := e.clock.Now()
+	req := driver.CollectRequest{Key: e.key, From: from, Token: rec.Token, Generation: rec.Generation,
+		NewToken: "collect-" + rec.Token, PostedGeneration: 1, Status: "DEBITED", Detail: "collected",
+		History: []string{"collected"}, Now: now, ExpiresAt: now.Add(Retention)}
+	if from == driver.StateInProgress {
+		req.LeaseExpiredBy = now
+	}
+	got, err := co.Collect(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Collect from %s: %v", from, err)
+	}
+	return got
+}
+
+// reopened reopens e.key through the Guard for reason with opts, and
+// returns the reopened record.
+func (e *env) reopened(t *testing.T, reason string, opts idempotency.ReopenOptions) driver.Record {
+	t.Helper()
+	r, err := e.g.Reopen(t.Context(), e.key, reason, opts)
+	if err != nil {
+		t.Fatalf("Reopen (%+v): %v", opts, err)
+	}
+	return r
 }

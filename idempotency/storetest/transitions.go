@@ -136,10 +136,7 @@ func runRow(t *testing.T, e *env, row driver.Transition) {
 		_, err = e.s.Reopen(ctx, driver.ReopenRequest{Key: e.key, Token: fresh, Reason: "row", Now: now,
 			LeaseUntil: now, ExpiresAt: now.Add(Retention), PrevToken: token})
 	case driver.OpAmend:
-		am, ok := e.s.(driver.Amender)
-		if !ok {
-			t.Skip("the store does not amend (driver.Amender is optional)")
-		}
+		am := capable[driver.Amender](t, e, "the store does not amend (driver.Amender is optional)")
 		from := before.Status
 		if row.When == driver.OtherStatus {
 			from = "ANOTHER_STATUS"

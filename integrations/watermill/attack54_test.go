@@ -75,7 +75,14 @@ func poisonOne(t *testing.T, pub message.Publisher, init message.SubscribeInitia
 // readOne reads one message from topic through sub, or nil after 3 s.
 func readOne(t *testing.T, sub message.Subscriber, topic string) *message.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	return readWithin(t, sub, topic, 3*time.Second)
+}
+
+// readWithin reads and acks one message from topic through sub, or nil
+// when none came within d.
+func readWithin(t *testing.T, sub message.Subscriber, topic string, d time.Duration) *message.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	msgs, err := sub.Subscribe(ctx, topic)
 	if err != nil {

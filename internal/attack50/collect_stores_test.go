@@ -4,7 +4,6 @@ package attack50
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/finedge/idempotent-consumer/postgres/pgtest"
 	"github.com/finedge/idempotent-consumer/redisstore"
 	"github.com/finedge/idempotent-consumer/sqlite"
+	"github.com/finedge/idempotent-consumer/sqlite/sqlitetest"
 )
 
 type collectStore interface {
@@ -31,11 +31,7 @@ type collectStore interface {
 var stores = map[string]func(t *testing.T) collectStore{
 	"memory": func(*testing.T) collectStore { return memstore.New() },
 	"sqlite": func(t *testing.T) collectStore {
-		db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ic.db"), sqlite.OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
+		db := sqlitetest.Open(t, "ic.db", sqlite.OpenOptions{})
 		return sqlite.NewStore(db)
 	},
 	"postgres": func(t *testing.T) collectStore { return postgres.NewStore(pgtest.Open(t)) },

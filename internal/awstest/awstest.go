@@ -114,6 +114,17 @@ func unreachable(t testing.TB, why string) {
 	testenv.Unreachable(t, "SQS/DynamoDB emulator: "+why+". Start one with: scripts/with-moto.sh go test -race ./...")
 }
 
+// Offline gives the AWS SDK's standard chain (which reads the process
+// environment) a region and static test credentials, and no shared config
+// or credentials file: nothing of the machine's own.
+func Offline(t testing.TB) {
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+}
+
 // Name returns a unique resource name with prefix (tables, queues).
 func Name(prefix string) string {
 	var b [4]byte

@@ -73,12 +73,7 @@ func BenchmarkLambda(b *testing.B) {
 	cfg := awstest.Config(b)
 	bin := *prebuilt
 	if bin == "" {
-		bin = filepath.Join(b.TempDir(), "bootstrap")
-		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-o", bin, "../../../cmd/chargerecovery-lambda")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			b.Fatalf("go build: %v\n%s", err, out)
-		}
+		bin = lambdatest.Build(b, "../../../cmd/chargerecovery-lambda", "CGO_ENABLED=0")
 	}
 	ctx := b.Context()
 	sqsc := sqs.NewFromConfig(cfg)

@@ -4,10 +4,8 @@
 package apptest
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -62,27 +60,4 @@ func Abs(n int) int {
 		}
 	}
 	return n
-}
-
-// LockedBuffer is a log sink written by one writer at a time (handlers
-// and goroutines log into it at once), read whole by String.
-type LockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *LockedBuffer) Write(p []byte) (n int, err error) {
-	l.locked(func() { n, err = l.b.Write(p) })
-	return n, err
-}
-
-func (l *LockedBuffer) String() (s string) {
-	l.locked(func() { s = l.b.String() })
-	return s
-}
-
-func (l *LockedBuffer) locked(f func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	f()
 }

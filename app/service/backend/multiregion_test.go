@@ -52,7 +52,7 @@ func TestMultiRegionFlagsAreChecked(t *testing.T) {
 // endpoint, in us-east-1.
 func awsEnv(t *testing.T, endpoint string) {
 	t.Setenv("AWS_ENDPOINT_URL", endpoint)
-	offlineAWS(t)
+	awstest.Offline(t)
 }
 
 // A table on the emulator, described as it is (single-Region) and as a

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go/logging"
+
+	"github.com/finedge/idempotent-consumer/internal/awstest"
 )
 
 type recorder struct {
@@ -28,22 +29,12 @@ func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
 func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
 func (r *recorder) WithGroup(string) slog.Handler      { return r }
 
-// offlineAWS gives the SDK a region and static credentials and no shared
-// config or credentials file: nothing of the machine's own.
-func offlineAWS(t *testing.T) {
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
-}
-
 // TestTheAWSSDKLogsThroughSlogAtDebug: the SDK's "WARN failed to discard
 // remaining HTTP response body" lines landed raw in logs and command
 // output; the aws.Config LoadAWS returns logs through slog at debug, so
 // at the default level nothing of it is printed.
 func TestTheAWSSDKLogsThroughSlogAtDebug(t *testing.T) {
-	offlineAWS(t)
+	awstest.Offline(t)
 	rec := &recorder{}
 	cfg, err := LoadAWS(t.Context(), slog.New(rec))
 	if err != nil {
@@ -70,7 +61,7 @@ func TestTheAWSSDKLogsThroughSlogAtDebug(t *testing.T) {
 // against AWS, TLS-handshook) new connections in every burst; LoadAWS's
 // keeps IdleConnsPerAWSHost, over the handlers' count.
 func TestTheAWSClientKeepsAConnectionPerHandler(t *testing.T) {
-	offlineAWS(t)
+	awstest.Offline(t)
 	cfg, err := LoadAWS(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)

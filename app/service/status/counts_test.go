@@ -1,7 +1,6 @@
 package status_test
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,17 +9,14 @@ import (
 	"github.com/finedge/idempotent-consumer/memqueue"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/sqlite"
+	"github.com/finedge/idempotent-consumer/sqlite/sqlitetest"
 )
 
 // A store that counts every state reports DONE even at 0: status on a
 // fresh SQLite file (or memory) counts it, without the note meant for
 // DynamoDB, which does not count DONE.
 func TestAStoreWithNoDoneRecordsStillCountsDone(t *testing.T) {
-	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "c.db"), sqlite.OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := sqlitetest.Open(t, "c.db", sqlite.OpenOptions{})
 	for name, store := range map[string]driver.Store{"sqlite": sqlite.NewStore(db), "memory": memstore.New()} {
 		rep, err := status.Collect(t.Context(), status.Sources{Queue: memqueue.New(memqueue.Options{}), Store: store, Now: time.Now()})
 		if err != nil {
