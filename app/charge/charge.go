@@ -328,6 +328,20 @@ func ShowID(id string, accounts ...string) string {
 	return Clip(MaskText(id, accounts...), 128)
 }
 
+// ShowRef is a bank's reference (a posting's, a record's) as every view
+// shows it: as ShowID shows an id, but a long run of digits is not read as
+// an account — a core-banking or clearing reference (CBS0000000003,
+// UTR20261130000123456) is its digits, and it is what the bank is asked
+// about. It is masked where it holds one of the given accounts (the
+// posting's own) or has no reference's form (MaskText then).
+func ShowRef(ref string, accounts ...string) string {
+	ref = Printable(ref)
+	if chargeIDPattern.MatchString(ref) && !holdsAny(ref, accounts) {
+		return ref
+	}
+	return Clip(MaskText(ref, accounts...), 128)
+}
+
 // holdsAny reports whether s holds one of the accounts (of 4 characters
 // or more: MaskText's own floor).
 func holdsAny(s string, accounts []string) bool {

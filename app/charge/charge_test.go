@@ -152,6 +152,22 @@ func TestShowIDShowsAnIDWholeAndMasksOnlyAnAccountInIt(t *testing.T) {
 	}
 }
 
+func TestShowRefShowsABanksReferenceWholeUnlessItHoldsTheAccount(t *testing.T) {
+	const own = "001234567890"
+	for _, tt := range []struct{ in, want string }{
+		{"CBS0000000003", "CBS0000000003"}, // digits are a reference's
+		{"UTR20261130000123456", "UTR20261130000123456"},
+		{"REF-CHG-2026-11-000123", "REF-CHG-2026-11-000123"},
+		{"REF-" + own, "REF-********7890"},           // the posting's account in it
+		{"ref 0012-3456-7890", "ref ****-****-7890"}, // not a reference's form: text
+		{"", ""},
+	} {
+		if got := charge.ShowRef(tt.in, own); got != tt.want {
+			t.Errorf("ShowRef(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
 func TestUntrustedTextIsPrintableMaskedAndBounded(t *testing.T) {
 	long := "\x1b[2J\x1b]0;pwned\x07account 0012-3456-7890\r\nfrozen " + strings.Repeat("é", 100_000)
 	got := charge.Untrusted(long)

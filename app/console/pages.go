@@ -271,7 +271,7 @@ func recordView(r driver.Record, now time.Time) recordFields {
 		Reopenable: r.State == driver.StateFailed, NewAttemptOK: charge.EligibleForNewGeneration(r) == nil,
 		Renotifiable: r.State == driver.StateDone && r.Status == string(charge.DebitedNotificationFailed)}
 	if r.State == driver.StateDone {
-		v.Reference = charge.ReferenceOf(r.Status, r.Detail)
+		v.Reference = charge.ShowRef(charge.ReferenceOf(r.Status, r.Detail))
 	}
 	if code := charge.DeclineCode(r.Detail); r.State == driver.StateFailed {
 		if why, hard := charge.HardDecline(code); hard {

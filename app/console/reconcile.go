@@ -72,7 +72,7 @@ func viewBreak(b reconcile.Break) breakView {
 	if b.State != "" {
 		v.Record = strings.TrimSpace(fmt.Sprintf("%s %s gen %d", printable(b.State), printable(b.Status), b.Generation))
 		if b.Reference != "" {
-			v.Record += ", reference " + charge.ShowID(b.Reference)
+			v.Record += ", reference " + charge.ShowRef(b.Reference)
 		}
 	}
 	for _, p := range b.Posted {
@@ -203,7 +203,7 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 		e.Result = "adopted"
 		ref := ""
 		if res.Record != nil {
-			ref = charge.ReferenceOf(res.Record.Status, res.Record.Detail)
+			ref = charge.ShowRef(charge.ReferenceOf(res.Record.Status, res.Record.Detail))
 		}
 		e.Detail = fmt.Sprintf("%s break %s: DONE with reference %s", res.Break.Kind, res.Break.ID, ref)
 		msg := fmt.Sprintf("Adopted: the record of %s is DONE with reference %s (no debit).", chargeID, ref)

@@ -274,7 +274,7 @@ func (k *keyPostings) pair(recorded string) (standing, partial, earlier []statem
 		}
 		at := slices.IndexFunc(standing, func(p statement.Posting) bool { return p.Reference == rv.Reference })
 		switch {
-		case at < 0 && recorded != "" && (rv.Reference == recorded || charge.MaskText(rv.Reference, rv.Account) == recorded || charge.ShowID(rv.Reference, rv.Account) == recorded):
+		case at < 0 && recorded != "" && (rv.Reference == recorded || charge.MaskText(rv.Reference, rv.Account) == recorded || charge.ShowRef(rv.Reference, rv.Account) == recorded):
 			earlier = append(earlier, rv) // the recorded posting's, of an earlier statement
 		case at < 0:
 			own = append(own, rv)
@@ -664,7 +664,7 @@ func unpairedNotes(unpaired []statement.Posting) []string {
 		}
 		ref := "no bank reference"
 		if rv.Reference != "" {
-			ref = "bank reference " + clip(charge.ShowID(rv.Reference, rv.Account))
+			ref = "bank reference " + clip(charge.ShowRef(rv.Reference, rv.Account))
 		}
 		notes = append(notes, fmt.Sprintf("warning: a %s of %s booked %s without a bank key (EndToEndId NOTPROVIDED or none), %s (%s), pairs with no posting of ours in the statements read: "+
 			"it is in no break; reconcile it together with the statement of the posting it reverses (--statement each), or ask the bank which debit it reverses",
@@ -843,16 +843,16 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		// is owed either way.
 		r.mu.Lock()
 		r.rep.Notes = append(r.rep.Notes, fmt.Sprintf("%s: the bank reversed a posting of an earlier statement (reference %s), not the one recorded (%s): a refunded duplicate; nothing to do if an earlier report had it posted_twice (else the reversal may carry a reference of its own: reconcile the two days' statements together, --statement each, to pair it)",
-			ShowKey(id, earlier[0].Account), clip(charge.ShowID(earlier[0].Reference, earlier[0].Account)), clip(charge.ShowID(b.Reference))))
+			ShowKey(id, earlier[0].Account), clip(charge.ShowRef(earlier[0].Reference, earlier[0].Account)), clip(charge.ShowRef(b.Reference))))
 		r.mu.Unlock()
 		return nil
 	case standing == 0:
 		b.Kind = RecordedNotPosted
-		b.Detail = fmt.Sprintf("recorded %s but the bank reversed the posting recorded (reference %s): the money is back with the customer", rec.Status, charge.ShowID(b.Reference))
+		b.Detail = fmt.Sprintf("recorded %s but the bank reversed the posting recorded (reference %s): the money is back with the customer", rec.Status, charge.ShowRef(b.Reference))
 		b.Action = "ask the bank why it reversed the debit; the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
 		if rt, ok := returned(cp); ok {
 			b.Detail = fmt.Sprintf("recorded %s but the debit was returned, reason %s (reference %s): the money is back with the customer",
-				rec.Status, clip(statement.ReturnReasonText(charge.MaskText(rt.ReturnReason, rt.Account))), charge.ShowID(b.Reference))
+				rec.Status, clip(statement.ReturnReasonText(charge.MaskText(rt.ReturnReason, rt.Account))), charge.ShowRef(b.Reference))
 			b.Action = "the debit came back (" + returnAction(rt.ReturnReason) + "); the record stays DONE (a charge id is never debited twice), so if the fee is still owed the billing system raises it again under a new charge id"
 		}
 		r.add(cp.fill(b))
@@ -872,7 +872,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 			// The record's own posting stands (in an earlier statement):
 			// any other posting is a second debit, whatever its amount.
 			b.Kind = PostedTwice
-			b.Detail = fmt.Sprintf("the record is DONE with its posting under key %s (reference %s); the bank posted key %s too: a second debit", current, charge.ShowID(b.Reference), p.BankKey)
+			b.Detail = fmt.Sprintf("the record is DONE with its posting under key %s (reference %s); the bank posted key %s too: a second debit", current, charge.ShowRef(b.Reference), p.BankKey)
 			b.Action = "have the bank refund the posting under " + p.BankKey + " (the record's own stands)"
 			r.add(cp.fill(b))
 			return nil
@@ -882,7 +882,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 			// another key than recorded. Nothing to refund.
 			b.Kind = RecordedNotPosted
 			b.Detail = fmt.Sprintf("the bank reversed the record's posting (key %s, reference %s) and a posting under key %s stands: the charge is paid once, under another key than recorded",
-				current, charge.ShowID(b.Reference), p.BankKey)
+				current, charge.ShowRef(b.Reference), p.BankKey)
 			b.Action = "nothing to refund (one posting stands); check the amount with the bank, then resolve --reason to close it"
 			r.add(cp.fill(b))
 			return nil
@@ -997,7 +997,7 @@ func (r *run) judge(ctx context.Context, id string, cp chargePostings) error {
 		if !checked {
 			how = "NOT checked against the charge (a record written before summaries, posted without our narrative or under a fingerprint key not given): check the amount by hand, then resolve --unverified"
 		}
-		b.Detail = fmt.Sprintf("the bank posted it (reference %s, %s) and the record is IN_PROGRESS with its lease passed (attempt %d): no consumer finished it", clip(charge.ShowID(p.Reference, p.Account)), how, rec.Attempt)
+		b.Detail = fmt.Sprintf("the bank posted it (reference %s, %s) and the record is IN_PROGRESS with its lease passed (attempt %d): no consumer finished it", clip(charge.ShowRef(p.Reference, p.Account)), how, rec.Attempt)
 		b.Action = fmt.Sprintf("adopt the posting: chargerecovery reconcile resolve %s (records DONE with the bank's reference and keeps the notice for renotify; no debit)", id)
 		r.add(cp.fill(b))
 	default: // DONE, posted once under its own key
@@ -1108,7 +1108,7 @@ func reversesRecorded(reversals []statement.Posting, recorded string) bool {
 	for _, rv := range reversals {
 		// A collection keeps the reference masked as it is shown (an
 		// account number in it masked): the reversal's is compared both ways.
-		if rv.Reference == "" || recorded == "" || rv.Reference == recorded || charge.MaskText(rv.Reference, rv.Account) == recorded || charge.ShowID(rv.Reference, rv.Account) == recorded {
+		if rv.Reference == "" || recorded == "" || rv.Reference == recorded || charge.MaskText(rv.Reference, rv.Account) == recorded || charge.ShowRef(rv.Reference, rv.Account) == recorded {
 			return true
 		}
 	}
@@ -1192,7 +1192,7 @@ func (r *run) finished(ctx context.Context, byCharge map[string]chargePostings) 
 			Account: noticeAccount(rec), State: string(rec.State), Status: rec.Status, Generation: max(rec.Generation, 1),
 			Reference: charge.ReferenceOf(rec.Status, rec.Detail), UpdatedAt: rec.UpdatedAt.UTC().Format(time.RFC3339),
 			Detail: fmt.Sprintf("recorded %s (bank reference %s) in the period, and the statement has no posting under its key",
-				rec.Status, charge.ReferenceOf(rec.Status, rec.Detail)),
+				rec.Status, charge.ShowRef(charge.ReferenceOf(rec.Status, rec.Detail))),
 			Action: "check the next day's statement (a posting booked after the cut-off); else ask the bank about the reference; reconcile resolve --reason once settled"})
 		return nil
 	}
@@ -1323,7 +1323,7 @@ func shown(p statement.Posting) Posted {
 	// A bank's reference is text from outside, and may hold the account
 	// ("UPI/<account>/…"): masked as any such text is.
 	return Posted{BankKey: p.BankKey, Account: charge.MaskAccount(p.Account), Minor: p.Amount.Minor, Currency: string(p.Amount.Currency),
-		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: charge.ShowID(p.Reference, p.Account),
+		Amount: p.Amount.String(), BookingDate: p.BookingDate.Format(time.DateOnly), Reference: charge.ShowRef(p.Reference, p.Account),
 		Reversal: p.Reversal, Return: p.Return, ReturnReason: charge.MaskText(p.ReturnReason, p.Account), Where: charge.MaskText(p.Where, p.Account)}
 }
 

@@ -87,7 +87,7 @@ func (r Report) WriteCSV(w io.Writer) error {
 		if b.Generation > 0 {
 			gen = fmt.Sprint(b.Generation)
 		}
-		row := []string{string(b.Kind), b.ChargeID, strings.Join(b.BankKeys, " "), b.Account, b.State, b.Status, gen, charge.ShowID(b.Reference),
+		row := []string{string(b.Kind), b.ChargeID, strings.Join(b.BankKeys, " "), b.Account, b.State, b.Status, gen, charge.ShowRef(b.Reference),
 			b.postedText(), b.Detail, b.Action, b.ID}
 		for i := range row {
 			row[i] = cell(row[i])

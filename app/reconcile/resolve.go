@@ -276,7 +276,7 @@ func adopt(ctx context.Context, store driver.Store, req ResolveRequest, b Break)
 	if max(rec.Generation, 1) != b.Generation || string(rec.State) != b.State {
 		return driver.Record{}, fmt.Errorf("%w: %s is now %s generation %d: run reconcile again", ErrChanged, b.ChargeID, rec.State, max(rec.Generation, 1))
 	}
-	ref := charge.ShowID(p.Reference, p.Account)
+	ref := charge.ShowRef(p.Reference, p.Account)
 	if ref == "" {
 		ref = "statement " + charge.MaskText(p.Where, p.Account)
 	}

@@ -290,7 +290,7 @@ func PrintResolved(w io.Writer, id, reason string, res reconcile.Resolved) {
 	switch res.Action {
 	case "adopted":
 		fmt.Fprintf(w, "%s: %s adopted: the record is DONE %s with the bank's reference %s (no debit)\n",
-			safetext.Text(id), res.Break.Kind, safetext.Text(res.Record.Status), safetext.Text(charge.ShowID(charge.ReferenceOf(res.Record.Status, res.Record.Detail))))
+			safetext.Text(id), res.Break.Kind, safetext.Text(res.Record.Status), safetext.Text(charge.ShowRef(charge.ReferenceOf(res.Record.Status, res.Record.Detail))))
 		if _, kept := charge.PendingNotice(res.Record.Status, res.Record.Detail); kept {
 			fmt.Fprintf(w, "  its pre-debit notice is kept: chargerecovery renotify %s sends it\n", safetext.Text(id))
 		}
