@@ -314,12 +314,12 @@ func Untrusted(text string, accounts ...string) string {
 // when it has an id's form (1-128 characters of A-Z a-z 0-9 . _ : / -)
 // and carries no account-like run; otherwise masked as MaskText masks text
 // and cut to 128 bytes. An account-like run is one of the given accounts,
-// or digits MaskText would mask (8 or more, plain or grouped) once a
-// leading date of their group (2026-11 or 2026-11-30, groups joined by one
-// separator) is left out. So "CHG-2026-11-000123" and "CHG-2026-11-30-0001"
-// are shown as they are everywhere, and "CHG-0012-3456-7890",
-// "CHG-001234567890" or "445566778899 INR" keep only their last four
-// digits everywhere.
+// or digits that read as an account once a leading date of their group
+// (2026-11 or 2026-11-30) is left out (accountLikeRun: 8 or more in a row,
+// or grouped as accounts are). So "CHG-2026-11-000123",
+// "CHG-2026-11-30-0001" and "CHG-adc04251-033" are shown as they are
+// everywhere, and "CHG-0012-3456-7890", "CHG-001234567890" or
+// "445566778899 INR" keep only their last four digits everywhere.
 func ShowID(id string, accounts ...string) string {
 	id = Printable(id)
 	if chargeIDPattern.MatchString(id) && !holdsAny(id, accounts) && !accountLikeRun(id) {
@@ -353,8 +353,12 @@ func holdsAny(s string, accounts []string) bool {
 	return false
 }
 
-// accountLikeRun reports whether a digit cluster of id holds digits
-// MaskText would mask, its leading date (datePrefix) left out.
+// accountLikeRun reports whether a digit cluster of id reads as an
+// account, its leading date (datePrefix) left out: a group of 8 or more
+// digits, or three or more groups in an account's grouping (all but the
+// last of one length, 2 to 6, the last no longer; 8 or more digits in
+// all: 0012-3456-7890, 001 234 567 890). Fewer groups, or groups of
+// differing lengths, are an id's parts (CHG-adc04251-033, 2026-11-000123).
 func accountLikeRun(id string) bool {
 	for i := 0; i < len(id); {
 		if !isDigit(id[i]) {
@@ -362,13 +366,19 @@ func accountLikeRun(id string) bool {
 			continue
 		}
 		groups, seps := clusterAt(id, i)
-		end := groups[len(groups)-1].end
-		i = end
-		n := datePrefix(id, groups, seps)
-		if n == len(groups) {
-			continue
+		i = groups[len(groups)-1].end
+		rest := groups[datePrefix(id, groups, seps):]
+		digits, grouped := 0, len(rest) >= 3
+		for k, g := range rest {
+			if g.len() >= 8 {
+				return true
+			}
+			digits += g.len()
+			if l := rest[0].len(); k < len(rest)-1 && g.len() != l || l < 2 || l > 6 || g.len() > l {
+				grouped = false
+			}
 		}
-		if rest := id[groups[n].start:end]; MaskText(rest) != rest {
+		if grouped && digits >= 8 {
 			return true
 		}
 	}
