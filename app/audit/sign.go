@@ -145,22 +145,19 @@ func PrivateKeyPEM(k ed25519.PrivateKey) ([]byte, error) {
 // ReadPrivateKeyFile reads an Ed25519 private key (ParsePrivateKey) from
 // an owner-only file (secretfile's rule): the console's key, an operator's.
 func ReadPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
-	b, err := secretfile.Read(path)
-	if err != nil {
-		return nil, err
-	}
-	k, err := ParsePrivateKey(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
-	}
-	return k, nil
+	return readKeyFile(path, secretfile.Read)
 }
 
 // ReadOwnPrivateKeyFile is ReadPrivateKeyFile of a person's own key (an
 // operator's, which names her): the file must be hers, owner-only
 // (secretfile.ReadOwn) — not root's that a group reads.
 func ReadOwnPrivateKeyFile(path string) (ed25519.PrivateKey, error) {
-	b, err := secretfile.ReadOwn(path)
+	return readKeyFile(path, secretfile.ReadOwn)
+}
+
+// readKeyFile is the key in path, read by read (which checks the file).
+func readKeyFile(path string, read func(string) ([]byte, error)) (ed25519.PrivateKey, error) {
+	b, err := read(path)
 	if err != nil {
 		return nil, err
 	}

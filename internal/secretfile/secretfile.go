@@ -65,6 +65,20 @@ func Read(path string) ([]byte, error) {
 // and owner-only — never root's file that its group reads, which every
 // member of the group could use as hers. The file is checked as opened.
 func ReadOwn(path string) ([]byte, error) {
+	return ReadChecked(path, func(st fs.FileInfo) error {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			if euid := os.Geteuid(); int(sys.Uid) != euid {
+				return fmt.Errorf("%s is owned by uid %d, not by this process's user (%d): a key of yours is a file of yours alone (chown it, chmod 600 it)", path, sys.Uid, euid)
+			}
+		}
+		return CheckMode(path, st.Mode(), false)
+	})
+}
+
+// ReadChecked reads the file at path after check accepts it as opened
+// (its owner and mode read from the open file, not from the path, which
+// could be swapped between a check and the read).
+func ReadChecked(path string, check func(fs.FileInfo) error) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -74,12 +88,7 @@ func ReadOwn(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		if euid := os.Geteuid(); int(sys.Uid) != euid {
-			return nil, fmt.Errorf("%s is owned by uid %d, not by this process's user (%d): a key of yours is a file of yours alone (chown it, chmod 600 it)", path, sys.Uid, euid)
-		}
-	}
-	if err := CheckMode(path, st.Mode(), false); err != nil {
+	if err := check(st); err != nil {
 		return nil, err
 	}
 	return io.ReadAll(f)

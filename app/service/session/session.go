@@ -26,6 +26,7 @@ import (
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
 
 // Options are what a command was given: its --audit-file,
@@ -284,22 +285,15 @@ var geteuid = os.Geteuid
 // or if it is the acting user's own (she could rewrite it: a pin of her
 // making pins her own key), unless she is root.
 func readPin(file string) ([]byte, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Mode().Perm()&0o022 != 0 {
-		return nil, fmt.Errorf("%s is writable by others (mode %04o): a pin anyone can change pins nothing; chmod 644 it, owned by root", file, st.Mode().Perm())
-	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) == geteuid() {
-		return nil, fmt.Errorf("%s is owned by you (uid %d): a pin you can rewrite pins nothing; it is root's (chown root, chmod 644)", file, sys.Uid)
-	}
-	return io.ReadAll(f)
+	return secretfile.ReadChecked(file, func(st fs.FileInfo) error {
+		if st.Mode().Perm()&0o022 != 0 {
+			return fmt.Errorf("%s is writable by others (mode %04o): a pin anyone can change pins nothing; chmod 644 it, owned by root", file, st.Mode().Perm())
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) == geteuid() {
+			return fmt.Errorf("%s is owned by you (uid %d): a pin you can rewrite pins nothing; it is root's (chown root, chmod 644)", file, sys.Uid)
+		}
+		return nil
+	})
 }
 
 // LoadKept reads the four-eyes settings kept in store, checked against
