@@ -143,7 +143,8 @@ const (
 
 // MaskText masks what may be an account number in text that came from
 // outside (a bank's error message): every occurrence of the given account
-// numbers, and every number of 8 or more digits — also when written in
+// numbers, as written or in groups (joining characters '-', ' ', '.', '/',
+// '_' and ':' skipped: "123-4567" for the account 1234567), and every number of 8 or more digits — also when written in
 // groups joined by one separator, '-', ' ', '.' or '/' ("0012-3456-7890",
 // "0012.3456.7890", "0012/3456/7890") — keeps its last four digits. A date
 // (2026-11-30, 30/11/2026, 2026.11.30, 30.11.2026) is left alone. Our own
@@ -160,7 +161,9 @@ func MaskText(text string, accounts ...string) string {
 	// Both are found in text as it came: an account masked first must not
 	// break a longer number into pieces too short to mask (nor the other
 	// way round).
-	var mask []byte // per byte of text: keep, star or drop
+	var mask []byte     // per byte of text: keep, star or drop
+	var flatText string // text with joining characters left out (flattenAt)
+	var flatAt []int    // where each byte of flatText is in text
 	mark := func(at int, m byte) {
 		if mask == nil {
 			mask = make([]byte, len(text))
@@ -190,6 +193,37 @@ func MaskText(text string, accounts ...string) string {
 				at += w
 			}
 			_, w := utf8.DecodeRuneInString(text[from+i:])
+			from += i + w
+		}
+		// And written in groups ("0012-3456-7890", "123 4567",
+		// "0012_3456_7890"): the account's characters found in text
+		// with joining characters skipped, all but its last four masked.
+		flatAccount := flatten(a)
+		if len(flatAccount) < 4 {
+			continue
+		}
+		if flatAt == nil {
+			flatText, flatAt = flattenAt(text)
+		}
+		n = max(utf8.RuneCountInString(flatAccount)-4, 0)
+		if n == 0 {
+			n = utf8.RuneCountInString(flatAccount)
+		}
+		for from := 0; ; {
+			i := strings.Index(flatText[from:], flatAccount)
+			if i < 0 {
+				break
+			}
+			at := from + i
+			for r := 0; r < n; r++ {
+				_, w := utf8.DecodeRuneInString(flatText[at:])
+				mark(flatAt[at], maskStar)
+				for k := 1; k < w; k++ {
+					mark(flatAt[at+k], maskDrop)
+				}
+				at += w
+			}
+			_, w := utf8.DecodeRuneInString(flatText[from+i:])
 			from += i + w
 		}
 	}
@@ -228,6 +262,31 @@ const (
 )
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// isJoiner: a character that joins the groups of a number as written
+// ("0012-3456-7890", "0012 3456 7890", "0012_3456_7890", "12:34:56:78"),
+// skipped where an account is looked for.
+func isJoiner(c byte) bool { return isSeparator(c) || c == '_' || c == ':' }
+
+// flatten is s without its joining characters (isJoiner).
+func flatten(s string) string {
+	f, _ := flattenAt(s)
+	return f
+}
+
+// flattenAt is s without its joining characters, and where each byte of
+// the result is in s.
+func flattenAt(s string) (string, []int) {
+	b := make([]byte, 0, len(s))
+	at := make([]int, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if !isJoiner(s[i]) {
+			b = append(b, s[i])
+			at = append(at, i)
+		}
+	}
+	return string(b), at
+}
 
 // span is one group of digits, text[start:end].
 type span struct{ start, end int }
@@ -343,10 +402,15 @@ func ShowRef(ref string, accounts ...string) string {
 }
 
 // holdsAny reports whether s holds one of the accounts (of 4 characters
-// or more: MaskText's own floor).
+// or more: MaskText's own floor), as written or in groups: joining
+// characters ('-', ' ', '.', '/', '_', ':') skipped in both.
 func holdsAny(s string, accounts []string) bool {
+	flat := flatten(s)
 	for _, a := range accounts {
 		if len(a) >= 4 && strings.Contains(s, a) {
+			return true
+		}
+		if fa := flatten(a); len(fa) >= 4 && strings.Contains(flat, fa) {
 			return true
 		}
 	}
