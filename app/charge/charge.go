@@ -379,12 +379,31 @@ func Untrusted(text string, accounts ...string) string {
 // are shown as they are everywhere, and "CHG-0012-3456-7890",
 // "CHG-001234567890" or "445566778899 INR" keep only their last four
 // digits everywhere.
+//
+// In an id '_' and ':' join digit groups as '-' does: "CHG_0012_3456_7890"
+// and "CHG:0012:3456:7890" are masked as "CHG-0012-3456-7890" is (the
+// joining characters kept), and "CHG_2026_11_30_0001" is shown whole.
 func ShowID(id string, accounts ...string) string {
 	id = Printable(id)
-	if chargeIDPattern.MatchString(id) && !holdsAny(id, accounts) && !accountLikeRun(id) {
+	if !chargeIDPattern.MatchString(id) {
+		return Clip(MaskText(id, accounts...), 128)
+	}
+	joined := strings.NewReplacer("_", "-", ":", "-").Replace(id)
+	if !holdsAny(id, accounts) && !accountLikeRun(joined) {
 		return id
 	}
-	return Clip(MaskText(id, accounts...), 128)
+	// An id's form is ASCII: MaskText writes one byte for each byte.
+	m := MaskText(joined, accounts...)
+	if len(m) != len(id) {
+		return Clip(MaskText(id, accounts...), 128)
+	}
+	b := []byte(id)
+	for i := range b {
+		if m[i] == '*' {
+			b[i] = '*'
+		}
+	}
+	return string(b)
 }
 
 // ShowRef is a bank's reference (a posting's, a record's) as every view
