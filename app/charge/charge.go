@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -158,6 +159,10 @@ const (
 // digits are masked only when another number of 8 or more digits runs
 // through them ("2026-11-30 12345678" reads 30 12345678 too).
 func MaskText(text string, accounts ...string) string {
+	// A digit of another script (full-width ０-９, Arabic-Indic, …) is
+	// read as a digit by whoever reads it: it is written as its ASCII
+	// digit, so it is masked as one.
+	text = asciiDigits(text)
 	// Both are found in text as it came: an account masked first must not
 	// break a longer number into pieces too short to mask (nor the other
 	// way round).
@@ -262,6 +267,41 @@ const (
 )
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// asciiDigits is s with every decimal digit of another script written as
+// the ASCII digit of its value.
+func asciiDigits(s string) string {
+	if !strings.ContainsFunc(s, otherDigit) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if otherDigit(r) {
+			b.WriteByte('0' + byte(digitValue(r)))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func otherDigit(r rune) bool { return r > 0x7f && unicode.IsDigit(r) }
+
+// digitValue is the value of r, a decimal digit (Unicode Nd): each range
+// of the table runs from a zero in blocks of ten.
+func digitValue(r rune) int {
+	for _, g := range unicode.Nd.R16 {
+		if rune(g.Lo) <= r && r <= rune(g.Hi) {
+			return int(r-rune(g.Lo)) % 10
+		}
+	}
+	for _, g := range unicode.Nd.R32 {
+		if rune(g.Lo) <= r && r <= rune(g.Hi) {
+			return int(r-rune(g.Lo)) % 10
+		}
+	}
+	return 0
+}
 
 // isJoiner: a character that joins the groups of a number as written
 // ("0012-3456-7890", "0012 3456 7890", "0012_3456_7890", "12:34:56:78"),
