@@ -93,10 +93,12 @@ func (c Charge) DebitRequestFor(gen int) DebitRequest {
 	}
 }
 
-// LogValue masks the account number so that no log line ever holds it whole.
+// LogValue masks the account number so that no log line ever holds it
+// whole, and shows the charge id as every view does (ShowID, with the
+// charge's own account): an id holding the account is masked too.
 func (c Charge) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("charge_id", c.ID),
+		slog.String("charge_id", ShowID(c.ID, c.AccountID)),
 		slog.String("account", MaskAccount(c.AccountID)),
 		slog.String("amount", c.Amount.String()),
 		slog.String("type", string(c.Type)),
