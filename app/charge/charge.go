@@ -448,6 +448,18 @@ func ShowID(id string, accounts ...string) string {
 	return string(b)
 }
 
+// ShowBankKey is a bank key (BankKey: a charge id, with "~n" from the
+// second generation on) as every view shows it: its charge id as ShowID
+// shows it, its generation as it is.
+func ShowBankKey(key string, accounts ...string) string {
+	if i := strings.LastIndexByte(key, '~'); i > 0 {
+		if gen := key[i+1:]; gen != "" && len(gen) <= 9 && strings.Trim(gen, "0123456789") == "" {
+			return ShowID(key[:i], accounts...) + key[i:]
+		}
+	}
+	return ShowID(key, accounts...)
+}
+
 // ShowRef is a bank's reference (a posting's, a record's) as every view
 // shows it: as ShowID shows an id, but a long run of digits is not read as
 // an account — a core-banking or clearing reference (CBS0000000003,
