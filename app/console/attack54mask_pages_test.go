@@ -7,6 +7,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/app/console"
 )
 
 var tagRE = regexp.MustCompile(`<[^>]*>`)
@@ -51,4 +55,22 @@ func TestAttack54MaskPagesOfAChargeWhoseIDHoldsTheAccount(t *testing.T) {
 	leak("the redrive's result", body)
 	_, page := as(t, "olga", "GET", srv.URL+"/audit", nil)
 	leak("/audit", page)
+}
+
+// A stuck reopened charge whose id is shown masked (it holds the
+// account): the Stuck page still finds its message on the DLQ (looked up
+// by the id as read) and offers its redrive, the row showing the id
+// masked.
+func TestAttack54MaskStuckFindsTheDLQEntryOfAMaskedID(t *testing.T) {
+	id := "CHG-" + account
+	w := newWorld(t)
+	w.reopenedOnTheDLQ(t, id)
+	later := func(o *console.Options) { o.Now = func() time.Time { return time.Now().Add(10 * time.Minute) } }
+	srv := w.consoleWith(t, proxyAuth(), later)
+	_, page := as(t, "olga", "GET", srv.URL+"/stuck", nil)
+	row := rowOf(page, charge.ShowID(id)) // the row shows the id masked
+	mustContain(t, "/stuck", row, "its message is on the DLQ")
+	if redriveLinkRE.FindStringSubmatch(page) == nil {
+		t.Fatalf("no redrive offered:\n%s", row)
+	}
 }
