@@ -353,7 +353,9 @@ func clusterAt(text string, i int) (groups []span, seps []byte) {
 	}
 }
 
-func isSeparator(c byte) bool { return c == '-' || c == ' ' || c == '.' || c == '/' }
+func isSeparator(c byte) bool {
+	return c == '-' || c == ' ' || c == '.' || c == '/' || c == '_' || c == ':'
+}
 
 // maskedDigits are the offsets of the cluster's digits to mask: for each
 // run of groups joined by the same separator (a lone group is a run) that
