@@ -147,9 +147,10 @@ const (
 // MaskText masks what may be an account number in text that came from
 // outside (a bank's error message): every occurrence of the given account
 // numbers, as written or in groups (joining characters '-', ' ', '.', '/',
-// '_' and ':' skipped: "123-4567" for the account 1234567), and every number of 8 or more digits — also when written in
-// groups joined by one separator, '-', ' ', '.' or '/' ("0012-3456-7890",
-// "0012.3456.7890", "0012/3456/7890") — keeps its last four digits. A date
+// '_' and ':' skipped: "123-4567" for the account 1234567), and every
+// number of 8 or more digits — also when written in groups joined by one
+// separator, '-', ' ', '.', '/', '_' or ':' ("0012-3456-7890",
+// "0012.3456.7890", "0012_3456_7890") — keeps its last four digits. A date
 // (2026-11-30, 30/11/2026, 2026.11.30, 30.11.2026) is left alone. Our own
 // references and ids are not passed through it.
 //
@@ -336,7 +337,7 @@ type span struct{ start, end int }
 func (g span) len() int { return g.end - g.start }
 
 // clusterAt reads the digit groups starting at text[i], each joined to the
-// next by exactly one separator ('-', ' ', '.' or '/', any mix of them);
+// next by exactly one separator (isSeparator, any mix of them);
 // seps[k] joins groups[k] and groups[k+1].
 func clusterAt(text string, i int) (groups []span, seps []byte) {
 	for {
