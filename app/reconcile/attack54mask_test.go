@@ -54,3 +54,35 @@ func TestAttack54MaskGroupedAccountInAPosting(t *testing.T) {
 		}
 	}
 }
+
+// A break of our own charge whose id is shown masked (it holds an
+// account's digits) is still closed by the id and break the report gave,
+// and the report shows none of the id's digits but its last four.
+func TestAttack54MaskResolveOurChargeShownMasked(t *testing.T) {
+	b, c := oneCharge(t, "CHG-", "001234567890", (*books).failed)
+	b.post(c, 1, 2500, true)
+	rep := b.run(t)
+	var br *reconcile.Break
+	for i := range rep.Breaks {
+		if strings.HasSuffix(rep.Breaks[i].ChargeID, "7890") {
+			br = &rep.Breaks[i]
+		}
+	}
+	if br == nil || br.ChargeID == c.ID {
+		t.Fatalf("breaks %+v: want %s's shown masked", rep.Breaks, c.ID)
+	}
+	text, csv, js := written(t, rep)
+	for what, out := range map[string]string{"text": text, "CSV": csv, "JSON": js} {
+		if strings.Contains(out, "12345678") {
+			t.Errorf("the %s report shows the id's digits:\n%s", what, out)
+		}
+	}
+	res, err := reconcile.Resolve(t.Context(), reconcile.Options{Store: b.store, Fingerprints: b.fp, Period: period, Now: b.clock.Now()}, b.postings_(),
+		reconcile.ResolveRequest{ChargeID: br.ChargeID, BreakID: br.ID, Reason: "INC-9", Operator: "ops", Guard: b.guard, Unverified: true})
+	if err != nil || res.Break.ID != br.ID {
+		t.Fatalf("Resolve by the id shown: %+v %v", res, err)
+	}
+	if strings.Contains(mustJSON(t, res), "12345678") {
+		t.Errorf("the resolution shows the id's digits: %s", mustJSON(t, res))
+	}
+}
