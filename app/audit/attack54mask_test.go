@@ -17,3 +17,12 @@ func TestAttack54MaskPrintEntriesChargeID(t *testing.T) {
 		t.Errorf("audit lines:\n%s", out)
 	}
 }
+
+// An entry whose charge id a command line's audit line held masked is
+// found by the id as read.
+func TestAttack54MaskFilterFindsAMaskedID(t *testing.T) {
+	f := Filter{ChargeID: "CHG-001234567890"}
+	if !f.Match(Entry{ChargeID: "CHG-********7890"}) || !f.Match(Entry{ChargeID: "CHG-001234567890"}) || f.Match(Entry{ChargeID: "CHG-1"}) {
+		t.Error("the filter by charge id does not find the entries of the charge (masked or as read) alone")
+	}
+}
