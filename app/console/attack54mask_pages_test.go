@@ -74,3 +74,18 @@ func TestAttack54MaskStuckFindsTheDLQEntryOfAMaskedID(t *testing.T) {
 		t.Fatalf("no redrive offered:\n%s", row)
 	}
 }
+
+// The entry page of a charge whose id is shown masked does not link to a
+// charge page by the masked id (no record is under it: the link led to
+// "no record"); its record is on the entry page itself.
+func TestAttack54MaskEntryPageHasNoLinkByTheMaskedID(t *testing.T) {
+	id := "CHG-" + account
+	w := newWorld(t)
+	w.declinedOnTheDLQ(t, id, "INSUFFICIENT_FUNDS", 4200)
+	srv := w.console(t, proxyAuth())
+	_, page := as(t, "olga", "GET", srv.URL+"/dlq/entry?id="+url.QueryEscape(w.dlqIDs(t)[id]), nil)
+	if i := strings.Index(page, `href="/charge?id=CHG-`); i >= 0 && !strings.HasPrefix(page[i:], `href="/charge?id=`+id) {
+		t.Errorf("the entry page links to the charge by its masked id")
+	}
+	mustContain(t, "the entry page", visible(page), charge.ShowID(id), "FAILED")
+}
