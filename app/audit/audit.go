@@ -28,6 +28,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/finedge/idempotent-consumer/app/charge"
 )
 
 // Entry is one line of the trail: one schema for the console and the
@@ -389,12 +391,19 @@ type Filter struct {
 	Since                                     time.Time
 }
 
+// names says whether id, an entry's charge id, is f's: as f names it, or
+// as every view shows it (charge.ShowID) — a command line's audit line
+// holds a charge id that carries an account masked so.
+func (f Filter) names(id string) bool {
+	return id == f.ChargeID || id != "" && id == charge.ShowID(f.ChargeID)
+}
+
 // Match says whether e passes f (Action matches a prefix: "reopen"
 // matches "reopen --new-attempt").
 func (f Filter) Match(e Entry) bool {
 	return (f.Operator == "" || strings.EqualFold(e.Operator, f.Operator)) &&
 		(f.Action == "" || strings.HasPrefix(e.Action, f.Action)) &&
-		(f.ChargeID == "" || e.ChargeID == f.ChargeID || contains(e.Charges, f.ChargeID) || contains(e.Held, f.ChargeID) || contains(e.Failed, f.ChargeID)) &&
+		(f.ChargeID == "" || f.names(e.ChargeID) || contains(e.Charges, f.ChargeID) || contains(e.Held, f.ChargeID) || contains(e.Failed, f.ChargeID)) &&
 		(f.Proposal == "" || e.Proposal == f.Proposal) &&
 		(f.Via == "" || e.Via == f.Via) &&
 		(f.Since.IsZero() || !e.At.Before(f.Since))

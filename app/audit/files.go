@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/internal/safetext"
 )
 
@@ -67,7 +68,7 @@ func VerifyFiles(files []string, anchors []Anchor, keys Keyring) ([]Report, erro
 func PrintEntries(w io.Writer, es []Entry) {
 	p := safetext.Text
 	for _, e := range es {
-		what := e.ChargeID
+		what := charge.ShowID(e.ChargeID) // as every view shows it; the trail keeps it as read
 		if len(e.Charges) > 0 {
 			what = fmt.Sprintf("%d charge(s)", len(e.Charges))
 		}

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/finedge/idempotent-consumer/idempotency"
@@ -92,10 +93,12 @@ func (c Charge) DebitRequestFor(gen int) DebitRequest {
 	}
 }
 
-// LogValue masks the account number so that no log line ever holds it whole.
+// LogValue masks the account number so that no log line ever holds it
+// whole, and shows the charge id as every view does (ShowID, with the
+// charge's own account): an id holding the account is masked too.
 func (c Charge) LogValue() slog.Value {
 	return slog.GroupValue(
-		slog.String("charge_id", c.ID),
+		slog.String("charge_id", ShowID(c.ID, c.AccountID)),
 		slog.String("account", MaskAccount(c.AccountID)),
 		slog.String("amount", c.Amount.String()),
 		slog.String("type", string(c.Type)),
@@ -143,9 +146,11 @@ const (
 
 // MaskText masks what may be an account number in text that came from
 // outside (a bank's error message): every occurrence of the given account
-// numbers, and every number of 8 or more digits — also when written in
-// groups joined by one separator, '-', ' ', '.' or '/' ("0012-3456-7890",
-// "0012.3456.7890", "0012/3456/7890") — keeps its last four digits. A date
+// numbers, as written or in groups (joining characters '-', ' ', '.', '/',
+// '_' and ':' skipped: "123-4567" for the account 1234567), and every
+// number of 8 or more digits — also when written in groups joined by one
+// separator, '-', ' ', '.', '/', '_' or ':' ("0012-3456-7890",
+// "0012.3456.7890", "0012_3456_7890") — keeps its last four digits. A date
 // (2026-11-30, 30/11/2026, 2026.11.30, 30.11.2026) is left alone. Our own
 // references and ids are not passed through it.
 //
@@ -157,10 +162,16 @@ const (
 // digits are masked only when another number of 8 or more digits runs
 // through them ("2026-11-30 12345678" reads 30 12345678 too).
 func MaskText(text string, accounts ...string) string {
+	// A digit of another script (full-width ０-９, Arabic-Indic, …) is
+	// read as a digit by whoever reads it: it is written as its ASCII
+	// digit, so it is masked as one.
+	text = asciiDigits(text)
 	// Both are found in text as it came: an account masked first must not
 	// break a longer number into pieces too short to mask (nor the other
 	// way round).
-	var mask []byte // per byte of text: keep, star or drop
+	var mask []byte     // per byte of text: keep, star or drop
+	var flatText string // text with joining characters left out (flattenAt)
+	var flatAt []int    // where each byte of flatText is in text
 	mark := func(at int, m byte) {
 		if mask == nil {
 			mask = make([]byte, len(text))
@@ -190,6 +201,37 @@ func MaskText(text string, accounts ...string) string {
 				at += w
 			}
 			_, w := utf8.DecodeRuneInString(text[from+i:])
+			from += i + w
+		}
+		// And written in groups ("0012-3456-7890", "123 4567",
+		// "0012_3456_7890"): the account's characters found in text
+		// with joining characters skipped, all but its last four masked.
+		flatAccount := flatten(a)
+		if len(flatAccount) < 4 {
+			continue
+		}
+		if flatAt == nil {
+			flatText, flatAt = flattenAt(text)
+		}
+		n = max(utf8.RuneCountInString(flatAccount)-4, 0)
+		if n == 0 {
+			n = utf8.RuneCountInString(flatAccount)
+		}
+		for from := 0; ; {
+			i := strings.Index(flatText[from:], flatAccount)
+			if i < 0 {
+				break
+			}
+			at := from + i
+			for r := 0; r < n; r++ {
+				_, w := utf8.DecodeRuneInString(flatText[at:])
+				mark(flatAt[at], maskStar)
+				for k := 1; k < w; k++ {
+					mark(flatAt[at+k], maskDrop)
+				}
+				at += w
+			}
+			_, w := utf8.DecodeRuneInString(flatText[from+i:])
 			from += i + w
 		}
 	}
@@ -229,13 +271,73 @@ const (
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
+// asciiDigits is s with every decimal digit of another script written as
+// the ASCII digit of its value.
+func asciiDigits(s string) string {
+	if !strings.ContainsFunc(s, otherDigit) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if otherDigit(r) {
+			b.WriteByte('0' + byte(digitValue(r)))
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func otherDigit(r rune) bool { return r > 0x7f && unicode.IsDigit(r) }
+
+// digitValue is the value of r, a decimal digit (Unicode Nd): each range
+// of the table runs from a zero in blocks of ten.
+func digitValue(r rune) int {
+	for _, g := range unicode.Nd.R16 {
+		if rune(g.Lo) <= r && r <= rune(g.Hi) {
+			return int(r-rune(g.Lo)) % 10
+		}
+	}
+	for _, g := range unicode.Nd.R32 {
+		if rune(g.Lo) <= r && r <= rune(g.Hi) {
+			return int(r-rune(g.Lo)) % 10
+		}
+	}
+	return 0
+}
+
+// isJoiner: a character that joins the groups of a number as written
+// ("0012-3456-7890", "0012 3456 7890", "0012_3456_7890", "12:34:56:78"),
+// skipped where an account is looked for.
+func isJoiner(c byte) bool { return isSeparator(c) || c == '_' || c == ':' }
+
+// flatten is s without its joining characters (isJoiner).
+func flatten(s string) string {
+	f, _ := flattenAt(s)
+	return f
+}
+
+// flattenAt is s without its joining characters, and where each byte of
+// the result is in s.
+func flattenAt(s string) (string, []int) {
+	b := make([]byte, 0, len(s))
+	at := make([]int, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if !isJoiner(s[i]) {
+			b = append(b, s[i])
+			at = append(at, i)
+		}
+	}
+	return string(b), at
+}
+
 // span is one group of digits, text[start:end].
 type span struct{ start, end int }
 
 func (g span) len() int { return g.end - g.start }
 
 // clusterAt reads the digit groups starting at text[i], each joined to the
-// next by exactly one separator ('-', ' ', '.' or '/', any mix of them);
+// next by exactly one separator (isSeparator, any mix of them);
 // seps[k] joins groups[k] and groups[k+1].
 func clusterAt(text string, i int) (groups []span, seps []byte) {
 	for {
@@ -252,7 +354,9 @@ func clusterAt(text string, i int) (groups []span, seps []byte) {
 	}
 }
 
-func isSeparator(c byte) bool { return c == '-' || c == ' ' || c == '.' || c == '/' }
+func isSeparator(c byte) bool {
+	return c == '-' || c == ' ' || c == '.' || c == '/' || c == '_' || c == ':'
+}
 
 // maskedDigits are the offsets of the cluster's digits to mask: for each
 // run of groups joined by the same separator (a lone group is a run) that
@@ -320,12 +424,43 @@ func Untrusted(text string, accounts ...string) string {
 // "CHG-2026-11-30-0001" and "CHG-adc04251-033" are shown as they are
 // everywhere, and "CHG-0012-3456-7890", "CHG-001234567890" or
 // "445566778899 INR" keep only their last four digits everywhere.
+//
+// In an id '_' and ':' join digit groups as '-' does: "CHG_0012_3456_7890"
+// and "CHG:0012:3456:7890" are masked as "CHG-0012-3456-7890" is (the
+// joining characters kept), and "CHG_2026_11_30_0001" is shown whole.
 func ShowID(id string, accounts ...string) string {
 	id = Printable(id)
-	if chargeIDPattern.MatchString(id) && !holdsAny(id, accounts) && !accountLikeRun(id) {
+	if !chargeIDPattern.MatchString(id) {
+		return Clip(MaskText(id, accounts...), 128)
+	}
+	joined := strings.NewReplacer("_", "-", ":", "-").Replace(id)
+	if !holdsAny(id, accounts) && !accountLikeRun(joined) {
 		return id
 	}
-	return Clip(MaskText(id, accounts...), 128)
+	// An id's form is ASCII: MaskText writes one byte for each byte.
+	m := MaskText(joined, accounts...)
+	if len(m) != len(id) {
+		return Clip(MaskText(id, accounts...), 128)
+	}
+	b := []byte(id)
+	for i := range b {
+		if m[i] == '*' {
+			b[i] = '*'
+		}
+	}
+	return string(b)
+}
+
+// ShowBankKey is a bank key (BankKey: a charge id, with "~n" from the
+// second generation on) as every view shows it: its charge id as ShowID
+// shows it, its generation as it is.
+func ShowBankKey(key string, accounts ...string) string {
+	if i := strings.LastIndexByte(key, '~'); i > 0 {
+		if gen := key[i+1:]; gen != "" && len(gen) <= 9 && strings.Trim(gen, "0123456789") == "" {
+			return ShowID(key[:i], accounts...) + key[i:]
+		}
+	}
+	return ShowID(key, accounts...)
 }
 
 // ShowRef is a bank's reference (a posting's, a record's) as every view
@@ -343,10 +478,15 @@ func ShowRef(ref string, accounts ...string) string {
 }
 
 // holdsAny reports whether s holds one of the accounts (of 4 characters
-// or more: MaskText's own floor).
+// or more: MaskText's own floor), as written or in groups: joining
+// characters ('-', ' ', '.', '/', '_', ':') skipped in both.
 func holdsAny(s string, accounts []string) bool {
+	flat := flatten(s)
 	for _, a := range accounts {
 		if len(a) >= 4 && strings.Contains(s, a) {
+			return true
+		}
+		if fa := flatten(a); len(fa) >= 4 && strings.Contains(flat, fa) {
 			return true
 		}
 	}
@@ -355,10 +495,10 @@ func holdsAny(s string, accounts []string) bool {
 
 // accountLikeRun reports whether a digit cluster of id reads as an
 // account, its leading date (datePrefix) left out: a group of 8 or more
-// digits, or three or more groups in an account's grouping (all but the
-// last of one length, 2 to 6, the last no longer; 8 or more digits in
-// all: 0012-3456-7890, 001 234 567 890). Fewer groups, or groups of
-// differing lengths, are an id's parts (CHG-adc04251-033, 2026-11-000123).
+// digits, or groups in an account's grouping (two of one length, or three
+// or more all but the last of one length, 2 to 6, the last no longer; 8
+// or more digits in all: 0012-3456, 0012-3456-7890, 001 234 567 890).
+// Groups of differing lengths are an id's parts (CHG-adc04251-033).
 func accountLikeRun(id string) bool {
 	for i := 0; i < len(id); {
 		if !isDigit(id[i]) {
@@ -368,13 +508,16 @@ func accountLikeRun(id string) bool {
 		groups, seps := clusterAt(id, i)
 		i = groups[len(groups)-1].end
 		rest := groups[datePrefix(id, groups, seps):]
-		digits, grouped := 0, len(rest) >= 3
+		digits, grouped := 0, len(rest) >= 2
 		for k, g := range rest {
 			if g.len() >= 8 {
 				return true
 			}
 			digits += g.len()
-			if l := rest[0].len(); k < len(rest)-1 && g.len() != l || l < 2 || l > 6 || g.len() > l {
+			// All but the last of one length; the last no longer, and of
+			// the same length too where there are only two.
+			last := k == len(rest)-1
+			if l := rest[0].len(); (!last || len(rest) == 2) && g.len() != l || l < 2 || l > 6 || g.len() > l {
 				grouped = false
 			}
 		}

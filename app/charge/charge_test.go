@@ -132,7 +132,7 @@ func TestShowIDShowsAnIDWholeAndMasksOnlyAnAccountInIt(t *testing.T) {
 		{"CHG-0012-3456-7890", "CHG-****-****-7890"}, // an account's grouping
 		{"CHG-001-234-567-89", "CHG-***-***-*67-89"},
 		{"CHG-adc04251-033", "CHG-adc04251-033"}, // two parts of an id
-		{"CHG-0012-3456", "CHG-0012-3456"},
+		{"CHG-0012-3456", "CHG-****-3456"},       // two groups of an account's length
 		{"CHG-2026-11-0012-3456-7890", "CHG-****-**-****-****-7890"},
 		{"CHG-202611301234", "CHG-********1234"}, // no separator: no date
 		{"CHG-2026-13-00012345", "CHG-****-**-****2345"},

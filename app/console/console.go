@@ -451,7 +451,7 @@ func (c *Console) action(h func(http.ResponseWriter, *http.Request, Identity) Au
 			// The action was taken (its request line is in the trail): say
 			// so in the log; the answer goes out as it is.
 			c.o.Logger.Error("console: the result of an action taken is not in the audit trail; its request line is", "action", e.Action,
-				"charge_id", e.ChargeID, "dlq_id", e.DLQID, "result", e.Result)
+				"charge_id", charge.ShowID(e.ChargeID), "dlq_id", e.DLQID, "result", e.Result)
 		}
 		bw.flushTo(w)
 	})
@@ -544,10 +544,10 @@ func (c *Console) audit(r *http.Request, e AuditEntry) error {
 	e.Via = "console"
 	e, err := c.o.Audit.Append(e)
 	if err != nil {
-		c.o.Logger.Error("console: audit entry not written", "error", err, "action", e.Action, "charge_id", e.ChargeID)
+		c.o.Logger.Error("console: audit entry not written", "error", err, "action", e.Action, "charge_id", charge.ShowID(e.ChargeID))
 	}
 	c.o.Logger.LogAttrs(r.Context(), slog.LevelWarn, "console action", slog.Bool("audit", err == nil), slog.String("operator", e.Operator),
-		slog.String("action", e.Action), slog.String("charge_id", e.ChargeID), slog.String("dlq_id", e.DLQID),
+		slog.String("action", e.Action), slog.String("charge_id", charge.ShowID(e.ChargeID)), slog.String("dlq_id", e.DLQID),
 		slog.String("result", e.Result), slog.String("reason", e.Reason), slog.String("detail", e.Detail),
 		slog.Int64("audit_seq", e.Seq), slog.String("audit_sha256", e.Hash))
 	return err

@@ -267,7 +267,7 @@ func recordView(r driver.Record, now time.Time) recordFields {
 		h[i] = charge.MaskText(clean(x))
 	}
 	r.History = h
-	v := recordFields{RecordJSON: status.RecordJSONOf(r, now), BankKey: charge.BankKey(r.Key, r.Generation),
+	v := recordFields{RecordJSON: status.RecordJSONOf(r, now), BankKey: charge.ShowBankKey(charge.BankKey(r.Key, r.Generation)),
 		Reopenable: r.State == driver.StateFailed, NewAttemptOK: charge.EligibleForNewGeneration(r) == nil,
 		Renotifiable: r.State == driver.StateDone && r.Status == string(charge.DebitedNotificationFailed)}
 	if r.State == driver.StateDone {
@@ -426,7 +426,7 @@ func (c *Console) confirm(action string) http.HandlerFunc {
 				rv.NewAttemptOK, rv.HardDeclineProposed = true, true
 			}
 			v["Record"] = rv
-			v["NextKey"] = charge.BankKey(rec.Key, rec.Generation+1)
+			v["NextKey"] = charge.ShowBankKey(charge.BankKey(rec.Key, rec.Generation+1))
 			v["Seal"] = c.seal("", id, &rec)
 			// Under four-eyes a reopen with a new attempt is proposed, not
 			// done (reopen below): the page says so before the button.
@@ -634,7 +634,7 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		c.result(w, r, http.StatusConflict, "Not reopened", fmt.Sprintf("The charge is %s, not FAILED: only a FAILED record is reopened.", rec.State), back, "the charge")
 	case errors.Is(err, operate.ErrDeclinedSameKey):
 		e.Result, e.Detail = "refused", "declined by the bank: the same key is declined again"
-		c.result(w, r, http.StatusConflict, "Not reopened", fmt.Sprintf("The bank declined this charge explicitly (%s): reopened under the same bank key %s it is declined again. Reopen it with a new attempt (the next bank key), or on the command line: chargerecovery reopen --new-attempt --reason … %s", charge.Clip(charge.Printable(rec.Detail), 120), charge.BankKey(rec.Key, rec.Generation), chargeID), "/charge/reopen?id="+urlQuery(chargeID), "reopen with a new attempt")
+		c.result(w, r, http.StatusConflict, "Not reopened", fmt.Sprintf("The bank declined this charge explicitly (%s): reopened under the same bank key %s it is declined again. Reopen it with a new attempt (the next bank key), or on the command line: chargerecovery reopen --new-attempt --reason … %s", charge.Clip(charge.Printable(rec.Detail), 120), charge.ShowBankKey(charge.BankKey(rec.Key, rec.Generation)), charge.ShowID(chargeID)), "/charge/reopen?id="+urlQuery(chargeID), "reopen with a new attempt")
 	case errors.Is(err, charge.ErrHardDecline):
 		code := charge.DeclineCode(rec.Detail)
 		e.Result, e.Detail = "refused", "a hard decline: "+code
@@ -648,8 +648,8 @@ func (c *Console) reopen(w http.ResponseWriter, r *http.Request, id Identity) Au
 		c.result(w, r, http.StatusBadGateway, "Reopen failed", "The store did not answer; the record is as it was, or reopened: look at the charge.", back, "the charge")
 	default:
 		e.Result = "reopened"
-		e.Detail = fmt.Sprintf("generation %d, bank key %s", rec.Generation, charge.BankKey(rec.Key, rec.Generation))
-		c.result(w, r, http.StatusOK, "Reopened", fmt.Sprintf("Reopened: its next delivery claims it afresh under bank key %s. Redrive its DLQ entry to deliver it now.", charge.BankKey(rec.Key, rec.Generation)), back, "the charge")
+		e.Detail = fmt.Sprintf("generation %d, bank key %s", rec.Generation, charge.ShowBankKey(charge.BankKey(rec.Key, rec.Generation)))
+		c.result(w, r, http.StatusOK, "Reopened", fmt.Sprintf("Reopened: its next delivery claims it afresh under bank key %s. Redrive its DLQ entry to deliver it now.", charge.ShowBankKey(charge.BankKey(rec.Key, rec.Generation))), back, "the charge")
 	}
 	return e
 }
@@ -736,6 +736,9 @@ func (c *Console) renderBlock(w http.ResponseWriter, r *http.Request, name, bloc
 func urlQuery(s string) string { return template.URLQueryEscaper(s) }
 
 var funcs = template.FuncMap{
+	// showID is a charge id as every view shows it (charge.ShowID): the
+	// text of a link or a heading; the link itself carries the id.
+	"showID": func(id string) string { return charge.ShowID(id) },
 	"ago": func(t time.Time) string {
 		if t.IsZero() {
 			return "-"

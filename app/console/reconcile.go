@@ -213,7 +213,7 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 			}
 		}
 		if err != nil {
-			c.o.Logger.Error("console: adopted, but the resolution was not kept", "charge_id", chargeID, "error", err)
+			c.o.Logger.Error("console: adopted, but the resolution was not kept", "charge_id", charge.ShowID(chargeID), "error", err)
 			e.Detail += "; the resolution was not kept (the next run does not show it: the record now matches)"
 			msg += " Its resolution could not be kept (the console's log says why); the next run of the statement does not show it, as the record now matches."
 		}
@@ -235,7 +235,7 @@ func (c *Console) resolveBreak(w http.ResponseWriter, r *http.Request, id Identi
 		e.Result, e.Detail = "failed", charge.Clip(charge.MaskText(printable(err.Error())), 300)
 		c.result(w, r, http.StatusConflict, "Not resolved", "The statement the report names cannot be read now: "+e.Detail, back, "back to the reconciliation")
 	default:
-		c.o.Logger.Error("console: reconcile resolve failed", "charge_id", chargeID, "error", err)
+		c.o.Logger.Error("console: reconcile resolve failed", "charge_id", charge.ShowID(chargeID), "error", err)
 		e.Result, e.Detail = "failed", charge.Clip(charge.MaskText(printable(err.Error())), 300)
 		c.result(w, r, http.StatusBadGateway, "Not resolved", "The break was not resolved: "+e.Detail, back, "back to the reconciliation")
 	}

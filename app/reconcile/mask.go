@@ -15,7 +15,9 @@ import (
 // with a generation suffix, "CHG-1~2") names a charge, not a customer, and
 // is shown as it is, unless its charge id looks like an account number (no
 // letter, and 8 or more digits, plain or grouped as charge.MaskText reads
-// them: a payer's account sent as the end-to-end id). Any other key — a
+// them: a payer's account sent as the end-to-end id) or charge.ShowID, the
+// rule of every view for a charge id, would mask it ("CHG-001234567890",
+// "CHG-0012-3456-7890", the row's account grouped). Any other key — a
 // foreign end-to-end id of another form, an internal key — is masked; and
 // so is any key that is, or holds, one of accounts (the row's full
 // accounts).
@@ -29,7 +31,11 @@ func ShowKey(key string, accounts ...string) string {
 		}
 	}
 	id, _ := SplitBankKey(key)
-	if _, ours := ChargeOf(key); ours && !accountLike(id) {
+	// Its charge id shown by the rule of every view (charge.ShowID, the
+	// row's accounts): an id holding the account grouped ("CHG-123-4567")
+	// or an account's digits ("CHG-001234567890") is masked, as dlq list
+	// masks it.
+	if _, ours := ChargeOf(key); ours && !accountLike(id) && charge.ShowID(id, accounts...) == id {
 		return key
 	}
 	return charge.MaskAccount(key)

@@ -51,7 +51,7 @@ func TestNoAccountNumberInAnyOutputRecordOrDLQReason(t *testing.T) {
 	leaks("the demo's output", out.Bytes())
 
 	kept := regexp.MustCompile(`kept (\S+\.db)`).FindSubmatch(out.Bytes())
-	queue := regexp.MustCompile(`queue (demo-[0-9a-f]+)`).FindSubmatch(out.Bytes())
+	queue := regexp.MustCompile(`queue (demo-r[0-9a-f]+)`).FindSubmatch(out.Bytes())
 	if kept == nil || queue == nil {
 		t.Fatalf("no kept database in the demo's output:\n%s", out.String())
 	}

@@ -576,11 +576,13 @@ func endpointOf(cfg aws.Config) string {
 	return "AWS region " + cfg.Region
 }
 
-// RandomID is a short random hex id (run names).
+// RandomID is a short random id: "r" and 7 hex digits (run names).
 func RandomID() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	// A letter first: never 8 digits in a row, which a charge id made of
+	// it would be shown masked as an account's (charge.ShowID).
+	return "r" + hex.EncodeToString(b[:])[1:]
 }
 
 // OpenFresh opens a backend of its own for a demo or bench run: a new

@@ -232,7 +232,7 @@ func (r Renotifier) Renotify(ctx context.Context, recs []driver.Record, o Renoti
 			failed++
 		case "sent":
 			audit.LogAttrs(ctx, slog.LevelWarn, "missed pre-debit notification sent by an operator", slog.Bool("audit", true), slog.String("action", "renotify"), slog.String("result", "sent"),
-				slog.String("charge_id", rec.Key), slog.String("reference", res.Reference), slog.String("channel", r.Channel),
+				slog.String("charge_id", charge.ShowID(rec.Key)), slog.String("reference", res.Reference), slog.String("channel", r.Channel),
 				slog.String("previous_status", rec.Status), slog.String("operator", o.Operator), slog.String("reason", o.Reason))
 		}
 	}

@@ -176,10 +176,10 @@ func ReopenCharge(ctx context.Context, store driver.Store, o ReopenOptions) erro
 		return err
 	}
 	AuditLog(o.Audit).LogAttrs(ctx, slog.LevelWarn, "FAILED charge reopened by an operator",
-		slog.Bool("audit", true), slog.String("action", reopenAction(o.NewAttempt)), slog.String("result", "reopened"), slog.String("charge_id", rec.Key), slog.String("reason", charge.MaskText(o.Reason)),
+		slog.Bool("audit", true), slog.String("action", reopenAction(o.NewAttempt)), slog.String("result", "reopened"), slog.String("charge_id", charge.ShowID(rec.Key)), slog.String("reason", charge.MaskText(o.Reason)),
 		slog.String("previous_status", rec.PrevStatus), slog.String("previous_detail", rec.PrevDetail),
 		slog.Int("attempt", rec.Attempt), slog.Int("reopens", rec.Reopens), slog.Int("generation", rec.Generation),
-		slog.String("bank_key", charge.BankKey(rec.Key, rec.Generation)), slog.String("operator", o.Operator))
+		slog.String("bank_key", charge.ShowBankKey(charge.BankKey(rec.Key, rec.Generation))), slog.String("operator", o.Operator))
 	if o.JSON {
 		return json.NewEncoder(o.Out).Encode(status.RecordJSONOf(rec, time.Now()))
 	}

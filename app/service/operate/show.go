@@ -123,6 +123,9 @@ func Show(ctx context.Context, q queue.Operator, store driver.Store, o ShowOptio
 		rec, err = store.Get(ctx, cid, now)
 		switch {
 		case err == nil:
+			// The record's key is the charge id as read: it is shown as
+			// the entry shows it (charge.ShowID, the body's accounts).
+			rec.Key = entries[0].ChargeID
 			r := status.RecordJSONOf(rec, now)
 			out.Record = &r
 		case !errors.Is(err, idempotency.ErrNotFound):

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
@@ -117,7 +118,7 @@ func Resolve(ctx context.Context, store driver.Store, st Statement, r ResolveReq
 		// and level.
 		operate.AuditLog(w).LogAttrs(ctx, slog.LevelWarn, fmt.Sprintf("reconciliation break %s %s", res.Break.Kind, res.Action),
 			slog.Bool("audit", true), slog.String("action", "reconcile-resolve"), slog.String("result", res.Action),
-			slog.String("charge_id", r.ChargeID), slog.String("reason", r.Reason), slog.String("kind", string(res.Break.Kind)),
+			slog.String("charge_id", charge.ShowID(r.ChargeID)), slog.String("reason", r.Reason), slog.String("kind", string(res.Break.Kind)),
 			slog.String("break", res.Break.ID), slog.Any("bank_keys", res.Break.BankKeys))
 		return nil
 	})
