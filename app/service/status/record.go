@@ -1,6 +1,7 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -187,10 +188,16 @@ func PrintStuck(w io.Writer, recs []driver.Record, total int, now time.Time) err
 	}
 	fmt.Fprintf(w, " (oldest first, %d shown). Each is reclaimed by its next delivery; if the message is gone, see the DLQ.\n", len(recs))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "CHARGE\tLEASE EXPIRED\tOVERDUE\tATTEMPT\tCLAIMED")
+	fmt.Fprintln(tw, "CHARGE\tAMOUNT\tACCOUNT\tGEN\tLEASE EXPIRED\tOVERDUE\tATTEMPT\tCLAIMED")
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", safetext.Text(r.Key), r.LeaseUntil.UTC().Format(time.RFC3339),
-			now.Sub(r.LeaseUntil).Round(time.Second), r.Attempt, r.CreatedAt.UTC().Format(time.RFC3339))
+		// The month-end columns, as the console's Stuck page has them:
+		// the amount and the masked account from the record's summary.
+		amount, account := "-", "-"
+		if sum, ok := charge.RecordSummary(r); ok {
+			amount, account = sum.Amount.String(), cmp.Or(sum.Account(), "-")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%s\n", safetext.Text(charge.ShowID(r.Key)), amount, safetext.Text(account), max(r.Generation, 1),
+			r.LeaseUntil.UTC().Format(time.RFC3339), now.Sub(r.LeaseUntil).Round(time.Second), r.Attempt, r.CreatedAt.UTC().Format(time.RFC3339))
 	}
 	return tw.Flush()
 }

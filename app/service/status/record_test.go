@@ -2,6 +2,7 @@ package status_test
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,35 @@ func TestWaitingRecordsSayWhatTheyWaitFor(t *testing.T) {
 				t.Fatalf("inspect printed:\n%s", b.String())
 			}
 		})
+	}
+}
+
+// Issue 54 (the newcomer's trial): stuck on the command line has the
+// month-end columns the console's Stuck page has — amount, masked account,
+// generation — from the record's summary; "-" where a record keeps none.
+func TestPrintStuckHasTheMonthEndColumns(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	recs := []driver.Record{
+		{Key: "CHG-S-1", State: driver.StateInProgress, Summary: "2500 INR 7890", Generation: 2, Attempt: 3,
+			LeaseUntil: now.Add(-time.Minute), CreatedAt: now.Add(-time.Hour)},
+		{Key: "CHG-S-2", State: driver.StateInProgress, LeaseUntil: now.Add(-2 * time.Minute), CreatedAt: now.Add(-time.Hour)},
+	}
+	var b strings.Builder
+	if err := status.PrintStuck(&b, recs, 2, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"AMOUNT", "ACCOUNT", "GEN", "INR 25.00", "****7890"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stuck lacks %q:\n%s", want, out)
+		}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "CHG-S-1") && !regexp.MustCompile(`INR 25\.00\s+\*\*\*\*7890\s+2\s`).MatchString(line) {
+			t.Errorf("CHG-S-1's row: %q", line)
+		}
+		if strings.HasPrefix(line, "CHG-S-2") && !regexp.MustCompile(`CHG-S-2\s+-\s+-\s+1\s`).MatchString(line) {
+			t.Errorf("CHG-S-2's row (no summary, generation 1): %q", line)
+		}
 	}
 }
