@@ -79,3 +79,15 @@ func TestTheUserAPIIsSmall(t *testing.T) {
 			len(entries), maxEntries, strings.Join(entries, "\n\t"))
 	}
 }
+
+// The zero Outcome (a call refused before any claim) prints as "none",
+// not "outcome(0)", in a newcomer's log line; an unknown one keeps its
+// number.
+func TestTheZeroOutcomeIsNone(t *testing.T) {
+	if got := idempotency.Outcome(0).String(); got != "none" {
+		t.Errorf("Outcome(0) = %q, want none", got)
+	}
+	if got := idempotency.Outcome(99).String(); got != "outcome(99)" {
+		t.Errorf("Outcome(99) = %q", got)
+	}
+}

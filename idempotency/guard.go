@@ -108,9 +108,15 @@ var outcomeNames = map[Outcome]string{
 	Waiting:             "waiting",
 }
 
+// String is the outcome's name; the zero Outcome (a call refused before
+// any claim: invalid input, the store unreachable; see its error) is
+// "none".
 func (o Outcome) String() string {
 	if s, ok := outcomeNames[o]; ok {
 		return s
+	}
+	if o == 0 {
+		return "none"
 	}
 	return fmt.Sprintf("outcome(%d)", int(o))
 }
