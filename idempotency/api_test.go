@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/finedge/idempotent-consumer/idempotency"
 )
 
 // maxEntries bounds what `go doc -short ./idempotency` lists: the user API
