@@ -504,8 +504,11 @@ func (c *Console) redrive(w http.ResponseWriter, r *http.Request, id Identity) A
 		// (the page showed it as charge.ShowID does, and the form carries
 		// what the page showed), when the entry is found.
 		o.Match = func(d queue.DLQEntry) bool {
+			if d.ID != dlqID {
+				return false // the body of every other entry is not read
+			}
 			v := operate.View(d, now, false)
-			if d.ID != dlqID || v.ChargeID != sealed {
+			if v.ChargeID != sealed {
 				return false
 			}
 			sealChecked = true
