@@ -257,6 +257,31 @@ var migrations = []string{
 	// derived from a keyed fingerprint, so they stay "" until a claim
 	// writes one (reconciliation says which it matched by key only).
 	`alter table idempotency_records add column summary text not null default '';`,
+	// 8: fewer index writes per charge in the single writer (issue 55), as
+	// PostgreSQL's migration 5. A record's DONE moved it in the indexes on
+	// (state, lease_until) and (state, key): a delete and an insert in
+	// each. The bulk — DONE with status DEBITED — is now kept out of every
+	// index but the primary key and expires_at's: one partial index on
+	// (state, key) holds the rest (the claims under way, FAILED, WAITING,
+	// DONE with another status), and the stuck listing sorts its few
+	// IN_PROGRESS rows by lease. Building it reads the table once (about a
+	// second per million records), in this migration's transaction.
+	`drop index if exists idempotency_records_state_lease_idx;
+	 drop index if exists idempotency_records_state_key_idx;
+	 create index if not exists idempotency_records_open_idx on idempotency_records (state, key) where ` + openPredicate + `;`,
+}
+
+// openPredicate is the predicate of the partial index on (state, key)
+// (migration 8): the records that are not the bulk, DONE with DEBITED. A
+// query served by it names it word for word (SQLite uses a partial index
+// only for a query whose WHERE has its terms).
+const openPredicate = `(state <> 'DONE' or status <> 'DEBITED')`
+
+// bulk says whether records in state with status are the bulk, DONE with
+// DEBITED, which only the primary key and expires_at's index hold
+// (migration 8); status "" is any status.
+func bulk(state driver.State, status string) bool {
+	return state == driver.StateDone && (status == "" || status == "DEBITED")
 }
 
 // columnsV6 are the columns of idempotency_records as migration 6 found

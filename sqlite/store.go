@@ -302,17 +302,26 @@ func (s *Store) held(ctx context.Context, op, query string, args ...any) error {
 	return nil
 }
 
+// stuckCountSQL counts the claims past their lease (?1 lease passed by,
+// ?2 live at, ?3 the internal keys' prefix); stuckSQL lists them, oldest
+// lease first, ?4 at most: by the partial index, whose IN_PROGRESS rows
+// are the claims under way.
+const (
+	stuckCountSQL = `select count(*) from idempotency_records
+		where state = 'IN_PROGRESS' and ` + openPredicate + ` and lease_until <= ?1 and expires_at > ?2 and substr(key, 1, 1) <> ?3`
+	stuckSQL = `select ` + columns + ` from idempotency_records
+		where state = 'IN_PROGRESS' and ` + openPredicate + ` and lease_until <= ?1 and expires_at > ?2 and substr(key, 1, 1) <> ?3
+		order by lease_until limit ?4`
+)
+
 // Stuck returns the IN_PROGRESS records whose lease passed before now,
 // oldest lease first (at most limit), and how many there are in all.
 func (s *Store) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
 	var total int
-	if err := s.db.sql.QueryRowContext(ctx, `select count(*) from idempotency_records
-		where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ? and substr(key, 1, 1) <> ?`, now.UnixMilli(), now.UnixMilli(), driver.InternalKeyPrefix).Scan(&total); err != nil {
+	if err := s.db.sql.QueryRowContext(ctx, stuckCountSQL, now.UnixMilli(), now.UnixMilli(), driver.InternalKeyPrefix).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	rows, err := s.db.sql.QueryContext(ctx, `select `+columns+`
-		from idempotency_records where state = 'IN_PROGRESS' and lease_until <= ? and expires_at > ? and substr(key, 1, 1) <> ?
-		order by lease_until limit ?`, now.UnixMilli(), now.UnixMilli(), driver.InternalKeyPrefix, limit)
+	rows, err := s.db.sql.QueryContext(ctx, stuckSQL, now.UnixMilli(), now.UnixMilli(), driver.InternalKeyPrefix, limit)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -402,11 +411,22 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 	return rec, driver.ErrStale
 }
 
-// ListByResult implements driver.ResultLister (a scan: status is not
-// indexed).
+// listByResultSQL lists the records in state ?1 with status ?2 live at
+// ?3, ?4 at most: by the partial index (false), or for the bulk (true) a
+// scan.
+var listByResultSQL = map[bool]string{
+	false: `select ` + columns + ` from idempotency_records
+		where state = ?1 and status = ?2 and ` + openPredicate + ` and expires_at > ?3 order by updated_at limit ?4`,
+	true: `select ` + columns + ` from idempotency_records
+		where state = ?1 and status = ?2 and expires_at > ?3 order by updated_at limit ?4`,
+}
+
+// ListByResult implements driver.ResultLister: by the partial index of
+// the records not DONE-DEBITED (the renotify scan's DONE with
+// DEBITED_NOTIFICATION_FAILED among them); DONE-DEBITED itself, the
+// bulk, is a scan.
 func (s *Store) ListByResult(ctx context.Context, state driver.State, status string, now time.Time, limit int) ([]driver.Record, error) {
-	rows, err := s.db.sql.QueryContext(ctx, `select `+columns+` from idempotency_records
-		where state = ? and status = ? and expires_at > ? order by updated_at limit ?`, string(state), status, now.UnixMilli(), limit)
+	rows, err := s.db.sql.QueryContext(ctx, listByResultSQL[bulk(state, status)], string(state), status, now.UnixMilli(), limit)
 	if err != nil {
 		return nil, driver.Unavailable("list", err)
 	}
@@ -470,13 +490,27 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 	return out, rows.Err()
 }
 
-// ListState implements driver.StateLister by the index on (state, key):
-// the prefix is a key range (never a LIKE pattern), the cursor a key.
+// listStateSQL is a page of ListState: state ?1, keys after ?2, from ?3,
+// below ?5 when ?4, live at ?6, status ?7 (empty: any), ?8 at most; by the
+// partial index on (state, key) (false), or walking the primary key for
+// the bulk (true).
+var listStateSQL = map[bool]string{
+	false: `select ` + columns + ` from idempotency_records
+		where state = ?1 and ` + openPredicate + ` and key > ?2 and key >= ?3 and (?4 = 0 or key < ?5) and expires_at > ?6 and (?7 = '' or status = ?7)
+		order by key limit ?8`,
+	true: `select ` + columns + ` from idempotency_records
+		where state = ?1 and key > ?2 and key >= ?3 and (?4 = 0 or key < ?5) and expires_at > ?6 and (?7 = '' or status = ?7)
+		order by key limit ?8`,
+}
+
+// ListState implements driver.StateLister, the prefix a key range (never
+// a LIKE pattern), the cursor a key: DONE by walking the primary key (most
+// records are DONE, so a page reads few others), every other state (and
+// DONE with a status other than DEBITED) by the partial index on (state,
+// key).
 func (s *Store) ListState(ctx context.Context, req driver.ListRequest) (driver.ListPage, error) {
 	limit := req.PageLimit()
-	q := `select ` + columns + ` from idempotency_records
-		where state = ?1 and key > ?2 and key >= ?3 and (?4 = 0 or key < ?5) and expires_at > ?6 and (?7 = '' or status = ?7)
-		order by key limit ?8`
+	q := listStateSQL[bulk(req.State, req.Status)]
 	end, bounded := driver.PrefixEnd(req.Prefix)
 	rows, err := s.db.sql.QueryContext(ctx, q, string(req.State), req.After, req.Prefix, bounded, end, req.Now.UnixMilli(), req.Status, limit+1)
 	if err != nil {
