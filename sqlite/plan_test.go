@@ -19,7 +19,7 @@ func TestTheListingsAreServedByTheirIndexes(t *testing.T) {
 	defer db.Close()
 	for _, tc := range []struct {
 		name, sql, index string
-		args         int
+		args             int
 	}{
 		{"stuck count", stuckCountSQL, "idempotency_records_open_idx", 3},
 		{"stuck", stuckSQL, "idempotency_records_open_idx", 4},
