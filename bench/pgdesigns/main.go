@@ -294,6 +294,20 @@ func stats(ctx context.Context, admin *pgx.Conn, s string) (c counts, err error)
 	return c, err
 }
 
+// settled reads the schema's counters until ok holds of them (the
+// backends that wrote have reported), or for at most 5 seconds.
+func settled(ctx context.Context, admin *pgx.Conn, s string, ok func(counts) bool) (counts, error) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		c, err := stats(ctx, admin, s)
+		if err != nil || ok(c) {
+			return c, err
+		}
+		if time.Now().After(deadline) {
+			return c, errors.New("the counters did not catch up in 5s (track_counts off?)")
+		}
+	}
+}
+
 // indexBytes is the size of the schema's indexes.
 func indexBytes(ctx context.Context, admin *pgx.Conn, s string) (b float64, err error) {
 	err = admin.QueryRow(ctx, `select coalesce(sum(pg_relation_size(indexrelid)), 0)::float8 from pg_stat_user_indexes where schemaname = $1`, s).Scan(&b)
@@ -315,10 +329,16 @@ func round(ctx context.Context, admin *pgx.Conn, url string, d design, r, n, wor
 	if _, err := admin.Exec(ctx, `truncate `+s+`.queue_messages, `+s+`.idempotency_records restart identity`); err != nil {
 		return result{}, err
 	}
+	sent, err := stats(ctx, admin, s)
+	if err != nil {
+		return result{}, err
+	}
 	if err := send(ctx, url, s, r, n); err != nil {
 		return result{}, fmt.Errorf("send: %w", err)
 	}
-	before, err := stats(ctx, admin, s)
+	// The sender's backend reports its inserts as it exits: wait for them,
+	// so that they are not counted as the round's.
+	before, err := settled(ctx, admin, s, func(c counts) bool { return c.ins-sent.ins >= int64(n) })
 	if err != nil {
 		return result{}, err
 	}
@@ -357,15 +377,9 @@ func round(ctx context.Context, admin *pgx.Conn, url string, d design, r, n, wor
 		return result{}, err
 	}
 	p.Close() // the workers' backends report their counters as they exit
-	var after counts
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if after, err = stats(ctx, admin, s); err != nil {
-			return result{}, err
-		}
-		if after.del-before.del >= int64(n) || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+	after, err := settled(ctx, admin, s, func(c counts) bool { return c.del-before.del >= int64(n) })
+	if err != nil {
+		return result{}, err
 	}
 	var left, records int64
 	if err := admin.QueryRow(ctx, `select (select count(*) from `+s+`.queue_messages), (select count(*) from `+s+`.idempotency_records where state = 'DONE' and status = 'DEBITED')`).Scan(&left, &records); err != nil {
