@@ -201,3 +201,30 @@ const lockMessagesSQL = `select id from queue_messages where queue = $1 and id =
 // ackSQL is postgres/queue.go's Ack (the baseline's settle).
 const ackSQL = `delete from queue_messages m using unnest($2::bigint[], $3::int[]) as r(id, received)
   where m.queue = $1 and m.id = r.id and m.received = r.received returning m.id`
+
+// claimSetSQL is current-set's claim: every fresh key of the batch in one
+// insert (a real driver would run claimSQL for the keys it did not
+// insert: duplicates, reclaims, none here). $1 keys, $2 tokens, $3
+// fingerprint, $4 lease until, $5 now, $6 expires at.
+const claimSetSQL = `
+insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, summary)
+select k, 'IN_PROGRESS', t, $3, 1, $4, $5, $5, $6, '' from unnest($1::text[], $2::text[]) as c(k, t)
+on conflict (key) do nothing`
+
+// finishSettleSetSQL is current-set's settle: every DONE of the group
+// and its message's delete in one statement. $1 keys, $2 tokens, $3
+// message ids, $4 receive counts, $5 detail, $6 now, $7 expires at, $8
+// queue.
+const finishSettleSetSQL = `
+with v as (
+  select * from unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) as v(k, t, id, received)
+), u as (
+  update idempotency_records r set state = 'DONE', status = 'DEBITED', detail = $5, updated_at = $6, expires_at = $7
+  from v where r.key = v.k and r.state = 'IN_PROGRESS' and r.token = v.t
+  returning r.key
+), d as (
+  delete from queue_messages m using v, u
+  where u.key = v.k and m.queue = $8 and m.id = v.id and m.received = v.received
+  returning 1
+)
+select (select count(*) from u), (select count(*) from d)`
