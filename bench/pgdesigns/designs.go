@@ -228,3 +228,21 @@ with v as (
   returning 1
 )
 select (select count(*) from u), (select count(*) from d)`
+
+// doneOnlySQL is record-floor's settle: the record inserted DONE-DEBITED
+// with the message's delete, and no claim before it — not a guard (nothing
+// stops a second delivery meanwhile), the least any design that keeps a
+// record per charge writes. $1 key, $2 token, $3 fingerprint, $4 now, $5
+// expires at, $6 detail, $7 queue, $8 message id, $9 receive count.
+const doneOnlySQL = `
+with d as (
+  delete from queue_messages
+  where queue = $7 and id = $8 and received = $9
+  returning 1
+), i as (
+  insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
+  select $1, 'DONE', $2, $3, 1, $4, $4, $4, $5, 'DEBITED', $6 from d
+  on conflict (key) do nothing
+  returning 1
+)
+select (select count(*) from i), (select count(*) from d)`
