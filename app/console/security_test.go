@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/netip"
@@ -16,7 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/console"
+	"github.com/finedge/idempotent-consumer/app/service/operate"
+	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/secretfile"
 )
@@ -450,5 +454,150 @@ func TestAPersonsSignInsNeverEndAnothersSession(t *testing.T) {
 	}
 	if code := call(h, "10.2.0.1:5000", "GET", "/dlq", nil, vera[0]).Code; code != http.StatusSeeOther {
 		t.Fatalf("vera's oldest session: %d, want ended", code)
+	}
+}
+
+// The audit trail names what an action acted on. An id in the query
+// string (POST /charge/reopen?id=A, the form naming none, or another)
+// is not what the action takes (it reads the form's body): the audit
+// line must not name it either.
+func TestAttack54ConsoleTheAuditNamesWhatTheActionTook(t *testing.T) {
+	w := newWorld(t)
+	srv := w.console(t, proxyAuth())
+	_, page := as(t, "olga", "GET", srv.URL+"/charge/reopen?id="+url.QueryEscape(w.failed), nil)
+	csrf := csrfOf(t, page)
+	as(t, "olga", "POST", srv.URL+"/charge/reopen?id="+url.QueryEscape(w.failed), url.Values{"csrf": {csrf}, "reason": {"INC-Q"}})
+	as(t, "olga", "POST", srv.URL+"/dlq/redrive?id="+url.QueryEscape(w.dlqIDs(t)[w.failed]), url.Values{"csrf": {csrf}})
+	b, err := os.ReadFile(w.audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, `"result":"requested"`) && (strings.Contains(line, w.failed) || strings.Contains(line, w.dlqIDs(t)[w.failed])) {
+			t.Fatalf("the audit trail names a charge the action did not take (the query's id, not the form's):\n%s", line)
+		}
+	}
+}
+
+// A redrive's confirmation page spells out what the charge's record makes
+// of it ("nothing: FAILED", "not debited again"). If the record changed
+// before the POST (reopened: the redrive now debits), the POST must not
+// move money the page said would not move.
+func TestAttack54ConsoleRedriveActsOnTheRecordItsConfirmationShowed(t *testing.T) {
+	w := newWorld(t)
+	w.declinedOnTheDLQ(t, "CHG-TOCTOU-2", "INSUFFICIENT_FUNDS", 4200)
+	srv := w.console(t, proxyAuth())
+	entry := w.dlqIDs(t)["CHG-TOCTOU-2"]
+	_, confirm := as(t, "olga", "GET", srv.URL+"/dlq/redrive?id="+url.QueryEscape(entry), nil)
+	mustContain(t, "the confirmation", html.UnescapeString(confirm), "nothing until an operator reopens it")
+	form := formOf(t, confirm, "confirm-form")
+
+	g, err := idempotency.NewGuard(w.store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operate.Reopen(t.Context(), g, "CHG-TOCTOU-2", "INC-3: ivan's", true, "ivan"); err != nil {
+		t.Fatal(err)
+	}
+	code, body := as(t, "olga", "POST", srv.URL+"/dlq/redrive", form)
+	if _, still := w.dlqIDs(t)["CHG-TOCTOU-2"]; !still {
+		t.Fatalf("the redrive moved a message whose record changed since its confirmation (it said nothing is debited; now it is debited under CHG-TOCTOU-2~2): %d\n%s", code, body)
+	}
+	if code != http.StatusConflict || !strings.Contains(body, "changed since") {
+		t.Fatalf("the refusal does not say why: %d\n%s", code, body)
+	}
+	// Confirmed afresh (now it says it debits), it moves.
+	_, confirm = as(t, "olga", "GET", srv.URL+"/dlq/redrive?id="+url.QueryEscape(entry), nil)
+	mustContain(t, "the new confirmation", confirm, "CHG-TOCTOU-2~2")
+	if code, body := as(t, "olga", "POST", srv.URL+"/dlq/redrive", formOf(t, confirm, "confirm-form")); code != http.StatusOK {
+		t.Fatalf("the redrive confirmed afresh: %d\n%s", code, body)
+	}
+}
+
+// Issue 54 item 2 with the confirmation's seal: a charge id that carries
+// its own account is shown masked on the confirmation page (and the form
+// carries what the page showed), yet the POST checks the record the body's
+// id keys: the redrive of a charge reopened since is still refused, and
+// one confirmed afresh moves.
+func TestAttack54ConsoleARedriveOfAChargeWhoseIDIsShownMasked(t *testing.T) {
+	id := "CHG-" + account
+	w := newWorld(t)
+	w.declinedOnTheDLQ(t, id, "INSUFFICIENT_FUNDS", 4200)
+	srv := w.console(t, proxyAuth())
+	entry := w.dlqIDs(t)[id]
+	_, confirm := as(t, "olga", "GET", srv.URL+"/dlq/redrive?id="+url.QueryEscape(entry), nil)
+	if strings.Contains(confirm, account) {
+		t.Fatalf("the confirmation shows the account in the charge id:\n%s", confirm)
+	}
+	mustContain(t, "the confirmation", html.UnescapeString(confirm), charge.ShowID(id, account), "nothing until an operator reopens it")
+	form := formOf(t, confirm, "confirm-form")
+	g, err := idempotency.NewGuard(w.store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operate.Reopen(t.Context(), g, id, "INC-4", true, "ivan"); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := as(t, "olga", "POST", srv.URL+"/dlq/redrive", form); code != http.StatusConflict || !strings.Contains(body, "changed since") {
+		t.Fatalf("a redrive of a record changed since its confirmation: %d\n%s", code, body)
+	}
+	if _, still := w.dlqIDs(t)[id]; !still {
+		t.Fatal("the message moved although its record changed since the confirmation")
+	}
+	_, confirm = as(t, "olga", "GET", srv.URL+"/dlq/redrive?id="+url.QueryEscape(entry), nil)
+	if code, body := as(t, "olga", "POST", srv.URL+"/dlq/redrive", formOf(t, confirm, "confirm-form")); code != http.StatusOK {
+		t.Fatalf("the redrive confirmed afresh: %d\n%s", code, body)
+	}
+	if _, still := w.dlqIDs(t)[id]; still {
+		t.Fatal("the redrive confirmed afresh left the message on the DLQ")
+	}
+}
+
+// A reopen's confirmation page names the bank key the new attempt is
+// debited under; the POST must act on that record, not on whatever it
+// became meanwhile (another operator reopened it, the bank declined the
+// second attempt too: the POST would make a third attempt under a key
+// nobody confirmed, over a decline nobody saw).
+func TestAttack54ConsoleReopenActsOnTheRecordItsConfirmationShowed(t *testing.T) {
+	w := newWorld(t)
+	w.declinedOnTheDLQ(t, "CHG-TOCTOU-1", "INSUFFICIENT_FUNDS", 4200)
+	srv := w.console(t, proxyAuth())
+	_, confirm := as(t, "olga", "GET", srv.URL+"/charge/reopen?id=CHG-TOCTOU-1", nil)
+	mustContain(t, "the confirmation", confirm, "CHG-TOCTOU-1~2")
+	form := formOf(t, confirm, "confirm-form")
+
+	// Meanwhile: another operator reopens it with a new attempt, and the
+	// bank declines that one too.
+	g, err := idempotency.NewGuard(w.store, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := operate.Reopen(t.Context(), g, "CHG-TOCTOU-1", "INC-1: ivan's", true, "ivan"); err != nil {
+		t.Fatal(err)
+	}
+	w.declinedAgain(t, "CHG-TOCTOU-1", "DO_NOT_HONOUR")
+
+	form.Set("reason", "INC-2: customer paid in")
+	form.Set("new_attempt", "on")
+	code, body := as(t, "olga", "POST", srv.URL+"/charge/reopen", form)
+	rec, err := w.store.Get(t.Context(), "CHG-TOCTOU-1", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Generation != 2 || rec.State != driver.StateFailed {
+		t.Fatalf("the POST reopened a record its confirmation did not show: now %s generation %d (confirmed: the next key CHG-TOCTOU-1~2); answer %d\n%s",
+			rec.State, rec.Generation, code, body)
+	}
+	if code != http.StatusConflict || !strings.Contains(body, "changed since") {
+		t.Fatalf("the refusal does not say why: %d\n%s", code, body)
+	}
+	// Confirmed afresh, it is done.
+	_, confirm = as(t, "olga", "GET", srv.URL+"/charge/reopen?id=CHG-TOCTOU-1", nil)
+	mustContain(t, "the new confirmation", confirm, "CHG-TOCTOU-1~3")
+	form = formOf(t, confirm, "confirm-form")
+	form.Set("reason", "INC-2: customer paid in")
+	form.Set("new_attempt", "on")
+	if code, body := as(t, "olga", "POST", srv.URL+"/charge/reopen", form); code != http.StatusOK {
+		t.Fatalf("the reopen confirmed afresh: %d\n%s", code, body)
 	}
 }
