@@ -1,6 +1,9 @@
 package charge_test
 
 import (
+	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
@@ -40,5 +43,110 @@ func TestMaskTextMasksAccountsByValue(t *testing.T) {
 				t.Errorf("MaskText(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// digitsOf is s's ASCII digits, separators and all else skipped.
+func digitsOf(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// The message's own account, written in groups, is the account: an id or
+// a reference holding it grouped must not show it (issue 54 item 2 attack).
+func TestAttack54MaskGroupedOwnAccount(t *testing.T) {
+	for _, tt := range []struct{ id, account string }{
+		{"CHG-123-4567", "1234567"},             // an account shorter than 8, grouped
+		{"CHG-2026-11-30-1234", "202611301234"}, // an account read as a date and four
+		{"REF-0012-3456-7890", "001234567890"},  // the posting's account, grouped
+		{"CHG_0012_3456_7890", "001234567890"},  // '_' joins groups in an id
+		{"CHG:0012:3456:7890", "001234567890"},  // ':' too
+	} {
+		for name, show := range map[string]func(string, ...string) string{"ShowID": charge.ShowID, "ShowRef": charge.ShowRef} {
+			got := show(tt.id, tt.account)
+			if strings.Contains(digitsOf(got), tt.account) {
+				t.Errorf("%s(%q, %q) = %q: the account is shown", name, tt.id, tt.account, got)
+			}
+			if !strings.HasSuffix(digitsOf(got), tt.account[len(tt.account)-4:]) {
+				t.Errorf("%s(%q, %q) = %q: its last four are not kept", name, tt.id, tt.account, got)
+			}
+		}
+		if got := charge.MaskText("see "+tt.id+" now", tt.account); strings.Contains(digitsOf(got), tt.account) {
+			t.Errorf("MaskText(%q, %q) = %q: the account is shown", tt.id, tt.account, got)
+		}
+	}
+}
+
+// A charge's log line shows its id as every view does (charge.ShowID with
+// its own account): an id holding the account does not put it in a log.
+func TestAttack54MaskLogValueChargeID(t *testing.T) {
+	for _, tt := range []struct{ id, account, want string }{
+		{"CHG-001234567890", "001234567890", "CHG-********7890"},
+		{"CHG-123-4567", "1234567", "CHG-***-4567"},
+		{"CHG-2026-11-000123", "001234567890", "CHG-2026-11-000123"},
+	} {
+		var buf bytes.Buffer
+		slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "charge", charge.Charge{ID: tt.id, AccountID: tt.account})
+		if !strings.Contains(buf.String(), "charge.charge_id="+tt.want+" ") {
+			t.Errorf("id %q logged as: %s want %s", tt.id, buf.String(), tt.want)
+		}
+	}
+}
+
+// Digits joined by '_' or ':' are one number in an id, as '-' joins them:
+// another customer's account so written is masked as "CHG-0012-3456-7890".
+func TestAttack54MaskUnderscoreColonGroups(t *testing.T) {
+	for _, id := range []string{"CHG_0012_3456_7890", "CHG:0012:3456:7890", "X_001234_567890"} {
+		got := charge.ShowID(id)
+		if strings.Contains(digitsOf(got), "12345678") || strings.Contains(digitsOf(got), "00123456") {
+			t.Errorf("ShowID(%q) = %q: 8+ digits of a number shown", id, got)
+		}
+	}
+	// Ids as issued stay whole.
+	for _, id := range []string{"CHG-2026-11-000123", "CHG_2026_11_30_0001", "CHG:42", "CHG-2026-11-30-0001"} {
+		if got := charge.ShowID(id); got != id {
+			t.Errorf("ShowID(%q) = %q, want it whole", id, got)
+		}
+	}
+}
+
+// Text from outside (a body's note, a bank's message) with another
+// customer's account joined by '_' or ':' keeps its last four digits, as
+// with '-'; times stay.
+func TestAttack54MaskTextUnderscoreColonGroups(t *testing.T) {
+	for in, want := range map[string]string{
+		"paid from 9988_7766_5544":   "paid from ****_****_5544",
+		"paid from 9988:7766:5544":   "paid from ****:****:5544",
+		"at 2026-11-30 12:30:45 UTC": "at 2026-11-30 12:30:45 UTC",
+		"at 2026-11-30T12:30:45Z":    "at 2026-11-30T12:30:45Z",
+	} {
+		if got := charge.MaskText(in); got != want {
+			t.Errorf("MaskText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// Digits of another script (full-width) read as the account by a person:
+// an id outside the id's form is masked as its ASCII digits would be.
+func TestAttack54MaskFullWidthDigits(t *testing.T) {
+	id := "CHG-００１２３４５６７８９０"
+	for name, show := range map[string]func(string, ...string) string{"ShowID": charge.ShowID, "ShowRef": charge.ShowRef} {
+		got := show(id)
+		if strings.Contains(got, "３４５６７８") {
+			t.Errorf("%s(%q) = %q: full-width digits shown", name, id, got)
+		}
+	}
+}
+
+// The same in any text from outside (a body, a bank's message).
+func TestAttack54MaskFullWidthText(t *testing.T) {
+	got := charge.MaskText("account ００１２３４５６７８９０ and ٠٠١٢٣٤٥٦٧٨٩٠", "001234567890")
+	if want := "account ********7890 and ********7890"; got != want {
+		t.Errorf("MaskText = %q, want %q", got, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/charge"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 )
 
 func TestParseRetryRules(t *testing.T) {
@@ -150,5 +151,106 @@ func TestHistoryLinesAreReadAsTheyAreWritten(t *testing.T) {
 		if l, ok := charge.ParseHistoryLine(other); ok {
 			t.Errorf("ParseHistoryLine(%q) = %+v, want not one of ours", other, l)
 		}
+	}
+}
+
+// Whether a retry happens is the schedule's to say, not the jitter's: a
+// rule whose delay is the whole window (INSUFFICIENT_FUNDS=30d×1 with the
+// default 30-day window) is either refused or retries once, whatever the
+// random draw — not accepted and then, for all but a draw of exactly 0,
+// ended retries_exhausted after the first attempt.
+func TestTheJitterDoesNotDecideWhetherARetryHappens(t *testing.T) {
+	rule := charge.RetryRule{Code: "INSUFFICIENT_FUNDS", Delay: 30 * day, Retries: 1}
+	if err := (&charge.RetryPolicy{Rules: []charge.RetryRule{rule}}).Validate(); err != nil {
+		if !errors.Is(err, charge.ErrRetrySchedule) {
+			t.Fatalf("refused with %v, want a RetryScheduleError", err)
+		}
+		return // refused: the operator is told
+	}
+	for _, draw := range []float64{0, 0.5, 0.99} {
+		f := withPolicy(t, charge.RetryPolicy{Rules: []charge.RetryRule{rule}, Rand: func() float64 { return draw }})
+		f.ledger.fail = func(charge.DebitRequest, int) error { return &charge.DeclineError{Code: "INSUFFICIENT_FUNDS"} }
+		c := smsFee("CHG-JW")
+		wantOutcome(t, deliverUntilFinal(t, f, c), charge.DebitFailed)
+		if r := f.record(t, c.ID); r.State != driver.StateFailed || totalCalls(f) != 2 {
+			t.Errorf("draw %v: accepted, and %d debit attempt(s), want 2\nhistory %q", draw, totalCalls(f), r.History)
+		}
+	}
+}
+
+// The history the policy writes must fit a record in every store
+// (driver.MaxDetailBytes: "a record stays far below every store's item
+// limit (DynamoDB's 400 KB), so that it can always be finished"). A cap
+// of attempts is a flag (--retry-max-attempts) without a bound: at a few
+// thousand attempts the WAITING write carries a history DynamoDB refuses,
+// and the charge can never be finished (claimed again, declined again,
+// refused again, for as long as the message lives).
+func TestTheHistoryOfEveryAttemptTheCapAllowsFitsARecord(t *testing.T) {
+	const itemLimit = 400_000
+	p := charge.RetryPolicy{MaxAttempts: 4000, Jitter: charge.NoJitter,
+		Rules: []charge.RetryRule{{Code: "INSUFFICIENT_FUNDS", Delay: time.Minute, Retries: 4000}}}
+	if err := p.Validate(); err != nil {
+		if !errors.Is(err, charge.ErrRetrySchedule) {
+			t.Fatalf("refused with %v, want a RetryScheduleError", err)
+		}
+		return // refused: the operator is told
+	}
+	f := withPolicy(t, p)
+	f.ledger.fail = func(charge.DebitRequest, int) error { return &charge.DeclineError{Code: "INSUFFICIENT_FUNDS"} }
+	c := smsFee("CHG-BIG")
+	var res charge.Result
+	for range p.MaxAttempts + 1 {
+		if res = f.svc.Process(t.Context(), c, nil); res.Outcome != charge.Waiting {
+			break
+		}
+		f.clock.Advance(res.NotBefore.Sub(f.clock.Now()))
+	}
+	wantOutcome(t, res, charge.DebitFailed)
+	r := f.record(t, c.ID)
+	size := len(r.Detail) + len(r.Status)
+	for _, l := range r.History {
+		size += len(l)
+	}
+	if size > itemLimit-2*driver.MaxDetailBytes {
+		t.Fatalf("accepted, and after %d attempts the record holds %d bytes of history and result: past DynamoDB's item limit (400 KB)", r.Generation, size)
+	}
+}
+
+// Attack 3f: HardDecline "normalises case and spaces", but only trims the
+// ends: a bank that spells the code with a space or a hyphen between its
+// words ("Account Closed", "account-closed") is a soft decline, and
+// EligibleForNewGeneration lets an operator present the charge again
+// under a new key (a re-presentment after a hard decline: scheme fines,
+// a closed account debited).
+func TestAttack3HardDeclineSpellings(t *testing.T) {
+	for _, code := range []string{"account_closed", " Stop_Payment ", "Account Closed", "ACCOUNT-CLOSED", "stop payment", "Mandate  Cancelled"} {
+		t.Run(code, func(t *testing.T) {
+			rec := driver.Record{Key: "CHG-1", State: driver.StateFailed, Detail: (&charge.DeclineError{Code: code}).Error()}
+			if err := charge.EligibleForNewGeneration(rec); !errors.Is(err, charge.ErrHardDecline) {
+				t.Fatalf("declined %q: EligibleForNewGeneration %v; want ErrHardDecline", code, err)
+			}
+		})
+	}
+}
+
+// Attack (issue 50): a hard decline is never re-presented under a new key.
+// The code is the bank's text, kept as sent (corebank's classify only
+// masks and clips it): a bank that spells it in lower or mixed case, or
+// with a space for the underscore inside, is not a hard decline here, and
+// reopen --new-attempt re-presents a debit to a closed account / a
+// cancelled mandate.
+func TestAttack50HardDeclineSpellingsAreReopenable(t *testing.T) {
+	for _, detail := range []string{
+		"debit declined: ACCOUNT_CLOSED",              // control: refused
+		"debit declined: account_closed",              // lower case
+		"debit declined: Mandate_Cancelled: by payer", // mixed case
+		"retries_exhausted: debit declined: stop_payment",
+	} {
+		t.Run(detail, func(t *testing.T) {
+			r := driver.Record{Key: "CHG-1", State: driver.StateFailed, Detail: detail}
+			if err := charge.EligibleForNewGeneration(r); err == nil {
+				t.Fatalf("EligibleForNewGeneration(%q) = nil (code %q): a hard decline would be presented again under a new key", detail, charge.DeclineCode(detail))
+			}
+		})
 	}
 }
