@@ -1,12 +1,15 @@
 package approval_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -421,5 +424,548 @@ func TestReconcileAdoptCoversEveryCollection(t *testing.T) {
 		if got := pol.Needs(tc.spec, 1) != ""; got != tc.needs {
 			t.Errorf("%s (collects %v, refunded %v): needs approval %v, want %v", tc.spec.BreakKind, tc.spec.Collects, tc.spec.Refunded, got, tc.needs)
 		}
+	}
+}
+
+// An expired proposal brought back by editing its file (its expiry moved
+// on, its state set back to pending) is not approved nor run: the expiry
+// is vouched for by the propose line, and a proposal the trail says
+// expired or was rejected stays so whatever its file says.
+func TestAnExpiredProposalEditedBackToLifeIsRefused(t *testing.T) {
+	t.Run("expiry moved on before anyone saw it expire", func(t *testing.T) {
+		b, _, path, clk := attackBook(t, "all", 50)
+		p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Reason: "INC-7"}, targets("CHG-A", "CHG-B"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(25 * time.Hour)
+		editProposal(t, path, p.ID, func(m map[string]any) {
+			m["expires"] = clk.Now().Add(time.Hour).Format(time.RFC3339Nano)
+		})
+		if _, err := b.Approve(p.ID, ivan); !errors.Is(err, approval.ErrTampered) {
+			t.Fatalf("an expired proposal whose file was given a later expiry was approved: %v", err)
+		}
+		ex := &countingExec{}
+		if _, err := b.Run(t.Context(), p.ID, ivan, ex, nil); err == nil || ex.calls > 0 {
+			t.Fatalf("run: %v, acted %v", err, ex.n)
+		}
+	})
+	t.Run("expired, then state and expiry edited", func(t *testing.T) {
+		b, _, path, clk := attackBook(t, "all", 50)
+		p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Reason: "INC-8"}, targets("CHG-A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Add(25 * time.Hour)
+		if got, err := b.Get(p.ID); err != nil || got.State != approval.Expired {
+			t.Fatalf("%v %s", err, got.State)
+		}
+		editProposal(t, path, p.ID, func(m map[string]any) {
+			m["state"] = "pending"
+			m["expires"] = clk.Now().Add(time.Hour).Format(time.RFC3339Nano)
+		})
+		if _, err := b.Approve(p.ID, ivan); err == nil {
+			t.Fatal("a proposal the trail says expired was approved after its file was edited")
+		}
+	})
+	t.Run("rejected, then state edited", func(t *testing.T) {
+		b, _, path, _ := attackBook(t, "all", 50)
+		p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Reason: "INC-9"}, targets("CHG-A"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Reject(p.ID, ivan, "not now"); err != nil {
+			t.Fatal(err)
+		}
+		editProposal(t, path, p.ID, func(m map[string]any) { m["state"] = "pending"; delete(m, "decider") })
+		if _, err := b.Approve(p.ID, ivan); err == nil {
+			t.Fatal("a proposal the trail says was rejected was approved after its file was edited")
+		}
+	})
+}
+
+// Two approvers at once: exactly one approves; the other is told it is
+// approved already.
+func TestTwoApproversRacing(t *testing.T) {
+	b, _, _, _ := attackBook(t, "all", 50)
+	p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Reason: "INC-10"}, targets("CHG-A", "CHG-B"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	anna := approval.Actor{Name: "anna", Role: "operator", Via: "cli"}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, who := range []approval.Actor{ivan, anna} {
+		wg.Go(func() { _, errs[i] = b.Approve(p.ID, who) })
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		} else if !errors.Is(err, approval.ErrState) {
+			t.Fatalf("the loser: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d approvals succeeded (%v)", ok, errs)
+	}
+}
+
+// A renotify proposal naming a charge with no record says so plainly
+// (it said "not CHG-NOPE (absent )").
+func TestARenotifyProposalOfNoRecordSaysSo(t *testing.T) {
+	w := newWorld(t, 1)
+	_, err := w.be.Select(t.Context(), approval.Spec{Kind: approval.Renotify, Reason: "x", ChargeIDs: []string{"CHG-NOPE"}}, time.Now())
+	if err == nil || !strings.Contains(err.Error(), "CHG-NOPE (no record)") {
+		t.Fatalf("select: %v", err)
+	}
+}
+
+// The approver decides on what a proposal shows: its count, sample and
+// total by currency (approvals show, approve's line, the console's page).
+// The digest its propose line vouches for covers the targets, not the
+// totals kept beside them in the file: the proposer could make 3 × INR
+// 25.00 read "INR 0.01" and have it approved as it was — the run then
+// acting on every target, each at its own amount. What is shown is
+// what the targets sum to, whatever the file says.
+func TestAttack53MovedTotalsEditedInTheFileAreNotWhatIsShown(t *testing.T) {
+	b, _, path, _ := attackBook(t, "all", 50)
+	p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Reason: "INC-7"}, targets("CHG-A", "CHG-B", "CHG-C"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := approval.FormatTotals(p.Totals)
+	editProposal(t, path, p.ID, func(m map[string]any) {
+		m["totals"] = []map[string]any{{"currency": "INR", "minor": 1, "count": 3}}
+	})
+	got, err := b.Get(p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shown bytes.Buffer
+	approval.Print(&shown, got, 10)
+	if approval.FormatTotals(got.Totals) != want || !strings.Contains(shown.String(), want) {
+		t.Fatalf("shown %q (%s), want the targets' %s", approval.FormatTotals(got.Totals), shown.String(), want)
+	}
+	a, err := b.Approve(p.ID, ivan)
+	if err != nil || approval.FormatTotals(a.Totals) != want {
+		t.Fatalf("approved %s, %v; want the targets' %s", approval.FormatTotals(a.Totals), err, want)
+	}
+	if ps, err := b.List(); err != nil || len(ps) != 1 || approval.FormatTotals(ps[0].Totals) != want {
+		t.Fatalf("listed %v, %v", ps, err)
+	}
+}
+
+// Switching a token installation to proxy sign-in retires the command
+// line's keys (a retire-tokens line): people are named by the identity
+// provider from then on — "olga@bank.example", where the token file said
+// "olga". A proposal olga made before the switch, still pending, was
+// approved after it by olga herself under her new name: names are
+// compared, and the two are not the same. An approval across the switch
+// compares names of two sign-ins, so it is refused: the proposal is made
+// again under the names of now.
+func TestAttack53MovedApprovalAcrossASignInSwitchIsRefused(t *testing.T) {
+	for _, switchLine := range []string{"retire-tokens", "sign-in"} {
+		t.Run(switchLine, func(t *testing.T) { approvalAcrossASwitch(t, switchLine) })
+	}
+}
+
+func approvalAcrossASwitch(t *testing.T, switchLine string) {
+	w := newWorld(t, 2)
+	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
+	s := olgaAndIvan(consoleKey, olgaKey, ivanKey)
+	open, _ := w.signedBooks(t, s)
+	olgas := open(olgaKey, "olga")
+	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
+	targets := w.selectTargets(t, spec, time.Now(), -1)
+	p, err := olgas.Propose(olga, spec, targets)
+	if err != nil || p.State != approval.Pending {
+		t.Fatalf("propose: %v %v", p.State, err)
+	}
+	// The console's start under proxy sign-in.
+	consoles := open(consoleKey, audit.ConsoleSigner)
+	ct, err := audit.Open(w.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct.Sign, ct.RequireSign = &audit.Signer{Name: audit.ConsoleSigner, Key: consoleKey}, true
+	if _, err := ct.Append(audit.Entry{Operator: "system", Via: "console start", Action: switchLine, Result: "retired",
+		Detail: "sign-in is by the proxy now"}); err != nil {
+		t.Fatal(err)
+	}
+	ct.Close()
+	olgaNow := approval.Actor{Name: "olga@bank.example", Role: "operator", Via: "console"}
+	if a, err := consoles.Approve(p.ID, olgaNow); err == nil {
+		_, rerr := consoles.Run(t.Context(), p.ID, olgaNow, w.be, nil)
+		rec, _ := w.store.Get(t.Context(), targets[0].ChargeID, time.Now())
+		t.Fatalf("olga's token-era proposal approved by her proxy name: %s; run: %v; %s generation %d", a.State, rerr, rec.State, rec.Generation)
+	}
+}
+
+// countingExec records every target it is asked to act on, and how often.
+type countingExec struct {
+	mu     sync.Mutex
+	n      map[string]int
+	before func(call int) // called at the start of each Execute
+	calls  int
+}
+
+func (c *countingExec) Execute(ctx context.Context, p approval.Proposal, batch []approval.Target, who approval.Actor) map[string]approval.Outcome {
+	c.mu.Lock()
+	c.calls++
+	call := c.calls
+	c.mu.Unlock()
+	if c.before != nil {
+		c.before(call)
+	}
+	out := map[string]approval.Outcome{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	for _, t := range batch {
+		c.n[t.ChargeID]++ // "a debit"
+		out[t.Key()] = approval.Outcome{Result: "moved"}
+	}
+	return out
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+func attackBook(t *testing.T, pol string, batch int) (*approval.Book, *audit.Trail, string, *clock) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	trail, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { trail.Close() })
+	p, _ := approval.ParsePolicy(pol)
+	clk := &clock{t: time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)}
+	b, err := approval.Open(trail, approval.Options{Policy: &p, Batch: batch, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, trail, path, clk
+}
+
+func targets(ids ...string) []approval.Target {
+	var out []approval.Target
+	for _, id := range ids {
+		out = append(out, approval.Target{ChargeID: id, DLQID: "m-" + id, Minor: 2500, Currency: "INR", Account: "********7890"})
+	}
+	return out
+}
+
+func editProposal(t *testing.T, auditPath, id string, edit func(m map[string]any)) {
+	t.Helper()
+	f := filepath.Join(auditPath+".proposals", id+".json")
+	raw, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	raw, _ = json.Marshal(m)
+	if err := os.WriteFile(f, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ATTACK: the proposal file is the only record a run trusts, and nothing
+// binds it to what was proposed and approved. (a) An operator with the
+// CLI's file access turns her own pending proposal into "approved" by
+// hand and runs it: no second operator ever approved, the trail has no
+// approve line. (b) After ivan approved 2 charges, charges are added to
+// the file and the run acts on them: nobody approved them.
+//
+// Expected: Run refuses a proposal whose file does not match what the
+// trail says was proposed and approved (e.g. a digest of spec+targets in
+// the propose and approve lines, checked at Run; or a keyed MAC on the
+// file): the executor is never called for a hand-approved proposal nor
+// for a target outside the approved set.
+func TestAttackHandEditedProposalFile(t *testing.T) {
+	t.Run("pending edited to approved", func(t *testing.T) {
+		b, _, path, _ := attackBook(t, "all", 50)
+		p, err := b.Propose(olga, approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-2"}, targets("CHG-A", "CHG-B"))
+		if err != nil || p.State != approval.Pending {
+			t.Fatal(err, p.State)
+		}
+		editProposal(t, path, p.ID, func(m map[string]any) { m["state"] = "approved"; m["needs"] = "" })
+		ex := &countingExec{}
+		_, err = b.Run(t.Context(), p.ID, olga, ex, nil)
+		if ex.calls > 0 {
+			t.Fatalf("a proposal nobody approved was run by its proposer (hand-edited file): acted on %v (Run err %v)", ex.n, err)
+		}
+	})
+	t.Run("targets added after approval", func(t *testing.T) {
+		b, _, path, _ := attackBook(t, "all", 50)
+		p, err := b.Propose(olga, approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-3"}, targets("CHG-A", "CHG-B"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Approve(p.ID, ivan); err != nil {
+			t.Fatal(err)
+		}
+		editProposal(t, path, p.ID, func(m map[string]any) {
+			ts := m["targets"].([]any)
+			m["targets"] = append(ts, map[string]any{"chargeId": "CHG-EVIL", "dlqId": "m-CHG-EVIL", "minor": 99999999, "currency": "INR"})
+		})
+		ex := &countingExec{}
+		_, err = b.Run(t.Context(), p.ID, olga, ex, nil)
+		if ex.n["CHG-EVIL"] > 0 {
+			t.Fatalf("the run acted on a charge added to the file after approval: %v (Run err %v)", ex.n, err)
+		}
+	})
+}
+
+// ATTACK: a batch is acted on, then its audit line cannot be written (the
+// audit file is swapped for /dev/full mid-run: a full disk). Run returns
+// the error with the batch's outcomes unsaved, so the resumed run acts on
+// the same targets again.
+//
+// Expected: no target is acted on twice: what a batch did is saved
+// (proposal file) before, or independently of, its audit line, or the
+// run records its intent before acting so that a resume does not repeat
+// blindly.
+func TestAttackAuditFailureAfterBatchActsTwice(t *testing.T) {
+	b, _, path, clk := attackBook(t, "all", 2)
+	p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Reason: "INC-4"}, targets("CHG-1", "CHG-2", "CHG-3", "CHG-4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Approve(p.ID, ivan); err != nil {
+		t.Fatal(err)
+	}
+	saved := path + ".real"
+	ex := &countingExec{}
+	ex.before = func(call int) {
+		if call == 1 { // the disk fills while the first batch is acted on
+			if err := os.Rename(path, saved); err != nil {
+				t.Error(err)
+			}
+			if err := os.Symlink("/dev/full", path); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	_, err = b.Run(t.Context(), p.ID, ivan, ex, nil)
+	if err == nil {
+		t.Fatal("the run did not notice the full disk")
+	}
+	// The disk is freed; the run is resumed once its lease lapsed.
+	os.Remove(path)
+	if err := os.Rename(saved, path); err != nil {
+		t.Fatal(err)
+	}
+	ex.before = nil
+	clk.Add(5 * time.Minute)
+	// Resumed from another process (the first one's trail still holds
+	// /dev/full): a new trail and book on the same file.
+	trail2, err := audit.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer trail2.Close()
+	b2, err := approval.Open(trail2, approval.Options{Batch: 2, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b2.Run(t.Context(), p.ID, ivan, ex, nil); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	for id, n := range ex.n {
+		if n > 1 {
+			t.Errorf("%s acted on %d times (run 1 acted, its audit line failed, its outcomes were dropped, the resume acted again)", id, n)
+		}
+	}
+}
+
+// ATTACK: the run lease is renewed only between batches. A batch that
+// takes longer than the lease (a renotify batch of 50 at a 5s notify
+// timeout is 250s, the lease 2m) lets a second run (the console's Run
+// button shows once the lease lapsed, or the CLI's approvals run) take the
+// proposal over and act on the very targets the first run is acting on.
+//
+// Expected: a run keeps its hold while a batch is in flight (renewed
+// during Execute, or the lease covers a batch's worst case), so that no
+// target is acted on by two runs.
+func TestAttackSlowBatchTakenOverActsTwice(t *testing.T) {
+	b, _, _, clk := attackBook(t, "all", 50)
+	p, err := b.Propose(olga, approval.Spec{Kind: approval.Renotify, Reason: "INC-5"}, targets("CHG-1", "CHG-2", "CHG-3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Approve(p.ID, ivan); err != nil {
+		t.Fatal(err)
+	}
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	ex := &countingExec{}
+	ex.before = func(call int) {
+		if call == 1 {
+			close(inFlight)
+			<-release // a slow notification channel
+		}
+	}
+	first := make(chan error, 1)
+	go func() { _, err := b.Run(context.Background(), p.ID, ivan, ex, nil); first <- err }()
+	<-inFlight
+	clk.Add(3 * time.Minute) // the batch is still going
+	_, err2 := b.Run(t.Context(), p.ID, olga, ex, nil)
+	close(release)
+	err1 := <-first
+	for id, n := range ex.n {
+		if n > 1 {
+			t.Errorf("%s acted on by two runs at once (%d times); first run: %v, second: %v", id, n, err1, err2)
+		}
+	}
+}
+
+// ATTACK: the reason is not bounded (the command line keeps it whole; the
+// console clips it to 500). A reason just under the audit line limit
+// leaves room for the propose line (20 sample charges) but not for a batch
+// line (the reason again and up to 50 charges): every batch is acted on,
+// then its line is refused ("over the 1048576-byte limit"), its outcomes
+// are dropped, and every "run it again to resume" acts on the same batch
+// again, with no disk fault at all.
+//
+// Expected: a reason is bounded at proposal (Spec.Check), or a batch line
+// that cannot be written never leaves its actions unrecorded: no target is
+// acted on twice, and the run can finish.
+func TestAttackHugeReasonMakesEveryBatchRepeat(t *testing.T) {
+	b, _, _, clk := attackBook(t, "all", 50)
+	var ids []string
+	for i := range 50 {
+		ids = append(ids, fmt.Sprintf("CHG-%03d-%s", i, strings.Repeat("x", 120)))
+	}
+	reason := "INC-10 " + strings.Repeat("r", audit.MaxLine-6000)
+	p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Reason: reason}, targets(ids...))
+	if err != nil && strings.Contains(err.Error(), "at most") {
+		return // bounded at proposal: nothing to repeat
+	}
+	if err != nil {
+		t.Fatalf("propose: %v", err)
+	}
+	if _, err := b.Approve(p.ID, ivan); err != nil {
+		t.Fatal(err)
+	}
+	ex := &countingExec{}
+	for range 3 { // ivan runs it, and resumes it twice
+		if _, err := b.Run(t.Context(), p.ID, ivan, ex, nil); err != nil {
+			t.Logf("run: %.120v", err)
+		}
+		clk.Add(5 * time.Minute)
+	}
+	if n := ex.n[ids[0]]; n > 1 {
+		t.Fatalf("%s... acted on %d times: each batch's audit line is over the limit, so its outcomes are never kept", ids[0][:8], n)
+	}
+}
+
+// ATTACK: an approval has a shelf life (TTL) only until a run starts.
+// Once a run stopped (a crash, Ctrl-C after one batch) the proposal stays
+// "running" for ever, and anyone may resume it a month later on targets
+// frozen then (a --force redrive approved for entries within retention
+// then moves them past it, when the records that stop a second debit are
+// gone).
+//
+// Expected: a stopped run whose proposal is older than its TTL (or whose
+// approval is) is not resumed: Run refuses it (expired), and nothing more
+// is acted on.
+func TestAttackStoppedRunResumedAMonthLater(t *testing.T) {
+	b, _, _, clk := attackBook(t, "all", 2)
+	p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Force: true, Reason: "INC-11"}, targets("CHG-1", "CHG-2", "CHG-3", "CHG-4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Approve(p.ID, ivan); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	ex := &countingExec{}
+	ex.before = func(call int) {
+		if call == 1 {
+			cancel() // stopped during the first batch
+		}
+	}
+	if _, err := b.Run(ctx, p.ID, ivan, ex, nil); err == nil {
+		t.Fatal("the stopped run says it finished")
+	}
+	ex.before = nil
+	clk.Add(30 * 24 * time.Hour)
+	got, err := b.Run(t.Context(), p.ID, olga, ex, nil)
+	if err == nil || ex.n["CHG-3"] > 0 {
+		t.Fatalf("a run stopped 30 days ago was resumed on its frozen targets (TTL %s): state %s, acted on %v, err %v", b.TTL(), got.State, ex.n, err)
+	}
+}
+
+// ATTACK: a DLQ entry whose body is not a valid charge is named by the
+// chargeId its body gives, unmasked. A producer that put the account
+// number there (as in the body's accountId) has the account in clear in
+// the proposal's targets, its propose line of the audit trail, and
+// everything that prints a target's name (console page, CLI show).
+//
+// Expected: a charge id read from an unreadable body is masked like the
+// accounts the body names (MaskBody already masks that value elsewhere in
+// the body): no 12-digit account in clear in the trail.
+func TestAttackAccountInClearAsChargeIDOfAnUnreadableBody(t *testing.T) {
+	w := newWorld(t, 0)
+	ctx := t.Context()
+	if _, err := w.q.Send(ctx, []byte(`{"chargeId":"001234567890","accountId":"001234567890"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := w.q.Receive(ctx, 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatal(err)
+	}
+	if err := w.q.DeadLetter(ctx, msgs[0], queue.Reason{Code: "conflict", Detail: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	b := w.book(t, "all", approval.Options{})
+	spec := approval.Spec{Kind: approval.Redrive, Force: true, Reason: "INC-12"}
+	ts, err := w.be.Select(ctx, spec, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Propose(olga, spec, ts); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := os.ReadFile(w.path)
+	if strings.Contains(string(raw), "001234567890") || strings.Contains(fmt.Sprint(ts), "001234567890") {
+		t.Fatalf("an account number in clear in the targets / audit trail:\n%v\n%s", ts, raw)
+	}
+}
+
+// ATTACK: --approval-required bulk>0 ("every action touching a charge
+// needs a second operator") is the zero Policy, which Open takes for "no
+// policy given" and turns into Off: every proposal under it is approved
+// at once and its proposer runs it alone, while the command line (which
+// parses the flag itself) believes four-eyes is on.
+//
+// Expected: the book keeps the policy it was given: under bulk>0 a
+// proposal of one charge is pending, and its proposer cannot run it.
+func TestAttackBulkZeroPolicyIsOff(t *testing.T) {
+	pol, err := approval.ParsePolicy("bulk>0")
+	if err != nil || !pol.On() {
+		t.Fatalf("bulk>0: %v %v", pol, err)
+	}
+	b, _, _, _ := attackBook(t, "bulk>0", 50)
+	p, err := b.Propose(olga, approval.Spec{Kind: approval.Redrive, Reason: "INC-14"}, targets("CHG-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &countingExec{}
+	_, runErr := b.Run(t.Context(), p.ID, olga, ex, nil)
+	if b.Policy().String() != "bulk>0" || p.State != approval.Pending || ex.calls > 0 {
+		t.Fatalf("under bulk>0 the book's policy is %q, the proposal %s (needs %q), and its proposer ran it alone: %v (%v)", b.Policy(), p.State, p.Needs, ex.n, runErr)
 	}
 }
