@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,12 +20,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/corebanksim"
 	"github.com/finedge/idempotent-consumer/awsdynamodb"
 	"github.com/finedge/idempotent-consumer/awssqs"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/internal/lambdatest"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -362,4 +363,139 @@ func TestLambdaCannotTellFailsWholeBatches(t *testing.T) {
 	ev, ids := f.send(chargeBody("CHG-L-WOK", "001234567890"))
 	want(t, "failures of a batch all done", f.invoke(ev, ids, time.Minute), nil)
 	f.wantPostedOnce("CHG-L-WOK")
+}
+
+// ATTACK C1. A record not started for lack of time (deadline_near) is
+// still a receive: it counts toward the queue's maxReceiveCount, and SQS
+// moves it to the DLQ after MaxReceiveCount such receives without its
+// work ever having run (and without a reason code). With the template's
+// defaults (BatchSize 10, MinWork 25s, margin 5s, FunctionTimeout 60s),
+// when the charges take their MinWork (a slow bank) an invocation can only
+// be sure to start 2 of its 10 records; the other 8 are named for retry on
+// every receive, so a record can be dead-lettered by the redrive policy
+// untouched.
+func TestAttackTemplateBatchLargerThanTheTimeoutCanStart(t *testing.T) {
+	doc := tmpl(t)
+	param := func(name string) any { return at(t, doc, "Parameters", name, "Default") }
+	timeout := time.Duration(num(t, param("FunctionTimeout"))) * time.Second
+	minWork, err := time.ParseDuration(param("MinWork").(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	margin, err := time.ParseDuration(at(t, doc, "Resources", "Function", "Properties", "Environment", "Variables", "IC_LAMBDA_MARGIN").(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := num(t, param("BatchSize"))
+	started := 0
+	for left := timeout; left >= minWork+margin; left -= minWork {
+		started++
+	}
+	if batch > started {
+		t.Errorf("BatchSize %d, but a %s invocation is sure to start only %d records of MinWork %s (+ margin %s): the other %d are named deadline_near and burn a receive each time (MaxReceiveCount %v), reaching the DLQ without having run",
+			batch, timeout, started, minWork, margin, batch-started, param("MaxReceiveCount"))
+	}
+}
+
+// The function reads pipeline.Config, so IC_POSTING_WINDOWS (and
+// IC_HOLIDAYS) pass its checks; but nothing in it gates a debit by the
+// calendar: a function configured with Monday-to-Friday windows debits on
+// Sunday at 03:00. It must refuse the setting, saying so, rather than
+// accept it and ignore it.
+func TestAttackLambdaRefusesPostingWindowsItCannotKeep(t *testing.T) {
+	for name, setting := range map[string]map[string]string{
+		"IC_POSTING_WINDOWS": {"IC_POSTING_WINDOWS": "Mon-Fri 06:00-20:00 Asia/Kolkata"},
+	} {
+		if err := setupWith(t, setting); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the function with %v: %v; want it refused, naming %s", setting, err, name)
+		}
+	}
+}
+
+// setupWith runs the function's setup with extra settings, against no AWS.
+func setupWith(t *testing.T, extra map[string]string) error {
+	t.Helper()
+	key := filepath.Join(t.TempDir(), "fingerprint.key")
+	if err := os.WriteFile(key, []byte("0123456789abcdef0123456789abcdef-lambda-test-key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing answers on AWS's behalf: a function that got past its checks
+	// fails on its first call, for another reason.
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	env := map[string]string{
+		"IC_BACKEND": "aws", "IC_COREBANK_URL": "http://127.0.0.1:1", "IC_FINGERPRINT_KEY_FILE": key, "IC_NOTIFY": "log",
+		"IC_LAMBDA_CHECK_MAPPING": "false",
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := setup(ctx, func(k string) string { return env[k] }, io.Discard)
+	return err
+}
+
+// The Lambda reads the recovery policy's settings (they are
+// pipeline.Config's: IC_NOTICE_LEAD, IC_RETRY_DECLINES…), checks them and
+// starts — and then builds its charge service without them. With
+// IC_NOTICE_LEAD=24h the charge is debited on its first delivery, with no
+// advance notice before it: the debit the mode exists to forbid.
+func TestLambdaNoticeLeadSendsTheNoticeAndDoesNotDebit(t *testing.T) {
+	f := newFn(t, corebanksim.Faults{}, "IC_NOTICE_LEAD=24h")
+	f.start()
+	ev, ids := f.send(chargeBody("CHG-L-NOTICE", "001234567890"))
+	f.invoke(ev, ids, time.Minute)
+	if n := len(f.ledger.PostingsByKey()); n != 0 {
+		t.Errorf("debited on the first delivery (%d postings) with IC_NOTICE_LEAD=24h: no advance notice, no lead", n)
+	}
+	if r, err := f.guard.Get(t.Context(), "CHG-L-NOTICE"); err != nil || r.State != driver.StateWaiting || r.Status != string(charge.NoticeSent) {
+		t.Errorf("record %+v %v, want WAITING NOTICE_SENT", r, err)
+	}
+}
+
+// IC_RETRY_DECLINES likewise: a decline the schedule retries is
+// dead-lettered FAILED as without one.
+func TestLambdaRetryDeclinesSchedulesTheRetry(t *testing.T) {
+	f := newFn(t, corebanksim.Faults{DeclineAccounts: map[string]string{declinedAccount: "INSUFFICIENT_FUNDS"}},
+		"IC_RETRY_DECLINES=INSUFFICIENT_FUNDS=24h×3")
+	f.start()
+	ev, ids := f.send(chargeBody("CHG-L-RETRY", declinedAccount))
+	f.invoke(ev, ids, time.Minute)
+	if r, err := f.guard.Get(t.Context(), "CHG-L-RETRY"); err != nil || r.State != driver.StateWaiting || r.Generation != 2 {
+		t.Errorf("record %+v %v, want WAITING under generation 2 (the retry scheduled)", r, err)
+	}
+	want(t, "DLQ", f.dlq(), nil)
+}
+
+// IC_POSTING_WINDOWS likewise: the Lambda has no gate, so a charge that
+// arrives while the bank's window is closed is posted at once. It must
+// either keep the window or refuse to start.
+func TestLambdaPostingWindowsIsKeptOrRefused(t *testing.T) {
+	closed := time.Now().UTC().AddDate(0, 0, 3).Weekday().String()[:3] + " 00:00-00:01 UTC" // a minute of a day that is not today
+	f := newFn(t, corebanksim.Faults{}, "IC_POSTING_WINDOWS="+closed)
+	env := map[string]string{}
+	for _, e := range f.env {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			env[k] = v
+		}
+	}
+	var stderr strings.Builder
+	h, err := setup(t.Context(), func(k string) string { return env[k] }, &stderr)
+	if err != nil {
+		if !strings.Contains(err.Error(), "IC_POSTING_WINDOWS") && !strings.Contains(err.Error(), "posting-windows") {
+			t.Fatalf("refused, without naming the setting: %v", err)
+		}
+		return
+	}
+	ev, _ := f.send(chargeBody("CHG-L-WINDOW", "001234567890"))
+	if _, err := h(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.ledger.PostingsByKey()); n != 0 {
+		t.Errorf("posted %d debit(s) outside the posting window %q", n, closed)
+	}
 }
