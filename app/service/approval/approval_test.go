@@ -573,16 +573,8 @@ func TestAttack53MovedApprovalAcrossASignInSwitchIsRefused(t *testing.T) {
 
 func approvalAcrossASwitch(t *testing.T, switchLine string) {
 	w := newWorld(t, 2)
-	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
-	s := olgaAndIvan(consoleKey, olgaKey, ivanKey)
-	open, _ := w.signedBooks(t, s)
-	olgas := open(olgaKey, "olga")
-	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
-	targets := w.selectTargets(t, spec, time.Now(), -1)
-	p, err := olgas.Propose(olga, spec, targets)
-	if err != nil || p.State != approval.Pending {
-		t.Fatalf("propose: %v %v", p.State, err)
-	}
+	o := w.olgaProposesAReopen(t)
+	open, consoleKey, targets, p := o.open, o.consoleKey, o.targets, o.p
 	// The console's start under proxy sign-in.
 	consoles := open(consoleKey, audit.ConsoleSigner)
 	ct, err := audit.Open(w.path)
