@@ -32,19 +32,7 @@ func dead(t *testing.T, n int, policy string) (open func() (*backend.Backend, er
 		t.Fatal(err)
 	}
 	defer b.Close()
-	for i := range n {
-		_, err := b.Queue.Send(ctx, fmt.Appendf(nil, `{"chargeId":"CHG-%d"}`, i), nil)
-		var msgs []queue.Message
-		if err == nil {
-			msgs, err = b.Queue.Receive(ctx, 1)
-		}
-		if err == nil && len(msgs) == 1 {
-			err = b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: "conflict", Detail: "another payload"})
-		}
-		if err != nil || len(msgs) != 1 {
-			t.Fatalf("dead-letter %d: %v (%d received)", i, err, len(msgs))
-		}
-	}
+	sendAndDeadLetter(t, b, queue.Reason{Code: "conflict", Detail: "another payload"}, n)
 	p, err := approval.ParsePolicy(policy)
 	var trail *audit.Trail
 	if err == nil {
@@ -112,15 +100,11 @@ func TestAProposalIsDecidedByAnotherOperatorAndRuns(t *testing.T) {
 	}
 }
 
-// deadLetter dead-letters n charges with code on the backend open opens.
-func deadLetter(t *testing.T, open func() (*backend.Backend, error), code queue.Code, n int) {
+// sendAndDeadLetter sends n charges (CHG-0, CHG-1…) to b's queue, receives
+// each and dead-letters it for reason.
+func sendAndDeadLetter(t *testing.T, b *backend.Backend, reason queue.Reason, n int) {
 	t.Helper()
 	ctx := t.Context()
-	b, err := open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	for i := range n {
 		_, err := b.Queue.Send(ctx, fmt.Appendf(nil, `{"chargeId":"CHG-%d"}`, i), nil)
 		var msgs []queue.Message
@@ -128,12 +112,23 @@ func deadLetter(t *testing.T, open func() (*backend.Backend, error), code queue.
 			msgs, err = b.Queue.Receive(ctx, 1)
 		}
 		if err == nil && len(msgs) == 1 {
-			err = b.Queue.DeadLetter(ctx, msgs[0], queue.Reason{Code: code, Detail: "declined"})
+			err = b.Queue.DeadLetter(ctx, msgs[0], reason)
 		}
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("dead-letter %d: %v (%d received)", i, err, len(msgs))
 		}
 	}
+}
+
+// deadLetter dead-letters n charges with code on the backend open opens.
+func deadLetter(t *testing.T, open func() (*backend.Backend, error), code queue.Code, n int) {
+	t.Helper()
+	b, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sendAndDeadLetter(t, b, queue.Reason{Code: code, Detail: "declined"}, n)
 }
 
 // A redrive holds back DLQ entries older than the retention less a day:
