@@ -253,24 +253,21 @@ func TestAttack52DynamoEveryMoveIsListedWhereItIs(t *testing.T) {
 						t.Fatalf("collect: %v", err)
 					}
 					expect("collect a stuck claim", b, awsdynamodb.ListedResult, "index:"+awsdynamodb.ListedResult)
-					c := k + "C"
-					claim(c, "t1")
-					mark(c)
-					finish(c, "t1", driver.StateWaiting, "RETRY_SCHEDULED", whole)
-					if _, err := s.Collect(ctx, driver.CollectRequest{Key: c, From: driver.StateWaiting, Token: "t1", Generation: 1,
-						NewToken: "c1", PostedGeneration: 1, Status: "DEBITED", Now: now, ExpiresAt: exp}); err != nil {
-						t.Fatalf("collect: %v", err)
+					c, e := k+"C", k+"E"
+					for _, from := range []struct {
+						key, what string
+						state     driver.State
+						status    string
+					}{{c, "waiting", driver.StateWaiting, "RETRY_SCHEDULED"}, {e, "failed", driver.StateFailed, "DECLINED"}} {
+						claim(from.key, "t1")
+						mark(from.key)
+						finish(from.key, "t1", from.state, from.status, whole)
+						if _, err := s.Collect(ctx, driver.CollectRequest{Key: from.key, From: from.state, Token: "t1", Generation: 1,
+							NewToken: "c1", PostedGeneration: 1, Status: "DEBITED", Now: now, ExpiresAt: exp}); err != nil {
+							t.Fatalf("collect: %v", err)
+						}
+						expect("collect a "+from.what+" charge", from.key, nil...)
 					}
-					expect("collect a waiting charge", c, nil...)
-					e := k + "E"
-					claim(e, "t1")
-					mark(e)
-					finish(e, "t1", driver.StateFailed, "DECLINED", whole)
-					if _, err := s.Collect(ctx, driver.CollectRequest{Key: e, From: driver.StateFailed, Token: "t1", Generation: 1,
-						NewToken: "c1", PostedGeneration: 1, Status: "DEBITED", Now: now, ExpiresAt: exp}); err != nil {
-						t.Fatalf("collect: %v", err)
-					}
-					expect("collect a failed charge", e, nil...)
 					idx := indexKeys(t, client, s.Table())
 					for _, key := range []string{a, b, c, e} {
 						if ls, ok := idx[key]; ok && ls == "IN_PROGRESS" {
@@ -380,17 +377,8 @@ func TestAttack52DynamoScanPagesEmptyButNotDoneAndCancelled(t *testing.T) {
 // (dynalite cannot add an index to an on-demand table).
 func TestAttack52DynamoSetupAgainAfterAnInterruptedSetupFills(t *testing.T) {
 	db := awstest.DynamoDBs()[0]
-	_, client := storeOn(t, db, nil, "a52fill")
+	client, table := tableBeforeTheIndex(t, db, "a52fill", "a52old")
 	ctx := t.Context()
-	table := awstest.Name("a52old")
-	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
 	s, err := awsdynamodb.New(client, table)
 	if err != nil {
 		t.Fatal(err)

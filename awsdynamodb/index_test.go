@@ -175,11 +175,14 @@ func TestATableWithoutTheIndex(t *testing.T) {
 	}
 }
 
-func tableWithoutTheIndex(t *testing.T, db awstest.DynamoDB) {
-	_, client := storeOn(t, db, nil, "idem")
-	ctx := t.Context()
-	table := awstest.Name("old")
-	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+// tableBeforeTheIndex is a table named after name made as one was before
+// the index (its key alone), deleted when the test ends, on the client of
+// a store made under prefix.
+func tableBeforeTheIndex(t *testing.T, db awstest.DynamoDB, prefix, name string) (*dynamodb.Client, string) {
+	t.Helper()
+	_, client := storeOn(t, db, nil, prefix)
+	table := awstest.Name(name)
+	if _, err := client.CreateTable(t.Context(), &dynamodb.CreateTableInput{
 		TableName: aws.String(table), BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
@@ -187,6 +190,12 @@ func tableWithoutTheIndex(t *testing.T, db awstest.DynamoDB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = awsdynamodb.DeleteTable(context.Background(), client, table) })
+	return client, table
+}
+
+func tableWithoutTheIndex(t *testing.T, db awstest.DynamoDB) {
+	client, table := tableBeforeTheIndex(t, db, "idem", "old")
+	ctx := t.Context()
 	// Active before the first write (moto makes a table at once; dynalite
 	// and DynamoDB answer ResourceNotFoundException while it is CREATING).
 	if err := dynamodb.NewTableExistsWaiter(client, func(o *dynamodb.TableExistsWaiterOptions) { o.MinDelay = 50 * time.Millisecond }).
