@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/audit"
 	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/reconcile"
 	"github.com/finedge/idempotent-consumer/app/reconcile/statement"
+	"github.com/finedge/idempotent-consumer/app/service/approval"
 	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
@@ -487,5 +489,162 @@ func TestAttack2FourEyesBypassedBetweenSelectAndResolve(t *testing.T) {
 	rec, _ := b.Store.Get(ctx, c.ID, time.Now())
 	if rec.State == driver.StateDone || strings.Contains(r.stdout, "adopted") {
 		t.Fatalf("under reconcile-adopt one operator adopted %s without approval: exit %d, record %s %s\n%s%s", c.ID, r.code, rec.State, rec.Status, r.stdout, r.stderr)
+	}
+}
+
+// A collection account's statement read without --collection-account is
+// refused (exit 2, naming the flag and the account; no metrics file
+// written), rather than read as customers' statements with every charge
+// recorded_not_posted. With the flag it reconciles.
+func TestReconcileCollectionStatementWithoutTheFlag(t *testing.T) {
+	ctx := t.Context()
+	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
+	dir, env := s.dir, s.env
+	var posted []statement.Posting
+	for _, id := range []string{"CHG-S-1", "CHG-S-2"} {
+		c := s.charge(id)
+		s.claim(t, "BANK-", c)
+		posted = append(posted, s.posting(c))
+	}
+	stmt := s.writeStatement(t, "collection.xml", "STMT-S", posted...)
+	metricsFile := filepath.Join(dir, "recon.prom")
+
+	r := runCmd(ctx, env, "reconcile", "--statement", stmt, "--metrics-file", metricsFile)
+	if r.code != 2 || !strings.Contains(r.stderr, "--collection-account") || !strings.Contains(r.stderr, "FEES-001") {
+		t.Fatalf("a collection statement without --collection-account: exit %d, want 2 naming the flag and FEES-001\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(metricsFile); !os.IsNotExist(err) {
+		t.Errorf("the refused run wrote the metrics file (%v)", err)
+	}
+	t.Logf("refused: %s", r.stderr)
+	r = runCmd(ctx, env, "reconcile", "--statement", stmt, "--collection-account", "FEES-001", "--metrics-file", metricsFile)
+	if r.code != 0 || !strings.Contains(r.stdout, "2 matched") {
+		t.Fatalf("with --collection-account FEES-001: exit %d, want 0 with 2 matched\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// The command line's reconcile output for a statement with a credit whose
+// end-to-end id is the payer's account number: text, CSV, JSON, the kept
+// report, the resolve under the masked id and the audit trail hold the
+// number masked, never whole; our own charge's key reads as it is.
+func TestReconcileOutputMasksAForeignKeyThatIsAnAccountNumber(t *testing.T) {
+	const payer = "123456789012"
+	ctx := t.Context()
+	s := newReconcileSetup(t, t.TempDir(), map[string]string{"IC_OPERATOR": "asha"}, idempotency.Options{})
+	dir, env, fp, g, today := s.dir, s.env, s.fp, s.g, s.today
+	audit := filepath.Join(dir, "audit.jsonl")
+	own := charge.Charge{ID: "CHG-M-1", AccountID: "009988776655", Amount: charge.Money{Minor: 2500, Currency: "INR"}, Type: charge.SMSAlertFee, DueDate: today}
+	cl, err := g.Claim(ctx, own.ID, own.Fingerprint(fp))
+	if err != nil || !cl.Outcome.Owned() {
+		t.Fatalf("claim: %v %v", cl.Outcome, err)
+	}
+	if err := g.Fail(ctx, cl.Lease(), string(charge.Failed), "debit declined: INSUFFICIENT_FUNDS"); err != nil {
+		t.Fatal(err)
+	}
+	req := own.DebitRequest()
+	stmt := s.writeStatement(t, "camt053.xml", "STMT-M",
+		statement.Posting{BankKey: req.IdempotencyKey, Account: own.AccountID, Amount: own.Amount, BookingDate: today, Reference: "BANK-M-1", Narrative: req.Narrative},
+		statement.Posting{BankKey: payer, Account: payer, Amount: charge.Money{Minor: 100000, Currency: "INR"}, BookingDate: today, Reference: "NEFT-IN-" + payer})
+	report := filepath.Join(dir, "recon.json")
+	check := func(what, out string) {
+		t.Helper()
+		if strings.Contains(out, payer) || strings.Contains(out, "56789012") {
+			t.Errorf("%s shows the payer's account:\n%s", what, out)
+		}
+	}
+	for _, args := range [][]string{{}, {"--csv"}, {"--json", "--report-file", report}} {
+		r := runCmd(ctx, env, append([]string{"reconcile", "--statement", stmt, "--collection-account", "FEES-001"}, args...)...)
+		if r.code != 1 {
+			t.Fatalf("reconcile %q: exit %d, want 1 (breaks)\n%s\n%s", args, r.code, r.stdout, r.stderr)
+		}
+		check("reconcile "+strings.Join(args, " "), r.stdout+r.stderr)
+		if !strings.Contains(r.stdout, own.ID) || !strings.Contains(r.stdout, "********9012") {
+			t.Errorf("reconcile %q does not show our charge %s and the masked key:\n%s", args, own.ID, r.stdout)
+		}
+	}
+	kept, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the kept report", string(kept))
+	r := runCmd(ctx, env, "reconcile", "resolve", "--statement", stmt, "--collection-account", "FEES-001", "--kind", "unknown_posting",
+		"--reason", "INC-9: a credit, not ours", "--json", "********9012")
+	if r.code != 0 {
+		t.Fatalf("resolve under the masked id: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	check("reconcile resolve", r.stdout+r.stderr)
+	trail, err := os.ReadFile(audit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("the audit trail", string(trail))
+	if !strings.Contains(string(trail), "********9012") {
+		t.Errorf("the trail does not name the break's masked key:\n%s", trail)
+	}
+}
+
+// Under --approval-required reconcile-adopt: resolving a
+// posted_not_recorded break (an adoption: money recorded as collected
+// without a debit) is refused directly (exit 1, audited, naming the
+// approvals propose command; the record stays IN_PROGRESS); marking a
+// recorded_not_posted break still works directly; the adoption proposed
+// by olga and approved by ivan adopts the posting.
+func TestFourEyesReconcileAdopt(t *testing.T) {
+	dir := t.TempDir()
+	tokens, own := writeTokens(t, dir, "olga:operator", "ivan:operator")
+	auditFile := filepath.Join(dir, "audit.jsonl")
+	rs := newReconcileSetup(t, dir, map[string]string{"IC_CONSOLE_TOKEN_FILE": tokens}, idempotency.Options{})
+	env, b, ctx := rs.env, rs.b, t.Context()
+	crashed, lost := rs.charge("CHG-FE-2"), rs.charge("CHG-FE-3")
+	rs.claim(t, "", crashed) // the consumer died after the debit
+	rs.claim(t, "REF-", lost)
+	time.Sleep(1100 * time.Millisecond) // the crashed claim's lease passes
+	stmt := rs.writeStatement(t, "camt053.xml", "STMT-1", rs.posting(crashed))
+
+	olga, ivan := as(env, own["olga"]), as(env, own["ivan"])
+	keepFourEyes(t, env, own["console"], tokens, "reconcile-adopt")
+
+	// The adoption, directly: refused, nothing done.
+	r := runCmd(ctx, olga, "reconcile", "resolve", "--statement", stmt, "--collection-account", "FEES-001", "--reason", "INC-7: checked with the bank", crashed.ID)
+	if r.code != 1 || !strings.Contains(r.stderr, "needs another operator's approval") ||
+		!strings.Contains(r.stderr, "chargerecovery approvals propose reconcile --charge-id "+crashed.ID+" --statement "+stmt+" --collection-account FEES-001") {
+		t.Fatalf("direct adoption under reconcile-adopt: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if rec, err := b.Store.Get(ctx, crashed.ID, time.Now()); err != nil || rec.State != driver.StateInProgress {
+		t.Fatalf("the refused adoption wrote the record: %+v %v", rec, err)
+	}
+	trail, err := audit.Open(auditFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, _ := trail.All(audit.Filter{Action: "reconcile-resolve"})
+	trail.Close()
+	if len(refused) != 1 || refused[0].Result != "refused" || refused[0].Operator != "olga" {
+		t.Fatalf("the refusal's audit line: %+v", refused)
+	}
+
+	// Marking a break resolved needs no one else.
+	r = runCmd(ctx, olga, "reconcile", "resolve", "--statement", stmt, "--collection-account", "FEES-001", "--reason", "INC-8: posted on the 2nd", lost.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, "marked resolved") {
+		t.Fatalf("marking under reconcile-adopt: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+
+	// Proposed by olga, approved and run by ivan.
+	r = runCmd(ctx, olga, "approvals", "propose", "reconcile", "--charge-id", crashed.ID, "--statement", stmt, "--collection-account", "FEES-001",
+		"--reason", "INC-7: checked with the bank", "--json")
+	var p approval.Proposal
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &p) != nil || p.State != approval.Pending || len(p.Targets) != 1 || p.Targets[0].BreakID == "" {
+		t.Fatalf("propose reconcile: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runCmd(ctx, olga, "approvals", "approve", p.ID); r.code == 0 {
+		t.Fatalf("olga approved her own adoption: %s", r.stdout)
+	}
+	r = runCmd(ctx, ivan, "approvals", "approve", p.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, "1 adopted") {
+		t.Fatalf("approve: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	rec, err := b.Store.Get(ctx, crashed.ID, time.Now())
+	if err != nil || rec.State != driver.StateDone || charge.ReferenceOf(rec.Status, rec.Detail) != "BANK-"+crashed.ID {
+		t.Fatalf("adopted record: %+v %v", rec, err)
 	}
 }
