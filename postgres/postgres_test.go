@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -415,5 +416,172 @@ func TestReview35bRedriveBlanksANonStringAttributeTheReceiveKeeps(t *testing.T) 
 	}
 	if got, want := msgs[0].Attributes["origin"], queue.DecodeAttributes([]byte(`{"origin": 7}`))["origin"]; got != want {
 		t.Fatalf("redriven message's origin = %q; the receive reads the same stored attributes as %q", got, want)
+	}
+}
+
+// A connection string without sslmode verifies the server: the test
+// server offers TLS with a certificate no trusted CA signed, which
+// sslmode=prefer (the driver's default) would have accepted silently — or
+// fallen back to plaintext. A weaker mode works only when written out, and
+// says so (SSLMode).
+func TestWithoutSSLModeTheServerIsVerified(t *testing.T) {
+	pgtest.Open(t) // fails in CI, skips elsewhere, when the server is unreachable
+	t.Setenv("PGSSLMODE", "")
+	explicit := dbtest.PostgresURL()
+	if !strings.Contains(explicit, "sslmode=disable") {
+		t.Skip("the test database URL is not the local one with sslmode=disable")
+	}
+	bare := strings.Replace(strings.Replace(explicit, "?sslmode=disable", "", 1), "&sslmode=disable", "", 1)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, conn := range []string{bare, "host=127.0.0.1 port=5432 user=postgres dbname=test"} {
+		db, err := postgres.Open(ctx, conn, postgres.Options{Schema: dbtest.Schema(t)})
+		if err == nil {
+			db.Close()
+			t.Fatalf("%q connected to a server whose certificate nobody verified", conn)
+		}
+		if !strings.Contains(err.Error(), "verify-full") {
+			t.Errorf("%q: %v, want the error to say the default is verify-full", conn, err)
+		}
+	}
+	db, err := postgres.Open(ctx, explicit, postgres.Options{Schema: dbtest.Schema(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.SSLMode() != "disable" {
+		t.Errorf("SSLMode() = %q, want disable", db.SSLMode())
+	}
+	t.Setenv("PGSSLMODE", "require")
+	db2, err := postgres.Open(ctx, bare, postgres.Options{Schema: dbtest.Schema(t)})
+	if err != nil {
+		t.Fatalf("PGSSLMODE=require: %v", err)
+	}
+	defer db2.Close()
+	if db2.SSLMode() != "require" {
+		t.Errorf("SSLMode() = %q under PGSSLMODE=require", db2.SSLMode())
+	}
+}
+
+// A message over the size limit written around Send is never read into
+// memory: a receive moves it to the DLQ unread (one statement, body and
+// all) with its reason, and hands out the others.
+func TestAMessageOverTheLimitIsDeadLetteredUnread(t *testing.T) {
+	db := pgtest.Open(t)
+	name := dbtest.Name("big")
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, VisibilityTimeout: 30 * time.Second, WaitTime: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const huge = 64 << 20
+	if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body, attributes) values ($1, convert_to(repeat('x', $2), 'UTF8'), '{"origin":"batch-7"}')`, name, huge); err != nil {
+		t.Fatal(err)
+	}
+	queuetest.ReceiveBesideHuge(t, q, huge, nil)
+	var code string
+	var size int
+	if err := db.Pool().QueryRow(t.Context(), `select attributes->>$2, octet_length(body) from queue_messages where queue <> $1 and attributes->>'origin' = 'batch-7' and queue like $1 || '%'`,
+		name, queue.CodeAttribute).Scan(&code, &size); err != nil {
+		t.Fatalf("no DLQ copy: %v", err)
+	}
+	if code != string(queue.CodeTooLarge) || size != huge {
+		t.Errorf("DLQ copy with code %q and %d bytes, want %s and %d", code, size, queue.CodeTooLarge, huge)
+	}
+}
+
+// A DLQ entry over the size limit can only be purged: a redrive, even
+// forced, refuses to move it back, and it stays on the DLQ (as on SQLite).
+func TestARedriveRefusesAMessageOverTheLimit(t *testing.T) {
+	db := pgtest.Open(t)
+	name := dbtest.Name("bigdlq")
+	q, err := postgres.NewQueue(db, postgres.QueueOptions{Name: name, WaitTime: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const huge = queue.MaxMessageBytes + 1
+	if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body, attributes) values ($1, convert_to(repeat('x', $2), 'UTF8'), $3)`,
+		name+"-dlq", huge, `{"`+queue.CodeAttribute+`":"too_large"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Redrive(t.Context(), queue.RedriveOptions{Force: true}); !errors.Is(err, queue.ErrTooLarge) {
+		t.Fatalf("forced redrive of an entry over the limit: err = %v, want ErrTooLarge", err)
+	}
+	d, err := q.Depth(t.Context())
+	if err != nil || d.DLQ != 1 || d.Waiting != 0 {
+		t.Fatalf("after the refused redrive: %+v (%v), want it still on the DLQ and nothing on the queue", d, err)
+	}
+}
+
+// Four claiming receives on a pool of four connections, with messages over
+// the size limit among the good ones: every receive that meets one moves it
+// to the DLQ in its own transaction (on the connection it holds), so none
+// waits for a connection another receive holds. Before, each receive held
+// its connection while dead-lettering through the pool: four of them
+// waited for each other forever, and nothing was received again.
+func TestFourClaimingReceivesOnAPoolOfFourMoveTooLargeMessages(t *testing.T) {
+	db := pgtest.With(t, postgres.Options{MaxConns: 4})
+	name := dbtest.Name("poison")
+	q, _, p := claimingQueue(t, db, name)
+	const good, poison = 40, 16
+	// Poison first: each receive of four meets some at once.
+	if _, err := db.Pool().Exec(t.Context(), `insert into queue_messages (queue, body, attributes)
+		select $1, convert_to(repeat('x', $2), 'UTF8'), '{"origin":"poison"}' from generate_series(1, $3)`, name, queue.MaxMessageBytes+1, poison); err != nil {
+		t.Fatal(err)
+	}
+	for i := range good {
+		if _, err := q.Send(t.Context(), []byte(fmt.Sprintf("charge-%03d", i)), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	claimed := map[string]int{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				mu.Lock()
+				n := len(claimed)
+				mu.Unlock()
+				if n == good {
+					return
+				}
+				msgs, err := q.ReceiveClaiming(ctx, 2, p)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				for _, m := range msgs {
+					if m.Bound == nil {
+						errs <- fmt.Errorf("message %s received without its claim", m.ID)
+					}
+					claimed[string(m.Body)]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("receive: %v", err)
+	}
+	if len(claimed) != good {
+		t.Fatalf("the four receives claimed %d of %d good messages before the deadline: stuck", len(claimed), good)
+	}
+	for body, n := range claimed {
+		if n != 1 {
+			t.Errorf("%s received %d times, want once", body, n)
+		}
+	}
+	d, err := q.Depth(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.DLQ != poison || d.Waiting != 0 {
+		t.Errorf("queue %+v: want all %d messages over the limit on the DLQ and nothing waiting", d, poison)
 	}
 }
