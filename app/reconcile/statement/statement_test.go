@@ -1,6 +1,7 @@
 package statement
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -607,5 +608,152 @@ func TestReadReturnCodeOfTheTransactionFirst(t *testing.T) {
 				t.Fatalf("returns %q (%v), want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// A FrToDt written without an offset is the bank's wall-clock time:
+// Options.Location says where; nil is UTC. A time with an offset keeps
+// its own. BookingDate is the day as written, whatever the zone.
+func TestNaiveFrToDtInLocation(t *testing.T) {
+	ist, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Skip("no zone database:", err)
+	}
+	day := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	var buf bytes.Buffer
+	if err := WriteCamt053(&buf, StatementInfo{ID: "STMT-TZ", Account: "FEES-001", Created: day,
+		Period: Period{From: day, To: day.AddDate(0, 0, 1)}},
+		[]Posting{{BankKey: "CHG-TZ-1", Account: "0012345678901", Amount: charge.Money{Minor: 2500, Currency: "INR"}, BookingDate: day, Reference: "R1"}}); err != nil {
+		t.Fatal(err)
+	}
+	zulu := buf.String()
+	naive := strings.NewReplacer("Z</FrDtTm>", "</FrDtTm>", "Z</ToDtTm>", "</ToDtTm>").Replace(zulu)
+	if naive == zulu {
+		t.Fatal("the written FrToDt has no Z to take off")
+	}
+	dates := strings.NewReplacer("<FrDtTm>2026-11-20T00:00:00Z</FrDtTm>", "<FrDt>2026-11-20</FrDt>",
+		"<ToDtTm>2026-11-20T23:59:59Z</ToDtTm>", "<ToDt>2026-11-20</ToDt>").Replace(zulu)
+	if dates == zulu {
+		t.Fatal("the written FrToDt is not the one expected")
+	}
+	istPeriod := Period{From: time.Date(2026, 11, 19, 18, 30, 0, 0, time.UTC), To: time.Date(2026, 11, 20, 18, 30, 0, 0, time.UTC)}
+	utcPeriod := Period{From: day, To: day.AddDate(0, 0, 1)}
+	for _, c := range []struct {
+		name, doc string
+		loc       *time.Location
+		want      Period
+	}{
+		{"naive, IST", naive, ist, istPeriod},
+		{"naive, nil (UTC)", naive, nil, utcPeriod},
+		{"naive, UTC", naive, time.UTC, utcPeriod},
+		{"dates, IST", dates, ist, istPeriod},
+		{"dates, nil (UTC)", dates, nil, utcPeriod},
+		{"Z, IST (its own offset)", zulu, ist, utcPeriod},
+	} {
+		var posts []Posting
+		h, err := Read(strings.NewReader(c.doc), "stmt.xml", Options{CollectionAccount: "FEES-001", Location: c.loc}, func(p Posting) error {
+			posts = append(posts, p)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !h.Period.From.Equal(c.want.From) || !h.Period.To.Equal(c.want.To) {
+			t.Errorf("%s: period [%s, %s), want [%s, %s)", c.name, h.Period.From, h.Period.To, c.want.From, c.want.To)
+		}
+		if h.Period.From.Location() != time.UTC || h.Period.To.Location() != time.UTC {
+			t.Errorf("%s: period not in UTC: %v", c.name, h.Period)
+		}
+		if len(posts) != 1 || !posts[0].BookingDate.Equal(day) {
+			t.Errorf("%s: postings %+v, want one booked %s (the day as written)", c.name, posts, day)
+		}
+	}
+}
+
+func TestParseAmount(t *testing.T) {
+	tests := []struct {
+		text  string
+		cur   charge.Currency
+		minor int64
+		err   string
+	}{
+		{"25", "INR", 2500, ""},
+		{"25.5", "INR", 2550, ""},
+		{"25.00", "INR", 2500, ""},
+		{"0025.00", "INR", 2500, ""},
+		{"25.", "INR", 2500, ""},
+		{".5", "INR", 50, ""},
+		{"0", "INR", 0, ""},
+		{"1234567.891", "BHD", 1234567891, ""},
+		{"1.5", "BHD", 1500, ""},
+		{"500", "JPY", 500, ""},
+		{"92233720368547758.07", "USD", 9223372036854775807, ""},
+		{"9223372036854775807", "JPY", 9223372036854775807, ""},
+		{"", "INR", 0, "empty amount"},
+		{"-25.00", "INR", 0, `"-25.00" is negative`},
+		{"+25.00", "INR", 0, `"+25.00" has a sign`},
+		{"2.5e1", "INR", 0, `"2.5e1" has an exponent`},
+		{"25E0", "INR", 0, `"25E0" has an exponent`},
+		{"25.001", "INR", 0, `"25.001" has 3 decimals, INR has 2`},
+		{"25.000", "INR", 0, `"25.000" has 3 decimals, INR has 2`},
+		{"25.0", "JPY", 0, `"25.0" has 1 decimals, JPY has 0`},
+		{"25.00", "XYZ", 0, `"XYZ" is not a known ISO-4217 currency`},
+		{"25.00", "", 0, `"" is not a known ISO-4217 currency`},
+		{"2 500", "INR", 0, `"2 500" holds a space`},
+		{" 25", "INR", 0, `" 25" holds a space`},
+		{"25,00", "INR", 0, `"25,00" is not a decimal amount`},
+		{"1.2.3", "INR", 0, `"1.2.3" is not a decimal amount`},
+		{".", "INR", 0, `"." is not a decimal amount`},
+		{"0x10", "INR", 0, `"0x10" is not a decimal amount`},
+		{"NaN", "INR", 0, `"NaN" is not a decimal amount`},
+		{"٣", "INR", 0, `"٣" is not a decimal amount`},
+		{"92233720368547758.08", "USD", 0, `"92233720368547758.08" is too large`},
+		{"92233720368547758.1", "USD", 0, `"92233720368547758.1" is too large`},
+		{"9223372036854775808", "JPY", 0, `"9223372036854775808" is too large`},
+		{"99999999999999999999999", "INR", 0, `"99999999999999999999999" is too large`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text+"/"+string(tt.cur), func(t *testing.T) {
+			m, err := ParseAmount(tt.text, tt.cur)
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("ParseAmount(%q, %s) = %v, %v; want error %s", tt.text, tt.cur, m, err, tt.err)
+				}
+				return
+			}
+			if err != nil || m != (charge.Money{Minor: tt.minor, Currency: tt.cur}) {
+				t.Fatalf("ParseAmount(%q, %s) = %v, %v; want %d", tt.text, tt.cur, m, err, tt.minor)
+			}
+		})
+	}
+}
+
+func TestFormatAmount(t *testing.T) {
+	tests := []struct {
+		m    charge.Money
+		want string
+	}{
+		{charge.Money{Minor: 2500, Currency: "INR"}, "25.00"},
+		{charge.Money{Minor: 5, Currency: "INR"}, "0.05"},
+		{charge.Money{Minor: 0, Currency: "INR"}, "0.00"},
+		{charge.Money{Minor: -2550, Currency: "INR"}, "-25.50"},
+		{charge.Money{Minor: -5, Currency: "INR"}, "-0.05"},
+		{charge.Money{Minor: 500, Currency: "JPY"}, "500"},
+		{charge.Money{Minor: 1500, Currency: "BHD"}, "1.500"},
+		{charge.Money{Minor: 7, Currency: "BHD"}, "0.007"},
+		{charge.Money{Minor: 9223372036854775807, Currency: "USD"}, "92233720368547758.07"},
+		{charge.Money{Minor: -9223372036854775808, Currency: "USD"}, "-92233720368547758.08"},
+		{charge.Money{Minor: 2500, Currency: "XYZ"}, "2500"},
+	}
+	for _, tt := range tests {
+		if got := FormatAmount(tt.m); got != tt.want {
+			t.Errorf("FormatAmount(%v) = %q, want %q", tt.m, got, tt.want)
+		}
+		if tt.m.Minor >= 0 && tt.m.Currency.Valid() {
+			back, err := ParseAmount(FormatAmount(tt.m), tt.m.Currency)
+			if err != nil || back != tt.m {
+				t.Errorf("ParseAmount(FormatAmount(%v)) = %v, %v", tt.m, back, err)
+			}
+		}
 	}
 }
