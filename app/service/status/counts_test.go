@@ -1,6 +1,8 @@
 package status_test
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,5 +32,52 @@ func TestAStoreWithNoDoneRecordsStillCountsDone(t *testing.T) {
 		if rep.RecordsNote != "" {
 			t.Errorf("%s: the note %q, want none (every state is counted)", name, rep.RecordsNote)
 		}
+	}
+}
+
+// scanning is a store whose IN_PROGRESS count and stuck claims are a Scan
+// of every record (as DynamoDB's): it counts the calls of each.
+type scanning struct {
+	*memstore.Store
+	scans, indexed int
+}
+
+func (s *scanning) CountIndexed(context.Context, time.Time) (map[driver.State]int, error) {
+	s.indexed++
+	return map[driver.State]int{driver.StateFailed: 3, driver.StateWaiting: 2}, nil
+}
+
+func (s *scanning) CountByState(ctx context.Context, now time.Time) (map[driver.State]int, error) {
+	s.scans++
+	return s.Store.CountByState(ctx, now)
+}
+
+func (s *scanning) Stuck(ctx context.Context, now time.Time, limit int) ([]driver.Record, int, error) {
+	s.scans++
+	return s.Store.Stuck(ctx, now, limit)
+}
+
+// The console's overview, sampled every few seconds, never scans a store
+// whose IN_PROGRESS records are found only by a Scan (DynamoDB): it counts
+// what the index holds and says what it left out; status, asked once,
+// counts everything and lists the stuck claims.
+func TestASampleDoesNotScanTheTable(t *testing.T) {
+	s := &scanning{Store: memstore.New()}
+	src := status.Sources{Queue: memqueue.New(memqueue.Options{}), Store: s, Now: time.Now(), Sampled: true}
+	rep, err := status.Collect(t.Context(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.scans != 0 || s.indexed != 1 || rep.Stuck != -1 || rep.Records[driver.StateFailed] != 3 || rep.Records[driver.StateWaiting] != 2 ||
+		!strings.Contains(rep.RecordsNote, "IN_PROGRESS, stuck claims and DONE not counted") {
+		t.Fatalf("a sample: %d scans, %d index counts, stuck %d, records %v (%s); want no scan, the index's counts, stuck not known",
+			s.scans, s.indexed, rep.Stuck, rep.Records, rep.RecordsNote)
+	}
+	src.Sampled = false
+	if rep, err = status.Collect(t.Context(), src); err != nil {
+		t.Fatal(err)
+	}
+	if s.scans != 2 || rep.Stuck != 0 {
+		t.Fatalf("status: %d scans, stuck %d; want the count and the stuck claims read", s.scans, rep.Stuck)
 	}
 }
