@@ -13,7 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-
 	"github.com/finedge/idempotent-consumer/awssqs"
 	"github.com/finedge/idempotent-consumer/queue"
 )
@@ -353,4 +352,85 @@ func TestASlowScanRenewsItsHold(t *testing.T) {
 		t.Errorf("with two pages read, %d DLQ messages were invisible, want the 20 held", invisible)
 	}
 	f.wantAllVisible(t, dlqEntries)
+}
+
+// ATTACK (surface 3): a redrive moves what it once received without
+// checking that it still holds it. The hold is renewed only in Next, before
+// a receive; the moves of a page (a SendMessage and a DeleteMessage each,
+// with the SDK's retries and backoff) and the caller's Match/Visit run with
+// no renewal. A page whose moves outlast the hold (30 s in production; 2 s
+// here) is visible again meanwhile: another operator's redrive receives and
+// moves those entries, and this one then sends each of them to the queue a
+// second time — one DLQ entry becomes two queue messages, and the two runs
+// report more moved than the DLQ ever held. (The second delivery is caught
+// by the claim while the record lasts; past retention it is a second debit,
+// which is why MaxAge exists.)
+func TestReview35ARedriveWhoseHoldLapsedMidPageMovesEntriesTwice(t *testing.T) {
+	t.Parallel()
+	f := newDLQFixture(t)
+	var other queue.RedriveReport
+	first := true
+	rep, err := f.queue(t, f.c).RedriveHolding(t.Context(), 2*time.Second, 2*time.Second, queue.RedriveOptions{
+		Match: func(queue.DLQEntry) bool {
+			if first {
+				first = false
+				// This page's moves are slow (throttled sends): the hold
+				// lapses, and another operator's redrive runs meanwhile.
+				time.Sleep(3 * time.Second)
+				var oerr error
+				other, oerr = f.queue(t, f.c).Redrive(t.Context(), queue.RedriveOptions{})
+				if oerr != nil {
+					t.Errorf("the other redrive: %v", oerr)
+				}
+			}
+			return true
+		}})
+	out, aerr := f.c.GetQueueAttributes(t.Context(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(f.qs.URL),
+		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages}})
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	onQueue, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameApproximateNumberOfMessages)])
+	if onQueue != dlqEntries || rep.Moved+other.Moved != dlqEntries {
+		t.Fatalf("%d DLQ entries redriven by two runs: the queue holds %d messages; the runs report %d + %d moved (this one's error: %v)",
+			dlqEntries, onQueue, rep.Moved, other.Moved, err)
+	}
+}
+
+// failDeleteAPI is the SQS client whose DeleteMessage fails (throttled, a
+// lost connection): what MoveBack reports as "sent, but delete from the
+// DLQ failed".
+type failDeleteAPI struct{ *sqs.Client }
+
+func (failDeleteAPI) DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	return nil, errors.New("review35b: throttled")
+}
+
+// REVIEW 35b: the redrive's audit line now names only what Moved saw, and
+// Redrive calls Moved only after a MoveBack that returned nil. An SQS
+// MoveBack whose send went through and whose delete failed returns an
+// error: the charge is back on the queue (it will be debited if its record
+// says so), yet Moved never sees it, rep.Moved does not count it, and
+// runRedrive writes no audit line at all when it was the only one (before
+// 03343fd, Visit named every entry about to be moved).
+func TestReview35bASentButNotDeletedEntryIsNamedByNoAuditLine(t *testing.T) {
+	t.Parallel()
+	f := newDLQFixture(t)
+	q := f.queue(t, failDeleteAPI{f.c})
+	var named []string
+	rep, err := q.Redrive(t.Context(), queue.RedriveOptions{Max: 1, Moved: func(e queue.DLQEntry) { named = append(named, e.ID) }})
+	if err == nil {
+		t.Fatal("redrive with a failing delete: no error")
+	}
+	out, rerr := f.c.ReceiveMessage(t.Context(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(f.qs.URL), MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	if len(out.Messages) != 1 {
+		t.Fatalf("main queue holds %d messages after the redrive, want the 1 sent", len(out.Messages))
+	}
+	if len(named) != 1 || rep.Moved != 1 {
+		t.Fatalf("an entry is back on the queue (%s), but Moved named %d entries and the report says moved %d (err: %v): the audit line names no charge",
+			aws.ToString(out.Messages[0].Body), len(named), rep.Moved, err)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/finedge/idempotent-consumer/idemhttp"
 	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/storetest"
 	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/sqlite"
 )
@@ -581,5 +584,517 @@ func TestReplaySurvivesARestart(t *testing.T) {
 	}
 	if h.runs.Load()+h2.runs.Load() != 1 {
 		t.Fatalf("the handler ran %d times", h.runs.Load()+h2.runs.Load())
+	}
+}
+
+func attackGuard(t *testing.T) *idempotency.Guard {
+	t.Helper()
+	return memGuard(t, idempotency.Options{Lease: 2 * time.Second})
+}
+
+// docs/library/http.md: "Rotating the fingerprint key makes retries of keys
+// written under the old one 422 unless the old key is still given as a
+// previous key." The middleware computes Sum under the current key and the
+// Guard compares strings, so the previous key is never consulted.
+func TestAttackRotatedFingerprintKeyStillReplays(t *testing.T) {
+	g := attackGuard(t)
+	k1 := []byte(strings.Repeat("1", 32))
+	k2 := []byte(strings.Repeat("2", 32))
+	f1, err := idempotency.NewFingerprinter(k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f2, err := idempotency.NewFingerprinter(k2, k1) // rotated: k1 kept as previous
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &payments{}
+	before := newServer(t, h, idemhttp.Options{Guard: g, Fingerprinter: f1})
+	after := newServer(t, h, idemhttp.Options{Guard: g, Fingerprinter: f2})
+	first := send(t, "POST", before.URL+"/payments", "rot-1", `{"a":1}`)
+	if first.status != http.StatusCreated {
+		t.Fatalf("first: %+v", first)
+	}
+	again := send(t, "POST", after.URL+"/payments", "rot-1", `{"a":1}`)
+	if again.status != http.StatusCreated || again.header.Get(idemhttp.ReplayedHeader) != "true" || again.body != first.body {
+		t.Fatalf("retry after rotating the key (old key kept as previous): %d %s, want the replay of %s", again.status, again.body, first.body)
+	}
+}
+
+// The same holds for a server that starts keying fingerprints: records
+// written unkeyed before (Fingerprinter.Match accepts them) become 422.
+func TestAttackAddingAFingerprintKeyStillReplays(t *testing.T) {
+	g := attackGuard(t)
+	f, err := idempotency.NewFingerprinter([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &payments{}
+	before := newServer(t, h, idemhttp.Options{Guard: g})
+	after := newServer(t, h, idemhttp.Options{Guard: g, Fingerprinter: f})
+	first := send(t, "POST", before.URL+"/p", "add-1", `x`)
+	again := send(t, "POST", after.URL+"/p", "add-1", `x`)
+	if again.status != first.status || again.body != first.body {
+		t.Fatalf("retry after adding a key: %d %s, want the replay of %d %s", again.status, again.body, first.status, first.body)
+	}
+}
+
+// A handler that sends 103 Early Hints before its final 201: the recorder
+// keeps the first WriteHeader (103), and response() maps it to 200. The
+// client and every replay get 200, the 201 is lost.
+func TestAttackEarlyHintsDoNotReplaceTheFinalStatus(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, `{"id":"pay_1"}`)
+	})
+	srv := newServer(t, h, idemhttp.Options{})
+	first := send(t, "POST", srv.URL+"/payments", "hints-1", `{}`)
+	again := send(t, "POST", srv.URL+"/payments", "hints-1", `{}`)
+	if first.status != http.StatusCreated || again.status != http.StatusCreated {
+		t.Fatalf("status with 103 first: first %d, replay %d; want 201 both", first.status, again.status)
+	}
+}
+
+// MaxBodyBytes: math.MaxInt64 ("no limit") overflows MaxBodyBytes+1 to a
+// negative LimitReader: the body read is empty, so the fingerprint ignores
+// the body (another body with the key replays instead of 422) and the
+// handler gets no body at all.
+func TestAttackHugeMaxBodyBytesStillFingerprintsTheBody(t *testing.T) {
+	var seen atomic.Value
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		_, _ = fmt.Fprint(&b, r.ContentLength)
+		seen.Store(b.String())
+		w.WriteHeader(http.StatusCreated)
+	})
+	srv := newServer(t, h, idemhttp.Options{MaxBodyBytes: math.MaxInt64})
+	first := send(t, "POST", srv.URL+"/payments", "big-1", `{"amount":100}`)
+	if got := seen.Load(); got != "14" {
+		t.Errorf("the handler saw a body of %v bytes, want 14", got)
+	}
+	other := send(t, "POST", srv.URL+"/payments", "big-1", `{"amount":999999}`)
+	if first.status != http.StatusCreated || other.status != http.StatusUnprocessableEntity {
+		t.Fatalf("same key, another body: %d (replayed %q), want 422", other.status, other.header.Get(idemhttp.ReplayedHeader))
+	}
+}
+
+// Methods are compared case-sensitively and not canonicalised: an
+// Options.Methods of "post" guards nothing, and POST runs twice per key.
+func TestAttackLowercaseMethodsStillGuardPOST(t *testing.T) {
+	h := &payments{}
+	srv := newServer(t, h, idemhttp.Options{Methods: []string{"post", "patch"}})
+	send(t, "POST", srv.URL+"/payments", "lc-1", `{}`)
+	send(t, "POST", srv.URL+"/payments", "lc-1", `{}`)
+	if n := h.runs.Load(); n != 1 {
+		t.Fatalf("Methods {post, patch}: the handler ran %d times for one key (Middleware should canonicalise or refuse)", n)
+	}
+}
+
+// MaxResponseBytes is not checked against driver.MaxResultBytes: a
+// response within the configured bound is base64'd over 256 KiB, so it is
+// "not stored" and every retry is 500 instead of the replay the option
+// promises (or Middleware should refuse the option).
+func TestAttackMaxResponseBytesAboveTheStoreLimitReplays(t *testing.T) {
+	big := strings.Repeat("a", 200<<10)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, big)
+	})
+	mw, err := idemhttp.Middleware(idemhttp.Options{Guard: attackGuard(t), Unscoped: true, MaxResponseBytes: 210 << 10})
+	if err != nil {
+		return // refusing the option is a fix
+	}
+	srv := newServerMW(t, mw(h))
+	first := send(t, "POST", srv.URL+"/r", "resp-1", `{}`)
+	again := send(t, "POST", srv.URL+"/r", "resp-1", `{}`)
+	if first.status != http.StatusCreated || again.status != http.StatusCreated || again.body != big {
+		t.Fatalf("a %d-byte response under MaxResponseBytes %d: retry %d %.200s, want the replay", len(big), 210<<10, again.status, again.body)
+	}
+}
+
+// Even at the defaults: a Location header (a StoreHeaders default) is
+// stored unbounded, so a 160 KiB body plus a long Location overflows the
+// store's 256 KiB and the response is not replayed.
+func TestAttackDefaultStoreHeadersCountAgainstTheStoreLimit(t *testing.T) {
+	body := strings.Repeat("a", idemhttp.DefaultMaxResponseBytes)
+	loc := "/payments/x?" + strings.Repeat("&", 8<<10) // json escapes & as \u0026
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", loc)
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, body)
+	})
+	srv := newServer(t, h, idemhttp.Options{})
+	send(t, "POST", srv.URL+"/r", "loc-1", `{}`)
+	again := send(t, "POST", srv.URL+"/r", "loc-1", `{}`)
+	if again.status != http.StatusCreated {
+		t.Fatalf("a response of exactly DefaultMaxResponseBytes with a %d-byte Location: retry %d %.300s, want the replay", len(loc), again.status, again.body)
+	}
+}
+
+// A streaming handler cannot flush: the recorder implements no Flusher and
+// no Unwrap, so http.ResponseController reports ErrNotSupported.
+func TestAttackResponseControllerFlushWorks(t *testing.T) {
+	var flushErr atomic.Value
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprint(w, "x")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			flushErr.Store(err.Error())
+		}
+	})
+	srv := newServer(t, h, idemhttp.Options{})
+	send(t, "POST", srv.URL+"/r", "flush-1", `{}`)
+	if e := flushErr.Load(); e != nil {
+		t.Fatalf("Flush through the middleware: %v", e)
+	}
+}
+
+func newServerMW(t *testing.T, h http.Handler) *httptestServer {
+	t.Helper()
+	return startHTTPTest(t, h)
+}
+
+type httptestServer = httptest.Server
+
+func startHTTPTest(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// A panicking handler's panic value is recorded as the key's FAILED detail
+// and sent in the 500 to whoever retries the key (any client, without
+// Scope): a panic message holding a secret (a connection string, an
+// account number, a runtime error quoting data) leaks to the network.
+func TestAttackPanicValueIsNotSentToClients(t *testing.T) {
+	const secret = "postgres://app:hunter2@db/payments account=0012345678901"
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		panic("connect " + secret)
+	})
+	srv := newServer(t, h, idemhttp.Options{})
+	req, _ := http.NewRequest("POST", srv.URL+"/p", strings.NewReader(`{}`))
+	req.Header.Set("Idempotency-Key", "panic-1")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	again := send(t, "POST", srv.URL+"/p", "panic-1", `{}`)
+	if again.status != http.StatusInternalServerError {
+		t.Fatalf("retry after a panic: %d %s", again.status, again.body)
+	}
+	if strings.Contains(again.body, "hunter2") || strings.Contains(again.body, "0012345678901") {
+		t.Fatalf("the panic value reaches the retrying client: %s", again.body)
+	}
+}
+
+// docs/library/http.md: "a server that crashed mid-request leaves the key
+// 409 until its lease ... has passed, when a retry runs the handler again
+// with Run.Reclaimed". The handler is never given the Run: it is not in the
+// request's context (nor anywhere else), so a payment handler cannot ask
+// "did my crashed first run pay?" and pays again. (The check looks for a
+// value of type idempotency.Run anywhere in the request's context chain,
+// the API being absent.)
+func TestAttackReclaimedRunReachesTheHandler(t *testing.T) {
+	g := memGuard(t, idempotency.Options{Lease: 200 * time.Millisecond, SkewMargin: -1})
+	body := `{"amount":2500}`
+	// A server claimed the key and crashed before recording anything.
+	if _, err := g.Claim(t.Context(), idemhttp.DefaultNamespace+":crash-1", idempotency.Fingerprint("POST", "/payments", "", body)); err != nil {
+		t.Fatal(err)
+	}
+	var told atomic.Bool
+	var ran atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ran.Add(1)
+		told.Store(strings.Contains(fmt.Sprint(r.Context()), "idempotency.Run"))
+		w.WriteHeader(http.StatusCreated)
+	})
+	srv := newServer(t, h, idemhttp.Options{Guard: g})
+	if a := send(t, "POST", srv.URL+"/payments", "crash-1", body); a.status != http.StatusConflict {
+		t.Fatalf("while the crashed claim's lease runs: %d, want 409", a.status)
+	}
+	time.Sleep(300 * time.Millisecond)
+	send(t, "POST", srv.URL+"/payments", "crash-1", body)
+	if ran.Load() != 1 {
+		t.Fatalf("handler ran %d times", ran.Load())
+	}
+	if !told.Load() {
+		t.Fatal("the handler re-ran after a crashed first run without being told (no Run / Reclaimed reaches it)")
+	}
+}
+
+// Two Idempotency-Key fields merged into one line by an intermediary
+// (RFC 9110 §5.3 allows combining them as "a, b") are taken as one key
+// "a, b" instead of the 400 promised for "more than one"; the draft's
+// sf-string grammar does not admit a bare "a, b" either. A lone `" "`
+// (a blank key) is also accepted. Cosmetic: nothing runs twice.
+func TestAttackMergedKeyListIsRefused(t *testing.T) {
+	srv := newServer(t, &payments{}, idemhttp.Options{})
+	for _, k := range []string{"k1, k2", `" "`} {
+		if a := send(t, "POST", srv.URL+"/p", k, "x"); a.status != http.StatusBadRequest {
+			t.Errorf("Idempotency-Key %q: %d, want 400", k, a.status)
+		}
+	}
+}
+
+// steppedHandler takes `took` of the guard's clock, then waits for release
+// before it answers: a request held in flight for as long as a test needs.
+type steppedHandler struct {
+	clock   *storetest.Clock
+	took    time.Duration
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (h *steppedHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.entered <- struct{}{}
+	<-h.release
+	h.clock.Advance(h.took)
+	w.WriteHeader(http.StatusCreated)
+}
+
+// A 409 for a key in progress says when the work will likely be done, not
+// when the lease runs out: the option, else the 90th percentile of the
+// requests handled lately, less what has already passed — at least 1 s, never past the
+// lease (60 s here).
+func TestRetryAfterComesFromTheWorkNotTheLease(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		expected time.Duration // Options.ExpectedDuration
+		earlier  time.Duration // one request handled before, this long (0: none)
+		elapsed  time.Duration // how long the request in flight has run
+		want     string
+	}{
+		{"no request handled yet: 1 s", 0, 0, 0, "1"},
+		{"the last request took 3 s", 0, 3 * time.Second, 0, "3"},
+		{"took 3 s, 2 s of it passed", 0, 3 * time.Second, 2 * time.Second, "1"},
+		{"took 3 s, 10 s passed: at least 1 s", 0, 3 * time.Second, 10 * time.Second, "1"},
+		{"the option: 7 s", 7 * time.Second, 3 * time.Second, 0, "7"},
+		{"never past the lease", 10 * time.Minute, 0, 0, "60"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := storetest.NewClock(storetest.Epoch)
+			g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: time.Minute, Clock: clock, SkewMargin: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &steppedHandler{clock: clock, entered: make(chan struct{}, 1), release: make(chan struct{})}
+			srv := newServer(t, h, idemhttp.Options{Guard: g, ExpectedDuration: tt.expected})
+			if tt.earlier > 0 {
+				h.took = tt.earlier
+				go func() { <-h.entered; h.release <- struct{}{} }()
+				if a := send(t, "POST", srv.URL+"/p", "earlier", "{}"); a.status != http.StatusCreated {
+					t.Fatalf("the earlier request: %d %s", a.status, a.body)
+				}
+			}
+			h.took = 0
+			first := make(chan answer, 1)
+			go func() { first <- send(t, "POST", srv.URL+"/p", "K", "{}") }()
+			<-h.entered
+			clock.Advance(tt.elapsed)
+			a := send(t, "POST", srv.URL+"/p", "K", "{}")
+			close(h.release)
+			if a.status != http.StatusConflict || a.header.Get("Retry-After") != tt.want {
+				t.Errorf("the duplicate got %d with Retry-After %q, want 409 with %q", a.status, a.header.Get("Retry-After"), tt.want)
+			}
+			if f := <-first; f.status != http.StatusCreated {
+				t.Errorf("the first request: %d %s", f.status, f.body)
+			}
+		})
+	}
+}
+
+// Attack 54 (issue 54 item 4): the 409's Retry-After comes from the work
+// (Options.ExpectedDuration, else the 90th percentile of the last 32 handled), less
+// the time since the key's first claim; at least 1 s, never past the lease.
+
+// heldRequest sends key to srv with a steppedHandler behind it, holds it in
+// the handler, and returns the release.
+func heldRequest(t *testing.T, h *steppedHandler, url, key string) (release func() answer) {
+	t.Helper()
+	first := make(chan answer, 1)
+	go func() { first <- send(t, "POST", url, key, "{}") }()
+	<-h.entered
+	return func() answer {
+		h.release <- struct{}{}
+		return <-first
+	}
+}
+
+// Two servers share a store; the one that took the key first runs its
+// clock ahead of the other's by 8 s, within the guard's SkewMargin (10 s
+// here, a skew it says it tolerates). The key's CreatedAt is then 8 s in
+// the other server's future: "the time since the first claim" is negative,
+// and the 409 said the expected 3 s plus the skew (11) — a skew turned
+// into waiting time. Elapsed time is never negative: the 409 says 3.
+func TestAttack54RetryAfterWithClockSkew(t *testing.T) {
+	store := memstore.New()
+	ahead := storetest.NewClock(storetest.Epoch.Add(8 * time.Second))
+	behind := storetest.NewClock(storetest.Epoch)
+	guard := func(c *storetest.Clock) *idempotency.Guard {
+		g, err := idempotency.NewGuard(store, idempotency.Options{Lease: time.Minute, Clock: c, SkewMargin: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	h := &steppedHandler{clock: ahead, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	a := newServer(t, h, idemhttp.Options{Guard: guard(ahead), ExpectedDuration: 3 * time.Second})
+	b := newServer(t, h, idemhttp.Options{Guard: guard(behind), ExpectedDuration: 3 * time.Second})
+	release := heldRequest(t, h, a.URL+"/p", "K")
+	dup := send(t, "POST", b.URL+"/p", "K", "{}")
+	if f := release(); f.status != http.StatusCreated {
+		t.Fatalf("the first request: %d %s", f.status, f.body)
+	}
+	if dup.status != http.StatusConflict || dup.header.Get("Retry-After") != "3" {
+		t.Fatalf("the duplicate on the server whose clock is 8 s behind: %d, Retry-After %q; want 409 with 3 (the expected duration; no time has passed)",
+			dup.status, dup.header.Get("Retry-After"))
+	}
+}
+
+// A reclaimed key (Attempt > 1: here the first request's handler answered
+// 503, NotStarted, and gave the key back) started its run now, not when the
+// key was first claimed: the 409 says the whole expected duration, not
+// "1" from the first claim's time long past.
+func TestAttack54RetryAfterOfAReclaimedKey(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: time.Minute, Clock: clock, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shed sync.Once
+	h := &steppedHandler{clock: clock, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		first := false
+		shed.Do(func() { first = true })
+		if first {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := newServer(t, handler, idemhttp.Options{Guard: g, ExpectedDuration: 3 * time.Second,
+		NotStarted: func(status int) bool { return status == http.StatusServiceUnavailable }})
+	if a := send(t, "POST", srv.URL+"/p", "K", "{}"); a.status != http.StatusServiceUnavailable {
+		t.Fatalf("the shed request: %d %s", a.status, a.body)
+	}
+	clock.Advance(100 * time.Second)
+	release := heldRequest(t, h, srv.URL+"/p", "K")
+	dup := send(t, "POST", srv.URL+"/p", "K", "{}")
+	if f := release(); f.status != http.StatusCreated {
+		t.Fatalf("the retry that ran: %d %s", f.status, f.body)
+	}
+	if dup.status != http.StatusConflict || dup.header.Get("Retry-After") != "3" {
+		t.Fatalf("a duplicate of the reclaimed run: %d, Retry-After %q; want 409 with 3", dup.status, dup.header.Get("Retry-After"))
+	}
+}
+
+// A handler that panics after 50 s is not a duration to expect: the key is
+// FAILED, never in progress again. The estimate stays the 2 s request's.
+func TestAttack54RetryAfterIgnoresAPanic(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: time.Minute, Clock: clock, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &steppedHandler{clock: clock, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Idempotency-Key") == "P" {
+			clock.Advance(50 * time.Second)
+			panic("boom")
+		}
+		h.ServeHTTP(w, r)
+	})
+	srv := newServer(t, handler, idemhttp.Options{Guard: g, Logger: slog.New(slog.DiscardHandler)})
+	h.took = 2 * time.Second
+	if f := heldRequest(t, h, srv.URL+"/p", "E")(); f.status != http.StatusCreated {
+		t.Fatalf("the 2 s request: %d", f.status)
+	}
+	req, _ := http.NewRequest("POST", srv.URL+"/p", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "P")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close() // net/http ends the connection on a handler's panic
+	}
+	h.took = 0
+	release := heldRequest(t, h, srv.URL+"/p", "K")
+	dup := send(t, "POST", srv.URL+"/p", "K", "{}")
+	release()
+	if dup.status != http.StatusConflict || dup.header.Get("Retry-After") != "2" {
+		t.Fatalf("after a 2 s request and a panic at 50 s: %d, Retry-After %q; want 409 with 2", dup.status, dup.header.Get("Retry-After"))
+	}
+}
+
+// Many requests at once, each with a duplicate, on the wall clock: the
+// running estimate is shared (run with -race), and every 409's Retry-After
+// is a whole number of seconds from 1 to the lease.
+func TestAttack54RetryAfterConcurrent(t *testing.T) {
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(30 * time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+	})
+	srv := newServer(t, handler, idemhttp.Options{Guard: g})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var bad []string
+	for i := range 40 {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a := send(t, "POST", srv.URL+"/p", fmt.Sprintf("K%d", i%20), "{}")
+				if a.status != http.StatusConflict {
+					return
+				}
+				var s int
+				if _, err := fmt.Sscanf(a.header.Get("Retry-After"), "%d", &s); err != nil || s < 1 || s > 7 ||
+					fmt.Sprint(s) != a.header.Get("Retry-After") {
+					mu.Lock()
+					bad = append(bad, a.header.Get("Retry-After"))
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if len(bad) > 0 {
+		t.Fatalf("409s with Retry-After %q: want whole seconds from 1 to the lease", bad)
+	}
+}
+
+// Attack 54 (fixed: the estimate is the 90th percentile, not the slowest):
+// one request that hung for 10 minutes (a stuck downstream
+// call, then an answer) makes every 409 for the next 32 handled requests
+// say the whole lease (60) again — the issue's complaint ("clients that
+// honour it wait a minute") — although the 31 requests since took 2 s
+// each. The estimate is also one for the whole middleware: a slow route
+// behind it sets every route's Retry-After. A high percentile, or the
+// slowest of the last few per route, would not let one outlier pin it.
+func TestAttack54RetryAfterPinnedByOneHang(t *testing.T) {
+	clock := storetest.NewClock(storetest.Epoch)
+	g, err := idempotency.NewGuard(memstore.New(), idempotency.Options{Lease: time.Minute, Clock: clock, SkewMargin: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &steppedHandler{clock: clock, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	srv := newServer(t, h, idemhttp.Options{Guard: g})
+	h.took = 10 * time.Minute
+	heldRequest(t, h, srv.URL+"/p", "HUNG")()
+	h.took = 2 * time.Second
+	for i := range 31 {
+		if a := heldRequest(t, h, srv.URL+"/p", fmt.Sprint("R", i))(); a.status != http.StatusCreated {
+			t.Fatalf("request %d: %d", i, a.status)
+		}
+	}
+	h.took = 0
+	release := heldRequest(t, h, srv.URL+"/p", "K")
+	dup := send(t, "POST", srv.URL+"/p", "K", "{}")
+	release()
+	if dup.status != http.StatusConflict || dup.header.Get("Retry-After") == "60" {
+		t.Fatalf("after one 10-minute request and 31 of 2 s: %d, Retry-After %q (the whole lease)", dup.status, dup.header.Get("Retry-After"))
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/corebanksim"
+	"github.com/finedge/idempotent-consumer/app/service/backend"
 	"github.com/finedge/idempotent-consumer/app/service/cli"
 	"github.com/finedge/idempotent-consumer/internal/awstest"
 	"github.com/finedge/idempotent-consumer/internal/logbuf"
@@ -205,4 +208,223 @@ func withSimNotifier(env map[string]string) map[string]string {
 		out["USER"] = "test-operator"
 	}
 	return out
+}
+
+// The secret every case hides in a URL or a file; no piece of it may be
+// printed by any command, whatever goes wrong.
+const planted = "Zm9v/S3CR3T"
+
+func leaksPlanted(out string) []string {
+	var found []string
+	for _, piece := range []string{planted, "S3CR3T", "Zm9v", "Zm9v%2FS3CR3T"} {
+		if strings.Contains(out, piece) {
+			found = append(found, piece)
+		}
+	}
+	return found
+}
+
+// Every flag and environment variable that takes a URL or a secret file,
+// with a credential in it, through the failures that print it: a URL that
+// does not parse, a server that does not answer, a refused value, a normal
+// start. The flag form and the environment form are both tried.
+func TestNoCredentialFromAURLOrSecretFileIsPrinted(t *testing.T) {
+	bank := httptest.NewServer(corebanksim.Handler(corebanksim.NewLedger(corebanksim.Faults{})))
+	defer bank.Close()
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "secret")
+	headerFile := filepath.Join(dir, "headers")
+	if err := os.WriteFile(secretFile, []byte(planted+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(headerFile, []byte("Authorization Bearer "+planted+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pgUnreachable := "postgres://app:" + strings.ReplaceAll(planted, "/", "%2F") + "@127.0.0.1:1/bank?sslmode=disable"
+	type tc struct {
+		name, flag, env, value string
+		cmd                    string
+		extra                  []string
+		runs                   bool // the command starts and runs until stopped
+	}
+	cases := []tc{
+		{name: "bank URL with user info", flag: "corebank-url", env: "IC_COREBANK_URL", value: "https://svc_user:" + planted + "@127.0.0.1:1", cmd: "serve"},
+		{name: "bank URL that does not parse", flag: "corebank-url", env: "IC_COREBANK_URL", value: "https://svc_user:" + planted + "@bank:port", cmd: "serve"},
+		{name: "bank URL with a token in the query", flag: "corebank-url", env: "IC_COREBANK_URL", value: bank.URL + "?token=" + planted, cmd: "serve"},
+		{name: "Redis URL that does not parse", flag: "redis-url", env: "IC_REDIS_URL", value: "redis://:" + planted + "@127.0.0.1:6379/0", cmd: "serve", extra: []string{"--store", "redis"}},
+		{name: "Redis that does not answer", flag: "redis-url", env: "IC_REDIS_URL", value: "redis://:" + strings.ReplaceAll(planted, "/", "") + "@127.0.0.1:1/0", cmd: "status", extra: []string{"--store", "redis"}},
+		{name: "PostgreSQL that does not answer", flag: "postgres-url", env: "IC_POSTGRES_URL", value: pgUnreachable, cmd: "status", extra: []string{"--backend", "postgres"}},
+		{name: "PostgreSQL URL that does not parse", flag: "postgres-url", env: "IC_POSTGRES_URL", value: "postgres://app:" + planted + "@db:port/bank", cmd: "status", extra: []string{"--backend", "postgres"}},
+		{name: "token URL with user info", flag: "corebank-oauth-token-url", env: "IC_COREBANK_OAUTH_TOKEN_URL", value: "https://client:" + planted + "@idp.example/token", cmd: "serve",
+			extra: []string{"--corebank-oauth-client-id", "svc", "--corebank-oauth-client-secret-file", secretFile}},
+		{name: "header file that does not parse", flag: "corebank-header-file", env: "IC_COREBANK_HEADER_FILE", value: headerFile, cmd: "serve"},
+		{name: "consumer metrics URL with credentials", flag: "metrics-url", env: "IC_METRICS_URL", value: "http://u:" + planted + "@127.0.0.1:1/metrics?token=" + planted, cmd: "status", runs: false},
+		{name: "webhook URL with a token in the query", flag: "notify-url", env: "IC_NOTIFY_URL", value: "https://127.0.0.1:1/hook?token=" + planted, cmd: "serve",
+			extra: []string{"--notify", "webhook"}},
+	}
+	for _, c := range cases {
+		for _, form := range []string{"flag", "env"} {
+			t.Run(c.name+" as "+form, func(t *testing.T) {
+				env := map[string]string{"IC_DB": filepath.Join(t.TempDir(), "r.db"), "IC_COREBANK_URL": bank.URL, "IC_HTTP_ADDR": "127.0.0.1:0",
+					"IC_POLL_WAIT": "1s", "IC_LOG_FORMAT": "text"}
+				args := append([]string{c.cmd}, c.extra...)
+				if form == "flag" {
+					args = append(args, "--"+c.flag, c.value)
+				} else {
+					env[c.env] = c.value
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+				if c.runs {
+					ctx, cancel = context.WithTimeout(t.Context(), 3*time.Second)
+				}
+				defer cancel()
+				r := runCmd(ctx, env, args...)
+				out := r.stdout + r.stderr
+				if leaked := leaksPlanted(out); len(leaked) > 0 {
+					t.Errorf("%s printed %q (exit %d):\n%s", c.cmd, leaked, r.code, out)
+				}
+				if !c.runs && c.cmd == "serve" && r.code == 0 {
+					t.Errorf("serve accepted it:\n%s", out)
+				}
+				if c.runs && !strings.Contains(out, "consumer starting") {
+					t.Errorf("serve did not start:\n%s", out)
+				}
+			})
+		}
+	}
+}
+
+// The AWS endpoint comes from the SDK's own variable; a credential in it
+// is not printed either.
+func TestNoCredentialFromTheAWSEndpointIsPrinted(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL", "http://u:"+strings.ReplaceAll(planted, "/", "")+"@127.0.0.1:1")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_MAX_ATTEMPTS", "1")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	r := runCmd(ctx, map[string]string{"IC_BACKEND": "aws"}, "status")
+	if leaked := leaksPlanted(r.stdout + r.stderr); len(leaked) > 0 || r.code == 0 {
+		t.Errorf("status printed %q (exit %d):\n%s%s", leaked, r.code, r.stdout, r.stderr)
+	}
+	// And it names the real cause: the endpoint does not answer — not "the
+	// queue is missing, run setup".
+	if !strings.Contains(r.stderr, "cannot reach AWS") || strings.Contains(r.stderr, "setup") {
+		t.Errorf("an unreachable endpoint is reported as: %s", r.stderr)
+	}
+}
+
+// TestAPostgreSQLErrorNamesTheServer: it used to read "[redacted]:
+// connect: … user=[redacted]" for a URL with a user and no password; it
+// names host:port/db and the user, and never a password.
+func TestAPostgreSQLErrorNamesTheServer(t *testing.T) {
+	for _, u := range []string{"postgres://postgres@127.0.0.1:1/test?sslmode=disable", "postgres://postgres:pw-Zx81q@127.0.0.1:1/test?sslmode=disable"} {
+		r := runCmd(t.Context(), map[string]string{"IC_POSTGRES_URL": u}, "status", "--backend", "postgres", "--metrics-url", "")
+		if r.code != exitFailed || !strings.Contains(r.stderr, "postgres at 127.0.0.1:1/test: postgres: connect") ||
+			!strings.Contains(r.stderr, "user=postgres") || strings.Contains(r.stderr, "[redacted]") || strings.Contains(r.stderr, "Zx81q") {
+			t.Errorf("%s: exit %d %s", u, r.code, r.stderr)
+		}
+	}
+}
+
+// TestARedisErrorNamesTheServer: host:port/db, the user name, never the
+// password.
+func TestARedisErrorNamesTheServer(t *testing.T) {
+	env := map[string]string{"IC_STORE": "redis", "IC_REDIS_URL": "redis://default:pw-Zx81q@127.0.0.1:1/3", "IC_DB": filepath.Join(t.TempDir(), "r.db")}
+	if r := runCmd(t.Context(), env, "setup"); r.code != exitFailed || !strings.Contains(r.stderr, "redis at 127.0.0.1:1/3:") || strings.Contains(r.stderr, "Zx81q") {
+		t.Errorf("exit %d %s", r.code, r.stderr)
+	}
+}
+
+func TestSendFileSendsTheGoodLinesAndNamesTheBadOnes(t *testing.T) {
+	for name, env := range map[string]func(t *testing.T) map[string]string{
+		"embedded": func(t *testing.T) map[string]string {
+			return map[string]string{"IC_BACKEND": "embedded", "IC_DB": filepath.Join(t.TempDir(), "send.db")}
+		},
+		"postgres": pgEnv,
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := env(t)
+			mustSetup(t, env)
+			var lines []string
+			for i := range 25 {
+				lines = append(lines, fmt.Sprintf(`{"chargeId":"CHG-F-%d","accountId":"001234567890","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`, i))
+			}
+			lines[4] = `{"chargeId":"CHG-F-4","accountId":"009876543210","amount":{"minor":"2500","currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`
+			lines[9] = `not json`
+			path := filepath.Join(t.TempDir(), "events.ndjson")
+			if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := runCmd(t.Context(), env, "send", "--file", path)
+			if r.code != exitFailed || !strings.Contains(r.stderr, "line 5: ") || !strings.Contains(r.stderr, "line 10: ") ||
+				!strings.Contains(r.stdout, "sent 23 message(s) from 25 line(s)") || strings.Contains(r.stderr, "009876543210") {
+				t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+			}
+			b, err := backend.Open(t.Context(), *backendFor(env), 30*time.Second, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			seen := map[string]bool{}
+			for {
+				msgs, err := b.Queue.Receive(t.Context(), 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(msgs) == 0 {
+					break
+				}
+				for _, m := range msgs {
+					c, err := charge.ParseEvent(m.Body)
+					if err != nil {
+						t.Fatalf("a sent message does not parse: %v", err)
+					}
+					seen[c.ID] = true
+				}
+			}
+			if len(seen) != 23 || seen["CHG-F-4"] || seen["CHG-F-9"] {
+				t.Fatalf("on the queue: %d charges %v", len(seen), seen)
+			}
+			// --raw sends what it is given, for testing the DLQ path.
+			if r := runCmd(t.Context(), env, "send", "--file", path, "--raw"); r.code != 0 || !strings.Contains(r.stdout, "sent 25 message(s)") {
+				t.Fatalf("--raw: exit %d %s %s", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// TestSendRefusesAMissingDatabase: send --db typo.db used to create the
+// file and queue the charge where no consumer looks (exit 0); now it is
+// refused, as the operator commands refuse it, and setup still creates.
+func TestSendRefusesAMissingDatabase(t *testing.T) {
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo4.db")
+	for _, args := range [][]string{
+		{"send", "--db", typo, "--charge-id", "CHG-TYPO-1", "--account", "001234567890", "--amount-minor", "2500"},
+		{"send", "--db", typo, "--file", os.DevNull},
+	} {
+		r := runCmd(t.Context(), nil, args...)
+		if r.code != exitFailed || !strings.Contains(r.stderr, "run chargerecovery setup") || !strings.Contains(r.stderr, "typo4.db") {
+			t.Errorf("%v: exit %d, %s", args[:3], r.code, r.stderr)
+		}
+		if _, err := os.Stat(typo); !os.IsNotExist(err) {
+			t.Fatalf("send created %s: %v", typo, err)
+		}
+	}
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCmd(t.Context(), nil, "send", "--db", empty, "--charge-id", "CHG-TYPO-2", "--account", "001234567890", "--amount-minor", "2500"); r.code != exitFailed || !strings.Contains(r.stderr, "run chargerecovery setup") {
+		t.Errorf("a file without the schema: exit %d, %s", r.code, r.stderr)
+	}
+	ok := filepath.Join(dir, "ok.db")
+	if r := runCmd(t.Context(), nil, "setup", "--db", ok); r.code != 0 {
+		t.Fatalf("setup: %d %s", r.code, r.stderr)
+	}
+	if r := runCmd(t.Context(), nil, "send", "--db", ok, "--charge-id", "CHG-TYPO-3", "--account", "001234567890", "--amount-minor", "2500"); r.code != 0 {
+		t.Errorf("send after setup: %d %s", r.code, r.stderr)
+	}
 }

@@ -1,6 +1,7 @@
 package statement
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -607,5 +608,272 @@ func TestReadReturnCodeOfTheTransactionFirst(t *testing.T) {
 				t.Fatalf("returns %q (%v), want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// A FrToDt written without an offset is the bank's wall-clock time:
+// Options.Location says where; nil is UTC. A time with an offset keeps
+// its own. BookingDate is the day as written, whatever the zone.
+func TestNaiveFrToDtInLocation(t *testing.T) {
+	ist, err := time.LoadLocation("Asia/Kolkata")
+	if err != nil {
+		t.Skip("no zone database:", err)
+	}
+	day := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	var buf bytes.Buffer
+	if err := WriteCamt053(&buf, StatementInfo{ID: "STMT-TZ", Account: "FEES-001", Created: day,
+		Period: Period{From: day, To: day.AddDate(0, 0, 1)}},
+		[]Posting{{BankKey: "CHG-TZ-1", Account: "0012345678901", Amount: charge.Money{Minor: 2500, Currency: "INR"}, BookingDate: day, Reference: "R1"}}); err != nil {
+		t.Fatal(err)
+	}
+	zulu := buf.String()
+	naive := strings.NewReplacer("Z</FrDtTm>", "</FrDtTm>", "Z</ToDtTm>", "</ToDtTm>").Replace(zulu)
+	if naive == zulu {
+		t.Fatal("the written FrToDt has no Z to take off")
+	}
+	dates := strings.NewReplacer("<FrDtTm>2026-11-20T00:00:00Z</FrDtTm>", "<FrDt>2026-11-20</FrDt>",
+		"<ToDtTm>2026-11-20T23:59:59Z</ToDtTm>", "<ToDt>2026-11-20</ToDt>").Replace(zulu)
+	if dates == zulu {
+		t.Fatal("the written FrToDt is not the one expected")
+	}
+	istPeriod := Period{From: time.Date(2026, 11, 19, 18, 30, 0, 0, time.UTC), To: time.Date(2026, 11, 20, 18, 30, 0, 0, time.UTC)}
+	utcPeriod := Period{From: day, To: day.AddDate(0, 0, 1)}
+	for _, c := range []struct {
+		name, doc string
+		loc       *time.Location
+		want      Period
+	}{
+		{"naive, IST", naive, ist, istPeriod},
+		{"naive, nil (UTC)", naive, nil, utcPeriod},
+		{"naive, UTC", naive, time.UTC, utcPeriod},
+		{"dates, IST", dates, ist, istPeriod},
+		{"dates, nil (UTC)", dates, nil, utcPeriod},
+		{"Z, IST (its own offset)", zulu, ist, utcPeriod},
+	} {
+		var posts []Posting
+		h, err := Read(strings.NewReader(c.doc), "stmt.xml", Options{CollectionAccount: "FEES-001", Location: c.loc}, func(p Posting) error {
+			posts = append(posts, p)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !h.Period.From.Equal(c.want.From) || !h.Period.To.Equal(c.want.To) {
+			t.Errorf("%s: period [%s, %s), want [%s, %s)", c.name, h.Period.From, h.Period.To, c.want.From, c.want.To)
+		}
+		if h.Period.From.Location() != time.UTC || h.Period.To.Location() != time.UTC {
+			t.Errorf("%s: period not in UTC: %v", c.name, h.Period)
+		}
+		if len(posts) != 1 || !posts[0].BookingDate.Equal(day) {
+			t.Errorf("%s: postings %+v, want one booked %s (the day as written)", c.name, posts, day)
+		}
+	}
+}
+
+func TestParseAmount(t *testing.T) {
+	tests := []struct {
+		text  string
+		cur   charge.Currency
+		minor int64
+		err   string
+	}{
+		{"25", "INR", 2500, ""},
+		{"25.5", "INR", 2550, ""},
+		{"25.00", "INR", 2500, ""},
+		{"0025.00", "INR", 2500, ""},
+		{"25.", "INR", 2500, ""},
+		{".5", "INR", 50, ""},
+		{"0", "INR", 0, ""},
+		{"1234567.891", "BHD", 1234567891, ""},
+		{"1.5", "BHD", 1500, ""},
+		{"500", "JPY", 500, ""},
+		{"92233720368547758.07", "USD", 9223372036854775807, ""},
+		{"9223372036854775807", "JPY", 9223372036854775807, ""},
+		{"", "INR", 0, "empty amount"},
+		{"-25.00", "INR", 0, `"-25.00" is negative`},
+		{"+25.00", "INR", 0, `"+25.00" has a sign`},
+		{"2.5e1", "INR", 0, `"2.5e1" has an exponent`},
+		{"25E0", "INR", 0, `"25E0" has an exponent`},
+		{"25.001", "INR", 0, `"25.001" has 3 decimals, INR has 2`},
+		{"25.000", "INR", 0, `"25.000" has 3 decimals, INR has 2`},
+		{"25.0", "JPY", 0, `"25.0" has 1 decimals, JPY has 0`},
+		{"25.00", "XYZ", 0, `"XYZ" is not a known ISO-4217 currency`},
+		{"25.00", "", 0, `"" is not a known ISO-4217 currency`},
+		{"2 500", "INR", 0, `"2 500" holds a space`},
+		{" 25", "INR", 0, `" 25" holds a space`},
+		{"25,00", "INR", 0, `"25,00" is not a decimal amount`},
+		{"1.2.3", "INR", 0, `"1.2.3" is not a decimal amount`},
+		{".", "INR", 0, `"." is not a decimal amount`},
+		{"0x10", "INR", 0, `"0x10" is not a decimal amount`},
+		{"NaN", "INR", 0, `"NaN" is not a decimal amount`},
+		{"٣", "INR", 0, `"٣" is not a decimal amount`},
+		{"92233720368547758.08", "USD", 0, `"92233720368547758.08" is too large`},
+		{"92233720368547758.1", "USD", 0, `"92233720368547758.1" is too large`},
+		{"9223372036854775808", "JPY", 0, `"9223372036854775808" is too large`},
+		{"99999999999999999999999", "INR", 0, `"99999999999999999999999" is too large`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text+"/"+string(tt.cur), func(t *testing.T) {
+			m, err := ParseAmount(tt.text, tt.cur)
+			if tt.err != "" {
+				if err == nil || err.Error() != tt.err {
+					t.Fatalf("ParseAmount(%q, %s) = %v, %v; want error %s", tt.text, tt.cur, m, err, tt.err)
+				}
+				return
+			}
+			if err != nil || m != (charge.Money{Minor: tt.minor, Currency: tt.cur}) {
+				t.Fatalf("ParseAmount(%q, %s) = %v, %v; want %d", tt.text, tt.cur, m, err, tt.minor)
+			}
+		})
+	}
+}
+
+func TestFormatAmount(t *testing.T) {
+	tests := []struct {
+		m    charge.Money
+		want string
+	}{
+		{charge.Money{Minor: 2500, Currency: "INR"}, "25.00"},
+		{charge.Money{Minor: 5, Currency: "INR"}, "0.05"},
+		{charge.Money{Minor: 0, Currency: "INR"}, "0.00"},
+		{charge.Money{Minor: -2550, Currency: "INR"}, "-25.50"},
+		{charge.Money{Minor: -5, Currency: "INR"}, "-0.05"},
+		{charge.Money{Minor: 500, Currency: "JPY"}, "500"},
+		{charge.Money{Minor: 1500, Currency: "BHD"}, "1.500"},
+		{charge.Money{Minor: 7, Currency: "BHD"}, "0.007"},
+		{charge.Money{Minor: 9223372036854775807, Currency: "USD"}, "92233720368547758.07"},
+		{charge.Money{Minor: -9223372036854775808, Currency: "USD"}, "-92233720368547758.08"},
+		{charge.Money{Minor: 2500, Currency: "XYZ"}, "2500"},
+	}
+	for _, tt := range tests {
+		if got := FormatAmount(tt.m); got != tt.want {
+			t.Errorf("FormatAmount(%v) = %q, want %q", tt.m, got, tt.want)
+		}
+		if tt.m.Minor >= 0 && tt.m.Currency.Valid() {
+			back, err := ParseAmount(FormatAmount(tt.m), tt.m.Currency)
+			if err != nil || back != tt.m {
+				t.Errorf("ParseAmount(FormatAmount(%v)) = %v, %v", tt.m, back, err)
+			}
+		}
+	}
+}
+
+func samplePostings() []Posting {
+	return []Posting{
+		{BankKey: "chg-1", Account: "DE89370400440532013000", Amount: money(2500, "INR"), BookingDate: day("2026-12-01"), Reference: "R1", Narrative: "SMS_ALERT_FEE 2026-12-01"},
+		{BankKey: "chg-2~2", Account: "001234567890", Amount: money(1, "INR"), BookingDate: day("2026-12-01"), Reference: "R2", Narrative: `CHEQUE_BOOK_FEE <&> "2026-12-01"`},
+		{BankKey: "chg-3", Account: "ACC 7", Amount: money(1500, "BHD"), BookingDate: day("2026-12-02")},
+		{BankKey: "chg-4", Account: "0009", Amount: money(500, "JPY"), BookingDate: day("2026-12-02"), Reference: "R4"},
+		{BankKey: "chg-1", Account: "DE89370400440532013000", Amount: money(2500, "INR"), Reversal: true, BookingDate: day("2026-12-03"), Reference: "R5", Narrative: "REVERSAL"},
+	}
+}
+
+func TestWriteCamt053RoundTrip(t *testing.T) {
+	want := samplePostings()
+	from := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, version := range []string{"", "camt.053.001.02", "camt.053.001.08", "camt.053.001.13"} {
+		for _, acct := range []string{"GB33BUKB20201555555555", "FEE-COLLECTION-1"} {
+			t.Run(version+"/"+acct, func(t *testing.T) {
+				var buf bytes.Buffer
+				s := StatementInfo{ID: "S-1", Account: acct, Period: Period{From: from, To: from.AddDate(0, 0, 3)}, Created: from.AddDate(0, 0, 3), Version: version}
+				if err := WriteCamt053(&buf, s, want); err != nil {
+					t.Fatal(err)
+				}
+				doc := buf.String()
+				wantVersion := version
+				if version == "" {
+					wantVersion = "camt.053.001.08"
+				}
+				if strings.Contains(doc, "<Sts>BOOK</Sts>") != (wantVersion == "camt.053.001.02") {
+					t.Errorf("status shape of %s:\n%s", wantVersion, doc)
+				}
+				var got []Posting
+				h, err := Read(&buf, "out.xml", Options{CollectionAccount: acct}, func(p Posting) error {
+					p.Where = ""
+					got = append(got, p)
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("%v\n%s", err, doc)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+				}
+				if h.Format != wantVersion || h.Entries != len(want) || h.Postings != len(want) ||
+					!h.Period.From.Equal(s.Period.From) || !h.Period.To.Equal(s.Period.To) {
+					t.Errorf("header %+v", h)
+				}
+			})
+		}
+	}
+}
+
+func TestWriteCSVRoundTrip(t *testing.T) {
+	want := samplePostings()
+	var buf bytes.Buffer
+	if err := WriteCSV(&buf, slices.Values(want)); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(buf.String(), csvHeader+",narrative\n") {
+		t.Errorf("header: %q", buf.String())
+	}
+	var got []Posting
+	if _, err := Read(&buf, "out.csv", Options{}, func(p Posting) error {
+		p.Where = ""
+		got = append(got, p)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestWriteRefuses(t *testing.T) {
+	good := samplePostings()[0]
+	bad := map[string]func(p *Posting){
+		"no bank key":     func(p *Posting) { p.BankKey = "" },
+		"no account":      func(p *Posting) { p.Account = "" },
+		"zero amount":     func(p *Posting) { p.Amount.Minor = 0 },
+		"negative":        func(p *Posting) { p.Amount.Minor = -1 },
+		"unknown ccy":     func(p *Posting) { p.Amount.Currency = "XYZ" },
+		"no booking date": func(p *Posting) { p.BookingDate = time.Time{} },
+	}
+	for name, spoil := range bad {
+		p := good
+		spoil(&p)
+		if err := WriteCamt053(&bytes.Buffer{}, StatementInfo{Account: "A"}, []Posting{good, p}); err == nil || !strings.HasPrefix(err.Error(), "posting 2: ") {
+			t.Errorf("%s: camt.053: %v", name, err)
+		}
+		if err := WriteCSV(&bytes.Buffer{}, slices.Values([]Posting{p})); err == nil {
+			t.Errorf("%s: CSV written", name)
+		}
+	}
+	for _, v := range []string{"camt.054.001.08", "camt.053.001.01", "camt.053.001.14", "camt.053.001.8"} {
+		if err := WriteCamt053(&bytes.Buffer{}, StatementInfo{Account: "A", Version: v}, nil); err == nil {
+			t.Errorf("version %s written", v)
+		}
+	}
+	if err := WriteCamt053(&bytes.Buffer{}, StatementInfo{}, nil); err == nil {
+		t.Error("written without an account")
+	}
+}
+
+func TestLooksLikeIBAN(t *testing.T) {
+	for s, want := range map[string]bool{
+		"GB33BUKB20201555555555":      true,
+		"GB33 BUKB 2020 1555 5555 55": true,
+		"gb33bukb20201555555555":      true,
+		"DE89370400440532013000":      true,
+		"FR1420041010050500013M02606": true,
+		"GB34BUKB20201555555555":      false, // check digits
+		"001234567890":                false,
+		"FEE-COLLECTION-1":            false,
+		"GB33":                        false,
+	} {
+		if LooksLikeIBAN(s) != want {
+			t.Errorf("LooksLikeIBAN(%q) = %v", s, !want)
+		}
 	}
 }

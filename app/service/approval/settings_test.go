@@ -151,11 +151,23 @@ func (w *world) signedBooks(t *testing.T, s approval.Settings) (func(key ed25519
 	return open, ring
 }
 
-func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
-	w := newWorld(t, 2)
+// olgasReopen is a world's books signed under olgaAndIvan (fresh keys)
+// and olga's proposal there, pending, to reopen its FAILED charges with a
+// new attempt.
+type olgasReopen struct {
+	open       func(key ed25519.PrivateKey, name string) *approval.Book
+	ring       audit.Keyring
+	consoleKey ed25519.PrivateKey
+	olgas      *approval.Book
+	spec       approval.Spec
+	targets    []approval.Target
+	p          approval.Proposal
+}
+
+func (w *world) olgaProposesAReopen(t *testing.T) olgasReopen {
+	t.Helper()
 	consoleKey, olgaKey, ivanKey := genKey(t), genKey(t), genKey(t)
-	s := olgaAndIvan(consoleKey, olgaKey, ivanKey)
-	open, ring := w.signedBooks(t, s)
+	open, ring := w.signedBooks(t, olgaAndIvan(consoleKey, olgaKey, ivanKey))
 	olgas := open(olgaKey, "olga")
 	spec := approval.Spec{Kind: approval.Reopen, NewAttempt: true, Reason: "INC-31: salary credited"}
 	targets := w.selectTargets(t, spec, time.Now(), -1)
@@ -163,6 +175,13 @@ func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
 	if err != nil || p.State != approval.Pending {
 		t.Fatalf("propose: %v %v", p.State, err)
 	}
+	return olgasReopen{open: open, ring: ring, consoleKey: consoleKey, olgas: olgas, spec: spec, targets: targets, p: p}
+}
+
+func TestAnApprovalTheProposerWritesHerselfRunsNothing(t *testing.T) {
+	w := newWorld(t, 2)
+	o := w.olgaProposesAReopen(t)
+	ring, olgas, spec, targets, p := o.ring, o.olgas, o.spec, o.targets, o.p
 	var proposeLine audit.Entry
 	es, _ := audit.Open(w.path)
 	all, _ := es.All(audit.Filter{Proposal: p.ID})

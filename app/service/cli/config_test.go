@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -268,5 +269,74 @@ func TestKeysConflict(t *testing.T) {
 	}
 	if _, err := Keys(def("IC_A"), def("IC_B")); err == nil {
 		t.Error("one flag name with two variables accepted")
+	}
+}
+
+// A flag given a value it does not take says what it wants, not the flag
+// package's "parse error" (issue 54: --poll-wait 5).
+func TestABadFlagValueSaysWhatItWants(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lease", "5"}, `--lease "5" is not a duration such as 30s or 5m (see chargerecovery test -h)`},
+		{[]string{"--concurrency", "eight"}, `--concurrency "eight" is not a whole number`},
+		{[]string{"--transient-rate", "half"}, `--transient-rate "half" is not a number`},
+		{[]string{"--sync=maybe"}, `--sync "maybe" is not true or false`},
+		{[]string{"--lease", `5"s`}, `--lease "5\"s" is not a duration`},
+	} {
+		_, _, err := parseWith(t, "", nil, tt.args...)
+		var u *UsageError
+		if !errors.As(err, &u) || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "parse error") {
+			t.Errorf("%q: %v; want a usage error saying %s", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestProgramMain(t *testing.T) {
+	withFlag := func(ctx context.Context, env *Env, args []string) error {
+		f := NewFlagSet(env, "flagged", "flagged [flags]")
+		var v string
+		f.String(&v, "colour", "IC_COLOUR", "red", "a colour")
+		if err := f.Parse(args, false); err != nil {
+			return err
+		}
+		if v != "red" {
+			return Usagef("--colour %s is not red", v)
+		}
+		return nil
+	}
+	p := Program{Name: "prog", Commands: []Command{
+		{Name: "ok", Summary: "does nothing", Run: func(context.Context, *Env, []string) error { return nil }},
+		{Name: "fails", Summary: "fails", Run: func(context.Context, *Env, []string) error { return errors.New("it broke") }},
+		{Name: "flagged", Summary: "has a flag", Run: withFlag},
+	}}
+	for _, tc := range []struct {
+		args   []string
+		code   int
+		stderr string
+	}{
+		{nil, ExitUsage, "usage: prog COMMAND [flags]   (prog COMMAND -h for its flags)\n\n  ok         does nothing\n"},
+		{[]string{"help"}, ExitOK, "  flagged    has a flag\n"},
+		{[]string{"nope"}, ExitUsage, "prog: unknown command \"nope\"\n\nusage: prog"},
+		{[]string{"ok"}, ExitOK, ""},
+		{[]string{"fails"}, ExitFailed, "prog fails: it broke\n"},
+		{[]string{"flagged", "-h"}, ExitOK, "usage: chargerecovery flagged [flags]"},
+		{[]string{"flagged", "--colour", "blue"}, ExitUsage, "prog flagged: --colour blue is not red\n"},
+		{[]string{"flagged", "--bogus"}, ExitUsage, "prog flagged: "},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var stderr bytes.Buffer
+			env := &Env{Stdout: new(bytes.Buffer), Stderr: &stderr, Getenv: func(string) string { return "" }}
+			if code := p.Main(t.Context(), env, tc.args); code != tc.code || !strings.Contains(stderr.String(), tc.stderr) || tc.stderr == "" && stderr.Len() > 0 {
+				t.Fatalf("exit %d, want %d; stderr:\n%s\nwant it to hold %q", code, tc.code, stderr.String(), tc.stderr)
+			}
+		})
+	}
+	// Keys runs each command with -h: one that fails so is a programming
+	// error (ConfigKeys panics), so only the others here.
+	p.Commands = []Command{p.Commands[0], p.Commands[2]}
+	if keys := p.ConfigKeys(t.Context()); keys["colour"] != "IC_COLOUR" {
+		t.Fatalf("ConfigKeys = %v, want colour → IC_COLOUR", keys)
 	}
 }

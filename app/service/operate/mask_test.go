@@ -1,6 +1,7 @@
 package operate
 
 import (
+	"bytes"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -8,6 +9,10 @@ import (
 	"time"
 
 	"github.com/finedge/idempotent-consumer/app/internal/apptest"
+	"github.com/finedge/idempotent-consumer/idempotency"
+	"github.com/finedge/idempotent-consumer/idempotency/driver"
+	"github.com/finedge/idempotent-consumer/memqueue"
+	"github.com/finedge/idempotent-consumer/memstore"
 	"github.com/finedge/idempotent-consumer/queue"
 )
 
@@ -249,4 +254,126 @@ func visibleRun(s, acct string) int {
 		}
 	}
 	return best
+}
+
+// chargerecovery reopen's audit line shows the charge id and bank key as
+// every view does (charge.ShowID): a charge id holding an account's
+// digits keeps its last four there.
+func TestAttack54MaskReopenAuditLine(t *testing.T) {
+	const id = "CHG-001234567890"
+	s := memstore.New()
+	g, err := idempotency.NewGuard(s, idempotency.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := g.Claim(t.Context(), id, "fp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fail(t.Context(), cl.Lease(), "FAILED", "debit declined: INSUFFICIENT_FUNDS"); err != nil {
+		t.Fatal(err)
+	}
+	var out, audit bytes.Buffer
+	if err := ReopenCharge(t.Context(), s, ReopenOptions{ID: id, Reason: "INC-1", Operator: "olga", NewAttempt: true, Out: &out, Audit: &audit}); err != nil {
+		t.Fatal(err)
+	}
+	if a := audit.String(); strings.Contains(a, "12345678") || !strings.Contains(a, "CHG-********7890") {
+		t.Errorf("the audit line: %s", a)
+	}
+}
+
+// The charge id's key spelt otherwise, repeated, a number, escaped, split
+// by a date: neither the entry's charge column nor its body shows the
+// account (12 digits, 001234567890) or 8 of its digits in a row.
+func TestAttack54MaskChargeIDShapes(t *testing.T) {
+	const acct = "001234567890"
+	tail := `,"accountId":"` + acct + `","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`
+	for _, head := range []string{
+		`{"schemaVersion":1,"CHARGEID":"CHG-` + acct + `"`,
+		`{"schemaVersion":1,"chargeid":"CHG-` + acct + `"`,
+		`{"schemaVersion":1,"chargeId":"CHG-1","chargeId":"CHG-` + acct + `"`,
+		`{"schemaVersion":1,"chargeId":"CHG-` + acct + `","chargeId":"CHG-1"`,
+		`{"schemaVersion":1,"chargeId":` + "1234567890123",
+		`{"schemaVersion":1,"chargeId":"CHG-\u0030\u00301234567890"`,
+		`{"schemaVersion":1,"chargeId":"CHG-\\u0030\\u00301234567890"`,
+		`{"schemaVersion":1,"chargeId":"2026-11-30-0012-3456-7890"`,
+		`{"schemaVersion":1,"chargeId":"2026-11-` + acct + `"`,
+		`{"schemaVersion":1,"chargeId":"2026-11-30-` + acct + `"`,
+		`{"schemaVersion":1,"chargeId":"CHG_0012_3456_7890"`,
+		`{"schemaVersion":1,"chargeId":"CHG-００１２３４５６７８９０"`,
+		`{"schemaVersion":1,"chargeId":{"n":"` + acct + `"}`,
+		`{"schemaVersion":1,"chargeId":"CHG-0012-3456-7890"`,
+	} {
+		body := head + tail
+		v := View(queue.DLQEntry{ID: "m1", Body: []byte(body), Reason: queue.Reason{Code: "INVALID_EVENT", Detail: "id " + acct}}, time.Now(), true)
+		for _, s := range []string{v.ChargeID, v.Body, v.Detail, v.Unreadable} {
+			for _, text := range shownTexts(s) {
+				if run := visibleRun(asciiOf(text), acct); run > 7 {
+					t.Errorf("%s: shows %d digits of the account: %q", body, run, s)
+				}
+			}
+		}
+	}
+}
+
+// asciiOf is s with full-width digits as ASCII (a person reads them so).
+func asciiOf(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= '０' && r <= '９' {
+			return '0' + (r - '０')
+		}
+		return r
+	}, s)
+}
+
+// dlqWith is a queue whose DLQ holds body (its entry id returned) and a
+// store holding a record of charge id.
+func dlqWith(t *testing.T, body, id string) (*memqueue.Queue, *memstore.Store, string) {
+	t.Helper()
+	ctx := t.Context()
+	q := memqueue.New(memqueue.Options{})
+	if _, err := q.Send(ctx, []byte(body), nil); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := q.Receive(ctx, 1)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("receive: %v %d", err, len(msgs))
+	}
+	if err := q.DeadLetter(ctx, msgs[0], queue.Reason{Code: "INVALID_EVENT", Detail: "bad"}); err != nil {
+		t.Fatal(err)
+	}
+	var entryID string
+	if _, err := q.Redrive(ctx, queue.RedriveOptions{DryRun: true, Force: true, Visit: func(e queue.DLQEntry, _ queue.RedriveDecision) { entryID = e.ID }}); err != nil {
+		t.Fatal(err)
+	}
+	s := memstore.New()
+	now := time.Now()
+	if _, err := s.Claim(ctx, driver.ClaimRequest{Key: id, Token: "t", Fingerprint: "f", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	return q, s, entryID
+}
+
+// dlq show of an entry whose charge id holds the body's account: the
+// record under it (its "charge" line, its JSON chargeId) shows the id as
+// the entry does, and is still found (looked up by the id as read).
+func TestAttack54MaskDLQShowRecordChargeID(t *testing.T) {
+	const id, account = "CHG-001234567890", "001234567890"
+	body := `{"schemaVersion":1,"chargeId":"` + id + `","accountId":"` + account + `","amount":{"minor":2500,"currency":"INR"},"chargeType":"SMS_ALERT_FEE","dueDate":"2026-11-30"}`
+	q, s, entryID := dlqWith(t, body, id)
+	for _, asJSON := range []bool{false, true} {
+		for _, by := range []string{entryID, id} {
+			var out bytes.Buffer
+			if err := Show(t.Context(), q, s, ShowOptions{ID: by, JSON: asJSON, Out: &out}); err != nil {
+				t.Fatalf("show %s: %v", by, err)
+			}
+			got := out.String()
+			if strings.Contains(got, "12345678") {
+				t.Errorf("dlq show %s (json %v) shows the account:\n%s", by, asJSON, got)
+			}
+			if !strings.Contains(got, "CHG-********7890") || !strings.Contains(got, "IN_PROGRESS") {
+				t.Errorf("dlq show %s (json %v): want the masked id and the record:\n%s", by, asJSON, got)
+			}
+		}
+	}
 }
