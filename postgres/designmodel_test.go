@@ -1,4 +1,4 @@
-// Command pgdesigns measures what the hot path of a fresh charge costs a
+// The design model measures what the hot path of a fresh charge costs a
 // PostgreSQL server under each candidate representation of the claim
 // (issue 55 item 1: bring the guard's cost from ~2.6× the queue-only
 // baseline to ≤ 1.5×, with fewer writes per charge). It is a cost model
@@ -8,10 +8,10 @@
 // Each design has a scratch schema of its own (pgdesigns_<design>,
 // created at start, dropped at the end; never public) with the tables and
 // indexes of postgres/db.go's migrations, autovacuum off on them. For
-// each design and round: the tables are truncated, -charges messages
+// each design and round: the tables are truncated, -designs.charges messages
 // (~400-byte JSON bodies carrying a chargeId, as the bench's) are sent,
-// then -workers workers each loop until all are consumed: one transaction
-// receives up to -batch messages (receiveSQL, FOR UPDATE SKIP LOCKED) and
+// then -designs.workers workers each loop until all are consumed: one transaction
+// receives up to -designs.batch messages (receiveSQL, FOR UPDATE SKIP LOCKED) and
 // writes the design's claims, in key order, and commits; a second
 // transaction (the settle group, one per batch here) locks the messages
 // in id order and writes the design's DONE with each message's delete.
@@ -58,12 +58,12 @@
 // heap tuples inserted / updated (HOT) / deleted per charge
 // (pg_stat_user_tables, the workers' backends closed before they are
 // read) and index bytes per charge (the indexes' growth over the
-// consumption: pages, so coarse at small -charges; a page freed by
+// consumption: pages, so coarse at small -designs.charges; a page freed by
 // deletes is not given back). The send is outside every figure.
 //
-//	go run ./bench/pgdesigns -url 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable' \
-//	  -charges 20000 -workers 4 -batch 10 -rounds 3 -designs baseline,current,claim-on-receive
-package main
+//	go test -count=1 -v -run TestDesignModel ./postgres -args -designs.charges 20000 -designs.rounds 3 \
+//	  -designs.only baseline,current,claim-on-receive
+package postgres
 
 import (
 	"context"
@@ -73,11 +73,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,8 +121,7 @@ func claimCurrent(b *pgx.Batch, msgs []msg, now time.Time) {
 	}
 }
 
-func settleFinish(set string) func(b *pgx.Batch, msgs []msg, now time.Time) {
-	sql := finishSettleSQL(set)
+func settleFinish(sql string) func(b *pgx.Batch, msgs []msg, now time.Time) {
 	return func(b *pgx.Batch, msgs []msg, now time.Time) {
 		b.Queue(lockMessagesSQL, queueName, ids(msgs))
 		for _, m := range msgs {
@@ -158,9 +157,9 @@ var designs = map[string]design{
 			b.Queue(ackSQL, queueName, ids(msgs), counts)
 		},
 	},
-	"current":            {claims: claimCurrent, settle: settleFinish(finishSet)},
-	"brin-expires":       {expiresIdx: "brin", claims: claimCurrent, settle: settleFinish(finishSet)},
-	"no-expires-at-done": {claims: claimCurrent, settle: settleFinish(finishSetKeepExpiry)},
+	"current":            {claims: claimCurrent, settle: settleFinish(finishSettleSQL)},
+	"brin-expires":       {expiresIdx: "brin", claims: claimCurrent, settle: settleFinish(finishSettleSQL)},
+	"no-expires-at-done": {claims: claimCurrent, settle: settleFinish(finishSettleKeepExpirySQL)},
 	"claim-on-message": {claimCol: true, settle: settleOnMessage,
 		claims: func(b *pgx.Batch, msgs []msg, _ time.Time) {
 			for _, m := range msgs {
@@ -198,10 +197,25 @@ func settleSet(b *pgx.Batch, msgs []msg, now time.Time) {
 	b.Queue(finishSettleSetSQL, keys, tokens, ids(msgs), counts, bankRef, now, now.Add(retention), queueName)
 }
 
-func main() {
-	if err := run(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "pgdesigns:", err)
-		os.Exit(1)
+// The model's flags (after -args); -designs.charges 0, the default, skips
+// it: a measurement run by hand, not a test.
+var (
+	dmURL     = flag.String("designs.url", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "design model: PostgreSQL URL")
+	dmCharges = flag.Int("designs.charges", 0, "design model: charges (messages) per design and round; 0 skips the model")
+	dmWorkers = flag.Int("designs.workers", 4, "design model: workers (each a receive, then its settle)")
+	dmBatch   = flag.Int("designs.batch", 10, "design model: messages per receive")
+	dmRounds  = flag.Int("designs.rounds", 1, "design model: rounds (designs interleaved, order reversed every other round)")
+	dmOnly    = flag.String("designs.only", "baseline,current,current-set,brin-expires,no-expires-at-done,claim-on-message,claim-on-receive,record-floor", "design model: designs, comma-separated")
+)
+
+// TestDesignModel runs the design model (see above) when
+// -designs.charges is set, and prints its table.
+func TestDesignModel(t *testing.T) {
+	if *dmCharges == 0 {
+		t.Skip("the design model is a measurement: -args -designs.charges N (BENCHMARKS.md)")
+	}
+	if err := dmRun(t.Context(), *dmURL, *dmCharges, *dmWorkers, *dmBatch, *dmRounds, *dmOnly); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -209,22 +223,15 @@ type result struct {
 	rate, ratio, walPer, insPer, updPer, hotPer, delPer, idxPer float64
 }
 
-func run(ctx context.Context) error {
-	url := flag.String("url", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "PostgreSQL URL")
-	charges := flag.Int("charges", 3000, "charges (messages) per design and round")
-	workers := flag.Int("workers", 4, "workers (each a receive, then its settle)")
-	batch := flag.Int("batch", 10, "messages per receive")
-	rounds := flag.Int("rounds", 1, "rounds (designs interleaved, order reversed every other round)")
-	names := flag.String("designs", "baseline,current,current-set,brin-expires,no-expires-at-done,claim-on-message,claim-on-receive,record-floor", "designs, comma-separated")
-	flag.Parse()
+func dmRun(ctx context.Context, url string, charges, workers, batch, rounds int, names string) error {
 	var order []string
-	for _, n := range strings.Split(*names, ",") {
+	for _, n := range strings.Split(names, ",") {
 		d, ok := designs[n]
 		if !ok {
 			return fmt.Errorf("unknown design %q", n)
 		}
-		if *workers < 1 || *batch < 1 || *charges < 1 || *rounds < 1 {
-			return errors.New("-charges, -workers, -batch and -rounds must be positive")
+		if workers < 1 || batch < 1 || charges < 1 || rounds < 1 {
+			return errors.New("-designs.charges, .workers, .batch and .rounds must be positive")
 		}
 		d.name = n
 		if d.expiresIdx == "" {
@@ -236,32 +243,32 @@ func run(ctx context.Context) error {
 		designs[n] = d
 		order = append(order, n)
 	}
-	admin, err := pgx.Connect(ctx, *url)
+	admin, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer admin.Close(ctx)
 	for _, n := range order {
-		if err := setUp(ctx, admin, designs[n]); err != nil {
+		if err := setUp(ctx, admin, url, designs[n]); err != nil {
 			return err
 		}
 	}
 	defer func() {
 		for _, n := range order {
 			if _, err := admin.Exec(context.WithoutCancel(ctx), `drop schema if exists `+schema(n)+` cascade`); err != nil {
-				fmt.Fprintln(os.Stderr, "pgdesigns: drop:", err)
+				fmt.Println("design model: drop:", err)
 			}
 		}
 	}()
 	got := map[string][]result{}
-	for r := range *rounds {
+	for r := range rounds {
 		seq := slices.Clone(order)
 		if r%2 == 1 {
 			slices.Reverse(seq)
 		}
 		rates := map[string]float64{}
 		for _, n := range seq {
-			res, err := round(ctx, admin, *url, designs[n], r, *charges, *workers, *batch)
+			res, err := round(ctx, admin, url, designs[n], r, charges, workers, batch)
 			if err != nil {
 				return fmt.Errorf("%s, round %d: %w", n, r+1, err)
 			}
@@ -306,13 +313,28 @@ func run(ctx context.Context) error {
 
 func schema(design string) string { return "pgdesigns_" + strings.ReplaceAll(design, "-", "_") }
 
-func setUp(ctx context.Context, admin *pgx.Conn, d design) error {
+func setUp(ctx context.Context, admin *pgx.Conn, url string, d design) error {
 	s := schema(d.name)
-	if _, err := admin.Exec(ctx, `drop schema if exists `+s+` cascade; create schema `+s); err != nil {
+	if _, err := admin.Exec(ctx, `drop schema if exists `+s+` cascade`); err != nil {
 		return err
 	}
-	if _, err := admin.Exec(ctx, `set search_path = `+s+`; `+schemaSQL(d.expiresIdx, d.claimCol)+`; reset search_path`); err != nil {
+	db, err := Open(ctx, url, Options{Schema: s, QueueVacuumThreshold: -1}) // the package's own migrations
+	if err != nil {
 		return fmt.Errorf("%s: create tables: %w", d.name, err)
+	}
+	db.Close()
+	ddl := `alter table queue_messages set (autovacuum_enabled = false);
+		alter table idempotency_records set (autovacuum_enabled = false);`
+	if d.expiresIdx == "brin" {
+		ddl += `drop index idempotency_records_expires_idx;
+			create index idempotency_records_expires_idx on idempotency_records using brin (expires_at);`
+	}
+	if d.claimCol {
+		ddl += `alter table queue_messages add column claim_key text collate "C";
+			create unique index queue_messages_claim_idx on queue_messages (claim_key) where claim_key is not null;`
+	}
+	if _, err := admin.Exec(ctx, `set search_path = `+s+`; `+ddl+` reset search_path`); err != nil {
+		return fmt.Errorf("%s: the design's tables: %w", d.name, err)
 	}
 	return nil
 }
@@ -505,10 +527,13 @@ func receive(ctx context.Context, p *pgxpool.Pool, d design, max int) ([]msg, er
 	var msgs []msg
 	for rows.Next() {
 		var (
-			m    msg
-			body []byte
+			m       msg
+			body    []byte
+			size    int32
+			attrs   []byte
+			created time.Time
 		)
-		if err := rows.Scan(&m.id, &body, &m.received); err != nil {
+		if err := rows.Scan(&m.id, &body, &size, &attrs, &m.received, &created); err != nil {
 			return nil, err
 		}
 		var c struct {
@@ -548,3 +573,111 @@ func token() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// receiveClaimSQL is receiveSQL (queue.go's) that also writes the claim on the message
+// row in the same update (claim-on-receive): claim_key is the body's
+// chargeId unless the message already carries one (a redelivery keeps
+// it), another message carries it, a record holds it, or an earlier
+// message of this batch takes it. Returns whether the row holds the claim.
+const receiveClaimSQL = `
+with picked as (
+  select id, convert_from(body, 'UTF8')::jsonb ->> 'chargeId' as k from queue_messages
+  where queue = $1 and visible_at <= clock_timestamp() and received < $3
+  order by visible_at, id
+  limit $2
+  for update skip locked
+), firsts as (
+  select id, k, row_number() over (partition by k order by id) = 1 as first from picked
+)
+update queue_messages m set received = m.received + 1, visible_at = clock_timestamp() + $4 * interval '1 millisecond',
+  claim_key = case
+    when m.claim_key is not null then m.claim_key
+    when f.first
+      and not exists (select 1 from queue_messages o where o.claim_key = f.k)
+      and not exists (select 1 from idempotency_records r where r.key = f.k) then f.k
+  end
+from firsts f where m.id = f.id
+returning m.id, case when octet_length(m.body) <= $5 then m.body end, octet_length(m.body), m.attributes, m.received, m.created_at`
+
+// claimOnMessageSQL is claim-on-message's claim: after the plain receive,
+// one update per message, so that a duplicate does not abort the batch.
+// $1 key, $2 message id.
+const claimOnMessageSQL = `
+update queue_messages set claim_key = $1
+where id = $2 and claim_key is null
+  and not exists (select 1 from queue_messages where claim_key = $1)
+  and not exists (select 1 from idempotency_records where key = $1)`
+
+// finishSettleKeepExpirySQL is finishSettleSQL without the retention: the
+// claim wrote the final one (no-expires-at-done). $7 is still passed,
+// unused.
+// (PostgreSQL compares an indexed column's old and new values, so an
+// unchanged expires_at is no change; the state's change still makes the
+// update non-HOT.)
+var finishSettleKeepExpirySQL = strings.Replace(finishSettleSQL, "expires_at = $7,", "expires_at = coalesce(expires_at, $7::timestamptz),", 1)
+
+// doneOnMessageSQL is claim-on-message's DONE: the message deleted (if
+// this delivery holds the claim) and the record inserted DONE-DEBITED,
+// one statement. $1 key, $2 token, $3 fingerprint, $4 now, $5 expires at,
+// $6 detail, $7 queue, $8 message id, $9 receive count.
+const doneOnMessageSQL = `
+with d as (
+  delete from queue_messages
+  where queue = $7 and id = $8 and received = $9 and claim_key = $1
+  returning 1
+), i as (
+  insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
+  select $1, 'DONE', $2, $3, 1, $4, $4, $4, $5, 'DEBITED', $6 from d
+  on conflict (key) do nothing
+  returning 1
+)
+select (select count(*) from i), (select count(*) from d)`
+
+// ackSQL is Queue.Ack's delete (the baseline's settle).
+const ackSQL = `delete from queue_messages m using unnest($2::bigint[], $3::int[]) as r(id, received)
+  where m.queue = $1 and m.id = r.id and m.received = r.received returning m.id`
+
+// claimSetSQL is current-set's claim: every fresh key of the batch in one
+// insert (a real driver would run claimSQL for the keys it did not
+// insert: duplicates, reclaims, none here). $1 keys, $2 tokens, $3
+// fingerprint, $4 lease until, $5 now, $6 expires at.
+const claimSetSQL = `
+insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, summary)
+select k, 'IN_PROGRESS', t, $3, 1, $4, $5, $5, $6, '' from unnest($1::text[], $2::text[]) as c(k, t)
+on conflict (key) do nothing`
+
+// finishSettleSetSQL is current-set's settle: every DONE of the group
+// and its message's delete in one statement. $1 keys, $2 tokens, $3
+// message ids, $4 receive counts, $5 detail, $6 now, $7 expires at, $8
+// queue.
+const finishSettleSetSQL = `
+with v as (
+  select * from unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) as v(k, t, id, received)
+), u as (
+  update idempotency_records r set state = 'DONE', status = 'DEBITED', detail = $5, updated_at = $6, expires_at = $7
+  from v where r.key = v.k and r.state = 'IN_PROGRESS' and r.token = v.t
+  returning r.key
+), d as (
+  delete from queue_messages m using v, u
+  where u.key = v.k and m.queue = $8 and m.id = v.id and m.received = v.received
+  returning 1
+)
+select (select count(*) from u), (select count(*) from d)`
+
+// doneOnlySQL is record-floor's settle: the record inserted DONE-DEBITED
+// with the message's delete, and no claim before it — not a guard (nothing
+// stops a second delivery meanwhile), the least any design that keeps a
+// record per charge writes. $1 key, $2 token, $3 fingerprint, $4 now, $5
+// expires at, $6 detail, $7 queue, $8 message id, $9 receive count.
+const doneOnlySQL = `
+with d as (
+  delete from queue_messages
+  where queue = $7 and id = $8 and received = $9
+  returning 1
+), i as (
+  insert into idempotency_records (key, state, token, fingerprint, attempt, lease_until, created_at, updated_at, expires_at, status, detail)
+  select $1, 'DONE', $2, $3, 1, $4, $4, $4, $5, 'DEBITED', $6 from d
+  on conflict (key) do nothing
+  returning 1
+)
+select (select count(*) from i), (select count(*) from d)`
