@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -89,59 +88,22 @@ type PendingClaim struct {
 // order: the order every claiming transaction writes them in, so that two
 // transactions never wait for each other's rows. With Read, each
 // message carries what was read of it (Message.Parsed), claimed or not.
-func (p ClaimPolicy) Claims(msgs []Message) []PendingClaim { return p.ClaimsPrepared(msgs, nil) }
-
-// Prepared is what a policy made of a message before the receive that
-// takes it (ClaimPolicy.Prepare): its claim, with the claim's fresh token
-// and its time, and what Read read of the body. A queue with a single
-// writer prepares the claims of the messages it is about to receive
-// outside that writer, and ClaimsPrepared uses each for the message it
-// was made from, if its body is the same.
-type Prepared struct {
-	body   []byte
-	req    driver.ClaimRequest
-	parsed any
-	ok     bool
-}
-
-// Prepare is what p makes of m now: Claims' work for one message, done
-// before its receive. Use each Prepared for one receive at most (its
-// claim's token is fresh once), and soon (its claim's time is now).
-func (p ClaimPolicy) Prepare(m Message) Prepared {
-	pr := Prepared{body: m.Body}
-	if p.Read != nil {
-		pr.req, pr.parsed, pr.ok = p.Read(m)
-	} else {
-		pr.req, pr.ok = p.Claim(m)
-	}
-	return pr
-}
-
-// ClaimsPrepared is Claims, taking what was prepared for a message
-// (take's answer, when ok and made from the same body) instead of reading
-// the message again; take nil prepares nothing.
-func (p ClaimPolicy) ClaimsPrepared(msgs []Message, take func(m Message) (Prepared, bool)) []PendingClaim {
+func (p ClaimPolicy) Claims(msgs []Message) []PendingClaim {
 	var claims []PendingClaim
 	for i := range msgs {
-		var pr Prepared
-		ok := false
-		if take != nil {
-			pr, ok = take(msgs[i])
-			ok = ok && bytes.Equal(pr.body, msgs[i].Body)
-		}
-		if ok {
-			msgs[i].Body = pr.body // the bytes Parsed was read from
-		} else {
-			pr = p.Prepare(msgs[i])
-		}
+		var req driver.ClaimRequest
+		var ok bool
 		if p.Read != nil {
-			msgs[i].setParsed(pr.parsed)
+			var v any
+			req, v, ok = p.Read(msgs[i])
+			msgs[i].setParsed(v)
+		} else {
+			req, ok = p.Claim(msgs[i])
 		}
-		req := pr.req
 		// A summary past driver.MaxSummaryBytes is not written here: the
 		// message goes unbound, and the Guard's own claim refuses it
 		// (idempotency.ErrInvalid), as it refuses it in DoOptions.
-		if pr.ok && req.Key != "" && req.Token != "" && len(req.Summary) <= driver.MaxSummaryBytes {
+		if ok && req.Key != "" && req.Token != "" && len(req.Summary) <= driver.MaxSummaryBytes {
 			claims = append(claims, PendingClaim{i, req})
 		}
 	}

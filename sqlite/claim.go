@@ -30,11 +30,10 @@ func (q *Queue) ReceiveClaiming(ctx context.Context, max int, p queue.ClaimPolic
 }
 
 // claimAll writes the claims of msgs in tx, in key order (as every
-// claiming transaction does), and binds each message to its claim: the
-// claim prepared for it outside the writer (take), else one made now. Two
+// claiming transaction does), and binds each message to its claim. Two
 // copies of one charge in one batch: the second sees the first's claim.
-func (q *Queue) claimAll(ctx context.Context, tx *wtx, msgs []queue.Message, p queue.ClaimPolicy, take func(queue.Message) (queue.Prepared, bool)) error {
-	claims := p.ClaimsPrepared(msgs, take)
+func (q *Queue) claimAll(ctx context.Context, tx *wtx, msgs []queue.Message, p queue.ClaimPolicy) error {
+	claims := p.Claims(msgs)
 	for _, c := range claims {
 		res, err := claimTx(ctx, tx, c.Req)
 		if err != nil {

@@ -46,10 +46,6 @@ type Queue struct {
 
 	sweepMu   sync.Mutex
 	nextSweep time.Time
-
-	// prepared are the claims made ahead of a claiming receive, outside
-	// the writer (prepare.go).
-	prepared preparedClaims
 }
 
 var _ queue.Queue = (*Queue)(nil)
@@ -187,12 +183,11 @@ func (q *Queue) receiveOnce(ctx context.Context, max int, p *queue.ClaimPolicy) 
 	// count), for up to max messages at once, returning what the receipt
 	// and the runtime need.
 	var out []queue.Message
+	now := time.Now().UTC()
 	write := q.db.write1 // one statement (plus the rare unread forward)
 	if p != nil {
 		write = q.db.write // the claims too: all or nothing
-		q.prepare(ctx, *p, max)
 	}
-	now := time.Now().UTC()
 	err := write(ctx, func(tx *wtx) error {
 		out = out[:0]
 		rows, err := tx.Query(ctx, receiveSQL, now.Add(q.opts.VisibilityTimeout).Format(timeFormat),
@@ -233,7 +228,7 @@ func (q *Queue) receiveOnce(ctx context.Context, max int, p *queue.ClaimPolicy) 
 			}
 		}
 		if p != nil {
-			return q.claimAll(ctx, tx, out, *p, q.prepared.take)
+			return q.claimAll(ctx, tx, out, *p)
 		}
 		return nil
 	})
