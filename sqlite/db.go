@@ -167,7 +167,10 @@ func ownerOnly(path string) error {
 }
 
 // schema is goqite's SQLite schema (the library leaves creating it to its
-// user) plus the idempotency table.
+// user) plus the idempotency table. It runs at every Open, before the
+// migrations: it creates no index a migration drops (the index on (state,
+// lease_until), which migration 6 makes and 8 drops, was made here again
+// at every Open after the upgrade, putting the bulk back in an index).
 const schema = `
 create table if not exists goqite (
   id text primary key default ('m_' || lower(hex(randomblob(16)))),
@@ -196,7 +199,6 @@ create table if not exists idempotency_records (
   detail text not null default ''
 ) strict;
 
-create index if not exists idempotency_records_state_lease_idx on idempotency_records (state, lease_until);
 create index if not exists idempotency_records_expires_idx on idempotency_records (expires_at);
 `
 
