@@ -14,12 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The limits are issue 55's medians plus the spread of their runs (old and
-# new builds interleaved, on a quiet machine; BENCHMARKS.md): embedded
-# 1.12x (runs 1.02-1.25x) -> 1.35x; PostgreSQL 2.41x (runs 2.36-2.84x, 30,000
-# charges) -> 2.9x. They catch a regression of the guard: a median past the
-# spread of today's runs. BENCH_GUARD_COST_LIMIT (or --max-guard-cost)
-# overrides both.
+# The limits are issue 55's medians plus half the range of their runs (old
+# and new builds interleaved, on a quiet machine; BENCHMARKS.md): embedded
+# 1.15x (11 runs, 0.90-1.54x) -> 1.45x, where the build before the issue
+# measured 1.46x in the same series; PostgreSQL 2.39x (9 runs, 1.93-2.84x,
+# 30,000 charges) -> 2.9x. They catch a regression of the guard, not a
+# day's noise. BENCH_GUARD_COST_LIMIT (or --max-guard-cost) overrides both.
 backend=embedded charges=100000 rounds=3 limit=${BENCH_GUARD_COST_LIMIT:-}
 extra=()
 while [ $# -gt 0 ]; do
@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
 done
 if [ -z "$limit" ]; then
   case "$backend" in
-    embedded) limit=1.35 ;;
+    embedded) limit=1.45 ;;
     postgres) limit=2.9 ;;
     *) echo "bench-check: no default limit for --backend $backend: pass --max-guard-cost" >&2; exit 2 ;;
   esac
