@@ -395,6 +395,12 @@ func round(ctx context.Context, admin *pgx.Conn, url string, d design, r, n, wor
 	if _, err := admin.Exec(ctx, `truncate `+s+`.queue_messages, `+s+`.idempotency_records restart identity`); err != nil {
 		return result{}, err
 	}
+	// A checkpoint the round does not cause must not fall inside it: the
+	// earlier designs' WAL would be written out on this one's time (and
+	// its first writes to each page carry a full page image after one).
+	if _, err := admin.Exec(ctx, `checkpoint`); err != nil {
+		return result{}, fmt.Errorf("checkpoint: %w", err)
+	}
 	sent, err := stats(ctx, admin, s)
 	if err != nil {
 		return result{}, err
