@@ -137,19 +137,7 @@ func snapshot(t *testing.T, s *Store) string {
 				fmt.Fprintf(&b, "byresult %s %q %v\n", state, status, rk)
 				for _, prefix := range []string{"", "a/", "_", "b/DONE"} {
 					for _, limit := range []int{1, 4, 500} {
-						var all []string
-						after := ""
-						for range 1000 {
-							p, err := s.ListState(ctx, driver.ListRequest{State: state, Status: status, Prefix: prefix, After: after, Limit: limit, Now: now})
-							if err != nil {
-								t.Fatal(err)
-							}
-							all = append(all, keys(p.Records)...)
-							if p.Next == "" {
-								break
-							}
-							after = p.Next
-						}
+						all := pagedKeys(t, s, driver.ListRequest{State: state, Status: status, Prefix: prefix, Limit: limit, Now: now}, 1000, keys)
 						fmt.Fprintf(&b, "list %s %q %q %d %v\n", state, status, prefix, limit, all)
 					}
 				}
@@ -443,4 +431,23 @@ func TestAttackPlansWithStatistics(t *testing.T) {
 	if err != nil || len(p.Records) != 20 {
 		t.Errorf("FAILED page: %d %v", len(p.Records), err)
 	}
+}
+
+// pagedKeys follows req's pages (at most pages of them) and returns every
+// record listed, as keys writes it, in order.
+func pagedKeys(t *testing.T, s *Store, req driver.ListRequest, pages int, keys func([]driver.Record) []string) []string {
+	t.Helper()
+	var all []string
+	for range pages {
+		p, err := s.ListState(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, keys(p.Records)...)
+		if p.Next == "" {
+			break
+		}
+		req.After = p.Next
+	}
+	return all
 }

@@ -45,19 +45,7 @@ func lightSnapshot(t *testing.T, s *Store, now time.Time) string {
 			rk := keys(r)
 			slices.Sort(rk)
 			fmt.Fprintf(&b, "byresult %s %q %v\n", state, status, rk)
-			var all []string
-			after := ""
-			for range 100 {
-				p, err := s.ListState(ctx, driver.ListRequest{State: state, Status: status, After: after, Limit: 2, Now: now})
-				if err != nil {
-					t.Fatal(err)
-				}
-				all = append(all, keys(p.Records)...)
-				if p.Next == "" {
-					break
-				}
-				after = p.Next
-			}
+			all := pagedKeys(t, s, driver.ListRequest{State: state, Status: status, Limit: 2, Now: now}, 100, keys)
 			fmt.Fprintf(&b, "list %s %q %v\n", state, status, all)
 		}
 	}
