@@ -60,19 +60,34 @@ func (s *downStore) Extend(ctx context.Context, req driver.ExtendRequest) error 
 	return s.Store.Extend(ctx, req)
 }
 
-// Receipt is one handling of a message: when, which, and its receive
-// count then.
+// Receipt is one handling of a message: when it began (or any time
+// after its receive; a later time only makes the check stricter), which,
+// and its receive count then.
 type Receipt struct {
 	At    time.Time
 	ID    string
 	Count int
 }
 
-// GrewDuring checks the outage invariant: it returns a line for each
-// message whose receive count grew by more than one between from and to
-// (the highest count handled before from is the starting point), and how
-// many messages were handled in the window.
-func GrewDuring(rs []Receipt, from, to time.Time) (violations []string, handled int) {
+// Growth is a message whose receive count grew by more than one in a
+// window: From is the highest count handled before it, To the highest
+// within it.
+type Growth struct {
+	ID       string
+	From, To int
+}
+
+func (g Growth) String() string {
+	return fmt.Sprintf("message %s: receive count %d → %d, want at most one more", g.ID, g.From, g.To)
+}
+
+// GrewDuring checks the outage invariant: it returns each message whose
+// receive count grew by more than one between from and to (the highest
+// count handled before from is the starting point), and how many messages
+// were handled in the window. A receipt's At must not be earlier than the
+// receive it counts: a handling that began before from says its receive
+// was before the window, whenever its result was written.
+func GrewDuring(rs []Receipt, from, to time.Time) (violations []Growth, handled int) {
 	before, during := map[string]int{}, map[string]int{}
 	for _, r := range rs {
 		switch {
@@ -84,7 +99,7 @@ func GrewDuring(rs []Receipt, from, to time.Time) (violations []string, handled 
 	}
 	for id, c := range during {
 		if c-before[id] > 1 {
-			violations = append(violations, fmt.Sprintf("message %s: receive count %d → %d, want at most one more", id, before[id], c))
+			violations = append(violations, Growth{ID: id, From: before[id], To: c})
 		}
 	}
 	return violations, len(during)
