@@ -71,10 +71,15 @@ func (d decisionLine) started() time.Time {
 func checkReceiveGrowth(t *testing.T, decisions []decisionLine, logs []string, name string, start, end time.Time) {
 	t.Helper()
 	rs := make([]scenariotest.Receipt, len(decisions))
+	straddled := 0
 	for i, d := range decisions {
 		rs[i] = scenariotest.Receipt{At: d.started(), ID: d.MessageID, Count: d.ReceiveCount}
+		if d.started().Before(start) && !d.Time.Before(start) {
+			straddled++
+		}
 	}
-	violations, _ := scenariotest.GrewDuring(rs, start, end)
+	violations, handled := scenariotest.GrewDuring(rs, start, end)
+	t.Logf("%s: %d messages handled, %d handlings began before it and ended within it", name, handled, straddled)
 	for _, v := range violations {
 		t.Errorf("%s during the %s (%s to %s)", v, name, start.Format("15:04:05.000"), end.Format("15:04:05.000"))
 		for _, l := range logs {
