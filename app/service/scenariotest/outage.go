@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/finedge/idempotent-consumer/app/charge"
 	"github.com/finedge/idempotent-consumer/app/corebanksim"
 	"github.com/finedge/idempotent-consumer/app/notifysim"
 	wiring "github.com/finedge/idempotent-consumer/app/service/pipeline"
+	"github.com/finedge/idempotent-consumer/consumer"
 	"github.com/finedge/idempotent-consumer/idempotency"
 	"github.com/finedge/idempotent-consumer/idempotency/driver"
 	"github.com/finedge/idempotent-consumer/queue"
@@ -129,10 +129,13 @@ func outages(t *testing.T, h Harness) {
 	var mu sync.Mutex
 	var seen []Receipt
 	pl, err := wiring.New(wiring.Ports{Source: b.Queue, Store: store, Bank: bank, Notifier: notifysim.NewRecorder(0, nil)}, cfg,
-		wiring.Options{Logger: quiet, OnResult: func(_ context.Context, m queue.Message, _ charge.Charge, _ charge.Result) {
+		wiring.Options{Logger: quiet, OnDecision: func(m queue.Message, _ consumer.Decision, took time.Duration) {
+			// When the handling began: a receive just before an outage,
+			// answered within it, is not a receive within it.
+			at := time.Now().Add(-took)
 			mu.Lock()
 			defer mu.Unlock()
-			seen = append(seen, Receipt{time.Now(), m.ID, m.ReceiveCount})
+			seen = append(seen, Receipt{at, m.ID, m.ReceiveCount})
 		}})
 	if err != nil {
 		t.Fatal(err)
