@@ -414,11 +414,16 @@ func (s *Store) Collect(ctx context.Context, c driver.CollectRequest) (driver.Re
 // listByResultSQL lists the records in state ?1 with status ?2 live at
 // ?3, ?4 at most: by the partial index (false), or for the bulk (true) a
 // scan.
-var listByResultSQL = map[bool]string{
-	false: `select ` + columns + ` from idempotency_records
-		where state = ?1 and status = ?2 and ` + openPredicate + ` and expires_at > ?3 order by updated_at limit ?4`,
-	true: `select ` + columns + ` from idempotency_records
-		where state = ?1 and status = ?2 and expires_at > ?3 order by updated_at limit ?4`,
+var listByResultSQL = byBulk(func(open string) string {
+	return `select ` + columns + ` from idempotency_records
+		where state = ?1 and status = ?2` + open + ` and expires_at > ?3 order by updated_at limit ?4`
+})
+
+// byBulk builds a listing's two statements from one text: for the records
+// the partial index holds (false) with its predicate as a term, and for
+// the bulk (true) without it.
+func byBulk(query func(open string) string) map[bool]string {
+	return map[bool]string{false: query(" and " + openPredicate), true: query("")}
 }
 
 // ListByResult implements driver.ResultLister: by the partial index of
@@ -494,14 +499,11 @@ func (s *Store) CountByState(ctx context.Context, now time.Time) (map[driver.Sta
 // below ?5 when ?4, live at ?6, status ?7 (empty: any), ?8 at most; by the
 // partial index on (state, key) (false), or walking the primary key for
 // the bulk (true).
-var listStateSQL = map[bool]string{
-	false: `select ` + columns + ` from idempotency_records
-		where state = ?1 and ` + openPredicate + ` and key > ?2 and key >= ?3 and (?4 = 0 or key < ?5) and expires_at > ?6 and (?7 = '' or status = ?7)
-		order by key limit ?8`,
-	true: `select ` + columns + ` from idempotency_records
-		where state = ?1 and key > ?2 and key >= ?3 and (?4 = 0 or key < ?5) and expires_at > ?6 and (?7 = '' or status = ?7)
-		order by key limit ?8`,
-}
+var listStateSQL = byBulk(func(open string) string {
+	return `select ` + columns + ` from idempotency_records
+		where state = ?1` + open + ` and key > ?2 and key >= ?3 and (?4 = 0 or key < ?5) and expires_at > ?6 and (?7 = '' or status = ?7)
+		order by key limit ?8`
+})
 
 // ListState implements driver.StateLister, the prefix a key range (never
 // a LIKE pattern), the cursor a key: DONE by walking the primary key (most
